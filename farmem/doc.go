@@ -1,0 +1,60 @@
+// Package farmem is the vocabulary of far memory: addresses, nodes and clients, verbs and
+// batches, the Memory and Fabric interfaces every transport implements, the runtime that code
+// above the transports takes time, goroutines and randomness from, counted costs, and the
+// sentinel errors.
+//
+// # Nodes, clients, addresses
+//
+// An [Addr] is a uint64: the node id in the top 16 bits, a byte offset in the low 48. Offset 0 of
+// every node is its header, so the zero Addr is nil. Far memory never holds Go pointers.
+//
+// Memory nodes and compute nodes share one id space ([NodeID]). A memory node owns memory and runs
+// no application code: it serves verbs only, and no structure may depend on its CPU (a CXL device
+// has none). A compute node is a process: it has a dense, nonzero [ComputeID], owns a region that
+// peers reach with ordinary verbs, and runs [Handler]s for Calls. A client is one goroutine's
+// [Memory]; its dense 16-bit [ClientID] is unique in the cluster and maps to the client's slice of
+// its compute node's region with no round trip ([Topology.ClientSlice]).
+//
+// # Semantics
+//
+// Every transport keeps these, and the conformance suite farmem/farmemtest checks each of them:
+//
+//  1. Words. Aligned 8-byte accesses never tear. CAS, FAA and MaskedCAS act on aligned 8-byte
+//     words, atomically with respect to other atomics. A word that is ever the target of an atomic
+//     is written only by atomics, because RDMA promises no more; the local transport has a strict
+//     mode that reports any plain write overlapping such a word. FAA wraps modulo 2^64 (a negative
+//     delta is its two's complement). MaskedCAS compares (mem & cmpMask) == (cmp & cmpMask) and,
+//     if equal, stores (mem &^ swapMask) | (swap & swapMask); it returns the previous word either
+//     way. There are no 16-byte atomics.
+//  2. Longer data is not atomic. A read longer than 8 bytes may see a concurrent write interleaved
+//     word by word. Transports copy word by word; structures detect tears themselves (versions,
+//     checksums). The local and sim transports produce real tears on purpose, and tests assert
+//     that they happened.
+//  3. Order. Within one batch to one node, each op executes after, and observes the effects of,
+//     every earlier op of that batch (an RC queue pair with fences where needed). Batches from one
+//     client to one node apply in posting order. Nothing is ordered across nodes. When a verb
+//     returns, its effect is visible to every client.
+//  4. Costs. A batch is one round trip on the caller's critical path; its nodes are reached in
+//     parallel. [Stats] counts, deterministically: critical-path round trips; verbs by kind and by
+//     target (memory node or compute node); unsignaled verbs; bytes each way; failed CASes; Calls.
+//  5. Errors are per op, wrapped with %w around the sentinels: [ErrOutOfRange] (outside every
+//     registered region), [ErrMisaligned], [ErrNodeDown] (a crashed, unreachable or hung node,
+//     reported within a bounded fabric time, never a hang), [ErrClosed], and the context's error.
+//     No verb panics on bad input, including faults of mapped memory.
+//  6. Wait is event-driven with a bounded wake latency: a peer's write wakes it (a futex or
+//     spin-then-park on real transports, an event in the simulator), never a sleep-poll loop.
+//  7. Call reaches compute nodes only. Handlers may issue verbs and nested Calls; each compute node
+//     runs a bounded number of them at once.
+//
+// An op may be posted unsignaled (fire-and-forget): it is applied before the same client's next op
+// to that node, and is never waited for. A batch whose op is rejected (out of range, misaligned,
+// malformed) applies nothing: the bad ops fail with their error, the rest with [ErrAborted].
+//
+// # Runtime
+//
+// The fabric provides time ([Runtime.Now], [Runtime.Sleep], timers), [Runtime.Go] for background
+// work, seeded random sources, and [Runtime.Compute] to account CPU time. Code in ds/ and kvstore/
+// uses only these, never holds a Go lock across a verb or a Wait, and keeps local latches as words
+// in its compute node's region awaited with Wait. Context deadlines and leases are in fabric time
+// ([Runtime.WithTimeout]). That is what lets the simulator run the same code deterministically.
+package farmem

@@ -1,0 +1,204 @@
+// Package farmemtest is the conformance suite every transport runs: [Run] checks each numbered
+// semantic of the farmem package doc, the fault behaviour of [farmem.FaultInjector], Wait, Call
+// and Close. A fault a transport cannot inject is skipped with the transport's reason, never
+// passed.
+//
+// The suite starts concurrent work with the fabric's Runtime.Go and measures time with the
+// fabric's clock, so it runs unchanged on the simulator, where the test goroutine calls into
+// the simulated cluster while it waits for the goroutines it started there.
+package farmemtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Config is the cluster a test asks the transport for.
+type Config struct {
+	// MemoryNodes memory nodes of MemorySize bytes each.
+	MemoryNodes int
+	MemorySize  uint64
+	// ComputeNodes compute nodes, hosted by one fabric or spread over several.
+	ComputeNodes int
+}
+
+// Cluster is what a transport hands the suite for one test.
+type Cluster struct {
+	// Fabrics are views of one cluster, each hosting at least one compute node; together they
+	// host Config.ComputeNodes of them.
+	Fabrics []farmem.Fabric
+	// Faults injects faults, or is nil if the transport injects none.
+	Faults farmem.FaultInjector
+	// TearsOnPurpose says the transport interleaves long accesses on purpose, so the suite
+	// requires that it saw a torn read.
+	TearsOnPurpose bool
+}
+
+// Open builds a fresh cluster for one test and registers its cleanup with t.
+type Open func(t *testing.T, cfg Config) *Cluster
+
+// DefaultConfig is the cluster most tests use.
+var DefaultConfig = Config{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 2}
+
+// Run runs the conformance suite.
+func Run(t *testing.T, open Open) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open Open)
+	}{
+		{"Topology", testTopology},
+		{"BoundsAndAlignment", testBounds},
+		{"AtomicsTable", testAtomicsTable},
+		{"FAASum", testFAASum},
+		{"CASLoop", testCASLoop},
+		{"BatchOrder", testBatchOrder},
+		{"Tearing", testTearing},
+		{"Unsignaled", testUnsignaled},
+		{"ExactStats", testExactStats},
+		{"Wait", testWait},
+		{"Call", testCall},
+		{"Close", testClose},
+		{"FaultPartialWait", testPartialWait},
+		{"FaultCrash", testCrash},
+		{"FaultHang", testHang},
+		{"FaultPartition", testPartition},
+		{"FaultCrashMidBatch", testCrashMidBatch},
+		{"FaultCrashClient", testCrashClient},
+		{"FaultComputeCrash", testComputeCrash},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	}
+}
+
+// env is one test's cluster with helpers.
+type env struct {
+	t  *testing.T
+	cl *Cluster
+	rt farmem.Runtime
+	tp *farmem.Topology
+}
+
+func newEnv(t *testing.T, open Open, cfg Config) *env {
+	t.Helper()
+	cl := open(t, cfg)
+	require.NotNil(t, cl)
+	require.NotEmpty(t, cl.Fabrics)
+	e := &env{t: t, cl: cl, rt: cl.Fabrics[0].Runtime(), tp: cl.Fabrics[0].Topology()}
+	require.GreaterOrEqual(t, len(e.tp.MemoryNodes()), cfg.MemoryNodes, "memory nodes")
+	require.GreaterOrEqual(t, len(e.hosted()), cfg.ComputeNodes, "hosted compute nodes")
+	return e
+}
+
+type hostedNode struct {
+	f  farmem.Fabric
+	id farmem.NodeID
+}
+
+func (e *env) hosted() []hostedNode {
+	var hs []hostedNode
+	for _, f := range e.cl.Fabrics {
+		for _, id := range f.Hosted() {
+			hs = append(hs, hostedNode{f, id})
+		}
+	}
+	return hs
+}
+
+// client opens a client on the i-th hosted compute node (modulo their number).
+func (e *env) client(i int) farmem.Memory {
+	e.t.Helper()
+	hs := e.hosted()
+	h := hs[i%len(hs)]
+	m, err := h.f.Open(context.Background(), h.id)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// mem returns the address of offset off on the i-th memory node.
+func (e *env) mem(i int, off uint64) farmem.Addr {
+	return farmem.MakeAddr(e.tp.MemoryNodes()[i], off)
+}
+
+func (e *env) faults(t *testing.T) farmem.FaultInjector {
+	t.Helper()
+	if e.cl.Faults == nil {
+		t.Skip("the transport injects no faults")
+	}
+	return e.cl.Faults
+}
+
+// skipUnsupported skips the test if err says the transport cannot inject the fault.
+func skipUnsupported(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, farmem.ErrNotSupported) {
+		t.Skipf("fault not injectable on this transport: %v", err)
+	}
+	require.NoError(t, err)
+}
+
+// parallel runs fn(0..n-1) in goroutines started by the fabric's runtime and returns the
+// errors they report, joined.
+func (e *env) parallel(n int, fn func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	wg.Add(n)
+	for i := range n {
+		e.rt.Go(func() {
+			defer wg.Done()
+			errs[i] = fn(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ctx returns a context with a generous deadline in fabric time.
+func (e *env) ctx() context.Context {
+	ctx, cancel := e.rt.WithTimeout(context.Background(), time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// downBound is how long after an op starts ErrNodeDown may arrive at the latest.
+func (e *env) downBound() time.Duration {
+	return e.tp.DownTimeout + e.tp.DownTimeout/2 + 250*time.Millisecond
+}
+
+func word(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func putWord(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func words(vs ...uint64) []byte {
+	b := make([]byte, 8*len(vs))
+	for i, v := range vs {
+		putWord(b[8*i:], v)
+	}
+	return b
+}
+
+func errIs(err, target error) error {
+	if !errors.Is(err, target) {
+		return fmt.Errorf("got error %v, want %v", err, target)
+	}
+	return nil
+}

@@ -1,0 +1,411 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// client is one goroutine's farmem.Memory.
+type client struct {
+	f       *Fabric
+	node    *node
+	info    farmem.ClientInfo
+	rt      *farmem.WallRuntime
+	ctr     farmem.Counters
+	handler bool
+
+	closed  atomic.Bool
+	crashed atomic.Bool
+	done    chan struct{} // closed on Close or crash
+	doneMu  sync.Once
+
+	qmu sync.Mutex
+	qps map[farmem.NodeID]*qp
+
+	one *farmem.Batch // the single-verb batch; replaced when one is left in flight
+}
+
+var _ farmem.Memory = (*client)(nil)
+var _ farmem.StrictMemory = (*client)(nil)
+
+// qp orders one client's batches to one node, as an RC queue pair does.
+type qp struct {
+	mu      sync.Mutex
+	queue   []*job
+	running bool
+}
+
+// job is the part of a batch that goes to one node.
+type job struct {
+	ctx    context.Context
+	c      *client
+	n      *node
+	idx    []int
+	comp   farmem.Completer
+	posted time.Time
+}
+
+func (c *client) Info() farmem.ClientInfo    { return c.info }
+func (c *client) Topology() *farmem.Topology { return &c.f.topo }
+func (c *client) Runtime() farmem.Runtime    { return c.rt }
+func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
+func (c *client) ForgetAtomic(a farmem.Addr, n uint64) {
+	if nd := c.f.nodes[a.Node()]; nd != nil {
+		nd.forgetAtomic(a.Offset(), n)
+	}
+}
+
+// Close implements farmem.Memory.
+func (c *client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.doneMu.Do(func() { close(c.done) })
+	c.node.releaseSlot(c)
+	c.f.mu.Lock()
+	if c.f.clients[c.info.ID] == c {
+		delete(c.f.clients, c.info.ID)
+		c.f.closedSum = c.f.closedSum.Add(c.ctr.Snapshot())
+	}
+	c.f.mu.Unlock()
+	return nil
+}
+
+func (c *client) crash() {
+	c.crashed.Store(true)
+	c.doneMu.Do(func() { close(c.done) })
+}
+
+// usable reports why the client cannot post, or nil.
+func (c *client) usable() error {
+	switch {
+	case c.closed.Load():
+		return fmt.Errorf("local: client %d: %w", c.info.ID, farmem.ErrClosed)
+	case c.crashed.Load():
+		return fmt.Errorf("local: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
+	}
+	return nil
+}
+
+// check validates a batch before anything of it is applied.
+func (c *client) check(b *farmem.Batch) (errs []error, err error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if err := b.Check(); err != nil {
+		return nil, err
+	}
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		n := c.f.nodes[op.Addr.Node()]
+		var e error
+		if n == nil {
+			e = fmt.Errorf("local: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
+		} else {
+			e = op.Check(n.size)
+		}
+		if e != nil {
+			if errs == nil {
+				errs = make([]error, len(b.Ops))
+			}
+			errs[i] = e
+		}
+	}
+	return errs, nil
+}
+
+// fast reports whether a batch to n may run inline in the caller: no delay to model, n
+// reachable, and nothing of this client's still queued for n.
+func (c *client) fast(n *node) bool {
+	if c.f.opts.Latency != 0 || c.f.opts.Jitter != 0 || c.f.reach(c, n) != reachable {
+		return false
+	}
+	q := c.qp(n.id)
+	q.mu.Lock()
+	idle := !q.running && len(q.queue) == 0
+	q.mu.Unlock()
+	return idle
+}
+
+func (c *client) qp(id farmem.NodeID) *qp {
+	c.qmu.Lock()
+	q := c.qps[id]
+	if q == nil {
+		q = &qp{}
+		c.qps[id] = q
+	}
+	c.qmu.Unlock()
+	return q
+}
+
+// Post implements farmem.Memory.
+func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
+	if b == nil {
+		b = &farmem.Batch{}
+	}
+	errs, err := c.check(b)
+	if err != nil || errs != nil {
+		p, comp := farmem.NewPending(b, nil)
+		if err != nil {
+			comp.Reject(err)
+			return p
+		}
+		for i := range b.Ops {
+			switch {
+			case errs[i] != nil:
+				comp.Complete(i, 0, errs[i])
+			default:
+				comp.Complete(i, 0, fmt.Errorf("local: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
+			}
+		}
+		return p
+	}
+	c.ctr.CountBatch(b, c.info.Node)
+
+	// Group the ops by node, keeping batch order within each.
+	type group struct {
+		n   *node
+		idx []int
+	}
+	var groups []group
+	for i := range b.Ops {
+		n := c.f.nodes[b.Ops[i].Addr.Node()]
+		g := -1
+		for j := range groups {
+			if groups[j].n == n {
+				g = j
+				break
+			}
+		}
+		if g < 0 {
+			groups = append(groups, group{n: n})
+			g = len(groups) - 1
+		}
+		groups[g].idx = append(groups[g].idx, i)
+	}
+	inline := true
+	for _, g := range groups {
+		if !c.fast(g.n) {
+			inline = false
+			break
+		}
+	}
+	var park farmem.Parker
+	if !inline {
+		park = farmem.NewChanParker()
+	}
+	p, comp := farmem.NewPending(b, park)
+	now := time.Now()
+	for _, g := range groups {
+		j := &job{ctx: ctx, c: c, n: g.n, idx: g.idx, comp: comp, posted: now}
+		if inline {
+			c.f.run(j, 0)
+		} else {
+			c.enqueue(j)
+		}
+	}
+	return p
+}
+
+func (c *client) enqueue(j *job) {
+	q := c.qp(j.n.id)
+	q.mu.Lock()
+	q.queue = append(q.queue, j)
+	if !q.running {
+		q.running = true
+		go c.drain(q)
+	}
+	q.mu.Unlock()
+}
+
+// drain runs a queue pair's jobs in order until it is empty.
+func (c *client) drain(q *qp) {
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		j := q.queue[0]
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		c.f.run(j, c.f.delay())
+	}
+}
+
+// run executes a job: half the delay out, the ops applied in order at the node, half back.
+func (f *Fabric) run(j *job, delay time.Duration) {
+	b := j.comp.Pending().Batch()
+	fail := func(from int, err error) {
+		for _, i := range j.idx[from:] {
+			j.comp.Complete(i, 0, err)
+		}
+	}
+	if err := j.ctx.Err(); err != nil {
+		fail(0, err)
+		return
+	}
+	if delay > 0 {
+		if err := f.rt.Sleep(j.ctx, delay/2); err != nil {
+			fail(0, err)
+			return
+		}
+	}
+	if j.c.crashed.Load() {
+		fail(0, fmt.Errorf("local: client %d crashed: %w", j.c.info.ID, farmem.ErrNodeDown))
+		return
+	}
+	if err := f.awaitReach(j.ctx, j.c, j.n, j.posted.Add(f.opts.DownTimeout)); err != nil {
+		fail(0, err)
+		return
+	}
+	limit := len(j.idx)
+	crash := false
+	if j.n.crashAfter.Load() >= 0 {
+		if k := j.n.crashAfter.Swap(-1); k >= 0 && int(k) < limit {
+			limit, crash = int(k), true
+		}
+	}
+	between := f.between()
+	type result struct {
+		val uint64
+		err error
+	}
+	var results []result
+	if delay > 0 {
+		results = make([]result, limit)
+	}
+	for k, i := range j.idx[:limit] {
+		op := &b.Ops[i]
+		val, err := j.n.apply(op, between)
+		j.c.ctr.CountResult(op, val, err)
+		if results != nil {
+			results[k] = result{val, err}
+		} else {
+			j.comp.Complete(i, val, err)
+		}
+	}
+	if crash {
+		j.n.setState(stateCrashed)
+		f.faultChanged()
+		fail(limit, fmt.Errorf("local: %v crashed during the batch: %w", j.n.id, farmem.ErrNodeDown))
+	}
+	if results == nil {
+		return
+	}
+	if err := f.rt.Sleep(j.ctx, delay-delay/2); err != nil {
+		// The ops were applied; only the answer was lost.
+		fail(0, err)
+		return
+	}
+	for k, i := range j.idx[:limit] {
+		j.comp.Complete(i, results[k].val, results[k].err)
+	}
+}
+
+// Do implements farmem.Memory.
+func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
+	p := c.Post(ctx, b)
+	if err := p.Wait(ctx, 0); err != nil {
+		return err
+	}
+	return p.Err()
+}
+
+// single runs a one-op batch and returns its result. A verb to a reachable node with no
+// latency model runs inline without building a Pending.
+func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if n := c.f.nodes[op.Addr.Node()]; n != nil && op.Check(n.size) == nil && ctx.Err() == nil &&
+		n.crashAfter.Load() < 0 && c.fast(n) {
+		c.ctr.CountOp(&op, c.info.Node)
+		val, err := n.apply(&op, c.f.between())
+		c.ctr.CountResult(&op, val, err)
+		return val, err
+	}
+	if c.one == nil {
+		c.one = &farmem.Batch{}
+	}
+	c.one.Ops = append(c.one.Ops[:0], op)
+	p := c.Post(ctx, c.one)
+	if err := p.Wait(ctx, 0); err != nil {
+		// The op is still in flight and its batch the transport's: leave it there.
+		c.one = nil
+		return 0, err
+	}
+	val, err := c.one.Ops[0].Result()
+	c.one.Ops[0] = farmem.Op{}
+	return val, err
+}
+
+// Read implements farmem.Memory.
+func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
+	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst})
+	return err
+}
+
+// Write implements farmem.Memory.
+func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
+	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src})
+	return err
+}
+
+// CAS implements farmem.Memory.
+func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new})
+}
+
+// FAA implements farmem.Memory.
+func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta})
+}
+
+// MaskedCAS implements farmem.Memory.
+func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
+}
+
+// Wait implements farmem.Memory.
+func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if until == nil {
+		return 0, fmt.Errorf("local: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
+	}
+	n := c.node
+	off := a.Offset()
+	switch {
+	case a.Node() != n.id:
+		return 0, fmt.Errorf("local: wait at %v from a client of %v: %w", a, n.id, farmem.ErrNotLocal)
+	case off&7 != 0:
+		return 0, fmt.Errorf("local: wait at %v: %w", a, farmem.ErrMisaligned)
+	case off+8 > n.size:
+		return 0, fmt.Errorf("local: wait at %v: %w", a, farmem.ErrOutOfRange)
+	}
+	c.ctr.CountWait()
+	w := &waiter{ch: make(chan struct{}, 1)}
+	n.watch.add(off, w)
+	defer n.watch.remove(off, w)
+	for {
+		if v := n.mem.Load(off); until(v) {
+			return v, nil
+		}
+		select {
+		case <-w.ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-c.done: // closes only when the client is closed or crashed
+			return 0, c.usable()
+		}
+	}
+}

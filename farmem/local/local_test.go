@@ -1,0 +1,36 @@
+package local_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+func open(opts local.Options) farmemtest.Open {
+	return func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
+		o := opts
+		o.MemoryNodes, o.MemorySize, o.ComputeNodes = cfg.MemoryNodes, cfg.MemorySize, cfg.ComputeNodes
+		f, err := local.New(o)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = f.Close() })
+		return &farmemtest.Cluster{Fabrics: []farmem.Fabric{f}, Faults: f, TearsOnPurpose: o.Tearing}
+	}
+}
+
+func TestConformance(t *testing.T) {
+	farmemtest.Run(t, open(local.Options{DownTimeout: 100 * time.Millisecond}))
+}
+
+func TestConformanceTearingJitter(t *testing.T) {
+	farmemtest.Run(t, open(local.Options{
+		DownTimeout: 100 * time.Millisecond,
+		Tearing:     true,
+		Latency:     20 * time.Microsecond,
+		Jitter:      20 * time.Microsecond,
+	}))
+}

@@ -1,0 +1,281 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wordmem"
+)
+
+const (
+	stateUp int32 = iota
+	stateHung
+	stateCrashed
+)
+
+// node is a memory node or a compute node's region.
+type node struct {
+	f     *Fabric
+	id    farmem.NodeID
+	size  uint64
+	words []uint64
+	mem   wordmem.Mem
+	state atomic.Int32
+	// crashAfter is -1, or the number of ops the next batch applies before the node crashes.
+	crashAfter atomic.Int64
+	// atomicBits has one bit per word ever targeted by an atomic (strict mode only).
+	atomicBits []atomic.Uint64
+
+	// Compute nodes only.
+	watch    watchers
+	ctx      context.Context // ends when the node crashes or the fabric closes
+	cancel   context.CancelFunc
+	hmu      sync.RWMutex
+	handlers map[uint16]farmem.Handler
+	hpool    chan *client // idle handler clients; its capacity bounds concurrent handlers
+	smu      sync.Mutex
+	slots    []*client // by slot; nil when free
+}
+
+func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
+	size &^= 7
+	n := &node{f: f, id: id, size: size, words: make([]uint64, size/8)}
+	n.mem = wordmem.FromWords(n.words)
+	n.crashAfter.Store(-1)
+	if f.opts.Strict {
+		n.atomicBits = make([]atomic.Uint64, (size/8+63)/64)
+	}
+	return n
+}
+
+func (n *node) initCompute(o Options) {
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.handlers = make(map[uint16]farmem.Handler)
+	n.slots = make([]*client, o.ClientsPerNode)
+	n.hpool = make(chan *client, o.MaxHandlers)
+	for i := range o.MaxHandlers {
+		c, err := n.openClient(o.ClientsPerNode-o.MaxHandlers+i+1, true)
+		if err != nil {
+			panic(err) // unreachable: the slots were just created free
+		}
+		n.hpool <- c
+	}
+}
+
+func (n *node) setState(s int32) {
+	if n.state.Swap(s) == s {
+		return
+	}
+	if s == stateCrashed && n.cancel != nil {
+		n.cancel()
+		n.watch.wakeAll()
+		n.smu.Lock()
+		for _, c := range n.slots {
+			if c != nil {
+				c.crash()
+			}
+		}
+		n.smu.Unlock()
+	}
+}
+
+// openClient takes the first free slot below limit (handler clients pass a limit one past the
+// slot they want, which is free by construction) and returns a client on it.
+func (n *node) openClient(limit int, handler bool) (*client, error) {
+	f := n.f
+	n.smu.Lock()
+	slot := -1
+	start := 0
+	if handler {
+		start = limit - 1
+	}
+	for i := start; i < limit; i++ {
+		if n.slots[i] == nil {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 {
+		n.smu.Unlock()
+		return nil, fmt.Errorf("local: all %d client slots of %v are taken: %w", limit, n.id, farmem.ErrNoSpace)
+	}
+	id, err := f.topo.ClientIDOf(n.id.ComputeID(), slot)
+	if err != nil {
+		n.smu.Unlock()
+		return nil, err
+	}
+	c := &client{f: f, node: n, rt: f.rt.Fork(), handler: handler, done: make(chan struct{})}
+	c.info = farmem.ClientInfo{
+		ID: id, Node: n.id, Slot: slot,
+		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*f.opts.SliceSize),
+		SliceSize: f.opts.SliceSize,
+	}
+	c.qps = make(map[farmem.NodeID]*qp)
+	n.slots[slot] = c
+	n.smu.Unlock()
+	// A new client starts from a clean slice.
+	for off := c.info.Slice.Offset(); off < c.info.Slice.Offset()+f.opts.SliceSize; off += 8 {
+		n.mem.Store(off, 0)
+	}
+	f.mu.Lock()
+	f.clients[id] = c
+	f.mu.Unlock()
+	return c, nil
+}
+
+func (n *node) releaseSlot(c *client) {
+	n.smu.Lock()
+	if n.slots[c.info.Slot] == c {
+		n.slots[c.info.Slot] = nil
+	}
+	n.smu.Unlock()
+}
+
+// apply executes one checked op and returns its result. It is where strict mode and Wait
+// wake-ups happen.
+func (n *node) apply(op *farmem.Op, between func()) (uint64, error) {
+	off := op.Addr.Offset()
+	switch op.Kind {
+	case farmem.OpRead:
+		n.mem.ReadAt(op.Buf, off, between)
+		return 0, nil
+	case farmem.OpWrite:
+		if n.atomicBits != nil && n.overlapsAtomic(off, uint64(len(op.Buf))) {
+			n.f.violations.Add(1)
+			return 0, fmt.Errorf("local: write of %d bytes at %v: %w", len(op.Buf), op.Addr, farmem.ErrAtomicOverlap)
+		}
+		n.mem.WriteAt(op.Buf, off, between)
+		n.watch.notify(off, uint64(len(op.Buf)))
+		return 0, nil
+	default:
+		if n.atomicBits != nil {
+			w := off / 8
+			n.atomicBits[w/64].Or(1 << (w % 64))
+		}
+		prev := n.mem.Atomic(op, off)
+		n.watch.notify(off, 8)
+		return prev, nil
+	}
+}
+
+func (n *node) overlapsAtomic(off, length uint64) bool {
+	if length == 0 {
+		return false
+	}
+	for w := off / 8; w <= (off+length-1)/8; w++ {
+		if n.atomicBits[w/64].Load()&(1<<(w%64)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *node) forgetAtomic(off, length uint64) {
+	if n.atomicBits == nil || length == 0 || off >= n.size {
+		return
+	}
+	end := min(off+length, n.size)
+	for w := off / 8; w < (end+7)/8; w++ {
+		n.atomicBits[w/64].And(^uint64(1 << (w % 64)))
+	}
+}
+
+// between returns the hook called between the words of a long access, or nil.
+func (f *Fabric) between() func() {
+	switch {
+	case f.opts.Tearing:
+		return runtime.Gosched
+	case f.opts.Jitter > 0:
+		return f.maybeYield
+	}
+	return nil
+}
+
+func (f *Fabric) maybeYield() {
+	f.jitterMu.Lock()
+	y := f.jitter.Int64N(8) == 0
+	f.jitterMu.Unlock()
+	if y {
+		runtime.Gosched()
+	}
+}
+
+// watchers are the Waits parked on words of a compute node's region.
+type watchers struct {
+	n  atomic.Int32
+	mu sync.Mutex
+	m  map[uint64]map[*waiter]struct{}
+}
+
+type waiter struct{ ch chan struct{} }
+
+func (w *watchers) add(off uint64, wt *waiter) {
+	w.mu.Lock()
+	if w.m == nil {
+		w.m = make(map[uint64]map[*waiter]struct{})
+	}
+	set := w.m[off]
+	if set == nil {
+		set = make(map[*waiter]struct{})
+		w.m[off] = set
+	}
+	set[wt] = struct{}{}
+	w.n.Add(1)
+	w.mu.Unlock()
+}
+
+func (w *watchers) remove(off uint64, wt *waiter) {
+	w.mu.Lock()
+	if set := w.m[off]; set != nil {
+		delete(set, wt)
+		if len(set) == 0 {
+			delete(w.m, off)
+		}
+	}
+	w.n.Add(-1)
+	w.mu.Unlock()
+}
+
+// notify wakes the waiters on words overlapping [off, off+length).
+func (w *watchers) notify(off, length uint64) {
+	if w.n.Load() == 0 || length == 0 {
+		return
+	}
+	first, last := off&^7, (off+length-1)&^7
+	w.mu.Lock()
+	if words := (last-first)/8 + 1; words > uint64(len(w.m)) {
+		for o, set := range w.m {
+			if o >= first && o <= last {
+				wakeSet(set)
+			}
+		}
+	} else {
+		for o := first; o <= last; o += 8 {
+			if set := w.m[o]; set != nil {
+				wakeSet(set)
+			}
+		}
+	}
+	w.mu.Unlock()
+}
+
+func (w *watchers) wakeAll() {
+	w.mu.Lock()
+	for _, set := range w.m {
+		wakeSet(set)
+	}
+	w.mu.Unlock()
+}
+
+func wakeSet(set map[*waiter]struct{}) {
+	for wt := range set {
+		select {
+		case wt.ch <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package farmem
+
+import "context"
+
+// Memory is one client's access to far memory: one goroutine's, not to be shared. Verbs block
+// until done; Post does not. See the package doc for the semantics every transport keeps.
+type Memory interface {
+	// Read copies len(dst) bytes at src into dst. Longer than 8 bytes, it is not atomic.
+	Read(ctx context.Context, src Addr, dst []byte) error
+	// Write copies src to dst. Longer than 8 bytes, it is not atomic.
+	Write(ctx context.Context, dst Addr, src []byte) error
+	// CAS swaps the aligned word at a to new if it equals old, and returns the word it found.
+	CAS(ctx context.Context, a Addr, old, new uint64) (prev uint64, err error)
+	// FAA adds delta (modulo 2^64) to the aligned word at a and returns the word it found.
+	FAA(ctx context.Context, a Addr, delta uint64) (prev uint64, err error)
+	// MaskedCAS compares (mem & cmpMask) with (cmp & cmpMask); if equal it stores
+	// (mem &^ swapMask) | (swap & swapMask). It returns the word it found.
+	MaskedCAS(ctx context.Context, a Addr, cmp, cmpMask, swap, swapMask uint64) (prev uint64, err error)
+	// Post starts a batch and returns at once. The batch belongs to the transport until every
+	// signaled op of it is done.
+	Post(ctx context.Context, b *Batch) *Pending
+	// Do posts a batch and waits for all of it. It returns the first op error, or ctx's; each
+	// op's result is in b.Ops[i]. If it returns because ctx ended, ops may still be in flight
+	// and the batch stays the transport's until they are done: do not reuse it.
+	Do(ctx context.Context, b *Batch) error
+	// Wait blocks until until(word at a) holds and returns that word. a must be an aligned word
+	// in the caller's own compute node's region. It is woken by writes and atomics to the word
+	// (event-driven, never a sleep-poll loop).
+	Wait(ctx context.Context, a Addr, until func(uint64) bool) (uint64, error)
+	// Call runs method on compute node node with req and returns the handler's reply.
+	Call(ctx context.Context, node NodeID, method uint16, req []byte) ([]byte, error)
+	// Stats returns this client's counted costs so far.
+	Stats() Stats
+	// Info describes this client: its id, compute node and slice.
+	Info() ClientInfo
+	// Topology returns the cluster as this client knows it.
+	Topology() *Topology
+	// Runtime returns this client's runtime (clock, Go, its own random source).
+	Runtime() Runtime
+	// Close releases the client and its slot. It is idempotent; verbs after it fail with
+	// ErrClosed.
+	Close() error
+}
+
+// Handler serves one Call on a compute node. m is a client of that compute node that the
+// handler may use for verbs and nested Calls while it runs; from is the caller's client id.
+// The returned bytes are the reply (at most MaxCallBytes); an error reaches the caller
+// wrapped in ErrRemote.
+type Handler func(ctx context.Context, m Memory, from ClientID, req []byte) ([]byte, error)
+
+// Fabric is an open cluster: it lists the nodes, opens clients on the compute nodes this
+// process hosts, and registers Call handlers on them.
+type Fabric interface {
+	// Topology returns the cluster's nodes and region layout.
+	Topology() *Topology
+	// Hosted returns the compute nodes this process hosts, ascending.
+	Hosted() []NodeID
+	// Open returns a new client on hosted compute node node.
+	Open(ctx context.Context, node NodeID) (Memory, error)
+	// Handle registers h for method on hosted compute node node, replacing any earlier one.
+	Handle(node NodeID, method uint16, h Handler) error
+	// Runtime returns the fabric's runtime.
+	Runtime() Runtime
+	// Stats returns the sum of the Stats of every client this fabric has opened.
+	Stats() Stats
+	// Close closes every client and releases the fabric. It is idempotent.
+	Close() error
+}
+
+// FaultInjector injects faults into a fabric. Each method returns an error wrapping
+// ErrNotSupported where the transport cannot inject that fault.
+type FaultInjector interface {
+	// Crash makes node fail-stop: its ops fail with ErrNodeDown at once, and on a compute node
+	// its clients, Waits and Call handlers end with ErrNodeDown.
+	Crash(node NodeID) error
+	// Hang makes node fail-silent: ops to it get no answer, so they fail with ErrNodeDown after
+	// the down timeout, unapplied. Resume ends it.
+	Hang(node NodeID) error
+	// Resume ends a Hang.
+	Resume(node NodeID) error
+	// Partition cuts client from node (fail-silent, like Hang, for that client only).
+	Partition(client ClientID, node NodeID) error
+	// Heal ends a Partition.
+	Heal(client ClientID, node NodeID) error
+	// CrashAfter arms node so that the next batch reaching it applies only its first n ops
+	// there; then the node crashes and the rest fail with ErrNodeDown.
+	CrashAfter(node NodeID, n int) error
+	// CrashClient makes one client fail-stop: its ops in flight have unknown outcomes and its
+	// later ops fail with ErrNodeDown; other clients of its node are unaffected.
+	CrashClient(client ClientID) error
+}
+
+// StrictMemory is implemented by transports with a strict mode (see the package doc, semantics
+// 1). ForgetAtomic tells it that the words in [a, a+n) are being reused as plain data, so a
+// later plain write over them is no violation; allocators call it when they recycle a block.
+type StrictMemory interface {
+	ForgetAtomic(a Addr, n uint64)
+}
+
+// ForgetAtomic calls m's ForgetAtomic if it has a strict mode, and does nothing otherwise.
+func ForgetAtomic(m Memory, a Addr, n uint64) {
+	if s, ok := m.(StrictMemory); ok {
+		s.ForgetAtomic(a, n)
+	}
+}

@@ -1,0 +1,180 @@
+package farmem
+
+import "fmt"
+
+// OpKind is the kind of a verb.
+type OpKind uint8
+
+// The verbs.
+const (
+	OpRead OpKind = iota
+	OpWrite
+	OpCAS
+	OpFAA
+	OpMaskedCAS
+	// NumOpKinds is the number of verb kinds; OpKind values are below it.
+	NumOpKinds
+)
+
+var opNames = [NumOpKinds]string{"read", "write", "cas", "faa", "mcas"}
+
+func (k OpKind) String() string {
+	if k < NumOpKinds {
+		return opNames[k]
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// IsAtomic reports whether the verb is an 8-byte atomic.
+func (k OpKind) IsAtomic() bool { return k == OpCAS || k == OpFAA || k == OpMaskedCAS }
+
+// Limits every transport enforces.
+const (
+	// MaxBatchOps is the largest number of ops in one batch.
+	MaxBatchOps = 4096
+	// MaxOpBytes is the largest Read or Write.
+	MaxOpBytes = 16 << 20
+	// MaxCallBytes is the largest Call request or reply.
+	MaxCallBytes = 1 << 20
+)
+
+// Op is one verb of a [Batch]. Build ops with the Batch methods; read results with
+// [Op.Result] once the op is done.
+type Op struct {
+	Kind OpKind
+	Addr Addr
+	// Buf is the destination of a Read and the source of a Write. The transport owns it until
+	// the op is done.
+	Buf []byte
+	// Cmp is CAS's expected value and MaskedCAS's compare value.
+	Cmp uint64
+	// Swap is CAS's new value, FAA's delta and MaskedCAS's swap value.
+	Swap uint64
+	// CmpMask and SwapMask are MaskedCAS's masks.
+	CmpMask, SwapMask uint64
+	// Unsignaled ops are fire-and-forget: applied before the client's next op to the same node,
+	// never waited for, and without a result.
+	Unsignaled bool
+
+	val uint64
+	err error
+}
+
+// Result returns the op's outcome: the previous word for atomics, 0 for Read and Write, and the
+// op's error. It is meaningful only once the op is done ([Pending.OpDone], or after Do or a
+// Pending.Wait for all); an unsignaled op has no result.
+func (o *Op) Result() (uint64, error) { return o.val, o.err }
+
+// Len is the number of bytes the op touches.
+func (o *Op) Len() uint64 {
+	if o.Kind == OpRead || o.Kind == OpWrite {
+		return uint64(len(o.Buf))
+	}
+	return 8
+}
+
+// Check validates the op against a node region of size bytes: kind, alignment of atomics, buffer
+// length and bounds. Transports call it before applying anything.
+func (o *Op) Check(size uint64) error {
+	off := o.Addr.Offset()
+	switch o.Kind {
+	case OpRead, OpWrite:
+		if len(o.Buf) > MaxOpBytes {
+			return fmt.Errorf("farmem: %s of %d bytes at %v exceeds %d: %w", o.Kind, len(o.Buf), o.Addr, MaxOpBytes, ErrInvalid)
+		}
+	case OpCAS, OpFAA, OpMaskedCAS:
+		if off&7 != 0 {
+			return fmt.Errorf("farmem: %s at %v: %w", o.Kind, o.Addr, ErrMisaligned)
+		}
+	default:
+		return fmt.Errorf("farmem: unknown op kind %d: %w", o.Kind, ErrInvalid)
+	}
+	if n := o.Len(); off >= size || n > size-off {
+		return fmt.Errorf("farmem: %s of %d bytes at %v (node size %#x): %w", o.Kind, n, o.Addr, size, ErrOutOfRange)
+	}
+	return nil
+}
+
+// Batch is a list of ops posted together: one round trip on the caller's critical path, its
+// nodes reached in parallel. Within one node, ops execute in batch order, each observing the
+// effects of the earlier ones. A Batch must not be changed or reposted until the previous post
+// of it is done.
+type Batch struct {
+	Ops []Op
+}
+
+func (b *Batch) add(op Op) int {
+	b.Ops = append(b.Ops, op)
+	return len(b.Ops) - 1
+}
+
+// Read appends a read of len(dst) bytes at a into dst and returns the op's index.
+func (b *Batch) Read(a Addr, dst []byte) int { return b.add(Op{Kind: OpRead, Addr: a, Buf: dst}) }
+
+// Write appends a write of src at a and returns the op's index.
+func (b *Batch) Write(a Addr, src []byte) int { return b.add(Op{Kind: OpWrite, Addr: a, Buf: src}) }
+
+// CAS appends a compare-and-swap of the word at a and returns the op's index.
+func (b *Batch) CAS(a Addr, old, new uint64) int {
+	return b.add(Op{Kind: OpCAS, Addr: a, Cmp: old, Swap: new})
+}
+
+// FAA appends a fetch-and-add of delta (modulo 2^64) to the word at a and returns the op's index.
+func (b *Batch) FAA(a Addr, delta uint64) int {
+	return b.add(Op{Kind: OpFAA, Addr: a, Swap: delta})
+}
+
+// MaskedCAS appends a masked compare-and-swap (see [Memory.MaskedCAS]) and returns the op's index.
+func (b *Batch) MaskedCAS(a Addr, cmp, cmpMask, swap, swapMask uint64) int {
+	return b.add(Op{Kind: OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
+}
+
+// Unsignaled marks op i fire-and-forget and returns i.
+func (b *Batch) Unsignaled(i int) int {
+	b.Ops[i].Unsignaled = true
+	return i
+}
+
+// Len returns the number of ops.
+func (b *Batch) Len() int { return len(b.Ops) }
+
+// Reset empties the batch, keeping its storage, for reuse once its last post is done.
+func (b *Batch) Reset() {
+	clear(b.Ops)
+	b.Ops = b.Ops[:0]
+}
+
+// Result returns op i's result (see [Op.Result]).
+func (b *Batch) Result(i int) (uint64, error) { return b.Ops[i].Result() }
+
+// Check validates the batch's shape (size limits); transports call it, then [Op.Check] per op.
+func (b *Batch) Check() error {
+	if b == nil || len(b.Ops) == 0 {
+		return fmt.Errorf("farmem: empty batch: %w", ErrInvalid)
+	}
+	if len(b.Ops) > MaxBatchOps {
+		return fmt.Errorf("farmem: batch of %d ops exceeds %d: %w", len(b.Ops), MaxBatchOps, ErrInvalid)
+	}
+	return nil
+}
+
+// Apply computes the word an atomic op leaves behind, given the word it found, and reports
+// whether the op changed it (false for a CAS whose comparison failed). Every transport applies
+// atomics with it so the semantics cannot drift.
+func (o *Op) Apply(found uint64) (next uint64, swapped bool) {
+	switch o.Kind {
+	case OpCAS:
+		if found != o.Cmp {
+			return found, false
+		}
+		return o.Swap, true
+	case OpFAA:
+		return found + o.Swap, true
+	case OpMaskedCAS:
+		if found&o.CmpMask != o.Cmp&o.CmpMask {
+			return found, false
+		}
+		return found&^o.SwapMask | o.Swap&o.SwapMask, true
+	}
+	return found, false
+}
