@@ -1,0 +1,241 @@
+package wire
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"unicode/utf8"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// The handshake proves, both ways, that each side holds the cluster secret, without sending it:
+//
+//	client → Hello     nonce [32] | node u16 | client u16 | purpose u8
+//	server → Challenge nonce [32] | node u16 | role u8
+//	client → Auth      mac [32]   = HMAC-SHA256(secret, "farmem/1 client" | Hello | Challenge)
+//	server → Welcome   mac [32]   = HMAC-SHA256(secret, "farmem/1 server" | Hello | Challenge)
+//	                   | node u16 | role u8 | size u64 | key u32 | maxFrame u32 | maxOutstanding u32
+//	   or    Refused   reason u8 | message (UTF-8, the rest)
+//
+// Hello's node is the node id the client expects at that address (0: any); client is the
+// client id the connection carries verbs for (0 on a control connection). Both nonces are
+// fresh random bytes, so a recorded handshake cannot be replayed. The key in Welcome is the
+// region key every op must name.
+
+// NonceSize and MACSize are the sizes of handshake nonces and MACs.
+const (
+	NonceSize = 32
+	MACSize   = sha256.Size
+)
+
+// Purpose says what a connection is for.
+type Purpose uint8
+
+const (
+	// PurposeData carries one client's verbs and Calls.
+	PurposeData Purpose = 1
+	// PurposeControl carries control-plane requests (info, membership, provider setup).
+	PurposeControl Purpose = 2
+)
+
+// Hello opens a connection.
+type Hello struct {
+	Nonce   [NonceSize]byte
+	Node    farmem.NodeID
+	Client  farmem.ClientID
+	Purpose Purpose
+}
+
+// Append appends h's payload to b.
+func (h *Hello) Append(b []byte) []byte {
+	b = append(b, h.Nonce[:]...)
+	b = appendU16(b, uint16(h.Node))
+	b = appendU16(b, uint16(h.Client))
+	return append(b, byte(h.Purpose))
+}
+
+// DecodeHello decodes a Hello payload.
+func DecodeHello(p []byte) (Hello, error) {
+	r := reader{b: p}
+	var h Hello
+	copy(h.Nonce[:], r.take(NonceSize, "nonce"))
+	h.Node = farmem.NodeID(r.u16("node"))
+	h.Client = farmem.ClientID(r.u16("client"))
+	h.Purpose = Purpose(r.u8("purpose"))
+	if err := r.end("hello"); err != nil {
+		return Hello{}, err
+	}
+	if h.Purpose != PurposeData && h.Purpose != PurposeControl {
+		return Hello{}, malformed("hello: purpose %d", h.Purpose)
+	}
+	return h, nil
+}
+
+// Challenge answers a Hello.
+type Challenge struct {
+	Nonce [NonceSize]byte
+	Node  farmem.NodeID
+	Role  farmem.Role
+}
+
+// Append appends c's payload to b.
+func (c *Challenge) Append(b []byte) []byte {
+	b = append(b, c.Nonce[:]...)
+	b = appendU16(b, uint16(c.Node))
+	return append(b, byte(c.Role))
+}
+
+// DecodeChallenge decodes a Challenge payload.
+func DecodeChallenge(p []byte) (Challenge, error) {
+	r := reader{b: p}
+	var c Challenge
+	copy(c.Nonce[:], r.take(NonceSize, "nonce"))
+	c.Node = farmem.NodeID(r.u16("node"))
+	c.Role = farmem.Role(r.u8("role"))
+	if err := r.end("challenge"); err != nil {
+		return Challenge{}, err
+	}
+	if err := checkRole(c.Node, c.Role); err != nil {
+		return Challenge{}, err
+	}
+	return c, nil
+}
+
+func checkRole(n farmem.NodeID, r farmem.Role) error {
+	if n == 0 || n == farmem.ComputeNodeBit || n.Role() != r {
+		return malformed("node %v with role %v", n, r)
+	}
+	return nil
+}
+
+// MAC computes a handshake MAC: side is "client" or "server", hello and challenge the payloads
+// as sent.
+func MAC(secret []byte, side string, hello, challenge []byte) [MACSize]byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("farmem/1 " + side))
+	m.Write(hello)
+	m.Write(challenge)
+	var out [MACSize]byte
+	m.Sum(out[:0])
+	return out
+}
+
+// CheckMAC reports, in constant time, whether got is the MAC want.
+func CheckMAC(got, want [MACSize]byte) bool { return hmac.Equal(got[:], want[:]) }
+
+// DecodeAuth decodes an Auth payload: the client's MAC.
+func DecodeAuth(p []byte) ([MACSize]byte, error) {
+	r := reader{b: p}
+	var mac [MACSize]byte
+	copy(mac[:], r.take(MACSize, "mac"))
+	return mac, r.end("auth")
+}
+
+// Welcome admits a client and describes the server's region.
+type Welcome struct {
+	MAC  [MACSize]byte
+	Node farmem.NodeID
+	Role farmem.Role
+	// Size is the region's size in bytes.
+	Size uint64
+	// Key is the region key every op must carry.
+	Key uint32
+	// MaxFrame is the largest frame payload the server accepts; MaxOutstanding the most
+	// requests a client may have unanswered on the connection.
+	MaxFrame       uint32
+	MaxOutstanding uint32
+}
+
+// Append appends w's payload to b.
+func (w *Welcome) Append(b []byte) []byte {
+	b = append(b, w.MAC[:]...)
+	b = appendU16(b, uint16(w.Node))
+	b = append(b, byte(w.Role))
+	b = appendU64(b, w.Size)
+	b = appendU32(b, w.Key)
+	b = appendU32(b, w.MaxFrame)
+	return appendU32(b, w.MaxOutstanding)
+}
+
+// DecodeWelcome decodes a Welcome payload.
+func DecodeWelcome(p []byte) (Welcome, error) {
+	r := reader{b: p}
+	var w Welcome
+	copy(w.MAC[:], r.take(MACSize, "mac"))
+	w.Node = farmem.NodeID(r.u16("node"))
+	w.Role = farmem.Role(r.u8("role"))
+	w.Size = r.u64("size")
+	w.Key = r.u32("key")
+	w.MaxFrame = r.u32("max frame")
+	w.MaxOutstanding = r.u32("max outstanding")
+	if err := r.end("welcome"); err != nil {
+		return Welcome{}, err
+	}
+	if err := checkRole(w.Node, w.Role); err != nil {
+		return Welcome{}, err
+	}
+	switch {
+	case w.Size == 0 || w.Size > farmem.MaxOffset+1:
+		return Welcome{}, malformed("welcome: region size %d", w.Size)
+	case w.MaxFrame < MinMaxFrame:
+		return Welcome{}, malformed("welcome: frame limit %d below %d", w.MaxFrame, MinMaxFrame)
+	case w.MaxOutstanding == 0:
+		return Welcome{}, malformed("welcome: no outstanding requests allowed")
+	}
+	return w, nil
+}
+
+// Reason says why a connection was refused.
+type Reason uint8
+
+// Reasons for Refused.
+const (
+	ReasonAuth     Reason = 1 // the client did not prove the cluster secret
+	ReasonNode     Reason = 2 // the client expected another node at this address
+	ReasonBusy     Reason = 3 // the server is at its connection limit
+	ReasonShutdown Reason = 4 // the server is shutting down
+	ReasonProtocol Reason = 5 // the handshake was malformed
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonAuth:
+		return "authentication failed"
+	case ReasonNode:
+		return "wrong node"
+	case ReasonBusy:
+		return "too many connections"
+	case ReasonShutdown:
+		return "shutting down"
+	case ReasonProtocol:
+		return "protocol error"
+	}
+	return "refused"
+}
+
+// MaxMessage is the longest message a Refused, Error or failed reply carries.
+const MaxMessage = 1024
+
+// AppendMessage appends a status or reason byte and a message, cut to MaxMessage bytes at a
+// UTF-8 boundary.
+func AppendMessage(b []byte, code uint8, msg string) []byte {
+	if len(msg) > MaxMessage {
+		msg = msg[:MaxMessage]
+		for len(msg) > 0 && !utf8.ValidString(msg) {
+			msg = msg[:len(msg)-1]
+		}
+	}
+	return append(append(b, code), msg...)
+}
+
+// DecodeMessage decodes a Refused or Error payload: a code byte and a UTF-8 message. Invalid
+// UTF-8 is replaced, so the message is safe to log.
+func DecodeMessage(p []byte) (uint8, string, error) {
+	if len(p) == 0 {
+		return 0, "", malformed("empty message frame")
+	}
+	if len(p)-1 > MaxMessage {
+		return 0, "", malformed("message of %d bytes", len(p)-1)
+	}
+	return p[0], string([]rune(string(p[1:]))), nil
+}

@@ -1,0 +1,441 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// client is one goroutine's farmem.Memory on a Fabric.
+type client struct {
+	f       *Fabric
+	info    farmem.ClientInfo
+	rt      *farmem.WallRuntime
+	ctr     farmem.Counters
+	handler bool
+
+	closed   atomic.Bool
+	crashed  atomic.Bool
+	done     chan struct{} // closed on Close or crash
+	doneOnce sync.Once
+
+	qmu  sync.Mutex
+	qps  map[farmem.NodeID]qp
+	lost map[farmem.NodeID]error // nodes whose unsignaled ops a failed connection may have lost
+
+	// one and sg serve single verbs without allocating; both are replaced when a verb is
+	// abandoned in flight (its context ended).
+	one *farmem.Batch
+	sg  *single
+}
+
+var _ farmem.Memory = (*client)(nil)
+
+// single is the sink of a single verb.
+type single struct {
+	c   *client
+	b   *farmem.Batch
+	ch  chan struct{}
+	val uint64
+	err error
+}
+
+func (s *single) complete(_ int, val uint64, err error) {
+	s.c.ctr.CountResult(&s.b.Ops[0], val, err)
+	s.val, s.err = val, err
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+// batchSink reports a posted batch's outcomes to its Pending.
+type batchSink struct {
+	c    *client
+	comp farmem.Completer
+}
+
+func (s *batchSink) complete(i int, val uint64, err error) {
+	s.c.ctr.CountResult(&s.comp.Pending().Batch().Ops[i], val, err)
+	s.comp.Complete(i, val, err)
+}
+
+func (c *client) Info() farmem.ClientInfo    { return c.info }
+func (c *client) Topology() *farmem.Topology { return c.f.Topology() }
+func (c *client) Runtime() farmem.Runtime    { return c.rt }
+func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
+
+// Close implements farmem.Memory.
+func (c *client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.doneOnce.Do(func() { close(c.done) })
+	c.closeQPs(fmt.Errorf("rdma: client %d: %w", c.info.ID, farmem.ErrClosed))
+	c.f.release(c)
+	return nil
+}
+
+// crash makes the client fail-stop (a fault, or its node crashed).
+func (c *client) crash() {
+	c.crashed.Store(true)
+	c.doneOnce.Do(func() { close(c.done) })
+	c.closeQPs(fmt.Errorf("rdma: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown))
+}
+
+func (c *client) closeQPs(err error) {
+	c.qmu.Lock()
+	qs := make([]qp, 0, len(c.qps))
+	for _, q := range c.qps {
+		qs = append(qs, q)
+	}
+	clear(c.qps)
+	c.qmu.Unlock()
+	for _, q := range qs {
+		q.close(err)
+	}
+}
+
+// usable reports why the client cannot post, or nil.
+func (c *client) usable() error {
+	switch {
+	case c.closed.Load():
+		return fmt.Errorf("rdma: client %d: %w", c.info.ID, farmem.ErrClosed)
+	case c.crashed.Load():
+		return fmt.Errorf("rdma: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
+	case c.f.crashed.Load():
+		return fmt.Errorf("rdma: %v is down: %w", c.f.self, farmem.ErrNodeDown)
+	}
+	return nil
+}
+
+// qp returns the client's queue pair to node, connecting a new one if there is none or the
+// last one died. It fails once, with ErrNodeDown, after a connection died with unsignaled ops
+// unconfirmed: they may not have been applied, and the next op is where the client learns it.
+func (c *client) qp(ctx context.Context, node farmem.NodeID) (qp, error) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if err := c.lost[node]; err != nil {
+		delete(c.lost, node)
+		return nil, fmt.Errorf("rdma: unsignaled ops to %v may be lost: %w", node, err)
+	}
+	q := c.qps[node]
+	if q == nil || !q.alive() {
+		p := c.f.peer(ctx, node)
+		if p == nil {
+			return nil, fmt.Errorf("rdma: no node %v: %w", node, farmem.ErrOutOfRange)
+		}
+		q = c.f.prov.connect(c, p)
+		c.qps[node] = q
+	}
+	return q, nil
+}
+
+// tcp returns the client's tcp connection to node, for Calls.
+func (c *client) tcp(ctx context.Context, node farmem.NodeID) (*tcpQP, error) {
+	q, err := c.qp(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := q.(*tcpQP); ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("rdma: calls need the tcp provider to compute nodes: %w", farmem.ErrNotSupported)
+}
+
+func (c *client) markLost(node farmem.NodeID, err error) {
+	c.qmu.Lock()
+	if c.lost == nil {
+		c.lost = make(map[farmem.NodeID]error)
+	}
+	c.lost[node] = err
+	c.qmu.Unlock()
+}
+
+// check validates a batch before anything of it is sent.
+func (c *client) check(ctx context.Context, b *farmem.Batch) (errs []error, err error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if err := b.Check(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		size, e := c.f.sizeOf(ctx, op.Addr.Node())
+		if e == nil {
+			e = op.Check(size)
+		}
+		if e != nil {
+			if errs == nil {
+				errs = make([]error, len(b.Ops))
+			}
+			errs[i] = e
+		}
+	}
+	return errs, nil
+}
+
+// Post implements farmem.Memory.
+func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
+	if b == nil {
+		b = &farmem.Batch{}
+	}
+	errs, err := c.check(ctx, b)
+	if err != nil || errs != nil {
+		p, comp := farmem.NewPending(b, nil)
+		if err != nil {
+			comp.Reject(err)
+			return p
+		}
+		for i := range b.Ops {
+			if errs[i] != nil {
+				comp.Complete(i, 0, errs[i])
+			} else {
+				comp.Complete(i, 0, fmt.Errorf("rdma: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
+			}
+		}
+		return p
+	}
+	c.ctr.CountBatch(b, c.info.Node)
+	self := c.info.Node
+	first := b.Ops[0].Addr.Node()
+	oneNode, remote := true, false
+	for i := range b.Ops {
+		n := b.Ops[i].Addr.Node()
+		oneNode = oneNode && n == first
+		remote = remote || (n != self && !b.Ops[i].Unsignaled)
+	}
+	var park farmem.Parker
+	if remote {
+		park = farmem.NewChanParker()
+	}
+	p, comp := farmem.NewPending(b, park)
+	s := &batchSink{c: c, comp: comp}
+	if oneNode {
+		c.dispatch(ctx, first, b, nil, s)
+		return p
+	}
+	// Several nodes: each gets its ops in batch order, on its own queue pair, in parallel.
+	var nodes []farmem.NodeID
+	groups := map[farmem.NodeID][]int{}
+	for i := range b.Ops {
+		n := b.Ops[i].Addr.Node()
+		if _, ok := groups[n]; !ok {
+			nodes = append(nodes, n)
+		}
+		groups[n] = append(groups[n], i)
+	}
+	for _, n := range nodes {
+		c.dispatch(ctx, n, b, groups[n], s)
+	}
+	return p
+}
+
+// dispatch sends the ops of b at idx (all when nil), all addressed to node.
+func (c *client) dispatch(ctx context.Context, node farmem.NodeID, b *farmem.Batch, idx []int, s sink) {
+	if node == c.info.Node {
+		// Unsignaled local ops are completed too (the Completer does not count them), so every
+		// op is applied before the batch can be done.
+		if idx == nil {
+			for i := range b.Ops {
+				s.complete(i, c.f.applyLocal(&b.Ops[i]), nil)
+			}
+		} else {
+			for _, i := range idx {
+				s.complete(i, c.f.applyLocal(&b.Ops[i]), nil)
+			}
+		}
+		return
+	}
+	q, err := c.qp(ctx, node)
+	if err != nil {
+		n := len(b.Ops)
+		if idx != nil {
+			n = len(idx)
+		}
+		failOps(b, idx, 0, n, s, err)
+		return
+	}
+	q.post(ctx, b, idx, s)
+}
+
+// Do implements farmem.Memory.
+func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
+	p := c.Post(ctx, b)
+	if err := p.Wait(ctx, 0); err != nil {
+		return err
+	}
+	return p.Err()
+}
+
+// single runs a one-op batch without building a Pending.
+func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	node := op.Addr.Node()
+	size, err := c.f.sizeOf(ctx, node)
+	if err == nil {
+		err = op.Check(size)
+	}
+	if err != nil {
+		return 0, err
+	}
+	c.ctr.CountOp(&op, c.info.Node)
+	if node == c.info.Node {
+		val := c.f.applyLocal(&op)
+		c.ctr.CountResult(&op, val, nil)
+		return val, nil
+	}
+	q, err := c.qp(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	if c.one == nil {
+		c.one = &farmem.Batch{Ops: make([]farmem.Op, 1)}
+		c.sg = &single{c: c, b: c.one, ch: make(chan struct{}, 1)}
+	}
+	c.one.Ops[0] = op
+	q.post(ctx, c.one, nil, c.sg)
+	select {
+	case <-c.sg.ch:
+		c.one.Ops[0] = farmem.Op{}
+		return c.sg.val, c.sg.err
+	case <-ctx.Done():
+		// The op is still in flight and its batch the transport's: leave both behind.
+		c.one, c.sg = nil, nil
+		return 0, ctx.Err()
+	}
+}
+
+// Read implements farmem.Memory.
+func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
+	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst})
+	return err
+}
+
+// Write implements farmem.Memory.
+func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
+	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src})
+	return err
+}
+
+// CAS implements farmem.Memory.
+func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new})
+}
+
+// FAA implements farmem.Memory.
+func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta})
+}
+
+// MaskedCAS implements farmem.Memory: one atomic at the node, one round trip.
+func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
+}
+
+// Wait implements farmem.Memory. It parks on the word and is woken by every write or atomic
+// that lands on it, whether a local client's or a peer's arriving through this node's listener.
+func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if until == nil {
+		return 0, fmt.Errorf("rdma: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
+	}
+	off := a.Offset()
+	switch {
+	case a.Node() != c.info.Node:
+		return 0, fmt.Errorf("rdma: wait at %v from a client of %v: %w", a, c.info.Node, farmem.ErrNotLocal)
+	case off&7 != 0:
+		return 0, fmt.Errorf("rdma: wait at %v: %w", a, farmem.ErrMisaligned)
+	case off+8 > c.f.reg.size:
+		return 0, fmt.Errorf("rdma: wait at %v: %w", a, farmem.ErrOutOfRange)
+	}
+	c.ctr.CountWait()
+	w := c.f.watch.add(off)
+	defer c.f.watch.remove(off, w)
+	for {
+		if v := c.f.reg.mem.Load(off); until(v) {
+			return v, nil
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-c.done:
+			return 0, c.usable()
+		case <-c.f.ctx.Done():
+			if err := c.usable(); err != nil {
+				return 0, err
+			}
+			return 0, fmt.Errorf("rdma: fabric closed: %w", farmem.ErrClosed)
+		}
+	}
+}
+
+// Call implements farmem.Memory.
+func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, req []byte) ([]byte, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	switch {
+	case !node.IsCompute():
+		return nil, fmt.Errorf("rdma: call to memory node %v: %w", node, farmem.ErrInvalid)
+	case len(req) > farmem.MaxCallBytes:
+		return nil, fmt.Errorf("rdma: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
+	}
+	var reply []byte
+	var err error
+	if node == c.info.Node {
+		reply, err = c.f.serveCall(ctx, c.info.ID, method, append([]byte(nil), req...))
+		var he *handlerError
+		if errors.As(err, &he) {
+			err = farmem.RemoteError(farmem.CodeOf(he.err), he.err.Error())
+		}
+	} else if c.f.peer(ctx, node) == nil {
+		err = fmt.Errorf("rdma: call to %v: no such compute node: %w", node, farmem.ErrInvalid)
+	} else {
+		var q *tcpQP
+		if q, err = c.tcp(ctx, node); err == nil {
+			reply, err = q.call(ctx, method, c.info.ID, req)
+		}
+	}
+	c.ctr.CountCall(len(req), len(reply))
+	return reply, err
+}
+
+// failOps completes the signaled ops at positions [lo, hi) of idx (of b itself when idx is
+// nil) with err. Once the last of them is completed the batch may be reused, so nothing of it
+// is read after that.
+func failOps(b *farmem.Batch, idx []int, lo, hi int, s sink, err error) {
+	at := func(k int) int {
+		if idx == nil {
+			return k
+		}
+		return idx[k]
+	}
+	last := -1
+	for k := lo; k < hi; k++ {
+		if !b.Ops[at(k)].Unsignaled {
+			last = k
+		}
+	}
+	for k := lo; k <= last; k++ {
+		if i := at(k); !b.Ops[i].Unsignaled {
+			s.complete(i, 0, err)
+		}
+	}
+}

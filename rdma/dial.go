@@ -1,0 +1,227 @@
+package rdma
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
+)
+
+// Errors of the rdma package, beside farmem's sentinels.
+var (
+	// ErrAuth: a node refused this process's proof of the cluster secret, or a node failed to
+	// prove it holds the secret. The secret files differ.
+	ErrAuth = errors.New("rdma: authentication failed (is the cluster secret the same on both sides?)")
+	// ErrRefused: a node turned the connection away for another reason (wrong node at the
+	// address, connection limit, shutting down, protocol error); the message says which.
+	ErrRefused = errors.New("rdma: connection refused by the node")
+	// ErrBadKey: an op named a region key the node does not hold: the node restarted since this
+	// fabric learned its key (its memory is new), or the key was forged. It wraps
+	// farmem.ErrOutOfRange.
+	ErrBadKey = wire.ErrBadKey
+)
+
+// dialNode connects to addr and runs the client side of the handshake: it proves the secret,
+// checks the node proves it too and is the node expected (0: any), and returns the connection,
+// its buffered reader and the node's Welcome. It gives up at deadline or when ctx ends.
+func dialNode(ctx context.Context, addr string, expect farmem.NodeID, client farmem.ClientID, purpose wire.Purpose, secret []byte, deadline time.Time) (net.Conn, *bufio.Reader, wire.Welcome, error) {
+	var d net.Dialer
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, wire.Welcome{}, fmt.Errorf("rdma: connect to %v at %s: %w: %w", expect, addr, farmem.ErrNodeDown, err)
+	}
+	// Closing the connection when ctx ends unblocks the handshake's reads and writes.
+	stop := context.AfterFunc(dctx, func() { _ = nc.Close() })
+	defer stop()
+	_ = nc.SetDeadline(deadline)
+	br := bufio.NewReaderSize(nc, 32<<10)
+	w, err := handshake(nc, br, expect, client, purpose, secret)
+	if err == nil && !stop() {
+		err = fmt.Errorf("rdma: handshake with %v at %s: %w: %w", expect, addr, farmem.ErrNodeDown, dctx.Err())
+	}
+	if err != nil {
+		_ = nc.Close()
+		if !errors.Is(err, ErrAuth) && !errors.Is(err, ErrRefused) && !errors.Is(err, farmem.ErrNodeDown) {
+			err = fmt.Errorf("rdma: handshake with %v at %s: %w: %w", expect, addr, farmem.ErrNodeDown, err)
+		}
+		return nil, nil, wire.Welcome{}, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return nc, br, w, nil
+}
+
+func handshake(nc net.Conn, br *bufio.Reader, expect farmem.NodeID, client farmem.ClientID, purpose wire.Purpose, secret []byte) (wire.Welcome, error) {
+	hello := wire.Hello{Node: expect, Client: client, Purpose: purpose}
+	_, _ = rand.Read(hello.Nonce[:])
+	hp := hello.Append(nil)
+	b, start := wire.BeginFrame(nil, wire.TypeHello, 0, 0)
+	if _, err := nc.Write(wire.EndFrame(append(b, hp...), start)); err != nil {
+		return wire.Welcome{}, err
+	}
+	var hdr [wire.HeaderSize]byte
+	h, cp, err := wire.ReadFrame(br, &hdr, nil, 4096)
+	if err != nil {
+		return wire.Welcome{}, err
+	}
+	if h.Type == wire.TypeRefused {
+		return wire.Welcome{}, refusal(cp)
+	}
+	if h.Type != wire.TypeChallenge {
+		return wire.Welcome{}, fmt.Errorf("rdma: %v frame instead of a challenge: %w", h.Type, wire.ErrMalformed)
+	}
+	ch, err := wire.DecodeChallenge(cp)
+	if err != nil {
+		return wire.Welcome{}, err
+	}
+	if expect != 0 && ch.Node != expect {
+		return wire.Welcome{}, fmt.Errorf("rdma: expected %v, found %v: %w", expect, ch.Node, ErrRefused)
+	}
+	mac := wire.MAC(secret, "client", hp, cp)
+	b, start = wire.BeginFrame(b[:0], wire.TypeAuth, 0, 0)
+	if _, err := nc.Write(wire.EndFrame(append(b, mac[:]...), start)); err != nil {
+		return wire.Welcome{}, err
+	}
+	h, wp, err := wire.ReadFrame(br, &hdr, nil, 4096)
+	if err != nil {
+		return wire.Welcome{}, err
+	}
+	if h.Type == wire.TypeRefused {
+		return wire.Welcome{}, refusal(wp)
+	}
+	if h.Type != wire.TypeWelcome {
+		return wire.Welcome{}, fmt.Errorf("rdma: %v frame instead of a welcome: %w", h.Type, wire.ErrMalformed)
+	}
+	w, err := wire.DecodeWelcome(wp)
+	if err != nil {
+		return wire.Welcome{}, err
+	}
+	if !wire.CheckMAC(w.MAC, wire.MAC(secret, "server", hp, cp)) {
+		return wire.Welcome{}, fmt.Errorf("rdma: %v did not prove the cluster secret: %w", ch.Node, ErrAuth)
+	}
+	if w.Node != ch.Node {
+		return wire.Welcome{}, fmt.Errorf("rdma: welcome from %v after a challenge from %v: %w", w.Node, ch.Node, wire.ErrMalformed)
+	}
+	return w, nil
+}
+
+func refusal(p []byte) error {
+	code, msg, err := wire.DecodeMessage(p)
+	if err != nil {
+		return err
+	}
+	if wire.Reason(code) == wire.ReasonAuth {
+		return fmt.Errorf("%w: the node says: %s", ErrAuth, msg)
+	}
+	return fmt.Errorf("%w (%v): %s", ErrRefused, wire.Reason(code), msg)
+}
+
+// ctlConn is an authenticated control connection to one node: synchronous requests for info,
+// membership and provider setup. It reconnects on the next request after a failure.
+type ctlConn struct {
+	p      *peer
+	secret []byte
+	down   time.Duration
+
+	mu  sync.Mutex
+	nc  net.Conn
+	br  *bufio.Reader
+	hdr [wire.HeaderSize]byte
+	id  uint64
+}
+
+// rpc sends control op with req (marshalled as JSON) and decodes the reply into resp (if not
+// nil). It gives up after the down timeout or when ctx ends, with ErrNodeDown.
+func (c *ctlConn) rpc(ctx context.Context, op wire.CtlOp, req, resp any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	deadline := time.Now().Add(c.down)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if c.nc == nil {
+		nc, br, w, err := dialNode(ctx, c.p.addr, c.p.id, 0, wire.PurposeControl, c.secret, deadline)
+		if err != nil {
+			return err
+		}
+		c.p.learn(w)
+		c.nc, c.br = nc, br
+	}
+	c.id++
+	b, start := wire.BeginFrame(nil, wire.TypeCtl, 0, c.id)
+	b, err := wire.AppendCtl(b, op, req)
+	if err != nil {
+		return err
+	}
+	b = wire.EndFrame(b, start)
+	fail := func(err error) error {
+		_ = c.nc.Close()
+		c.nc, c.br = nil, nil
+		return fmt.Errorf("rdma: control request to %v: %w: %w", c.p.id, farmem.ErrNodeDown, err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
+	defer stop()
+	_ = c.nc.SetDeadline(deadline)
+	if _, err := c.nc.Write(b); err != nil {
+		return fail(err)
+	}
+	for {
+		h, p, err := wire.ReadFrame(c.br, &c.hdr, nil, wire.DefaultMaxFrame)
+		if err != nil {
+			return fail(err)
+		}
+		if h.Type == wire.TypeError {
+			_, msg, _ := wire.DecodeMessage(p)
+			return fail(fmt.Errorf("the node closed the connection: %s", msg))
+		}
+		if h.Type != wire.TypeCtlReply || h.ID != c.id {
+			continue
+		}
+		_ = c.nc.SetDeadline(time.Time{})
+		s, body, msg, err := wire.DecodeReply(p)
+		if err != nil {
+			return fail(err)
+		}
+		if s != wire.StatusOK {
+			return fmt.Errorf("rdma: control request to %v: %s: %w", c.p.id, msg, s.Err())
+		}
+		if resp == nil {
+			return nil
+		}
+		if err := json.Unmarshal(body, resp); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+}
+
+func (c *ctlConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nc != nil {
+		_ = c.nc.Close()
+		c.nc, c.br = nil, nil
+	}
+}
+
+// QueryStatus asks the node at addr for its health and counters, proving secret. It is what
+// `farmemd status` runs.
+func QueryStatus(ctx context.Context, addr string, secret []byte, timeout time.Duration) (NodeStatus, error) {
+	c := &ctlConn{p: &peer{addr: addr, ready: make(chan struct{})}, secret: secret, down: timeout}
+	defer c.close()
+	var st NodeStatus
+	err := c.rpc(ctx, wire.CtlInfo, struct{}{}, &st)
+	return st, err
+}

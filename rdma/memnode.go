@@ -1,0 +1,204 @@
+package rdma
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
+)
+
+// ServerOptions configure a memory node.
+type ServerOptions struct {
+	// Node is the memory node's id, 1..farmem.MaxMemoryNode.
+	Node farmem.NodeID
+	// Size is the region's size in bytes (rounded down to a multiple of 8).
+	Size uint64
+	// Backing says where the memory lives:
+	//	"anon" (or "")      anonymous memory (mmap)
+	//	"shm:NAME"          a file /dev/shm/NAME, created, and removed on Close
+	//	"file:PATH"         a regular file, created or truncated (old contents are discarded)
+	//	"devdax:/dev/daxX.Y" a device-DAX character device (size 0: the whole device)
+	// The node always serves zeroed memory and never writes it itself.
+	Backing string
+	// Secret is the cluster secret clients must prove (at least MinSecret bytes).
+	Secret []byte
+	// Provider is the data path: "tcp" (the default).
+	Provider string
+	// NoRegistry turns off the compute membership every memory node keeps by default (the
+	// cluster file's registry node needs it; it costs nothing on the others).
+	NoRegistry bool
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// MaxConns bounds open connections (default 4096); MaxOutstanding the requests a client
+	// may have unanswered on one connection (default 1024). A frame's payload is limited to
+	// wire.DefaultMaxFrame; clients split larger batches into several frames.
+	MaxConns       int
+	MaxOutstanding int
+	// HandshakeTimeout bounds a connection's handshake (default 5s); WriteTimeout a write to a
+	// client that does not read (default 10s).
+	HandshakeTimeout time.Duration
+	WriteTimeout     time.Duration
+}
+
+func (o *ServerOptions) limits() (limits, error) {
+	l := limits{maxConns: o.MaxConns, maxOutstanding: o.MaxOutstanding, maxFrame: wire.DefaultMaxFrame,
+		handshake: o.HandshakeTimeout, writeTimeout: o.WriteTimeout}
+	if l.maxConns == 0 {
+		l.maxConns = 4096
+	}
+	if l.maxOutstanding == 0 {
+		l.maxOutstanding = 1024
+	}
+	if l.handshake == 0 {
+		l.handshake = 5 * time.Second
+	}
+	if l.writeTimeout == 0 {
+		l.writeTimeout = 10 * time.Second
+	}
+	if l.maxConns < 0 || l.maxOutstanding < 0 || l.handshake < 0 || l.writeTimeout < 0 {
+		return l, fmt.Errorf("rdma: server limits %+v: %w", l, farmem.ErrInvalid)
+	}
+	return l, nil
+}
+
+// Server is a memory node: it owns a region and serves verbs on it to authenticated clients,
+// with no application logic. It is what farmemd runs, and tests run it in-process. Its fault
+// methods (Crash, Hang, Resume, Partition, Heal, CrashAfter) inject faults for tests.
+type Server struct {
+	s  *srv
+	sp serverProvider
+	mu sync.Mutex
+	// closed is set by Close.
+	closed bool
+	err    error
+}
+
+// NewServer maps the node's memory. Serve or Listen makes it reachable.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Node == 0 || opts.Node > farmem.MaxMemoryNode {
+		return nil, fmt.Errorf("rdma: memory node id %d: %w", opts.Node, farmem.ErrInvalid)
+	}
+	if len(opts.Secret) < MinSecret {
+		return nil, fmt.Errorf("rdma: cluster secret of %d bytes, want at least %d: %w", len(opts.Secret), MinSecret, farmem.ErrInvalid)
+	}
+	var sp serverProvider
+	if opts.Provider != "" && opts.Provider != "tcp" {
+		mk := serverProviders[opts.Provider]
+		if mk == nil {
+			_, err := lookupProvider(opts.Provider)
+			if err == nil {
+				err = fmt.Errorf("rdma: provider %q has no memory-node half: %w", opts.Provider, farmem.ErrNotSupported)
+			}
+			return nil, err
+		}
+		sp = mk()
+	}
+	lim, err := opts.limits()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg, err := mapBacking(opts.Backing, opts.Size)
+	if err != nil {
+		return nil, err
+	}
+	s := newSrv(opts.Node, reg, append([]byte(nil), opts.Secret...), log.With("node", opts.Node.String()), lim)
+	if opts.Provider != "" {
+		s.provider = opts.Provider
+	}
+	if !opts.NoRegistry {
+		s.members = newRegistry()
+	}
+	if sp != nil {
+		if err := sp.attach(s); err != nil {
+			_ = reg.release()
+			return nil, err
+		}
+	}
+	return &Server{s: s, sp: sp}, nil
+}
+
+// Listen listens on addr (host:port; use 127.0.0.1:0 for a free loopback port) and serves in
+// the background. It returns the address bound.
+func (sv *Server) Listen(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("rdma: listen: %w", err)
+	}
+	go sv.Serve(ln)
+	return ln.Addr().String(), nil
+}
+
+// Serve serves connections from ln until the server closes or crashes.
+func (sv *Server) Serve(ln net.Listener) {
+	sv.s.log.Info("serving", "addr", ln.Addr().String(), "size", sv.s.reg.size, "backing", sv.s.reg.desc, "provider", sv.s.provider)
+	sv.s.serve(ln)
+}
+
+// Addr returns the address the server listens on, or "" before Listen or Serve.
+func (sv *Server) Addr() string {
+	sv.s.mu.Lock()
+	defer sv.s.mu.Unlock()
+	if sv.s.ln == nil {
+		return ""
+	}
+	return sv.s.ln.Addr().String()
+}
+
+// Node returns the memory node's id.
+func (sv *Server) Node() farmem.NodeID { return sv.s.node }
+
+// Size returns the region's size in bytes.
+func (sv *Server) Size() uint64 { return sv.s.reg.size }
+
+// Status returns the node's health and counters, as its info request reports them.
+func (sv *Server) Status() NodeStatus { return sv.s.status() }
+
+// Close stops serving, waits for every connection to end, and unmaps the region. It is
+// idempotent.
+func (sv *Server) Close() error {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.closed {
+		return sv.err
+	}
+	sv.closed = true
+	sv.s.shutdown()
+	sv.s.wait()
+	if sv.sp != nil {
+		sv.err = sv.sp.detach()
+	}
+	if err := sv.s.reg.release(); sv.err == nil {
+		sv.err = err
+	}
+	sv.s.log.Info("closed")
+	return sv.err
+}
+
+// Crash makes the node fail-stop as an injected fault: it stops listening and drops every
+// connection at once, so clients get ErrNodeDown immediately. Close still releases it.
+func (sv *Server) Crash() { sv.s.crash() }
+
+// Hang makes the node fail-silent: it reads and drops every frame and answers nothing, so
+// clients' ops fail with ErrNodeDown after their down timeout, unapplied.
+func (sv *Server) Hang() error { return sv.s.hang() }
+
+// Resume ends a Hang. Connections that lost frames to it are closed.
+func (sv *Server) Resume() error { return sv.s.resume() }
+
+// Partition drops client's traffic (fail-silent for that client only) until Heal.
+func (sv *Server) Partition(client farmem.ClientID) { sv.s.partition(client, true) }
+
+// Heal ends a Partition.
+func (sv *Server) Heal(client farmem.ClientID) { sv.s.partition(client, false) }
+
+// CrashAfter arms the node so that the next batch frame reaching it applies only its first n
+// ops, answers for those, and then the node crashes.
+func (sv *Server) CrashAfter(n int) error { return sv.s.armCrashAfter(n) }

@@ -1,0 +1,749 @@
+package rdma
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
+	"github.com/farmem/farmem/internal/wordmem"
+)
+
+// region is the memory a node serves.
+type region struct {
+	mem     wordmem.Mem
+	size    uint64
+	desc    string
+	release func() error
+}
+
+// heapRegion is a region on the Go heap: a compute node's.
+func heapRegion(size uint64) *region {
+	words := make([]uint64, (size+7)/8)
+	return &region{mem: wordmem.FromWords(words), size: size &^ 7, desc: "heap", release: func() error { return nil }}
+}
+
+// Fault states of a server.
+const (
+	stateUp int32 = iota
+	stateHung
+	stateCrashed
+)
+
+// srv serves one region over TCP: a memory node's (Server) or a compute node's (inside a
+// Fabric). It authenticates each connection, applies Batches to the region in order, answers
+// control requests, and on compute nodes dispatches Calls.
+type srv struct {
+	node   farmem.NodeID
+	reg    *region
+	key    uint32
+	secret []byte
+	log    *slog.Logger
+	lim    limits
+
+	// onWrite is called after a write or atomic lands in the region (compute nodes: it wakes
+	// Waits).
+	onWrite func(off, n uint64)
+	// calls dispatches Calls (compute nodes); nil on memory nodes.
+	calls func(ctx context.Context, from farmem.ClientID, method uint16, req []byte) ([]byte, error)
+	// members is the compute membership registry (memory nodes).
+	members *registry
+	// ctlOps are control ops providers add (CtlProvider and up).
+	ctlOps map[wire.CtlOp]func(body []byte) (any, error)
+	// onCrash runs once when a fault crashes the server.
+	onCrash func()
+
+	provider string
+	started  time.Time
+
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*sconn]struct{}
+	closed   bool
+	faultCh  chan struct{} // closed and replaced at each fault change
+	parts    map[farmem.ClientID]bool
+	wg       sync.WaitGroup
+	closeErr error
+
+	state      atomic.Int32
+	crashAfter atomic.Int64
+	hasParts   atomic.Bool
+
+	batches, ops, bytesIn, bytesOut, refused, violations atomic.Uint64
+}
+
+type limits struct {
+	maxConns       int
+	maxOutstanding int
+	maxFrame       uint32
+	handshake      time.Duration
+	writeTimeout   time.Duration
+}
+
+func newSrv(node farmem.NodeID, reg *region, secret []byte, log *slog.Logger, lim limits) *srv {
+	var k [4]byte
+	_, _ = rand.Read(k[:])
+	key := binary.LittleEndian.Uint32(k[:])
+	if key == 0 {
+		key = 1
+	}
+	s := &srv{node: node, reg: reg, key: key, secret: secret, log: log, lim: lim, started: time.Now(),
+		conns: make(map[*sconn]struct{}), faultCh: make(chan struct{}), parts: make(map[farmem.ClientID]bool),
+		provider: "tcp"}
+	s.crashAfter.Store(-1)
+	return s
+}
+
+// serve accepts connections on ln until the server closes.
+func (s *srv) serve(ln net.Listener) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if !s.isClosed() {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					continue
+				}
+				s.log.Error("accept failed; no longer serving", "err", err)
+			}
+			return
+		}
+		c := &sconn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		busy := len(s.conns) >= s.lim.maxConns
+		if !busy {
+			s.conns[c] = struct{}{}
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		if busy {
+			s.refused.Add(1)
+			s.log.Warn("connection refused: at the connection limit", "remote", nc.RemoteAddr(), "limit", s.lim.maxConns)
+			go refuse(nc, wire.ReasonBusy, "too many connections", s.lim.handshake)
+			continue
+		}
+		go c.run()
+	}
+}
+
+func (s *srv) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// refuse tells a client why it is turned away, then closes.
+func refuse(nc net.Conn, why wire.Reason, msg string, timeout time.Duration) {
+	_ = nc.SetWriteDeadline(time.Now().Add(timeout))
+	b, start := wire.BeginFrame(nil, wire.TypeRefused, 0, 0)
+	b = wire.EndFrame(wire.AppendMessage(b, uint8(why), msg), start)
+	_, _ = nc.Write(b)
+	_ = nc.Close()
+}
+
+// shutdown stops the server: the listener and every connection close. It is idempotent.
+func (s *srv) shutdown() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	ln := s.ln
+	conns := make([]*sconn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	for _, c := range conns {
+		_ = c.nc.Close()
+	}
+	s.faultChanged()
+}
+
+// wait blocks until every connection goroutine has ended.
+func (s *srv) wait() { s.wg.Wait() }
+
+func (s *srv) faultChanged() {
+	s.mu.Lock()
+	close(s.faultCh)
+	s.faultCh = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *srv) faultChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faultCh
+}
+
+// silent reports whether the server must not answer client right now (hung, or partitioned
+// from it).
+func (s *srv) silent(client farmem.ClientID) bool {
+	if s.state.Load() == stateHung {
+		return true
+	}
+	if client != 0 && s.hasParts.Load() {
+		s.mu.Lock()
+		p := s.parts[client]
+		s.mu.Unlock()
+		return p
+	}
+	return false
+}
+
+// sconn is one accepted connection.
+type sconn struct {
+	s      *srv
+	nc     net.Conn
+	br     *bufio.Reader
+	hdr    [wire.HeaderSize]byte
+	buf    []byte
+	ops    []wire.Op
+	client farmem.ClientID
+	remote string
+
+	// dropped: a frame was dropped while the server was silent to this connection; it is
+	// closed when the silence ends, so nothing after the lost frames applies on it.
+	dropped atomic.Bool
+	calls   atomic.Int32
+	// crashing: an injected crash-after-n fault fired in this connection's batch.
+	crashing bool
+
+	wmu sync.Mutex
+	out []byte
+}
+
+func (c *sconn) run() {
+	s := c.s
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		_ = c.nc.Close()
+	}()
+	c.remote = c.nc.RemoteAddr().String()
+	if !c.handshake() {
+		return
+	}
+	c.buf = make([]byte, 0, 64<<10)
+	for {
+		h, p, err := wire.ReadFrame(c.br, &c.hdr, c.buf, s.lim.maxFrame)
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		switch st := s.state.Load(); {
+		case st == stateCrashed:
+			return
+		case s.silent(c.client):
+			c.dropped.Store(true)
+			continue
+		}
+		if err := c.handle(h, p); err != nil {
+			c.violation(err)
+			return
+		}
+		if c.crashing {
+			_ = c.flush()
+			s.crash()
+			return
+		}
+		if c.br.Buffered() == 0 {
+			if err := c.flush(); err != nil {
+				s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
+				return
+			}
+		}
+		if s.state.Load() == stateCrashed {
+			return
+		}
+	}
+}
+
+// readFailed logs why the connection's input ended.
+func (c *sconn) readFailed(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || c.s.isClosed() {
+		return
+	}
+	if errors.Is(err, wire.ErrMalformed) {
+		c.violation(err)
+		return
+	}
+	c.s.log.Debug("connection ended", "remote", c.remote, "client", c.client, "err", err)
+}
+
+// violation closes the connection for a protocol error, saying why to the peer and the log.
+func (c *sconn) violation(err error) {
+	c.s.violations.Add(1)
+	c.s.log.Warn("closing connection: protocol violation", "remote", c.remote, "client", c.client, "reason", err.Error())
+	c.wmu.Lock()
+	c.out = c.out[:0]
+	b, start := wire.BeginFrame(c.out, wire.TypeError, 0, 0)
+	c.out = wire.EndFrame(wire.AppendMessage(b, uint8(wire.StatusOf(farmem.ErrInvalid)), err.Error()), start)
+	c.wmu.Unlock()
+	_ = c.flush()
+}
+
+func (c *sconn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if len(c.out) == 0 {
+		return nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.lim.writeTimeout))
+	n, err := c.nc.Write(c.out)
+	c.s.bytesOut.Add(uint64(n))
+	if cap(c.out) > 4<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+// awaitVoice blocks while the server is silent to client; it reports false if the server
+// crashed or closed meanwhile.
+func (c *sconn) awaitVoice() bool {
+	for {
+		ch := c.s.faultChan()
+		if c.s.state.Load() == stateCrashed || c.s.isClosed() {
+			return false
+		}
+		if !c.s.silent(c.client) {
+			return true
+		}
+		<-ch
+	}
+}
+
+// handshake authenticates the client; it reports whether the connection may go on.
+func (c *sconn) handshake() bool {
+	s := c.s
+	_ = c.nc.SetReadDeadline(time.Now().Add(s.lim.handshake))
+	fail := func(why wire.Reason, msg string, attrs ...any) bool {
+		s.refused.Add(1)
+		s.log.Warn("connection refused: "+msg, append([]any{"remote", c.remote, "reason", why.String()}, attrs...)...)
+		refuse(c.nc, why, msg, s.lim.handshake)
+		return false
+	}
+	h, hp, err := wire.ReadFrame(c.br, &c.hdr, nil, 256)
+	if err != nil || h.Type != wire.TypeHello {
+		if err == nil {
+			err = fmt.Errorf("%v frame before hello", h.Type)
+		}
+		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
+	}
+	hello, err := wire.DecodeHello(hp)
+	if err != nil {
+		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
+	}
+	c.client = hello.Client
+	if hello.Node != 0 && hello.Node != s.node {
+		return fail(wire.ReasonNode, fmt.Sprintf("this is node %v, not %v", s.node, hello.Node))
+	}
+	if !c.awaitVoice() {
+		return false
+	}
+	ch := wire.Challenge{Node: s.node, Role: s.node.Role()}
+	_, _ = rand.Read(ch.Nonce[:])
+	cp := ch.Append(nil)
+	b, start := wire.BeginFrame(nil, wire.TypeChallenge, 0, 0)
+	b = wire.EndFrame(append(b, cp...), start)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(s.lim.handshake))
+	if _, err := c.nc.Write(b); err != nil {
+		return false
+	}
+	h, ap, err := wire.ReadFrame(c.br, &c.hdr, nil, 256)
+	if err != nil || h.Type != wire.TypeAuth {
+		if err == nil {
+			err = fmt.Errorf("%v frame instead of auth", h.Type)
+		}
+		return fail(wire.ReasonProtocol, "bad auth: "+err.Error())
+	}
+	mac, err := wire.DecodeAuth(ap)
+	if err != nil {
+		return fail(wire.ReasonProtocol, "bad auth: "+err.Error())
+	}
+	if !wire.CheckMAC(mac, wire.MAC(s.secret, "client", hp, cp)) {
+		return fail(wire.ReasonAuth, "authentication failed: the client does not hold the cluster secret", "client", hello.Client)
+	}
+	if !c.awaitVoice() {
+		return false
+	}
+	w := wire.Welcome{MAC: wire.MAC(s.secret, "server", hp, cp), Node: s.node, Role: s.node.Role(),
+		Size: s.reg.size, Key: s.key, MaxFrame: s.lim.maxFrame, MaxOutstanding: uint32(s.lim.maxOutstanding)}
+	b, start = wire.BeginFrame(b[:0], wire.TypeWelcome, 0, 0)
+	b = wire.EndFrame(w.Append(b), start)
+	if _, err := c.nc.Write(b); err != nil {
+		return false
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	s.log.Debug("connection authenticated", "remote", c.remote, "client", hello.Client, "purpose", hello.Purpose)
+	return true
+}
+
+// handle serves one frame after the handshake. An error is a protocol violation.
+func (c *sconn) handle(h wire.Header, p []byte) error {
+	c.s.bytesIn.Add(uint64(wire.HeaderSize + len(p)))
+	switch h.Type {
+	case wire.TypeBatch:
+		return c.batch(h, p)
+	case wire.TypePing:
+		c.wmu.Lock()
+		c.out = wire.AppendHeader(c.out, wire.Header{Type: wire.TypePong, ID: h.ID})
+		c.wmu.Unlock()
+		return nil
+	case wire.TypeCtl:
+		return c.ctl(h, p)
+	case wire.TypeCall:
+		return c.call(h, p)
+	}
+	return fmt.Errorf("unexpected %v frame from a client", h.Type)
+}
+
+// batch applies a Batch frame. Every op is checked first; if any fails its check, nothing is
+// applied and the others fail with ErrAborted.
+func (c *sconn) batch(h wire.Header, p []byte) error {
+	s := c.s
+	ops, err := wire.DecodeBatch(p, c.ops)
+	c.ops = ops
+	if err != nil {
+		return err
+	}
+	s.batches.Add(1)
+	s.ops.Add(uint64(len(ops)))
+	signaled, bad := 0, false
+	for i := range ops {
+		if !ops[i].Unsignaled {
+			signaled++
+		}
+		if ops[i].Check(s.reg.size, s.key) != nil {
+			bad = true
+		}
+	}
+	limit, partial := len(ops), false
+	if s.crashAfter.Load() >= 0 {
+		if k := s.crashAfter.Swap(-1); k >= 0 && int(k) < len(ops) {
+			limit, partial = int(k), true
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if bad {
+		if signaled == 0 {
+			s.log.Debug("refused an unsignaled batch", "client", c.client, "ops", len(ops))
+			return nil
+		}
+		b, start := wire.BeginFrame(c.out, wire.TypeResult, 0, h.ID)
+		b = wire.AppendResultCount(b, signaled)
+		for i := range ops {
+			if ops[i].Unsignaled {
+				continue
+			}
+			st := wire.StatusOf(ops[i].Check(s.reg.size, s.key))
+			if st == wire.StatusOK {
+				st = wire.StatusOf(farmem.ErrAborted)
+			}
+			b = wire.AppendStatus(b, st)
+		}
+		c.out = wire.EndFrame(b, start)
+		return nil
+	}
+	answer := signaled > 0 || partial
+	b, start, countAt, answered := c.out, 0, 0, 0
+	if answer {
+		var flags uint8
+		if partial {
+			flags = wire.FlagPartial
+		}
+		b, start = wire.BeginFrame(b, wire.TypeResult, flags, h.ID)
+		countAt = len(b)
+		b = wire.AppendResultCount(b, 0)
+	}
+	mem := s.reg.mem
+	for i := range ops[:limit] {
+		o := &ops[i]
+		switch o.Kind {
+		case farmem.OpRead:
+			if o.Unsignaled {
+				continue
+			}
+			var dst []byte
+			b, dst = wire.AppendRead(b, int(o.Len))
+			mem.ReadAt(dst, o.Off, nil)
+		case farmem.OpWrite:
+			mem.WriteAt(o.Data, o.Off, nil)
+			if s.onWrite != nil {
+				s.onWrite(o.Off, uint64(o.Len))
+			}
+			if !o.Unsignaled {
+				b = wire.AppendWriteOK(b)
+			}
+		default:
+			fo := o.Atomic()
+			prev := mem.Atomic(&fo, o.Off)
+			if s.onWrite != nil {
+				s.onWrite(o.Off, 8)
+			}
+			if !o.Unsignaled {
+				b = wire.AppendWord(b, prev)
+			}
+		}
+		if !o.Unsignaled {
+			answered++
+		}
+	}
+	if answer {
+		binary.LittleEndian.PutUint16(b[countAt:], uint16(answered))
+		b = wire.EndFrame(b, start)
+	}
+	c.out = b
+	if partial {
+		s.log.Warn("injected fault: crashing in the middle of a batch", "applied", limit, "of", len(ops))
+		c.crashing = true
+	}
+	return nil
+}
+
+// ctl answers a control request.
+func (c *sconn) ctl(h wire.Header, p []byte) error {
+	op, body, err := wire.DecodeCtl(p)
+	if err != nil {
+		return err
+	}
+	var reply any
+	switch op {
+	case wire.CtlInfo:
+		reply = c.s.status()
+	case wire.CtlJoin, wire.CtlRenew, wire.CtlLeave, wire.CtlList:
+		if c.s.members == nil {
+			err = fmt.Errorf("rdma: %v keeps no membership: %w", c.s.node, farmem.ErrNotSupported)
+		} else {
+			reply, err = c.s.members.handle(op, body)
+		}
+	default:
+		if fn := c.s.ctlOps[op]; fn != nil {
+			reply, err = fn(body)
+		} else {
+			err = fmt.Errorf("rdma: unknown control op %d: %w", op, farmem.ErrNotSupported)
+		}
+	}
+	if errors.Is(err, wire.ErrMalformed) {
+		return err
+	}
+	var j []byte
+	if err == nil {
+		j, err = json.Marshal(reply)
+	}
+	c.wmu.Lock()
+	b, start := wire.BeginFrame(c.out, wire.TypeCtlReply, 0, h.ID)
+	if err != nil {
+		b = wire.AppendReply(b, wire.StatusOf(err), []byte(err.Error()))
+	} else {
+		b = wire.AppendReply(b, wire.StatusOK, j)
+	}
+	c.out = wire.EndFrame(b, start)
+	c.wmu.Unlock()
+	return nil
+}
+
+// call dispatches a Call to the compute node's handlers in its own goroutine; the reply is
+// written when the handler returns.
+func (c *sconn) call(h wire.Header, p []byte) error {
+	method, from, req, err := wire.DecodeCall(p)
+	if err != nil {
+		return err
+	}
+	if c.s.calls == nil {
+		c.reply(h.ID, fmt.Errorf("rdma: call to memory node %v: %w", c.s.node, farmem.ErrInvalid), nil)
+		return nil
+	}
+	if int(c.calls.Add(1)) > c.s.lim.maxOutstanding {
+		return fmt.Errorf("more than %d calls outstanding", c.s.lim.maxOutstanding)
+	}
+	req = append([]byte(nil), req...) // the frame buffer is reused
+	go func() {
+		reply, err := c.s.calls(context.Background(), from, method, req)
+		c.calls.Add(-1)
+		if c.s.silent(c.client) || c.s.state.Load() == stateCrashed {
+			return
+		}
+		c.reply(h.ID, err, reply)
+		if err := c.flush(); err != nil {
+			_ = c.nc.Close()
+		}
+	}()
+	return nil
+}
+
+// reply queues a CallReply. A handler's error travels as CodeRemote with the handler error's
+// own code as the message's first byte; the transport's own errors (no handler, bad target)
+// travel as their codes.
+func (c *sconn) reply(id uint64, err error, reply []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, start := wire.BeginFrame(c.out, wire.TypeCallReply, 0, id)
+	var he *handlerError
+	switch {
+	case err == nil:
+		b = wire.AppendReply(b, wire.StatusOK, reply)
+	case errors.As(err, &he):
+		b = wire.AppendReply(b, wire.Status(farmem.CodeRemote), append([]byte{byte(farmem.CodeOf(he.err))}, he.err.Error()...))
+	default:
+		b = wire.AppendReply(b, wire.StatusOf(err), []byte(err.Error()))
+	}
+	c.out = wire.EndFrame(b, start)
+}
+
+// handlerError marks an error a Call handler returned.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+// crash makes the server fail-stop, as a fault: it closes like shutdown, and its owner learns.
+func (s *srv) crash() {
+	if s.state.Swap(stateCrashed) == stateCrashed {
+		return
+	}
+	s.shutdown()
+	if s.onCrash != nil {
+		s.onCrash()
+	}
+}
+
+// setSilence changes the hang state or a partition; when a silence ends, connections that
+// dropped frames during it are closed, so nothing posted after the lost frames applies on them.
+func (s *srv) endSilence() {
+	s.mu.Lock()
+	var stale []*sconn
+	for c := range s.conns {
+		if c.dropped.Load() && !s.silentLocked(c.client) {
+			stale = append(stale, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range stale {
+		_ = c.nc.Close()
+	}
+	s.faultChanged()
+}
+
+func (s *srv) silentLocked(client farmem.ClientID) bool {
+	return s.state.Load() == stateHung || (client != 0 && s.parts[client])
+}
+
+func (s *srv) hang() error {
+	if !s.state.CompareAndSwap(stateUp, stateHung) && s.state.Load() == stateCrashed {
+		return fmt.Errorf("rdma: hang %v: crashed: %w", s.node, farmem.ErrNodeDown)
+	}
+	s.faultChanged()
+	return nil
+}
+
+func (s *srv) resume() error {
+	if !s.state.CompareAndSwap(stateHung, stateUp) && s.state.Load() == stateCrashed {
+		return fmt.Errorf("rdma: resume %v: crashed: %w", s.node, farmem.ErrNodeDown)
+	}
+	s.endSilence()
+	return nil
+}
+
+func (s *srv) partition(client farmem.ClientID, on bool) {
+	s.mu.Lock()
+	if on {
+		s.parts[client] = true
+	} else {
+		delete(s.parts, client)
+	}
+	s.hasParts.Store(len(s.parts) > 0)
+	s.mu.Unlock()
+	if on {
+		s.faultChanged()
+	} else {
+		s.endSilence()
+	}
+}
+
+func (s *srv) armCrashAfter(n int) error {
+	if n < 0 {
+		return fmt.Errorf("rdma: crash after %d ops: %w", n, farmem.ErrInvalid)
+	}
+	s.crashAfter.Store(int64(n))
+	return nil
+}
+
+// status reports the server's health and counters.
+func (s *srv) status() NodeStatus {
+	s.mu.Lock()
+	conns := len(s.conns)
+	s.mu.Unlock()
+	st := NodeStatus{
+		Node: s.node, Role: s.node.Role().String(), Size: s.reg.size, Backing: s.reg.desc,
+		Provider: s.provider, Protocol: wire.Version, Started: s.started, Uptime: time.Since(s.started),
+		Conns: conns, Batches: s.batches.Load(), Ops: s.ops.Load(), BytesIn: s.bytesIn.Load(),
+		BytesOut: s.bytesOut.Load(), Refused: s.refused.Load(), Violations: s.violations.Load(),
+		Healthy: s.state.Load() == stateUp,
+	}
+	if s.members != nil {
+		st.Members = len(s.members.list())
+	}
+	return st
+}
+
+// NodeStatus is a node's answer to the health/info request.
+type NodeStatus struct {
+	Node     farmem.NodeID `json:"node"`
+	Role     string        `json:"role"`
+	Size     uint64        `json:"size"`
+	Backing  string        `json:"backing"`
+	Provider string        `json:"provider"`
+	Protocol int           `json:"protocol"`
+	Started  time.Time     `json:"started"`
+	Uptime   time.Duration `json:"uptime_ns"`
+	// Conns is the number of open connections.
+	Conns int `json:"conns"`
+	// Batches and Ops count the batches and verbs served; BytesIn and BytesOut the traffic.
+	Batches  uint64 `json:"batches"`
+	Ops      uint64 `json:"ops"`
+	BytesIn  uint64 `json:"bytes_in"`
+	BytesOut uint64 `json:"bytes_out"`
+	// Refused counts connections turned away; Violations connections closed for protocol
+	// errors.
+	Refused    uint64 `json:"refused"`
+	Violations uint64 `json:"violations"`
+	// Members is the number of compute nodes holding a lease (the registry only).
+	Members int  `json:"members"`
+	Healthy bool `json:"healthy"`
+}

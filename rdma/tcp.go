@@ -1,0 +1,521 @@
+package rdma
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
+)
+
+// tcpProvider is the pure-Go data path: one authenticated TCP connection per client and remote
+// node, carrying Batch frames. A memory node applies a connection's frames one at a time in
+// arrival order, which gives the contract's order: the ops of a batch in order, and one
+// client's batches to one node in posting order. Each batch is one round trip; a batch too
+// large for one frame goes as several consecutive frames.
+type tcpProvider struct{}
+
+func (tcpProvider) name() string { return "tcp" }
+
+func (tcpProvider) connect(c *client, p *peer) qp { return newTCPQP(c, p) }
+
+// Queue pair states.
+const (
+	qpConnecting = iota
+	qpUp
+	qpDead
+)
+
+// tcpQP is one client's connection to one node.
+type tcpQP struct {
+	f *Fabric
+	c *client
+	p *peer
+
+	mu          sync.Mutex
+	state       int
+	err         error
+	conn        net.Conn
+	slots       []qslot
+	free        []uint32
+	limit       int
+	unconfirmed int // unsignaled ops sent since the last Result
+	deadCh      chan struct{}
+	slotCh      chan struct{} // a slot freed
+
+	wmu  sync.Mutex
+	nc   net.Conn // set once the handshake is done; writes go here
+	wbuf []byte
+	pend []byte // frames posted while connecting
+
+	dead        atomic.Bool
+	outstanding atomic.Int32
+	lastRecv    atomic.Int64 // nanotime of the last frame received, or of going busy
+	pinged      atomic.Bool
+}
+
+// qslot is an outstanding request: part of a batch, or a Call.
+type qslot struct {
+	gen    uint32
+	busy   bool
+	b      *farmem.Batch
+	idx    []int
+	lo, hi int
+	sink   sink
+	call   *callWait
+}
+
+type callWait struct {
+	ch    chan struct{}
+	reply []byte
+	err   error
+}
+
+func newTCPQP(c *client, p *peer) *tcpQP {
+	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}), slotCh: make(chan struct{}, 1)}
+	q.lastRecv.Store(nanotime())
+	c.f.addLive(q)
+	go q.connect()
+	return q
+}
+
+func (q *tcpQP) alive() bool { return !q.dead.Load() }
+
+func (q *tcpQP) close(err error) { q.fail(err) }
+
+// connect runs the handshake, sends what was posted meanwhile, and becomes the reader.
+func (q *tcpQP) connect() {
+	deadline := time.Now().Add(q.f.down)
+	nc, br, w, err := dialNode(q.f.ctx, q.p.addr, q.p.id, q.c.info.ID, wire.PurposeData, q.f.secret, deadline)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	q.p.learn(w)
+	q.mu.Lock()
+	if q.state == qpDead {
+		q.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	q.state, q.conn = qpUp, nc
+	q.limit = min(q.limit, int(w.MaxOutstanding))
+	q.mu.Unlock()
+	q.wmu.Lock()
+	var werr error
+	if len(q.pend) > 0 {
+		_, werr = nc.Write(q.pend)
+	}
+	q.pend = nil
+	q.nc = nc
+	q.wmu.Unlock()
+	if werr != nil {
+		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr))
+		return
+	}
+	q.read(br)
+}
+
+// post implements qp.
+func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
+	n := len(b.Ops)
+	if idx != nil {
+		n = len(idx)
+	}
+	at := func(k int) int {
+		if idx == nil {
+			return k
+		}
+		return idx[k]
+	}
+	failFrom := func(lo int, err error) { failOps(b, idx, lo, n, s, err) }
+	key, ok := q.p.keyInfo()
+	if !ok {
+		// The node's region key is learned from its first handshake.
+		var err error
+		if key, err = q.awaitKey(ctx); err != nil {
+			failFrom(0, err)
+			return
+		}
+	}
+	for lo := 0; lo < n; {
+		// A frame holds as many ops as fit, counting their results too.
+		req, res, hi, signaled := 2, 2, lo, false
+		for hi < n {
+			op := &b.Ops[at(hi)]
+			r, a := wire.OpSize(op), wire.ResultSize(op)
+			if hi > lo && (req+r > wire.DefaultMaxFrame || res+a > wire.DefaultMaxFrame) {
+				break
+			}
+			req, res = req+r, res+a
+			signaled = signaled || !op.Unsignaled
+			hi++
+		}
+		var id uint64
+		if signaled {
+			var err error
+			if id, err = q.acquire(ctx, qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s}); err != nil {
+				failFrom(lo, err)
+				return
+			}
+		}
+		if err := q.sendBatch(id, b, at, lo, hi, key); err != nil {
+			failFrom(hi, err) // the frame's own ops are failed with its slot
+			return
+		}
+		lo = hi
+	}
+}
+
+// awaitKey waits for the node's first handshake to tell its region key.
+func (q *tcpQP) awaitKey(ctx context.Context) (uint32, error) {
+	t := time.NewTimer(q.f.down)
+	defer t.Stop()
+	select {
+	case <-q.p.ready:
+		key, _ := q.p.keyInfo()
+		return key, nil
+	case <-q.deadCh:
+		return 0, q.deadErr()
+	case <-t.C:
+		return 0, fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, q.f.down, farmem.ErrNodeDown)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (q *tcpQP) deadErr() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// acquire registers an outstanding request, waiting for a free slot if the limit is reached,
+// and returns its id.
+func (q *tcpQP) acquire(ctx context.Context, sl qslot) (uint64, error) {
+	for {
+		q.mu.Lock()
+		if q.state == qpDead {
+			err := q.err
+			q.mu.Unlock()
+			return 0, err
+		}
+		var i uint32
+		switch {
+		case len(q.free) > 0:
+			i = q.free[len(q.free)-1]
+			q.free = q.free[:len(q.free)-1]
+		case len(q.slots) < q.limit:
+			q.slots = append(q.slots, qslot{})
+			i = uint32(len(q.slots) - 1)
+		default:
+			q.mu.Unlock()
+			select {
+			case <-q.slotCh:
+				continue
+			case <-q.deadCh:
+				continue
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		sl.gen = q.slots[i].gen + 1
+		sl.busy = true
+		q.slots[i] = sl
+		if q.outstanding.Load() == 0 {
+			q.lastRecv.Store(nanotime())
+		}
+		q.outstanding.Add(1)
+		q.mu.Unlock()
+		return uint64(sl.gen)<<32 | uint64(i), nil
+	}
+}
+
+// release frees the slot a reply names and returns what it held.
+func (q *tcpQP) release(id uint64) (qslot, bool) {
+	i, gen := uint32(id), uint32(id>>32)
+	q.mu.Lock()
+	if int(i) >= len(q.slots) || !q.slots[i].busy || q.slots[i].gen != gen {
+		q.mu.Unlock()
+		return qslot{}, false
+	}
+	sl := q.slots[i]
+	q.slots[i] = qslot{gen: gen}
+	q.free = append(q.free, i)
+	q.outstanding.Add(-1)
+	q.unconfirmed = 0
+	q.mu.Unlock()
+	select {
+	case q.slotCh <- struct{}{}:
+	default:
+	}
+	return sl, true
+}
+
+// sendBatch encodes ops [lo, hi) as a Batch frame and writes it, or queues it while the
+// connection is being set up.
+func (q *tcpQP) sendBatch(id uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32) error {
+	unsignaled := 0
+	q.wmu.Lock()
+	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeBatch, 0, id)
+	buf = wire.AppendBatchCount(buf, hi-lo)
+	for k := lo; k < hi; k++ {
+		op := &b.Ops[at(k)]
+		buf = wire.AppendOp(buf, op, key)
+		if op.Unsignaled {
+			unsignaled++
+		}
+	}
+	buf = wire.EndFrame(buf, start)
+	err := q.writeLocked(buf)
+	q.wmu.Unlock()
+	if unsignaled > 0 {
+		q.mu.Lock()
+		q.unconfirmed += unsignaled
+		q.mu.Unlock()
+	}
+	return err
+}
+
+// writeLocked writes a frame (q.wmu held) and keeps buf as the scratch buffer unless it grew
+// large.
+func (q *tcpQP) writeLocked(buf []byte) error {
+	var err error
+	switch {
+	case q.dead.Load():
+		err = q.deadErr()
+	case q.nc != nil:
+		if _, werr := q.nc.Write(buf); werr != nil {
+			err = fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr)
+		}
+	default:
+		q.pend = append(q.pend, buf...)
+	}
+	if cap(buf) <= 1<<20 {
+		q.wbuf = buf[:0]
+	} else {
+		q.wbuf = nil
+	}
+	if err != nil && !q.dead.Load() {
+		go q.fail(err)
+	}
+	return err
+}
+
+// call sends a Call and waits for its reply.
+func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, req []byte) ([]byte, error) {
+	cw := &callWait{ch: make(chan struct{}, 1)}
+	id, err := q.acquire(ctx, qslot{call: cw})
+	if err != nil {
+		return nil, err
+	}
+	q.wmu.Lock()
+	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeCall, 0, id)
+	buf = wire.EndFrame(wire.AppendCall(buf, method, from, req), start)
+	err = q.writeLocked(buf)
+	q.wmu.Unlock()
+	if err != nil {
+		q.fail(err)
+	}
+	select {
+	case <-cw.ch:
+		return cw.reply, cw.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// read receives replies until the connection fails.
+func (q *tcpQP) read(br *bufio.Reader) {
+	var hdr [wire.HeaderSize]byte
+	buf := make([]byte, 0, 16<<10)
+	var rs wire.Results
+	for {
+		h, p, err := wire.ReadFrame(br, &hdr, buf, wire.DefaultMaxFrame)
+		if err != nil {
+			q.fail(fmt.Errorf("rdma: connection to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
+			return
+		}
+		if cap(p) > cap(buf) && cap(p) <= 1<<20 {
+			buf = p[:0]
+		}
+		q.lastRecv.Store(nanotime())
+		q.pinged.Store(false)
+		switch h.Type {
+		case wire.TypeResult:
+			err = q.result(h, p, &rs)
+		case wire.TypeCallReply:
+			err = q.callReply(h, p)
+		case wire.TypePong:
+		case wire.TypeError:
+			_, msg, _ := wire.DecodeMessage(p)
+			err = fmt.Errorf("rdma: %v closed the connection: %s: %w", q.p.id, msg, farmem.ErrNodeDown)
+		default:
+			err = fmt.Errorf("rdma: unexpected %v frame from %v: %w", h.Type, q.p.id, wire.ErrMalformed)
+		}
+		if err != nil {
+			if errors.Is(err, wire.ErrMalformed) {
+				q.f.log.Warn("closing connection: protocol violation by the node", "peer", q.p.id.String(), "reason", err.Error())
+				err = fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
+			}
+			q.fail(err)
+			return
+		}
+	}
+}
+
+// result completes the ops a Result frame answers.
+func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
+	sl, ok := q.release(h.ID)
+	if !ok || sl.call != nil {
+		return fmt.Errorf("rdma: result for unknown request %#x: %w", h.ID, wire.ErrMalformed)
+	}
+	b := sl.b
+	at := func(k int) int {
+		if sl.idx == nil {
+			return k
+		}
+		return sl.idx[k]
+	}
+	signaled, last := 0, -1
+	for k := sl.lo; k < sl.hi; k++ {
+		if !b.Ops[at(k)].Unsignaled {
+			signaled++
+			last = k
+		}
+	}
+	partial := h.Flags&wire.FlagPartial != 0
+	n, err := rs.Reset(p)
+	if err == nil && (n > signaled || (n < signaled && !partial)) {
+		err = fmt.Errorf("rdma: %d results for %d signaled ops: %w", n, signaled, wire.ErrMalformed)
+	}
+	// After the last signaled op is completed the batch may be reused: b is not touched again.
+	for k := sl.lo; k <= last; k++ {
+		i := at(k)
+		op := &b.Ops[i]
+		if op.Unsignaled {
+			continue
+		}
+		if err != nil || n == 0 {
+			e := err
+			if e == nil {
+				e = fmt.Errorf("rdma: %v went down in the middle of the batch: %w", q.p.id, farmem.ErrNodeDown)
+			} else {
+				e = fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e)
+			}
+			sl.sink.complete(i, 0, e)
+			continue
+		}
+		n--
+		st, val, data, e := rs.Next(op.Kind, len(op.Buf))
+		switch {
+		case e != nil:
+			err = e
+			sl.sink.complete(i, 0, fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e))
+		case st != wire.StatusOK:
+			sl.sink.complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, op.Len(), op.Addr, st.Err()))
+		default:
+			if op.Kind == farmem.OpRead {
+				copy(op.Buf, data)
+			}
+			sl.sink.complete(i, val, nil)
+		}
+	}
+	if err == nil {
+		err = rs.End()
+	}
+	if partial && err == nil {
+		err = fmt.Errorf("rdma: %v went down in the middle of a batch: %w", q.p.id, farmem.ErrNodeDown)
+	}
+	return err
+}
+
+// callReply completes a Call.
+func (q *tcpQP) callReply(h wire.Header, p []byte) error {
+	sl, ok := q.release(h.ID)
+	if !ok || sl.call == nil {
+		return fmt.Errorf("rdma: call reply for unknown request %#x: %w", h.ID, wire.ErrMalformed)
+	}
+	cw := sl.call
+	st, body, msg, err := wire.DecodeReply(p)
+	switch {
+	case err != nil:
+		cw.err = fmt.Errorf("rdma: call to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
+	case st == wire.StatusOK:
+		cw.reply = append([]byte{}, body...)
+	case st == wire.Status(farmem.CodeRemote) && len(msg) > 0:
+		cw.err = farmem.RemoteError(farmem.Code(msg[0]), msg[1:])
+	default:
+		cw.err = fmt.Errorf("rdma: call to %v: %s: %w", q.p.id, msg, st.Err())
+	}
+	cw.ch <- struct{}{}
+	return err
+}
+
+// fail kills the connection: every outstanding request fails with err, and if unsignaled ops
+// were sent since the last answer, the client's next op to the node reports their possible
+// loss. It is idempotent.
+func (q *tcpQP) fail(err error) {
+	q.mu.Lock()
+	if q.state == qpDead {
+		q.mu.Unlock()
+		return
+	}
+	q.state, q.err = qpDead, err
+	q.dead.Store(true)
+	lost := q.unconfirmed > 0
+	var busy []qslot
+	for i := range q.slots {
+		if q.slots[i].busy {
+			busy = append(busy, q.slots[i])
+			q.slots[i] = qslot{gen: q.slots[i].gen}
+		}
+	}
+	q.free = q.free[:0]
+	q.outstanding.Store(0)
+	conn := q.conn
+	q.mu.Unlock()
+	close(q.deadCh)
+	if conn != nil {
+		_ = conn.Close()
+	}
+	q.f.removeLive(q)
+	if lost && !errors.Is(err, farmem.ErrClosed) {
+		q.c.markLost(q.p.id, err)
+	}
+	for _, sl := range busy {
+		if sl.call != nil {
+			sl.call.err = err
+			sl.call.ch <- struct{}{}
+			continue
+		}
+		failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, err)
+	}
+}
+
+// check is the monitor's look at the connection: it fails it if requests are outstanding and
+// nothing came back for the down timeout, and pings it after a quarter of that.
+func (q *tcpQP) check(now int64, down time.Duration) {
+	if q.outstanding.Load() == 0 || q.dead.Load() {
+		return
+	}
+	idle := time.Duration(now - q.lastRecv.Load())
+	if idle > down {
+		q.fail(fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, idle.Round(time.Millisecond), farmem.ErrNodeDown))
+		return
+	}
+	if idle > down/4 && !q.pinged.Swap(true) {
+		if q.wmu.TryLock() {
+			if q.nc != nil {
+				_, _ = q.nc.Write(wire.AppendHeader(nil, wire.Header{Type: wire.TypePing}))
+			}
+			q.wmu.Unlock()
+		}
+	}
+}
