@@ -1,0 +1,407 @@
+package alloc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Options configure an Allocator. The zero value is usable.
+type Options struct {
+	// Nodes are the memory nodes the allocator places blocks on, in the order default placement
+	// tries them (default: every memory node of the topology). Each must be formatted, and all
+	// with the same home and symmetric area.
+	Nodes []farmem.NodeID
+	// Lease is how long an announcement in the epoch table holds reuse back after it was
+	// written, in fabric time (default 1s, at least 5ms). A client paused longer than this is
+	// treated as crashed: others reuse what it may still be reading, and its Unpin reports
+	// ErrPinExpired.
+	Lease time.Duration
+	// Refresh is how old an announcement may grow before Pin writes a new one (default 10ms,
+	// at most Lease/2). Shorter means more round trips and faster reuse of retired blocks.
+	Refresh time.Duration
+	// ClockSkew is the largest difference between the fabric clocks of two clients; a lease is
+	// taken as expired only this long after its deadline (default 1ms).
+	ClockSkew time.Duration
+	// ScanInterval is the least time between two scans of the epoch table made on the
+	// allocator's own initiative (default Refresh).
+	ScanInterval time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Lease == 0 {
+		o.Lease = time.Second
+	}
+	if o.Refresh == 0 {
+		o.Refresh = min(10*time.Millisecond, o.Lease/2)
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = time.Millisecond
+	}
+	if o.ScanInterval == 0 {
+		o.ScanInterval = o.Refresh
+	}
+	switch {
+	case o.Lease < 5*time.Millisecond:
+		return o, fmt.Errorf("alloc: lease %v is below 5ms: %w", o.Lease, farmem.ErrInvalid)
+	case o.Refresh < 0 || o.Refresh > o.Lease/2:
+		return o, fmt.Errorf("alloc: refresh %v is not within (0, lease/2]: %w", o.Refresh, farmem.ErrInvalid)
+	case o.ClockSkew < 0 || o.ScanInterval < 0:
+		return o, fmt.Errorf("alloc: negative duration: %w", farmem.ErrInvalid)
+	}
+	return o, nil
+}
+
+// Stats count an allocator's work.
+type Stats struct {
+	// Allocs, Frees and Retires count calls that succeeded.
+	Allocs, Frees, Retires uint64
+	// Reclaimed counts retired blocks made reusable.
+	Reclaimed uint64
+	// Pending is the number of retired blocks not yet reusable.
+	Pending int
+	// Chunks counts FAAs on bump words (each claims one chunk or one large block).
+	Chunks uint64
+	// Refreshes counts announcements written by Pin; Scans counts scans of the epoch table;
+	// Advances counts scans that tried to advance the global epoch.
+	Refreshes, Scans, Advances uint64
+	// Epoch is the last value of the global epoch this allocator read.
+	Epoch uint64
+}
+
+// SymOffset is the offset of a symmetric block: the same block on every formatted memory node.
+type SymOffset uint64
+
+// On returns the block's address on node n.
+func (o SymOffset) On(n farmem.NodeID) farmem.Addr { return farmem.MakeAddr(n, uint64(o)) }
+
+// Allocator is one client's allocator. Like the client's farmem.Memory, it belongs to one
+// goroutine; structures used from many goroutines give each its own client and Allocator.
+type Allocator struct {
+	m      farmem.Memory
+	rt     farmem.Runtime
+	opts   Options
+	id     farmem.ClientID
+	home   farmem.NodeID
+	nodes  []farmem.NodeID // placement order
+	all    []farmem.NodeID // every memory node: where symmetric blocks exist
+	arenas map[farmem.NodeID]*arena
+	sym    *arena
+	pref   int // index in nodes of this client's preferred node
+	stats  Stats
+	closed bool
+
+	epochAddr farmem.Addr // the global epoch word on the home node
+	tableAddr farmem.Addr // slot 1 of the epoch table
+	slotAddr  farmem.Addr // this client's slot
+	slots     int         // slots the table has (MaxClients)
+
+	ep epochState
+}
+
+// New opens the allocator of client m over the formatted nodes opts names. It costs one round
+// trip (the headers of every node, read in one batch), two if the home node is not among them.
+// The client's id must be at most the MaxClients the nodes were formatted with (ErrNoSpace
+// otherwise).
+func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t := m.Topology()
+	all := t.MemoryNodes()
+	nodes := slices.Clone(opts.Nodes)
+	if len(nodes) == 0 {
+		nodes = slices.Clone(all)
+	}
+	for i, n := range nodes {
+		if !slices.Contains(all, n) || slices.Contains(nodes[:i], n) {
+			return nil, fmt.Errorf("alloc: node %v is not a memory node, or is listed twice: %w", n, farmem.ErrInvalid)
+		}
+	}
+	hdrs, err := readHeaders(ctx, m, nodes)
+	if err != nil {
+		return nil, err
+	}
+	home := hdrs[nodes[0]].Home
+	if _, ok := hdrs[home]; !ok {
+		h, err := readHeaders(ctx, m, []farmem.NodeID{home})
+		if err != nil {
+			return nil, err
+		}
+		hdrs[home] = h[home]
+	}
+	hh := hdrs[home]
+	for n, h := range hdrs {
+		if h.Home != home || h.MaxClients != hh.MaxClients || h.SymBase != hh.SymBase || h.SymSize != hh.SymSize {
+			return nil, fmt.Errorf("alloc: %v was formatted with home %v, %d clients, symmetric area %#x+%#x; %v with home %v, %d clients, %#x+%#x: %w",
+				n, h.Home, h.MaxClients, h.SymBase, h.SymSize, home, hh.Home, hh.MaxClients, hh.SymBase, hh.SymSize, ErrFormatConflict)
+		}
+	}
+	info := m.Info()
+	if int(info.ID) > hh.MaxClients || info.ID == 0 {
+		return nil, fmt.Errorf("alloc: client id %d exceeds the %d slots of the epoch table: %w", info.ID, hh.MaxClients, farmem.ErrNoSpace)
+	}
+	a := &Allocator{
+		m: m, rt: m.Runtime(), opts: opts, id: info.ID, home: home, nodes: nodes, all: all,
+		arenas:    make(map[farmem.NodeID]*arena, len(nodes)),
+		epochAddr: farmem.MakeAddr(home, offEpoch),
+		tableAddr: farmem.MakeAddr(home, TableOffset+8),
+		slotAddr:  farmem.MakeAddr(home, TableOffset+8*uint64(info.ID)),
+		slots:     hh.MaxClients,
+		pref:      (int(info.ID) - 1) % len(nodes),
+	}
+	for _, n := range nodes {
+		h := hdrs[n]
+		a.arenas[n] = newArena(n.String(), false, farmem.MakeAddr(n, offBump), h.HeapBase, h.HeapLimit, h.ChunkSize, &a.stats.Chunks)
+	}
+	a.sym = newArena("symmetric", true, farmem.MakeAddr(home, offSymBump), hh.SymBase, hh.SymBase+hh.SymSize, hh.ChunkSize, &a.stats.Chunks)
+	a.ep.cached = hh.Epoch
+	a.stats.Epoch = hh.Epoch
+	return a, nil
+}
+
+// readHeaders reads and validates the headers of nodes in one batch.
+func readHeaders(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID) (map[farmem.NodeID]Header, error) {
+	var b farmem.Batch
+	bufs := make([][]byte, len(nodes))
+	for i, n := range nodes {
+		bufs[i] = make([]byte, HeaderLen)
+		b.Read(farmem.MakeAddr(n, 0), bufs[i])
+	}
+	if err := m.Do(ctx, &b); err != nil {
+		return nil, fmt.Errorf("alloc: read headers: %w", err)
+	}
+	hdrs := make(map[farmem.NodeID]Header, len(nodes))
+	for i, n := range nodes {
+		h, err := validate(m.Topology(), n, bufs[i])
+		if err != nil {
+			return nil, err
+		}
+		hdrs[n] = h
+	}
+	return hdrs, nil
+}
+
+func (a *Allocator) usable() error {
+	if a.closed {
+		return fmt.Errorf("alloc: allocator of client %d: %w", a.id, farmem.ErrClosed)
+	}
+	return nil
+}
+
+func checkRequest(size, align uint64) error {
+	switch {
+	case size == 0 || size > farmem.MaxOffset:
+		return fmt.Errorf("alloc: allocation of %d bytes: %w", size, farmem.ErrInvalid)
+	case align > 64 || align&(align-1) != 0:
+		return fmt.Errorf("alloc: alignment %d is not a power of two of at most 64: %w", align, farmem.ErrInvalid)
+	}
+	return nil
+}
+
+// Alloc returns a block of size bytes aligned to align (a power of two of at most 64; 0 means
+// 16, the least alignment of any block). Blocks larger than half a chunk are whole chunks, so
+// chunk-aligned. The block's contents are undefined (fresh blocks are zero, recycled ones hold
+// old data).
+//
+// Placement: the client's preferred node is Nodes[(id-1) % len(Nodes)], so clients spread over
+// the nodes while each keeps its chunks on one; when that node is exhausted the others are tried
+// in order. The error wraps farmem.ErrNoSpace if no node has room.
+func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
+	if err := a.usable(); err != nil {
+		return 0, err
+	}
+	if err := checkRequest(size, align); err != nil {
+		return 0, err
+	}
+	var errs []error
+	for i := range a.nodes {
+		n := a.nodes[(a.pref+i)%len(a.nodes)]
+		off, err := a.allocIn(ctx, a.arenas[n], size, align)
+		if err == nil {
+			return farmem.MakeAddr(n, off), nil
+		}
+		if !errors.Is(err, farmem.ErrNoSpace) {
+			return 0, err
+		}
+		errs = append(errs, err)
+	}
+	return 0, fmt.Errorf("alloc: no node has room for %d bytes: %w", size, errors.Join(errs...))
+}
+
+// AllocOn is Alloc on node n only: the error wraps farmem.ErrNoSpace when n is exhausted,
+// however much room other nodes have.
+func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align uint64) (farmem.Addr, error) {
+	if err := a.usable(); err != nil {
+		return 0, err
+	}
+	if err := checkRequest(size, align); err != nil {
+		return 0, err
+	}
+	ar := a.arenas[n]
+	if ar == nil {
+		return 0, fmt.Errorf("alloc: %v is not one of this allocator's nodes: %w", n, farmem.ErrInvalid)
+	}
+	off, err := a.allocIn(ctx, ar, size, align)
+	if err != nil {
+		return 0, err
+	}
+	return farmem.MakeAddr(n, off), nil
+}
+
+// AllocSymmetric returns a block of size bytes aligned to align at the same offset on every
+// formatted memory node, from the symmetric area. Symmetric chunks are claimed with one FAA on
+// the home node's symmetric bump word and carved like any others; the symmetric area is disjoint
+// from every node's heap, so no regular allocation ever returns an offset a symmetric one has.
+func (a *Allocator) AllocSymmetric(ctx context.Context, size, align uint64) (SymOffset, error) {
+	if err := a.usable(); err != nil {
+		return 0, err
+	}
+	if err := checkRequest(size, align); err != nil {
+		return 0, err
+	}
+	off, err := a.allocIn(ctx, a.sym, size, align)
+	return SymOffset(off), err
+}
+
+// allocIn allocates from one arena: free lists and the current chunk first (no verb), then,
+// when retired blocks are pending and a scan is due, a scan of the epoch table, then a new chunk
+// (one FAA).
+func (a *Allocator) allocIn(ctx context.Context, ar *arena, size, align uint64) (uint64, error) {
+	off, err := a.allocArena(ctx, ar, size, align)
+	if err == nil {
+		a.stats.Allocs++
+	}
+	return off, err
+}
+
+func (a *Allocator) allocArena(ctx context.Context, ar *arena, size, align uint64) (uint64, error) {
+	if off, recycled, ok := ar.take(size, align); ok {
+		a.handOut(ar, off, size, recycled)
+		return off, nil
+	}
+	scanned := false
+	if len(a.ep.retired) > 0 && a.rt.Now().Sub(a.ep.lastScan) >= a.opts.ScanInterval {
+		scanned = true
+		if _, err := a.scan(ctx); err == nil {
+			if off, recycled, ok := ar.take(size, align); ok {
+				a.handOut(ar, off, size, recycled)
+				return off, nil
+			}
+		}
+	}
+	off, ok, err := ar.grow(ctx, a.m, size)
+	if errors.Is(err, farmem.ErrNoSpace) && !scanned && len(a.ep.retired) > 0 {
+		// Out of chunks: retired blocks are the last resort, whatever the scan interval.
+		if _, serr := a.scan(ctx); serr == nil {
+			if off, recycled, ok := ar.take(size, align); ok {
+				a.handOut(ar, off, size, recycled)
+				return off, nil
+			}
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		return off, nil
+	}
+	off, recycled, ok := ar.take(size, align)
+	if !ok {
+		return 0, fmt.Errorf("alloc: %s: a new chunk cannot hold %d bytes (a bug): %w", ar.name, size, farmem.ErrNoSpace)
+	}
+	a.handOut(ar, off, size, recycled)
+	return off, nil
+}
+
+// handOut prepares a recycled block for its new owner: the words earlier owners used with
+// atomics become plain data again (local's strict mode), on every node a symmetric block has.
+func (a *Allocator) handOut(ar *arena, off, size uint64, recycled bool) {
+	if !recycled {
+		return
+	}
+	n := ar.blockSize(size)
+	if ar.sym {
+		for _, node := range a.all {
+			farmem.ForgetAtomic(a.m, farmem.MakeAddr(node, off), n)
+		}
+		return
+	}
+	farmem.ForgetAtomic(a.m, farmem.MakeAddr(ar.bump.Node(), off), n)
+}
+
+// arenaOf returns the arena of a regular block.
+func (a *Allocator) arenaOf(addr farmem.Addr, size uint64) (*arena, error) {
+	ar := a.arenas[addr.Node()]
+	if ar == nil {
+		return nil, fmt.Errorf("alloc: %v is not on one of this allocator's nodes: %w", addr, farmem.ErrInvalid)
+	}
+	return ar, ar.check(addr.Offset(), size)
+}
+
+// Free makes a block reusable at once, by this client: no other client may still read it (it
+// was never published, or every reader is known to be done). size is the size it was allocated
+// with. Free costs no verb. Freeing a block twice is not detected.
+func (a *Allocator) Free(addr farmem.Addr, size uint64) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ar, err := a.arenaOf(addr, size)
+	if err != nil {
+		return err
+	}
+	ar.put(addr.Offset(), size)
+	a.stats.Frees++
+	return nil
+}
+
+// FreeSymmetric is Free for a symmetric block.
+func (a *Allocator) FreeSymmetric(o SymOffset, size uint64) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	if err := a.sym.check(uint64(o), size); err != nil {
+		return err
+	}
+	a.sym.put(uint64(o), size)
+	a.stats.Frees++
+	return nil
+}
+
+// Stats returns the allocator's counters.
+func (a *Allocator) Stats() Stats {
+	s := a.stats
+	s.Pending = len(a.ep.retired)
+	return s
+}
+
+// Home returns the node that holds the global epoch and the epoch table.
+func (a *Allocator) Home() farmem.NodeID { return a.home }
+
+// Close withdraws the client's announcement from the epoch table (one verb) and releases the
+// allocator. It is idempotent. The blocks the allocator held free, and those retired but not yet
+// reusable, are not handed to other clients: they stay unused until the nodes are formatted
+// again (at most a chunk per node plus what was freed into this allocator).
+func (a *Allocator) Close() error {
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	ctx, cancel := a.rt.WithTimeout(context.Background(), a.m.Topology().DownTimeout+time.Second)
+	defer cancel()
+	_, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, 0, ^uint64(0))
+	a.ep = epochState{}
+	a.arenas, a.sym = nil, nil
+	if err != nil && !errors.Is(err, farmem.ErrClosed) {
+		return fmt.Errorf("alloc: close: clear announcement: %w", err)
+	}
+	return nil
+}
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

@@ -1,0 +1,188 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// arena is one client's view of one source of chunks: a memory node's heap, or the symmetric
+// area (whose bump word is on the home node). It carves chunks into size classes and keeps the
+// client's free lists for them; nothing here is shared with other clients but the bump word.
+type arena struct {
+	name        string
+	sym         bool
+	bump        farmem.Addr // the word chunks are claimed from with FAA
+	base, limit uint64      // the offsets chunks come from
+	chunk       uint64
+	maxSmall    uint64 // larger blocks are whole chunks
+	nClasses    int
+
+	cur, end  uint64              // the chunk being carved: [cur, end)
+	free      [][3][]uint64       // by class, then alignment bucket: offsets of free blocks
+	large     map[uint64][]uint64 // free runs of whole chunks, by length in chunks
+	spare     []uint64            // whole chunks claimed but not yet carved
+	exhausted bool                // the bump word passed limit: claims fail without a verb
+	chunks    *uint64             // the allocator's count of chunk claims
+}
+
+func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64, chunks *uint64) *arena {
+	maxSmall := chunk / 2
+	n := classBelow(maxSmall) + 1
+	return &arena{
+		name: name, sym: sym, bump: bump, base: base, limit: limit, chunk: chunk, maxSmall: maxSmall,
+		nClasses: n, free: make([][3][]uint64, n), large: make(map[uint64][]uint64), chunks: chunks,
+	}
+}
+
+// chunksFor returns the number of whole chunks a large block of size bytes takes.
+func (ar *arena) chunksFor(size uint64) uint64 { return (size + ar.chunk - 1) / ar.chunk }
+
+// check validates a block handed back to the arena: inside it, aligned as the arena hands out
+// blocks of that size.
+func (ar *arena) check(off, size uint64) error {
+	switch {
+	case size == 0:
+		return fmt.Errorf("alloc: free of 0 bytes at %s+%#x: %w", ar.name, off, farmem.ErrInvalid)
+	case off < ar.base || off >= ar.limit || size > ar.limit-off:
+		return fmt.Errorf("alloc: block %s+%#x of %d bytes is outside [%#x, %#x): %w", ar.name, off, size, ar.base, ar.limit, farmem.ErrInvalid)
+	case size > ar.maxSmall && off%ar.chunk != 0:
+		return fmt.Errorf("alloc: large block %s+%#x is not chunk-aligned: %w", ar.name, off, farmem.ErrInvalid)
+	case off%minBlock != 0:
+		return fmt.Errorf("alloc: block %s+%#x is not %d-byte aligned: %w", ar.name, off, minBlock, farmem.ErrInvalid)
+	}
+	return nil
+}
+
+// blockSize is the number of bytes a block of size bytes really occupies.
+func (ar *arena) blockSize(size uint64) uint64 {
+	if size > ar.maxSmall {
+		return ar.chunksFor(size) * ar.chunk
+	}
+	return classSizes[classOf(size)]
+}
+
+// put returns a block of size bytes to the free lists.
+func (ar *arena) put(off, size uint64) {
+	if size > ar.maxSmall {
+		n := ar.chunksFor(size)
+		ar.large[n] = append(ar.large[n], off)
+		return
+	}
+	ar.push(off, classOf(size))
+}
+
+func (ar *arena) push(off uint64, c int) {
+	l := &ar.free[c][alignBucket(off)]
+	*l = append(*l, off)
+}
+
+// pop takes a free block of class c aligned to align, preferring the least aligned one.
+func (ar *arena) pop(c int, align uint64) (uint64, bool) {
+	for k := minBucket(align); k < 3; k++ {
+		l := &ar.free[c][k]
+		if n := len(*l); n > 0 {
+			off := (*l)[n-1]
+			*l = (*l)[:n-1]
+			return off, true
+		}
+	}
+	return 0, false
+}
+
+// carve cuts a block of cs bytes aligned to align from the current chunk; the padding it skips
+// goes to the free lists.
+func (ar *arena) carve(cs, align uint64) (uint64, bool) {
+	if ar.end == 0 {
+		return 0, false
+	}
+	off := alignUp(ar.cur, max(align, minBlock))
+	if off > ar.end || cs > ar.end-off {
+		return 0, false
+	}
+	ar.salvage(ar.cur, off)
+	ar.cur = off + cs
+	return off, true
+}
+
+// salvage cuts [from, to) into the largest blocks that fit and frees them.
+func (ar *arena) salvage(from, to uint64) {
+	for to-from >= minBlock {
+		c := min(classBelow(to-from), ar.nClasses-1)
+		ar.push(from, c)
+		from += classSizes[c]
+	}
+}
+
+// refill retires the current chunk (its tail goes to the free lists) and starts a new one.
+func (ar *arena) refill(ctx context.Context, m farmem.Memory) error {
+	off, err := ar.claim(ctx, m, 1)
+	if err != nil {
+		return err
+	}
+	if ar.end != 0 {
+		ar.salvage(ar.cur, ar.end)
+	}
+	ar.cur, ar.end = off, off+ar.chunk
+	return nil
+}
+
+// claim returns n contiguous whole chunks: a spare one if n == 1, else one FAA of n chunks on
+// the bump word. If the claim runs past the limit, the chunks that do fit become spares (no space
+// is lost) and the claim fails with ErrNoSpace.
+func (ar *arena) claim(ctx context.Context, m farmem.Memory, n uint64) (uint64, error) {
+	if n == 1 && len(ar.spare) > 0 {
+		off := ar.spare[len(ar.spare)-1]
+		ar.spare = ar.spare[:len(ar.spare)-1]
+		return off, nil
+	}
+	if ar.exhausted || n > (ar.limit-ar.base)/ar.chunk {
+		return 0, fmt.Errorf("alloc: %s: %d chunks of %d bytes do not fit: %w", ar.name, n, ar.chunk, farmem.ErrNoSpace)
+	}
+	prev, err := m.FAA(ctx, ar.bump, n*ar.chunk)
+	if err != nil {
+		return 0, fmt.Errorf("alloc: %s: claim chunk: %w", ar.name, err)
+	}
+	*ar.chunks++
+	if prev < ar.base || prev%ar.chunk != 0 {
+		return 0, fmt.Errorf("alloc: %s: bump pointer %#x is not a chunk of [%#x, %#x): %w", ar.name, prev, ar.base, ar.limit, ErrBadHeader)
+	}
+	if prev >= ar.limit || n*ar.chunk > ar.limit-prev {
+		ar.exhausted = true
+		for p := prev; p < ar.limit && ar.chunk <= ar.limit-p; p += ar.chunk {
+			ar.spare = append(ar.spare, p)
+		}
+		return 0, fmt.Errorf("alloc: %s: heap exhausted: %w", ar.name, farmem.ErrNoSpace)
+	}
+	return prev, nil
+}
+
+// take returns a block for size bytes aligned to align from the free lists or the current
+// chunk, without a verb; recycled says it came from a free list (it may hold atomic words).
+func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
+	if size > ar.maxSmall {
+		n := ar.chunksFor(size)
+		if l := ar.large[n]; len(l) > 0 {
+			ar.large[n] = l[:len(l)-1]
+			return l[len(l)-1], true, true
+		}
+		return 0, false, false
+	}
+	c := classOf(size)
+	if off, ok := ar.pop(c, align); ok {
+		return off, true, true
+	}
+	off, ok = ar.carve(classSizes[c], align)
+	return off, false, ok
+}
+
+// grow makes room for size bytes with verbs: a large block is claimed outright and returned; a
+// small one gets a new chunk to carve, and grow returns ok == false.
+func (ar *arena) grow(ctx context.Context, m farmem.Memory, size uint64) (off uint64, ok bool, err error) {
+	if size > ar.maxSmall {
+		off, err := ar.claim(ctx, m, ar.chunksFor(size))
+		return off, err == nil, err
+	}
+	return 0, false, ar.refill(ctx, m)
+}

@@ -1,0 +1,141 @@
+// Package alloc is far allocation: node headers formatted through ordinary verbs, chunks
+// claimed with one FAA (no memory-node CPU), per-client size classes and free lists, placement
+// on a named node, symmetric allocation (one offset valid on every node, for replicas), and
+// deferred free through epochs kept in far memory and shared by every compute node.
+//
+// # Node layout
+//
+// Every memory node is laid out the same way, from its header at offset 0 (see [Header]):
+//
+//	[0, 512)                         header: magic, claim, constants, bump, symmetric bump, epoch
+//	[4096, 4096+8*(MaxClients+1))    epoch table: one announcement word per client id
+//	[SymBase, SymBase+SymSize)       symmetric area (SymBase: the table's end rounded to a chunk)
+//	[HeapBase, HeapLimit)            the heap: chunks handed out by the bump word
+//
+// The constants are written with plain writes; the magic, claim, bump, symmetric-bump and epoch
+// words, and the table's words, only with atomics (as the contract requires of atomic words).
+// The epoch table and the symmetric area are reserved on every node, so the symmetric area
+// starts at the same offset everywhere whatever the node sizes; the global epoch, the table in
+// use and the symmetric bump word are those of one designated home node (by default the lowest
+// memory node), which every header names.
+//
+// [Format] writes a header through a client's verbs. It is idempotent and race-free: a
+// formatter reads the header, refuses a node holding anything else, claims the node with a CAS
+// of a hash of every constant (formatters with the same options share the claim; one with other
+// options gets [ErrFormatConflict] having written nothing), writes the constants (identical
+// bytes whoever writes them), initialises each atomic word with CAS from 0 (a late formatter
+// cannot reset a bump word in use) and sets the magic word last, with a CAS, all in one batch
+// applied in order. A formatter that dies after claiming leaves a node [Open] reports as
+// [ErrHalfFormatted], which Format with the same options finishes. [Open] and [DecodeHeader]
+// validate without writing: a zero header is [ErrNotFormatted]; wrong magic, checksum,
+// reserved bytes, node id or inconsistent fields [ErrBadHeader]; another layout version
+// [ErrVersion]; a header for another size [ErrSizeMismatch]. All of these wrap
+// farmem.ErrInvalid. DecodeHeader is a pure function of the bytes, fuzzed by FuzzHeader.
+//
+// # Allocation
+//
+// An [Allocator] belongs to one client, like its farmem.Memory: one goroutine's. It keeps, per
+// node, a current chunk that it carves and free lists by size class; nothing of it is shared
+// but the bump words. Size classes are the multiples of 16 up to 256, then eight per doubling
+// (at most 12.5% waste) up to half the chunk size; larger blocks are runs of whole chunks,
+// claimed with one FAA of their length. A request of size bytes and alignment align (a power of
+// two up to 64; every block is at least 16-aligned) takes a free block of its class whose
+// address has that alignment, else carves the current chunk (padding goes to the free lists),
+// else claims a new chunk: one FAA of ChunkSize on the node's bump word, whose result is the
+// chunk. A chunk's unused tail goes to the free lists. When the bump word passes the heap's end
+// the claim fails with an error wrapping farmem.ErrNoSpace, chunks that still fit are kept
+// (nothing is lost), and later claims on that node fail without a verb. Block contents are
+// undefined: fresh ones are zero, recycled ones hold old data, and the allocator calls
+// farmem.ForgetAtomic on a recycled block before handing it out. [Allocator.Free] and
+// [Allocator.Retire] take the size the block was allocated with; freeing a block twice is not
+// detected.
+//
+// Placement: [Allocator.AllocOn] allocates on the named node only. [Allocator.Alloc] prefers
+// node Nodes[(clientID-1) % len(Nodes)], so clients spread over the nodes while each keeps its
+// chunks together, and tries the other nodes in order when that one is exhausted.
+//
+// Symmetric allocation: [Allocator.AllocSymmetric] returns a [SymOffset] from the symmetric
+// area, the same block on every memory node ([SymOffset.On] gives its address on one). Its
+// chunks come from one FAA on the home node's symmetric bump word and are carved like any
+// others. The area is reserved on every node at format time and disjoint from every heap, so no
+// regular allocation on any node ever returns an offset a symmetric one has. A symmetric block
+// exists on every node, used or not, so size the area (FormatOptions.SymmetricSize, default an
+// eighth of the smallest node) for the replicated data only.
+//
+// # Deferred free
+//
+// A block that other clients may still be reading is retired ([Allocator.Retire]) and reused,
+// by the retiring client, only once every client that could have reached it has moved on.
+// Readers bracket operations that dereference shared blocks with [Allocator.Pin] and
+// [Allocator.Unpin]. The state is in far memory, on the home node, shared by every compute node:
+//
+//   - the global epoch G, a word that only grows;
+//   - the epoch table: client id's slot holds 0 (no announcement) or an announcement: an epoch
+//     (low 32 bits) and the deadline of a lease in fabric time (32 bits of 2^20 ns units).
+//
+// A pin announces: it swaps the client's slot to (e, now+Lease), e being the last value of G it
+// read, and reads G in the same batch; the announcement landed before the read (same batch,
+// same node, in order). It repeats until the read returns e. G advances from g to g+1 (a CAS,
+// by any client scanning the table) only when every live announcement is at least g, so once a
+// client's announcement e is in place G cannot exceed e+1 while it stands. A block is retired
+// with a tag t at least the value of G when it was unlinked: e+1 if the retiring client's
+// announcement is live, else a fresh read of G. A client that can reach the block announced, before
+// reaching it, an epoch at most G at the unlinking, so at most t, and its announcement stands
+// while it can reach the block. A scan reads G and then the table (one batch) and makes reusable
+// every block tagged below the oldest live announcement.
+//
+// Announcements are amortized: a pin writes one only when the client's last one is older than
+// Options.Refresh; otherwise Pin and Unpin are local. An Unpin that finds the announcement older
+// than Refresh withdraws it with one unsignaled atomic, so idle clients stop holding reuse back
+// ([Allocator.Quiesce] withdraws it at once). Between, an announcement stays in place across
+// pins, which only holds reuse back longer; a block retired now is reusable after about two
+// epoch advances, each needing every live client to have refreshed, so after a few Refresh
+// periods.
+//
+// Leases: a live announcement is one whose deadline has not passed. A stalled reader (paused but
+// alive, pinned) holds reuse back for as long as its lease runs; [Allocator.Renew] extends it for
+// long sections. A crashed reader's announcement expires with its lease; scans then ignore it
+// and clear it with a CAS, and reuse resumes. A reader paused past its lease is treated as
+// crashed: its Unpin returns [ErrPinExpired] and the operation must be retried, since what it
+// read may have been reused. Leases assume fabric clocks within Options.ClockSkew of each
+// other and a verb landing within ClockSkew of being posted: a client trusts its lease until
+// ClockSkew before the deadline, scanners take it as expired only ClockSkew after it, and a
+// scan judges expiry by a time taken before it read the table.
+//
+// If the home node is down, pins and scans fail with farmem.ErrNodeDown; allocation from the
+// free lists and other nodes goes on.
+//
+// # Costs
+//
+// In verbs and round trips (rtt), as asserted by the tests with farmem.Stats deltas:
+//
+//	Alloc (small, from a free list or the current chunk)  0
+//	Alloc (small, new chunk)              1 FAA, 1 rtt: amortized 1/(ChunkSize/class) per Alloc,
+//	                                      e.g. 1/1024 FAA for 64-byte blocks in 64 KiB chunks
+//	Alloc (larger than ChunkSize/2)       1 FAA, 1 rtt (0 when a freed run of that length exists)
+//	AllocSymmetric                        as Alloc, the FAA on the home node
+//	Free, FreeSymmetric                   0
+//	Pin, Unpin (announcement younger than Refresh)  0
+//	Pin (older)                           1 rtt: a MaskedCAS swap and a Read (2 verbs), rarely twice
+//	Unpin (announcement older than Refresh)  1 unsignaled MaskedCAS, 0 rtt
+//	Retire (announcement live)            0; otherwise 1 Read, 1 rtt
+//	Reclaim (scan)                        1 rtt: 2 Reads (8 bytes + 8 per table slot), then
+//	                                      unsignaled CASes (epoch advance, expired slots)
+//	New                                   1 rtt (every node's header in one batch)
+//	Format                                3 rtt (read, claim, one batch); 1 Read if already done
+//
+// An Alloc that would claim a chunk while retired blocks are pending first scans the table, at
+// most every Options.ScanInterval (and always when the node is exhausted).
+//
+// # Runtime
+//
+// The package uses only the client's Runtime for time (leases and intervals), starts no
+// goroutine, holds no lock, and keeps no state shared between allocators, so it runs unchanged
+// on the simulator.
+//
+// # Limits
+//
+// Close withdraws the client's announcement, but the blocks its allocator held free or retired
+// are not handed to other clients: they stay unused until the nodes are formatted again. There
+// is no way back from a chunk to the heap.
+package alloc

@@ -1,0 +1,345 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// epochState is a client's side of deferred free.
+type epochState struct {
+	depth     int         // nesting of Pin
+	announced bool        // this client's slot holds ann (as far as it knows)
+	lapsed    bool        // a Renew found the announcement gone: the current pin is unsafe
+	annE      uint64      // the epoch announced
+	annAt     farmem.Time // when it was announced
+	deadline  farmem.Time // the lease's end
+	word      uint64      // the slot word last written
+	cached    uint64      // the global epoch as last read
+	retired   []retired   // blocks retired, not yet reusable, in retirement order
+	lastScan  farmem.Time
+}
+
+// retired is a block waiting for every client that could reach it to leave its epoch.
+type retired struct {
+	ar   *arena
+	off  uint64
+	size uint64
+	// tag is an epoch at least the global epoch when the block was unlinked: the block is
+	// reusable once no live announcement is tag or older.
+	tag uint64
+}
+
+// unitShift: deadlines in the table are in units of 2^20ns (about 1.05ms).
+const unitShift = 20
+
+// maxAnnounce bounds the announce loop; the loop ends in at most three rounds (see announce).
+const maxAnnounce = 8
+
+// encodeSlot packs an announcement in one word: the low 32 bits of the epoch, then the lease's
+// deadline in units, rounded up, truncated to 32 bits (compared serially, so it wraps safely
+// every 52 days; expired slots are cleared long before). The word is never 0 (0 is no
+// announcement).
+func encodeSlot(e uint64, deadline farmem.Time) uint64 {
+	d := uint32((int64(deadline) + (1<<unitShift - 1)) >> unitShift)
+	w := uint64(uint32(e))<<32 | uint64(d)
+	if w == 0 {
+		w = 1 // a deadline one unit later: only more conservative
+	}
+	return w
+}
+
+// decodeEpoch recovers an announced epoch from its low 32 bits and the global epoch g read just
+// before: live announcements lie within 2^31 of g (in fact at g-1, g or g+1).
+func decodeEpoch(g uint64, e32 uint32) uint64 {
+	d := int64(int32(e32 - uint32(g)))
+	if d < 0 && uint64(-d) > g {
+		return 0
+	}
+	return uint64(int64(g) + d)
+}
+
+// expiredAt reports whether announcement w had expired by now, allowing skew.
+func expiredAt(w uint64, now farmem.Time, skew time.Duration) bool {
+	nowU := uint32(int64(now) >> unitShift)
+	skewU := uint32((int64(skew) + (1<<unitShift - 1)) >> unitShift)
+	return int32(nowU-uint32(w)-skewU) > 0
+}
+
+// Pin marks the start of a section that may dereference blocks other clients retire: until the
+// matching Unpin, no block reachable when Pin returned is reused. Pins nest.
+//
+// Cost: none while the client's announcement is younger than Refresh; otherwise one round
+// trip to the home node (an atomic swap of the client's slot and a Read of the global epoch, in
+// one batch), rarely a second if the global epoch moved meanwhile.
+func (a *Allocator) Pin(ctx context.Context) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ep := &a.ep
+	if ep.depth > 0 {
+		ep.depth++
+		return nil
+	}
+	now := a.rt.Now()
+	if !ep.announced || now.Sub(ep.annAt) >= a.opts.Refresh {
+		if err := a.announce(ctx, now); err != nil {
+			return err
+		}
+	}
+	ep.depth = 1
+	ep.lapsed = false
+	return nil
+}
+
+// announce writes this client's announcement: the last global epoch it read, and a lease. It
+// repeats until the global epoch, read right after the announcement landed (same batch, same
+// node, so in order), equals the epoch announced. From then on the global epoch cannot pass
+// annE+1 while the announcement stands, since an advance from g needs every live announcement
+// to be at least g. The loop ends: after the first round the announced epoch is at most one
+// behind, and it is not passed again.
+func (a *Allocator) announce(ctx context.Context, now farmem.Time) error {
+	ep := &a.ep
+	buf := make([]byte, 8)
+	for range maxAnnounce {
+		e, deadline := ep.cached, now.Add(a.opts.Lease)
+		w := encodeSlot(e, deadline)
+		var b farmem.Batch
+		b.MaskedCAS(a.slotAddr, 0, 0, w, math.MaxUint64)
+		b.Read(a.epochAddr, buf)
+		if err := a.m.Do(ctx, &b); err != nil {
+			ep.announced = false
+			return fmt.Errorf("alloc: announce epoch %d: %w", e, err)
+		}
+		a.stats.Refreshes++
+		ep.announced, ep.annE, ep.annAt, ep.deadline, ep.word = true, e, now, deadline, w
+		g := le64(buf)
+		ep.cached = max(ep.cached, g)
+		a.stats.Epoch = ep.cached
+		if g == e {
+			return nil
+		}
+		now = a.rt.Now()
+	}
+	ep.announced = false
+	return fmt.Errorf("alloc: the global epoch moved through %d announcements: %w", maxAnnounce, farmem.ErrInvalid)
+}
+
+// valid reports whether the client's announcement still protects it at now: it was not found
+// cleared, and its lease has ClockSkew to run (so no other client can yet take it as expired).
+func (a *Allocator) valid(now farmem.Time) bool {
+	ep := &a.ep
+	return ep.announced && !ep.lapsed && now <= ep.deadline.Add(-a.opts.ClockSkew)
+}
+
+// Unpin ends the section Pin started. At the outermost Unpin, if the lease ran out during the
+// section, it returns ErrPinExpired: blocks read in the section may have been reused, and the
+// operation must be retried. If the announcement is older than Refresh it is withdrawn with one
+// unsignaled atomic (no round trip), so an idle client does not hold reuse back; otherwise
+// Unpin costs no verb.
+func (a *Allocator) Unpin() error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ep := &a.ep
+	if ep.depth == 0 {
+		return fmt.Errorf("alloc: unpin without pin: %w", farmem.ErrInvalid)
+	}
+	ep.depth--
+	if ep.depth > 0 {
+		return nil
+	}
+	now := a.rt.Now()
+	var err error
+	if !a.valid(now) {
+		err = fmt.Errorf("alloc: client %d: lease ended %v ago: %w", a.id, now.Sub(ep.deadline), ErrPinExpired)
+	}
+	if ep.announced && now.Sub(ep.annAt) >= a.opts.Refresh {
+		b := &farmem.Batch{}
+		b.Unsignaled(b.MaskedCAS(a.slotAddr, 0, 0, 0, math.MaxUint64))
+		a.m.Post(context.Background(), b)
+		ep.announced = false
+	}
+	ep.lapsed = false
+	return err
+}
+
+// Renew extends the lease of the current pin, for sections that may run longer than Lease: one
+// atomic swap on the home node. The announced epoch stays the same. It returns ErrPinExpired if
+// the lease already ran out (or a reclaimer cleared it), in which case the section is unsafe.
+func (a *Allocator) Renew(ctx context.Context) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ep := &a.ep
+	if ep.depth == 0 {
+		return fmt.Errorf("alloc: renew without pin: %w", farmem.ErrInvalid)
+	}
+	now := a.rt.Now()
+	if !a.valid(now) {
+		ep.lapsed = true
+		return fmt.Errorf("alloc: client %d: renew after the lease ended: %w", a.id, ErrPinExpired)
+	}
+	deadline := now.Add(a.opts.Lease)
+	w := encodeSlot(ep.annE, deadline)
+	prev, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, w, math.MaxUint64)
+	if err != nil {
+		return fmt.Errorf("alloc: renew: %w", err)
+	}
+	if prev != ep.word {
+		ep.word = w
+		ep.lapsed = true
+		return fmt.Errorf("alloc: client %d: announcement was cleared before renewal: %w", a.id, ErrPinExpired)
+	}
+	ep.word, ep.deadline = w, deadline
+	return nil
+}
+
+// Quiesce withdraws the client's announcement (one atomic, one round trip), so that it holds
+// no reuse back while idle. It may not be called while pinned.
+func (a *Allocator) Quiesce(ctx context.Context) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	if a.ep.depth > 0 {
+		return fmt.Errorf("alloc: quiesce while pinned: %w", farmem.ErrInvalid)
+	}
+	if _, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, 0, math.MaxUint64); err != nil {
+		return fmt.Errorf("alloc: quiesce: %w", err)
+	}
+	a.ep.announced = false
+	return nil
+}
+
+// Retire hands back a block that other clients may still be reading: call it once the block is
+// unreachable (unlinked from every shared structure). The block is reused, by this client, once
+// every client that was pinned when it was unlinked has left its epoch (or its lease expired).
+// size is the size it was allocated with.
+//
+// Cost: no verb while the client's announcement is live (pinned, or within Refresh of a pin);
+// otherwise one Read of the global epoch.
+func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ar, err := a.arenaOf(addr, size)
+	if err != nil {
+		return err
+	}
+	return a.retire(ctx, ar, addr.Offset(), size)
+}
+
+// RetireSymmetric is Retire for a symmetric block.
+func (a *Allocator) RetireSymmetric(ctx context.Context, o SymOffset, size uint64) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	if err := a.sym.check(uint64(o), size); err != nil {
+		return err
+	}
+	return a.retire(ctx, a.sym, uint64(o), size)
+}
+
+// retire tags a block with an epoch at least the global epoch at its unlinking. With a live
+// announcement annE that is annE+1: the global epoch cannot pass annE+1 while it stands, and it
+// stood (or was written later than the unlink) throughout. Otherwise the global epoch is read,
+// after the unlink.
+func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) error {
+	ep := &a.ep
+	var tag uint64
+	if a.valid(a.rt.Now()) {
+		tag = ep.annE + 1
+	} else {
+		buf := make([]byte, 8)
+		if err := a.m.Read(ctx, a.epochAddr, buf); err != nil {
+			return fmt.Errorf("alloc: retire: read epoch: %w", err)
+		}
+		tag = le64(buf)
+		ep.cached = max(ep.cached, tag)
+		a.stats.Epoch = ep.cached
+	}
+	ep.retired = append(ep.retired, retired{ar: ar, off: off, size: size, tag: tag})
+	a.stats.Retires++
+	return nil
+}
+
+// Reclaim scans the epoch table now and makes reusable every retired block that no live client
+// can still reach; it returns how many. Allocation scans on its own when it needs room (at most
+// every ScanInterval), so calling Reclaim is optional.
+//
+// Cost: one round trip (the global epoch and the table, two Reads in one batch, 8 bytes per
+// table slot), then unsignaled CASes: one to advance the global epoch if every live client has
+// announced it, one per expired announcement to clear it.
+func (a *Allocator) Reclaim(ctx context.Context) (int, error) {
+	if err := a.usable(); err != nil {
+		return 0, err
+	}
+	return a.scan(ctx)
+}
+
+// scan reads the global epoch g and the table (in that order, in one batch on the home node).
+// The horizon H is the oldest live announcement; a block tagged t is reusable when t < H, since
+// any client that could reach it announced at most t before reaching it, and still does if it
+// can. If every live announcement is at least g, the epoch advances to g+1.
+func (a *Allocator) scan(ctx context.Context) (int, error) {
+	ep := &a.ep
+	// now is taken before the table is read: a slot is taken as expired only if it had expired
+	// before it was read, so an owner cannot have renewed it unseen.
+	now := a.rt.Now()
+	gbuf := make([]byte, 8)
+	tbuf := make([]byte, 8*a.slots)
+	var b farmem.Batch
+	b.Read(a.epochAddr, gbuf)
+	b.Read(a.tableAddr, tbuf)
+	if err := a.m.Do(ctx, &b); err != nil {
+		return 0, fmt.Errorf("alloc: scan epoch table: %w", err)
+	}
+	a.stats.Scans++
+	ep.lastScan = now
+	g := le64(gbuf)
+	horizon := uint64(math.MaxUint64)
+	advance := true
+	post := &farmem.Batch{}
+	for i := range a.slots {
+		w := le64(tbuf[8*i:])
+		if w == 0 {
+			continue
+		}
+		if expiredAt(w, now, a.opts.ClockSkew) {
+			post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
+			continue
+		}
+		e := decodeEpoch(g, uint32(w>>32))
+		horizon = min(horizon, e)
+		if e < g {
+			advance = false
+		}
+	}
+	if advance {
+		post.Unsignaled(post.CAS(a.epochAddr, g, g+1))
+		a.stats.Advances++
+	}
+	if post.Len() > 0 {
+		a.m.Post(context.Background(), post)
+	}
+	ep.cached = max(ep.cached, g)
+	a.stats.Epoch = ep.cached
+
+	freed := 0
+	kept := ep.retired[:0]
+	for _, r := range ep.retired {
+		if r.tag < horizon {
+			r.ar.put(r.off, r.size)
+			freed++
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	clear(ep.retired[len(kept):])
+	ep.retired = kept
+	a.stats.Reclaimed += uint64(freed)
+	return freed, nil
+}
