@@ -90,7 +90,7 @@ type Allocator struct {
 	home   farmem.NodeID
 	nodes  []farmem.NodeID // placement order
 	all    []farmem.NodeID // every memory node: where symmetric blocks exist
-	arenas map[farmem.NodeID]*arena
+	arenas []*arena        // by node id; nil for nodes not in the set
 	sym    *arena
 	pref   int // index in nodes of this client's preferred node
 	stats  Stats
@@ -149,7 +149,7 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	}
 	a := &Allocator{
 		m: m, rt: m.Runtime(), opts: opts, id: info.ID, home: home, nodes: nodes, all: all,
-		arenas:    make(map[farmem.NodeID]*arena, len(nodes)),
+		arenas:    make([]*arena, slices.Max(nodes)+1),
 		epochAddr: farmem.MakeAddr(home, offEpoch),
 		tableAddr: farmem.MakeAddr(home, TableOffset+8),
 		slotAddr:  farmem.MakeAddr(home, TableOffset+8*uint64(info.ID)),
@@ -244,7 +244,7 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 	if err := checkRequest(size, align); err != nil {
 		return 0, err
 	}
-	ar := a.arenas[n]
+	ar := a.arena(n)
 	if ar == nil {
 		return 0, fmt.Errorf("alloc: %v is not one of this allocator's nodes: %w", n, farmem.ErrInvalid)
 	}
@@ -336,9 +336,17 @@ func (a *Allocator) handOut(ar *arena, off, size uint64, recycled bool) {
 	farmem.ForgetAtomic(a.m, farmem.MakeAddr(ar.bump.Node(), off), n)
 }
 
+// arena returns node n's arena, or nil if n is not in the allocator's set.
+func (a *Allocator) arena(n farmem.NodeID) *arena {
+	if int(n) < len(a.arenas) {
+		return a.arenas[n]
+	}
+	return nil
+}
+
 // arenaOf returns the arena of a regular block.
 func (a *Allocator) arenaOf(addr farmem.Addr, size uint64) (*arena, error) {
-	ar := a.arenas[addr.Node()]
+	ar := a.arena(addr.Node())
 	if ar == nil {
 		return nil, fmt.Errorf("alloc: %v is not on one of this allocator's nodes: %w", addr, farmem.ErrInvalid)
 	}

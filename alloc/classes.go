@@ -25,6 +25,9 @@ var classSizes = func() []uint64 {
 
 // classOf returns the smallest class that holds size bytes (size <= MaxChunkSize/2).
 func classOf(size uint64) int {
+	if size <= 256 {
+		return int(max(size, 1)+minBlock-1)/minBlock - 1
+	}
 	return sort.Search(len(classSizes), func(i int) bool { return classSizes[i] >= size })
 }
 
