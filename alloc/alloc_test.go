@@ -17,17 +17,24 @@ import (
 func TestAllocCostAmortized(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, local.Options{MemoryNodes: 2, MemorySize: 16 << 20}, FormatOptions{ChunkSize: 64 << 10})
-	a, m := c.allocator(t, 0, Options{})
+	m := c.client(t, 0)
+	before := m.Stats()
+	a, err := New(ctx, m, Options{})
+	require.NoError(t, err)
+	d := m.Stats().Sub(before)
+	require.Equal(t, uint64(1), d.RoundTrips, "New reads every header in one batch")
+	require.Equal(t, uint64(2), d.VerbsOf(farmem.OpRead))
+	require.Equal(t, uint64(2), d.TotalVerbs())
 	const perChunk = (64 << 10) / 64
 	const n = 8 * perChunk
 	addrs := make([]farmem.Addr, 0, n)
-	before := m.Stats()
+	before = m.Stats()
 	for range n {
 		p, err := a.Alloc(ctx, 64, 0)
 		require.NoError(t, err)
 		addrs = append(addrs, p)
 	}
-	d := m.Stats().Sub(before)
+	d = m.Stats().Sub(before)
 	require.Equal(t, uint64(n/perChunk), d.VerbsOf(farmem.OpFAA), "one FAA per %d allocations", perChunk)
 	require.Equal(t, uint64(n/perChunk), d.TotalVerbs(), "and no other verb")
 	require.Equal(t, uint64(n/perChunk), d.RoundTrips)
@@ -52,6 +59,10 @@ func TestAllocCostAmortized(t *testing.T) {
 	}
 	require.Zero(t, m.Stats().Sub(before).TotalVerbs(), "free and reuse cost no verb")
 	require.Equal(t, uint64(n/perChunk), a.Stats().Chunks)
+
+	before = m.Stats()
+	require.NoError(t, a.Close())
+	require.Equal(t, uint64(1), m.Stats().Sub(before).TotalVerbs(), "Close withdraws the announcement")
 }
 
 func TestAllocInvalid(t *testing.T) {

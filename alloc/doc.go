@@ -122,6 +122,7 @@
 //	Reclaim (scan)                        1 rtt: 2 Reads (8 bytes + 8 per table slot), then
 //	                                      unsignaled CASes (epoch advance, expired slots)
 //	New                                   1 rtt (every node's header in one batch)
+//	Close                                 1 MaskedCAS (withdraws the announcement)
 //	Format                                3 rtt (read, claim, one batch); 1 Read if already done
 //
 // An Alloc that would claim a chunk while retired blocks are pending first scans the table, at

@@ -71,6 +71,68 @@ func TestRetireWaitsForReader(t *testing.T) {
 	require.Equal(t, x, z)
 }
 
+// The epoch may advance once past a pinned writer's announcement, and a reader may pin in the
+// new epoch and reach a block before the writer unlinks it: the writer's tag must cover that
+// epoch too (annE+1, not annE).
+func TestRetireTagCoversAdvance(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	long := Options{Lease: time.Hour, Refresh: time.Minute}
+	w, mw := c.allocator(t, 0, long)
+	r, _ := c.allocator(t, 1, long)
+	x, err := w.Alloc(ctx, 64, 0)
+	require.NoError(t, err)
+
+	require.NoError(t, w.Pin(ctx)) // announces 1
+	_, err = w.Reclaim(ctx)        // every live announcement is 1: the epoch advances
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), globalEpoch(t, mw, w))
+	require.NoError(t, r.Pin(ctx)) // announces 2, and reaches x
+	require.Equal(t, uint64(2), r.ep.annE)
+	require.NoError(t, w.Retire(ctx, x, 64)) // then w unlinks x
+	require.NoError(t, w.Unpin())
+	require.NoError(t, w.Quiesce(ctx))
+
+	n, err := w.Reclaim(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "r, pinned in epoch 2, may still read x")
+	require.NoError(t, r.Unpin())
+	require.NoError(t, r.Quiesce(ctx))
+	n, err = w.Reclaim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+// A client whose last read of the epoch is old announces that stale epoch first; its pin is in
+// place only once it has announced the current one, or its tags would be too old.
+func TestAnnounceCatchesUp(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	long := Options{Lease: time.Hour, Refresh: time.Minute}
+	w, mw := c.allocator(t, 0, long) // has read epoch 1
+	r, _ := c.allocator(t, 1, long)
+	z, _ := c.allocator(t, 0, long)
+	for range 2 { // z alone moves the epoch to 3
+		require.NoError(t, z.Pin(ctx))
+		_, err := z.Reclaim(ctx)
+		require.NoError(t, err)
+		require.NoError(t, z.Unpin())
+		require.NoError(t, z.Quiesce(ctx))
+	}
+	require.Equal(t, uint64(3), globalEpoch(t, mw, w))
+	x, err := w.Alloc(ctx, 64, 0)
+	require.NoError(t, err)
+	require.NoError(t, w.Pin(ctx))
+	require.Equal(t, uint64(3), w.ep.annE)
+	require.NoError(t, r.Pin(ctx)) // announces 3, reaches x
+	require.NoError(t, w.Retire(ctx, x, 64))
+	require.NoError(t, w.Unpin())
+	require.NoError(t, w.Quiesce(ctx))
+	n, err := w.Reclaim(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "r, pinned in epoch 3, may still read x")
+}
+
 // Readers that keep pinning move on to newer epochs by themselves, and the block comes back once
 // the oldest announcement passes its tag.
 func TestRetireReusedAsReadersMoveOn(t *testing.T) {
