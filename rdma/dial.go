@@ -3,7 +3,6 @@ package rdma
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,68 +63,19 @@ func dialNode(ctx context.Context, addr string, expect farmem.NodeID, client far
 }
 
 func handshake(nc net.Conn, br *bufio.Reader, expect farmem.NodeID, client farmem.ClientID, purpose wire.Purpose, secret []byte) (wire.Welcome, error) {
-	hello := wire.Hello{Node: expect, Client: client, Purpose: purpose}
-	_, _ = rand.Read(hello.Nonce[:])
-	hp := hello.Append(nil)
-	b, start := wire.BeginFrame(nil, wire.TypeHello, 0, 0)
-	if _, err := nc.Write(wire.EndFrame(append(b, hp...), start)); err != nil {
-		return wire.Welcome{}, err
+	w, err := wire.ClientHandshake(nc, br, expect, client, purpose, secret)
+	var re *wire.RefusedError
+	switch {
+	case errors.As(err, &re) && re.Reason == wire.ReasonAuth:
+		return w, fmt.Errorf("%w: the node says: %s", ErrAuth, re.Msg)
+	case errors.As(err, &re):
+		return w, fmt.Errorf("%w (%v): %s", ErrRefused, re.Reason, re.Msg)
+	case errors.Is(err, wire.ErrPeerAuth):
+		return w, fmt.Errorf("%w: %w", ErrAuth, err)
+	case errors.Is(err, wire.ErrWrongNode):
+		return w, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	var hdr [wire.HeaderSize]byte
-	h, cp, err := wire.ReadFrame(br, &hdr, nil, 4096)
-	if err != nil {
-		return wire.Welcome{}, err
-	}
-	if h.Type == wire.TypeRefused {
-		return wire.Welcome{}, refusal(cp)
-	}
-	if h.Type != wire.TypeChallenge {
-		return wire.Welcome{}, fmt.Errorf("rdma: %v frame instead of a challenge: %w", h.Type, wire.ErrMalformed)
-	}
-	ch, err := wire.DecodeChallenge(cp)
-	if err != nil {
-		return wire.Welcome{}, err
-	}
-	if expect != 0 && ch.Node != expect {
-		return wire.Welcome{}, fmt.Errorf("rdma: expected %v, found %v: %w", expect, ch.Node, ErrRefused)
-	}
-	mac := wire.MAC(secret, "client", hp, cp)
-	b, start = wire.BeginFrame(b[:0], wire.TypeAuth, 0, 0)
-	if _, err := nc.Write(wire.EndFrame(append(b, mac[:]...), start)); err != nil {
-		return wire.Welcome{}, err
-	}
-	h, wp, err := wire.ReadFrame(br, &hdr, nil, 4096)
-	if err != nil {
-		return wire.Welcome{}, err
-	}
-	if h.Type == wire.TypeRefused {
-		return wire.Welcome{}, refusal(wp)
-	}
-	if h.Type != wire.TypeWelcome {
-		return wire.Welcome{}, fmt.Errorf("rdma: %v frame instead of a welcome: %w", h.Type, wire.ErrMalformed)
-	}
-	w, err := wire.DecodeWelcome(wp)
-	if err != nil {
-		return wire.Welcome{}, err
-	}
-	if !wire.CheckMAC(w.MAC, wire.MAC(secret, "server", hp, cp)) {
-		return wire.Welcome{}, fmt.Errorf("rdma: %v did not prove the cluster secret: %w", ch.Node, ErrAuth)
-	}
-	if w.Node != ch.Node {
-		return wire.Welcome{}, fmt.Errorf("rdma: welcome from %v after a challenge from %v: %w", w.Node, ch.Node, wire.ErrMalformed)
-	}
-	return w, nil
-}
-
-func refusal(p []byte) error {
-	code, msg, err := wire.DecodeMessage(p)
-	if err != nil {
-		return err
-	}
-	if wire.Reason(code) == wire.ReasonAuth {
-		return fmt.Errorf("%w: the node says: %s", ErrAuth, msg)
-	}
-	return fmt.Errorf("%w (%v): %s", ErrRefused, wire.Reason(code), msg)
+	return w, err
 }
 
 // ctlConn is an authenticated control connection to one node: synchronous requests for info,

@@ -45,7 +45,9 @@ type tcpQP struct {
 	slots       []qslot
 	free        []uint32
 	limit       int
-	unconfirmed int // unsignaled ops sent since the last Result
+	seq         uint64 // frames posted, the last one's number
+	unsigSeq    uint64 // number of the last frame that held unsignaled ops
+	confirmed   uint64 // number of the last batch frame a Result answered
 	deadCh      chan struct{}
 	slotCh      chan struct{} // a slot freed
 
@@ -64,6 +66,7 @@ type tcpQP struct {
 type qslot struct {
 	gen    uint32
 	busy   bool
+	seq    uint64
 	b      *farmem.Batch
 	idx    []int
 	lo, hi int
@@ -119,7 +122,22 @@ func (q *tcpQP) connect() {
 		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr))
 		return
 	}
-	q.read(br)
+	q.read(bufio.NewReaderSize(progressReader{br, q}, 32<<10))
+}
+
+// progressReader notes every chunk received as a sign of life, so a long answer streaming in
+// is not mistaken for a silent node.
+type progressReader struct {
+	r *bufio.Reader
+	q *tcpQP
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.q.lastRecv.Store(nanotime())
+	}
+	return n, err
 }
 
 // post implements qp.
@@ -157,15 +175,15 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 			signaled = signaled || !op.Unsignaled
 			hi++
 		}
-		var id uint64
+		var id, seq uint64
 		if signaled {
 			var err error
-			if id, err = q.acquire(ctx, qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s}); err != nil {
+			if id, seq, err = q.acquire(ctx, qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s}); err != nil {
 				failFrom(lo, err)
 				return
 			}
 		}
-		if err := q.sendBatch(id, b, at, lo, hi, key); err != nil {
+		if err := q.sendBatch(id, seq, b, at, lo, hi, key); err != nil {
 			failFrom(hi, err) // the frame's own ops are failed with its slot
 			return
 		}
@@ -197,14 +215,14 @@ func (q *tcpQP) deadErr() error {
 }
 
 // acquire registers an outstanding request, waiting for a free slot if the limit is reached,
-// and returns its id.
-func (q *tcpQP) acquire(ctx context.Context, sl qslot) (uint64, error) {
+// and returns its id and sequence number.
+func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err error) {
 	for {
 		q.mu.Lock()
 		if q.state == qpDead {
 			err := q.err
 			q.mu.Unlock()
-			return 0, err
+			return 0, 0, err
 		}
 		var i uint32
 		switch {
@@ -222,18 +240,20 @@ func (q *tcpQP) acquire(ctx context.Context, sl qslot) (uint64, error) {
 			case <-q.deadCh:
 				continue
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return 0, 0, ctx.Err()
 			}
 		}
 		sl.gen = q.slots[i].gen + 1
 		sl.busy = true
+		q.seq++
+		sl.seq = q.seq
 		q.slots[i] = sl
 		if q.outstanding.Load() == 0 {
 			q.lastRecv.Store(nanotime())
 		}
 		q.outstanding.Add(1)
 		q.mu.Unlock()
-		return uint64(sl.gen)<<32 | uint64(i), nil
+		return uint64(sl.gen)<<32 | uint64(i), sl.seq, nil
 	}
 }
 
@@ -249,7 +269,10 @@ func (q *tcpQP) release(id uint64) (qslot, bool) {
 	q.slots[i] = qslot{gen: gen}
 	q.free = append(q.free, i)
 	q.outstanding.Add(-1)
-	q.unconfirmed = 0
+	if sl.call == nil {
+		// Batch frames are answered in order: this answer confirms every frame up to it.
+		q.confirmed = max(q.confirmed, sl.seq)
+	}
 	q.mu.Unlock()
 	select {
 	case q.slotCh <- struct{}{}:
@@ -260,26 +283,29 @@ func (q *tcpQP) release(id uint64) (qslot, bool) {
 
 // sendBatch encodes ops [lo, hi) as a Batch frame and writes it, or queues it while the
 // connection is being set up.
-func (q *tcpQP) sendBatch(id uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32) error {
-	unsignaled := 0
+func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32) error {
+	unsignaled := false
+	for k := lo; k < hi && !unsignaled; k++ {
+		unsignaled = b.Ops[at(k)].Unsignaled
+	}
+	if unsignaled {
+		q.mu.Lock()
+		if seq == 0 { // a frame of unsignaled ops only: it has no slot
+			q.seq++
+			seq = q.seq
+		}
+		q.unsigSeq = seq
+		q.mu.Unlock()
+	}
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeBatch, 0, id)
 	buf = wire.AppendBatchCount(buf, hi-lo)
 	for k := lo; k < hi; k++ {
-		op := &b.Ops[at(k)]
-		buf = wire.AppendOp(buf, op, key)
-		if op.Unsignaled {
-			unsignaled++
-		}
+		buf = wire.AppendOp(buf, &b.Ops[at(k)], key)
 	}
 	buf = wire.EndFrame(buf, start)
 	err := q.writeLocked(buf)
 	q.wmu.Unlock()
-	if unsignaled > 0 {
-		q.mu.Lock()
-		q.unconfirmed += unsignaled
-		q.mu.Unlock()
-	}
 	return err
 }
 
@@ -311,7 +337,7 @@ func (q *tcpQP) writeLocked(buf []byte) error {
 // call sends a Call and waits for its reply.
 func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, req []byte) ([]byte, error) {
 	cw := &callWait{ch: make(chan struct{}, 1)}
-	id, err := q.acquire(ctx, qslot{call: cw})
+	id, _, err := q.acquire(ctx, qslot{call: cw})
 	if err != nil {
 		return nil, err
 	}
@@ -459,8 +485,8 @@ func (q *tcpQP) callReply(h wire.Header, p []byte) error {
 }
 
 // fail kills the connection: every outstanding request fails with err, and if unsignaled ops
-// were sent since the last answer, the client's next op to the node reports their possible
-// loss. It is idempotent.
+// are unconfirmed and no failing op posted with or after them reports it, the client's next op
+// to the node reports their possible loss. It is idempotent.
 func (q *tcpQP) fail(err error) {
 	q.mu.Lock()
 	if q.state == qpDead {
@@ -469,10 +495,15 @@ func (q *tcpQP) fail(err error) {
 	}
 	q.state, q.err = qpDead, err
 	q.dead.Store(true)
-	lost := q.unconfirmed > 0
+	// Unsignaled ops may be lost silently unless a signaled op posted with or after them fails
+	// here and so tells the client.
+	lost := q.unsigSeq > q.confirmed
 	var busy []qslot
 	for i := range q.slots {
 		if q.slots[i].busy {
+			if q.slots[i].call == nil && q.slots[i].seq >= q.unsigSeq {
+				lost = false
+			}
 			busy = append(busy, q.slots[i])
 			q.slots[i] = qslot{gen: q.slots[i].gen}
 		}

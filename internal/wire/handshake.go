@@ -2,7 +2,11 @@ package wire
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
 	"unicode/utf8"
 
 	"github.com/farmem/farmem/farmem"
@@ -238,4 +242,82 @@ func DecodeMessage(p []byte) (uint8, string, error) {
 		return 0, "", malformed("message of %d bytes", len(p)-1)
 	}
 	return p[0], string([]rune(string(p[1:]))), nil
+}
+
+// RefusedError is a Refused frame received during the handshake.
+type RefusedError struct {
+	Reason Reason
+	Msg    string
+}
+
+func (e *RefusedError) Error() string { return fmt.Sprintf("refused (%v): %s", e.Reason, e.Msg) }
+
+// ErrPeerAuth: the server's Welcome did not prove the cluster secret.
+var ErrPeerAuth = errors.New("wire: the node did not prove the cluster secret")
+
+// ErrWrongNode: the server is not the node the client expected.
+var ErrWrongNode = errors.New("wire: not the node expected")
+
+// ClientHandshake runs the client side of the handshake over w and r (deadlines are the
+// caller's): it sends Hello, answers the Challenge, and checks the Welcome's proof. A Refused
+// frame is returned as *RefusedError.
+func ClientHandshake(w io.Writer, r io.Reader, expect farmem.NodeID, client farmem.ClientID, purpose Purpose, secret []byte) (Welcome, error) {
+	hello := Hello{Node: expect, Client: client, Purpose: purpose}
+	if _, err := rand.Read(hello.Nonce[:]); err != nil {
+		return Welcome{}, err
+	}
+	hp := hello.Append(nil)
+	b, start := BeginFrame(nil, TypeHello, 0, 0)
+	if _, err := w.Write(EndFrame(append(b, hp...), start)); err != nil {
+		return Welcome{}, err
+	}
+	var hdr [HeaderSize]byte
+	next := func(want Type) ([]byte, error) {
+		h, p, err := ReadFrame(r, &hdr, nil, 4096)
+		if err != nil {
+			return nil, err
+		}
+		if h.Type == TypeRefused {
+			code, msg, err := DecodeMessage(p)
+			if err != nil {
+				return nil, err
+			}
+			return nil, &RefusedError{Reason: Reason(code), Msg: msg}
+		}
+		if h.Type != want {
+			return nil, malformed("%v frame instead of %v", h.Type, want)
+		}
+		return p, nil
+	}
+	cp, err := next(TypeChallenge)
+	if err != nil {
+		return Welcome{}, err
+	}
+	ch, err := DecodeChallenge(cp)
+	if err != nil {
+		return Welcome{}, err
+	}
+	if expect != 0 && ch.Node != expect {
+		return Welcome{}, fmt.Errorf("%w: expected %v, found %v", ErrWrongNode, expect, ch.Node)
+	}
+	mac := MAC(secret, "client", hp, cp)
+	b, start = BeginFrame(b[:0], TypeAuth, 0, 0)
+	if _, err := w.Write(EndFrame(append(b, mac[:]...), start)); err != nil {
+		return Welcome{}, err
+	}
+	wp, err := next(TypeWelcome)
+	if err != nil {
+		return Welcome{}, err
+	}
+	wel, err := DecodeWelcome(wp)
+	if err != nil {
+		return Welcome{}, err
+	}
+	if !CheckMAC(wel.MAC, MAC(secret, "server", hp, cp)) {
+		return Welcome{}, fmt.Errorf("%w: %v", ErrPeerAuth, ch.Node)
+	}
+	if wel.Node != ch.Node {
+		return Welcome{}, malformed("welcome from %v after a challenge from %v", wel.Node, ch.Node)
+	}
+	return wel, nil
 }

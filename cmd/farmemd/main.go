@@ -1,0 +1,187 @@
+// Command farmemd is a farmem memory node: it owns a region of memory and serves one-sided verbs
+// on it to compute processes that prove the cluster secret, with no application logic.
+//
+//	farmemd --id 1 --size 1GiB --secret-file /etc/farmem/secret [--listen 127.0.0.1:7070]
+//	        [--backing anon|shm:NAME|file:PATH|devdax:/dev/daxX.Y] [--provider tcp]
+//	        [--addr-file PATH] [--log-format text|json] [--log-level info]
+//	        [--max-conns N] [--max-outstanding N]
+//	farmemd status --addr HOST:PORT --secret-file PATH [--timeout 2s]
+//
+// It listens on loopback unless --listen names another address; with port 0 it picks a free
+// port, logs it, and writes it to --addr-file if given. It logs in structured form (log/slog)
+// to standard error. SIGTERM or SIGINT shut it down cleanly: it stops accepting, closes its
+// connections, unmaps its memory (removing a shm backing) and exits 0.
+//
+// `farmemd status` asks a running node for its health and counters (the info RPC) and prints
+// them as JSON; it exits 1 if the node is unreachable or refuses the secret.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/rdma"
+)
+
+func main() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, sig))
+}
+
+// run is farmemd with its arguments, output streams and shutdown signals; it returns the exit
+// code.
+func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
+	if len(args) > 0 && args[0] == "status" {
+		return status(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("farmemd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
+	id := fs.Uint("id", 0, "this memory node's id, 1..32767 (required)")
+	sizeFlag := fs.String("size", "", "region size, e.g. 64MiB or 1G (required; 0 with devdax: the whole device)")
+	backing := fs.String("backing", "anon", "where the memory lives: anon, shm:NAME, file:PATH or devdax:/dev/daxX.Y")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret, at least 16 bytes (required)")
+	provider := fs.String("provider", "tcp", "data path: tcp")
+	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	maxConns := fs.Int("max-conns", 0, "most open connections (0: 4096)")
+	maxOut := fs.Int("max-outstanding", 0, "most unanswered requests per connection (0: 1024)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "farmemd:", err)
+		return 2
+	}
+	fail := func(msg string, err error) int {
+		log.Error(msg, "err", err)
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return fail("bad arguments", fmt.Errorf("unexpected %q", fs.Args()))
+	}
+	if *id == 0 || *id > uint(farmem.MaxMemoryNode) {
+		return fail("bad flags", fmt.Errorf("--id must be 1..%d", farmem.MaxMemoryNode))
+	}
+	size, err := rdma.ParseSize(*sizeFlag)
+	if err != nil || (*sizeFlag == "" && !strings.HasPrefix(*backing, "devdax:")) {
+		return fail("bad flags", fmt.Errorf("--size %q: want a byte count such as 64MiB", *sizeFlag))
+	}
+	if *secretFile == "" {
+		return fail("bad flags", errors.New("--secret-file is required"))
+	}
+	secret, err := rdma.ReadSecret(*secretFile)
+	if err != nil {
+		return fail("cannot read the cluster secret", err)
+	}
+	if st, err := os.Stat(*secretFile); err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn("the secret file is readable by other users", "path", *secretFile, "mode", st.Mode().Perm().String())
+	}
+	srv, err := rdma.NewServer(rdma.ServerOptions{
+		Node: farmem.NodeID(*id), Size: size, Backing: *backing, Secret: secret, Provider: *provider,
+		Logger: log, MaxConns: *maxConns, MaxOutstanding: *maxOut,
+	})
+	if err != nil {
+		return fail("cannot start", err)
+	}
+	addr, err := srv.Listen(*listen)
+	if err != nil {
+		_ = srv.Close()
+		return fail("cannot listen", err)
+	}
+	if *addrFile != "" {
+		if err := writeFileAtomic(*addrFile, addr+"\n"); err != nil {
+			_ = srv.Close()
+			return fail("cannot write the address file", err)
+		}
+	}
+	s := <-sig
+	log.Info("shutting down", "signal", s.String())
+	if err := srv.Close(); err != nil {
+		return fail("shutdown", err)
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// writeFileAtomic writes data to path through a temporary file and a rename, so a reader never
+// sees it half written.
+func writeFileAtomic(path, data string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".farmemd-addr-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.WriteString(data); err != nil {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func status(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("farmemd status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "", "the node's address (host:port)")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *addr == "" || *secretFile == "" {
+		fmt.Fprintln(stderr, "farmemd status: --addr and --secret-file are required")
+		return 2
+	}
+	secret, err := rdma.ReadSecret(*secretFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "farmemd status:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	st, err := rdma.QueryStatus(ctx, *addr, secret, *timeout)
+	if err != nil {
+		fmt.Fprintln(stderr, "farmemd status:", err)
+		return 1
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(st)
+	return 0
+}
