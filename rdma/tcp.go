@@ -38,18 +38,18 @@ type tcpQP struct {
 	c *client
 	p *peer
 
-	mu          sync.Mutex
-	state       int
-	err         error
-	conn        net.Conn
-	slots       []qslot
-	free        []uint32
-	limit       int
-	seq         uint64 // frames posted, the last one's number
-	unsigSeq    uint64 // number of the last frame that held unsignaled ops
-	confirmed   uint64 // number of the last batch frame a Result answered
-	deadCh      chan struct{}
-	slotCh      chan struct{} // a slot freed
+	mu        sync.Mutex
+	state     int
+	err       error
+	conn      net.Conn
+	slots     []qslot
+	free      []uint32
+	limit     int
+	seq       uint64 // frames posted, the last one's number
+	unsigSeq  uint64 // number of the last frame that held unsignaled ops
+	confirmed uint64 // number of the last batch frame a Result answered
+	deadCh    chan struct{}
+	slotCh    chan struct{} // a slot freed
 
 	wmu  sync.Mutex
 	nc   net.Conn // set once the handshake is done; writes go here
