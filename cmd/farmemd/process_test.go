@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/internal/wire"
+	"github.com/farmem/farmem/rdma"
+)
+
+// procFaults injects faults into farmemd processes with signals (kill -9 is a crash, SIGSTOP a
+// hang, SIGCONT resumes) and into the in-process compute nodes with rdma's Injector.
+type procFaults struct {
+	daemons map[farmem.NodeID]*daemon
+	in      *rdma.Injector
+}
+
+func (p *procFaults) Crash(n farmem.NodeID) error {
+	if d := p.daemons[n]; d != nil {
+		d.kill9()
+		return nil
+	}
+	return p.in.Crash(n)
+}
+
+func (p *procFaults) Hang(n farmem.NodeID) error {
+	if d := p.daemons[n]; d != nil {
+		return d.stop()
+	}
+	return p.in.Hang(n)
+}
+
+func (p *procFaults) Resume(n farmem.NodeID) error {
+	if d := p.daemons[n]; d != nil {
+		return d.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	return p.in.Resume(n)
+}
+
+func (p *procFaults) Partition(c farmem.ClientID, n farmem.NodeID) error {
+	if p.daemons[n] != nil {
+		return fmt.Errorf("partitioning one client from a separate farmemd process (the in-process suite covers it): %w", farmem.ErrNotSupported)
+	}
+	return p.in.Partition(c, n)
+}
+
+func (p *procFaults) Heal(c farmem.ClientID, n farmem.NodeID) error {
+	if p.daemons[n] != nil {
+		return nil
+	}
+	return p.in.Heal(c, n)
+}
+
+func (p *procFaults) CrashAfter(n farmem.NodeID, ops int) error {
+	if p.daemons[n] != nil {
+		return fmt.Errorf("crashing a separate farmemd process mid-batch (the in-process suite covers it): %w", farmem.ErrNotSupported)
+	}
+	return p.in.CrashAfter(n, ops)
+}
+
+func (p *procFaults) CrashClient(c farmem.ClientID) error { return p.in.CrashClient(c) }
+
+// TestConformanceProcesses runs the conformance suite with every memory node a farmemd
+// process on loopback and the compute nodes in this process.
+func TestConformanceProcesses(t *testing.T) {
+	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
+		dir := t.TempDir()
+		ds := make([]*daemon, cfg.MemoryNodes)
+		for i := range ds {
+			ds[i] = startDaemon(t, dir, farmem.NodeID(i+1), fmt.Sprint(cfg.MemorySize), "127.0.0.1:0")
+		}
+		cf := writeCluster(t, dir, ds, "down-timeout 250ms\n")
+		pf := &procFaults{daemons: map[farmem.NodeID]*daemon{}}
+		var fabs []farmem.Fabric
+		var rfs []*rdma.Fabric
+		for range cfg.ComputeNodes {
+			f := dial(t, cf, rdma.Options{})
+			fabs = append(fabs, f)
+			rfs = append(rfs, f)
+		}
+		for _, d := range ds {
+			pf.daemons[d.id] = d
+		}
+		pf.in = rdma.NewInjector(nil, rfs)
+		return &farmemtest.Cluster{Fabrics: fabs, Faults: pf}
+	})
+}
+
+// TestThreeClientProcesses: three client processes and one farmemd (and a second farmemd to
+// show the rest of the cluster keeps serving): exact FAA totals, a refused secret, the node's
+// checks of bounds, alignment and region key, and kill -9 and SIGSTOP reported as ErrNodeDown
+// within the down timeout.
+func TestThreeClientProcesses(t *testing.T) {
+	dir := t.TempDir()
+	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
+	n2 := startDaemon(t, dir, 2, "4MiB", "127.0.0.1:0")
+	cf := writeCluster(t, dir, []*daemon{n1, n2}, "") // default down timeout: 1s
+	counter := farmem.MakeAddr(1, 64<<10)
+
+	// Three client processes add to one word at once; a fourth holds the wrong secret.
+	const each = 300
+	type proc struct {
+		wait func() error
+		out  func() string
+		errs *syncBuffer
+	}
+	var procs []proc
+	for range 3 {
+		cmd, out, errs := startClient(t, "-cluster", cf, "-addr", counter.String(), "-n", fmt.Sprint(each))
+		procs = append(procs, proc{cmd.Wait, out.String, errs})
+	}
+	bad := writeSecret(t, dir, "wrong", "wrong-secret-but-long-enough-xx")
+	cmd, _, badErrs := startClient(t, "-cluster", cf, "-secret-file", bad, "-addr", counter.String())
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 3, ee.ExitCode(), "the wrong secret is refused: %s", badErrs.String())
+	require.Contains(t, badErrs.String(), "authentication failed")
+
+	seen := map[uint64]bool{}
+	var ids []farmem.ComputeID
+	for i, p := range procs {
+		require.NoError(t, p.wait(), "client %d: %s", i, p.errs.String())
+		var rep clientReport
+		require.NoError(t, json.Unmarshal([]byte(p.out()), &rep))
+		require.Len(t, rep.Prevs, each)
+		for _, v := range rep.Prevs {
+			require.False(t, seen[v], "FAA returned %d twice", v)
+			seen[v] = true
+		}
+		require.Equal(t, uint64(each), rep.Stats.RoundTrips, "one round trip per FAA")
+		ids = append(ids, rep.Compute)
+	}
+	slices.Sort(ids)
+	require.Equal(t, farmem.ComputeID(1), ids[0], "dense compute ids claimed at join")
+	require.Len(t, slices.Compact(ids), 3, "distinct compute ids")
+
+	f := dial(t, cf, rdma.Options{})
+	m, err := f.Open(context.Background(), f.Hosted()[0])
+	require.NoError(t, err)
+	ctx := context.Background()
+	total, err := m.FAA(ctx, counter, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3*each), total, "FAA total")
+	for v := range uint64(3 * each) {
+		require.True(t, seen[v], "no client got %d", v)
+	}
+
+	// The node checks every op itself: a raw client sends what a Fabric refuses to.
+	raw := dialRaw(t, n1.addr)
+	for _, tc := range []struct {
+		name string
+		op   farmem.Op
+		key  uint32
+		want error
+	}{
+		{"out of range", farmem.Op{Kind: farmem.OpRead, Addr: farmem.MakeAddr(1, 4<<20-4), Buf: make([]byte, 8)}, raw.w.Key, farmem.ErrOutOfRange},
+		{"misaligned", farmem.Op{Kind: farmem.OpCAS, Addr: counter.Add(3), Swap: 1}, raw.w.Key, farmem.ErrMisaligned},
+		{"wrong key", farmem.Op{Kind: farmem.OpFAA, Addr: counter, Swap: 1000}, raw.w.Key ^ 0x5a5a, rdma.ErrBadKey},
+	} {
+		require.ErrorIs(t, raw.one(tc.op, tc.key), tc.want, tc.name)
+	}
+	require.NoError(t, raw.one(farmem.Op{Kind: farmem.OpFAA, Addr: counter, Swap: 0}, raw.w.Key), "the connection goes on after refused ops")
+	// And through the Fabric, which checks bounds and alignment before sending.
+	require.ErrorIs(t, m.Read(ctx, farmem.MakeAddr(1, 4<<20-4), make([]byte, 8)), farmem.ErrOutOfRange)
+	_, err = m.FAA(ctx, counter.Add(4), 1)
+	require.ErrorIs(t, err, farmem.ErrMisaligned)
+	total, err = m.FAA(ctx, counter, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3*each), total, "refused ops changed nothing")
+
+	down := f.Topology().DownTimeout
+	require.Equal(t, time.Second, down, "the default down timeout")
+	other := farmem.MakeAddr(2, 64<<10)
+
+	// kill -9 of a busy node: the ops in flight and the next ones fail with ErrNodeDown at once.
+	var killed atomic.Int64
+	errc := make(chan error, 1)
+	go func() {
+		bm, err := f.Open(ctx, f.Hosted()[0])
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer bm.Close()
+		for {
+			if _, err := bm.FAA(ctx, counter, 1); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	killed.Store(time.Now().UnixNano())
+	n1.kill9()
+	select {
+	case err := <-errc:
+		took := time.Since(time.Unix(0, killed.Load()))
+		require.ErrorIs(t, err, farmem.ErrNodeDown)
+		t.Logf("kill -9: a busy client got ErrNodeDown %v after the kill returned", took)
+		require.Less(t, took, down)
+	case <-time.After(3 * down):
+		t.Fatal("no error after kill -9")
+	}
+	start := time.Now()
+	_, err = m.FAA(ctx, counter, 1)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	require.Less(t, time.Since(start), down)
+	_, err = m.FAA(ctx, other, 1)
+	require.NoError(t, err, "the other node keeps serving")
+
+	// The node restarts at the same address with new memory: the old key is refused.
+	n1b := startDaemon(t, dir, 1, "4MiB", n1.addr)
+	require.Equal(t, n1.addr, n1b.addr)
+	_, err = m.FAA(ctx, counter, 1)
+	if errors.Is(err, farmem.ErrNodeDown) {
+		_, err = m.FAA(ctx, counter, 1)
+	}
+	require.ErrorIs(t, err, rdma.ErrBadKey, "an op with the dead incarnation's key")
+
+	// SIGSTOP: a hung node is reported down within the down timeout, and serves again after
+	// SIGCONT.
+	_, err = m.FAA(ctx, other, 1) // connected
+	require.NoError(t, err)
+	require.NoError(t, n2.stop())
+	start = time.Now()
+	_, err = m.FAA(ctx, other, 1)
+	took := time.Since(start)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	t.Logf("SIGSTOP: ErrNodeDown after %v (down timeout %v)", took, down)
+	require.GreaterOrEqual(t, took, down*3/4, "reported down before the timeout")
+	require.Less(t, took, down+down/4+200*time.Millisecond)
+	require.NoError(t, n2.cmd.Process.Signal(syscall.SIGCONT))
+	_, err = m.FAA(ctx, other, 1)
+	require.NoError(t, err, "the resumed node serves again")
+}
+
+// rawClient is a hand-driven data connection.
+type rawClient struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+	w  wire.Welcome
+	id uint64
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nc.Close() })
+	br := bufio.NewReader(nc)
+	w, err := wire.ClientHandshake(nc, br, 0, 1, wire.PurposeData, []byte(secret[:len(secret)-1]))
+	require.NoError(t, err)
+	return &rawClient{t: t, nc: nc, br: br, w: w}
+}
+
+// one sends a one-op batch with the given region key and returns the op's error.
+func (r *rawClient) one(op farmem.Op, key uint32) error {
+	r.id++
+	b, start := wire.BeginFrame(nil, wire.TypeBatch, 0, r.id)
+	b = wire.EndFrame(wire.AppendOp(wire.AppendBatchCount(b, 1), &op, key), start)
+	_, err := r.nc.Write(b)
+	require.NoError(r.t, err)
+	var hdr [wire.HeaderSize]byte
+	h, p, err := wire.ReadFrame(r.br, &hdr, nil, wire.DefaultMaxFrame)
+	require.NoError(r.t, err)
+	require.Equal(r.t, wire.TypeResult, h.Type)
+	var rs wire.Results
+	_, err = rs.Reset(p)
+	require.NoError(r.t, err)
+	st, _, _, err := rs.Next(op.Kind, len(op.Buf))
+	require.NoError(r.t, err)
+	return st.Err()
+}
