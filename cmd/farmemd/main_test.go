@@ -210,9 +210,9 @@ func TestBadFlags(t *testing.T) {
 	dir := t.TempDir()
 	sf := writeSecret(t, dir, "secret", secret)
 	for _, args := range [][]string{
-		{"--size", "1M", "--secret-file", sf},              // no id
-		{"--id", "1", "--secret-file", sf},                 // no size
-		{"--id", "1", "--size", "1M"},                      // no secret
+		{"--size", "1M", "--secret-file", sf}, // no id
+		{"--id", "1", "--secret-file", sf},    // no size
+		{"--id", "1", "--size", "1M"},         // no secret
 		{"--id", "1", "--size", "1M", "--secret-file", sf, "--backing", "tape"},
 		{"--id", "1", "--size", "1M", "--secret-file", sf, "--backing", "devdax:/dev/nonexistent-dax"},
 		{"--id", "1", "--size", "1M", "--secret-file", sf, "--provider", "carrier-pigeon"},
