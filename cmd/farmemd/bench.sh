@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Loopback benchmark of farmemd beside redis-server, in one run: latency per verb (p50, p99,
+# mean) and throughput with 1, 8 and 64 outstanding batches against as many pipelined GETs, with
+# the ratios. Installs redis-server from Debian when it is missing.
+#
+#   cmd/farmemd/bench.sh            # FARMEM_BENCH_OPS=20000 ops per latency row by default
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if ! command -v redis-server >/dev/null 2>&1; then
+	echo "bench.sh: installing redis-server" >&2
+	apt-get update -qq
+	apt-get install -y -qq redis-server >/dev/null
+fi
+FARMEM_BENCH=1 go test -count=1 -run '^TestLoopbackBench$' -v ./cmd/farmemd "$@" | grep -v -e '^=== RUN' -e 'level='
