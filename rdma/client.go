@@ -307,16 +307,13 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.sg = &single{c: c, b: c.one, ch: make(chan struct{}, 1)}
 	}
 	c.one.Ops[0] = op
-	q.post(ctx, c.one, nil, c.sg)
-	select {
-	case <-c.sg.ch:
-		c.one.Ops[0] = farmem.Op{}
-		return c.sg.val, c.sg.err
-	case <-ctx.Done():
+	if err := q.do(ctx, c.one, c.sg, c.sg.ch); err != nil {
 		// The op is still in flight and its batch the transport's: leave both behind.
 		c.one, c.sg = nil, nil
-		return 0, ctx.Err()
+		return 0, err
 	}
+	c.one.Ops[0] = farmem.Op{}
+	return c.sg.val, c.sg.err
 }
 
 // Read implements farmem.Memory.

@@ -45,6 +45,10 @@ type qp interface {
 	// only on the provider's limit of outstanding work, or until ctx ends. The ops all address
 	// the qp's node and have passed farmem.Op.Check.
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
+	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it
+	// on completion) or ctx ends, returning ctx's error then (the op stays in flight). It is
+	// the lone verb's path, where a provider can save a hand-off between goroutines.
+	do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error
 	// alive reports whether the qp still carries work; a dead one is replaced.
 	alive() bool
 	// close fails what is outstanding with err and releases the qp. It is idempotent.

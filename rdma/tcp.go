@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,10 +53,22 @@ type tcpQP struct {
 	deadCh    chan struct{}
 	slotCh    chan struct{} // a slot freed
 
-	wmu  sync.Mutex
-	nc   net.Conn // set once the handshake is done; writes go here
-	wbuf []byte
-	pend []byte // frames posted while connecting
+	rmu     sync.Mutex // the reader role
+	br      *bufio.Reader
+	rbuf    []byte
+	rs      wire.Results
+	up      atomic.Bool   // the connection is set up: br may be read
+	bgKick  chan struct{} // wakes the background reader
+	dlMu    sync.Mutex    // read deadlines of canceled contexts
+	dlOwner uint64
+
+	wmu      sync.Mutex
+	nc       net.Conn // set once the handshake is done; writes go here
+	wbuf     []byte
+	pend     []byte        // frames posted while connecting
+	out      []byte        // frames queued for the writer goroutine
+	flushing bool          // the writer owns a flush: frames go to out
+	kick     chan struct{} // wakes the writer
 
 	dead        atomic.Bool
 	outstanding atomic.Int32
@@ -81,7 +95,8 @@ type callWait struct {
 }
 
 func newTCPQP(c *client, p *peer) *tcpQP {
-	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}), slotCh: make(chan struct{}, 1)}
+	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}),
+		slotCh: make(chan struct{}, 1), kick: make(chan struct{}, 1), bgKick: make(chan struct{}, 1)}
 	q.lastRecv.Store(nanotime())
 	c.f.addLive(q)
 	go q.connect()
@@ -118,12 +133,22 @@ func (q *tcpQP) connect() {
 	q.pend = nil
 	q.nc = nc
 	q.wmu.Unlock()
+	go q.writer(nc)
 	if werr != nil {
 		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr))
 		return
 	}
-	q.read(bufio.NewReaderSize(progressReader{br, q}, 32<<10))
+	q.rmu.Lock()
+	q.br = bufio.NewReaderSize(progressReader{br, q}, readBufSize)
+	q.rbuf = make([]byte, 0, 16<<10)
+	q.rmu.Unlock()
+	q.up.Store(true)
+	q.bgReader()
 }
+
+// readBufSize is the read buffer of a connection; frames up to its size are read in a way a
+// canceled context can interrupt between frames.
+const readBufSize = 64 << 10
 
 // progressReader notes every chunk received as a sign of life, so a long answer streaming in
 // is not mistaken for a silent node.
@@ -140,8 +165,20 @@ func (p progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// post implements qp.
+// post implements qp: the background reader collects the answers.
 func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
+	q.send(ctx, b, idx, s)
+	q.kickReader()
+}
+
+// do implements qp: the caller reads the answer itself if no one else is reading.
+func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error {
+	q.send(ctx, b, nil, s)
+	return q.await(ctx, done)
+}
+
+// send registers and sends the ops of b at idx.
+func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	n := len(b.Ops)
 	if idx != nil {
 		n = len(idx)
@@ -309,19 +346,27 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 	return err
 }
 
-// writeLocked writes a frame (q.wmu held) and keeps buf as the scratch buffer unless it grew
-// large.
+// writeLocked sends a frame (q.wmu held). With nothing else in flight it writes it at once,
+// the lowest latency for a lone verb; with requests outstanding it appends it to the output
+// buffer for the writer goroutine, so pipelined frames share write calls. Either way frames
+// leave in posting order. buf is kept as the scratch buffer unless it grew large.
 func (q *tcpQP) writeLocked(buf []byte) error {
 	var err error
 	switch {
 	case q.dead.Load():
 		err = q.deadErr()
-	case q.nc != nil:
+	case q.nc == nil:
+		q.pend = append(q.pend, buf...)
+	case !q.flushing && q.outstanding.Load() <= 1:
 		if _, werr := q.nc.Write(buf); werr != nil {
 			err = fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr)
 		}
 	default:
-		q.pend = append(q.pend, buf...)
+		q.out = append(q.out, buf...)
+		if !q.flushing {
+			q.flushing = true
+			q.kick <- struct{}{}
+		}
 	}
 	if cap(buf) <= 1<<20 {
 		q.wbuf = buf[:0]
@@ -332,6 +377,38 @@ func (q *tcpQP) writeLocked(buf []byte) error {
 		go q.fail(err)
 	}
 	return err
+}
+
+// writer writes the output buffer whenever frames are queued in it, until the connection dies.
+func (q *tcpQP) writer(nc net.Conn) {
+	var spare []byte
+	for {
+		select {
+		case <-q.kick:
+		case <-q.deadCh:
+			return
+		}
+		for {
+			q.wmu.Lock()
+			if len(q.out) == 0 {
+				q.flushing = false
+				q.wmu.Unlock()
+				break
+			}
+			buf := q.out
+			q.out = spare[:0]
+			q.wmu.Unlock()
+			if _, err := nc.Write(buf); err != nil {
+				q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
+				return
+			}
+			if cap(buf) <= 1<<20 {
+				spare = buf[:0]
+			} else {
+				spare = nil
+			}
+		}
+	}
 }
 
 // call sends a Call and waits for its reply.
@@ -349,51 +426,180 @@ func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, r
 	if err != nil {
 		q.fail(err)
 	}
-	select {
-	case <-cw.ch:
-		return cw.reply, cw.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := q.await(ctx, cw.ch); err != nil {
+		return nil, err
+	}
+	return cw.reply, cw.err
+}
+
+// Reading replies is a role, held with rmu: a verb's own goroutine takes it when it is free
+// and reads until its answer is in (a lone verb then costs no goroutine hand-off, about a third
+// of a loopback round trip), and otherwise the connection's background reader holds it while
+// requests are outstanding. Whoever reads completes every request its frames answer.
+
+// bgReader reads replies whenever requests are outstanding and no verb's goroutine is reading,
+// until the connection dies.
+func (q *tcpQP) bgReader() {
+	for {
+		select {
+		case <-q.bgKick:
+		case <-q.deadCh:
+			return
+		}
+		q.rmu.Lock()
+		for q.outstanding.Load() > 0 && !q.dead.Load() {
+			if err := q.readOne(); err != nil {
+				q.rmu.Unlock()
+				q.fail(err)
+				return
+			}
+		}
+		q.rmu.Unlock()
 	}
 }
 
-// read receives replies until the connection fails.
-func (q *tcpQP) read(br *bufio.Reader) {
-	var hdr [wire.HeaderSize]byte
-	buf := make([]byte, 0, 16<<10)
-	var rs wire.Results
-	for {
-		h, p, err := wire.ReadFrame(br, &hdr, buf, wire.DefaultMaxFrame)
-		if err != nil {
-			q.fail(fmt.Errorf("rdma: connection to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
-			return
-		}
-		if cap(p) > cap(buf) && cap(p) <= 1<<20 {
-			buf = p[:0]
-		}
-		q.lastRecv.Store(nanotime())
-		q.pinged.Store(false)
-		switch h.Type {
-		case wire.TypeResult:
-			err = q.result(h, p, &rs)
-		case wire.TypeCallReply:
-			err = q.callReply(h, p)
-		case wire.TypePong:
-		case wire.TypeError:
-			_, msg, _ := wire.DecodeMessage(p)
-			err = fmt.Errorf("rdma: %v closed the connection: %s: %w", q.p.id, msg, farmem.ErrNodeDown)
-		default:
-			err = fmt.Errorf("rdma: unexpected %v frame from %v: %w", h.Type, q.p.id, wire.ErrMalformed)
-		}
-		if err != nil {
-			if errors.Is(err, wire.ErrMalformed) {
-				q.f.log.Warn("closing connection: protocol violation by the node", "peer", q.p.id.String(), "reason", err.Error())
-				err = fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
-			}
-			q.fail(err)
-			return
+// kickReader makes sure outstanding requests have a reader.
+func (q *tcpQP) kickReader() {
+	select {
+	case q.bgKick <- struct{}{}:
+	default:
+	}
+}
+
+// await waits for done: it reads replies itself if no one else does, else lets the background
+// reader deliver. It returns ctx's error if ctx ends first.
+func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
+	if !q.up.Load() || !q.rmu.TryLock() {
+		q.kickReader()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+	err := q.readFor(ctx, done)
+	q.rmu.Unlock()
+	if q.outstanding.Load() > 0 {
+		q.kickReader()
+	}
+	return err
+}
+
+// readFor reads replies (q.rmu held) until done, ctx ends, or the connection fails.
+func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
+	if ctx.Done() != nil {
+		// A canceled context interrupts the read through a deadline; frames are only ever
+		// consumed whole, so the next reader finds the stream intact.
+		q.dlMu.Lock()
+		q.dlOwner++
+		tok := q.dlOwner
+		q.dlMu.Unlock()
+		stop := context.AfterFunc(ctx, func() {
+			q.dlMu.Lock()
+			if q.dlOwner == tok {
+				_ = q.conn.SetReadDeadline(time.Unix(1, 0))
+			}
+			q.dlMu.Unlock()
+		})
+		defer func() {
+			if !stop() {
+				q.dlMu.Lock()
+				q.dlOwner++
+				_ = q.conn.SetReadDeadline(time.Time{})
+				q.dlMu.Unlock()
+			} else {
+				q.dlMu.Lock()
+				q.dlOwner++
+				q.dlMu.Unlock()
+			}
+		}()
+	}
+	for {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		if err := q.readOne(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil && !q.dead.Load() {
+				return ctx.Err()
+			}
+			q.fail(err)
+			<-done // fail completed it
+			return nil
+		}
+	}
+}
+
+// readOne reads one frame and completes what it answers (q.rmu held).
+func (q *tcpQP) readOne() error {
+	hb, err := q.br.Peek(wire.HeaderSize)
+	if err != nil {
+		return q.readErr(err)
+	}
+	h, err := wire.ParseHeader(hb, wire.DefaultMaxFrame)
+	if err != nil {
+		return q.protoErr(err)
+	}
+	total := wire.HeaderSize + int(h.Len)
+	var p []byte
+	if total <= q.br.Size() {
+		fb, err := q.br.Peek(total)
+		if err != nil {
+			return q.readErr(err)
+		}
+		p = fb[wire.HeaderSize:]
+		defer func() { _, _ = q.br.Discard(total) }()
+	} else {
+		// Too large to peek whole: it is read to the end whatever a context says.
+		q.dlMu.Lock()
+		q.dlOwner++
+		_ = q.conn.SetReadDeadline(time.Time{})
+		q.dlMu.Unlock()
+		_, _ = q.br.Discard(wire.HeaderSize)
+		if int(h.Len) <= cap(q.rbuf) {
+			p = q.rbuf[:h.Len]
+		} else {
+			p = make([]byte, h.Len)
+		}
+		if _, err := io.ReadFull(q.br, p); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = io.ErrUnexpectedEOF // the stream is broken mid-frame
+			}
+			return q.readErr(err)
+		}
+	}
+	q.lastRecv.Store(nanotime())
+	q.pinged.Store(false)
+	switch h.Type {
+	case wire.TypeResult:
+		err = q.result(h, p, &q.rs)
+	case wire.TypeCallReply:
+		err = q.callReply(h, p)
+	case wire.TypePong:
+	case wire.TypeError:
+		_, msg, _ := wire.DecodeMessage(p)
+		err = fmt.Errorf("rdma: %v closed the connection: %s: %w", q.p.id, msg, farmem.ErrNodeDown)
+	default:
+		err = fmt.Errorf("rdma: unexpected %v frame from %v: %w", h.Type, q.p.id, wire.ErrMalformed)
+	}
+	if errors.Is(err, wire.ErrMalformed) {
+		return q.protoErr(err)
+	}
+	return err
+}
+
+func (q *tcpQP) readErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("rdma: connection to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
+}
+
+func (q *tcpQP) protoErr(err error) error {
+	q.f.log.Warn("closing connection: protocol violation by the node", "peer", q.p.id.String(), "reason", err.Error())
+	return fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
 }
 
 // result completes the ops a Result frame answers.
@@ -544,7 +750,11 @@ func (q *tcpQP) check(now int64, down time.Duration) {
 	if idle > down/4 && !q.pinged.Swap(true) {
 		if q.wmu.TryLock() {
 			if q.nc != nil {
-				_, _ = q.nc.Write(wire.AppendHeader(nil, wire.Header{Type: wire.TypePing}))
+				q.out = wire.AppendHeader(q.out, wire.Header{Type: wire.TypePing})
+				if !q.flushing {
+					q.flushing = true
+					q.kick <- struct{}{}
+				}
 			}
 			q.wmu.Unlock()
 		}

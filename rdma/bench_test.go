@@ -1,0 +1,73 @@
+package rdma
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Benchmarks of the tcp provider against an in-process memory node over loopback TCP.
+// cmd/farmemd/bench.sh measures a separate farmemd process beside redis-server.
+
+func benchClient(b *testing.B) farmem.Memory {
+	_, cl := startServers(b, 1, 16<<20)
+	f := dialN(b, cl, 1, Options{})[0]
+	return openOne(b, f)
+}
+
+func BenchmarkRead8(b *testing.B) {
+	m := benchClient(b)
+	ctx := context.Background()
+	a := farmem.MakeAddr(1, 64<<10)
+	buf := make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Read(ctx, a, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFAA(b *testing.B) {
+	m := benchClient(b)
+	ctx := context.Background()
+	a := farmem.MakeAddr(1, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.FAA(ctx, a, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchOutstanding(b *testing.B, k int) {
+	m := benchClient(b)
+	ctx := context.Background()
+	a := farmem.MakeAddr(1, 64<<10)
+	bs := make([]farmem.Batch, k)
+	ps := make([]*farmem.Pending, k)
+	for i := range bs {
+		bs[i].Read(a, make([]byte, 8))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if ps[i] != nil {
+			require.NoError(b, ps[i].Wait(ctx, 0))
+		}
+		ps[i] = m.Post(ctx, &bs[i])
+		i = (i + 1) % k
+	}
+	for _, p := range ps {
+		if p != nil {
+			require.NoError(b, p.Wait(ctx, 0))
+		}
+	}
+}
+
+func BenchmarkOutstanding1(b *testing.B)  { benchOutstanding(b, 1) }
+func BenchmarkOutstanding8(b *testing.B)  { benchOutstanding(b, 8) }
+func BenchmarkOutstanding64(b *testing.B) { benchOutstanding(b, 64) }
