@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, sig))
 	case "client":
 		os.Exit(clientMain(os.Args[1:]))
+	case "peer":
+		os.Exit(peerMain(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
@@ -299,4 +301,32 @@ func startClient(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *syncB
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd, &out, errOut
+}
+
+// peerMain is a compute process that serves its region and an echo handler (method 1) until it
+// is killed; it prints its compute id once ready.
+func peerMain(args []string) int {
+	fs := flag.NewFlagSet("peer", flag.ContinueOnError)
+	clusterFile := fs.String("cluster", "", "cluster file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cl, err := rdma.LoadCluster(*clusterFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	f, err := rdma.Dial(context.Background(), cl, rdma.Options{Logger: quietLogger()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	if err := f.Handle(f.Hosted()[0], 1, func(_ context.Context, _ farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+		return req, nil
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	fmt.Println(f.ComputeID())
+	select {}
 }

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -285,4 +288,70 @@ func (r *rawClient) one(op farmem.Op, key uint32) error {
 	st, _, _, err := rs.Next(op.Kind, len(op.Buf))
 	require.NoError(r.t, err)
 	return st.Err()
+}
+
+// TestComputeProcessFaults: kill -9 and SIGSTOP of a compute process are reported to its peers
+// as ErrNodeDown within the down timeout, for verbs to its region and for Calls.
+func TestComputeProcessFaults(t *testing.T) {
+	dir := t.TempDir()
+	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
+	cf := writeCluster(t, dir, []*daemon{n1}, "down-timeout 500ms\nlease 1s\n")
+	f := dial(t, cf, rdma.Options{})
+	m, err := f.Open(context.Background(), f.Hosted()[0])
+	require.NoError(t, err)
+	ctx := context.Background()
+	down := f.Topology().DownTimeout
+
+	start := func() (*daemon, farmem.NodeID) {
+		cmd := exec.Command(os.Args[0], "-cluster", cf)
+		cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=peer")
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		d := &daemon{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+		cmd.Stderr = d.logs
+		require.NoError(t, cmd.Start())
+		go func() { d.exit = cmd.Wait(); close(d.exited) }()
+		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT); _ = cmd.Process.Kill(); <-d.exited })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err, d.logs.String())
+		id, err := strconv.Atoi(strings.TrimSpace(line))
+		require.NoError(t, err)
+		return d, farmem.ComputeID(id).Node()
+	}
+	peer, id := start()
+	slot := farmem.MakeAddr(id, f.Topology().SharedBase())
+	require.NoError(t, m.Write(ctx, slot, []byte("hello")))
+	r, err := m.Call(ctx, id, 1, []byte("echo"))
+	require.NoError(t, err)
+	require.Equal(t, "echo", string(r))
+
+	// SIGSTOP: verbs and Calls to the stopped process fail within the down timeout.
+	require.NoError(t, peer.stop())
+	for name, op := range map[string]func() error{
+		"write": func() error { return m.Write(ctx, slot, []byte("x")) },
+		"call":  func() error { _, err := m.Call(ctx, id, 1, nil); return err },
+	} {
+		began := time.Now()
+		err := op()
+		took := time.Since(began)
+		require.ErrorIs(t, err, farmem.ErrNodeDown, name)
+		t.Logf("SIGSTOP of a compute process: %s failed after %v (down timeout %v)", name, took, down)
+		require.Less(t, took, down+down/4+200*time.Millisecond, name)
+	}
+	_, err = m.FAA(ctx, farmem.MakeAddr(1, 64<<10), 1)
+	require.NoError(t, err, "the memory node keeps serving")
+	require.NoError(t, peer.cmd.Process.Signal(syscall.SIGCONT))
+	buf := make([]byte, 5)
+	require.NoError(t, m.Read(ctx, slot, buf), "the resumed process serves again")
+	// The write that failed with ErrNodeDown waited in the stopped process's socket: it may
+	// or may not have applied, as ErrNodeDown says.
+	require.Contains(t, []string{"hello", "xello"}, string(buf))
+
+	// kill -9: at once.
+	peer.kill9()
+	began := time.Now()
+	_, err = m.Call(ctx, id, 1, nil)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	require.ErrorIs(t, m.Read(ctx, slot, buf), farmem.ErrNodeDown)
+	require.Less(t, time.Since(began), down)
 }
