@@ -1,0 +1,469 @@
+package cxl
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/farmem/farmem/atomics"
+	"github.com/farmem/farmem/farmem"
+)
+
+// client is one goroutine's farmem.Memory on a Fabric's compute node.
+type client struct {
+	f       *Fabric
+	m       *mapping
+	info    farmem.ClientInfo
+	rt      *farmem.WallRuntime
+	ctr     farmem.Counters
+	handler bool
+
+	closed  atomic.Bool
+	crashed atomic.Bool
+	// waitBucket is 1 + the wake bucket a Wait of this client sleeps on, or 0.
+	waitBucket atomic.Int32
+
+	// Batches that cannot run inline (a fault is set) go through per-node queues, which keep
+	// this client's batches to one node in posting order. queued counts running queues; while
+	// it is nonzero every batch goes through them.
+	qmu    sync.Mutex
+	qps    map[farmem.NodeID]*qp
+	queued atomic.Int32
+
+	one *farmem.Batch // the single-verb batch of the slow path
+}
+
+var _ farmem.Memory = (*client)(nil)
+
+type qp struct {
+	mu      sync.Mutex
+	queue   []*job
+	running bool
+}
+
+// job is the part of a batch that goes to one node.
+type job struct {
+	ctx    context.Context
+	s      *seg
+	idx    []int
+	comp   farmem.Completer
+	posted time.Time
+}
+
+func (c *client) Info() farmem.ClientInfo    { return c.info }
+func (c *client) Topology() *farmem.Topology { return &c.m.topo }
+func (c *client) Runtime() farmem.Runtime    { return c.rt }
+func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
+
+// Close implements farmem.Memory.
+func (c *client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.wakeWait()
+	c.f.forget(c)
+	return nil
+}
+
+// crash makes the client fail-stop.
+func (c *client) crash() {
+	c.crashed.Store(true)
+	c.wakeWait()
+}
+
+// wakeWait wakes a Wait of this client, so it sees the client closed or crashed.
+func (c *client) wakeWait() {
+	if b := c.waitBucket.Load(); b > 0 {
+		_ = atomics.Guard(func() { bump(c.f.ctl().bucketSeq(int(b - 1))) })
+	}
+}
+
+// usable reports why the client cannot post, or nil.
+func (c *client) usable() error {
+	switch {
+	case c.closed.Load():
+		return fmt.Errorf("cxl: client %d: %w", c.info.ID, farmem.ErrClosed)
+	case c.crashed.Load():
+		return fmt.Errorf("cxl: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
+	}
+	return nil
+}
+
+// apply applies one checked op to s under the policy and returns the word it found (atomics).
+// Writes and atomics to a compute node's region wake the Waits they may satisfy.
+func (s *seg) apply(op *farmem.Op, uncached bool) uint64 {
+	off := op.Addr.Offset()
+	switch op.Kind {
+	case farmem.OpRead:
+		if uncached && len(op.Buf) > 0 {
+			atomics.FlushForRead(unsafe.Add(s.base, off), uintptr(len(op.Buf)))
+		}
+		s.mem.ReadAt(op.Buf, off, nil)
+		return 0
+	case farmem.OpWrite:
+		s.mem.WriteAt(op.Buf, off, nil)
+		if uncached && len(op.Buf) > 0 {
+			atomics.WriteBack(unsafe.Add(s.base, off), uintptr(len(op.Buf)))
+		}
+		if s.cid != 0 {
+			s.wake(off, uint64(len(op.Buf)))
+		}
+		return 0
+	default:
+		p := unsafe.Add(s.base, off)
+		if uncached {
+			atomics.FlushForRead(p, 8)
+		}
+		prev := s.mem.Atomic(op, off)
+		if uncached {
+			atomics.WriteBack(p, 8)
+		}
+		if s.cid != 0 {
+			s.wake(off, 8)
+		}
+		return prev
+	}
+}
+
+// exec runs one checked op on s: the liveness check of a peer compute node, the injected
+// latency, and the op itself, with a memory fault (a truncated file) turned into an error.
+func (c *client) exec(s *seg, op *farmem.Op) (val uint64, err error) {
+	f := c.f
+	if s.cid != 0 && s.cid != f.cid && !c.m.leaseLive(s) {
+		return 0, fmt.Errorf("cxl: %s at %v: compute node down: %w", op.Kind, op.Addr, farmem.ErrNodeDown)
+	}
+	if f.inject > 0 {
+		f.injector.Delay(f.inject)
+	}
+	if gerr := atomics.Guard(func() { val = s.apply(op, f.uncached) }); gerr != nil {
+		return 0, fmt.Errorf("cxl: %s at %v: %w: %w", op.Kind, op.Addr, farmem.ErrNodeDown, gerr)
+	}
+	return val, nil
+}
+
+// inline reports whether a batch may run in the caller: no fault set in this process and
+// nothing of this client's queued.
+func (c *client) inline() bool { return c.m.faults.active.Load() == 0 && c.queued.Load() == 0 }
+
+// single runs a one-op batch.
+func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if c.inline() {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		s := c.m.seg(op.Addr.Node())
+		if s == nil {
+			return 0, fmt.Errorf("cxl: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
+		}
+		if err := op.Check(s.size); err != nil {
+			return 0, err
+		}
+		c.ctr.CountOp(&op, c.info.Node)
+		val, err := c.exec(s, &op)
+		c.ctr.CountResult(&op, val, err)
+		return val, err
+	}
+	if c.one == nil {
+		c.one = &farmem.Batch{}
+	}
+	c.one.Ops = append(c.one.Ops[:0], op)
+	p := c.Post(ctx, c.one)
+	if err := p.Wait(ctx, 0); err != nil {
+		c.one = nil // still in flight: the batch is the transport's
+		return 0, err
+	}
+	val, err := c.one.Ops[0].Result()
+	c.one.Ops[0] = farmem.Op{}
+	return val, err
+}
+
+// Read implements farmem.Memory.
+func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
+	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst})
+	return err
+}
+
+// Write implements farmem.Memory.
+func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
+	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src})
+	return err
+}
+
+// CAS implements farmem.Memory.
+func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new})
+}
+
+// FAA implements farmem.Memory.
+func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta})
+}
+
+// MaskedCAS implements farmem.Memory.
+func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
+	return c.single(ctx, farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
+}
+
+// Do implements farmem.Memory.
+func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
+	p := c.Post(ctx, b)
+	if err := p.Wait(ctx, 0); err != nil {
+		return err
+	}
+	return p.Err()
+}
+
+// Post implements farmem.Memory. A batch is checked whole before anything of it is applied.
+// Without faults it runs in the caller, op by op in batch order (every op is a few CPU
+// instructions on the mapping), and is done when Post returns.
+func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
+	if b == nil {
+		b = &farmem.Batch{}
+	}
+	segs, errs, err := c.check(b)
+	if err != nil || errs != nil {
+		p, comp := farmem.NewPending(b, nil)
+		if err != nil {
+			comp.Reject(err)
+			return p
+		}
+		for i := range b.Ops {
+			if errs[i] != nil {
+				comp.Complete(i, 0, errs[i])
+			} else {
+				comp.Complete(i, 0, fmt.Errorf("cxl: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
+			}
+		}
+		return p
+	}
+	c.ctr.CountBatch(b, c.info.Node)
+	if c.inline() {
+		p, comp := farmem.NewPending(b, nil)
+		if err := ctx.Err(); err != nil {
+			comp.Fail(err)
+			return p
+		}
+		for i := range b.Ops {
+			op := &b.Ops[i]
+			val, err := c.exec(segs[i], op)
+			c.ctr.CountResult(op, val, err)
+			comp.Complete(i, val, err)
+		}
+		return p
+	}
+	p, comp := farmem.NewPending(b, farmem.NewChanParker())
+	now := time.Now()
+	var jobs []*job
+	for i := range b.Ops {
+		var j *job
+		for _, k := range jobs {
+			if k.s == segs[i] {
+				j = k
+				break
+			}
+		}
+		if j == nil {
+			j = &job{ctx: ctx, s: segs[i], comp: comp, posted: now}
+			jobs = append(jobs, j)
+		}
+		j.idx = append(j.idx, i)
+	}
+	for _, j := range jobs {
+		c.enqueue(j)
+	}
+	return p
+}
+
+// check validates a batch: its shape, and each op's node, bounds and alignment.
+func (c *client) check(b *farmem.Batch) (segs []*seg, errs []error, err error) {
+	if err := c.usable(); err != nil {
+		return nil, nil, err
+	}
+	if err := b.Check(); err != nil {
+		return nil, nil, err
+	}
+	segs = make([]*seg, len(b.Ops))
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		s := c.m.seg(op.Addr.Node())
+		var e error
+		if s == nil {
+			e = fmt.Errorf("cxl: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
+		} else {
+			e = op.Check(s.size)
+		}
+		if e != nil {
+			if errs == nil {
+				errs = make([]error, len(b.Ops))
+			}
+			errs[i] = e
+		}
+		segs[i] = s
+	}
+	return segs, errs, nil
+}
+
+func (c *client) enqueue(j *job) {
+	c.qmu.Lock()
+	q := c.qps[j.s.id]
+	if q == nil {
+		q = &qp{}
+		c.qps[j.s.id] = q
+	}
+	c.qmu.Unlock()
+	q.mu.Lock()
+	q.queue = append(q.queue, j)
+	if !q.running {
+		q.running = true
+		c.queued.Add(1)
+		go c.drain(q)
+	}
+	q.mu.Unlock()
+}
+
+// drain runs a queue's jobs in order until it is empty.
+func (c *client) drain(q *qp) {
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.running = false
+			c.queued.Add(-1)
+			q.mu.Unlock()
+			return
+		}
+		j := q.queue[0]
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		c.run(j)
+	}
+}
+
+// run executes a job under this process's fault view: a crashed node fails it at once, a hung
+// or partitioned one after the down timeout, and an armed CrashAfter applies only a prefix.
+func (c *client) run(j *job) {
+	b := j.comp.Pending().Batch()
+	fail := func(from int, err error) {
+		for _, i := range j.idx[from:] {
+			j.comp.Complete(i, 0, err)
+		}
+	}
+	if err := j.ctx.Err(); err != nil {
+		fail(0, err)
+		return
+	}
+	if err := c.usable(); err != nil {
+		fail(0, err)
+		return
+	}
+	timeout := c.m.h.DownTimeout
+	if err := c.m.faults.awaitReach(j.ctx, c.info.ID, j.s.id, j.posted.Add(timeout), timeout); err != nil {
+		fail(0, err)
+		return
+	}
+	limit, crash := len(j.idx), false
+	if k, ok := c.m.faults.takeCrashAfter(j.s.id); ok && k < limit {
+		limit, crash = k, true
+	}
+	for _, i := range j.idx[:limit] {
+		op := &b.Ops[i]
+		val, err := c.exec(j.s, op)
+		c.ctr.CountResult(op, val, err)
+		j.comp.Complete(i, val, err)
+	}
+	if crash {
+		c.m.crashNode(j.s.id)
+		fail(limit, fmt.Errorf("cxl: %v crashed during the batch: %w", j.s.id, farmem.ErrNodeDown))
+	}
+}
+
+// Wait implements farmem.Memory: it sleeps on a futex of the word's wake bucket in the compute
+// node's control block, which every verb that writes the node's region bumps when the bucket
+// has waiters, in whatever process it runs.
+func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if until == nil {
+		return 0, fmt.Errorf("cxl: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
+	}
+	s := c.f.seg
+	off := a.Offset()
+	switch {
+	case a.Node() != c.info.Node:
+		return 0, fmt.Errorf("cxl: wait at %v from a client of %v: %w", a, c.info.Node, farmem.ErrNotLocal)
+	case off&7 != 0:
+		return 0, fmt.Errorf("cxl: wait at %v: %w", a, farmem.ErrMisaligned)
+	case off+8 > s.size:
+		return 0, fmt.Errorf("cxl: wait at %v: %w", a, farmem.ErrOutOfRange)
+	}
+	c.ctr.CountWait()
+	var v uint64
+	var err error
+	if gerr := atomics.Guard(func() { v, err = c.wait(ctx, s, off, until) }); gerr != nil {
+		return 0, fmt.Errorf("cxl: wait at %v: %w: %w", a, farmem.ErrNodeDown, gerr)
+	}
+	return v, err
+}
+
+func (c *client) wait(ctx context.Context, s *seg, off uint64, until func(uint64) bool) (uint64, error) {
+	b := bucketOf(off)
+	ctl := c.f.ctl()
+	seq, waiters := ctl.bucketSeq(b), ctl.bucketWaiters(b)
+	atomic.AddUint32(waiters, 1)
+	defer atomic.AddUint32(waiters, ^uint32(0))
+	c.waitBucket.Store(int32(b) + 1)
+	defer c.waitBucket.Store(0)
+	stop := context.AfterFunc(ctx, func() { _ = atomics.Guard(func() { bump(seq) }) })
+	defer stop()
+	word := unsafe.Add(s.base, off)
+	for {
+		v0 := atomic.LoadUint32(seq)
+		if err := c.usable(); err != nil {
+			return 0, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if c.f.uncached {
+			atomics.FlushForRead(word, 8)
+		}
+		if v := s.mem.Load(off); until(v) {
+			return v, nil
+		}
+		futexWait(seq, v0, 0)
+	}
+}
+
+func bucketOf(off uint64) int { return int(off>>3) % numBuckets }
+
+// wake bumps the wake buckets of the words [off, off+n) of a compute node's region that have
+// waiters. Its load of a bucket's waiter count follows the data's store (a sequentially
+// consistent atomic), and a waiter counts itself before it reads the data, so no wake is lost.
+func (s *seg) wake(off, n uint64) {
+	if n == 0 {
+		return
+	}
+	ctl := ctlBlock{s.ctl}
+	first, last := off>>3, (off+n-1)>>3
+	if last-first+1 >= numBuckets {
+		for b := range numBuckets {
+			if atomic.LoadUint32(ctl.bucketWaiters(b)) != 0 {
+				bump(ctl.bucketSeq(b))
+			}
+		}
+		return
+	}
+	for w := first; w <= last; w++ {
+		b := int(w % numBuckets)
+		if atomic.LoadUint32(ctl.bucketWaiters(b)) != 0 {
+			bump(ctl.bucketSeq(b))
+		}
+	}
+}

@@ -1,0 +1,47 @@
+//go:build linux
+
+package cxl_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/cxl"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+)
+
+// testDownTimeout is the down timeout (and lease) of the regions tests create.
+const testDownTimeout = 250 * time.Millisecond
+
+// open builds a farmemtest cluster: one memfd region, each compute node a fabric handle of
+// this process, attached to the region as a separate process would be.
+func open(policy cxl.Policy) farmemtest.Open {
+	return func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
+		r, err := cxl.Create("", cxl.Options{
+			MemoryNodes:     cfg.MemoryNodes,
+			MemorySize:      cfg.MemorySize,
+			MaxComputeNodes: cfg.ComputeNodes + 1,
+			SliceSize:       4 << 10,
+			SharedSize:      64 << 10,
+			DownTimeout:     testDownTimeout,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = r.Close() })
+		cl := &farmemtest.Cluster{}
+		for range cfg.ComputeNodes {
+			f, err := r.Attach(cxl.OpenOptions{Policy: policy})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = f.Close() })
+			cl.Fabrics = append(cl.Fabrics, f)
+		}
+		cl.Faults = cl.Fabrics[0].(farmem.FaultInjector)
+		return cl
+	}
+}
+
+func TestConformanceCoherent(t *testing.T) { farmemtest.Run(t, open(cxl.Coherent)) }
+
+func TestConformanceUncached(t *testing.T) { farmemtest.Run(t, open(cxl.Uncached)) }

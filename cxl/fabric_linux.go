@@ -1,0 +1,420 @@
+package cxl
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/farmem/farmem/atomics"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/numaemu"
+)
+
+// Fabric states.
+const (
+	stateUp int32 = iota
+	stateHung
+	stateCrashed
+	stateClosed
+)
+
+// Fabric is one compute node attached to a region: a farmem.Fabric hosting that one node, and a
+// farmem.FaultInjector over this process's view of the region. See the package doc.
+type Fabric struct {
+	m        *mapping
+	rt       *farmem.WallRuntime
+	cid      farmem.ComputeID
+	id       farmem.NodeID
+	gen      uint32
+	token    uint64 // what this node writes as a mailbox owner: cid<<32 | gen
+	seg      *seg
+	policy   Policy
+	uncached bool
+	inject   time.Duration
+	injector *numaemu.Injector
+	// checkEvery is how often a party waiting on a peer re-checks that the peer is alive.
+	checkEvery time.Duration
+
+	state    atomic.Int32
+	ctx      context.Context // Call handlers' context: ends when the node crashes or closes
+	cancel   context.CancelFunc
+	stop     chan struct{} // closed when the node crashes or closes
+	stopOnce sync.Once
+	bg       sync.WaitGroup // the renewer and the dispatcher
+	serving  sync.WaitGroup // handler goroutines
+
+	hmu      sync.RWMutex
+	handlers map[uint16]farmem.Handler
+	hpool    chan *client // idle handler clients: its capacity bounds concurrent handlers
+
+	mu        sync.Mutex
+	closed    bool
+	slots     []*client // by slot; nil when free
+	clients   map[farmem.ClientID]*client
+	closedSum farmem.Stats
+}
+
+var (
+	_ farmem.Fabric        = (*Fabric)(nil)
+	_ farmem.FaultInjector = (*Fabric)(nil)
+)
+
+// Open maps the region at path (sharing this process's mapping if it has one) and attaches a
+// compute node to it: the usual way in. Close the Fabric to detach; the mapping goes with the
+// last handle.
+func Open(path string, o OpenOptions) (*Fabric, error) {
+	r, err := OpenRegion(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Attach(o)
+}
+
+// Attach attaches a new compute node to the region: it claims the lowest free compute id with
+// a CAS in the region's compute-id table, zeroes the node's region, resets its mailboxes and
+// starts renewing its lease. A process may attach several times; each Fabric is a compute node
+// of its own.
+func (r *Region) Attach(o OpenOptions) (*Fabric, error) {
+	if r.closed.Load() {
+		return nil, fmt.Errorf("cxl: attach to a closed region handle: %w", farmem.ErrClosed)
+	}
+	if o.Policy != Coherent && o.Policy != Uncached {
+		return nil, fmt.Errorf("cxl: policy %v: %w", o.Policy, farmem.ErrInvalid)
+	}
+	m := r.m
+	if err := m.acquire(); err != nil {
+		return nil, err
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	h := m.h
+	f := &Fabric{
+		m:          m,
+		rt:         farmem.NewWallRuntime(o.Seed),
+		policy:     o.Policy,
+		uncached:   o.Policy == Uncached,
+		inject:     m.placement.Inject,
+		checkEvery: max(h.DownTimeout/4, time.Millisecond),
+		stop:       make(chan struct{}),
+		handlers:   make(map[uint16]farmem.Handler),
+		hpool:      make(chan *client, h.MaxHandlers),
+		slots:      make([]*client, h.ClientsPerNode),
+		clients:    make(map[farmem.ClientID]*client),
+	}
+	if o.Profile != nil {
+		f.inject = o.Profile.Added()
+	}
+	if f.inject > 0 {
+		f.injector = numaemu.Default()
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	cid, gen, err := m.claim()
+	if err != nil {
+		m.release()
+		return nil, err
+	}
+	f.cid, f.id, f.gen, f.token = cid, cid.Node(), gen, uint64(cid)<<32|uint64(gen)
+	f.seg = &m.comp[cid]
+	if err := atomics.Guard(func() { f.reset() }); err != nil {
+		m.setLease(f.seg, gen, expCrashed)
+		m.release()
+		return nil, fmt.Errorf("cxl: attach compute node %d: %w", cid, err)
+	}
+	m.writeIdent(f.seg, gen)
+	for i := range int(h.MaxHandlers) {
+		c, err := f.newClient(int(h.ClientsPerNode)-int(h.MaxHandlers)+i, true)
+		if err != nil {
+			panic(err) // unreachable: the handler slots are free and in range
+		}
+		f.hpool <- c
+	}
+	m.hmu.Lock()
+	m.hosted[cid] = f
+	m.hmu.Unlock()
+	f.bg.Add(2)
+	go f.renewer()
+	go f.dispatcher()
+	return f, nil
+}
+
+// reset gives a newly claimed node a zeroed region and idle mailboxes. Each mailbox's sequence
+// is advanced, so a caller of the id's previous holder finds its mailbox lost.
+func (f *Fabric) reset() {
+	s := f.seg
+	clear(unsafe.Slice((*byte)(s.base), s.size))
+	c := f.ctl()
+	atomic.StoreUint32(c.slotFreeWaiters(), 0)
+	for b := range numBuckets {
+		atomic.StoreUint32(c.bucketWaiters(b), 0)
+	}
+	for i := range int(f.m.h.Mailboxes) {
+		sl := f.m.slot(s, i)
+		st := atomic.LoadUint32(sl.st())
+		atomic.StoreUint32(sl.st(), mkSt(stSeq(st)+1, 0, phFree))
+		atomic.StoreUint64(sl.owner(), 0)
+	}
+	if f.uncached {
+		atomics.WriteBack(s.base, uintptr(s.size))
+		atomics.WriteBack(s.ctl, uintptr(f.m.h.ctlSize()))
+	}
+}
+
+func (f *Fabric) ctl() ctlBlock { return ctlBlock{f.seg.ctl} }
+
+// ID returns this fabric's compute node.
+func (f *Fabric) ID() farmem.NodeID { return f.id }
+
+// Policy returns the access policy.
+func (f *Fabric) Policy() Policy { return f.policy }
+
+// Inject returns the latency injected per verb (and per Call message chunk).
+func (f *Fabric) Inject() time.Duration { return f.inject }
+
+// Topology implements farmem.Fabric: every memory node and every compute id of the region.
+func (f *Fabric) Topology() *farmem.Topology { return &f.m.topo }
+
+// Hosted implements farmem.Fabric: this fabric's one compute node.
+func (f *Fabric) Hosted() []farmem.NodeID { return []farmem.NodeID{f.id} }
+
+// Runtime implements farmem.Fabric: the Unix wall clock.
+func (f *Fabric) Runtime() farmem.Runtime { return f.rt }
+
+// Stats implements farmem.Fabric.
+func (f *Fabric) Stats() farmem.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.closedSum
+	for _, c := range f.clients {
+		s = s.Add(c.ctr.Snapshot())
+	}
+	return s
+}
+
+// usable reports why the node cannot serve, or nil.
+func (f *Fabric) usable() error {
+	switch f.state.Load() {
+	case stateCrashed:
+		return fmt.Errorf("cxl: %v crashed: %w", f.id, farmem.ErrNodeDown)
+	case stateClosed:
+		return fmt.Errorf("cxl: fabric of %v: %w", f.id, farmem.ErrClosed)
+	}
+	return nil
+}
+
+// stopped reports whether the node has crashed or closed.
+func (f *Fabric) stopped() bool { return f.state.Load() >= stateCrashed }
+
+// Open implements farmem.Fabric.
+func (f *Fabric) Open(ctx context.Context, node farmem.NodeID) (farmem.Memory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if node != f.id {
+		return nil, fmt.Errorf("cxl: %v is not hosted by this fabric (%v): %w", node, f.id, farmem.ErrInvalid)
+	}
+	if err := f.usable(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	slot := -1
+	for i := range len(f.slots) - int(f.m.h.MaxHandlers) {
+		if f.slots[i] == nil {
+			slot = i
+			break
+		}
+	}
+	f.mu.Unlock()
+	if slot < 0 {
+		return nil, fmt.Errorf("cxl: all client slots of %v are taken: %w", f.id, farmem.ErrNoSpace)
+	}
+	return f.newClient(slot, false)
+}
+
+// newClient opens a client on slot, which the caller found free, with a zeroed slice.
+func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
+	id, err := f.m.topo.ClientIDOf(f.cid, slot)
+	if err != nil {
+		return nil, err
+	}
+	size := f.m.h.SliceSize
+	off := farmem.ComputeHeaderSize + uint64(slot)*size
+	c := &client{f: f, m: f.m, rt: f.rt.Fork(), handler: handler, qps: make(map[farmem.NodeID]*qp)}
+	c.info = farmem.ClientInfo{ID: id, Node: f.id, Slot: slot, Slice: farmem.MakeAddr(f.id, off), SliceSize: size}
+	f.mu.Lock()
+	if f.closed || f.slots[slot] != nil {
+		f.mu.Unlock()
+		if f.closed {
+			return nil, fmt.Errorf("cxl: fabric of %v: %w", f.id, farmem.ErrClosed)
+		}
+		return nil, fmt.Errorf("cxl: client slot %d of %v taken: %w", slot, f.id, farmem.ErrNoSpace)
+	}
+	f.slots[slot] = c
+	f.clients[id] = c
+	f.mu.Unlock()
+	if err := atomics.Guard(func() {
+		p := unsafe.Add(f.seg.base, off)
+		clear(unsafe.Slice((*byte)(p), size))
+		if f.uncached {
+			atomics.WriteBack(p, uintptr(size))
+		}
+	}); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("cxl: clear the slice of client %d: %w: %w", id, farmem.ErrNodeDown, err)
+	}
+	return c, nil
+}
+
+// forget removes a closed client from the slot table, adding its counts to the closed sum.
+func (f *Fabric) forget(c *client) {
+	f.mu.Lock()
+	if f.slots[c.info.Slot] == c {
+		f.slots[c.info.Slot] = nil
+	}
+	if f.clients[c.info.ID] == c {
+		delete(f.clients, c.info.ID)
+		f.closedSum = f.closedSum.Add(c.ctr.Snapshot())
+	}
+	f.mu.Unlock()
+}
+
+// Handle implements farmem.Fabric.
+func (f *Fabric) Handle(node farmem.NodeID, method uint16, h farmem.Handler) error {
+	if node != f.id {
+		return fmt.Errorf("cxl: %v is not hosted by this fabric (%v): %w", node, f.id, farmem.ErrInvalid)
+	}
+	if h == nil {
+		return fmt.Errorf("cxl: nil handler: %w", farmem.ErrInvalid)
+	}
+	if err := f.usable(); err != nil {
+		return err
+	}
+	f.hmu.Lock()
+	f.handlers[method] = h
+	f.hmu.Unlock()
+	return nil
+}
+
+// halt stops the node's background work and wakes everything parked on it: the dispatcher,
+// handlers waiting for a caller, and Waits. It does not wait for anything.
+func (f *Fabric) halt() {
+	f.stopOnce.Do(func() {
+		close(f.stop)
+		f.cancel()
+		_ = atomics.Guard(func() {
+			c := f.ctl()
+			bump(c.bell())
+			for b := range numBuckets {
+				bump(c.bucketSeq(b))
+			}
+			for i := range int(f.m.h.Mailboxes) {
+				futexWake(f.m.slot(f.seg, i).st())
+			}
+		})
+	})
+}
+
+// crash makes the node fail-stop: its lease is marked crashed (every process sees it down at
+// once), its clients, Waits and handlers end with ErrNodeDown, and it serves no more Calls.
+// The id stays crashed until another attach reclaims it.
+func (f *Fabric) crash() {
+	for {
+		s := f.state.Load()
+		if s >= stateCrashed {
+			return
+		}
+		if f.state.CompareAndSwap(s, stateCrashed) {
+			break
+		}
+	}
+	_ = atomics.Guard(func() { f.m.setLease(f.seg, f.gen, expCrashed) })
+	f.mu.Lock()
+	cs := make([]*client, 0, len(f.clients))
+	for _, c := range f.clients {
+		cs = append(cs, c)
+	}
+	f.mu.Unlock()
+	for _, c := range cs {
+		c.crash()
+	}
+	f.halt()
+}
+
+// Close implements farmem.Fabric: it closes every client, stops serving Calls, waits (up to the
+// down timeout) for running handlers, releases the compute id and drops the mapping. It is
+// idempotent.
+func (f *Fabric) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	cs := make([]*client, 0, len(f.clients))
+	for _, c := range f.clients {
+		cs = append(cs, c)
+	}
+	f.mu.Unlock()
+	crashed := !f.state.CompareAndSwap(stateUp, stateClosed) && !f.state.CompareAndSwap(stateHung, stateClosed)
+	for _, c := range cs {
+		_ = c.Close()
+	}
+	f.halt()
+	f.bg.Wait()
+	done := make(chan struct{})
+	go func() {
+		f.serving.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(f.m.h.DownTimeout):
+		// A handler ignores its context. Leave the id crashed rather than free: a crashed id
+		// is reclaimed the same way, and the handler, once it returns, writes nothing.
+		crashed = true
+		_ = atomics.Guard(func() { f.m.setLease(f.seg, f.gen, expCrashed) })
+	}
+	if !crashed {
+		_ = atomics.Guard(func() { f.m.setLease(f.seg, f.gen, expFree) })
+	}
+	f.m.hmu.Lock()
+	if f.m.hosted[f.cid] == f {
+		delete(f.m.hosted, f.cid)
+	}
+	f.m.hmu.Unlock()
+	f.m.release()
+	return nil
+}
+
+// renewer renews the node's lease every quarter of the down timeout and reclaims mailboxes of
+// its control block whose callers died. A renewal that fails means another process fenced the
+// node (it saw the lease expire): the node crashes itself.
+func (f *Fabric) renewer() {
+	defer f.bg.Done()
+	t := time.NewTicker(max(f.m.h.DownTimeout/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+		if f.state.Load() == stateHung {
+			continue
+		}
+		ok := false
+		err := atomics.Guard(func() {
+			if ok = f.m.renew(f.seg, f.gen); ok {
+				f.m.reclaimDead(f.seg)
+			}
+		})
+		if err != nil || !ok {
+			f.crash()
+			return
+		}
+	}
+}
