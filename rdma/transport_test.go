@@ -276,3 +276,54 @@ func FuzzServerConn(f *testing.F) {
 		}
 	})
 }
+
+// A Call whose handler runs longer than the down timeout on a live node succeeds: the caller
+// pings the quiet connection and the node answers.
+func TestSlowCallIsNotDown(t *testing.T) {
+	_, cl := startServers(t, 1, 1<<20)
+	cl.DownTimeout = 100 * time.Millisecond
+	fs := dialN(t, cl, 2, Options{})
+	require.NoError(t, fs[1].Handle(fs[1].Hosted()[0], 1, func(ctx context.Context, _ farmem.Memory, _ farmem.ClientID, _ []byte) ([]byte, error) {
+		time.Sleep(400 * time.Millisecond)
+		return []byte("done"), nil
+	}))
+	r, err := openOne(t, fs[0]).Call(context.Background(), fs[1].Hosted()[0], 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, "done", string(r))
+}
+
+func TestConnectionLimit(t *testing.T) {
+	s, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, MaxConns: 1, Logger: testLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	addr, err := s.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	_, err = dialRaw(t, addr, testSecret, 1)
+	require.NoError(t, err)
+	_, err = QueryStatus(context.Background(), addr, testSecret, time.Second)
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "too many connections")
+}
+
+// A node that hangs under an established connection is reported down by the monitor within
+// the down timeout (farmemtest's hang test opens fresh clients, whose handshake times out).
+func TestHangOnEstablishedConnection(t *testing.T) {
+	servers, cl := startServers(t, 1, 1<<20)
+	cl.DownTimeout = 100 * time.Millisecond
+	m := openOne(t, dialN(t, cl, 1, Options{})[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := farmem.MakeAddr(1, 64<<10)
+	_, err := m.FAA(ctx, a, 1)
+	require.NoError(t, err)
+	require.NoError(t, servers[0].Hang())
+	start := time.Now()
+	_, err = m.FAA(ctx, a, 1)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	require.Less(t, time.Since(start), 100*time.Millisecond+100*time.Millisecond/4+50*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	var b farmem.Batch
+	b.FAA(a, 1)
+	require.NoError(t, servers[0].Resume())
+	require.NoError(t, m.Do(ctx, &b), "the resumed node serves a new connection")
+}

@@ -155,7 +155,8 @@ func TestThreeClientProcesses(t *testing.T) {
 	f := dial(t, cf, rdma.Options{})
 	m, err := f.Open(context.Background(), f.Hosted()[0])
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang fails, not stalls
+	defer cancel()
 	total, err := m.FAA(ctx, counter, 0)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3*each), total, "FAA total")
@@ -299,7 +300,8 @@ func TestComputeProcessFaults(t *testing.T) {
 	f := dial(t, cf, rdma.Options{})
 	m, err := f.Open(context.Background(), f.Hosted()[0])
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	down := f.Topology().DownTimeout
 
 	start := func() (*daemon, farmem.NodeID) {
