@@ -95,11 +95,17 @@ type callWait struct {
 }
 
 func newTCPQP(c *client, p *peer) *tcpQP {
+	q := newQP(c, p)
+	c.f.addLive(q)
+	go q.connect()
+	return q
+}
+
+// newQP returns an unconnected queue pair; connect (or attach) puts it on a connection.
+func newQP(c *client, p *peer) *tcpQP {
 	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}),
 		slotCh: make(chan struct{}, 1), kick: make(chan struct{}, 1), bgKick: make(chan struct{}, 1)}
 	q.lastRecv.Store(nanotime())
-	c.f.addLive(q)
-	go q.connect()
 	return q
 }
 
@@ -116,6 +122,17 @@ func (q *tcpQP) connect() {
 		return
 	}
 	q.p.learn(w)
+	q.attach(nc, br, w)
+}
+
+// attachAsync attaches to a connection that needs no handshake (tests) in the background.
+func (q *tcpQP) attachAsync(nc net.Conn) {
+	go q.attach(nc, bufio.NewReader(nc), wire.Welcome{MaxOutstanding: uint32(q.limit)})
+}
+
+// attach puts the queue pair on an authenticated connection, sends what was posted meanwhile,
+// and becomes the background reader.
+func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 	q.mu.Lock()
 	if q.state == qpDead {
 		q.mu.Unlock()
@@ -294,11 +311,12 @@ func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err erro
 	}
 }
 
-// release frees the slot a reply names and returns what it held.
-func (q *tcpQP) release(id uint64) (qslot, bool) {
+// release frees the slot a reply names, if it holds a request of the reply's kind (a Call or
+// not), and returns what it held.
+func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 	i, gen := uint32(id), uint32(id>>32)
 	q.mu.Lock()
-	if int(i) >= len(q.slots) || !q.slots[i].busy || q.slots[i].gen != gen {
+	if int(i) >= len(q.slots) || !q.slots[i].busy || q.slots[i].gen != gen || (q.slots[i].call != nil) != call {
 		q.mu.Unlock()
 		return qslot{}, false
 	}
@@ -604,8 +622,8 @@ func (q *tcpQP) protoErr(err error) error {
 
 // result completes the ops a Result frame answers.
 func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
-	sl, ok := q.release(h.ID)
-	if !ok || sl.call != nil {
+	sl, ok := q.release(h.ID, false)
+	if !ok {
 		return fmt.Errorf("rdma: result for unknown request %#x: %w", h.ID, wire.ErrMalformed)
 	}
 	b := sl.b
@@ -670,8 +688,8 @@ func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
 
 // callReply completes a Call.
 func (q *tcpQP) callReply(h wire.Header, p []byte) error {
-	sl, ok := q.release(h.ID)
-	if !ok || sl.call == nil {
+	sl, ok := q.release(h.ID, true)
+	if !ok {
 		return fmt.Errorf("rdma: call reply for unknown request %#x: %w", h.ID, wire.ErrMalformed)
 	}
 	cw := sl.call
