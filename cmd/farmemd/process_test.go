@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -148,9 +147,11 @@ func TestThreeClientProcesses(t *testing.T) {
 		require.Equal(t, uint64(each), rep.Stats.RoundTrips, "one round trip per FAA")
 		ids = append(ids, rep.Compute)
 	}
-	slices.Sort(ids)
-	require.Equal(t, farmem.ComputeID(1), ids[0], "dense compute ids claimed at join")
-	require.Len(t, slices.Compact(ids), 3, "distinct compute ids")
+	// Dense ids claimed at join: the lowest free one (a process that finished early may have
+	// given its id back before the last one joined).
+	for _, id := range ids {
+		require.True(t, id >= 1 && id <= 3, "compute id %d is not dense", id)
+	}
 
 	f := dial(t, cf, rdma.Options{})
 	m, err := f.Open(context.Background(), f.Hosted()[0])
