@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,6 +32,10 @@ type ServerOptions struct {
 	// NoRegistry turns off the compute membership every memory node keeps by default (the
 	// cluster file's registry node needs it; it costs nothing on the others).
 	NoRegistry bool
+	// AllowFaults lets authenticated clients inject faults into the node through a control
+	// request (RemoteFault), so fault tests can drive a separate farmemd process. Never for
+	// production.
+	AllowFaults bool
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
 	// MaxConns bounds open connections (default 4096); MaxOutstanding the requests a client
@@ -115,6 +120,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if !opts.NoRegistry {
 		s.members = newRegistry()
+	}
+	if opts.AllowFaults {
+		s.allowFaults = true
+		log.Warn("fault injection through control requests is enabled: for tests only")
 	}
 	if sp != nil {
 		if err := sp.attach(s); err != nil {
@@ -202,3 +211,44 @@ func (sv *Server) Heal(client farmem.ClientID) { sv.s.partition(client, false) }
 // CrashAfter arms the node so that the next batch frame reaching it applies only its first n
 // ops, answers for those, and then the node crashes.
 func (sv *Server) CrashAfter(n int) error { return sv.s.armCrashAfter(n) }
+
+// Fault is a fault to inject into a node started with AllowFaults.
+type Fault struct {
+	// Kind is "partition", "heal" or "crash-after".
+	Kind string `json:"kind"`
+	// Client is the client a partition cuts off or a heal restores.
+	Client farmem.ClientID `json:"client,omitempty"`
+	// N is the number of ops the next batch applies before the node crashes (crash-after).
+	N int `json:"n,omitempty"`
+}
+
+// RemoteFault injects a fault into the node at addr, which must have been started with
+// AllowFaults (farmemd --allow-faults); others refuse with farmem.ErrNotSupported.
+func RemoteFault(ctx context.Context, addr string, secret []byte, f Fault) error {
+	c := &ctlConn{p: &peer{addr: addr, ready: make(chan struct{})}, secret: secret, down: 5 * time.Second}
+	defer c.close()
+	return c.rpc(ctx, wire.CtlFault, f, nil)
+}
+
+// fault applies a Fault a control request asked for.
+func (s *srv) fault(body []byte) (any, error) {
+	if !s.allowFaults {
+		return nil, fmt.Errorf("rdma: %v does not allow fault injection: %w", s.node, farmem.ErrNotSupported)
+	}
+	var f Fault
+	if err := wire.DecodeJSON(body, &f); err != nil {
+		return nil, err
+	}
+	s.log.Warn("injecting a fault on request", "kind", f.Kind, "client", f.Client, "n", f.N)
+	switch f.Kind {
+	case "partition":
+		s.partition(f.Client, true)
+	case "heal":
+		s.partition(f.Client, false)
+	case "crash-after":
+		return struct{}{}, s.armCrashAfter(f.N)
+	default:
+		return nil, fmt.Errorf("rdma: unknown fault %q: %w", f.Kind, farmem.ErrInvalid)
+	}
+	return struct{}{}, nil
+}

@@ -64,8 +64,9 @@ type srv struct {
 	// onCrash runs once when a fault crashes the server.
 	onCrash func()
 
-	provider string
-	started  time.Time
+	provider    string
+	started     time.Time
+	allowFaults bool
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -546,6 +547,8 @@ func (c *sconn) ctl(h wire.Header, p []byte) error {
 	switch op {
 	case wire.CtlInfo:
 		reply = c.s.status()
+	case wire.CtlFault:
+		reply, err = c.s.fault(body)
 	case wire.CtlJoin, wire.CtlRenew, wire.CtlLeave, wire.CtlList:
 		if c.s.members == nil {
 			err = fmt.Errorf("rdma: %v keeps no membership: %w", c.s.node, farmem.ErrNotSupported)

@@ -4,13 +4,17 @@
 //	farmemd --id 1 --size 1GiB --secret-file /etc/farmem/secret [--listen 127.0.0.1:7070]
 //	        [--backing anon|shm:NAME|file:PATH|devdax:/dev/daxX.Y] [--provider tcp]
 //	        [--addr-file PATH] [--log-format text|json] [--log-level info]
-//	        [--max-conns N] [--max-outstanding N]
+//	        [--max-conns N] [--max-outstanding N] [--allow-faults]
 //	farmemd status --addr HOST:PORT --secret-file PATH [--timeout 2s]
 //
 // It listens on loopback unless --listen names another address; with port 0 it picks a free
 // port, logs it, and writes it to --addr-file if given. It logs in structured form (log/slog)
 // to standard error. SIGTERM or SIGINT shut it down cleanly: it stops accepting, closes its
 // connections, unmaps its memory (removing a shm backing) and exits 0.
+//
+// --allow-faults lets authenticated clients inject faults (partition a client, crash after n
+// ops) through a control request, so fault tests can drive a separate process; never use it in
+// production.
 //
 // `farmemd status` asks a running node for its health and counters (the info RPC) and prints
 // them as JSON; it exits 1 if the node is unreachable or refuses the secret.
@@ -63,6 +67,7 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxConns := fs.Int("max-conns", 0, "most open connections (0: 4096)")
 	maxOut := fs.Int("max-outstanding", 0, "most unanswered requests per connection (0: 1024)")
+	allowFaults := fs.Bool("allow-faults", false, "let authenticated clients inject faults (partition, crash after n ops): for tests only")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -97,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	}
 	srv, err := rdma.NewServer(rdma.ServerOptions{
 		Node: farmem.NodeID(*id), Size: size, Backing: *backing, Secret: secret, Provider: *provider,
-		Logger: log, MaxConns: *maxConns, MaxOutstanding: *maxOut,
+		Logger: log, MaxConns: *maxConns, MaxOutstanding: *maxOut, AllowFaults: *allowFaults,
 	})
 	if err != nil {
 		return fail("cannot start", err)

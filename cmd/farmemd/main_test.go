@@ -195,6 +195,9 @@ func TestStatusAndShutdown(t *testing.T) {
 	require.True(t, st.Healthy)
 	require.Contains(t, st.Backing, "file:")
 
+	err := rdma.RemoteFault(context.Background(), d.addr, []byte(strings.TrimSpace(secret)), rdma.Fault{Kind: "crash-after"})
+	require.ErrorIs(t, err, farmem.ErrNotSupported, "fault injection is off unless --allow-faults")
+
 	bad := writeSecret(t, dir, "bad", "not-the-cluster-secret-xxxxxx")
 	errOut.Reset()
 	require.Equal(t, 1, run([]string{"status", "--addr", d.addr, "--secret-file", bad}, &out, &errOut, nil))

@@ -53,23 +53,30 @@ func (p *procFaults) Resume(n farmem.NodeID) error {
 	return p.in.Resume(n)
 }
 
+// remote asks a farmemd started with --allow-faults to inject a fault.
+func (p *procFaults) remote(d *daemon, f rdma.Fault) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return rdma.RemoteFault(ctx, d.addr, []byte(strings.TrimSpace(secret)), f)
+}
+
 func (p *procFaults) Partition(c farmem.ClientID, n farmem.NodeID) error {
-	if p.daemons[n] != nil {
-		return fmt.Errorf("partitioning one client from a separate farmemd process (the in-process suite covers it): %w", farmem.ErrNotSupported)
+	if d := p.daemons[n]; d != nil {
+		return p.remote(d, rdma.Fault{Kind: "partition", Client: c})
 	}
 	return p.in.Partition(c, n)
 }
 
 func (p *procFaults) Heal(c farmem.ClientID, n farmem.NodeID) error {
-	if p.daemons[n] != nil {
-		return nil
+	if d := p.daemons[n]; d != nil {
+		return p.remote(d, rdma.Fault{Kind: "heal", Client: c})
 	}
 	return p.in.Heal(c, n)
 }
 
 func (p *procFaults) CrashAfter(n farmem.NodeID, ops int) error {
-	if p.daemons[n] != nil {
-		return fmt.Errorf("crashing a separate farmemd process mid-batch (the in-process suite covers it): %w", farmem.ErrNotSupported)
+	if d := p.daemons[n]; d != nil {
+		return p.remote(d, rdma.Fault{Kind: "crash-after", N: ops})
 	}
 	return p.in.CrashAfter(n, ops)
 }
@@ -83,7 +90,7 @@ func TestConformanceProcesses(t *testing.T) {
 		dir := t.TempDir()
 		ds := make([]*daemon, cfg.MemoryNodes)
 		for i := range ds {
-			ds[i] = startDaemon(t, dir, farmem.NodeID(i+1), fmt.Sprint(cfg.MemorySize), "127.0.0.1:0")
+			ds[i] = startDaemon(t, dir, farmem.NodeID(i+1), fmt.Sprint(cfg.MemorySize), "127.0.0.1:0", "--allow-faults")
 		}
 		cf := writeCluster(t, dir, ds, "down-timeout 250ms\n")
 		pf := &procFaults{daemons: map[farmem.NodeID]*daemon{}}

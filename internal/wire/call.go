@@ -71,6 +71,7 @@ const (
 	CtlRenew CtlOp = 3 // renew a lease; the reply lists the members
 	CtlLeave CtlOp = 4 // give a compute id back
 	CtlList  CtlOp = 5 // the members
+	CtlFault CtlOp = 6 // inject a fault (only on nodes started to allow it, for tests)
 
 	// CtlProvider is the first op a data-path provider may define for its own setup (queue
 	// pair exchange on ibverbs).
