@@ -73,7 +73,10 @@
 // (the monitor's period); other nodes keep serving.
 //
 // For tests, [Injector] injects every fault of farmem.FaultInjector into in-process Servers
-// and Fabrics, so farmemtest.Run runs its fault tests in one process.
+// and Fabrics, so farmemtest.Run runs its fault tests in one process. Against separate farmemd
+// processes, tests use signals (kill -9 crashes, SIGSTOP hangs, SIGCONT resumes) and, on nodes
+// started with --allow-faults (ServerOptions.AllowFaults), [RemoteFault] for a partition or a
+// crash after n ops.
 //
 // # Providers
 //
