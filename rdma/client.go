@@ -213,6 +213,22 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		oneNode = oneNode && n == first
 		remote = remote || (n != self && !b.Ops[i].Unsignaled)
 	}
+	if oneNode && first != self {
+		// One remote node: its queue pair's parker may collect the answers as it waits.
+		q, err := c.qp(ctx, first)
+		var park farmem.Parker
+		if err == nil && remote {
+			park = q.parker()
+		}
+		p, comp := farmem.NewPending(b, park)
+		s := &batchSink{c: c, comp: comp}
+		if err != nil {
+			failOps(b, nil, 0, len(b.Ops), s, err)
+		} else {
+			q.postWaited(ctx, b, nil, s)
+		}
+		return p
+	}
 	var park farmem.Parker
 	if remote {
 		park = farmem.NewChanParker()

@@ -377,7 +377,7 @@ func (f *Fabric) renewLoop() {
 }
 
 // setMembers records the compute members the registry listed.
-func (f *Fabric) setMembers(ms []Member) {
+func (f *Fabric) setMembers(ms []member) {
 	f.pmu.Lock()
 	ids := make([]farmem.NodeID, 0, len(ms))
 	for _, m := range ms {

@@ -45,6 +45,11 @@ type qp interface {
 	// only on the provider's limit of outstanding work, or until ctx ends. The ops all address
 	// the qp's node and have passed farmem.Op.Check.
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
+	// parker returns the Parker of a batch posted with postWaited, and postWaited posts like
+	// post for a waiter that will park on that Parker (a provider may have the waiter collect
+	// the answers itself).
+	parker() farmem.Parker
+	postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it
 	// on completion) or ctx ends, returning ctx's error then (the op stays in flight). It is
 	// the lone verb's path, where a provider can save a hand-off between goroutines.

@@ -21,13 +21,13 @@ type registry struct {
 }
 
 type memberEntry struct {
-	Member
+	member
 	token   uint64
 	expires time.Time
 }
 
-// Member is a compute node as the registry lists it.
-type Member struct {
+// member is a compute node as the registry lists it.
+type member struct {
 	Compute farmem.ComputeID `json:"compute"`
 	Addr    string           `json:"addr"`
 	// Key is the compute node's region key, so peers can post to it before connecting.
@@ -48,7 +48,7 @@ type joinReq struct {
 // joinReply is the registry's answer: the compute id held and the members.
 type joinReply struct {
 	Compute farmem.ComputeID `json:"compute"`
-	Members []Member         `json:"members"`
+	Members []member         `json:"members"`
 }
 
 func newRegistry() *registry {
@@ -109,20 +109,20 @@ func (r *registry) handle(op wire.CtlOp, body []byte) (any, error) {
 	} else if m := r.members[id]; m != nil && m.token != req.Token {
 		return nil, fmt.Errorf("rdma: join: compute id %d is held by %s: %w", id, m.Addr, farmem.ErrNoSpace)
 	}
-	r.members[id] = &memberEntry{Member: Member{Compute: id, Addr: req.Addr, Key: req.Key}, token: req.Token, expires: now.Add(req.Lease)}
+	r.members[id] = &memberEntry{member: member{Compute: id, Addr: req.Addr, Key: req.Key}, token: req.Token, expires: now.Add(req.Lease)}
 	return joinReply{Compute: id, Members: r.listLocked()}, nil
 }
 
-func (r *registry) listLocked() []Member {
-	ms := make([]Member, 0, len(r.members))
+func (r *registry) listLocked() []member {
+	ms := make([]member, 0, len(r.members))
 	for _, m := range r.members {
-		ms = append(ms, m.Member)
+		ms = append(ms, m.member)
 	}
-	slices.SortFunc(ms, func(a, b Member) int { return int(a.Compute) - int(b.Compute) })
+	slices.SortFunc(ms, func(a, b member) int { return int(a.Compute) - int(b.Compute) })
 	return ms
 }
 
-func (r *registry) list() []Member {
+func (r *registry) list() []member {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.listLocked()

@@ -58,6 +58,7 @@ type tcpQP struct {
 	rbuf    []byte
 	rs      wire.Results
 	up      atomic.Bool   // the connection is set up: br may be read
+	reading atomic.Bool   // someone holds the reader role
 	bgKick  chan struct{} // wakes the background reader
 	dlMu    sync.Mutex    // read deadlines of canceled contexts
 	dlOwner uint64
@@ -186,6 +187,31 @@ func (p progressReader) Read(b []byte) (int, error) {
 func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.send(ctx, b, idx, s)
 	q.kickReader()
+}
+
+// parker implements qp: waiting on it reads the connection's answers when no one else does.
+func (q *tcpQP) parker() farmem.Parker { return &readingParker{q: q, ch: make(chan struct{}, 1)} }
+
+// postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
+// if no one does, by the background reader at the monitor's next look).
+func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
+	q.send(ctx, b, idx, s)
+}
+
+// readingParker parks a batch's waiter by reading the connection's answers itself when the
+// reader role is free, as a lone verb does.
+type readingParker struct {
+	q  *tcpQP
+	ch chan struct{}
+}
+
+func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p.ch) }
+
+func (p *readingParker) Unpark() {
+	select {
+	case p.ch <- struct{}{}:
+	default:
+	}
 }
 
 // do implements qp: the caller reads the answer itself if no one else is reading.
@@ -465,13 +491,16 @@ func (q *tcpQP) bgReader() {
 			return
 		}
 		q.rmu.Lock()
+		q.reading.Store(true)
 		for q.outstanding.Load() > 0 && !q.dead.Load() {
 			if err := q.readOne(); err != nil {
+				q.reading.Store(false)
 				q.rmu.Unlock()
 				q.fail(err)
 				return
 			}
 		}
+		q.reading.Store(false)
 		q.rmu.Unlock()
 	}
 }
@@ -496,11 +525,12 @@ func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
+	q.reading.Store(true)
 	err := q.readFor(ctx, done)
+	q.reading.Store(false)
 	q.rmu.Unlock()
-	if q.outstanding.Load() > 0 {
-		q.kickReader()
-	}
+	// Requests still outstanding are read by their own waiters, by the background reader if
+	// post kicked it, or at the latest when the monitor finds them without a reader.
 	return err
 }
 
@@ -754,11 +784,15 @@ func (q *tcpQP) fail(err error) {
 	}
 }
 
-// check is the monitor's look at the connection: it fails it if requests are outstanding and
-// nothing came back for the down timeout, and pings it after a quarter of that.
+// check is the monitor's look at the connection: it makes sure outstanding requests have a
+// reader, fails the connection if nothing came back for the down timeout, and pings it after
+// a quarter of that.
 func (q *tcpQP) check(now int64, down time.Duration) {
 	if q.outstanding.Load() == 0 || q.dead.Load() {
 		return
+	}
+	if !q.reading.Load() {
+		q.kickReader() // answers no one waits for
 	}
 	idle := time.Duration(now - q.lastRecv.Load())
 	if idle > down {

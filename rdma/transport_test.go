@@ -327,3 +327,20 @@ func TestHangOnEstablishedConnection(t *testing.T) {
 	require.NoError(t, servers[0].Resume())
 	require.NoError(t, m.Do(ctx, &b), "the resumed node serves a new connection")
 }
+
+// A batch nobody waits for still completes: the monitor finds its answer without a reader.
+func TestUnwaitedBatchCompletes(t *testing.T) {
+	_, cl := startServers(t, 1, 1<<20)
+	cl.DownTimeout = 200 * time.Millisecond
+	m := openOne(t, dialN(t, cl, 1, Options{})[0])
+	var b farmem.Batch
+	b.FAA(farmem.MakeAddr(1, 64<<10), 1)
+	p := m.Post(context.Background(), &b)
+	require.Eventually(t, func() bool { return p.OpDone(0) }, time.Second, time.Millisecond)
+	_, err := b.Result(0)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	prev, err := m.FAA(context.Background(), farmem.MakeAddr(1, 64<<10), 1)
+	require.NoError(t, err, "the connection was not mistaken for a dead one")
+	require.Equal(t, uint64(1), prev)
+}
