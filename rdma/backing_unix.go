@@ -138,5 +138,5 @@ func daxSize(rdev uint64) (uint64, error) {
 }
 
 func newRegion(b []byte, size uint64, desc string, release func() error) *region {
-	return &region{mem: wordmem.FromPointer(unsafe.Pointer(&b[0]), size), size: size &^ 7, desc: desc, release: release}
+	return &region{mem: wordmem.FromPointer(unsafe.Pointer(&b[0]), size), mapped: b, size: size &^ 7, desc: desc, release: release}
 }

@@ -22,7 +22,10 @@ import (
 
 // region is the memory a node serves.
 type region struct {
-	mem     wordmem.Mem
+	mem wordmem.Mem
+	// mapped is the whole mapping when the region is mapped memory (what a NIC registers);
+	// nil for a heap region.
+	mapped  []byte
 	size    uint64
 	desc    string
 	release func() error
