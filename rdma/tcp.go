@@ -569,6 +569,9 @@ func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
 			return nil
 		default:
 		}
+		if err := ctx.Err(); err != nil {
+			return err // (a large frame may have cleared the deadline)
+		}
 		if err := q.readOne(); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil && !q.dead.Load() {
 				return ctx.Err()
