@@ -344,3 +344,32 @@ func TestUnwaitedBatchCompletes(t *testing.T) {
 	require.NoError(t, err, "the connection was not mistaken for a dead one")
 	require.Equal(t, uint64(1), prev)
 }
+
+// A caller whose context ends stops reading between frames: the connection stays intact for
+// the next request.
+func TestCanceledWaitLeavesConnectionIntact(t *testing.T) {
+	_, cl := startServers(t, 1, 1<<20)
+	cl.DownTimeout = 2 * time.Second
+	fs := dialN(t, cl, 2, Options{})
+	require.NoError(t, fs[1].Handle(fs[1].Hosted()[0], 1, func(_ context.Context, _ farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+		if len(req) > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return []byte("pong"), nil
+	}))
+	m := openOne(t, fs[0])
+	node := fs[1].Hosted()[0]
+	_, err := m.Call(context.Background(), node, 1, nil) // connect
+	require.NoError(t, err)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		start := time.Now()
+		_, err = m.Call(ctx, node, 1, []byte("slow"))
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Less(t, time.Since(start), 150*time.Millisecond, "the canceled read returned at once")
+		r, err := m.Call(context.Background(), node, 1, nil)
+		require.NoError(t, err, "the connection survived the canceled read")
+		require.Equal(t, "pong", string(r))
+	}
+}
