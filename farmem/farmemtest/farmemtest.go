@@ -12,7 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,20 +147,27 @@ func skipUnsupported(t *testing.T, err error) {
 }
 
 // parallel runs fn(0..n-1) in goroutines started by the fabric's runtime and returns the
-// errors they report, joined.
+// errors they report, joined. It waits in fabric time, sleeping on the runtime's clock until
+// they are done, not on a sync.WaitGroup: a simulated fabric advances its clock only while
+// someone waits inside it.
 func (e *env) parallel(n int, fn func(i int) error) error {
-	var wg sync.WaitGroup
+	var left atomic.Int64
 	errs := make([]error, n)
-	wg.Add(n)
+	left.Store(int64(n))
 	for i := range n {
 		e.rt.Go(func() {
-			defer wg.Done()
+			defer left.Add(-1)
 			errs[i] = fn(i)
 		})
 	}
-	wg.Wait()
+	for left.Load() > 0 {
+		_ = e.rt.Sleep(context.Background(), pollEvery)
+	}
 	return errors.Join(errs...)
 }
+
+// pollEvery is how often parallel checks whether its goroutines are done.
+const pollEvery = time.Millisecond
 
 // ctx returns a context with a generous deadline in fabric time.
 func (e *env) ctx() context.Context {

@@ -1,0 +1,455 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// client is one simulated client: a farmem.Memory.
+type client struct {
+	s       *Sim
+	n       *node // its compute node
+	info    farmem.ClientInfo
+	rt      *rtime
+	ctr     farmem.Counters
+	handler bool
+
+	closed, crashed bool
+	paused          bool
+	frozen          []*proc // procs woken while the client or its node was paused
+	parked          *proc   // procs parked on this client
+	inflight        *group
+	qpm, qpc        []*qp // queue pairs to memory nodes and compute nodes, by id
+
+	lat  latStats
+	base farmem.Stats // Stats at the start of the statistics window
+}
+
+var _ farmem.Memory = (*client)(nil)
+
+// openClient takes a free slot of compute node n (slot, or the first free client slot if slot
+// is negative) and returns a client on it. The token must be held.
+func (s *Sim) openClient(n *node, slot int) (*client, error) {
+	c := n.c
+	handler := slot >= 0
+	if slot < 0 {
+		for i := range s.m.ClientsPerNode - s.m.MaxHandlers {
+			if c.slots[i] == nil {
+				slot = i
+				break
+			}
+		}
+		if slot < 0 {
+			return nil, fmt.Errorf("sim: all %d client slots of %v are taken: %w", s.m.ClientsPerNode-s.m.MaxHandlers, n.id, farmem.ErrNoSpace)
+		}
+	}
+	id, err := s.topo.ClientIDOf(n.id.ComputeID(), slot)
+	if err != nil {
+		return nil, err
+	}
+	cl := &client{s: s, n: n, handler: handler}
+	cl.info = farmem.ClientInfo{
+		ID: id, Node: n.id, Slot: slot,
+		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*s.m.SliceSize),
+		SliceSize: s.m.SliceSize,
+	}
+	cl.rt = &rtime{s: s, c: cl, own: s.newRand()}
+	c.slots[slot] = cl
+	base := cl.info.Slice.Offset()
+	clear(n.words[base/8 : (base+s.m.SliceSize)/8])
+	s.mu.Lock()
+	s.clients[id] = cl
+	s.mu.Unlock()
+	return cl, nil
+}
+
+func (c *client) Info() farmem.ClientInfo    { return c.info }
+func (c *client) Topology() *farmem.Topology { return &c.s.topo }
+func (c *client) Runtime() farmem.Runtime    { return c.rt }
+func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
+
+// Close implements farmem.Memory.
+func (c *client) Close() error {
+	s := c.s
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	c.close()
+	return nil
+}
+
+func (c *client) close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.wakeParked(wakeClosed, parkWait, parkCall)
+	s := c.s
+	if !c.handler && c.n.c.slots[c.info.Slot] == c {
+		c.n.c.slots[c.info.Slot] = nil
+	}
+	s.mu.Lock()
+	if s.clients[c.info.ID] == c {
+		delete(s.clients, c.info.ID)
+		s.closedSum = s.closedSum.Add(c.ctr.Snapshot())
+	}
+	s.mu.Unlock()
+}
+
+// crash makes c fail-stop: its waiters end with ErrNodeDown at once.
+func (c *client) crash() {
+	if c.crashed {
+		return
+	}
+	c.crashed = true
+	err := fmt.Errorf("sim: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
+	c.s.failInflight(c, err)
+	c.wakeParked(wakeCrashed)
+}
+
+// usable reports why c cannot be used, or nil.
+func (c *client) usable() error {
+	switch {
+	case c.closed:
+		return fmt.Errorf("sim: client %d: %w", c.info.ID, farmem.ErrClosed)
+	case c.crashed:
+		return fmt.Errorf("sim: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
+	}
+	return nil
+}
+
+func (c *client) isPaused() bool { return c.paused || c.n.c.paused }
+
+// gate blocks p while c is paused, so that a paused client does nothing new.
+func (c *client) gate(p *proc) {
+	for c.isPaused() && !c.crashed && !c.closed {
+		c.parkOn(p, parkOther)
+		c.s.prepark(p)
+		c.s.await(p, nil)
+	}
+}
+
+func (c *client) qp(n *node) *qp {
+	tbl := &c.qpm
+	i := int(n.id)
+	if n.c != nil {
+		tbl, i = &c.qpc, int(n.id.ComputeID())
+	}
+	if i >= len(*tbl) {
+		nt := make([]*qp, i+1)
+		copy(nt, *tbl)
+		*tbl = nt
+	}
+	q := (*tbl)[i]
+	if q == nil {
+		q = &qp{}
+		(*tbl)[i] = q
+	}
+	return q
+}
+
+// opErr returns why op cannot run, or nil, and its target.
+func (c *client) check(op *farmem.Op) (*node, error) {
+	n := c.s.node(op.Addr.Node())
+	if n == nil {
+		return nil, fmt.Errorf("sim: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
+	}
+	return n, op.Check(n.size)
+}
+
+// single runs a one-op batch and returns its result. It allocates nothing.
+func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
+	s := c.s
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	c.gate(p)
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	n, err := c.check(op)
+	if err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	c.ctr.CountOp(op, c.info.Node)
+	at := s.nowNs
+	if s.m.OpCPU > 0 {
+		at = c.n.c.cpu.run(at, s.m.OpCPU)
+	}
+	if n == c.n {
+		// The caller's own region: no NIC, no link.
+		s.sleepUntil(p, at, c)
+		val := n.apply(op, 0, uint64(len(op.Buf)))
+		c.ctr.CountResult(op, val, nil)
+		return val, nil
+	}
+	g := s.getGroup(c, n)
+	g.single(op)
+	g.held = true
+	g.waiter = p
+	c.parkOn(p, parkVerb)
+	g.wseq = s.prepark(p)
+	s.send(g, at)
+	reason := s.await(p, ctx)
+	g.held = false
+	if g.delivered {
+		val, err := g.vals[0], g.errs[0]
+		s.maybeRecycle(g)
+		return val, err
+	}
+	g.waiter = nil
+	s.maybeRecycle(g)
+	return 0, c.wakeErr(ctx, reason)
+}
+
+// wakeErr is the error a blocking call returns when woken for reason r instead of by what it
+// waited for.
+func (c *client) wakeErr(ctx context.Context, r wakeReason) error {
+	switch r {
+	case wakeCtx:
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return context.Canceled
+	case wakeDeadlock:
+		return ErrDeadlock
+	}
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if c.n.state == stateCrashed {
+		return fmt.Errorf("sim: %v crashed: %w", c.n.id, farmem.ErrNodeDown)
+	}
+	return fmt.Errorf("sim: client %d woken for no reason (a simulator bug): %w", c.info.ID, farmem.ErrInvalid)
+}
+
+// Read implements farmem.Memory.
+func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
+	op := farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst}
+	_, err := c.single(ctx, &op)
+	return err
+}
+
+// Write implements farmem.Memory.
+func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
+	op := farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src}
+	_, err := c.single(ctx, &op)
+	return err
+}
+
+// CAS implements farmem.Memory.
+func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
+	op := farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new}
+	return c.single(ctx, &op)
+}
+
+// FAA implements farmem.Memory.
+func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
+	op := farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta}
+	return c.single(ctx, &op)
+}
+
+// MaskedCAS implements farmem.Memory.
+func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
+	op := farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask}
+	return c.single(ctx, &op)
+}
+
+// Post implements farmem.Memory.
+func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
+	s := c.s
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	if b == nil {
+		b = &farmem.Batch{}
+	}
+	c.gate(p)
+	if err := c.usable(); err != nil {
+		pend, comp := farmem.NewPending(b, nil)
+		comp.Reject(err)
+		return pend
+	}
+	if err := b.Check(); err != nil {
+		pend, comp := farmem.NewPending(b, nil)
+		comp.Reject(err)
+		return pend
+	}
+	var errs []error
+	for i := range b.Ops {
+		if _, err := c.check(&b.Ops[i]); err != nil {
+			if errs == nil {
+				errs = make([]error, len(b.Ops))
+			}
+			errs[i] = err
+		}
+	}
+	if errs != nil {
+		pend, comp := farmem.NewPending(b, nil)
+		for i := range b.Ops {
+			if errs[i] != nil {
+				comp.Complete(i, 0, errs[i])
+			} else {
+				comp.Complete(i, 0, fmt.Errorf("sim: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
+			}
+		}
+		return pend
+	}
+	if err := ctx.Err(); err != nil {
+		pend, comp := farmem.NewPending(b, nil)
+		comp.Reject(err)
+		return pend
+	}
+	c.ctr.CountBatch(b, c.info.Node)
+	pend, comp := farmem.NewPending(b, &parker{s: s, c: c})
+	if s.m.OpCPU > 0 {
+		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, s.m.OpCPU*timeMul(len(b.Ops))), c)
+	}
+	// Split by node, keeping batch order within each; the caller's own region is applied
+	// now, the rest is sent.
+	var groups [4]*group
+	gs := groups[:0]
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		n := s.node(op.Addr.Node())
+		if n == c.n {
+			val := n.apply(op, 0, uint64(len(op.Buf)))
+			if !op.Unsignaled {
+				c.ctr.CountResult(op, val, nil)
+			}
+			comp.Complete(i, val, nil)
+			continue
+		}
+		var g *group
+		for _, x := range gs {
+			if x.n == n {
+				g = x
+				break
+			}
+		}
+		if g == nil {
+			g = s.getGroup(c, n)
+			gs = append(gs, g)
+		}
+		g.bidx = append(g.bidx, i)
+	}
+	for _, g := range gs {
+		g.batchOf(b, comp)
+		s.send(g, s.nowNs)
+	}
+	return pend
+}
+
+// Do implements farmem.Memory.
+func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
+	pend := c.Post(ctx, b)
+	if err := pend.Wait(ctx, 0); err != nil {
+		return err
+	}
+	return pend.Err()
+}
+
+// Wait implements farmem.Memory.
+func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
+	s := c.s
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	c.gate(p)
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if until == nil {
+		return 0, fmt.Errorf("sim: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
+	}
+	n := c.n
+	off := a.Offset()
+	switch {
+	case a.Node() != n.id:
+		return 0, fmt.Errorf("sim: wait at %v from a client of %v: %w", a, n.id, farmem.ErrNotLocal)
+	case off&7 != 0:
+		return 0, fmt.Errorf("sim: wait at %v: %w", a, farmem.ErrMisaligned)
+	case off+8 > n.size:
+		return 0, fmt.Errorf("sim: wait at %v: %w", a, farmem.ErrOutOfRange)
+	}
+	c.ctr.CountWait()
+	for {
+		if n.state == stateCrashed {
+			return 0, fmt.Errorf("sim: %v crashed: %w", n.id, farmem.ErrNodeDown)
+		}
+		if v := n.load(off); until(v) {
+			return v, nil
+		}
+		if err := c.usable(); err != nil {
+			return 0, err
+		}
+		c.parkOn(p, parkWait)
+		s.prepark(p)
+		n.c.addWatch(p, off)
+		switch r := s.await(p, ctx); r {
+		case wakeEvent:
+		default:
+			return 0, c.wakeErr(ctx, r)
+		}
+	}
+}
+
+// parker is the farmem.Parker of a Pending: it parks the simulated goroutine that waits.
+type parker struct {
+	s    *Sim
+	c    *client
+	flag bool
+	p    *proc
+	seq  uint64
+}
+
+// Park implements farmem.Parker.
+func (k *parker) Park(ctx context.Context) error {
+	s := k.s
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	if k.flag {
+		k.flag = false
+		return nil
+	}
+	k.c.parkOn(p, parkVerb)
+	k.p, k.seq = p, s.prepark(p)
+	r := s.await(p, ctx)
+	k.p = nil
+	if r == wakeEvent {
+		k.flag = false
+		return nil
+	}
+	return k.c.wakeErr(ctx, r)
+}
+
+// Unpark implements farmem.Parker; the simulator calls it from its event loop.
+func (k *parker) Unpark() {
+	if k.p != nil && k.p.parked && k.p.seq == k.seq {
+		k.s.wakeProc(k.p, wakeEvent)
+		return
+	}
+	k.flag = true
+}
+
+// latStats summarises a client's round-trip latencies (post to answer) in virtual time.
+type latStats struct {
+	n        uint64
+	sum, max int64
+}
+
+func (c *client) recordLatency(d int64) {
+	c.lat.n++
+	c.lat.sum += d
+	c.lat.max = max(c.lat.max, d)
+	c.s.verbHist.record(d)
+}
+
+// rtime is a runtime of the simulation: the fabric's (c == nil) or a client's.
+type rtime struct {
+	s   *Sim
+	c   *client
+	own *rand.Rand
+}

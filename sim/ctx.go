@@ -1,0 +1,218 @@
+package sim
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// ctxKey finds the nearest simulator context among a context's ancestors.
+type ctxKey struct{}
+
+// simCtx is a context whose deadline is in virtual time. Its Done channel closes inside the
+// simulation, at the virtual deadline or when it is canceled, and the procs parked on it are
+// woken in the same event, so a run stays deterministic.
+type simCtx struct {
+	s        *Sim
+	parent   context.Context
+	deadline int64 // 0: none
+	done     chan struct{}
+	err      atomic.Pointer[error]
+	timer    *timer
+	waiters  *proc
+	funcs    []*ctxFunc
+	// stops undoes the registrations with parents.
+	stops []func() bool
+}
+
+type ctxFunc struct{ f func() }
+
+var _ context.Context = (*simCtx)(nil)
+
+// Deadline implements context.Context: the virtual deadline as a time.Time (virtual time is
+// nanoseconds since the Unix epoch).
+func (c *simCtx) Deadline() (time.Time, bool) {
+	if c.deadline == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, c.deadline), true
+}
+
+// Done implements context.Context.
+func (c *simCtx) Done() <-chan struct{} { return c.done }
+
+// Err implements context.Context.
+func (c *simCtx) Err() error {
+	if e := c.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Value implements context.Context.
+func (c *simCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return c
+	}
+	return c.parent.Value(key)
+}
+
+// AfterFunc arranges for f to run, inside the simulation, when c ends; the context package
+// uses it to cancel standard contexts derived from c in the same event. The returned function
+// stops it.
+func (c *simCtx) AfterFunc(f func()) func() bool {
+	s := c.s
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	if c.Err() != nil {
+		go f()
+		return func() bool { return false }
+	}
+	cf := &ctxFunc{f: f}
+	c.funcs = append(c.funcs, cf)
+	return func() bool {
+		p, adopted := s.enter()
+		defer s.exit(p, adopted)
+		for i, x := range c.funcs {
+			if x == cf {
+				c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// cancel ends c with err; the token must be held.
+func (c *simCtx) cancel(err error) {
+	if c.err.Load() != nil {
+		return
+	}
+	c.err.Store(&err)
+	close(c.done)
+	if c.timer != nil {
+		c.timer.cancel()
+	}
+	for c.waiters != nil {
+		c.s.wakeProc(c.waiters, wakeCtx)
+	}
+	funcs := c.funcs
+	c.funcs = nil
+	for _, f := range funcs {
+		f.f()
+	}
+	for _, stop := range c.stops {
+		stop()
+	}
+	c.stops = nil
+}
+
+// simAncestor returns the nearest simulator context of this simulation among ctx and its
+// ancestors, and whether ctx is only a view of it (same Done channel).
+func (s *Sim) simAncestor(ctx context.Context) (sc *simCtx, same bool) {
+	if c, ok := ctx.(*simCtx); ok && c.s == s {
+		return c, true
+	}
+	if c, ok := ctx.Value(ctxKey{}).(*simCtx); ok && c.s == s {
+		return c, ctx.Done() == (<-chan struct{})(c.done)
+	}
+	return nil, false
+}
+
+// withTimeout implements Runtime.WithTimeout; the token must be held.
+func (s *Sim) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	c := &simCtx{s: s, parent: parent, done: make(chan struct{})}
+	dl := s.nowNs + int64(d)
+	anc, same := s.simAncestor(parent)
+	if anc != nil && anc.deadline != 0 && anc.deadline < dl {
+		dl = anc.deadline
+	}
+	c.deadline = dl
+	cancelFunc := func() {
+		p, adopted := s.enter()
+		c.cancel(context.Canceled)
+		s.exit(p, adopted)
+	}
+	if parent.Done() != nil {
+		if anc != nil {
+			if err := anc.Err(); err != nil {
+				c.cancel(err)
+				return c, cancelFunc
+			}
+			cf := &ctxFunc{f: func() { c.cancel(parentErr(parent, anc)) }}
+			anc.funcs = append(anc.funcs, cf)
+			c.stops = append(c.stops, func() bool {
+				for i, x := range anc.funcs {
+					if x == cf {
+						anc.funcs = append(anc.funcs[:i], anc.funcs[i+1:]...)
+						return true
+					}
+				}
+				return false
+			})
+		}
+		if !same {
+			// Cancellations that start outside the simulator (a standard context's cancel
+			// or wall-clock timer) arrive asynchronously.
+			if err := parent.Err(); err != nil {
+				c.cancel(err)
+				return c, cancelFunc
+			}
+			c.stops = append(c.stops, context.AfterFunc(parent, func() {
+				p, adopted := s.enter()
+				c.cancel(parent.Err())
+				s.exit(p, adopted)
+			}))
+		}
+	}
+	if dl <= s.nowNs {
+		c.cancel(context.DeadlineExceeded)
+		return c, cancelFunc
+	}
+	c.timer = s.newTimer(dl, false, func() { c.cancel(context.DeadlineExceeded) })
+	return c, cancelFunc
+}
+
+func parentErr(parent context.Context, anc *simCtx) error {
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	return anc.Err()
+}
+
+// watchCtx arranges for parked p to be woken when ctx ends.
+func (s *Sim) watchCtx(p *proc, ctx context.Context) {
+	done := ctx.Done()
+	if done == nil {
+		return
+	}
+	sc, same := s.simAncestor(ctx)
+	if sc != nil {
+		if sc.Err() != nil {
+			s.wakeProc(p, wakeCtx)
+			return
+		}
+		p.ctx = sc
+		p.cprev = nil
+		p.cnext = sc.waiters
+		if sc.waiters != nil {
+			sc.waiters.cprev = p
+		}
+		sc.waiters = p
+	}
+	if !same {
+		if ctx.Err() != nil {
+			s.wakeProc(p, wakeCtx)
+			return
+		}
+		seq := p.seq
+		p.stop = context.AfterFunc(ctx, func() {
+			q, adopted := s.enter()
+			s.wakeSeq(p, seq, wakeCtx)
+			s.exit(q, adopted)
+		})
+	}
+}

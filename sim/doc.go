@@ -1,0 +1,70 @@
+// Package sim is a deterministic virtual-time cluster: it runs the real structures of ds/ and
+// kvstore/ (written against farmem.Memory and farmem.Runtime only) unchanged, with hundreds of
+// clients whose NICs and CPUs saturate, so that the papers' experiments can be reproduced as
+// ratios and curve shapes, and faults replayed exactly.
+//
+// # Use
+//
+//	s, err := sim.New(sim.ConnectX6(), seed) // a Model and a seed
+//	defer s.Close()
+//
+// A *Sim is a farmem.Fabric hosting every compute node, and a farmem.FaultInjector. Run a
+// program inside it with Run, which runs f in the calling goroutine while virtual time passes:
+//
+//	s.Run(func() {
+//		m, _ := s.Open(ctx, farmem.ComputeID(1).Node())
+//		g := s.NewGroup()
+//		for i := range 8 {
+//			g.Go(func() { ... m.FAA(ctx, a, 1) ... })
+//		}
+//		_ = g.Wait()
+//	})
+//
+// or a load: RunClosedLoop (closed-loop clients with think time) and RunOpenLoop (a Poisson
+// generator), which open the clients, call a StartFunc per client to build its operation, and
+// return a LoadResult (throughput, HDR latency histogram, per-client counts, and a Report of
+// the fabric's counters over the measured window). Report and ResetStats give per-client,
+// per-NIC and per-core counters, utilisation and queueing delay at any time.
+//
+// # Virtual time and scheduling
+//
+// Time is virtual, in nanoseconds from Epoch. Exactly one simulated goroutine runs at a time;
+// a goroutine that blocks in the simulator (a verb, Wait, Sleep, Pending.Wait, Group.Wait)
+// runs the due events itself and hands control straight to the next goroutine to resume, in
+// timestamp order, ties broken by the seed. A run is therefore a pure function of (model, seed,
+// program) when the program runs inside the simulation: under Run, or as a sequence of calls
+// from one goroutine outside it (each such call returns only once the simulation is quiet).
+//
+// The runtime of every client (m.Runtime()) and of the fabric (s.Runtime()) is the
+// simulation's: Now is virtual, Sleep and AfterFunc wait in virtual time, WithTimeout returns
+// a context whose Done channel closes at a virtual deadline inside the simulation, Go starts a
+// simulated goroutine, Rand and NewRand are seeded from the seed, and a client runtime's
+// Compute(d) queues d of work on its compute node's cores.
+//
+// Rules for code inside the simulation: block only in the simulator. A goroutine blocked on a
+// sync.WaitGroup, a channel or a contended mutex holds the simulator still; use Group (or a
+// farmem Wait on a word) to wait for simulated goroutines. Virtual time advances only while
+// someone waits in the simulator: Run's goroutine, or a goroutine from outside inside a
+// blocking call. From outside, wait for simulated goroutines with Group.Wait or a Sleep loop on
+// the runtime; a sync.WaitGroup wait works only through a wall-clock watchdog that is slow and
+// not deterministic.
+//
+// # The model
+//
+// See Model: one-way link latencies, NICs with a per-verb service time, a port bandwidth, a
+// FIFO queue in front of their processing units and an atomic unit serializing atomics to one
+// word, and compute nodes with k cores on which client CPU per op, Call handling and
+// Compute(d) queue. A verb takes effect at its target when its service starts there (an
+// atomic when it gets its word), and its answer leaves when its service ends. Ops of one client
+// to one node take effect in posting order. Reads and writes longer than 8 bytes are applied
+// in pieces, in random order, across their service when Model.Tearing (or SetTearing on a
+// node) is on, so concurrent ones tear for real.
+//
+// # Faults
+//
+// Crash, Hang, Resume, Partition, Heal, CrashAfter and CrashClient (farmem.FaultInjector),
+// plus PauseClient/ResumeClient, DelayLink, CutLink/HealLink and SetTearing. Called inside the
+// simulation (in a goroutine scheduled with At, say) a fault happens at an exact virtual time,
+// so a fault schedule replays exactly. A hung compute node is paused as a whole; silent nodes
+// and links make ops fail with ErrNodeDown after Model.DownTimeout of virtual time.
+package sim

@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Faults. Every method may be called from inside the simulation (a proc, or a function
+// scheduled with At) or from outside it; from inside, the fault happens at the current virtual
+// time, which is how a fault schedule replays exactly.
+
+type linkKey struct{ a, b farmem.NodeID }
+
+func mkLinkKey(a, b farmem.NodeID) linkKey {
+	if a > b {
+		a, b = b, a
+	}
+	return linkKey{a, b}
+}
+
+type linkState struct {
+	delay time.Duration
+	cut   bool
+}
+
+type partKey struct {
+	c farmem.ClientID
+	n farmem.NodeID
+}
+
+func (s *Sim) faultNode(id farmem.NodeID) (*node, error) {
+	n := s.node(id)
+	if n == nil {
+		return nil, fmt.Errorf("sim: no node %v: %w", id, farmem.ErrInvalid)
+	}
+	return n, nil
+}
+
+// Crash implements farmem.FaultInjector: node fails-stop. Ops to it fail with ErrNodeDown at
+// once; on a compute node its clients, Waits, Calls and handlers end with ErrNodeDown.
+func (s *Sim) Crash(id farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	n, err := s.faultNode(id)
+	if err != nil {
+		return err
+	}
+	s.crashNode(n)
+	return nil
+}
+
+// crashNode crashes n; the token must be held.
+func (s *Sim) crashNode(n *node) {
+	if n.state == stateCrashed {
+		return
+	}
+	n.state = stateCrashed
+	c := n.c
+	if c == nil {
+		return
+	}
+	c.paused = false
+	c.ctx.cancel(fmt.Errorf("sim: %v crashed: %w", n.id, farmem.ErrNodeDown))
+	for _, cl := range c.slots {
+		if cl != nil {
+			cl.crash()
+			s.thaw(cl)
+		}
+	}
+	for _, h := range c.hidle {
+		h.crash()
+	}
+	for cl := range c.calls {
+		cl.finish(nil, cl.downErr("crashed"))
+	}
+	for _, cl := range c.callQ {
+		cl.finish(nil, cl.downErr("crashed"))
+	}
+	c.callQ = nil
+}
+
+// crashTarget crashes a target node in the middle of a batch (CrashAfter).
+func (s *Sim) crashTarget(n *node) { s.crashNode(n) }
+
+// Hang implements farmem.FaultInjector: node fails silent. Ops and Calls to it get no answer
+// and fail with ErrNodeDown after the down timeout, unapplied. A hung compute node is paused
+// as a whole, like a stopped process: its clients and handlers make no progress until Resume.
+func (s *Sim) Hang(id farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	n, err := s.faultNode(id)
+	if err != nil {
+		return err
+	}
+	switch n.state {
+	case stateCrashed:
+		return fmt.Errorf("sim: hang %v: crashed: %w", id, farmem.ErrNodeDown)
+	case stateHung:
+		return nil
+	}
+	n.state = stateHung
+	if c := n.c; c != nil {
+		c.paused = true
+		for cl := range c.calls {
+			s.pushCall(max(cl.posted+int64(s.m.DownTimeout), s.nowNs), cl, callDown)
+		}
+	}
+	return nil
+}
+
+// Resume implements farmem.FaultInjector: it ends a Hang.
+func (s *Sim) Resume(id farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	n, err := s.faultNode(id)
+	if err != nil {
+		return err
+	}
+	switch n.state {
+	case stateCrashed:
+		return fmt.Errorf("sim: resume %v: crashed: %w", id, farmem.ErrNodeDown)
+	case stateUp:
+		return nil
+	}
+	n.state = stateUp
+	if c := n.c; c != nil {
+		c.paused = false
+		for _, cl := range c.slots {
+			if cl != nil {
+				s.thaw(cl)
+			}
+		}
+	}
+	return nil
+}
+
+// Partition implements farmem.FaultInjector: client is cut from node (fail-silent for that
+// client only).
+func (s *Sim) Partition(client farmem.ClientID, id farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	if _, err := s.faultNode(id); err != nil {
+		return err
+	}
+	s.partitions[partKey{client, id}] = true
+	return nil
+}
+
+// Heal implements farmem.FaultInjector: it ends a Partition.
+func (s *Sim) Heal(client farmem.ClientID, id farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	delete(s.partitions, partKey{client, id})
+	return nil
+}
+
+// CrashAfter implements farmem.FaultInjector: the next batch reaching node applies only its
+// first n ops there; then the node crashes and the rest fail with ErrNodeDown.
+func (s *Sim) CrashAfter(id farmem.NodeID, n int) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	nd, err := s.faultNode(id)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("sim: crash after %d ops: %w", n, farmem.ErrInvalid)
+	}
+	nd.crashAfter = n
+	return nil
+}
+
+func (s *Sim) faultClient(id farmem.ClientID) (*client, error) {
+	s.mu.Lock()
+	c := s.clients[id]
+	s.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("sim: no open client %d: %w", id, farmem.ErrInvalid)
+	}
+	return c, nil
+}
+
+// CrashClient implements farmem.FaultInjector: one client fails-stop. Its ops in flight have
+// unknown outcomes (those not yet applied never will be) and its waiters and later ops fail
+// with ErrNodeDown; other clients of its node are unaffected.
+func (s *Sim) CrashClient(id farmem.ClientID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	c, err := s.faultClient(id)
+	if err != nil {
+		return err
+	}
+	c.crash()
+	s.thaw(c)
+	return nil
+}
+
+// PauseClient freezes one client, like a goroutine descheduled for a long time: the
+// goroutines using it make no progress from their next interaction with the simulator until
+// ResumeClient; its ops in flight complete, but it does not see them until then.
+func (s *Sim) PauseClient(id farmem.ClientID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	c, err := s.faultClient(id)
+	if err != nil {
+		return err
+	}
+	c.paused = true
+	return nil
+}
+
+// ResumeClient ends a PauseClient.
+func (s *Sim) ResumeClient(id farmem.ClientID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	c, err := s.faultClient(id)
+	if err != nil {
+		return err
+	}
+	c.paused = false
+	s.thaw(c)
+	return nil
+}
+
+// thaw makes ready the procs frozen on c, unless c is still paused.
+func (s *Sim) thaw(c *client) {
+	if c.isPaused() && !c.crashed {
+		return
+	}
+	for _, p := range c.frozen {
+		s.ready.push(p)
+	}
+	clear(c.frozen)
+	c.frozen = c.frozen[:0]
+	for p := c.parked; p != nil; {
+		nx := p.lnext
+		if p.kind == parkOther { // gated by the pause
+			s.wakeProc(p, wakeEvent)
+		}
+		p = nx
+	}
+}
+
+// DelayLink adds d to every one-way trip between nodes a and b (0 removes the delay).
+func (s *Sim) DelayLink(a, b farmem.NodeID, d time.Duration) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	if d < 0 {
+		return fmt.Errorf("sim: link delay %v: %w", d, farmem.ErrInvalid)
+	}
+	l := s.link(a, b)
+	l.delay = d
+	s.tidyLink(a, b)
+	return nil
+}
+
+// CutLink partitions nodes a and b: messages between them are lost (fail-silent), for every
+// client of a compute node among them.
+func (s *Sim) CutLink(a, b farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	s.link(a, b).cut = true
+	return nil
+}
+
+// HealLink ends a CutLink.
+func (s *Sim) HealLink(a, b farmem.NodeID) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	s.link(a, b).cut = false
+	s.tidyLink(a, b)
+	return nil
+}
+
+func (s *Sim) link(a, b farmem.NodeID) *linkState {
+	k := mkLinkKey(a, b)
+	l := s.links[k]
+	if l == nil {
+		l = &linkState{}
+		s.links[k] = l
+	}
+	return l
+}
+
+func (s *Sim) tidyLink(a, b farmem.NodeID) {
+	k := mkLinkKey(a, b)
+	if l := s.links[k]; l != nil && l.delay == 0 && !l.cut {
+		delete(s.links, k)
+	}
+}
+
+// SetTearing switches torn long accesses on or off at node (see Model.Tearing): with it on,
+// a long read concurrent with a write to the same bytes sees the write word-chunk by
+// word-chunk.
+func (s *Sim) SetTearing(id farmem.NodeID, on bool) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	n, err := s.faultNode(id)
+	if err != nil {
+		return err
+	}
+	n.tearing = on
+	return nil
+}

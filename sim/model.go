@@ -1,0 +1,275 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Model is the simulated cluster: its shape and the costs of its parts. Every duration is
+// virtual. The zero Model is a valid, ideal cluster (one memory node, one compute node, every
+// cost zero); the presets ConnectX3 and ConnectX6 describe the papers' testbeds.
+//
+// A verb's path: the client's compute node charges OpCPU on one of its Cores (queued behind
+// other work there); its NIC issues the request (NIC.Issue, FIFO); the request crosses the
+// link (MemoryLatency or ComputeLatency, plus Jitter and any link delay fault); the target's
+// NIC serves it (a FIFO queue in front of NIC.Units processing units, each op costing
+// NIC.Verb[kind]); its payload crosses the target's port at NIC.Bandwidth; an atomic then
+// holds its word for NIC.AtomicUnit (atomics to one word, or to words sharing one of
+// NIC.AtomicSlots hashed slots, are serialized); the op takes effect at the end of that
+// service; the answer crosses the link back. Ops of one client to one node take effect in
+// posting order (an RC queue pair).
+type Model struct {
+	// Name labels the model in reports.
+	Name string
+
+	// MemoryNodes memory nodes (default 1) of MemorySize bytes (default 16 MiB) each.
+	MemoryNodes int
+	MemorySize  uint64
+	// ComputeNodes compute nodes (default 1), each with ClientsPerNode client slots (default
+	// 64), MaxHandlers of them (default 8) reserved for Call handlers, so at most that many
+	// handlers run on a node at once. A client's slice is SliceSize bytes (default 16 KiB);
+	// SharedSize bytes (default 1 MiB) follow the slices.
+	ComputeNodes   int
+	ClientsPerNode int
+	MaxHandlers    int
+	SliceSize      uint64
+	SharedSize     uint64
+	// DownTimeout is how long an unanswered op waits before it fails with ErrNodeDown
+	// (default 10ms).
+	DownTimeout time.Duration
+
+	// MemoryLatency is the one-way latency of a link between a compute node and a memory node;
+	// ComputeLatency between two compute nodes.
+	MemoryLatency  time.Duration
+	ComputeLatency time.Duration
+	// Jitter adds a uniformly random delay in [0, Jitter) to every one-way trip, drawn from the
+	// seed.
+	Jitter time.Duration
+
+	// MemoryNIC is the NIC of every memory node; ComputeNIC that of every compute node.
+	MemoryNIC  NIC
+	ComputeNIC NIC
+
+	// Cores is the number of cores of each compute node (default 1).
+	Cores int
+	// OpCPU is the client CPU cost of posting one op (a verb of a batch, or a Call), charged
+	// to the client's compute node's cores as queued work.
+	OpCPU time.Duration
+	// CallCPU is the CPU cost of receiving a Call and dispatching its handler, charged to the
+	// target compute node's cores before the handler runs (the handler's own Compute calls
+	// add to it).
+	CallCPU time.Duration
+
+	// Tearing applies reads and writes longer than 8 bytes in TearChunks word-aligned pieces
+	// (default 8, at most 64), in a random order, spread across their time at the target
+	// (from the moment they may start, after the previous op of their queue pair, to the end
+	// of their service), so that concurrent long accesses interleave for real. The fault
+	// Sim.SetTearing switches it per node.
+	Tearing    bool
+	TearChunks int
+}
+
+// NIC is the cost model of one node's network card.
+type NIC struct {
+	// Verb is the service time of an inbound verb of each kind: the time it occupies one
+	// processing unit. FlexKV measured CAS at about a tenth of WRITE's rate.
+	Verb [farmem.NumOpKinds]time.Duration
+	// Send is the service time of a two-sided message (a Call request or reply) at the NIC
+	// that receives it.
+	Send time.Duration
+	// Issue is the time the requesting NIC spends issuing one outbound op or message.
+	Issue time.Duration
+	// Bandwidth is the port's rate in bytes per second; 0 is unlimited. Read and write
+	// payloads and Call messages cross it, one at a time.
+	Bandwidth float64
+	// Units is the number of parallel processing units behind the NIC's one queue (default 1:
+	// an M/D/1 server).
+	Units int
+	// AtomicUnit is how long an atomic holds its word: atomics to one word (or to words
+	// sharing one of AtomicSlots hashed slots, default 4096) are serialized at this spacing,
+	// whatever the number of units.
+	AtomicUnit  time.Duration
+	AtomicSlots int
+}
+
+func (n *NIC) defaults() {
+	if n.Units == 0 {
+		n.Units = 1
+	}
+	if n.AtomicSlots == 0 {
+		n.AtomicSlots = 4096
+	}
+}
+
+func (n *NIC) check(name string) error {
+	if n.Units < 0 || n.AtomicSlots < 0 || n.Bandwidth < 0 || n.Send < 0 || n.Issue < 0 || n.AtomicUnit < 0 {
+		return fmt.Errorf("sim: %s NIC: negative parameter: %w", name, farmem.ErrInvalid)
+	}
+	for _, v := range n.Verb {
+		if v < 0 {
+			return fmt.Errorf("sim: %s NIC: negative verb cost: %w", name, farmem.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func (m *Model) defaults() error {
+	if m.MemoryNodes == 0 {
+		m.MemoryNodes = 1
+	}
+	if m.MemorySize == 0 {
+		m.MemorySize = 16 << 20
+	}
+	if m.ComputeNodes == 0 {
+		m.ComputeNodes = 1
+	}
+	if m.ClientsPerNode == 0 {
+		m.ClientsPerNode = 64
+	}
+	if m.MaxHandlers == 0 {
+		m.MaxHandlers = 8
+	}
+	if m.SliceSize == 0 {
+		m.SliceSize = 16 << 10
+	}
+	m.SliceSize = (m.SliceSize + 63) &^ 63
+	if m.SharedSize == 0 {
+		m.SharedSize = 1 << 20
+	}
+	if m.DownTimeout == 0 {
+		m.DownTimeout = 10 * time.Millisecond
+	}
+	if m.Cores == 0 {
+		m.Cores = 1
+	}
+	if m.TearChunks == 0 {
+		m.TearChunks = 8
+	}
+	m.MemoryNIC.defaults()
+	m.ComputeNIC.defaults()
+	switch {
+	case m.MemoryNodes < 0 || m.MemoryNodes > int(farmem.MaxMemoryNode):
+		return fmt.Errorf("sim: %d memory nodes: %w", m.MemoryNodes, farmem.ErrInvalid)
+	case m.ComputeNodes < 0 || m.ComputeNodes > int(farmem.MaxComputeID):
+		return fmt.Errorf("sim: %d compute nodes: %w", m.ComputeNodes, farmem.ErrInvalid)
+	case m.MaxHandlers < 1 || m.ClientsPerNode <= m.MaxHandlers:
+		return fmt.Errorf("sim: %d client slots cannot hold %d handlers and a client: %w", m.ClientsPerNode, m.MaxHandlers, farmem.ErrInvalid)
+	case m.ComputeNodes*m.ClientsPerNode > 0xffff:
+		return fmt.Errorf("sim: %d compute nodes x %d slots exceed 16-bit client ids: %w", m.ComputeNodes, m.ClientsPerNode, farmem.ErrInvalid)
+	case m.MemorySize < 64 || m.MemorySize > farmem.MaxOffset+1:
+		return fmt.Errorf("sim: memory node size %d: %w", m.MemorySize, farmem.ErrInvalid)
+	case m.DownTimeout < 0 || m.MemoryLatency < 0 || m.ComputeLatency < 0 || m.Jitter < 0 ||
+		m.Cores < 0 || m.OpCPU < 0 || m.CallCPU < 0 || m.TearChunks < 0 || m.TearChunks > 64:
+		return fmt.Errorf("sim: negative model parameter: %w", farmem.ErrInvalid)
+	}
+	if size := farmem.ComputeHeaderSize + uint64(m.ClientsPerNode)*m.SliceSize + m.SharedSize; size > farmem.MaxOffset+1 {
+		return fmt.Errorf("sim: compute region of %d bytes: %w", size, farmem.ErrInvalid)
+	}
+	if err := m.MemoryNIC.check("memory"); err != nil {
+		return err
+	}
+	return m.ComputeNIC.check("compute")
+}
+
+// rateCost returns the service time of one op at ops operations per second.
+func rateCost(ops float64) time.Duration { return time.Duration(1e9/ops + 0.5) }
+
+// verbCosts returns per-kind service times with READ and WRITE at rw and the atomics at
+// atomicFactor times that.
+func verbCosts(rw time.Duration, atomicFactor float64) [farmem.NumOpKinds]time.Duration {
+	a := time.Duration(float64(rw)*atomicFactor + 0.5)
+	return [farmem.NumOpKinds]time.Duration{
+		farmem.OpRead: rw, farmem.OpWrite: rw, farmem.OpCAS: a, farmem.OpFAA: a, farmem.OpMaskedCAS: a,
+	}
+}
+
+// casPerWrite is FlexKV's measured ratio (§3.1, Fig. 3; 8-byte ops, 200 clients): RDMA_WRITE
+// reaches 10.1 times the throughput of RDMA_CAS, and two-sided SEND&RECV 19.5 times; the
+// authors report that the gap holds on ConnectX-4/5/6.
+const (
+	casPerWrite = 10.1
+	casPerSend  = 19.5
+)
+
+// ConnectX6 models the CIDER testbed (CIDER §5.1): 100 Gb/s Mellanox ConnectX-6 NICs, and
+// compute nodes emulated with 4 cores and one client per core (up to 128 such nodes, 512
+// clients, against 8 memory nodes). The shape defaults to one memory node and one compute
+// node; set MemoryNodes, ComputeNodes and ClientsPerNode for an experiment.
+//
+// Figures and their sources:
+//   - READ/WRITE service 5ns: the adapter's 215 million messages per second (NVIDIA
+//     ConnectX-6 user manual, "Introduction"), 4.65ns rounded to virtual time's nanosecond.
+//   - CAS, FAA and masked CAS 10.1x that; SEND 10.1/19.5 of WRITE's cost (FlexKV §3.1 Fig. 3,
+//     ratios the FlexKV authors say hold on ConnectX-4/5/6).
+//   - Bandwidth 12.5 GB/s: the testbed's 100 Gb/s ports (CIDER §5.1; Dolphin notes use
+//     bytes/12.5 GB/s for the same class of NIC).
+//   - One-way latency 1µs: the papers' notes model a 2µs round trip (CIDER notes §7, Dolphin
+//     notes §6); SWARM measured 2.2µs for a one-round-trip GET on ConnectX-6 clients.
+//   - 4 cores per compute node (CIDER §5.1).
+//
+// Assumptions, not measured figures: AtomicUnit 250ns (a same-word atomic is a PCIe
+// read-modify-write inside the NIC, so one word sustains a few million atomics per second),
+// OpCPU 300ns of client CPU per op, CallCPU 1µs per handled Call.
+func ConnectX6() Model {
+	rw := rateCost(215e6)
+	nic := NIC{
+		Verb:       verbCosts(rw, casPerWrite),
+		Send:       time.Duration(float64(rw)*casPerWrite/casPerSend + 0.5),
+		Issue:      rw,
+		Bandwidth:  12.5e9,
+		Units:      1,
+		AtomicUnit: 250 * time.Nanosecond,
+	}
+	return Model{
+		Name:           "ConnectX-6 (CIDER testbed)",
+		MemoryLatency:  time.Microsecond,
+		ComputeLatency: time.Microsecond,
+		MemoryNIC:      nic,
+		ComputeNIC:     nic,
+		Cores:          4,
+		OpCPU:          300 * time.Nanosecond,
+		CallCPU:        time.Microsecond,
+	}
+}
+
+// ConnectX3 models the FlexKV and SELCC testbeds (FlexKV §5.1, SELCC §7): 56 Gb/s Mellanox
+// ConnectX-3 FDR NICs on an SX6036G switch, machines with two 8-core Xeon E5-2650v2 (16 cores),
+// 20 compute nodes of 10 clients against 3 memory nodes in FlexKV. The shape defaults to one
+// memory node and one compute node.
+//
+// Figures and their sources:
+//   - CAS, FAA and masked CAS 10.1x the cost of WRITE, SEND 10.1/19.5 of it (FlexKV §3.1 Fig. 3,
+//     measured on this ConnectX-3 testbed with 200 clients).
+//   - Bandwidth 7 GB/s: 56 Gb/s FDR ports (FlexKV §5.1, SELCC §7).
+//   - 16 cores per compute node (two 8-core E5-2650v2, FlexKV §5.1).
+//   - SELCC §7.1.4 reports that ConnectX-3 saturates on READ and atomics before SEND, RECV and
+//     WRITE; READ therefore costs more than WRITE here.
+//
+// Assumptions, not figures from the papers: WRITE service 28.6ns (35 million inbound writes
+// per second) and READ 40ns (25 million), the order of magnitude reported for this NIC
+// generation; one-way latency 1.5µs (the adapter alone is sub-microsecond, plus a switch hop
+// and an older PCIe); AtomicUnit 400ns; OpCPU 500ns; CallCPU 2µs.
+func ConnectX3() Model {
+	w := rateCost(35e6)
+	nic := NIC{
+		Verb:       verbCosts(w, casPerWrite),
+		Send:       time.Duration(float64(w)*casPerWrite/casPerSend + 0.5),
+		Issue:      w,
+		Bandwidth:  7e9,
+		Units:      1,
+		AtomicUnit: 400 * time.Nanosecond,
+	}
+	nic.Verb[farmem.OpRead] = rateCost(25e6)
+	return Model{
+		Name:           "ConnectX-3 (FlexKV/SELCC testbed)",
+		MemoryLatency:  1500 * time.Nanosecond,
+		ComputeLatency: 1500 * time.Nanosecond,
+		MemoryNIC:      nic,
+		ComputeNIC:     nic,
+		Cores:          16,
+		OpCPU:          500 * time.Nanosecond,
+		CallCPU:        2 * time.Microsecond,
+	}
+}

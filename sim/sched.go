@@ -1,0 +1,556 @@
+package sim
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// The scheduler. Exactly one goroutine runs simulation code at a time: the holder of the
+// token. Goroutines the simulator runs (procs) hold it from the moment they are resumed until
+// they block in the simulator again; then the blocking goroutine itself pops events, runs
+// their effects inline, and hands the token straight to the next proc to resume (or keeps it,
+// when that proc is itself). There is no scheduler goroutine: a switch is one channel send.
+//
+// Virtual time advances only while an anchor waits in the simulator: Run's goroutine, or a
+// goroutine the simulator did not start while it is inside a blocking call. Procs run only
+// while the token is passed around, so a program that is done leaves time where it is and its
+// background procs parked. A call from outside returns only once the simulation is quiet again
+// (no proc ready, no anchor waiting), so calls from outside happen at quiet points and a
+// sequence of them is deterministic.
+//
+// One fallback serves code that waits outside the simulator (on a sync.WaitGroup, say) for
+// procs it started with Go: if such procs are alive, events are pending, and nobody has called
+// into the simulation for watchdogGrace of wall time, a watchdog goroutine enters as an anchor
+// until those procs have returned. That fallback depends on wall-clock timing and is not
+// deterministic; wait with Group, Run or a Sleep loop instead.
+
+// wakeReason says why a parked proc was resumed.
+type wakeReason uint8
+
+const (
+	wakeNone     wakeReason = iota
+	wakeEvent               // what it waited for happened: an answer, a timer, an unpark, a write
+	wakeCtx                 // its context ended
+	wakeClosed              // its client was closed
+	wakeCrashed             // its client or node crashed
+	wakeDeadlock            // nothing can ever wake it (Run only)
+)
+
+// parkKind says what a proc parked on a client waits for, so that Close and crashes wake the
+// right ones.
+type parkKind uint8
+
+const (
+	parkOther parkKind = iota
+	parkVerb
+	parkWait
+	parkCall
+)
+
+// proc is a goroutine taking part in the simulation.
+type proc struct {
+	s      *Sim
+	g      atomic.Uintptr // identity of its goroutine (curg)
+	wake   chan struct{}  // receives the token
+	seq    uint64         // park sequence: wake events carry it, stale ones are ignored
+	parked bool
+	reason wakeReason
+	// adopted procs are goroutines the simulator did not start, inside one call.
+	adopted bool
+	// main is Run's goroutine.
+	main bool
+	// foreign procs were started by a goroutine from outside the simulation (not Run's),
+	// which may wait for them outside the simulator; see the watchdog.
+	foreign bool
+	// blocking is set while p dispatches events in block: a wake then makes it ready.
+	blocking bool
+
+	// Registration while parked: a context's waiters, a client's parked procs, a word's
+	// watchers. unlink removes all of them when the proc is woken.
+	ctx          *simCtx
+	cprev, cnext *proc
+	stop         func() bool // stops a context.AfterFunc on a context foreign to the simulator
+	client       *client     // the client it parked on last (kept after waking, for pauses)
+	kind         parkKind
+	listed       bool
+	lprev, lnext *proc
+	wn           *cnode
+	woff         uint64
+	wprev, wnext *proc
+}
+
+// ring is a FIFO of procs.
+type ring struct {
+	buf  []*proc
+	head int
+	n    int
+}
+
+func (r *ring) push(p *proc) {
+	if r.n == len(r.buf) {
+		nb := make([]*proc, max(16, 2*len(r.buf)))
+		for i := range r.n {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = p
+	r.n++
+}
+
+func (r *ring) pop() *proc {
+	if r.n == 0 {
+		return nil
+	}
+	p := r.buf[r.head]
+	r.buf[r.head] = nil
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return p
+}
+
+// enter returns the proc of the calling goroutine, which holds the token when enter returns,
+// and whether the goroutine was adopted for this call (then the caller must call exit).
+func (s *Sim) enter() (*proc, bool) {
+	g := curg()
+	if c := s.cur.Load(); c != nil && c.g.Load() == g {
+		return c, false
+	}
+	return s.adopt(g), true
+}
+
+// exit ends a call that enter adopted the goroutine for.
+func (s *Sim) exit(p *proc, adopted bool) {
+	if adopted {
+		s.unadopt(p)
+	}
+}
+
+// adopt makes the calling goroutine, which the simulator did not start, a proc for the
+// duration of one call, and waits for the token.
+func (s *Sim) adopt(g uintptr) *proc {
+	s.mu.Lock()
+	var p *proc
+	if n := len(s.adoptPool); n > 0 {
+		p = s.adoptPool[n-1]
+		s.adoptPool = s.adoptPool[:n-1]
+	} else {
+		p = &proc{s: s, wake: make(chan struct{}, 1), adopted: true}
+	}
+	p.g.Store(g)
+	s.entries++
+	if !s.running {
+		s.running = true
+		s.cur.Store(p)
+		s.mu.Unlock()
+	} else {
+		s.inbox = append(s.inbox, p)
+		s.inboxN.Store(int32(len(s.inbox)))
+		s.mu.Unlock()
+		<-p.wake
+	}
+	s.anchors++
+	return p
+}
+
+func (s *Sim) unadopt(p *proc) {
+	s.anchors--
+	p.main = false
+	p.client = nil
+	if q := s.next(); q != nil {
+		// Let the simulation settle before returning: the token comes back when it is quiet.
+		s.quiet = append(s.quiet, p)
+		s.handoff(q)
+		<-p.wake
+	}
+	s.release()
+	s.mu.Lock()
+	p.g.Store(0)
+	s.adoptPool = append(s.adoptPool, p)
+	s.mu.Unlock()
+}
+
+// admit moves goroutines waiting to enter into the ready queue.
+func (s *Sim) admit() {
+	s.mu.Lock()
+	for _, p := range s.inbox {
+		s.ready.push(p)
+	}
+	clear(s.inbox)
+	s.inbox = s.inbox[:0]
+	s.inboxN.Store(0)
+	s.mu.Unlock()
+}
+
+// handoff gives the token to q and wakes it.
+func (s *Sim) handoff(q *proc) {
+	s.cur.Store(q)
+	q.wake <- struct{}{}
+}
+
+// release gives the token up, the simulation being quiet: to a goroutine from outside
+// waiting to return, or to one waiting to enter, or to nobody.
+func (s *Sim) release() {
+	if n := len(s.quiet); n > 0 {
+		q := s.quiet[n-1]
+		s.quiet[n-1] = nil
+		s.quiet = s.quiet[:n-1]
+		s.handoff(q)
+		return
+	}
+	s.mu.Lock()
+	if len(s.inbox) > 0 {
+		q := s.inbox[0]
+		copy(s.inbox, s.inbox[1:])
+		s.inbox[len(s.inbox)-1] = nil
+		s.inbox = s.inbox[:len(s.inbox)-1]
+		s.inboxN.Store(int32(len(s.inbox)))
+		s.mu.Unlock()
+		s.handoff(q)
+		return
+	}
+	s.running = false
+	s.cur.Store(nil)
+	if s.foreignProcs > 0 && s.heap.len() > 0 && !s.watchArmed {
+		s.watchArmed = true
+		entries := s.entries
+		time.AfterFunc(watchdogGrace, func() { s.watchdog(entries) })
+	}
+	s.mu.Unlock()
+}
+
+// watchdogGrace is how long the simulation waits, quiet, for a call from outside before the
+// watchdog assumes that its starter waits outside the simulator for procs it started.
+const watchdogGrace = 200 * time.Millisecond
+
+// watchdog enters the simulation as an anchor until the procs started from outside have
+// returned, if nobody has called in since it was armed.
+func (s *Sim) watchdog(entries uint64) {
+	s.mu.Lock()
+	switch {
+	case s.running:
+		s.watchArmed = false // the next release arms it again
+		s.mu.Unlock()
+		return
+	case s.entries != entries:
+		// Someone called in meanwhile: wait for another quiet grace period.
+		e := s.entries
+		time.AfterFunc(watchdogGrace, func() { s.watchdog(e) })
+		s.mu.Unlock()
+		return
+	}
+	s.watchArmed = false
+	s.mu.Unlock()
+	p, adopted := s.enter()
+	for s.foreignProcs > 0 && s.heap.len() > 0 {
+		s.driver = p
+		s.prepark(p)
+		p.client = nil
+		s.await(p, nil)
+	}
+	s.driver = nil
+	s.exit(p, adopted)
+}
+
+// next returns the next proc to resume, running due events inline until one is ready. It
+// returns nil when nothing may run: no proc is ready and no anchor waits (or no event is left).
+func (s *Sim) next() *proc {
+	for {
+		if s.inboxN.Load() != 0 {
+			s.admit()
+		}
+		if p := s.ready.pop(); p != nil {
+			if c := p.client; c != nil && c.paused {
+				c.frozen = append(c.frozen, p)
+				continue
+			}
+			return p
+		}
+		if s.heap.len() == 0 || s.anchors == 0 {
+			if s.heap.len() == 0 && s.mainProc != nil && s.mainProc.parked {
+				s.wakeProc(s.mainProc, wakeDeadlock)
+				continue
+			}
+			return nil
+		}
+		e := s.heap.pop()
+		if at := e.at(); at > s.nowNs {
+			s.nowNs = at
+			s.now.Store(at)
+		}
+		s.handle(&e)
+	}
+}
+
+// block gives the token away until p is resumed. p must be parked.
+func (s *Sim) block(p *proc) {
+	p.blocking = true
+	q := s.next()
+	p.blocking = false
+	if q == p {
+		return
+	}
+	if q == nil {
+		s.release()
+	} else {
+		s.handoff(q)
+	}
+	<-p.wake
+}
+
+// prepark marks p parked and returns the sequence number its wake events must carry.
+func (s *Sim) prepark(p *proc) uint64 {
+	p.seq++
+	p.parked = true
+	p.reason = wakeNone
+	return p.seq
+}
+
+// await blocks p, which prepark marked, until it is woken; the end of ctx (which may be nil)
+// wakes it too. It returns why p was woken.
+func (s *Sim) await(p *proc, ctx context.Context) wakeReason {
+	if ctx != nil {
+		s.watchCtx(p, ctx)
+	}
+	if p.parked {
+		s.block(p)
+	}
+	return p.reason
+}
+
+// wakeSeq wakes p if it is still parked with sequence seq.
+func (s *Sim) wakeSeq(p *proc, seq uint64, r wakeReason) {
+	if p.seq == seq {
+		s.wakeProc(p, r)
+	}
+}
+
+// wakeProc makes parked p ready to run, for reason r.
+func (s *Sim) wakeProc(p *proc, r wakeReason) {
+	if !p.parked {
+		return
+	}
+	p.parked = false
+	p.reason = r
+	s.unlink(p)
+	if !p.blocking && p == s.cur.Load() {
+		// p is running and about to block: it sees that it was woken instead.
+		return
+	}
+	s.ready.push(p)
+}
+
+// unlink removes p from every list it parked on.
+func (s *Sim) unlink(p *proc) {
+	if c := p.ctx; c != nil {
+		if p.cprev != nil {
+			p.cprev.cnext = p.cnext
+		} else {
+			c.waiters = p.cnext
+		}
+		if p.cnext != nil {
+			p.cnext.cprev = p.cprev
+		}
+		p.ctx, p.cprev, p.cnext = nil, nil, nil
+	}
+	if p.stop != nil {
+		p.stop()
+		p.stop = nil
+	}
+	if p.listed {
+		c := p.client
+		if p.lprev != nil {
+			p.lprev.lnext = p.lnext
+		} else {
+			c.parked = p.lnext
+		}
+		if p.lnext != nil {
+			p.lnext.lprev = p.lprev
+		}
+		p.listed, p.lprev, p.lnext = false, nil, nil
+	}
+	if n := p.wn; n != nil {
+		n.unwatch(p)
+	}
+}
+
+// parkOn registers parked p with client c, so that Close, crashes and pauses find it.
+func (c *client) parkOn(p *proc, kind parkKind) {
+	p.client = c
+	p.kind = kind
+	p.listed = true
+	p.lprev = nil
+	p.lnext = c.parked
+	if c.parked != nil {
+		c.parked.lprev = p
+	}
+	c.parked = p
+}
+
+// wakeParked wakes c's parked procs of the given kinds (all kinds if none given).
+func (c *client) wakeParked(r wakeReason, kinds ...parkKind) {
+	for p := c.parked; p != nil; {
+		nx := p.lnext
+		match := len(kinds) == 0
+		for _, k := range kinds {
+			match = match || p.kind == k
+		}
+		if match {
+			c.s.wakeProc(p, r)
+		}
+		p = nx
+	}
+}
+
+// spawn starts f in a new proc, ready to run at the current time. foreign says that it was
+// started from outside the simulation.
+func (s *Sim) spawn(f func(), foreign bool) {
+	p := &proc{s: s, wake: make(chan struct{}, 1), foreign: foreign}
+	if foreign {
+		s.foreignProcs++
+	}
+	s.procs++
+	go s.procMain(p, f)
+	s.ready.push(p)
+}
+
+func (s *Sim) procMain(p *proc, f func()) {
+	p.g.Store(curg())
+	<-p.wake
+	defer s.procExit(p)
+	f()
+}
+
+func (s *Sim) procExit(p *proc) {
+	if p.foreign {
+		s.foreignProcs--
+		if s.foreignProcs == 0 && s.driver != nil {
+			s.wakeProc(s.driver, wakeEvent)
+		}
+	}
+	s.procs--
+	p.client = nil
+	if q := s.next(); q != nil {
+		s.handoff(q)
+	} else {
+		s.release()
+	}
+}
+
+// startsForeign reports whether what proc p starts counts as started from outside the
+// simulation: p is a goroutine from outside other than Run's.
+func startsForeign(p *proc) bool { return p.adopted && !p.main }
+
+// nextKey returns the tie-break key of a new event: a bijective mix of a counter and the seed,
+// so events at the same time run in an order the seed decides.
+func (s *Sim) nextKey() uint64 {
+	s.seq++
+	z := s.seq*0x9e3779b97f4a7c15 + s.seed
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (s *Sim) pushProc(at int64, p *proc, seq uint64) {
+	s.heap.push(mkEvent(at, s.nextKey(), evResume, unsafe.Pointer(p), seq))
+}
+
+func (s *Sim) pushGroup(at int64, kind evKind, g *group) {
+	s.heap.push(mkEvent(at, s.nextKey(), kind, unsafe.Pointer(g), 0))
+}
+
+func (s *Sim) pushCall(at int64, c *call, stage uint64) {
+	s.heap.push(mkEvent(at, s.nextKey(), evCall, unsafe.Pointer(c), stage))
+}
+
+// handle runs one event's effect.
+func (s *Sim) handle(e *event) {
+	switch e.kind {
+	case evResume:
+		s.wakeSeq(e.proc(), e.arg, wakeEvent)
+	case evTimer:
+		e.timer().fire()
+	case evArrive:
+		s.arrive(e.group())
+	case evApply:
+		s.applyNext(e.group())
+	case evReply:
+		s.reply(e.group())
+	case evDown:
+		s.downTimeout(e.group())
+	case evCall:
+		s.callStep(e.call(), e.arg)
+	}
+}
+
+// sleepUntil parks p until virtual time at, ignoring contexts (CPU work, not a wait). c, if
+// not nil, is the client p works for: pausing it freezes p.
+func (s *Sim) sleepUntil(p *proc, at int64, c *client) {
+	if at <= s.nowNs {
+		return
+	}
+	p.client = c
+	seq := s.prepark(p)
+	s.pushProc(at, p, seq)
+	s.await(p, nil)
+}
+
+// timer is a function run inside the event loop at a virtual time.
+type timer struct {
+	s       *Sim
+	at      int64
+	idx     int // heap index, -1 when not in the heap
+	fn      func()
+	foreign bool // counted in Sim.foreignProcs until it fires or stops
+	state   uint8
+}
+
+const (
+	timerPending uint8 = iota
+	timerFired
+	timerStopped
+)
+
+func (s *Sim) newTimer(at int64, foreign bool, fn func()) *timer {
+	t := &timer{s: s, at: at, idx: -1, fn: fn, foreign: foreign}
+	if foreign {
+		s.foreignProcs++
+	}
+	s.heap.push(mkEvent(at, s.nextKey(), evTimer, unsafe.Pointer(t), 0))
+	return t
+}
+
+func (t *timer) fire() {
+	if t.state != timerPending {
+		return
+	}
+	t.state = timerFired
+	t.fn()
+	if t.foreign {
+		t.s.foreignProcs--
+	}
+}
+
+// cancel stops t if it has not fired; the token must be held.
+func (t *timer) cancel() bool {
+	if t.state != timerPending {
+		return false
+	}
+	t.state = timerStopped
+	if t.idx >= 0 {
+		t.s.heap.remove(t.idx)
+	}
+	if t.foreign {
+		t.s.foreignProcs--
+	}
+	return true
+}
+
+// Stop implements farmem.Timer.
+func (t *timer) Stop() bool {
+	p, adopted := t.s.enter()
+	defer t.s.exit(p, adopted)
+	return t.cancel()
+}

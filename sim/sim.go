@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Epoch is virtual time zero: a simulation's clock starts at this Unix time (2025-01-01 UTC),
+// so fabric times and context deadlines read as ordinary dates.
+var Epoch = farmem.Time(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+
+// Sim is a simulated cluster in virtual time. It implements farmem.Fabric (hosting every
+// compute node) and farmem.FaultInjector. See the package doc.
+type Sim struct {
+	m    Model
+	seed uint64
+	topo farmem.Topology
+	rt   *rtime
+
+	// Scheduler state; the token protects what is not atomic or under mu.
+	now          atomic.Int64
+	nowNs        int64
+	heap         evHeap
+	seq          uint64
+	ready        ring
+	cur          atomic.Pointer[proc]
+	anchors      int // anchors waiting (see sched.go)
+	procs        int
+	foreignProcs int // procs and timers started from outside, alive
+	mainProc     *proc
+	quiet        []*proc // goroutines from outside waiting for quiet to return
+	driver       *proc   // the watchdog, while it drives
+
+	mu         sync.Mutex // running, inbox, adoptPool, clients, closedSum
+	running    bool
+	entries    uint64 // calls from outside so far
+	watchArmed bool
+	inbox      []*proc
+	inboxN     atomic.Int32
+	adoptPool  []*proc
+
+	mem     []*node // by memory node id; [0] unused
+	comp    []*node // by compute id; [0] unused
+	jitter  *rand.Rand
+	streams atomic.Uint64
+
+	groups     []*group // free list
+	clients    map[farmem.ClientID]*client
+	closedSum  farmem.Stats
+	closed     atomic.Bool
+	links      map[linkKey]*linkState
+	partitions map[partKey]bool
+
+	statsFrom  int64 // virtual time the statistics window started
+	verbHist   *histogram
+	baseClosed farmem.Stats
+}
+
+var (
+	_ farmem.Fabric        = (*Sim)(nil)
+	_ farmem.FaultInjector = (*Sim)(nil)
+)
+
+// New returns a simulated cluster described by model, whose every choice (ties between
+// simultaneous events, jitter, random sources) derives from seed: a run is a pure function of
+// (model, seed, program).
+func New(model Model, seed uint64) (*Sim, error) {
+	if err := model.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Sim{
+		m:          model,
+		seed:       seed,
+		clients:    make(map[farmem.ClientID]*client),
+		links:      make(map[linkKey]*linkState),
+		partitions: make(map[partKey]bool),
+		verbHist:   newHistogram(),
+	}
+	s.nowNs = int64(Epoch)
+	s.now.Store(s.nowNs)
+	s.statsFrom = s.nowNs
+	s.jitter = rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908))
+	s.rt = &rtime{s: s, own: s.newRand()}
+	s.topo = farmem.Topology{
+		ClientsPerNode: model.ClientsPerNode,
+		SliceSize:      model.SliceSize,
+		DownTimeout:    model.DownTimeout,
+	}
+	s.mem = make([]*node, model.MemoryNodes+1)
+	for i := 1; i <= model.MemoryNodes; i++ {
+		n := s.newNode(farmem.NodeID(i), model.MemorySize, &s.m.MemoryNIC)
+		s.mem[i] = n
+		s.topo.Nodes = append(s.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleMemory, Size: n.size})
+	}
+	computeSize := s.topo.SharedBase() + model.SharedSize
+	s.comp = make([]*node, model.ComputeNodes+1)
+	for i := 1; i <= model.ComputeNodes; i++ {
+		n := s.newNode(farmem.ComputeID(i).Node(), computeSize, &s.m.ComputeNIC)
+		s.initCompute(n)
+		s.comp[i] = n
+		s.topo.Nodes = append(s.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleCompute, Size: n.size})
+	}
+	return s, nil
+}
+
+// Model returns the model the simulation runs (with defaults filled in).
+func (s *Sim) Model() Model { return s.m }
+
+// Seed returns the simulation's seed.
+func (s *Sim) Seed() uint64 { return s.seed }
+
+// Now returns the current virtual time.
+func (s *Sim) Now() farmem.Time { return farmem.Time(s.now.Load()) }
+
+// Elapsed returns the virtual time since the simulation started.
+func (s *Sim) Elapsed() time.Duration { return time.Duration(s.now.Load() - int64(Epoch)) }
+
+// Topology implements farmem.Fabric.
+func (s *Sim) Topology() *farmem.Topology { return &s.topo }
+
+// Hosted implements farmem.Fabric: the simulation hosts every compute node.
+func (s *Sim) Hosted() []farmem.NodeID { return s.topo.ComputeNodes() }
+
+// Runtime implements farmem.Fabric: the simulation's clock, scheduler and random sources.
+// Compute on it charges no compute node (it only takes the time); a client's runtime charges
+// the client's node.
+func (s *Sim) Runtime() farmem.Runtime { return s.rt }
+
+// Stats implements farmem.Fabric: the sum over every client opened so far, handler clients
+// included.
+func (s *Sim) Stats() farmem.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := s.closedSum
+	for _, c := range s.clients {
+		sum = sum.Add(c.ctr.Snapshot())
+	}
+	return sum
+}
+
+// node returns the node with id, or nil.
+func (s *Sim) node(id farmem.NodeID) *node {
+	if id.IsCompute() {
+		if c := int(id.ComputeID()); c > 0 && c < len(s.comp) {
+			return s.comp[c]
+		}
+		return nil
+	}
+	if int(id) > 0 && int(id) < len(s.mem) {
+		return s.mem[id]
+	}
+	return nil
+}
+
+// Open implements farmem.Fabric.
+func (s *Sim) Open(ctx context.Context, id farmem.NodeID) (farmem.Memory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	n, err := s.computeNode(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.openClient(n, -1)
+}
+
+func (s *Sim) computeNode(id farmem.NodeID) (*node, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sim: fabric: %w", farmem.ErrClosed)
+	}
+	n := s.node(id)
+	if n == nil || n.c == nil {
+		return nil, fmt.Errorf("sim: %v is not a compute node of this fabric: %w", id, farmem.ErrInvalid)
+	}
+	if n.state == stateCrashed {
+		return nil, fmt.Errorf("sim: %v: %w", id, farmem.ErrNodeDown)
+	}
+	return n, nil
+}
+
+// Handle implements farmem.Fabric.
+func (s *Sim) Handle(id farmem.NodeID, method uint16, h farmem.Handler) error {
+	if h == nil {
+		return fmt.Errorf("sim: nil handler: %w", farmem.ErrInvalid)
+	}
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	n, err := s.computeNode(id)
+	if err != nil {
+		return err
+	}
+	n.c.handlers[method] = h
+	return nil
+}
+
+// Close implements farmem.Fabric: every client is closed and every node stops serving. Procs
+// still blocked in the simulation stay blocked.
+func (s *Sim) Close() error {
+	if s.closed.Load() {
+		return nil
+	}
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	cs := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.close()
+	}
+	for _, n := range s.mem[1:] {
+		n.state = stateCrashed
+	}
+	for _, n := range s.comp[1:] {
+		s.crashNode(n)
+	}
+	return nil
+}
+
+// Run runs f inside the simulation, in the calling goroutine, and returns when f does. While
+// f waits in the simulator, virtual time advances and the procs it started run; when f returns,
+// time stops where it is and background procs stay parked until the next Run or call. Inside
+// f, wait for procs with Group, never with sync.WaitGroup or channels: a goroutine blocked
+// outside the simulator stalls it. A run is deterministic when nothing outside it calls into
+// the simulation meanwhile. If every proc blocks with no event pending, f's blocked call fails
+// with ErrDeadlock.
+func (s *Sim) Run(f func()) {
+	p, adopted := s.enter()
+	if !adopted {
+		f()
+		return
+	}
+	defer s.exit(p, adopted)
+	outer := s.mainProc
+	p.main = true
+	s.mainProc = p
+	defer func() { s.mainProc = outer }()
+	f()
+}
+
+// Go starts f in a new simulated goroutine (see Runtime.Go).
+func (s *Sim) Go(f func()) { s.rt.Go(f) }
+
+// At runs f in a new simulated goroutine at virtual time t (at once if t has passed); f may
+// inject faults, issue verbs and block. It is how a fault schedule is written:
+//
+//	s.At(sim.Epoch.Add(5*time.Millisecond), func() { _ = s.Crash(farmem.NodeID(2)) })
+//
+// The event does not make time advance by itself: it fires when the run reaches t. It returns
+// a Timer that can cancel it.
+func (s *Sim) At(t farmem.Time, f func()) farmem.Timer {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	return s.newTimer(max(int64(t), s.nowNs), false, func() { s.spawn(f, false) })
+}
+
+// newRand returns a new random source derived from the seed and a counter.
+func (s *Sim) newRand() *rand.Rand {
+	n := s.streams.Add(1)
+	return rand.New(rand.NewPCG(s.seed, n*0x9e3779b97f4a7c15))
+}

@@ -1,0 +1,5 @@
+package sim_test
+
+import "os"
+
+var speedTest = os.Getenv("SIM_SPEED") != ""
