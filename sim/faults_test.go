@@ -179,7 +179,9 @@ func TestRunDeadlock(t *testing.T) {
 		_, err := c.Wait(context.Background(), c.Info().Slice, func(v uint64) bool { return v == 1 })
 		require.ErrorIs(t, err, sim.ErrDeadlock)
 		g := s.NewGroup()
-		g.Go(func() { _, _ = c.Wait(context.Background(), c.Info().Slice.Add(8), func(v uint64) bool { return v == 1 }) })
+		g.Go(func() {
+			_, _ = c.Wait(context.Background(), c.Info().Slice.Add(8), func(v uint64) bool { return v == 1 })
+		})
 		require.ErrorIs(t, g.Wait(), sim.ErrDeadlock)
 	})
 }
