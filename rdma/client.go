@@ -217,15 +217,23 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
 		q, err := c.qp(ctx, first)
 		var park farmem.Parker
+		waited := false
 		if err == nil && remote {
 			park = q.parker()
+			waited = park != nil
+			if !waited {
+				park = farmem.NewChanParker()
+			}
 		}
 		p, comp := farmem.NewPending(b, park)
 		s := &batchSink{c: c, comp: comp}
-		if err != nil {
+		switch {
+		case err != nil:
 			failOps(b, nil, 0, len(b.Ops), s, err)
-		} else {
+		case waited:
 			q.postWaited(ctx, b, nil, s)
+		default:
+			q.post(ctx, b, nil, s)
 		}
 		return p
 	}

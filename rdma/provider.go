@@ -45,9 +45,9 @@ type qp interface {
 	// only on the provider's limit of outstanding work, or until ctx ends. The ops all address
 	// the qp's node and have passed farmem.Op.Check.
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
-	// parker returns the Parker of a batch posted with postWaited, and postWaited posts like
-	// post for a waiter that will park on that Parker (a provider may have the waiter collect
-	// the answers itself).
+	// parker returns a Parker for a batch to be posted with postWaited, which posts like post
+	// for a waiter that will park on that Parker (a provider may have the waiter collect the
+	// answers itself). A nil Parker means: use post and a plain Parker.
 	parker() farmem.Parker
 	postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it

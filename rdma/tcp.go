@@ -189,8 +189,15 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.kickReader()
 }
 
-// parker implements qp: waiting on it reads the connection's answers when no one else does.
-func (q *tcpQP) parker() farmem.Parker { return &readingParker{q: q, ch: make(chan struct{}, 1)} }
+// parker implements qp: with nothing else in flight (the latency-bound case), waiting on it
+// reads the connection's answers when no one else does; with requests in flight, nil, so the
+// background reader decodes answers in parallel with the poster.
+func (q *tcpQP) parker() farmem.Parker {
+	if q.outstanding.Load() > 0 {
+		return nil
+	}
+	return &readingParker{q: q, ch: make(chan struct{}, 1)}
+}
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
 // if no one does, by the background reader at the monitor's next look).
