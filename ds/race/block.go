@@ -1,0 +1,97 @@
+package race
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// KV block layout (out of place: every Insert and Update writes a fresh block, never changed
+// while a slot can point at it):
+//
+//	[0, 2)    key length (uint16)
+//	[2, 4)    reserved, 0
+//	[4, 8)    value length (uint32)
+//	[8, 16)   insert lease deadline (fabric time, ns): how long the block's tentative slot is
+//	          protected from other inserters of the same key
+//	[16, ...) key, then value, then zeros up to a multiple of 8
+//	last 8    checksum: hash of every byte before it and of the block's own address
+//
+// The slot records the block's length in Units; bytes past the checksum are not part of it.
+const (
+	blockHeader   = 16
+	blockTrailer  = 8
+	blockOverhead = blockHeader + blockTrailer
+	// MaxKV is the largest len(key)+len(value) a block holds.
+	MaxKV = MaxBlockSize - blockOverhead
+	// MaxKey is the longest key.
+	MaxKey  = 1<<16 - 1
+	sumSeed = 0x6b7652414345636b // "kcECARvk"
+)
+
+// blockSize returns the bytes of a block holding a key and value of these lengths.
+func blockSize(kl, vl int) uint64 {
+	return blockHeader + (uint64(kl+vl)+7)&^7 + blockTrailer
+}
+
+// checkKV reports whether key and value fit a block.
+func checkKV(key, val []byte) error {
+	if len(key) > MaxKey || len(key)+len(val) > MaxKV {
+		return fmt.Errorf("race: key of %d and value of %d bytes (at most %d together, key at most %d): %w",
+			len(key), len(val), MaxKV, MaxKey, ErrTooLarge)
+	}
+	return nil
+}
+
+// encodeBlock returns the bytes of a block at addr, padded to whole Units.
+func encodeBlock(addr farmem.Addr, key, val []byte, deadline farmem.Time) []byte {
+	n := blockSize(len(key), len(val))
+	b := make([]byte, (n+Unit-1)&^(Unit-1))
+	le := binary.LittleEndian
+	le.PutUint16(b[0:], uint16(len(key)))
+	le.PutUint32(b[4:], uint32(len(val)))
+	le.PutUint64(b[8:], uint64(deadline))
+	copy(b[blockHeader:], key)
+	copy(b[blockHeader+len(key):], val)
+	le.PutUint64(b[n-8:], hash64(sumSeed^uint64(addr), b[:n-8]))
+	return b[:n]
+}
+
+// Block is a decoded KV block.
+type Block struct {
+	Key, Value []byte
+	// Deadline is the insert lease of the block's tentative slot.
+	Deadline farmem.Time
+}
+
+// DecodeBlock decodes and validates the bytes of the block at addr (at least its length, as the
+// slot records it). It never panics: a block torn by a concurrent write, reused for another
+// block, or not a block at all gives an error wrapping ErrCorrupt. Key and Value alias b.
+func DecodeBlock(addr farmem.Addr, b []byte) (Block, error) {
+	var blk Block
+	if len(b) < blockOverhead {
+		return blk, fmt.Errorf("race: block at %v: %d bytes: %w", addr, len(b), ErrCorrupt)
+	}
+	le := binary.LittleEndian
+	kl, vl := int(le.Uint16(b[0:])), int(le.Uint32(b[4:]))
+	if le.Uint16(b[2:]) != 0 || kl+vl > MaxKV {
+		return blk, fmt.Errorf("race: block at %v: bad header: %w", addr, ErrCorrupt)
+	}
+	n := blockSize(kl, vl)
+	if n > uint64(len(b)) {
+		return blk, fmt.Errorf("race: block at %v: %d bytes, header says %d: %w", addr, len(b), n, ErrCorrupt)
+	}
+	for _, p := range b[blockHeader+kl+vl : n-8] {
+		if p != 0 {
+			return blk, fmt.Errorf("race: block at %v: nonzero padding: %w", addr, ErrCorrupt)
+		}
+	}
+	if le.Uint64(b[n-8:]) != hash64(sumSeed^uint64(addr), b[:n-8]) {
+		return blk, fmt.Errorf("race: block at %v: checksum mismatch: %w", addr, ErrCorrupt)
+	}
+	blk.Key = b[blockHeader : blockHeader+kl : blockHeader+kl]
+	blk.Value = b[blockHeader+kl : blockHeader+kl+vl : blockHeader+kl+vl]
+	blk.Deadline = farmem.Time(le.Uint64(b[8:]))
+	return blk, nil
+}

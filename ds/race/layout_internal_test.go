@@ -1,0 +1,168 @@
+package race
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+func TestPackAddr(t *testing.T) {
+	for _, a := range []farmem.Addr{
+		farmem.MakeAddr(1, Unit), farmem.MakeAddr(MaxPointerNode, MaxPointerOffset-Unit), farmem.MakeAddr(7, 1<<40),
+	} {
+		p, err := packAddr(a)
+		require.NoError(t, err)
+		require.Zero(t, p&^ptrMask)
+		require.Equal(t, a, unpackAddr(p))
+	}
+	for _, a := range []farmem.Addr{
+		0, farmem.MakeAddr(MaxPointerNode+1, Unit), farmem.MakeAddr(1, MaxPointerOffset), farmem.MakeAddr(1, 8),
+		farmem.MakeAddr(farmem.ComputeID(1).Node(), Unit),
+	} {
+		_, err := packAddr(a)
+		require.ErrorIs(t, err, ErrPointerRange, "%v", a)
+		require.ErrorIs(t, err, farmem.ErrInvalid)
+	}
+}
+
+func TestSlot(t *testing.T) {
+	a := farmem.MakeAddr(3, 5*Unit)
+	s, err := MakeSlot(0xa5, 100, a)
+	require.NoError(t, err)
+	require.Equal(t, uint8(0xa5), s.Fingerprint())
+	require.Equal(t, uint64(2), s.Units())
+	require.Equal(t, uint64(128), s.Size())
+	require.Equal(t, a, s.Addr())
+	require.True(t, s.Committed())
+	require.False(t, s.Frozen() || s.Tentative() || s.Empty())
+	f := s | SlotFrozen
+	require.True(t, f.Frozen() && f.Committed())
+	require.Equal(t, s, f.Plain())
+	tw := s | SlotTentative
+	require.False(t, tw.Committed())
+	require.True(t, tw.Tentative())
+	require.Equal(t, a, tw.Addr())
+	require.True(t, SlotFrozen.Empty())
+	require.False(t, SlotFrozen.Committed())
+	_, err = MakeSlot(1, MaxBlockSize+1, a)
+	require.ErrorIs(t, err, ErrTooLarge)
+	_, err = MakeSlot(1, MaxBlockSize, a)
+	require.NoError(t, err)
+	require.Contains(t, f.String(), "frozen")
+}
+
+func TestHeaderWords(t *testing.T) {
+	w := headerWord(3, 0b101)
+	require.True(t, covers(w, 0b1101))
+	require.False(t, covers(w, 0b1001))
+	require.True(t, covers(headerWord(0, 0), 12345))
+	lw := lockWord(7, farmem.Time(1_700_000_000_000_000_000))
+	require.Equal(t, farmem.ClientID(7), lockOwner(lw))
+	require.False(t, lockExpired(lw, farmem.Time(1_700_000_000_000_000_000), 0))
+	require.True(t, lockExpired(lw, farmem.Time(1_700_000_000_000_000_000+1_000_000), 0))
+	require.False(t, lockExpired(lockParent, 1<<62, 0))
+	require.Less(t, uint64(childOff(MaxDepthLimit-1)+8), uint64(stSlotsOff))
+}
+
+func TestBlock(t *testing.T) {
+	a := farmem.MakeAddr(2, 64*Unit)
+	b := encodeBlock(a, []byte("key"), []byte("value"), 12345)
+	require.Equal(t, blockSize(3, 5), uint64(len(b)))
+	blk, err := DecodeBlock(a, b)
+	require.NoError(t, err)
+	require.Equal(t, "key", string(blk.Key))
+	require.Equal(t, "value", string(blk.Value))
+	require.Equal(t, farmem.Time(12345), blk.Deadline)
+	// Another address, any flipped bit, a short buffer: rejected.
+	_, err = DecodeBlock(a.Add(Unit), b)
+	require.ErrorIs(t, err, ErrCorrupt)
+	for i := range len(b) * 8 {
+		c := bytes.Clone(b)
+		c[i/8] ^= 1 << (i % 8)
+		_, err := DecodeBlock(a, c)
+		require.ErrorIs(t, err, ErrCorrupt, "bit %d", i)
+	}
+	_, err = DecodeBlock(a, b[:len(b)-1])
+	require.ErrorIs(t, err, ErrCorrupt)
+	// A torn block: the first half of one write, the second of another.
+	o := encodeBlock(a, []byte("key"), []byte("VALUE"), 12345)
+	torn := append(bytes.Clone(b[:20]), o[20:]...) // "key"+"v" then "ALUE" and o's checksum
+	_, err = DecodeBlock(a, torn)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+func TestRoot(t *testing.T) {
+	p := Params{Groups: 4, SlotsPerBucket: 3, InitialDepth: 2, MaxDepth: 9, FingerprintBits: 5, MetaSize: 16, Seed: 99}
+	require.NoError(t, p.setDefaults())
+	b := encodeRootConst(p)
+	_, err := DecodeRoot(b)
+	require.ErrorIs(t, err, ErrBadRoot, "no directory yet")
+	dir, _ := packAddr(farmem.MakeAddr(1, 1<<20))
+	le := func(off int, v uint64) {
+		for i := range 8 {
+			b[off+i] = byte(v >> (8 * i))
+		}
+	}
+	le(rootDirOff, entryWord(dir, 2))
+	le(rootSplitsOff, 5)
+	r, err := DecodeRoot(b)
+	require.NoError(t, err)
+	require.Equal(t, p, r.Params)
+	require.Equal(t, 2, r.GlobalDepth)
+	require.Equal(t, uint64(5), r.Splits)
+	b[rootSeedOff] ^= 1
+	_, err = DecodeRoot(b)
+	require.ErrorIs(t, err, ErrBadRoot)
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+}
+
+func FuzzDecodeBlock(f *testing.F) {
+	a := farmem.MakeAddr(1, Unit)
+	f.Add(uint64(a), encodeBlock(a, []byte("k"), []byte("v"), 1))
+	f.Add(uint64(a), []byte{})
+	f.Add(uint64(0), make([]byte, 64))
+	f.Fuzz(func(t *testing.T, addr uint64, b []byte) {
+		blk, err := DecodeBlock(farmem.Addr(addr), b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		again := encodeBlock(farmem.Addr(addr), blk.Key, blk.Value, blk.Deadline)
+		if !bytes.Equal(again, b[:len(again)]) {
+			t.Fatalf("a valid block does not re-encode to itself")
+		}
+	})
+}
+
+func FuzzDecodeRoot(f *testing.F) {
+	p := Params{}
+	_ = p.setDefaults()
+	b := encodeRootConst(p)
+	dir, _ := packAddr(farmem.MakeAddr(1, 1<<20))
+	for i := range 8 {
+		b[rootDirOff+i] = byte(dir >> (8 * i))
+	}
+	f.Add(b)
+	f.Add(make([]byte, RootSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRoot(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadRoot) {
+				t.Fatalf("error %v does not wrap ErrBadRoot", err)
+			}
+			return
+		}
+		if err := r.Params.setDefaults(); err != nil {
+			t.Fatalf("decoded invalid params %+v: %v", r.Params, err)
+		}
+		if !bytes.Equal(encodeRootConst(r.Params)[:rootDirOff], b[:rootDirOff]) {
+			t.Fatalf("decoded root does not re-encode to itself")
+		}
+	})
+}

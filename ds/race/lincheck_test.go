@@ -1,0 +1,235 @@
+package race_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// kvModel is the map the histories are checked against.
+var kvModel = lincheck.KV[uint64, uint64]()
+
+// workload is a random mix of operations over a small key space.
+type workload struct {
+	keys    uint64
+	ops     int // per client
+	search  int // percent; the rest split between insert, update and delete
+	insert  int
+	update  int
+	maxVal  int // largest value length, bytes
+	unknown int // stop a client after this many unknown outcomes
+}
+
+// stressScale returns the factor RACE_STRESS (an integer) asks for, or 1.
+func stressScale() int {
+	if n, err := strconv.Atoi(os.Getenv("RACE_STRESS")); err == nil && n > 1 {
+		return n
+	}
+	return 1
+}
+
+// run performs w's operations with one client's table, recording them in h. Values are unique
+// per write: the client id in the high bits, a counter in the low ones.
+func (w workload) run(ctx context.Context, c *client, h *lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]) error {
+	id := uint64(c.m.Info().ID)
+	rec := h.Client(int(id))
+	rng := c.m.Runtime().Rand()
+	unknown := 0
+	for n := range w.ops {
+		k := rng.Uint64N(w.keys)
+		v := id<<32 | uint64(n+1)
+		body := val(v, 8+rng.IntN(w.maxVal))
+		p := rng.IntN(100)
+		var out lincheck.KVOutput[uint64, uint64]
+		var err error
+		var op lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
+		switch {
+		case p < w.search:
+			op = rec.Call(kvModel.Get(k))
+			var got []byte
+			got, err = c.tab.Search(ctx, key(k))
+			switch {
+			case errors.Is(err, race.ErrNotFound):
+				out, err = kvModel.Missing(), nil
+			case err == nil:
+				if len(got) < 8 {
+					return errors.New("short value")
+				}
+				out = kvModel.Found(unval(got))
+			}
+		case p < w.search+w.insert:
+			op = rec.Call(kvModel.Insert(k, v))
+			err = c.tab.Insert(ctx, key(k), body)
+			out = kvModel.OK()
+			if errors.Is(err, race.ErrExists) {
+				out, err = kvModel.Exists(), nil
+			}
+		case p < w.search+w.insert+w.update:
+			op = rec.Call(kvModel.Update(k, v))
+			err = c.tab.Update(ctx, key(k), body)
+			out = kvModel.OK()
+			if errors.Is(err, race.ErrNotFound) {
+				out, err = kvModel.Missing(), nil
+			}
+		default:
+			op = rec.Call(kvModel.Delete(k))
+			err = c.tab.Delete(ctx, key(k))
+			out = kvModel.OK()
+			if errors.Is(err, race.ErrNotFound) {
+				out, err = kvModel.Missing(), nil
+			}
+		}
+		if errors.Is(err, race.ErrCrashedForTest) {
+			// The client "died" in a split (the test hook): its operation had no effect yet,
+			// but a dead client's last operation is open-ended, and it does nothing more.
+			op.Unknown()
+			return nil
+		}
+		if op.End(out, err) == lincheck.Unknown {
+			unknown++
+			if unknown >= w.unknown {
+				return nil
+			}
+		}
+		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collide are layout parameters that force collisions: one bucket group of two-slot buckets
+// per subtable (every key of a subtable competes for the same six slots) and two-bit
+// fingerprints (most slots match most keys' fingerprints, so KV blocks decide), so subtables
+// split often and the directory doubles.
+var collide = race.Params{Groups: 1, SlotsPerBucket: 2, FingerprintBits: 2, MaxDepth: 16}
+
+// splitRun is the outcome of a run of the split workload.
+type splitRun struct {
+	splits, doublings uint64
+	stats             race.Stats
+	verdict           error
+}
+
+// runSplits runs w with n clients over a table laid out with collide on a local fabric with
+// tearing, jitter and strict mode, and checks the history.
+// With crashStep > 0, client 0 dies at that step of its first split.
+func runSplits(t *testing.T, w workload, n int, defect string, crashStep int) splitRun {
+	t.Helper()
+	e := newEnv(t, local.Options{MemoryNodes: 2, ComputeNodes: 2, Tearing: true, Jitter: 5 * time.Microsecond}, collide)
+	cs := make([]*client, n)
+	for i := range cs {
+		cs[i] = e.open(t, i, race.Options{Lease: 20 * time.Millisecond})
+		if defect != "" {
+			race.SetDefectForTest(cs[i].tab, defect)
+		}
+	}
+	if crashStep > 0 {
+		race.CrashSplitForTest(cs[0].tab, crashStep)
+	}
+	ctx := context.Background()
+	before, err := cs[0].tab.Info(ctx)
+	require.NoError(t, err)
+	h := kvModel.NewHistory(e.f.Runtime())
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	dead := make(chan struct{})
+	if crashStep == 0 {
+		close(dead)
+	}
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if crashStep > 0 && i == 0 {
+				// The victim inserts until it dies in its first split; the others start then.
+				defer close(dead)
+				v := w
+				v.search, v.insert, v.update = 10, 80, 10
+				errs[i] = v.run(ctx, c, h)
+				return
+			}
+			<-dead
+			errs[i] = w.run(ctx, c, h)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	after, err := cs[0].tab.Info(ctx)
+	require.NoError(t, err)
+	r := splitRun{splits: after.Splits - before.Splits, doublings: after.Doublings - before.Doublings}
+	for _, c := range cs {
+		r.stats = addStats(r.stats, c.tab.Stats())
+	}
+	_, r.verdict = h.Verify()
+	return r
+}
+
+func addStats(a, b race.Stats) race.Stats {
+	a.Lookups += b.Lookups
+	a.Refreshes += b.Refreshes
+	a.DirReloads += b.DirReloads
+	a.Conflicts += b.Conflicts
+	a.Kills += b.Kills
+	a.SplitWaits += b.SplitWaits
+	a.Recoveries += b.Recoveries
+	a.BadBlocks += b.BadBlocks
+	return a
+}
+
+// splitLoad is the workload of the split tests: 48 keys over subtables of six slots.
+var splitLoad = workload{keys: 48, ops: 600, search: 40, insert: 25, update: 15, maxVal: 120, unknown: 5}
+
+// TestLinearizableLocal runs concurrent clients on the local transport with tearing, jitter and
+// strict mode, over keys forced into collisions, and checks the history is linearizable; the
+// table must split at least 3 times and double its directory during the run.
+func TestLinearizableLocal(t *testing.T) {
+	w := splitLoad
+	w.ops *= stressScale()
+	r := runSplits(t, w, 6, "", 0)
+	t.Logf("splits %d, doublings %d; %+v", r.splits, r.doublings, r.stats)
+	require.NoError(t, r.verdict)
+	require.GreaterOrEqual(t, r.splits, uint64(3))
+	require.GreaterOrEqual(t, r.doublings, uint64(1))
+	require.NotZero(t, r.stats.SplitWaits, "no operation ever met a split in progress")
+	require.NotZero(t, r.stats.Refreshes, "no client ever found its directory cache stale")
+}
+
+// TestBrokenHeaderCheckCaught: a lookup that trusts a stale directory cache without checking
+// the subtable's header reads the wrong subtable after a split, which the check must catch.
+func TestBrokenHeaderCheckCaught(t *testing.T) {
+	for range 10 {
+		r := runSplits(t, splitLoad, 6, "no-header-check", 0)
+		if r.verdict != nil {
+			t.Logf("caught: %v", r.verdict)
+			return
+		}
+	}
+	t.Fatal("lookups without the header check passed the linearizability check 10 times")
+}
+
+// TestLinearizableSplitterDies is TestLinearizableLocal with one client dying in the middle of a
+// split (at each step in turn): the others must take the split over once its lease expires,
+// and the history must stay linearizable.
+func TestLinearizableSplitterDies(t *testing.T) {
+	w := splitLoad
+	w.ops = 250 * stressScale()
+	for step := 1; step <= 7; step++ {
+		r := runSplits(t, w, 4, "", step)
+		require.NoError(t, r.verdict, "dead at step %d", step)
+		require.NotZero(t, r.stats.Recoveries, "step %d: nobody took the dead client's split over", step)
+	}
+}

@@ -1,0 +1,518 @@
+package race
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// newBlock is a KV block an operation writes.
+type newBlock struct {
+	addr     farmem.Addr
+	bytes    []byte
+	size     uint64 // bytes allocated (whole Units)
+	slot     Slot   // its committed slot word
+	deadline farmem.Time
+	written  bool
+	visible  bool // a slot has held it: other clients may have read it
+}
+
+// makeBlock allocates and encodes (but does not write) a block of op's key and val.
+func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline farmem.Time) (*newBlock, error) {
+	n := blockSize(len(op.key), len(val))
+	size := (n + Unit - 1) &^ (Unit - 1)
+	a, err := t.a.Alloc(ctx, size, Unit)
+	if err != nil {
+		return nil, fmt.Errorf("race: allocate KV block: %w", err)
+	}
+	s, err := MakeSlot(op.fp, n, a)
+	if err != nil {
+		_ = t.a.Free(a, size)
+		return nil, err
+	}
+	return &newBlock{addr: a, bytes: encodeBlock(a, op.key, val, deadline), size: size, slot: s, deadline: deadline}, nil
+}
+
+// dropBlock gives back a block the operation will not publish: freed at once if no slot ever
+// held it, retired otherwise.
+func (t *Table) dropBlock(ctx context.Context, nb *newBlock) {
+	switch {
+	case nb == nil:
+	case nb.visible:
+		t.retire(ctx, nb.slot)
+	default:
+		_ = t.a.Free(nb.addr, nb.size)
+	}
+}
+
+// Search returns the value stored under key, or ErrNotFound. It never waits for another client:
+// not for a split (frozen slots are read as usual), nor for a writer.
+//
+// Cost: 2 round trips when the key is present (both combined buckets and the subtable header in
+// one batch, then the KV block), 1 when no slot has the key's fingerprint, 2 when one has
+// without holding the key; plus 1 per stale directory entry (2 after a doubling) and a retry of
+// the whole when a block fails validation.
+func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	t.stats.Searches++
+	op := t.newOp(key)
+	for {
+		if err := t.pin(ctx); err != nil {
+			return nil, err
+		}
+		val, err := t.search(ctx, op)
+		ok := t.unpin()
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if !ok {
+			// The allocator's lease ran out: blocks read may have been reused. Read again.
+			op.known = nil
+			continue
+		}
+		return val, err
+	}
+}
+
+func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
+	for range maxAttempts {
+		v, err := t.locate(ctx, op, nil)
+		if err != nil {
+			return nil, err
+		}
+		j, err := t.findKey(ctx, op, &v, false)
+		if errors.Is(err, errStale) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if j < 0 {
+			return nil, ErrNotFound
+		}
+		return op.known[blockKey(v.words[j])].value, nil
+	}
+	return nil, fmt.Errorf("race: search: blocks keep failing validation: %w", ErrCorrupt)
+}
+
+// Insert stores value under key if the table does not hold key, and returns ErrExists if it
+// does.
+//
+// It writes the KV block while it reads the key's buckets, then CASes an empty slot to a
+// tentative word (invisible to readers) and re-reads the buckets in the same batch, then
+// commits the slot with a second CAS once no other slot holds the key; concurrent inserters of
+// one key settle which of them commits by slot position (see the package doc).
+//
+// Cost: 3 round trips when no slot has the key's fingerprint (write ∥ read, CAS ∥ re-read,
+// commit), 4 when one has (its block is read before the tentative CAS); more under
+// contention, and a split when both buckets are full.
+func (t *Table) Insert(ctx context.Context, key, value []byte) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if err := checkKV(key, value); err != nil {
+		return err
+	}
+	t.stats.Inserts++
+	op := t.newOp(key)
+	if err := t.pin(ctx); err != nil {
+		return err
+	}
+	defer t.unpin()
+	var nb *newBlock
+	for attempt := 0; ; attempt++ {
+		if attempt >= maxAttempts {
+			t.dropBlock(ctx, nb)
+			return fmt.Errorf("race: insert: no progress after %d attempts: %w", attempt, ErrCorrupt)
+		}
+		now := t.rt.Now()
+		if nb == nil || nb.visible || now > nb.deadline.Add(-t.opts.Lease/2) {
+			// A block whose tentative slot was ever in place is not reused (others may hold it
+			// as a competitor's), nor one whose lease is half gone.
+			t.dropBlock(ctx, nb)
+			var err error
+			if nb, err = t.makeBlock(ctx, op, value, now.Add(t.opts.Lease)); err != nil {
+				return err
+			}
+		}
+		var pre func(*farmem.Batch)
+		if !nb.written {
+			pre = func(b *farmem.Batch) { b.Write(nb.addr, nb.bytes) }
+		}
+		v, err := t.locate(ctx, op, pre)
+		if err != nil {
+			t.dropBlock(ctx, nb)
+			return err
+		}
+		nb.written = true
+		j, err := t.findKey(ctx, op, &v, false)
+		if errors.Is(err, errStale) {
+			continue
+		}
+		if err != nil {
+			t.dropBlock(ctx, nb)
+			return err
+		}
+		if j >= 0 {
+			t.dropBlock(ctx, nb)
+			return ErrExists
+		}
+		if v.frozen() {
+			if err := t.waitSplit(ctx, op, v.st); err != nil {
+				t.dropBlock(ctx, nb)
+				return err
+			}
+			continue
+		}
+		x := t.pickEmpty(op, &v)
+		if x < 0 {
+			if err := t.split(ctx, v.st, v.hdr); err != nil {
+				t.dropBlock(ctx, nb)
+				return err
+			}
+			continue
+		}
+		if ok, err := t.fresh(ctx); err != nil || !ok {
+			if err != nil {
+				t.dropBlock(ctx, nb)
+				return err
+			}
+			continue
+		}
+		res, err := t.tryInsert(ctx, op, nb, &v, x)
+		if err != nil {
+			// The outcome is unknown: a tentative slot of ours may stay in place (its lease
+			// lets others remove it, a split drops it) or even be committed; the block leaks.
+			return err
+		}
+		switch res {
+		case inserted:
+			return nil
+		case exists:
+			t.dropBlock(ctx, nb)
+			return ErrExists
+		}
+	}
+}
+
+type insertResult uint8
+
+const (
+	restart insertResult = iota
+	inserted
+	exists
+)
+
+// pickEmpty returns the position in v of an empty slot of the combined bucket with more empty
+// slots, chosen at random among them (so that concurrent inserters into one bucket rarely
+// pick the same slot), or -1 if both are full.
+func (t *Table) pickEmpty(op *opState, v *view) int {
+	var best []int
+	for r, start := range op.ranges {
+		if r == 1 && op.same {
+			break
+		}
+		var empty []int
+		for j, i := range v.idx {
+			if i >= start && i < start+2*t.geo.perB && v.words[j] == 0 {
+				empty = append(empty, j)
+			}
+		}
+		if len(empty) > len(best) {
+			best = empty
+		}
+	}
+	if len(best) == 0 {
+		return -1
+	}
+	return best[t.rt.Rand().IntN(len(best))]
+}
+
+// tryInsert CASes slot v.idx[x] from empty to nb's tentative word, re-reading the buckets in the
+// same batch, and then settles the insert (resolve).
+func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *view, x int) (insertResult, error) {
+	i := v.idx[x]
+	tw := nb.slot | SlotTentative
+	if t.bug.noTentative {
+		tw = nb.slot
+	}
+	var b farmem.Batch
+	var bufs [3][]byte
+	b.CAS(t.geo.slotAddr(v.st, i), 0, uint64(tw))
+	t.addReads(&b, op, v.st, &bufs)
+	t.stats.Lookups++
+	if err := t.m.Do(ctx, &b); err != nil {
+		return restart, fmt.Errorf("race: CAS tentative slot: %w", err)
+	}
+	if prev, _ := b.Result(0); prev != 0 {
+		t.stats.Conflicts++
+		return restart, nil
+	}
+	nb.visible = true
+	if t.bug.noTentative {
+		return inserted, nil
+	}
+	rv := t.decodeView(op, v.st, &bufs)
+	return t.resolve(ctx, op, nb, i, tw, rv)
+}
+
+// resolve settles an insert whose tentative word tw is in slot i of v.st, v being a read of
+// the key's buckets made after the tentative CAS. The rules (see the package doc): a committed
+// slot of the key means it exists; a tentative one of the key at a lower position wins, so
+// this insert waits for it to commit or vanish (removing it once its lease expired); tentative
+// ones at higher positions lose and are removed; then this insert commits.
+func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64, tw Slot, v view) (insertResult, error) {
+	var backoff time.Duration
+	slot := t.geo.slotAddr(v.st, i)
+	retract := func() error {
+		if _, err := t.m.CAS(ctx, slot, uint64(tw), 0); err != nil {
+			return fmt.Errorf("race: retract tentative slot: %w", err)
+		}
+		return nil
+	}
+	for range maxAttempts {
+		if !covers(v.hdr, op.k.h1) {
+			// The subtable split since the lookup, and the key now belongs to the other half.
+			if err := retract(); err != nil {
+				return restart, err
+			}
+			return restart, t.refresh(ctx, op.k.h1)
+		}
+		if w, _ := v.word(i); w != tw {
+			// Removed by a competitor or frozen by a split (which drops tentative slots).
+			if w.Frozen() {
+				return restart, t.waitSplit(ctx, op, v.st)
+			}
+			return restart, nil
+		}
+		if v.frozen() {
+			// A split is freezing the subtable; it will drop the tentative slot.
+			return restart, t.waitSplit(ctx, op, v.st)
+		}
+		js := t.matching(op, &v, func(s Slot) bool { return blockKey(s) != blockKey(tw) })
+		if err := t.learn(ctx, op, &v, js, false); err != nil {
+			if !errors.Is(err, errStale) {
+				return restart, err
+			}
+			nv, err := t.reread(ctx, op, v.st, nil)
+			if err != nil {
+				return restart, err
+			}
+			v = nv
+			continue
+		}
+		var lower, higher []int
+		for _, j := range js {
+			w := v.words[j]
+			if !op.known[blockKey(w)].isKey {
+				continue
+			}
+			if w.Committed() {
+				return exists, retract()
+			}
+			if v.idx[j] < i {
+				lower = append(lower, j)
+			} else {
+				higher = append(higher, j)
+			}
+		}
+		if len(lower) > 0 {
+			// Wait for the lower competitor to commit (then the key exists) or to go; remove it
+			// once its lease has expired (its owner is dead or stalled, and will restart).
+			var kb farmem.Batch
+			now := t.rt.Now()
+			for _, j := range lower {
+				if op.known[blockKey(v.words[j])].deadline.Add(t.opts.ClockSkew).Before(now) {
+					kb.CAS(t.geo.slotAddr(v.st, v.idx[j]), uint64(v.words[j]), 0)
+					t.stats.Kills++
+				}
+			}
+			if len(kb.Ops) == 0 {
+				if err := t.sleep(ctx, &backoff); err != nil {
+					return restart, err
+				}
+			}
+			nv, err := t.reread(ctx, op, v.st, &kb)
+			if err != nil {
+				return restart, err
+			}
+			v = nv
+			continue
+		}
+		if len(higher) > 0 {
+			var kb farmem.Batch
+			for _, j := range higher {
+				kb.CAS(t.geo.slotAddr(v.st, v.idx[j]), uint64(v.words[j]), 0)
+			}
+			if err := t.m.Do(ctx, &kb); err != nil {
+				return restart, fmt.Errorf("race: remove competing tentative slots: %w", err)
+			}
+			moved := false
+			for k, j := range higher {
+				prev, _ := kb.Result(k)
+				switch Slot(prev) {
+				case v.words[j]:
+					t.stats.Kills++
+				case 0:
+					// Gone already (retracted, removed, or committed and since deleted).
+				default:
+					// It committed before we could remove it, and may since have been updated:
+					// the key exists, unless it was deleted since. Read again to know.
+					moved = true
+				}
+			}
+			if moved {
+				nv, err := t.reread(ctx, op, v.st, nil)
+				if err != nil {
+					return restart, err
+				}
+				v = nv
+				continue
+			}
+		}
+		if ok, err := t.fresh(ctx); err != nil || !ok {
+			if err == nil {
+				err = retract()
+			}
+			return restart, err
+		}
+		prev, err := t.m.CAS(ctx, slot, uint64(tw), uint64(tw&^SlotTentative))
+		if err != nil {
+			return restart, fmt.Errorf("race: commit slot: %w", err)
+		}
+		if Slot(prev) == tw {
+			return inserted, nil
+		}
+		t.stats.Conflicts++
+		if Slot(prev).Frozen() {
+			return restart, t.waitSplit(ctx, op, v.st)
+		}
+		return restart, nil
+	}
+	return restart, fmt.Errorf("race: insert: competitors never settled: %w", ErrCorrupt)
+}
+
+// reread reads op's buckets in st again, after the ops already in pre (if any), in one batch.
+func (t *Table) reread(ctx context.Context, op *opState, st farmem.Addr, pre *farmem.Batch) (view, error) {
+	if pre == nil {
+		pre = &farmem.Batch{}
+	}
+	var bufs [3][]byte
+	t.addReads(pre, op, st, &bufs)
+	t.stats.Lookups++
+	if err := t.m.Do(ctx, pre); err != nil {
+		return view{}, fmt.Errorf("race: re-read buckets: %w", err)
+	}
+	return t.decodeView(op, st, &bufs), nil
+}
+
+// Update replaces the value stored under key, or returns ErrNotFound if the table does not hold
+// key. The pointer change is the synchronizer's (Options.Sync).
+//
+// Cost with Optimistic, uncontended: 3 round trips (new KV block written ∥ buckets read, the
+// key's block read, CAS); each lost CAS costs 1 more (the winner's block read) and a CAS.
+func (t *Table) Update(ctx context.Context, key, value []byte) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if err := checkKV(key, value); err != nil {
+		return err
+	}
+	t.stats.Updates++
+	return t.change(ctx, UpdateChange, key, value)
+}
+
+// Delete removes key, or returns ErrNotFound if the table does not hold it. The pointer change
+// is the synchronizer's (Options.Sync).
+//
+// Cost with Optimistic, uncontended: 3 round trips (buckets read, the key's block read, CAS);
+// the old block is retired with no verb.
+func (t *Table) Delete(ctx context.Context, key []byte) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	t.stats.Deletes++
+	return t.change(ctx, DeleteChange, key, nil)
+}
+
+func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) error {
+	op := t.newOp(key)
+	if err := t.pin(ctx); err != nil {
+		return err
+	}
+	defer t.unpin()
+	c := &Change{Kind: kind, Key: key, Value: value, t: t, op: op}
+	var pre func(*farmem.Batch)
+	if kind == UpdateChange && !t.tr.DeferWrite {
+		nb, err := t.makeBlock(ctx, op, value, 0)
+		if err != nil {
+			return err
+		}
+		c.blk = nb
+		pre = func(b *farmem.Batch) { b.Write(nb.addr, nb.bytes) }
+	}
+	for range maxAttempts {
+		v, err := t.locate(ctx, op, pre)
+		if err != nil {
+			t.dropBlock(ctx, c.blk)
+			return err
+		}
+		if pre != nil {
+			c.blk.written, pre = true, nil
+		}
+		j, err := t.findKey(ctx, op, &v, t.tr.MetaSize > 0)
+		if errors.Is(err, errStale) {
+			continue
+		}
+		if err != nil {
+			t.dropBlock(ctx, c.blk)
+			return err
+		}
+		if j < 0 {
+			t.dropBlock(ctx, c.blk)
+			return ErrNotFound
+		}
+		w := v.words[j]
+		if w.Frozen() {
+			if err := t.waitSplit(ctx, op, v.st); err != nil {
+				t.dropBlock(ctx, c.blk)
+				return err
+			}
+			continue
+		}
+		if ok, err := t.fresh(ctx); err != nil || !ok {
+			if err != nil {
+				t.dropBlock(ctx, c.blk)
+				return err
+			}
+			continue
+		}
+		i := v.idx[j]
+		c.Subtable, c.Index, c.Slot, c.Meta, c.MetaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.meta[i]
+		c.Old, c.Replaced = w, 0
+		out, err := t.sync.Commit(ctx, c)
+		if err != nil {
+			// Unknown outcome: the new block may be in place; it is leaked rather than freed.
+			return err
+		}
+		switch out {
+		case Committed:
+			if c.blk != nil {
+				c.blk.visible = true
+			}
+			t.retire(ctx, c.Replaced)
+			return nil
+		case Combined:
+			t.dropBlock(ctx, c.blk)
+			return nil
+		}
+		t.stats.Conflicts++
+	}
+	t.dropBlock(ctx, c.blk)
+	return fmt.Errorf("race: %v: no progress after %d attempts: %w", kind, maxAttempts, ErrCorrupt)
+}

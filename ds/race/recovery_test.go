@@ -1,0 +1,63 @@
+package race_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// TestSplitterDies stops a split at each of its steps as if its client died there, keeping the
+// split lock, and checks that another client searches without waiting, and that its writes
+// take the split over once the lease expires and finish it, losing nothing.
+func TestSplitterDies(t *testing.T) {
+	for step := 1; step <= 7; step++ {
+		t.Run(fmt.Sprintf("step%d", step), func(t *testing.T) {
+			e := newEnv(t, local.Options{}, collide)
+			opts := race.Options{Lease: 20 * time.Millisecond}
+			dead := e.open(t, 0, opts)
+			ctx := context.Background()
+			race.CrashSplitForTest(dead.tab, step)
+			var n uint64
+			for ; ; n++ {
+				err := dead.tab.Insert(ctx, key(n), val(n, 8))
+				if err != nil {
+					require.ErrorIs(t, err, race.ErrCrashedForTest)
+					break
+				}
+				require.Less(t, n, uint64(100), "no split")
+			}
+			require.NoError(t, dead.tab.Close())
+
+			live := e.open(t, 1, opts)
+			start := live.m.Runtime().Now()
+			for i := range n {
+				v, err := live.tab.Search(ctx, key(i))
+				require.NoError(t, err, "key %d", i)
+				require.Equal(t, i, unval(v))
+			}
+			require.Less(t, live.m.Runtime().Now().Sub(start), 10*time.Millisecond, "searches waited for the split")
+			// Writes to every key, then many more inserts (more splits, over the dead one's).
+			for i := range n {
+				require.NoError(t, live.tab.Update(ctx, key(i), val(i+100, 8)), "update %d", i)
+			}
+			for i := n; i < n+100; i++ {
+				require.NoError(t, live.tab.Insert(ctx, key(i), val(i+100, 8)), "insert %d", i)
+			}
+			for i := range n + 100 {
+				v, err := live.tab.Search(ctx, key(i))
+				require.NoError(t, err, "key %d", i)
+				require.Equal(t, i+100, unval(v))
+			}
+			require.NotZero(t, live.tab.Stats().Recoveries, "no split was taken over")
+			info, err := live.tab.Info(ctx)
+			require.NoError(t, err)
+			t.Logf("step %d: %d keys before the crash; %d splits, %d doublings; %+v", step, n, info.Splits, info.Doublings, live.tab.Stats())
+		})
+	}
+}

@@ -1,0 +1,654 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// errLostLock: a lock's lease ran out and another client took it over; the work is theirs now.
+var errLostLock = errors.New("race: lock taken over")
+
+// errDirMoved: the directory was replaced while this client thought it held the directory lock.
+var errDirMoved = errors.New("race: directory replaced under the lock")
+
+// subtableState is a read of a subtable's header area and slots.
+type subtableState struct {
+	st     farmem.Addr
+	hdr    uint64
+	lock   uint64
+	parent farmem.Addr
+	child  [MaxDepthLimit]uint64
+	words  []Slot
+}
+
+const headerAreaLen = stSlotsOff
+
+func (s *subtableState) decodeHeader(b []byte) {
+	le := binary.LittleEndian
+	s.hdr = le.Uint64(b[stHeaderOff:])
+	s.lock = le.Uint64(b[stLockOff:])
+	s.parent = unpackAddr(le.Uint64(b[stParentOff:]))
+	for l := range s.child {
+		s.child[l] = le.Uint64(b[childOff(uint(l)):])
+	}
+}
+
+// readSubtable reads st's header area and, if slots is set, its slots (one round trip; the
+// slots are read after the header area, in order).
+func (t *Table) readSubtable(ctx context.Context, st farmem.Addr, slots bool) (*subtableState, error) {
+	hb := make([]byte, headerAreaLen)
+	var sb []byte
+	var b farmem.Batch
+	b.Read(st, hb)
+	if slots {
+		sb = make([]byte, t.geo.nslots*8)
+		b.Read(t.geo.slotAddr(st, 0), sb)
+	}
+	if err := t.m.Do(ctx, &b); err != nil {
+		return nil, fmt.Errorf("race: read subtable %v: %w", st, err)
+	}
+	s := &subtableState{st: st}
+	s.decodeHeader(hb)
+	if slots {
+		s.words = make([]Slot, t.geo.nslots)
+		for i := range s.words {
+			s.words[i] = Slot(binary.LittleEndian.Uint64(sb[8*i:]))
+		}
+	}
+	return s, nil
+}
+
+// walk follows child words from st, a subtable whose header does not cover a key with first
+// hash h1, down to the subtable that does. Every directory entry names an ancestor of (or the
+// same subtable as) the subtable that covers its suffix, so the walk always arrives; it
+// matters only when the directory lags (an entry not yet updated, or an update lost to a
+// client that stalled past its lease). One round trip per hop.
+func (t *Table) walk(ctx context.Context, st farmem.Addr, h1 uint64) (farmem.Addr, uint, error) {
+	for range maxAttempts {
+		s, err := t.readSubtable(ctx, st, false)
+		if err != nil {
+			return 0, 0, err
+		}
+		if covers(s.hdr, h1) {
+			return st, headerDepth(s.hdr), nil
+		}
+		d, suffix := headerDepth(s.hdr), headerSuffix(s.hdr)
+		if d > MaxDepthLimit {
+			return 0, 0, fmt.Errorf("race: subtable %v: header %#x: %w", st, s.hdr, ErrCorrupt)
+		}
+		// The first bit where the key leaves this subtable: the subtable kept the half with a
+		// 0 there when it split at that depth, and the child holds the other half.
+		l := uint(0)
+		for ; l < d && (h1>>l)&1 == (suffix>>l)&1; l++ {
+		}
+		if (suffix>>l)&1 == 1 {
+			return 0, 0, fmt.Errorf("race: subtable %v (depth %d, suffix %#x) is no ancestor of hash %#x: %w",
+				st, d, suffix, h1, ErrCorrupt)
+		}
+		next := unpackAddr(s.child[l])
+		if next.IsNil() {
+			// Torn read of the header area (the child word is written before the header): read
+			// again.
+			continue
+		}
+		st = next
+	}
+	return 0, 0, fmt.Errorf("race: walk from %v: %w", st, ErrCorrupt)
+}
+
+// tryLock tries to take the lock word at a: free, or held by a client whose lease has
+// expired (a take-over). It returns the word it installed.
+func (t *Table) tryLock(ctx context.Context, a farmem.Addr, seen uint64) (word uint64, held bool, prev uint64, err error) {
+	now := t.rt.Now()
+	if seen != 0 && !lockExpired(seen, now, t.opts.ClockSkew) {
+		return 0, false, seen, nil
+	}
+	word = lockWord(t.id, now.Add(t.opts.Lease))
+	prev, err = t.m.CAS(ctx, a, seen, word)
+	if err != nil {
+		return 0, false, 0, fmt.Errorf("race: take lock %v: %w", a, err)
+	}
+	if prev == seen {
+		if seen != 0 {
+			t.stats.Recoveries++
+		}
+		return word, true, prev, nil
+	}
+	if seen == 0 && lockExpired(prev, now, t.opts.ClockSkew) {
+		return t.tryLock(ctx, a, prev)
+	}
+	return 0, false, prev, nil
+}
+
+// renew extends the lease of the lock word at a if half of it has run: one CAS. It returns
+// errLostLock if another client took the lock over.
+func (t *Table) renew(ctx context.Context, a farmem.Addr, word *uint64) error {
+	now := t.rt.Now()
+	if now < lockDeadline(*word).Add(-t.opts.Lease/2) {
+		return nil
+	}
+	next := lockWord(t.id, now.Add(t.opts.Lease))
+	prev, err := t.m.CAS(ctx, a, *word, next)
+	if err != nil {
+		return fmt.Errorf("race: renew lock %v: %w", a, err)
+	}
+	if prev != *word {
+		return errLostLock
+	}
+	*word = next
+	return nil
+}
+
+// unlock releases the lock word at a if it still holds word.
+func (t *Table) unlock(ctx context.Context, a farmem.Addr, word uint64) error {
+	if _, err := t.m.CAS(context.WithoutCancel(ctx), a, word, 0); err != nil {
+		return fmt.Errorf("race: release lock %v: %w", a, err)
+	}
+	return nil
+}
+
+// split splits subtable st, whose header an inserter saw as hdr with both of its key's combined
+// buckets full. If another client holds st's lock it waits for that client instead.
+func (t *Table) split(ctx context.Context, st farmem.Addr, hdr uint64) error {
+	if headerDepth(hdr) >= uint(t.p.MaxDepth) {
+		return fmt.Errorf("race: subtable %v at depth %d: %w", st, headerDepth(hdr), ErrFull)
+	}
+	la := st.Add(stLockOff)
+	word, held, prev, err := t.tryLock(ctx, la, 0)
+	if err != nil {
+		return err
+	}
+	if !held {
+		if prev == lockParent || prev != 0 {
+			return t.waitSplit(ctx, nil, st)
+		}
+		return nil
+	}
+	err = t.runSplit(ctx, st, &word, hdr, false)
+	if errors.Is(err, errLostLock) {
+		return nil
+	}
+	if errors.Is(err, errCrashed) {
+		return err
+	}
+	if uerr := t.unlock(ctx, la, word); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// waitSplit waits for the split that froze slots of st (or, st being a half that split has not
+// released yet, its parent's) to finish, taking the split over if its lease expired. A lock
+// found free returns at once the first time for op (the split just ended); found free again,
+// with the caller still seeing frozen slots, it is taken and the split finished (its owner
+// gave up, after an error).
+func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) error {
+	t.stats.SplitWaits++
+	var backoff time.Duration
+	la := st.Add(stLockOff)
+	for range maxAttempts {
+		s, err := t.readSubtable(ctx, st, false)
+		if err != nil {
+			return err
+		}
+		switch {
+		case s.lock == lockParent:
+			if s.parent.IsNil() {
+				return fmt.Errorf("race: subtable %v: parent lock without a parent: %w", st, ErrCorrupt)
+			}
+			if err := t.waitSplit(ctx, nil, s.parent); err != nil {
+				return err
+			}
+			continue
+		case s.lock == 0 && op != nil && op.waited != st:
+			op.waited = st
+			return nil
+		case s.lock == 0 || lockExpired(s.lock, t.rt.Now(), t.opts.ClockSkew):
+			word, held, _, err := t.tryLock(ctx, la, s.lock)
+			if err != nil {
+				return err
+			}
+			if !held {
+				continue
+			}
+			err = t.runSplit(ctx, st, &word, 0, true)
+			if errors.Is(err, errLostLock) {
+				continue
+			}
+			if errors.Is(err, errCrashed) {
+				return err
+			}
+			if uerr := t.unlock(ctx, la, word); err == nil {
+				err = uerr
+			}
+			return err
+		}
+		if err := t.sleep(ctx, &backoff); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("race: waiting for split of %v: %w", st, ErrCorrupt)
+}
+
+// runSplit, holding st's lock (*word), finishes the split of st in progress if any, then, when
+// not recoverOnly and st's header is still expect, splits st. Every step is idempotent and
+// decided from far memory alone, so a client that takes over an expired lock resumes where the
+// previous holder stopped.
+func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
+	la := st.Add(stLockOff)
+	moved := make(map[Slot]bool)
+	for range 4 {
+		if err := t.renew(ctx, la, word); err != nil {
+			return err
+		}
+		s, err := t.readSubtable(ctx, st, true)
+		if err != nil {
+			return err
+		}
+		hd := headerDepth(s.hdr)
+		if hd > MaxDepthLimit {
+			return fmt.Errorf("race: subtable %v: header %#x: %w", st, s.hdr, ErrCorrupt)
+		}
+		if hd > 0 && s.child[hd-1] != 0 && s.child[hd-1]&childDone == 0 {
+			// The split at hd-1 updated the header; its slots and new half are not all released.
+			if err := t.finishSplit(ctx, s, hd-1, false, word, moved); err != nil {
+				return err
+			}
+			continue
+		}
+		if hd < MaxDepthLimit && s.child[hd] != 0 && s.child[hd]&childDone == 0 {
+			// The split at hd wrote its new half; publish it and finish.
+			if err := t.finishSplit(ctx, s, hd, true, word, moved); err != nil {
+				return err
+			}
+			continue
+		}
+		anyFrozen := false
+		for _, w := range s.words {
+			anyFrozen = anyFrozen || w.Frozen()
+		}
+		if !anyFrozen && (recoverOnly || s.hdr != expect) {
+			return nil
+		}
+		if hd >= uint(t.p.MaxDepth) {
+			return fmt.Errorf("race: subtable %v at depth %d: %w", st, hd, ErrFull)
+		}
+		// A new split at depth hd, or one whose holder stopped before writing the new half.
+		if err := t.startSplit(ctx, s, word, moved); err != nil {
+			return err
+		}
+		if err := t.crashPoint(3); err != nil {
+			return err
+		}
+		recoverOnly = true // finish it on the next round, then stop
+	}
+	return nil
+}
+
+// startSplit freezes every slot of s.st, copies the slots whose keys move into a new subtable
+// (frozen too, released only at the end) and records it as the child for depth hd.
+func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, moved map[Slot]bool) error {
+	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
+	// 1. Freeze: set the frozen bit of every slot, learning its final value.
+	frozen := make([]Slot, len(s.words))
+	var b farmem.Batch
+	var pos []int
+	for i, w := range s.words {
+		if w.Frozen() {
+			frozen[i] = w
+			continue
+		}
+		pos = append(pos, i)
+		b.MaskedCAS(t.geo.slotAddr(st, uint64(i)), 0, 0, uint64(SlotFrozen), uint64(SlotFrozen))
+	}
+	if len(pos) > 0 {
+		if err := doChunked(ctx, t.m, &b); err != nil {
+			return fmt.Errorf("race: freeze subtable %v: %w", st, err)
+		}
+	}
+	for k, i := range pos {
+		prev, _ := b.Result(k)
+		frozen[i] = Slot(prev) | SlotFrozen
+	}
+	if err := t.crashPoint(1); err != nil {
+		return err
+	}
+	// 2. Which keys move: those whose first hash has bit d set.
+	if err := t.classify(ctx, frozen, d, moved); err != nil {
+		return err
+	}
+	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
+		return err
+	}
+	// 3. The new half: a subtable of depth d+1 and suffix suffix|1<<d, locked by its parent's
+	// split, holding frozen copies of the moved slots at the same indices (a key's bucket
+	// choice does not depend on the suffix) and frozen empty slots elsewhere.
+	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
+	if err != nil {
+		return fmt.Errorf("race: allocate subtable: %w", err)
+	}
+	p1, err := packAddr(s1)
+	if err != nil {
+		_ = t.a.Free(s1, t.geo.size)
+		return err
+	}
+	ps, _ := packAddr(st)
+	img := subtableImage(&t.geo, headerWord(d+1, suffix|1<<d), lockParent, ps)
+	for i, w := range frozen {
+		v := SlotFrozen
+		if w.Committed() && moved[blockKey(w)] {
+			v = w
+		}
+		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
+	}
+	if err := t.m.Write(ctx, s1, img); err != nil {
+		_ = t.a.Free(s1, t.geo.size)
+		return fmt.Errorf("race: write subtable %v: %w", s1, err)
+	}
+	if err := t.crashPoint(2); err != nil {
+		return err
+	}
+	// 4. Record it. Only a lock holder writes child words; a holder whose lease lapsed may
+	// race a successor here, and the CAS picks one of them.
+	prev, err := t.m.CAS(ctx, st.Add(childOff(d)), s.child[d], p1)
+	if err != nil {
+		return fmt.Errorf("race: record child of %v: %w", st, err)
+	}
+	if prev != s.child[d] {
+		_ = t.a.Free(s1, t.geo.size)
+	}
+	return nil
+}
+
+// classify records in moved, for every committed slot word among words, whether its key's
+// first hash has bit d set (it moves to the new half): one round trip for the blocks it has
+// not classified yet. The blocks of frozen slots cannot be retired while frozen, so they are
+// read safely; one that fails validation is a corrupt table.
+func (t *Table) classify(ctx context.Context, words []Slot, d uint, moved map[Slot]bool) error {
+	var b farmem.Batch
+	var ws []Slot
+	var bufs [][]byte
+	seen := make(map[Slot]bool)
+	for _, w := range words {
+		if !w.Committed() {
+			continue
+		}
+		k := blockKey(w)
+		if _, ok := moved[k]; ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		buf := make([]byte, w.Size())
+		b.Read(w.Addr(), buf)
+		ws, bufs = append(ws, k), append(bufs, buf)
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	if err := doChunked(ctx, t.m, &b); err != nil {
+		return fmt.Errorf("race: read blocks to split: %w", err)
+	}
+	for i, w := range ws {
+		blk, err := t.decode(w.Addr(), bufs[i])
+		if err != nil {
+			return fmt.Errorf("race: split: block of frozen slot %v: %w", w, err)
+		}
+		moved[w] = t.hash(blk.Key).h1>>d&1 == 1
+	}
+	return nil
+}
+
+// finishSplit completes the split of s.st at depth d whose new half is child[d]: publishes it
+// in the directory and moves the header to depth d+1 (when publish is set: not yet done),
+// clears the moved slots of s.st and releases the others, releases the new half, and marks
+// the child word done.
+func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, moved map[Slot]bool) error {
+	st, la := s.st, s.st.Add(stLockOff)
+	cw := s.child[d]
+	s1 := unpackAddr(cw)
+	suffix := headerSuffix(s.hdr) &^ (1 << d) // the same before and after the header moves
+	if publish {
+		if err := t.renew(ctx, la, word); err != nil {
+			return err
+		}
+		if err := t.publish(ctx, st, s1, d, suffix, func() error { return t.renew(ctx, la, word) }); err != nil {
+			return err
+		}
+		if err := t.crashPoint(4); err != nil {
+			return err
+		}
+		if err := t.renew(ctx, la, word); err != nil {
+			return err
+		}
+		old := headerWord(d, suffix)
+		prev, err := t.m.CAS(ctx, st.Add(stHeaderOff), old, headerWord(d+1, suffix))
+		if err != nil {
+			return fmt.Errorf("race: move header of %v: %w", st, err)
+		}
+		switch prev {
+		case old:
+			// Exactly one client moves the header, and it counts the split.
+			if _, err := t.m.FAA(ctx, t.root.Add(rootSplitsOff), 1); err != nil {
+				return fmt.Errorf("race: count split: %w", err)
+			}
+		case headerWord(d+1, suffix):
+		default:
+			return fmt.Errorf("race: subtable %v: header %#x during split at depth %d: %w", st, prev, d, ErrCorrupt)
+		}
+	}
+	if err := t.crashPoint(5); err != nil {
+		return err
+	}
+	// Release the old half: moved keys' slots and empty or tentative ones become empty, the
+	// staying keys' slots lose their frozen bit.
+	if err := t.classify(ctx, s.words, d, moved); err != nil {
+		return err
+	}
+	if err := t.renew(ctx, la, word); err != nil {
+		return err
+	}
+	var b farmem.Batch
+	for i, w := range s.words {
+		if !w.Frozen() {
+			continue
+		}
+		var v Slot
+		if w.Committed() && !moved[blockKey(w)] {
+			v = w.Plain()
+		}
+		b.CAS(t.geo.slotAddr(st, uint64(i)), uint64(w), uint64(v))
+	}
+	if len(b.Ops) > 0 {
+		if err := doChunked(ctx, t.m, &b); err != nil {
+			return fmt.Errorf("race: release subtable %v: %w", st, err)
+		}
+	}
+	if err := t.crashPoint(6); err != nil {
+		return err
+	}
+	// Release the new half, if its parent lock is still in place (once it is cleared the half
+	// may be splitting on its own, and its frozen slots are not ours).
+	if err := t.renew(ctx, la, word); err != nil {
+		return err
+	}
+	h1, err := t.readSubtable(ctx, s1, true)
+	if err != nil {
+		return err
+	}
+	if h1.lock == lockParent {
+		var rb farmem.Batch
+		for i, w := range h1.words {
+			if w.Frozen() {
+				rb.CAS(t.geo.slotAddr(s1, uint64(i)), uint64(w), uint64(w.Plain()))
+			}
+		}
+		rb.CAS(s1.Add(stLockOff), lockParent, 0)
+		if err := doChunked(ctx, t.m, &rb); err != nil {
+			return fmt.Errorf("race: release subtable %v: %w", s1, err)
+		}
+	}
+	if err := t.crashPoint(7); err != nil {
+		return err
+	}
+	if _, err := t.m.CAS(ctx, st.Add(childOff(d)), cw, cw|childDone); err != nil {
+		return fmt.Errorf("race: mark split of %v done: %w", st, err)
+	}
+	t.stats.Splits++
+	return nil
+}
+
+// publish makes the directory name s1 for the suffixes it took over from st at depth d
+// (doubling the directory first if d is the global depth), under the directory lock. Only
+// entries that still name st change, so publishing twice, or late, never moves an entry back
+// to an ancestor.
+func (t *Table) publish(ctx context.Context, st, s1 farmem.Addr, d uint, suffix uint64, hold func() error) error {
+	la := t.root.Add(rootDirLockOff)
+	var backoff time.Duration
+	for range maxAttempts {
+		word, held, _, err := t.tryLock(ctx, la, 0)
+		if err != nil {
+			return err
+		}
+		if !held {
+			// Keep the split's own lease while waiting for the directory's.
+			if err := hold(); err != nil {
+				return err
+			}
+			if err := t.sleep(ctx, &backoff); err != nil {
+				return err
+			}
+			continue
+		}
+		err = t.publishLocked(ctx, st, s1, d, suffix)
+		if uerr := t.unlock(ctx, la, word); err == nil {
+			err = uerr
+		}
+		if !errors.Is(err, errDirMoved) {
+			return err
+		}
+	}
+	return fmt.Errorf("race: publish split of %v: %w", st, ErrCorrupt)
+}
+
+func (t *Table) publishLocked(ctx context.Context, st, s1 farmem.Addr, d uint, suffix uint64) error {
+	// The root's directory word and, speculatively, the cached directory: one round trip
+	// unless the directory was replaced.
+	var rb [8]byte
+	dbuf := make([]byte, 8*len(t.dir))
+	var b farmem.Batch
+	b.Read(t.root.Add(rootDirOff), rb[:])
+	b.Read(unpackAddr(t.dirWord), dbuf)
+	if err := t.m.Do(ctx, &b); err != nil {
+		return fmt.Errorf("race: read directory: %w", err)
+	}
+	w := binary.LittleEndian.Uint64(rb[:])
+	if w != t.dirWord {
+		if err := t.loadDir(ctx, w); err != nil {
+			return err
+		}
+	} else {
+		for i := range t.dir {
+			t.dir[i] = binary.LittleEndian.Uint64(dbuf[8*i:])
+		}
+	}
+	gd := entryDepth(w)
+	ps, err := packAddr(st)
+	if err != nil {
+		return err
+	}
+	p1, err := packAddr(s1)
+	if err != nil {
+		return err
+	}
+	apply := func(entries []uint64) []int {
+		var changed []int
+		mask := uint64(1)<<(d+1) - 1
+		for j, e := range entries {
+			if e&ptrMask != ps {
+				continue
+			}
+			switch uint64(j) & mask {
+			case suffix | 1<<d:
+				entries[j] = entryWord(p1, d+1)
+				changed = append(changed, j)
+			case suffix:
+				if entryDepth(e) < d+1 {
+					entries[j] = entryWord(ps, d+1)
+					changed = append(changed, j)
+				}
+			}
+		}
+		return changed
+	}
+	if d < gd {
+		entries := append([]uint64(nil), t.dir...)
+		changed := apply(entries)
+		var wb farmem.Batch
+		base := unpackAddr(w)
+		for _, j := range changed {
+			buf := make([]byte, 8)
+			binary.LittleEndian.PutUint64(buf, entries[j])
+			wb.Write(base.Add(8*uint64(j)), buf)
+		}
+		if len(wb.Ops) > 0 {
+			if err := doChunked(ctx, t.m, &wb); err != nil {
+				return fmt.Errorf("race: update directory: %w", err)
+			}
+		}
+		t.dir = entries
+		return nil
+	}
+	// Double: a directory of 2^(gd+1) entries, entry j a copy of j mod 2^gd, with the split
+	// applied; then swing the root's directory word to it.
+	if gd >= uint(t.p.MaxDepth) {
+		return fmt.Errorf("race: directory at depth %d: %w", gd, ErrFull)
+	}
+	n := uint64(2) << gd
+	entries := make([]uint64, n)
+	for j := range entries {
+		entries[j] = t.dir[uint64(j)&(uint64(len(t.dir))-1)]
+	}
+	apply(entries)
+	size := max(8*n, Unit)
+	na, err := t.a.Alloc(ctx, size, Unit)
+	if err != nil {
+		return fmt.Errorf("race: allocate directory: %w", err)
+	}
+	pn, err := packAddr(na)
+	if err != nil {
+		_ = t.a.Free(na, size)
+		return err
+	}
+	img := make([]byte, size)
+	for j, e := range entries {
+		binary.LittleEndian.PutUint64(img[8*j:], e)
+	}
+	if err := t.m.Write(ctx, na, img); err != nil {
+		_ = t.a.Free(na, size)
+		return fmt.Errorf("race: write directory: %w", err)
+	}
+	nw := entryWord(pn, gd+1)
+	var cb farmem.Batch
+	cb.CAS(t.root.Add(rootDirOff), w, nw)
+	if err := t.m.Do(ctx, &cb); err != nil {
+		return fmt.Errorf("race: swing directory: %w", err)
+	}
+	if prev, _ := cb.Result(0); prev != w {
+		// Another client doubled it: our hold on the directory lock lapsed. Start over.
+		_ = t.a.Free(na, size)
+		return errDirMoved
+	}
+	if _, err := t.m.FAA(ctx, t.root.Add(rootDoublingsOff), 1); err != nil {
+		return fmt.Errorf("race: count doubling: %w", err)
+	}
+	t.stats.Doublings++
+	// Clients read the old directory only while pinned (a refresh), so it is retired.
+	_ = t.a.Retire(ctx, unpackAddr(w), max(uint64(8)<<gd, Unit))
+	t.dirWord, t.dir = nw, entries
+	return nil
+}

@@ -1,0 +1,148 @@
+package race_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// spinSync is a pessimistic synchronizer for the tests: a CAS spinlock in the first word of the
+// slot's 16-byte metadata entry, the new block written only once the lock is held. It checks
+// the hook the lock-based synchronizers of ds/cider use: the entry's address and its
+// prefetched bytes, Change.New, Change.Deadline, Retry on a frozen or changed slot.
+type spinSync struct {
+	t        *testing.T
+	prefetch int // Commits that found the entry prefetched
+	commits  int
+}
+
+func (s *spinSync) Traits() race.Traits { return race.Traits{MetaSize: 16, DeferWrite: true} }
+
+func (s *spinSync) Commit(ctx context.Context, c *race.Change) (race.Outcome, error) {
+	m := c.Memory()
+	if c.Meta.IsNil() || len(c.MetaBytes) != 16 {
+		s.t.Errorf("change without its metadata entry: %v, %d bytes", c.Meta, len(c.MetaBytes))
+		return race.Retry, errors.New("no metadata")
+	}
+	s.prefetch++
+	me := uint64(m.Info().ID)
+	if binary.LittleEndian.Uint64(c.MetaBytes) == me {
+		s.t.Errorf("prefetched lock word shows this client holding it")
+	}
+	backoff := time.Microsecond
+	for {
+		prev, err := m.CAS(ctx, c.Meta, 0, me)
+		if err != nil {
+			return race.Retry, err
+		}
+		if prev == 0 {
+			break
+		}
+		if m.Runtime().Now() > c.Deadline() {
+			return race.Retry, nil
+		}
+		if err := m.Runtime().Sleep(ctx, backoff); err != nil {
+			return race.Retry, err
+		}
+		backoff = min(2*backoff, 100*time.Microsecond)
+	}
+	out, err := s.locked(ctx, c)
+	if _, uerr := m.CAS(context.WithoutCancel(ctx), c.Meta, me, 0); err == nil {
+		err = uerr
+	}
+	return out, err
+}
+
+// locked is the critical section: re-read the slot (it may have changed between the lookup and
+// the lock), write the block, CAS.
+func (s *spinSync) locked(ctx context.Context, c *race.Change) (race.Outcome, error) {
+	m := c.Memory()
+	var b [8]byte
+	if err := m.Read(ctx, c.Slot, b[:]); err != nil {
+		return race.Retry, err
+	}
+	if cur := race.Slot(binary.LittleEndian.Uint64(b[:])); cur != c.Old {
+		// Optimistic writers do not exist here, but splits and deletes do.
+		return race.Retry, nil
+	}
+	nw, err := c.New(ctx)
+	if err != nil {
+		return race.Retry, err
+	}
+	if m.Runtime().Now() > c.Deadline() {
+		return race.Retry, nil
+	}
+	prev, err := m.CAS(ctx, c.Slot, uint64(c.Old), uint64(nw))
+	if err != nil {
+		return race.Retry, err
+	}
+	if race.Slot(prev) != c.Old {
+		return race.Retry, nil
+	}
+	c.Replaced = c.Old
+	s.commits++
+	return race.Committed, nil
+}
+
+func TestSynchronizerNeedsMeta(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{})
+	m, err := e.f.Open(context.Background(), e.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	a, err := alloc.New(context.Background(), m, e.ao)
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = race.Open(context.Background(), m, a, e.root, race.Options{Sync: &spinSync{t: t}})
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+}
+
+// TestLockSynchronizer runs the hot-key and the split workloads with spinSync and checks them.
+func TestLockSynchronizer(t *testing.T) {
+	p := collide
+	p.MetaSize = 16
+	e := newEnv(t, local.Options{ComputeNodes: 2, Tearing: true, Jitter: 5 * time.Microsecond}, p)
+	const n = 6
+	cs := make([]*client, n)
+	syncs := make([]*spinSync, n)
+	for i := range cs {
+		syncs[i] = &spinSync{t: t}
+		cs[i] = e.open(t, i, race.Options{Sync: syncs[i]})
+	}
+	// One key, updated and deleted by everyone; then the split workload.
+	hotLoad := workload{keys: 2, ops: 150, search: 30, insert: 20, update: 40, maxVal: 40, unknown: 5}
+	for _, w := range []workload{hotLoad, splitLoad} {
+		h := kvModel.NewHistory(e.f.Runtime())
+		errs := make(chan error, n)
+		for _, c := range cs {
+			go func() { errs <- w.run(context.Background(), c, h) }()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+		h.Check(t)
+		for k := range w.keys { // each phase starts from an empty map
+			if err := cs[0].tab.Delete(context.Background(), key(k)); !errors.Is(err, race.ErrNotFound) {
+				require.NoError(t, err)
+			}
+		}
+	}
+	commits, calls := 0, 0
+	for _, s := range syncs {
+		commits += s.commits
+		calls += s.prefetch
+	}
+	t.Logf("%d commits in %d calls", commits, calls)
+	require.NotZero(t, commits)
+	info, err := cs[0].tab.Info(context.Background())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, info.Splits, uint64(3))
+}

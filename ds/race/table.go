@@ -1,0 +1,424 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/farmem"
+)
+
+// Errors of the table. Operations also return the transport's errors (farmem.ErrNodeDown, a
+// context's error, ...) wrapped: such an operation may or may not have taken effect.
+var (
+	// ErrNotFound: Search, Update or Delete of a key the table does not hold.
+	ErrNotFound = errors.New("race: key not found")
+	// ErrExists: Insert of a key the table already holds.
+	ErrExists = errors.New("race: key exists")
+	// ErrTooLarge: a key and value that do not fit one KV block (see MaxKV and MaxKey).
+	ErrTooLarge = fmt.Errorf("race: too large: %w", farmem.ErrInvalid)
+	// ErrPointerRange: an address a slot or directory entry cannot hold: a memory node id above
+	// MaxPointerNode, an offset at or beyond MaxPointerOffset, or one not Unit-aligned. Place the
+	// table on nodes that fit.
+	ErrPointerRange = fmt.Errorf("race: address does not fit a packed pointer: %w", farmem.ErrInvalid)
+	// ErrBadRoot: the address given to Open does not hold a table root this package wrote.
+	ErrBadRoot = fmt.Errorf("race: bad table root: %w", farmem.ErrInvalid)
+	// ErrCorrupt: a KV block that fails validation (a torn or reused block), or a table state no
+	// correct client leaves behind. Operations retry past transient cases; they return it only
+	// when it persists.
+	ErrCorrupt = errors.New("race: corrupt block or table")
+	// ErrFull: a subtable at the table's MaxDepth has no room for the key.
+	ErrFull = fmt.Errorf("race: subtable at maximum depth is full: %w", farmem.ErrNoSpace)
+)
+
+// Options configure one client's handle on a table.
+type Options struct {
+	// Sync makes the final pointer change of Update and Delete (default Optimistic).
+	Sync Synchronizer
+	// Lease is the lease of split and directory locks, and how long an insert's tentative slot
+	// is protected from other inserters of the same key (default 200ms of fabric time). A
+	// client that holds a lock past its lease is taken as dead and its work is taken over.
+	Lease time.Duration
+	// ClockSkew bounds the difference between clients' fabric clocks and the time a verb takes
+	// to land (default 1ms): a lease is trusted until ClockSkew before its end and taken as
+	// expired only ClockSkew after it.
+	ClockSkew time.Duration
+	// PinBudget is how long an operation may stay pinned before it re-pins (before a CAS, never
+	// after one). It must be below the allocator's Lease minus its Refresh minus ClockSkew, so
+	// that no block the operation read can have been reused when it CASes (default 250ms, for
+	// alloc's default 1s lease).
+	PinBudget time.Duration
+	// Backoff is the first pause when waiting for another client (a split, a competing insert);
+	// pauses double up to 1ms (default 2µs).
+	Backoff time.Duration
+}
+
+func (o *Options) setDefaults() error {
+	if o.Sync == nil {
+		o.Sync = Optimistic{}
+	}
+	if o.Lease == 0 {
+		o.Lease = 200 * time.Millisecond
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = time.Millisecond
+	}
+	if o.PinBudget == 0 {
+		o.PinBudget = 250 * time.Millisecond
+	}
+	if o.Backoff == 0 {
+		o.Backoff = 2 * time.Microsecond
+	}
+	if o.Lease < 0 || o.ClockSkew < 0 || o.PinBudget < 0 || o.Backoff < 0 || o.Lease <= 2*o.ClockSkew {
+		return fmt.Errorf("race: options %+v: %w", *o, farmem.ErrInvalid)
+	}
+	return nil
+}
+
+// maxBackoff caps the pause between two polls of another client's progress.
+const maxBackoff = time.Millisecond
+
+// maxAttempts bounds the lookups of one operation: far more than contention ever needs, so that
+// a table corrupted beyond what the protocol allows gives ErrCorrupt rather than a hang.
+const maxAttempts = 1 << 20
+
+// Stats count one handle's work.
+type Stats struct {
+	// Searches, Inserts, Updates and Deletes count operations that returned, whatever the result.
+	Searches, Inserts, Updates, Deletes uint64
+	// Lookups counts reads of a key's candidate buckets (the first round trip of every
+	// operation, repeated on retries).
+	Lookups uint64
+	// Refreshes counts directory entries re-read because a subtable's header did not cover the
+	// key (a stale directory cache); DirReloads counts whole directories read after a doubling.
+	Refreshes, DirReloads uint64
+	// BadBlocks counts KV blocks that failed validation (checksum or length).
+	BadBlocks uint64
+	// Conflicts counts CASes on slots that found another word, and Kills the tentative slots of
+	// other inserters of the same key this client removed.
+	Conflicts, Kills uint64
+	// Splits counts subtable splits this client completed, Recoveries the split and directory
+	// locks it took over from a client whose lease had expired, SplitWaits the waits for another
+	// client's split, and Doublings the directory doublings it made.
+	Splits, Recoveries, SplitWaits, Doublings uint64
+	// Repins counts operations that re-pinned because they ran past PinBudget, and PinExpired
+	// unpins that found the allocator lease expired anyway.
+	Repins, PinExpired uint64
+}
+
+// defects are deliberate bugs for tests that show the checks catch them.
+type defects struct {
+	noTentative   bool // Insert commits its slot at once and never looks for a duplicate
+	noChecksum    bool // blocks are not validated (only their key is compared)
+	noRetire      bool // old blocks are freed at once instead of retired, and no pin is taken
+	noHeaderCheck bool // a lookup trusts the directory cache without checking the subtable header
+	crashAt       int  // the next split stops at this step as if its client died (see crashPoint)
+}
+
+// errCrashed is returned by a split stopped by the crashAt test hook; the lock stays held.
+var errCrashed = errors.New("race: split stopped by test hook")
+
+// crashPoint returns errCrashed once when step n is the test hook's crash step. Steps: 1 after
+// the freeze, 2 after the new half is written, 3 after the child word is set, 4 after the
+// directory publish, 5 after the header moves, 6 after the old half is released, 7 after the
+// new half is released.
+func (t *Table) crashPoint(n int) error {
+	if t.bug.crashAt == n {
+		t.bug.crashAt = 0
+		return errCrashed
+	}
+	return nil
+}
+
+// Table is one client's handle on a table in far memory. Like the client's farmem.Memory and
+// alloc.Allocator, it belongs to one goroutine; every client opens its own handle on the same
+// root, and the handles share nothing but far memory.
+type Table struct {
+	m    farmem.Memory
+	a    *alloc.Allocator
+	rt   farmem.Runtime
+	id   farmem.ClientID
+	root farmem.Addr
+	p    Params
+	geo  geometry
+	opts Options
+	sync Synchronizer
+	tr   Traits
+	hash func(key []byte) keyHash
+
+	// The directory cache: the root's directory word when read, and the entries.
+	dirWord uint64
+	dir     []uint64
+
+	pinAt  farmem.Time
+	pinned bool
+	stats  Stats
+	closed bool
+	bug    defects
+	rootB  [8]byte
+}
+
+// Create builds an empty table in far memory with a's allocator and returns its root address,
+// which clients pass to Open. It writes the initial subtables and directory, then the root, so
+// the root is valid once Create returns. Cost: 1 round trip for the subtables and directory (a
+// batch), 1 for the root, plus the allocator's chunk claims.
+func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) (farmem.Addr, error) {
+	if err := p.setDefaults(); err != nil {
+		return 0, err
+	}
+	geo := newGeometry(uint64(p.Groups), uint64(p.SlotsPerBucket), uint64(p.MetaSize))
+	n := uint64(1) << p.InitialDepth
+	dirSize := max(n*8, Unit)
+	dirAddr, err := a.Alloc(ctx, dirSize, Unit)
+	if err != nil {
+		return 0, fmt.Errorf("race: create: directory: %w", err)
+	}
+	dirPacked, err := packAddr(dirAddr)
+	if err != nil {
+		return 0, err
+	}
+	dir := make([]byte, dirSize)
+	var b farmem.Batch
+	for i := range n {
+		st, err := a.Alloc(ctx, geo.size, Unit)
+		if err != nil {
+			return 0, fmt.Errorf("race: create: subtable %d: %w", i, err)
+		}
+		sp, err := packAddr(st)
+		if err != nil {
+			return 0, err
+		}
+		b.Write(st, subtableImage(&geo, headerWord(uint(p.InitialDepth), i), 0, 0))
+		binary.LittleEndian.PutUint64(dir[8*i:], entryWord(sp, uint(p.InitialDepth)))
+	}
+	b.Write(dirAddr, dir)
+	if err := doChunked(ctx, m, &b); err != nil {
+		return 0, fmt.Errorf("race: create: write subtables: %w", err)
+	}
+	root, err := a.Alloc(ctx, RootSize, Unit)
+	if err != nil {
+		return 0, fmt.Errorf("race: create: root: %w", err)
+	}
+	rb := encodeRootConst(p)
+	binary.LittleEndian.PutUint64(rb[rootDirOff:], entryWord(dirPacked, uint(p.InitialDepth)))
+	if err := m.Write(ctx, root, rb); err != nil {
+		return 0, fmt.Errorf("race: create: write root: %w", err)
+	}
+	return root, nil
+}
+
+// subtableImage returns the bytes of a fresh subtable: its header, lock and parent words; child
+// words, slots and metadata zero.
+func subtableImage(geo *geometry, header, lock, parent uint64) []byte {
+	b := make([]byte, geo.size)
+	le := binary.LittleEndian
+	le.PutUint64(b[stHeaderOff:], header)
+	le.PutUint64(b[stLockOff:], lock)
+	le.PutUint64(b[stParentOff:], parent)
+	return b
+}
+
+// doChunked runs a batch, split into batches of at most farmem.MaxBatchOps ops.
+func doChunked(ctx context.Context, m farmem.Memory, b *farmem.Batch) error {
+	if len(b.Ops) <= farmem.MaxBatchOps {
+		return m.Do(ctx, b)
+	}
+	for i := 0; i < len(b.Ops); i += farmem.MaxBatchOps {
+		part := farmem.Batch{Ops: b.Ops[i:min(i+farmem.MaxBatchOps, len(b.Ops))]}
+		if err := m.Do(ctx, &part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Open returns client m's handle on the table at root, allocating KV blocks and subtables with
+// a (m's allocator). It reads the root and the directory: 2 round trips.
+func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.Addr, opts Options) (*Table, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
+	}
+	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, tr: opts.Sync.Traits()}
+	// A directory replaced by a doubling is retired: read the root and then the directory
+	// pinned, so the one the root names cannot be reused before it is read.
+	if err := t.pin(ctx); err != nil {
+		return nil, err
+	}
+	defer t.unpin()
+	buf := make([]byte, RootSize)
+	if err := m.Read(ctx, root, buf); err != nil {
+		return nil, fmt.Errorf("race: open %v: %w", root, err)
+	}
+	r, err := DecodeRoot(buf)
+	if err != nil {
+		return nil, fmt.Errorf("race: open %v: %w", root, err)
+	}
+	t.p = r.Params
+	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
+	seed := t.p.Seed
+	t.hash = func(key []byte) keyHash { return hashKey(seed, key) }
+	if t.tr.MetaSize < 0 || t.tr.MetaSize > t.p.MetaSize || t.tr.MetaSize%8 != 0 {
+		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",
+			t.tr.MetaSize, t.p.MetaSize, farmem.ErrInvalid)
+	}
+	if err := t.loadDir(ctx, binary.LittleEndian.Uint64(buf[rootDirOff:])); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Close releases the handle. It is idempotent; operations after it fail with farmem.ErrClosed.
+// The client's Memory and Allocator stay open (they are the caller's).
+func (t *Table) Close() error {
+	t.closed = true
+	return nil
+}
+
+// Root returns the table's root address.
+func (t *Table) Root() farmem.Addr { return t.root }
+
+// Params returns the table's layout parameters.
+func (t *Table) Params() Params { return t.p }
+
+// Stats returns the handle's counters.
+func (t *Table) Stats() Stats { return t.stats }
+
+// Info is the table-wide state recorded in its root.
+type Info struct {
+	Root
+}
+
+// Info reads the table's root: its directory, global depth and the split and doubling counts.
+// One round trip.
+func (t *Table) Info(ctx context.Context) (Info, error) {
+	buf := make([]byte, RootSize)
+	if err := t.m.Read(ctx, t.root, buf); err != nil {
+		return Info{}, fmt.Errorf("race: info: %w", err)
+	}
+	r, err := DecodeRoot(buf)
+	return Info{r}, err
+}
+
+// loadDir reads the whole directory the root word w names into the cache: one round trip.
+func (t *Table) loadDir(ctx context.Context, w uint64) error {
+	gd := entryDepth(w)
+	if gd > uint(t.p.MaxDepth) || unpackAddr(w).IsNil() {
+		return fmt.Errorf("race: root directory word %#x: %w", w, ErrCorrupt)
+	}
+	buf := make([]byte, 8<<gd)
+	if err := t.m.Read(context.WithoutCancel(ctx), unpackAddr(w), buf); err != nil {
+		return fmt.Errorf("race: read directory: %w", err)
+	}
+	dir := make([]uint64, 1<<gd)
+	for i := range dir {
+		dir[i] = binary.LittleEndian.Uint64(buf[8*i:])
+	}
+	t.dirWord, t.dir = w, dir
+	t.stats.DirReloads++
+	return nil
+}
+
+// subtableFor returns the subtable the cached directory names for a key with first hash h1.
+func (t *Table) subtableFor(h1 uint64) farmem.Addr {
+	return unpackAddr(t.dir[h1&uint64(len(t.dir)-1)])
+}
+
+// refresh re-reads the directory entry for h1 together with the root's directory word (one
+// round trip), and the whole directory if it was replaced by a doubling (a second one).
+func (t *Table) refresh(ctx context.Context, h1 uint64) error {
+	t.stats.Refreshes++
+	i := h1 & uint64(len(t.dir)-1)
+	var eb [8]byte
+	var b farmem.Batch
+	b.Read(t.root.Add(rootDirOff), t.rootB[:])
+	b.Read(unpackAddr(t.dirWord).Add(8*i), eb[:])
+	if err := t.m.Do(ctx, &b); err != nil {
+		return fmt.Errorf("race: refresh directory: %w", err)
+	}
+	if w := binary.LittleEndian.Uint64(t.rootB[:]); w != t.dirWord {
+		return t.loadDir(ctx, w)
+	}
+	t.dir[i] = binary.LittleEndian.Uint64(eb[:])
+	return nil
+}
+
+// usable reports whether the handle may run an operation.
+func (t *Table) usable() error {
+	if t.closed {
+		return fmt.Errorf("race: table handle closed: %w", farmem.ErrClosed)
+	}
+	return nil
+}
+
+// pin starts an operation's pinned section.
+func (t *Table) pin(ctx context.Context) error {
+	if t.bug.noRetire {
+		t.pinAt, t.pinned = t.rt.Now(), true
+		return nil
+	}
+	if err := t.a.Pin(ctx); err != nil {
+		return fmt.Errorf("race: pin: %w", err)
+	}
+	t.pinAt, t.pinned = t.rt.Now(), true
+	return nil
+}
+
+// unpin ends it; it reports whether the allocator's lease held throughout.
+func (t *Table) unpin() bool {
+	if !t.pinned {
+		return true
+	}
+	t.pinned = false
+	if t.bug.noRetire {
+		return true
+	}
+	if err := t.a.Unpin(); err != nil {
+		t.stats.PinExpired++
+		return false
+	}
+	return true
+}
+
+// fresh is called before a CAS that depends on blocks read while pinned: if the operation has
+// been pinned longer than PinBudget it re-pins and reports false, and the caller must look
+// again before any CAS.
+func (t *Table) fresh(ctx context.Context) (bool, error) {
+	if t.rt.Now().Sub(t.pinAt) <= t.opts.PinBudget {
+		return true, nil
+	}
+	t.stats.Repins++
+	t.unpin()
+	return false, t.pin(ctx)
+}
+
+// retire hands back the block a replaced slot word pointed at.
+func (t *Table) retire(ctx context.Context, s Slot) {
+	if s.Empty() {
+		return
+	}
+	if t.bug.noRetire {
+		_ = t.a.Free(s.Addr(), s.Size())
+		return
+	}
+	// Retire fails only when the allocator is closed or the home node is down; the block is
+	// then leaked, which is safe.
+	_ = t.a.Retire(ctx, s.Addr(), s.Size())
+}
+
+// sleep pauses for the current backoff and doubles it.
+func (t *Table) sleep(ctx context.Context, d *time.Duration) error {
+	if *d == 0 {
+		*d = t.opts.Backoff
+	}
+	if err := t.rt.Sleep(ctx, *d); err != nil {
+		return err
+	}
+	*d = min(2**d, maxBackoff)
+	return nil
+}
