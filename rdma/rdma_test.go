@@ -62,7 +62,7 @@ func dialN(t testing.TB, cl *Cluster, n int, opts Options) []*Fabric {
 func TestConformance(t *testing.T) {
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		servers, cl := startServers(t, cfg.MemoryNodes, cfg.MemorySize)
-		cl.DownTimeout = 150 * time.Millisecond
+		cl.DownTimeout = 250 * time.Millisecond
 		fs := dialN(t, cl, cfg.ComputeNodes, Options{})
 		var fabs []farmem.Fabric
 		for _, f := range fs {

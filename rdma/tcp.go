@@ -805,6 +805,12 @@ func (q *tcpQP) check(now int64, down time.Duration) {
 		q.kickReader() // answers no one waits for
 	}
 	idle := time.Duration(now - q.lastRecv.Load())
+	if idle > down && q.up.Load() && readable(q.conn) {
+		// An answer is waiting unread: the node is alive; this process is slow to read.
+		q.lastRecv.Store(now)
+		q.kickReader()
+		return
+	}
 	if idle > down {
 		q.fail(fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, idle.Round(time.Millisecond), farmem.ErrNodeDown))
 		return

@@ -320,7 +320,7 @@ func TestHangOnEstablishedConnection(t *testing.T) {
 	start := time.Now()
 	_, err = m.FAA(ctx, a, 1)
 	require.ErrorIs(t, err, farmem.ErrNodeDown)
-	require.Less(t, time.Since(start), 100*time.Millisecond+100*time.Millisecond/4+50*time.Millisecond)
+	require.Less(t, time.Since(start), 100*time.Millisecond*3/2+100*time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
 	var b farmem.Batch
 	b.FAA(a, 1)
@@ -349,11 +349,11 @@ func TestUnwaitedBatchCompletes(t *testing.T) {
 // the next request.
 func TestCanceledWaitLeavesConnectionIntact(t *testing.T) {
 	_, cl := startServers(t, 1, 1<<20)
-	cl.DownTimeout = 2 * time.Second
+	cl.DownTimeout = 5 * time.Second
 	fs := dialN(t, cl, 2, Options{})
 	require.NoError(t, fs[1].Handle(fs[1].Hosted()[0], 1, func(_ context.Context, _ farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 		if len(req) > 0 {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(2 * time.Second)
 		}
 		return []byte("pong"), nil
 	}))
@@ -367,7 +367,7 @@ func TestCanceledWaitLeavesConnectionIntact(t *testing.T) {
 		_, err = m.Call(ctx, node, 1, []byte("slow"))
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Less(t, time.Since(start), 150*time.Millisecond, "the canceled read returned at once")
+		require.Less(t, time.Since(start), time.Second, "the canceled read returned before the answer")
 		r, err := m.Call(context.Background(), node, 1, nil)
 		require.NoError(t, err, "the connection survived the canceled read")
 		require.Equal(t, "pong", string(r))
