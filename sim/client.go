@@ -26,6 +26,11 @@ type client struct {
 
 	lat  latStats
 	base farmem.Stats // Stats at the start of the statistics window
+
+	// sg is the group of its single verbs, kept with the client for locality; while it is
+	// still in flight (its verb abandoned on a context), a pooled group serves.
+	sg     group
+	sgBusy bool
 }
 
 var _ farmem.Memory = (*client)(nil)
@@ -187,7 +192,15 @@ func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 		c.ctr.CountResult(op, val, nil)
 		return val, nil
 	}
-	g := s.getGroup(c, n)
+	var g *group
+	if !c.sgBusy {
+		g = &c.sg
+		g.s, g.c, g.n, g.q, g.limit = s, c, n, c.qp(n), -1
+		g.own = true
+		c.sgBusy = true
+	} else {
+		g = s.getGroup(c, n)
+	}
 	g.single(op)
 	g.held = true
 	g.waiter = p

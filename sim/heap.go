@@ -1,6 +1,9 @@
 package sim
 
-import "unsafe"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // evKind says what an event does when its time comes.
 type evKind uint8
@@ -31,14 +34,11 @@ type event struct {
 	key  uint64
 	arg  uint64
 	obj  unsafe.Pointer // *proc, *timer, *group or *call, by kind
+	next uint32         // next slot in its wheel bucket, plus one; 0 ends the list
 	kind evKind
 }
 
 func (e *event) at() int64 { return int64(Epoch) + int64(e.prio>>tieBits) }
-
-func (e *event) less(o *event) bool {
-	return e.prio < o.prio || (e.prio == o.prio && e.key < o.key)
-}
 
 func (e *event) proc() *proc   { return (*proc)(e.obj) }
 func (e *event) timer() *timer { return (*timer)(e.obj) }
@@ -51,95 +51,232 @@ func mkEvent(at int64, key uint64, kind evKind, obj unsafe.Pointer, arg uint64) 
 	return event{prio: uint64(rel)<<tieBits | key>>(64-tieBits), key: key, kind: kind, obj: obj, arg: arg}
 }
 
-// evHeap is a 4-ary min-heap of events. Timers record their index so they can be removed
-// when stopped.
+// evHeap is a 4-ary min-heap of events. The heap itself holds 16-byte entries (the priority
+// word, the event's kind and its slot in a pool), so that a node's four children share a cache
+// line; the events live in the pool, recycled through a free list. Timers record their heap
+// index so they can be removed when stopped.
 type evHeap struct {
-	es []event
+	h    []hent
+	pool []event
+	free []uint32
 }
 
-func (h *evHeap) len() int { return len(h.es) }
+type hent struct {
+	prio uint64
+	slot uint32
+	kind evKind
+}
 
-func (h *evHeap) place(i int, e *event) {
-	h.es[i] = *e
+func (h *evHeap) len() int { return len(h.h) }
+
+// less orders heap entries: by priority word, then (rarely needed) by the full key.
+func (h *evHeap) less(a, b *hent) bool {
+	if a.prio != b.prio {
+		return a.prio < b.prio
+	}
+	return h.pool[a.slot].key < h.pool[b.slot].key
+}
+
+func (h *evHeap) place(i int, e hent) {
+	h.h[i] = e
 	if e.kind == evTimer {
-		e.timer().idx = i
+		h.pool[e.slot].timer().idx = i
 	}
 }
 
 func (h *evHeap) push(e event) {
-	h.es = append(h.es, e)
-	h.up(len(h.es)-1, &e)
+	var slot uint32
+	if n := len(h.free); n > 0 {
+		slot = h.free[n-1]
+		h.free = h.free[:n-1]
+		h.pool[slot] = e
+	} else {
+		slot = uint32(len(h.pool))
+		h.pool = append(h.pool, e)
+	}
+	he := hent{prio: e.prio, slot: slot, kind: e.kind}
+	h.h = append(h.h, he)
+	h.up(len(h.h)-1, he)
 }
 
-func (h *evHeap) up(i int, e *event) {
+func (h *evHeap) up(i int, e hent) {
 	for i > 0 {
 		parent := (i - 1) / 4
-		if !e.less(&h.es[parent]) {
+		if !h.less(&e, &h.h[parent]) {
 			break
 		}
-		h.place(i, &h.es[parent])
+		h.place(i, h.h[parent])
 		i = parent
 	}
 	h.place(i, e)
 }
 
-func (h *evHeap) down(i int, e *event) {
-	n := len(h.es)
+// down sifts e down from index i: the hole moves to the smallest child while that child is
+// smaller than e. Comparisons are on the priority word alone unless two are equal.
+func (h *evHeap) down(i int, e hent) {
+	hs := h.h
+	n := len(hs)
 	for {
-		first := 4*i + 1
-		if first >= n {
+		c := 4*i + 1
+		if c >= n {
 			break
 		}
-		best := first
-		end := min(first+4, n)
-		for j := first + 1; j < end; j++ {
-			if h.es[j].less(&h.es[best]) {
-				best = j
+		best := c
+		bp := hs[c].prio
+		end := min(c+4, n)
+		for j := c + 1; j < end; j++ {
+			if p := hs[j].prio; p < bp || (p == bp && h.pool[hs[j].slot].key < h.pool[hs[best].slot].key) {
+				best, bp = j, p
 			}
 		}
-		if !h.es[best].less(e) {
+		if bp > e.prio || (bp == e.prio && h.pool[hs[best].slot].key > h.pool[e.slot].key) {
 			break
 		}
-		h.place(i, &h.es[best])
+		h.place(i, hs[best])
 		i = best
 	}
 	h.place(i, e)
 }
 
-// peek returns the earliest event; the heap must not be empty.
-func (h *evHeap) peek() *event { return &h.es[0] }
+// peekAt returns the time of the earliest event; the heap must not be empty.
+func (h *evHeap) peekAt() int64 { return int64(Epoch) + int64(h.h[0].prio>>tieBits) }
 
 // pop removes and returns the earliest event; the heap must not be empty.
 func (h *evHeap) pop() event {
-	top := h.es[0]
-	n := len(h.es) - 1
-	last := h.es[n]
-	h.es[n] = event{}
-	h.es = h.es[:n]
+	top := h.h[0]
+	n := len(h.h) - 1
+	last := h.h[n]
+	h.h = h.h[:n]
 	if n > 0 {
-		h.down(0, &last)
+		h.down(0, last)
 	}
-	if top.kind == evTimer {
-		top.timer().idx = -1
-	}
-	return top
+	return h.take(top.slot)
 }
 
-// remove deletes the event at index i.
+// take frees pool slot i and returns its event.
+func (h *evHeap) take(i uint32) event {
+	e := h.pool[i]
+	h.pool[i] = event{}
+	h.free = append(h.free, i)
+	if e.kind == evTimer {
+		e.timer().idx = -1
+	}
+	return e
+}
+
+// remove deletes the entry at heap index i.
 func (h *evHeap) remove(i int) {
-	n := len(h.es) - 1
-	removed := h.es[i]
-	last := h.es[n]
-	h.es[n] = event{}
-	h.es = h.es[:n]
+	n := len(h.h) - 1
+	removed := h.h[i]
+	last := h.h[n]
+	h.h = h.h[:n]
 	if i < n {
-		if i > 0 && last.less(&h.es[(i-1)/4]) {
-			h.up(i, &last)
+		if i > 0 && h.less(&last, &h.h[(i-1)/4]) {
+			h.up(i, last)
 		} else {
-			h.down(i, &last)
+			h.down(i, last)
 		}
 	}
-	if removed.kind == evTimer {
-		removed.timer().idx = -1
+	h.take(removed.slot)
+}
+
+// The event queue: a timing wheel for the near future, backed by the heap for the far future
+// and for timers (which may be removed). Nearly every event of a verb is due within a few
+// microseconds, so the wheel serves them in constant time: wheelSize buckets of one nanosecond
+// each, a bitmap to find the next nonempty one. Every event in the wheel is due in [cursor,
+// cursor + wheelSize), so buckets never alias. The events of one bucket are due at the same
+// instant; they leave it in a random order drawn from the seed (swap-remove of a random
+// element), which is how the wheel breaks ties by the seed at constant cost.
+const wheelSize = 1 << 14
+
+type evQueue struct {
+	heap   evHeap // far events and timers; its pool holds the wheel's events too
+	bucket [wheelSize][]uint32
+	bits   [wheelSize / 64]uint64
+	n      int    // events in the wheel
+	cursor uint64 // the current instant, in ns since Epoch
+	rng    uint64 // tie-break state, seeded
+}
+
+func (q *evQueue) len() int { return q.n + q.heap.len() }
+
+func (q *evQueue) push(e event) {
+	t := e.prio >> tieBits
+	if e.kind == evTimer || t >= q.cursor+wheelSize {
+		q.heap.push(e)
+		return
 	}
+	h := &q.heap
+	var slot uint32
+	if k := len(h.free); k > 0 {
+		slot = h.free[k-1]
+		h.free = h.free[:k-1]
+		h.pool[slot] = e
+	} else {
+		slot = uint32(len(h.pool))
+		h.pool = append(h.pool, e)
+	}
+	b := t & (wheelSize - 1)
+	q.bucket[b] = append(q.bucket[b], slot)
+	q.bits[b/64] |= 1 << (b % 64)
+	q.n++
+}
+
+// firstBucket returns the first nonempty bucket at or after the cursor, circularly.
+func (q *evQueue) firstBucket() uint64 {
+	start := q.cursor & (wheelSize - 1)
+	w := start / 64
+	if m := q.bits[w] &^ (1<<(start%64) - 1); m != 0 {
+		return w*64 + uint64(bits.TrailingZeros64(m))
+	}
+	for i := uint64(1); i <= wheelSize/64; i++ {
+		j := (w + i) % (wheelSize / 64)
+		if m := q.bits[j]; m != 0 {
+			return j*64 + uint64(bits.TrailingZeros64(m))
+		}
+	}
+	panic("sim: event wheel count and bitmap disagree") // unreachable
+}
+
+// bucketTime returns the instant of bucket b, the first at or after the cursor.
+func (q *evQueue) bucketTime(b uint64) uint64 {
+	return q.cursor + (b-q.cursor)&(wheelSize-1)
+}
+
+// pop removes and returns the earliest event; the queue must not be empty.
+func (q *evQueue) pop() event {
+	h := &q.heap
+	if q.n == 0 {
+		e := h.pop()
+		q.cursor = e.prio >> tieBits
+		return e
+	}
+	b := q.firstBucket()
+	t := q.bucketTime(b)
+	if h.len() > 0 && h.h[0].prio>>tieBits < t {
+		e := h.pop()
+		q.cursor = e.prio >> tieBits
+		return e
+	}
+	bk := q.bucket[b]
+	i := 0
+	if len(bk) > 1 {
+		// xorshift64*, seeded: which of the simultaneous events goes first.
+		q.rng ^= q.rng >> 12
+		q.rng ^= q.rng << 25
+		q.rng ^= q.rng >> 27
+		i = int(((q.rng * 2685821657736338717) >> 32) * uint64(len(bk)) >> 32)
+	}
+	slot := bk[i]
+	bk[i] = bk[len(bk)-1]
+	q.bucket[b] = bk[:len(bk)-1]
+	if len(bk) == 1 {
+		q.bits[b/64] &^= 1 << (b % 64)
+	}
+	q.n--
+	q.cursor = t
+	e := h.pool[slot]
+	h.pool[slot] = event{}
+	h.free = append(h.free, slot)
+	return e
 }

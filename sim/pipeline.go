@@ -40,6 +40,7 @@ type group struct {
 	delivered bool // its outcome has reached the client
 	held      bool // a single verb's proc has not read its result yet
 	cancelled bool // its client crashed: apply nothing more of it
+	own       bool // it is its client's own single-verb group, not the pool's
 
 	anext, pnext *group // the queue pair's arrival and apply chains
 	iprev, inext *group // the client's in-flight list
@@ -119,6 +120,7 @@ func (s *Sim) maybeRecycle(g *group) {
 	if g.inFabric || g.held {
 		return
 	}
+	c := g.c
 	g.c, g.n, g.q, g.waiter = nil, nil, nil, nil
 	g.comp = farmem.Completer{}
 	g.one[0] = farmem.Op{}
@@ -132,6 +134,11 @@ func (s *Sim) maybeRecycle(g *group) {
 	g.delivered, g.cancelled = false, false
 	g.k, g.chunk = 0, 0
 	g.anext, g.pnext, g.iprev, g.inext = nil, nil, nil, nil
+	if g.own {
+		g.own = false
+		c.sgBusy = false
+		return
+	}
 	s.groups = append(s.groups, g)
 }
 

@@ -540,7 +540,7 @@ func (t *timer) cancel() bool {
 	}
 	t.state = timerStopped
 	if t.idx >= 0 {
-		t.s.heap.remove(t.idx)
+		t.s.heap.heap.remove(t.idx)
 	}
 	if t.foreign {
 		t.s.foreignProcs--

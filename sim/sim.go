@@ -26,7 +26,7 @@ type Sim struct {
 	// Scheduler state; the token protects what is not atomic or under mu.
 	now          atomic.Int64
 	nowNs        int64
-	heap         evHeap
+	heap         evQueue
 	seq          uint64
 	ready        ring
 	cur          atomic.Pointer[proc]
@@ -82,6 +82,7 @@ func New(model Model, seed uint64) (*Sim, error) {
 		partitions: make(map[partKey]bool),
 		verbHist:   newHistogram(),
 	}
+	s.heap.rng = seed*0x9e3779b97f4a7c15 | 1
 	s.nowNs = int64(Epoch)
 	s.now.Store(s.nowNs)
 	s.statsFrom = s.nowNs
