@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +22,7 @@ const devdaxDefaultAlign = 2 << 20
 
 // daxName returns the device-DAX instance name ("dax0.0") of a character device, or "".
 func daxName(fi os.FileInfo) string {
-	st, ok := fi.Sys().(*unix.Stat_t)
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok || fi.Mode()&os.ModeCharDevice == 0 {
 		return ""
 	}

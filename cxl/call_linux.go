@@ -3,6 +3,7 @@ package cxl
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -180,7 +181,7 @@ func (c *client) callMapped(ctx context.Context, s *seg, method uint16, req []by
 	if !ok {
 		return nil, fmt.Errorf("cxl: call %d to %v: %w", method, s.id, farmem.ErrNodeDown)
 	}
-	cl := &caller{c: c, s: s, gen: gen, slow: time.Now()}
+	cl := &caller{c: c, s: s, gen: gen}
 	stop := context.AfterFunc(ctx, func() {
 		_ = atomics.Guard(func() {
 			if p := cl.wake.Load(); p != nil {
@@ -200,16 +201,16 @@ func (c *client) callMapped(ctx context.Context, s *seg, method uint16, req []by
 	return reply, nil
 }
 
-// alive checks that the target is still the node the call addressed: its lease (on every
-// wake), and whether its process lives (every checkEvery).
-func (cl *caller) alive() error {
+// alive checks that the target is still the node the call addressed: its lease, and, if
+// slow and none was made in the last checkEvery, whether its process lives.
+func (cl *caller) alive(slow bool) error {
 	m := cl.c.m
 	w := atomic.LoadUint64(cl.s.lease())
 	if leaseGen(w) != cl.gen || leaseExp(w) <= expCrashed || leaseExp(w) <= m.nowRel() || m.faults.isDown(cl.s.id) {
 		m.live(cl.s.cid, cl.gen) // fences an expired lease
 		return fmt.Errorf("target down: %w", farmem.ErrNodeDown)
 	}
-	if time.Since(cl.slow) >= cl.c.f.checkEvery {
+	if slow && (cl.slow.IsZero() || time.Since(cl.slow) >= cl.c.f.checkEvery) {
 		cl.slow = time.Now()
 		if !m.live(cl.s.cid, cl.gen) {
 			return fmt.Errorf("target died: %w", farmem.ErrNodeDown)
@@ -219,15 +220,16 @@ func (cl *caller) alive() error {
 }
 
 // interrupted reports why a waiting call must stop: the caller's client or context, or the
-// target.
-func (cl *caller) interrupted(ctx context.Context) error {
+// target. slow adds the check of the target's process (made before each sleep: a call that
+// is answered while it spins does not pay for it).
+func (cl *caller) interrupted(ctx context.Context, slow bool) error {
 	if err := cl.c.usable(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return cl.alive()
+	return cl.alive(slow)
 }
 
 // claim takes a free mailbox of the target, waiting for one if all are busy.
@@ -265,7 +267,7 @@ func (cl *caller) claim(ctx context.Context) error {
 				break
 			}
 		}
-		err := cl.interrupted(ctx)
+		err := cl.interrupted(ctx, true)
 		if !free && err == nil {
 			futexWait(seq, v, f.checkEvery)
 		}
@@ -276,8 +278,15 @@ func (cl *caller) claim(ctx context.Context) error {
 	}
 }
 
+// spinFor is how long a party yields the processor, re-checking the mailbox, before it sleeps
+// in the futex (spin, then park): a peer usually answers within a few microseconds, a futex
+// wake-up costs about as much, and a goroutine blocked in a system call keeps its P from the
+// scheduler until sysmon retakes it.
+const spinFor = 20 * time.Microsecond
+
 // await sleeps until the mailbox reaches one of the phases in want (a bit set).
 func (cl *caller) await(ctx context.Context, want uint32) error {
+	start := time.Now()
 	for {
 		st := atomic.LoadUint32(cl.sl.st())
 		if stSeq(st) != cl.seq {
@@ -287,8 +296,13 @@ func (cl *caller) await(ctx context.Context, want uint32) error {
 			cl.phase = stPhase(st)
 			return nil
 		}
-		if err := cl.interrupted(ctx); err != nil {
+		spin := time.Since(start) < spinFor
+		if err := cl.interrupted(ctx, !spin); err != nil {
 			return err
+		}
+		if spin {
+			runtime.Gosched()
+			continue
 		}
 		futexWait(cl.sl.st(), st, cl.c.f.checkEvery)
 	}
@@ -436,7 +450,13 @@ func (f *Fabric) dispatcher() {
 		if done {
 			return
 		}
-		futexWait(ctl.bell(), v, 0)
+		// Let the handler goroutines just started run before this thread blocks in the futex
+		// with its P: a P held by a blocked system call is not idle to the scheduler until
+		// sysmon retakes it, tens of microseconds later.
+		runtime.Gosched()
+		// The timeout is a backstop, not a poll: a wake-up can be lost only if the control
+		// block's page vanished (a truncated file), and then the node must still notice.
+		futexWait(ctl.bell(), v, f.checkEvery)
 	}
 }
 
@@ -559,7 +579,8 @@ func (sv *server) move(to uint32) bool {
 func (sv *server) awaitCaller(want uint32) bool {
 	f, st := sv.f, sv.sl.st()
 	c, g := tokenNode(sv.tok)
-	last := time.Now()
+	start := time.Now()
+	var last time.Time
 	for {
 		v := atomic.LoadUint32(st)
 		if stSeq(v) != sv.seq {
@@ -572,12 +593,17 @@ func (sv *server) awaitCaller(want uint32) bool {
 		if f.stopped() {
 			return false
 		}
-		if time.Since(last) >= f.checkEvery {
+		spin := time.Since(start) < spinFor
+		if !spin && (last.IsZero() || time.Since(last) >= f.checkEvery) {
 			last = time.Now()
 			if !f.m.live(c, g) {
 				f.m.freeSlot(f.seg, sv.sl, v, sv.tok)
 				return false
 			}
+		}
+		if spin {
+			runtime.Gosched()
+			continue
 		}
 		futexWait(st, v, f.checkEvery)
 	}

@@ -101,10 +101,22 @@ func (s *seg) apply(op *farmem.Op, uncached bool) uint64 {
 		if uncached && len(op.Buf) > 0 {
 			atomics.FlushForRead(unsafe.Add(s.base, off), uintptr(len(op.Buf)))
 		}
-		s.mem.ReadAt(op.Buf, off, nil)
+		if bulk(off, len(op.Buf)) {
+			_ = s.reg.ReadBytes(off, op.Buf) // checked: in range, whole words
+		} else {
+			s.mem.ReadAt(op.Buf, off, nil)
+		}
 		return 0
 	case farmem.OpWrite:
-		s.mem.WriteAt(op.Buf, off, nil)
+		if bulk(off, len(op.Buf)) {
+			_ = s.reg.WriteBytes(off, op.Buf)
+			if s.cid != 0 {
+				// Its stores are plain MOVs: fence them before wake reads the waiter counts.
+				atomics.MFence()
+			}
+		} else {
+			s.mem.WriteAt(op.Buf, off, nil)
+		}
 		if uncached && len(op.Buf) > 0 {
 			atomics.WriteBack(unsafe.Add(s.base, off), uintptr(len(op.Buf)))
 		}
@@ -127,6 +139,11 @@ func (s *seg) apply(op *farmem.Op, uncached bool) uint64 {
 		return prev
 	}
 }
+
+// bulk reports whether an access of n bytes at off goes through atomics' word copies (whole
+// aligned words, long enough to be worth it) rather than wordmem's byte-granular ones. Both
+// move one aligned 8-byte word per instruction.
+func bulk(off uint64, n int) bool { return n >= 64 && off&7 == 0 && n&7 == 0 }
 
 // exec runs one checked op on s: the liveness check of a peer compute node, the injected
 // latency, and the op itself, with a memory fault (a truncated file) turned into an error.
@@ -437,7 +454,9 @@ func (c *client) wait(ctx context.Context, s *seg, off uint64, until func(uint64
 		if v := s.mem.Load(off); until(v) {
 			return v, nil
 		}
-		futexWait(seq, v0, 0)
+		// Woken by the writers' bumps; the timeout is only a backstop for a wake-up lost to a
+		// vanished page (a truncated file), after which the client's crash must still end it.
+		futexWait(seq, v0, c.m.h.DownTimeout)
 	}
 }
 

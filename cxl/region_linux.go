@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +22,7 @@ import (
 type fileKey struct{ dev, ino uint64 }
 
 func keyOf(fi os.FileInfo) (fileKey, bool) {
-	st, ok := fi.Sys().(*unix.Stat_t)
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fileKey{}, false
 	}
@@ -42,6 +43,7 @@ type seg struct {
 	base unsafe.Pointer
 	size uint64
 	mem  wordmem.Mem
+	reg  atomics.Region
 	// Compute nodes only.
 	cid   farmem.ComputeID
 	ctl   unsafe.Pointer // the control block
@@ -84,7 +86,7 @@ func newMapping(key fileKey, path string, f *os.File, h *header, base unsafe.Poi
 	for i := 1; i <= int(h.MemoryNodes); i++ {
 		id := farmem.NodeID(i)
 		p := unsafe.Add(base, h.memOff(id))
-		m.mem[i] = seg{id: id, base: p, size: h.MemorySize, mem: wordmem.FromPointer(p, h.MemorySize)}
+		m.mem[i] = seg{id: id, base: p, size: h.MemorySize, mem: wordmem.FromPointer(p, h.MemorySize), reg: region(p, h.MemorySize)}
 		m.topo.Nodes = append(m.topo.Nodes, farmem.NodeInfo{ID: id, Role: farmem.RoleMemory, Size: h.MemorySize})
 	}
 	cs := h.ComputeSize()
@@ -92,11 +94,21 @@ func newMapping(key fileKey, path string, f *os.File, h *header, base unsafe.Poi
 	for c := 1; c <= int(h.MaxCompute); c++ {
 		cid := farmem.ComputeID(c)
 		p := unsafe.Add(base, h.computeOff(cid))
-		m.comp[c] = seg{id: cid.Node(), base: p, size: cs, mem: wordmem.FromPointer(p, cs), cid: cid,
+		m.comp[c] = seg{id: cid.Node(), base: p, size: cs, mem: wordmem.FromPointer(p, cs), reg: region(p, cs), cid: cid,
 			ctl: unsafe.Add(base, h.ctlOff(cid)), entry: unsafe.Add(base, h.entryOff(cid))}
 		m.topo.Nodes = append(m.topo.Nodes, farmem.NodeInfo{ID: cid.Node(), Role: farmem.RoleCompute, Size: cs})
 	}
 	return m
+}
+
+// region returns the atomics.Region of a node; its base and size are 8-byte aligned by the
+// layout, so NewRegion cannot fail.
+func region(p unsafe.Pointer, size uint64) atomics.Region {
+	r, err := atomics.NewRegion(p, uintptr(size))
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // seg returns node id's memory, or nil if the region has no such node.
@@ -253,10 +265,10 @@ func format(c *created, o *Options) (*mapping, error) {
 	if err != nil {
 		return fail(err)
 	}
-	key, _ := keyOf(fi)
+	key, ok := keyOf(fi)
 	m := newMapping(key, c.path, c.f, h, base, pl)
 	registry.Lock()
-	if old := registry.m[key]; old == nil || old.refs == 0 {
+	if old := registry.m[key]; ok && (old == nil || old.refs == 0) {
 		registry.m[key] = m
 	}
 	registry.Unlock()
