@@ -189,11 +189,11 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.kickReader()
 }
 
-// parker implements qp: with nothing else in flight (the latency-bound case), waiting on it
-// reads the connection's answers when no one else does; with requests in flight, nil, so the
-// background reader decodes answers in parallel with the poster.
+// parker implements qp: waiting on it reads the connection's answers when no one else does,
+// so a client that posts and waits saves the hand-off from a reader goroutine; while someone
+// is reading, nil (post and a plain Parker: the reader delivers).
 func (q *tcpQP) parker() farmem.Parker {
-	if q.outstanding.Load() > 0 {
+	if q.reading.Load() {
 		return nil
 	}
 	return &readingParker{q: q, ch: make(chan struct{}, 1)}
