@@ -18,8 +18,10 @@
 //	err = t.Delete(ctx, key)          // ErrNotFound if absent
 //
 // Every operation is linearizable (checked with farmem/lincheck on the local transport with
-// tearing, jitter and strict mode, with keys forced into collisions and the table splitting
-// and doubling its directory during the run, and with a client dying in the middle of a split).
+// tearing, jitter and strict mode, and on the simulator with paused and crashed clients, with
+// keys forced into collisions, the table splitting and doubling its directory during the run,
+// and a client dying in the middle of a split). Table.Audit checks a quiescent table's
+// invariants (every key in a subtable that covers it, in one of its candidate slots, once).
 // An operation that fails with a transport error (farmem.ErrNodeDown, a context error) may or
 // may not have taken effect.
 //

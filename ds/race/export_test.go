@@ -33,3 +33,7 @@ func CrashSplitForTest(t *Table, n int) { t.bug.crashAt = n }
 
 // ErrCrashedForTest is the error a crashed split returns.
 var ErrCrashedForTest = errCrashed
+
+// StallSplitForTest makes the handle's next split call f at step n (1..7), as if the client
+// were paused there for as long as f blocks.
+func StallSplitForTest(t *Table, n int, f func()) { t.bug.stallAt, t.bug.stall = n, f }

@@ -91,3 +91,17 @@ func val(v uint64, n int) []byte {
 }
 
 func unval(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// audit checks the table's invariants from c and returns its census; with quiet set it also
+// requires no frozen, tentative or locked state left behind.
+func audit(t testing.TB, c *client, quiet bool) race.Census {
+	t.Helper()
+	census, err := c.tab.Audit(context.Background())
+	require.NoError(t, err)
+	if quiet {
+		require.Zero(t, census.Frozen, "frozen slots left: %+v", census)
+		require.Zero(t, census.Tentative, "tentative slots left: %+v", census)
+		require.Zero(t, census.Locked, "split locks left held: %+v", census)
+	}
+	return census
+}

@@ -43,6 +43,9 @@ func runHot(t *testing.T, w workload, n int, p race.Params, defects ...string) (
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
+	if len(defects) == 0 {
+		audit(t, cs[n-1], true)
+	}
 	var sum race.Stats
 	for _, c := range cs {
 		s := c.tab.Stats()

@@ -118,6 +118,7 @@ var collide = race.Params{Groups: 1, SlotsPerBucket: 2, FingerprintBits: 2, MaxD
 // splitRun is the outcome of a run of the split workload.
 type splitRun struct {
 	splits, doublings uint64
+	census            race.Census
 	stats             race.Stats
 	verdict           error
 }
@@ -171,6 +172,10 @@ func runSplits(t *testing.T, w workload, n int, defect string, crashStep int) sp
 	after, err := cs[0].tab.Info(ctx)
 	require.NoError(t, err)
 	r := splitRun{splits: after.Splits - before.Splits, doublings: after.Doublings - before.Doublings}
+	if defect == "" {
+		// A dead splitter's split is finished only if someone wrote to its subtable since.
+		r.census = audit(t, cs[n-1], crashStep == 0)
+	}
 	for _, c := range cs {
 		r.stats = addStats(r.stats, c.tab.Stats())
 	}
@@ -184,6 +189,7 @@ func addStats(a, b race.Stats) race.Stats {
 	a.DirReloads += b.DirReloads
 	a.Conflicts += b.Conflicts
 	a.Kills += b.Kills
+	a.Repins += b.Repins
 	a.SplitWaits += b.SplitWaits
 	a.Recoveries += b.Recoveries
 	a.BadBlocks += b.BadBlocks
@@ -200,7 +206,7 @@ func TestLinearizableLocal(t *testing.T) {
 	w := splitLoad
 	w.ops *= stressScale()
 	r := runSplits(t, w, 6, "", 0)
-	t.Logf("splits %d, doublings %d; %+v", r.splits, r.doublings, r.stats)
+	t.Logf("splits %d, doublings %d; %+v; %+v", r.splits, r.doublings, r.stats, r.census)
 	require.NoError(t, r.verdict)
 	require.GreaterOrEqual(t, r.splits, uint64(3))
 	require.GreaterOrEqual(t, r.doublings, uint64(1))

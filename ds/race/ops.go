@@ -177,7 +177,7 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 			}
 			continue
 		}
-		if ok, err := t.fresh(ctx); err != nil || !ok {
+		if ok, err := t.fresh(ctx, op); err != nil || !ok {
 			if err != nil {
 				t.dropBlock(ctx, nb)
 				return err
@@ -375,7 +375,7 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 				continue
 			}
 		}
-		if ok, err := t.fresh(ctx); err != nil || !ok {
+		if ok, err := t.fresh(ctx, op); err != nil || !ok {
 			if err == nil {
 				err = retract()
 			}
@@ -485,7 +485,7 @@ func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) 
 			}
 			continue
 		}
-		if ok, err := t.fresh(ctx); err != nil || !ok {
+		if ok, err := t.fresh(ctx, op); err != nil || !ok {
 			if err != nil {
 				t.dropBlock(ctx, c.blk)
 				return err

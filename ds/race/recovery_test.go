@@ -55,9 +55,62 @@ func TestSplitterDies(t *testing.T) {
 				require.Equal(t, i+100, unval(v))
 			}
 			require.NotZero(t, live.tab.Stats().Recoveries, "no split was taken over")
+			require.Equal(t, int(n)+100, audit(t, live, true).Keys)
 			info, err := live.tab.Info(ctx)
 			require.NoError(t, err)
 			t.Logf("step %d: %d keys before the crash; %d splits, %d doublings; %+v", step, n, info.Splits, info.Doublings, live.tab.Stats())
 		})
 	}
+}
+
+// TestSplitterStalls pauses a splitter at each step of its split for longer than its lease:
+// another client takes the split over and finishes it, and when the first resumes, its
+// renewals are refused or its CASes find the work done; both go on, and nothing is lost.
+func TestSplitterStalls(t *testing.T) {
+	for step := 1; step <= 7; step++ {
+		t.Run(fmt.Sprintf("step%d", step), func(t *testing.T) {
+			e := newEnv(t, local.Options{}, collide)
+			opts := race.Options{Lease: 10 * time.Millisecond}
+			slow, fast := e.open(t, 0, opts), e.open(t, 1, opts)
+			ctx := context.Background()
+			stalled, resume := make(chan struct{}), make(chan struct{})
+			race.StallSplitForTest(slow.tab, step, func() {
+				close(stalled)
+				<-resume
+			})
+			done := make(chan error, 1)
+			go func() {
+				for i := range uint64(100) {
+					if err := slow.tab.Insert(ctx, key(i), val(i, 8)); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			<-stalled
+			time.Sleep(15 * time.Millisecond) // past the lease
+			for i := uint64(1000); i < 1100; i++ {
+				require.NoError(t, fast.tab.Insert(ctx, key(i), val(i, 8)), "insert %d", i)
+			}
+			close(resume)
+			require.NoError(t, <-done)
+			for _, i := range append(seq(0, 100), seq(1000, 1100)...) {
+				v, err := fast.tab.Search(ctx, key(i))
+				require.NoError(t, err, "key %d", i)
+				require.Equal(t, i, unval(v))
+			}
+			require.NotZero(t, fast.tab.Stats().Recoveries, "the stalled split was not taken over")
+			require.Equal(t, 200, audit(t, fast, true).Keys)
+			t.Logf("step %d: slow %+v", step, slow.tab.Stats())
+		})
+	}
+}
+
+func seq(from, to uint64) []uint64 {
+	var s []uint64
+	for i := from; i < to; i++ {
+		s = append(s, i)
+	}
+	return s
 }

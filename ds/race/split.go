@@ -70,6 +70,7 @@ func (t *Table) readSubtable(ctx context.Context, st farmem.Addr, slots bool) (*
 // client that stalled past its lease). One round trip per hop.
 func (t *Table) walk(ctx context.Context, st farmem.Addr, h1 uint64) (farmem.Addr, uint, error) {
 	for range maxAttempts {
+		t.stats.Walks++
 		s, err := t.readSubtable(ctx, st, false)
 		if err != nil {
 			return 0, 0, err
@@ -241,7 +242,7 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 // previous holder stopped.
 func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
 	la := st.Add(stLockOff)
-	moved := make(map[Slot]bool)
+	hashes := make(map[Slot]uint64) // first hash of the key of each block read
 	for range 4 {
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
@@ -256,14 +257,14 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 		}
 		if hd > 0 && s.child[hd-1] != 0 && s.child[hd-1]&childDone == 0 {
 			// The split at hd-1 updated the header; its slots and new half are not all released.
-			if err := t.finishSplit(ctx, s, hd-1, false, word, moved); err != nil {
+			if err := t.finishSplit(ctx, s, hd-1, false, word, hashes); err != nil {
 				return err
 			}
 			continue
 		}
 		if hd < MaxDepthLimit && s.child[hd] != 0 && s.child[hd]&childDone == 0 {
 			// The split at hd wrote its new half; publish it and finish.
-			if err := t.finishSplit(ctx, s, hd, true, word, moved); err != nil {
+			if err := t.finishSplit(ctx, s, hd, true, word, hashes); err != nil {
 				return err
 			}
 			continue
@@ -279,7 +280,7 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 			return fmt.Errorf("race: subtable %v at depth %d: %w", st, hd, ErrFull)
 		}
 		// A new split at depth hd, or one whose holder stopped before writing the new half.
-		if err := t.startSplit(ctx, s, word, moved); err != nil {
+		if err := t.startSplit(ctx, s, word, hashes); err != nil {
 			return err
 		}
 		if err := t.crashPoint(3); err != nil {
@@ -292,7 +293,7 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 
 // startSplit freezes every slot of s.st, copies the slots whose keys move into a new subtable
 // (frozen too, released only at the end) and records it as the child for depth hd.
-func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, moved map[Slot]bool) error {
+func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes map[Slot]uint64) error {
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
 	// 1. Freeze: set the frozen bit of every slot, learning its final value.
 	frozen := make([]Slot, len(s.words))
@@ -319,7 +320,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		return err
 	}
 	// 2. Which keys move: those whose first hash has bit d set.
-	if err := t.classify(ctx, frozen, d, moved); err != nil {
+	if err := t.learnHashes(ctx, frozen, hashes); err != nil {
 		return err
 	}
 	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
@@ -341,7 +342,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	img := subtableImage(&t.geo, headerWord(d+1, suffix|1<<d), lockParent, ps)
 	for i, w := range frozen {
 		v := SlotFrozen
-		if w.Committed() && moved[blockKey(w)] {
+		if w.Committed() && hashes[blockKey(w)]>>d&1 == 1 {
 			v = w
 		}
 		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
@@ -365,21 +366,20 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	return nil
 }
 
-// classify records in moved, for every committed slot word among words, whether its key's
-// first hash has bit d set (it moves to the new half): one round trip for the blocks it has
-// not classified yet. The blocks of frozen slots cannot be retired while frozen, so they are
-// read safely; one that fails validation is a corrupt table.
-func (t *Table) classify(ctx context.Context, words []Slot, d uint, moved map[Slot]bool) error {
+// learnHashes records in hashes the first hash of the key of every committed slot word among
+// words whose block it has not read yet: one round trip. The blocks of frozen slots cannot be
+// retired while frozen, so they are read safely; one that fails validation is a corrupt table.
+func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]uint64) error {
 	var b farmem.Batch
 	var ws []Slot
 	var bufs [][]byte
 	seen := make(map[Slot]bool)
 	for _, w := range words {
-		if !w.Committed() {
+		if !w.Committed() || !w.Frozen() {
 			continue
 		}
 		k := blockKey(w)
-		if _, ok := moved[k]; ok || seen[k] {
+		if _, ok := hashes[k]; ok || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -398,7 +398,7 @@ func (t *Table) classify(ctx context.Context, words []Slot, d uint, moved map[Sl
 		if err != nil {
 			return fmt.Errorf("race: split: block of frozen slot %v: %w", w, err)
 		}
-		moved[w] = t.hash(blk.Key).h1>>d&1 == 1
+		hashes[w] = t.hash(blk.Key).h1
 	}
 	return nil
 }
@@ -407,7 +407,7 @@ func (t *Table) classify(ctx context.Context, words []Slot, d uint, moved map[Sl
 // in the directory and moves the header to depth d+1 (when publish is set: not yet done),
 // clears the moved slots of s.st and releases the others, releases the new half, and marks
 // the child word done.
-func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, moved map[Slot]bool) error {
+func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, hashes map[Slot]uint64) error {
 	st, la := s.st, s.st.Add(stLockOff)
 	cw := s.child[d]
 	s1 := unpackAddr(cw)
@@ -446,7 +446,7 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 	}
 	// Release the old half: moved keys' slots and empty or tentative ones become empty, the
 	// staying keys' slots lose their frozen bit.
-	if err := t.classify(ctx, s.words, d, moved); err != nil {
+	if err := t.learnHashes(ctx, s.words, hashes); err != nil {
 		return err
 	}
 	if err := t.renew(ctx, la, word); err != nil {
@@ -458,7 +458,7 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 			continue
 		}
 		var v Slot
-		if w.Committed() && !moved[blockKey(w)] {
+		if w.Committed() && hashes[blockKey(w)]>>d&1 == 0 {
 			v = w.Plain()
 		}
 		b.CAS(t.geo.slotAddr(st, uint64(i)), uint64(w), uint64(v))

@@ -129,6 +129,7 @@ func TestLockSynchronizer(t *testing.T) {
 			require.NoError(t, <-errs)
 		}
 		h.Check(t)
+		audit(t, cs[n-1], true)
 		for k := range w.keys { // each phase starts from an empty map
 			if err := cs[0].tab.Delete(context.Background(), key(k)); !errors.Is(err, race.ErrNotFound) {
 				require.NoError(t, err)

@@ -95,6 +95,9 @@ type Stats struct {
 	// Refreshes counts directory entries re-read because a subtable's header did not cover the
 	// key (a stale directory cache); DirReloads counts whole directories read after a doubling.
 	Refreshes, DirReloads uint64
+	// Walks counts subtables read while following child words because the directory, even
+	// refreshed, named an ancestor of the subtable holding the key.
+	Walks uint64
 	// BadBlocks counts KV blocks that failed validation (checksum or length).
 	BadBlocks uint64
 	// Conflicts counts CASes on slots that found another word, and Kills the tentative slots of
@@ -116,6 +119,8 @@ type defects struct {
 	noRetire      bool // old blocks are freed at once instead of retired, and no pin is taken
 	noHeaderCheck bool // a lookup trusts the directory cache without checking the subtable header
 	crashAt       int  // the next split stops at this step as if its client died (see crashPoint)
+	stallAt       int  // the next split calls stall at this step (a client paused mid-split)
+	stall         func()
 }
 
 // errCrashed is returned by a split stopped by the crashAt test hook; the lock stays held.
@@ -126,6 +131,10 @@ var errCrashed = errors.New("race: split stopped by test hook")
 // directory publish, 5 after the header moves, 6 after the old half is released, 7 after the
 // new half is released.
 func (t *Table) crashPoint(n int) error {
+	if t.bug.stallAt == n {
+		t.bug.stallAt = 0
+		t.bug.stall()
+	}
 	if t.bug.crashAt == n {
 		t.bug.crashAt = 0
 		return errCrashed
@@ -385,15 +394,17 @@ func (t *Table) unpin() bool {
 	return true
 }
 
-// fresh is called before a CAS that depends on blocks read while pinned: if the operation has
-// been pinned longer than PinBudget it re-pins and reports false, and the caller must look
-// again before any CAS.
-func (t *Table) fresh(ctx context.Context) (bool, error) {
+// fresh is called before a CAS that depends on blocks op read while pinned: if the operation
+// has been pinned longer than PinBudget it re-pins, forgets what it learnt about blocks (a
+// word's block may be reused once unpinned), and reports false; the caller must look again
+// before any CAS.
+func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
 	if t.rt.Now().Sub(t.pinAt) <= t.opts.PinBudget {
 		return true, nil
 	}
 	t.stats.Repins++
 	t.unpin()
+	op.known, op.meta = nil, nil
 	return false, t.pin(ctx)
 }
 
