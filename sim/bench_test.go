@@ -29,7 +29,11 @@ func speedModel() sim.Model {
 // runSpeed runs 512 closed-loop clients, each issuing ops single verbs (a mix of 8-byte and
 // 64-byte READs, WRITEs and FAAs on random words of random memory nodes), and returns the
 // number of verbs the fabric counted.
-func runSpeed(tb testing.TB, ops int) uint64 {
+func runSpeed(tb testing.TB, ops int) uint64 { return runSpeedBatch(tb, ops, 1) }
+
+// runSpeedBatch is runSpeed with batches of batch ops, each to a random node (batch 1: single
+// verbs). A batch is one round trip, as a structure reading several buckets at once posts.
+func runSpeedBatch(tb testing.TB, ops, batch int) uint64 {
 	s, err := sim.New(speedModel(), 42)
 	require.NoError(tb, err)
 	defer s.Close()
@@ -40,6 +44,26 @@ func runSpeed(tb testing.TB, ops int) uint64 {
 			rnd := m.Runtime().Rand()
 			buf := make([]byte, 64)
 			nodes := m.Topology().MemoryNodes()
+			if batch > 1 {
+				var b farmem.Batch
+				bufs := make([][]byte, batch)
+				for k := range bufs {
+					bufs[k] = make([]byte, 64)
+				}
+				return func(ctx context.Context) error {
+					b.Reset()
+					for k := range batch {
+						r := rnd.Uint64()
+						a := farmem.MakeAddr(nodes[r%8], 64<<10+(r>>8)%(1<<20)&^63)
+						if r>>62 == 0 {
+							b.FAA(a.Add(1<<20), 1)
+						} else {
+							b.Read(a, bufs[k])
+						}
+					}
+					return m.Do(ctx, &b)
+				}, nil
+			}
 			return func(ctx context.Context) error {
 				r := rnd.Uint64()
 				a := farmem.MakeAddr(nodes[r%8], 64<<10+(r>>8)%(1<<20)&^63)
@@ -83,6 +107,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkBatchedVerbs512 is BenchmarkVerbs512 with every round trip a batch of four verbs
+// to random nodes (three READs of 64 bytes for one FAA, on average). One b.N is one verb.
+//
+//	go test -run '^$' -bench BatchedVerbs512 -benchtime 2000000x ./sim/
+func BenchmarkBatchedVerbs512(b *testing.B) {
+	b.ReportAllocs()
+	start, cpu0 := time.Now(), cpuTime()
+	verbs := runSpeedBatch(b, max(1, b.N/512/4), 4)
+	b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
 }
 
 // TestSpeed checks, without the race detector, that the simulator runs at least a million

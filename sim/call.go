@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -70,7 +71,7 @@ func (c *client) call(p *proc, ctx context.Context, n *node, method uint16, req 
 	}
 	cl := &call{s: s, from: c, to: n, method: method, req: append([]byte(nil), req...), posted: s.nowNs}
 	t := c.n.nic.issueAt(s.nowNs, int64(c.n.model.Issue), uint64(len(req)))
-	n.c.calls[cl] = struct{}{}
+	n.c.calls = append(n.c.calls, cl)
 	s.pushCall(t+s.lat(c.n.id, n.id), cl, callArrive)
 	c.parkOn(p, parkCall)
 	cl.waiter, cl.wseq = p, s.prepark(p)
@@ -89,7 +90,10 @@ func (cl *call) finish(reply []byte, err error) {
 	}
 	cl.done = true
 	cl.reply, cl.err = reply, err
-	delete(cl.to.c.calls, cl)
+	c := cl.to.c
+	if i := slices.Index(c.calls, cl); i >= 0 {
+		c.calls = slices.Delete(c.calls, i, i+1)
+	}
 	if cl.waiter != nil {
 		cl.s.wakeSeq(cl.waiter, cl.wseq, wakeEvent)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -72,7 +73,7 @@ func (s *Sim) crashNode(n *node) {
 	for _, h := range c.hidle {
 		h.crash()
 	}
-	for cl := range c.calls {
+	for _, cl := range slices.Clone(c.calls) {
 		cl.finish(nil, cl.downErr("crashed"))
 	}
 	for _, cl := range c.callQ {
@@ -103,7 +104,7 @@ func (s *Sim) Hang(id farmem.NodeID) error {
 	n.state = stateHung
 	if c := n.c; c != nil {
 		c.paused = true
-		for cl := range c.calls {
+		for _, cl := range c.calls {
 			s.pushCall(max(cl.posted+int64(s.m.DownTimeout), s.nowNs), cl, callDown)
 		}
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -40,7 +41,7 @@ type cnode struct {
 	watch    map[uint64]*proc
 	ctx      *simCtx // ends when the node crashes
 	paused   bool
-	calls    map[*call]struct{} // calls in progress to this node
+	calls    []*call // calls in progress to this node, in posting order
 }
 
 func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {
@@ -56,7 +57,6 @@ func (s *Sim) initCompute(n *node) {
 		slots:    make([]*client, s.m.ClientsPerNode),
 		handlers: make(map[uint16]farmem.Handler),
 		watch:    make(map[uint64]*proc),
-		calls:    make(map[*call]struct{}),
 	}
 	c.cpu.init(s.m.Cores)
 	c.ctx = &simCtx{s: s, parent: contextBackground, done: make(chan struct{})}
@@ -162,10 +162,16 @@ func (c *cnode) notify(off, length uint64) {
 	}
 	first, last := off&^7, (off+length-1)&^7
 	if (last-first)/8+1 > uint64(len(c.watch)) {
-		for o, p := range c.watch {
+		// A long write over few watched words: wake them in address order, for determinism.
+		var offs []uint64
+		for o := range c.watch {
 			if o >= first && o <= last {
-				c.wakeList(p)
+				offs = append(offs, o)
 			}
+		}
+		slices.Sort(offs)
+		for _, o := range offs {
+			c.wakeList(c.watch[o])
 		}
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,6 +220,7 @@ func (s *Sim) Close() error {
 		cs = append(cs, c)
 	}
 	s.mu.Unlock()
+	slices.SortFunc(cs, func(a, b *client) int { return int(a.info.ID) - int(b.info.ID) })
 	for _, c := range cs {
 		c.close()
 	}
