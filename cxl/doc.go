@@ -12,7 +12,9 @@
 // The memory is placed through numaemu (mbind, MADV_POPULATE_WRITE, verified with move_pages;
 // [Options.Placement]); DAX memory is the device's and only reported.
 //
-// Other processes open the region by path: [Open] (map and attach in one call) or
+// In one process, Create("", Options{...}) and [Region.Attach] are all it takes (see the
+// example); a region of a few MiB is created, placed and populated in milliseconds, and a
+// verb costs tens of nanoseconds. Other processes open the region by path: [Open] (map and attach in one call) or
 // [OpenRegion] then [Region.Attach]. A memfd has no name in the file system: other processes
 // open /proc/<pid>/fd/<n> of the creator ([Region.Path] returns it; it needs the same user, and
 // lives while the creator keeps the region open), or inherit the descriptor (exec.Cmd's
@@ -79,14 +81,19 @@
 // sleeps on a futex (FUTEX_WAIT, shared, on a 32-bit word): the word's wake bucket, one of 64 in
 // the node's control block, has a sequence and a waiter count; every verb that writes a compute
 // node's region, in any process, bumps and wakes the buckets of the words it wrote that have
-// waiters. The wake latency is the futex's; nothing polls.
+// waiters. The wake latency is the futex's; nothing polls. (A sleeping Wait re-checks once per
+// down timeout all the same: that is the one way it can end if its wake-up was lost because the
+// page holding the futex word vanished, as in a truncated file.)
 //
 // Call goes through mailboxes in the target's control block: a caller claims a free mailbox
 // with a CAS on its owner word, writes the request (in chunks of the mailbox size, up to
 // farmem.MaxCallBytes), moves the mailbox's state word and rings the target's doorbell; the
 // target's dispatcher hands the request to a handler goroutine (at most MaxHandlers at once, on
 // the client slots reserved for them; handlers may make nested Calls), which writes the reply
-// the same way. Each side sleeps on the state word's futex; the state word carries a sequence
+// the same way. Each side spins for a few microseconds (yielding) and then sleeps on the state
+// word's futex (a goroutine blocked in a system call holds its P until the runtime's sysmon
+// retakes it, which a handler goroutine of the same process would wait for). The state word
+// carries a sequence
 // advanced at every claim and forced free, so a party with a stale view fails its next CAS. A
 // caller waiting on a target checks the target's lease on every wake-up and its process every
 // quarter of the down timeout: a call to a dead node fails with ErrNodeDown within the down

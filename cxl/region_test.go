@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -566,4 +568,69 @@ func TestHostedOnlyFaults(t *testing.T) {
 	require.ErrorIs(t, f.CrashClient(999), farmem.ErrNotSupported)
 	require.ErrorIs(t, f.Partition(999, 1), farmem.ErrNotSupported)
 	require.ErrorIs(t, f.Crash(farmem.MaxMemoryNode), farmem.ErrInvalid)
+}
+
+// Hang makes a compute node of this process fail-silent: calls and verbs to it fail with
+// ErrNodeDown after the down timeout; Resume brings it back.
+func TestHangComputeNode(t *testing.T) {
+	r, err := cxl.Create("", small)
+	require.NoError(t, err)
+	defer r.Close()
+	fa, ma := attach(t, r, cxl.OpenOptions{})
+	fb, mb := attach(t, r, cxl.OpenOptions{})
+	require.NoError(t, fb.Handle(fb.ID(), 1, func(context.Context, farmem.Memory, farmem.ClientID, []byte) ([]byte, error) {
+		return []byte("pong"), nil
+	}))
+	ctx := context.Background()
+	require.NoError(t, fa.Hang(fb.ID()))
+	start := time.Now()
+	_, err = ma.Call(ctx, fb.ID(), 1, nil)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	require.ErrorIs(t, ma.Read(ctx, mb.Info().Slice, make([]byte, 8)), farmem.ErrNodeDown)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, testDownTimeout, "silent, not refused")
+	require.Less(t, took, 3*testDownTimeout+500*time.Millisecond)
+	require.NoError(t, fa.Resume(fb.ID()))
+	require.Eventually(t, func() bool {
+		reply, err := ma.Call(ctx, fb.ID(), 1, nil)
+		return err == nil && string(reply) == "pong"
+	}, 2*time.Second, 10*time.Millisecond, "a resumed node serves again")
+}
+
+// Closing every handle stops every goroutine the package started.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	r, err := cxl.Create("", small)
+	require.NoError(t, err)
+	fa, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(t, err)
+	fb, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(t, err)
+	require.NoError(t, fb.Handle(fb.ID(), 1, func(context.Context, farmem.Memory, farmem.ClientID, []byte) ([]byte, error) {
+		return nil, nil
+	}))
+	ctx := context.Background()
+	ma, err := fa.Open(ctx, fa.ID())
+	require.NoError(t, err)
+	for range 10 {
+		_, err = ma.Call(ctx, fb.ID(), 1, nil)
+		require.NoError(t, err)
+	}
+	require.NoError(t, fa.Hang(1)) // a fault: batches go through queues
+	var b farmem.Batch
+	b.FAA(farmem.MakeAddr(2, 64<<10), 1)
+	require.NoError(t, ma.Do(ctx, &b))
+	require.NoError(t, fa.Resume(1))
+	require.NoError(t, fa.Close())
+	require.NoError(t, fb.Close())
+	require.NoError(t, r.Close())
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		var sb strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&sb, 1)
+		t.Fatalf("%d goroutines left, %d before:\n%s", n, before, sb.String())
+	}
 }
