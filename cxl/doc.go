@@ -13,10 +13,12 @@
 // [Options.Placement]); DAX memory is the device's and only reported.
 //
 // In one process, Create("", Options{...}) and [Region.Attach] are all it takes (see the
-// example); a region of a few MiB is created, placed and populated in milliseconds, and a
-// verb costs tens of nanoseconds. Other processes open the region by path: [Open] (map and attach in one call) or
-// [OpenRegion] then [Region.Attach]. A memfd has no name in the file system: other processes
-// open /proc/<pid>/fd/<n> of the creator ([Region.Path] returns it; it needs the same user, and
+// example): creating, placing and populating a region takes about a millisecond per MiB,
+// attaching a fraction of one, and a verb costs tens of nanoseconds.
+//
+// Other processes open the region by path: [Open] (map and attach in one call) or [OpenRegion]
+// then [Region.Attach]. A memfd has no name in the file system: other processes open
+// /proc/<pid>/fd/<n> of the creator ([Region.Path] returns it; it needs the same user, and
 // lives while the creator keeps the region open), or inherit the descriptor (exec.Cmd's
 // ExtraFiles: the child opens /proc/self/fd/3). Every handle on one file in a process shares one
 // mapping. OpenRegion validates the header before mapping (magic, version, checksum, and a
