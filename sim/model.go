@@ -12,14 +12,18 @@ import (
 // cost zero); the presets ConnectX3 and ConnectX6 describe the papers' testbeds.
 //
 // A verb's path: the client's compute node charges OpCPU on one of its Cores (queued behind
-// other work there); its NIC issues the request (NIC.Issue, FIFO); the request crosses the
-// link (MemoryLatency or ComputeLatency, plus Jitter and any link delay fault); the target's
-// NIC serves it (a FIFO queue in front of NIC.Units processing units, each op costing
-// NIC.Verb[kind]); its payload crosses the target's port at NIC.Bandwidth; an atomic then
-// holds its word for NIC.AtomicUnit (atomics to one word, or to words sharing one of
-// NIC.AtomicSlots hashed slots, are serialized); the op takes effect at the end of that
-// service; the answer crosses the link back. Ops of one client to one node take effect in
-// posting order (an RC queue pair).
+// other work there); its NIC issues the request (NIC.Issue, FIFO in posting order); the
+// request crosses the link (MemoryLatency or ComputeLatency, plus Jitter and any link delay
+// fault); the target's NIC serves it (a FIFO queue in front of NIC.Units processing units,
+// each op costing NIC.Verb[kind]) and the op takes effect when its service starts; its payload
+// crosses the target's port at NIC.Bandwidth; an atomic takes effect when it gets its word and
+// holds it for NIC.AtomicUnit (atomics to one word, or to words sharing one of
+// NIC.AtomicSlots hashed slots, are serialized); when the service ends, the answer crosses
+// the link back. Ops of one client to one node take effect in posting order (an RC queue
+// pair). An unloaded READ of b bytes therefore takes OpCPU + Issue + 2 latencies +
+// Verb[READ] + b/Bandwidth, and an atomic Verb[kind] + AtomicUnit instead of the last two.
+// Verbs to the caller's own compute node's region take effect at once, after OpCPU, with no
+// NIC and no link.
 type Model struct {
 	// Name labels the model in reports.
 	Name string

@@ -205,7 +205,8 @@ type nicState struct {
 	busy    int64 // unit time consumed
 	queued  int64 // total time waited for a unit
 	maxWait int64
-	hist    *histogram // waiting time for a unit
+	hist    *histogram // waiting time for a unit, of those that waited
+	noWait  uint64     // requests served at once
 }
 
 func (n *nicState) init(m *NIC) {
@@ -234,9 +235,13 @@ func (n *nicState) serve(now, cost int64, bytes uint64, atomic bool, addr farmem
 	n.units[u] = end
 	wait := start - now
 	n.busy += cost
-	n.queued += wait
-	n.maxWait = max(n.maxWait, wait)
-	n.hist.record(wait)
+	if wait > 0 {
+		n.queued += wait
+		n.maxWait = max(n.maxWait, wait)
+		n.hist.record(wait)
+	} else {
+		n.noWait++ // added to the histogram when it is exported
+	}
 	effect = start
 	if n.bwNsPB > 0 && bytes > 0 {
 		end = max(end, n.port) + int64(float64(bytes)*n.bwNsPB+0.5)

@@ -113,7 +113,7 @@ func (s *Sim) resetStats() {
 	for _, n := range s.allNodes() {
 		st := &n.nic
 		st.ops = [farmem.NumOpKinds]uint64{}
-		st.sends, st.issued, st.bytes, st.busy, st.queued, st.maxWait = 0, 0, 0, 0, 0, 0
+		st.sends, st.issued, st.bytes, st.busy, st.queued, st.maxWait, st.noWait = 0, 0, 0, 0, 0, 0, 0
 		st.hist.reset()
 		if n.c != nil {
 			cs := &n.c.cpu
@@ -159,6 +159,7 @@ func (s *Sim) report() *Report {
 			Node: n.id, Ops: st.ops, Messages: st.sends, Issued: st.issued, Bytes: st.bytes,
 			Busy: time.Duration(st.busy), MaxWait: time.Duration(st.maxWait), Wait: st.hist.export(),
 		}
+		_ = nr.Wait.RecordValues(0, int64(st.noWait))
 		if served := nr.Served(); served > 0 {
 			nr.MeanWait = time.Duration(st.queued / int64(served))
 		}
