@@ -90,7 +90,7 @@ func (c *client) close() {
 		return
 	}
 	c.closed = true
-	c.wakeParked(wakeClosed, parkWait, parkCall)
+	c.wakeParked(wakeClosed, parkWait, parkCall, parkOther)
 	s := c.s
 	if !c.handler && c.n.c.slots[c.info.Slot] == c {
 		c.n.c.slots[c.info.Slot] = nil
