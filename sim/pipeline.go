@@ -121,7 +121,17 @@ func (s *Sim) maybeRecycle(g *group) {
 		return
 	}
 	c := g.c
-	g.c, g.n, g.q, g.waiter = nil, nil, nil, nil
+	g.waiter = nil
+	g.delivered, g.cancelled = false, false
+	g.k, g.chunk = 0, 0
+	g.anext, g.pnext, g.iprev, g.inext = nil, nil, nil, nil
+	if g.own {
+		// The client's own group keeps its client; its op is overwritten by the next verb.
+		g.own = false
+		c.sgBusy = false
+		return
+	}
+	g.c, g.n, g.q = nil, nil, nil
 	g.comp = farmem.Completer{}
 	g.one[0] = farmem.Op{}
 	if g.batch {
@@ -131,14 +141,6 @@ func (s *Sim) maybeRecycle(g *group) {
 	g.bidx = g.bidx[:0]
 	g.err1[0] = nil
 	g.batch = false
-	g.delivered, g.cancelled = false, false
-	g.k, g.chunk = 0, 0
-	g.anext, g.pnext, g.iprev, g.inext = nil, nil, nil, nil
-	if g.own {
-		g.own = false
-		c.sgBusy = false
-		return
-	}
 	s.groups = append(s.groups, g)
 }
 

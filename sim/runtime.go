@@ -18,7 +18,7 @@ var contextBackground = context.Background()
 var _ farmem.Runtime = (*rtime)(nil)
 
 // Now implements farmem.Runtime: virtual time.
-func (r *rtime) Now() farmem.Time { return farmem.Time(r.s.now.Load()) }
+func (r *rtime) Now() farmem.Time { return r.s.Now() }
 
 // Sleep implements farmem.Runtime: it parks the caller for d of virtual time.
 func (r *rtime) Sleep(ctx context.Context, d time.Duration) error {

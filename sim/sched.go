@@ -278,7 +278,6 @@ func (s *Sim) next() *proc {
 		e := s.heap.pop()
 		if at := e.at(); at > s.nowNs {
 			s.nowNs = at
-			s.now.Store(at)
 		}
 		s.handle(&e)
 	}

@@ -25,7 +25,6 @@ type Sim struct {
 	rt   *rtime
 
 	// Scheduler state; the token protects what is not atomic or under mu.
-	now          atomic.Int64
 	nowNs        int64
 	heap         evQueue
 	seq          uint64
@@ -85,7 +84,6 @@ func New(model Model, seed uint64) (*Sim, error) {
 	}
 	s.heap.rng = seed*0x9e3779b97f4a7c15 | 1
 	s.nowNs = int64(Epoch)
-	s.now.Store(s.nowNs)
 	s.statsFrom = s.nowNs
 	s.jitter = rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908))
 	s.rt = &rtime{s: s, own: s.newRand()}
@@ -118,10 +116,16 @@ func (s *Sim) Model() Model { return s.m }
 func (s *Sim) Seed() uint64 { return s.seed }
 
 // Now returns the current virtual time.
-func (s *Sim) Now() farmem.Time { return farmem.Time(s.now.Load()) }
+// From outside the simulation it waits, like every call, for the simulation to be quiet.
+func (s *Sim) Now() farmem.Time {
+	p, adopted := s.enter()
+	t := s.nowNs
+	s.exit(p, adopted)
+	return farmem.Time(t)
+}
 
 // Elapsed returns the virtual time since the simulation started.
-func (s *Sim) Elapsed() time.Duration { return time.Duration(s.now.Load() - int64(Epoch)) }
+func (s *Sim) Elapsed() time.Duration { return s.Now().Sub(Epoch) }
 
 // Topology implements farmem.Fabric.
 func (s *Sim) Topology() *farmem.Topology { return &s.topo }
