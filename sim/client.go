@@ -204,7 +204,8 @@ func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 	g.single(op)
 	g.held = true
 	g.waiter = p
-	c.parkOn(p, parkVerb)
+	// Not listed on the client: a crash reaches the waiter through its group.
+	p.client, p.kind = c, parkVerb
 	g.wseq = s.prepark(p)
 	s.send(g, at)
 	reason := s.await(p, ctx)
