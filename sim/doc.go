@@ -62,7 +62,7 @@
 //
 // # Speed
 //
-// A simulated verb costs two events and one goroutine switch when its NIC is idle (about 4,100
+// A simulated verb costs two events and one goroutine switch when its NIC is idle (about 3,900
 // instructions, measured with cachegrind). The simulation is sequential: a second P only
 // spins and wakes, so experiments run fastest with GOMAXPROCS=1 (go test -cpu 1). Measure with
 //

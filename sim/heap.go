@@ -200,12 +200,8 @@ type evQueue struct {
 
 func (q *evQueue) len() int { return q.n + q.heap.len() }
 
-func (q *evQueue) push(e event) {
-	t := e.prio >> tieBits
-	if e.kind == evTimer || t >= q.cursor+wheelSize {
-		q.heap.push(e)
-		return
-	}
+// pushWheel queues e, due before cursor + wheelSize, in the wheel.
+func (q *evQueue) pushWheel(e event) {
 	h := &q.heap
 	var slot uint32
 	if k := len(h.free); k > 0 {
@@ -216,7 +212,7 @@ func (q *evQueue) push(e event) {
 		slot = uint32(len(h.pool))
 		h.pool = append(h.pool, e)
 	}
-	b := t & (wheelSize - 1)
+	b := (e.prio >> tieBits) & (wheelSize - 1)
 	q.bucket[b] = append(q.bucket[b], slot)
 	q.bits[b/64] |= 1 << (b % 64)
 	q.n++
@@ -275,8 +271,6 @@ func (q *evQueue) pop() event {
 	}
 	q.n--
 	q.cursor = t
-	e := h.pool[slot]
-	h.pool[slot] = event{}
 	h.free = append(h.free, slot)
-	return e
+	return h.pool[slot] // left in the pool until reused: it holds no more than one stale pointer
 }

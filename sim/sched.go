@@ -452,16 +452,27 @@ func (s *Sim) nextKey() uint64 {
 	return z ^ (z >> 31)
 }
 
+// pushEvent queues an event at virtual time at. An event bound for the wheel needs no key (the
+// wheel breaks ties itself); one bound for the heap gets the next key.
+func (s *Sim) pushEvent(at int64, kind evKind, obj unsafe.Pointer, arg uint64) {
+	rel := uint64(min(max(at-int64(Epoch), 0), horizon))
+	if kind != evTimer && rel < s.heap.cursor+wheelSize {
+		s.heap.pushWheel(event{prio: rel << tieBits, kind: kind, obj: obj, arg: arg})
+		return
+	}
+	s.heap.heap.push(mkEvent(at, s.nextKey(), kind, obj, arg))
+}
+
 func (s *Sim) pushProc(at int64, p *proc, seq uint64) {
-	s.heap.push(mkEvent(at, s.nextKey(), evResume, unsafe.Pointer(p), seq))
+	s.pushEvent(at, evResume, unsafe.Pointer(p), seq)
 }
 
 func (s *Sim) pushGroup(at int64, kind evKind, g *group) {
-	s.heap.push(mkEvent(at, s.nextKey(), kind, unsafe.Pointer(g), 0))
+	s.pushEvent(at, kind, unsafe.Pointer(g), 0)
 }
 
 func (s *Sim) pushCall(at int64, c *call, stage uint64) {
-	s.heap.push(mkEvent(at, s.nextKey(), evCall, unsafe.Pointer(c), stage))
+	s.pushEvent(at, evCall, unsafe.Pointer(c), stage)
 }
 
 // handle runs one event's effect.
@@ -517,7 +528,7 @@ func (s *Sim) newTimer(at int64, foreign bool, fn func()) *timer {
 	if foreign {
 		s.foreignProcs++
 	}
-	s.heap.push(mkEvent(at, s.nextKey(), evTimer, unsafe.Pointer(t), 0))
+	s.heap.heap.push(mkEvent(at, s.nextKey(), evTimer, unsafe.Pointer(t), 0))
 	return t
 }
 
