@@ -456,7 +456,7 @@ func (s *Sim) nextKey() uint64 {
 // wheel breaks ties itself); one bound for the heap gets the next key.
 func (s *Sim) pushEvent(at int64, kind evKind, obj unsafe.Pointer, arg uint64) {
 	rel := uint64(min(max(at-int64(Epoch), 0), horizon))
-	if kind != evTimer && rel < s.heap.cursor+wheelSize {
+	if kind != evTimer && rel < s.heap.cursor+wheelSize && rel >= s.heap.cursor {
 		s.heap.pushWheel(event{prio: rel << tieBits, kind: kind, obj: obj, arg: arg})
 		return
 	}
