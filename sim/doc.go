@@ -33,7 +33,8 @@
 // runs the due events itself and hands control straight to the next goroutine to resume, in
 // timestamp order, ties broken by the seed. A run is therefore a pure function of (model, seed,
 // program) when the program runs inside the simulation: under Run, or as a sequence of calls
-// from one goroutine outside it (each such call returns only once the simulation is quiet).
+// from one goroutine outside it (each such call returns only once the simulation is quiet; a
+// call from another goroutine while a Run is going on therefore waits for it to end).
 //
 // The runtime of every client (m.Runtime()) and of the fabric (s.Runtime()) is the
 // simulation's: Now is virtual, Sleep and AfterFunc wait in virtual time, WithTimeout returns
