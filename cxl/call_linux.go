@@ -45,6 +45,7 @@ type ctlBlock struct{ p unsafe.Pointer }
 
 func (c ctlBlock) u32(off uintptr) *uint32     { return (*uint32)(unsafe.Add(c.p, off)) }
 func (c ctlBlock) bell() *uint32               { return c.u32(ctlBell) }
+func (c ctlBlock) bellSleepers() *uint32       { return c.u32(ctlBell + 4) }
 func (c ctlBlock) slotFreeSeq() *uint32        { return c.u32(ctlSlotFree) }
 func (c ctlBlock) slotFreeWaiters() *uint32    { return c.u32(ctlSlotFree + 4) }
 func (c ctlBlock) bucketSeq(b int) *uint32     { return c.u32(ctlBuckets + uintptr(b)*8) }
@@ -63,6 +64,7 @@ func (m *mapping) slot(s *seg, i int) slot {
 func (s slot) u64(off uintptr) *uint64 { return (*uint64)(unsafe.Add(s.p, off)) }
 func (s slot) owner() *uint64          { return s.u64(slotOwner) }
 func (s slot) st() *uint32             { return (*uint32)(unsafe.Add(s.p, slotState)) }
+func (s slot) sleepers() *uint32       { return (*uint32)(unsafe.Add(s.p, slotState+4)) }
 func (s slot) payload(n uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(s.p, slotHeader)), n)
 }
@@ -90,7 +92,7 @@ func (m *mapping) freeSlot(s *seg, sl slot, st uint32, tok uint64) bool {
 		return false
 	}
 	atomic.CompareAndSwapUint64(sl.owner(), tok, 0)
-	futexWake(sl.st())
+	wake(sl.st(), sl.sleepers())
 	c := ctlBlock{s.ctl}
 	if atomic.LoadUint32(c.slotFreeWaiters()) != 0 {
 		bump(c.slotFreeSeq())
@@ -282,7 +284,7 @@ func (cl *caller) claim(ctx context.Context) error {
 // in the futex (spin, then park): a peer usually answers within a few microseconds, a futex
 // wake-up costs about as much, and a goroutine blocked in a system call keeps its P from the
 // scheduler until sysmon retakes it.
-const spinFor = 20 * time.Microsecond
+const spinFor = 50 * time.Microsecond
 
 // await sleeps until the mailbox reaches one of the phases in want (a bit set).
 func (cl *caller) await(ctx context.Context, want uint32) error {
@@ -304,7 +306,7 @@ func (cl *caller) await(ctx context.Context, want uint32) error {
 			runtime.Gosched()
 			continue
 		}
-		futexWait(cl.sl.st(), st, cl.c.f.checkEvery)
+		park(cl.sl.st(), cl.sl.sleepers(), st, cl.c.f.checkEvery)
 	}
 }
 
@@ -314,7 +316,7 @@ func (cl *caller) move(to uint32) error {
 		return fmt.Errorf("mailbox reclaimed: %w", farmem.ErrNodeDown)
 	}
 	cl.phase = to
-	futexWake(cl.sl.st())
+	wake(cl.sl.st(), cl.sl.sleepers())
 	return nil
 }
 
@@ -340,7 +342,7 @@ func (cl *caller) exchange(ctx context.Context, method uint16, req []byte) ([]by
 			return nil, err
 		}
 		if first {
-			bump(ctlBlock{cl.s.ctl}.bell())
+			ring(ctlBlock{cl.s.ctl})
 		}
 		off += n
 		if err := cl.await(ctx, 1<<phReqAck|1<<phResp); err != nil {
@@ -417,7 +419,7 @@ func (cl *caller) abandon() {
 			}
 		default:
 			if atomic.CompareAndSwapUint32(sl.st(), st, st|flagAbandoned<<4) {
-				futexWake(sl.st())
+				wake(sl.st(), sl.sleepers())
 				return
 			}
 		}
@@ -425,10 +427,15 @@ func (cl *caller) abandon() {
 }
 
 // dispatcher takes new requests from the node's mailboxes and hands each to a handler
-// goroutine, at most MaxHandlers at once. It sleeps on the doorbell futex, which callers bump.
+// goroutine, at most MaxHandlers at once. Callers bump the doorbell; the dispatcher scans when
+// it moved, spins (yielding) for a while after the last request, and then sleeps on the
+// doorbell's futex.
 func (f *Fabric) dispatcher() {
 	defer f.bg.Done()
 	ctl := f.ctl()
+	var seen uint32
+	scan := true
+	last := time.Now()
 	for {
 		var v uint32
 		done := false
@@ -438,10 +445,14 @@ func (f *Fabric) dispatcher() {
 				done = true
 				return
 			}
-			if f.state.Load() == stateHung {
-				return
+			if (scan || v != seen) && f.state.Load() != stateHung {
+				seen, scan = v, false
+				var n int
+				n, done = f.dispatchOnce()
+				if n > 0 {
+					last = time.Now()
+				}
 			}
-			done = f.dispatchOnce()
 		})
 		if err != nil {
 			f.crash()
@@ -450,18 +461,37 @@ func (f *Fabric) dispatcher() {
 		if done {
 			return
 		}
-		// Let the handler goroutines just started run before this thread blocks in the futex
-		// with its P: a P held by a blocked system call is not idle to the scheduler until
-		// sysmon retakes it, tens of microseconds later.
+		// Yield, so the handler goroutines just started run before this thread can block in
+		// the futex with its P (a P held by a blocked system call is not idle to the scheduler
+		// until sysmon retakes it, tens of microseconds later), and keep yielding a while: a
+		// burst of calls then needs no wake-up.
 		runtime.Gosched()
+		if time.Since(last) < dispatchSpin {
+			continue
+		}
 		// The timeout is a backstop, not a poll: a wake-up can be lost only if the control
 		// block's page vanished (a truncated file), and then the node must still notice.
-		futexWait(ctl.bell(), v, f.checkEvery)
+		if err := atomics.Guard(func() { park(ctl.bell(), ctl.bellSleepers(), v, f.checkEvery) }); err != nil {
+			f.crash()
+			return
+		}
+		scan, last = true, time.Now()
 	}
 }
 
-// dispatchOnce scans the mailboxes once; it reports whether the node stopped meanwhile.
-func (f *Fabric) dispatchOnce() bool {
+// ring bumps a node's doorbell and wakes its dispatcher if it sleeps.
+func ring(c ctlBlock) {
+	atomic.AddUint32(c.bell(), 1)
+	wake(c.bell(), c.bellSleepers())
+}
+
+// dispatchSpin is how long the dispatcher keeps yielding after its last request before it
+// sleeps.
+const dispatchSpin = 50 * time.Microsecond
+
+// dispatchOnce scans the mailboxes once; it returns how many requests it dispatched and
+// whether the node stopped meanwhile.
+func (f *Fabric) dispatchOnce() (n int, stopped bool) {
 	m := f.m
 	for i := range int(m.h.Mailboxes) {
 		sl := m.slot(f.seg, i)
@@ -478,7 +508,7 @@ func (f *Fabric) dispatchOnce() bool {
 		select {
 		case hc = <-f.hpool:
 		case <-f.stop:
-			return true
+			return n, true
 		}
 		seq := stSeq(st)
 		if !atomic.CompareAndSwapUint32(sl.st(), st, mkSt(seq, 0, phRunning)) {
@@ -486,9 +516,10 @@ func (f *Fabric) dispatchOnce() bool {
 			continue
 		}
 		f.serving.Add(1)
+		n++
 		go f.serve(sl, seq, hc)
 	}
-	return false
+	return n, false
 }
 
 // server is one Call being served.
@@ -565,7 +596,7 @@ func (sv *server) move(to uint32) bool {
 	st := sv.sl.st()
 	if atomic.CompareAndSwapUint32(st, mkSt(sv.seq, 0, sv.phase), mkSt(sv.seq, 0, to)) {
 		sv.phase = to
-		futexWake(st)
+		wake(st, sv.sl.sleepers())
 		return true
 	}
 	if cur := atomic.LoadUint32(st); stSeq(cur) == sv.seq && stFlags(cur)&flagAbandoned != 0 {
@@ -605,7 +636,7 @@ func (sv *server) awaitCaller(want uint32) bool {
 			runtime.Gosched()
 			continue
 		}
-		futexWait(st, v, f.checkEvery)
+		park(st, sv.sl.sleepers(), v, f.checkEvery)
 	}
 }
 

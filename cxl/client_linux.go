@@ -149,14 +149,21 @@ func bulk(off uint64, n int) bool { return n >= 64 && off&7 == 0 && n&7 == 0 }
 // latency, and the op itself, with a memory fault (a truncated file) turned into an error.
 func (c *client) exec(s *seg, op *farmem.Op) (val uint64, err error) {
 	f := c.f
-	if s.cid != 0 && s.cid != f.cid && !c.m.leaseLive(s) {
-		return 0, fmt.Errorf("cxl: %s at %v: compute node down: %w", op.Kind, op.Addr, farmem.ErrNodeDown)
-	}
 	if f.inject > 0 {
 		f.injector.Delay(f.inject)
 	}
-	if gerr := atomics.Guard(func() { val = s.apply(op, f.uncached) }); gerr != nil {
+	down := false
+	if gerr := atomics.Guard(func() {
+		if s.cid != 0 && s.cid != f.cid && !c.m.leaseLive(s) {
+			down = true
+			return
+		}
+		val = s.apply(op, f.uncached)
+	}); gerr != nil {
 		return 0, fmt.Errorf("cxl: %s at %v: %w: %w", op.Kind, op.Addr, farmem.ErrNodeDown, gerr)
+	}
+	if down {
+		return 0, fmt.Errorf("cxl: %s at %v: compute node down: %w", op.Kind, op.Addr, farmem.ErrNodeDown)
 	}
 	return val, nil
 }

@@ -113,28 +113,41 @@ func (r *Region) Attach(o OpenOptions) (*Fabric, error) {
 		f.injector = numaemu.Default()
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	cid, gen, err := m.claim()
+	var err error
+	claimed := false
+	if gerr := atomics.Guard(func() {
+		var cid farmem.ComputeID
+		var gen uint32
+		if cid, gen, err = m.claim(); err != nil {
+			return
+		}
+		claimed = true
+		f.cid, f.id, f.gen, f.token = cid, cid.Node(), gen, uint64(cid)<<32|uint64(gen)
+		f.seg = &m.comp[cid]
+		f.reset()
+		m.writeIdent(f.seg, gen)
+	}); gerr != nil {
+		if claimed {
+			_ = atomics.Guard(func() { m.setLease(f.seg, f.gen, expCrashed) })
+		}
+		err = fmt.Errorf("cxl: attach a compute node: %w: %w", farmem.ErrNodeDown, gerr)
+	}
 	if err != nil {
 		m.release()
 		return nil, err
 	}
-	f.cid, f.id, f.gen, f.token = cid, cid.Node(), gen, uint64(cid)<<32|uint64(gen)
-	f.seg = &m.comp[cid]
-	if err := atomics.Guard(func() { f.reset() }); err != nil {
-		m.setLease(f.seg, gen, expCrashed)
-		m.release()
-		return nil, fmt.Errorf("cxl: attach compute node %d: %w", cid, err)
-	}
-	m.writeIdent(f.seg, gen)
 	for i := range int(h.MaxHandlers) {
 		c, err := f.newClient(int(h.ClientsPerNode)-int(h.MaxHandlers)+i, true)
 		if err != nil {
-			panic(err) // unreachable: the handler slots are free and in range
+			// Only a memory fault gets here (the slots are free and in range).
+			_ = atomics.Guard(func() { m.setLease(f.seg, f.gen, expCrashed) })
+			m.release()
+			return nil, err
 		}
 		f.hpool <- c
 	}
 	m.hmu.Lock()
-	m.hosted[cid] = f
+	m.hosted[f.cid] = f
 	m.hmu.Unlock()
 	f.bg.Add(2)
 	go f.renewer()
@@ -149,6 +162,7 @@ func (f *Fabric) reset() {
 	clear(unsafe.Slice((*byte)(s.base), s.size))
 	c := f.ctl()
 	atomic.StoreUint32(c.slotFreeWaiters(), 0)
+	atomic.StoreUint32(c.bellSleepers(), 0)
 	for b := range numBuckets {
 		atomic.StoreUint32(c.bucketWaiters(b), 0)
 	}
@@ -156,6 +170,7 @@ func (f *Fabric) reset() {
 		sl := f.m.slot(s, i)
 		st := atomic.LoadUint32(sl.st())
 		atomic.StoreUint32(sl.st(), mkSt(stSeq(st)+1, 0, phFree))
+		atomic.StoreUint32(sl.sleepers(), 0)
 		atomic.StoreUint64(sl.owner(), 0)
 	}
 	if f.uncached {

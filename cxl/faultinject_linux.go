@@ -3,6 +3,7 @@ package cxl
 import (
 	"fmt"
 
+	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -110,7 +111,7 @@ func (f *Fabric) Resume(id farmem.NodeID) error {
 			if !hf.state.CompareAndSwap(stateHung, stateUp) && hf.stopped() {
 				return fmt.Errorf("cxl: resume %v: %w", id, hf.usable())
 			}
-			bump(hf.ctl().bell())
+			_ = atomics.Guard(func() { bump(hf.ctl().bell()) })
 		}
 	}
 	if f.m.faults.isDown(id) {

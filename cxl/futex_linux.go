@@ -42,3 +42,22 @@ func bump(seq *uint32) {
 	atomic.AddUint32(seq, 1)
 	futexWake(seq)
 }
+
+// park sleeps on word w while it holds v, counting itself in *sleepers for the duration, so
+// that wakers can skip the system call when nobody sleeps (a FUTEX_WAKE on a shared mapping
+// costs microseconds). It returns at once if w moved before it counted itself.
+func park(w, sleepers *uint32, v uint32, timeout time.Duration) {
+	atomic.AddUint32(sleepers, 1)
+	if atomic.LoadUint32(w) == v {
+		futexWait(w, v, timeout)
+	}
+	atomic.AddUint32(sleepers, ^uint32(0))
+}
+
+// wake wakes the sleepers on w, if park counted any. The caller changed w with an atomic (a
+// full fence on amd64) before, so a sleeper either sees the change or is counted here.
+func wake(w, sleepers *uint32) {
+	if atomic.LoadUint32(sleepers) != 0 {
+		futexWake(w)
+	}
+}

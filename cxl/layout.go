@@ -35,7 +35,7 @@ const (
 // Control block of a compute node (outside the node's addressable region): doorbell, the
 // slot-free word, the wake buckets, then the mailbox slots.
 const (
-	ctlBell     = 0   // u32 futex: bumped by callers after posting a request
+	ctlBell     = 0   // u32 futex: bumped by callers after posting a request; u32 sleepers at +4
 	ctlSlotFree = 64  // u32 futex: bumped when a slot is freed; u32 waiters at +4
 	ctlBuckets  = 128 // numBuckets x {u32 seq, u32 waiters}
 	numBuckets  = 64
@@ -46,7 +46,7 @@ const (
 // Slot header fields (offsets within a slot).
 const (
 	slotOwner  = 0  // u64: 0 free, else the claiming compute node's token
-	slotState  = 8  // u32 futex: seq<<8 | flags<<4 | phase
+	slotState  = 8  // u32 futex: seq<<8 | flags<<4 | phase; u32 sleepers at +12
 	slotMeta   = 16 // u64: method | from<<16 | code<<32 | remote<<40
 	slotTotal  = 24 // u64: the whole message's length
 	slotOff    = 32 // u64: this chunk's offset in the message

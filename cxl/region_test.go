@@ -180,7 +180,16 @@ func TestTruncatedFileFaultsInsideVerbs(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	f, m := attach(t, r, cxl.OpenOptions{})
+	fb, mb := attach(t, r, cxl.OpenOptions{})
+	require.NoError(t, fb.Handle(fb.ID(), 1, func(context.Context, farmem.Memory, farmem.ClientID, []byte) ([]byte, error) {
+		return nil, nil
+	}))
 	ctx := context.Background()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := mb.Wait(ctx, mb.Info().Slice, func(v uint64) bool { return v == 42 })
+		waited <- err
+	}()
 	last := farmem.MakeAddr(2, 128<<10)
 	require.NoError(t, m.Write(ctx, last, []byte("before")))
 
@@ -201,13 +210,27 @@ func TestTruncatedFileFaultsInsideVerbs(t *testing.T) {
 	_, err = b.Result(1)
 	require.NoError(t, err, "the first memory node is still there")
 
-	// Cut into the compute regions: the node's own renewer faults and the node crashes itself.
-	require.NoError(t, os.Truncate(path, 4096))
+	// Cut everything: the compute-id table, the nodes' regions and control blocks. Verbs to a
+	// peer's region, Calls and the pending Wait fail; the nodes' own renewers and dispatchers
+	// fault and crash their nodes; nothing takes the process down.
+	require.NoError(t, os.Truncate(path, 0))
+	require.Error(t, m.Read(ctx, mb.Info().Slice, make([]byte, 8)))
+	_, err = m.Call(ctx, fb.ID(), 1, nil)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	select {
+	case err := <-waited:
+		require.ErrorIs(t, err, farmem.ErrNodeDown)
+	case <-time.After(4 * testDownTimeout):
+		t.Fatal("a Wait on a vanished region did not end")
+	}
 	require.Eventually(t, func() bool {
 		_, err := m.FAA(ctx, farmem.MakeAddr(1, 64<<10), 1)
 		return errors.Is(err, farmem.ErrNodeDown)
 	}, 5*time.Second, 5*time.Millisecond)
+	_, err = r.Status()
+	require.ErrorIs(t, err, atomics.ErrFault)
 	require.NoError(t, f.Close())
+	require.NoError(t, fb.Close())
 }
 
 // A memfd is sealed against shrinking: no process can truncate it under the others.
