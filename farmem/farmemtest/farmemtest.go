@@ -150,23 +150,29 @@ func skipUnsupported(t *testing.T, err error) {
 // errors they report, joined. It waits in fabric time, sleeping on the runtime's clock until
 // they are done, not on a sync.WaitGroup: a simulated fabric advances its clock only while
 // someone waits inside it.
-func (e *env) parallel(n int, fn func(i int) error) error {
+func (e *env) parallel(n int, fn func(i int) error) error { return Parallel(e.rt, n, fn) }
+
+// Parallel runs fn(0..n-1) in goroutines started by rt.Go and returns their errors, joined.
+// The caller waits by sleeping in fabric time, never on a Go primitive, so a structure test
+// that uses it runs unchanged, and deterministically, on the simulator as well as on real
+// transports.
+func Parallel(rt farmem.Runtime, n int, fn func(i int) error) error {
 	var left atomic.Int64
 	errs := make([]error, n)
 	left.Store(int64(n))
 	for i := range n {
-		e.rt.Go(func() {
+		rt.Go(func() {
 			defer left.Add(-1)
 			errs[i] = fn(i)
 		})
 	}
 	for left.Load() > 0 {
-		_ = e.rt.Sleep(context.Background(), pollEvery)
+		_ = rt.Sleep(context.Background(), pollEvery)
 	}
 	return errors.Join(errs...)
 }
 
-// pollEvery is how often parallel checks whether its goroutines are done.
+// pollEvery is how often Parallel checks whether its goroutines are done.
 const pollEvery = time.Millisecond
 
 // ctx returns a context with a generous deadline in fabric time.
