@@ -453,9 +453,7 @@ func TestMultiProcessKill(t *testing.T) {
 	}
 	r, fd := newSharedRegion(t)
 	down := r.Info().DownTimeout
-	pf, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pf.Close() })
+	pf, p := attach(t, r, cxl.OpenOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -473,10 +471,6 @@ func TestMultiProcessKill(t *testing.T) {
 		}
 		return []byte("too late"), nil
 	}))
-	p, err := pf.Open(ctx, pf.ID())
-	require.NoError(t, err)
-	defer p.Close()
-
 	kids := make([]*child, 3)
 	for i := range kids {
 		kids[i] = startChild(t, "hammer", fd)
@@ -614,13 +608,8 @@ func TestMultiProcessLeaseFencesStoppedProcess(t *testing.T) {
 	}
 	r, fd := newSharedRegion(t)
 	down := r.Info().DownTimeout
-	pf, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pf.Close() })
+	_, p := attach(t, r, cxl.OpenOptions{})
 	ctx := context.Background()
-	p, err := pf.Open(ctx, pf.ID())
-	require.NoError(t, err)
-	defer p.Close()
 
 	k := startChild(t, "idle", fd)
 	n, err := strconv.Atoi(k.expect(t, "READY"))
