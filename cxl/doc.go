@@ -14,7 +14,9 @@
 //
 // In one process, Create("", Options{...}) and [Region.Attach] are all it takes (see the
 // example): creating, placing and populating a region takes about a millisecond per MiB,
-// attaching a fraction of one, and a verb costs tens of nanoseconds.
+// attaching a fraction of one, and a verb costs tens of nanoseconds. [CreateTemp] makes a
+// region in a fresh file (on /dev/shm by default) that other processes can open by name and
+// that disappears with its creator's handle.
 //
 // Other processes open the region by path: [Open] (map and attach in one call) or [OpenRegion]
 // then [Region.Attach]. A memfd has no name in the file system: other processes open

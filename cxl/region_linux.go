@@ -4,7 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -175,6 +180,7 @@ func (m *mapping) unmap() {
 type Region struct {
 	m      *mapping
 	closed atomic.Bool
+	remove string // CreateTemp's file, removed by Close
 }
 
 // Create makes a new region at path and returns a handle on it. The path names a file on a
@@ -384,13 +390,55 @@ func mapExisting(path string, f *os.File) (*mapping, error) {
 // /proc/<pid>/fd/<n> of the creating process, valid while that process keeps it open.
 func (r *Region) Path() string { return r.m.path }
 
-// Close releases the handle. It is idempotent. Fabrics attached through it stay open.
+// Close releases the handle. It is idempotent. Fabrics attached through it stay open. The
+// handle CreateTemp returned also removes the file's name (the memory stays with whoever has
+// it mapped).
 func (r *Region) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
 	r.m.release()
+	if r.remove != "" {
+		if err := os.Remove(r.remove); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cxl: remove %s: %w", r.remove, err)
+		}
+	}
 	return nil
+}
+
+// CreateTemp creates a region in a new file of directory dir, named from pattern as
+// os.CreateTemp names files (a random string replaces the last "*", or is appended). An empty
+// dir is /dev/shm if it is a tmpfs, else os.TempDir() (a file on a disk file system works, but
+// the kernel writes its dirty pages back to the disk). Closing the returned handle removes
+// the file's name; processes attached by then keep the memory until they close.
+func CreateTemp(dir, pattern string, o Options) (*Region, error) {
+	if dir == "" {
+		dir = os.TempDir()
+		var sf unix.Statfs_t
+		if unix.Statfs("/dev/shm", &sf) == nil && uint32(sf.Type) == uint32(unix.TMPFS_MAGIC) {
+			dir = "/dev/shm"
+		}
+	}
+	prefix, suffix := pattern, ""
+	if i := strings.LastIndexByte(pattern, '*'); i >= 0 {
+		prefix, suffix = pattern[:i], pattern[i+1:]
+	}
+	if strings.ContainsRune(prefix+suffix, os.PathSeparator) {
+		return nil, fmt.Errorf("cxl: pattern %q contains a path separator: %w", pattern, farmem.ErrInvalid)
+	}
+	for range 100 {
+		path := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36)+suffix)
+		r, err := Create(path, o)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.remove = path
+		return r, nil
+	}
+	return nil, fmt.Errorf("cxl: no free name for a region in %s: %w", dir, fs.ErrExist)
 }
 
 // Info describes the region.

@@ -657,3 +657,28 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines left, %d before:\n%s", n, before, sb.String())
 	}
 }
+
+func TestCreateTemp(t *testing.T) {
+	dir := shmDir(t)
+	r, err := cxl.CreateTemp(dir, "bench-*.cxl", small)
+	require.NoError(t, err)
+	path := r.Path()
+	require.True(t, strings.HasPrefix(filepath.Base(path), "bench-") && strings.HasSuffix(path, ".cxl"), path)
+	f, err := cxl.Open(path, cxl.OpenOptions{}) // as another process would
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, fs.ErrNotExist, "the creator's Close removes the name")
+	m, err := f.Open(context.Background(), f.ID())
+	require.NoError(t, err)
+	_, err = m.FAA(context.Background(), farmem.MakeAddr(1, 64<<10), 1)
+	require.NoError(t, err, "an attached fabric keeps the memory")
+	require.NoError(t, f.Close())
+
+	r, err = cxl.CreateTemp("", "", small)
+	require.NoError(t, err)
+	t.Logf("default directory: %s", filepath.Dir(r.Path()))
+	require.NoError(t, r.Close())
+	_, err = cxl.CreateTemp(dir, "a/b*", small)
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+}

@@ -19,6 +19,9 @@ type Region struct{}
 // Create returns an error wrapping farmem.ErrNotSupported on this platform.
 func Create(string, Options) (*Region, error) { return nil, errNotLinux }
 
+// CreateTemp returns an error wrapping farmem.ErrNotSupported on this platform.
+func CreateTemp(string, string, Options) (*Region, error) { return nil, errNotLinux }
+
 // OpenRegion returns an error wrapping farmem.ErrNotSupported on this platform.
 func OpenRegion(string) (*Region, error) { return nil, errNotLinux }
 
