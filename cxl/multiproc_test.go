@@ -143,7 +143,13 @@ func idle(ctx context.Context, f *cxl.Fabric, lines chan []string) error {
 	say("READY %d", f.ID().ComputeID())
 	for l := range lines {
 		if len(l) > 0 && l[0] == "CHECK" {
-			_, err := m.FAA(ctx, peerCounter, 1)
+			// The node finds the fence at its next lease renewal, soon after SIGCONT.
+			var err error
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if _, err = m.FAA(ctx, peerCounter, 1); errors.Is(err, farmem.ErrNodeDown) {
+					break
+				}
+			}
 			say("CHECKED %v", errors.Is(err, farmem.ErrNodeDown))
 		}
 	}
@@ -633,7 +639,6 @@ func TestMultiProcessLeaseFencesStoppedProcess(t *testing.T) {
 	require.True(t, st.Compute[k.cid-1].Crashed, "the expired lease was fenced")
 
 	require.NoError(t, k.cmd.Process.Signal(syscall.SIGCONT))
-	time.Sleep(down / 2) // a renewal or two: the child finds the fence
 	k.send(t, "CHECK")
 	require.Equal(t, "true", k.expect(t, "CHECKED"), "the fenced child's verbs fail with ErrNodeDown")
 }
