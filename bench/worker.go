@@ -1,0 +1,380 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/farmem/farmem/farmem"
+)
+
+// Driver holds what the workers running one workload against one store share: the workload,
+// the templates of its generators, and the insert key sequence (an AckCounter starting at
+// recordcount, as YCSB's transaction inserts do), which carries across the points of a sweep.
+// Its methods are safe for concurrent use.
+//
+// Key choice follows YCSB's CoreWorkload: zipfian is a ScrambledZipfian over insertcount plus
+// twice the inserts operationcount*insertproportion expects (so that inserts do not shift the
+// hot keys), uniform and hotspot draw over the loaded records only, latest follows the insert
+// sequence; a key beyond the last acknowledged insert is drawn again.
+type Driver struct {
+	w       *Workload
+	inserts *AckCounter
+	cum     [NumOps]float64 // cumulative proportions
+	keys    Generator       // templates; workers clone them
+	scanLen Generator
+	field   Generator // nil for constant field lengths
+}
+
+// NewDriver prepares w for running (for latest, this computes zeta over recordcount once).
+func NewDriver(w *Workload) (*Driver, error) {
+	if w == nil {
+		return nil, fmt.Errorf("bench: no workload: %w", ErrWorkload)
+	}
+	return newDriver(w, NewAckCounter(w.RecordCount)), nil
+}
+
+func newDriver(w *Workload, inserts *AckCounter) *Driver {
+	d := &Driver{w: w, inserts: inserts}
+	sum := 0.0
+	for op := range NumOps {
+		sum += w.Proportion[op]
+		d.cum[op] = sum
+	}
+	lo, hi := w.InsertStart, w.InsertStart+w.InsertCount-1
+	switch w.RequestDistribution {
+	case DistZipfian:
+		expected := int64(float64(w.OperationCount) * w.Proportion[OpInsert] * 2)
+		d.keys = NewScrambledZipfian(lo, hi+1+expected)
+	case DistLatest:
+		d.keys = NewLatest(inserts)
+	case DistHotspot:
+		d.keys = NewHotspot(lo, hi, w.HotspotDataFraction, w.HotspotOpnFraction)
+	default:
+		d.keys = NewUniform(lo, hi)
+	}
+	if w.ScanLengthDistribution == "zipfian" {
+		d.scanLen = NewZipfianRange(int64(w.MinScanLength), int64(w.MaxScanLength), ZipfianTheta)
+	} else {
+		d.scanLen = NewUniform(int64(w.MinScanLength), int64(w.MaxScanLength))
+	}
+	if w.FixedValueSize == 0 {
+		switch w.FieldLengthDistribution {
+		case "uniform":
+			d.field = NewUniform(1, int64(w.FieldLength))
+		case "zipfian":
+			d.field = NewZipfianRange(1, int64(w.FieldLength), ZipfianTheta)
+		}
+	}
+	return d
+}
+
+// Workload returns the driver's workload.
+func (d *Driver) Workload() *Workload { return d.w }
+
+// Inserts returns the shared insert key sequence.
+func (d *Driver) Inserts() *AckCounter { return d.inserts }
+
+// With returns a driver for nw, a variant of the driver's workload that differs only in
+// run-time properties (proportions, distributions, scan lengths), sharing this driver's insert
+// sequence: the next point of a sweep over one loaded store.
+func (d *Driver) With(nw *Workload) (*Driver, error) {
+	for k, def := range propDefs {
+		if def.loadTime && d.w.Effective()[k] != nw.Effective()[k] {
+			return nil, fmt.Errorf("bench: %s differs (%s, was %s): a change to the loaded data needs a fresh store: %w",
+				k, nw.Effective()[k], d.w.Effective()[k], ErrWorkload)
+		}
+	}
+	return newDriver(nw, d.inserts), nil
+}
+
+// Check returns an error wrapping ErrNeedsOrderedIndex (and so errors.ErrUnsupported) if the
+// workload scans and s is not a Scanner.
+func (d *Driver) Check(s Session) error {
+	if _, ok := s.(Scanner); d.w.NeedsScan() && !ok {
+		return fmt.Errorf("workload %s %w", d.w.Name, ErrNeedsOrderedIndex)
+	}
+	return nil
+}
+
+// chooseOp is YCSB's DiscreteGenerator over the proportions.
+func (d *Driver) chooseOp(r *rand.Rand) Op {
+	u := r.Float64() * d.cum[NumOps-1]
+	for op := range NumOps {
+		if u < d.cum[op] {
+			return op
+		}
+	}
+	for op := NumOps - 1; op > 0; op-- { // rounding: the last op with a share
+		if d.w.Proportion[op] > 0 {
+			return op
+		}
+	}
+	return OpRead
+}
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// Rand is the worker's random source (required). On the simulator use the client's
+	// m.Runtime().Rand(), so that the run is a function of the seed.
+	Rand *rand.Rand
+	// Now is the clock latencies are measured with. The default is the wall clock; on the
+	// simulator use FabricClock(m.Runtime()).
+	Now func() time.Duration
+	// Warmup and Duration set the measured window of Step: it starts Warmup after the worker's
+	// first Step and lasts Duration (0: no end). Operations that end outside the window are
+	// executed but not recorded, as the simulator's closed loop does.
+	Warmup, Duration time.Duration
+}
+
+// FabricClock returns a clock reading rt's fabric time (virtual time on the simulator).
+func FabricClock(rt farmem.Runtime) func() time.Duration {
+	return func() time.Duration { return time.Duration(rt.Now()) }
+}
+
+// Worker runs a workload's operations on one Session with its own generator state and its own
+// histograms. It is for one goroutine. Step is the hook for the simulator's closed loop: its
+// method value has sim.OpFunc's type.
+type Worker struct {
+	d       *Driver
+	sess    Session
+	scan    Scanner
+	cost    Coster
+	r       *rand.Rand
+	now     func() time.Duration
+	keys    Generator
+	scanLen Generator
+	field   Generator
+	key     []byte
+	val     []byte
+	stamp   uint64
+
+	warmup, dur time.Duration
+	started     bool
+	from, to    time.Duration
+	lastEnd     time.Duration
+
+	load, run tally
+	steps     atomic.Uint64
+}
+
+// NewWorker returns a worker running d's workload on s.
+func (d *Driver) NewWorker(s Session, o WorkerOptions) (*Worker, error) {
+	if o.Rand == nil || s == nil {
+		return nil, fmt.Errorf("bench: a worker needs a session and a random source: %w", farmem.ErrInvalid)
+	}
+	wk := &Worker{d: d, sess: s, r: o.Rand, now: o.Now, warmup: o.Warmup, dur: o.Duration,
+		keys: cloneGen(d.keys), scanLen: cloneGen(d.scanLen), field: cloneGen(d.field)}
+	wk.scan, _ = s.(Scanner)
+	wk.cost, _ = s.(Coster)
+	wk.load.costed = wk.cost != nil
+	wk.run.costed = wk.cost != nil
+	if wk.now == nil {
+		t0 := time.Now()
+		wk.now = func() time.Duration { return time.Since(t0) }
+	}
+	wk.val = make([]byte, d.w.ValueSize())
+	for i := 0; i < len(wk.val); i += 8 {
+		v := wk.r.Uint64()
+		for j := 0; j < 8 && i+j < len(wk.val); j++ {
+			wk.val[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return wk, nil
+}
+
+func cloneGen(g Generator) Generator {
+	switch g := g.(type) {
+	case *Zipfian:
+		return g.Clone()
+	case *ScrambledZipfian:
+		return g.Clone()
+	case *Latest:
+		return g.Clone()
+	}
+	return g // stateless: Uniform, Hotspot, nil
+}
+
+// Session returns the worker's session.
+func (wk *Worker) Session() Session { return wk.sess }
+
+// Steps returns how many operations Step has executed (measured or not); it may be read from
+// another goroutine, for a progress line.
+func (wk *Worker) Steps() uint64 { return wk.steps.Load() }
+
+// startAt fixes the start of the measured window (the wall runner starts all its workers
+// together).
+func (wk *Worker) startAt(t time.Duration) {
+	wk.started = true
+	wk.from = t + wk.warmup
+	wk.to = 0
+	if wk.dur > 0 {
+		wk.to = wk.from + wk.dur
+	}
+}
+
+// Load inserts part of parts of the workload's records (keys insertstart..insertstart+
+// insertcount-1 split into parts contiguous ranges of key numbers) and records the inserts as
+// the load phase. It stops at the first error.
+func (wk *Worker) Load(ctx context.Context, part, parts int) error {
+	w := wk.d.w
+	if parts < 1 || part < 0 || part >= parts {
+		return fmt.Errorf("bench: load part %d of %d: %w", part, parts, farmem.ErrInvalid)
+	}
+	lo := w.InsertStart + int64(part)*w.InsertCount/int64(parts)
+	hi := w.InsertStart + int64(part+1)*w.InsertCount/int64(parts)
+	for k := lo; k < hi; k++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wk.key = AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+		val := wk.value()
+		var before farmem.Stats
+		if wk.cost != nil {
+			before = wk.cost.Costs()
+		}
+		start := wk.now()
+		err := wk.sess.Insert(ctx, wk.key, val)
+		end := wk.now()
+		wk.steps.Add(1)
+		wk.load.record(OpInsert, end-start, err, wk.costSince(before))
+		if err != nil {
+			return fmt.Errorf("bench: load key %d (%s): %w", k, wk.key, err)
+		}
+	}
+	return nil
+}
+
+// Step runs one operation of the workload's mix and returns its error. Its measurement goes
+// into the worker's run phase if it ends inside the measured window.
+func (wk *Worker) Step(ctx context.Context) error {
+	op := wk.d.chooseOp(wk.r)
+	var before farmem.Stats
+	if wk.cost != nil {
+		before = wk.cost.Costs()
+	}
+	start := wk.now()
+	if !wk.started {
+		wk.startAt(start)
+	}
+	err := wk.do(ctx, op)
+	end := wk.now()
+	wk.lastEnd = end
+	wk.steps.Add(1)
+	if end >= wk.from && (wk.to == 0 || end <= wk.to) {
+		wk.run.record(op, end-start, err, wk.costSince(before))
+	}
+	return err
+}
+
+func (wk *Worker) costSince(before farmem.Stats) farmem.Stats {
+	if wk.cost == nil {
+		return farmem.Stats{}
+	}
+	return wk.cost.Costs().Sub(before)
+}
+
+func (wk *Worker) do(ctx context.Context, op Op) error {
+	w := wk.d.w
+	if op == OpInsert {
+		k := wk.d.inserts.Next()
+		wk.key = AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+		err := wk.sess.Insert(ctx, wk.key, wk.value())
+		wk.d.inserts.Ack(k) // acknowledged whatever the outcome, as YCSB does
+		return err
+	}
+	k, err := wk.nextKeynum()
+	if err != nil {
+		return err
+	}
+	wk.key = AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+	switch op {
+	case OpRead:
+		_, err = wk.sess.Read(ctx, wk.key)
+	case OpUpdate:
+		err = wk.sess.Update(ctx, wk.key, wk.value())
+	case OpScan:
+		if wk.scan == nil {
+			return fmt.Errorf("workload %s %w", w.Name, ErrNeedsOrderedIndex)
+		}
+		_, err = wk.scan.Scan(ctx, wk.key, int(wk.scanLen.Next(wk.r)))
+	case OpReadModifyWrite:
+		if _, err = wk.sess.Read(ctx, wk.key); err == nil {
+			err = wk.sess.Update(ctx, wk.key, wk.value())
+		}
+	}
+	return err
+}
+
+// nextKeynum is YCSB's: draw until the key has been inserted.
+func (wk *Worker) nextKeynum() (int64, error) {
+	last := wk.d.inserts.Last()
+	for range 1000 {
+		if k := wk.keys.Next(wk.r); k <= last {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("bench: no inserted key in 1000 draws (last inserted key number %d)", last)
+}
+
+// value returns the next value to write: a buffer of random bytes whose first word is stamped
+// with a counter, so that consecutive writes differ.
+func (wk *Worker) value() []byte {
+	size := len(wk.val)
+	if wk.field != nil {
+		size = 0
+		for range wk.d.w.FieldCount {
+			size += int(wk.field.Next(wk.r))
+		}
+	}
+	v := wk.val[:size]
+	wk.stamp++
+	for j := 0; j < 8 && j < len(v); j++ {
+		v[j] = byte(wk.stamp >> (8 * j))
+	}
+	return v
+}
+
+// Histogram range: latencies from 1 ns to 100 s at 2 significant digits (1% resolution),
+// about 30 KiB each, so that hundreds of simulated workers stay cheap.
+const (
+	histMax     = int64(100 * time.Second)
+	histSigFigs = 2
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMax, histSigFigs) }
+
+// tally is a worker's record of one phase.
+type tally struct {
+	costed bool
+	ops    [NumOps]opTally
+}
+
+type opTally struct {
+	ok, errs uint64
+	hist     *hdrhistogram.Histogram // latencies of successful ops
+	costs    farmem.Stats            // of all attempts
+	firstErr error
+}
+
+func (t *tally) record(op Op, lat time.Duration, err error, cost farmem.Stats) {
+	o := &t.ops[op]
+	if t.costed {
+		o.costs = o.costs.Add(cost)
+	}
+	if err != nil {
+		o.errs++
+		if o.firstErr == nil {
+			o.firstErr = err
+		}
+		return
+	}
+	o.ok++
+	if o.hist == nil {
+		o.hist = newHist()
+	}
+	_ = o.hist.RecordValue(min(max(int64(lat), 1), histMax))
+}
