@@ -132,13 +132,17 @@ func writeWord(ctx context.Context, m farmem.Memory, a farmem.Addr, v uint64) er
 }
 
 // increments runs n clients that each add 1 to the counter k times under the lock with a
-// non-atomic read and write, recording every increment in h and every grant in g.
-func (r *rig) increments(t *testing.T, n, k int, o qlock.Options, h *counterHistory, g *grantLog, hold time.Duration) {
+// non-atomic read and write, recording every increment in h and every grant in g. A defect,
+// if named, is turned on in every client's Locker.
+func (r *rig) increments(t *testing.T, n, k int, o qlock.Options, h *counterHistory, g *grantLog, hold time.Duration, defect string) {
 	t.Helper()
 	ms := make([]farmem.Memory, n)
 	ls := make([]*qlock.Locker, n)
 	for i := range n {
 		ms[i], ls[i] = r.client(t, i, o)
+		if defect != "" {
+			qlock.SetDefectForTest(ls[i], defect)
+		}
 	}
 	r.do(func() {
 		err := farmemtest.Parallel(r.f.Runtime(), n, func(i int) error {

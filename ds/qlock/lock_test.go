@@ -10,7 +10,6 @@ import (
 
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -25,7 +24,7 @@ func TestMutualExclusionLocal(t *testing.T) {
 	h := counter.NewHistory(r.f.Runtime())
 	var g grantLog
 	const n, k = 6, 60
-	r.increments(t, n, k, calm, h, &g, 10*time.Microsecond)
+	r.increments(t, n, k, calm, h, &g, 10*time.Microsecond, "")
 	m, _ := r.client(t, 0, calm)
 	v, err := readWord(context.Background(), m, r.ctr)
 	require.NoError(t, err)
@@ -43,7 +42,7 @@ func TestMutualExclusionSim(t *testing.T) {
 		h := counter.NewHistory(r.f.Runtime())
 		var g grantLog
 		const n, k = 16, 40
-		r.increments(t, n, k, qlock.Options{Lease: time.Millisecond}, h, &g, 2*time.Microsecond)
+		r.increments(t, n, k, qlock.Options{Lease: time.Millisecond}, h, &g, 2*time.Microsecond, "")
 		var v uint64
 		m, _ := r.client(t, 0, calm)
 		r.do(func() {
@@ -64,38 +63,7 @@ func TestBrokenLockCaught(t *testing.T) {
 	r := localRig(t, local.Options{Jitter: 20 * time.Microsecond, Latency: 2 * time.Microsecond})
 	h := counter.NewHistory(r.f.Runtime())
 	var g grantLog
-	const n, k = 4, 40
-	ms := make([]farmem.Memory, n)
-	ls := make([]*qlock.Locker, n)
-	for i := range n {
-		ms[i], ls[i] = r.client(t, i, calm)
-		qlock.SetDefectForTest(ls[i], "no-wait")
-	}
-	err := farmemtest.Parallel(r.f.Runtime(), n, func(i int) error {
-		ctx := context.Background()
-		rec := h.Client(int(ms[i].Info().ID))
-		for range k {
-			op := rec.Call(counter.Add(0, 1))
-			a, _, err := ls[i].Lock(ctx, r.entry)
-			if err != nil {
-				return err
-			}
-			g.add(a)
-			v, err := readWord(ctx, ms[i], r.ctr)
-			if err != nil {
-				return err
-			}
-			if err := writeWord(ctx, ms[i], r.ctr, v+1); err != nil {
-				return err
-			}
-			if err := a.Release(ctx, 0, 0); err != nil {
-				return err
-			}
-			op.Return(v)
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	r.increments(t, 4, 40, calm, h, &g, 0, "no-wait")
 	_, verr := h.Verify()
 	require.Error(t, verr, "a lock without waiting passed the counter check")
 }
