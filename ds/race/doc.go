@@ -145,7 +145,7 @@
 // lock must re-read or re-confirm the slot (Change.Confirm) before its CAS, and may combine
 // updates (Traits.DeferWrite: the table then lets Commit write the new block, so only the last
 // writer's block is written, and Outcome Combined tells the table that this change's block was
-// never published). When a split moves a slot, its lock entry is not moved: the new slot's
+// never published); a Planner decides that, and whether to prefetch the entry, per operation. When a split moves a slot, its lock entry is not moved: the new slot's
 // entry starts zero and every CAS on the old slot fails (it is frozen, then cleared).
 //
 // # Resizing

@@ -447,8 +447,13 @@ func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) 
 	}
 	defer t.unpin()
 	c := &Change{Kind: kind, Key: key, Value: value, t: t, op: op}
+	plan := Plan{DeferWrite: t.tr.DeferWrite, Prefetch: t.tr.MetaSize > 0}
+	if p, ok := t.sync.(Planner); ok {
+		plan = p.Plan(kind, key)
+		plan.Prefetch = plan.Prefetch && t.tr.MetaSize > 0
+	}
 	var pre func(*farmem.Batch)
-	if kind == UpdateChange && !t.tr.DeferWrite {
+	if kind == UpdateChange && !plan.DeferWrite {
 		nb, err := t.makeBlock(ctx, op, value, 0)
 		if err != nil {
 			return err
@@ -465,7 +470,7 @@ func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) 
 		if pre != nil {
 			c.blk.written, pre = true, nil
 		}
-		j, err := t.findKey(ctx, op, &v, t.tr.MetaSize > 0)
+		j, err := t.findKey(ctx, op, &v, plan.Prefetch)
 		if errors.Is(err, errStale) {
 			continue
 		}

@@ -53,6 +53,26 @@ type Traits struct {
 	DeferWrite bool
 }
 
+// Planner is an optional interface of a Synchronizer whose needs differ per operation: ds/cider's
+// contention-aware CIDER decides for each update whether it takes the optimistic path (the
+// block written early, in parallel with the lookup) or queues on the slot's lock (the block
+// written only if this client ends up the last writer of a combined batch). The table asks it
+// once per Update or Delete, before the operation's first round trip; the answer replaces
+// Traits.DeferWrite and the prefetch of the lock entry for that operation (every attempt).
+type Planner interface {
+	Plan(kind ChangeKind, key []byte) Plan
+}
+
+// Plan is what a Planner wants for one operation.
+type Plan struct {
+	// DeferWrite is Traits.DeferWrite for this operation.
+	DeferWrite bool
+	// Prefetch reads the slot's lock entry (Traits.MetaSize bytes, if any) with the key's KV
+	// block into Change.MetaBytes; without it MetaBytes is nil (Change.Meta is still set), and
+	// the lookup reads one word less per candidate.
+	Prefetch bool
+}
+
 // Outcome is what a Commit did.
 type Outcome uint8
 

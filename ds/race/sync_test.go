@@ -147,3 +147,60 @@ func TestLockSynchronizer(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, info.Splits, uint64(3))
 }
+
+// planSync is an Optimistic commit behind a Planner that plans what the test says: bit 0 of
+// next defers the block write, bit 1 prefetches the lock entry.
+type planSync struct {
+	t     *testing.T
+	next  byte
+	plans int
+}
+
+func (p *planSync) Traits() race.Traits { return race.Traits{MetaSize: 16} }
+
+func (p *planSync) Plan(kind race.ChangeKind, key []byte) race.Plan {
+	p.plans++
+	return race.Plan{DeferWrite: p.next&1 != 0, Prefetch: p.next&2 != 0}
+}
+
+func (p *planSync) Commit(ctx context.Context, c *race.Change) (race.Outcome, error) {
+	if p.next&2 != 0 {
+		require.Len(p.t, c.MetaBytes, 16, "prefetched entry")
+	} else {
+		require.Nil(p.t, c.MetaBytes, "entry read without a prefetch")
+	}
+	require.False(p.t, c.Meta.IsNil())
+	return race.Optimistic{}.Commit(ctx, c)
+}
+
+// TestPlanner: a Planner's plan replaces Traits.DeferWrite and the prefetch per operation: an
+// update whose block is written early costs 3 round trips and whose write is deferred 4 (the
+// Commit's Change.New); a prefetch adds one read to the block's round trip.
+func TestPlanner(t *testing.T) {
+	p := race.Params{MetaSize: 16}
+	e := newEnv(t, local.Options{}, p)
+	ps := &planSync{t: t}
+	c := e.open(t, 0, race.Options{Sync: ps})
+	ctx := context.Background()
+	k := []byte("planned")
+	require.NoError(t, c.tab.Insert(ctx, k, val(1, 8)))
+	var reads [4]uint64
+	for plan := range byte(4) {
+		ps.next = plan
+		before := c.m.Stats()
+		require.NoError(t, c.tab.Update(ctx, k, val(uint64(plan)+2, 8)))
+		d := c.m.Stats().Sub(before)
+		wantRTT := uint64(3)
+		if plan&1 != 0 {
+			wantRTT++
+		}
+		require.Equal(t, wantRTT, d.RoundTrips, "plan %d: %v", plan, d)
+		reads[plan] = d.Verbs[farmem.TargetMemory][farmem.OpRead]
+		got, err := c.tab.Search(ctx, k)
+		require.NoError(t, err)
+		require.Equal(t, uint64(plan)+2, unval(got))
+	}
+	require.Equal(t, reads[0]+1, reads[2], "a prefetch is one more read")
+	require.Equal(t, reads[1]+1, reads[3], "a prefetch is one more read")
+	require.Equal(t, 4, ps.plans)
+}
