@@ -1,0 +1,72 @@
+package kvstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// TestRoundTrips asserts the documented round trips per operation, uncontended, with Stats
+// deltas, both on a Session and through the Store's pool (which adds none): Get 2 (1 if
+// absent), Insert 3, Update 3, Put 3 (4 if absent: the update finds nothing, then the insert),
+// Delete 3 (1 if absent).
+func TestRoundTrips(t *testing.T) {
+	f := newLocal(t, local.Options{MemoryNodes: 2, ComputeNodes: 2})
+	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, MaxClients: 1})
+	ctx := context.Background()
+	ss, err := s.Session(ctx)
+	require.NoError(t, err)
+
+	type step struct {
+		name     string
+		rtt, cas uint64
+		op       func(kv) error
+		err      error
+	}
+	v := []byte("value")
+	steps := []step{
+		{"insert", 3, 2, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, nil},
+		{"insert existing", 2, 0, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, kvstore.ErrExists},
+		{"get", 2, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
+		{"get absent", 1, 0, func(s kv) error { _, err := s.Get(ctx, []byte("beta")); return err }, kvstore.ErrNotFound},
+		{"update", 3, 1, func(s kv) error { return s.Update(ctx, []byte("alpha"), v) }, nil},
+		{"update absent", 1, 0, func(s kv) error { return s.Update(ctx, []byte("beta"), v) }, kvstore.ErrNotFound},
+		{"put present", 3, 1, func(s kv) error { return s.Put(ctx, []byte("alpha"), v) }, nil},
+		{"put absent", 4, 2, func(s kv) error { return s.Put(ctx, []byte("beta"), v) }, nil},
+		{"delete", 3, 1, func(s kv) error { return s.Delete(ctx, []byte("beta")) }, nil},
+		{"delete absent", 1, 0, func(s kv) error { return s.Delete(ctx, []byte("beta")) }, kvstore.ErrNotFound},
+		{"scan", 0, 0, func(s kv) error { _, err := s.Scan(ctx, nil, nil, 1); return err }, kvstore.ErrNoOrderedIndex},
+	}
+	// Warm the client's allocator (its first block claims a chunk) on a key of its own.
+	require.NoError(t, ss.Insert(ctx, []byte("warm"), v))
+	for _, via := range []struct {
+		name  string
+		s     kv
+		stats func() farmem.Stats
+	}{{"session", ss, ss.Stats}, {"store", s, s.Stats}} {
+		for _, st := range steps {
+			before := via.stats()
+			err := st.op(via.s)
+			if st.err != nil {
+				require.ErrorIs(t, err, st.err, "%s %s", via.name, st.name)
+			} else {
+				require.NoError(t, err, "%s %s", via.name, st.name)
+			}
+			d := via.stats().Sub(before)
+			require.Equal(t, st.rtt, d.RoundTrips, "%s %s: round trips (%v)", via.name, st.name, d)
+			require.Equal(t, st.cas, d.VerbsOf(farmem.OpCAS), "%s %s: CASes (%v)", via.name, st.name, d)
+			require.Zero(t, d.VerbsOf(farmem.OpFAA), "%s %s: FAAs (%v)", via.name, st.name, d)
+			t.Logf("%-8s %-16s %v", via.name, st.name, d)
+		}
+		require.NoError(t, via.s.Delete(ctx, []byte("alpha")))
+		if via.name == "session" {
+			require.NoError(t, ss.Close()) // the store's operations now use its client
+		}
+	}
+	require.Equal(t, 1, s.Clients())
+}

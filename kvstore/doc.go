@@ -1,0 +1,141 @@
+// Package kvstore is farmem's key-value store: byte-string keys and values in far memory,
+// reached by one-sided verbs only, over any farmem.Fabric (a cxl region, a tcp cluster of
+// farmemd nodes, the simulator, the local transport). It assembles an index (ds/race by
+// default), a pointer synchronizer for it (Options.Sync), replication (none by default) and the
+// allocator's deferred free, behind one handle that many goroutines share.
+//
+// # Use
+//
+//	s, err := kvstore.Open(ctx, fabric, kvstore.Options{})  // formats and creates if need be
+//	defer s.Close()
+//	err = s.Insert(ctx, key, value)     // ErrExists if present
+//	v, err := s.Get(ctx, key)           // ErrNotFound if absent
+//	err = s.Update(ctx, key, value)     // ErrNotFound if absent
+//	err = s.Put(ctx, key, value)        // insert or update
+//	err = s.Delete(ctx, key)            // ErrNotFound if absent
+//	ps, err := s.Scan(ctx, from, to, n) // ErrNoOrderedIndex with the default (hash) index
+//
+// A Store is safe for concurrent use. It keeps a pool of clients, each a farmem.Memory opened
+// on one of the fabric's hosted compute nodes (in turn over Options.Nodes) with its own
+// alloc.Allocator and index handle: an operation takes a free client, runs on it and gives it
+// back; when none is free the pool opens another, up to Options.MaxClients or until the fabric
+// refuses one (then operations wait, polling in fabric time, for a client to come back). A
+// goroutine that runs many operations takes a Session instead: it holds one client until its
+// Close, skips the pool, and counts its own costs (Session.Stats). A goroutine holding Sessions
+// that fill the pool and then calling Store methods waits until its context ends. SessionOn
+// wraps a client the caller opened (sim.RunClosedLoop's, say).
+//
+// # Semantics
+//
+// Every operation is linearizable (checked with farmem/lincheck across many goroutines of one
+// Store, across two Stores on one fabric, on the local transport with tearing, jitter and
+// strict mode, on the simulator with paused and crashed clients, on cxl and on tcp).
+// Insert, Update, Delete and Get are the index's operations. Put is an upsert built from them:
+// it tries Update; if the key is absent, Insert; if that finds the key present (another client
+// inserted it meanwhile), Update again, and so on. Each attempt that fails had no effect, so a
+// Put takes effect exactly once, at the linearization point of the Update or Insert that
+// succeeded, where the key was present (Update) or absent (Insert); the map then holds the
+// value either way, which is what an upsert is. A Put racing a Delete of the same key is
+// therefore ordered one way or the other: either the Put lands first and the Delete removes its
+// value, or the Delete lands first and the Put's Insert (after its Update found nothing)
+// creates the key, which exists when the Put returns unless a later operation removed it. Put is
+// lock-free, not wait-free: it retries only when another client's Insert or Delete of the same
+// key succeeded in between.
+//
+// An operation that fails with a transport error (farmem.ErrNodeDown, a context's error) may or
+// may not have taken effect.
+//
+// # Limits
+//
+// Keys are 1 to Limits.MaxKey bytes; a key and its value together at most Limits.MaxKV bytes
+// (Store.Limits). For the Race index both are race.MaxKV = 16296 bytes; values may be empty.
+// An empty key is ErrEmptyKey, a longer one or a larger pair ErrTooLarge (both wrap
+// farmem.ErrInvalid), refused before any verb.
+//
+// # Costs
+//
+// Round trips per operation with the Race index and Optimistic synchronizer, uncontended,
+// asserted with Stats deltas in TestRoundTrips (through a Session and through the pool, which
+// adds none once its clients are open):
+//
+//	Get                  2   (race Search: both buckets + header; the KV block)
+//	Get, key absent      1
+//	Insert               3   (block write ∥ lookup; tentative CAS ∥ re-read; commit CAS)
+//	Insert, key exists   2
+//	Update               3   (block write ∥ lookup; the key's block; CAS)
+//	Put, key present     3   (an Update)
+//	Put, key absent      4   (an Update that finds nothing, then an Insert)
+//	Delete               3
+//	Update/Delete absent 1
+//	Scan                 0   (ErrNoOrderedIndex)
+//
+// plus one when a slot of another key shares the key's fingerprint, and the allocator's pin
+// (one round trip) after a client was idle for longer than alloc's Refresh. Store.Stats sums
+// the farmem.Stats of every client the store has used (setup included), so a harness divides
+// its deltas by the operations run for round trips, verbs, bytes and failed CASes per
+// operation.
+//
+// # Finding the store
+//
+// A store is found from the fabric alone. Its root word is the 8-byte word at RootOffset (2048)
+// of the allocator's home node (named in every memory node's alloc header; by default the
+// lowest memory node): between the alloc header proper (512 bytes) and the epoch table (4096),
+// bytes alloc neither writes nor hands out. The word is written only with CAS (see RootWord):
+// 0 when there is no store; a claim (a client id and a lease deadline) while one is being
+// created; or the address of the store's Descriptor once it exists. The descriptor
+// (DescriptorSize bytes, allocated from the heap, written once before the root word names it)
+// holds the magic "farmKVS1", the layout version, the index kind's and replicator's names,
+// the roots of the index instances (one per replica), the creation time and creator, and a
+// checksum of it all and of its own address (DecodeDescriptor):
+//
+//	0    magic            8    version           16   index kind name (16 bytes, 0-padded)
+//	32   replicator name (16 bytes)              48   replicas (1..8)
+//	56   created (fabric time)                   64   creator client id
+//	96   index roots, 8 words (unused ones 0)    184  checksum (FNV-1a 64 of [0,184) and the address)
+//
+// Open formats memory nodes that are not formatted (alloc.Format; a node another client is
+// formatting is retried), reads the root word, and if it is empty claims it with a CAS, builds
+// the index instances and the descriptor and publishes the descriptor with a CAS from its
+// claim. Racing creators (goroutines, processes, hosts on one cxl region or tcp cluster) are
+// resolved by that CAS: one claims, the others poll until the word names a descriptor. A
+// claim whose lease (Options.Lease, plus ClockSkew) has run out is taken over with a CAS (a
+// creator that died, or stalled past its lease: its publishing CAS then fails and it opens the
+// winner's store; what it built is leaked). Inspect reads the root word and descriptor without
+// opening anything, for tools.
+//
+// # Memory
+//
+// Every Update and Put writes a new KV block out of place; the index retires the block it
+// replaced through the allocator's epochs (alloc.Allocator.Retire), and the retiring client
+// reuses it once no client can still be reading it, that is after every live client has
+// refreshed its epoch announcement twice, or its lease ran out (Options.Alloc: Refresh and
+// Lease; an idle pooled client holds reuse back for at most its lease). Updates of a fixed key
+// set therefore run in bounded memory: TestBoundedMemory updates 64 keys thousands of times and
+// asserts that the memory nodes' bump pointers stop moving after a warm-up, and that they do
+// not stop with reclamation turned off. One limit comes from alloc: a client reuses blocks it
+// retired on a memory node other than its preferred one only once its preferred node is full
+// (alloc.Allocator.Alloc claims a new chunk first), so on a fabric of several memory nodes,
+// clients that replace each other's blocks fill their preferred nodes before reuse sets in
+// (TestBoundedMemoryAcrossNodes, behind KVSTORE_CROSSNODE=1). Deleted keys' blocks are retired
+// the same way; RACE's subtables are never freed.
+//
+// # Plugging in other structures
+//
+// The index is an IndexKind (Options.Index): it creates an instance and opens per-client
+// handles implementing Index, or OrderedIndex for structures that scan (Dolphin's hybrid tree,
+// SELCC's B-link tree), mapping their answers to ErrNotFound and ErrExists. Race is the
+// built-in kind. Replication is a Replicator (Options.Replication): the store creates
+// Replicas() instances of the index and the replicator combines a client's handles on them into
+// one Index (SWARM's write-to-a-replica-set, read-a-quorum); NoReplication is the default.
+// The pointer synchronizer is a Sync (Options.Sync): Optimistic (race.Optimistic) now; the
+// ds/cider synchronizers plug in the same way. Kind and replicator are recorded by name in the
+// descriptor, and a store opens only with the ones that created it (ErrMismatch); the
+// synchronizer is a client's choice, and clients with different ones may share a store. Race
+// tables are created with DefaultMetaSize bytes of lock entry per slot, room for any of them.
+//
+// # Runtime
+//
+// Time, sleeps and randomness come only from the fabric's and clients' farmem.Runtime; the
+// store starts no goroutine; its one Go lock guards the pool's lists and is never held across
+// a verb or a wait. So a store runs unchanged, and deterministically, on the simulator.
+package kvstore

@@ -1,0 +1,164 @@
+package kvstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// kvModel is the map histories are checked against.
+var kvModel = lincheck.KV[uint64, uint64]()
+
+type history = lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
+
+// workload is a random mix of the five operations over a small key space.
+type workload struct {
+	keys                     uint64
+	ops                      int // per goroutine
+	get, insert, update, put int // percent; the rest are deletes
+	maxVal                   int // largest value length
+	unknown                  int // a goroutine stops after this many unknown outcomes
+}
+
+var mix = workload{keys: 12, ops: 250, get: 35, insert: 15, update: 15, put: 20, maxVal: 200, unknown: 4}
+
+// stressScale returns the factor KVSTORE_STRESS (an integer) asks for, or 1.
+func stressScale() int {
+	if n, err := strconv.Atoi(os.Getenv("KVSTORE_STRESS")); err == nil && n > 1 {
+		return n
+	}
+	return 1
+}
+
+// run performs w's operations on s as goroutine g (values are unique per write: g in the high
+// bits, a counter in the low ones), recording them in h.
+func (w workload) run(ctx context.Context, s kv, g int, rng *rand.Rand, h *history) error {
+	rec := h.Client(g)
+	unknown := 0
+	for n := range w.ops {
+		k := rng.Uint64N(w.keys)
+		v := uint64(g+1)<<32 | uint64(n+1)
+		body := val(v, 8+rng.IntN(w.maxVal))
+		p := rng.IntN(100)
+		var (
+			op  lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
+			out = kvModel.OK()
+			err error
+		)
+		switch {
+		case p < w.get:
+			op = rec.Call(kvModel.Get(k))
+			var got []byte
+			got, err = s.Get(ctx, key(k))
+			if err == nil {
+				var x uint64
+				if x, err = unval(got); err != nil {
+					return err
+				}
+				out = kvModel.Found(x)
+			}
+		case p < w.get+w.insert:
+			op = rec.Call(kvModel.Insert(k, v))
+			err = s.Insert(ctx, key(k), body)
+		case p < w.get+w.insert+w.update:
+			op = rec.Call(kvModel.Update(k, v))
+			err = s.Update(ctx, key(k), body)
+		case p < w.get+w.insert+w.update+w.put:
+			op = rec.Call(kvModel.Put(k, v))
+			err = s.Put(ctx, key(k), body)
+		default:
+			op = rec.Call(kvModel.Delete(k))
+			err = s.Delete(ctx, key(k))
+		}
+		switch {
+		case errors.Is(err, kvstore.ErrNotFound):
+			out, err = kvModel.Missing(), nil
+		case errors.Is(err, kvstore.ErrExists):
+			out, err = kvModel.Exists(), nil
+		}
+		if op.End(out, err) == lincheck.Unknown {
+			if unknown++; unknown >= w.unknown {
+				return nil
+			}
+		}
+		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
+			return fmt.Errorf("goroutine %d: %w", g, err)
+		}
+	}
+	return nil
+}
+
+// lincheckLocal runs w with goroutines spread over nStores stores of one local fabric (tearing,
+// jitter, strict mode) and returns the history's verdict.
+func lincheckLocal(t *testing.T, w workload, nStores, perStore int, seed uint64) error {
+	t.Helper()
+	f := newLocal(t, local.Options{MemoryNodes: 2, ComputeNodes: 2, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed})
+	stores := make([]*kvstore.Store, nStores)
+	for i := range stores {
+		// Each store prefers its own compute node, as separate processes would.
+		stores[i] = openStore(t, f, kvstore.Options{Alloc: quietAlloc, Nodes: []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}})
+	}
+	return lincheckStores(t, f.Runtime(), w, stores, perStore)
+}
+
+// lincheckStores runs w with perStore goroutines on each store, half of each store's through
+// Store methods and half through Sessions, and returns the history's verdict.
+func lincheckStores(t *testing.T, rt farmem.Runtime, w workload, stores []*kvstore.Store, perStore int) error {
+	t.Helper()
+	h := kvModel.NewHistory(rt)
+	ctx := context.Background()
+	n := len(stores)
+	err := farmemtest.Parallel(rt, n*perStore, func(g int) error {
+		s := stores[g%n]
+		rng := rt.NewRand()
+		if g/n%2 == 0 {
+			return w.run(ctx, s, g, rng, h)
+		}
+		ss, err := s.Session(ctx)
+		if err != nil {
+			return err
+		}
+		defer ss.Close()
+		return w.run(ctx, ss, g, rng, h)
+	})
+	require.NoError(t, err)
+	sum, verdict := h.Verify()
+	t.Logf("%v", sum)
+	return verdict
+}
+
+// TestLinearizable: many goroutines of one store (through its pool and through sessions).
+func TestLinearizable(t *testing.T) {
+	w := mix
+	w.ops *= stressScale()
+	require.NoError(t, lincheckLocal(t, w, 1, 8, 1))
+}
+
+// TestLinearizableTwoStores: two stores on one fabric, as two processes would open it.
+func TestLinearizableTwoStores(t *testing.T) {
+	w := mix
+	w.ops *= stressScale()
+	require.NoError(t, lincheckLocal(t, w, 2, 4, 2))
+}
+
+// TestLinearizableCatchesBrokenPut: a Put made of a Delete and an Insert is caught.
+func TestLinearizableCatchesBrokenPut(t *testing.T) {
+	kvstore.SetPutDefectForTest(true)
+	defer kvstore.SetPutDefectForTest(false)
+	w := workload{keys: 3, ops: 200, get: 50, put: 50, maxVal: 8, unknown: 4}
+	err := lincheckLocal(t, w, 1, 6, 3)
+	require.ErrorIs(t, err, lincheck.ErrNotLinearizable)
+}

@@ -1,0 +1,136 @@
+package kvstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// hammer runs n goroutines of Store operations, each on keys of its own, checking every answer
+// against what that goroutine wrote.
+func hammer(t *testing.T, s *kvstore.Store, n, rounds int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for g := range n {
+		wg.Go(func() {
+			errs[g] = func() error {
+				for r := range rounds {
+					k := key(uint64(g*1000 + r%5))
+					v := uint64(g<<20 | r)
+					if err := s.Put(ctx, k, val(v, 8+r%100)); err != nil {
+						return err
+					}
+					got, err := s.Get(ctx, k)
+					if err != nil {
+						return err
+					}
+					if w, err := unval(got); err != nil || w != v {
+						return fmt.Errorf("goroutine %d read %d (%v), wrote %d", g, w, err, v)
+					}
+					if r%3 == 0 {
+						if err := s.Delete(ctx, k); err != nil {
+							return err
+						}
+						if _, err := s.Get(ctx, k); !errors.Is(err, kvstore.ErrNotFound) {
+							return fmt.Errorf("goroutine %d: get after delete: %v", g, err)
+						}
+					}
+				}
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	for g, err := range errs {
+		require.NoError(t, err, "goroutine %d", g)
+	}
+}
+
+// TestPool: many goroutines share a store whose fabric has fewer client slots than goroutines:
+// the pool opens clients on both compute nodes up to the fabric's room, then waits for free ones;
+// answers stay right; the store's costs are the fabric's.
+func TestPool(t *testing.T) {
+	// 2 compute nodes of 6 slots, 2 of them for handlers: room for 8 clients.
+	f := newLocal(t, local.Options{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: 6, MaxHandlers: 2, Jitter: 2 * time.Microsecond})
+	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
+	hammer(t, s, 24, 60)
+	require.LessOrEqual(t, s.Clients(), 8)
+	require.Greater(t, s.Clients(), 1, "the pool grew")
+	require.Equal(t, f.Stats(), s.Stats(), "the store's costs are all the fabric's")
+
+	// Sessions hold clients: 8 of them fill the fabric, spread over both nodes.
+	ctx := context.Background()
+	var held []*kvstore.Session
+	perNode := map[farmem.NodeID]int{}
+	for range 8 {
+		ss, err := s.Session(ctx)
+		require.NoError(t, err)
+		held = append(held, ss)
+		perNode[ss.Memory().Info().Node]++
+	}
+	require.Equal(t, map[farmem.NodeID]int{farmem.ComputeID(1).Node(): 4, farmem.ComputeID(2).Node(): 4}, perNode)
+	// A ninth waits for one to be given back.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err := s.Session(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	got := make(chan error, 1)
+	go func() {
+		ss, err := s.Session(ctx)
+		if err == nil {
+			err = ss.Put(ctx, []byte("late"), []byte("v"))
+			_ = ss.Close()
+		}
+		got <- err
+	}()
+	require.NoError(t, held[3].Put(ctx, []byte("held"), []byte("v")))
+	require.NoError(t, held[3].Close())
+	require.NoError(t, <-got)
+	for _, ss := range held {
+		require.NoError(t, ss.Close())
+	}
+	require.Equal(t, 8, s.Clients())
+}
+
+// TestMaxClients: the pool never holds more clients than Options.MaxClients.
+func TestMaxClients(t *testing.T) {
+	f := newLocal(t, local.Options{MemoryNodes: 1, ComputeNodes: 2})
+	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, MaxClients: 3})
+	hammer(t, s, 16, 40)
+	require.Equal(t, 3, s.Clients())
+}
+
+// TestSessionOn: a session over a client the caller opened; its costs are counted from when the
+// session took it, and its Close leaves the client open.
+func TestSessionOn(t *testing.T) {
+	f := newLocal(t, local.Options{MemoryNodes: 1, ComputeNodes: 2})
+	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
+	ctx := context.Background()
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[1])
+	require.NoError(t, err)
+	defer m.Close()
+	err = m.Read(ctx, farmem.MakeAddr(1, 0), make([]byte, 8))
+	require.NoError(t, err)
+	before := s.Stats()
+	ss, err := s.SessionOn(ctx, m)
+	require.NoError(t, err)
+	require.Equal(t, 2, s.Clients())
+	semantics(t, ss, "on")
+	require.Equal(t, ss.Stats(), s.Stats().Sub(before), "only the session worked")
+	require.Equal(t, m.Stats().Sub(ss.Stats()).RoundTrips, uint64(1), "the read before the session is not the session's")
+	require.NoError(t, ss.Close())
+	require.Equal(t, 1, s.Clients())
+	_, err = m.FAA(ctx, farmem.MakeAddr(1, 64<<10), 1)
+	require.NoError(t, err, "the client is still open")
+}

@@ -1,0 +1,96 @@
+package kvstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+)
+
+// DefaultMetaSize is the per-slot synchronizer metadata a Race index is created with when its
+// Params leave MetaSize zero: room for the lock entry of every synchronizer of ds/cider (16
+// bytes), so that any of them can be selected on a store created with the defaults.
+const DefaultMetaSize = 16
+
+// Race is the RACE extendible hash index (package ds/race), the store's default kind. It is not
+// ordered: Store.Scan returns ErrNoOrderedIndex. Round trips, uncontended, with Optimistic:
+// Get 2 (1 if absent), Insert 3, Update 3, Delete 3 (see the package doc).
+type Race struct {
+	// Params lay out a table when the store is created (race's defaults, with MetaSize
+	// DefaultMetaSize when zero). An existing store's table keeps its own.
+	Params race.Params
+	// Options configure each client's handle; the store sets Sync from Options.Sync.
+	Options race.Options
+}
+
+// Name implements IndexKind: "race".
+func (Race) Name() string { return "race" }
+
+// Limits implements IndexKind: a key and value together of at most race.MaxKV bytes (16296).
+func (Race) Limits() Limits { return Limits{MaxKey: race.MaxKV, MaxKV: race.MaxKV} }
+
+// Create implements IndexKind.
+func (r Race) Create(ctx context.Context, c Client) (farmem.Addr, error) {
+	p := r.Params
+	if p.MetaSize == 0 {
+		p.MetaSize = DefaultMetaSize
+	}
+	return race.Create(ctx, c.Memory, c.Alloc, p)
+}
+
+// Open implements IndexKind.
+func (r Race) Open(ctx context.Context, c Client, root farmem.Addr) (Index, error) {
+	o := r.Options
+	if c.Sync != nil {
+		o.Sync = c.Sync
+	}
+	t, err := race.Open(ctx, c.Memory, c.Alloc, root, o)
+	if err != nil {
+		return nil, err
+	}
+	return &raceIndex{t: t}, nil
+}
+
+// raceIndex adapts a race.Table to Index.
+type raceIndex struct {
+	t *race.Table
+}
+
+// mapRace turns race's answers into the store's sentinels.
+func mapRace(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, race.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, race.ErrExists):
+		return ErrExists
+	case errors.Is(err, race.ErrTooLarge):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return err
+}
+
+func (x *raceIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
+	v, err := x.t.Search(ctx, key)
+	return v, mapRace(err)
+}
+
+func (x *raceIndex) Insert(ctx context.Context, key, value []byte) error {
+	return mapRace(x.t.Insert(ctx, key, value))
+}
+
+func (x *raceIndex) Update(ctx context.Context, key, value []byte) error {
+	return mapRace(x.t.Update(ctx, key, value))
+}
+
+func (x *raceIndex) Delete(ctx context.Context, key []byte) error {
+	return mapRace(x.t.Delete(ctx, key))
+}
+
+func (x *raceIndex) Close() error { return x.t.Close() }
+
+// Table returns the race table behind the handle (for Audit, Info and Stats).
+func (x *raceIndex) Table() *race.Table { return x.t }

@@ -1,0 +1,403 @@
+package kvstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/farmem"
+)
+
+// Root layout. See the package doc, "Finding the store".
+const (
+	// RootOffset is the offset of the store's root word on the allocator's home node: in the
+	// gap between the alloc header (alloc.HeaderLen bytes) and the epoch table
+	// (alloc.TableOffset), which alloc neither writes nor hands out.
+	RootOffset = 2048
+	// DescriptorSize is the size of the descriptor block the root word names.
+	DescriptorSize = 192
+	// Magic is the first word of a descriptor: the bytes "farmKVS1" as a little-endian word.
+	Magic uint64 = 0x3153564b6d726166
+	// Version is the descriptor layout version this package writes and reads.
+	Version = 1
+	// MaxReplicas is the most index instances a descriptor records.
+	MaxReplicas = 8
+	// nameLen is the room for an index kind's or a replicator's name.
+	nameLen = 16
+)
+
+// Root word fields.
+const (
+	tagShift      = 62
+	tagClaim      = 1
+	tagReady      = 2
+	claimIDShift  = 46
+	claimTimeBits = 46
+	claimUnit     = 18 // deadlines in units of 2^18 ns (262µs)
+	descNodeShift = 42
+	descOffBits   = 42
+)
+
+// Descriptor offsets.
+const (
+	dMagic    = 0
+	dVersion  = 8
+	dIndex    = 16
+	dRepl     = 32
+	dReplicas = 48
+	dCreated  = 56
+	dCreator  = 64
+	dRoots    = 96
+	dSum      = DescriptorSize - 8
+)
+
+// RootState is what a root word says.
+type RootState uint8
+
+// The states of a root word.
+const (
+	// RootEmpty: no store, and nobody creating one.
+	RootEmpty RootState = iota
+	// RootClaimed: a client is creating the store, under a lease.
+	RootClaimed
+	// RootReady: the store exists; the word names its descriptor.
+	RootReady
+	// RootInvalid: the word is none of the above.
+	RootInvalid
+)
+
+func (s RootState) String() string {
+	switch s {
+	case RootEmpty:
+		return "empty"
+	case RootClaimed:
+		return "claimed"
+	case RootReady:
+		return "ready"
+	}
+	return "invalid"
+}
+
+// RootWord is the store's root word, an atomic word at RootOffset of the home node:
+//
+//	0                                    no store
+//	01 | client id (16) | deadline (46)  claimed: that client is creating the store until the
+//	                                     deadline (fabric time in units of 2^18 ns)
+//	10 | 0 (5) | node (15) | offset/64 (42)  ready: the descriptor's address
+//
+// (the two top bits are the tag).
+type RootWord uint64
+
+// State returns what the word says.
+func (w RootWord) State() RootState {
+	switch {
+	case w == 0:
+		return RootEmpty
+	case w>>tagShift == tagClaim:
+		return RootClaimed
+	case w>>tagShift == tagReady && w>>(descNodeShift+15)&(1<<(tagShift-descNodeShift-15)-1) == 0 && w.Descriptor().Node() != 0:
+		return RootReady
+	}
+	return RootInvalid
+}
+
+// Claimant returns the client creating the store (RootClaimed).
+func (w RootWord) Claimant() farmem.ClientID { return farmem.ClientID(w >> claimIDShift & 0xffff) }
+
+// Deadline returns the end of the creator's lease (RootClaimed), rounded up to 2^18 ns.
+func (w RootWord) Deadline() farmem.Time {
+	return farmem.Time(uint64(w)&(1<<claimTimeBits-1)) << claimUnit
+}
+
+// Descriptor returns the descriptor's address (RootReady).
+func (w RootWord) Descriptor() farmem.Addr {
+	node := farmem.NodeID(w >> descNodeShift & 0x7fff)
+	return farmem.MakeAddr(node, uint64(w)&(1<<descOffBits-1)<<6)
+}
+
+func (w RootWord) String() string {
+	switch w.State() {
+	case RootEmpty:
+		return "empty"
+	case RootClaimed:
+		return fmt.Sprintf("claimed by client %d until %d", w.Claimant(), w.Deadline())
+	case RootReady:
+		return "ready at " + w.Descriptor().String()
+	}
+	return fmt.Sprintf("invalid %#x", uint64(w))
+}
+
+// claimWord returns the claim of client id with a lease until deadline.
+func claimWord(id farmem.ClientID, deadline farmem.Time) RootWord {
+	d := (uint64(deadline) + 1<<claimUnit - 1) >> claimUnit
+	return RootWord(tagClaim<<tagShift | uint64(id)<<claimIDShift | d&(1<<claimTimeBits-1))
+}
+
+// readyWord returns the word naming the descriptor at a.
+func readyWord(a farmem.Addr) (RootWord, error) {
+	if a.Node().IsCompute() || a.Node() == 0 || !a.Aligned(64) || a.Offset()>>6 >= 1<<descOffBits {
+		return 0, fmt.Errorf("kvstore: descriptor address %v cannot be packed: %w", a, farmem.ErrInvalid)
+	}
+	return RootWord(tagReady<<tagShift | uint64(a.Node())<<descNodeShift | a.Offset()>>6), nil
+}
+
+// Descriptor describes a store: what its root word names. It is written once, by the store's
+// creator, before the root word is set to name it, and never changed.
+type Descriptor struct {
+	// Version is the layout version.
+	Version uint64
+	// Index is the index kind's name and Replication the replicator's.
+	Index, Replication string
+	// Roots are the index instances' roots, one per replica.
+	Roots []farmem.Addr
+	// Created is the fabric time the store was created, Creator the client that created it.
+	Created farmem.Time
+	Creator farmem.ClientID
+}
+
+// Encode returns the DescriptorSize bytes of d as stored at address at (the checksum covers the
+// address, so a descriptor copied elsewhere does not validate).
+func (d Descriptor) Encode(at farmem.Addr) ([]byte, error) {
+	if len(d.Index) == 0 || len(d.Index) > nameLen || len(d.Replication) == 0 || len(d.Replication) > nameLen {
+		return nil, fmt.Errorf("kvstore: index %q or replication %q name not 1..%d bytes: %w", d.Index, d.Replication, nameLen, farmem.ErrInvalid)
+	}
+	if len(d.Roots) == 0 || len(d.Roots) > MaxReplicas {
+		return nil, fmt.Errorf("kvstore: %d index roots, want 1..%d: %w", len(d.Roots), MaxReplicas, farmem.ErrInvalid)
+	}
+	b := make([]byte, DescriptorSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[dMagic:], Magic)
+	le.PutUint64(b[dVersion:], Version)
+	copy(b[dIndex:dIndex+nameLen], d.Index)
+	copy(b[dRepl:dRepl+nameLen], d.Replication)
+	le.PutUint64(b[dReplicas:], uint64(len(d.Roots)))
+	le.PutUint64(b[dCreated:], uint64(d.Created))
+	le.PutUint64(b[dCreator:], uint64(d.Creator))
+	for i, r := range d.Roots {
+		if r.IsNil() {
+			return nil, fmt.Errorf("kvstore: nil index root %d: %w", i, farmem.ErrInvalid)
+		}
+		le.PutUint64(b[dRoots+8*i:], uint64(r))
+	}
+	le.PutUint64(b[dSum:], descSum(at, b[:dSum]))
+	return b, nil
+}
+
+func descSum(at farmem.Addr, b []byte) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	var a [8]byte
+	binary.LittleEndian.PutUint64(a[:], uint64(at))
+	_, _ = h.Write(a[:])
+	return h.Sum64()
+}
+
+// DecodeDescriptor decodes and validates the descriptor read at address at. It never panics;
+// bytes that are not a descriptor this package wrote there give an error wrapping ErrBadRoot.
+func DecodeDescriptor(at farmem.Addr, b []byte) (Descriptor, error) {
+	bad := func(why string, args ...any) (Descriptor, error) {
+		return Descriptor{}, fmt.Errorf("kvstore: descriptor at %v: %s: %w", at, fmt.Sprintf(why, args...), ErrBadRoot)
+	}
+	if len(b) < DescriptorSize {
+		return bad("%d bytes, want %d", len(b), DescriptorSize)
+	}
+	b = b[:DescriptorSize]
+	le := binary.LittleEndian
+	if m := le.Uint64(b[dMagic:]); m != Magic {
+		return bad("magic %#x", m)
+	}
+	if s := le.Uint64(b[dSum:]); s != descSum(at, b[:dSum]) {
+		return bad("checksum %#x does not match", s)
+	}
+	d := Descriptor{Version: le.Uint64(b[dVersion:])}
+	if d.Version != Version {
+		return bad("layout version %d, this package reads %d", d.Version, Version)
+	}
+	name := func(off int) (string, bool) {
+		f := b[off : off+nameLen]
+		n := bytes.IndexByte(f, 0)
+		if n < 0 {
+			n = nameLen
+		}
+		for _, c := range f[n:] {
+			if c != 0 {
+				return "", false
+			}
+		}
+		return string(f[:n]), n > 0
+	}
+	var ok1, ok2 bool
+	d.Index, ok1 = name(dIndex)
+	d.Replication, ok2 = name(dRepl)
+	if !ok1 || !ok2 {
+		return bad("bad index or replication name")
+	}
+	n := le.Uint64(b[dReplicas:])
+	if n == 0 || n > MaxReplicas {
+		return bad("%d replicas", n)
+	}
+	d.Created = farmem.Time(le.Uint64(b[dCreated:]))
+	c := le.Uint64(b[dCreator:])
+	if c > 0xffff {
+		return bad("creator %d", c)
+	}
+	d.Creator = farmem.ClientID(c)
+	for i := range uint64(MaxReplicas) {
+		r := farmem.Addr(le.Uint64(b[dRoots+8*i:]))
+		switch {
+		case i < n && r.IsNil():
+			return bad("nil root %d", i)
+		case i >= n && !r.IsNil():
+			return bad("root %d beyond %d replicas", i, n)
+		case i < n:
+			d.Roots = append(d.Roots, r)
+		}
+	}
+	if !allZero(b[dCreator+8:dRoots]) || !allZero(b[dRoots+8*MaxReplicas:dSum]) {
+		return bad("reserved bytes are not zero")
+	}
+	return d, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Info is what Inspect finds on a fabric.
+type Info struct {
+	// Home is the allocator's home node, and Root the root word's address on it.
+	Home farmem.NodeID
+	Root farmem.Addr
+	// Word is the root word read.
+	Word RootWord
+	// Descriptor is the store's descriptor (when Word is ready).
+	Descriptor Descriptor
+}
+
+// Inspect finds the store on m's fabric without opening it: it reads the lowest memory node's
+// allocator header for the home node, the root word there and, if the store is ready, its
+// descriptor. Nothing is written. A fabric whose nodes are not formatted gives an error
+// wrapping ErrNoStore and the allocator's error; a root word that says "empty" or "claimed"
+// is returned as found, with no error.
+func Inspect(ctx context.Context, m farmem.Memory) (Info, error) {
+	home, err := homeOf(ctx, m)
+	if err != nil {
+		return Info{}, err
+	}
+	info := Info{Home: home, Root: farmem.MakeAddr(home, RootOffset)}
+	var w [8]byte
+	if err := m.Read(ctx, info.Root, w[:]); err != nil {
+		return info, fmt.Errorf("kvstore: read root word: %w", err)
+	}
+	info.Word = RootWord(binary.LittleEndian.Uint64(w[:]))
+	switch info.Word.State() {
+	case RootReady:
+		info.Descriptor, err = readDescriptor(ctx, m, info.Word.Descriptor())
+		return info, err
+	case RootInvalid:
+		return info, fmt.Errorf("kvstore: root word at %v is %#x: %w", info.Root, uint64(info.Word), ErrBadRoot)
+	}
+	return info, nil
+}
+
+// homeOf reads the lowest memory node's header and returns the allocator's home node.
+func homeOf(ctx context.Context, m farmem.Memory) (farmem.NodeID, error) {
+	nodes := m.Topology().MemoryNodes()
+	if len(nodes) == 0 {
+		return 0, fmt.Errorf("kvstore: the fabric has no memory node: %w", farmem.ErrInvalid)
+	}
+	h, err := alloc.Open(ctx, m, nodes[0])
+	if err != nil {
+		if errors.Is(err, alloc.ErrNotFormatted) || errors.Is(err, alloc.ErrHalfFormatted) {
+			return 0, fmt.Errorf("%w: %w", ErrNoStore, err)
+		}
+		return 0, err
+	}
+	if h.Home.IsCompute() || h.Home == 0 {
+		return 0, fmt.Errorf("kvstore: home node %v: %w", h.Home, ErrBadRoot)
+	}
+	return h.Home, nil
+}
+
+func readDescriptor(ctx context.Context, m farmem.Memory, a farmem.Addr) (Descriptor, error) {
+	b := make([]byte, DescriptorSize)
+	if err := m.Read(ctx, a, b); err != nil {
+		return Descriptor{}, fmt.Errorf("kvstore: read descriptor: %w", err)
+	}
+	return DecodeDescriptor(a, b)
+}
+
+// creator builds the store's index instances and descriptor, for findOrCreate.
+type creator func(ctx context.Context) (Descriptor, farmem.Addr, error)
+
+// findOrCreate returns the store's descriptor, creating the store with create if the root word
+// is empty (or its claimant's lease has run out) and create is not nil. Racing creators are
+// resolved by CAS on the root word: one claims it, the others wait for it to become ready, and
+// take the claim over if the claimant's lease runs out (what it had built is leaked).
+func findOrCreate(ctx context.Context, m farmem.Memory, root farmem.Addr, lease, skew time.Duration, create creator) (Descriptor, error) {
+	rt := m.Runtime()
+	backoff := 2 * time.Microsecond
+	var buf [8]byte
+	for {
+		if err := m.Read(ctx, root, buf[:]); err != nil {
+			return Descriptor{}, fmt.Errorf("kvstore: read root word: %w", err)
+		}
+		w := RootWord(binary.LittleEndian.Uint64(buf[:]))
+		switch w.State() {
+		case RootReady:
+			return readDescriptor(ctx, m, w.Descriptor())
+		case RootInvalid:
+			return Descriptor{}, fmt.Errorf("kvstore: root word at %v is %#x: %w", root, uint64(w), ErrBadRoot)
+		}
+		free := w.State() == RootEmpty || after(rt.Now(), w.Deadline().Add(skew))
+		if free && create == nil {
+			return Descriptor{}, fmt.Errorf("%w (root word %v)", ErrNoStore, w)
+		}
+		if free {
+			claim := claimWord(m.Info().ID, rt.Now().Add(lease))
+			prev, err := m.CAS(ctx, root, uint64(w), uint64(claim))
+			if err != nil {
+				return Descriptor{}, fmt.Errorf("kvstore: claim root word: %w", err)
+			}
+			if RootWord(prev) == w {
+				d, da, err := create(ctx)
+				if err != nil {
+					// Give the claim back so that others need not wait for the lease.
+					_, _ = m.CAS(ctx, root, uint64(claim), 0)
+					return Descriptor{}, err
+				}
+				ready, err := readyWord(da)
+				if err != nil {
+					return Descriptor{}, err
+				}
+				prev, err := m.CAS(ctx, root, uint64(claim), uint64(ready))
+				if err != nil {
+					return Descriptor{}, fmt.Errorf("kvstore: publish root word: %w", err)
+				}
+				if RootWord(prev) == claim {
+					return d, nil
+				}
+				// Our lease ran out and another client took the claim over: what we built is
+				// leaked, and the store is theirs.
+			}
+			continue
+		}
+		if err := rt.Sleep(ctx, backoff); err != nil {
+			return Descriptor{}, err
+		}
+		backoff = min(2*backoff, time.Millisecond)
+	}
+}
+
+// after reports whether t is after u.
+func after(t, u farmem.Time) bool { return u.Before(t) }

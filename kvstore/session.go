@@ -1,0 +1,160 @@
+package kvstore
+
+import (
+	"context"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Session is one goroutine's hold on one of the store's clients, for hot loops: its operations
+// skip the pool, and its Stats count its client's work alone. It is not safe for concurrent
+// use. Close gives the client back.
+type Session struct {
+	s      *Store
+	c      *conn
+	pooled bool // the client goes back to the pool (else it is closed: SessionOn)
+	done   bool
+	err    error // the last operation's error, for release
+}
+
+// Session takes a client from the pool (opening one, or waiting for one, as an operation
+// does) and holds it until the session's Close.
+func (s *Store) Session(ctx context.Context) (*Session, error) {
+	c, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{s: s, c: c, pooled: true}, nil
+}
+
+// SessionOn opens a session on a client the caller opened on the store's fabric (as
+// sim.RunClosedLoop does for each of its clients): the session opens an allocator and index
+// handles on m, and its Close closes them but not m, which stays the caller's. Only one session
+// may use m at a time. Cost: the allocator's New (1 round trip) and the index's Open (race: 2).
+func (s *Store) SessionOn(ctx context.Context, m farmem.Memory) (*Session, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	c, err := s.attach(ctx, m, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		st, _ := c.close()
+		s.addRetired(st)
+		return nil, errClosed
+	}
+	s.live[c] = struct{}{}
+	s.mu.Unlock()
+	return &Session{s: s, c: c}, nil
+}
+
+// usable reports an error if the session or its store is closed.
+func (ss *Session) usable() error {
+	if ss.done || ss.s.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
+
+// note remembers an operation's error (a client whose Memory is closed is not pooled again).
+func (ss *Session) note(err error) error {
+	if err != nil {
+		ss.err = err
+	}
+	return err
+}
+
+// Get is Store.Get on the session's client.
+func (ss *Session) Get(ctx context.Context, key []byte) ([]byte, error) {
+	if err := ss.usable(); err != nil {
+		return nil, err
+	}
+	if err := ss.s.check(key, nil); err != nil {
+		return nil, err
+	}
+	v, err := ss.c.idx.Get(ctx, key)
+	return v, ss.note(err)
+}
+
+// Insert is Store.Insert on the session's client.
+func (ss *Session) Insert(ctx context.Context, key, value []byte) error {
+	if err := ss.usable(); err != nil {
+		return err
+	}
+	if err := ss.s.check(key, value); err != nil {
+		return err
+	}
+	return ss.note(ss.c.idx.Insert(ctx, key, value))
+}
+
+// Update is Store.Update on the session's client.
+func (ss *Session) Update(ctx context.Context, key, value []byte) error {
+	if err := ss.usable(); err != nil {
+		return err
+	}
+	if err := ss.s.check(key, value); err != nil {
+		return err
+	}
+	return ss.note(ss.c.idx.Update(ctx, key, value))
+}
+
+// Put is Store.Put on the session's client.
+func (ss *Session) Put(ctx context.Context, key, value []byte) error {
+	if err := ss.usable(); err != nil {
+		return err
+	}
+	if err := ss.s.check(key, value); err != nil {
+		return err
+	}
+	return ss.note(put(ctx, ss.c.idx, key, value))
+}
+
+// Delete is Store.Delete on the session's client.
+func (ss *Session) Delete(ctx context.Context, key []byte) error {
+	if err := ss.usable(); err != nil {
+		return err
+	}
+	if err := ss.s.check(key, nil); err != nil {
+		return err
+	}
+	return ss.note(ss.c.idx.Delete(ctx, key))
+}
+
+// Scan is Store.Scan on the session's client.
+func (ss *Session) Scan(ctx context.Context, from, to []byte, limit int) ([]Pair, error) {
+	if err := ss.usable(); err != nil {
+		return nil, err
+	}
+	ps, err := scan(ctx, ss.c.idx, from, to, limit)
+	return ps, ss.note(err)
+}
+
+// Stats returns the counted costs of the session's client since the store took it (a pooled
+// client's counters include the work of earlier holders: take deltas).
+func (ss *Session) Stats() farmem.Stats { return ss.c.m.Stats().Sub(ss.c.base) }
+
+// Memory returns the session's client, for its Info (the client id), Runtime and Stats. The
+// session owns it: do not close it or run verbs on it.
+func (ss *Session) Memory() farmem.Memory { return ss.c.m }
+
+// Close ends the session: a pooled client goes back to the pool, SessionOn's handles are
+// closed. It is idempotent.
+func (ss *Session) Close() error {
+	if ss.done {
+		return nil
+	}
+	ss.done = true
+	if ss.pooled {
+		ss.s.release(ss.c, ss.err)
+		return nil
+	}
+	ss.s.mu.Lock()
+	delete(ss.s.live, ss.c)
+	ss.s.mu.Unlock()
+	st, err := ss.c.close()
+	ss.s.addRetired(st)
+	return err
+}

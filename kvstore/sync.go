@@ -1,0 +1,60 @@
+package kvstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+)
+
+// Sync builds the pointer synchronizer (race.Synchronizer: the final pointer change of Update
+// and Delete) of each index handle the store opens. A Sync value is shared by every client of a
+// Store, so a synchronizer with state per compute node (CIDER's credits, its local
+// write-combining table) keeps it in the Sync and hands each handle what its node shares.
+type Sync interface {
+	// Name identifies the synchronizer ("optimistic", ...), as SyncByName takes it.
+	Name() string
+	// New returns a synchronizer for one index handle of client m.
+	New(ctx context.Context, m farmem.Memory) (race.Synchronizer, error)
+}
+
+// Optimistic is RACE's lock-free synchronizer (race.Optimistic): a CAS on the slot, retried
+// after confirming a competitor's newer block of the same key.
+var Optimistic Sync = optimisticSync{}
+
+type optimisticSync struct{}
+
+func (optimisticSync) Name() string { return "optimistic" }
+
+func (optimisticSync) New(context.Context, farmem.Memory) (race.Synchronizer, error) {
+	return race.Optimistic{}, nil
+}
+
+// syncs lists the synchronizers SyncByName knows, the default first.
+var syncs = []func() Sync{
+	func() Sync { return Optimistic },
+}
+
+// DefaultSync returns the synchronizer a Store uses when Options.Sync is nil.
+func DefaultSync() Sync { return syncs[0]() }
+
+// SyncNames returns the names SyncByName accepts, the default first.
+func SyncNames() []string {
+	names := make([]string, len(syncs))
+	for i, f := range syncs {
+		names[i] = f().Name()
+	}
+	return names
+}
+
+// SyncByName returns a new Sync by its name (see SyncNames), for command lines.
+func SyncByName(name string) (Sync, error) {
+	for _, f := range syncs {
+		if s := f(); s.Name() == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("kvstore: unknown synchronizer %q (want one of %s): %w", name, strings.Join(SyncNames(), ", "), farmem.ErrInvalid)
+}
