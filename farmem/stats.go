@@ -236,6 +236,11 @@ func (c *Counters) CountCall(reqBytes, replyBytes int) {
 	c.callBytesIn.Add(uint64(replyBytes))
 }
 
+// AddRoundTrips counts n more critical-path round trips that a transport spent beyond the one
+// CountBatch or CountOp counted for a batch: a provider without masked atomics counts each
+// retry of its MaskedCAS compare-and-swap loop here.
+func (c *Counters) AddRoundTrips(n uint64) { c.roundTrips.Add(n) }
+
 // CountWait counts one Wait.
 func (c *Counters) CountWait() { c.waits.Add(1) }
 

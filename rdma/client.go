@@ -44,6 +44,9 @@ type single struct {
 	err error
 }
 
+// Complete is complete, for providers whose engines take a verbs.Sink.
+func (s *single) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
+
 func (s *single) complete(_ int, val uint64, err error) {
 	s.c.ctr.CountResult(&s.b.Ops[0], val, err)
 	s.val, s.err = val, err
@@ -58,6 +61,9 @@ type batchSink struct {
 	c    *client
 	comp farmem.Completer
 }
+
+// Complete is complete, for providers whose engines take a verbs.Sink.
+func (s *batchSink) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
 func (s *batchSink) complete(i int, val uint64, err error) {
 	s.c.ctr.CountResult(&s.comp.Pending().Batch().Ops[i], val, err)

@@ -121,7 +121,9 @@ func (c *ctlConn) rpc(ctx context.Context, op wire.CtlOp, req, resp any) error {
 		c.nc, c.br = nil, nil
 		return fmt.Errorf("rdma: control request to %v: %w: %w", c.p.id, farmem.ErrNodeDown, err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
+	// The connection is captured: fail may clear c.nc while this runs.
+	nc := c.nc
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	defer stop()
 	_ = c.nc.SetDeadline(deadline)
 	if _, err := c.nc.Write(b); err != nil {

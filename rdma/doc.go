@@ -57,13 +57,14 @@
 //
 // # Order, costs and faults
 //
-// Each client has its own connection to each node it uses (like an RC queue pair per client
-// and node). A node applies a connection's batches one at a time in arrival order, so the ops
-// of a batch apply in order, each seeing the earlier ones, and one client's batches to one
-// node apply in posting order. An unsignaled op gets no result; if a connection fails while
-// unsignaled ops on it are unconfirmed, the client's next op to that node fails with
-// ErrNodeDown, so a lost unsignaled op is never silent. MaskedCAS is one atomic at the node:
-// one round trip. Costs are counted as farmem.Stats says; a batch is one round trip.
+// On tcp, each client has its own connection to each node it uses (like an RC queue pair
+// per client and node). A node applies a connection's batches one at a time in arrival order,
+// so the ops of a batch apply in order, each seeing the earlier ones, and one client's batches
+// to one node apply in posting order. An unsignaled op gets no result; if a connection fails
+// while unsignaled ops on it are unconfirmed, the client's next op to that node fails with
+// ErrNodeDown, so a lost unsignaled op is never silent (the ibverbs provider does the same).
+// On tcp, MaskedCAS is one atomic at the node: one round trip. Costs are counted as
+// farmem.Stats says; a batch is one round trip.
 //
 // A node that stops answering (killed, SIGSTOPped, partitioned) is detected by the client: a
 // connection with requests outstanding and nothing received for the down timeout fails, and
@@ -87,4 +88,74 @@
 // in the providers table from its own build-tagged file, and its memory-node half in
 // serverProviders; it sets up its queue pairs through control requests on the authenticated
 // control connection each Fabric keeps to each node (wire.CtlProvider and up).
+//
+// # The ibverbs provider
+//
+// Options.Provider and ServerOptions.Provider "ibverbs" (farmemd --provider ibverbs) put the
+// data path to memory nodes on RDMA, through rdma-core's libibverbs; it exists in builds with
+// -tags rdma on Linux with cgo (elsewhere asking for it fails with farmem.ErrNotSupported).
+// Options.Device and ServerOptions.Device (farmemd --device, else $FARMEM_IBV_DEVICE) pick the
+// device port, NAME[:PORT[:GID-INDEX]]; by default the first device's port 1, and on RoCE a
+// RoCE v2 IPv4-mapped GID.
+//
+// A memory node registers its mapped region (anonymous memory, a shm or regular file, device
+// DAX: never the Go heap) with the NIC, which then applies clients' verbs without the node's
+// CPU. A client's first op to a memory node creates a reliable-connected (RC) queue pair and
+// sends its endpoint (queue pair number, PSN, LID, GID, MTU) in a control request over the
+// authenticated control connection; the node creates a queue pair connected to it and answers
+// with its own endpoint and its region's address, rkey, size and region key (a key other than
+// the one this fabric learned means the node restarted: the ops fail with ErrBadKey, as on
+// tcp). Compute nodes' regions live on the Go heap and are never registered: verbs and Calls to
+// compute nodes stay on tcp.
+//
+// One op is one work request; a batch's ops to one node are chained and posted with one
+// ibv_post_send (one doorbell), more only if the send queue (128 work requests) or the 1 MiB
+// staging ring fills. Per verb:
+//
+//	verb       work requests                                     round trips counted
+//	Read       1 RDMA_READ into staging, copied out on completion 1
+//	Write      1 RDMA_WRITE from staging (inline up to 64 bytes)  1
+//	CAS        1 ATOMIC_CMP_AND_SWP                               1
+//	FAA        1 ATOMIC_FETCH_AND_ADD                             1
+//	MaskedCAS  full compare mask: 1 CMP_AND_SWP                   1
+//	           empty swap mask: 1 FETCH_AND_ADD of 0              1
+//	           otherwise a CAS loop: 1 CMP_AND_SWP guessing the   1, +1 per retry, +1 if signaled
+//	           word's bits outside the compare mask are cmp's,    ops of its batch to the same
+//	           and 1 more per retry (the word differed only       node follow it (they are sent
+//	           outside the mask)                                  once it has settled)
+//	Batch      its ops' work requests, chained per node           1 (+ MaskedCAS extras)
+//
+// Upstream libibverbs has no masked atomics, so MaskedCAS is that CAS loop; until it settles
+// nothing posted after it to that node is sent, so later ops observe it. Its extra round trips
+// are counted (farmem.Counters.AddRoundTrips), per node; its retries' bytes and work requests
+// are not (Stats count verbs, not work requests).
+//
+// IBV_SEND_FENCE is set on a WRITE or atomic that follows a READ or atomic still in flight,
+// and on a READ that follows an atomic still in flight: an RC queue pair may let those
+// overtake. A READ after a READ, and anything after a WRITE, needs none. Only what is needed
+// is signaled: the last work request of a chain holding an op somebody waits for, each
+// MaskedCAS attempt, and at least one in 64 work requests and in every half ring of staging,
+// so unsignaled ops never fill the send queue; RC completions come in order, so one completion
+// retires every work request before it. Completions are polled up to 32 at a time with one
+// call, by the waiting goroutine itself when no one else polls (spinning briefly, then
+// sleeping from 5µs to 200µs), else by the queue pair's background poller.
+//
+// If work is in flight and nothing completes for the down timeout, the queue pair fails it
+// with ErrNodeDown (the NIC's own transport retries are set to give up within half of it). An
+// error completion kills the queue pair: a remote access error fails its op with ErrBadKey
+// (which wraps farmem.ErrOutOfRange; bounds are checked before posting, so only a stale key
+// gets there), an invalid request with ErrInvalid, anything else with ErrNodeDown; the later
+// ops of that batch fail with ErrAborted (ErrNodeDown if the failure was the node's), other
+// batches' with ErrNodeDown, and the next op connects a new queue pair. Injected faults reach
+// the NIC's data path through the node: Crash destroys its queue pairs, Hang and Partition
+// break them (work on them goes unanswered until the down timeout, and the client connects
+// anew once the silence ends); CrashAfter cannot stop a NIC after n ops and fails with
+// ErrNotSupported.
+//
+// Atomics: a verbs atomic acts on the remote 8 bytes in the NIC's configured order. mlx5 NICs
+// offer big-endian and host-endian atomics; the Linux driver selects host-endian where the NIC
+// supports it and then reports IBV_ATOMIC_HCA, else IBV_ATOMIC_NONE. The provider refuses a
+// device without atomics and a big-endian host, so remote words are little-endian, as the
+// contract says. IBV_ATOMIC_HCA promises atomicity only among the NIC's atomics, not against
+// the CPU's: do not also serve a memory node's words to tcp clients' atomics.
 package rdma

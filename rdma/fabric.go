@@ -36,8 +36,12 @@ type Options struct {
 	MaxHandlers int
 	// DownTimeout overrides the cluster file's down-timeout.
 	DownTimeout time.Duration
-	// Provider is the data path to memory nodes: "tcp" (the default).
+	// Provider is the data path to memory nodes: "tcp" (the default) or "ibverbs" (a build
+	// with -tags rdma; compute nodes are still reached over tcp).
 	Provider string
+	// Device is the RDMA device port the ibverbs provider uses, "NAME[:PORT[:GID-INDEX]]"
+	// (default: $FARMEM_IBV_DEVICE, else the first device, port 1, GID chosen automatically).
+	Device string
 	// MaxOutstanding bounds the requests one client has unanswered on one node (default 256).
 	MaxOutstanding int
 	// Logger receives structured logs (default slog.Default()).

@@ -27,8 +27,12 @@ type ServerOptions struct {
 	Backing string
 	// Secret is the cluster secret clients must prove (at least MinSecret bytes).
 	Secret []byte
-	// Provider is the data path: "tcp" (the default).
+	// Provider is the data path: "tcp" (the default) or "ibverbs" (a build with -tags rdma:
+	// the region is registered with the RDMA NIC, which serves clients' verbs by itself).
 	Provider string
+	// Device is the RDMA device port the ibverbs provider uses, "NAME[:PORT[:GID-INDEX]]"
+	// (default: $FARMEM_IBV_DEVICE, else the first device, port 1, GID chosen automatically).
+	Device string
 	// NoRegistry turns off the compute membership every memory node keeps by default (the
 	// cluster file's registry node needs it; it costs nothing on the others).
 	NoRegistry bool
@@ -118,6 +122,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Provider != "" {
 		s.provider = opts.Provider
 	}
+	s.device = opts.Device
 	if !opts.NoRegistry {
 		s.members = newRegistry()
 	}

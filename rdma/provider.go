@@ -71,6 +71,22 @@ var providers = map[string]provider{"tcp": tcpProvider{}}
 // serverProviders make the memory-node halves of providers other than tcp, by name.
 var serverProviders = map[string]func() serverProvider{}
 
+// unavailable says why a known provider is not built into this binary, by name.
+var unavailable = map[string]string{}
+
+// providerFaults is implemented by a serverProvider whose data path bypasses the server's CPU
+// (an RDMA NIC applies verbs by itself): the server's fault injection calls it, so a crash,
+// hang or partition reaches that data path too.
+type providerFaults interface {
+	// crash stops the data path for good.
+	crash()
+	// silence cuts client (every client when 0) off the data path: its work goes unanswered.
+	// Ending a silence (on false) lets the client set up a new path.
+	silence(client farmem.ClientID, on bool)
+	// crashAfter arms a crash after n ops, or fails with farmem.ErrNotSupported.
+	crashAfter(n int) error
+}
+
 func lookupProvider(name string) (provider, error) {
 	if name == "" {
 		name = "tcp"
@@ -83,5 +99,8 @@ func lookupProvider(name string) (provider, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	if why := unavailable[name]; why != "" {
+		return nil, fmt.Errorf("rdma: provider %q is not built in (have %s): %s: %w", name, strings.Join(names, ", "), why, farmem.ErrNotSupported)
+	}
 	return nil, fmt.Errorf("rdma: provider %q is not built in (have %s): %w", name, strings.Join(names, ", "), farmem.ErrNotSupported)
 }

@@ -26,10 +26,17 @@ func testLogger() *slog.Logger {
 // startServers starts n in-process memory nodes of size bytes on loopback.
 func startServers(t testing.TB, n int, size uint64) ([]*Server, *Cluster) {
 	t.Helper()
+	return startProviderServers(t, n, size, "")
+}
+
+// startProviderServers starts n in-process memory nodes of size bytes on loopback, serving
+// provider's data path.
+func startProviderServers(t testing.TB, n int, size uint64, provider string) ([]*Server, *Cluster) {
+	t.Helper()
 	cl := &Cluster{}
 	var servers []*Server
 	for i := range n {
-		s, err := NewServer(ServerOptions{Node: farmem.NodeID(i + 1), Size: size, Secret: testSecret, Logger: testLogger()})
+		s, err := NewServer(ServerOptions{Node: farmem.NodeID(i + 1), Size: size, Secret: testSecret, Logger: testLogger(), Provider: provider})
 		require.NoError(t, err)
 		addr, err := s.Listen("127.0.0.1:0")
 		require.NoError(t, err)

@@ -66,6 +66,10 @@ type srv struct {
 	ctlOps map[wire.CtlOp]func(body []byte) (any, error)
 	// onCrash runs once when a fault crashes the server.
 	onCrash func()
+	// pfaults extends fault injection to a provider's data path (nil for tcp).
+	pfaults providerFaults
+	// device names the RDMA device a provider uses ("": its default).
+	device string
 
 	provider    string
 	started     time.Time
@@ -644,6 +648,9 @@ func (s *srv) crash() {
 		return
 	}
 	s.shutdown()
+	if s.pfaults != nil {
+		s.pfaults.crash()
+	}
 	if s.onCrash != nil {
 		s.onCrash()
 	}
@@ -674,6 +681,9 @@ func (s *srv) hang() error {
 	if !s.state.CompareAndSwap(stateUp, stateHung) && s.state.Load() == stateCrashed {
 		return fmt.Errorf("rdma: hang %v: crashed: %w", s.node, farmem.ErrNodeDown)
 	}
+	if s.pfaults != nil {
+		s.pfaults.silence(0, true)
+	}
 	s.faultChanged()
 	return nil
 }
@@ -681,6 +691,9 @@ func (s *srv) hang() error {
 func (s *srv) resume() error {
 	if !s.state.CompareAndSwap(stateHung, stateUp) && s.state.Load() == stateCrashed {
 		return fmt.Errorf("rdma: resume %v: crashed: %w", s.node, farmem.ErrNodeDown)
+	}
+	if s.pfaults != nil {
+		s.pfaults.silence(0, false)
 	}
 	s.endSilence()
 	return nil
@@ -695,6 +708,9 @@ func (s *srv) partition(client farmem.ClientID, on bool) {
 	}
 	s.hasParts.Store(len(s.parts) > 0)
 	s.mu.Unlock()
+	if s.pfaults != nil {
+		s.pfaults.silence(client, on)
+	}
 	if on {
 		s.faultChanged()
 	} else {
@@ -705,6 +721,11 @@ func (s *srv) partition(client farmem.ClientID, on bool) {
 func (s *srv) armCrashAfter(n int) error {
 	if n < 0 {
 		return fmt.Errorf("rdma: crash after %d ops: %w", n, farmem.ErrInvalid)
+	}
+	if s.pfaults != nil {
+		if err := s.pfaults.crashAfter(n); err != nil {
+			return err
+		}
 	}
 	s.crashAfter.Store(int64(n))
 	return nil

@@ -2,7 +2,8 @@
 // on it to compute processes that prove the cluster secret, with no application logic.
 //
 //	farmemd --id 1 --size 1GiB --secret-file /etc/farmem/secret [--listen 127.0.0.1:7070]
-//	        [--backing anon|shm:NAME|file:PATH|devdax:/dev/daxX.Y] [--provider tcp]
+//	        [--backing anon|shm:NAME|file:PATH|devdax:/dev/daxX.Y] [--provider tcp|ibverbs]
+//	        [--device NAME[:PORT[:GID-INDEX]]]
 //	        [--addr-file PATH] [--log-format text|json] [--log-level info]
 //	        [--max-conns N] [--max-outstanding N] [--allow-faults]
 //	farmemd status --addr HOST:PORT --secret-file PATH [--timeout 2s]
@@ -11,6 +12,12 @@
 // port, logs it, and writes it to --addr-file if given. It logs in structured form (log/slog)
 // to standard error. SIGTERM or SIGINT shut it down cleanly: it stops accepting, closes its
 // connections, unmaps its memory (removing a shm backing) and exits 0.
+//
+// --provider ibverbs (a build with -tags rdma, on Linux with cgo and rdma-core's libibverbs)
+// registers the region with an RDMA NIC — --device, else $FARMEM_IBV_DEVICE, else the first
+// device's port 1 — which then serves compute processes' verbs by itself; the node keeps its
+// TCP listener for the handshake, health, membership and queue-pair setup. A binary built
+// without the tag refuses it and says so.
 //
 // --allow-faults lets authenticated clients inject faults (partition a client, crash after n
 // ops) through a control request, so fault tests can drive a separate process; never use it in
@@ -61,7 +68,8 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	sizeFlag := fs.String("size", "", "region size, e.g. 64MiB or 1G (required; 0 with devdax: the whole device)")
 	backing := fs.String("backing", "anon", "where the memory lives: anon, shm:NAME, file:PATH or devdax:/dev/daxX.Y")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret, at least 16 bytes (required)")
-	provider := fs.String("provider", "tcp", "data path: tcp")
+	provider := fs.String("provider", "tcp", "data path: tcp, or ibverbs (an RDMA NIC; needs a build with -tags rdma)")
+	device := fs.String("device", "", "the ibverbs provider's RDMA device, NAME[:PORT[:GID-INDEX]] (default $FARMEM_IBV_DEVICE, else the first device, port 1)")
 	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -101,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 		log.Warn("the secret file is readable by other users", "path", *secretFile, "mode", st.Mode().Perm().String())
 	}
 	srv, err := rdma.NewServer(rdma.ServerOptions{
-		Node: farmem.NodeID(*id), Size: size, Backing: *backing, Secret: secret, Provider: *provider,
+		Node: farmem.NodeID(*id), Size: size, Backing: *backing, Secret: secret, Provider: *provider, Device: *device,
 		Logger: log, MaxConns: *maxConns, MaxOutstanding: *maxOut, AllowFaults: *allowFaults,
 	})
 	if err != nil {
