@@ -106,16 +106,32 @@ func Format(ctx context.Context, m farmem.Memory, node farmem.NodeID, opts Forma
 	claim := claimOf(consts)
 	base := farmem.MakeAddr(node, 0)
 
+	// The header read is not atomic: another formatter may write its constants while it runs.
+	// Reading the claim and the magic again after it, in the same ordered batch, closes that
+	// gap: constants are written only after their claim, and the magic only after them, so
+	// any constant word seen means the later read sees the claim.
 	cur := make([]byte, HeaderLen)
-	if err := m.Read(ctx, base, cur); err != nil {
+	claimWord, magicWord := make([]byte, 8), make([]byte, 8)
+	var rb farmem.Batch
+	rb.Read(base, cur)
+	rb.Read(base.Add(offClaim), claimWord)
+	rb.Read(base.Add(offMagic), magicWord)
+	if err := m.Do(ctx, &rb); err != nil {
 		return fmt.Errorf("alloc: format %v: %w", node, err)
 	}
-	gotMagic := binary.LittleEndian.Uint64(cur[offMagic:])
-	gotClaim := binary.LittleEndian.Uint64(cur[offClaim:])
+	gotMagic := binary.LittleEndian.Uint64(magicWord)
+	gotClaim := binary.LittleEndian.Uint64(claimWord)
 	switch {
 	case gotMagic == Magic && gotClaim == claim:
 		if _, err := DecodeHeader(cur); err != nil {
-			return fmt.Errorf("alloc: format %v: %w", node, err)
+			// The first read may have run before the constants landed; the magic says they
+			// have now.
+			if err := m.Read(ctx, base, cur); err != nil {
+				return fmt.Errorf("alloc: format %v: %w", node, err)
+			}
+			if _, err := DecodeHeader(cur); err != nil {
+				return fmt.Errorf("alloc: format %v: %w", node, err)
+			}
 		}
 		return nil // already formatted with these options
 	case gotMagic == Magic:

@@ -65,11 +65,13 @@ func TestFormatOpen(t *testing.T) {
 	require.Equal(t, uint64(512<<10), h.SymSize, "an eighth of the node")
 	require.Equal(t, farmem.NodeID(1), h.Home)
 
-	// Formatting again with the same options is a no-op: one Read, nothing written.
+	// Formatting again with the same options is a no-op: one round trip of three Reads (the
+	// header, then its claim and magic words again, in batch order), nothing written.
 	before = m.Stats()
 	require.NoError(t, Format(ctx, m, 1, FormatOptions{}))
 	d := m.Stats().Sub(before)
-	require.Equal(t, uint64(1), d.TotalVerbs())
+	require.Equal(t, uint64(1), d.RoundTrips)
+	require.Equal(t, uint64(3), d.TotalVerbs())
 	require.Zero(t, mutations(d))
 
 	// Open writes nothing.

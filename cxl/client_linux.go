@@ -14,12 +14,13 @@ import (
 
 // client is one goroutine's farmem.Memory on a Fabric's compute node.
 type client struct {
-	f       *Fabric
-	m       *mapping
-	info    farmem.ClientInfo
-	rt      *farmem.WallRuntime
-	ctr     farmem.Counters
-	handler bool
+	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
+	f                *Fabric
+	m                *mapping
+	info             farmem.ClientInfo
+	rt               *farmem.WallRuntime
+	ctr              farmem.Counters
+	handler          bool
 
 	closed  atomic.Bool
 	crashed atomic.Bool
@@ -183,7 +184,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		}
 		s := c.m.seg(op.Addr.Node())
 		if s == nil {
-			return 0, fmt.Errorf("cxl: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
+			return 0, farmem.NoSuchNode(op.Addr.Node())
 		}
 		if err := op.Check(s.size); err != nil {
 			return 0, err
@@ -207,33 +208,6 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	return val, err
 }
 
-// Read implements farmem.Memory.
-func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
-	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst})
-	return err
-}
-
-// Write implements farmem.Memory.
-func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
-	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src})
-	return err
-}
-
-// CAS implements farmem.Memory.
-func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new})
-}
-
-// FAA implements farmem.Memory.
-func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta})
-}
-
-// MaskedCAS implements farmem.Memory.
-func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
-}
-
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	p := c.Post(ctx, b)
@@ -250,21 +224,14 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if b == nil {
 		b = &farmem.Batch{}
 	}
-	segs, errs, err := c.check(b)
-	if err != nil || errs != nil {
-		p, comp := farmem.NewPending(b, nil)
-		if err != nil {
-			comp.Reject(err)
-			return p
-		}
-		for i := range b.Ops {
-			if errs[i] != nil {
-				comp.Complete(i, 0, errs[i])
-			} else {
-				comp.Complete(i, 0, fmt.Errorf("cxl: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
-			}
-		}
-		return p
+	if err := c.usable(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if err := b.Check(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if errs := farmem.CheckOps(b, c.m.sizeOf); errs != nil {
+		return farmem.Rejected(b, nil, errs)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	if c.inline() {
@@ -275,7 +242,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		}
 		for i := range b.Ops {
 			op := &b.Ops[i]
-			val, err := c.exec(segs[i], op)
+			val, err := c.exec(c.m.seg(op.Addr.Node()), op)
 			c.ctr.CountResult(op, val, err)
 			comp.Complete(i, val, err)
 		}
@@ -286,14 +253,15 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	var jobs []*job
 	for i := range b.Ops {
 		var j *job
+		sg := c.m.seg(b.Ops[i].Addr.Node())
 		for _, k := range jobs {
-			if k.s == segs[i] {
+			if k.s == sg {
 				j = k
 				break
 			}
 		}
 		if j == nil {
-			j = &job{ctx: ctx, s: segs[i], comp: comp, posted: now}
+			j = &job{ctx: ctx, s: sg, comp: comp, posted: now}
 			jobs = append(jobs, j)
 		}
 		j.idx = append(j.idx, i)
@@ -302,35 +270,6 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		c.enqueue(j)
 	}
 	return p
-}
-
-// check validates a batch: its shape, and each op's node, bounds and alignment.
-func (c *client) check(b *farmem.Batch) (segs []*seg, errs []error, err error) {
-	if err := c.usable(); err != nil {
-		return nil, nil, err
-	}
-	if err := b.Check(); err != nil {
-		return nil, nil, err
-	}
-	segs = make([]*seg, len(b.Ops))
-	for i := range b.Ops {
-		op := &b.Ops[i]
-		s := c.m.seg(op.Addr.Node())
-		var e error
-		if s == nil {
-			e = fmt.Errorf("cxl: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
-		} else {
-			e = op.Check(s.size)
-		}
-		if e != nil {
-			if errs == nil {
-				errs = make([]error, len(b.Ops))
-			}
-			errs[i] = e
-		}
-		segs[i] = s
-	}
-	return segs, errs, nil
 }
 
 func (c *client) enqueue(j *job) {
@@ -414,19 +353,11 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if until == nil {
-		return 0, fmt.Errorf("cxl: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
-	}
 	s := c.f.seg
-	off := a.Offset()
-	switch {
-	case a.Node() != c.info.Node:
-		return 0, fmt.Errorf("cxl: wait at %v from a client of %v: %w", a, c.info.Node, farmem.ErrNotLocal)
-	case off&7 != 0:
-		return 0, fmt.Errorf("cxl: wait at %v: %w", a, farmem.ErrMisaligned)
-	case off+8 > s.size:
-		return 0, fmt.Errorf("cxl: wait at %v: %w", a, farmem.ErrOutOfRange)
+	if err := farmem.CheckWait(a, c.info.Node, s.size, until); err != nil {
+		return 0, err
 	}
+	off := a.Offset()
 	c.ctr.CountWait()
 	var v uint64
 	var err error

@@ -259,6 +259,7 @@ func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
 	size := f.m.h.SliceSize
 	off := farmem.ComputeHeaderSize + uint64(slot)*size
 	c := &client{f: f, m: f.m, rt: f.rt.Fork(), handler: handler, qps: make(map[farmem.NodeID]*qp)}
+	c.SingleOps.Run = c.single
 	c.info = farmem.ClientInfo{ID: id, Node: f.id, Slot: slot, Slice: farmem.MakeAddr(f.id, off), SliceSize: size}
 	f.mu.Lock()
 	if f.closed || f.slots[slot] != nil {

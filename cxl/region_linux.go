@@ -117,6 +117,14 @@ func region(p unsafe.Pointer, size uint64) atomics.Region {
 }
 
 // seg returns node id's memory, or nil if the region has no such node.
+// sizeOf returns the size of node id's addressable region.
+func (m *mapping) sizeOf(id farmem.NodeID) (uint64, error) {
+	if s := m.seg(id); s != nil {
+		return s.size, nil
+	}
+	return 0, farmem.NoSuchNode(id)
+}
+
 func (m *mapping) seg(id farmem.NodeID) *seg {
 	if id.IsCompute() {
 		c := int(id &^ farmem.ComputeNodeBit)

@@ -12,11 +12,12 @@ import (
 
 // client is one goroutine's farmem.Memory on a Fabric.
 type client struct {
-	f       *Fabric
-	info    farmem.ClientInfo
-	rt      *farmem.WallRuntime
-	ctr     farmem.Counters
-	handler bool
+	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
+	f                *Fabric
+	info             farmem.ClientInfo
+	rt               *farmem.WallRuntime
+	ctr              farmem.Counters
+	handler          bool
 
 	closed   atomic.Bool
 	crashed  atomic.Bool
@@ -162,53 +163,22 @@ func (c *client) markLost(node farmem.NodeID, err error) {
 	c.qmu.Unlock()
 }
 
-// check validates a batch before anything of it is sent.
-func (c *client) check(ctx context.Context, b *farmem.Batch) (errs []error, err error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if err := b.Check(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for i := range b.Ops {
-		op := &b.Ops[i]
-		size, e := c.f.sizeOf(ctx, op.Addr.Node())
-		if e == nil {
-			e = op.Check(size)
-		}
-		if e != nil {
-			if errs == nil {
-				errs = make([]error, len(b.Ops))
-			}
-			errs[i] = e
-		}
-	}
-	return errs, nil
-}
-
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if b == nil {
 		b = &farmem.Batch{}
 	}
-	errs, err := c.check(ctx, b)
-	if err != nil || errs != nil {
-		p, comp := farmem.NewPending(b, nil)
-		if err != nil {
-			comp.Reject(err)
-			return p
-		}
-		for i := range b.Ops {
-			if errs[i] != nil {
-				comp.Complete(i, 0, errs[i])
-			} else {
-				comp.Complete(i, 0, fmt.Errorf("rdma: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
-			}
-		}
-		return p
+	if err := c.usable(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if err := b.Check(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if err := ctx.Err(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if errs := farmem.CheckOps(b, func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) }); errs != nil {
+		return farmem.Rejected(b, nil, errs)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	self := c.info.Node
@@ -346,51 +316,16 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	return c.sg.val, c.sg.err
 }
 
-// Read implements farmem.Memory.
-func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
-	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst})
-	return err
-}
-
-// Write implements farmem.Memory.
-func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
-	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src})
-	return err
-}
-
-// CAS implements farmem.Memory.
-func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new})
-}
-
-// FAA implements farmem.Memory.
-func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta})
-}
-
-// MaskedCAS implements farmem.Memory: one atomic at the node, one round trip.
-func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
-}
-
 // Wait implements farmem.Memory. It parks on the word and is woken by every write or atomic
 // that lands on it, whether a local client's or a peer's arriving through this node's listener.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if until == nil {
-		return 0, fmt.Errorf("rdma: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
+	if err := farmem.CheckWait(a, c.info.Node, c.f.reg.size, until); err != nil {
+		return 0, err
 	}
 	off := a.Offset()
-	switch {
-	case a.Node() != c.info.Node:
-		return 0, fmt.Errorf("rdma: wait at %v from a client of %v: %w", a, c.info.Node, farmem.ErrNotLocal)
-	case off&7 != 0:
-		return 0, fmt.Errorf("rdma: wait at %v: %w", a, farmem.ErrMisaligned)
-	case off+8 > c.f.reg.size:
-		return 0, fmt.Errorf("rdma: wait at %v: %w", a, farmem.ErrOutOfRange)
-	}
 	c.ctr.CountWait()
 	w := c.f.watch.add(off)
 	defer c.f.watch.remove(off, w)

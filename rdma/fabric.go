@@ -602,6 +602,7 @@ func (f *Fabric) openClient(slot int, handler bool) (*client, error) {
 		return nil, err
 	}
 	c := &client{f: f, rt: f.rt.Fork(), handler: handler, done: make(chan struct{}), qps: make(map[farmem.NodeID]qp)}
+	c.SingleOps.Run = c.single
 	c.info = farmem.ClientInfo{ID: id, Node: f.self, Slot: slot,
 		Slice: farmem.MakeAddr(f.self, farmem.ComputeHeaderSize+uint64(slot)*f.cl.SliceSize), SliceSize: f.cl.SliceSize}
 	f.slots[slot] = c

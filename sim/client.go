@@ -10,12 +10,13 @@ import (
 
 // client is one simulated client: a farmem.Memory.
 type client struct {
-	s       *Sim
-	n       *node // its compute node
-	info    farmem.ClientInfo
-	rt      *rtime
-	ctr     farmem.Counters
-	handler bool
+	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
+	s                *Sim
+	n                *node // its compute node
+	info             farmem.ClientInfo
+	rt               *rtime
+	ctr              farmem.Counters
+	handler          bool
 
 	closed, crashed bool
 	paused          bool
@@ -56,6 +57,7 @@ func (s *Sim) openClient(n *node, slot int) (*client, error) {
 		return nil, err
 	}
 	cl := &client{s: s, n: n, handler: handler}
+	cl.SingleOps.Run = cl.runOne
 	cl.info = farmem.ClientInfo{
 		ID: id, Node: n.id, Slot: slot,
 		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*s.m.SliceSize),
@@ -159,10 +161,13 @@ func (c *client) qp(n *node) *qp {
 func (c *client) check(op *farmem.Op) (*node, error) {
 	n := c.s.node(op.Addr.Node())
 	if n == nil {
-		return nil, fmt.Errorf("sim: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
+		return nil, farmem.NoSuchNode(op.Addr.Node())
 	}
 	return n, op.Check(n.size)
 }
+
+// runOne is single for a value op (the runner of farmem.SingleOps).
+func (c *client) runOne(ctx context.Context, op farmem.Op) (uint64, error) { return c.single(ctx, &op) }
 
 // single runs a one-op batch and returns its result. It allocates nothing.
 func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
@@ -241,38 +246,6 @@ func (c *client) wakeErr(ctx context.Context, r wakeReason) error {
 	return fmt.Errorf("sim: client %d woken for no reason (a simulator bug): %w", c.info.ID, farmem.ErrInvalid)
 }
 
-// Read implements farmem.Memory.
-func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
-	op := farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst}
-	_, err := c.single(ctx, &op)
-	return err
-}
-
-// Write implements farmem.Memory.
-func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
-	op := farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src}
-	_, err := c.single(ctx, &op)
-	return err
-}
-
-// CAS implements farmem.Memory.
-func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
-	op := farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new}
-	return c.single(ctx, &op)
-}
-
-// FAA implements farmem.Memory.
-func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
-	op := farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta}
-	return c.single(ctx, &op)
-}
-
-// MaskedCAS implements farmem.Memory.
-func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
-	op := farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask}
-	return c.single(ctx, &op)
-}
-
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	s := c.s
@@ -283,39 +256,16 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	c.gate(p)
 	if err := c.usable(); err != nil {
-		pend, comp := farmem.NewPending(b, nil)
-		comp.Reject(err)
-		return pend
+		return farmem.Rejected(b, err, nil)
 	}
 	if err := b.Check(); err != nil {
-		pend, comp := farmem.NewPending(b, nil)
-		comp.Reject(err)
-		return pend
+		return farmem.Rejected(b, err, nil)
 	}
-	var errs []error
-	for i := range b.Ops {
-		if _, err := c.check(&b.Ops[i]); err != nil {
-			if errs == nil {
-				errs = make([]error, len(b.Ops))
-			}
-			errs[i] = err
-		}
-	}
-	if errs != nil {
-		pend, comp := farmem.NewPending(b, nil)
-		for i := range b.Ops {
-			if errs[i] != nil {
-				comp.Complete(i, 0, errs[i])
-			} else {
-				comp.Complete(i, 0, fmt.Errorf("sim: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
-			}
-		}
-		return pend
+	if errs := farmem.CheckOps(b, s.sizeOf); errs != nil {
+		return farmem.Rejected(b, nil, errs)
 	}
 	if err := ctx.Err(); err != nil {
-		pend, comp := farmem.NewPending(b, nil)
-		comp.Reject(err)
-		return pend
+		return farmem.Rejected(b, err, nil)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	pend, comp := farmem.NewPending(b, &parker{s: s, c: c})
@@ -375,19 +325,11 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if until == nil {
-		return 0, fmt.Errorf("sim: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
-	}
 	n := c.n
-	off := a.Offset()
-	switch {
-	case a.Node() != n.id:
-		return 0, fmt.Errorf("sim: wait at %v from a client of %v: %w", a, n.id, farmem.ErrNotLocal)
-	case off&7 != 0:
-		return 0, fmt.Errorf("sim: wait at %v: %w", a, farmem.ErrMisaligned)
-	case off+8 > n.size:
-		return 0, fmt.Errorf("sim: wait at %v: %w", a, farmem.ErrOutOfRange)
+	if err := farmem.CheckWait(a, n.id, n.size, until); err != nil {
+		return 0, err
 	}
+	off := a.Offset()
 	c.ctr.CountWait()
 	for {
 		if n.state == stateCrashed {

@@ -151,6 +151,14 @@ func (s *Sim) Stats() farmem.Stats {
 }
 
 // node returns the node with id, or nil.
+// sizeOf returns the size of node id's region.
+func (s *Sim) sizeOf(id farmem.NodeID) (uint64, error) {
+	if n := s.node(id); n != nil {
+		return n.size, nil
+	}
+	return 0, farmem.NoSuchNode(id)
+}
+
 func (s *Sim) node(id farmem.NodeID) *node {
 	if id.IsCompute() {
 		if c := int(id.ComputeID()); c > 0 && c < len(s.comp) {

@@ -12,6 +12,7 @@ import (
 
 // client is one goroutine's farmem.Memory.
 type client struct {
+	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
 	f       *Fabric
 	node    *node
 	info    farmem.ClientInfo
@@ -92,31 +93,12 @@ func (c *client) usable() error {
 	return nil
 }
 
-// check validates a batch before anything of it is applied.
-func (c *client) check(b *farmem.Batch) (errs []error, err error) {
-	if err := c.usable(); err != nil {
-		return nil, err
+// sizeOf returns the size of node id's region.
+func (f *Fabric) sizeOf(id farmem.NodeID) (uint64, error) {
+	if n := f.nodes[id]; n != nil {
+		return n.size, nil
 	}
-	if err := b.Check(); err != nil {
-		return nil, err
-	}
-	for i := range b.Ops {
-		op := &b.Ops[i]
-		n := c.f.nodes[op.Addr.Node()]
-		var e error
-		if n == nil {
-			e = fmt.Errorf("local: %s at %v: no such node: %w", op.Kind, op.Addr, farmem.ErrOutOfRange)
-		} else {
-			e = op.Check(n.size)
-		}
-		if e != nil {
-			if errs == nil {
-				errs = make([]error, len(b.Ops))
-			}
-			errs[i] = e
-		}
-	}
-	return errs, nil
+	return 0, farmem.NoSuchNode(id)
 }
 
 // fast reports whether a batch to n may run inline in the caller: no delay to model, n
@@ -148,22 +130,14 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if b == nil {
 		b = &farmem.Batch{}
 	}
-	errs, err := c.check(b)
-	if err != nil || errs != nil {
-		p, comp := farmem.NewPending(b, nil)
-		if err != nil {
-			comp.Reject(err)
-			return p
-		}
-		for i := range b.Ops {
-			switch {
-			case errs[i] != nil:
-				comp.Complete(i, 0, errs[i])
-			default:
-				comp.Complete(i, 0, fmt.Errorf("local: %s at %v: %w", b.Ops[i].Kind, b.Ops[i].Addr, farmem.ErrAborted))
-			}
-		}
-		return p
+	if err := c.usable(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if err := b.Check(); err != nil {
+		return farmem.Rejected(b, err, nil)
+	}
+	if errs := farmem.CheckOps(b, c.f.sizeOf); errs != nil {
+		return farmem.Rejected(b, nil, errs)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 
@@ -347,51 +321,16 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	return val, err
 }
 
-// Read implements farmem.Memory.
-func (c *client) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
-	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpRead, Addr: src, Buf: dst})
-	return err
-}
-
-// Write implements farmem.Memory.
-func (c *client) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
-	_, err := c.single(ctx, farmem.Op{Kind: farmem.OpWrite, Addr: dst, Buf: src})
-	return err
-}
-
-// CAS implements farmem.Memory.
-func (c *client) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpCAS, Addr: a, Cmp: old, Swap: new})
-}
-
-// FAA implements farmem.Memory.
-func (c *client) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpFAA, Addr: a, Swap: delta})
-}
-
-// MaskedCAS implements farmem.Memory.
-func (c *client) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
-	return c.single(ctx, farmem.Op{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
-}
-
 // Wait implements farmem.Memory.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if until == nil {
-		return 0, fmt.Errorf("local: wait at %v: nil condition: %w", a, farmem.ErrInvalid)
-	}
 	n := c.node
-	off := a.Offset()
-	switch {
-	case a.Node() != n.id:
-		return 0, fmt.Errorf("local: wait at %v from a client of %v: %w", a, n.id, farmem.ErrNotLocal)
-	case off&7 != 0:
-		return 0, fmt.Errorf("local: wait at %v: %w", a, farmem.ErrMisaligned)
-	case off+8 > n.size:
-		return 0, fmt.Errorf("local: wait at %v: %w", a, farmem.ErrOutOfRange)
+	if err := farmem.CheckWait(a, n.id, n.size, until); err != nil {
+		return 0, err
 	}
+	off := a.Offset()
 	c.ctr.CountWait()
 	w := &waiter{ch: make(chan struct{}, 1)}
 	n.watch.add(off, w)

@@ -109,6 +109,7 @@ func (n *node) openClient(limit int, handler bool) (*client, error) {
 		return nil, err
 	}
 	c := &client{f: f, node: n, rt: f.rt.Fork(), handler: handler, done: make(chan struct{})}
+	c.SingleOps.Run = c.single
 	c.info = farmem.ClientInfo{
 		ID: id, Node: n.id, Slot: slot,
 		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*f.opts.SliceSize),
