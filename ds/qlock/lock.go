@@ -388,6 +388,56 @@ func (a *Acquisition) Release(ctx context.Context, word uint64, aux uint32) erro
 	return a.Send(ctx, succ, Msg{Kind: Granted, Word: word, Aux: aux}, true)
 }
 
+// Watch observes a lock entry from outside its queue: a client whose Enqueue a closing
+// acquisition refused has no lock node in the queue to wait in, so it watches the entry itself
+// between its attempts, to reset it if the closing acquisition died or stalled with the lock.
+type Watch struct {
+	l     *Locker
+	entry farmem.Addr
+	seen  bool
+	word  Word
+	epoch uint64
+	since farmem.Time
+}
+
+// Watch returns a watch on the lock entry at entry.
+func (l *Locker) Watch(entry farmem.Addr) *Watch { return &Watch{l: l, entry: entry} }
+
+// Entry returns the watched entry's address.
+func (w *Watch) Entry() farmem.Addr { return w.entry }
+
+// Check reads the entry (one round trip). If neither its lock word nor its epoch has changed
+// for Options.Lease since the watch first saw them, the queue is stuck: Check resets the lock
+// (the CAS of a waiter's reset) and reports true.
+func (w *Watch) Check(ctx context.Context) (bool, error) {
+	l := w.l
+	var buf [EntrySize]byte
+	l.stats.Checks++
+	if err := l.m.Read(ctx, w.entry, buf[:]); err != nil {
+		return false, fmt.Errorf("qlock: watch %v: %w", w.entry, err)
+	}
+	word := Word(binary.LittleEndian.Uint64(buf[entryWord:]))
+	e := binary.LittleEndian.Uint64(buf[entryEpoch:])
+	now := l.rt.Now()
+	if !w.seen || word != w.word || e != w.epoch {
+		w.seen, w.word, w.epoch, w.since = true, word, e, now
+		return false, nil
+	}
+	if word.Tail().IsZero() || now.Sub(w.since) < l.opts.Lease {
+		return false, nil
+	}
+	prev, err := l.m.CAS(ctx, w.entry.Add(entryWord), uint64(word), uint64(word.reset()))
+	if err != nil {
+		return false, fmt.Errorf("qlock: reset %v: %w", w.entry, err)
+	}
+	w.seen = false
+	if Word(prev) != word {
+		return false, nil
+	}
+	l.stats.Resets++
+	return true, nil
+}
+
 // Lock acquires the lock at entry for a plain critical section: it enqueues, waits for the
 // lock, and enqueues again if the lock is reset while it waits. It returns the acquisition
 // (to Release) and the Granted message (Kind zero if the lock was free).

@@ -245,3 +245,39 @@ func TestChaosSim(t *testing.T) {
 		require.GreaterOrEqual(t, sum.OK, (n-2)*k-int(lost.Load()))
 	}
 }
+
+// TestWatchResetsDeadCloser: a client that queued a closing acquisition and died keeps the
+// entry closed; a refused client, outside the queue, watches the entry and resets it once its
+// lock word and epoch have stood still for a lease.
+func TestWatchResetsDeadCloser(t *testing.T) {
+	for _, r := range []*rig{localRig(t, local.Options{}), simRig(t, 6)} {
+		o := qlock.Options{Lease: 20 * time.Millisecond}
+		m0, dead := r.client(t, 0, o)
+		_, l := r.client(t, 1, o)
+		r.do(func() {
+			ctx := context.Background()
+			_, err := dead.Enqueue(ctx, r.entry, true)
+			require.NoError(t, err)
+			require.NoError(t, r.fi.CrashClient(m0.Info().ID))
+			_, err = l.Enqueue(ctx, r.entry, false)
+			require.ErrorIs(t, err, qlock.ErrClosedEntry)
+			w := l.Watch(r.entry)
+			rt := l.Memory().Runtime()
+			start := rt.Now()
+			for {
+				reset, err := w.Check(ctx)
+				require.NoError(t, err)
+				if reset {
+					break
+				}
+				require.Less(t, rt.Now().Sub(start), 10*o.Lease, "never reset")
+				require.NoError(t, rt.Sleep(ctx, o.Lease/4))
+			}
+			require.GreaterOrEqual(t, rt.Now().Sub(start), o.Lease, "reset before a lease")
+			a, _, err := l.Lock(ctx, r.entry)
+			require.NoError(t, err)
+			require.True(t, a.Immediate())
+			require.NoError(t, a.Release(ctx, 0, 0))
+		})
+	}
+}

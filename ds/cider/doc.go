@@ -1,0 +1,213 @@
+// Package cider is CIDER (Du et al., PVLDB 19(8), 2026): pessimistic synchronization of the final
+// pointer change of memory-disaggregated KV stores, with global write combining through the far
+// MCS lock (ds/qlock) and contention-aware switching between optimistic and pessimistic paths.
+// Its synchronizers share one interface, so the paper's baselines run on the same structures:
+//
+//   - Optimistic: CAS the data pointer, retry over newer words of the same key (O-SYNC).
+//   - Spin: a CAS spinlock with truncated exponential backoff (the Smart framework's "CAS").
+//   - MCS: the far MCS lock alone, the lock passed with the pointer word (ShiftLock).
+//   - CIDER: the MCS lock with global write combining, each update routed by its compute
+//     node's credits (Credits: the credit and retryRecord maps of Algorithm 1).
+//
+// They run on RACE (ForRACE adapts any of them to race.Synchronizer and race.Planner; the
+// table keeps the lock entries as its per-slot metadata) and on the paper's micro-benchmark,
+// the pointer array (Create, Open, Array).
+//
+// # Use
+//
+//	credits := cider.NewCredits(0)                   // one per compute node, shared by its clients
+//	s, err := cider.NewCIDER(m, credits, cider.Options{}) // one per client
+//	root, err := cider.Create(ctx, m, a, cider.Params{Keys: n})
+//	arr, err := cider.Open(ctx, m, a, root, cider.ArrayOptions{Sync: s})
+//	err = arr.Update(ctx, k, v)
+//	// or, on RACE (race.Params.MetaSize >= 16):
+//	t, err := race.Open(ctx, m, a, raceRoot, race.Options{Sync: cider.ForRACE(s)})
+//
+// # The synchronizer interface
+//
+// A structure locates the data pointer, reads it and confirms it holds the key, and hands a
+// Target to Synchronizer.Commit: the pointer and its lock entry, the word read (Old), Install
+// (write the new block if not yet, and CAS the pointer from an expected word: one round trip on
+// the array, whose blocks sit on their pointer's node) and Same (whether a word read during the
+// operation names a block of the key: always on the array, whose pointer is the key's own; a
+// read of the block on RACE, whose slots change keys). Every pointer change, in every
+// synchronizer and mode, is a CAS from a word read during the operation, which the allocator's
+// epoch pin keeps from naming a reused block: there is no ABA, and a CAS fences whoever makes
+// it. Synchronizer.Plan is called once per operation before its first round trip: it routes
+// the operation and says whether the structure writes the new block early (in parallel with
+// its lookup) or leaves it to Install.
+//
+// # The pointer array
+//
+// Key k (0 <= k < Params.Keys) has a record on node Nodes[k % len(Nodes)], at index k/len(Nodes)
+// of that node's run of records. Words are little-endian.
+//
+//	record (RecordSize = 24 bytes): lock entry (qlock.EntrySize = 16: lock word, epoch) | data pointer
+//	data pointer (Pointer): 0, or block size in 16-byte units << 48 | node << 40 | offset/16
+//	KV block (on the record's node): key (8) | value length (8) | value, padded to 8
+//	root (on Nodes[0]): magic | version | shard count << 8 | keys | checksum | shard bases
+//
+// A block is written once before the CAS that publishes it and never changed; a replaced block
+// is retired through the allocator's epochs (so a pinned reader never sees it reused). Search
+// reads the pointer and then the block. Insert writes the block and CASes the empty pointer in
+// one batch (inserts never take a lock, as in the paper). Load bulk-fills a fresh array.
+//
+// Costs, uncontended (TestUncontendedCosts; round trips, then memory-node verbs; allocator pins
+// and frees cost nothing within its Refresh):
+//
+//	Search                          2   READ pointer; READ block
+//	Insert                          1   [WRITE block, CAS pointer]
+//	Update, Optimistic              2   [WRITE block, READ pointer]; CAS
+//	Update, Spin                    4   [WRITE, READ]; [CAS lock, READ pointer]; CAS; CAS unlock
+//	Update, MCS                     4   [WRITE, READ]; MaskedCAS enqueue; CAS; CAS release
+//	Update, CIDER, cold key         2   as Optimistic
+//	Update, CIDER, hot key, alone   4   READ; MaskedCAS enqueue; [WRITE block, CAS pointer]; CAS release
+//	Delete, CIDER                   4   READ; MaskedCAS closing enqueue; CAS pointer; CAS release
+//
+// A hand-over to a queued successor replaces the release CAS by two WRITEs to its compute node
+// and one FAA of the epoch (one round trip). On RACE every path adds the table's lookup and
+// confirmation (race's package doc): a pessimistic update costs 6 round trips there (buckets;
+// block; enqueue; block WRITE; CAS; release), since a RACE block may sit on another node than
+// its slot.
+//
+// # Global write combining (CIDER §4.2)
+//
+// An update routed pessimistic enqueues on the pointer's lock (qlock) without writing its block.
+// What it does next depends on what reaches its lock node:
+//
+//  1. The lock (free at enqueue, or Granted by the previous holder, with the pointer word it
+//     left as a hint). If nobody has linked behind it (a local read) it executes its own
+//     change and releases: a lone holder. If someone has, it becomes the coordinator C: it
+//     reads the lock word and the pointer in one round trip (step 1); the tail E closes the
+//     batch (clients queued later wait behind E for the next one).
+//  2. C sends E an Exec message with the pointer word it read (step 2): E holds the lock.
+//  3. E, the last writer, writes its own block and CASes the pointer (step 3), and sends C a
+//     Done message with the outcome: committed over word W, or not (step 4).
+//  4. C passes a Combined message with the outcome to its successor, which passes it on, and so
+//     on up to E (steps 5-6): the lock travels with the outcome. Each of C and the participants
+//     takes the outcome as its own if the executor committed over a block of its own key
+//     (Same(W)); its own block is never written (Outcome Combined), otherwise it retries.
+//  5. E, receiving the Combined message, holds the lock again and releases it normally: to the
+//     first client queued behind it (whose batch starts) or free.
+//
+// So a batch of n updates writes one KV block and CASes the pointer once (TestCombinedBatchCost:
+// 2n+5 memory-node verbs for the batch, against 5n for MCS, and 3n+1 writes between compute
+// nodes). Deletes are never combined: a delete enqueues as a closing acquisition (qlock), so no
+// update can queue behind it until it releases; it is the executor of the batch ahead of it or
+// a lone holder. An update refused by a closing delete pauses (exponential backoff) and lets
+// the structure look again.
+//
+// Why it is linearizable: every member of a batch was invoked before C's tail read, which
+// precedes E's CAS, and returns after E's CAS (the outcome reaches it through E's Done). So
+// each member can be linearized just before E's CAS, in queue order, with E last: a member
+// that took the outcome is overwritten at the instant it takes effect and nobody can observe
+// its value. That needs E's CAS to land on a block of the member's key, which the member
+// checks (Same(W)): on the array always so; on RACE a slot may have changed keys while the
+// member waited (a delete and another key's insert, or a split's clearing), and then the
+// member retries (TestBatchOfAnotherKey, with the defect that skips the check). A member
+// that retries instead of taking the outcome is also correct, for the same reason: its combined
+// placement was invisible, so doing the update again later linearizes it later. Optimistic
+// updates (other compute nodes route by their own credits) are CASes too: E's CAS fails
+// against one, confirms the newer word and CASes again.
+//
+// # Contention-aware routing (CIDER §4.3, Algorithm 1)
+//
+// Each compute node keeps Credits: per key, a credit and the failed-CAS count (retryRecord) of
+// its last optimistic update. An update whose key has credit spends one and goes pessimistic;
+// afterwards the credit gains one if the update was in a combined batch (coordinator,
+// participant or executor) and is halved (AIMDFactor) if it held the lock alone. An optimistic
+// update whose failed CASes reach HotnessThreshold (2), following another such update of the
+// key on this node, adds InitialCredit (36). Keys with no credit and a cool record are not
+// kept; at most a capacity of keys are (CLOCK eviction). The maps are guarded by a mutex held
+// only for map operations, never across a verb. (TestCreditStateMachine walks the cases.)
+//
+// # Decisions on the open questions (CIDER notes §8)
+//
+// Q1, the executor's CAS expectation: the pointer word the coordinator read together with the
+// tail (no extra round trip), once Same confirms it names a block of the executor's key (on
+// RACE a block read unless it is the executor's own Old). If the CAS finds another word
+// (an optimistic writer of another compute node, or a holder of a reset lock) the executor
+// confirms that word and CASes again, until its deadline; it never gives up the batch to an
+// optimistic writer. A lone holder CASes from the word its predecessor installed (passed in
+// the hand-over), else from its own read; a hint is only ever a word a CAS saw, so a wrong
+// guess cannot circulate.
+//
+// Q2, the end of the hand-off chain: the chain runs from C to E. E, after answering C, waits in
+// its lock node for the Combined message that ends the chain, then releases the lock to whoever
+// queued behind it. E returns to its caller after that (its answer is decided at its CAS), so
+// a client needs one lock node and never has two acquisitions in flight. In a batch of two,
+// C's Combined message goes straight to E.
+//
+// Q3, the epoch FAA: one per hand-over to a waiting successor, in the same batch as the
+// hand-over's writes; none when a release frees the lock (nobody is waiting, so nobody
+// watches the epoch), none for Exec, Done and Combined (they pass the lock within one tenure).
+// A combined batch costs at most one FAA, an uncontended update none; the FAA is off the
+// critical path of the batch's members.
+//
+// Q4, local write combining: none, in CIDER or the baselines. The global queue already
+// combines the clients of one compute node with everyone else's (TestCombinedBatchCost's batch
+// spans clients of three nodes, two on each). The experiments are therefore the paper's "local
+// WC off" configuration (its factor analysis, §5.4.1), which makes the optimistic collapse
+// deeper than with local WC.
+//
+// Q5, versions: data pointers carry none, and nothing relies on a small counter that could
+// wrap. A pointer's identity is its block's address, which the allocator's epochs keep from
+// recurring while any operation that read it is pinned, so a CAS from a word read during the
+// operation cannot succeed on a later incarnation, however many delete/insert cycles
+// intervene (TestNoABAAcrossDeleteInsertCycles: 40 cycles; without the epochs the word recurs
+// after one). The paper's lock-entry version had two jobs, done otherwise here: keeping updates
+// from queuing behind a delete (the closed bit of the lock word), and keeping a batch to one
+// key (each member's Same(W) check). The lock word's 18-bit generation changes only on resets
+// and is only compared for a change by waiters that read it every Check. An update refused by a
+// closing delete returns Retry: the structure looks again and reports ErrNotFound once the
+// delete is done, or queues again.
+//
+// Q6 (RACE): see race's package doc; lock entries are the table's per-slot metadata, and the
+// race.Planner hook lets CIDER defer the block write per operation and skip the entry prefetch.
+// Q7: additive step 1; "two consecutive" means this update's and this node's previous
+// optimistic update of the key both reached the threshold; an executor counts as combined;
+// credits are per key (the array's index, KeyHash of a RACE key). The failed CASes of an
+// optimistic update are recorded as soon as they reach the threshold, not when the update
+// finally succeeds: the condition is known then, and a key in a storm of failing CASes turns
+// hot after two such updates instead of after two of them have fought their way through it
+// (this decides how fast CIDER leaves a collapse at hundreds of clients). Q9: a client is a
+// goroutine with one farmem.ClientID (16 bits) and one operation in flight; tickets add a
+// 29-bit acquisition number.
+//
+// Q10, failures inside a batch: members learn only what E's Done message says, through C and
+// the chain. If E dies (before or after its CAS), or C dies after handing over, or a
+// participant dies in the chain, the members waiting for the lock see its epoch stand still
+// for a lease, the lock is reset (qlock), and each retries its update from the start: safe,
+// because a combined update is invisible (if E's CAS did land, the retry is linearized after
+// it). E itself, its answer known at its CAS, returns it once the lock comes back or is reset
+// (TestExecutorDiesAfterItsCAS, TestCoordinatorDiesAfterHandOff). No member ever reports an
+// outcome it does not know; an operation returns an error (unknown outcome) only when its own
+// verbs fail or its context ends. A holder paused past the lease resumes fenced: its CASes
+// are from words it read. Messages of a dead queue name acquisitions nobody waits for, and a
+// payload overwritten by such a stale writer fails its check (qlock), which a member treats as
+// an unknown outcome: it retries.
+//
+// # Runtime
+//
+// Time, sleeps and randomness come from the client's farmem.Runtime; the package starts no
+// goroutine; the only Go lock is the Credits mutex, held for map operations alone. Waiting is
+// qlock's Wait on the client's own lock node. Everything runs unchanged on the simulator, where
+// the lincheck tests inject pauses past the lease, short pauses and crashes.
+//
+// # The experiment
+//
+// TestSweep (behind -args -sweep) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
+// memory nodes and 4 clients per compute node (one core each), 8..512 clients, YCSB zipf 0.99
+// (internal/zipf, Gray et al.'s generator, scrambled), 8-byte values, write-intensive (50%
+// updates) and write-only, on the pointer array (1Mi keys) and on RACE (128Ki keys), 20ms of
+// virtual warm-up and a 3ms window per point:
+//
+//	GOMAXPROCS=1 go test -run TestSweep -timeout 2h ./ds/cider -args -sweep -sweep.svg=sweep.svg
+//
+// It prints throughput, the CIDER/other ratios, memory-node verbs and failed CASes per
+// operation, the write-combining rate and batch size, and routing quality (the ideal
+// pessimistic share measured under Optimistic, the share of those CIDER routes pessimistic,
+// and the share of CIDER's pessimistic updates that were combined). TestShape, in the suite,
+// asserts the shape at 16, 32 and 192 clients. See the README of this directory for a run's
+// numbers.
+package cider

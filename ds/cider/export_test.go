@@ -1,0 +1,43 @@
+package cider
+
+// SetHookForTest makes s call f at a point of the pessimistic path: "held" (the client holds
+// the lock, before it looks for a successor), "exec-sent" (a coordinator handed its batch to
+// the executor), "executed" (an executor made its CAS, before it answers the coordinator).
+func SetHookForTest(s *CIDER, point string, f func()) {
+	switch point {
+	case "held":
+		s.held = f
+	case "exec-sent":
+		s.execSent = f
+	case "executed":
+		s.executed = f
+	default:
+		panic("unknown hook " + point)
+	}
+}
+
+// SetDefectForTest turns on a deliberate bug: "no-same-check" (batch members take the batch's
+// outcome as theirs without checking it concerned their key).
+func SetDefectForTest(s *CIDER, name string) {
+	switch name {
+	case "no-same-check":
+		s.noSameCheck = true
+	default:
+		panic("unknown defect " + name)
+	}
+}
+
+// SetArrayHookForTest makes r call f before each Commit of an update or delete (after it read
+// the pointer).
+func SetArrayHookForTest(r *Array, f func()) { r.beforeCommit = f }
+
+// SetArrayDefectForTest turns on a deliberate bug: "no-retire" (replaced blocks are freed at
+// once instead of retired through the allocator's epochs).
+func SetArrayDefectForTest(r *Array, name string) {
+	switch name {
+	case "no-retire":
+		r.noRetire = true
+	default:
+		panic("unknown defect " + name)
+	}
+}
