@@ -70,9 +70,9 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 	le.PutUint64(root[8:], arrayVersion|s<<8)
 	le.PutUint64(root[16:], p.Keys)
 	for i, n := range p.Nodes {
-		count := (p.Keys - uint64(i) + s - 1) / s
-		if count == 0 {
-			count = 1
+		count := uint64(1) // a node with no key still gets a record, so every base is valid
+		if uint64(i) < p.Keys {
+			count = (p.Keys - uint64(i) + s - 1) / s
 		}
 		size := count * RecordSize
 		base, err := a.AllocOn(ctx, n, size, 64)
