@@ -54,20 +54,22 @@
 //
 // # Costs
 //
-// Round trips per operation with the Race index and Optimistic synchronizer, uncontended,
-// asserted with Stats deltas in TestRoundTrips (through a Session and through the pool, which
-// adds none once its clients are open):
+// Round trips per operation with the Race index, uncontended, asserted with Stats deltas in
+// TestRoundTrips for every synchronizer (through a Session and through the pool, which adds
+// none once its clients are open):
 //
-//	Get                  2   (race Search: both buckets + header; the KV block)
-//	Get, key absent      1
-//	Insert               3   (block write ∥ lookup; tentative CAS ∥ re-read; commit CAS)
-//	Insert, key exists   2
-//	Update               3   (block write ∥ lookup; the key's block; CAS)
-//	Put, key present     3   (an Update)
-//	Put, key absent      4   (an Update that finds nothing, then an Insert)
-//	Delete               3
-//	Update/Delete absent 1
-//	Scan                 0   (ErrNoOrderedIndex)
+//	                      Optimistic  CIDER  MCS, Spin
+//	Get                        2        2       2     race Search: both buckets + header; the block
+//	Get, key absent            1        1       1
+//	Insert                     3        3       3     block write ∥ lookup; tentative CAS ∥ re-read; commit
+//	Insert, key exists         2        2       2
+//	Update                     3        3       5     block write ∥ lookup; the key's block (and lock
+//	                                                  entry); CAS (CIDER: a cold key's update is optimistic)
+//	Put, key present           3        3       5     an Update
+//	Put, key absent            4        4       4     an Update that finds nothing, then an Insert
+//	Delete                     3        5       5     a lock's acquisition and release add 2
+//	Update/Delete, absent      1        1       1
+//	Scan                       0        0       0     ErrNoOrderedIndex
 //
 // plus one when a slot of another key shares the key's fingerprint, and the allocator's pin
 // (one round trip) after a client was idle for longer than alloc's Refresh. Store.Stats sums
@@ -84,13 +86,14 @@
 // 0 when there is no store; a claim (a client id and a lease deadline) while one is being
 // created; or the address of the store's Descriptor once it exists. The descriptor
 // (DescriptorSize bytes, allocated from the heap, written once before the root word names it)
-// holds the magic "farmKVS1", the layout version, the index kind's and replicator's names,
-// the roots of the index instances (one per replica), the creation time and creator, and a
+// holds the magic "farmKVS1", the layout version, the names of the index kind, the replicator
+// and the synchronizer, the roots of the index instances (one per replica), the creation time and creator, and a
 // checksum of it all and of its own address (DecodeDescriptor):
 //
 //	0    magic            8    version           16   index kind name (16 bytes, 0-padded)
 //	32   replicator name (16 bytes)              48   replicas (1..8)
 //	56   created (fabric time)                   64   creator client id
+//	72   synchronizer name (16 bytes)            88   reserved, 0
 //	96   index roots, 8 words (unused ones 0)    184  checksum (FNV-1a 64 of [0,184) and the address)
 //
 // Open formats memory nodes that are not formatted (alloc.Format; a node another client is
@@ -127,11 +130,14 @@
 // built-in kind. Replication is a Replicator (Options.Replication): the store creates
 // Replicas() instances of the index and the replicator combines a client's handles on them into
 // one Index (SWARM's write-to-a-replica-set, read-a-quorum); NoReplication is the default.
-// The pointer synchronizer is a Sync (Options.Sync): Optimistic (race.Optimistic) now; the
-// ds/cider synchronizers plug in the same way. Kind and replicator are recorded by name in the
-// descriptor, and a store opens only with the ones that created it (ErrMismatch); the
-// synchronizer is a client's choice, and clients with different ones may share a store. Race
-// tables are created with DefaultMetaSize bytes of lock entry per slot, room for any of them.
+// The pointer synchronizer is a Sync (Options.Sync; SyncByName for command lines): CIDER
+// (ds/cider, the default: contention-aware, optimistic on cold keys, the far MCS lock with
+// global write combining on hot ones), Optimistic (race.Optimistic, lock-free CAS), MCS (the
+// far MCS lock for every change) and Spin (a CAS spinlock). Kind, replicator and synchronizer
+// are recorded by name in the descriptor, and a store opens only with the ones that created it
+// (ErrMismatch; a nil Options.Sync takes the recorded one): synchronizers keep their lock
+// entries in the index, and two kinds of lock would misread each other's. Race tables are
+// created with DefaultMetaSize bytes of lock entry per slot, room for any of them.
 //
 // # Runtime
 //

@@ -43,7 +43,7 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// kvstore: key exists
-	// hello race optimistic
+	// hello race cider
 	// kvstore: key not found
 	// kvstore: the store has no ordered index to scan: farmem: not supported
 }

@@ -103,13 +103,14 @@ func (w workload) run(ctx context.Context, s kv, g int, rng *rand.Rand, h *histo
 
 // lincheckLocal runs w with goroutines spread over nStores stores of one local fabric (tearing,
 // jitter, strict mode) and returns the history's verdict.
-func lincheckLocal(t *testing.T, w workload, nStores, perStore int, seed uint64) error {
+// The stores use sy (nil: the default).
+func lincheckLocal(t *testing.T, w workload, nStores, perStore int, seed uint64, sy kvstore.Sync) error {
 	t.Helper()
 	f := newLocal(t, local.Options{MemoryNodes: 2, ComputeNodes: 2, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed})
 	stores := make([]*kvstore.Store, nStores)
 	for i := range stores {
 		// Each store prefers its own compute node, as separate processes would.
-		stores[i] = openStore(t, f, kvstore.Options{Alloc: quietAlloc, Nodes: []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}})
+		stores[i] = openStore(t, f, kvstore.Options{Alloc: quietAlloc, Sync: sy, Nodes: []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}})
 	}
 	return lincheckStores(t, f.Runtime(), w, stores, perStore)
 }
@@ -144,14 +145,27 @@ func lincheckStores(t *testing.T, rt farmem.Runtime, w workload, stores []*kvsto
 func TestLinearizable(t *testing.T) {
 	w := mix
 	w.ops *= stressScale()
-	require.NoError(t, lincheckLocal(t, w, 1, 8, 1))
+	require.NoError(t, lincheckLocal(t, w, 1, 8, 1, nil))
 }
 
 // TestLinearizableTwoStores: two stores on one fabric, as two processes would open it.
 func TestLinearizableTwoStores(t *testing.T) {
 	w := mix
 	w.ops *= stressScale()
-	require.NoError(t, lincheckLocal(t, w, 2, 4, 2))
+	require.NoError(t, lincheckLocal(t, w, 2, 4, 2, nil))
+}
+
+// TestLinearizableSyncs: every synchronizer, on a few hot keys (contended updates and deletes),
+// with two stores (each using the synchronizer: a store has one).
+func TestLinearizableSyncs(t *testing.T) {
+	hot := workload{keys: 3, ops: 200 * stressScale(), get: 30, insert: 10, update: 30, put: 20, maxVal: 64, unknown: 4}
+	for i, name := range kvstore.SyncNames() {
+		t.Run(name, func(t *testing.T) {
+			sy, err := kvstore.SyncByName(name)
+			require.NoError(t, err)
+			require.NoError(t, lincheckLocal(t, hot, 2, 4, uint64(10+i), sy))
+		})
+	}
 }
 
 // TestLinearizableCatchesBrokenPut: a Put made of a Delete and an Insert is caught.
@@ -159,6 +173,6 @@ func TestLinearizableCatchesBrokenPut(t *testing.T) {
 	kvstore.SetPutDefectForTest(true)
 	defer kvstore.SetPutDefectForTest(false)
 	w := workload{keys: 3, ops: 200, get: 50, put: 50, maxVal: 8, unknown: 4}
-	err := lincheckLocal(t, w, 1, 6, 3)
+	err := lincheckLocal(t, w, 1, 6, 3, nil)
 	require.ErrorIs(t, err, lincheck.ErrNotLinearizable)
 }

@@ -108,7 +108,7 @@ func TestMaxClients(t *testing.T) {
 	f := newLocal(t, local.Options{MemoryNodes: 1, ComputeNodes: 2})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, MaxClients: 3})
 	hammer(t, s, 16, 40)
-	require.Equal(t, 3, s.Clients())
+	require.LessOrEqual(t, s.Clients(), 3)
 }
 
 // TestSessionOn: a session over a client the caller opened; its costs are counted from when the

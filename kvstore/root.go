@@ -52,6 +52,7 @@ const (
 	dReplicas = 48
 	dCreated  = 56
 	dCreator  = 64
+	dSync     = 72
 	dRoots    = 96
 	dSum      = DescriptorSize - 8
 )
@@ -151,8 +152,10 @@ func readyWord(a farmem.Addr) (RootWord, error) {
 type Descriptor struct {
 	// Version is the layout version.
 	Version uint64
-	// Index is the index kind's name and Replication the replicator's.
-	Index, Replication string
+	// Index is the index kind's name, Replication the replicator's, and Sync the pointer
+	// synchronizer's (every client of the store uses it: synchronizers that keep lock entries
+	// in the index do not share them).
+	Index, Replication, Sync string
 	// Roots are the index instances' roots, one per replica.
 	Roots []farmem.Addr
 	// Created is the fabric time the store was created, Creator the client that created it.
@@ -163,8 +166,10 @@ type Descriptor struct {
 // Encode returns the DescriptorSize bytes of d as stored at address at (the checksum covers the
 // address, so a descriptor copied elsewhere does not validate).
 func (d Descriptor) Encode(at farmem.Addr) ([]byte, error) {
-	if len(d.Index) == 0 || len(d.Index) > nameLen || len(d.Replication) == 0 || len(d.Replication) > nameLen {
-		return nil, fmt.Errorf("kvstore: index %q or replication %q name not 1..%d bytes: %w", d.Index, d.Replication, nameLen, farmem.ErrInvalid)
+	for _, n := range []string{d.Index, d.Replication, d.Sync} {
+		if len(n) == 0 || len(n) > nameLen {
+			return nil, fmt.Errorf("kvstore: name %q not 1..%d bytes: %w", n, nameLen, farmem.ErrInvalid)
+		}
 	}
 	if len(d.Roots) == 0 || len(d.Roots) > MaxReplicas {
 		return nil, fmt.Errorf("kvstore: %d index roots, want 1..%d: %w", len(d.Roots), MaxReplicas, farmem.ErrInvalid)
@@ -175,6 +180,7 @@ func (d Descriptor) Encode(at farmem.Addr) ([]byte, error) {
 	le.PutUint64(b[dVersion:], Version)
 	copy(b[dIndex:dIndex+nameLen], d.Index)
 	copy(b[dRepl:dRepl+nameLen], d.Replication)
+	copy(b[dSync:dSync+nameLen], d.Sync)
 	le.PutUint64(b[dReplicas:], uint64(len(d.Roots)))
 	le.PutUint64(b[dCreated:], uint64(d.Created))
 	le.PutUint64(b[dCreator:], uint64(d.Creator))
@@ -231,11 +237,12 @@ func DecodeDescriptor(at farmem.Addr, b []byte) (Descriptor, error) {
 		}
 		return string(f[:n]), n > 0
 	}
-	var ok1, ok2 bool
+	var ok1, ok2, ok3 bool
 	d.Index, ok1 = name(dIndex)
 	d.Replication, ok2 = name(dRepl)
-	if !ok1 || !ok2 {
-		return bad("bad index or replication name")
+	d.Sync, ok3 = name(dSync)
+	if !ok1 || !ok2 || !ok3 {
+		return bad("bad index, replication or synchronizer name")
 	}
 	n := le.Uint64(b[dReplicas:])
 	if n == 0 || n > MaxReplicas {
@@ -258,7 +265,7 @@ func DecodeDescriptor(at farmem.Addr, b []byte) (Descriptor, error) {
 			d.Roots = append(d.Roots, r)
 		}
 	}
-	if !allZero(b[dCreator+8:dRoots]) || !allZero(b[dRoots+8*MaxReplicas:dSum]) {
+	if !allZero(b[dCreator+8:dSync]) || !allZero(b[dSync+nameLen:dRoots]) || !allZero(b[dRoots+8*MaxReplicas:dSum]) {
 		return bad("reserved bytes are not zero")
 	}
 	return d, nil

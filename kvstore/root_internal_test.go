@@ -35,7 +35,7 @@ func TestRootWord(t *testing.T) {
 
 func TestDescriptorRoundTrip(t *testing.T) {
 	at := farmem.MakeAddr(2, 0x10040)
-	d := Descriptor{Version: Version, Index: "race", Replication: "none", Roots: []farmem.Addr{farmem.MakeAddr(1, 0x20000)},
+	d := Descriptor{Version: Version, Index: "race", Replication: "none", Sync: "cider", Roots: []farmem.Addr{farmem.MakeAddr(1, 0x20000)},
 		Created: 12345, Creator: 7}
 	b, err := d.Encode(at)
 	require.NoError(t, err)
@@ -51,11 +51,12 @@ func TestDescriptorRoundTrip(t *testing.T) {
 		require.ErrorIs(t, err, ErrBadRoot, "byte %d flipped", i)
 	}
 	for _, bad := range []Descriptor{
-		{Index: "", Replication: "none", Roots: d.Roots},
-		{Index: "an-index-name-too-long", Replication: "none", Roots: d.Roots},
-		{Index: "race", Replication: "none"},
-		{Index: "race", Replication: "none", Roots: make([]farmem.Addr, MaxReplicas+1)},
-		{Index: "race", Replication: "none", Roots: []farmem.Addr{0}},
+		{Index: "", Replication: "none", Sync: "x", Roots: d.Roots},
+		{Index: "an-index-name-too-long", Replication: "none", Sync: "x", Roots: d.Roots},
+		{Index: "race", Replication: "none", Roots: d.Roots},
+		{Index: "race", Replication: "none", Sync: "x"},
+		{Index: "race", Replication: "none", Sync: "x", Roots: make([]farmem.Addr, MaxReplicas+1)},
+		{Index: "race", Replication: "none", Sync: "x", Roots: []farmem.Addr{0}},
 	} {
 		_, err := bad.Encode(at)
 		require.ErrorIs(t, err, farmem.ErrInvalid)
@@ -65,7 +66,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 // FuzzDescriptor: decoding never panics, and whatever decodes re-encodes to the same bytes.
 func FuzzDescriptor(f *testing.F) {
 	at := farmem.MakeAddr(1, 0x4000)
-	d := Descriptor{Version: Version, Index: "race", Replication: "mirror",
+	d := Descriptor{Version: Version, Index: "race", Replication: "mirror", Sync: "optimistic",
 		Roots: []farmem.Addr{farmem.MakeAddr(1, 0x20000), farmem.MakeAddr(2, 0x40)}, Created: 99, Creator: 3}
 	b, _ := d.Encode(at)
 	f.Add(uint64(at), b)

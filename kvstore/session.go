@@ -30,7 +30,9 @@ func (s *Store) Session(ctx context.Context) (*Session, error) {
 // SessionOn opens a session on a client the caller opened on the store's fabric (as
 // sim.RunClosedLoop does for each of its clients): the session opens an allocator and index
 // handles on m, and its Close closes them but not m, which stays the caller's. Only one session
-// may use m at a time. Cost: the allocator's New (1 round trip) and the index's Open (race: 2).
+// may use m at a time, and the session's synchronizer may keep state in m's slice of its
+// compute node's region (CIDER's and MCS's lock nodes, at its start). Cost: the allocator's
+// New (1 round trip) and the index's Open (race: 2).
 func (s *Store) SessionOn(ctx context.Context, m farmem.Memory) (*Session, error) {
 	if s.closed.Load() {
 		return nil, errClosed

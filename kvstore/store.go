@@ -19,9 +19,10 @@ type Options struct {
 	// Index is the kind of index (default Race{}). A store is reopened only with the kind that
 	// created it (ErrMismatch otherwise).
 	Index IndexKind
-	// Sync builds each index handle's pointer synchronizer (default DefaultSync()). Clients of
-	// one store, or of several processes, may use different synchronizers on the same store:
-	// every one changes a slot only by a CAS from the word it read.
+	// Sync builds each index handle's pointer synchronizer. A store has one, recorded by name
+	// when it is created (synchronizers keep lock entries in the index and do not share them):
+	// nil creates a store with DefaultSync() (CIDER) and opens an existing one with the one it
+	// records (SyncByName); a Sync whose name differs from the recorded one is ErrMismatch.
 	Sync Sync
 	// Replication combines index instances (default NoReplication{}). Like Index, it is fixed
 	// when the store is created.
@@ -71,9 +72,6 @@ func (o Options) withDefaults(f farmem.Fabric) (Options, error) {
 			r.Options.PinBudget = max(time.Microsecond, (o.Alloc.Lease-refresh-skew)/4)
 		}
 		o.Index = r
-	}
-	if o.Sync == nil {
-		o.Sync = DefaultSync()
 	}
 	if o.Replication == nil {
 		o.Replication = NoReplication{}
@@ -259,9 +257,13 @@ const formatRetries = 8
 // create builds the index instances and the descriptor, and returns the descriptor and its
 // address (not yet published).
 func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (Descriptor, farmem.Addr, error) {
+	syncName := DefaultSync().Name()
+	if s.opts.Sync != nil {
+		syncName = s.opts.Sync.Name()
+	}
 	d := Descriptor{
 		Version: Version, Index: s.opts.Index.Name(), Replication: s.opts.Replication.Name(),
-		Created: m.Runtime().Now(), Creator: m.Info().ID,
+		Sync: syncName, Created: m.Runtime().Now(), Creator: m.Info().ID,
 	}
 	for i := range s.opts.Replication.Replicas() {
 		root, err := s.opts.Index.Create(ctx, Client{Memory: m, Alloc: a})
@@ -284,12 +286,23 @@ func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator)
 	return d, at, nil
 }
 
-// checkDescriptor checks that the store found is one the options can open.
+// checkDescriptor checks that the store found is one the options can open, and settles the
+// synchronizer.
 func (s *Store) checkDescriptor() error {
 	d := s.desc
 	if d.Index != s.opts.Index.Name() || d.Replication != s.opts.Replication.Name() || len(d.Roots) != s.opts.Replication.Replicas() {
 		return fmt.Errorf("kvstore: the store has index %q, replication %q over %d instances; the options say %q, %q over %d: %w",
 			d.Index, d.Replication, len(d.Roots), s.opts.Index.Name(), s.opts.Replication.Name(), s.opts.Replication.Replicas(), ErrMismatch)
+	}
+	switch {
+	case s.opts.Sync == nil:
+		sy, err := SyncByName(d.Sync)
+		if err != nil {
+			return fmt.Errorf("kvstore: the store's synchronizer %q: pass it as Options.Sync: %w", d.Sync, err)
+		}
+		s.opts.Sync = sy
+	case s.opts.Sync.Name() != d.Sync:
+		return fmt.Errorf("kvstore: the store's synchronizer is %q, the options say %q: %w", d.Sync, s.opts.Sync.Name(), ErrMismatch)
 	}
 	return nil
 }
@@ -318,7 +331,7 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 	}
 	var hs []Index
 	for i, root := range s.desc.Roots {
-		sy, err := s.opts.Sync.New(ctx, m)
+		sy, err := s.opts.Sync.New(ctx, m, i)
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: synchronizer %s: %w", s.opts.Sync.Name(), err))
 		}

@@ -71,7 +71,7 @@ func TestSemantics(t *testing.T) {
 	require.NoError(t, ss.Close(), "idempotent")
 	require.Equal(t, "race", s.Descriptor().Index)
 	require.Equal(t, "none", s.Descriptor().Replication)
-	require.Equal(t, "optimistic", s.Sync())
+	require.Equal(t, kvstore.DefaultSync().Name(), s.Sync())
 	require.False(t, s.Ordered())
 }
 
@@ -308,4 +308,27 @@ func TestCreatorTakeover(t *testing.T) {
 	require.NoError(t, err)
 	_, err = kvstore.Open(ctx, f2, kvstore.Options{})
 	require.ErrorIs(t, err, kvstore.ErrBadRoot)
+}
+
+// TestSyncRecorded: a store records its synchronizer; Open without one uses it, Open with
+// another is refused.
+func TestSyncRecorded(t *testing.T) {
+	f := newLocal(t, local.Options{})
+	ctx := context.Background()
+	a := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Sync: kvstore.Optimistic})
+	require.Equal(t, "optimistic", a.Descriptor().Sync)
+	b := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
+	require.Equal(t, "optimistic", b.Sync(), "the recorded one")
+	for _, name := range kvstore.SyncNames() {
+		if name == "optimistic" {
+			continue
+		}
+		sy, err := kvstore.SyncByName(name)
+		require.NoError(t, err)
+		_, err = kvstore.Open(ctx, f, kvstore.Options{Sync: sy})
+		require.ErrorIs(t, err, kvstore.ErrMismatch, name)
+	}
+	fresh := newLocal(t, local.Options{})
+	c := openStore(t, fresh, kvstore.Options{Alloc: quietAlloc})
+	require.Equal(t, kvstore.DefaultSync().Name(), c.Descriptor().Sync)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/farmem/farmem/ds/cider"
+	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 )
@@ -16,8 +18,10 @@ import (
 type Sync interface {
 	// Name identifies the synchronizer ("optimistic", ...), as SyncByName takes it.
 	Name() string
-	// New returns a synchronizer for one index handle of client m.
-	New(ctx context.Context, m farmem.Memory) (race.Synchronizer, error)
+	// New returns a synchronizer for index handle i (0 ≤ i < MaxReplicas: one handle per index
+	// instance) of client m. Synchronizers that keep state in the client's slice of its compute
+	// node's region (a lock node) place handle i's at a distinct offset.
+	New(ctx context.Context, m farmem.Memory, i int) (race.Synchronizer, error)
 }
 
 // Optimistic is RACE's lock-free synchronizer (race.Optimistic): a CAS on the slot, retried
@@ -28,16 +32,21 @@ type optimisticSync struct{}
 
 func (optimisticSync) Name() string { return "optimistic" }
 
-func (optimisticSync) New(context.Context, farmem.Memory) (race.Synchronizer, error) {
+func (optimisticSync) New(context.Context, farmem.Memory, int) (race.Synchronizer, error) {
 	return race.Optimistic{}, nil
 }
 
-// syncs lists the synchronizers SyncByName knows, the default first.
+// syncs lists the synchronizers SyncByName knows, with their default options, the default
+// first.
 var syncs = []func() Sync{
+	func() Sync { return CIDER(cider.Options{}) },
 	func() Sync { return Optimistic },
+	func() Sync { return MCS(qlock.Options{}) },
+	func() Sync { return Spin(cider.SpinOptions{}) },
 }
 
-// DefaultSync returns the synchronizer a Store uses when Options.Sync is nil.
+// DefaultSync returns the synchronizer a Store uses when Options.Sync is nil: CIDER with its
+// default options (a new Sync, with its own per-node credits, at each call).
 func DefaultSync() Sync { return syncs[0]() }
 
 // SyncNames returns the names SyncByName accepts, the default first.
