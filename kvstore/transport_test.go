@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,7 +30,9 @@ func TestCXL(t *testing.T) {
 	ctx := context.Background()
 
 	// The child process races this one to create the store.
-	child := exec.Command(os.Args[0], "-test.run=^TestCXLChild$", "-test.count=1")
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	child := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestCXLChild$", "-test.count=1")
 	child.Env = append(os.Environ(), "KVSTORE_CXL_CHILD="+r.Path())
 	var childOut strings.Builder
 	child.Stdout, child.Stderr = &childOut, &childOut
