@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// KVStore runs a workload on a kvstore.Store: each worker holds one kvstore.Session (one far
+// client) and reports that client's counted costs. Close does not close the Store, which the
+// caller owns.
+func KVStore(s *kvstore.Store, name string) Store { return &kvStore{s: s, name: name} }
+
+type kvStore struct {
+	s    *kvstore.Store
+	name string
+}
+
+func (k *kvStore) Name() string { return k.name }
+func (k *kvStore) Close() error { return nil }
+
+func (k *kvStore) Open(ctx context.Context) (Session, error) {
+	ss, err := k.s.Session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return KVSession(ss, k.s.Ordered()), nil
+}
+
+// KVSession wraps one kvstore.Session (for example one opened on a simulator client with
+// Store.SessionOn) as a Session. ordered says whether the store has an ordered index, so Scan
+// works; otherwise the session has no Scanner and workload E says so.
+func KVSession(ss *kvstore.Session, ordered bool) Session {
+	base := &kvSession{ss: ss}
+	if ordered {
+		return &kvScanSession{base}
+	}
+	return base
+}
+
+type kvSession struct{ ss *kvstore.Session }
+
+func (k *kvSession) Read(ctx context.Context, key []byte) ([]byte, error) {
+	v, err := k.ss.Get(ctx, key)
+	if errors.Is(err, kvstore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return v, err
+}
+
+func (k *kvSession) Insert(ctx context.Context, key, value []byte) error {
+	return k.ss.Insert(ctx, key, value)
+}
+
+func (k *kvSession) Update(ctx context.Context, key, value []byte) error {
+	return k.ss.Update(ctx, key, value)
+}
+
+func (k *kvSession) Costs() farmem.Stats { return k.ss.Stats() }
+func (k *kvSession) Close() error        { return k.ss.Close() }
+
+type kvScanSession struct{ *kvSession }
+
+func (k *kvScanSession) Scan(ctx context.Context, start []byte, n int) (int, error) {
+	ps, err := k.ss.Scan(ctx, start, nil, n)
+	return len(ps), err
+}

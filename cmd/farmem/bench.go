@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/farmem/farmem/bench"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/sim"
+)
+
+type benchFlags struct {
+	fabric    fabricFlags
+	workloads string
+	clients   int
+	duration  time.Duration
+	warmup    time.Duration
+	records   int64
+	sweep     string
+	peers     string
+	sync      string
+	json      bool
+	svg       string
+	metric    string
+	set       multiFlag
+}
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var bf benchFlags
+	fs := flag.NewFlagSet("farmem bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bf.fabric.register(fs, "local, cxl, tcp or sim")
+	fs.StringVar(&bf.workloads, "workload", "a", "YCSB workloads to run, by name (a-f) or workload file, comma-separated")
+	fs.IntVar(&bf.clients, "clients", 4, "clients (workers), each with its own session")
+	fs.DurationVar(&bf.duration, "duration", 0, "measured time of each run (default 3s; on sim, 2ms of virtual time)")
+	fs.DurationVar(&bf.warmup, "warmup", -1, "unmeasured time before each run (default 500ms; on sim, 200us of virtual time)")
+	fs.Int64Var(&bf.records, "records", 0, "records to load (default the workload's recordcount)")
+	fs.StringVar(&bf.sweep, "sweep", "", "run once per value of a parameter, e.g. clients=1,2,4,8")
+	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim)")
+	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+" (default the store's)")
+	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of a table")
+	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
+	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
+	fs.Var(&bf.set, "set", "override a workload property, name=value (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: farmem bench [flags]\n\nRuns YCSB workloads on the key-value store over a fabric, beside its peers, and prints a table.\nWith no flags: workload A on a cxl region in a temporary file, 4 clients, 3 seconds.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if err := bf.fabric.resolve(); err != nil {
+		return err
+	}
+	if bf.clients < 1 {
+		return usageErr("--clients %d: want at least 1", bf.clients)
+	}
+	onSim := bf.fabric.transport == "sim"
+	if bf.duration == 0 {
+		bf.duration = 3 * time.Second
+		if onSim {
+			bf.duration = 2 * time.Millisecond
+		}
+	}
+	if bf.warmup < 0 {
+		bf.warmup = 500 * time.Millisecond
+		if onSim {
+			bf.warmup = 200 * time.Microsecond
+		}
+	}
+	var sweep bench.Sweep
+	if bf.sweep != "" {
+		var err error
+		if sweep, err = bench.ParseSweep(bf.sweep); err != nil {
+			return usageErr("--sweep: %v", err)
+		}
+		if onSim && sweep.Param != "clients" {
+			return usageErr("on sim, --sweep takes clients only")
+		}
+	}
+	syncOpt, err := bf.syncOption()
+	if err != nil {
+		return err
+	}
+	var reports []*bench.Report
+	var descs []string
+	for _, name := range strings.Split(bf.workloads, ",") {
+		w, err := bf.workload(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		var r *bench.Report
+		var desc string
+		if onSim {
+			r, desc, err = bf.runSim(ctx, w, sweep, syncOpt, stderr)
+		} else {
+			r, desc, err = bf.runReal(ctx, w, sweep, syncOpt, stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("workload %s: %w", w.Name, err)
+		}
+		reports = append(reports, r)
+		descs = append(descs, desc)
+		if !bf.json {
+			fmt.Fprintf(stdout, "workload %s on %s; %d clients, %v measured after %v warm-up\n", w.Name, desc, bf.clients, bf.duration, bf.warmup)
+			if err := r.WriteTable(stdout); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if bf.json {
+		out := struct {
+			Fabrics []string        `json:"fabrics"`
+			Reports []*bench.Report `json:"reports"`
+		}{descs, reports}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	}
+	if bf.svg != "" {
+		f, err := os.Create(bf.svg)
+		if err != nil {
+			return err
+		}
+		if err := reports[0].WriteSVG(f, bench.Metric(bf.metric)); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "farmem: wrote %s\n", bf.svg)
+	}
+	return nil
+}
+
+func (bf *benchFlags) syncOption() (kvstore.Sync, error) {
+	if bf.sync == "" {
+		return nil, nil
+	}
+	s, err := kvstore.SyncByName(bf.sync)
+	if err != nil {
+		return nil, usageErr("--sync %q: want one of %s", bf.sync, strings.Join(kvstore.SyncNames(), ", "))
+	}
+	return s, nil
+}
+
+func (bf *benchFlags) workload(name string) (*bench.Workload, error) {
+	w, err := bench.LoadWorkload(name)
+	if err != nil {
+		return nil, usageErr("--workload: %v", err)
+	}
+	set := map[string]string{}
+	if bf.records > 0 {
+		set["recordcount"] = strconv.FormatInt(bf.records, 10)
+	}
+	for _, kv := range bf.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, usageErr("--set %q: want name=value", kv)
+		}
+		set[k] = v
+	}
+	if len(set) > 0 {
+		if w, err = w.With(set); err != nil {
+			return nil, usageErr("--set: %v", err)
+		}
+	}
+	return w, nil
+}
+
+// maxClients is the largest client count a run needs, over the sweep too.
+func (bf *benchFlags) maxClients(sweep bench.Sweep) (int, error) {
+	n := bf.clients
+	if sweep.Param == "clients" {
+		for _, v := range sweep.Values {
+			c, err := strconv.Atoi(v)
+			if err != nil || c < 1 {
+				return 0, usageErr("--sweep clients=%s: want positive counts", v)
+			}
+			n = max(n, c)
+		}
+	}
+	return n, nil
+}
+
+// runReal runs one workload on a real-time fabric, the store and its peers side by side.
+func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep bench.Sweep, syncOpt kvstore.Sync, log io.Writer) (*bench.Report, string, error) {
+	clients, err := bf.maxClients(sweep)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := bf.fabric.open(ctx, clients, true, log)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	store, err := kvstore.Open(ctx, f, kvstore.Options{Sync: syncOpt})
+	if err != nil {
+		return nil, "", fmt.Errorf("open the store: %w", err)
+	}
+	defer store.Close()
+	stores := []bench.Store{bench.KVStore(store, "kvstore/"+bf.fabric.transport)}
+	peers, err := bf.peerStores(ctx, log)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range peers {
+		defer p.Close()
+	}
+	stores = append(stores, peers...)
+	cfg := bench.Config{
+		Workload: w, Stores: stores, Clients: bf.clients, Duration: bf.duration, Warmup: bf.warmup,
+		Sweep: sweep, Seed: bf.fabric.seed,
+	}
+	if bench.IsTerminal(os.Stderr) {
+		cfg.Progress = os.Stderr
+	}
+	r, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, f.desc + ", sync " + store.Sync(), nil
+}
+
+func (bf *benchFlags) peerStores(ctx context.Context, log io.Writer) ([]bench.Store, error) {
+	want := bf.peers
+	if want == "" {
+		want = "gomap,redis"
+	}
+	if want == "none" {
+		return nil, nil
+	}
+	names := strings.Split(want, ",")
+	for _, n := range names {
+		if n != "gomap" && n != "redis" {
+			return nil, usageErr("--peers %q: want gomap, redis or none", want)
+		}
+	}
+	var out []bench.Store
+	for _, p := range bench.Peers(ctx, log) {
+		if slices.Contains(names, p.Name()) {
+			out = append(out, p)
+		} else {
+			_ = p.Close()
+		}
+	}
+	return out, nil
+}
+
+// runSim runs one workload on the simulator: one fresh simulated cluster per point of a
+// client sweep, each client a closed loop of the workload's operations on its own session.
+func (bf *benchFlags) runSim(ctx context.Context, w *bench.Workload, sweep bench.Sweep, syncOpt kvstore.Sync, log io.Writer) (*bench.Report, string, error) {
+	if bf.peers != "" && bf.peers != "none" {
+		return nil, "", usageErr("--peers: peers run in real time, the simulator in virtual time; they cannot share a table")
+	}
+	size, err := bf.fabric.size()
+	if err != nil {
+		return nil, "", err
+	}
+	// The simulator runs one goroutine at a time: one P avoids waking an idle one at every
+	// handoff, which costs more than it gives.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	points := []string{strconv.Itoa(bf.clients)}
+	if sweep.Param == "clients" {
+		points = sweep.Values
+	}
+	report := &bench.Report{Workload: w.Name, Sweep: sweep.Param}
+	var desc string
+	for _, p := range points {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, "", usageErr("--sweep clients=%s: want positive counts", p)
+		}
+		row, d, err := bf.simPoint(ctx, w, n, size, syncOpt)
+		if err != nil {
+			return nil, "", fmt.Errorf("%d clients: %w", n, err)
+		}
+		if sweep.Param != "" {
+			row.Point = p
+		}
+		report.Rows = append(report.Rows, row)
+		desc = d
+	}
+	return report, desc, nil
+}
+
+// simClientsPerNode is how many clients each simulated compute node runs (the papers' testbeds
+// ran a few clients per CN on many CNs).
+const simClientsPerNode = 8
+
+func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients int, size uint64, syncOpt kvstore.Sync) (bench.Row, string, error) {
+	model := sim.ConnectX6()
+	model.MemoryNodes, model.MemorySize = bf.fabric.memNodes, size
+	model.MaxHandlers = 2
+	model.ClientsPerNode = simClientsPerNode + model.MaxHandlers + 1 // one slot for the store's setup client
+	model.ComputeNodes = max(1, (clients+simClientsPerNode-1)/simClientsPerNode)
+	s, err := sim.New(model, bf.fabric.seed)
+	if err != nil {
+		return bench.Row{}, "", err
+	}
+	defer s.Close()
+	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, MaxClients: 1})
+	if err != nil {
+		return bench.Row{}, "", fmt.Errorf("open the store: %w", err)
+	}
+	defer store.Close()
+	d, err := bench.NewDriver(w)
+	if err != nil {
+		return bench.Row{}, "", err
+	}
+	workers := make([]*bench.Worker, clients)
+	res, err := s.RunClosedLoop(sim.ClosedLoop{
+		Clients: clients, Warmup: bf.warmup, Duration: bf.duration,
+		Start: func(ctx context.Context, m farmem.Memory, i int) (sim.OpFunc, error) {
+			ss, err := store.SessionOn(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			wk, err := d.NewWorker(bench.KVSession(ss, store.Ordered()), bench.WorkerOptions{
+				Rand: m.Runtime().Rand(), Now: bench.FabricClock(m.Runtime()),
+				Warmup: bf.warmup, Duration: bf.duration,
+			})
+			if err != nil {
+				return nil, err
+			}
+			if err := wk.Load(ctx, i, clients); err != nil {
+				return nil, err
+			}
+			workers[i] = wk
+			return wk.Step, nil
+		},
+	})
+	if err != nil {
+		return bench.Row{}, "", err
+	}
+	row := bench.Summarize("kvstore/sim", bench.PhaseRun, res.Window, workers)
+	row.Clients = clients
+	desc := fmt.Sprintf("sim (%s model, %d memory nodes, %d compute nodes of %d clients), sync %s, virtual time",
+		model.Name, model.MemoryNodes, model.ComputeNodes, simClientsPerNode, store.Sync())
+	return row, desc, nil
+}

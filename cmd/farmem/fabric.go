@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/farmem/farmem/cxl"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/numaemu"
+	"github.com/farmem/farmem/rdma"
+)
+
+// fabricFlags choose and shape the fabric a command runs on.
+type fabricFlags struct {
+	transport string
+	region    string
+	cluster   string
+	memNodes  int
+	memSize   string
+	policy    string
+	profile   string
+	seed      uint64
+}
+
+func (ff *fabricFlags) register(fs *flag.FlagSet, transports string) {
+	fs.StringVar(&ff.transport, "transport", "", "the fabric: "+transports+" (default cxl, or tcp with --cluster)")
+	fs.StringVar(&ff.region, "region", "", "cxl: the region file to open, created if missing (default a temporary region)")
+	fs.StringVar(&ff.cluster, "cluster", "", "tcp: the cluster file naming the farmemd memory nodes (default: memory nodes started in this process on loopback)")
+	fs.IntVar(&ff.memNodes, "mem-nodes", 2, "memory nodes of a region or cluster this command creates")
+	fs.StringVar(&ff.memSize, "mem-size", "512MiB", "size of each memory node this command creates")
+	fs.StringVar(&ff.policy, "policy", "coherent", "cxl: access policy, coherent or uncached")
+	fs.StringVar(&ff.profile, "profile", "", "cxl: latency profile to inject ("+profileNames()+"; default none)")
+	fs.Uint64Var(&ff.seed, "seed", 1, "seed of the fabric's random sources")
+}
+
+func profileNames() string {
+	var names []string
+	for _, p := range numaemu.Profiles() {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// resolve settles the transport from the flags given.
+func (ff *fabricFlags) resolve() error {
+	if ff.transport == "" {
+		ff.transport = "cxl"
+		if ff.cluster != "" {
+			ff.transport = "tcp"
+		}
+	}
+	switch ff.transport {
+	case "local", "cxl", "tcp", "sim":
+	default:
+		return usageErr("unknown transport %q (want local, cxl, tcp or sim)", ff.transport)
+	}
+	if ff.region != "" && ff.transport != "cxl" {
+		return usageErr("--region is for --transport cxl")
+	}
+	if ff.cluster != "" && ff.transport != "tcp" {
+		return usageErr("--cluster is for --transport tcp")
+	}
+	if ff.memNodes < 1 || ff.memNodes > 64 {
+		return usageErr("--mem-nodes %d: want 1 to 64", ff.memNodes)
+	}
+	return nil
+}
+
+func (ff *fabricFlags) size() (uint64, error) {
+	n, err := rdma.ParseSize(ff.memSize)
+	if err != nil || n < 1<<20 {
+		return 0, usageErr("--mem-size %q: want a size of at least 1MiB, like 256MiB", ff.memSize)
+	}
+	return n, nil
+}
+
+// openedFabric is a fabric with what it takes to release it.
+type openedFabric struct {
+	farmem.Fabric
+	// desc says in a few words what it is, for reports.
+	desc    string
+	closers []func() error
+}
+
+func (o *openedFabric) Close() error {
+	err := o.Fabric.Close()
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		if e := o.closers[i](); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// open opens a real-time fabric (local, cxl or tcp) with room for clients clients on its
+// hosted compute node(s). create says a missing region may be created.
+func (ff *fabricFlags) open(ctx context.Context, clients int, create bool, log io.Writer) (*openedFabric, error) {
+	size, err := ff.size()
+	if err != nil {
+		return nil, err
+	}
+	// The store opens a client per worker, plus Call handlers; leave room.
+	slots := max(64, clients+16)
+	switch ff.transport {
+	case "local":
+		f, err := local.New(local.Options{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots, Seed: ff.seed})
+		if err != nil {
+			return nil, err
+		}
+		return &openedFabric{Fabric: f, desc: fmt.Sprintf("local, %d memory nodes of %s", ff.memNodes, ff.memSize)}, nil
+	case "cxl":
+		return ff.openCXL(clients, slots, size, create, log)
+	case "tcp":
+		return ff.openTCP(ctx, size, log)
+	}
+	return nil, usageErr("transport %s has no real-time fabric", ff.transport)
+}
+
+func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log io.Writer) (*openedFabric, error) {
+	var policy cxl.Policy
+	switch ff.policy {
+	case "coherent":
+		policy = cxl.Coherent
+	case "uncached":
+		policy = cxl.Uncached
+	default:
+		return nil, usageErr("--policy %q: want coherent or uncached", ff.policy)
+	}
+	oo := cxl.OpenOptions{Policy: policy, Seed: ff.seed}
+	if ff.profile != "" {
+		p, err := numaemu.ProfileByName(ff.profile)
+		if err != nil {
+			return nil, usageErr("--profile %q: want one of %s", ff.profile, profileNames())
+		}
+		oo.Profile = &p
+	}
+	ro := cxl.Options{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots}
+	var (
+		r    *cxl.Region
+		err  error
+		desc string
+	)
+	switch {
+	case ff.region == "":
+		if r, err = cxl.CreateTemp("", "farmem-*.region", ro); err != nil {
+			return nil, err
+		}
+		desc = fmt.Sprintf("cxl %s, temporary region %s, %d memory nodes of %s", ff.policy, r.Path(), ff.memNodes, ff.memSize)
+	default:
+		if _, statErr := os.Stat(ff.region); statErr == nil || !create {
+			if r, err = cxl.OpenRegion(ff.region); err != nil {
+				return nil, err
+			}
+		} else {
+			if r, err = cxl.Create(ff.region, ro); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(log, "farmem: created region %s (%d memory nodes of %s)\n", ff.region, ff.memNodes, ff.memSize)
+		}
+		desc = fmt.Sprintf("cxl %s, region %s", ff.policy, ff.region)
+	}
+	f, err := r.Attach(oo)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	if ff.profile != "" {
+		desc += ", profile " + ff.profile
+	}
+	return &openedFabric{Fabric: f, desc: desc, closers: []func() error{r.Close}}, nil
+}
+
+func (ff *fabricFlags) openTCP(ctx context.Context, size uint64, log io.Writer) (*openedFabric, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if ff.cluster != "" {
+		cl, err := rdma.LoadCluster(ff.cluster)
+		if err != nil {
+			return nil, err
+		}
+		f, err := rdma.Dial(ctx, cl, rdma.Options{Seed: ff.seed, Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		return &openedFabric{Fabric: f, desc: "tcp, cluster " + ff.cluster}, nil
+	}
+	// No cluster: memory nodes in this process, on loopback, with a fresh secret.
+	secret := make([]byte, 32)
+	if _, err := readRandom(secret); err != nil {
+		return nil, err
+	}
+	o := &openedFabric{desc: fmt.Sprintf("tcp on loopback, %d in-process memory nodes of %s", ff.memNodes, ff.memSize)}
+	var text strings.Builder
+	for id := 1; id <= ff.memNodes; id++ {
+		srv, err := rdma.NewServer(rdma.ServerOptions{Node: farmem.NodeID(id), Size: size, Secret: secret, Logger: quiet})
+		if err != nil {
+			o.closeAll()
+			return nil, err
+		}
+		o.closers = append(o.closers, srv.Close)
+		addr, err := srv.Listen("127.0.0.1:0")
+		if err != nil {
+			o.closeAll()
+			return nil, err
+		}
+		fmt.Fprintf(&text, "memory %d %s\n", id, addr)
+	}
+	cl, err := rdma.ParseCluster(strings.NewReader(text.String()))
+	if err != nil {
+		o.closeAll()
+		return nil, err
+	}
+	f, err := rdma.Dial(ctx, cl, rdma.Options{Secret: secret, Seed: ff.seed, Logger: quiet})
+	if err != nil {
+		o.closeAll()
+		return nil, err
+	}
+	o.Fabric = f
+	fmt.Fprintf(log, "farmem: started %d memory nodes on loopback (pass --cluster to use farmemd processes)\n", ff.memNodes)
+	return o, nil
+}
+
+func (o *openedFabric) closeAll() {
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		_ = o.closers[i]()
+	}
+}
+
+func readRandom(b []byte) (int, error) { return rand.Read(b) }

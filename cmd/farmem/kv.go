@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/farmem/farmem/kvstore"
+)
+
+func runKV(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var ff fabricFlags
+	fs := flag.NewFlagSet("farmem kv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ff.register(fs, "cxl or tcp")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: farmem kv (--region PATH | --cluster FILE) COMMAND KEY [VALUE]
+
+commands:
+  get KEY             print the value (exit status 1 if the key is absent)
+  put KEY VALUE       insert or update
+  insert KEY VALUE    insert; fails if the key exists
+  update KEY VALUE    update; fails if the key is absent
+  delete KEY          delete; fails if the key is absent
+A VALUE of - is read from standard input. A --region that does not exist is created
+(--mem-nodes, --mem-size).
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := ff.resolve(); err != nil {
+		return err
+	}
+	switch {
+	case ff.transport == "local" || ff.transport == "sim":
+		return usageErr("the %s transport forgets everything when the command ends: use --region or --cluster", ff.transport)
+	case ff.transport == "cxl" && ff.region == "":
+		return usageErr("name the region with --region PATH (it is created if missing)")
+	}
+	rest := fs.Args()
+	if len(rest) < 2 {
+		fs.Usage()
+		return usageErr("want a command and a key")
+	}
+	cmd, key := rest[0], []byte(rest[1])
+	needValue := cmd == "put" || cmd == "insert" || cmd == "update"
+	switch {
+	case cmd != "get" && cmd != "delete" && !needValue:
+		return usageErr("unknown kv command %q", cmd)
+	case needValue && len(rest) != 3, !needValue && len(rest) != 2:
+		return usageErr("%s takes %s", cmd, map[bool]string{true: "a key and a value", false: "a key"}[needValue])
+	}
+	var value []byte
+	if needValue {
+		value = []byte(rest[2])
+		if rest[2] == "-" {
+			var err error
+			if value, err = io.ReadAll(os.Stdin); err != nil {
+				return err
+			}
+		}
+	}
+	f, err := ff.open(ctx, 1, cmd != "get" && cmd != "delete", stderr)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s, err := kvstore.Open(ctx, f, kvstore.Options{NoCreate: !needValue, MaxClients: 1})
+	if errors.Is(err, kvstore.ErrNoStore) {
+		return fmt.Errorf("%s: no store here yet (put a key first)", cmd)
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	switch cmd {
+	case "get":
+		v, err := s.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", v)
+		return err
+	case "put":
+		return s.Put(ctx, key, value)
+	case "insert":
+		return s.Insert(ctx, key, value)
+	case "update":
+		return s.Update(ctx, key, value)
+	}
+	return s.Delete(ctx, key)
+}
