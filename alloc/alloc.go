@@ -220,6 +220,19 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 	if err := checkRequest(size, align); err != nil {
 		return 0, err
 	}
+	// Reuse before growing: a free block on any node beats a new chunk on the preferred one.
+	// Otherwise memory grows whenever a client frees blocks on nodes other than its preferred
+	// one (it retires blocks its peers wrote), however much of it is free.
+	if addr, ok := a.takeAny(size, align); ok {
+		return addr, nil
+	}
+	if len(a.ep.retired) > 0 && a.rt.Now().Sub(a.ep.lastScan) >= a.opts.ScanInterval {
+		if _, err := a.scan(ctx); err == nil {
+			if addr, ok := a.takeAny(size, align); ok {
+				return addr, nil
+			}
+		}
+	}
 	var errs []error
 	for i := range a.nodes {
 		n := a.nodes[(a.pref+i)%len(a.nodes)]
@@ -233,6 +246,21 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 		errs = append(errs, err)
 	}
 	return 0, fmt.Errorf("alloc: no node has room for %d bytes: %w", size, errors.Join(errs...))
+}
+
+// takeAny hands out a free block of this allocator's on any node, the preferred one first,
+// with no verb.
+func (a *Allocator) takeAny(size, align uint64) (farmem.Addr, bool) {
+	for i := range a.nodes {
+		n := a.nodes[(a.pref+i)%len(a.nodes)]
+		ar := a.arenas[n]
+		if off, recycled, ok := ar.take(size, align); ok {
+			a.handOut(ar, off, size, recycled)
+			a.stats.Allocs++
+			return farmem.MakeAddr(n, off), true
+		}
+	}
+	return 0, false
 }
 
 // AllocOn is Alloc on node n only: the error wraps farmem.ErrNoSpace when n is exhausted,

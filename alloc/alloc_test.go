@@ -247,6 +247,46 @@ func TestPlacement(t *testing.T) {
 	}
 }
 
+// Alloc reuses a free block on any of its nodes before it claims a chunk on its preferred one:
+// a client that frees blocks on other nodes (it retires what its peers wrote) must not make
+// memory grow. Fails if Alloc grows the preferred node first.
+func TestAllocReusesOtherNodesFirst(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, local.Options{MemoryNodes: 2, MemorySize: 1 << 20, ComputeNodes: 1, ClientsPerNode: 16},
+		FormatOptions{ChunkSize: 4 << 10})
+	a, m := c.allocator(t, 0, Options{Nodes: []farmem.NodeID{1, 2}})
+	pref := a.nodes[a.pref]
+	other := a.nodes[(a.pref+1)%2]
+	// One block on the preferred node, so its arena has a chunk, then blocks on the other.
+	_, err := a.AllocOn(ctx, pref, 64, 0)
+	require.NoError(t, err)
+	var freed []farmem.Addr
+	for range 64 {
+		p, err := a.AllocOn(ctx, other, 64, 0)
+		require.NoError(t, err)
+		freed = append(freed, p)
+	}
+	for _, p := range freed {
+		require.NoError(t, a.Free(p, 64))
+	}
+	// Allocate until a verb is needed (a chunk claim): by then every free block on the other
+	// node must have been reused.
+	onOther := 0
+	for {
+		before := m.Stats()
+		p, err := a.Alloc(ctx, 64, 0)
+		require.NoError(t, err)
+		if m.Stats().Sub(before).TotalVerbs() > 0 {
+			require.Equal(t, pref, p.Node(), "new chunks come from the preferred node")
+			break
+		}
+		if p.Node() == other {
+			onOther++
+		}
+	}
+	require.Equal(t, 64, onOther, "a chunk was claimed while free blocks remained on another node")
+}
+
 func TestSymmetric(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, local.Options{MemoryNodes: 3, MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16},

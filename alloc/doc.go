@@ -8,6 +8,9 @@
 // Every memory node is laid out the same way, from its header at offset 0 (see [Header]):
 //
 //	[0, 512)                         header: magic, claim, constants, bump, symmetric bump, epoch
+//	[512, 4096)                      reserved for the roots of what is built on the allocator
+//	                                 (kvstore's root word is at 2048 of the home node); this
+//	                                 package never writes it nor hands it out
 //	[4096, 4096+8*(MaxClients+1))    epoch table: one announcement word per client id
 //	[SymBase, SymBase+SymSize)       symmetric area (SymBase: the table's end rounded to a chunk)
 //	[HeapBase, HeapLimit)            the heap: chunks handed out by the bump word
@@ -52,7 +55,9 @@
 //
 // Placement: [Allocator.AllocOn] allocates on the named node only. [Allocator.Alloc] prefers
 // node Nodes[(clientID-1) % len(Nodes)], so clients spread over the nodes while each keeps its
-// chunks together, and tries the other nodes in order when that one is exhausted.
+// chunks together, and tries the other nodes in order when that one is exhausted; but it first
+// reuses a free block of its own on any node (preferred first), so a client that frees blocks
+// on other nodes (retiring what its peers wrote) does not make memory grow.
 //
 // Symmetric allocation: [Allocator.AllocSymmetric] returns a [SymOffset] from the symmetric
 // area, the same block on every memory node ([SymOffset.On] gives its address on one). Its

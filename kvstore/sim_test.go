@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -194,13 +193,9 @@ func TestBoundedMemory(t *testing.T) {
 
 // TestBoundedMemoryAcrossNodes is TestBoundedMemory with the store's pool over two memory
 // nodes: a pooled client replaces blocks that clients preferring the other node allocated, and
-// alloc.Allocator.Alloc claims a new chunk on the client's preferred node before it reuses its
-// free blocks on another node, so the heap grows until the preferred node is full. It runs only
-// with KVSTORE_CROSSNODE=1, until alloc takes free blocks of any node before claiming a chunk.
+// the allocator must reuse its free blocks on another node before it claims a new chunk on its
+// preferred one, or the heap grows until the preferred node is full.
 func TestBoundedMemoryAcrossNodes(t *testing.T) {
-	if os.Getenv("KVSTORE_CROSSNODE") != "1" {
-		t.Skip("alloc claims chunks on the preferred node before reusing free blocks of other nodes; set KVSTORE_CROSSNODE=1 to run")
-	}
 	const rounds, warm = 300, 60
 	used := updateLoop(t, shortLeases, rounds, 2, true)
 	t.Logf("heap in use after rounds 1, %d, %d: %d, %d, %d bytes", warm, rounds, used[0], used[warm-1], used[rounds-1])
