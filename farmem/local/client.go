@@ -13,12 +13,12 @@ import (
 // client is one goroutine's farmem.Memory.
 type client struct {
 	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f       *Fabric
-	node    *node
-	info    farmem.ClientInfo
-	rt      *farmem.WallRuntime
-	ctr     farmem.Counters
-	handler bool
+	f                *Fabric
+	node             *node
+	info             farmem.ClientInfo
+	rt               *farmem.WallRuntime
+	ctr              farmem.Counters
+	handler          bool
 
 	closed  atomic.Bool
 	crashed atomic.Bool
