@@ -514,7 +514,7 @@ func TestMultiProcessKill(t *testing.T) {
 			running++ // the blocked call; a call of its mAdd worker may hold another
 		}
 	}
-	require.Equal(t, 1, running, "the victim holds a mailbox of ours with a call in flight")
+	require.GreaterOrEqual(t, running, 1, "the victim holds a mailbox of ours with a call in flight")
 	time.Sleep(100 * time.Millisecond) // let the hammering contend a while longer
 
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
