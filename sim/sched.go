@@ -2,6 +2,10 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"iter"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -10,8 +14,15 @@ import (
 // The scheduler. Exactly one goroutine runs simulation code at a time: the holder of the
 // token. Goroutines the simulator runs (procs) hold it from the moment they are resumed until
 // they block in the simulator again; then the blocking goroutine itself pops events, runs
-// their effects inline, and hands the token straight to the next proc to resume (or keeps it,
-// when that proc is itself). There is no scheduler goroutine: a switch is one channel send.
+// their effects inline, and picks the next proc to resume (or keeps the token, when that proc
+// is itself). There is no scheduler goroutine.
+//
+// The procs the simulator starts are coroutines (iter.Pull): a blocking one yields the proc it
+// picked to the goroutine that resumed it, its driver, which resumes that one in turn. The
+// driver is a goroutine from outside (Run's, or one inside a call) waiting in the simulator;
+// it passes the token to another such goroutine with a channel send. A switch between procs is
+// thus two coroutine switches, which the runtime does without its scheduler (a channel send
+// costs about twice as much, and on several Ps wakes an idle one each time).
 //
 // Virtual time advances only while an anchor waits in the simulator: Run's goroutine, or a
 // goroutine the simulator did not start while it is inside a blocking call. Procs run only
@@ -51,10 +62,14 @@ const (
 
 // proc is a goroutine taking part in the simulation.
 type proc struct {
-	s      *Sim
-	g      atomic.Uintptr // identity of its goroutine (curg)
-	wake   chan struct{}  // receives the token
-	seq    uint64         // park sequence: wake events carry it, stale ones are ignored
+	s    *Sim
+	g    atomic.Uintptr // identity of its goroutine (curg)
+	wake chan struct{}  // goroutines from outside: receives the token
+	// procs the simulator started are coroutines: resume runs one until it yields the proc to
+	// run next (ok false: it returned, and left that proc in Sim.exited); yield is its side.
+	resume func() (*proc, bool)
+	yield  func(*proc) bool
+	seq    uint64 // park sequence: wake events carry it, stale ones are ignored
 	parked bool
 	reason wakeReason
 	// adopted procs are goroutines the simulator did not start, inside one call.
@@ -162,8 +177,7 @@ func (s *Sim) unadopt(p *proc) {
 	if q := s.next(); q != nil {
 		// Let the simulation settle before returning: the token comes back when it is quiet.
 		s.quiet = append(s.quiet, p)
-		s.handoff(q)
-		<-p.wake
+		s.drive(p, q)
 	}
 	s.release()
 	s.mu.Lock()
@@ -291,12 +305,40 @@ func (s *Sim) block(p *proc) {
 	if q == p {
 		return
 	}
-	if q == nil {
-		s.release()
-	} else {
-		s.handoff(q)
+	if p.yield != nil {
+		// A coroutine: its driver runs q, and resumes p when its turn comes.
+		p.yield(q)
+		return
 	}
-	<-p.wake
+	s.drive(p, q)
+}
+
+// drive runs the simulation from goroutine x, which holds the token but is parked, until x is
+// resumed: it resumes the coroutines picked to run, one after the other, and gives the token
+// up when the proc picked is another goroutine from outside, or nobody.
+func (s *Sim) drive(x, q *proc) {
+	for q != x {
+		if q == nil {
+			s.release()
+			break
+		}
+		if q.resume == nil {
+			s.handoff(q)
+			break
+		}
+		s.cur.Store(q)
+		next, ok := q.resume()
+		if !ok {
+			next, s.exited = s.exited, nil
+		}
+		q = next
+	}
+	if q == x {
+		// x was picked while it drove: it holds the token again.
+		s.cur.Store(x)
+		return
+	}
+	<-x.wake
 }
 
 // prepark marks p parked and returns the sequence number its wake events must carry.
@@ -406,23 +448,41 @@ func (c *client) wakeParked(r wakeReason, kinds ...parkKind) {
 // spawn starts f in a new proc, ready to run at the current time. foreign says that it was
 // started from outside the simulation.
 func (s *Sim) spawn(f func(), foreign bool) {
-	p := &proc{s: s, wake: make(chan struct{}, 1), foreign: foreign}
+	p := &proc{s: s, foreign: foreign}
 	if foreign {
 		s.foreignProcs++
 	}
 	s.procs++
-	go s.procMain(p, f)
+	p.resume, _ = iter.Pull(func(yield func(*proc) bool) { s.procMain(p, f, yield) })
 	s.ready.push(p)
 }
 
-func (s *Sim) procMain(p *proc, f func()) {
+// procMain runs f in proc p, a coroutine its first resume starts.
+func (s *Sim) procMain(p *proc, f func(), yield func(*proc) bool) {
 	p.g.Store(curg())
-	<-p.wake
-	defer s.procExit(p)
+	p.yield = yield
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			// As for any goroutine: a panic ends the program. Letting iter.Pull carry it into
+			// the driver would unwind the simulator's own frames there instead.
+			fmt.Fprintf(os.Stderr, "panic: %v\n\n[in a simulated goroutine]\n%s", r, debug.Stack())
+			os.Exit(2)
+		}
+		// runtime.Goexit (t.FailNow, say) ends p, not its driver: p hands over as it would on
+		// return, and its goroutine stays parked for good.
+		p.yield(s.procExit(p))
+	}()
 	f()
+	returned = true
+	s.exited = s.procExit(p)
 }
 
-func (s *Sim) procExit(p *proc) {
+// procExit ends proc p and returns the proc to run next.
+func (s *Sim) procExit(p *proc) *proc {
 	if p.foreign {
 		s.foreignProcs--
 		if s.foreignProcs == 0 && s.driver != nil {
@@ -431,11 +491,7 @@ func (s *Sim) procExit(p *proc) {
 	}
 	s.procs--
 	p.client = nil
-	if q := s.next(); q != nil {
-		s.handoff(q)
-	} else {
-		s.release()
-	}
+	return s.next()
 }
 
 // startsForeign reports whether what proc p starts counts as started from outside the

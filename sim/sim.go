@@ -36,6 +36,7 @@ type Sim struct {
 	mainProc     *proc
 	quiet        []*proc // goroutines from outside waiting for quiet to return
 	driver       *proc   // the watchdog, while it drives
+	exited       *proc   // the proc a returning coroutine picked to run next
 
 	mu         sync.Mutex // running, inbox, adoptPool, clients, closedSum
 	running    bool
