@@ -126,7 +126,8 @@ func (t *Table) Audit(ctx context.Context) (Census, error) {
 				bad("subtable %v slot %d (%v): %v", q.st, i, w, err)
 				continue
 			}
-			op := t.newOp(blk.Key)
+			op := &opState{}
+			t.initOp(op, blk.Key)
 			if !covers(s.hdr, op.k.h1) && !w.Frozen() {
 				bad("subtable %v (depth %d, suffix %#x) slot %d: key %q (hash %#x) belongs elsewhere",
 					q.st, d, suffix, i, blk.Key, op.k.h1)

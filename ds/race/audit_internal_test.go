@@ -7,28 +7,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/local"
 )
 
 // TestAuditCatches damages a table in three ways, each of which Audit must report: a key moved
 // to a slot that is not one of its candidates, a key held twice, and a subtable whose header
 // no longer covers its keys.
 func TestAuditCatches(t *testing.T) {
-	f, err := local.New(local.Options{Strict: true, MemorySize: 16 << 20})
-	require.NoError(t, err)
-	defer f.Close()
+	tab, m := localTable(t, Params{Groups: 8, InitialDepth: 1})
 	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, alloc.Options{})
-	require.NoError(t, err)
-	root, err := Create(ctx, m, a, Params{Groups: 8, InitialDepth: 1})
-	require.NoError(t, err)
-	tab, err := Open(ctx, m, a, root, Options{})
-	require.NoError(t, err)
 	for i := range 40 {
 		require.NoError(t, tab.Insert(ctx, []byte{byte(i), 'k'}, []byte("v")))
 	}

@@ -44,18 +44,27 @@ func checkKV(key, val []byte) error {
 	return nil
 }
 
-// encodeBlock returns the bytes of a block at addr, padded to whole Units.
+// encodeBlock returns the bytes of a block at addr (its blockSize, in a buffer of whole Units).
 func encodeBlock(addr farmem.Addr, key, val []byte, deadline farmem.Time) []byte {
 	n := blockSize(len(key), len(val))
-	b := make([]byte, (n+Unit-1)&^(Unit-1))
+	return encodeBlockInto(make([]byte, (n+Unit-1)&^(Unit-1)), addr, key, val, deadline)
+}
+
+// encodeBlockInto is encodeBlock into buf (at least blockSize bytes; its contents do not
+// matter), and returns buf[:blockSize].
+func encodeBlockInto(buf []byte, addr farmem.Addr, key, val []byte, deadline farmem.Time) []byte {
+	n := blockSize(len(key), len(val))
+	b := buf[:n]
 	le := binary.LittleEndian
 	le.PutUint16(b[0:], uint16(len(key)))
+	le.PutUint16(b[2:], 0)
 	le.PutUint32(b[4:], uint32(len(val)))
 	le.PutUint64(b[8:], uint64(deadline))
 	copy(b[blockHeader:], key)
 	copy(b[blockHeader+len(key):], val)
+	clear(b[blockHeader+len(key)+len(val) : n-8])
 	le.PutUint64(b[n-8:], hash64(sumSeed^uint64(addr), b[:n-8]))
-	return b[:n]
+	return b
 }
 
 // Block is a decoded KV block.

@@ -22,10 +22,13 @@ type opState struct {
 	// ranges are the slot index ranges of the key's two combined buckets ([start, start+2B)).
 	ranges [2]uint64
 	same   bool // both candidates are the same combined bucket
+	// keepValue makes learn copy the value of a block holding the key into its blockInfo
+	// (Search returns it; block buffers are scratch).
+	keepValue bool
 	// known maps a slot word (unique while pinned: its block cannot be reused) to what its
-	// block holds.
-	known map[Slot]blockInfo
-	meta  map[uint64][]byte // slot index -> prefetched metadata
+	// block holds; a handful of entries, searched in order.
+	known []knownBlock
+	meta  []slotMeta // prefetched metadata entries of the last learn that read them
 	// waited is the subtable whose split lock this operation last found free while waiting.
 	waited farmem.Addr
 }
@@ -33,8 +36,59 @@ type opState struct {
 // blockInfo is what a block holds, as far as an operation cares.
 type blockInfo struct {
 	isKey    bool
-	value    []byte
+	value    []byte // only with keepValue: a copy, the caller's
 	deadline farmem.Time
+}
+
+// knownBlock is an entry of opState.known.
+type knownBlock struct {
+	w Slot // blockKey of the slot word
+	blockInfo
+}
+
+// slotMeta is a prefetched metadata entry: slot index i's bytes.
+type slotMeta struct {
+	i   uint64
+	buf []byte
+}
+
+// info returns what op knows of the block of slot word w (a blockKey).
+func (op *opState) info(w Slot) (blockInfo, bool) {
+	for k := range op.known {
+		if op.known[k].w == w {
+			return op.known[k].blockInfo, true
+		}
+	}
+	return blockInfo{}, false
+}
+
+// learnt records what the block of w holds.
+func (op *opState) learnt(w Slot, info blockInfo) {
+	for k := range op.known {
+		if op.known[k].w == w {
+			op.known[k].blockInfo = info
+			return
+		}
+	}
+	op.known = append(op.known, knownBlock{w, info})
+}
+
+// metaOf returns the prefetched metadata of slot index i, or nil.
+func (op *opState) metaOf(i uint64) []byte {
+	for _, m := range op.meta {
+		if m.i == i {
+			return m.buf
+		}
+	}
+	return nil
+}
+
+// forget drops what op learnt about blocks (their words may be reused once unpinned).
+func (op *opState) forget() {
+	clear(op.known)
+	op.known = op.known[:0]
+	clear(op.meta)
+	op.meta = op.meta[:0]
 }
 
 // view is one read of a key's candidate slots and of its subtable's header, the header read
@@ -56,85 +110,105 @@ func (v *view) word(i uint64) (Slot, bool) {
 	return 0, false
 }
 
-// newOp prepares an operation on key.
+// newOp prepares an operation on key, in the handle's scratch: the previous operation's state
+// is gone.
 func (t *Table) newOp(key []byte) *opState {
-	op := &opState{key: key, k: t.hash(key)}
+	op := &t.scr.op
+	op.forget()
+	known, meta := op.known, op.meta
+	*op = opState{known: known, meta: meta}
+	t.initOp(op, key)
+	return op
+}
+
+// hashOf hashes a key with the table's seed (or the test override).
+func (t *Table) hashOf(key []byte) keyHash {
+	if t.hash != nil {
+		return t.hash(key)
+	}
+	return hashKey(t.p.Seed, key)
+}
+
+// initOp sets op's key and what derives from it.
+func (t *Table) initOp(op *opState, key []byte) {
+	op.key, op.k = key, t.hashOf(key)
 	op.fp = uint8(op.k.h2>>slotFPShift) >> (8 - t.p.FingerprintBits)
 	twoG := 2 * t.geo.groups
 	first := reduce(uint32(op.k.h1>>32), twoG)
 	second := reduce(uint32(op.k.h2), twoG)
-	start := func(mb uint64) uint64 { return (mb/2)*3*t.geo.perB + (mb%2)*t.geo.perB }
+	perB := t.geo.perB
+	start := func(mb uint64) uint64 { return (mb/2)*3*perB + (mb%2)*perB }
 	op.ranges = [2]uint64{start(first), start(second)}
 	if op.ranges[1] < op.ranges[0] {
 		op.ranges[0], op.ranges[1] = op.ranges[1], op.ranges[0]
 	}
 	op.same = op.ranges[0] == op.ranges[1]
-	return op
 }
 
-// addReads appends to b the reads of op's candidate slots in st, then of st's header, into
-// bufs (allocated to size), and returns the index of the first read.
-func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr, bufs *[3][]byte) int {
-	n := 2 * t.geo.perB * 8
-	for i := range bufs[:2] {
-		if uint64(len(bufs[i])) != n {
-			bufs[i] = make([]byte, n)
-		}
-	}
-	if len(bufs[2]) != 8 {
-		bufs[2] = make([]byte, 8)
-	}
-	first := b.Read(t.geo.slotAddr(st, op.ranges[0]), bufs[0])
+// addReads appends to b the reads of op's candidate slots in st, then of st's header, into the
+// scratch bucket buffer (decodeView decodes it), and returns the index of the first read.
+func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
+	n := int(2 * t.geo.perB * 8)
+	buf := grow(t.scr.bkt, 2*n+8)
+	t.scr.bkt = buf
+	first := b.Read(t.geo.slotAddr(st, op.ranges[0]), buf[:n:n])
 	if !op.same {
-		b.Read(t.geo.slotAddr(st, op.ranges[1]), bufs[1])
+		b.Read(t.geo.slotAddr(st, op.ranges[1]), buf[n:2*n:2*n])
 	}
-	b.Read(st.Add(stHeaderOff), bufs[2])
+	b.Read(st.Add(stHeaderOff), buf[2*n:])
 	return first
 }
 
-// decodeView builds the view of what addReads read.
-func (t *Table) decodeView(op *opState, st farmem.Addr, bufs *[3][]byte) view {
-	v := view{st: st, hdr: binary.LittleEndian.Uint64(bufs[2])}
+// decodeView builds the view of what addReads read, in vb's storage (the view's slices are
+// valid until the next decode into vb).
+func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
+	le := binary.LittleEndian
 	n := 2 * t.geo.perB
-	add := func(start uint64, buf []byte) {
-		for j := range n {
-			i := start + j
-			if _, dup := v.word(i); dup {
-				continue
-			}
-			v.idx = append(v.idx, i)
-			v.words = append(v.words, Slot(binary.LittleEndian.Uint64(buf[8*j:])))
+	buf := t.scr.bkt
+	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
+	idx, words := vb.idx[:0], vb.words[:0]
+	for j := range n {
+		idx = append(idx, op.ranges[0]+j)
+		words = append(words, Slot(le.Uint64(buf[8*j:])))
+	}
+	if !op.same {
+		// ranges[1] > ranges[0]: the second range's slots below ranges[0]+n are in already.
+		var from uint64
+		if end := op.ranges[0] + n; op.ranges[1] < end {
+			from = end - op.ranges[1]
+		}
+		for j := from; j < n; j++ {
+			idx = append(idx, op.ranges[1]+j)
+			words = append(words, Slot(le.Uint64(buf[8*(n+j):])))
 		}
 	}
-	add(op.ranges[0], bufs[0])
-	if !op.same {
-		add(op.ranges[1], bufs[1])
-	}
+	vb.idx, vb.words = idx, words
+	v.idx, v.words = idx, words
 	return v
 }
 
 // locate reads op's candidate buckets in the subtable the directory cache names (one round
-// trip), refreshing the cache until the subtable's header covers the key. pre, if not nil, adds
-// ops to the first batch (an Insert's or Update's KV block write).
-func (t *Table) locate(ctx context.Context, op *opState, pre func(*farmem.Batch)) (view, error) {
-	var bufs [3][]byte
-	var b farmem.Batch
+// trip), refreshing the cache until the subtable's header covers the key. nb, if not nil, is
+// written in the first batch (an Insert's or Update's KV block). The view is valid until the
+// next locate.
+func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, error) {
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxAttempts {
 			return view{}, fmt.Errorf("race: no subtable covers the key after %d lookups: %w", attempt, ErrCorrupt)
 		}
 		st := t.subtableFor(op.k.h1)
-		b.Reset()
-		if pre != nil {
-			pre(&b)
+		b := t.batch()
+		if nb != nil {
+			b.Write(nb.addr, nb.bytes)
 		}
-		t.addReads(&b, op, st, &bufs)
+		t.addReads(b, op, st)
 		t.stats.Lookups++
-		if err := t.m.Do(ctx, &b); err != nil {
+		if err := t.m.Do(ctx, b); err != nil {
+			t.lost()
 			return view{}, fmt.Errorf("race: read buckets of %v: %w", st, err)
 		}
-		pre = nil
-		v := t.decodeView(op, st, &bufs)
+		nb = nil
+		v := t.decodeView(op, st, &t.scr.lv)
 		if t.bug.noHeaderCheck || covers(v.hdr, op.k.h1) {
 			return v, nil
 		}
@@ -156,14 +230,16 @@ func (t *Table) locate(ctx context.Context, op *opState, pre func(*farmem.Batch)
 	}
 }
 
-// matching returns the view's slots whose fingerprint is op's and that sel accepts.
+// matching returns the view's slots whose fingerprint is op's and that sel accepts. The
+// result is scratch, valid until the next matching.
 func (t *Table) matching(op *opState, v *view, sel func(Slot) bool) []int {
-	var js []int
+	js := t.scr.js[:0]
 	for j, w := range v.words {
 		if !w.Empty() && w.Fingerprint() == op.fp && sel(w) {
 			js = append(js, j)
 		}
 	}
+	t.scr.js = js
 	return js
 }
 
@@ -172,41 +248,51 @@ func (t *Table) matching(op *opState, v *view, sel func(Slot) bool) []int {
 // returns errStale if a block fails validation: its slot changed under the read, or the
 // block is being reused, and the caller must look again.
 func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta bool) error {
-	var b farmem.Batch
-	type pending struct {
-		w   Slot
-		buf []byte
+	sc := t.scr
+	need := 0
+	for _, j := range js {
+		if w := blockKey(v.words[j]); !op.knows(w) {
+			need += int(w.Size())
+		}
 	}
-	var ps []pending
+	metaSize := 0
+	if meta && t.tr.MetaSize > 0 {
+		metaSize = t.tr.MetaSize
+	}
+	if need == 0 && metaSize == 0 {
+		return nil
+	}
+	b := t.batch()
+	blocks := grow(sc.blocks, need)
+	sc.blocks = blocks
+	ps := sc.ps[:0]
+	off := 0
 	for _, j := range js {
 		w := blockKey(v.words[j])
-		if _, ok := op.known[w]; ok {
+		if op.knows(w) {
 			continue
 		}
-		buf := make([]byte, w.Size())
+		n := int(w.Size())
+		buf := blocks[off : off+n : off+n]
+		off += n
 		b.Read(w.Addr(), buf)
-		ps = append(ps, pending{w, buf})
+		ps = append(ps, pendingBlock{w, buf})
 	}
-	type mpending struct {
-		i   uint64
-		buf []byte
-	}
-	var ms []mpending
-	if meta && t.tr.MetaSize > 0 {
-		for _, j := range js {
-			buf := make([]byte, t.tr.MetaSize)
-			b.Read(t.geo.metaAddr(v.st, v.idx[j]), buf)
-			ms = append(ms, mpending{v.idx[j], buf})
+	sc.ps = ps
+	var mbuf []byte
+	if metaSize > 0 {
+		mbuf = grow(sc.meta, metaSize*len(js))
+		sc.meta = mbuf
+		for k, j := range js {
+			b.Read(t.geo.metaAddr(v.st, v.idx[j]), mbuf[k*metaSize:(k+1)*metaSize:(k+1)*metaSize])
 		}
 	}
 	if len(b.Ops) == 0 {
 		return nil
 	}
-	if err := t.m.Do(ctx, &b); err != nil {
+	if err := t.m.Do(ctx, b); err != nil {
+		t.lost()
 		return fmt.Errorf("race: read KV blocks: %w", err)
-	}
-	if op.known == nil {
-		op.known = make(map[Slot]blockInfo)
 	}
 	stale := false
 	for _, p := range ps {
@@ -217,21 +303,29 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 			continue
 		}
 		info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline}
-		if info.isKey {
-			info.value = blk.Value
+		if info.isKey && op.keepValue {
+			info.value = make([]byte, len(blk.Value))
+			copy(info.value, blk.Value)
 		}
-		op.known[p.w] = info
+		op.learnt(p.w, info)
 	}
-	if len(ms) > 0 {
-		op.meta = make(map[uint64][]byte, len(ms))
-		for _, mp := range ms {
-			op.meta[mp.i] = mp.buf
+	if metaSize > 0 && len(js) > 0 {
+		clear(op.meta)
+		op.meta = op.meta[:0]
+		for k, j := range js {
+			op.meta = append(op.meta, slotMeta{v.idx[j], mbuf[k*metaSize : (k+1)*metaSize : (k+1)*metaSize]})
 		}
 	}
 	if stale {
 		return errStale
 	}
 	return nil
+}
+
+// knows reports whether op knows the block of w (a blockKey).
+func (op *opState) knows(w Slot) bool {
+	_, ok := op.info(w)
+	return ok
 }
 
 // blockKey is the part of a slot word that names its block: the word without its frozen and
@@ -269,7 +363,7 @@ func (t *Table) findKey(ctx context.Context, op *opState, v *view, meta bool) (i
 		return -1, err
 	}
 	for _, j := range js {
-		if op.known[blockKey(v.words[j])].isKey {
+		if info, _ := op.info(blockKey(v.words[j])); info.isKey {
 			return j, nil
 		}
 	}

@@ -20,7 +20,8 @@ type newBlock struct {
 	visible  bool // a slot has held it: other clients may have read it
 }
 
-// makeBlock allocates and encodes (but does not write) a block of op's key and val.
+// makeBlock allocates and encodes (but does not write) a block of op's key and val, in the
+// scratch: the operation's previous new block, if any, must be dropped first.
 func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline farmem.Time) (*newBlock, error) {
 	n := blockSize(len(op.key), len(val))
 	size := (n + Unit - 1) &^ (Unit - 1)
@@ -33,7 +34,10 @@ func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline
 		_ = t.a.Free(a, size)
 		return nil, err
 	}
-	return &newBlock{addr: a, bytes: encodeBlock(a, op.key, val, deadline), size: size, slot: s, deadline: deadline}, nil
+	sc := t.scr
+	sc.enc = grow(sc.enc, int(size))
+	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline), size: size, slot: s, deadline: deadline}
+	return &sc.nb, nil
 }
 
 // dropBlock gives back a block the operation will not publish: freed at once if no slot ever
@@ -61,6 +65,7 @@ func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
 	}
 	t.stats.Searches++
 	op := t.newOp(key)
+	op.keepValue = true
 	for {
 		if err := t.pin(ctx); err != nil {
 			return nil, err
@@ -72,7 +77,7 @@ func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
 		}
 		if !ok {
 			// The allocator's lease ran out: blocks read may have been reused. Read again.
-			op.known = nil
+			op.forget()
 			continue
 		}
 		return val, err
@@ -95,7 +100,8 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 		if j < 0 {
 			return nil, ErrNotFound
 		}
-		return op.known[blockKey(v.words[j])].value, nil
+		info, _ := op.info(blockKey(v.words[j]))
+		return info.value, nil
 	}
 	return nil, fmt.Errorf("race: search: blocks keep failing validation: %w", ErrCorrupt)
 }
@@ -140,9 +146,9 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 				return err
 			}
 		}
-		var pre func(*farmem.Batch)
+		var pre *newBlock
 		if !nb.written {
-			pre = func(b *farmem.Batch) { b.Write(nb.addr, nb.bytes) }
+			pre = nb
 		}
 		v, err := t.locate(ctx, op, pre)
 		if err != nil {
@@ -212,25 +218,35 @@ const (
 // slots, chosen at random among them (so that concurrent inserters into one bucket rarely
 // pick the same slot), or -1 if both are full.
 func (t *Table) pickEmpty(op *opState, v *view) int {
-	var best []int
+	var best uint64
+	bestN := 0
 	for r, start := range op.ranges {
 		if r == 1 && op.same {
 			break
 		}
-		var empty []int
+		n := 0
 		for j, i := range v.idx {
 			if i >= start && i < start+2*t.geo.perB && v.words[j] == 0 {
-				empty = append(empty, j)
+				n++
 			}
 		}
-		if len(empty) > len(best) {
-			best = empty
+		if n > bestN {
+			best, bestN = start, n
 		}
 	}
-	if len(best) == 0 {
+	if bestN == 0 {
 		return -1
 	}
-	return best[t.rt.Rand().IntN(len(best))]
+	k := t.rt.Rand().IntN(bestN)
+	for j, i := range v.idx {
+		if i >= best && i < best+2*t.geo.perB && v.words[j] == 0 {
+			if k == 0 {
+				return j
+			}
+			k--
+		}
+	}
+	return -1 // unreachable: bestN empty slots were counted
 }
 
 // tryInsert CASes slot v.idx[x] from empty to nb's tentative word, re-reading the buckets in the
@@ -241,12 +257,12 @@ func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *vie
 	if t.bug.noTentative {
 		tw = nb.slot
 	}
-	var b farmem.Batch
-	var bufs [3][]byte
+	b := t.batch()
 	b.CAS(t.geo.slotAddr(v.st, i), 0, uint64(tw))
-	t.addReads(&b, op, v.st, &bufs)
+	t.addReads(b, op, v.st)
 	t.stats.Lookups++
-	if err := t.m.Do(ctx, &b); err != nil {
+	if err := t.m.Do(ctx, b); err != nil {
+		t.lost()
 		return restart, fmt.Errorf("race: CAS tentative slot: %w", err)
 	}
 	if prev, _ := b.Result(0); prev != 0 {
@@ -257,7 +273,7 @@ func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *vie
 	if t.bug.noTentative {
 		return inserted, nil
 	}
-	rv := t.decodeView(op, v.st, &bufs)
+	rv := t.decodeView(op, v.st, &t.scr.rv)
 	return t.resolve(ctx, op, nb, i, tw, rv)
 }
 
@@ -309,7 +325,7 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 		var lower, higher []int
 		for _, j := range js {
 			w := v.words[j]
-			if !op.known[blockKey(w)].isKey {
+			if info, _ := op.info(blockKey(w)); !info.isKey {
 				continue
 			}
 			if w.Committed() {
@@ -327,7 +343,7 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 			var kb farmem.Batch
 			now := t.rt.Now()
 			for _, j := range lower {
-				if op.known[blockKey(v.words[j])].deadline.Add(t.opts.ClockSkew).Before(now) {
+				if info, _ := op.info(blockKey(v.words[j])); info.deadline.Add(t.opts.ClockSkew).Before(now) {
 					kb.CAS(t.geo.slotAddr(v.st, v.idx[j]), uint64(v.words[j]), 0)
 					t.stats.Kills++
 				}
@@ -398,17 +414,18 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 }
 
 // reread reads op's buckets in st again, after the ops already in pre (if any), in one batch.
+// The view is in tryInsert's storage: the one it replaces is dead.
 func (t *Table) reread(ctx context.Context, op *opState, st farmem.Addr, pre *farmem.Batch) (view, error) {
 	if pre == nil {
-		pre = &farmem.Batch{}
+		pre = t.batch()
 	}
-	var bufs [3][]byte
-	t.addReads(pre, op, st, &bufs)
+	t.addReads(pre, op, st)
 	t.stats.Lookups++
 	if err := t.m.Do(ctx, pre); err != nil {
+		t.lost()
 		return view{}, fmt.Errorf("race: re-read buckets: %w", err)
 	}
-	return t.decodeView(op, st, &bufs), nil
+	return t.decodeView(op, st, &t.scr.rv), nil
 }
 
 // Update replaces the value stored under key, or returns ErrNotFound if the table does not hold
@@ -446,20 +463,21 @@ func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) 
 		return err
 	}
 	defer t.unpin()
-	c := &Change{Kind: kind, Key: key, Value: value, t: t, op: op}
+	c := &t.scr.change
+	*c = Change{Kind: kind, Key: key, Value: value, t: t, op: op}
 	plan := Plan{DeferWrite: t.tr.DeferWrite, Prefetch: t.tr.MetaSize > 0}
 	if p, ok := t.sync.(Planner); ok {
 		plan = p.Plan(kind, key)
 		plan.Prefetch = plan.Prefetch && t.tr.MetaSize > 0
 	}
-	var pre func(*farmem.Batch)
+	var pre *newBlock
 	if kind == UpdateChange && !plan.DeferWrite {
 		nb, err := t.makeBlock(ctx, op, value, 0)
 		if err != nil {
 			return err
 		}
 		c.blk = nb
-		pre = func(b *farmem.Batch) { b.Write(nb.addr, nb.bytes) }
+		pre = nb
 	}
 	for range maxAttempts {
 		v, err := t.locate(ctx, op, pre)
@@ -498,7 +516,7 @@ func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) 
 			continue
 		}
 		i := v.idx[j]
-		c.Subtable, c.Index, c.Slot, c.Meta, c.MetaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.meta[i]
+		c.Subtable, c.Index, c.Slot, c.Meta, c.MetaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.metaOf(i)
 		c.Old, c.Replaced = w, 0
 		out, err := t.sync.Commit(ctx, c)
 		if err != nil {

@@ -398,7 +398,7 @@ func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]u
 		if err != nil {
 			return fmt.Errorf("race: split: block of frozen slot %v: %w", w, err)
 		}
-		hashes[w] = t.hash(blk.Key).h1
+		hashes[w] = t.hashOf(blk.Key).h1
 	}
 	return nil
 }

@@ -120,7 +120,8 @@ func (k ChangeKind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Change is one attempt at an Update or a Delete, handed to Synchronizer.Commit.
+// Change is one attempt at an Update or a Delete, handed to Synchronizer.Commit. It is valid
+// only during Commit: the table reuses it for its next operation.
 type Change struct {
 	// Kind, Key and Value (for an update) describe the operation.
 	Kind       ChangeKind
@@ -166,6 +167,7 @@ func (c *Change) New(ctx context.Context) (Slot, error) {
 	}
 	if !c.blk.written {
 		if err := c.t.m.Write(ctx, c.blk.addr, c.blk.bytes); err != nil {
+			c.t.lost()
 			return 0, fmt.Errorf("race: write KV block: %w", err)
 		}
 		c.blk.written = true

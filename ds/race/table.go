@@ -156,7 +156,7 @@ type Table struct {
 	opts Options
 	sync Synchronizer
 	tr   Traits
-	hash func(key []byte) keyHash
+	hash func(key []byte) keyHash // a test's override of hashKey, or nil
 
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
@@ -168,6 +168,7 @@ type Table struct {
 	closed bool
 	bug    defects
 	rootB  [8]byte
+	scr    *scratch
 }
 
 // Create builds an empty table in far memory with a's allocator and returns its root address,
@@ -253,7 +254,8 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if a == nil {
 		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
 	}
-	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, tr: opts.Sync.Traits()}
+	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, tr: opts.Sync.Traits(),
+		scr: new(scratch)}
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {
@@ -270,8 +272,6 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	}
 	t.p = r.Params
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
-	seed := t.p.Seed
-	t.hash = func(key []byte) keyHash { return hashKey(seed, key) }
 	if t.tr.MetaSize < 0 || t.tr.MetaSize > t.p.MetaSize || t.tr.MetaSize%8 != 0 {
 		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",
 			t.tr.MetaSize, t.p.MetaSize, farmem.ErrInvalid)
@@ -404,7 +404,7 @@ func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
 	}
 	t.stats.Repins++
 	t.unpin()
-	op.known, op.meta = nil, nil
+	op.forget()
 	return false, t.pin(ctx)
 }
 
