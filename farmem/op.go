@@ -65,6 +65,11 @@ type Op struct {
 // Pending.Wait for all); an unsignaled op has no result.
 func (o *Op) Result() (uint64, error) { return o.val, o.err }
 
+// SetResult records the op's outcome. It is for transports that run a whole batch in the
+// caller of Do, where a [Pending] would only be allocated and dropped; everyone else reads
+// results through [Op.Result] once the op is done.
+func (o *Op) SetResult(val uint64, err error) { o.val, o.err = val, err }
+
 // Len is the number of bytes the op touches.
 func (o *Op) Len() uint64 {
 	if o.Kind == OpRead || o.Kind == OpWrite {
