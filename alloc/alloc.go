@@ -72,6 +72,8 @@ type Stats struct {
 	Refreshes, Scans, Advances uint64
 	// Epoch is the last value of the global epoch this allocator read.
 	Epoch uint64
+	// HandedOver counts handover records published by Close (0 or 1).
+	HandedOver uint64
 }
 
 // SymOffset is the offset of a symmetric block: the same block on every formatted memory node.
@@ -100,14 +102,25 @@ type Allocator struct {
 	tableAddr farmem.Addr // slot 1 of the epoch table
 	slotAddr  farmem.Addr // this client's slot
 	slots     int         // slots the table has (MaxClients)
+	handAddr  farmem.Addr // this client's handover word
 
 	ep epochState
+
+	// What a handover gave this allocator on nodes outside its set: relayed at Close.
+	foreign        []arenaState
+	foreignRetired []retiredState
+	adoption       Adoption
 }
 
-// New opens the allocator of client m over the formatted nodes opts names. It costs one round
-// trip (the headers of every node, read in one batch), two if the home node is not among them.
-// The client's id must be at most the MaxClients the nodes were formatted with (ErrNoSpace
-// otherwise).
+// New opens the allocator of client m over the formatted nodes opts names, and adopts what the
+// last allocator of the same client id handed over when it closed (see the package doc,
+// "Handover"; [Allocator.Adopted] reports it). It costs one round trip when there is nothing to
+// adopt (the headers of every node and the client's handover word, read in one batch), a second
+// if the home node is not among the nodes or is not the lowest of them. Adopting a record costs
+// one more (a CAS taking the word and the head's Read, in one batch), and one more if the
+// record spans several segments. The client's id must be at most the MaxClients the nodes were
+// formatted with (ErrNoSpace otherwise). A corrupt record does not fail New: it is reported in
+// Adopted().Err and nothing of it is adopted.
 func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -124,17 +137,34 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 			return nil, fmt.Errorf("alloc: node %v is not a memory node, or is listed twice: %w", n, farmem.ErrInvalid)
 		}
 	}
-	hdrs, err := readHeaders(ctx, m, nodes)
+	info := m.Info()
+	// The handover word's offset does not depend on the header: read it on the node that is
+	// home by default (the lowest), speculatively, with the headers.
+	guess := slices.Min(nodes)
+	wordAt := func(home farmem.NodeID) farmem.Addr {
+		w := farmem.MakeAddr(home, HandoverOffset+8*uint64(info.ID))
+		if !inNode(t, w, 8) {
+			return 0 // an id far beyond the table, on a small node: refused below
+		}
+		return w
+	}
+	hdrs, word, err := readHeaders(ctx, m, nodes, wordAt(guess))
 	if err != nil {
 		return nil, err
 	}
 	home := hdrs[nodes[0]].Home
 	if _, ok := hdrs[home]; !ok {
-		h, err := readHeaders(ctx, m, []farmem.NodeID{home})
+		h, w, err := readHeaders(ctx, m, []farmem.NodeID{home}, wordAt(home))
 		if err != nil {
 			return nil, err
 		}
-		hdrs[home] = h[home]
+		hdrs[home], word = h[home], w
+	} else if home != guess {
+		_, w, err := readHeaders(ctx, m, nil, wordAt(home))
+		if err != nil {
+			return nil, err
+		}
+		word = w
 	}
 	hh := hdrs[home]
 	for n, h := range hdrs {
@@ -143,7 +173,6 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 				n, h.Home, h.MaxClients, h.SymBase, h.SymSize, home, hh.Home, hh.MaxClients, hh.SymBase, hh.SymSize, ErrFormatConflict)
 		}
 	}
-	info := m.Info()
 	if int(info.ID) > hh.MaxClients || info.ID == 0 {
 		return nil, fmt.Errorf("alloc: client id %d exceeds the %d slots of the epoch table: %w", info.ID, hh.MaxClients, farmem.ErrNoSpace)
 	}
@@ -151,8 +180,9 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		m: m, rt: m.Runtime(), opts: opts, id: info.ID, home: home, nodes: nodes, all: all,
 		arenas:    make([]*arena, slices.Max(nodes)+1),
 		epochAddr: farmem.MakeAddr(home, offEpoch),
-		tableAddr: farmem.MakeAddr(home, TableOffset+8),
-		slotAddr:  farmem.MakeAddr(home, TableOffset+8*uint64(info.ID)),
+		tableAddr: farmem.MakeAddr(home, hh.TableOff+8),
+		slotAddr:  farmem.MakeAddr(home, hh.TableOff+8*uint64(info.ID)),
+		handAddr:  wordAt(home),
 		slots:     hh.MaxClients,
 		pref:      (int(info.ID) - 1) % len(nodes),
 	}
@@ -163,29 +193,42 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	a.sym = newArena("symmetric", true, farmem.MakeAddr(home, offSymBump), hh.SymBase, hh.SymBase+hh.SymSize, hh.ChunkSize, &a.stats.Chunks)
 	a.ep.cached = hh.Epoch
 	a.stats.Epoch = hh.Epoch
+	if word != 0 {
+		if err := a.adopt(ctx, word, hdrs); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
-// readHeaders reads and validates the headers of nodes in one batch.
-func readHeaders(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID) (map[farmem.NodeID]Header, error) {
+// readHeaders reads and validates the headers of nodes, and the word at wordAt (if not 0), in
+// one batch.
+func readHeaders(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID, wordAt farmem.Addr) (map[farmem.NodeID]Header, uint64, error) {
 	var b farmem.Batch
 	bufs := make([][]byte, len(nodes))
 	for i, n := range nodes {
 		bufs[i] = make([]byte, HeaderLen)
 		b.Read(farmem.MakeAddr(n, 0), bufs[i])
 	}
+	word := make([]byte, 8)
+	if wordAt != 0 {
+		b.Read(wordAt, word)
+	}
+	if b.Len() == 0 {
+		return map[farmem.NodeID]Header{}, 0, nil
+	}
 	if err := m.Do(ctx, &b); err != nil {
-		return nil, fmt.Errorf("alloc: read headers: %w", err)
+		return nil, 0, fmt.Errorf("alloc: read headers: %w", err)
 	}
 	hdrs := make(map[farmem.NodeID]Header, len(nodes))
 	for i, n := range nodes {
 		h, err := validate(m.Topology(), n, bufs[i])
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		hdrs[n] = h
 	}
-	return hdrs, nil
+	return hdrs, le64(word), nil
 }
 
 func (a *Allocator) usable() error {
@@ -420,10 +463,13 @@ func (a *Allocator) Stats() Stats {
 // Home returns the node that holds the global epoch and the epoch table.
 func (a *Allocator) Home() farmem.NodeID { return a.home }
 
-// Close withdraws the client's announcement from the epoch table (one verb) and releases the
-// allocator. It is idempotent. The blocks the allocator held free, and those retired but not yet
-// reusable, are not handed to other clients: they stay unused until the nodes are formatted
-// again (at most a chunk per node plus what was freed into this allocator).
+// Close hands what the allocator holds over to the next allocator of its client id and
+// releases it; it is idempotent. It writes a handover record of its free blocks, current
+// chunks and retired blocks (with their epoch tags) into blocks it holds, publishes it in the
+// client's handover word and withdraws the client's announcement, all in one batch (see the
+// package doc, "Handover", for the costs). An allocator that holds nothing withdraws the
+// announcement only (one verb). If the record cannot be written, what it would have held is
+// lost, as when a client crashes, and Close says so.
 func (a *Allocator) Close() error {
 	if a.closed {
 		return nil
@@ -431,11 +477,12 @@ func (a *Allocator) Close() error {
 	a.closed = true
 	ctx, cancel := a.rt.WithTimeout(context.Background(), a.m.Topology().DownTimeout+time.Second)
 	defer cancel()
-	_, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, 0, ^uint64(0))
+	err := a.handOver(ctx)
 	a.ep = epochState{}
 	a.arenas, a.sym = nil, nil
+	a.foreign, a.foreignRetired = nil, nil
 	if err != nil && !errors.Is(err, farmem.ErrClosed) {
-		return fmt.Errorf("alloc: close: clear announcement: %w", err)
+		return fmt.Errorf("alloc: close: %w", err)
 	}
 	return nil
 }

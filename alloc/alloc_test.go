@@ -22,9 +22,9 @@ func TestAllocCostAmortized(t *testing.T) {
 	a, err := New(ctx, m, Options{})
 	require.NoError(t, err)
 	d := m.Stats().Sub(before)
-	require.Equal(t, uint64(1), d.RoundTrips, "New reads every header in one batch")
-	require.Equal(t, uint64(2), d.VerbsOf(farmem.OpRead))
-	require.Equal(t, uint64(2), d.TotalVerbs())
+	require.Equal(t, uint64(1), d.RoundTrips, "New reads every header and the handover word in one batch")
+	require.Equal(t, uint64(3), d.VerbsOf(farmem.OpRead))
+	require.Equal(t, uint64(3), d.TotalVerbs())
 	const perChunk = (64 << 10) / 64
 	const n = 8 * perChunk
 	addrs := make([]farmem.Addr, 0, n)
@@ -62,7 +62,11 @@ func TestAllocCostAmortized(t *testing.T) {
 
 	before = m.Stats()
 	require.NoError(t, a.Close())
-	require.Equal(t, uint64(1), m.Stats().Sub(before).TotalVerbs(), "Close withdraws the announcement")
+	d = m.Stats().Sub(before)
+	require.Equal(t, uint64(1), d.TotalVerbs(), "holding nothing, Close only withdraws the announcement")
+	require.Equal(t, uint64(1), d.VerbsOf(farmem.OpMaskedCAS))
+	require.Equal(t, uint64(1), d.RoundTrips)
+	require.Zero(t, a.Stats().HandedOver)
 }
 
 func TestAllocInvalid(t *testing.T) {

@@ -104,6 +104,10 @@ type stressConfig struct {
 	latency, jitter time.Duration
 	// sabotage, if set, breaks an allocator on purpose; the run must then report a failure.
 	sabotage func(a *Allocator, c *testCluster)
+	// reopen makes clients close their allocator and client now and then, mid-run, and open
+	// new ones (which take a free client id of the compute node, usually their own, and adopt
+	// what its last allocator handed over), keeping the blocks they had allocated live.
+	reopen bool
 }
 
 // stress runs clients on several compute nodes that allocate, stamp, free, publish and retire
@@ -137,17 +141,48 @@ func stress(t *testing.T, cfg stressConfig) error {
 	fail := func(err error) {
 		failed.CompareAndSwap(nil, &err)
 	}
-	var reclaimed, reads atomic.Int64
+	var reclaimed, reads, reopens, adopted atomic.Int64
+	var reopen func(a *Allocator, m farmem.Memory) (*Allocator, farmem.Memory, error)
+	if cfg.reopen {
+		reopen = func(a *Allocator, m farmem.Memory) (*Allocator, farmem.Memory, error) {
+			reclaimed.Add(int64(a.Stats().Reclaimed))
+			if err := a.Close(); err != nil {
+				return nil, nil, err
+			}
+			node := m.Info().Node
+			if err := m.Close(); err != nil {
+				return nil, nil, err
+			}
+			m2, err := c.f.Open(ctx, node)
+			if err != nil {
+				return nil, nil, err
+			}
+			a2, err := New(ctx, m2, opts)
+			if err != nil {
+				_ = m2.Close()
+				return nil, nil, err
+			}
+			if err := a2.Adopted().Err; err != nil {
+				return nil, nil, err
+			}
+			reopens.Add(1)
+			adopted.Add(int64(a2.Adopted().Records))
+			return a2, m2, nil
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range n {
 		a, m := as[i], ms[i]
 		wg.Add(1)
 		m.Runtime().Go(func() {
 			defer wg.Done()
-			if err := stressClient(ctx, a, m, reg, boardAddr, slots, mem, cfg.iters, &failed, &reads); err != nil {
+			last, err := stressClient(ctx, a, m, reg, boardAddr, slots, mem, cfg.iters, &failed, &reads, reopen)
+			if err != nil {
 				fail(fmt.Errorf("client %d: %w", m.Info().ID, err))
 			}
-			reclaimed.Add(int64(a.Stats().Reclaimed))
+			if last != nil {
+				reclaimed.Add(int64(last.Stats().Reclaimed))
+			}
 		})
 	}
 	wg.Wait()
@@ -157,212 +192,239 @@ func stress(t *testing.T, cfg stressConfig) error {
 	// Not vacuous: blocks were retired, reclaimed and reused, and published blocks were read.
 	require.Positive(t, reclaimed.Load(), "no retired block was ever reclaimed")
 	require.Positive(t, reads.Load())
-	t.Logf("%d clients x %d iterations: %d retired blocks reclaimed, %d pinned double reads", n, cfg.iters, reclaimed.Load(), reads.Load())
+	if cfg.reopen {
+		require.Positive(t, reopens.Load())
+		require.Positive(t, adopted.Load(), "no handover was ever adopted")
+	}
+	t.Logf("%d clients x %d iterations: %d retired blocks reclaimed, %d pinned double reads, %d reopens adopting %d records",
+		n, cfg.iters, reclaimed.Load(), reads.Load(), reopens.Load(), adopted.Load())
 	return nil
 }
 
+// stressClient runs one client's part of the stress test. With reopen, it now and then closes
+// its allocator and client and continues on new ones (keeping its live blocks); it returns the
+// allocator it ends with (closing it and its client if they are not the ones it was given).
 func stressClient(ctx context.Context, a *Allocator, m farmem.Memory, reg *registry, board farmem.Addr, slots int,
-	mem []farmem.NodeID, iters int, failed *atomic.Pointer[error], reads *atomic.Int64) error {
-	rng := m.Runtime().NewRand()
-	id := uint64(m.Info().ID)
-	serial := uint64(0)
-	var mine []held
-	write := func(h held) error {
-		if h.sym {
-			for _, node := range mem {
-				if err := m.Write(ctx, farmem.MakeAddr(node, h.p.Offset()), image(h.p.Offset(), h.size, h.stamp)); err != nil {
+	mem []farmem.NodeID, iters int, failed *atomic.Pointer[error], reads *atomic.Int64,
+	reopen func(*Allocator, farmem.Memory) (*Allocator, farmem.Memory, error)) (last *Allocator, err error) {
+	first := a
+	defer func() {
+		last = a
+		if a != first && a != nil {
+			err = errors.Join(err, a.Close(), m.Close())
+		}
+	}()
+	err = func() error {
+		rng := m.Runtime().NewRand()
+		id := uint64(m.Info().ID)
+		serial := uint64(0)
+		var mine []held
+		write := func(h held) error {
+			if h.sym {
+				for _, node := range mem {
+					if err := m.Write(ctx, farmem.MakeAddr(node, h.p.Offset()), image(h.p.Offset(), h.size, h.stamp)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return m.Write(ctx, h.p, image(uint64(h.p), h.size, h.stamp))
+		}
+		verify := func(h held) error {
+			nodes := []farmem.NodeID{h.p.Node()}
+			self := uint64(h.p)
+			if h.sym {
+				nodes, self = mem, h.p.Offset()
+			}
+			want := image(self, h.size, h.stamp)
+			got := make([]byte, len(want))
+			for _, node := range nodes {
+				if err := m.Read(ctx, farmem.MakeAddr(node, h.p.Offset()), got); err != nil {
 					return err
+				}
+				if string(got) != string(want) {
+					return fmt.Errorf("block %v (sym %v) of %d bytes was overwritten while live", farmem.MakeAddr(node, h.p.Offset()), h.sym, h.size)
 				}
 			}
 			return nil
 		}
-		return m.Write(ctx, h.p, image(uint64(h.p), h.size, h.stamp))
-	}
-	verify := func(h held) error {
-		nodes := []farmem.NodeID{h.p.Node()}
-		self := uint64(h.p)
-		if h.sym {
-			nodes, self = mem, h.p.Offset()
-		}
-		want := image(self, h.size, h.stamp)
-		got := make([]byte, len(want))
-		for _, node := range nodes {
-			if err := m.Read(ctx, farmem.MakeAddr(node, h.p.Offset()), got); err != nil {
-				return err
-			}
-			if string(got) != string(want) {
-				return fmt.Errorf("block %v (sym %v) of %d bytes was overwritten while live", farmem.MakeAddr(node, h.p.Offset()), h.sym, h.size)
-			}
-		}
-		return nil
-	}
-	release := func(h held) error {
-		if err := verify(h); err != nil {
-			return err
-		}
-		if h.sym {
-			reg.remove(0, h.p.Offset())
-			return a.FreeSymmetric(SymOffset(h.p.Offset()), h.size)
-		}
-		reg.remove(h.p.Node(), h.p.Offset())
-		return a.Free(h.p, h.size)
-	}
-	for it := 0; it < iters && failed.Load() == nil; it++ {
-		switch op := rng.IntN(100); {
-		case op < 35 || len(mine) == 0: // allocate and stamp
-			size := uint64(16 + rng.IntN(600))
-			if rng.IntN(2) == 0 { // common sizes, so that blocks are often reused
-				size = []uint64{24, 64, 100, 256}[rng.IntN(4)]
-			}
-			if rng.IntN(100) == 0 {
-				size = uint64(9<<10 + rng.IntN(16<<10)) // whole chunks
-			}
-			align := []uint64{0, 16, 32, 64}[rng.IntN(4)]
-			var h held
-			var err error
-			switch k := rng.IntN(20); {
-			case k == 0:
-				var o SymOffset
-				o, err = a.AllocSymmetric(ctx, size, align)
-				h = held{p: farmem.MakeAddr(0, uint64(o)), sym: true}
-			case k < 4:
-				h.p, err = a.AllocOn(ctx, mem[rng.IntN(len(mem))], size, align)
-			default:
-				h.p, err = a.Alloc(ctx, size, align)
-			}
-			if err != nil {
-				return err
-			}
-			if !h.p.Aligned(max(align, 16)) {
-				return fmt.Errorf("%v not aligned to %d", h.p, align)
-			}
-			serial++
-			h.size, h.stamp = size, id<<48|serial
-			if err := reg.add(h.p.Node(), h.p.Offset(), size); err != nil {
-				return err
-			}
-			if err := write(h); err != nil {
-				return err
-			}
-			mine = append(mine, h)
-		case op < 55: // free at once
-			k := rng.IntN(len(mine))
-			h := mine[k]
-			mine[k] = mine[len(mine)-1]
-			mine = mine[:len(mine)-1]
-			if err := release(h); err != nil {
-				return err
-			}
-		case op < 75: // publish a block, retiring the one it replaces
-			k := rng.IntN(len(mine))
-			h := mine[k]
-			if h.sym || h.size < 32 {
-				continue
-			}
+		release := func(h held) error {
 			if err := verify(h); err != nil {
 				return err
 			}
-			mine[k] = mine[len(mine)-1]
-			mine = mine[:len(mine)-1]
-			slot := board.Add(8 * uint64(rng.IntN(slots)))
-			if err := a.Pin(ctx); err != nil {
-				return err
+			if h.sym {
+				reg.remove(0, h.p.Offset())
+				return a.FreeSymmetric(SymOffset(h.p.Offset()), h.size)
 			}
-			buf := make([]byte, 16)
-			if err := m.Read(ctx, slot, buf[:8]); err != nil {
-				return err
+			reg.remove(h.p.Node(), h.p.Offset())
+			return a.Free(h.p, h.size)
+		}
+		for it := 0; it < iters && failed.Load() == nil; it++ {
+			if reopen != nil && rng.IntN(150) == 0 {
+				na, nm, err := reopen(a, m)
+				if err != nil {
+					a = nil
+					return fmt.Errorf("reopen: %w", err)
+				}
+				a, m = na, nm
 			}
-			old := farmem.Addr(binary.LittleEndian.Uint64(buf))
-			prev, err := m.CAS(ctx, slot, uint64(old), uint64(h.p))
-			if err != nil {
-				return err
-			}
-			if prev != uint64(old) { // lost the race: keep the block
+			switch op := rng.IntN(100); {
+			case op < 35 || len(mine) == 0: // allocate and stamp
+				size := uint64(16 + rng.IntN(600))
+				if rng.IntN(2) == 0 { // common sizes, so that blocks are often reused
+					size = []uint64{24, 64, 100, 256}[rng.IntN(4)]
+				}
+				if rng.IntN(100) == 0 {
+					size = uint64(9<<10 + rng.IntN(16<<10)) // whole chunks
+				}
+				align := []uint64{0, 16, 32, 64}[rng.IntN(4)]
+				var h held
+				var err error
+				switch k := rng.IntN(20); {
+				case k == 0:
+					var o SymOffset
+					o, err = a.AllocSymmetric(ctx, size, align)
+					h = held{p: farmem.MakeAddr(0, uint64(o)), sym: true}
+				case k < 4:
+					h.p, err = a.AllocOn(ctx, mem[rng.IntN(len(mem))], size, align)
+				default:
+					h.p, err = a.Alloc(ctx, size, align)
+				}
+				if err != nil {
+					return err
+				}
+				if !h.p.Aligned(max(align, 16)) {
+					return fmt.Errorf("%v not aligned to %d", h.p, align)
+				}
+				serial++
+				h.size, h.stamp = size, id<<48|serial
+				if err := reg.add(h.p.Node(), h.p.Offset(), size); err != nil {
+					return err
+				}
+				if err := write(h); err != nil {
+					return err
+				}
 				mine = append(mine, h)
-			} else {
-				reg.remove(h.p.Node(), h.p.Offset()) // now the board's
-				if old != 0 {
-					if err := m.Read(ctx, old, buf); err != nil {
-						return err
-					}
-					if farmem.Addr(binary.LittleEndian.Uint64(buf)) != old {
-						return fmt.Errorf("published block %v does not hold its address", old)
-					}
-					size := binary.LittleEndian.Uint64(buf[8:])
-					if rng.IntN(4) == 0 {
-						// Retire outside the pin: the tag comes from a read of the epoch.
-						if err := a.Unpin(); err != nil {
+			case op < 55: // free at once
+				k := rng.IntN(len(mine))
+				h := mine[k]
+				mine[k] = mine[len(mine)-1]
+				mine = mine[:len(mine)-1]
+				if err := release(h); err != nil {
+					return err
+				}
+			case op < 75: // publish a block, retiring the one it replaces
+				k := rng.IntN(len(mine))
+				h := mine[k]
+				if h.sym || h.size < 32 {
+					continue
+				}
+				if err := verify(h); err != nil {
+					return err
+				}
+				mine[k] = mine[len(mine)-1]
+				mine = mine[:len(mine)-1]
+				slot := board.Add(8 * uint64(rng.IntN(slots)))
+				if err := a.Pin(ctx); err != nil {
+					return err
+				}
+				buf := make([]byte, 16)
+				if err := m.Read(ctx, slot, buf[:8]); err != nil {
+					return err
+				}
+				old := farmem.Addr(binary.LittleEndian.Uint64(buf))
+				prev, err := m.CAS(ctx, slot, uint64(old), uint64(h.p))
+				if err != nil {
+					return err
+				}
+				if prev != uint64(old) { // lost the race: keep the block
+					mine = append(mine, h)
+				} else {
+					reg.remove(h.p.Node(), h.p.Offset()) // now the board's
+					if old != 0 {
+						if err := m.Read(ctx, old, buf); err != nil {
 							return err
+						}
+						if farmem.Addr(binary.LittleEndian.Uint64(buf)) != old {
+							return fmt.Errorf("published block %v does not hold its address", old)
+						}
+						size := binary.LittleEndian.Uint64(buf[8:])
+						if rng.IntN(4) == 0 {
+							// Retire outside the pin: the tag comes from a read of the epoch.
+							if err := a.Unpin(); err != nil {
+								return err
+							}
+							if err := a.Retire(ctx, old, size); err != nil {
+								return err
+							}
+							continue
 						}
 						if err := a.Retire(ctx, old, size); err != nil {
 							return err
 						}
-						continue
-					}
-					if err := a.Retire(ctx, old, size); err != nil {
-						return err
-					}
-					if rng.IntN(10) == 0 {
-						if _, err := a.Reclaim(ctx); err != nil {
-							return err
+						if rng.IntN(10) == 0 {
+							if _, err := a.Reclaim(ctx); err != nil {
+								return err
+							}
 						}
 					}
 				}
-			}
-			if err := a.Unpin(); err != nil {
-				return err
-			}
-		default: // read a published block twice under one pin: it must not change
-			slot := board.Add(8 * uint64(rng.IntN(slots)))
-			if err := a.Pin(ctx); err != nil {
-				return err
-			}
-			w := make([]byte, 8)
-			if err := m.Read(ctx, slot, w); err != nil {
-				return err
-			}
-			p := farmem.Addr(binary.LittleEndian.Uint64(w))
-			if p != 0 {
-				hdr := make([]byte, 16)
-				if err := m.Read(ctx, p, hdr); err != nil {
+				if err := a.Unpin(); err != nil {
 					return err
 				}
-				size := binary.LittleEndian.Uint64(hdr[8:])
-				if farmem.Addr(binary.LittleEndian.Uint64(hdr)) != p || size < 32 || size > 32<<10 {
-					return fmt.Errorf("pinned read of %v found another block's header", p)
-				}
-				first := make([]byte, size&^7)
-				if err := m.Read(ctx, p, first); err != nil {
+			default: // read a published block twice under one pin: it must not change
+				slot := board.Add(8 * uint64(rng.IntN(slots)))
+				if err := a.Pin(ctx); err != nil {
 					return err
 				}
-				for range 1 + rng.IntN(3) {
-					if err := m.Runtime().Sleep(ctx, time.Duration(rng.IntN(40))*time.Microsecond); err != nil {
+				w := make([]byte, 8)
+				if err := m.Read(ctx, slot, w); err != nil {
+					return err
+				}
+				p := farmem.Addr(binary.LittleEndian.Uint64(w))
+				if p != 0 {
+					hdr := make([]byte, 16)
+					if err := m.Read(ctx, p, hdr); err != nil {
 						return err
 					}
+					size := binary.LittleEndian.Uint64(hdr[8:])
+					if farmem.Addr(binary.LittleEndian.Uint64(hdr)) != p || size < 32 || size > 32<<10 {
+						return fmt.Errorf("pinned read of %v found another block's header", p)
+					}
+					first := make([]byte, size&^7)
+					if err := m.Read(ctx, p, first); err != nil {
+						return err
+					}
+					for range 1 + rng.IntN(3) {
+						if err := m.Runtime().Sleep(ctx, time.Duration(rng.IntN(40))*time.Microsecond); err != nil {
+							return err
+						}
+					}
+					second := make([]byte, len(first))
+					if err := m.Read(ctx, p, second); err != nil {
+						return err
+					}
+					if string(first) != string(second) {
+						return fmt.Errorf("published block %v changed under a pinned reader: reused too early", p)
+					}
+					reads.Add(1)
 				}
-				second := make([]byte, len(first))
-				if err := m.Read(ctx, p, second); err != nil {
+				if err := a.Unpin(); err != nil {
 					return err
 				}
-				if string(first) != string(second) {
-					return fmt.Errorf("published block %v changed under a pinned reader: reused too early", p)
-				}
-				reads.Add(1)
 			}
-			if err := a.Unpin(); err != nil {
+		}
+		if p := failed.Load(); p != nil {
+			return nil
+		}
+		for _, h := range mine {
+			if err := release(h); err != nil {
 				return err
 			}
 		}
-	}
-	if p := failed.Load(); p != nil {
 		return nil
-	}
-	for _, h := range mine {
-		if err := release(h); err != nil {
-			return err
-		}
-	}
-	return nil
+	}()
+	return a, err
 }
 
 func stressIters() int {
@@ -376,15 +438,16 @@ func stressIters() int {
 
 // Many clients on several compute nodes allocate, free, publish, retire and read concurrently
 // on farmem/local (strict mode, run it under -race): no two live blocks ever overlap, and no
-// block is reused while a reader pinned before its retirement may still read it.
+// block is reused while a reader pinned before its retirement may still read it. Clients close
+// and reopen mid-run, so what they held is handed over and adopted under the same checks.
 func TestConcurrentNoOverlap(t *testing.T) {
-	require.NoError(t, stress(t, stressConfig{computeNodes: 3, perNode: 4, iters: stressIters()}))
+	require.NoError(t, stress(t, stressConfig{computeNodes: 3, perNode: 4, iters: stressIters(), reopen: true}))
 }
 
 // The same with modelled latency and jitter: verbs complete from the transport's goroutines and
 // clients interleave at every verb.
 func TestConcurrentNoOverlapLatency(t *testing.T) {
-	require.NoError(t, stress(t, stressConfig{computeNodes: 3, perNode: 3, iters: stressIters() / 5,
+	require.NoError(t, stress(t, stressConfig{computeNodes: 3, perNode: 3, iters: stressIters() / 5, reopen: true,
 		latency: 2 * time.Microsecond, jitter: 5 * time.Microsecond}))
 }
 

@@ -11,16 +11,20 @@
 //	[512, 4096)                      reserved for the roots of what is built on the allocator
 //	                                 (kvstore's root word is at 2048 of the home node); this
 //	                                 package never writes it nor hands it out
-//	[4096, 4096+8*(MaxClients+1))    epoch table: one announcement word per client id
-//	[SymBase, SymBase+SymSize)       symmetric area (SymBase: the table's end rounded to a chunk)
+//	[4096, T)                        handover table: one word per client id (HandoverOffset;
+//	                                 T = 4096+8*(MaxClients+1) is Header.TableOff)
+//	[T, T+8*(MaxClients+1))          epoch table: one announcement word per client id
+//	[SymBase, SymBase+SymSize)       symmetric area (SymBase: the tables' end rounded to a chunk)
 //	[HeapBase, HeapLimit)            the heap: chunks handed out by the bump word
 //
 // The constants are written with plain writes; the magic, claim, bump, symmetric-bump and epoch
-// words, and the table's words, only with atomics (as the contract requires of atomic words).
-// The epoch table and the symmetric area are reserved on every node, so the symmetric area
-// starts at the same offset everywhere whatever the node sizes; the global epoch, the table in
-// use and the symmetric bump word are those of one designated home node (by default the lowest
-// memory node), which every header names.
+// words, and the tables' words, only with atomics (as the contract requires of atomic words).
+// The tables and the symmetric area are reserved on every node, so the symmetric area starts at
+// the same offset everywhere whatever the node sizes; the global epoch, the tables in use and
+// the symmetric bump word are those of one designated home node (by default the lowest memory
+// node), which every header names. The handover table comes first so that its offset does not
+// depend on the header (layout version 2; version 1 had no handover table and is refused with
+// [ErrVersion]).
 //
 // [Format] writes a header through a client's verbs. It is idempotent and race-free: a
 // formatter reads the header, refuses a node holding anything else, claims the node with a CAS
@@ -110,6 +114,58 @@
 // If the home node is down, pins and scans fail with farmem.ErrNodeDown; allocation from the
 // free lists and other nodes goes on.
 //
+// # Handover
+//
+// Client ids are dense and reused: a process that gets client id k is k's successor. So that
+// nothing a cleanly closed allocator held is lost, [Allocator.Close] hands it over to the next
+// allocator of its client id:
+//
+//   - It writes a handover record of what it holds: per arena (each node's heap, the symmetric
+//     area) the current chunk's carve range, spare chunks, free runs of chunks and free blocks by
+//     size class, consecutive blocks coalesced into runs; and its retired blocks with their epoch
+//     tags. Blocks it relays for another allocator (below) are in it too. The body is uvarints,
+//     offsets as deltas; a prefix carries a magic word, the client id, the body's length, a
+//     checksum and up to 12 segment descriptors.
+//   - The record is stored in blocks the allocator holds, which the record lists as free ranges
+//     (so they are not lost, and are not also handed over as blocks): the smallest that holds it
+//     in one read, else several (the head and up to 12 segments), else, when it holds no block
+//     of at least 256 bytes (or the record would need more segments), a run of chunks claimed for
+//     it with one FAA. A record is never truncated: every block is in it, or Close fails. Of the
+//     current chunk's tail only its end is used, so the successor goes on carving the rest.
+//   - In the same batch as the record's Writes, it withdraws its announcement and publishes the
+//     record with a CAS of its handover word (home node, HandoverOffset+8*id) from 0 to the
+//     head's address, whose low 4 bits give the head's read length (256<<k bytes). If the word
+//     is taken (another allocator of the same id closed and nobody adopted its record yet), the
+//     record chains to it: Close writes the old word into its record's next field, then CASes.
+//
+// [New] reads the client's handover word in the batch that reads the headers (on the lowest of
+// Options.Nodes, home by default). If it is set, New takes the record with a CAS of the word back
+// to 0, in the batch that reads the head, so two allocators with the same id never both adopt:
+// the one whose CAS fails adopts nothing. It then reads the other segments (one batch), checks
+// the checksum and the client id, and validates every block against the headers it read: inside
+// its arena's heap and below the bump word (nothing beyond was ever claimed), aligned as the
+// arena hands such blocks out, of a known class, and overlapping no other block of the record
+// or of an earlier one in the chain. Only then does it adopt: free blocks to the free lists,
+// carve ranges as current chunks, the record's own blocks freed, and retired blocks to its
+// retired list with their tags, so a retired block is still reused only once every client has
+// left its epoch. Blocks on nodes outside Options.Nodes are kept unused and relayed in the next
+// record. [Allocator.Adopted] reports what was adopted.
+//
+// A record that is corrupt (magic, lengths, checksum, client id, or a block that fails
+// validation) or a word naming no memory does not fail New: New succeeds, adopts nothing of
+// that record (nor of the records chained after it), reports the error, wrapping
+// [ErrBadHandover], in Adopted().Err, and the word stays cleared; the record's blocks are lost.
+// If a record cannot be read (its node is down), New puts the word back for a later New and
+// reports the error. Decoders are pure functions of the bytes, fuzzed by FuzzHandover.
+//
+// Crash points. An adopter that crashes after its CAS took the word loses the record's blocks,
+// as a client loses whatever it held when it crashes; one that crashes before leaves the word
+// set for the next New. A closing allocator that crashes before its batch lands publishes
+// nothing; the record's Writes and the CAS are on different nodes when the record is not on the
+// home node, so a New of the same client id racing the Close (two live allocators of one id)
+// may find it incomplete: the checksum catches it and it is reported as corrupt. A successor
+// cannot race the Close: it gets the id only after the closing client closed its Memory.
+//
 // # Costs
 //
 // In verbs and round trips (rtt), as asserted by the tests with farmem.Stats deltas:
@@ -126,9 +182,22 @@
 //	Retire (announcement live)            0; otherwise 1 Read, 1 rtt
 //	Reclaim (scan)                        1 rtt: 2 Reads (8 bytes + 8 per table slot), then
 //	                                      unsignaled CASes (epoch advance, expired slots)
-//	New                                   1 rtt (every node's header in one batch)
-//	Close                                 1 MaskedCAS (withdraws the announcement)
+//	New, nothing to adopt                 1 rtt: a Read per node's header and the handover
+//	                                      word (2 rtt if home is not the lowest of the nodes)
+//	New, adopting a record in one block   2 rtt: then the CAS taking the word and the head's
+//	                                      Read (nodes+3 verbs in all)
+//	New, record in 1+s segments           3 rtt: then s Reads in one batch (nodes+3+s verbs);
+//	                                      +1 or 2 rtt per chained record
+//	Close, holding nothing                1 rtt: 1 MaskedCAS (withdraws the announcement)
+//	Close, handing over                   1 rtt: 1 Write per segment (1 in the common case), the
+//	                                      MaskedCAS and the CAS publishing the record, in one
+//	                                      batch; +1 rtt (1 FAA) if no held block can store the
+//	                                      record; +2 rtt per retry if the word was taken (chain)
 //	Format                                3 rtt (read, claim, one batch); 1 Read if already done
+//
+// A record costs about 2 bytes per isolated free block, a few per run of consecutive ones, and
+// 5 to 8 per retired block: 3000 allocations, half freed and a quarter retired, make a 9.5 KB
+// record, read in one 16 KiB Read; 4096 contiguous freed blocks make a record of a few bytes.
 //
 // An Alloc that would claim a chunk while retired blocks are pending first scans the table, at
 // most every Options.ScanInterval (and always when the node is exhausted).
@@ -141,7 +210,12 @@
 //
 // # Limits
 //
-// Close withdraws the client's announcement, but the blocks its allocator held free or retired
-// are not handed to other clients: they stay unused until the nodes are formatted again. There
-// is no way back from a chunk to the heap.
+// A crashed client (no Close) still leaks what its allocator held: its current chunks' tails,
+// its free blocks and chunks, and its retired blocks stay unused until the nodes are formatted
+// again; so does a client whose Close failed (home node down, or no room left for a record
+// when it held no block of 256 bytes and no node had a free chunk), and an adopter that crashed
+// after taking a record. Only its announcement is recovered (the lease expires). What a closed
+// client held waits, handed over, until a client with its id opens an allocator; with dense,
+// reused ids that is the next process on its slot. Blocks are handed only to the same client
+// id, never to other clients, and there is no way back from a chunk to the heap.
 package alloc

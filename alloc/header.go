@@ -13,16 +13,23 @@ import (
 // little-endian word. It is claimed last, with a CAS, when a node is formatted.
 const Magic uint64 = 0x31434c416d726166
 
-// Version is the layout version this package writes and reads.
-const Version = 1
+// Version is the layout version this package writes and reads. Version 2 added the handover
+// table before the epoch table.
+const Version = 2
 
-// HeaderLen is the number of bytes at offset 0 of a memory node that hold the header proper (the
-// epoch table follows at TableOffset).
+// HeaderLen is the number of bytes at offset 0 of a memory node that hold the header proper.
 const HeaderLen = 512
 
-// TableOffset is the offset of the epoch table: one announcement word per client id, slot i at
-// TableOffset + 8*i (slot 0 unused). Every node reserves it; only the home node's is used.
+// TableOffset is where the per-client tables start, and where the area reserved for roots
+// ([HeaderLen, TableOffset)) ends: first the handover table at HandoverOffset, then the epoch
+// table at Header.TableOff. Every node reserves both; only the home node's are used.
 const TableOffset = 4096
+
+// HandoverOffset is the offset of the handover table: one word per client id, slot i at
+// HandoverOffset + 8*i (slot 0 unused), holding 0 or the packed address of the handover record
+// the last allocator of that client id left at Close. Its offset does not depend on the header,
+// so New reads a client's word in the same batch as the headers.
+const HandoverOffset = TableOffset
 
 // Chunk size limits.
 const (
@@ -36,7 +43,7 @@ const (
 	offMagic   = 0
 	offClaim   = 8
 	offConst   = 64
-	nConst     = 11
+	nConst     = 12
 	offBump    = 192
 	offSymBump = 256
 	offEpoch   = 320
@@ -75,7 +82,8 @@ var ErrPinExpired = errors.New("alloc: pin outlived its lease")
 // formatted; the layout of the node follows from them:
 //
 //	[0, HeaderLen)                     the header
-//	[TableOffset, TableOffset+8*(MaxClients+1))  the epoch table (used on the home node only)
+//	[HandoverOff, TableOff)            the handover table, 8*(MaxClients+1) bytes (home node only)
+//	[TableOff, TableOff+8*(MaxClients+1))  the epoch table (used on the home node only)
 //	[SymBase, SymBase+SymSize)         the symmetric area, at the same offsets on every node
 //	[HeapBase, HeapLimit)              chunks, claimed with FAA on the bump word
 type Header struct {
@@ -88,15 +96,18 @@ type Header struct {
 	ChunkSize uint64
 	// MaxClients is the number of announcement slots of the epoch table (client ids 1..MaxClients).
 	MaxClients int
-	// TableOff is the offset of the epoch table (always TableOffset).
+	// TableOff is the offset of the epoch table: HandoverOffset + 8*(MaxClients+1), right after
+	// the handover table.
 	TableOff uint64
 	// SymBase and SymSize bound the symmetric area.
 	SymBase, SymSize uint64
 	// HeapBase and HeapLimit bound the chunk heap.
 	HeapBase, HeapLimit uint64
-	// Home is the node that holds the global epoch, the epoch table in use and the symmetric
-	// bump pointer.
+	// Home is the node that holds the global epoch, the epoch table and the handover table in
+	// use, and the symmetric bump pointer.
 	Home farmem.NodeID
+	// HandoverOff is the offset of the handover table (always HandoverOffset).
+	HandoverOff uint64
 
 	// Bump is the next chunk the heap hands out (past HeapLimit once exhausted).
 	Bump uint64
@@ -110,12 +121,15 @@ type Header struct {
 func layoutOf(id farmem.NodeID, size, chunk uint64, maxClients int, symSize uint64, home farmem.NodeID) (Header, error) {
 	h := Header{
 		Version: Version, Node: id, Size: size, ChunkSize: chunk, MaxClients: maxClients,
-		TableOff: TableOffset, SymSize: symSize, Home: home,
+		SymSize: symSize, Home: home, HandoverOff: HandoverOffset,
+	}
+	if maxClients >= 1 && maxClients <= 0xffff {
+		h.TableOff = tableOffFor(maxClients)
 	}
 	if err := h.checkParams(farmem.ErrInvalid); err != nil {
 		return Header{}, err
 	}
-	h.SymBase = alignUp(TableOffset+8*uint64(maxClients+1), chunk)
+	h.SymBase = alignUp(h.TableOff+8*uint64(maxClients+1), chunk)
 	h.HeapBase = h.SymBase + symSize
 	h.HeapLimit = size &^ (chunk - 1)
 	if h.HeapBase > h.HeapLimit {
@@ -141,13 +155,19 @@ func (h Header) checkParams(sentinel error) error {
 		return bad("size %d exceeds 48 bits", h.Size)
 	case h.MaxClients < 1 || h.MaxClients > 0xffff:
 		return bad("%d clients outside [1, 65535]", h.MaxClients)
-	case h.TableOff != TableOffset:
-		return bad("epoch table at %#x, want %#x", h.TableOff, TableOffset)
+	case h.HandoverOff != HandoverOffset:
+		return bad("handover table at %#x, want %#x", h.HandoverOff, HandoverOffset)
+	case h.TableOff != tableOffFor(h.MaxClients):
+		return bad("epoch table at %#x, want %#x", h.TableOff, tableOffFor(h.MaxClients))
 	case h.SymSize%h.ChunkSize != 0 || h.SymSize > h.Size:
 		return bad("symmetric size %d is not a multiple of the chunk size within the node", h.SymSize)
 	}
 	return nil
 }
+
+// tableOffFor is the offset of the epoch table of a node formatted for maxClients clients: right
+// after the handover table.
+func tableOffFor(maxClients int) uint64 { return HandoverOffset + 8*uint64(maxClients+1) }
 
 // check checks that every field agrees with the layout its parameters give.
 func (h Header) check() error {
@@ -168,7 +188,7 @@ func (h Header) check() error {
 // constants returns the constants block as the words the header stores.
 func (h Header) constants() [nConst]uint64 {
 	return [nConst]uint64{h.Version, uint64(h.Node), h.Size, h.ChunkSize, uint64(h.MaxClients), h.TableOff,
-		h.SymBase, h.SymSize, h.HeapBase, h.HeapLimit, uint64(h.Home)}
+		h.SymBase, h.SymSize, h.HeapBase, h.HeapLimit, uint64(h.Home), h.HandoverOff}
 }
 
 func (h Header) constantBytes() []byte {
@@ -246,7 +266,8 @@ func DecodeHeader(b []byte) (Header, error) {
 	h := Header{
 		Version: w[0], Node: farmem.NodeID(w[1]), Size: w[2], ChunkSize: w[3], MaxClients: int(w[4]),
 		TableOff: w[5], SymBase: w[6], SymSize: w[7], HeapBase: w[8], HeapLimit: w[9], Home: farmem.NodeID(w[10]),
-		Bump: word(offBump), SymBump: word(offSymBump), Epoch: word(offEpoch),
+		HandoverOff: w[11],
+		Bump:        word(offBump), SymBump: word(offSymBump), Epoch: word(offEpoch),
 	}
 	if err := h.check(); err != nil {
 		return Header{}, err

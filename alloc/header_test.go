@@ -57,7 +57,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		{"claimed, no magic", claimOnly, ErrHalfFormatted},
 		{"data, no magic", noMagicData, ErrBadHeader},
 		{"wrong magic", badMagic, ErrBadHeader},
-		{"version 2", setConst(good, 0, 2, true), ErrVersion},
+		{"version 3", setConst(good, 0, Version+1, true), ErrVersion},
 		{"corrupt size, stale checksum", setConst(good, 2, 32<<20, false), ErrBadHeader},
 		{"size inconsistent with heap limit", setConst(good, 2, 32<<20, true), ErrBadHeader},
 		{"chunk not a power of two", setConst(good, 3, 65<<10, true), ErrBadHeader},
@@ -85,7 +85,7 @@ func FuzzHeader(f *testing.F) {
 	good := validHeader(f).Encode()
 	f.Add(good)
 	f.Add(make([]byte, HeaderLen))
-	f.Add(setConst(good, 0, 2, true))
+	f.Add(setConst(good, 0, Version+1, true))
 	f.Add(setConst(good, 7, 0, true))
 	f.Add(good[:100])
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -99,7 +99,7 @@ func FuzzHeader(f *testing.F) {
 		require.LessOrEqual(t, h.SymBase+h.SymSize, h.HeapBase)
 		require.LessOrEqual(t, h.HeapBase, h.HeapLimit)
 		require.LessOrEqual(t, h.HeapLimit, h.Size)
-		require.GreaterOrEqual(t, h.SymBase, uint64(TableOffset+8*(h.MaxClients+1)))
+		require.GreaterOrEqual(t, h.SymBase, h.TableOff+8*uint64(h.MaxClients+1))
 		// ...and encodes back to the bytes it came from.
 		enc := h.Encode()
 		require.Equal(t, b[:HeaderLen], enc)
