@@ -16,8 +16,8 @@ import (
 // Root layout. See the package doc, "Finding the store".
 const (
 	// RootOffset is the offset of the store's root word on the allocator's home node: in the
-	// gap between the alloc header (alloc.HeaderLen bytes) and the epoch table
-	// (alloc.TableOffset), which alloc neither writes nor hands out.
+	// gap between the alloc header (alloc.HeaderLen bytes) and the allocator's per-client tables
+	// (from alloc.TableOffset), which alloc neither writes nor hands out.
 	RootOffset = 2048
 	// DescriptorSize is the size of the descriptor block the root word names.
 	DescriptorSize = 192

@@ -32,7 +32,8 @@ func (s *Store) Session(ctx context.Context) (*Session, error) {
 // handles on m, and its Close closes them but not m, which stays the caller's. Only one session
 // may use m at a time, and the session's synchronizer may keep state in m's slice of its
 // compute node's region (CIDER's and MCS's lock nodes, at its start). Cost: the allocator's
-// New (1 round trip) and the index's Open (race: 2).
+// New (1 round trip; 2 or 3 when it adopts what the client id's last allocator handed over)
+// and the index's Open (race: 2).
 func (s *Store) SessionOn(ctx context.Context, m farmem.Memory) (*Session, error) {
 	if s.closed.Load() {
 		return nil, errClosed

@@ -161,7 +161,7 @@ func (c *conn) close() (farmem.Stats, error) {
 // (or Stores of one process) may open the same fabric at once: they find the same store.
 //
 // Open opens one client (on the first of Options.Nodes) and keeps it in the pool. Cost on an
-// existing store: one Read per memory node (headers), the allocator's New (1 round trip), the
+// existing store: one Read per memory node (headers), the allocator's New (1 round trip, 2–3 when it adopts a handover), the
 // root word and the descriptor (2), and the index's Open (race: 2, plus a pin).
 func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, error) {
 	o, err := opts.withDefaults(fabric)
