@@ -212,26 +212,32 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	if b != nil && c.inline() && ctx.Err() == nil && c.usable() == nil && b.Check() == nil &&
 		farmem.CheckOps(b, c.m.sizeOf) == nil {
-		// What Post does inline, without a Pending: the batch is done when the loop ends, and
-		// Do's error is the first signaled op's, as Pending.Err would report it.
+		// What Post does inline, without a Pending.
 		c.ctr.CountBatch(b, c.info.Node)
-		var first error
-		for i := range b.Ops {
-			op := &b.Ops[i]
-			val, err := c.exec(c.m.seg(op.Addr.Node()), op)
-			c.ctr.CountResult(op, val, err)
-			op.SetResult(val, err)
-			if err != nil && first == nil && !op.Unsignaled {
-				first = err
-			}
-		}
-		return first
+		return c.runInline(b)
 	}
 	p := c.Post(ctx, b)
 	if err := p.Wait(ctx, 0); err != nil {
 		return err
 	}
 	return p.Err()
+}
+
+// runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
+// and returns the first signaled op's error, as Pending.Err would report it. The batch is
+// checked and counted.
+func (c *client) runInline(b *farmem.Batch) error {
+	var first error
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		val, err := c.exec(c.m.seg(op.Addr.Node()), op)
+		c.ctr.CountResult(op, val, err)
+		op.SetResult(val, err)
+		if err != nil && first == nil && !op.Unsignaled {
+			first = err
+		}
+	}
+	return first
 }
 
 // Post implements farmem.Memory. A batch is checked whole before anything of it is applied.
@@ -257,10 +263,9 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 			comp.Fail(err)
 			return p
 		}
+		_ = c.runInline(b)
 		for i := range b.Ops {
-			op := &b.Ops[i]
-			val, err := c.exec(c.m.seg(op.Addr.Node()), op)
-			c.ctr.CountResult(op, val, err)
+			val, err := b.Ops[i].Result()
 			comp.Complete(i, val, err)
 		}
 		return p
