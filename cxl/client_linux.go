@@ -244,17 +244,9 @@ func (c *client) runInline(b *farmem.Batch) error {
 // Without faults it runs in the caller, op by op in batch order (every op is a few CPU
 // instructions on the mapping), and is done when Post returns.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	if b == nil {
-		b = &farmem.Batch{}
-	}
-	if err := c.usable(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if err := b.Check(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if errs := farmem.CheckOps(b, c.m.sizeOf); errs != nil {
-		return farmem.Rejected(b, nil, errs)
+	b, rej := farmem.Admit(b, c.usable(), c.m.sizeOf)
+	if rej != nil {
+		return rej
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	if c.inline() {

@@ -42,6 +42,26 @@ func (s SingleOps) MaskedCAS(ctx context.Context, a Addr, cmp, cmpMask, swap, sw
 	return s.Run(ctx, Op{Kind: OpMaskedCAS, Addr: a, Cmp: cmp, CmpMask: cmpMask, Swap: swap, SwapMask: swapMask})
 }
 
+// Admit makes the checks every transport's Post makes before anything of a batch runs: the
+// client is usable (usable is its refusal, nil when it is), the batch's shape ([Batch.Check]),
+// and every op against the size of its node ([CheckOps]). It returns the batch to run (an empty
+// one for nil) and, when the batch is refused, its finished Pending, for Post to return.
+func Admit(b *Batch, usable error, sizeOf func(NodeID) (uint64, error)) (*Batch, *Pending) {
+	if b == nil {
+		b = &Batch{}
+	}
+	if usable != nil {
+		return b, Rejected(b, usable, nil)
+	}
+	if err := b.Check(); err != nil {
+		return b, Rejected(b, err, nil)
+	}
+	if errs := CheckOps(b, sizeOf); errs != nil {
+		return b, Rejected(b, nil, errs)
+	}
+	return b, nil
+}
+
 // CheckOps validates every op of b against the size of its node, which sizeOf reports (or
 // fails for a node it does not know). It returns nil when every op is valid, and otherwise one
 // error per op, nil for the valid ones. Call b.Check first.

@@ -165,20 +165,12 @@ func (c *client) markLost(node farmem.NodeID, err error) {
 
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	if b == nil {
-		b = &farmem.Batch{}
-	}
-	if err := c.usable(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if err := b.Check(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
 	if err := ctx.Err(); err != nil {
 		return farmem.Rejected(b, err, nil)
 	}
-	if errs := farmem.CheckOps(b, func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) }); errs != nil {
-		return farmem.Rejected(b, nil, errs)
+	b, rej := farmem.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
+	if rej != nil {
+		return rej
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	self := c.info.Node

@@ -251,18 +251,10 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	s := c.s
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
-	if b == nil {
-		b = &farmem.Batch{}
-	}
 	c.gate(p)
-	if err := c.usable(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if err := b.Check(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if errs := farmem.CheckOps(b, s.sizeOf); errs != nil {
-		return farmem.Rejected(b, nil, errs)
+	b, rej := farmem.Admit(b, c.usable(), s.sizeOf)
+	if rej != nil {
+		return rej
 	}
 	if err := ctx.Err(); err != nil {
 		return farmem.Rejected(b, err, nil)

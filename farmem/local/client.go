@@ -127,17 +127,9 @@ func (c *client) qp(id farmem.NodeID) *qp {
 
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	if b == nil {
-		b = &farmem.Batch{}
-	}
-	if err := c.usable(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if err := b.Check(); err != nil {
-		return farmem.Rejected(b, err, nil)
-	}
-	if errs := farmem.CheckOps(b, c.f.sizeOf); errs != nil {
-		return farmem.Rejected(b, nil, errs)
+	b, rej := farmem.Admit(b, c.usable(), c.f.sizeOf)
+	if rej != nil {
+		return rej
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 
