@@ -101,6 +101,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// The plot's path is checked before the benchmark runs, not after: the file is created now
+	// and removed again if the run fails.
+	var svg *os.File
+	if bf.svg != "" {
+		if !slices.Contains(bench.Metrics(), bench.Metric(bf.metric)) {
+			return usageErr("--metric %q: want one of %v", bf.metric, bench.Metrics())
+		}
+		if svg, err = os.Create(bf.svg); err != nil {
+			return usageErr("--svg: %v", err)
+		}
+		defer func() {
+			if svg != nil {
+				_ = svg.Close()
+				_ = os.Remove(bf.svg)
+			}
+		}()
+	}
 	var reports []*bench.Report
 	var descs []string
 	for _, name := range strings.Split(bf.workloads, ",") {
@@ -139,16 +156,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	if bf.svg != "" {
-		f, err := os.Create(bf.svg)
-		if err != nil {
+	if svg != nil {
+		if err := reports[0].WriteSVG(svg, bench.Metric(bf.metric)); err != nil {
 			return err
 		}
-		if err := reports[0].WriteSVG(f, bench.Metric(bf.metric)); err != nil {
-			f.Close()
-			return err
-		}
+		f := svg
+		svg = nil
 		if err := f.Close(); err != nil {
+			_ = os.Remove(bf.svg)
 			return err
 		}
 		fmt.Fprintf(stderr, "farmem: wrote %s\n", bf.svg)

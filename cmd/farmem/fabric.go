@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -73,10 +75,23 @@ func (ff *fabricFlags) resolve() error {
 	return nil
 }
 
+// Bounds of --mem-size: a memory node smaller than minMemSize cannot hold the allocator's
+// tables and a store; one larger than maxMemSize has offsets an Addr cannot carry.
+const (
+	minMemSize = 1 << 20
+	maxMemSize = farmem.MaxOffset + 1
+)
+
+// size parses --mem-size and says which bound a bad one breaks.
 func (ff *fabricFlags) size() (uint64, error) {
 	n, err := rdma.ParseSize(ff.memSize)
-	if err != nil || n < 1<<20 {
-		return 0, usageErr("--mem-size %q: want a size of at least 1MiB, like 256MiB", ff.memSize)
+	switch {
+	case err != nil:
+		return 0, usageErr("--mem-size %q: not a size (want a number with an optional K, M, G or T suffix, like 256MiB)", ff.memSize)
+	case n < minMemSize:
+		return 0, usageErr("--mem-size %q: too small (a memory node needs at least 1MiB)", ff.memSize)
+	case n > maxMemSize:
+		return 0, usageErr("--mem-size %q: too large (a memory node's offsets are 48 bits: at most 256TiB)", ff.memSize)
 	}
 	return n, nil
 }
@@ -154,14 +169,11 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 		}
 		desc = fmt.Sprintf("cxl %s, temporary region %s, %d memory nodes of %s", ff.policy, r.Path(), ff.memNodes, ff.memSize)
 	default:
-		if _, statErr := os.Stat(ff.region); statErr == nil || !create {
-			if r, err = cxl.OpenRegion(ff.region); err != nil {
-				return nil, err
-			}
-		} else {
-			if r, err = cxl.Create(ff.region, ro); err != nil {
-				return nil, err
-			}
+		var created bool
+		if r, created, err = openOrCreateRegion(ff.region, ro, create); err != nil {
+			return nil, err
+		}
+		if created {
 			fmt.Fprintf(log, "farmem: created region %s (%d memory nodes of %s)\n", ff.region, ff.memNodes, ff.memSize)
 		}
 		desc = fmt.Sprintf("cxl %s, region %s", ff.policy, ff.region)
@@ -175,6 +187,23 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 		desc += ", profile " + ff.profile
 	}
 	return &openedFabric{Fabric: f, desc: desc, closers: []func() error{r.Close}}, nil
+}
+
+// openOrCreateRegion opens the region at path or, when create allows it and none is there,
+// creates it (created reports which). A region another process publishes at the same moment is
+// opened instead: Create publishes a region only once it is formatted, atomically, so losing
+// that race is the same as finding the region there.
+func openOrCreateRegion(path string, ro cxl.Options, create bool) (r *cxl.Region, created bool, err error) {
+	if _, err := os.Stat(path); err == nil || !create {
+		r, err := cxl.OpenRegion(path)
+		return r, false, err
+	}
+	r, err = cxl.Create(path, ro)
+	if errors.Is(err, fs.ErrExist) {
+		r, err = cxl.OpenRegion(path)
+		return r, false, err
+	}
+	return r, err == nil, err
 }
 
 func (ff *fabricFlags) openTCP(ctx context.Context, size uint64, log io.Writer) (*openedFabric, error) {
