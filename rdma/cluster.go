@@ -297,9 +297,8 @@ func (c *Cluster) String() string {
 	return b.String()
 }
 
-// ParseSize parses a byte count: decimal digits with an optional suffix K, M, G, T, P, E (powers
-// of 1024; KiB, MiB, ... and KB, MB, ... are read the same). A count of 2^63 bytes or more is
-// refused.
+// ParseSize parses a byte count: decimal digits with an optional suffix K, M, G, T (powers of
+// 1024; KiB, MiB, GiB, TiB and KB, MB, GB, TB are read the same).
 func ParseSize(s string) (uint64, error) {
 	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 	suffix := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s[len(num):]), "B"), "I")
@@ -314,10 +313,6 @@ func ParseSize(s string) (uint64, error) {
 		shift = 30
 	case "T":
 		shift = 40
-	case "P":
-		shift = 50
-	case "E":
-		shift = 60
 	default:
 		return 0, fmt.Errorf("rdma: size %q: unknown suffix: %w", s, farmem.ErrInvalid)
 	}
