@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
 	"github.com/farmem/farmem/ds/cider/internal/zipf"
 	"github.com/farmem/farmem/ds/race"
@@ -147,9 +148,9 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 		require.NoError(t, err)
 		defer a.Close()
 		if st == arrayKV {
-			e.arrayRoot, err = cider.Create(ctx, m, a, cider.Params{Keys: keys})
+			e.arrayRoot, err = ptrarray.Create(ctx, m, a, ptrarray.Params{Keys: keys})
 			require.NoError(t, err)
-			arr, err := cider.Open(ctx, m, a, e.arrayRoot, cider.ArrayOptions{})
+			arr, err := ptrarray.Open(ctx, m, a, e.arrayRoot, ptrarray.Options{})
 			require.NoError(t, err)
 			require.NoError(t, arr.Load(ctx, 0, keys, value))
 			return
@@ -200,14 +201,14 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 			s.At(from, func() {
 				for _, lc := range lcs {
 					if lc != nil {
-						lc.base = lc.c.sync.Stats()
+						lc.base = statsOf(lc.c.sync)
 					}
 				}
 			})
 			s.At(to, func() {
 				for _, lc := range lcs {
 					if lc != nil {
-						lc.end = lc.c.sync.Stats()
+						lc.end = statsOf(lc.c.sync)
 					}
 				}
 			})
@@ -227,12 +228,10 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 			c.a = a
 			c.sync = e.newSync(t, m, k)
 			if st == arrayKV {
-				c.arr, err = cider.Open(ctx, m, a, e.arrayRoot, cider.ArrayOptions{Sync: c.sync})
+				c.arr, err = ptrarray.Open(ctx, m, a, e.arrayRoot, ptrarray.Options{Sync: c.sync})
 				c.kv = c.arr
 			} else {
-				// Optimistic goes through the adapter too (the same algorithm as race.Optimistic,
-				// at the same cost), so that its failed CASes are counted per operation.
-				c.tab, err = race.Open(ctx, m, a, e.raceRoot, race.Options{Sync: cider.ForRACE(c.sync)})
+				c.tab, err = race.Open(ctx, m, a, e.raceRoot, race.Options{Sync: c.sync})
 				c.kv = raceKVs{c.tab}
 			}
 			if err != nil {
@@ -254,7 +253,7 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 				if now := rt.Now(); err == nil && now >= from && now < to {
 					lc.updates++
 					if r, ok := tracked[key]; ok {
-						info := c.sync.Last()
+						info := lastOf(c.sync)
 						ks := &lc.keys[r]
 						ks.updates++
 						if info.Pessimistic {
