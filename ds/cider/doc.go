@@ -181,8 +181,10 @@
 // # The experiment
 //
 // TestSweep (behind -args -sweep) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
-// memory nodes and 4 clients per compute node (one core each), 8..512 clients, YCSB zipf 0.99
-// (internal/zipf, Gray et al.'s generator, scrambled), 8-byte values, write-intensive (50%
+// memory nodes and 4 clients per compute node (one core each), 8..512 clients, keys drawn from
+// YCSB's Zipfian with theta 0.99 (Gray et al.'s law: Zipf's for the two hottest ranks, a close
+// approximation past them) with its ranks mapped one to one onto the keys (bench/generator's
+// Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values, write-intensive (50%
 // updates) and write-only, on the pointer array (1Mi keys) and on RACE (128Ki keys), 20ms of
 // virtual warm-up and a 3ms window per point:
 //

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/generator"
 	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
-	"github.com/farmem/farmem/ds/cider/internal/zipf"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/sim"
@@ -104,25 +104,28 @@ func (r pointResult) batch() float64 {
 
 var (
 	genMu   sync.Mutex
-	genByNT = map[[2]uint64]*zipf.Scrambled{}
+	genByNT = map[[2]uint64]*generator.Permuted{}
 )
 
-// keyGen returns the (cached) scrambled Zipfian generator over n keys.
-func keyGen(t testing.TB, n uint64, theta float64) *zipf.Scrambled {
+// keyGen returns the (cached) key generator over n keys: YCSB's Zipfian ranks (Gray's law, see
+// bench/generator) mapped one to one onto the keys by generator.Permuted, so the hot keys are
+// spread over the nodes. It is not YCSB's ScrambledZipfian (which folds 10^10 ranks onto the
+// keys by a hash). Clients share it: Next does not change it.
+func keyGen(t testing.TB, n uint64, theta float64) *generator.Permuted {
 	genMu.Lock()
 	defer genMu.Unlock()
 	k := [2]uint64{n, math.Float64bits(theta)}
 	if g := genByNT[k]; g != nil {
 		return g
 	}
-	g, err := zipf.NewScrambled(n, theta)
+	g, err := generator.NewPermuted(n, theta)
 	require.NoError(t, err)
 	genByNT[k] = g
 	return g
 }
 
 // runPoint runs one point of the sweep: clients closed-loop clients on structure st with
-// synchronizer k, the mix's updates and searches over zipf(theta) keys.
+// synchronizer k, the mix's updates and searches over keys drawn by keyGen (theta).
 func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clients int) pointResult {
 	t.Helper()
 	keys := cfg.arrayKeys
