@@ -20,8 +20,8 @@ import (
 //
 // Key choice follows YCSB's CoreWorkload: zipfian is a generator.ScrambledZipfian over
 // insertcount plus twice the inserts operationcount*insertproportion expects (so that inserts
-// do not shift the hot keys), uniform and hotspot draw over the loaded records only, latest follows the insert
-// sequence; a key beyond the last acknowledged insert is drawn again.
+// do not shift the hot keys), uniform and hotspot draw over the loaded records only, latest
+// follows the insert sequence; a key beyond the last acknowledged insert is drawn again.
 type Driver struct {
 	w       *Workload
 	inserts *generator.AckCounter

@@ -12,8 +12,8 @@ import (
 )
 
 // Sync builds the pointer synchronizer (ptrsync.Synchronizer: the final pointer change of
-// Update and Delete) of each index handle the store opens. A Sync value is shared by every client of a
-// Store, so a synchronizer with state per compute node (CIDER's credits, its local
+// Update and Delete) of each index handle the store opens. A Sync value is shared by every
+// client of a Store, so a synchronizer with state per compute node (CIDER's credits, its local
 // write-combining table) keeps it in the Sync and hands each handle what its node shares.
 type Sync interface {
 	// Name identifies the synchronizer ("optimistic", ...), as SyncByName takes it.

@@ -271,6 +271,7 @@ type block struct {
 	addr    farmem.Addr
 	bytes   []byte
 	size    uint64
+	ptr     Pointer // the data pointer naming it
 	written bool
 	visible bool
 }
@@ -295,7 +296,8 @@ func DecodeBlock(b []byte, k uint64) ([]byte, error) {
 	return b[blockHeader : blockHeader+n], nil
 }
 
-// newBlock allocates and encodes (but does not write) a block of k and v on node n.
+// newBlock allocates and encodes (but does not write) a block of k and v on node n, and packs
+// the pointer that will name it.
 func (r *Array) newBlock(ctx context.Context, n farmem.NodeID, k uint64, v []byte) (*block, error) {
 	bytes := encodeBlock(k, v)
 	size := uint64(len(bytes))
@@ -303,7 +305,12 @@ func (r *Array) newBlock(ctx context.Context, n farmem.NodeID, k uint64, v []byt
 	if err != nil {
 		return nil, fmt.Errorf("ptrarray: allocate KV block: %w", err)
 	}
-	return &block{addr: a, bytes: bytes, size: size}, nil
+	nb := &block{addr: a, bytes: bytes, size: size}
+	if nb.ptr, err = MakePointer(a, size); err != nil {
+		r.drop(nb)
+		return nil, err
+	}
+	return nb, nil
 }
 
 // drop gives back a block the operation will not publish.
@@ -414,7 +421,6 @@ type arrayOp struct {
 	rec  farmem.Addr
 	old  uint64
 	nb   *block
-	word uint64 // nb's pointer word
 	lock []byte // the lock entry as read with the pointer, if the plan asked for it
 }
 
@@ -436,7 +442,7 @@ func (o *arrayOp) Install(ctx context.Context, expected uint64) (uint64, uint64,
 	var b farmem.Batch
 	nw := uint64(0)
 	if o.kind == ptrsync.Update {
-		nw = o.word
+		nw = uint64(o.nb.ptr)
 		if !o.nb.written {
 			b.Write(o.nb.addr, o.nb.bytes)
 		}
@@ -472,14 +478,9 @@ func (r *Array) Insert(ctx context.Context, k uint64, v []byte) error {
 	if err != nil {
 		return err
 	}
-	w, err := MakePointer(nb.addr, nb.size)
-	if err != nil {
-		r.drop(nb)
-		return err
-	}
 	var b farmem.Batch
 	b.Write(nb.addr, nb.bytes)
-	i := b.CAS(rec.Add(recPtr), 0, uint64(w))
+	i := b.CAS(rec.Add(recPtr), 0, uint64(nb.ptr))
 	if err := r.m.Do(ctx, &b); err != nil {
 		return fmt.Errorf("ptrarray: insert key %d: %w", k, err) // unknown: the block may be in place
 	}
@@ -529,12 +530,7 @@ func (r *Array) change(ctx context.Context, kind ptrsync.Kind, k uint64, v []byt
 		if err != nil {
 			return err
 		}
-		w, err := MakePointer(nb.addr, nb.size)
-		if err != nil {
-			r.drop(nb)
-			return err
-		}
-		op.nb, op.word = nb, uint64(w)
+		op.nb = nb
 		if !plan.DeferWrite {
 			pre.Write(nb.addr, nb.bytes)
 		}
@@ -607,11 +603,7 @@ func (r *Array) Load(ctx context.Context, from, to uint64, value func(k uint64) 
 			if err != nil {
 				return err
 			}
-			p, err := MakePointer(nb.addr, nb.size)
-			if err != nil {
-				return err
-			}
-			binary.LittleEndian.PutUint64(recs[i*RecordSize+recPtr:], uint64(p))
+			binary.LittleEndian.PutUint64(recs[i*RecordSize+recPtr:], uint64(nb.ptr))
 			if err := w.add(ctx, r.m, nb.addr, nb.bytes); err != nil {
 				return err
 			}

@@ -98,9 +98,9 @@ func (s *CIDER) LockStats() qlock.Stats { return s.lk.Stats() }
 // Last returns the client's last finished operation.
 func (s *CIDER) Last() OpInfo { return s.op.info }
 
-// Plan implements ptrsync.Synchronizer: it routes the operation. A delete always takes the lock (as a
-// closing acquisition); an update takes it if its key has credit on this compute node (and
-// spends one), and then defers its block write.
+// Plan implements ptrsync.Synchronizer: it routes the operation. A delete always takes the lock
+// (as a closing acquisition); an update takes it if its key has credit on this compute node
+// (and spends one), and then defers its block write.
 func (s *CIDER) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
 	pess := kind == ptrsync.Delete
 	if kind == ptrsync.Update {

@@ -16,7 +16,7 @@
 //
 // # Use
 //
-//	credits := cider.NewCredits(0)                        // one per compute node, shared by its clients
+//	credits := cider.NewCredits(0)                        // one per compute node
 //	s, err := cider.NewCIDER(m, credits, cider.Options{}) // one per client
 //	t, err := race.Open(ctx, m, a, raceRoot, race.Options{Sync: s}) // race.Params.MetaSize >= 16
 //
@@ -184,9 +184,9 @@
 // memory nodes and 4 clients per compute node (one core each), 8..512 clients, keys drawn from
 // YCSB's Zipfian with theta 0.99 (Gray et al.'s law: Zipf's for the two hottest ranks, a close
 // approximation past them) with its ranks mapped one to one onto the keys (bench/generator's
-// Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values, write-intensive (50%
-// updates) and write-only, on the pointer array (1Mi keys) and on RACE (128Ki keys), 20ms of
-// virtual warm-up and a 3ms window per point:
+// Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values,
+// write-intensive (50% updates) and write-only, on the pointer array (1Mi keys) and on RACE
+// (128Ki keys), 20ms of virtual warm-up and a 3ms window per point:
 //
 //	GOMAXPROCS=1 go test -run TestSweep -timeout 2h ./ds/cider -args -sweep -sweep.svg=sweep.svg
 //

@@ -180,6 +180,8 @@ func lastOf(s ptrsync.Synchronizer) cider.OpInfo {
 		return cider.OpInfo{Op: x.Last()}
 	case interface{ Last() cider.OpInfo }:
 		return x.Last()
+	case *stall:
+		return lastOf(x.Synchronizer)
 	}
 	panic(fmt.Sprintf("no last operation in %T", s))
 }

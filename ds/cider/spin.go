@@ -69,8 +69,8 @@ func NewSpin(m farmem.Memory, opts SpinOptions) (*Spin, error) {
 // LockSize implements ptrsync.Synchronizer.
 func (s *Spin) LockSize() int { return qlock.EntrySize }
 
-// Plan implements ptrsync.Synchronizer: the block is written in the first round trip, before the lock
-// is taken.
+// Plan implements ptrsync.Synchronizer: the block is written in the first round trip, before
+// the lock is taken.
 func (s *Spin) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
 	s.last = OpInfo{Op: ptrsync.Op{Kind: kind, Key: key, Pessimistic: true}, Role: Lone}
 	return ptrsync.Plan{}
