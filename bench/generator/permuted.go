@@ -42,8 +42,13 @@ func (p *Permuted) Key(i uint64) uint64 {
 // Next draws a key.
 func (p *Permuted) Next(r *rand.Rand) uint64 { return p.Key(uint64(p.z.Next(r))) }
 
-// Ranks returns the Zipfian the ranks are drawn from (for its Prob).
-func (p *Permuted) Ranks() *Zipfian { return p.z }
+// Prob returns the probability that Next draws key Key(i): the Zipfian's Prob of rank i.
+func (p *Permuted) Prob(i uint64) float64 {
+	if i >= p.n {
+		return 0
+	}
+	return p.z.Prob(int64(i))
+}
 
 func gcd(a, b uint64) uint64 {
 	for b != 0 {

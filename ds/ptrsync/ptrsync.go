@@ -19,6 +19,7 @@ const (
 	Delete
 )
 
+// String names the kind ("update", "delete").
 func (k Kind) String() string {
 	switch k {
 	case Update:
@@ -43,6 +44,7 @@ const (
 	Combined
 )
 
+// String names the outcome ("retry", "committed", "combined").
 func (o Outcome) String() string {
 	switch o {
 	case Retry:
