@@ -1,18 +1,17 @@
-// Package bench is farmem's benchmark harness: YCSB's core workloads A to F and its
-// generators, load and run phases over any Store, per-worker HDR histograms merged into a
-// Report, and the report as a table, JSON or SVG plots of a sweep.
+// Package bench is farmem's benchmark harness: YCSB's core workloads A to F over the generators
+// of bench/generator, load and run phases over any Store, per-worker HDR histograms merged into
+// a Report, and the report as a table, JSON or SVG plots of a sweep.
 //
 // # Workloads and generators
 //
 // The six core workloads are embedded (Builtin("a") ... Builtin("f")); LoadWorkload also reads
 // a file in YCSB's property format (ParseFile), and Workload.With overrides properties. The key
-// choosers are YCSB's: Zipfian (Gray et al., theta 0.99, zeta extended incrementally as the
-// item count grows), ScrambledZipfian (drawn over YCSB's space of 10^10 items with its
-// precomputed zeta and folded into the key range by FNVHash64), Uniform, Latest (skewed to the
-// newest inserts) and Hotspot. Keys are named as YCSB names them: "user" and the key number
-// hashed with FNVHash64, so consecutive inserts scatter over the key order. Every generator
-// takes its randomness from the *rand.Rand passed in, so a run on the simulator is a function
-// of its seed.
+// choosers are YCSB's, from package bench/generator (whose doc states the law each draws):
+// ScrambledZipfian for "zipfian", Latest, Hotspot and Uniform; scan and field lengths use its
+// Zipfian and Uniform. Keys are named as YCSB names them: "user" and the key number hashed with
+// FNVHash64, so consecutive inserts scatter over the key order. Every generator takes its
+// randomness from the *rand.Rand passed in, so a run on the simulator is a function of its
+// seed.
 //
 // # Stores
 //

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/stattest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -227,7 +228,7 @@ func TestSummarizeMerges(t *testing.T) {
 	for i := range 3 {
 		s, err := m.Open(t.Context())
 		require.NoError(t, err)
-		wk, err := d.NewWorker(s, WorkerOptions{Rand: newRand(uint64(i))})
+		wk, err := d.NewWorker(s, WorkerOptions{Rand: stattest.NewRand(uint64(i))})
 		require.NoError(t, err)
 		require.NoError(t, wk.Load(t.Context(), i, 3))
 		workers = append(workers, wk)
@@ -247,6 +248,6 @@ func TestSummarizeMerges(t *testing.T) {
 	require.Equal(t, "b", row.Workload)
 	// Bad load parts.
 	require.ErrorIs(t, workers[0].Load(t.Context(), 3, 3), farmem.ErrInvalid)
-	_, err = d.NewWorker(nil, WorkerOptions{Rand: newRand(1)})
+	_, err = d.NewWorker(nil, WorkerOptions{Rand: stattest.NewRand(1)})
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 }

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farmem/farmem/bench/generator"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/stattest"
 	"github.com/farmem/farmem/sim"
 	"github.com/stretchr/testify/require"
 )
@@ -66,7 +68,7 @@ func TestRunGoMap(t *testing.T) {
 	require.Zero(t, run.Errors)
 	require.Equal(t, run.Ops, run.ByOp["read"].Ops+run.ByOp["update"].Ops)
 	require.Len(t, run.ByOp, 2)
-	requireBinomial(t, "reads", int(run.ByOp["read"].Ops), 20000, 0.5)
+	stattest.RequireBinomial(t, "reads", int(run.ByOp["read"].Ops), 20000, 0.5)
 	require.Equal(t, int64(run.Ops), run.Histogram.TotalCount(), "histograms merged")
 	require.Positive(t, run.Latency.P50)
 	require.LessOrEqual(t, run.Latency.P50, run.Latency.P99)
@@ -103,7 +105,7 @@ func TestRunInsertsLatest(t *testing.T) {
 	run := runRow(t, rep, "gomap", PhaseRun)
 	require.Zero(t, run.Errors, "first error: %s", run.FirstError)
 	ins := run.ByOp["insert"].Ops
-	requireBinomial(t, "inserts", int(ins), 20000, 0.05)
+	stattest.RequireBinomial(t, "inserts", int(ins), 20000, 0.05)
 	require.Equal(t, 2000+int(ins), m.Len())
 }
 
@@ -140,7 +142,8 @@ func TestRunZipfianHotKey(t *testing.T) {
 	_, err := Run(t.Context(), Config{Workload: w, Stores: []Store{rs}, Clients: 2})
 	require.NoError(t, err)
 	n := w.InsertCount + 1 // no inserts expected
-	hot := KeyName(foldHash(FNVHash64(0), n), 1, false)
+	s := generator.NewScrambledZipfian(0, n-1)
+	hot := generator.KeyName(s.Fold(0), 1, false)
 	best := ""
 	for k, c := range rs.reads {
 		if best == "" || c > rs.reads[best] {
@@ -148,14 +151,19 @@ func TestRunZipfianHotKey(t *testing.T) {
 		}
 	}
 	require.Equal(t, hot, best)
-	pmf, tail := grayPMF(ScrambledItemCount+1, ZipfianTheta, ScrambledZeta, 200_000)
-	p := tail / float64(n) // an approximation good to well under a sigma here
-	for i, q := range pmf {
-		if foldHash(FNVHash64(int64(i)), n) == foldHash(FNVHash64(0), n) {
+	// The hot key's probability: the large space's items 0..199999 that fold onto it, and the
+	// rest of the space's mass spread evenly (an approximation good to well under a sigma here).
+	space := generator.NewZipfianZeta(0, generator.ScrambledItemCount, generator.ZipfianTheta, generator.ScrambledZeta)
+	p, tail := 0.0, 1.0
+	for i := range int64(200_000) {
+		q := space.Prob(i)
+		tail -= q
+		if s.Fold(i) == s.Fold(0) {
 			p += q
 		}
 	}
-	requireBinomial(t, "hot key reads", rs.reads[hot], 100000, p)
+	p += tail / float64(n)
+	stattest.RequireBinomial(t, "hot key reads", rs.reads[hot], 100000, p)
 }
 
 // orderedStore is a test store with an ordered index, so that workload E runs.
@@ -218,7 +226,7 @@ func TestRunWorkloadE(t *testing.T) {
 	require.Empty(t, run.Unsupported)
 	require.Zero(t, run.Errors, run.FirstError)
 	require.Equal(t, uint64(2000), run.Ops)
-	requireBinomial(t, "scans", int(run.ByOp["scan"].Ops), 2000, 0.95)
+	stattest.RequireBinomial(t, "scans", int(run.ByOp["scan"].Ops), 2000, 0.95)
 	var b bytes.Buffer
 	require.NoError(t, rep.WriteTable(&b))
 	require.Contains(t, b.String(), "gomap e: unsupported: gomap: workload e needs an ordered index")
@@ -460,7 +468,7 @@ type slotSession struct {
 }
 
 func (s *slotSession) addr(key []byte) farmem.Addr {
-	h := uint64(FNVHash64(int64(len(key))))
+	h := uint64(generator.FNVHash64(int64(len(key))))
 	for _, b := range key {
 		h = (h ^ uint64(b)) * 1099511628211
 	}
@@ -525,7 +533,7 @@ func TestSimHook(t *testing.T) {
 	require.Equal(t, 1.0, row.Costs.Verbs)
 	require.Equal(t, 64.0, row.Costs.Bytes())
 	require.Equal(t, row.Ops, res.Report.Stats.RoundTrips, "per-op deltas add up to the fabric's count")
-	requireBinomial(t, "reads", int(row.ByOp["read"].Ops), int(row.Ops), 0.5)
+	stattest.RequireBinomial(t, "reads", int(row.ByOp["read"].Ops), int(row.Ops), 0.5)
 
 	_, row2, _ := run(1)
 	row.Histogram, row2.Histogram = nil, nil

@@ -8,25 +8,27 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/farmem/farmem/bench/generator"
 	"github.com/farmem/farmem/farmem"
 )
 
 // Driver holds what the workers running one workload against one store share: the workload,
-// the templates of its generators, and the insert key sequence (an AckCounter starting at
-// recordcount, as YCSB's transaction inserts do), which carries across the points of a sweep.
+// the templates of its generators, and the insert key sequence (a generator.AckCounter
+// starting at recordcount, as YCSB's transaction inserts do), which carries across the points
+// of a sweep.
 // Its methods are safe for concurrent use.
 //
-// Key choice follows YCSB's CoreWorkload: zipfian is a ScrambledZipfian over insertcount plus
-// twice the inserts operationcount*insertproportion expects (so that inserts do not shift the
-// hot keys), uniform and hotspot draw over the loaded records only, latest follows the insert
-// sequence; a key beyond the last acknowledged insert is drawn again.
+// Key choice follows YCSB's CoreWorkload: zipfian is a generator.ScrambledZipfian over
+// insertcount plus twice the inserts operationcount*insertproportion expects (so that inserts
+// do not shift the hot keys), uniform and hotspot draw over the loaded records only, latest
+// follows the insert sequence; a key beyond the last acknowledged insert is drawn again.
 type Driver struct {
 	w       *Workload
-	inserts *AckCounter
-	cum     [NumOps]float64 // cumulative proportions
-	keys    Generator       // templates; workers clone them
-	scanLen Generator
-	field   Generator // nil for constant field lengths
+	inserts *generator.AckCounter
+	cum     [NumOps]float64     // cumulative proportions
+	keys    generator.Generator // templates; workers clone them
+	scanLen generator.Generator
+	field   generator.Generator // nil for constant field lengths
 }
 
 // NewDriver prepares w for running (for latest, this computes zeta over recordcount once).
@@ -34,10 +36,10 @@ func NewDriver(w *Workload) (*Driver, error) {
 	if w == nil {
 		return nil, fmt.Errorf("bench: no workload: %w", ErrWorkload)
 	}
-	return newDriver(w, NewAckCounter(w.RecordCount)), nil
+	return newDriver(w, generator.NewAckCounter(w.RecordCount)), nil
 }
 
-func newDriver(w *Workload, inserts *AckCounter) *Driver {
+func newDriver(w *Workload, inserts *generator.AckCounter) *Driver {
 	d := &Driver{w: w, inserts: inserts}
 	sum := 0.0
 	for op := range NumOps {
@@ -48,25 +50,25 @@ func newDriver(w *Workload, inserts *AckCounter) *Driver {
 	switch w.RequestDistribution {
 	case DistZipfian:
 		expected := int64(float64(w.OperationCount) * w.Proportion[OpInsert] * 2)
-		d.keys = NewScrambledZipfian(lo, hi+1+expected)
+		d.keys = generator.NewScrambledZipfian(lo, hi+1+expected)
 	case DistLatest:
-		d.keys = NewLatest(inserts)
+		d.keys = generator.NewLatest(inserts)
 	case DistHotspot:
-		d.keys = NewHotspot(lo, hi, w.HotspotDataFraction, w.HotspotOpnFraction)
+		d.keys = generator.NewHotspot(lo, hi, w.HotspotDataFraction, w.HotspotOpnFraction)
 	default:
-		d.keys = NewUniform(lo, hi)
+		d.keys = generator.NewUniform(lo, hi)
 	}
 	if w.ScanLengthDistribution == "zipfian" {
-		d.scanLen = NewZipfianRange(int64(w.MinScanLength), int64(w.MaxScanLength), ZipfianTheta)
+		d.scanLen = generator.NewZipfianRange(int64(w.MinScanLength), int64(w.MaxScanLength), generator.ZipfianTheta)
 	} else {
-		d.scanLen = NewUniform(int64(w.MinScanLength), int64(w.MaxScanLength))
+		d.scanLen = generator.NewUniform(int64(w.MinScanLength), int64(w.MaxScanLength))
 	}
 	if w.FixedValueSize == 0 {
 		switch w.FieldLengthDistribution {
 		case "uniform":
-			d.field = NewUniform(1, int64(w.FieldLength))
+			d.field = generator.NewUniform(1, int64(w.FieldLength))
 		case "zipfian":
-			d.field = NewZipfianRange(1, int64(w.FieldLength), ZipfianTheta)
+			d.field = generator.NewZipfianRange(1, int64(w.FieldLength), generator.ZipfianTheta)
 		}
 	}
 	return d
@@ -76,7 +78,7 @@ func newDriver(w *Workload, inserts *AckCounter) *Driver {
 func (d *Driver) Workload() *Workload { return d.w }
 
 // Inserts returns the shared insert key sequence.
-func (d *Driver) Inserts() *AckCounter { return d.inserts }
+func (d *Driver) Inserts() *generator.AckCounter { return d.inserts }
 
 // With returns a driver for nw, a variant of the driver's workload that differs only in
 // run-time properties (proportions, distributions, scan lengths), sharing this driver's insert
@@ -145,9 +147,9 @@ type Worker struct {
 	cost    Coster
 	r       *rand.Rand
 	now     func() time.Duration
-	keys    Generator
-	scanLen Generator
-	field   Generator
+	keys    generator.Generator
+	scanLen generator.Generator
+	field   generator.Generator
 	key     []byte
 	val     []byte
 	stamp   uint64
@@ -186,13 +188,13 @@ func (d *Driver) NewWorker(s Session, o WorkerOptions) (*Worker, error) {
 	return wk, nil
 }
 
-func cloneGen(g Generator) Generator {
+func cloneGen(g generator.Generator) generator.Generator {
 	switch g := g.(type) {
-	case *Zipfian:
+	case *generator.Zipfian:
 		return g.Clone()
-	case *ScrambledZipfian:
+	case *generator.ScrambledZipfian:
 		return g.Clone()
-	case *Latest:
+	case *generator.Latest:
 		return g.Clone()
 	}
 	return g // stateless: Uniform, Hotspot, nil
@@ -230,7 +232,7 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wk.key = AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+		wk.key = generator.AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
 		val := wk.value()
 		var before farmem.Stats
 		if wk.cost != nil {
@@ -281,7 +283,7 @@ func (wk *Worker) do(ctx context.Context, op Op) error {
 	w := wk.d.w
 	if op == OpInsert {
 		k := wk.d.inserts.Next()
-		wk.key = AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+		wk.key = generator.AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
 		err := wk.sess.Insert(ctx, wk.key, wk.value())
 		wk.d.inserts.Ack(k) // acknowledged whatever the outcome, as YCSB does
 		return err
@@ -290,7 +292,7 @@ func (wk *Worker) do(ctx context.Context, op Op) error {
 	if err != nil {
 		return err
 	}
-	wk.key = AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+	wk.key = generator.AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
 	switch op {
 	case OpRead:
 		_, err = wk.sess.Read(ctx, wk.key)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/internal/stattest"
 )
 
 func TestBuiltins(t *testing.T) {
@@ -195,7 +197,7 @@ func TestOpMixMatchesWorkloads(t *testing.T) {
 	mix := func(w *Workload, seed uint64) [NumOps]int {
 		d, err := NewDriver(w)
 		require.NoError(t, err)
-		r := newRand(seed)
+		r := stattest.NewRand(seed)
 		var counts [NumOps]int
 		for range draws {
 			counts[d.chooseOp(r)]++
@@ -218,7 +220,7 @@ func TestOpMixMatchesWorkloads(t *testing.T) {
 		if len(cs) == 1 {
 			return 0, 0, true
 		}
-		return chiSquare(cs, ps), len(cs) - 1, true
+		return stattest.ChiSquare(cs, ps), len(cs) - 1, true
 	}
 	for i, name := range Builtins() {
 		w, err := Builtin(name)
@@ -227,8 +229,8 @@ func TestOpMixMatchesWorkloads(t *testing.T) {
 		x, df, ok := fit(counts, w.Proportion)
 		require.True(t, ok, "workload %s drew an op it has no share of: %v", name, counts)
 		if df > 0 {
-			t.Logf("workload %s: %v, chi-square %.2f (df %d, critical %.1f)", name, counts, x, df, chiSquareCritical(df))
-			require.Less(t, x, chiSquareCritical(df), "workload %s", name)
+			t.Logf("workload %s: %v, chi-square %.2f (df %d, critical %.1f)", name, counts, x, df, stattest.ChiSquareCritical(df))
+			require.Less(t, x, stattest.ChiSquareCritical(df), "workload %s", name)
 		}
 	}
 	// Three ops, near-equal shares; then a broken expectation.
@@ -237,11 +239,11 @@ func TestOpMixMatchesWorkloads(t *testing.T) {
 	counts := mix(w, 99)
 	x, df, ok := fit(counts, w.Proportion)
 	require.True(t, ok)
-	require.Less(t, x, chiSquareCritical(df))
+	require.Less(t, x, stattest.ChiSquareCritical(df))
 	wrong := w.Proportion
 	wrong[OpRead], wrong[OpUpdate] = 0.32, 0.28
 	x, df, _ = fit(counts, wrong)
-	require.Greater(t, x, chiSquareCritical(df), "a 2-point shift must be detected")
+	require.Greater(t, x, stattest.ChiSquareCritical(df), "a 2-point shift must be detected")
 }
 
 // FuzzParse: no input panics the parser; whatever parses writes back to an equal workload.
@@ -273,7 +275,7 @@ func FuzzParse(f *testing.F) {
 		if w.RecordCount <= 1000 && w.ValueSize() <= 1<<16 && w.MaxScanLength <= 1000 && w.FieldLength <= 1000 {
 			d, err := NewDriver(w)
 			require.NoError(t, err)
-			wk, err := d.NewWorker(nopSession{}, WorkerOptions{Rand: newRand(1)})
+			wk, err := d.NewWorker(nopSession{}, WorkerOptions{Rand: stattest.NewRand(1)})
 			require.NoError(t, err)
 			for range 20 {
 				_ = wk.Step(t.Context())

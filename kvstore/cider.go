@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/farmem/farmem/ds/cider"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
-	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -29,7 +29,7 @@ type ciderSync struct {
 
 func (*ciderSync) Name() string { return "cider" }
 
-func (c *ciderSync) New(_ context.Context, m farmem.Memory, i int) (race.Synchronizer, error) {
+func (c *ciderSync) New(_ context.Context, m farmem.Memory, i int) (ptrsync.Synchronizer, error) {
 	node := m.Info().Node
 	c.mu.Lock()
 	cr := c.credits[node]
@@ -44,7 +44,7 @@ func (c *ciderSync) New(_ context.Context, m farmem.Memory, i int) (race.Synchro
 	if err != nil {
 		return nil, err
 	}
-	return cider.ForRACE(s), nil
+	return s, nil
 }
 
 // MCS returns the Sync of ds/cider's MCS baseline: every update and delete takes the key's far
@@ -55,14 +55,14 @@ type mcsSync struct{ opts qlock.Options }
 
 func (mcsSync) Name() string { return "mcs" }
 
-func (s mcsSync) New(_ context.Context, m farmem.Memory, i int) (race.Synchronizer, error) {
+func (s mcsSync) New(_ context.Context, m farmem.Memory, i int) (ptrsync.Synchronizer, error) {
 	o := s.opts
 	o.Offset += uint64(i) * qlock.NodeSize
 	x, err := cider.NewMCS(m, o)
 	if err != nil {
 		return nil, err
 	}
-	return cider.ForRACE(x), nil
+	return x, nil
 }
 
 // Spin returns the Sync of ds/cider's CAS spinlock baseline.
@@ -72,10 +72,10 @@ type spinSync struct{ opts cider.SpinOptions }
 
 func (spinSync) Name() string { return "spin" }
 
-func (s spinSync) New(_ context.Context, m farmem.Memory, _ int) (race.Synchronizer, error) {
+func (s spinSync) New(_ context.Context, m farmem.Memory, _ int) (ptrsync.Synchronizer, error) {
 	x, err := cider.NewSpin(m, s.opts)
 	if err != nil {
 		return nil, err
 	}
-	return cider.ForRACE(x), nil
+	return x, nil
 }

@@ -132,7 +132,7 @@
 // one Index (SWARM's write-to-a-replica-set, read-a-quorum); NoReplication is the default.
 // The pointer synchronizer is a Sync (Options.Sync; SyncByName for command lines): CIDER
 // (ds/cider, the default: contention-aware, optimistic on cold keys, the far MCS lock with
-// global write combining on hot ones), Optimistic (race.Optimistic, lock-free CAS), MCS (the
+// global write combining on hot ones), Optimistic (ptrsync.Optimistic, lock-free CAS), MCS (the
 // far MCS lock for every change) and Spin (a CAS spinlock). Kind, replicator and synchronizer
 // are recorded by name in the descriptor, and a store opens only with the ones that created it
 // (ErrMismatch; a nil Options.Sync takes the recorded one): synchronizers keep their lock

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -60,7 +60,7 @@ type Client struct {
 	Alloc  *alloc.Allocator
 	// Sync is the synchronizer Options.Sync built for this handle (one per handle); an index
 	// that makes no pointer changes through one ignores it.
-	Sync race.Synchronizer
+	Sync ptrsync.Synchronizer
 }
 
 // IndexKind creates and opens one kind of index. The store records Name in its descriptor, and

@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/farmem/farmem/ds/cider"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
-	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 )
 
-// Sync builds the pointer synchronizer (race.Synchronizer: the final pointer change of Update
-// and Delete) of each index handle the store opens. A Sync value is shared by every client of a
-// Store, so a synchronizer with state per compute node (CIDER's credits, its local
+// Sync builds the pointer synchronizer (ptrsync.Synchronizer: the final pointer change of
+// Update and Delete) of each index handle the store opens. A Sync value is shared by every
+// client of a Store, so a synchronizer with state per compute node (CIDER's credits, its local
 // write-combining table) keeps it in the Sync and hands each handle what its node shares.
 type Sync interface {
 	// Name identifies the synchronizer ("optimistic", ...), as SyncByName takes it.
@@ -21,10 +21,10 @@ type Sync interface {
 	// New returns a synchronizer for index handle i (0 ≤ i < MaxReplicas: one handle per index
 	// instance) of client m. Synchronizers that keep state in the client's slice of its compute
 	// node's region (a lock node) place handle i's at a distinct offset.
-	New(ctx context.Context, m farmem.Memory, i int) (race.Synchronizer, error)
+	New(ctx context.Context, m farmem.Memory, i int) (ptrsync.Synchronizer, error)
 }
 
-// Optimistic is RACE's lock-free synchronizer (race.Optimistic): a CAS on the slot, retried
+// Optimistic is the lock-free synchronizer (ptrsync.Optimistic): a CAS on the slot, retried
 // after confirming a competitor's newer block of the same key.
 var Optimistic Sync = optimisticSync{}
 
@@ -32,8 +32,8 @@ type optimisticSync struct{}
 
 func (optimisticSync) Name() string { return "optimistic" }
 
-func (optimisticSync) New(context.Context, farmem.Memory, int) (race.Synchronizer, error) {
-	return race.Optimistic{}, nil
+func (optimisticSync) New(context.Context, farmem.Memory, int) (ptrsync.Synchronizer, error) {
+	return ptrsync.NewOptimistic(), nil
 }
 
 // syncs lists the synchronizers SyncByName knows, with their default options, the default

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/farmem"
 )
@@ -85,10 +86,10 @@ func NewCIDER(m farmem.Memory, credits *Credits, opts Options) (*CIDER, error) {
 	return &CIDER{m: m, rt: m.Runtime(), lk: lk, credits: credits, opts: opts}, nil
 }
 
-// LockSize implements Synchronizer.
+// LockSize implements ptrsync.Synchronizer.
 func (s *CIDER) LockSize() int { return qlock.EntrySize }
 
-// Stats implements Synchronizer.
+// Stats returns the client's counters.
 func (s *CIDER) Stats() Stats { return s.stats }
 
 // LockStats returns the counters of the client's lock.
@@ -97,12 +98,12 @@ func (s *CIDER) LockStats() qlock.Stats { return s.lk.Stats() }
 // Last returns the client's last finished operation.
 func (s *CIDER) Last() OpInfo { return s.op.info }
 
-// Plan implements Synchronizer: it routes the operation. A delete always takes the lock (as a
-// closing acquisition); an update takes it if its key has credit on this compute node (and
-// spends one), and then defers its block write.
-func (s *CIDER) Plan(kind Kind, key uint64) Plan {
-	pess := kind == Delete
-	if kind == Update {
+// Plan implements ptrsync.Synchronizer: it routes the operation. A delete always takes the lock
+// (as a closing acquisition); an update takes it if its key has credit on this compute node
+// (and spends one), and then defers its block write.
+func (s *CIDER) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
+	pess := kind == ptrsync.Delete
+	if kind == ptrsync.Update {
 		switch s.opts.Mode {
 		case Auto:
 			pess = s.credits.Take(key)
@@ -112,25 +113,25 @@ func (s *CIDER) Plan(kind Kind, key uint64) Plan {
 			pess = s.rt.Rand().IntN(2) == 0
 		}
 	}
-	s.op.info = OpInfo{Kind: kind, Key: key, Pessimistic: pess}
+	s.op.info = OpInfo{Op: ptrsync.Op{Kind: kind, Key: key, Pessimistic: pess}}
 	s.op.backoff, s.op.recorded, s.op.watch = 0, false, nil
-	return Plan{DeferWrite: pess && kind == Update}
+	return ptrsync.Plan{DeferWrite: pess && kind == ptrsync.Update}
 }
 
-// Commit implements Synchronizer.
-func (s *CIDER) Commit(ctx context.Context, t Target) (Result, error) {
-	var res Result
+// Commit implements ptrsync.Synchronizer.
+func (s *CIDER) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
+	var res ptrsync.Result
 	var err error
 	info := &s.op.info
 	if !info.Pessimistic {
 		var fails int
-		res, _, fails, err = execute(ctx, t, t.Old(), &s.stats, s.onFail)
+		res, _, fails, err = ptrsync.Execute(ctx, t, t.Old(), &s.stats.Stats, s.onFail)
 		info.Retries += fails
 	} else {
 		res, err = s.pessimistic(ctx, t)
 	}
-	s.stats.finish(res)
-	if res.Outcome == Retry || err != nil {
+	s.stats.Finish(res)
+	if res.Outcome == ptrsync.Retry || err != nil {
 		return res, err
 	}
 	info.Outcome = res.Outcome
@@ -139,13 +140,13 @@ func (s *CIDER) Commit(ctx context.Context, t Target) (Result, error) {
 		if info.Retries >= HotnessThreshold {
 			s.stats.Severe++
 		}
-		if s.opts.Mode == Auto && info.Kind == Update && !s.op.recorded {
+		if s.opts.Mode == Auto && info.Kind == ptrsync.Update && !s.op.recorded {
 			s.credits.AfterOptimistic(info.Key, info.Retries)
 		}
 		return res, nil
 	}
 	s.stats.Pessimistic++
-	if s.opts.Mode == Auto && info.Kind == Update {
+	if s.opts.Mode == Auto && info.Kind == ptrsync.Update {
 		s.credits.AfterPessimistic(info.Key, info.Role != Lone)
 	}
 	return res, nil
@@ -158,7 +159,7 @@ func (s *CIDER) Commit(ctx context.Context, t Target) (Result, error) {
 // their way through it.
 func (s *CIDER) onFail(n int) {
 	info := &s.op.info
-	if total := info.Retries + n; total == HotnessThreshold && !s.op.recorded && s.opts.Mode == Auto && info.Kind == Update {
+	if total := info.Retries + n; total == HotnessThreshold && !s.op.recorded && s.opts.Mode == Auto && info.Kind == ptrsync.Update {
 		s.credits.AfterOptimistic(info.Key, total)
 		s.op.recorded = true
 	}
@@ -203,8 +204,8 @@ func outcomeOf(m qlock.Msg) (ok bool, w uint64, count int) {
 func isReset(err error) bool { return errors.Is(err, qlock.ErrReset) }
 
 // pessimistic runs one attempt through the lock: enqueue, then act on the first message.
-func (s *CIDER) pessimistic(ctx context.Context, t Target) (Result, error) {
-	del := t.Kind() == Delete
+func (s *CIDER) pessimistic(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
+	del := t.Kind() == ptrsync.Delete
 	a, err := s.lk.Enqueue(ctx, t.Lock(), del)
 	if errors.Is(err, qlock.ErrClosedEntry) {
 		// A delete is queued: this incarnation of the key is going away. Pause, then let the
@@ -215,27 +216,27 @@ func (s *CIDER) pessimistic(ctx context.Context, t Target) (Result, error) {
 			s.op.watch = s.lk.Watch(t.Lock())
 		}
 		if _, err := s.op.watch.Check(ctx); err != nil {
-			return Result{Outcome: Retry}, err
+			return ptrsync.Result{Outcome: ptrsync.Retry}, err
 		}
 		if s.op.backoff == 0 {
 			s.op.backoff = s.opts.Backoff
 		}
 		d := s.op.backoff
 		s.op.backoff = min(2*s.op.backoff, time.Millisecond)
-		return Result{Outcome: Retry}, s.rt.Sleep(ctx, d)
+		return ptrsync.Result{Outcome: ptrsync.Retry}, s.rt.Sleep(ctx, d)
 	}
 	if err != nil {
-		return Result{Outcome: Retry}, err
+		return ptrsync.Result{Outcome: ptrsync.Retry}, err
 	}
 	var msg qlock.Msg
 	if !a.Immediate() {
 		msg, err = a.Await(ctx, qlock.Granted, qlock.Exec, qlock.Combined)
 		if isReset(err) {
 			s.stats.Resets++
-			return Result{Outcome: Retry}, nil
+			return ptrsync.Result{Outcome: ptrsync.Retry}, nil
 		}
 		if err != nil {
-			return Result{Outcome: Retry}, err
+			return ptrsync.Result{Outcome: ptrsync.Retry}, err
 		}
 	}
 	switch msg.Kind {
@@ -253,7 +254,7 @@ func (s *CIDER) pessimistic(ctx context.Context, t Target) (Result, error) {
 
 // holder has the lock, granted or found free: alone if nobody is linked behind it (or it is a
 // delete, or combining is off), else it coordinates a batch.
-func (s *CIDER) holder(ctx context.Context, t Target, a *qlock.Acquisition, msg qlock.Msg) (Result, error) {
+func (s *CIDER) holder(ctx context.Context, t ptrsync.Target, a *qlock.Acquisition, msg qlock.Msg) (ptrsync.Result, error) {
 	exp := t.Old()
 	if w, ok := hintOf(msg); ok {
 		exp = w
@@ -261,10 +262,10 @@ func (s *CIDER) holder(ctx context.Context, t Target, a *qlock.Acquisition, msg 
 	if s.held != nil {
 		s.held()
 	}
-	if t.Kind() == Update && !s.opts.NoCombine {
+	if t.Kind() == ptrsync.Update && !s.opts.NoCombine {
 		succ, linked, err := a.Successor(ctx)
 		if err != nil {
-			return Result{Outcome: Retry}, err
+			return ptrsync.Result{Outcome: ptrsync.Retry}, err
 		}
 		if linked {
 			return s.coordinator(ctx, t, a, succ)
@@ -274,10 +275,10 @@ func (s *CIDER) holder(ctx context.Context, t Target, a *qlock.Acquisition, msg 
 }
 
 // alone executes the change itself and releases the lock (unless the lock is known lost).
-func (s *CIDER) alone(ctx context.Context, t Target, a *qlock.Acquisition, exp uint64, release bool) (Result, error) {
+func (s *CIDER) alone(ctx context.Context, t ptrsync.Target, a *qlock.Acquisition, exp uint64, release bool) (ptrsync.Result, error) {
 	s.stats.Lone++
 	s.op.info.Role = Lone
-	res, cur, fails, err := execute(ctx, t, exp, &s.stats, nil)
+	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.op.info.Retries += fails
 	if release {
 		if rerr := a.Release(context.WithoutCancel(ctx), cur, auxHint); err == nil && rerr != nil && !isReset(rerr) {
@@ -290,13 +291,13 @@ func (s *CIDER) alone(ctx context.Context, t Target, a *qlock.Acquisition, exp u
 // coordinator closes the batch by reading the tail of the queue (with the pointer, in the same
 // round trip), hands the lock to that executor, waits for its outcome, and passes the lock and
 // the outcome along the batch.
-func (s *CIDER) coordinator(ctx context.Context, t Target, a *qlock.Acquisition, succ qlock.Ticket) (Result, error) {
+func (s *CIDER) coordinator(ctx context.Context, t ptrsync.Target, a *qlock.Acquisition, succ qlock.Ticket) (ptrsync.Result, error) {
 	var wb, pb [8]byte
 	var b farmem.Batch
 	b.Read(a.Entry(), wb[:])
 	b.Read(t.Pointer(), pb[:])
 	if err := s.m.Do(ctx, &b); err != nil {
-		return Result{Outcome: Retry}, fmt.Errorf("cider: read queue tail: %w", err)
+		return ptrsync.Result{Outcome: ptrsync.Retry}, fmt.Errorf("cider: read queue tail: %w", err)
 	}
 	w := qlock.Word(binary.LittleEndian.Uint64(wb[:]))
 	ptr := binary.LittleEndian.Uint64(pb[:])
@@ -327,9 +328,9 @@ func (s *CIDER) coordinator(ctx context.Context, t Target, a *qlock.Acquisition,
 			// The executor died or stalled: whether it changed the pointer is unknown, but this
 			// update was never visible, so doing it again is safe.
 			s.stats.Resets++
-			return Result{Outcome: Retry}, nil
+			return ptrsync.Result{Outcome: ptrsync.Retry}, nil
 		}
-		return Result{Outcome: Retry}, err
+		return ptrsync.Result{Outcome: ptrsync.Retry}, err
 	}
 	ok, word, _ := outcomeOf(done)
 	// Step 5: the lock and the outcome go along the batch.
@@ -339,40 +340,40 @@ func (s *CIDER) coordinator(ctx context.Context, t Target, a *qlock.Acquisition,
 
 // combined decides a coordinator's or participant's own outcome from its batch's: Combined if
 // the executor committed over a block of this key, else Retry.
-func (s *CIDER) combined(ctx context.Context, t Target, ok bool, w uint64) (Result, error) {
+func (s *CIDER) combined(ctx context.Context, t ptrsync.Target, ok bool, w uint64) (ptrsync.Result, error) {
 	if ok && w != 0 && s.noSameCheck {
-		return Result{Outcome: Combined}, nil
+		return ptrsync.Result{Outcome: ptrsync.Combined}, nil
 	}
 	if ok && w != 0 {
 		same, err := t.Same(ctx, w)
 		if err != nil {
-			return Result{Outcome: Retry}, err
+			return ptrsync.Result{Outcome: ptrsync.Retry}, err
 		}
 		if same {
-			return Result{Outcome: Combined}, nil
+			return ptrsync.Result{Outcome: ptrsync.Combined}, nil
 		}
 	}
 	s.stats.Unconfirmed++
-	return Result{Outcome: Retry}, nil
+	return ptrsync.Result{Outcome: ptrsync.Retry}, nil
 }
 
 // executor is the tail of a batch: it writes its own block and CASes the pointer from the
 // word the coordinator read, tells the coordinator, then waits for the lock to come back at
 // the end of the batch and releases it to whoever queued behind.
-func (s *CIDER) executor(ctx context.Context, t Target, a *qlock.Acquisition, msg qlock.Msg) (Result, error) {
+func (s *CIDER) executor(ctx context.Context, t ptrsync.Target, a *qlock.Acquisition, msg qlock.Msg) (ptrsync.Result, error) {
 	s.stats.Executor++
 	s.op.info.Role = Executor
 	exp := t.Old()
 	if w, ok := hintOf(msg); ok {
 		exp = w
 	}
-	res, cur, fails, err := execute(ctx, t, exp, &s.stats, nil)
+	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.op.info.Retries += fails
 	if s.executed != nil {
 		s.executed()
 	}
 	// Step 4.
-	ok := err == nil && res.Outcome == Committed
+	ok := err == nil && res.Outcome == ptrsync.Committed
 	if serr := a.Send(ctx, msg.From, outcomeMsg(qlock.Done, ok, res.Replaced, 0), false); serr != nil {
 		// The coordinator is gone: the batch will time out and retry.
 		return res, err
@@ -396,7 +397,7 @@ func (s *CIDER) executor(ctx context.Context, t Target, a *qlock.Acquisition, ms
 
 // participant was combined: it passes the lock and the outcome to its successor and takes the
 // outcome as its own if it concerns its key.
-func (s *CIDER) participant(ctx context.Context, t Target, a *qlock.Acquisition, msg qlock.Msg) (Result, error) {
+func (s *CIDER) participant(ctx context.Context, t ptrsync.Target, a *qlock.Acquisition, msg qlock.Msg) (ptrsync.Result, error) {
 	s.stats.Participant++
 	s.op.info.Role = Participant
 	ok, w, count := outcomeOf(msg)
@@ -404,9 +405,9 @@ func (s *CIDER) participant(ctx context.Context, t Target, a *qlock.Acquisition,
 	if err == nil {
 		_ = a.Send(ctx, succ, outcomeMsg(qlock.Combined, ok, w, count+1), false)
 	} else if !isReset(err) {
-		return Result{Outcome: Retry}, err
+		return ptrsync.Result{Outcome: ptrsync.Retry}, err
 	}
-	if t.Kind() == Delete {
+	if t.Kind() == ptrsync.Delete {
 		ok = false // a delete is never combined (it closes its queue, so this cannot happen)
 	}
 	return s.combined(ctx, t, ok, w)

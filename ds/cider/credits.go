@@ -1,14 +1,19 @@
 package cider
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/farmem/farmem/ds/ptrsync"
+)
 
 // The parameters of contention-aware synchronization (CIDER §4.3, §5.2.2).
 const (
 	// InitialCredit is the credit a key gains when it turns hot.
 	InitialCredit = 36
 	// HotnessThreshold is the failed CASes an optimistic update must need, twice in a row on a
-	// key, for the key to turn hot.
-	HotnessThreshold = 2
+	// key, for the key to turn hot: ptrsync.SevereFailures, so that a severe update (as every
+	// synchronizer counts it) is what Algorithm 1 calls a hot one.
+	HotnessThreshold = ptrsync.SevereFailures
 	// AIMDFactor divides a key's credit after an uncombined lock acquisition.
 	AIMDFactor = 2
 	// DefaultCreditCapacity bounds the keys a compute node tracks.

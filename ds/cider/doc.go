@@ -1,59 +1,43 @@
 // Package cider is CIDER (Du et al., PVLDB 19(8), 2026): pessimistic synchronization of the final
 // pointer change of memory-disaggregated KV stores, with global write combining through the far
 // MCS lock (ds/qlock) and contention-aware switching between optimistic and pessimistic paths.
-// Its synchronizers share one interface, so the paper's baselines run on the same structures:
+// Its synchronizers implement ds/ptrsync's Synchronizer, so the paper's baselines run on the same
+// structures:
 //
-//   - Optimistic: CAS the data pointer, retry over newer words of the same key (O-SYNC).
+//   - ptrsync.Optimistic: CAS the data pointer, retry over newer words of the same key (O-SYNC).
 //   - Spin: a CAS spinlock with truncated exponential backoff (the Smart framework's "CAS").
 //   - MCS: the far MCS lock alone, the lock passed with the pointer word (ShiftLock).
 //   - CIDER: the MCS lock with global write combining, each update routed by its compute
 //     node's credits (Credits: the credit and retryRecord maps of Algorithm 1).
 //
-// They run on RACE (ForRACE adapts any of them to race.Synchronizer and race.Planner; the
-// table keeps the lock entries as its per-slot metadata) and on the paper's micro-benchmark,
-// the pointer array (Create, Open, Array).
+// They run on RACE (ds/race keeps the lock entries as its per-slot metadata) and on the paper's
+// micro-benchmark, the pointer array (bench/ptrarray). Each keeps Stats (ptrsync's counters and
+// those of the lock paths) and describes its last operation (OpInfo) for the experiments.
 //
 // # Use
 //
-//	credits := cider.NewCredits(0)                   // one per compute node, shared by its clients
+//	credits := cider.NewCredits(0)                        // one per compute node
 //	s, err := cider.NewCIDER(m, credits, cider.Options{}) // one per client
-//	root, err := cider.Create(ctx, m, a, cider.Params{Keys: n})
-//	arr, err := cider.Open(ctx, m, a, root, cider.ArrayOptions{Sync: s})
-//	err = arr.Update(ctx, k, v)
-//	// or, on RACE (race.Params.MetaSize >= 16):
-//	t, err := race.Open(ctx, m, a, raceRoot, race.Options{Sync: cider.ForRACE(s)})
+//	t, err := race.Open(ctx, m, a, raceRoot, race.Options{Sync: s}) // race.Params.MetaSize >= 16
 //
 // # The synchronizer interface
 //
-// A structure locates the data pointer, reads it and confirms it holds the key, and hands a
-// Target to Synchronizer.Commit: the pointer and its lock entry, the word read (Old), Install
-// (write the new block if not yet, and CAS the pointer from an expected word: one round trip on
-// the array, whose blocks sit on their pointer's node) and Same (whether a word read during the
-// operation names a block of the key: always on the array, whose pointer is the key's own; a
-// read of the block on RACE, whose slots change keys). Every pointer change, in every
-// synchronizer and mode, is a CAS from a word read during the operation, which the allocator's
-// epoch pin keeps from naming a reused block: there is no ABA, and a CAS fences whoever makes
-// it. Synchronizer.Plan is called once per operation before its first round trip: it routes
-// the operation and says whether the structure writes the new block early (in parallel with
-// its lookup) or leaves it to Install.
+// ds/ptrsync states the contract. A structure locates the data pointer, reads it and confirms it
+// holds the key, and hands a ptrsync.Target to Commit: the pointer and its lock entry, the word
+// read (Old), Install (write the new block if not yet, and CAS the pointer from an expected
+// word: one round trip on the array, whose blocks sit on their pointer's node) and Same
+// (whether a word read during the operation names a block of the key: always on the array,
+// whose pointer is the key's own; a read of the block on RACE, whose slots change keys). Every
+// pointer change, in every synchronizer and mode, is a CAS from a word read during the
+// operation, which the allocator's epoch pin keeps from naming a reused block: there is no ABA,
+// and a CAS fences whoever makes it. Plan is called once per operation before its first round
+// trip: CIDER routes the operation there and says whether the structure writes the new block
+// early (in parallel with its lookup) or leaves it to Install.
 //
-// # The pointer array
+// # Costs
 //
-// Key k (0 <= k < Params.Keys) has a record on node Nodes[k % len(Nodes)], at index k/len(Nodes)
-// of that node's run of records. Words are little-endian.
-//
-//	record (RecordSize = 24 bytes): lock entry (qlock.EntrySize = 16: lock word, epoch) | data pointer
-//	data pointer (Pointer): 0, or block size in 16-byte units << 48 | node << 40 | offset/16
-//	KV block (on the record's node): key (8) | value length (8) | value, padded to 8
-//	root (on Nodes[0]): magic | version | shard count << 8 | keys | checksum | shard bases
-//
-// A block is written once before the CAS that publishes it and never changed; a replaced block
-// is retired through the allocator's epochs (so a pinned reader never sees it reused). Search
-// reads the pointer and then the block. Insert writes the block and CASes the empty pointer in
-// one batch (inserts never take a lock, as in the paper). Load bulk-fills a fresh array.
-//
-// Costs, uncontended (TestUncontendedCosts; round trips, then memory-node verbs; allocator pins
-// and frees cost nothing within its Refresh):
+// On the pointer array, uncontended (round trips, then memory-node verbs; allocator pins and
+// frees cost nothing within its Refresh):
 //
 //	Search                          2   READ pointer; READ block
 //	Insert                          1   [WRITE block, CAS pointer]
@@ -163,10 +147,10 @@
 // delete is done, or queues again.
 //
 // Q6 (RACE): see race's package doc; lock entries are the table's per-slot metadata, and the
-// race.Planner hook lets CIDER defer the block write per operation and skip the entry prefetch.
+// plan (ptrsync.Plan) lets CIDER defer the block write per operation and skip the entry prefetch.
 // Q7: additive step 1; "two consecutive" means this update's and this node's previous
 // optimistic update of the key both reached the threshold; an executor counts as combined;
-// credits are per key (the array's index, KeyHash of a RACE key). The failed CASes of an
+// credits are per key (the array's index, ptrsync.KeyHash of a RACE key). The failed CASes of an
 // optimistic update are recorded as soon as they reach the threshold, not when the update
 // finally succeeds: the condition is known then, and a key in a storm of failing CASes turns
 // hot after two such updates instead of after two of them have fought their way through it
@@ -197,10 +181,12 @@
 // # The experiment
 //
 // TestSweep (behind -args -sweep) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
-// memory nodes and 4 clients per compute node (one core each), 8..512 clients, YCSB zipf 0.99
-// (internal/zipf, Gray et al.'s generator, scrambled), 8-byte values, write-intensive (50%
-// updates) and write-only, on the pointer array (1Mi keys) and on RACE (128Ki keys), 20ms of
-// virtual warm-up and a 3ms window per point:
+// memory nodes and 4 clients per compute node (one core each), 8..512 clients, keys drawn from
+// YCSB's Zipfian with theta 0.99 (Gray et al.'s law: Zipf's for the two hottest ranks, a close
+// approximation past them) with its ranks mapped one to one onto the keys (bench/generator's
+// Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values,
+// write-intensive (50% updates) and write-only, on the pointer array (1Mi keys) and on RACE
+// (128Ki keys), 20ms of virtual warm-up and a 3ms window per point:
 //
 //	GOMAXPROCS=1 go test -run TestSweep -timeout 2h ./ds/cider -args -sweep -sweep.svg=sweep.svg
 //

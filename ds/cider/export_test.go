@@ -26,18 +26,3 @@ func SetDefectForTest(s *CIDER, name string) {
 		panic("unknown defect " + name)
 	}
 }
-
-// SetArrayHookForTest makes r call f before each Commit of an update or delete (after it read
-// the pointer).
-func SetArrayHookForTest(r *Array, f func()) { r.beforeCommit = f }
-
-// SetArrayDefectForTest turns on a deliberate bug: "no-retire" (replaced blocks are freed at
-// once instead of retired through the allocator's epochs).
-func SetArrayDefectForTest(r *Array, name string) {
-	switch name {
-	case "no-retire":
-		r.noRetire = true
-	default:
-		panic("unknown defect " + name)
-	}
-}

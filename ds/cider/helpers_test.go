@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
@@ -108,7 +110,7 @@ func (e *env) setup(t testing.TB, keys uint64, rp race.Params) {
 	require.NoError(t, err)
 	defer a.Close()
 	if keys > 0 {
-		e.arrayRoot, err = cider.Create(ctx, m, a, cider.Params{Keys: keys})
+		e.arrayRoot, err = ptrarray.Create(ctx, m, a, ptrarray.Params{Keys: keys})
 		require.NoError(t, err)
 	}
 	if rp.MetaSize > 0 {
@@ -132,14 +134,14 @@ func (e *env) creditsOf(n farmem.NodeID) *cider.Credits {
 	return c
 }
 
-func (e *env) newSync(t testing.TB, m farmem.Memory, k syncKind) cider.Synchronizer {
+func (e *env) newSync(t testing.TB, m farmem.Memory, k syncKind) ptrsync.Synchronizer {
 	t.Helper()
 	lo := qlock.Options{Lease: e.lease}
-	var s cider.Synchronizer
+	var s ptrsync.Synchronizer
 	var err error
 	switch k {
 	case optimistic:
-		s = cider.NewOptimistic()
+		s = ptrsync.NewOptimistic()
 	case spin:
 		s, err = cider.NewSpin(m, cider.SpinOptions{Lease: e.lease})
 	case mcs:
@@ -157,6 +159,45 @@ func (e *env) newSync(t testing.TB, m farmem.Memory, k syncKind) cider.Synchroni
 	return s
 }
 
+// statsOf returns a synchronizer's counters: ptrsync's, and for ds/cider's those of the lock
+// paths too.
+func statsOf(s ptrsync.Synchronizer) cider.Stats {
+	switch x := s.(type) {
+	case *ptrsync.Optimistic:
+		return cider.Stats{Stats: x.Stats()}
+	case interface{ Stats() cider.Stats }:
+		return x.Stats()
+	case *stall:
+		return statsOf(x.Synchronizer)
+	}
+	panic(fmt.Sprintf("no counters in %T", s))
+}
+
+// lastOf describes a synchronizer's last operation.
+func lastOf(s ptrsync.Synchronizer) cider.OpInfo {
+	switch x := s.(type) {
+	case *ptrsync.Optimistic:
+		return cider.OpInfo{Op: x.Last()}
+	case interface{ Last() cider.OpInfo }:
+		return x.Last()
+	case *stall:
+		return lastOf(x.Synchronizer)
+	}
+	panic(fmt.Sprintf("no last operation in %T", s))
+}
+
+// stall is a synchronizer that calls before ahead of each Commit (after the structure read the
+// pointer), then commits through the synchronizer it wraps.
+type stall struct {
+	ptrsync.Synchronizer
+	before func()
+}
+
+func (s *stall) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
+	s.before()
+	return s.Synchronizer.Commit(ctx, t)
+}
+
 // kv is a structure's operations with uint64 keys.
 type kv interface {
 	Search(ctx context.Context, k uint64) ([]byte, error)
@@ -165,7 +206,7 @@ type kv interface {
 	Delete(ctx context.Context, k uint64) error
 }
 
-// raceKVs adapts a RACE table: keys as 8 big-endian bytes, its errors as the array's.
+// raceKVs adapts a RACE table: keys as 8 big-endian bytes, its errors as the pointer array's.
 type raceKVs struct{ t *race.Table }
 
 func rkey(k uint64) []byte { return binary.BigEndian.AppendUint64(nil, k) }
@@ -173,9 +214,9 @@ func rkey(k uint64) []byte { return binary.BigEndian.AppendUint64(nil, k) }
 func mapErr(err error) error {
 	switch {
 	case errors.Is(err, race.ErrNotFound):
-		return cider.ErrNotFound
+		return ptrarray.ErrNotFound
 	case errors.Is(err, race.ErrExists):
-		return cider.ErrExists
+		return ptrarray.ErrExists
 	}
 	return err
 }
@@ -196,9 +237,9 @@ func (r raceKVs) Delete(ctx context.Context, k uint64) error { return mapErr(r.t
 type client struct {
 	m    farmem.Memory
 	a    *alloc.Allocator
-	sync cider.Synchronizer
+	sync ptrsync.Synchronizer
 	kv   kv
-	arr  *cider.Array
+	arr  *ptrarray.Array
 	tab  *race.Table
 }
 
@@ -206,23 +247,28 @@ type client struct {
 // On sim it must run inside the simulation.
 func (e *env) open(t testing.TB, i int, st structure, k syncKind) *client {
 	t.Helper()
+	return e.openWith(t, i, st, k, nil)
+}
+
+// openWith is open with the synchronizer wrapped by wrap (if not nil).
+func (e *env) openWith(t testing.TB, i int, st structure, k syncKind, wrap func(ptrsync.Synchronizer) ptrsync.Synchronizer) *client {
+	t.Helper()
 	ctx := context.Background()
 	m, err := e.f.Open(ctx, e.comp[i%len(e.comp)])
 	require.NoError(t, err)
 	a, err := alloc.New(ctx, m, e.ao)
 	require.NoError(t, err)
 	c := &client{m: m, a: a, sync: e.newSync(t, m, k)}
+	if wrap != nil {
+		c.sync = wrap(c.sync)
+	}
 	switch st {
 	case arrayKV:
-		c.arr, err = cider.Open(ctx, m, a, e.arrayRoot, cider.ArrayOptions{Sync: c.sync})
+		c.arr, err = ptrarray.Open(ctx, m, a, e.arrayRoot, ptrarray.Options{Sync: c.sync})
 		require.NoError(t, err)
 		c.kv = c.arr
 	case raceKV:
-		rs := cider.ForRACE(c.sync)
-		if k == optimistic {
-			rs = race.Optimistic{} // RACE's own optimistic synchronizer
-		}
-		c.tab, err = race.Open(ctx, m, a, e.raceRoot, race.Options{Sync: rs, Lease: 20 * e.lease})
+		c.tab, err = race.Open(ctx, m, a, e.raceRoot, race.Options{Sync: c.sync, Lease: 20 * e.lease})
 		require.NoError(t, err)
 		c.kv = raceKVs{c.tab}
 	}
@@ -280,7 +326,7 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 			var got []byte
 			got, err = c.kv.Search(ctx, k)
 			switch {
-			case errors.Is(err, cider.ErrNotFound):
+			case errors.Is(err, ptrarray.ErrNotFound):
 				out, err = kvModel.Missing(), nil
 			case err == nil:
 				if len(got) < 8 {
@@ -292,21 +338,21 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 			op = rec.Call(kvModel.Insert(k, v))
 			err = c.kv.Insert(ctx, k, body)
 			out = kvModel.OK()
-			if errors.Is(err, cider.ErrExists) {
+			if errors.Is(err, ptrarray.ErrExists) {
 				out, err = kvModel.Exists(), nil
 			}
 		case p < w.search+w.insert+w.update:
 			op = rec.Call(kvModel.Update(k, v))
 			err = c.kv.Update(ctx, k, body)
 			out = kvModel.OK()
-			if errors.Is(err, cider.ErrNotFound) {
+			if errors.Is(err, ptrarray.ErrNotFound) {
 				out, err = kvModel.Missing(), nil
 			}
 		default:
 			op = rec.Call(kvModel.Delete(k))
 			err = c.kv.Delete(ctx, k)
 			out = kvModel.OK()
-			if errors.Is(err, cider.ErrNotFound) {
+			if errors.Is(err, ptrarray.ErrNotFound) {
 				out, err = kvModel.Missing(), nil
 			}
 		}
@@ -326,7 +372,7 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 func sumStats(cs []*client) cider.Stats {
 	var s cider.Stats
 	for _, c := range cs {
-		s = s.Add(c.sync.Stats())
+		s = s.Add(statsOf(c.sync))
 	}
 	return s
 }

@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
@@ -32,8 +34,8 @@ type wordTarget struct {
 	version  uint64
 }
 
-func (w *wordTarget) Kind() cider.Kind      { return cider.Update }
-func (w *wordTarget) Key() uint64           { return w.key }
+func (w *wordTarget) Kind() ptrsync.Kind    { return ptrsync.Update }
+func (w *wordTarget) LockBytes() []byte     { return nil }
 func (w *wordTarget) Pointer() farmem.Addr  { return wordPtr }
 func (w *wordTarget) Lock() farmem.Addr     { return wordLock }
 func (w *wordTarget) Old() uint64           { return w.old }
@@ -83,7 +85,7 @@ func newProtoRig(t *testing.T, n int) *protoRig {
 
 // update is client i's update of key, starting at delay: it reads the pointer and commits once.
 type attempt struct {
-	out cider.Result
+	out ptrsync.Result
 	err error
 }
 
@@ -93,7 +95,7 @@ func (r *protoRig) update(t *testing.T, g *sim.Group, i int, key uint64, delay t
 		m := r.ms[i]
 		_ = m.Runtime().Sleep(ctx, delay)
 		tg := &wordTarget{m: m, key: key, old: readWordPtr(t, m), version: uint64(100 + i)}
-		r.ss[i].Plan(cider.Update, key)
+		r.ss[i].Plan(ptrsync.Update, key)
 		got.out, got.err = r.ss[i].Commit(ctx, tg)
 	})
 }
@@ -131,18 +133,18 @@ func TestBatchOfAnotherKey(t *testing.T) {
 		for _, a := range []attempt{c, p, e} {
 			require.NoError(t, a.err)
 		}
-		require.Equal(t, cider.Committed, e.out.Outcome)
+		require.Equal(t, ptrsync.Committed, e.out.Outcome)
 		require.Equal(t, uint64(1), r.ss[2].Stats().Batches)
 		require.Equal(t, uint64(3), r.ss[2].Stats().Batched)
 		require.Equal(t, uint64(1), r.ss[0].Stats().Coordinator)
 		require.Equal(t, uint64(1), r.ss[1].Stats().Participant)
 		if defect {
-			require.Equal(t, cider.Combined, c.out.Outcome, "the defect reports A's update combined into B's batch")
-			require.Equal(t, cider.Combined, p.out.Outcome)
+			require.Equal(t, ptrsync.Combined, c.out.Outcome, "the defect reports A's update combined into B's batch")
+			require.Equal(t, ptrsync.Combined, p.out.Outcome)
 			continue
 		}
-		require.Equal(t, cider.Retry, c.out.Outcome, "the coordinator took B's batch for its update of A")
-		require.Equal(t, cider.Retry, p.out.Outcome, "the participant took B's batch for its update of A")
+		require.Equal(t, ptrsync.Retry, c.out.Outcome, "the coordinator took B's batch for its update of A")
+		require.Equal(t, ptrsync.Retry, p.out.Outcome, "the participant took B's batch for its update of A")
 		require.Equal(t, uint64(1), r.ss[0].Stats().Unconfirmed)
 		require.Equal(t, uint64(1), r.ss[1].Stats().Unconfirmed)
 	}
@@ -178,11 +180,11 @@ func (r *protoRig) crash(t *testing.T, i int) func() {
 func TestExecutorDiesAfterItsCAS(t *testing.T) {
 	r := newProtoRig(t, 3)
 	c, p, e := r.batchOfThree(t, func() { cider.SetHookForTest(r.ss[2], "executed", r.crash(t, 2)) })
-	require.Equal(t, cider.Committed, e.out.Outcome, "the executor knows its own CAS landed")
+	require.Equal(t, ptrsync.Committed, e.out.Outcome, "the executor knows its own CAS landed")
 	r.s.Run(func() { require.Equal(t, uint64(1)<<32|102, readWordPtr(t, r.ms[0]), "the executor's CAS landed") })
 	for _, a := range []attempt{c, p} {
 		require.NoError(t, a.err)
-		require.Equal(t, cider.Retry, a.out.Outcome)
+		require.Equal(t, ptrsync.Retry, a.out.Outcome)
 	}
 	require.Positive(t, r.ss[0].Stats().Resets+r.ss[1].Stats().Resets)
 	// Retrying works, over the reset lock.
@@ -194,7 +196,7 @@ func TestExecutorDiesAfterItsCAS(t *testing.T) {
 	})
 	for _, a := range []attempt{c, p} {
 		require.NoError(t, a.err)
-		require.NotEqual(t, cider.Retry, a.out.Outcome)
+		require.NotEqual(t, ptrsync.Retry, a.out.Outcome)
 	}
 }
 
@@ -206,9 +208,9 @@ func TestCoordinatorDiesAfterHandOff(t *testing.T) {
 	c, p, e := r.batchOfThree(t, func() { cider.SetHookForTest(r.ss[0], "exec-sent", r.crash(t, 0)) })
 	require.ErrorIs(t, c.err, farmem.ErrNodeDown)
 	require.NoError(t, e.err)
-	require.Equal(t, cider.Committed, e.out.Outcome)
+	require.Equal(t, ptrsync.Committed, e.out.Outcome)
 	require.NoError(t, p.err)
-	require.Equal(t, cider.Retry, p.out.Outcome)
+	require.Equal(t, ptrsync.Retry, p.out.Outcome)
 	require.Equal(t, uint64(1), r.ss[2].Stats().Resets, "the executor saw the lock reset")
 }
 
@@ -217,40 +219,51 @@ func TestCoordinatorDiesAfterHandOff(t *testing.T) {
 // wrapped twice). The pointer carries no version: it names its block, and the allocator's
 // epochs keep a block the stalled update may still CAS from from being reused, so the pointer
 // never holds the stalled update's word again, its CAS fails and it retries over the current
-// incarnation. With blocks freed at once instead of retired (the defect), the word comes back
+// incarnation. With deletes that free the block at once instead of retiring it (the defect,
+// done here by hand: a CAS of the pointer to 0 and an immediate Free), the word comes back
 // after one cycle: the ABA that the epochs prevent.
 func TestNoABAAcrossDeleteInsertCycles(t *testing.T) {
 	for _, defect := range []bool{false, true} {
 		e := newLocalEnv(t, local.Options{}, 4, race.Params{})
 		ctx := context.Background()
-		u := e.open(t, 0, arrayKV, ciderAuto)
-		d := e.open(t, 1, arrayKV, ciderAuto)
-		if defect {
-			cider.SetArrayDefectForTest(u.arr, "no-retire")
-			cider.SetArrayDefectForTest(d.arr, "no-retire")
-		}
-		require.NoError(t, d.kv.Insert(ctx, 0, val(1, 8)))
-		ptr := func() uint64 {
-			var b [8]byte
-			require.NoError(t, d.m.Read(ctx, d.arr.Record(0).Add(cider.RecordSize-8), b[:]))
-			return binary.LittleEndian.Uint64(b[:])
-		}
-		b1 := ptr()
 		stalled, resume := make(chan struct{}), make(chan struct{})
 		first := true
-		cider.SetArrayHookForTest(u.arr, func() {
-			if first {
-				first = false
-				close(stalled)
-				<-resume
-			}
+		u := e.openWith(t, 0, arrayKV, ciderAuto, func(s ptrsync.Synchronizer) ptrsync.Synchronizer {
+			return &stall{Synchronizer: s, before: func() {
+				if first {
+					first = false
+					close(stalled)
+					<-resume
+				}
+			}}
 		})
+		d := e.open(t, 1, arrayKV, ciderAuto)
+		require.NoError(t, d.kv.Insert(ctx, 0, val(1, 8)))
+		ptrAddr := d.arr.Record(0).Add(ptrarray.RecordSize - 8)
+		ptr := func() uint64 {
+			var b [8]byte
+			require.NoError(t, d.m.Read(ctx, ptrAddr, b[:]))
+			return binary.LittleEndian.Uint64(b[:])
+		}
+		del := func() {
+			if !defect {
+				require.NoError(t, d.kv.Delete(ctx, 0))
+				return
+			}
+			w := ptr()
+			prev, err := d.m.CAS(ctx, ptrAddr, w, 0)
+			require.NoError(t, err)
+			require.Equal(t, w, prev)
+			p := ptrarray.Pointer(w)
+			require.NoError(t, d.a.Free(p.Addr(), p.Size()))
+		}
+		b1 := ptr()
 		done := make(chan error)
 		go func() { done <- u.kv.Update(ctx, 0, val(99, 8)) }()
 		<-stalled
 		recurred := 0
 		for i := range 40 {
-			require.NoError(t, d.kv.Delete(ctx, 0))
+			del()
 			require.NoError(t, d.kv.Insert(ctx, 0, val(uint64(100+i), 8)))
 			if ptr() == b1 {
 				recurred++
@@ -263,7 +276,7 @@ func TestNoABAAcrossDeleteInsertCycles(t *testing.T) {
 			continue
 		}
 		require.Zero(t, recurred, "the pointer held the stalled update's word again")
-		require.Positive(t, u.sync.Stats().FailedCAS, "the stalled update's CAS went through")
+		require.Positive(t, statsOf(u.sync).FailedCAS, "the stalled update's CAS went through")
 		v, err := d.kv.Search(ctx, 0)
 		require.NoError(t, err)
 		require.Equal(t, uint64(99), unval(v))

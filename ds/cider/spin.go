@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/farmem"
 )
@@ -65,17 +66,17 @@ func NewSpin(m farmem.Memory, opts SpinOptions) (*Spin, error) {
 	return &Spin{m: m, rt: m.Runtime(), id: uint64(m.Info().ID), opts: opts}, nil
 }
 
-// LockSize implements Synchronizer.
+// LockSize implements ptrsync.Synchronizer.
 func (s *Spin) LockSize() int { return qlock.EntrySize }
 
-// Plan implements Synchronizer: the block is written in the first round trip, before the lock
-// is taken.
-func (s *Spin) Plan(kind Kind, key uint64) Plan {
-	s.last = OpInfo{Kind: kind, Key: key, Pessimistic: true, Role: Lone}
-	return Plan{}
+// Plan implements ptrsync.Synchronizer: the block is written in the first round trip, before
+// the lock is taken.
+func (s *Spin) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
+	s.last = OpInfo{Op: ptrsync.Op{Kind: kind, Key: key, Pessimistic: true}, Role: Lone}
+	return ptrsync.Plan{}
 }
 
-// Stats implements Synchronizer.
+// Stats returns the client's counters.
 func (s *Spin) Stats() Stats { return s.stats }
 
 // Last returns the client's last finished operation.
@@ -93,8 +94,8 @@ func (s *Spin) expired(w uint64, now farmem.Time) bool {
 	return deadline.Add(s.opts.ClockSkew).Before(now)
 }
 
-// Commit implements Synchronizer.
-func (s *Spin) Commit(ctx context.Context, t Target) (Result, error) {
+// Commit implements ptrsync.Synchronizer.
+func (s *Spin) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
 	lock := t.Lock()
 	backoff := s.opts.Backoff
 	var pb [8]byte
@@ -102,8 +103,8 @@ func (s *Spin) Commit(ctx context.Context, t Target) (Result, error) {
 	for {
 		now := s.rt.Now()
 		if now > t.Deadline() {
-			s.stats.finish(Result{})
-			return Result{Outcome: Retry}, nil
+			s.stats.Finish(ptrsync.Result{})
+			return ptrsync.Result{Outcome: ptrsync.Retry}, nil
 		}
 		mine := s.word(now)
 		var b farmem.Batch
@@ -111,7 +112,7 @@ func (s *Spin) Commit(ctx context.Context, t Target) (Result, error) {
 		b.Read(t.Pointer(), pb[:])
 		s.stats.LockCASes++
 		if err := s.m.Do(ctx, &b); err != nil {
-			return Result{Outcome: Retry}, fmt.Errorf("cider: spin acquire: %w", err)
+			return ptrsync.Result{Outcome: ptrsync.Retry}, fmt.Errorf("cider: spin acquire: %w", err)
 		}
 		prev, _ := b.Result(0)
 		if prev == expect {
@@ -129,18 +130,18 @@ func (s *Spin) Commit(ctx context.Context, t Target) (Result, error) {
 		expect = 0
 		d := backoff/2 + time.Duration(s.rt.Rand().Int64N(int64(backoff/2)+1))
 		if err := s.rt.Sleep(ctx, d); err != nil {
-			return Result{Outcome: Retry}, err
+			return ptrsync.Result{Outcome: ptrsync.Retry}, err
 		}
 		backoff = min(2*backoff, s.opts.MaxBackoff)
 	}
 }
 
 // locked is the critical section: CAS the pointer from the word read with the lock.
-func (s *Spin) locked(ctx context.Context, t Target, cur uint64) (Result, error) {
-	res, _, fails, err := execute(ctx, t, cur, &s.stats, nil)
+func (s *Spin) locked(ctx context.Context, t ptrsync.Target, cur uint64) (ptrsync.Result, error) {
+	res, _, fails, err := ptrsync.Execute(ctx, t, cur, &s.stats.Stats, nil)
 	s.last.Retries += fails
-	s.stats.finish(res)
-	if res.Outcome != Retry {
+	s.stats.Finish(res)
+	if res.Outcome != ptrsync.Retry {
 		s.stats.Pessimistic++
 		s.stats.Lone++
 		s.last.Outcome = res.Outcome
@@ -167,16 +168,16 @@ func NewMCS(m farmem.Memory, opts qlock.Options) (*MCS, error) {
 	return &MCS{lk: lk}, nil
 }
 
-// LockSize implements Synchronizer.
+// LockSize implements ptrsync.Synchronizer.
 func (s *MCS) LockSize() int { return qlock.EntrySize }
 
-// Plan implements Synchronizer: the block is written in the first round trip.
-func (s *MCS) Plan(kind Kind, key uint64) Plan {
-	s.last = OpInfo{Kind: kind, Key: key, Pessimistic: true, Role: Lone}
-	return Plan{}
+// Plan implements ptrsync.Synchronizer: the block is written in the first round trip.
+func (s *MCS) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
+	s.last = OpInfo{Op: ptrsync.Op{Kind: kind, Key: key, Pessimistic: true}, Role: Lone}
+	return ptrsync.Plan{}
 }
 
-// Stats implements Synchronizer.
+// Stats returns the client's counters.
 func (s *MCS) Stats() Stats { return s.stats }
 
 // LockStats returns the counters of the client's lock.
@@ -185,23 +186,23 @@ func (s *MCS) LockStats() qlock.Stats { return s.lk.Stats() }
 // Last returns the client's last finished operation.
 func (s *MCS) Last() OpInfo { return s.last }
 
-// Commit implements Synchronizer.
-func (s *MCS) Commit(ctx context.Context, t Target) (Result, error) {
+// Commit implements ptrsync.Synchronizer.
+func (s *MCS) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
 	a, msg, err := s.lk.Lock(ctx, t.Lock())
 	if err != nil {
-		return Result{Outcome: Retry}, err
+		return ptrsync.Result{Outcome: ptrsync.Retry}, err
 	}
 	exp := t.Old()
 	if w, ok := hintOf(msg); ok {
 		exp = w
 	}
-	res, cur, fails, err := execute(ctx, t, exp, &s.stats, nil)
+	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.last.Retries += fails
 	if rerr := a.Release(context.WithoutCancel(ctx), cur, auxHint); err == nil && rerr != nil && !isReset(rerr) {
 		err = rerr
 	}
-	s.stats.finish(res)
-	if res.Outcome != Retry {
+	s.stats.Finish(res)
+	if res.Outcome != ptrsync.Retry {
 		s.stats.Pessimistic++
 		s.stats.Lone++
 		s.last.Outcome = res.Outcome

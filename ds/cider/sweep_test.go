@@ -16,8 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/generator"
+	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
-	"github.com/farmem/farmem/ds/cider/internal/zipf"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/sim"
@@ -103,25 +104,28 @@ func (r pointResult) batch() float64 {
 
 var (
 	genMu   sync.Mutex
-	genByNT = map[[2]uint64]*zipf.Scrambled{}
+	genByNT = map[[2]uint64]*generator.Permuted{}
 )
 
-// keyGen returns the (cached) scrambled Zipfian generator over n keys.
-func keyGen(t testing.TB, n uint64, theta float64) *zipf.Scrambled {
+// keyGen returns the (cached) key generator over n keys: YCSB's Zipfian ranks (Gray's law, see
+// bench/generator) mapped one to one onto the keys by generator.Permuted, so the hot keys are
+// spread over the nodes. It is not YCSB's ScrambledZipfian (which folds 10^10 ranks onto the
+// keys by a hash). Clients share it: Next does not change it.
+func keyGen(t testing.TB, n uint64, theta float64) *generator.Permuted {
 	genMu.Lock()
 	defer genMu.Unlock()
 	k := [2]uint64{n, math.Float64bits(theta)}
 	if g := genByNT[k]; g != nil {
 		return g
 	}
-	g, err := zipf.NewScrambled(n, theta)
+	g, err := generator.NewPermuted(n, theta)
 	require.NoError(t, err)
 	genByNT[k] = g
 	return g
 }
 
 // runPoint runs one point of the sweep: clients closed-loop clients on structure st with
-// synchronizer k, the mix's updates and searches over zipf(theta) keys.
+// synchronizer k, the mix's updates and searches over keys drawn by keyGen (theta).
 func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clients int) pointResult {
 	t.Helper()
 	keys := cfg.arrayKeys
@@ -147,9 +151,9 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 		require.NoError(t, err)
 		defer a.Close()
 		if st == arrayKV {
-			e.arrayRoot, err = cider.Create(ctx, m, a, cider.Params{Keys: keys})
+			e.arrayRoot, err = ptrarray.Create(ctx, m, a, ptrarray.Params{Keys: keys})
 			require.NoError(t, err)
-			arr, err := cider.Open(ctx, m, a, e.arrayRoot, cider.ArrayOptions{})
+			arr, err := ptrarray.Open(ctx, m, a, e.arrayRoot, ptrarray.Options{})
 			require.NoError(t, err)
 			require.NoError(t, arr.Load(ctx, 0, keys, value))
 			return
@@ -200,14 +204,14 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 			s.At(from, func() {
 				for _, lc := range lcs {
 					if lc != nil {
-						lc.base = lc.c.sync.Stats()
+						lc.base = statsOf(lc.c.sync)
 					}
 				}
 			})
 			s.At(to, func() {
 				for _, lc := range lcs {
 					if lc != nil {
-						lc.end = lc.c.sync.Stats()
+						lc.end = statsOf(lc.c.sync)
 					}
 				}
 			})
@@ -227,12 +231,10 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 			c.a = a
 			c.sync = e.newSync(t, m, k)
 			if st == arrayKV {
-				c.arr, err = cider.Open(ctx, m, a, e.arrayRoot, cider.ArrayOptions{Sync: c.sync})
+				c.arr, err = ptrarray.Open(ctx, m, a, e.arrayRoot, ptrarray.Options{Sync: c.sync})
 				c.kv = c.arr
 			} else {
-				// Optimistic goes through the adapter too (the same algorithm as race.Optimistic,
-				// at the same cost), so that its failed CASes are counted per operation.
-				c.tab, err = race.Open(ctx, m, a, e.raceRoot, race.Options{Sync: cider.ForRACE(c.sync)})
+				c.tab, err = race.Open(ctx, m, a, e.raceRoot, race.Options{Sync: c.sync})
 				c.kv = raceKVs{c.tab}
 			}
 			if err != nil {
@@ -254,7 +256,7 @@ func runPoint(t testing.TB, cfg sweepCfg, st structure, k syncKind, mx mix, clie
 				if now := rt.Now(); err == nil && now >= from && now < to {
 					lc.updates++
 					if r, ok := tracked[key]; ok {
-						info := c.sync.Last()
+						info := lastOf(c.sync)
 						ks := &lc.keys[r]
 						ks.updates++
 						if info.Pessimistic {

@@ -1,8 +1,8 @@
 // Package race is RACE hashing (Zuo et al., ATC'21) over far memory: a lock-free extendible
 // hash table that clients reach with one-sided verbs only. It is the index under CIDER, FlexKV
 // and SWARM-KV in this module: keys and values are byte strings, and the final pointer change
-// of Update and Delete is delegated to a Synchronizer, so that ds/cider can put its locks
-// behind the same table.
+// of Update and Delete is delegated to a ptrsync.Synchronizer, so that ds/cider can put its
+// locks behind the same table.
 //
 // # Use
 //
@@ -120,11 +120,22 @@
 // the lincheck test with that defect fails.)
 //
 // Update and Delete: the lookup finds the committed slot of the key (Update writes its new
-// block in the lookup's batch, unless the synchronizer defers it); then Synchronizer.Commit
-// changes the slot from the word read to the new block's word (Update) or to 0 (Delete). The
-// replaced block is retired. A missing key is ErrNotFound, linearized at the lookup.
-// Optimistic, the default synchronizer, is a CAS; when the CAS finds a newer block of the same
-// key (confirmed by reading it) it CASes again, otherwise the operation looks again.
+// block in the lookup's batch, unless the synchronizer's plan defers it); then the
+// synchronizer's Commit changes the slot from the word read to the new block's word (Update) or
+// to 0 (Delete). The replaced block is retired. A missing key is ErrNotFound, linearized at the
+// lookup. ptrsync.Optimistic, the default synchronizer, is a CAS; when the CAS finds a newer
+// block of the same key (confirmed by reading it) it CASes again, otherwise the operation looks
+// again.
+//
+// What the table adds to ptrsync's contract: the slot word is the pointer (ptrsync.Target), and
+// the key's identity for the synchronizer is ptrsync.KeyHash of the key bytes. A frozen word is
+// never replaced: a split owns it, Same reports it is not the key's, and on Retry the table
+// waits for the split. Install writes a deferred KV block in a round trip of its own (the block
+// may sit on another node than the slot) and then CASes the slot; Same reads the word's block
+// unless it is the word the table read (one round trip, none if this operation read it
+// already), and reports false for frozen, tentative or empty words, for blocks that fail
+// validation and past the deadline. Every slot CAS that finds another word counts in
+// Stats.Conflicts.
 //
 // # ABA, versions and lock entries
 //
@@ -139,14 +150,17 @@
 // otherwise re-pins and looks again. This answers CIDER's open questions Q5 and Q6 for this
 // table: the slot needs no version bits; the per-slot lock entries live in a parallel array in
 // each subtable (the Metadata above), at an address computed from the slot's, and are read
-// with the KV blocks in the lookup's second round trip, so a synchronizer finds "the lock entry
-// of this slot" with no round trip of its own (Change.Meta, Change.MetaBytes). A lock entry
-// may carry its own version, as wide as its synchronizer likes; a synchronizer that waits on a
-// lock must re-read or re-confirm the slot (Change.Confirm) before its CAS, and may combine
-// updates (Traits.DeferWrite: the table then lets Commit write the new block, so only the last
-// writer's block is written, and Outcome Combined tells the table that this change's block was
-// never published); a Planner decides that, and whether to prefetch the entry, per operation. When a split moves a slot, its lock entry is not moved: the new slot's
-// entry starts zero and every CAS on the old slot fails (it is frozen, then cleared).
+// with the KV blocks in the lookup's second round trip when the plan asks for a prefetch, so a
+// synchronizer finds "the lock entry of this slot" with no round trip of its own
+// (ptrsync.Target's Lock and LockBytes). A table keeps Params.MetaSize bytes per slot and
+// refuses, at Open, a synchronizer whose LockSize is larger. A lock entry may carry its own
+// version, as wide as its synchronizer likes; a synchronizer that waits on a lock must re-read
+// or re-confirm the slot (Same) before its CAS, and may combine updates (Plan.DeferWrite: the
+// table then lets Install write the new block, so only the last writer's block is written, and
+// Outcome Combined tells the table that this change's block was never published); its Plan
+// decides that, and whether to prefetch the entry, per operation. When a split moves a slot, its
+// lock entry is not moved: the new slot's entry starts zero and every CAS on the old slot fails
+// (it is frozen, then cleared).
 //
 // # Resizing
 //

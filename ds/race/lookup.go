@@ -256,8 +256,8 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		}
 	}
 	metaSize := 0
-	if meta && t.tr.MetaSize > 0 {
-		metaSize = t.tr.MetaSize
+	if meta && t.lockSize > 0 {
+		metaSize = t.lockSize
 	}
 	if need == 0 && metaSize == 0 {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -441,7 +442,7 @@ func (t *Table) Update(ctx context.Context, key, value []byte) error {
 		return err
 	}
 	t.stats.Updates++
-	return t.change(ctx, UpdateChange, key, value)
+	return t.change(ctx, ptrsync.Update, key, value)
 }
 
 // Delete removes key, or returns ErrNotFound if the table does not hold it. The pointer change
@@ -454,24 +455,21 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 		return err
 	}
 	t.stats.Deletes++
-	return t.change(ctx, DeleteChange, key, nil)
+	return t.change(ctx, ptrsync.Delete, key, nil)
 }
 
-func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) error {
+func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte) error {
 	op := t.newOp(key)
 	if err := t.pin(ctx); err != nil {
 		return err
 	}
 	defer t.unpin()
 	c := &t.scr.change
-	*c = Change{Kind: kind, Key: key, Value: value, t: t, op: op}
-	plan := Plan{DeferWrite: t.tr.DeferWrite, Prefetch: t.tr.MetaSize > 0}
-	if p, ok := t.sync.(Planner); ok {
-		plan = p.Plan(kind, key)
-		plan.Prefetch = plan.Prefetch && t.tr.MetaSize > 0
-	}
+	*c = change{kind: kind, key: key, value: value, t: t, op: op}
+	plan := t.sync.Plan(kind, ptrsync.KeyHash(key))
+	plan.Prefetch = plan.Prefetch && t.lockSize > 0
 	var pre *newBlock
-	if kind == UpdateChange && !plan.DeferWrite {
+	if kind == ptrsync.Update && !plan.DeferWrite {
 		nb, err := t.makeBlock(ctx, op, value, 0)
 		if err != nil {
 			return err
@@ -516,21 +514,21 @@ func (t *Table) change(ctx context.Context, kind ChangeKind, key, value []byte) 
 			continue
 		}
 		i := v.idx[j]
-		c.Subtable, c.Index, c.Slot, c.Meta, c.MetaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.metaOf(i)
-		c.Old, c.Replaced = w, 0
-		out, err := t.sync.Commit(ctx, c)
+		c.subtable, c.index, c.slot, c.meta, c.metaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.metaOf(i)
+		c.old = w
+		res, err := t.sync.Commit(ctx, c)
 		if err != nil {
 			// Unknown outcome: the new block may be in place; it is leaked rather than freed.
 			return err
 		}
-		switch out {
-		case Committed:
+		switch res.Outcome {
+		case ptrsync.Committed:
 			if c.blk != nil {
 				c.blk.visible = true
 			}
-			t.retire(ctx, c.Replaced)
+			t.retire(ctx, Slot(res.Replaced))
 			return nil
-		case Combined:
+		case ptrsync.Combined:
 			t.dropBlock(ctx, c.blk)
 			return nil
 		}

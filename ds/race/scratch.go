@@ -4,7 +4,7 @@ import "github.com/farmem/farmem/farmem"
 
 // scratch is the memory a handle reuses from one operation to the next, so that an uncontended
 // operation allocates next to nothing: the operation's state, the batch of its lookups and
-// block reads, the buffers those read into, the decoded views, the new KV block and the Change
+// block reads, the buffers those read into, the decoded views, the new KV block and the change
 // handed to the synchronizer. A handle belongs to one goroutine and runs one operation at a
 // time, so one scratch serves them all.
 //
@@ -32,8 +32,8 @@ type scratch struct {
 	// nb is the operation's new KV block (at most one is alive at a time) and enc its bytes.
 	nb  newBlock
 	enc []byte
-	// change is the Change of the current Update or Delete.
-	change Change
+	// change is the Target of the current Update or Delete.
+	change change
 }
 
 // viewBuf is the storage of a view's slices.

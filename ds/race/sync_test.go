@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
@@ -17,80 +18,82 @@ import (
 
 // spinSync is a pessimistic synchronizer for the tests: a CAS spinlock in the first word of the
 // slot's 16-byte metadata entry, the new block written only once the lock is held. It checks
-// the hook the lock-based synchronizers of ds/cider use: the entry's address and its
-// prefetched bytes, Change.New, Change.Deadline, Retry on a frozen or changed slot.
+// what the lock-based synchronizers of ds/cider rely on: the entry's address and its
+// prefetched bytes, Install writing a deferred block, Deadline, Retry on a frozen or changed
+// slot.
 type spinSync struct {
 	t        *testing.T
 	prefetch int // Commits that found the entry prefetched
 	commits  int
 }
 
-func (s *spinSync) Traits() race.Traits { return race.Traits{MetaSize: 16, DeferWrite: true} }
+func (s *spinSync) LockSize() int { return 16 }
 
-func (s *spinSync) Commit(ctx context.Context, c *race.Change) (race.Outcome, error) {
+func (s *spinSync) Plan(ptrsync.Kind, uint64) ptrsync.Plan {
+	return ptrsync.Plan{DeferWrite: true, Prefetch: true}
+}
+
+func (s *spinSync) Commit(ctx context.Context, c ptrsync.Target) (ptrsync.Result, error) {
 	m := c.Memory()
-	if c.Meta.IsNil() || len(c.MetaBytes) != 16 {
-		s.t.Errorf("change without its metadata entry: %v, %d bytes", c.Meta, len(c.MetaBytes))
-		return race.Retry, errors.New("no metadata")
+	retry := ptrsync.Result{Outcome: ptrsync.Retry}
+	if c.Lock().IsNil() || len(c.LockBytes()) != 16 {
+		s.t.Errorf("change without its metadata entry: %v, %d bytes", c.Lock(), len(c.LockBytes()))
+		return retry, errors.New("no metadata")
 	}
 	s.prefetch++
 	me := uint64(m.Info().ID)
-	if binary.LittleEndian.Uint64(c.MetaBytes) == me {
+	if binary.LittleEndian.Uint64(c.LockBytes()) == me {
 		s.t.Errorf("prefetched lock word shows this client holding it")
 	}
 	backoff := time.Microsecond
 	for {
-		prev, err := m.CAS(ctx, c.Meta, 0, me)
+		prev, err := m.CAS(ctx, c.Lock(), 0, me)
 		if err != nil {
-			return race.Retry, err
+			return retry, err
 		}
 		if prev == 0 {
 			break
 		}
 		if m.Runtime().Now() > c.Deadline() {
-			return race.Retry, nil
+			return retry, nil
 		}
 		if err := m.Runtime().Sleep(ctx, backoff); err != nil {
-			return race.Retry, err
+			return retry, err
 		}
 		backoff = min(2*backoff, 100*time.Microsecond)
 	}
 	out, err := s.locked(ctx, c)
-	if _, uerr := m.CAS(context.WithoutCancel(ctx), c.Meta, me, 0); err == nil {
+	if _, uerr := m.CAS(context.WithoutCancel(ctx), c.Lock(), me, 0); err == nil {
 		err = uerr
 	}
 	return out, err
 }
 
 // locked is the critical section: re-read the slot (it may have changed between the lookup and
-// the lock), write the block, CAS.
-func (s *spinSync) locked(ctx context.Context, c *race.Change) (race.Outcome, error) {
+// the lock), then write the block and CAS (Install).
+func (s *spinSync) locked(ctx context.Context, c ptrsync.Target) (ptrsync.Result, error) {
 	m := c.Memory()
+	retry := ptrsync.Result{Outcome: ptrsync.Retry}
 	var b [8]byte
-	if err := m.Read(ctx, c.Slot, b[:]); err != nil {
-		return race.Retry, err
+	if err := m.Read(ctx, c.Pointer(), b[:]); err != nil {
+		return retry, err
 	}
-	if cur := race.Slot(binary.LittleEndian.Uint64(b[:])); cur != c.Old {
+	if cur := binary.LittleEndian.Uint64(b[:]); cur != c.Old() {
 		// Optimistic writers do not exist here, but splits and deletes do.
-		return race.Retry, nil
-	}
-	nw, err := c.New(ctx)
-	if err != nil {
-		return race.Retry, err
+		return retry, nil
 	}
 	if m.Runtime().Now() > c.Deadline() {
-		return race.Retry, nil
+		return retry, nil
 	}
-	prev, err := m.CAS(ctx, c.Slot, uint64(c.Old), uint64(nw))
+	prev, _, err := c.Install(ctx, c.Old())
 	if err != nil {
-		return race.Retry, err
+		return retry, err
 	}
-	if race.Slot(prev) != c.Old {
-		return race.Retry, nil
+	if prev != c.Old() {
+		return retry, nil
 	}
-	c.Replaced = c.Old
 	s.commits++
-	return race.Committed, nil
+	return ptrsync.Result{Outcome: ptrsync.Committed, Replaced: prev}, nil
 }
 
 func TestSynchronizerNeedsMeta(t *testing.T) {
@@ -148,34 +151,36 @@ func TestLockSynchronizer(t *testing.T) {
 	require.GreaterOrEqual(t, info.Splits, uint64(3))
 }
 
-// planSync is an Optimistic commit behind a Planner that plans what the test says: bit 0 of
-// next defers the block write, bit 1 prefetches the lock entry.
+// planSync is an Optimistic commit behind a plan that does what the test says: bit 0 of next
+// defers the block write, bit 1 prefetches the lock entry.
 type planSync struct {
 	t     *testing.T
 	next  byte
 	plans int
+	opt   ptrsync.Optimistic
 }
 
-func (p *planSync) Traits() race.Traits { return race.Traits{MetaSize: 16} }
+func (p *planSync) LockSize() int { return 16 }
 
-func (p *planSync) Plan(kind race.ChangeKind, key []byte) race.Plan {
+func (p *planSync) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
 	p.plans++
-	return race.Plan{DeferWrite: p.next&1 != 0, Prefetch: p.next&2 != 0}
+	p.opt.Plan(kind, key)
+	return ptrsync.Plan{DeferWrite: p.next&1 != 0, Prefetch: p.next&2 != 0}
 }
 
-func (p *planSync) Commit(ctx context.Context, c *race.Change) (race.Outcome, error) {
+func (p *planSync) Commit(ctx context.Context, c ptrsync.Target) (ptrsync.Result, error) {
 	if p.next&2 != 0 {
-		require.Len(p.t, c.MetaBytes, 16, "prefetched entry")
+		require.Len(p.t, c.LockBytes(), 16, "prefetched entry")
 	} else {
-		require.Nil(p.t, c.MetaBytes, "entry read without a prefetch")
+		require.Nil(p.t, c.LockBytes(), "entry read without a prefetch")
 	}
-	require.False(p.t, c.Meta.IsNil())
-	return race.Optimistic{}.Commit(ctx, c)
+	require.False(p.t, c.Lock().IsNil())
+	return p.opt.Commit(ctx, c)
 }
 
-// TestPlanner: a Planner's plan replaces Traits.DeferWrite and the prefetch per operation: an
-// update whose block is written early costs 3 round trips and whose write is deferred 4 (the
-// Commit's Change.New); a prefetch adds one read to the block's round trip.
+// TestPlanner: the synchronizer's plan decides the block write and the prefetch per operation: an
+// update whose block is written early costs 3 round trips and whose write is deferred 4 (Install's
+// block write in a round trip of its own); a prefetch adds one read to the block's round trip.
 func TestPlanner(t *testing.T) {
 	p := race.Params{MetaSize: 16}
 	e := newEnv(t, local.Options{}, p)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -36,8 +37,10 @@ var (
 
 // Options configure one client's handle on a table.
 type Options struct {
-	// Sync makes the final pointer change of Update and Delete (default Optimistic).
-	Sync Synchronizer
+	// Sync makes the final pointer change of Update and Delete (default a new
+	// ptrsync.Optimistic; see the package doc for what the table adds to ptrsync's contract).
+	// It belongs to this handle.
+	Sync ptrsync.Synchronizer
 	// Lease is the lease of split and directory locks, and how long an insert's tentative slot
 	// is protected from other inserters of the same key (default 200ms of fabric time). A
 	// client that holds a lock past its lease is taken as dead and its work is taken over.
@@ -58,7 +61,7 @@ type Options struct {
 
 func (o *Options) setDefaults() error {
 	if o.Sync == nil {
-		o.Sync = Optimistic{}
+		o.Sync = ptrsync.NewOptimistic()
 	}
 	if o.Lease == 0 {
 		o.Lease = 200 * time.Millisecond
@@ -146,17 +149,17 @@ func (t *Table) crashPoint(n int) error {
 // alloc.Allocator, it belongs to one goroutine; every client opens its own handle on the same
 // root, and the handles share nothing but far memory.
 type Table struct {
-	m    farmem.Memory
-	a    *alloc.Allocator
-	rt   farmem.Runtime
-	id   farmem.ClientID
-	root farmem.Addr
-	p    Params
-	geo  geometry
-	opts Options
-	sync Synchronizer
-	tr   Traits
-	hash func(key []byte) keyHash // a test's override of hashKey, or nil
+	m        farmem.Memory
+	a        *alloc.Allocator
+	rt       farmem.Runtime
+	id       farmem.ClientID
+	root     farmem.Addr
+	p        Params
+	geo      geometry
+	opts     Options
+	sync     ptrsync.Synchronizer
+	lockSize int                      // sync.LockSize()
+	hash     func(key []byte) keyHash // a test's override of hashKey, or nil
 
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
@@ -254,7 +257,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if a == nil {
 		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
 	}
-	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, tr: opts.Sync.Traits(),
+	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
 		scr: new(scratch)}
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
@@ -272,9 +275,9 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	}
 	t.p = r.Params
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
-	if t.tr.MetaSize < 0 || t.tr.MetaSize > t.p.MetaSize || t.tr.MetaSize%8 != 0 {
+	if t.lockSize < 0 || t.lockSize > t.p.MetaSize || t.lockSize%8 != 0 {
 		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",
-			t.tr.MetaSize, t.p.MetaSize, farmem.ErrInvalid)
+			t.lockSize, t.p.MetaSize, farmem.ErrInvalid)
 	}
 	if err := t.loadDir(ctx, binary.LittleEndian.Uint64(buf[rootDirOff:])); err != nil {
 		return nil, err

@@ -1,84 +1,76 @@
-package bench
+package generator
 
 import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/internal/stattest"
 )
 
-// Sampling tolerances: a count of a binomial(n, p) event is accepted within sigmas standard
-// deviations sqrt(n p (1-p)) of n p. With a fixed seed each test is deterministic; 4 sigmas
-// would be exceeded by an honest generator about once in 16,000 seeds.
-const sigmas = 4
-
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x5bd1e995)) }
-
-// requireBinomial checks that count of n draws matches probability p within sigmas.
-func requireBinomial(t *testing.T, what string, count, n int, p float64) {
-	t.Helper()
-	exp := float64(n) * p
-	sd := math.Sqrt(float64(n) * p * (1 - p))
-	t.Logf("%s: %d of %d, expected %.1f ± %.1f (%.2f sd off)", what, count, n, exp, sd, (float64(count)-exp)/sd)
-	require.LessOrEqual(t, math.Abs(float64(count)-exp), sigmas*sd,
-		"%s: %d of %d draws, expected %.1f (sd %.1f)", what, count, n, exp, sd)
-}
-
-// binomialOff reports how many standard deviations count is from n p.
-func binomialOff(count, n int, p float64) float64 {
-	return math.Abs(float64(count)-float64(n)*p) / math.Sqrt(float64(n)*p*(1-p))
-}
-
-// chiSquareCritical returns the chi-square quantile for p = 0.001 (Wilson-Hilferty's
-// approximation past 4 degrees of freedom, within 1% there).
-func chiSquareCritical(df int) float64 {
-	if df >= 1 && df <= 4 {
-		return [...]float64{10.828, 13.816, 16.266, 18.467}[df-1] // exact, from tables
-	}
-	const z = 3.0902 // standard normal quantile of 0.999
-	k := float64(df)
-	a := 2 / (9 * k)
-	return k * math.Pow(1-a+z*math.Sqrt(a), 3)
-}
-
-func chiSquare(counts []int, probs []float64) float64 {
-	n := 0
-	for _, c := range counts {
-		n += c
-	}
-	x := 0.0
-	for i, c := range counts {
-		e := float64(n) * probs[i]
-		x += (float64(c) - e) * (float64(c) - e) / e
-	}
-	return x
-}
-
-// gensPMF returns the exact probability with which Gray's algorithm, as Zipfian implements it,
-// draws each of the items 0..h-1 over n items with the given zeta, and the probability of an
-// item >= h. Items 0 and 1 come from the explicit cases; the rest from inverting
-// n*(eta*u-eta+1)^alpha >= i for u in [(1+0.5^theta)/zeta, 1).
-func grayPMF(n int64, theta, zetan float64, h int) (pmf []float64, tail float64) {
-	zeta2 := Zeta(2, theta)
-	eta := (1 - math.Pow(2/float64(n), 1-theta)) / (1 - zeta2/zetan)
-	uT := (1 + math.Pow(0.5, theta)) / zetan
-	// atLeast(i) is the probability that the formula branch yields an item >= i.
-	atLeast := func(i int64) float64 {
-		ui := (math.Pow(float64(i)/float64(n), 1-theta) - 1 + eta) / eta
-		return 1 - max(uT, min(ui, 1))
-	}
+// head returns z's Prob of items 0..h-1 and the probability of an item >= h.
+func head(z *Zipfian, h int) (pmf []float64, tail float64) {
 	pmf = make([]float64, h)
-	for i := range int64(h) {
-		pmf[i] = atLeast(i) - atLeast(i+1)
+	tail = 1
+	for i := range pmf {
+		pmf[i] = z.Prob(int64(i))
+		tail -= pmf[i]
 	}
-	pmf[0] += 1 / zetan
-	pmf[1] += math.Pow(0.5, theta) / zetan
-	return pmf, atLeast(int64(h))
+	return pmf, tail
+}
+
+// zipf is Zipf's law: the probability of rank i over the n ranks whose zeta(n) is zn.
+func zipf(i int64, zn, theta float64) float64 { return math.Pow(float64(i+1), -theta) / zn }
+
+// TestZipfianProb: Prob is the law the package doc states: Zipf's for ranks 0 and 1, the
+// closed form past them (checked here against the doc's formula, a different computation from
+// Prob's inversion of the draw), summing to 1; and it is not Zipf's law past rank 1, by the
+// amounts the doc says.
+func TestZipfianProb(t *testing.T) {
+	for _, n := range []int64{2, 3, 1000, 1 << 17} {
+		z := NewZipfian(n)
+		zn := Zeta(n, ZipfianTheta)
+		eta := (1 - math.Pow(2/float64(n), 1-ZipfianTheta)) / (1 - Zeta(2, ZipfianTheta)/zn)
+		sum := 0.0
+		for i := range n {
+			p := z.Prob(i)
+			sum += p
+			switch {
+			case i < 2:
+				require.InEpsilon(t, zipf(i, zn, ZipfianTheta), p, 1e-12, "n=%d rank %d", n, i)
+			case i < 2000:
+				want := (math.Pow(float64(i+1), 1-ZipfianTheta) - math.Pow(float64(i), 1-ZipfianTheta)) / (math.Pow(float64(n), 1-ZipfianTheta) * eta)
+				require.InEpsilon(t, want, p, 1e-9, "n=%d rank %d", n, i)
+			}
+		}
+		require.InDelta(t, 1, sum, 1e-9, "n=%d", n)
+		require.Zero(t, z.Prob(-1))
+		require.Zero(t, z.Prob(n))
+	}
+	for _, c := range []struct {
+		n        int64
+		rank2    float64 // Gray's over Zipf's at rank 2
+		firstTen float64 // the same for the mass of ranks 0..9
+	}{{1000, 1.171, 1.042}, {1 << 20, 1.194, 1.052}} {
+		z := NewZipfian(c.n)
+		zn, _ := z.Zeta()
+		require.InDelta(t, c.rank2, z.Prob(2)/zipf(2, zn, ZipfianTheta), 0.001, "n=%d", c.n)
+		gray, truth := 0.0, 0.0
+		for i := range int64(10) {
+			gray += z.Prob(i)
+			truth += zipf(i, zn, ZipfianTheta)
+		}
+		require.InDelta(t, c.firstTen, gray/truth, 0.001, "n=%d", c.n)
+	}
+	// The hottest of a million keys takes about 6.5%.
+	require.InDelta(t, 0.065, NewZipfian(1_000_000).Prob(0), 0.001)
+	// One item: always item 0.
+	require.Equal(t, 1.0, NewZipfian(1).Prob(0))
 }
 
 func TestZetaIncremental(t *testing.T) {
@@ -110,7 +102,7 @@ func TestScrambledZetaConstant(t *testing.T) {
 func TestZipfianTopKeyShare(t *testing.T) {
 	const n, draws = 1000, 400_000
 	z := NewZipfian(n)
-	r := newRand(1)
+	r := stattest.NewRand(1)
 	counts := make([]int, n)
 	for range draws {
 		v := z.Next(r)
@@ -118,26 +110,33 @@ func TestZipfianTopKeyShare(t *testing.T) {
 		counts[v]++
 	}
 	zeta := Zeta(n, ZipfianTheta)
-	requireBinomial(t, "item 0", counts[0], draws, 1/zeta)
-	requireBinomial(t, "item 1", counts[1], draws, math.Pow(0.5, ZipfianTheta)/zeta)
+	stattest.RequireBinomial(t, "item 0", counts[0], draws, 1/zeta)
+	stattest.RequireBinomial(t, "item 1", counts[1], draws, math.Pow(0.5, ZipfianTheta)/zeta)
 	// The test can tell: a Zipfian of theta 0.9, or a share computed over 2000 items, is far
 	// outside the tolerance.
-	require.Greater(t, binomialOff(counts[0], draws, 1/Zeta(n, 0.9)), 10.0)
-	require.Greater(t, binomialOff(counts[0], draws, 1/Zeta(2*n, ZipfianTheta)), 10.0)
+	require.Greater(t, stattest.BinomialOff(counts[0], draws, 1/Zeta(n, 0.9)), 10.0)
+	require.Greater(t, stattest.BinomialOff(counts[0], draws, 1/Zeta(2*n, ZipfianTheta)), 10.0)
 
-	// The head follows Gray's algorithm exactly (chi-square over items 0..19 and the rest).
-	pmf, tail := grayPMF(n, ZipfianTheta, zeta, 20)
+	// The head follows Prob, Gray's law (chi-square over items 0..19 and the rest).
+	pmf, tail := head(z, 20)
 	obs := append(counts[:20:20], 0)
 	for _, c := range counts[20:] {
 		obs[20] += c
 	}
-	x := chiSquare(obs, append(pmf, tail))
-	t.Logf("chi-square of the head: %.1f (critical %.1f)", x, chiSquareCritical(20))
-	require.Less(t, x, chiSquareCritical(20))
-	// Gray's closed form is an approximation past item 1 (item 2 is drawn 17% more often than
-	// a true Zipfian's 1/3^0.99/zeta would be), but the mass of the first k items is within 5%
-	// of the true Zipfian's, in the algorithm and in the draws.
-	full, _ := grayPMF(n, ZipfianTheta, zeta, n)
+	x := stattest.ChiSquare(obs, append(pmf, tail))
+	t.Logf("chi-square of the head: %.1f (critical %.1f)", x, stattest.ChiSquareCritical(20))
+	require.Less(t, x, stattest.ChiSquareCritical(20))
+	// Gray's law is not Zipf's past item 1 (item 2 is drawn 17% more often than Zipf's
+	// 1/3^0.99/zeta), and the draws can tell: Zipf's law for the head is rejected.
+	zpmf := make([]float64, 21)
+	zpmf[20] = 1
+	for i := range 20 {
+		zpmf[i] = zipf(int64(i), zeta, ZipfianTheta)
+		zpmf[20] -= zpmf[i]
+	}
+	require.Greater(t, stattest.ChiSquare(obs, zpmf), stattest.ChiSquareCritical(20))
+	// The mass of the first k items is within 5% of Zipf's, in the law and in the draws.
+	full, _ := head(z, n)
 	for _, k := range []int{3, 10, 100, 500} {
 		gray, truth, drawn := 0.0, 0.0, 0
 		for i := range k {
@@ -146,7 +145,7 @@ func TestZipfianTopKeyShare(t *testing.T) {
 			drawn += counts[i]
 		}
 		require.InEpsilon(t, truth, gray, 0.05, "first %d items", k)
-		requireBinomial(t, fmt.Sprintf("first %d items", k), drawn, draws, gray)
+		stattest.RequireBinomial(t, fmt.Sprintf("first %d items", k), drawn, draws, gray)
 	}
 }
 
@@ -154,7 +153,7 @@ func TestZipfianTopKeyShare(t *testing.T) {
 // does, and the top share follows: 1/zeta(new n).
 func TestZipfianGrows(t *testing.T) {
 	z := NewZipfian(1000)
-	r := newRand(2)
+	r := stattest.NewRand(2)
 	const n2, draws = 5000, 300_000
 	top := 0
 	for range draws {
@@ -167,7 +166,7 @@ func TestZipfianGrows(t *testing.T) {
 	zn, count := z.Zeta()
 	require.Equal(t, int64(n2), count)
 	require.InEpsilon(t, Zeta(n2, ZipfianTheta), zn, 1e-12)
-	requireBinomial(t, "item 0 over 5000", top, draws, 1/Zeta(n2, ZipfianTheta))
+	stattest.RequireBinomial(t, "item 0 over 5000", top, draws, 1/Zeta(n2, ZipfianTheta))
 	// A smaller count keeps the larger zeta (YCSB's allowitemcountdecrease=false) but stays in range.
 	for range 1000 {
 		require.Less(t, z.NextN(r, 10), int64(10))
@@ -186,7 +185,7 @@ func TestZipfianGrows(t *testing.T) {
 // FNVHash64 is FNV-1a over the 8 little-endian bytes, as an absolute value: checked against
 // the standard library's FNV-1a.
 func TestFNVHash64(t *testing.T) {
-	r := newRand(3)
+	r := stattest.NewRand(3)
 	for i := range 10000 {
 		v := int64(i)
 		if i >= 100 {
@@ -216,16 +215,17 @@ func TestFNVHash64(t *testing.T) {
 // tail/n.
 func TestScrambledZipfianTopKey(t *testing.T) {
 	const n, draws = 1000, 2_000_000
-	const head = 2_000_000
+	const items = 2_000_000
 	s := NewScrambledZipfian(0, n-1)
-	r := newRand(4)
+	r := stattest.NewRand(4)
 	counts := make([]int, n)
 	for range draws {
 		v := s.Next(r)
 		require.True(t, v >= 0 && v < n)
 		counts[v]++
 	}
-	hot := foldHash(FNVHash64(0), n)
+	hot := s.Fold(0)
+	require.Equal(t, foldHash(FNVHash64(0), n), hot)
 	best := 0
 	for k := range counts {
 		if counts[k] > counts[best] {
@@ -234,21 +234,21 @@ func TestScrambledZipfianTopKey(t *testing.T) {
 	}
 	require.Equal(t, hot, int64(best), "the hottest key is the fold of the large space's item 0")
 
-	pmf, tail := grayPMF(ScrambledItemCount+1, ZipfianTheta, ScrambledZeta, head)
+	pmf, tail := head(NewZipfianZeta(0, ScrambledItemCount, ZipfianTheta, ScrambledZeta), items)
 	p := tail / n
 	for i, q := range pmf {
-		if foldHash(FNVHash64(int64(i)), n) == hot {
+		if s.Fold(int64(i)) == hot {
 			p += q
 		}
 	}
 	t.Logf("hot key %d: YCSB's folding gives %.5f (1/zeta alone %.5f, tail %.3f)", hot, p, 1/ScrambledZeta, tail)
-	requireBinomial(t, "hot key", counts[hot], draws, p)
+	stattest.RequireBinomial(t, "hot key", counts[hot], draws, p)
 	// The folding matters: item 0's share alone is rejected.
-	require.Greater(t, binomialOff(counts[hot], draws, 1/ScrambledZeta), 6.0)
+	require.Greater(t, stattest.BinomialOff(counts[hot], draws, 1/ScrambledZeta), 6.0)
 
 	// A range that does not start at 0 is the same draw shifted.
 	s2 := NewScrambledZipfian(1000, 1000+n-1)
-	r1, r2 := newRand(5), newRand(5)
+	r1, r2 := stattest.NewRand(5), stattest.NewRand(5)
 	for range 1000 {
 		require.Equal(t, s.Next(r1)+1000, s2.Next(r2))
 	}
@@ -263,7 +263,7 @@ func TestLatest(t *testing.T) {
 	}
 	require.Equal(t, int64(999), c.Last())
 	l := NewLatest(c)
-	r := newRand(6)
+	r := stattest.NewRand(6)
 	const draws = 300_000
 	count := func(n int64) []int {
 		counts := make([]int, n)
@@ -275,15 +275,15 @@ func TestLatest(t *testing.T) {
 		return counts
 	}
 	c1 := count(1000)
-	requireBinomial(t, "newest of 1000", c1[999], draws, 1/Zeta(1000, ZipfianTheta))
-	requireBinomial(t, "second newest of 1000", c1[998], draws, math.Pow(0.5, ZipfianTheta)/Zeta(1000, ZipfianTheta))
+	stattest.RequireBinomial(t, "newest of 1000", c1[999], draws, 1/Zeta(1000, ZipfianTheta))
+	stattest.RequireBinomial(t, "second newest of 1000", c1[998], draws, math.Pow(0.5, ZipfianTheta)/Zeta(1000, ZipfianTheta))
 
 	for range 500 {
 		c.Ack(c.Next())
 	}
 	require.Equal(t, int64(1499), c.Last())
 	c2 := count(1500)
-	requireBinomial(t, "newest of 1500", c2[1499], draws, 1/Zeta(1500, ZipfianTheta))
+	stattest.RequireBinomial(t, "newest of 1500", c2[1499], draws, 1/Zeta(1500, ZipfianTheta))
 	zn, cnt := l.z.Zeta()
 	require.Equal(t, int64(1500), cnt)
 	require.InEpsilon(t, Zeta(1500, ZipfianTheta), zn, 1e-12)
@@ -299,7 +299,7 @@ func TestHotspot(t *testing.T) {
 	lo, size := h.HotSet()
 	require.Equal(t, int64(100), lo)
 	require.Equal(t, int64(200), size)
-	r := newRand(7)
+	r := stattest.NewRand(7)
 	counts := make([]int, n)
 	for range draws {
 		v := h.Next(r)
@@ -310,14 +310,14 @@ func TestHotspot(t *testing.T) {
 	for _, c := range counts[:200] {
 		hot += c
 	}
-	requireBinomial(t, "hot set", hot, draws, 0.8)
+	stattest.RequireBinomial(t, "hot set", hot, draws, 0.8)
 	uniformWithin := func(cs []int) {
 		probs := make([]float64, len(cs))
 		for i := range probs {
 			probs[i] = 1 / float64(len(cs))
 		}
-		x := chiSquare(cs, probs)
-		require.Less(t, x, chiSquareCritical(len(cs)-1))
+		x := stattest.ChiSquare(cs, probs)
+		require.Less(t, x, stattest.ChiSquareCritical(len(cs)-1))
 	}
 	uniformWithin(counts[:200])
 	uniformWithin(counts[200:])
@@ -335,7 +335,7 @@ func TestHotspot(t *testing.T) {
 func TestUniform(t *testing.T) {
 	const draws = 200_000
 	u := NewUniform(-5, 94)
-	r := newRand(8)
+	r := stattest.NewRand(8)
 	counts := make([]int, 100)
 	for range draws {
 		v := u.Next(r)
@@ -346,8 +346,8 @@ func TestUniform(t *testing.T) {
 	for i := range probs {
 		probs[i] = 0.01
 	}
-	x := chiSquare(counts, probs)
-	require.Less(t, x, chiSquareCritical(99))
+	x := stattest.ChiSquare(counts, probs)
+	require.Less(t, x, stattest.ChiSquareCritical(99))
 	// The chi-square test can tell a skewed generator.
 	z := NewZipfian(100)
 	for i := range counts {
@@ -356,7 +356,7 @@ func TestUniform(t *testing.T) {
 	for range draws {
 		counts[z.Next(r)]++
 	}
-	require.Greater(t, chiSquare(counts, probs), 10*chiSquareCritical(99))
+	require.Greater(t, stattest.ChiSquare(counts, probs), 10*stattest.ChiSquareCritical(99))
 }
 
 func TestAckCounter(t *testing.T) {

@@ -1,4 +1,4 @@
-package cider
+package ptrarray
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/farmem"
 )
@@ -16,17 +17,17 @@ import (
 // (farmem.ErrNodeDown, a context's error): such an operation may or may not have taken effect.
 var (
 	// ErrNotFound: Search, Update or Delete of a key the array does not hold.
-	ErrNotFound = errors.New("cider: key not found")
+	ErrNotFound = errors.New("ptrarray: key not found")
 	// ErrExists: Insert of a key the array holds.
-	ErrExists = errors.New("cider: key exists")
+	ErrExists = errors.New("ptrarray: key exists")
 	// ErrKeyRange: a key at or beyond the array's size.
-	ErrKeyRange = fmt.Errorf("cider: key out of range: %w", farmem.ErrInvalid)
+	ErrKeyRange = fmt.Errorf("ptrarray: key out of range: %w", farmem.ErrInvalid)
 	// ErrTooLarge: a value longer than MaxValue.
-	ErrTooLarge = fmt.Errorf("cider: value too large: %w", farmem.ErrInvalid)
+	ErrTooLarge = fmt.Errorf("ptrarray: value too large: %w", farmem.ErrInvalid)
 	// ErrBadRoot: the address given to Open holds no pointer array.
-	ErrBadRoot = fmt.Errorf("cider: bad pointer array root: %w", farmem.ErrInvalid)
+	ErrBadRoot = fmt.Errorf("ptrarray: bad pointer array root: %w", farmem.ErrInvalid)
 	// ErrCorrupt: a KV block that does not hold its key.
-	ErrCorrupt = errors.New("cider: corrupt block")
+	ErrCorrupt = errors.New("ptrarray: corrupt block")
 )
 
 // Layout of the pointer array (see the package doc).
@@ -61,7 +62,7 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 		p.Nodes = m.Topology().MemoryNodes()
 	}
 	if p.Keys == 0 || len(p.Nodes) == 0 || len(p.Nodes) > maxShards {
-		return 0, fmt.Errorf("cider: pointer array of %d keys on %d nodes: %w", p.Keys, len(p.Nodes), farmem.ErrInvalid)
+		return 0, fmt.Errorf("ptrarray: pointer array of %d keys on %d nodes: %w", p.Keys, len(p.Nodes), farmem.ErrInvalid)
 	}
 	s := uint64(len(p.Nodes))
 	root := make([]byte, rootHeader+8*s)
@@ -77,7 +78,7 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 		size := count * RecordSize
 		base, err := a.AllocOn(ctx, n, size, 64)
 		if err != nil {
-			return 0, fmt.Errorf("cider: records on %v: %w", n, err)
+			return 0, fmt.Errorf("ptrarray: records on %v: %w", n, err)
 		}
 		if err := zero(ctx, m, base, size); err != nil {
 			return 0, err
@@ -87,10 +88,10 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 	le.PutUint64(root[24:], rootSum(root))
 	addr, err := a.AllocOn(ctx, p.Nodes[0], uint64(len(root)), 64)
 	if err != nil {
-		return 0, fmt.Errorf("cider: root: %w", err)
+		return 0, fmt.Errorf("ptrarray: root: %w", err)
 	}
 	if err := m.Write(ctx, addr, root); err != nil {
-		return 0, fmt.Errorf("cider: write root: %w", err)
+		return 0, fmt.Errorf("ptrarray: write root: %w", err)
 	}
 	return addr, nil
 }
@@ -118,7 +119,7 @@ func zero(ctx context.Context, m farmem.Memory, a farmem.Addr, size uint64) erro
 			b.Write(a.Add(off), buf[:min(piece, size-off)])
 		}
 		if err := m.Do(ctx, &b); err != nil {
-			return fmt.Errorf("cider: clear records: %w", err)
+			return fmt.Errorf("ptrarray: clear records: %w", err)
 		}
 	}
 	return nil
@@ -153,18 +154,18 @@ func DecodeRoot(b []byte) (keys uint64, bases []farmem.Addr, err error) {
 	return keys, bases, nil
 }
 
-// ArrayOptions configure a client's handle on a pointer array.
-type ArrayOptions struct {
-	// Sync makes the pointer changes of Update and Delete (default a new Optimistic).
-	Sync Synchronizer
+// Options configure a client's handle on a pointer array.
+type Options struct {
+	// Sync makes the pointer changes of Update and Delete (default a new ptrsync.Optimistic).
+	Sync ptrsync.Synchronizer
 	// PinBudget is how long an operation may stay pinned before it re-pins (before a CAS, never
 	// after one); it must stay below the allocator's lease minus its refresh and the clock skew
 	// (default 250ms, for alloc's default 1s lease).
 	PinBudget time.Duration
 }
 
-// ArrayStats count one handle's operations.
-type ArrayStats struct {
+// Stats count one handle's operations.
+type Stats struct {
 	Searches, Inserts, Updates, Deletes uint64
 	// Reads counts reads of a data pointer (the first round trip of every operation but
 	// Insert, and the rereads after a Retry); Repins operations that outran PinBudget.
@@ -178,43 +179,41 @@ type Array struct {
 	m     farmem.Memory
 	a     *alloc.Allocator
 	rt    farmem.Runtime
-	sync  Synchronizer
-	opts  ArrayOptions
+	sync  ptrsync.Synchronizer
+	opts  Options
 	keys  uint64
 	bases []farmem.Addr
 	pinAt farmem.Time
-	stats ArrayStats
-
-	// Test hooks: beforeCommit is called before each Commit; noRetire is a deliberate defect
-	// (replaced blocks are freed at once instead of retired through the epochs).
-	beforeCommit func()
-	noRetire     bool
+	stats Stats
 }
 
 // Open returns client m's handle on the array at root: one round trip (the root).
-func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.Addr, opts ArrayOptions) (*Array, error) {
+func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.Addr, opts Options) (*Array, error) {
 	if a == nil {
-		return nil, fmt.Errorf("cider: array without an allocator: %w", farmem.ErrInvalid)
+		return nil, fmt.Errorf("ptrarray: array without an allocator: %w", farmem.ErrInvalid)
 	}
 	if opts.Sync == nil {
-		opts.Sync = NewOptimistic()
+		opts.Sync = ptrsync.NewOptimistic()
 	}
 	if opts.PinBudget == 0 {
 		opts.PinBudget = 250 * time.Millisecond
 	}
 	if opts.PinBudget < 0 {
-		return nil, fmt.Errorf("cider: pin budget %v: %w", opts.PinBudget, farmem.ErrInvalid)
+		return nil, fmt.Errorf("ptrarray: pin budget %v: %w", opts.PinBudget, farmem.ErrInvalid)
+	}
+	if n := opts.Sync.LockSize(); n < 0 || n > recPtr || n%8 != 0 {
+		return nil, fmt.Errorf("ptrarray: a synchronizer wanting %d bytes of lock entry (a record keeps %d): %w", n, recPtr, farmem.ErrInvalid)
 	}
 	buf := make([]byte, rootHeader+8*maxShards)
 	if err := m.Read(ctx, root, buf[:rootHeader]); err != nil {
-		return nil, fmt.Errorf("cider: open %v: %w", root, err)
+		return nil, fmt.Errorf("ptrarray: open %v: %w", root, err)
 	}
 	s := binary.LittleEndian.Uint64(buf[8:]) >> 8
 	if s == 0 || s > maxShards {
 		return nil, ErrBadRoot
 	}
 	if err := m.Read(ctx, root.Add(rootHeader), buf[rootHeader:rootHeader+8*s]); err != nil {
-		return nil, fmt.Errorf("cider: open %v: %w", root, err)
+		return nil, fmt.Errorf("ptrarray: open %v: %w", root, err)
 	}
 	keys, bases, err := DecodeRoot(buf[:rootHeader+8*s])
 	if err != nil {
@@ -227,10 +226,10 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 func (r *Array) Keys() uint64 { return r.keys }
 
 // Stats returns the handle's counters.
-func (r *Array) Stats() ArrayStats { return r.stats }
+func (r *Array) Stats() Stats { return r.stats }
 
 // Sync returns the handle's synchronizer.
-func (r *Array) Sync() Synchronizer { return r.sync }
+func (r *Array) Sync() ptrsync.Synchronizer { return r.sync }
 
 // Record returns the address of key k's record (its lock entry; the data pointer follows).
 func (r *Array) Record(k uint64) farmem.Addr {
@@ -240,17 +239,17 @@ func (r *Array) Record(k uint64) farmem.Addr {
 
 func (r *Array) check(k uint64, v []byte) error {
 	if k >= r.keys {
-		return fmt.Errorf("cider: key %d of %d: %w", k, r.keys, ErrKeyRange)
+		return fmt.Errorf("ptrarray: key %d of %d: %w", k, r.keys, ErrKeyRange)
 	}
 	if len(v) > MaxValue {
-		return fmt.Errorf("cider: value of %d bytes: %w", len(v), ErrTooLarge)
+		return fmt.Errorf("ptrarray: value of %d bytes: %w", len(v), ErrTooLarge)
 	}
 	return nil
 }
 
 func (r *Array) pin(ctx context.Context) error {
 	if err := r.a.Pin(ctx); err != nil {
-		return fmt.Errorf("cider: pin: %w", err)
+		return fmt.Errorf("ptrarray: pin: %w", err)
 	}
 	r.pinAt = r.rt.Now()
 	return nil
@@ -272,6 +271,7 @@ type block struct {
 	addr    farmem.Addr
 	bytes   []byte
 	size    uint64
+	ptr     Pointer // the data pointer naming it
 	written bool
 	visible bool
 }
@@ -296,15 +296,21 @@ func DecodeBlock(b []byte, k uint64) ([]byte, error) {
 	return b[blockHeader : blockHeader+n], nil
 }
 
-// newBlock allocates and encodes (but does not write) a block of k and v on node n.
+// newBlock allocates and encodes (but does not write) a block of k and v on node n, and packs
+// the pointer that will name it.
 func (r *Array) newBlock(ctx context.Context, n farmem.NodeID, k uint64, v []byte) (*block, error) {
 	bytes := encodeBlock(k, v)
 	size := uint64(len(bytes))
 	a, err := r.a.AllocOn(ctx, n, size, 16)
 	if err != nil {
-		return nil, fmt.Errorf("cider: allocate KV block: %w", err)
+		return nil, fmt.Errorf("ptrarray: allocate KV block: %w", err)
 	}
-	return &block{addr: a, bytes: bytes, size: size}, nil
+	nb := &block{addr: a, bytes: bytes, size: size}
+	if nb.ptr, err = MakePointer(a, size); err != nil {
+		r.drop(nb)
+		return nil, err
+	}
+	return nb, nil
 }
 
 // drop gives back a block the operation will not publish.
@@ -320,10 +326,6 @@ func (r *Array) retire(ctx context.Context, w uint64) {
 		return
 	}
 	p := Pointer(w)
-	if r.noRetire {
-		_ = r.a.Free(p.Addr(), p.Size())
-		return
-	}
 	// Retire fails only when the allocator is closed or the home node is down: the block is
 	// then leaked, which is safe.
 	_ = r.a.Retire(ctx, p.Addr(), p.Size())
@@ -338,7 +340,7 @@ func MakePointer(a farmem.Addr, size uint64) (Pointer, error) {
 	n, off := uint64(a.Node()), a.Offset()
 	units := (size + 15) / 16
 	if n == 0 || n > 0xff || off%16 != 0 || off>>4 >= 1<<40 || units == 0 || units > 0xffff {
-		return 0, fmt.Errorf("cider: block %v of %d bytes does not fit a data pointer: %w", a, size, farmem.ErrInvalid)
+		return 0, fmt.Errorf("ptrarray: block %v of %d bytes does not fit a data pointer: %w", a, size, farmem.ErrInvalid)
 	}
 	return Pointer(units<<48 | n<<40 | off>>4), nil
 }
@@ -372,7 +374,7 @@ func (r *Array) Search(ctx context.Context, k uint64) ([]byte, error) {
 }
 
 func (r *Array) search(ctx context.Context, k uint64, rec farmem.Addr) ([]byte, error) {
-	w, err := r.readPtr(ctx, rec, nil)
+	w, err := r.readPtr(ctx, rec, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -382,42 +384,48 @@ func (r *Array) search(ctx context.Context, k uint64, rec farmem.Addr) ([]byte, 
 	p := Pointer(w)
 	buf := make([]byte, p.Size())
 	if err := r.m.Read(ctx, p.Addr(), buf); err != nil {
-		return nil, fmt.Errorf("cider: read block: %w", err)
+		return nil, fmt.Errorf("ptrarray: read block: %w", err)
 	}
 	v, err := DecodeBlock(buf, k)
 	if err != nil {
-		return nil, fmt.Errorf("cider: block %v of key %d: %w", p.Addr(), k, err)
+		return nil, fmt.Errorf("ptrarray: block %v of key %d: %w", p.Addr(), k, err)
 	}
 	return v, nil
 }
 
-// readPtr reads k's data pointer, after the ops of pre (in the same batch).
-func (r *Array) readPtr(ctx context.Context, rec farmem.Addr, pre *farmem.Batch) (uint64, error) {
+// readPtr reads k's data pointer, after the ops of pre (in the same batch). With entry (Size
+// of the lock entry), it reads the whole record and copies the lock entry into entry.
+func (r *Array) readPtr(ctx context.Context, rec farmem.Addr, pre *farmem.Batch, entry []byte) (uint64, error) {
 	if pre == nil {
 		pre = &farmem.Batch{}
 	}
-	var buf [8]byte
-	pre.Read(rec.Add(recPtr), buf[:])
+	var buf [RecordSize]byte
+	if entry != nil {
+		pre.Read(rec, buf[:])
+	} else {
+		pre.Read(rec.Add(recPtr), buf[recPtr:])
+	}
 	r.stats.Reads++
 	if err := r.m.Do(ctx, pre); err != nil {
-		return 0, fmt.Errorf("cider: read pointer: %w", err)
+		return 0, fmt.Errorf("ptrarray: read pointer: %w", err)
 	}
-	return binary.LittleEndian.Uint64(buf[:]), nil
+	copy(entry, buf[:recPtr])
+	return binary.LittleEndian.Uint64(buf[recPtr:]), nil
 }
 
 // arrayOp is one update or delete of key k, presented to the synchronizer as its Target.
 type arrayOp struct {
 	r    *Array
-	kind Kind
+	kind ptrsync.Kind
 	key  uint64
 	rec  farmem.Addr
 	old  uint64
 	nb   *block
-	word uint64 // nb's pointer word
+	lock []byte // the lock entry as read with the pointer, if the plan asked for it
 }
 
-func (o *arrayOp) Kind() Kind            { return o.kind }
-func (o *arrayOp) Key() uint64           { return o.key }
+func (o *arrayOp) Kind() ptrsync.Kind    { return o.kind }
+func (o *arrayOp) LockBytes() []byte     { return o.lock }
 func (o *arrayOp) Pointer() farmem.Addr  { return o.rec.Add(recPtr) }
 func (o *arrayOp) Lock() farmem.Addr     { return o.rec }
 func (o *arrayOp) Old() uint64           { return o.old }
@@ -433,15 +441,15 @@ func (o *arrayOp) Same(context.Context, uint64) (bool, error) { return true, nil
 func (o *arrayOp) Install(ctx context.Context, expected uint64) (uint64, uint64, error) {
 	var b farmem.Batch
 	nw := uint64(0)
-	if o.kind == Update {
-		nw = o.word
+	if o.kind == ptrsync.Update {
+		nw = uint64(o.nb.ptr)
 		if !o.nb.written {
 			b.Write(o.nb.addr, o.nb.bytes)
 		}
 	}
 	i := b.CAS(o.Pointer(), expected, nw)
 	if err := o.r.m.Do(ctx, &b); err != nil {
-		return 0, 0, fmt.Errorf("cider: CAS pointer of key %d: %w", o.key, err)
+		return 0, 0, fmt.Errorf("ptrarray: CAS pointer of key %d: %w", o.key, err)
 	}
 	if o.nb != nil {
 		o.nb.written = true
@@ -470,16 +478,11 @@ func (r *Array) Insert(ctx context.Context, k uint64, v []byte) error {
 	if err != nil {
 		return err
 	}
-	w, err := MakePointer(nb.addr, nb.size)
-	if err != nil {
-		r.drop(nb)
-		return err
-	}
 	var b farmem.Batch
 	b.Write(nb.addr, nb.bytes)
-	i := b.CAS(rec.Add(recPtr), 0, uint64(w))
+	i := b.CAS(rec.Add(recPtr), 0, uint64(nb.ptr))
 	if err := r.m.Do(ctx, &b); err != nil {
-		return fmt.Errorf("cider: insert key %d: %w", k, err) // unknown: the block may be in place
+		return fmt.Errorf("ptrarray: insert key %d: %w", k, err) // unknown: the block may be in place
 	}
 	if prev, _ := b.Result(i); prev != 0 {
 		r.drop(nb)
@@ -495,7 +498,7 @@ func (r *Array) Update(ctx context.Context, k uint64, v []byte) error {
 		return err
 	}
 	r.stats.Updates++
-	return r.change(ctx, Update, k, v)
+	return r.change(ctx, ptrsync.Update, k, v)
 }
 
 // Delete removes key k, or returns ErrNotFound. The pointer change is the synchronizer's.
@@ -504,38 +507,36 @@ func (r *Array) Delete(ctx context.Context, k uint64) error {
 		return err
 	}
 	r.stats.Deletes++
-	return r.change(ctx, Delete, k, nil)
+	return r.change(ctx, ptrsync.Delete, k, nil)
 }
 
 // maxAttempts bounds the pointer reads of one operation, so that a broken synchronizer gives an
 // error rather than a hang.
 const maxAttempts = 1 << 20
 
-func (r *Array) change(ctx context.Context, kind Kind, k uint64, v []byte) error {
+func (r *Array) change(ctx context.Context, kind ptrsync.Kind, k uint64, v []byte) error {
 	if err := r.pin(ctx); err != nil {
 		return err
 	}
 	defer r.a.Unpin()
 	plan := r.sync.Plan(kind, k)
 	op := &arrayOp{r: r, kind: kind, key: k, rec: r.Record(k)}
+	if plan.Prefetch {
+		op.lock = make([]byte, recPtr)
+	}
 	pre := &farmem.Batch{}
-	if kind == Update {
+	if kind == ptrsync.Update {
 		nb, err := r.newBlock(ctx, op.rec.Node(), k, v)
 		if err != nil {
 			return err
 		}
-		w, err := MakePointer(nb.addr, nb.size)
-		if err != nil {
-			r.drop(nb)
-			return err
-		}
-		op.nb, op.word = nb, uint64(w)
+		op.nb = nb
 		if !plan.DeferWrite {
 			pre.Write(nb.addr, nb.bytes)
 		}
 	}
 	for range maxAttempts {
-		old, err := r.readPtr(ctx, op.rec, pre)
+		old, err := r.readPtr(ctx, op.rec, pre, op.lock)
 		if err != nil {
 			r.drop(op.nb)
 			return err
@@ -556,25 +557,22 @@ func (r *Array) change(ctx context.Context, kind Kind, k uint64, v []byte) error
 			continue
 		}
 		op.old = old
-		if r.beforeCommit != nil {
-			r.beforeCommit()
-		}
 		res, err := r.sync.Commit(ctx, op)
 		if err != nil {
 			// Unknown outcome: the new block may be in place; it is leaked rather than freed.
 			return err
 		}
 		switch res.Outcome {
-		case Committed:
+		case ptrsync.Committed:
 			r.retire(ctx, res.Replaced)
 			return nil
-		case Combined:
+		case ptrsync.Combined:
 			r.drop(op.nb)
 			return nil
 		}
 	}
 	r.drop(op.nb)
-	return fmt.Errorf("cider: %v of key %d: no progress after %d attempts: %w", kind, k, maxAttempts, ErrCorrupt)
+	return fmt.Errorf("ptrarray: %v of key %d: no progress after %d attempts: %w", kind, k, maxAttempts, ErrCorrupt)
 }
 
 // Load fills keys [from, to) of an array nobody uses yet with value(k): it allocates the
@@ -583,7 +581,7 @@ func (r *Array) change(ctx context.Context, kind Kind, k uint64, v []byte) error
 // of experiments; Insert is the way to add keys to an array in use.
 func (r *Array) Load(ctx context.Context, from, to uint64, value func(k uint64) []byte) error {
 	if from > to || to > r.keys {
-		return fmt.Errorf("cider: load [%d, %d) of %d keys: %w", from, to, r.keys, ErrKeyRange)
+		return fmt.Errorf("ptrarray: load [%d, %d) of %d keys: %w", from, to, r.keys, ErrKeyRange)
 	}
 	s := uint64(len(r.bases))
 	for shard := range s {
@@ -605,11 +603,7 @@ func (r *Array) Load(ctx context.Context, from, to uint64, value func(k uint64) 
 			if err != nil {
 				return err
 			}
-			p, err := MakePointer(nb.addr, nb.size)
-			if err != nil {
-				return err
-			}
-			binary.LittleEndian.PutUint64(recs[i*RecordSize+recPtr:], uint64(p))
+			binary.LittleEndian.PutUint64(recs[i*RecordSize+recPtr:], uint64(nb.ptr))
 			if err := w.add(ctx, r.m, nb.addr, nb.bytes); err != nil {
 				return err
 			}
@@ -669,7 +663,7 @@ func (w *writer) post(ctx context.Context, m farmem.Memory) error {
 	err := m.Do(ctx, &w.b)
 	w.b = farmem.Batch{}
 	if err != nil {
-		return fmt.Errorf("cider: load: %w", err)
+		return fmt.Errorf("ptrarray: load: %w", err)
 	}
 	return nil
 }
