@@ -303,6 +303,7 @@ const (
 	reachable reach = iota
 	silent          // hung or partitioned: no answer
 	down            // crashed: refused at once
+	lost            // restarted with new memory, not adopted: fenced, refused at once
 )
 
 func (f *Fabric) reach(c *client, n *node) reach {
@@ -311,6 +312,9 @@ func (f *Fabric) reach(c *client, n *node) reach {
 		return down
 	case stateHung:
 		return silent
+	}
+	if n.inc.Load() != n.adopted.Load() {
+		return lost
 	}
 	if c != nil && f.hasPartitions.Load() {
 		f.mu.Lock()
@@ -339,6 +343,8 @@ func (f *Fabric) awaitReach(ctx context.Context, c *client, n *node, deadline ti
 			return nil
 		case down:
 			return fmt.Errorf("local: %v crashed: %w", n.id, farmem.ErrNodeDown)
+		case lost:
+			return fmt.Errorf("local: %w", farmem.LostError(n.id, n.adopted.Load(), n.inc.Load()))
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {

@@ -1,0 +1,103 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Restarted memory nodes (see farmem.Restarts). A memory node that restarts loses its memory:
+// its header, its bump word and every block on it. The fabric fences it (verbs fail with
+// farmem.ErrNodeLost) until someone adopts it; then its memory is zero until it is formatted
+// again (Reformat). An allocator follows, with no verb and nothing to call:
+//
+//   - it remembers the incarnation of each node it allocates on (0 on transports without
+//     restarts);
+//   - placement skips a node the fabric reports lost: Alloc takes neither a free block nor a
+//     new chunk there, and goes on to the next node, as when a node is full; AllocOn fails with
+//     an error wrapping farmem.ErrNodeLost;
+//   - once the node is adopted (a new incarnation, state up), the allocator drops everything it
+//     held there — its current chunk, free lists, spare chunks, retired blocks and what a
+//     handover gave it — since those offsets name the lost memory, and starts afresh from the
+//     node's bump word. A retired block of the old incarnation is never freed into the new one.
+//
+// What this does not cover: a handover record written before the restart and adopted by a New
+// after it may still name blocks of the old incarnation (the record does not carry
+// incarnations); and an allocator's home node is a single point of failure: its restart loses
+// the epoch table, the handover table and the symmetric bump word, which nothing rebuilds.
+
+// restartState is what an allocator knows of its nodes' incarnations, by node id.
+type restartState struct {
+	inc []uint64
+}
+
+func (a *Allocator) initRestarts() {
+	a.restarts.inc = make([]uint64, len(a.arenas))
+	for _, n := range a.nodes {
+		a.restarts.inc[n] = farmem.StatusOf(a.m, n).Incarnation
+	}
+}
+
+// nodeUsable reports whether the allocator may place blocks on node n now: false while the
+// fabric reports n lost. When n was adopted with a new incarnation since the allocator last
+// looked, it first forgets what it held there.
+func (a *Allocator) nodeUsable(n farmem.NodeID) bool {
+	if int(n) >= len(a.restarts.inc) {
+		return true
+	}
+	st := farmem.StatusOf(a.m, n)
+	if st.State == farmem.NodeLost {
+		return false
+	}
+	if st.Incarnation != a.restarts.inc[n] {
+		a.forgetNode(n)
+		a.restarts.inc[n] = st.Incarnation
+	}
+	return true
+}
+
+// checkNodes runs nodeUsable on every node, so that what the allocator holds names only live
+// memory (before a handover).
+func (a *Allocator) checkNodes() {
+	for _, n := range a.nodes {
+		a.nodeUsable(n)
+	}
+}
+
+// forgetNode drops everything the allocator holds on node n.
+func (a *Allocator) forgetNode(n farmem.NodeID) {
+	old := a.arenas[n]
+	if old == nil {
+		return
+	}
+	a.arenas[n] = newArena(old.name, false, old.bump, old.base, old.limit, old.chunk, old.chunks)
+	a.ep.retired = slices.DeleteFunc(a.ep.retired, func(r retired) bool { return r.ar == old })
+	a.foreign = slices.DeleteFunc(a.foreign, func(s arenaState) bool { return s.node == n })
+	a.foreignRetired = slices.DeleteFunc(a.foreignRetired, func(r retiredState) bool { return r.node == n })
+	a.stats.Forgotten++
+}
+
+// lostErr returns the error of an allocation on a lost node.
+func lostErr(n farmem.NodeID, st farmem.NodeStatus) error {
+	return fmt.Errorf("alloc: %w", farmem.LostError(n, st.Incarnation, st.Seen))
+}
+
+// Reformat formats node again after it restarted and was adopted (its memory is zero), with the
+// parameters the home node's header records, so the node's layout matches the other nodes'
+// and allocators opened before the restart keep working with it. home is the allocator's home
+// node (Allocator.Home); it cannot be node: the home node holds the shared tables, and its
+// loss is not recoverable (ErrInvalid). Cost: the home header's Read and Format's round trips.
+// Reformatting a node already formatted with the same parameters writes nothing (Format's
+// idempotence), so several clients adopting the same restart may all call it.
+func Reformat(ctx context.Context, m farmem.Memory, home, node farmem.NodeID) error {
+	if node == home {
+		return fmt.Errorf("alloc: reformat %v: it is the home node, whose tables are lost with it: %w", node, farmem.ErrInvalid)
+	}
+	hh, err := Open(ctx, m, home)
+	if err != nil {
+		return fmt.Errorf("alloc: reformat %v: %w", node, err)
+	}
+	return Format(ctx, m, node, FormatOptions{ChunkSize: hh.ChunkSize, SymmetricSize: hh.SymSize, MaxClients: hh.MaxClients, Home: hh.Home})
+}
