@@ -284,7 +284,7 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 	var errs []error
 	for i := range a.nodes {
 		n := a.nodes[(a.pref+i)%len(a.nodes)]
-		if !a.nodeUsable(n) {
+		if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
 			errs = append(errs, lostErr(n, farmem.StatusOf(a.m, n)))
 			continue
 		}
@@ -330,7 +330,7 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 	if a.arena(n) == nil {
 		return 0, fmt.Errorf("alloc: %v is not one of this allocator's nodes: %w", n, farmem.ErrInvalid)
 	}
-	if !a.nodeUsable(n) {
+	if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
 		return 0, lostErr(n, farmem.StatusOf(a.m, n))
 	}
 	off, err := a.allocIn(ctx, a.arena(n), size, align)

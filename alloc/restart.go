@@ -21,7 +21,9 @@ import (
 //   - once the node is adopted (a new incarnation, state up), the allocator drops everything it
 //     held there — its current chunk, free lists, spare chunks, retired blocks and what a
 //     handover gave it — since those offsets name the lost memory, and starts afresh from the
-//     node's bump word. A retired block of the old incarnation is never freed into the new one.
+//     node's bump word once the node is formatted again (one header Read per allocation until
+//     it is; Reformat formats it). A retired block of the old incarnation is never freed into
+//     the new one.
 //
 // What this does not cover: a handover record written before the restart and adopted by a New
 // after it may still name blocks of the old incarnation (the record does not carry
@@ -31,10 +33,14 @@ import (
 // restartState is what an allocator knows of its nodes' incarnations, by node id.
 type restartState struct {
 	inc []uint64
+	// unchecked marks nodes adopted since the allocator last read their header: they take no
+	// chunk until a header formatted for this allocator's home is found there.
+	unchecked []bool
 }
 
 func (a *Allocator) initRestarts() {
 	a.restarts.inc = make([]uint64, len(a.arenas))
+	a.restarts.unchecked = make([]bool, len(a.arenas))
 	for _, n := range a.nodes {
 		a.restarts.inc[n] = farmem.StatusOf(a.m, n).Incarnation
 	}
@@ -54,7 +60,22 @@ func (a *Allocator) nodeUsable(n farmem.NodeID) bool {
 	if st.Incarnation != a.restarts.inc[n] {
 		a.forgetNode(n)
 		a.restarts.inc[n] = st.Incarnation
+		a.restarts.unchecked[n] = true
 	}
+	return true
+}
+
+// headerReady reports whether node n, once adopted, has been formatted again (Reformat): until
+// then its bump word is not one to claim chunks with. One Read per call while it is not.
+func (a *Allocator) headerReady(ctx context.Context, n farmem.NodeID) bool {
+	if int(n) >= len(a.restarts.unchecked) || !a.restarts.unchecked[n] {
+		return true
+	}
+	h, err := Open(ctx, a.m, n)
+	if err != nil || h.Home != a.home {
+		return false
+	}
+	a.restarts.unchecked[n] = false
 	return true
 }
 
@@ -81,6 +102,9 @@ func (a *Allocator) forgetNode(n farmem.NodeID) {
 
 // lostErr returns the error of an allocation on a lost node.
 func lostErr(n farmem.NodeID, st farmem.NodeStatus) error {
+	if st.State != farmem.NodeLost {
+		return fmt.Errorf("alloc: %v was adopted after a restart and is not formatted again yet: %w", n, farmem.ErrNodeLost)
+	}
 	return fmt.Errorf("alloc: %w", farmem.LostError(n, st.Incarnation, st.Seen))
 }
 

@@ -67,6 +67,10 @@ type Restarts interface {
 	// adopting a node that is up and was never lost does nothing. Adopt does not format or
 	// repair anything: that is the job of whoever owns the memory (alloc, a store).
 	Adopt(ctx context.Context, node NodeID) error
+	// Adoptions counts the adoptions (of any node) that changed this fabric's view: code that
+	// caches far pointers (a directory, a cursor) re-validates its caches when it changes,
+	// since memory they named may now be re-used. One atomic load.
+	Adoptions() uint64
 }
 
 // AdoptNode calls x's Adopt if it implements Restarts, and otherwise returns an error wrapping
@@ -88,6 +92,14 @@ func StatusOf(x any, node NodeID) NodeStatus {
 		}
 	}
 	return NodeStatus{ID: node, State: NodeUp}
+}
+
+// AdoptionsOf returns x's Adoptions if it implements Restarts, and otherwise 0.
+func AdoptionsOf(x any) uint64 {
+	if r, ok := x.(Restarts); ok {
+		return r.Adoptions()
+	}
+	return 0
 }
 
 // LostError returns the error of a verb to a fenced node: it wraps ErrNodeLost (and so

@@ -202,11 +202,18 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 	}
 	l.inc = l.seen
 	p.key = l.seenKey
+	f.adoptions.Add(1)
 	if p.log != nil {
 		p.log.Info("node adopted: its new memory is in use", "peer", id.String(), "incarnation", fmt.Sprintf("%#x", l.inc))
 	}
 	return nil
 }
+
+// Adoptions implements farmem.Restarts.
+func (f *Fabric) Adoptions() uint64 { return f.adoptions.Load() }
+
+// Adoptions implements farmem.Restarts.
+func (c *client) Adoptions() uint64 { return c.f.adoptions.Load() }
 
 // NodeStatus implements farmem.Restarts: the fabric's view.
 func (c *client) NodeStatus(id farmem.NodeID) (farmem.NodeStatus, error) {

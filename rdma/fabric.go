@@ -95,6 +95,8 @@ type Fabric struct {
 	qmu  sync.Mutex
 	live map[*tcpQP]struct{}
 	wg   sync.WaitGroup
+
+	adoptions atomic.Uint64 // see adopt.go
 }
 
 var _ farmem.Fabric = (*Fabric)(nil)

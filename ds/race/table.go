@@ -161,6 +161,8 @@ type Table struct {
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
 	dir     []uint64
+	// adoptions is the fabric's adoption count when the directory was cached (purge.go).
+	adoptions uint64
 
 	pinAt  farmem.Time
 	pinned bool

@@ -88,10 +88,18 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 	if n.state.Load() == stateCrashed {
 		return fmt.Errorf("local: adopt %v: crashed: %w", id, farmem.ErrNodeDown)
 	}
-	n.adopted.Store(n.inc.Load())
+	if n.adopted.Swap(n.inc.Load()) != n.inc.Load() {
+		f.adoptions.Add(1)
+	}
 	f.faultChanged()
 	return nil
 }
+
+// Adoptions implements farmem.Restarts.
+func (f *Fabric) Adoptions() uint64 { return f.adoptions.Load() }
+
+// Adoptions implements farmem.Restarts.
+func (c *client) Adoptions() uint64 { return c.f.adoptions.Load() }
 
 // NodeStatus implements farmem.Restarts: the fabric's view, which every client shares.
 func (c *client) NodeStatus(id farmem.NodeID) (farmem.NodeStatus, error) {

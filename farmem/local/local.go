@@ -143,6 +143,7 @@ type Fabric struct {
 	jitter   interface{ Int64N(int64) int64 }
 
 	violations atomic.Int64
+	adoptions  atomic.Uint64 // see adopt.go
 }
 
 type partition struct {
