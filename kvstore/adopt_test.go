@@ -181,6 +181,10 @@ func runRestart(t *testing.T, rc restartCase, keys int) {
 		require.NoError(t, err, "key %x", k)
 		require.Equal(t, ks.val, v)
 	}
+	cen, err := kvstore.AuditRace(ctx, s)
+	require.NoError(t, err, "the index's audit after adoption")
+	require.Equal(t, keys-affected, cen.Keys)
+	require.Zero(t, cen.Frozen+cen.Tentative+cen.Locked)
 	nodes, err = s.Nodes(ctx)
 	require.NoError(t, err)
 	for _, n := range nodes {

@@ -294,7 +294,7 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		return nil
 	}
 	lostErr := t.m.Do(ctx, b)
-	if lostErr != nil && !onlyLostBlocks(b, len(ps)) {
+	if lostErr != nil && !onlyBlocksDown(b, len(ps)) {
 		t.lost()
 		return fmt.Errorf("race: read KV blocks: %w", lostErr)
 	}
@@ -329,8 +329,9 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		return errStale
 	}
 	if lostErr != nil {
-		// Some candidate blocks are in a lost node's memory. If the key is among those read,
-		// the answer is known; otherwise it may have been in a lost one.
+		// Some candidate blocks are on a node that is down or lost its memory. If the key is
+		// among those read, the answer is known (one committed slot at most holds a key);
+		// otherwise it may have been in one of the others.
 		for _, p := range ps {
 			if info, ok := op.info(p.w); ok && info.isKey {
 				return nil
@@ -341,11 +342,12 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 	return nil
 }
 
-// onlyLostBlocks reports whether every failed op of b is one of its first n (the block reads)
-// and failed because its node lost its memory (farmem.ErrNodeLost).
-func onlyLostBlocks(b *farmem.Batch, n int) bool {
+// onlyBlocksDown reports whether every failed op of b is one of its first n (the block reads)
+// and failed because its node is down or lost its memory (farmem.ErrNodeDown, which
+// farmem.ErrNodeLost wraps).
+func onlyBlocksDown(b *farmem.Batch, n int) bool {
 	for i := range b.Ops {
-		if _, err := b.Ops[i].Result(); err != nil && (i >= n || !errors.Is(err, farmem.ErrNodeLost)) {
+		if _, err := b.Ops[i].Result(); err != nil && (i >= n || !errors.Is(err, farmem.ErrNodeDown)) {
 			return false
 		}
 	}
