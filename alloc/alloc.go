@@ -142,9 +142,15 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 	}
 	info := m.Info()
+	// Nodes that restarted and are fenced cannot be read: their layout comes from the home
+	// header (restart.go).
+	readable, lost := splitLost(m, nodes)
+	if len(readable) == 0 {
+		return nil, lostErr(nodes[0], farmem.StatusOf(m, nodes[0]))
+	}
 	// The handover word's offset does not depend on the header: read it on the node that is
 	// home by default (the lowest), speculatively, with the headers.
-	guess := slices.Min(nodes)
+	guess := slices.Min(readable)
 	wordAt := func(home farmem.NodeID) farmem.Addr {
 		w := farmem.MakeAddr(home, HandoverOffset+8*uint64(info.ID))
 		if !inNode(t, w, 8) {
@@ -152,11 +158,11 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 		return w
 	}
-	hdrs, word, err := readHeaders(ctx, m, nodes, wordAt(guess))
+	hdrs, word, err := readHeaders(ctx, m, readable, wordAt(guess))
 	if err != nil {
 		return nil, err
 	}
-	home := hdrs[nodes[0]].Home
+	home := hdrs[readable[0]].Home
 	if _, ok := hdrs[home]; !ok {
 		h, w, err := readHeaders(ctx, m, []farmem.NodeID{home}, wordAt(home))
 		if err != nil {
@@ -171,6 +177,9 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		word = w
 	}
 	hh := hdrs[home]
+	if err := layoutLost(m, hdrs, hh, lost); err != nil {
+		return nil, err
+	}
 	for n, h := range hdrs {
 		if h.Home != home || h.MaxClients != hh.MaxClients || h.SymBase != hh.SymBase || h.SymSize != hh.SymSize {
 			return nil, fmt.Errorf("alloc: %v was formatted with home %v, %d clients, symmetric area %#x+%#x; %v with home %v, %d clients, %#x+%#x: %w",
@@ -198,6 +207,9 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	a.ep.cached = hh.Epoch
 	a.stats.Epoch = hh.Epoch
 	a.initRestarts()
+	for _, n := range lost {
+		a.restarts.unchecked[n] = true
+	}
 	if word != 0 {
 		if err := a.adopt(ctx, word, hdrs); err != nil {
 			return nil, err

@@ -17,7 +17,9 @@ import (
 //     restarts);
 //   - placement skips a node the fabric reports lost: Alloc takes neither a free block nor a
 //     new chunk there, and goes on to the next node, as when a node is full; AllocOn fails with
-//     an error wrapping farmem.ErrNodeLost;
+//     an error wrapping farmem.ErrNodeLost; what the allocator held there is dropped at once,
+//     so Close's handover record neither names it nor is written into it; New opens over a
+//     lost node (its layout taken from the home header) without reading it;
 //   - once the node is adopted (a new incarnation, state up), the allocator drops everything it
 //     held there — its current chunk, free lists, spare chunks, retired blocks and what a
 //     handover gave it — since those offsets name the lost memory, and starts afresh from the
@@ -36,11 +38,14 @@ type restartState struct {
 	// unchecked marks nodes adopted since the allocator last read their header: they take no
 	// chunk until a header formatted for this allocator's home is found there.
 	unchecked []bool
+	// dropped marks lost nodes whose blocks the allocator already forgot.
+	dropped []bool
 }
 
 func (a *Allocator) initRestarts() {
 	a.restarts.inc = make([]uint64, len(a.arenas))
 	a.restarts.unchecked = make([]bool, len(a.arenas))
+	a.restarts.dropped = make([]bool, len(a.arenas))
 	for _, n := range a.nodes {
 		a.restarts.inc[n] = farmem.StatusOf(a.m, n).Incarnation
 	}
@@ -55,8 +60,15 @@ func (a *Allocator) nodeUsable(n farmem.NodeID) bool {
 	}
 	st := farmem.StatusOf(a.m, n)
 	if st.State == farmem.NodeLost {
+		// What the allocator holds there is gone: drop it now, so that no handover record
+		// names it or is written into it.
+		if !a.restarts.dropped[n] {
+			a.forgetNode(n)
+			a.restarts.dropped[n] = true
+		}
 		return false
 	}
+	a.restarts.dropped[n] = false
 	if st.Incarnation != a.restarts.inc[n] {
 		a.forgetNode(n)
 		a.restarts.inc[n] = st.Incarnation
@@ -124,4 +136,37 @@ func Reformat(ctx context.Context, m farmem.Memory, home, node farmem.NodeID) er
 		return fmt.Errorf("alloc: reformat %v: %w", node, err)
 	}
 	return Format(ctx, m, node, FormatOptions{ChunkSize: hh.ChunkSize, SymmetricSize: hh.SymSize, MaxClients: hh.MaxClients, Home: hh.Home})
+}
+
+// splitLost separates the nodes the fabric reports lost from the others.
+func splitLost(m farmem.Memory, nodes []farmem.NodeID) (readable, lost []farmem.NodeID) {
+	for _, n := range nodes {
+		if farmem.StatusOf(m, n).State == farmem.NodeLost {
+			lost = append(lost, n)
+		} else {
+			readable = append(readable, n)
+		}
+	}
+	return readable, lost
+}
+
+// layoutLost fills in the headers of lost nodes from the home header's parameters: the layout
+// they were formatted with and will be formatted with again (Reformat). A lost home node
+// cannot be replaced.
+func layoutLost(m farmem.Memory, hdrs map[farmem.NodeID]Header, hh Header, lost []farmem.NodeID) error {
+	for _, n := range lost {
+		if n == hh.Home {
+			return fmt.Errorf("alloc: the home node %v lost its memory: %w", n, farmem.ErrNodeLost)
+		}
+		info, ok := m.Topology().Node(n)
+		if !ok {
+			return fmt.Errorf("alloc: %v is not in the topology: %w", n, farmem.ErrInvalid)
+		}
+		h, err := layoutOf(n, info.Size, hh.ChunkSize, hh.MaxClients, hh.SymSize, hh.Home)
+		if err != nil {
+			return err
+		}
+		hdrs[n] = h
+	}
+	return nil
 }

@@ -67,6 +67,11 @@ type Restarts interface {
 	// adopting a node that is up and was never lost does nothing. Adopt does not format or
 	// repair anything: that is the job of whoever owns the memory (alloc, a store).
 	Adopt(ctx context.Context, node NodeID) error
+	// Fence makes the fabric treat node as lost from now on, whatever incarnation it answers
+	// with: its verbs fail with ErrNodeLost until Adopt. It is for a client that learns of a
+	// restart from elsewhere than the fabric (a store whose records name another incarnation
+	// than the one this fabric met first). No verb.
+	Fence(node NodeID) error
 	// Adoptions counts the adoptions (of any node) that changed this fabric's view: code that
 	// caches far pointers (a directory, a cursor) re-validates its caches when it changes,
 	// since memory they named may now be re-used. One atomic load.

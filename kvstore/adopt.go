@@ -46,8 +46,11 @@ type Location = race.Location
 // Adopt, with one pooled client:
 //
 //  1. adopts the node on the fabric (farmem.Restarts.Adopt: verbs reach its new memory);
-//  2. reads the node's generation word; if it already records this incarnation, another client
-//     adopted it, and Adopt returns with Already set;
+//  2. reads the node's generation word; if it already records this incarnation at a generation
+//     above 0, another client adopted it, and Adopt returns with Already set; if neither the
+//     fabric (the node was not lost) nor the word (it records this incarnation, or nothing)
+//     says the node lost its memory, Adopt refuses (ErrInvalid), since purging would delete
+//     live keys;
 //  3. formats the node again with the home node's allocator parameters (alloc.Reformat);
 //  4. removes every index entry that pointed into the lost memory and replaces lost subtables
 //     with empty ones (race.Table.Purge), and reports them;
@@ -82,6 +85,7 @@ func (s *Store) Adopt(ctx context.Context, node farmem.NodeID) (AdoptReport, err
 	if err != nil {
 		return rep, err
 	}
+	wasLost := farmem.StatusOf(s.fabric, node).State == farmem.NodeLost
 	if err := farmem.AdoptNode(ctx, s.fabric, node); err != nil {
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
 	}
@@ -89,12 +93,12 @@ func (s *Store) Adopt(ctx context.Context, node farmem.NodeID) (AdoptReport, err
 	if err != nil {
 		return rep, err
 	}
-	rep, err = s.adoptOn(ctx, c, node, ga)
+	rep, err = s.adoptOn(ctx, c, node, ga, wasLost)
 	s.release(c, err)
 	return rep, err
 }
 
-func (s *Store) adoptOn(ctx context.Context, c *conn, node farmem.NodeID, ga farmem.Addr) (AdoptReport, error) {
+func (s *Store) adoptOn(ctx context.Context, c *conn, node farmem.NodeID, ga farmem.Addr, wasLost bool) (AdoptReport, error) {
 	rep := AdoptReport{Node: node}
 	st := farmem.StatusOf(c.m, node)
 	rep.Incarnation = st.Incarnation
@@ -103,9 +107,15 @@ func (s *Store) adoptOn(ctx context.Context, c *conn, node farmem.NodeID, ga far
 		return rep, fmt.Errorf("kvstore: adopt %v: read generation: %w", node, err)
 	}
 	gw := GenWord(binary.LittleEndian.Uint64(buf[:]))
-	if gw.Generation() > 0 && gw.Incarnation() == makeGenWord(0, st.Incarnation).Incarnation() {
+	same := gw != 0 && gw.Incarnation() == makeGenWord(0, st.Incarnation).Incarnation()
+	switch {
+	case same && gw.Generation() > 0:
 		rep.Already, rep.Generation = true, gw.Generation()
 		return rep, nil
+	case !wasLost && (gw == 0 || same):
+		// Neither this fabric nor the store's records say the node lost anything: purging
+		// would delete live keys.
+		return rep, fmt.Errorf("kvstore: adopt %v: the node has not lost its memory (incarnation %#x): %w", node, st.Incarnation, farmem.ErrInvalid)
 	}
 	if err := alloc.Reformat(ctx, c.m, s.home, node); err != nil {
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
@@ -197,3 +207,45 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeState, error) {
 // Home returns the store's home node: the allocator's home, holding the root word, the
 // generation table and the allocator's shared tables.
 func (s *Store) Home() farmem.NodeID { return s.home }
+
+// checkGenerations runs at Open, on fabrics with restarts: it compares each memory node's
+// generation word with the incarnation this fabric met. A word recording another incarnation
+// means the node restarted and no client adopted the new one for the store: the fabric, which
+// met only the new incarnation, is told to fence it (farmem.Restarts.Fence), so this process
+// sees ErrNodeLost like the others until Store.Adopt. A word still 0 records the incarnation
+// met (a CAS from 0). Open runs it before it formats anything (so a restarted node is not
+// formatted behind the store's back) and again once the store is found. Cost: one round trip
+// each, and one more the first time.
+func (s *Store) checkGenerations(ctx context.Context, m farmem.Memory, home farmem.NodeID) error {
+	r, ok := m.(farmem.Restarts)
+	if !ok {
+		return nil
+	}
+	gens, err := Generations(ctx, m, home)
+	if err != nil {
+		return err
+	}
+	var b farmem.Batch
+	for n, gw := range gens {
+		st := farmem.StatusOf(m, n)
+		if st.State == farmem.NodeLost || st.Incarnation == 0 {
+			continue
+		}
+		cur := makeGenWord(gw.Generation(), st.Incarnation)
+		switch {
+		case gw == 0:
+			a, _ := genAddr(home, n)
+			b.CAS(a, 0, uint64(cur))
+		case gw.Incarnation() != cur.Incarnation():
+			if err := r.Fence(n); err != nil {
+				return fmt.Errorf("kvstore: fence %v: %w", n, err)
+			}
+		}
+	}
+	if b.Len() > 0 {
+		if err := m.Do(ctx, &b); err != nil {
+			return fmt.Errorf("kvstore: record incarnations: %w", err)
+		}
+	}
+	return nil
+}

@@ -97,9 +97,9 @@
 //	96   index roots, 8 words (unused ones 0)    184  checksum (FNV-1a 64 of [0,184) and the address)
 //
 // Beside the root word, from GenOffset, is the store's generation table: one atomic GenWord per
-// memory node (its generation and the incarnation adopted with it), 0 for a node that has
-// kept its memory since the store was created; Store.Adopt bumps it (see "Restarted memory
-// nodes").
+// memory node: its generation (0 while it has kept its memory since the store was created;
+// Store.Adopt bumps it) and the incarnation it was recorded or adopted with (see "Restarted
+// memory nodes"); 0 until a client records it.
 //
 // Open formats memory nodes that are not formatted (alloc.Format; a node another client is
 // formatting is retried), reads the root word, and if it is empty claims it with a CAS, builds
@@ -155,10 +155,13 @@
 // Limits: the home node (root word, descriptor, generation table and the allocator's shared
 // tables) is a single point of failure: its restart loses the store, and Adopt refuses it.
 // Adopt is meant for a quiet store: an operation in flight across it may fail. A process that
-// first dials the fabric after a node restarted meets only the new incarnation, so its fabric
-// does not fence the node: adopt the node from a process that knew the old one before other
-// processes open the store. Replicated stores (repopulating a node from replicas) are not
-// handled here.
+// first dials the fabric after a node restarted meets only the new incarnation; Open compares
+// it with the incarnation the generation table records (Open records each node's incarnation
+// the first time, in a word still 0) and, if they differ, has the fabric fence the node
+// (farmem.Restarts.Fence), before it formats anything, so that process too sees ErrNodeLost
+// until Adopt. A restart before any Open recorded the node's incarnation cannot be told from a
+// fresh node that way. Replicated stores (repopulating a node from replicas) are not handled
+// here.
 //
 // # Plugging in other structures
 //

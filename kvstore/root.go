@@ -42,10 +42,11 @@ const (
 //
 //	generation (16 bits) << 48 | low 48 bits of the incarnation it was adopted with
 //
-// 0 is generation 0: the node has kept its memory since the store was created (as far as any
-// client acknowledged). Store.Adopt bumps the generation with a CAS when it acknowledges a
-// restart, and records the incarnation adopted, so that other clients adopting the same restart
-// know it was done.
+// 0 means nothing recorded yet; Open records generation 0 with the incarnation its fabric met
+// (a CAS from 0). Store.Adopt bumps the generation with a CAS when it acknowledges a restart,
+// recording the incarnation adopted, so that other clients adopting the same restart know it
+// was done, and a process that opens the store later fences a node whose incarnation is not
+// the recorded one.
 type GenWord uint64
 
 // Generation returns the word's generation.

@@ -56,6 +56,7 @@ type peerLife struct {
 	seenKey  uint32 // the region key and size the last met incarnation announced
 	seenSize uint64
 	down     bool // the last dial failed (or the node has not answered since)
+	fenced   bool // Fence: lost until Adopt whatever the incarnations say
 	probing  bool // a background re-dialer runs
 	warned   uint64
 }
@@ -84,7 +85,7 @@ func (p *peer) meet(w wire.Welcome) bool {
 func (p *peer) fenced() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.life.seen != p.life.inc {
+	if p.life.seen != p.life.inc || p.life.fenced {
 		return fmt.Errorf("rdma: %w", farmem.LostError(p.id, p.life.inc, p.life.seen))
 	}
 	return nil
@@ -96,7 +97,7 @@ func (p *peer) status() farmem.NodeStatus {
 	defer p.mu.Unlock()
 	st := farmem.NodeStatus{ID: p.id, Incarnation: p.life.inc, Seen: p.life.seen}
 	switch {
-	case p.life.seen != p.life.inc:
+	case p.life.seen != p.life.inc || p.life.fenced:
 		st.State = farmem.NodeLost
 	case p.life.down:
 		st.State = farmem.NodeDown
@@ -194,13 +195,13 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := &p.life
-	if l.seen == l.inc {
+	if l.seen == l.inc && !l.fenced {
 		return nil
 	}
 	if l.seenSize != 0 && p.size != 0 && l.seenSize != p.size {
 		return fmt.Errorf("rdma: adopt %v: it restarted with a region of %d bytes, not %d: %w", id, l.seenSize, p.size, farmem.ErrInvalid)
 	}
-	l.inc = l.seen
+	l.inc, l.fenced = l.seen, false
 	p.key = l.seenKey
 	f.adoptions.Add(1)
 	if p.log != nil {
@@ -208,6 +209,36 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 	}
 	return nil
 }
+
+// Fence implements farmem.Restarts.
+func (f *Fabric) Fence(id farmem.NodeID) error {
+	f.pmu.RLock()
+	p := f.peers[id]
+	f.pmu.RUnlock()
+	if p == nil || id == f.self {
+		return fmt.Errorf("rdma: fence: no peer %v: %w", id, farmem.ErrInvalid)
+	}
+	p.mu.Lock()
+	p.life.fenced = true
+	p.mu.Unlock()
+	// Connections already open to the node would reach its memory: end them.
+	err := p.fenced()
+	var qs []*tcpQP
+	f.qmu.Lock()
+	for q := range f.live {
+		if q.p == p {
+			qs = append(qs, q)
+		}
+	}
+	f.qmu.Unlock()
+	for _, q := range qs {
+		q.fail(err)
+	}
+	return nil
+}
+
+// Fence implements farmem.Restarts: the fabric's Fence.
+func (c *client) Fence(id farmem.NodeID) error { return c.f.Fence(id) }
 
 // Adoptions implements farmem.Restarts.
 func (f *Fabric) Adoptions() uint64 { return f.adoptions.Load() }

@@ -69,11 +69,28 @@ func (f *Fabric) NodeStatus(id farmem.NodeID) (farmem.NodeStatus, error) {
 	switch {
 	case n.state.Load() != stateUp:
 		st.State = farmem.NodeDown
-	case st.Incarnation != st.Seen:
+	case st.Incarnation != st.Seen || n.fenced.Load():
 		st.State = farmem.NodeLost
 	}
 	return st, nil
 }
+
+// Fence implements farmem.Restarts.
+func (f *Fabric) Fence(id farmem.NodeID) error {
+	n, err := f.node(id)
+	if err != nil {
+		return err
+	}
+	if id.IsCompute() {
+		return fmt.Errorf("local: fence %v: only memory nodes restart: %w", id, farmem.ErrInvalid)
+	}
+	n.fenced.Store(true)
+	f.faultChanged()
+	return nil
+}
+
+// Fence implements farmem.Restarts: the fabric's Fence.
+func (c *client) Fence(id farmem.NodeID) error { return c.f.Fence(id) }
 
 // Adopt implements farmem.Restarts: the fabric takes node id's current incarnation as its own.
 // A crashed node cannot be adopted (ErrNodeDown); a node up and never lost is left as it is.
@@ -88,7 +105,7 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 	if n.state.Load() == stateCrashed {
 		return fmt.Errorf("local: adopt %v: crashed: %w", id, farmem.ErrNodeDown)
 	}
-	if n.adopted.Swap(n.inc.Load()) != n.inc.Load() {
+	if n.adopted.Swap(n.inc.Load()) != n.inc.Load() || n.fenced.Swap(false) {
 		f.adoptions.Add(1)
 	}
 	f.faultChanged()

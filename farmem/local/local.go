@@ -1,8 +1,10 @@
 // Package local is the in-process transport: memory nodes and compute nodes live in this
 // process on the Go heap, so the race detector sees every access a structure makes around them.
 // It is the transport of unit tests: it can add latency and jitter, tear long reads for real,
-// report plain writes over atomic words (strict mode), and inject every fault of
-// [farmem.FaultInjector].
+// report plain writes over atomic words (strict mode), inject every fault of
+// [farmem.FaultInjector], and restart a memory node with new, zeroed memory and a new
+// incarnation (Fabric.Restart; farmem.Restarts: the node is fenced with farmem.ErrNodeLost
+// until Adopt).
 //
 // Memory nodes have ids 1..MemoryNodes; compute node c (1..ComputeNodes) has id
 // farmem.ComputeID(c).Node(). Every compute node is hosted by the one Fabric.
@@ -314,7 +316,7 @@ func (f *Fabric) reach(c *client, n *node) reach {
 	case stateHung:
 		return silent
 	}
-	if n.inc.Load() != n.adopted.Load() {
+	if n.inc.Load() != n.adopted.Load() || n.fenced.Load() {
 		return lost
 	}
 	if c != nil && f.hasPartitions.Load() {

@@ -32,6 +32,7 @@ type node struct {
 	// inc is the incarnation of the node's memory, adopted the one the fabric's verbs may
 	// reach: they differ after a Restart until Adopt (see adopt.go).
 	inc, adopted atomic.Uint64
+	fenced       atomic.Bool // Fence: lost until Adopt whatever the incarnations say
 
 	// Compute nodes only.
 	watch    watchers
