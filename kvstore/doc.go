@@ -147,7 +147,8 @@
 // been deleted, and the node takes new data. Its AdoptReport says what can be known of what
 // was lost: the count of lost entries and, per entry, its slot, fingerprint and hash suffix
 // (not the key: the key's bytes were in the lost block), and each lost subtable with its hash
-// suffix (its keys cannot be counted: its slots were lost with it). Each process with a Store
+// suffix (its keys cannot be counted: its slots were lost with it; their KV blocks, on other
+// nodes, are leaked, as nothing names them any more). Each process with a Store
 // on the fabric calls Adopt once for its own fabric; the first reports the loss, the others find
 // the generation already bumped (AdoptReport.Already). Store.Locate tells where a key's entry
 // and value live; Store.Nodes reports each node's incarnation, state and generation.

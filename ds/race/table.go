@@ -257,7 +257,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
 	}
 	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, tr: opts.Sync.Traits(),
-		scr: new(scratch)}
+		scr: new(scratch), adoptions: farmem.AdoptionsOf(m)}
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {
