@@ -53,7 +53,7 @@ func TestRestartUnderStore(t *testing.T) {
 	for id := range 3 {
 		ds = append(ds, startDaemon(t, dir, farmem.NodeID(id+1), "16MiB", "127.0.0.1:0"))
 	}
-	const down = 500 * time.Millisecond
+	const down = time.Second
 	cf := writeCluster(t, dir, ds, fmt.Sprintf("down-timeout %v\n", down))
 	f := dial(t, cf, rdma.Options{})
 	ctx := context.Background()
@@ -241,7 +241,7 @@ func TestPauseResumeUnderStore(t *testing.T) {
 	dir := t.TempDir()
 	n1 := startDaemon(t, dir, 1, "8MiB", "127.0.0.1:0")
 	n2 := startDaemon(t, dir, 2, "8MiB", "127.0.0.1:0")
-	const down = 400 * time.Millisecond
+	const down = time.Second
 	cf := writeCluster(t, dir, []*daemon{n1, n2}, fmt.Sprintf("down-timeout %v\n", down))
 	f := dial(t, cf, rdma.Options{})
 	ctx := context.Background()
