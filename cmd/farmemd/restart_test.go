@@ -165,6 +165,34 @@ func TestRestartUnderStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, st.Seen, status.Incarnation, "the node's own status names its new incarnation")
 
+	// A second compute process (another fabric) dialing now meets only the new incarnation:
+	// the store's generation table makes it fence the node all the same.
+	firstLost, firstKept := -1, -1
+	for i := range keys {
+		if lost[i] && locs[i].Block.Node() == node && locs[i].Subtable.Node() != node {
+			firstLost = i
+		}
+		if !lost[i] {
+			firstKept = i
+		}
+	}
+	require.True(t, firstLost >= 0 && firstKept >= 0)
+	f2 := dial(t, cf, rdma.Options{})
+	st2, err := f2.NodeStatus(node)
+	require.NoError(t, err)
+	require.Equal(t, farmem.NodeUp, st2.State, "the new fabric knows only the new incarnation")
+	s2, err := kvstore.Open(ctx, f2, kvstore.Options{NoCreate: true})
+	require.NoError(t, err)
+	defer s2.Close()
+	st2, err = f2.NodeStatus(node)
+	require.NoError(t, err)
+	require.Equal(t, farmem.NodeLost, st2.State, "fenced from the store's records")
+	_, err = s2.Get(ctx, restartKey(firstLost))
+	require.ErrorIs(t, err, farmem.ErrNodeLost)
+	v, err := s2.Get(ctx, restartKey(firstKept))
+	require.NoError(t, err)
+	require.Equal(t, restartVal(firstKept, 16+firstKept%40), v)
+
 	// Adoption reports exactly the lost keys.
 	rep, err := s.Adopt(ctx, node)
 	require.NoError(t, err)
@@ -193,6 +221,12 @@ func TestRestartUnderStore(t *testing.T) {
 	}
 	require.Equal(t, blockLost, rep.Lost)
 	t.Logf("adoption: %d entries and %d subtables lost", rep.Lost, len(rep.Subtables))
+	rep2, err := s2.Adopt(ctx, node)
+	require.NoError(t, err)
+	require.True(t, rep2.Already, "the second process finds the loss acknowledged")
+	require.Equal(t, uint64(1), rep2.Generation)
+	_, err = s2.Get(ctx, restartKey(firstLost))
+	require.ErrorIs(t, err, kvstore.ErrNotFound)
 	for i := range keys {
 		v, err := s.Get(ctx, restartKey(i))
 		if lost[i] {
