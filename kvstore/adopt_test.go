@@ -16,7 +16,7 @@ import (
 
 // restartCase is a store under which a memory node other than the home node restarts.
 type restartCase struct {
-	s       *kvstore.Store
+	s    *kvstore.Store
 	node farmem.NodeID
 	// restart restarts the node and returns the store to go on with (nil: the same one).
 	restart func() *kvstore.Store
