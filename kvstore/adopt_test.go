@@ -20,9 +20,6 @@ type restartCase struct {
 	node farmem.NodeID
 	// restart restarts the node and returns the store to go on with (nil: the same one).
 	restart func() *kvstore.Store
-	// settle retries an operation that failed with a plain ErrNodeDown (a connection to the
-	// dead process), as a transport over processes needs; nil on local.
-	retryDown bool
 }
 
 type keyState struct {
@@ -72,17 +69,7 @@ func runRestart(t *testing.T, rc restartCase, keys int) {
 		s = s2
 	}
 
-	// do runs op, retrying while it fails with a plain ErrNodeDown if the transport needs it.
-	do := func(op func() error) error {
-		for range 100 {
-			err := op()
-			if !rc.retryDown || !errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrNodeLost) {
-				return err
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return op()
-	}
+	do := func(op func() error) error { return op() }
 	// Before adoption.
 	var wrong, notFound, lostErrs, otherErrs int
 	for k, ks := range state {
