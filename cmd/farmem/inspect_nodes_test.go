@@ -38,7 +38,7 @@ func TestInspectClusterRestarts(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("memory %d %s size=8MiB", i+1, addr))
 	}
 	cf := filepath.Join(dir, "cluster")
-	require.NoError(t, os.WriteFile(cf, []byte(strings.Join(lines, "\n")+"\nsecret-file secret\ndown-timeout 300ms\n"), 0o644))
+	require.NoError(t, os.WriteFile(cf, []byte(strings.Join(lines, "\n")+"\nsecret-file secret\ndown-timeout 2s\n"), 0o644))
 	ctx := context.Background()
 	cl, err := rdma.LoadCluster(cf)
 	require.NoError(t, err)
