@@ -74,6 +74,9 @@ type Stats struct {
 	Epoch uint64
 	// HandedOver counts handover records published by Close (0 or 1).
 	HandedOver uint64
+	// Forgotten counts nodes whose blocks the allocator dropped because the node restarted
+	// (see restart.go's doc: a node adopted with a new incarnation).
+	Forgotten uint64
 }
 
 // SymOffset is the offset of a symmetric block: the same block on every formatted memory node.
@@ -104,7 +107,8 @@ type Allocator struct {
 	slots     int         // slots the table has (MaxClients)
 	handAddr  farmem.Addr // this client's handover word
 
-	ep epochState
+	ep       epochState
+	restarts restartState
 
 	// What a handover gave this allocator on nodes outside its set: relayed at Close.
 	foreign        []arenaState
@@ -138,9 +142,15 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 	}
 	info := m.Info()
+	// Nodes that restarted and are fenced cannot be read: their layout comes from the home
+	// header (restart.go).
+	readable, lost := splitLost(m, nodes)
+	if len(readable) == 0 {
+		return nil, lostErr(nodes[0], farmem.StatusOf(m, nodes[0]))
+	}
 	// The handover word's offset does not depend on the header: read it on the node that is
 	// home by default (the lowest), speculatively, with the headers.
-	guess := slices.Min(nodes)
+	guess := slices.Min(readable)
 	wordAt := func(home farmem.NodeID) farmem.Addr {
 		w := farmem.MakeAddr(home, HandoverOffset+8*uint64(info.ID))
 		if !inNode(t, w, 8) {
@@ -148,11 +158,11 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 		return w
 	}
-	hdrs, word, err := readHeaders(ctx, m, nodes, wordAt(guess))
+	hdrs, word, err := readHeaders(ctx, m, readable, wordAt(guess))
 	if err != nil {
 		return nil, err
 	}
-	home := hdrs[nodes[0]].Home
+	home := hdrs[readable[0]].Home
 	if _, ok := hdrs[home]; !ok {
 		h, w, err := readHeaders(ctx, m, []farmem.NodeID{home}, wordAt(home))
 		if err != nil {
@@ -167,6 +177,9 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		word = w
 	}
 	hh := hdrs[home]
+	if err := layoutLost(m, hdrs, hh, lost); err != nil {
+		return nil, err
+	}
 	for n, h := range hdrs {
 		if h.Home != home || h.MaxClients != hh.MaxClients || h.SymBase != hh.SymBase || h.SymSize != hh.SymSize {
 			return nil, fmt.Errorf("alloc: %v was formatted with home %v, %d clients, symmetric area %#x+%#x; %v with home %v, %d clients, %#x+%#x: %w",
@@ -193,6 +206,10 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	a.sym = newArena("symmetric", true, farmem.MakeAddr(home, offSymBump), hh.SymBase, hh.SymBase+hh.SymSize, hh.ChunkSize, &a.stats.Chunks)
 	a.ep.cached = hh.Epoch
 	a.stats.Epoch = hh.Epoch
+	a.initRestarts()
+	for _, n := range lost {
+		a.restarts.unchecked[n] = true
+	}
 	if word != 0 {
 		if err := a.adopt(ctx, word, hdrs); err != nil {
 			return nil, err
@@ -279,11 +296,15 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 	var errs []error
 	for i := range a.nodes {
 		n := a.nodes[(a.pref+i)%len(a.nodes)]
+		if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
+			errs = append(errs, lostErr(n, farmem.StatusOf(a.m, n)))
+			continue
+		}
 		off, err := a.allocIn(ctx, a.arenas[n], size, align)
 		if err == nil {
 			return farmem.MakeAddr(n, off), nil
 		}
-		if !errors.Is(err, farmem.ErrNoSpace) {
+		if !errors.Is(err, farmem.ErrNoSpace) && !errors.Is(err, farmem.ErrNodeLost) {
 			return 0, err
 		}
 		errs = append(errs, err)
@@ -296,6 +317,9 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 func (a *Allocator) takeAny(size, align uint64) (farmem.Addr, bool) {
 	for i := range a.nodes {
 		n := a.nodes[(a.pref+i)%len(a.nodes)]
+		if !a.nodeUsable(n) {
+			continue
+		}
 		ar := a.arenas[n]
 		if off, recycled, ok := ar.take(size, align); ok {
 			a.handOut(ar, off, size, recycled)
@@ -315,11 +339,13 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 	if err := checkRequest(size, align); err != nil {
 		return 0, err
 	}
-	ar := a.arena(n)
-	if ar == nil {
+	if a.arena(n) == nil {
 		return 0, fmt.Errorf("alloc: %v is not one of this allocator's nodes: %w", n, farmem.ErrInvalid)
 	}
-	off, err := a.allocIn(ctx, ar, size, align)
+	if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
+		return 0, lostErr(n, farmem.StatusOf(a.m, n))
+	}
+	off, err := a.allocIn(ctx, a.arena(n), size, align)
 	if err != nil {
 		return 0, err
 	}
@@ -475,6 +501,7 @@ func (a *Allocator) Close() error {
 		return nil
 	}
 	a.closed = true
+	a.checkNodes()
 	ctx, cancel := a.rt.WithTimeout(context.Background(), a.m.Topology().DownTimeout+time.Second)
 	defer cancel()
 	err := a.handOver(ctx)

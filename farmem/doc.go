@@ -39,7 +39,9 @@
 //     target (memory node or compute node); unsignaled verbs; bytes each way; failed CASes; Calls.
 //  5. Errors are per op, wrapped with %w around the sentinels: [ErrOutOfRange] (outside every
 //     registered region), [ErrMisaligned], [ErrNodeDown] (a crashed, unreachable or hung node,
-//     reported within a bounded fabric time, never a hang), [ErrClosed], and the context's error.
+//     reported within a bounded fabric time, never a hang), [ErrNodeLost] (a node that restarted
+//     and lost its memory, fenced until adopted: see [Restarts]), [ErrClosed], and the
+//     context's error.
 //     No verb panics on bad input, including faults of mapped memory.
 //  6. Wait is event-driven with a bounded wake latency: a peer's write wakes it (a futex or
 //     spin-then-park on real transports, an event in the simulator), never a sleep-poll loop.

@@ -96,6 +96,11 @@
 //	72   synchronizer name (16 bytes)            88   reserved, 0
 //	96   index roots, 8 words (unused ones 0)    184  checksum (FNV-1a 64 of [0,184) and the address)
 //
+// Beside the root word, from GenOffset, is the store's generation table: one atomic GenWord per
+// memory node: its generation (0 while it has kept its memory since the store was created;
+// Store.Adopt bumps it) and the incarnation it was recorded or adopted with (see "Restarted
+// memory nodes"); 0 until a client records it.
+//
 // Open formats memory nodes that are not formatted (alloc.Format; a node another client is
 // formatting is retried), reads the root word, and if it is empty claims it with a CAS, builds
 // the index instances and the descriptor and publishes the descriptor with a CAS from its
@@ -121,6 +126,43 @@
 // clients that replace each other's blocks fill their preferred nodes before reuse sets in
 // (TestBoundedMemoryAcrossNodes, behind KVSTORE_CROSSNODE=1). Deleted keys' blocks are retired
 // the same way; RACE's subtables are never freed.
+//
+// # Restarted memory nodes
+//
+// A memory node process that restarts comes back with a new incarnation and empty memory; the
+// fabric fences it (farmem.ErrNodeLost, which wraps farmem.ErrNodeDown). A node that was only
+// unreachable (paused, partitioned) keeps its incarnation and is usable again on its own. For
+// this unreplicated store, until the loss is acknowledged:
+//
+//   - every operation on a key whose index entry (RACE slot or subtable) or value (KV block)
+//     lived on the node fails with an error wrapping farmem.ErrNodeLost: never a wrong value,
+//     never ErrNotFound;
+//   - keys held elsewhere keep working (reads, updates, deletes; inserts unless their subtable
+//     was lost);
+//   - new KV blocks and subtables are placed on other nodes (alloc skips a lost node).
+//
+// Store.Adopt is the acknowledgement: it adopts the node on the fabric, formats it again,
+// removes every index entry that pointed into the lost memory (replacing lost subtables with
+// empty ones) and bumps the node's generation; afterwards the store is as if those keys had
+// been deleted, and the node takes new data. Its AdoptReport says what can be known of what
+// was lost: the count of lost entries and, per entry, its slot, fingerprint and hash suffix
+// (not the key: the key's bytes were in the lost block), and each lost subtable with its hash
+// suffix (its keys cannot be counted: its slots were lost with it; their KV blocks, on other
+// nodes, are leaked, as nothing names them any more). Each process with a Store
+// on the fabric calls Adopt once for its own fabric; the first reports the loss, the others find
+// the generation already bumped (AdoptReport.Already). Store.Locate tells where a key's entry
+// and value live; Store.Nodes reports each node's incarnation, state and generation.
+//
+// Limits: the home node (root word, descriptor, generation table and the allocator's shared
+// tables) is a single point of failure: its restart loses the store, and Adopt refuses it.
+// Adopt is meant for a quiet store: an operation in flight across it may fail. A process that
+// first dials the fabric after a node restarted meets only the new incarnation; Open compares
+// it with the incarnation the generation table records (Open records each node's incarnation
+// the first time, in a word still 0) and, if they differ, has the fabric fence the node
+// (farmem.Restarts.Fence), before it formats anything, so that process too sees ErrNodeLost
+// until Adopt. A restart before any Open recorded the node's incarnation cannot be told from a
+// fresh node that way. Replicated stores (repopulating a node from replicas) are not handled
+// here.
 //
 // # Plugging in other structures
 //

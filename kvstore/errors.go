@@ -8,7 +8,9 @@ import (
 )
 
 // Errors of the store. Operations also return the transport's errors (farmem.ErrNodeDown, a
-// context's error, ...) wrapped: such an operation may or may not have taken effect.
+// context's error, ...) wrapped: such an operation may or may not have taken effect. One of
+// them is farmem.ErrNodeLost (it wraps ErrNodeDown): the key's entry or value was on a memory
+// node that restarted and lost its memory, until Store.Adopt (see the package doc).
 var (
 	// ErrNotFound: Get, Update or Delete of a key the store does not hold.
 	ErrNotFound = errors.New("kvstore: key not found")

@@ -29,7 +29,69 @@ const (
 	MaxReplicas = 8
 	// nameLen is the room for an index kind's or a replicator's name.
 	nameLen = 16
+	// GenOffset is the offset, on the home node, of the store's generation table: one atomic
+	// word per memory node id 1..MaxGenNodes (node n's at GenOffset+8*(n-1)), in the same gap
+	// as the root word. A word is a GenWord.
+	GenOffset = RootOffset + 64
+	// MaxGenNodes is the highest memory node id the generation table has a word for (the
+	// table ends before alloc.TableOffset).
+	MaxGenNodes = (alloc.TableOffset - GenOffset) / 8
 )
+
+// GenWord is a memory node's entry in the store's generation table:
+//
+//	generation (16 bits) << 48 | low 48 bits of the incarnation it was adopted with
+//
+// 0 means nothing recorded yet; Open records generation 0 with the incarnation its fabric met
+// (a CAS from 0). Store.Adopt bumps the generation with a CAS when it acknowledges a restart,
+// recording the incarnation adopted, so that other clients adopting the same restart know it
+// was done, and a process that opens the store later fences a node whose incarnation is not
+// the recorded one.
+type GenWord uint64
+
+// Generation returns the word's generation.
+func (w GenWord) Generation() uint64 { return uint64(w) >> 48 }
+
+// Incarnation returns the low 48 bits of the incarnation the generation was adopted with.
+func (w GenWord) Incarnation() uint64 { return uint64(w) & (1<<48 - 1) }
+
+func makeGenWord(gen, inc uint64) GenWord { return GenWord(gen<<48 | inc&(1<<48-1)) }
+
+// genAddr returns the address of node's generation word on home, or an error if node has none.
+func genAddr(home, node farmem.NodeID) (farmem.Addr, error) {
+	if node == 0 || node.IsCompute() || int(node) > MaxGenNodes {
+		return 0, fmt.Errorf("kvstore: node %v has no generation word (memory nodes 1..%d): %w", node, MaxGenNodes, farmem.ErrInvalid)
+	}
+	return farmem.MakeAddr(home, GenOffset+8*uint64(node-1)), nil
+}
+
+// Generations reads the generation words of the memory nodes of m's topology from the store's
+// home node (one round trip), by node id.
+func Generations(ctx context.Context, m farmem.Memory, home farmem.NodeID) (map[farmem.NodeID]GenWord, error) {
+	var b farmem.Batch
+	var nodes []farmem.NodeID
+	var bufs [][]byte
+	for _, n := range m.Topology().MemoryNodes() {
+		a, err := genAddr(home, n)
+		if err != nil {
+			continue
+		}
+		buf := make([]byte, 8)
+		b.Read(a, buf)
+		nodes, bufs = append(nodes, n), append(bufs, buf)
+	}
+	out := make(map[farmem.NodeID]GenWord, len(nodes))
+	if b.Len() == 0 {
+		return out, nil
+	}
+	if err := m.Do(ctx, &b); err != nil {
+		return nil, fmt.Errorf("kvstore: read generation table: %w", err)
+	}
+	for i, n := range nodes {
+		out[n] = GenWord(binary.LittleEndian.Uint64(bufs[i]))
+	}
+	return out, nil
+}
 
 // Root word fields.
 const (

@@ -179,6 +179,11 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 		_ = m.Close()
 		return nil, err
 	}
+	if err := s.checkGenerations(ctx, m, s.home); err != nil {
+		_, _ = c.close()
+		_ = m.Close()
+		return nil, err
+	}
 	_, s.ordered = c.idx.(OrderedIndex)
 	s.live[c] = struct{}{}
 	s.idle = append(s.idle, c)
@@ -187,6 +192,12 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 
 // setUp formats the fabric if need be, finds or creates the store, and returns m's client.
 func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
+	if home, err := homeOf(ctx, m); err == nil {
+		// Before formatting: a node that restarted unacknowledged must not be formatted here.
+		if err := s.checkGenerations(ctx, m, home); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.format(ctx, m); err != nil {
 		return nil, err
 	}
@@ -224,6 +235,9 @@ func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
 // it believes it.
 func (s *Store) format(ctx context.Context, m farmem.Memory) error {
 	for _, n := range m.Topology().MemoryNodes() {
+		if farmem.StatusOf(m, n).State == farmem.NodeLost {
+			continue // formatted again by Store.Adopt
+		}
 		for attempt := 0; ; attempt++ {
 			_, err := alloc.Open(ctx, m, n)
 			if err == nil {

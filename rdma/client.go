@@ -136,6 +136,9 @@ func (c *client) qp(ctx context.Context, node farmem.NodeID) (qp, error) {
 		if p == nil {
 			return nil, fmt.Errorf("rdma: no node %v: %w", node, farmem.ErrOutOfRange)
 		}
+		if err := p.fenced(); err != nil {
+			return nil, err
+		}
 		q = c.f.prov.connect(c, p)
 		c.qps[node] = q
 	}

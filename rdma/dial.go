@@ -82,6 +82,7 @@ func handshake(nc net.Conn, br *bufio.Reader, expect farmem.NodeID, client farme
 // membership and provider setup. It reconnects on the next request after a failure.
 type ctlConn struct {
 	p      *peer
+	f      *Fabric // nil outside a fabric (status queries): no re-dialing in the background
 	secret []byte
 	down   time.Duration
 
@@ -104,6 +105,9 @@ func (c *ctlConn) rpc(ctx context.Context, op wire.CtlOp, req, resp any) error {
 	if c.nc == nil {
 		nc, br, w, err := dialNode(ctx, c.p.addr, c.p.id, 0, wire.PurposeControl, c.secret, deadline)
 		if err != nil {
+			if c.f != nil {
+				c.f.noteDown(c.p, err)
+			}
 			return err
 		}
 		c.p.learn(w)

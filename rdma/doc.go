@@ -49,9 +49,13 @@
 // secret never crosses the wire, and the node proves it too). After it the node tells the
 // client its region's size and key; every op carries the key, and the node checks each op's
 // key, bounds and alignment before applying anything of its batch. A wrong key fails with
-// [ErrBadKey] (which wraps farmem.ErrOutOfRange, like RDMA's remote access error): it is what a
-// client holding the key of a node's earlier incarnation gets after the node restarted, so a
-// stale client cannot scribble on the new memory. A refused client gets [ErrAuth] or
+// [ErrBadKey] (which wraps farmem.ErrOutOfRange, like RDMA's remote access error), so a client
+// holding the key of a node's earlier incarnation cannot scribble on the new memory. A Fabric
+// does not get that far: the Welcome also carries the node process's incarnation (a random
+// 64-bit id drawn at its start), and a node met with another incarnation than the one the
+// fabric adopted is fenced, its verbs failing with farmem.ErrNodeLost, until Fabric.Adopt (see
+// "Restarts" in adopt.go; a node that only paused comes back with the same incarnation and is
+// usable again on its own, the fabric re-dialing it with backoff). A refused client gets [ErrAuth] or
 // [ErrRefused] with the node's reason. A malformed frame closes only its connection, with a
 // logged reason (log/slog) and an Error frame to the peer.
 //
@@ -104,8 +108,8 @@
 // sends its endpoint (queue pair number, PSN, LID, GID, MTU) in a control request over the
 // authenticated control connection; the node creates a queue pair connected to it and answers
 // with its own endpoint and its region's address, rkey, size and region key (a key other than
-// the one this fabric learned means the node restarted: the ops fail with ErrBadKey, as on
-// tcp). Compute nodes' regions live on the Go heap and are never registered: verbs and Calls to
+// the one this fabric learned means the node restarted: the ops fail with farmem.ErrNodeLost,
+// as on tcp). Compute nodes' regions live on the Go heap and are never registered: verbs and Calls to
 // compute nodes stay on tcp.
 //
 // One op is one work request; a batch's ops to one node are chained and posted with one

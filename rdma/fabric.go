@@ -95,6 +95,8 @@ type Fabric struct {
 	qmu  sync.Mutex
 	live map[*tcpQP]struct{}
 	wg   sync.WaitGroup
+
+	adoptions atomic.Uint64 // see adopt.go
 }
 
 var _ farmem.Fabric = (*Fabric)(nil)
@@ -112,6 +114,7 @@ type peer struct {
 	warned bool
 	ctl    *ctlConn
 	log    *slog.Logger
+	life   peerLife // incarnations and reachability (adopt.go)
 }
 
 func newPeer(id farmem.NodeID, addr string, size uint64, log *slog.Logger) *peer {
@@ -119,11 +122,14 @@ func newPeer(id farmem.NodeID, addr string, size uint64, log *slog.Logger) *peer
 }
 
 // learn records what a Welcome says of the node. The region key is learned once: if the node
-// restarts, its new key is not adopted, so this fabric's ops are refused with ErrBadKey instead
-// of landing in the new incarnation's memory.
+// restarts, its new key is not adopted, so this fabric's ops cannot land in the new
+// incarnation's memory; the new incarnation fences the node (adopt.go) until Adopt.
 func (p *peer) learn(w wire.Welcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.meet(w) {
+		return
+	}
 	if !p.known {
 		p.key, p.known = w.Key, true
 		if p.size == 0 {
@@ -155,7 +161,7 @@ func (p *peer) control(f *Fabric) *ctlConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctl == nil {
-		p.ctl = &ctlConn{p: p, secret: f.secret, down: f.down}
+		p.ctl = &ctlConn{p: p, f: f, secret: f.secret, down: f.down}
 	}
 	return p.ctl
 }

@@ -223,17 +223,32 @@ func TestStaleKeyAfterRestart(t *testing.T) {
 		// connects to the new incarnation.
 		_, err = m.FAA(ctx, a, 1)
 	}
-	require.ErrorIs(t, err, ErrBadKey, "an op with the old incarnation's key is refused")
-	require.ErrorIs(t, err, farmem.ErrOutOfRange)
+	require.ErrorIs(t, err, farmem.ErrNodeLost, "the new incarnation fences the node")
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	require.NotErrorIs(t, err, farmem.ErrOutOfRange)
 	buf := make([]byte, 8)
 	s.s.reg.mem.ReadAt(buf, a.Offset(), nil)
 	require.Equal(t, make([]byte, 8), buf, "the new incarnation's memory was not touched")
+	st, err := f.NodeStatus(1)
+	require.NoError(t, err)
+	require.Equal(t, farmem.NodeLost, st.State)
+	require.Equal(t, s.s.inc, st.Seen)
+	require.NotEqual(t, st.Seen, st.Incarnation)
+
+	// Adoption lifts the fence: this fabric now reaches the new, zeroed memory.
+	require.NoError(t, f.Adopt(ctx, 1))
+	st, err = f.NodeStatus(1)
+	require.NoError(t, err)
+	require.Equal(t, farmem.NodeStatus{ID: 1, State: farmem.NodeUp, Incarnation: s.s.inc, Seen: s.s.inc}, st)
+	prev, err := m.FAA(ctx, a, 3)
+	require.NoError(t, err)
+	require.Zero(t, prev, "the new incarnation's memory")
 
 	// A fabric dialed now learns the new key.
 	f2 := dialN(t, cl, 1, Options{})[0]
 	m2, err := f2.Open(ctx, f2.Hosted()[0])
 	require.NoError(t, err)
-	prev, err := m2.FAA(ctx, a, 1)
+	prev, err = m2.FAA(ctx, a, 1)
 	require.NoError(t, err)
-	require.Zero(t, prev)
+	require.Equal(t, uint64(3), prev, "the first fabric's op after adoption landed in the new memory")
 }

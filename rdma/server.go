@@ -54,6 +54,8 @@ type srv struct {
 	secret []byte
 	log    *slog.Logger
 	lim    limits
+	// inc is the process's incarnation, sent in every Welcome (see adopt.go).
+	inc uint64
 
 	// onWrite is called after a write or atomic lands in the region (compute nodes: it wakes
 	// Waits).
@@ -106,7 +108,7 @@ func newSrv(node farmem.NodeID, reg *region, secret []byte, log *slog.Logger, li
 	if key == 0 {
 		key = 1
 	}
-	s := &srv{node: node, reg: reg, key: key, secret: secret, log: log, lim: lim, started: time.Now(),
+	s := &srv{node: node, reg: reg, key: key, secret: secret, log: log, lim: lim, started: time.Now(), inc: newIncarnation(),
 		conns: make(map[*sconn]struct{}), faultCh: make(chan struct{}), parts: make(map[farmem.ClientID]bool),
 		provider: "tcp"}
 	s.crashAfter.Store(-1)
@@ -410,7 +412,7 @@ func (c *sconn) handshake() bool {
 		return false
 	}
 	w := wire.Welcome{MAC: wire.MAC(s.secret, "server", hp, cp), Node: s.node, Role: s.node.Role(),
-		Size: s.reg.size, Key: s.key, MaxFrame: s.lim.maxFrame, MaxOutstanding: uint32(s.lim.maxOutstanding)}
+		Size: s.reg.size, Key: s.key, MaxFrame: s.lim.maxFrame, MaxOutstanding: uint32(s.lim.maxOutstanding), Incarnation: s.inc}
 	b, start = wire.BeginFrame(b[:0], wire.TypeWelcome, 0, 0)
 	b = wire.EndFrame(w.Append(b), start)
 	if _, err := c.nc.Write(b); err != nil {
@@ -741,7 +743,7 @@ func (s *srv) status() NodeStatus {
 		Provider: s.provider, Protocol: wire.Version, Started: s.started, Uptime: time.Since(s.started),
 		Conns: conns, Batches: s.batches.Load(), Ops: s.ops.Load(), BytesIn: s.bytesIn.Load(),
 		BytesOut: s.bytesOut.Load(), Refused: s.refused.Load(), Violations: s.violations.Load(),
-		Healthy: s.state.Load() == stateUp,
+		Healthy: s.state.Load() == stateUp, Incarnation: s.inc,
 	}
 	if s.members != nil {
 		st.Members = len(s.members.list())
@@ -773,4 +775,7 @@ type NodeStatus struct {
 	// Members is the number of compute nodes holding a lease (the registry only).
 	Members int  `json:"members"`
 	Healthy bool `json:"healthy"`
+	// Incarnation is the node process's random id, drawn at its start (a restarted node has a
+	// new one, and its memory is new).
+	Incarnation uint64 `json:"incarnation"`
 }

@@ -119,10 +119,16 @@ func (q *tcpQP) connect() {
 	deadline := time.Now().Add(q.f.down)
 	nc, br, w, err := dialNode(q.f.ctx, q.p.addr, q.p.id, q.c.info.ID, wire.PurposeData, q.f.secret, deadline)
 	if err != nil {
+		q.f.noteDown(q.p, err)
 		q.fail(err)
 		return
 	}
 	q.p.learn(w)
+	if err := q.p.fenced(); err != nil {
+		_ = nc.Close()
+		q.fail(err)
+		return
+	}
 	q.attach(nc, br, w)
 }
 

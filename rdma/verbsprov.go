@@ -169,7 +169,11 @@ func (q *verbsQP) setup() {
 	}
 	if key, known := q.p.keyInfo(); known && key != rep.Key {
 		_ = dq.Close()
-		q.e.Fail(fmt.Errorf("rdma: %v restarted since this fabric learned its region (its memory is new): %w", q.p.id, ErrBadKey))
+		lost := q.p.fenced()
+		if lost == nil {
+			lost = fmt.Errorf("rdma: %v restarted since this fabric learned its region (its memory is new): %w", q.p.id, farmem.ErrNodeLost)
+		}
+		q.e.Fail(lost)
 		q.disconnect()
 		return
 	}

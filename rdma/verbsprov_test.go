@@ -152,7 +152,7 @@ func TestVerbsQueuePairsReleased(t *testing.T) {
 }
 
 // A node that restarted at the same address has new memory: a client that knew the old one
-// is refused with ErrBadKey, as on tcp.
+// is fenced with ErrNodeLost, as on tcp, until it adopts the node.
 func TestVerbsRestartedNodeRefusesStaleClients(t *testing.T) {
 	servers, _, m := verbsFabric(t, "fakeverbs", 1)
 	ctx := context.Background()
@@ -168,8 +168,12 @@ func TestVerbsRestartedNodeRefusesStaleClients(t *testing.T) {
 	_, err = m.FAA(ctx, a, 1)
 	require.ErrorIs(t, err, farmem.ErrNodeDown, "the old queue pair's node is gone")
 	_, err = m.FAA(ctx, a, 1)
-	require.ErrorIs(t, err, ErrBadKey)
-	require.ErrorIs(t, err, farmem.ErrOutOfRange)
+	require.ErrorIs(t, err, farmem.ErrNodeLost)
+	require.NotErrorIs(t, err, farmem.ErrOutOfRange)
+	require.NoError(t, farmem.AdoptNode(ctx, m, 1))
+	prev, err := m.FAA(ctx, a, 1)
+	require.NoError(t, err)
+	require.Zero(t, prev, "the new incarnation's memory")
 }
 
 // A provider that is not built in says why.

@@ -21,7 +21,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	ff.register(fs, "cxl or tcp")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: farmem inspect (--region PATH | --cluster FILE)\n\nShows a region's header and compute nodes (cxl), each memory node's allocator header, and\nthe key-value store found on the fabric. It attaches as a compute node to read them and\nwrites nothing else.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: farmem inspect (--region PATH | --cluster FILE)\n\nShows a region's header and compute nodes (cxl), each memory node's allocator header, its\nincarnation, state and store generation (restarts), and the key-value store found on the\nfabric. It attaches as a compute node to read them and\nwrites nothing else.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +57,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer m.Close()
 	if err := inspectNodes(ctx, m, stdout); err != nil {
+		return err
+	}
+	if err := inspectLives(ctx, m, stdout); err != nil {
 		return err
 	}
 	return inspectStore(ctx, m, stdout)

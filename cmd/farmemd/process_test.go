@@ -235,14 +235,15 @@ func TestThreeClientProcesses(t *testing.T) {
 	_, err = m.FAA(ctx, other, 1)
 	require.NoError(t, err, "the other node keeps serving")
 
-	// The node restarts at the same address with new memory: the old key is refused.
+	// The node restarts at the same address with new memory: the client fences it.
 	n1b := startDaemon(t, dir, 1, "4MiB", n1.addr)
 	require.Equal(t, n1.addr, n1b.addr)
 	_, err = m.FAA(ctx, counter, 1)
 	if errors.Is(err, farmem.ErrNodeDown) {
 		_, err = m.FAA(ctx, counter, 1)
 	}
-	require.ErrorIs(t, err, rdma.ErrBadKey, "an op with the dead incarnation's key")
+	require.ErrorIs(t, err, farmem.ErrNodeLost, "a node with a new incarnation is fenced")
+	require.NotErrorIs(t, err, farmem.ErrOutOfRange)
 
 	// SIGSTOP: a hung node is reported down within the down timeout, and serves again after
 	// SIGCONT.

@@ -220,6 +220,36 @@
 // a client that stalls past its lease finds its renewal refused and stops (errors are
 // internal: the operation that drove the split starts over).
 //
+// # Restarted memory nodes and stale pointers
+//
+// A memory node that restarts loses its memory (farmem.ErrNodeLost; the fabric fences it until
+// it is adopted). Until then, an operation on a key whose subtable or KV block was there fails
+// with an error wrapping farmem.ErrNodeLost, never with a wrong value or ErrNotFound: the
+// buckets or the block cannot be read. A lookup whose other candidate blocks (fingerprint
+// matches of other keys) are on a down or lost node still answers if it read the key's own
+// block, since at most one committed slot holds a key. Table.Purge, after adoption, empties
+// every slot that names a block in the lost memory (reporting each committed one by its slot,
+// fingerprint and subtable suffix: the key's bytes were in the block) and replaces each lost
+// subtable by an empty one of the same depth and suffix in the directory and in its parent's
+// child word, reporting it as lost with an unknown number of keys. The root and the directory
+// are the table's single point of failure: if either was on the node, Purge fails and the
+// table is lost. Directories are allocated on the root's node when it has room, so that this
+// is one node. Table.Locate reports where a key's slot and block live, for tools and tests.
+//
+// How a stale pointer is kept from being followed into re-used memory: the adopted node's
+// memory is handed out again from its start, so an address cached from before may now hold
+// other data. (1) KV blocks: a block is used only after its checksum, which covers its own
+// address, and its key compare; bytes that are anything else fail validation and the lookup
+// starts over, so a stale slot word can never produce a value. (2) Subtables: a handle's cached
+// directory is reloaded whenever the fabric has adopted a node since it was loaded
+// (farmem.Restarts.Adoptions, one atomic load per operation), so no lookup starts from a lost
+// subtable's address; Purge rewrites the directory entries and child words that named one,
+// so no walk reaches it either. (3) A slot Purge has not reached yet is only ever read by a
+// client whose own fabric has adopted the node, and its block fails (1). What is not
+// defended: an operation in flight across the adoption (it read the directory before, and
+// touches the node after) may act on a replacement subtable's words as if they were the lost
+// one's; adoption is meant for a quiet store, as the kvstore doc says.
+//
 // # Costs
 //
 // Round trips per operation, uncontended, measured with farmem.Stats deltas in TestRoundTrips

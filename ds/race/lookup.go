@@ -192,6 +192,9 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 // written in the first batch (an Insert's or Update's KV block). The view is valid until the
 // next locate.
 func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, error) {
+	if err := t.checkAdoptions(ctx); err != nil {
+		return view{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxAttempts {
 			return view{}, fmt.Errorf("race: no subtable covers the key after %d lookups: %w", attempt, ErrCorrupt)
@@ -290,12 +293,18 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 	if len(b.Ops) == 0 {
 		return nil
 	}
-	if err := t.m.Do(ctx, b); err != nil {
+	lostErr := t.m.Do(ctx, b)
+	if lostErr != nil && !onlyBlocksDown(b, len(ps)) {
 		t.lost()
-		return fmt.Errorf("race: read KV blocks: %w", err)
+		return fmt.Errorf("race: read KV blocks: %w", lostErr)
 	}
 	stale := false
-	for _, p := range ps {
+	for k, p := range ps {
+		if lostErr != nil {
+			if _, err := b.Ops[k].Result(); err != nil {
+				continue // in lost memory: unknown
+			}
+		}
 		blk, err := t.decode(p.w.Addr(), p.buf)
 		if err != nil {
 			t.stats.BadBlocks++
@@ -319,7 +328,30 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 	if stale {
 		return errStale
 	}
+	if lostErr != nil {
+		// Some candidate blocks are on a node that is down or lost its memory. If the key is
+		// among those read, the answer is known (one committed slot at most holds a key);
+		// otherwise it may have been in one of the others.
+		for _, p := range ps {
+			if info, ok := op.info(p.w); ok && info.isKey {
+				return nil
+			}
+		}
+		return fmt.Errorf("race: read KV blocks: %w", lostErr)
+	}
 	return nil
+}
+
+// onlyBlocksDown reports whether every failed op of b is one of its first n (the block reads)
+// and failed because its node is down or lost its memory (farmem.ErrNodeDown, which
+// farmem.ErrNodeLost wraps).
+func onlyBlocksDown(b *farmem.Batch, n int) bool {
+	for i := range b.Ops {
+		if _, err := b.Ops[i].Result(); err != nil && (i >= n || !errors.Is(err, farmem.ErrNodeDown)) {
+			return false
+		}
+	}
+	return true
 }
 
 // knows reports whether op knows the block of w (a blockKey).

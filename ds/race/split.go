@@ -615,7 +615,7 @@ func (t *Table) publishLocked(ctx context.Context, st, s1 farmem.Addr, d uint, s
 	}
 	apply(entries)
 	size := max(8*n, Unit)
-	na, err := t.a.Alloc(ctx, size, Unit)
+	na, err := t.allocDirectory(ctx, size)
 	if err != nil {
 		return fmt.Errorf("race: allocate directory: %w", err)
 	}

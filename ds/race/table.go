@@ -164,6 +164,8 @@ type Table struct {
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
 	dir     []uint64
+	// adoptions is the fabric's adoption count when the directory was cached (purge.go).
+	adoptions uint64
 
 	pinAt  farmem.Time
 	pinned bool
@@ -258,7 +260,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
 	}
 	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
-		scr: new(scratch)}
+		scr: new(scratch), adoptions: farmem.AdoptionsOf(m)}
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {

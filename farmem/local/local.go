@@ -1,8 +1,10 @@
 // Package local is the in-process transport: memory nodes and compute nodes live in this
 // process on the Go heap, so the race detector sees every access a structure makes around them.
 // It is the transport of unit tests: it can add latency and jitter, tear long reads for real,
-// report plain writes over atomic words (strict mode), and inject every fault of
-// [farmem.FaultInjector].
+// report plain writes over atomic words (strict mode), inject every fault of
+// [farmem.FaultInjector], and restart a memory node with new, zeroed memory and a new
+// incarnation (Fabric.Restart; farmem.Restarts: the node is fenced with farmem.ErrNodeLost
+// until Adopt).
 //
 // Memory nodes have ids 1..MemoryNodes; compute node c (1..ComputeNodes) has id
 // farmem.ComputeID(c).Node(). Every compute node is hosted by the one Fabric.
@@ -143,6 +145,7 @@ type Fabric struct {
 	jitter   interface{ Int64N(int64) int64 }
 
 	violations atomic.Int64
+	adoptions  atomic.Uint64 // see adopt.go
 }
 
 type partition struct {
@@ -303,6 +306,7 @@ const (
 	reachable reach = iota
 	silent          // hung or partitioned: no answer
 	down            // crashed: refused at once
+	lost            // restarted with new memory, not adopted: fenced, refused at once
 )
 
 func (f *Fabric) reach(c *client, n *node) reach {
@@ -311,6 +315,9 @@ func (f *Fabric) reach(c *client, n *node) reach {
 		return down
 	case stateHung:
 		return silent
+	}
+	if n.inc.Load() != n.adopted.Load() || n.fenced.Load() {
+		return lost
 	}
 	if c != nil && f.hasPartitions.Load() {
 		f.mu.Lock()
@@ -339,6 +346,8 @@ func (f *Fabric) awaitReach(ctx context.Context, c *client, n *node, deadline ti
 			return nil
 		case down:
 			return fmt.Errorf("local: %v crashed: %w", n.id, farmem.ErrNodeDown)
+		case lost:
+			return fmt.Errorf("local: %w", farmem.LostError(n.id, n.adopted.Load(), n.inc.Load()))
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {

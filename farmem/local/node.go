@@ -29,6 +29,10 @@ type node struct {
 	crashAfter atomic.Int64
 	// atomicBits has one bit per word ever targeted by an atomic (strict mode only).
 	atomicBits []atomic.Uint64
+	// inc is the incarnation of the node's memory, adopted the one the fabric's verbs may
+	// reach: they differ after a Restart until Adopt (see adopt.go).
+	inc, adopted atomic.Uint64
+	fenced       atomic.Bool // Fence: lost until Adopt whatever the incarnations say
 
 	// Compute nodes only.
 	watch    watchers
@@ -46,6 +50,8 @@ func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
 	n := &node{f: f, id: id, size: size, words: make([]uint64, size/8)}
 	n.mem = wordmem.FromWords(n.words)
 	n.crashAfter.Store(-1)
+	n.inc.Store(f.newIncarnation())
+	n.adopted.Store(n.inc.Load())
 	if f.opts.Strict {
 		n.atomicBits = make([]atomic.Uint64, (size/8+63)/64)
 	}

@@ -84,7 +84,7 @@ func FuzzHandshake(f *testing.F) {
 	f.Add(byte(0), (&Hello{Node: 1, Purpose: PurposeControl}).Append(nil))
 	f.Add(byte(1), (&Challenge{Node: 1, Role: farmem.RoleMemory}).Append(nil))
 	f.Add(byte(2), make([]byte, MACSize))
-	f.Add(byte(3), (&Welcome{Node: 1, Role: farmem.RoleMemory, Size: 8, MaxFrame: MinMaxFrame, MaxOutstanding: 1}).Append(nil))
+	f.Add(byte(3), (&Welcome{Node: 1, Role: farmem.RoleMemory, Size: 8, MaxFrame: MinMaxFrame, MaxOutstanding: 1, Incarnation: 7}).Append(nil))
 	f.Add(byte(4), AppendMessage(nil, 1, "no"))
 	f.Fuzz(func(t *testing.T, which byte, p []byte) {
 		var re []byte

@@ -19,12 +19,16 @@ import (
 //	client → Auth      mac [32]   = HMAC-SHA256(secret, "farmem/1 client" | Hello | Challenge)
 //	server → Welcome   mac [32]   = HMAC-SHA256(secret, "farmem/1 server" | Hello | Challenge)
 //	                   | node u16 | role u8 | size u64 | key u32 | maxFrame u32 | maxOutstanding u32
+//	                   | incarnation u64
 //	   or    Refused   reason u8 | message (UTF-8, the rest)
 //
 // Hello's node is the node id the client expects at that address (0: any); client is the
 // client id the connection carries verbs for (0 on a control connection). Both nonces are
 // fresh random bytes, so a recorded handshake cannot be replayed. The key in Welcome is the
-// region key every op must name.
+// region key every op must name. The incarnation (added in protocol version 2) is the random,
+// nonzero 64-bit id the node's process drew when it started: a client that finds another
+// incarnation at a node's address than the one it knew knows the node restarted and lost its
+// memory (see farmem.ErrNodeLost); the same incarnation means the node was only unreachable.
 
 // NonceSize and MACSize are the sizes of handshake nonces and MACs.
 const (
@@ -148,6 +152,8 @@ type Welcome struct {
 	// requests a client may have unanswered on the connection.
 	MaxFrame       uint32
 	MaxOutstanding uint32
+	// Incarnation identifies the node's process: random, nonzero, drawn at its start.
+	Incarnation uint64
 }
 
 // Append appends w's payload to b.
@@ -158,7 +164,8 @@ func (w *Welcome) Append(b []byte) []byte {
 	b = appendU64(b, w.Size)
 	b = appendU32(b, w.Key)
 	b = appendU32(b, w.MaxFrame)
-	return appendU32(b, w.MaxOutstanding)
+	b = appendU32(b, w.MaxOutstanding)
+	return appendU64(b, w.Incarnation)
 }
 
 // DecodeWelcome decodes a Welcome payload.
@@ -172,6 +179,7 @@ func DecodeWelcome(p []byte) (Welcome, error) {
 	w.Key = r.u32("key")
 	w.MaxFrame = r.u32("max frame")
 	w.MaxOutstanding = r.u32("max outstanding")
+	w.Incarnation = r.u64("incarnation")
 	if err := r.end("welcome"); err != nil {
 		return Welcome{}, err
 	}
@@ -185,6 +193,8 @@ func DecodeWelcome(p []byte) (Welcome, error) {
 		return Welcome{}, malformed("welcome: frame limit %d below %d", w.MaxFrame, MinMaxFrame)
 	case w.MaxOutstanding == 0:
 		return Welcome{}, malformed("welcome: no outstanding requests allowed")
+	case w.Incarnation == 0:
+		return Welcome{}, malformed("welcome: incarnation 0")
 	}
 	return w, nil
 }

@@ -44,7 +44,7 @@ const Magic = 0xFA
 
 // Version is the protocol version this package speaks. A peer with another version is refused
 // during the handshake.
-const Version = 1
+const Version = 2
 
 // HeaderSize is the size of a frame header.
 const HeaderSize = 16

@@ -174,13 +174,18 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m1, got)
 
-	w := Welcome{MAC: m1, Node: farmem.ComputeID(3).Node(), Role: farmem.RoleCompute, Size: 1 << 20, Key: 99, MaxFrame: 1 << 20, MaxOutstanding: 64}
+	w := Welcome{MAC: m1, Node: farmem.ComputeID(3).Node(), Role: farmem.RoleCompute, Size: 1 << 20, Key: 99, MaxFrame: 1 << 20, MaxOutstanding: 64, Incarnation: 0x1234}
 	gw, err := DecodeWelcome(w.Append(nil))
 	require.NoError(t, err)
 	require.Equal(t, w, gw)
 	w.MaxFrame = 1
 	_, err = DecodeWelcome(w.Append(nil))
 	require.ErrorIs(t, err, ErrMalformed)
+	w.MaxFrame, w.Incarnation = 1<<20, 0
+	_, err = DecodeWelcome(w.Append(nil))
+	require.ErrorIs(t, err, ErrMalformed, "a node without an incarnation")
+	_, err = DecodeWelcome(w.Append(nil)[:len(w.Append(nil))-8])
+	require.ErrorIs(t, err, ErrMalformed, "a version-1 welcome, without the incarnation")
 
 	code, msg, err := DecodeMessage(AppendMessage(nil, uint8(ReasonAuth), "no"))
 	require.NoError(t, err)

@@ -1,0 +1,367 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Location is where a key lives: the slot that holds it and its KV block.
+type Location struct {
+	// Subtable is the subtable holding the key's slot, Index the slot's index in it, and Slot
+	// the slot word's address.
+	Subtable farmem.Addr
+	Index    int
+	Slot     farmem.Addr
+	// Block is the key's KV block.
+	Block farmem.Addr
+}
+
+// Locate returns where key lives, or an error wrapping ErrNotFound. It is a diagnostic (tools,
+// tests that must know which memory node holds what): a Search that reports the slot instead of
+// the value. Cost: a Search's.
+func (t *Table) Locate(ctx context.Context, key []byte) (Location, error) {
+	if err := t.usable(); err != nil {
+		return Location{}, err
+	}
+	op := t.newOp(key)
+	for {
+		if err := t.pin(ctx); err != nil {
+			return Location{}, err
+		}
+		loc, err := t.locateKey(ctx, op)
+		ok := t.unpin()
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Location{}, err
+		}
+		if !ok {
+			op.forget()
+			continue
+		}
+		return loc, err
+	}
+}
+
+func (t *Table) locateKey(ctx context.Context, op *opState) (Location, error) {
+	for range maxAttempts {
+		v, err := t.locate(ctx, op, nil)
+		if err != nil {
+			return Location{}, err
+		}
+		j, err := t.findKey(ctx, op, &v, false)
+		if errors.Is(err, errStale) {
+			continue
+		}
+		if err != nil {
+			return Location{}, err
+		}
+		if j < 0 {
+			return Location{}, ErrNotFound
+		}
+		i := v.idx[j]
+		return Location{Subtable: v.st, Index: int(i), Slot: t.geo.slotAddr(v.st, i), Block: v.words[j].Addr()}, nil
+	}
+	return Location{}, fmt.Errorf("race: locate: blocks keep failing validation: %w", ErrCorrupt)
+}
+
+// LostEntry is a committed slot that named a KV block in lost memory. The block (and with it
+// the key and value) is gone; what identifies the entry is where its slot was and what the slot
+// word says: the key's fingerprint, and the suffix (the low Depth bits of the key's first hash)
+// of the subtable that held it.
+type LostEntry struct {
+	Subtable farmem.Addr
+	Index    int
+	Word     Slot
+	Depth    uint
+	Suffix   uint64
+}
+
+// LostSubtable is a subtable that lived in lost memory, with every slot in it: how many keys it
+// held cannot be known. Its keys had first hashes whose low Depth bits are Suffix. Replacement
+// is the empty subtable that took its place.
+type LostSubtable struct {
+	Addr        farmem.Addr
+	Depth       uint
+	Suffix      uint64
+	Replacement farmem.Addr
+}
+
+// PurgeReport is what Purge removed.
+type PurgeReport struct {
+	// Entries are the committed slots whose blocks were lost (they are now empty).
+	Entries []LostEntry
+	// Subtables are the subtables that were lost (each replaced by an empty one).
+	Subtables []LostSubtable
+	// Scanned counts the subtables read; Retracted the tentative slots into lost memory
+	// removed (inserts that never committed: no key was acknowledged for them).
+	Scanned, Retracted int
+}
+
+// Purge removes from the table everything that pointed into the memory of node, which restarted
+// and lost it (see farmem.ErrNodeLost): after it, the table is as if the keys whose slots or
+// subtables were there had been deleted. The caller has adopted the node (the fabric lets verbs
+// reach it again) and the allocator knows (its blocks there are forgotten), so that new
+// subtables and blocks may land there again.
+//
+// It walks every subtable reachable from the directory and child words, as Audit does:
+//
+//   - a slot (committed, tentative, frozen or not) naming a block on node is CASed to empty
+//     (frozen stays frozen, so a split in progress is undisturbed); committed ones are
+//     reported, identified by their fingerprint and subtable suffix (the key's bytes were in
+//     the block);
+//   - a subtable on node is lost with its slots: an empty subtable of the same depth and suffix
+//     replaces it, allocated with the handle's allocator, and the directory entries (under the
+//     directory lock) and the child words that named it name the replacement. Its keys are
+//     lost and cannot be counted: the report names the subtable and its suffix.
+//
+// If the table's root or directory was on node, the table is lost: Purge fails with an error
+// wrapping farmem.ErrNodeLost and changes nothing.
+//
+// Stale pointers into re-used memory: a block address that survives somewhere (a client's
+// cached view, a slot Purge has not reached yet) may name memory the allocator hands out again.
+// A KV block is only ever trusted after its checksum, which covers the block's own address, and
+// its key check: bytes that are not a block written for that address and key are refused (the
+// lookup starts over), so such a pointer never yields a wrong value. A subtable is trusted only
+// when its header covers the key (depth and suffix), checked in the same ordered batch as its
+// slots. Purge is meant for a table no one is splitting: a split racing it may re-publish the
+// lost subtable's address, which a later Purge removes.
+//
+// Cost: one round trip per subtable and one CAS per lost slot, plus, per lost subtable, an
+// allocation, one write and the directory update.
+func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, error) {
+	var rep PurgeReport
+	if err := t.usable(); err != nil {
+		return rep, err
+	}
+	if t.root.Node() == node {
+		return rep, fmt.Errorf("race: purge %v: the table's root was there: the table is lost: %w", node, farmem.ErrNodeLost)
+	}
+	if err := t.pin(ctx); err != nil {
+		return rep, err
+	}
+	defer t.unpin()
+	if err := t.refreshAll(ctx); err != nil {
+		return rep, err
+	}
+	if unpackAddr(t.dirWord).Node() == node {
+		return rep, fmt.Errorf("race: purge %v: the table's directory was there: the table is lost: %w", node, farmem.ErrNodeLost)
+	}
+	type todo struct {
+		st     farmem.Addr
+		depth  uint // known depth and suffix (lost subtables found by child word)
+		suffix uint64
+	}
+	type childRef struct {
+		parent farmem.Addr
+		level  uint
+		word   uint64
+	}
+	var queue []todo
+	seen := make(map[farmem.Addr]bool)
+	lost := make(map[farmem.Addr]*LostSubtable)
+	var lostOrder []farmem.Addr
+	var refs []childRef
+	noteLost := func(st farmem.Addr, d uint, suffix uint64) {
+		if lost[st] == nil {
+			lost[st] = &LostSubtable{Addr: st, Depth: d, Suffix: suffix}
+			lostOrder = append(lostOrder, st)
+		}
+	}
+	for j, e := range t.dir {
+		st := unpackAddr(e)
+		if st.Node() == node {
+			d := entryDepth(e)
+			noteLost(st, d, uint64(j)&(1<<d-1))
+		}
+		if !seen[st] {
+			seen[st] = true
+			queue = append(queue, todo{st: st})
+		}
+	}
+	for len(queue) > 0 {
+		q := queue[0]
+		queue = queue[1:]
+		if q.st.Node() == node {
+			noteLost(q.st, q.depth, q.suffix)
+			continue
+		}
+		s, err := t.readSubtable(ctx, q.st, true)
+		if err != nil {
+			return rep, err
+		}
+		rep.Scanned++
+		d, suffix := headerDepth(s.hdr), headerSuffix(s.hdr)
+		for l, cw := range s.child {
+			if cw == 0 {
+				continue
+			}
+			child := unpackAddr(cw)
+			if child.Node() == node {
+				refs = append(refs, childRef{q.st, uint(l), cw})
+			}
+			if !seen[child] {
+				seen[child] = true
+				queue = append(queue, todo{st: child, depth: uint(l) + 1, suffix: suffix&(1<<l-1) | 1<<l})
+			}
+		}
+		for i, w := range s.words {
+			if w.Empty() || w.Addr().Node() != node {
+				continue
+			}
+			cleared, final, err := t.clearSlot(ctx, t.geo.slotAddr(q.st, uint64(i)), w, node)
+			if err != nil {
+				return rep, err
+			}
+			if !cleared {
+				continue
+			}
+			switch {
+			case final.Committed():
+				rep.Entries = append(rep.Entries, LostEntry{Subtable: q.st, Index: i, Word: final, Depth: d, Suffix: suffix})
+			case final.Tentative():
+				rep.Retracted++
+			}
+		}
+	}
+	// Replace the lost subtables.
+	repl := make(map[uint64]uint64) // packed lost address -> packed replacement
+	for _, st := range lostOrder {
+		ls := lost[st]
+		na, err := t.a.Alloc(ctx, t.geo.size, Unit)
+		if err != nil {
+			return rep, fmt.Errorf("race: purge: replace subtable %v: %w", st, err)
+		}
+		if err := t.m.Write(ctx, na, subtableImage(&t.geo, headerWord(ls.Depth, ls.Suffix), 0, 0)); err != nil {
+			return rep, fmt.Errorf("race: purge: write replacement of %v: %w", st, err)
+		}
+		op, err := packAddr(st)
+		if err != nil {
+			return rep, err
+		}
+		np, err := packAddr(na)
+		if err != nil {
+			return rep, err
+		}
+		repl[op] = np
+		ls.Replacement = na
+		rep.Subtables = append(rep.Subtables, *ls)
+	}
+	if len(repl) > 0 {
+		if err := t.replaceInDirectory(ctx, repl); err != nil {
+			return rep, err
+		}
+		for _, r := range refs {
+			np, ok := repl[r.word&ptrMask]
+			if !ok {
+				continue
+			}
+			a := r.parent.Add(childOff(r.level))
+			if _, err := t.m.CAS(ctx, a, r.word, np|r.word&childDone); err != nil {
+				return rep, fmt.Errorf("race: purge: child word of %v: %w", r.parent, err)
+			}
+		}
+		if err := t.refreshAll(ctx); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// clearSlot empties the slot at a, which was read as w naming a block on node: a CAS to 0 (to
+// the frozen empty word if frozen). If the slot changed meanwhile and still names a block on
+// node it tries again with the new word. It reports whether it cleared a word, and which.
+func (t *Table) clearSlot(ctx context.Context, a farmem.Addr, w Slot, node farmem.NodeID) (bool, Slot, error) {
+	for range maxAttempts {
+		prev, err := t.m.CAS(ctx, a, uint64(w), uint64(w&SlotFrozen))
+		if err != nil {
+			return false, 0, fmt.Errorf("race: purge: clear slot %v: %w", a, err)
+		}
+		if Slot(prev) == w {
+			return true, w, nil
+		}
+		w = Slot(prev)
+		if w.Empty() || w.Addr().Node() != node {
+			return false, 0, nil
+		}
+	}
+	return false, 0, fmt.Errorf("race: purge: slot %v keeps changing: %w", a, ErrCorrupt)
+}
+
+// replaceInDirectory makes every directory entry that names a key of repl name its value
+// instead (same depth), under the directory lock.
+func (t *Table) replaceInDirectory(ctx context.Context, repl map[uint64]uint64) error {
+	la := t.root.Add(rootDirLockOff)
+	var backoff time.Duration
+	for range maxAttempts {
+		word, held, _, err := t.tryLock(ctx, la, 0)
+		if err != nil {
+			return err
+		}
+		if !held {
+			if err := t.sleep(ctx, &backoff); err != nil {
+				return err
+			}
+			continue
+		}
+		err = t.replaceLocked(ctx, repl)
+		if uerr := t.unlock(ctx, la, word); err == nil {
+			err = uerr
+		}
+		return err
+	}
+	return fmt.Errorf("race: purge: directory lock: %w", ErrCorrupt)
+}
+
+func (t *Table) replaceLocked(ctx context.Context, repl map[uint64]uint64) error {
+	if err := t.refreshAll(ctx); err != nil {
+		return err
+	}
+	base := unpackAddr(t.dirWord)
+	var b farmem.Batch
+	for j, e := range t.dir {
+		np, ok := repl[e&ptrMask]
+		if !ok {
+			continue
+		}
+		buf := make([]byte, 8)
+		binary.LittleEndian.PutUint64(buf, entryWord(np, entryDepth(e)))
+		b.Write(base.Add(8*uint64(j)), buf)
+	}
+	if len(b.Ops) == 0 {
+		return nil
+	}
+	if err := doChunked(ctx, t.m, &b); err != nil {
+		return fmt.Errorf("race: purge: update directory: %w", err)
+	}
+	return nil
+}
+
+// allocDirectory allocates a directory of size bytes on the root's node if it has room (and the
+// handle's allocator places there), else wherever the allocator places it: a table whose root
+// and directory share a node loses only that node's restart to an unrecoverable state (see
+// Purge).
+func (t *Table) allocDirectory(ctx context.Context, size uint64) (farmem.Addr, error) {
+	if a, err := t.a.AllocOn(ctx, t.root.Node(), size, Unit); err == nil {
+		return a, nil
+	}
+	return t.a.Alloc(ctx, size, Unit)
+}
+
+// checkAdoptions reloads the cached directory if the fabric adopted a restarted node since it
+// was cached: the directory may name subtables that were lost and replaced, at addresses that
+// now hold other data (farmem.Restarts.Adoptions). One atomic load when nothing changed.
+func (t *Table) checkAdoptions(ctx context.Context) error {
+	n := farmem.AdoptionsOf(t.m)
+	if n == t.adoptions {
+		return nil
+	}
+	if err := t.refreshAll(ctx); err != nil {
+		return err
+	}
+	t.adoptions = n
+	return nil
+}
