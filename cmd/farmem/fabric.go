@@ -87,7 +87,7 @@ func (ff *fabricFlags) size() (uint64, error) {
 	n, err := rdma.ParseSize(ff.memSize)
 	switch {
 	case err != nil:
-		return 0, usageErr("--mem-size %q: not a size (want a number with an optional K, M, G or T suffix, like 256MiB)", ff.memSize)
+		return 0, usageErr("--mem-size %q: not a size (want a number with an optional K, M, G, T, P or E suffix, like 256MiB)", ff.memSize)
 	case n < minMemSize:
 		return 0, usageErr("--mem-size %q: too small (a memory node needs at least 1MiB)", ff.memSize)
 	case n > maxMemSize:
