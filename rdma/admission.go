@@ -1,0 +1,181 @@
+package rdma
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file holds what keeps a node's memory and its door bounded whatever its clients send:
+// the node-wide byte budgets large frames are charged to, the unauthenticated connections'
+// admission, and the rate limit on repeated log lines.
+
+// Per-connection buffer sizes. A connection reads through a bufio.Reader of connReadBuf bytes
+// (handshakeReadBuf until it authenticates), keeps one frame buffer of frameBuf bytes for the
+// frames that fit it, and queues small replies up to outFlushAt bytes before it writes them.
+// Frames and replies larger than those are charged to the node's budgets.
+const (
+	handshakeReadBuf = 1 << 10
+	connReadBuf      = 32 << 10
+	frameBuf         = 32 << 10
+	outFlushAt       = 32 << 10
+	// smallReply is the largest reply frame queued with others; larger ones are built in their
+	// own buffer, charged to the output budget, and written at once.
+	smallReply = 32 << 10
+	// maxSmallQueue bounds a connection's queue of small replies: it is flushed at outFlushAt,
+	// and one more small reply (or a control reply, at most a few KiB) may join it first.
+	maxSmallQueue = outFlushAt + smallReply + 16<<10
+	// ConnBufferBound is the most memory one authenticated connection holds outside the node's
+	// budgets: its read buffer, its frame buffer and its queue of small replies.
+	ConnBufferBound = connReadBuf + frameBuf + maxSmallQueue
+)
+
+// budget is a node-wide allowance of bytes that connections acquire before they hold a large
+// buffer and release once it is gone. A connection that cannot acquire waits, and while it
+// waits it reads nothing more from its client: the limit turns into backpressure on that
+// client, never into growth. Every holder releases within the node's write timeout (a reply is
+// written or the connection closed; a request's payload arrives or the connection is closed),
+// so waiters always make progress. Input and output have separate budgets, and an input holder
+// may wait for output but never the reverse, so the two cannot deadlock.
+type budget struct {
+	limit int64
+	mu    sync.Mutex
+	used  int64
+	wake  chan struct{} // closed and replaced at each release
+	// waits counts acquisitions that had to wait (a metric).
+	waits atomic.Uint64
+	inUse atomic.Int64
+}
+
+func newBudget(limit int64) *budget { return &budget{limit: limit, wake: make(chan struct{})} }
+
+// acquire takes n bytes (n <= limit), waiting while they are not free; it reports false if
+// stop closed first.
+func (b *budget) acquire(n int64, stop <-chan struct{}) bool {
+	waited := false
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.limit {
+			b.used += n
+			b.inUse.Store(b.used)
+			b.mu.Unlock()
+			return true
+		}
+		ch := b.wake
+		b.mu.Unlock()
+		if !waited {
+			waited = true
+			b.waits.Add(1)
+		}
+		select {
+		case <-ch:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.inUse.Store(b.used)
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// Refusal reasons, as the node's counters name them.
+const (
+	refuseBusy     = iota // authenticated, but the node is at its connection limit
+	refuseEvicted         // unauthenticated, pushed out by a newer connection at the budget
+	refuseTimeout         // the handshake did not finish within its deadline
+	refuseProtocol        // the handshake's frames were malformed or out of order
+	refuseAuth            // the client does not hold the cluster secret
+	refuseNode            // the client wanted another node
+	numRefuse
+)
+
+var refuseNames = [numRefuse]string{"busy", "evicted", "handshake_timeout", "protocol", "auth", "wrong_node"}
+
+// evictVictimLocked picks the unauthenticated connection to push out when the budget is full:
+// the oldest that has not yet sent a hello, else the oldest of all. A client that holds the
+// secret sends its hello as soon as it connects and completes the handshake in one round trip,
+// so silent connections, however many, are always pushed out before it. s.mu is held.
+func (s *srv) evictVictimLocked() *sconn {
+	var silent, oldest *sconn
+	for c := range s.unauth {
+		if oldest == nil || c.seq < oldest.seq {
+			oldest = c
+		}
+		if c.stage.Load() == 0 && (silent == nil || c.seq < silent.seq) {
+			silent = c
+		}
+	}
+	if silent != nil {
+		return silent
+	}
+	return oldest
+}
+
+// rateLog writes repeated log lines at a bounded rate: for each key, at most logBurst lines per
+// logEvery; the lines over that are counted, and the next line written for the key reports
+// them as "suppressed". It costs a map lookup under a mutex per line.
+type rateLog struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	keys map[string]*rateKey
+	// now is the clock (time.Now).
+	now func() time.Time
+}
+
+type rateKey struct {
+	window     time.Time
+	n          int
+	suppressed uint64
+}
+
+const (
+	logEvery = 10 * time.Second
+	logBurst = 5
+)
+
+func newRateLog(log *slog.Logger) *rateLog {
+	return &rateLog{log: log, keys: make(map[string]*rateKey), now: time.Now}
+}
+
+// warn logs msg at level Warn under key, unless key is over its rate.
+func (r *rateLog) warn(key, msg string, attrs ...any) { r.logAt(slog.LevelWarn, key, msg, attrs...) }
+
+func (r *rateLog) logAt(level slog.Level, key, msg string, attrs ...any) {
+	if !r.log.Enabled(context.Background(), level) {
+		return
+	}
+	now := r.now()
+	r.mu.Lock()
+	k := r.keys[key]
+	if k == nil {
+		if len(r.keys) > 1024 { // keys are a fixed vocabulary; this only guards against misuse
+			clear(r.keys)
+		}
+		k = &rateKey{window: now}
+		r.keys[key] = k
+	}
+	if now.Sub(k.window) >= logEvery {
+		k.window, k.n = now, 0
+	}
+	if k.n >= logBurst {
+		k.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	k.n++
+	sup := k.suppressed
+	k.suppressed = 0
+	r.mu.Unlock()
+	if sup > 0 {
+		attrs = append(attrs, "suppressed", sup)
+	}
+	r.log.Log(context.Background(), level, msg, attrs...)
+}
