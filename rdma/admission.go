@@ -119,15 +119,15 @@ func (s *srv) evictVictimLocked() *sconn {
 	return oldest
 }
 
-// rateLog writes repeated log lines at a bounded rate: for each key, at most logBurst lines per
-// logEvery; the lines over that are counted, and the next line written for the key reports
-// them as "suppressed". It costs a map lookup under a mutex per line.
+// rateLog writes repeated log lines at a bounded rate: for each key, at most burst lines per
+// window of every; the lines over that are counted, and the next line written for the key
+// reports them as "suppressed". It costs a map lookup under a mutex per line.
 type rateLog struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	keys map[string]*rateKey
-	// now is the clock (time.Now).
-	now func() time.Time
+	log   *slog.Logger
+	every time.Duration
+	burst int
+	mu    sync.Mutex
+	keys  map[string]*rateKey
 }
 
 type rateKey struct {
@@ -136,13 +136,14 @@ type rateKey struct {
 	suppressed uint64
 }
 
+// A node's rate of repeated log lines: at most logBurst per kind per logEvery.
 const (
 	logEvery = 10 * time.Second
 	logBurst = 5
 )
 
-func newRateLog(log *slog.Logger) *rateLog {
-	return &rateLog{log: log, keys: make(map[string]*rateKey), now: time.Now}
+func newRateLog(log *slog.Logger, every time.Duration, burst int) *rateLog {
+	return &rateLog{log: log, every: every, burst: burst, keys: make(map[string]*rateKey)}
 }
 
 // warn logs msg at level Warn under key, unless key is over its rate.
@@ -152,7 +153,7 @@ func (r *rateLog) logAt(level slog.Level, key, msg string, attrs ...any) {
 	if !r.log.Enabled(context.Background(), level) {
 		return
 	}
-	now := r.now()
+	now := time.Now()
 	r.mu.Lock()
 	k := r.keys[key]
 	if k == nil {
@@ -162,10 +163,10 @@ func (r *rateLog) logAt(level slog.Level, key, msg string, attrs ...any) {
 		k = &rateKey{window: now}
 		r.keys[key] = k
 	}
-	if now.Sub(k.window) >= logEvery {
+	if now.Sub(k.window) >= r.every {
 		k.window, k.n = now, 0
 	}
-	if k.n >= logBurst {
+	if k.n >= r.burst {
 		k.suppressed++
 		r.mu.Unlock()
 		return

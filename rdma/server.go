@@ -165,7 +165,7 @@ func newSrv(node farmem.NodeID, reg *region, secret []byte, log *slog.Logger, li
 	s := &srv{node: node, reg: reg, key: key, secret: secret, log: log, lim: lim, started: time.Now(),
 		conns: make(map[*sconn]struct{}), faultCh: make(chan struct{}), parts: make(map[farmem.ClientID]bool),
 		provider: "tcp", unauth: make(map[*sconn]struct{}), done: make(chan struct{}),
-		inBuf: newBudget(lim.maxBuffer), outBuf: newBudget(lim.maxBuffer), rl: newRateLog(log)}
+		inBuf: newBudget(lim.maxBuffer), outBuf: newBudget(lim.maxBuffer), rl: newRateLog(log, logEvery, logBurst)}
 	s.crashAfter.Store(-1)
 	return s
 }
