@@ -895,8 +895,14 @@ func (c *sconn) ctl(h wire.Header, p []byte) error {
 		b = wire.AppendReply(b, wire.StatusOK, j)
 	}
 	c.out = wire.EndFrame(b, start)
+	var werr error
+	if len(c.out) > maxSmallQueue {
+		// A large control reply (a long member list) is written at once, so the queue stays
+		// within its bound.
+		werr = c.flushLocked(nil)
+	}
 	c.wmu.Unlock()
-	return nil
+	return werr
 }
 
 // call dispatches a Call to the compute node's handlers in its own goroutine; the reply is
