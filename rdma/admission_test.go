@@ -1,8 +1,10 @@
 package rdma
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
 )
 
 type lockedBuf struct {
@@ -104,4 +107,111 @@ func TestSilentConnectionsDoNotLockOut(t *testing.T) {
 	require.GreaterOrEqual(t, m.Refused["evicted"], uint64(280), "silent connections were pushed out")
 	require.LessOrEqual(t, m.ConnsHandshaking, 16)
 	require.Zero(t, m.Refused["busy"])
+}
+
+// adversaryConn is an authenticated data connection driven by hand.
+type adversaryConn struct {
+	nc net.Conn
+	br *bufio.Reader
+	w  wire.Welcome
+}
+
+func dialAdversary(t *testing.T, addr string) *adversaryConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nc.Close() })
+	br := bufio.NewReader(nc)
+	w, err := wire.ClientHandshake(nc, br, 0, 7, wire.PurposeData, testSecret)
+	require.NoError(t, err)
+	return &adversaryConn{nc: nc, br: br, w: w}
+}
+
+func (r *adversaryConn) send(t *testing.T, id uint64, ops ...farmem.Op) {
+	t.Helper()
+	b, start := wire.BeginFrame(nil, wire.TypeBatch, 0, id)
+	b = wire.AppendBatchCount(b, len(ops))
+	for i := range ops {
+		b = wire.AppendOp(b, &ops[i], r.w.Key)
+	}
+	_, err := r.nc.Write(wire.EndFrame(b, start))
+	require.NoError(t, err)
+}
+
+// The node-wide output budget bounds the large replies held for clients that do not read: with
+// room for one, a second such client waits (reading nothing) while the first holds it, a client
+// of small replies is not held up, and the budget passes on when the first goes away.
+func TestOutputBudgetIsNodeWide(t *testing.T) {
+	const wt = time.Minute // never reached: the clients that do not read close themselves
+	sv, err := NewServer(ServerOptions{Node: 1, Size: 32 << 20, Secret: testSecret, MaxBuffer: 1, WriteTimeout: wt})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sv.Close() })
+	addr, err := sv.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	limit := sv.Metrics().BufferLimit
+	require.Equal(t, int64(wire.DefaultMaxFrame+wire.HeaderSize), limit, "the budget is at least one largest frame")
+
+	big := farmem.Op{Kind: farmem.OpRead, Addr: farmem.MakeAddr(1, 0), Buf: make([]byte, farmem.MaxOpBytes)}
+	a, b := dialAdversary(t, addr), dialAdversary(t, addr)
+	for i := range 4 {
+		a.send(t, uint64(i+1), big)
+	}
+	waitFor(t, func() bool { return sv.Metrics().OutputBuffered > 0 }, "the first large reply holds the budget")
+	for i := range 4 {
+		b.send(t, uint64(i+1), big)
+	}
+	waitFor(t, func() bool { return sv.Metrics().OutputWaits > 0 }, "the second client waits for the budget")
+	m := sv.Metrics()
+	require.LessOrEqual(t, m.OutputBuffered, limit)
+
+	// Small replies do not need the budget.
+	c := dialAdversary(t, addr)
+	w := farmem.Op{Kind: farmem.OpFAA, Addr: farmem.MakeAddr(1, 64), Swap: 1}
+	for i := range 20 {
+		c.send(t, uint64(i+1), w)
+		var hdr [wire.HeaderSize]byte
+		_ = c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		h, _, err := wire.ReadFrame(c.br, &hdr, nil, wire.DefaultMaxFrame)
+		require.NoError(t, err, "a small op while the budget is spent")
+		require.Equal(t, wire.TypeResult, h.Type)
+	}
+	require.Equal(t, uint64(1), sv.Metrics().OutputWaits, "only the second large reader waited")
+
+	// The first goes away: its reply's charge passes to the second, then it goes too.
+	_ = a.nc.Close()
+	waitFor(t, func() bool { m := sv.Metrics(); return m.OutputBuffered > 0 && m.ConnsAuthenticated == 2 }, "the second client holds the budget")
+	_ = b.nc.Close()
+	waitFor(t, func() bool { return sv.Metrics().OutputBuffered == 0 }, "the budget is free again")
+	waitFor(t, func() bool { return sv.Metrics().OutputWriting == 0 }, "nothing is being written")
+}
+
+// A large request's payload must arrive within the write timeout: a client that sends the
+// header of a 16 MiB write and then dribbles does not hold the input budget for longer.
+func TestSlowLargeFrameIsClosed(t *testing.T) {
+	const wt = 500 * time.Millisecond
+	sv, err := NewServer(ServerOptions{Node: 1, Size: 32 << 20, Secret: testSecret, WriteTimeout: wt})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sv.Close() })
+	addr, err := sv.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	r := dialAdversary(t, addr)
+	op := farmem.Op{Kind: farmem.OpWrite, Addr: farmem.MakeAddr(1, 0), Buf: make([]byte, farmem.MaxOpBytes)}
+	b, start := wire.BeginFrame(nil, wire.TypeBatch, 0, 1)
+	b = wire.EndFrame(wire.AppendOp(wire.AppendBatchCount(b, 1), &op, r.w.Key), start)
+	_, err = r.nc.Write(b[:1<<20])
+	require.NoError(t, err)
+	waitFor(t, func() bool { return sv.Metrics().InputBuffered > 0 }, "the payload is charged to the input budget")
+	waitFor(t, func() bool { return sv.Metrics().FrameTimeouts == 1 }, "the slow frame is cut off")
+	waitFor(t, func() bool { return sv.Metrics().InputBuffered == 0 }, "its charge is returned")
+	_ = r.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.Copy(io.Discard, r.br)
+	require.NoError(t, err, "the node closed the connection")
+}
+
+// waitFor polls cond until it holds, for at most 20 s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "timed out waiting: %s", what)
+	}
 }
