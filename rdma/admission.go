@@ -99,24 +99,31 @@ const (
 
 var refuseNames = [numRefuse]string{"busy", "evicted", "handshake_timeout", "protocol", "auth", "wrong_node"}
 
+// Handshake stages of a connection, for the choice of whom to push out.
+const (
+	stageNew    = iota // accepted; its handshake has not yet looked for a hello
+	stageSilent        // it looked, and the client had sent nothing
+	stageSpoke         // a hello arrived
+)
+
 // evictVictimLocked picks the unauthenticated connection to push out when the budget is full:
-// the oldest that has not yet sent a hello, else the oldest of all. A client that holds the
-// secret sends its hello as soon as it connects and completes the handshake in one round trip,
-// so silent connections, however many, are always pushed out before it. s.mu is held.
+// the oldest found silent, else the oldest not yet looked at, else the oldest of all. A client
+// that holds the secret sends its hello as soon as it connects and completes the handshake in
+// one round trip, so silent connections, however many, are pushed out before it. s.mu is held.
 func (s *srv) evictVictimLocked() *sconn {
-	var silent, oldest *sconn
+	var best [stageSpoke + 1]*sconn
 	for c := range s.unauth {
-		if oldest == nil || c.seq < oldest.seq {
-			oldest = c
-		}
-		if c.stage.Load() == 0 && (silent == nil || c.seq < silent.seq) {
-			silent = c
+		st := c.stage.Load()
+		if b := best[st]; b == nil || c.seq < b.seq {
+			best[st] = c
 		}
 	}
-	if silent != nil {
-		return silent
+	for _, st := range []int32{stageSilent, stageNew, stageSpoke} {
+		if c := best[st]; c != nil {
+			return c
+		}
 	}
-	return oldest
+	return nil
 }
 
 // rateLog writes repeated log lines at a bounded rate: for each key, at most burst lines per

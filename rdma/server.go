@@ -340,7 +340,8 @@ type sconn struct {
 	// crashing: an injected crash-after-n fault fired in this connection's batch.
 	crashing bool
 
-	// seq orders connections by acceptance; stage is 0 until a hello arrived, 1 after; evicted
+	// seq orders connections by acceptance; stage is the handshake's progress (stageNew,
+	// stageSilent, stageSpoke); evicted
 	// and authed are set under s.mu (evicted: pushed out of the handshake budget; authed:
 	// counted in s.nAuth).
 	seq     uint64
@@ -576,6 +577,14 @@ func (c *sconn) wasEvicted() bool {
 func (c *sconn) handshake() bool {
 	s := c.s
 	var err error
+	// Has the client spoken yet? A client that holds the secret sends its hello as it
+	// connects, so it is usually there already; a connection with nothing to read is the
+	// first the handshake budget pushes out.
+	// (A deadline already past would fail before even trying the socket.)
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	if _, err := c.br.Peek(1); err != nil {
+		c.stage.CompareAndSwap(stageNew, stageSilent)
+	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.lim.handshake))
 	fail := func(why wire.Reason, msg string, attrs ...any) bool {
 		if c.wasEvicted() {
@@ -608,7 +617,7 @@ func (c *sconn) handshake() bool {
 		}
 		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
 	}
-	c.stage.Store(1)
+	c.stage.Store(stageSpoke)
 	hello, err := wire.DecodeHello(hp)
 	if err != nil {
 		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
