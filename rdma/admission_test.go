@@ -80,6 +80,7 @@ func TestBudgetWaits(t *testing.T) {
 // In process: with a handshake budget of 16, 300 silent connections do not keep a client
 // that holds the secret out, and the node's counters show the evictions.
 func TestSilentConnectionsDoNotLockOut(t *testing.T) {
+	t.Parallel()
 	sv, err := NewServer(ServerOptions{Node: 1, Size: 1 << 16, Secret: testSecret, MaxUnauth: 16, MaxConns: 8})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sv.Close() })
@@ -142,6 +143,7 @@ func (r *adversaryConn) send(t *testing.T, id uint64, ops ...farmem.Op) {
 // room for one, a second such client waits (reading nothing) while the first holds it, a client
 // of small replies is not held up, and the budget passes on when the first goes away.
 func TestOutputBudgetIsNodeWide(t *testing.T) {
+	t.Parallel()
 	const wt = time.Minute // never reached: the clients that do not read close themselves
 	sv, err := NewServer(ServerOptions{Node: 1, Size: 32 << 20, Secret: testSecret, MaxBuffer: 1, WriteTimeout: wt})
 	require.NoError(t, err)
@@ -188,6 +190,7 @@ func TestOutputBudgetIsNodeWide(t *testing.T) {
 // A large request's payload must arrive within the write timeout: a client that sends the
 // header of a 16 MiB write and then dribbles does not hold the input budget for longer.
 func TestSlowLargeFrameIsClosed(t *testing.T) {
+	t.Parallel()
 	const wt = 500 * time.Millisecond
 	sv, err := NewServer(ServerOptions{Node: 1, Size: 32 << 20, Secret: testSecret, WriteTimeout: wt})
 	require.NoError(t, err)
