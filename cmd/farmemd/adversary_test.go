@@ -435,6 +435,17 @@ func TestSilentFloodDoesNotLockOut(t *testing.T) {
 	require.LessOrEqual(t, metric(t, fams, "farmemd_connections", "state", "handshaking"), float64(budget))
 	require.GreaterOrEqual(t, evicted+timedOut, float64(opened.Load()-budget), "silent connections were pushed out or timed out")
 
+	// The silent connections left in the budget time out (2 s by default).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		timedOut = metric(t, scrape(t, maddr), "farmemd_connections_refused_total", "reason", "handshake_timeout")
+		if timedOut >= budget/2 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "only %.0f silent connections timed out", timedOut)
+	}
+	elapsed = time.Since(began)
+	t.Logf("then %.0f timed out in their handshake", timedOut)
+
 	// Each eviction and timeout is counted, but the log shows at most 5 lines per kind per 10 s.
 	logs := d.logs.String()
 	windows := int(elapsed/(10*time.Second)) + 2
