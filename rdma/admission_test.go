@@ -218,3 +218,58 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		require.True(t, time.Now().Before(deadline), "timed out waiting: %s", what)
 	}
 }
+
+// A client that pipelines many large reads and reads its replies late gets every one of them,
+// in order and intact: the node waits for it (holding one reply at a time) instead of queueing.
+func TestBackpressureThenDrain(t *testing.T) {
+	t.Parallel()
+	sv, err := NewServer(ServerOptions{Node: 1, Size: 4 << 20, Secret: testSecret, WriteTimeout: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sv.Close() })
+	addr, err := sv.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	r := dialAdversary(t, addr)
+	const size, n = 1 << 20, 64
+	pattern := make([]byte, 4<<20)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + i>>12)
+	}
+	r.send(t, 1, farmem.Op{Kind: farmem.OpWrite, Addr: farmem.MakeAddr(1, 0), Buf: pattern})
+	var hdr [wire.HeaderSize]byte
+	_, _, err = wire.ReadFrame(r.br, &hdr, nil, wire.DefaultMaxFrame)
+	require.NoError(t, err)
+
+	buf := make([]byte, size)
+	go func() {
+		for i := range n {
+			op := farmem.Op{Kind: farmem.OpRead, Addr: farmem.MakeAddr(1, uint64(i%4)*size), Buf: buf}
+			b, start := wire.BeginFrame(nil, wire.TypeBatch, 0, uint64(100+i))
+			b = wire.EndFrame(wire.AppendOp(wire.AppendBatchCount(b, 1), &op, r.w.Key), start)
+			if _, err := r.nc.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	// The node fills the socket and waits; what it holds is one reply.
+	waitFor(t, func() bool { return sv.Metrics().OutputWriting > 0 }, "the node is blocked writing")
+	time.Sleep(100 * time.Millisecond)
+	m := sv.Metrics()
+	require.LessOrEqual(t, m.OutputWriting, int64(size+wire.HeaderSize+ConnBufferBound))
+	require.Less(t, m.Ops["read"], uint64(n), "the node stopped reading the connection")
+
+	_ = r.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := range n {
+		h, p, err := wire.ReadFrame(r.br, &hdr, nil, wire.DefaultMaxFrame)
+		require.NoError(t, err)
+		require.Equal(t, uint64(100+i), h.ID, "in order")
+		var rs wire.Results
+		_, err = rs.Reset(p)
+		require.NoError(t, err)
+		st, _, data, err := rs.Next(farmem.OpRead, size)
+		require.NoError(t, err)
+		require.Equal(t, wire.StatusOK, st)
+		off := (i % 4) * size
+		require.True(t, bytes.Equal(pattern[off:off+size], data), "reply %d", i)
+	}
+	require.Equal(t, uint64(n), sv.Metrics().Ops["read"])
+}
