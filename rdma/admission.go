@@ -32,58 +32,134 @@ const (
 	ConnBufferBound = connReadBuf + frameBuf + maxSmallQueue
 )
 
-// budget is a node-wide allowance of bytes that connections acquire before they hold a large
-// buffer and release once it is gone. A connection that cannot acquire waits, and while it
-// waits it reads nothing more from its client: the limit turns into backpressure on that
-// client, never into growth. Every holder releases within the node's write timeout (a reply is
-// written or the connection closed; a request's payload arrives or the connection is closed),
-// so waiters always make progress. Input and output have separate budgets, and an input holder
-// may wait for output but never the reverse, so the two cannot deadlock.
+// budget is a node-wide allowance of bytes for large buffers: a connection takes a buffer from
+// it before it holds a large request payload or reply, and gives it back once done. A
+// connection that cannot get one waits, and while it waits it reads nothing more from its
+// client: the limit turns into backpressure on that client, never into growth. Every holder
+// gives back within the node's write timeout (a reply is written or the connection closed; a
+// request's payload arrives or the connection is closed), so waiters always make progress.
+// Input and output have separate budgets, and an input holder may wait for output but never the
+// reverse, so the two cannot deadlock.
+//
+// Buffers given back are kept for reuse (sparing the allocation, the zeroing and the garbage)
+// while they stay charged: at most a quarter of the limit is kept idle, and none while anyone
+// waits. So the budget bounds the memory in use and kept together. Sizes are rounded up to a
+// power of two from 64 KiB to 1 MiB and to a whole MiB above, so a kept buffer fits the next
+// request of its class.
 type budget struct {
 	limit int64
 	mu    sync.Mutex
-	used  int64
-	wake  chan struct{} // closed and replaced at each release
-	// waits counts acquisitions that had to wait (a metric).
+	used  int64         // charged: in use and kept
+	kept  [][]byte      // idle buffers, charged
+	idle  int64         // their bytes
+	wait  int           // connections waiting
+	wake  chan struct{} // closed and replaced whenever bytes are freed
+	// For the metrics: waits counts gets that had to wait; inUse mirrors used-idle and keptB
+	// idle.
 	waits atomic.Uint64
 	inUse atomic.Int64
+	keptB atomic.Int64
 }
 
 func newBudget(limit int64) *budget { return &budget{limit: limit, wake: make(chan struct{})} }
 
-// acquire takes n bytes (n <= limit), waiting while they are not free; it reports false if
-// stop closed first.
-func (b *budget) acquire(n int64, stop <-chan struct{}) bool {
+// bufClass is the capacity get allocates for n bytes: the next power of two from 64 KiB to
+// 1 MiB, the next whole MiB above, but never more than the limit.
+func (b *budget) bufClass(n int) int64 {
+	c := int64(64 << 10)
+	for c < int64(n) && c < 1<<20 {
+		c <<= 1
+	}
+	if c < int64(n) {
+		c = (int64(n) + 1<<20 - 1) &^ (1<<20 - 1)
+	}
+	if c > b.limit {
+		c = int64(n)
+	}
+	return c
+}
+
+func (b *budget) publishLocked() {
+	b.inUse.Store(b.used - b.idle)
+	b.keptB.Store(b.idle)
+}
+
+// get returns a buffer of length 0 and capacity at least n (n <= limit), waiting while the
+// budget is spent; it reports false if stop closed first.
+func (b *budget) get(n int, stop <-chan struct{}) ([]byte, bool) {
+	want := b.bufClass(n)
 	waited := false
+	b.mu.Lock()
 	for {
-		b.mu.Lock()
-		if b.used+n <= b.limit {
-			b.used += n
-			b.inUse.Store(b.used)
-			b.mu.Unlock()
-			return true
+		for i, buf := range b.kept {
+			if int64(cap(buf)) == want {
+				last := len(b.kept) - 1
+				b.kept[i], b.kept[last] = b.kept[last], nil
+				b.kept = b.kept[:last]
+				b.idle -= want
+				b.publishLocked()
+				b.mu.Unlock()
+				return buf[:0], true
+			}
 		}
-		ch := b.wake
-		b.mu.Unlock()
+		// Idle buffers of other sizes make room first.
+		for b.used+want > b.limit && len(b.kept) > 0 {
+			b.dropLocked(len(b.kept) - 1)
+		}
+		if b.used+want <= b.limit {
+			b.used += want
+			b.publishLocked()
+			b.mu.Unlock()
+			return make([]byte, 0, want), true
+		}
 		if !waited {
 			waited = true
 			b.waits.Add(1)
 		}
+		b.wait++
+		ch := b.wake
+		b.mu.Unlock()
 		select {
 		case <-ch:
 		case <-stop:
-			return false
+			b.mu.Lock()
+			b.wait--
+			b.mu.Unlock()
+			return nil, false
 		}
+		b.mu.Lock()
+		b.wait--
 	}
 }
 
-func (b *budget) release(n int64) {
+// put gives back a buffer get returned: kept for reuse when there is room and nobody waits,
+// else freed.
+func (b *budget) put(buf []byte) {
+	c := int64(cap(buf))
 	b.mu.Lock()
-	b.used -= n
-	b.inUse.Store(b.used)
+	if b.wait == 0 && b.idle+c <= b.limit/4 {
+		b.kept = append(b.kept, buf[:0])
+		b.idle += c
+	} else {
+		b.used -= c
+		close(b.wake)
+		b.wake = make(chan struct{})
+	}
+	b.publishLocked()
+	b.mu.Unlock()
+}
+
+// dropLocked frees the kept buffer i. b.mu is held.
+func (b *budget) dropLocked(i int) {
+	c := int64(cap(b.kept[i]))
+	last := len(b.kept) - 1
+	b.kept[i], b.kept[last] = b.kept[last], nil
+	b.kept = b.kept[:last]
+	b.idle -= c
+	b.used -= c
+	b.publishLocked()
 	close(b.wake)
 	b.wake = make(chan struct{})
-	b.mu.Unlock()
 }
 
 // Refusal reasons, as the node's counters name them.

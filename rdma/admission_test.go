@@ -57,24 +57,49 @@ func TestRateLogSuppresses(t *testing.T) {
 	require.Contains(t, lines[len(lines)-1], "suppressed=47")
 }
 
-// The node-wide budget makes a second large holder wait until the first releases.
-func TestBudgetWaits(t *testing.T) {
-	b := newBudget(100)
+// The node-wide budget makes a second large holder wait until the first gives back; buffers
+// given back are kept for reuse only while small and nobody waits, and make room when needed.
+func TestBudgetWaitsAndKeeps(t *testing.T) {
+	const limit = 4 << 20
+	b := newBudget(limit)
 	stop := make(chan struct{})
-	require.True(t, b.acquire(60, stop))
-	got := make(chan bool, 1)
-	go func() { got <- b.acquire(60, stop) }()
+	x, ok := b.get(3<<20, stop)
+	require.True(t, ok)
+	require.Equal(t, 3<<20, cap(x))
+	got := make(chan []byte, 1)
+	go func() { y, _ := b.get(3<<20, stop); got <- y }()
 	select {
 	case <-got:
-		t.Fatal("acquired past the limit")
+		t.Fatal("got past the limit")
 	case <-time.After(50 * time.Millisecond):
 	}
-	b.release(60)
-	require.True(t, <-got)
-	require.Equal(t, int64(60), b.inUse.Load())
-	go func() { got <- b.acquire(60, stop) }()
+	b.put(x) // someone waits: freed, not kept
+	y := <-got
+	require.NotNil(t, y)
+	require.Equal(t, uint64(1), b.waits.Load())
+	b.put(y) // over a quarter of the limit: freed
+	require.Zero(t, b.inUse.Load())
+	require.Zero(t, b.keptB.Load())
+
+	s1, _ := b.get(100<<10, stop)
+	require.Equal(t, 128<<10, cap(s1), "rounded up to its class")
+	b.put(s1)
+	require.Equal(t, int64(128<<10), b.keptB.Load(), "kept")
+	require.Zero(t, b.inUse.Load())
+	s2, _ := b.get(70<<10, stop)
+	require.Same(t, &s1[:1][0], &s2[:1][0], "the kept buffer is reused")
+	b.put(s2)
+
+	whole, ok := b.get(limit, stop) // the kept buffer makes room
+	require.True(t, ok)
+	require.Equal(t, limit, cap(whole))
+	require.Zero(t, b.keptB.Load())
+	require.Equal(t, int64(limit), b.inUse.Load())
+	go func() { y, _ := b.get(1, stop); got <- y }()
 	close(stop)
-	require.False(t, <-got, "a closed server ends the wait")
+	require.Nil(t, <-got, "a closed server ends the wait")
+	b.put(whole)
+	require.Zero(t, b.inUse.Load())
 }
 
 // In process: with a handshake budget of 16, 300 silent connections do not keep a client

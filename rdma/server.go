@@ -448,12 +448,12 @@ func (c *sconn) readFrame() (wire.Header, []byte, func(), error) {
 		}
 		return h, p, nop, nil
 	}
-	n := int64(h.Len)
-	if !s.inBuf.acquire(n, s.done) {
+	big, ok := s.inBuf.get(int(h.Len), s.done)
+	if !ok {
 		return wire.Header{}, nil, nop, net.ErrClosed
 	}
-	release := func() { s.inBuf.release(n) }
-	p := make([]byte, h.Len)
+	release := func() { s.inBuf.put(big) }
+	p := big[:h.Len]
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.lim.writeTimeout))
 	_, err = io.ReadFull(c.br, p)
 	_ = c.nc.SetReadDeadline(time.Time{})
@@ -524,14 +524,15 @@ func (c *sconn) flushLocked(extra []byte) error {
 	defer s.writing.Add(-pending)
 	_ = c.nc.SetWriteDeadline(time.Now().Add(s.lim.writeTimeout))
 	var err error
-	if len(c.out) > 0 {
+	if len(extra) == 0 {
 		var n int
 		n, err = c.nc.Write(c.out)
 		s.bytesOut.Add(uint64(n))
-	}
-	if err == nil && len(extra) > 0 {
-		var n int
-		n, err = c.nc.Write(extra)
+	} else {
+		// One writev for the queue and the large reply.
+		bufs := net.Buffers{c.out, extra}
+		var n int64
+		n, err = bufs.WriteTo(c.nc)
 		s.bytesOut.Add(uint64(n))
 	}
 	if cap(c.out) > maxSmallQueue {
@@ -739,19 +740,19 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 	}
 	answer := signaled > 0 || partial
 	large := answer && wire.HeaderSize+size > smallReply
-	var charge int64
+	var big []byte
 	if large {
-		charge = int64(wire.HeaderSize + size)
-		if !s.outBuf.acquire(charge, s.done) {
+		var ok bool
+		if big, ok = s.outBuf.get(int(wire.HeaderSize+size), s.done); !ok {
 			return fmt.Errorf("%w: %w", errWrite, net.ErrClosed)
 		}
-		defer s.outBuf.release(charge)
+		defer func() { s.outBuf.put(big) }()
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	b := c.out
 	if large {
-		b = make([]byte, 0, charge)
+		b = big
 	}
 	start, countAt, answered := 0, 0, 0
 	if answer {

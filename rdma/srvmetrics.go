@@ -38,7 +38,10 @@ type ServerMetrics struct {
 	// for its budget (and stopped reading its client meanwhile).
 	InputBuffered, OutputBuffered int64
 	BufferLimit                   int64
-	InputWaits, OutputWaits       uint64
+	// InputKept and OutputKept are the bytes of idle buffers each budget keeps for reuse
+	// (gauges): charged to the budget, at most a quarter of it, none while a connection waits.
+	InputKept, OutputKept   int64
+	InputWaits, OutputWaits uint64
 	// RegionBytes is the size of the region the node serves.
 	RegionBytes uint64
 }
@@ -68,6 +71,7 @@ func (s *srv) metrics() ServerMetrics {
 	m.OutputWriting = s.writing.Load()
 	m.InputBuffered, m.OutputBuffered = s.inBuf.inUse.Load(), s.outBuf.inUse.Load()
 	m.BufferLimit = s.lim.maxBuffer
+	m.InputKept, m.OutputKept = s.inBuf.keptB.Load(), s.outBuf.keptB.Load()
 	m.InputWaits, m.OutputWaits = s.inBuf.waits.Load(), s.outBuf.waits.Load()
 	m.RegionBytes = s.reg.size
 	return m

@@ -23,7 +23,7 @@ type nodeCollector struct {
 	srv *rdma.Server
 
 	conns, refused, closed, acceptErrs, batches, batchesRefused, verbs, verbBytes, netBytes,
-	writing, buffered, bufferLimit, bufferWaits, region *prometheus.Desc
+	writing, buffered, bufferKept, bufferLimit, bufferWaits, region *prometheus.Desc
 }
 
 func newNodeCollector(srv *rdma.Server) *nodeCollector {
@@ -43,6 +43,7 @@ func newNodeCollector(srv *rdma.Server) *nodeCollector {
 		netBytes:       d("network_bytes_total", "Traffic of authenticated connections, by direction.", "direction"),
 		writing:        d("output_queued_bytes", "Reply bytes being written to clients that have not yet taken them."),
 		buffered:       d("buffer_bytes", "Bytes of the node-wide buffer budgets in use: large request payloads (input) and large replies (output).", "budget"),
+		bufferKept:     d("buffer_kept_bytes", "Bytes of idle buffers each budget keeps for reuse, charged to it (at most a quarter of it).", "budget"),
 		bufferLimit:    d("buffer_limit_bytes", "The size of each node-wide buffer budget."),
 		bufferWaits:    d("buffer_waits_total", "Times a connection waited for a buffer budget, reading nothing from its client meanwhile.", "budget"),
 		region:         d("region_bytes", "Size of the region the node serves."),
@@ -51,7 +52,7 @@ func newNodeCollector(srv *rdma.Server) *nodeCollector {
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.conns, c.refused, c.closed, c.acceptErrs, c.batches, c.batchesRefused,
-		c.verbs, c.verbBytes, c.netBytes, c.writing, c.buffered, c.bufferLimit, c.bufferWaits, c.region} {
+		c.verbs, c.verbBytes, c.netBytes, c.writing, c.buffered, c.bufferKept, c.bufferLimit, c.bufferWaits, c.region} {
 		ch <- d
 	}
 }
@@ -88,6 +89,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.writing, float64(m.OutputWriting))
 	gauge(c.buffered, float64(m.InputBuffered), "input")
 	gauge(c.buffered, float64(m.OutputBuffered), "output")
+	gauge(c.bufferKept, float64(m.InputKept), "input")
+	gauge(c.bufferKept, float64(m.OutputKept), "output")
 	gauge(c.bufferLimit, float64(m.BufferLimit))
 	counter(c.bufferWaits, m.InputWaits, "input")
 	counter(c.bufferWaits, m.OutputWaits, "output")
