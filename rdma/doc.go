@@ -62,7 +62,8 @@
 // (at most ServerOptions.MaxConns), a few KiB per connection in its handshake (at most
 // ServerOptions.MaxUnauth), and two node-wide budgets of ServerOptions.MaxBuffer bytes (default
 // 64 MiB): request payloads over 32 KiB are charged to one, replies over 32 KiB to the other,
-// and a connection that would exceed one waits, reading nothing from its client meanwhile.
+// and a connection that would exceed one waits, reading nothing from its client meanwhile
+// (buffers a budget keeps idle for reuse stay charged to it).
 // That is about 710 MiB at the defaults, and 2×MaxBuffer plus 144 KiB for any one client. A
 // batch whose results would exceed the frame limit the node announces is refused per op with
 // wire.ErrReplyTooLarge (wrapping farmem.ErrInvalid) before any reply is built; a Fabric splits

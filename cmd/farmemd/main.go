@@ -29,7 +29,8 @@
 //     written whenever 32 KiB queue up);
 //   - per connection still in its handshake (at most --max-unauth, default 256): a few KiB;
 //   - per node, two shared budgets of --max-buffer bytes each (default 64MiB, at least one
-//     largest frame, 17 MiB): request payloads over 32 KiB, and replies over 32 KiB.
+//     largest frame, 17 MiB): request payloads over 32 KiB, and replies over 32 KiB (the
+//     buffers a budget keeps idle for reuse count against it too, up to a quarter of it).
 //
 // So a node's buffers stay under 4096×144 KiB + 256×8 KiB + 2×64 MiB, about 710 MiB at the
 // defaults, and about 2×64 MiB + 144 KiB for any one client, however it behaves. A batch whose
