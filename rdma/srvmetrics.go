@@ -1,6 +1,9 @@
 package rdma
 
-import "github.com/farmem/farmem/farmem"
+import (
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
+)
 
 // ServerMetrics is a snapshot of a memory node's counters, for an operator's monitoring (farmemd
 // exports them in the Prometheus exposition format). Counters only grow over the node's life;
@@ -76,3 +79,9 @@ func (s *srv) metrics() ServerMetrics {
 	m.RegionBytes = s.reg.size
 	return m
 }
+
+// ErrReplyTooLarge: a memory node refused an op because its batch's results would exceed the
+// frame limit the node announced; nothing of the batch was applied. A Fabric splits its batches
+// so that it never sends such a batch; a client speaking the protocol by hand can. It wraps
+// farmem.ErrInvalid.
+var ErrReplyTooLarge = wire.ErrReplyTooLarge

@@ -179,7 +179,7 @@ func TestOversizedReplyRefused(t *testing.T) {
 		tooLarge := 0
 		for i, err := range errs {
 			require.Error(t, err, "op %d of %d", i, n)
-			if errors.Is(err, wire.ErrReplyTooLarge) {
+			if errors.Is(err, rdma.ErrReplyTooLarge) {
 				tooLarge++
 			} else {
 				require.ErrorIs(t, err, farmem.ErrAborted, "op %d of %d", i, n)
