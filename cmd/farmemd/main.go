@@ -140,9 +140,12 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	if *id == 0 || *id > uint(farmem.MaxMemoryNode) {
 		return fail("bad flags", fmt.Errorf("--id must be 1..%d", farmem.MaxMemoryNode))
 	}
+	if *sizeFlag == "" && !strings.HasPrefix(*backing, "devdax:") {
+		return fail("bad flags", errors.New("--size is required: a byte count such as 64MiB"))
+	}
 	size, err := rdma.ParseSize(*sizeFlag)
-	if err != nil || (*sizeFlag == "" && !strings.HasPrefix(*backing, "devdax:")) {
-		return fail("bad flags", fmt.Errorf("--size %q: want a byte count such as 64MiB", *sizeFlag))
+	if err != nil && *sizeFlag != "" {
+		return fail("bad flags", fmt.Errorf("--size: want a byte count such as 64MiB: %w", err))
 	}
 	if *secretFile == "" {
 		return fail("bad flags", errors.New("--secret-file is required"))
