@@ -3,6 +3,7 @@ package rdma
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -297,8 +298,9 @@ func (c *Cluster) String() string {
 	return b.String()
 }
 
-// ParseSize parses a byte count: decimal digits with an optional suffix K, M, G, T (powers of
-// 1024; KiB, MiB, GiB, TiB and KB, MB, GB, TB are read the same).
+// ParseSize parses a byte count: decimal digits with an optional suffix K, M, G, T, P, E (powers
+// of 1024; KiB, MiB, ... and KB, MB, ... are read the same). Its errors say whether the suffix
+// is unknown, the digits are not a number, or the count exceeds 2^63 bytes.
 func ParseSize(s string) (uint64, error) {
 	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 	suffix := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s[len(num):]), "B"), "I")
@@ -313,12 +315,19 @@ func ParseSize(s string) (uint64, error) {
 		shift = 30
 	case "T":
 		shift = 40
+	case "P":
+		shift = 50
+	case "E":
+		shift = 60
 	default:
-		return 0, fmt.Errorf("rdma: size %q: unknown suffix: %w", s, farmem.ErrInvalid)
+		return 0, fmt.Errorf("rdma: size %q: unknown suffix (want K, M, G, T, P or E): %w", s, farmem.ErrInvalid)
 	}
 	v, err := strconv.ParseUint(num, 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("rdma: size %q: not a byte count: %w", s, farmem.ErrInvalid)
+	}
 	if err != nil || v > (1<<63)>>shift {
-		return 0, fmt.Errorf("rdma: size %q: %w", s, farmem.ErrInvalid)
+		return 0, fmt.Errorf("rdma: size %q: too large (at most 8EiB): %w", s, farmem.ErrInvalid)
 	}
 	return v << shift, nil
 }

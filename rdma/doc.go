@@ -59,6 +59,26 @@
 // [ErrRefused] with the node's reason. A malformed frame closes only its connection, with a
 // logged reason (log/slog) and an Error frame to the peer.
 //
+// # A memory node's bounds
+//
+// A [Server]'s memory is bounded whatever its clients send, authenticated or not. Beyond the
+// region it holds at most [ConnBufferBound] (144 KiB) of buffers per authenticated connection
+// (at most ServerOptions.MaxConns), a few KiB per connection in its handshake (at most
+// ServerOptions.MaxUnauth), and two node-wide budgets of ServerOptions.MaxBuffer bytes (default
+// 64 MiB): request payloads over 32 KiB are charged to one, replies over 32 KiB to the other,
+// and a connection that would exceed one waits, reading nothing from its client meanwhile
+// (buffers a budget keeps idle for reuse stay charged to it).
+// That is about 710 MiB at the defaults, and 2×MaxBuffer plus 144 KiB for any one client. A
+// batch whose results would exceed the frame limit the node announces is refused per op with
+// wire.ErrReplyTooLarge (wrapping farmem.ErrInvalid) before any reply is built; a Fabric splits
+// its batches so that never happens to it. Replies are written whenever 32 KiB queue up and a
+// large one before the next request is read, so a client that sends without reading meets a
+// full socket, then the write timeout, and is closed: backpressure, never growth. Connections
+// in their handshake have their own budget and a short deadline (2s), and at the budget a new
+// connection pushes out the oldest one that has not yet spoken, so strangers cannot lock out a
+// client that holds the secret. [Server.Metrics] reports the counters (farmemd exports them to
+// Prometheus).
+//
 // # Order, costs and faults
 //
 // On tcp, each client has its own connection to each node it uses (like an RC queue pair

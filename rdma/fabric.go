@@ -44,7 +44,7 @@ type Options struct {
 	Device string
 	// MaxOutstanding bounds the requests one client has unanswered on one node (default 256).
 	MaxOutstanding int
-	// Logger receives structured logs (default slog.Default()).
+	// Logger receives structured logs (default: none are written).
 	Logger *slog.Logger
 	// Seed seeds the runtime's random sources (default 1).
 	Seed uint64
@@ -209,7 +209,7 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	down := c.DownTimeout
 	if opts.DownTimeout > 0 {

@@ -40,42 +40,56 @@ type ServerOptions struct {
 	// request (RemoteFault), so fault tests can drive a separate farmemd process. Never for
 	// production.
 	AllowFaults bool
-	// Logger receives structured logs (default slog.Default()).
+	// Logger receives structured logs (default: none are written). Lines a stranger or a
+	// misbehaving client can cause at will (refused handshakes, protocol violations, clients
+	// that do not read) are rate-limited per kind and report how many were suppressed.
 	Logger *slog.Logger
-	// MaxConns bounds open connections (default 4096); MaxOutstanding the requests a client
-	// may have unanswered on one connection (default 1024). A frame's payload is limited to
-	// wire.DefaultMaxFrame; clients split larger batches into several frames.
+	// MaxConns bounds authenticated connections (default 4096); MaxOutstanding the requests a
+	// client may have unanswered on one connection (default 1024). A frame's payload is limited
+	// to wire.DefaultMaxFrame; clients split larger batches into several frames.
 	MaxConns       int
 	MaxOutstanding int
-	// HandshakeTimeout bounds a connection's handshake (default 5s); WriteTimeout a write to a
-	// client that does not read (default 10s).
+	// MaxUnauth bounds the connections still in their handshake (default 256), apart from
+	// MaxConns: when it is reached, a new connection pushes out the oldest one that has not
+	// yet sent a hello (else the oldest), so connections that never speak cannot lock out a
+	// client that holds the secret.
+	MaxUnauth int
+	// MaxBuffer bounds each of the node's two shared buffer budgets (default 64 MiB, at least
+	// one largest frame): request payloads over 32 KiB, and replies over 32 KiB. A connection
+	// that would exceed one waits, reading nothing from its client meanwhile.
+	MaxBuffer int64
+	// HandshakeTimeout bounds a connection's handshake (default 2s); WriteTimeout a write to a
+	// client that does not read, and the arrival of a large request's payload (default 10s).
+	// A connection that exceeds either is closed.
 	HandshakeTimeout time.Duration
 	WriteTimeout     time.Duration
 }
 
 func (o *ServerOptions) limits() (limits, error) {
 	l := limits{maxConns: o.MaxConns, maxOutstanding: o.MaxOutstanding, maxFrame: wire.DefaultMaxFrame,
-		handshake: o.HandshakeTimeout, writeTimeout: o.WriteTimeout}
+		handshake: o.HandshakeTimeout, writeTimeout: o.WriteTimeout, maxUnauth: o.MaxUnauth, maxBuffer: o.MaxBuffer}
 	if l.maxConns == 0 {
 		l.maxConns = 4096
 	}
 	if l.maxOutstanding == 0 {
 		l.maxOutstanding = 1024
 	}
-	if l.handshake == 0 {
-		l.handshake = 5 * time.Second
-	}
-	if l.writeTimeout == 0 {
-		l.writeTimeout = 10 * time.Second
-	}
-	if l.maxConns < 0 || l.maxOutstanding < 0 || l.handshake < 0 || l.writeTimeout < 0 {
+	if l.maxConns < 0 || l.maxOutstanding < 0 || l.handshake < 0 || l.writeTimeout < 0 || l.maxUnauth < 0 || l.maxBuffer < 0 {
 		return l, fmt.Errorf("rdma: server limits %+v: %w", l, farmem.ErrInvalid)
 	}
 	return l, nil
 }
 
 // Server is a memory node: it owns a region and serves verbs on it to authenticated clients,
-// with no application logic. It is what farmemd runs, and tests run it in-process. Its fault
+// with no application logic.
+//
+// Its memory is bounded whatever clients send. Beyond the region, it holds at most
+// ConnBufferBound bytes (144 KiB) per authenticated connection, a few KiB per connection in
+// its handshake, and the two shared budgets of MaxBuffer bytes each, so at most
+// MaxConns×ConnBufferBound + MaxUnauth×8 KiB + 2×MaxBuffer of buffers (about 710 MiB at the
+// defaults, 2×MaxBuffer+ConnBufferBound for one busy client). A batch whose results would exceed
+// the frame limit is refused per op (wire.ErrReplyTooLarge); a client that sends without
+// reading meets backpressure (the node stops reading it) and, after WriteTimeout, a close. It is what farmemd runs, and tests run it in-process. Its fault
 // methods (Crash, Hang, Resume, Partition, Heal, CrashAfter) inject faults for tests.
 type Server struct {
 	s  *srv
@@ -112,7 +126,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	reg, err := mapBacking(opts.Backing, opts.Size)
 	if err != nil {

@@ -11,8 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -77,10 +79,16 @@ type srv struct {
 	started     time.Time
 	allowFaults bool
 
-	mu       sync.Mutex
-	ln       net.Listener
-	conns    map[*sconn]struct{}
-	closed   bool
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[*sconn]struct{}
+	closed bool
+	// unauth holds the connections still in their handshake (at most lim.maxUnauth); nAuth
+	// counts the authenticated ones (at most lim.maxConns); seq numbers accepted connections.
+	unauth   map[*sconn]struct{}
+	nAuth    int
+	seq      uint64
+	done     chan struct{} // closed by shutdown
 	faultCh  chan struct{} // closed and replaced at each fault change
 	parts    map[farmem.ClientID]bool
 	wg       sync.WaitGroup
@@ -91,6 +99,22 @@ type srv struct {
 	hasParts   atomic.Bool
 
 	batches, ops, bytesIn, bytesOut, refused, violations atomic.Uint64
+
+	// inBuf and outBuf are the node-wide budgets for large request payloads and large replies.
+	inBuf, outBuf *budget
+	// rl rate-limits the log lines strangers and misbehaving clients can cause.
+	rl *rateLog
+	// Counters the metrics report: refusals by reason, verbs and data bytes by kind, batches
+	// refused whole, accept errors, and reply bytes being written.
+	refusedBy     [numRefuse]atomic.Uint64
+	kindOps       [farmem.NumOpKinds]atomic.Uint64
+	kindBytes     [farmem.NumOpKinds]atomic.Uint64
+	batchesBadOp  atomic.Uint64
+	batchesTooBig atomic.Uint64
+	acceptErrs    atomic.Uint64
+	writing       atomic.Int64
+	writeTimeouts atomic.Uint64
+	frameTimeouts atomic.Uint64
 }
 
 type limits struct {
@@ -99,6 +123,37 @@ type limits struct {
 	maxFrame       uint32
 	handshake      time.Duration
 	writeTimeout   time.Duration
+	// maxUnauth bounds the connections still in their handshake (default 256), apart from
+	// maxConns; maxBuffer each of the node's input and output budgets (default 64 MiB, at least
+	// one largest frame).
+	maxUnauth int
+	maxBuffer int64
+}
+
+// Defaults of the limits a zero value leaves open.
+const (
+	defaultMaxUnauth = 256
+	defaultMaxBuffer = 64 << 20
+	defaultHandshake = 2 * time.Second
+)
+
+// fill sets the defaults of the limits left zero, and raises maxBuffer to one largest frame.
+func (l *limits) fill() {
+	if l.maxUnauth <= 0 {
+		l.maxUnauth = defaultMaxUnauth
+	}
+	if l.maxBuffer <= 0 {
+		l.maxBuffer = defaultMaxBuffer
+	}
+	if min := int64(l.maxFrame) + wire.HeaderSize; l.maxBuffer < min {
+		l.maxBuffer = min
+	}
+	if l.handshake <= 0 {
+		l.handshake = defaultHandshake
+	}
+	if l.writeTimeout <= 0 {
+		l.writeTimeout = 10 * time.Second
+	}
 }
 
 func newSrv(node farmem.NodeID, reg *region, secret []byte, log *slog.Logger, lim limits) *srv {
@@ -108,9 +163,11 @@ func newSrv(node farmem.NodeID, reg *region, secret []byte, log *slog.Logger, li
 	if key == 0 {
 		key = 1
 	}
+	lim.fill()
 	s := &srv{node: node, reg: reg, key: key, secret: secret, log: log, lim: lim, started: time.Now(), inc: newIncarnation(),
 		conns: make(map[*sconn]struct{}), faultCh: make(chan struct{}), parts: make(map[farmem.ClientID]bool),
-		provider: "tcp"}
+		provider: "tcp", unauth: make(map[*sconn]struct{}), done: make(chan struct{}),
+		inBuf: newBudget(lim.maxBuffer), outBuf: newBudget(lim.maxBuffer), rl: newRateLog(log, logEvery, logBurst)}
 	s.crashAfter.Store(-1)
 	return s
 }
@@ -127,39 +184,74 @@ func (s *srv) serve(ln net.Listener) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if !s.isClosed() {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					continue
-				}
-				s.log.Error("accept failed; no longer serving", "err", err)
+			if s.isClosed() {
+				return
 			}
-			return
+			if !acceptRetryable(err) {
+				s.log.Error("accept failed; no longer serving", "err", err)
+				return
+			}
+			// Out of file descriptors or kernel memory, or a transient error: serving goes
+			// on once the pressure passes. The unauthenticated budget keeps strangers from
+			// holding descriptors for long.
+			s.acceptErrs.Add(1)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.rl.warn("accept", "accept failed; retrying", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.done:
+				return
+			}
+			continue
 		}
-		c := &sconn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+		backoff = 0
+		c := &sconn{s: s, nc: nc}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return
 		}
-		busy := len(s.conns) >= s.lim.maxConns
-		if !busy {
-			s.conns[c] = struct{}{}
-			s.wg.Add(1)
+		var victim *sconn
+		if len(s.unauth) >= s.lim.maxUnauth {
+			victim = s.evictVictimLocked()
+			delete(s.unauth, victim)
+			victim.evicted = true
 		}
+		s.seq++
+		c.seq = s.seq
+		s.unauth[c] = struct{}{}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
 		s.mu.Unlock()
-		if busy {
+		if victim != nil {
+			s.refusedBy[refuseEvicted].Add(1)
 			s.refused.Add(1)
-			s.log.Warn("connection refused: at the connection limit", "remote", nc.RemoteAddr(), "limit", s.lim.maxConns)
-			go refuse(nc, wire.ReasonBusy, "too many connections", s.lim.handshake)
-			continue
+			s.rl.warn("evict", "unauthenticated connection closed: the handshake budget is full and a newer connection arrived",
+				"remote", victim.nc.RemoteAddr().String(), "budget", s.lim.maxUnauth)
+			_ = victim.nc.Close()
 		}
 		go c.run()
 	}
+}
+
+// acceptRetryable reports whether an Accept error is one the listener recovers from (running
+// out of descriptors or buffers, a timeout), not a closed or broken listener.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *srv) isClosed() bool {
@@ -185,6 +277,7 @@ func (s *srv) shutdown() {
 		return
 	}
 	s.closed = true
+	close(s.done)
 	ln := s.ln
 	conns := make([]*sconn, 0, len(s.conns))
 	for c := range s.conns {
@@ -249,6 +342,15 @@ type sconn struct {
 	// crashing: an injected crash-after-n fault fired in this connection's batch.
 	crashing bool
 
+	// seq orders connections by acceptance; stage is the handshake's progress (stageNew,
+	// stageSilent, stageSpoke); evicted
+	// and authed are set under s.mu (evicted: pushed out of the handshake budget; authed:
+	// counted in s.nAuth).
+	seq     uint64
+	stage   atomic.Int32
+	evicted bool
+	authed  bool
+
 	wmu sync.Mutex
 	out []byte
 }
@@ -259,28 +361,48 @@ func (c *sconn) run() {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
+		delete(s.unauth, c)
+		if c.authed {
+			s.nAuth--
+		}
 		s.mu.Unlock()
 		_ = c.nc.Close()
 	}()
 	c.remote = c.nc.RemoteAddr().String()
+	c.br = bufio.NewReaderSize(c.nc, handshakeReadBuf)
 	if !c.handshake() {
 		return
 	}
-	c.buf = make([]byte, 0, 64<<10)
+	// The handshake's small reader may hold bytes the client sent after its auth; the
+	// connection's reader takes them first.
+	var src io.Reader = c.nc
+	if n := c.br.Buffered(); n > 0 {
+		src = io.MultiReader(io.LimitReader(c.br, int64(n)), c.nc)
+	}
+	c.br = bufio.NewReaderSize(src, connReadBuf)
+	c.buf = make([]byte, 0, frameBuf)
 	for {
-		h, p, err := wire.ReadFrame(c.br, &c.hdr, c.buf, s.lim.maxFrame)
+		h, p, release, err := c.readFrame()
 		if err != nil {
 			c.readFailed(err)
 			return
 		}
 		switch st := s.state.Load(); {
 		case st == stateCrashed:
+			release()
 			return
 		case s.silent(c.client):
+			release()
 			c.dropped.Store(true)
 			continue
 		}
-		if err := c.handle(h, p); err != nil {
+		err = c.handle(h, p)
+		release()
+		if err != nil {
+			if errors.Is(err, errWrite) {
+				s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
+				return
+			}
 			c.violation(err)
 			return
 		}
@@ -289,7 +411,10 @@ func (c *sconn) run() {
 			s.crash()
 			return
 		}
-		if c.br.Buffered() == 0 {
+		// Replies are written when the client has nothing more queued, and whenever they reach
+		// outFlushAt: a client that sends without reading meets a full socket here, and the
+		// connection stops reading its requests until it drains its replies.
+		if c.br.Buffered() == 0 || c.queued() >= outFlushAt {
 			if err := c.flush(); err != nil {
 				s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
 				return
@@ -299,6 +424,64 @@ func (c *sconn) run() {
 			return
 		}
 	}
+}
+
+// errWrite marks a failure to write a reply (the client does not read, or is gone).
+var errWrite = errors.New("rdma: write to client failed")
+
+// readFrame reads the next request frame. A payload that fits the connection's frame buffer is
+// read into it; a larger one is first charged to the node's input budget (waiting, and reading
+// nothing meanwhile, while the budget is spent) and must then arrive within the write timeout.
+// release returns the charge once the frame is handled.
+func (c *sconn) readFrame() (wire.Header, []byte, func(), error) {
+	s := c.s
+	nop := func() {}
+	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		return wire.Header{}, nil, nop, err
+	}
+	h, err := wire.ParseHeader(c.hdr[:], s.lim.maxFrame)
+	if err != nil {
+		return wire.Header{}, nil, nop, err
+	}
+	if int(h.Len) <= cap(c.buf) {
+		p := c.buf[:h.Len]
+		if _, err := io.ReadFull(c.br, p); err != nil {
+			return wire.Header{}, nil, nop, unexpectedEOF(err)
+		}
+		return h, p, nop, nil
+	}
+	big, ok := s.inBuf.get(int(h.Len), s.done)
+	if !ok {
+		return wire.Header{}, nil, nop, net.ErrClosed
+	}
+	release := func() { s.inBuf.put(big) }
+	p := big[:h.Len]
+	_ = c.nc.SetReadDeadline(time.Now().Add(s.lim.writeTimeout))
+	_, err = io.ReadFull(c.br, p)
+	_ = c.nc.SetReadDeadline(time.Time{})
+	if err != nil {
+		release()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.frameTimeouts.Add(1)
+			err = fmt.Errorf("a %d-byte %v frame did not arrive within %v: %w", h.Len, h.Type, s.lim.writeTimeout, err)
+		}
+		return wire.Header{}, nil, nop, unexpectedEOF(err)
+	}
+	return h, p, release, nil
+}
+
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// queued returns the bytes of replies waiting in the connection's queue.
+func (c *sconn) queued() int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return len(c.out)
 }
 
 // readFailed logs why the connection's input ended.
@@ -316,7 +499,7 @@ func (c *sconn) readFailed(err error) {
 // violation closes the connection for a protocol error, saying why to the peer and the log.
 func (c *sconn) violation(err error) {
 	c.s.violations.Add(1)
-	c.s.log.Warn("closing connection: protocol violation", "remote", c.remote, "client", c.client, "reason", err.Error())
+	c.s.rl.warn("violation", "closing connection: protocol violation", "remote", c.remote, "client", c.client, "reason", err.Error())
 	c.wmu.Lock()
 	c.out = c.out[:0]
 	b, start := wire.BeginFrame(c.out, wire.TypeError, 0, 0)
@@ -328,18 +511,46 @@ func (c *sconn) violation(err error) {
 func (c *sconn) flush() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if len(c.out) == 0 {
+	return c.flushLocked(nil)
+}
+
+// flushLocked writes the queued replies, then extra (a large reply built apart), within the
+// write timeout. c.wmu is held.
+func (c *sconn) flushLocked(extra []byte) error {
+	if len(c.out) == 0 && len(extra) == 0 {
 		return nil
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.lim.writeTimeout))
-	n, err := c.nc.Write(c.out)
-	c.s.bytesOut.Add(uint64(n))
-	if cap(c.out) > 4<<20 {
+	s := c.s
+	pending := int64(len(c.out) + len(extra))
+	s.writing.Add(pending)
+	defer s.writing.Add(-pending)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(s.lim.writeTimeout))
+	var err error
+	if len(extra) == 0 {
+		var n int
+		n, err = c.nc.Write(c.out)
+		s.bytesOut.Add(uint64(n))
+	} else {
+		// One writev for the queue and the large reply.
+		bufs := net.Buffers{c.out, extra}
+		var n int64
+		n, err = bufs.WriteTo(c.nc)
+		s.bytesOut.Add(uint64(n))
+	}
+	if cap(c.out) > maxSmallQueue {
 		c.out = nil
 	} else {
 		c.out = c.out[:0]
 	}
-	return err
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.writeTimeouts.Add(1)
+			s.rl.warn("write-timeout", "closing connection: the client did not read its replies within the write timeout",
+				"remote", c.remote, "client", c.client, "timeout", s.lim.writeTimeout)
+		}
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	return nil
 }
 
 // awaitVoice blocks while the server is silent to client; it reports false if the server
@@ -357,23 +568,59 @@ func (c *sconn) awaitVoice() bool {
 	}
 }
 
-// handshake authenticates the client; it reports whether the connection may go on.
+// wasEvicted reports whether the connection was pushed out of the handshake budget.
+func (c *sconn) wasEvicted() bool {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.evicted
+}
+
+// handshake authenticates the client within the handshake deadline; it reports whether the
+// connection may go on.
 func (c *sconn) handshake() bool {
 	s := c.s
+	var err error
+	// Has the client spoken yet? A client that holds the secret sends its hello as it
+	// connects, so it is usually there already; a connection with nothing to read is the
+	// first the handshake budget pushes out.
+	// (A deadline already past would fail before even trying the socket.)
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	if _, err := c.br.Peek(1); err != nil {
+		c.stage.CompareAndSwap(stageNew, stageSilent)
+	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.lim.handshake))
 	fail := func(why wire.Reason, msg string, attrs ...any) bool {
+		if c.wasEvicted() {
+			return false // counted and logged at the eviction
+		}
+		r := refuseProtocol
+		switch why {
+		case wire.ReasonAuth:
+			r = refuseAuth
+		case wire.ReasonNode:
+			r = refuseNode
+		case wire.ReasonBusy:
+			r = refuseBusy
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			r = refuseTimeout
+		}
 		s.refused.Add(1)
-		s.log.Warn("connection refused: "+msg, append([]any{"remote", c.remote, "reason", why.String()}, attrs...)...)
+		s.refusedBy[r].Add(1)
+		s.rl.warn("refused-"+refuseNames[r], "connection refused: "+msg, append([]any{"remote", c.remote, "reason", why.String()}, attrs...)...)
 		refuse(c.nc, why, msg, s.lim.handshake)
 		return false
 	}
-	h, hp, err := wire.ReadFrame(c.br, &c.hdr, nil, 256)
+	var h wire.Header
+	var hp []byte
+	h, hp, err = wire.ReadFrame(c.br, &c.hdr, nil, 256)
 	if err != nil || h.Type != wire.TypeHello {
 		if err == nil {
 			err = fmt.Errorf("%v frame before hello", h.Type)
 		}
 		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
 	}
+	c.stage.Store(stageSpoke)
 	hello, err := wire.DecodeHello(hp)
 	if err != nil {
 		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
@@ -394,7 +641,8 @@ func (c *sconn) handshake() bool {
 	if _, err := c.nc.Write(b); err != nil {
 		return false
 	}
-	h, ap, err := wire.ReadFrame(c.br, &c.hdr, nil, 256)
+	var ap []byte
+	h, ap, err = wire.ReadFrame(c.br, &c.hdr, nil, 256)
 	if err != nil || h.Type != wire.TypeAuth {
 		if err == nil {
 			err = fmt.Errorf("%v frame instead of auth", h.Type)
@@ -410,6 +658,21 @@ func (c *sconn) handshake() bool {
 	}
 	if !c.awaitVoice() {
 		return false
+	}
+	// Authenticated: the connection leaves the handshake budget for the connection limit.
+	s.mu.Lock()
+	evicted, busy := c.evicted, s.nAuth >= s.lim.maxConns
+	delete(s.unauth, c)
+	if !evicted && !busy {
+		s.nAuth++
+		c.authed = true
+	}
+	s.mu.Unlock()
+	if evicted {
+		return false
+	}
+	if busy {
+		return fail(wire.ReasonBusy, "too many connections", "limit", s.lim.maxConns)
 	}
 	w := wire.Welcome{MAC: wire.MAC(s.secret, "server", hp, cp), Node: s.node, Role: s.node.Role(),
 		Size: s.reg.size, Key: s.key, MaxFrame: s.lim.maxFrame, MaxOutstanding: uint32(s.lim.maxOutstanding), Incarnation: s.inc}
@@ -443,7 +706,11 @@ func (c *sconn) handle(h wire.Header, p []byte) error {
 }
 
 // batch applies a Batch frame. Every op is checked first; if any fails its check, nothing is
-// applied and the others fail with ErrAborted.
+// applied and the others fail with ErrAborted. A batch whose results would not fit one frame of
+// the node's limit is refused the same way: the ops past the limit fail with
+// wire.ErrReplyTooLarge, the rest with ErrAborted, so no reply is ever built larger than the
+// limit. A reply up to smallReply bytes joins the connection's queue; a larger one is charged
+// to the node's output budget, built apart, and written before the next frame is read.
 func (c *sconn) batch(h wire.Header, p []byte) error {
 	s := c.s
 	ops, err := wire.DecodeBatch(p, c.ops)
@@ -462,36 +729,34 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 			bad = true
 		}
 	}
+	size := wire.ResultsSize(ops)
+	tooBig := size > uint64(s.lim.maxFrame)
+	if bad || tooBig {
+		return c.refuseBatch(h, ops, signaled, tooBig)
+	}
 	limit, partial := len(ops), false
 	if s.crashAfter.Load() >= 0 {
 		if k := s.crashAfter.Swap(-1); k >= 0 && int(k) < len(ops) {
 			limit, partial = int(k), true
 		}
 	}
+	answer := signaled > 0 || partial
+	large := answer && wire.HeaderSize+size > smallReply
+	var big []byte
+	if large {
+		var ok bool
+		if big, ok = s.outBuf.get(int(wire.HeaderSize+size), s.done); !ok {
+			return fmt.Errorf("%w: %w", errWrite, net.ErrClosed)
+		}
+		defer func() { s.outBuf.put(big) }()
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if bad {
-		if signaled == 0 {
-			s.log.Debug("refused an unsignaled batch", "client", c.client, "ops", len(ops))
-			return nil
-		}
-		b, start := wire.BeginFrame(c.out, wire.TypeResult, 0, h.ID)
-		b = wire.AppendResultCount(b, signaled)
-		for i := range ops {
-			if ops[i].Unsignaled {
-				continue
-			}
-			st := wire.StatusOf(ops[i].Check(s.reg.size, s.key))
-			if st == wire.StatusOK {
-				st = wire.StatusOf(farmem.ErrAborted)
-			}
-			b = wire.AppendStatus(b, st)
-		}
-		c.out = wire.EndFrame(b, start)
-		return nil
+	b := c.out
+	if large {
+		b = big
 	}
-	answer := signaled > 0 || partial
-	b, start, countAt, answered := c.out, 0, 0, 0
+	start, countAt, answered := 0, 0, 0
 	if answer {
 		var flags uint8
 		if partial {
@@ -501,18 +766,22 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 		countAt = len(b)
 		b = wire.AppendResultCount(b, 0)
 	}
+	var kops, kbytes [farmem.NumOpKinds]uint64
 	mem := s.reg.mem
 	for i := range ops[:limit] {
 		o := &ops[i]
+		kops[o.Kind]++
 		switch o.Kind {
 		case farmem.OpRead:
 			if o.Unsignaled {
 				continue
 			}
+			kbytes[o.Kind] += uint64(o.Len)
 			var dst []byte
 			b, dst = wire.AppendRead(b, int(o.Len))
 			mem.ReadAt(dst, o.Off, nil)
 		case farmem.OpWrite:
+			kbytes[o.Kind] += uint64(o.Len)
 			mem.WriteAt(o.Data, o.Off, nil)
 			if s.onWrite != nil {
 				s.onWrite(o.Off, uint64(o.Len))
@@ -521,6 +790,7 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 				b = wire.AppendWriteOK(b)
 			}
 		default:
+			kbytes[o.Kind] += 8
 			fo := o.Atomic()
 			prev := mem.Atomic(&fo, o.Off)
 			if s.onWrite != nil {
@@ -534,15 +804,66 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 			answered++
 		}
 	}
+	for k := range kops {
+		if kops[k] != 0 {
+			s.kindOps[k].Add(kops[k])
+			s.kindBytes[k].Add(kbytes[k])
+		}
+	}
 	if answer {
 		binary.LittleEndian.PutUint16(b[countAt:], uint16(answered))
 		b = wire.EndFrame(b, start)
 	}
-	c.out = b
 	if partial {
 		s.log.Warn("injected fault: crashing in the middle of a batch", "applied", limit, "of", len(ops))
 		c.crashing = true
 	}
+	if !large {
+		c.out = b
+		return nil
+	}
+	// The queue first, so replies stay in request order; the connection reads nothing more
+	// until the client has taken the large reply (or the write timeout closes it).
+	return c.flushLocked(b)
+}
+
+// refuseBatch answers a batch refused whole: each signaled op gets its own failure, or
+// ErrAborted if it had none. tooBig: the results would exceed the frame limit, and the ops
+// from the first whose result crosses it fail with wire.ErrReplyTooLarge. The answer holds a
+// status byte per signaled op, always a small reply.
+func (c *sconn) refuseBatch(h wire.Header, ops []wire.Op, signaled int, tooBig bool) error {
+	s := c.s
+	if tooBig {
+		s.batchesTooBig.Add(1)
+		s.rl.warn("reply-too-large", "refused a batch: its results exceed the frame limit", "remote", c.remote,
+			"client", c.client, "ops", len(ops), "bytes", wire.ResultsSize(ops), "limit", s.lim.maxFrame)
+	} else {
+		s.batchesBadOp.Add(1)
+	}
+	if signaled == 0 {
+		s.log.Debug("refused an unsignaled batch", "client", c.client, "ops", len(ops))
+		return nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, start := wire.BeginFrame(c.out, wire.TypeResult, 0, h.ID)
+	b = wire.AppendResultCount(b, signaled)
+	total := uint64(2)
+	for i := range ops {
+		total += wire.ResultsSize(ops[i:i+1]) - 2
+		if ops[i].Unsignaled {
+			continue
+		}
+		st := wire.StatusOf(ops[i].Check(s.reg.size, s.key))
+		if st == wire.StatusOK {
+			st = wire.StatusOf(farmem.ErrAborted)
+			if tooBig && total > uint64(s.lim.maxFrame) {
+				st = wire.StatusTooLarge
+			}
+		}
+		b = wire.AppendStatus(b, st)
+	}
+	c.out = wire.EndFrame(b, start)
 	return nil
 }
 
@@ -586,8 +907,14 @@ func (c *sconn) ctl(h wire.Header, p []byte) error {
 		b = wire.AppendReply(b, wire.StatusOK, j)
 	}
 	c.out = wire.EndFrame(b, start)
+	var werr error
+	if len(c.out) > maxSmallQueue {
+		// A large control reply (a long member list) is written at once, so the queue stays
+		// within its bound.
+		werr = c.flushLocked(nil)
+	}
 	c.wmu.Unlock()
-	return nil
+	return werr
 }
 
 // call dispatches a Call to the compute node's handlers in its own goroutine; the reply is

@@ -5,7 +5,8 @@
 //	        [--backing anon|shm:NAME|file:PATH|devdax:/dev/daxX.Y] [--provider tcp|ibverbs]
 //	        [--device NAME[:PORT[:GID-INDEX]]]
 //	        [--addr-file PATH] [--log-format text|json] [--log-level info]
-//	        [--max-conns N] [--max-outstanding N] [--allow-faults]
+//	        [--max-conns N] [--max-outstanding N] [--max-unauth N] [--max-buffer SIZE]
+//	        [--handshake-timeout 2s] [--write-timeout 10s] [--metrics ADDR] [--allow-faults]
 //	farmemd status --addr HOST:PORT --secret-file PATH [--timeout 2s]
 //
 // It listens on loopback unless --listen names another address; with port 0 it picks a free
@@ -18,6 +19,46 @@
 // device's port 1 — which then serves compute processes' verbs by itself; the node keeps its
 // TCP listener for the handshake, health, membership and queue-pair setup. A binary built
 // without the tag refuses it and says so.
+//
+// # Bounds
+//
+// The node's memory is bounded whatever its clients send. Beyond the region, it holds:
+//
+//   - per authenticated connection (at most --max-conns, default 4096): at most 144 KiB of
+//     buffers (a 32 KiB read buffer, a 32 KiB frame buffer, and up to 80 KiB of small replies,
+//     written whenever 32 KiB queue up);
+//   - per connection still in its handshake (at most --max-unauth, default 256): a few KiB;
+//   - per node, two shared budgets of --max-buffer bytes each (default 64MiB, at least one
+//     largest frame, 17 MiB): request payloads over 32 KiB, and replies over 32 KiB (the
+//     buffers a budget keeps idle for reuse count against it too, up to a quarter of it).
+//
+// So a node's buffers stay under 4096×144 KiB + 256×8 KiB + 2×64 MiB, about 710 MiB at the
+// defaults, and about 2×64 MiB + 144 KiB for any one client, however it behaves. A batch whose
+// results would exceed the frame limit the node announces (17 MiB) is refused per op with
+// "the batch's results exceed the node's frame limit" before any reply is built; clients split
+// their batches so this never happens to them. A client that sends without reading its replies
+// meets backpressure: the node writes its replies, stops reading its requests when the socket
+// is full, and closes it after --write-timeout. A connection that waits for a budget reads
+// nothing from its client meanwhile.
+//
+// # Admission
+//
+// Connections in their handshake have their own budget (--max-unauth) and deadline
+// (--handshake-timeout), apart from the authenticated limit (--max-conns). When the budget is
+// full, a new connection pushes out the oldest one that has not sent a hello (else the oldest),
+// so a flood of silent or garbage connections never refuses a client that holds the secret.
+// Running out of file descriptors pauses accepting, never stops it. Log lines a stranger can
+// cause (refusals, violations) are rate-limited per kind, at most 5 per 10 s, and the next line
+// written reports how many were suppressed.
+//
+// # Metrics
+//
+// --metrics ADDR (e.g. 127.0.0.1:9100; port 0 picks one, logged as "serving metrics") serves
+// the node's counters at http://ADDR/metrics in the Prometheus text exposition format:
+// connections open by state and refused by reason, verbs and data bytes by kind, batches and
+// batches refused by reason, reply bytes queued for clients, the buffer budgets in use, the
+// region's size, and the process's resident memory, descriptors and Go runtime statistics.
+// Without the flag nothing listens but the node's own port.
 //
 // --allow-faults lets authenticated clients inject faults (partition a client, crash after n
 // ops) through a control request, so fault tests can drive a separate process; never use it in
@@ -75,6 +116,11 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxConns := fs.Int("max-conns", 0, "most open connections (0: 4096)")
 	maxOut := fs.Int("max-outstanding", 0, "most unanswered requests per connection (0: 1024)")
+	maxUnauth := fs.Int("max-unauth", 0, "most connections in their handshake, apart from --max-conns (0: 256)")
+	maxBufFlag := fs.String("max-buffer", "", "size of each node-wide budget for large requests and replies (default 64MiB)")
+	handshakeTimeout := fs.Duration("handshake-timeout", 0, "close a connection that has not authenticated within this (0: 2s)")
+	writeTimeout := fs.Duration("write-timeout", 0, "close a connection that does not take its replies within this (0: 10s)")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9100)")
 	allowFaults := fs.Bool("allow-faults", false, "let authenticated clients inject faults (partition, crash after n ops): for tests only")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -94,12 +140,24 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	if *id == 0 || *id > uint(farmem.MaxMemoryNode) {
 		return fail("bad flags", fmt.Errorf("--id must be 1..%d", farmem.MaxMemoryNode))
 	}
+	if *sizeFlag == "" && !strings.HasPrefix(*backing, "devdax:") {
+		return fail("bad flags", errors.New("--size is required: a byte count such as 64MiB"))
+	}
 	size, err := rdma.ParseSize(*sizeFlag)
-	if err != nil || (*sizeFlag == "" && !strings.HasPrefix(*backing, "devdax:")) {
-		return fail("bad flags", fmt.Errorf("--size %q: want a byte count such as 64MiB", *sizeFlag))
+	if err != nil && *sizeFlag != "" {
+		return fail("bad flags", fmt.Errorf("--size: want a byte count such as 64MiB: %w", err))
 	}
 	if *secretFile == "" {
 		return fail("bad flags", errors.New("--secret-file is required"))
+	}
+	var maxBuf uint64
+	if *maxBufFlag != "" {
+		if maxBuf, err = rdma.ParseSize(*maxBufFlag); err != nil || maxBuf > 1<<40 {
+			return fail("bad flags", fmt.Errorf("--max-buffer %q: want a byte count such as 64MiB, at most 1TiB", *maxBufFlag))
+		}
+	}
+	if *maxUnauth < 0 || *handshakeTimeout < 0 || *writeTimeout < 0 {
+		return fail("bad flags", errors.New("--max-unauth, --handshake-timeout and --write-timeout must not be negative"))
 	}
 	secret, err := rdma.ReadSecret(*secretFile)
 	if err != nil {
@@ -111,6 +169,7 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	srv, err := rdma.NewServer(rdma.ServerOptions{
 		Node: farmem.NodeID(*id), Size: size, Backing: *backing, Secret: secret, Provider: *provider, Device: *device,
 		Logger: log, MaxConns: *maxConns, MaxOutstanding: *maxOut, AllowFaults: *allowFaults,
+		MaxUnauth: *maxUnauth, MaxBuffer: int64(maxBuf), HandshakeTimeout: *handshakeTimeout, WriteTimeout: *writeTimeout,
 	})
 	if err != nil {
 		return fail("cannot start", err)
@@ -120,14 +179,26 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 		_ = srv.Close()
 		return fail("cannot listen", err)
 	}
+	stopMetrics := func() {}
+	if *metricsAddr != "" {
+		maddr, stop, err := serveMetrics(*metricsAddr, srv, log)
+		if err != nil {
+			_ = srv.Close()
+			return fail("cannot serve metrics", err)
+		}
+		stopMetrics = stop
+		log.Info("serving metrics", "addr", maddr, "path", "/metrics")
+	}
 	if *addrFile != "" {
 		if err := writeFileAtomic(*addrFile, addr+"\n"); err != nil {
+			stopMetrics()
 			_ = srv.Close()
 			return fail("cannot write the address file", err)
 		}
 	}
 	s := <-sig
 	log.Info("shutting down", "signal", s.String())
+	stopMetrics()
 	if err := srv.Close(); err != nil {
 		return fail("shutdown", err)
 	}

@@ -222,6 +222,9 @@ func TestBadFlags(t *testing.T) {
 		{"--id", "1", "--size", "1M", "--secret-file", sf, "--backing", "devdax:/dev/nonexistent-dax"},
 		{"--id", "1", "--size", "1M", "--secret-file", sf, "--provider", "carrier-pigeon"},
 		{"--id", "1", "--size", "1M", "--secret-file", writeSecret(t, dir, "short", "short")},
+		{"--id", "1", "--size", "1M", "--secret-file", sf, "--max-buffer", "lots"},
+		{"--id", "1", "--size", "1M", "--secret-file", sf, "--max-unauth", "-1"},
+		{"--id", "1", "--size", "1M", "--secret-file", sf, "--metrics", "256.0.0.1:0"},
 	} {
 		var out, errOut bytes.Buffer
 		require.NotEqual(t, 0, run(args, &out, &errOut, nil), "%v", args)

@@ -46,24 +46,42 @@ const StatusBadKey Status = 0x40
 // RDMA's remote access error, the access is outside every region registered under that key.
 var ErrBadKey = fmt.Errorf("wire: wrong region key: %w", farmem.ErrOutOfRange)
 
+// StatusTooLarge: the op's result would have made the batch's Result frame longer than the
+// frame limit the node announced in Welcome. Nothing of the batch was applied. A client that
+// splits its batches by ResultSize against that limit never sees it.
+const StatusTooLarge Status = 0x41
+
+// ErrReplyTooLarge is the error of an op refused with StatusTooLarge. It wraps
+// farmem.ErrInvalid: the request could never be served as sent.
+var ErrReplyTooLarge = fmt.Errorf("wire: the batch's results exceed the node's frame limit: %w", farmem.ErrInvalid)
+
 // StatusOf returns the status that carries err.
 func StatusOf(err error) Status {
-	if errors.Is(err, ErrBadKey) {
+	switch {
+	case errors.Is(err, ErrBadKey):
 		return StatusBadKey
+	case errors.Is(err, ErrReplyTooLarge):
+		return StatusTooLarge
 	}
 	return Status(farmem.CodeOf(err))
 }
 
-// Err returns the error a status stands for: nil for StatusOK, a farmem sentinel, or ErrBadKey.
+// Err returns the error a status stands for: nil for StatusOK, a farmem sentinel, ErrBadKey or
+// ErrReplyTooLarge.
 func (s Status) Err() error {
-	if s == StatusBadKey {
+	switch s {
+	case StatusBadKey:
 		return ErrBadKey
+	case StatusTooLarge:
+		return ErrReplyTooLarge
 	}
 	return farmem.Code(s).Err()
 }
 
 // Valid reports whether s is a status of this version.
-func (s Status) Valid() bool { return s <= Status(farmem.CodeOther) || s == StatusBadKey }
+func (s Status) Valid() bool {
+	return s <= Status(farmem.CodeOther) || s == StatusBadKey || s == StatusTooLarge
+}
 
 // OpSize returns the size of op's encoding.
 func OpSize(op *farmem.Op) int {
@@ -97,8 +115,27 @@ func ResultSize(op *farmem.Op) int {
 	return 1 + 8
 }
 
-// AppendBatchCount appends a Batch payload's op count.
-func AppendBatchCount(b []byte, n int) []byte { return appendU16(b, uint16(n)) }
+// AppendBatchCount appends a Batch payload's op count. A count outside 1..farmem.MaxBatchOps
+// is written as one every decoder refuses, never wrapped into a valid one.
+func AppendBatchCount(b []byte, n int) []byte { return appendU16(b, countField(n)) }
+
+// countField is an op or result count as its u16 field: n itself when it is a valid count, else
+// 0xFFFF, which exceeds farmem.MaxBatchOps and so never decodes.
+func countField(n int) uint16 {
+	if n < 0 || n > farmem.MaxBatchOps {
+		return 0xFFFF
+	}
+	return uint16(n)
+}
+
+// lenField is an op's byte length as its u32 field: n itself when it fits, else the largest
+// u32, which exceeds farmem.MaxOpBytes and so never decodes.
+func lenField(n int) uint32 {
+	if n < 0 || uint64(n) > farmem.MaxOpBytes {
+		return 0xFFFFFFFF
+	}
+	return uint32(n)
+}
 
 // AppendOp appends op's encoding, naming region key, to b. The op must have a valid kind and,
 // for reads and writes, at most farmem.MaxOpBytes of buffer (farmem.Op.Check).
@@ -112,9 +149,9 @@ func AppendOp(b []byte, op *farmem.Op, key uint32) []byte {
 	b = appendU64(b, op.Addr.Offset())
 	switch op.Kind {
 	case farmem.OpRead:
-		b = appendU32(b, uint32(len(op.Buf)))
+		b = appendU32(b, lenField(len(op.Buf)))
 	case farmem.OpWrite:
-		b = appendU32(b, uint32(len(op.Buf)))
+		b = appendU32(b, lenField(len(op.Buf)))
 		b = append(b, op.Buf...)
 	case farmem.OpCAS:
 		b = appendU64(b, op.Cmp)
@@ -214,8 +251,32 @@ func DecodeBatch(payload []byte, ops []Op) ([]Op, error) {
 	return ops, nil
 }
 
-// AppendResultCount appends a Result payload's count.
-func AppendResultCount(b []byte, n int) []byte { return appendU16(b, uint16(n)) }
+// AppendResultCount appends a Result payload's count (an invalid count is written as one every
+// decoder refuses, as AppendBatchCount does).
+func AppendResultCount(b []byte, n int) []byte { return appendU16(b, countField(n)) }
+
+// ResultsSize returns the size of the Result payload that answers ops when every op succeeds:
+// the count and each signaled op's status and data. It is what a server checks against its
+// frame limit before building the reply; it cannot overflow (at most farmem.MaxBatchOps ops of
+// at most farmem.MaxOpBytes each).
+func ResultsSize(ops []Op) uint64 {
+	n := uint64(2)
+	for i := range ops {
+		o := &ops[i]
+		if o.Unsignaled {
+			continue
+		}
+		switch o.Kind {
+		case farmem.OpRead:
+			n += 1 + uint64(o.Len)
+		case farmem.OpWrite:
+			n++
+		default:
+			n += 1 + 8
+		}
+	}
+	return n
+}
 
 // AppendStatus appends a failed op's status to a Result payload.
 func AppendStatus(b []byte, s Status) []byte { return append(b, byte(s)) }

@@ -180,7 +180,7 @@ func ParseHeader(b []byte, maxFrame uint32) (Header, error) {
 	if h.Flags&^FlagPartial != 0 || (h.Flags != 0 && h.Type != TypeResult) {
 		return Header{}, malformed("flags %#x on a %v frame", h.Flags, h.Type)
 	}
-	if h.Len > maxFrame {
+	if h.Len > maxFrame || h.Len == MaxFrameLen {
 		return Header{}, malformed("%v frame of %d bytes exceeds the limit of %d", h.Type, h.Len, maxFrame)
 	}
 	return h, nil
@@ -193,11 +193,27 @@ func BeginFrame(b []byte, t Type, flags uint8, id uint64) ([]byte, int) {
 	return AppendHeader(b, Header{Type: t, Flags: flags, ID: id}), start
 }
 
+// MaxFrameLen is the largest value of a header's 32-bit length field. It is reserved: no
+// receiver accepts it, whatever its frame limit, and EndFrame writes it for a payload too long
+// for the field, so a length never wraps into a shorter, valid one.
+const MaxFrameLen = 1<<32 - 1
+
 // EndFrame sets the length of the frame whose header starts at start, given that its payload
-// runs to the end of b.
+// runs to the end of b. A payload of MaxFrameLen bytes or more gets the length MaxFrameLen,
+// which every receiver refuses as malformed (senders bound their frames by the peer's limit
+// long before that).
 func EndFrame(b []byte, start int) []byte {
-	binary.LittleEndian.PutUint32(b[start+4:], uint32(len(b)-start-HeaderSize))
+	binary.LittleEndian.PutUint32(b[start+4:], frameLen(len(b)-start-HeaderSize))
 	return b
+}
+
+// frameLen is a payload length as the header's field: n itself below MaxFrameLen, else
+// MaxFrameLen.
+func frameLen(n int) uint32 {
+	if n < 0 || uint64(n) >= MaxFrameLen {
+		return MaxFrameLen
+	}
+	return uint32(n)
 }
 
 // reader walks a payload; the first short read sets err and every later read returns zeros.
