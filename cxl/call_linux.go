@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A mailbox's state word: a 24-bit sequence (advanced at every claim and every forced free, so
@@ -391,12 +392,12 @@ const maxErrorText = 4096
 
 // replyOf turns a reply's code and bytes into the Call's result.
 func replyOf(meta uint64, body []byte) ([]byte, error) {
-	code, remote := farmem.Code(meta>>32), meta>>40&1 == 1
+	code, remote := transport.Code(meta>>32), meta>>40&1 == 1
 	switch {
-	case code == farmem.CodeOK:
+	case code == transport.CodeOK:
 		return body, nil
 	case remote:
-		return nil, farmem.RemoteError(code, string(body))
+		return nil, transport.RemoteError(code, string(body))
 	}
 	return nil, fmt.Errorf("%s: %w", body, code.Err())
 }
@@ -546,7 +547,7 @@ func (sv *server) run(hc *client) {
 	method, from := uint16(meta), farmem.ClientID(meta>>16)
 	total := atomic.LoadUint64(sl.u64(slotTotal))
 	if total > farmem.MaxCallBytes {
-		sv.reply(meta, farmem.CodeInvalid, false, fmt.Appendf(nil, "request of %d bytes exceeds %d", total, farmem.MaxCallBytes))
+		sv.reply(meta, transport.CodeInvalid, false, fmt.Appendf(nil, "request of %d bytes exceeds %d", total, farmem.MaxCallBytes))
 		return
 	}
 	req := make([]byte, 0, total)
@@ -554,7 +555,7 @@ func (sv *server) run(hc *client) {
 		off := atomic.LoadUint64(sl.u64(slotOff))
 		n := atomic.LoadUint64(sl.u64(slotLen))
 		if off != uint64(len(req)) || n > sl.size || n > total-off {
-			sv.reply(meta, farmem.CodeInvalid, false, fmt.Appendf(nil, "malformed request chunk (%d bytes at %d of %d)", n, off, total))
+			sv.reply(meta, transport.CodeInvalid, false, fmt.Appendf(nil, "malformed request chunk (%d bytes at %d of %d)", n, off, total))
 			return
 		}
 		req = sl.get(req, n, f.uncached)
@@ -572,7 +573,7 @@ func (sv *server) run(hc *client) {
 	h := f.handlers[method]
 	f.hmu.RUnlock()
 	if h == nil {
-		sv.reply(meta, farmem.CodeNoHandler, false, fmt.Appendf(nil, "method %d on %v", method, f.id))
+		sv.reply(meta, transport.CodeNoHandler, false, fmt.Appendf(nil, "method %d on %v", method, f.id))
 		return
 	}
 	reply, err := runHandler(f.ctx, h, hc, from, req)
@@ -582,11 +583,11 @@ func (sv *server) run(hc *client) {
 		if len(msg) > maxErrorText {
 			msg = msg[:maxErrorText]
 		}
-		sv.reply(meta, farmem.CodeOf(err), true, []byte(msg))
+		sv.reply(meta, transport.CodeOf(err), true, []byte(msg))
 	case len(reply) > farmem.MaxCallBytes:
-		sv.reply(meta, farmem.CodeInvalid, false, fmt.Appendf(nil, "reply of %d bytes exceeds %d", len(reply), farmem.MaxCallBytes))
+		sv.reply(meta, transport.CodeInvalid, false, fmt.Appendf(nil, "reply of %d bytes exceeds %d", len(reply), farmem.MaxCallBytes))
 	default:
-		sv.reply(meta, farmem.CodeOK, false, reply)
+		sv.reply(meta, transport.CodeOK, false, reply)
 	}
 }
 
@@ -641,7 +642,7 @@ func (sv *server) awaitCaller(want uint32) bool {
 }
 
 // reply writes the reply (or error text) in chunks, each in the target's turn.
-func (sv *server) reply(meta uint64, code farmem.Code, remote bool, body []byte) {
+func (sv *server) reply(meta uint64, code transport.Code, remote bool, body []byte) {
 	f, sl := sv.f, sv.sl
 	meta = meta&0xffffffff | uint64(code)<<32
 	if remote {

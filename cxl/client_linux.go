@@ -10,17 +10,18 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one goroutine's farmem.Memory on a Fabric's compute node.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f                *Fabric
-	m                *mapping
-	info             farmem.ClientInfo
-	rt               *farmem.WallRuntime
-	ctr              farmem.Counters
-	handler          bool
+	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	f               *Fabric
+	m               *mapping
+	info            farmem.ClientInfo
+	rt              *transport.WallRuntime
+	ctr             transport.Counters
+	handler         bool
 
 	closed  atomic.Bool
 	crashed atomic.Bool
@@ -50,7 +51,7 @@ type job struct {
 	ctx    context.Context
 	s      *seg
 	idx    []int
-	comp   farmem.Completer
+	comp   transport.Completer
 	posted time.Time
 }
 
@@ -184,9 +185,9 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		}
 		s := c.m.seg(op.Addr.Node())
 		if s == nil {
-			return 0, farmem.NoSuchNode(op.Addr.Node())
+			return 0, transport.NoSuchNode(op.Addr.Node())
 		}
-		if err := op.Check(s.size); err != nil {
+		if err := transport.CheckOp(&op, s.size); err != nil {
 			return 0, err
 		}
 		c.ctr.CountOp(&op, c.info.Node)
@@ -203,15 +204,14 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.one = nil // still in flight: the batch is the transport's
 		return 0, err
 	}
-	val, err := c.one.Ops[0].Result()
+	val, err := c.one.Result(0)
 	c.one.Ops[0] = farmem.Op{}
 	return val, err
 }
 
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	if b != nil && c.inline() && ctx.Err() == nil && c.usable() == nil && b.Check() == nil &&
-		farmem.CheckOps(b, c.m.sizeOf) == nil {
+	if c.inline() && ctx.Err() == nil && transport.Admissible(b, c.usable(), c.m.sizeOf) {
 		// What Post does inline, without a Pending.
 		c.ctr.CountBatch(b, c.info.Node)
 		return c.runInline(b)
@@ -220,7 +220,7 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	if err := p.Wait(ctx, 0); err != nil {
 		return err
 	}
-	return p.Err()
+	return transport.Err(p)
 }
 
 // runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
@@ -232,7 +232,7 @@ func (c *client) runInline(b *farmem.Batch) error {
 		op := &b.Ops[i]
 		val, err := c.exec(c.m.seg(op.Addr.Node()), op)
 		c.ctr.CountResult(op, val, err)
-		op.SetResult(val, err)
+		transport.SetResult(op, val, err)
 		if err != nil && first == nil && !op.Unsignaled {
 			first = err
 		}
@@ -244,25 +244,25 @@ func (c *client) runInline(b *farmem.Batch) error {
 // Without faults it runs in the caller, op by op in batch order (every op is a few CPU
 // instructions on the mapping), and is done when Post returns.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	b, rej := farmem.Admit(b, c.usable(), c.m.sizeOf)
+	b, rej := transport.Admit(b, c.usable(), c.m.sizeOf)
 	if rej != nil {
 		return rej
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	if c.inline() {
-		p, comp := farmem.NewPending(b, nil)
+		p, comp := transport.NewPending(b, nil)
 		if err := ctx.Err(); err != nil {
 			comp.Fail(err)
 			return p
 		}
 		_ = c.runInline(b)
 		for i := range b.Ops {
-			val, err := b.Ops[i].Result()
+			val, err := b.Result(i)
 			comp.Complete(i, val, err)
 		}
 		return p
 	}
-	p, comp := farmem.NewPending(b, farmem.NewChanParker())
+	p, comp := transport.NewPending(b, transport.NewChanParker())
 	now := time.Now()
 	var jobs []*job
 	for i := range b.Ops {
@@ -325,7 +325,7 @@ func (c *client) drain(q *qp) {
 // run executes a job under this process's fault view: a crashed node fails it at once, a hung
 // or partitioned one after the down timeout, and an armed CrashAfter applies only a prefix.
 func (c *client) run(j *job) {
-	b := j.comp.Pending().Batch()
+	b := j.comp.Batch()
 	fail := func(from int, err error) {
 		for _, i := range j.idx[from:] {
 			j.comp.Complete(i, 0, err)
@@ -368,7 +368,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		return 0, err
 	}
 	s := c.f.seg
-	if err := farmem.CheckWait(a, c.info.Node, s.size, until); err != nil {
+	if err := transport.CheckWait(a, c.info.Node, s.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/cxl"
-	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // testDownTimeout is the down timeout (and lease) of the regions tests create.
@@ -37,7 +37,7 @@ func open(policy cxl.Policy) farmemtest.Open {
 			t.Cleanup(func() { _ = f.Close() })
 			cl.Fabrics = append(cl.Fabrics, f)
 		}
-		cl.Faults = cl.Fabrics[0].(farmem.FaultInjector)
+		cl.Faults = cl.Fabrics[0].(transport.FaultInjector)
 		return cl
 	}
 }

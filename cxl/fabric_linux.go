@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/numaemu"
 )
 
@@ -22,10 +23,10 @@ const (
 )
 
 // Fabric is one compute node attached to a region: a farmem.Fabric hosting that one node, and a
-// farmem.FaultInjector over this process's view of the region. See the package doc.
+// transport.FaultInjector over this process's view of the region. See the package doc.
 type Fabric struct {
 	m        *mapping
-	rt       *farmem.WallRuntime
+	rt       *transport.WallRuntime
 	cid      farmem.ComputeID
 	id       farmem.NodeID
 	gen      uint32
@@ -58,8 +59,8 @@ type Fabric struct {
 }
 
 var (
-	_ farmem.Fabric        = (*Fabric)(nil)
-	_ farmem.FaultInjector = (*Fabric)(nil)
+	_ farmem.Fabric           = (*Fabric)(nil)
+	_ transport.FaultInjector = (*Fabric)(nil)
 )
 
 // Open maps the region at path (sharing this process's mapping if it has one) and attaches a
@@ -95,7 +96,7 @@ func (r *Region) Attach(o OpenOptions) (*Fabric, error) {
 	h := m.h
 	f := &Fabric{
 		m:          m,
-		rt:         farmem.NewWallRuntime(o.Seed),
+		rt:         transport.NewWallRuntime(o.Seed),
 		policy:     o.Policy,
 		uncached:   o.Policy == Uncached,
 		inject:     m.placement.Inject,
@@ -252,14 +253,14 @@ func (f *Fabric) Open(ctx context.Context, node farmem.NodeID) (farmem.Memory, e
 
 // newClient opens a client on slot, which the caller found free, with a zeroed slice.
 func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
-	id, err := f.m.topo.ClientIDOf(f.cid, slot)
+	id, err := transport.ClientIDOf(&f.m.topo, f.cid, slot)
 	if err != nil {
 		return nil, err
 	}
 	size := f.m.h.SliceSize
 	off := farmem.ComputeHeaderSize + uint64(slot)*size
 	c := &client{f: f, m: f.m, rt: f.rt.Fork(), handler: handler, qps: make(map[farmem.NodeID]*qp)}
-	c.SingleOps.Run = c.single
+	c.Verbs.RunOne, c.Verbs.PostBatch = c.single, c.Post
 	c.info = farmem.ClientInfo{ID: id, Node: f.id, Slot: slot, Slice: farmem.MakeAddr(f.id, off), SliceSize: size}
 	f.mu.Lock()
 	if f.closed || f.slots[slot] != nil {

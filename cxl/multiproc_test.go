@@ -24,6 +24,7 @@ import (
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // The multi-process tests re-execute the test binary as children (TestChild with CXL_CHILD
@@ -363,7 +364,7 @@ func hammer(ctx context.Context, f *cxl.Fabric, lines chan []string) error {
 }
 
 func mustClientID(tp *farmem.Topology, c farmem.ComputeID, slot int) farmem.ClientID {
-	id, err := tp.ClientIDOf(c, slot)
+	id, err := transport.ClientIDOf(tp, c, slot)
 	if err != nil {
 		panic(err)
 	}
@@ -505,7 +506,7 @@ func TestMultiProcessKill(t *testing.T) {
 
 	// The victim's blocked call is in our handler: it holds one of our mailboxes.
 	from := <-blocked
-	fc, _, err := pf.Topology().ClientSlot(from)
+	fc, _, err := transport.ClientSlot(pf.Topology(), from)
 	require.NoError(t, err)
 	require.Equal(t, victim.cid, fc)
 	running := 0

@@ -71,18 +71,10 @@ const OffsetBits = 48
 // MaxOffset is the largest offset an Addr can carry.
 const MaxOffset = 1<<OffsetBits - 1
 
-// MakeAddr builds the address of byte off of node n. Offsets wider than 48 bits are truncated;
-// use [NewAddr] to have that reported instead.
+// MakeAddr builds the address of byte off of node n. Offsets wider than 48 bits ([MaxOffset])
+// are truncated: check off first where it comes from outside.
 func MakeAddr(n NodeID, off uint64) Addr {
 	return Addr(uint64(n)<<OffsetBits | off&MaxOffset)
-}
-
-// NewAddr builds the address of byte off of node n, or reports that off does not fit in 48 bits.
-func NewAddr(n NodeID, off uint64) (Addr, error) {
-	if off > MaxOffset {
-		return 0, fmt.Errorf("farmem: offset %#x exceeds %d bits: %w", off, OffsetBits, ErrInvalid)
-	}
-	return MakeAddr(n, off), nil
 }
 
 // Node returns the node the address is on.

@@ -67,39 +67,11 @@ type Fabric interface {
 	Close() error
 }
 
-// FaultInjector injects faults into a fabric. Each method returns an error wrapping
-// ErrNotSupported where the transport cannot inject that fault.
-type FaultInjector interface {
-	// Crash makes node fail-stop: its ops fail with ErrNodeDown at once, and on a compute node
-	// its clients, Waits and Call handlers end with ErrNodeDown.
-	Crash(node NodeID) error
-	// Hang makes node fail-silent: ops to it get no answer, so they fail with ErrNodeDown after
-	// the down timeout, unapplied. Resume ends it.
-	Hang(node NodeID) error
-	// Resume ends a Hang.
-	Resume(node NodeID) error
-	// Partition cuts client from node (fail-silent, like Hang, for that client only).
-	Partition(client ClientID, node NodeID) error
-	// Heal ends a Partition.
-	Heal(client ClientID, node NodeID) error
-	// CrashAfter arms node so that the next batch reaching it applies only its first n ops
-	// there; then the node crashes and the rest fail with ErrNodeDown.
-	CrashAfter(node NodeID, n int) error
-	// CrashClient makes one client fail-stop: its ops in flight have unknown outcomes and its
-	// later ops fail with ErrNodeDown; other clients of its node are unaffected.
-	CrashClient(client ClientID) error
-}
-
-// StrictMemory is implemented by transports with a strict mode (see the package doc, semantics
-// 1). ForgetAtomic tells it that the words in [a, a+n) are being reused as plain data, so a
-// later plain write over them is no violation; allocators call it when they recycle a block.
-type StrictMemory interface {
-	ForgetAtomic(a Addr, n uint64)
-}
-
-// ForgetAtomic calls m's ForgetAtomic if it has a strict mode, and does nothing otherwise.
+// ForgetAtomic tells a transport with a strict mode (see the package doc, semantics 1) that
+// the words in [a, a+n) are being reused as plain data, so a later plain write over them is no
+// violation; allocators call it when they recycle a block. It does nothing on other transports.
 func ForgetAtomic(m Memory, a Addr, n uint64) {
-	if s, ok := m.(StrictMemory); ok {
+	if s, ok := m.(interface{ ForgetAtomic(a Addr, n uint64) }); ok {
 		s.ForgetAtomic(a, n)
 	}
 }

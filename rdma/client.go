@@ -8,16 +8,18 @@ import (
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one goroutine's farmem.Memory on a Fabric.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f                *Fabric
-	info             farmem.ClientInfo
-	rt               *farmem.WallRuntime
-	ctr              farmem.Counters
-	handler          bool
+	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	f               *Fabric
+	info            farmem.ClientInfo
+	rt              *transport.WallRuntime
+	ctr             transport.Counters
+	handler         bool
 
 	closed   atomic.Bool
 	crashed  atomic.Bool
@@ -60,14 +62,14 @@ func (s *single) complete(_ int, val uint64, err error) {
 // batchSink reports a posted batch's outcomes to its Pending.
 type batchSink struct {
 	c    *client
-	comp farmem.Completer
+	comp transport.Completer
 }
 
 // Complete is complete, for providers whose engines take a verbs.Sink.
 func (s *batchSink) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
 func (s *batchSink) complete(i int, val uint64, err error) {
-	s.c.ctr.CountResult(&s.comp.Pending().Batch().Ops[i], val, err)
+	s.c.ctr.CountResult(&s.comp.Batch().Ops[i], val, err)
 	s.comp.Complete(i, val, err)
 }
 
@@ -166,9 +168,9 @@ func (c *client) markLost(node farmem.NodeID, err error) {
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if err := ctx.Err(); err != nil {
-		return farmem.Rejected(b, err, nil)
+		return transport.Rejected(b, err, nil)
 	}
-	b, rej := farmem.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
+	b, rej := transport.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
 	if rej != nil {
 		return rej
 	}
@@ -184,16 +186,16 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if oneNode && first != self {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
 		q, err := c.qp(ctx, first)
-		var park farmem.Parker
+		var park transport.Parker
 		waited := false
 		if err == nil && remote {
 			park = q.parker()
 			waited = park != nil
 			if !waited {
-				park = farmem.NewChanParker()
+				park = transport.NewChanParker()
 			}
 		}
-		p, comp := farmem.NewPending(b, park)
+		p, comp := transport.NewPending(b, park)
 		s := &batchSink{c: c, comp: comp}
 		switch {
 		case err != nil:
@@ -205,11 +207,11 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		}
 		return p
 	}
-	var park farmem.Parker
+	var park transport.Parker
 	if remote {
-		park = farmem.NewChanParker()
+		park = transport.NewChanParker()
 	}
-	p, comp := farmem.NewPending(b, park)
+	p, comp := transport.NewPending(b, park)
 	s := &batchSink{c: c, comp: comp}
 	if oneNode {
 		c.dispatch(ctx, first, b, nil, s)
@@ -265,7 +267,7 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	if err := p.Wait(ctx, 0); err != nil {
 		return err
 	}
-	return p.Err()
+	return transport.Err(p)
 }
 
 // single runs a one-op batch without building a Pending.
@@ -279,7 +281,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	node := op.Addr.Node()
 	size, err := c.f.sizeOf(ctx, node)
 	if err == nil {
-		err = op.Check(size)
+		err = transport.CheckOp(&op, size)
 	}
 	if err != nil {
 		return 0, err
@@ -314,7 +316,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if err := farmem.CheckWait(a, c.info.Node, c.f.reg.size, until); err != nil {
+	if err := transport.CheckWait(a, c.info.Node, c.f.reg.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
@@ -357,7 +359,7 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 		reply, err = c.f.serveCall(ctx, c.info.ID, method, append([]byte(nil), req...))
 		var he *handlerError
 		if errors.As(err, &he) {
-			err = farmem.RemoteError(farmem.CodeOf(he.err), he.err.Error())
+			err = transport.RemoteError(transport.CodeOf(he.err), he.err.Error())
 		}
 	} else if c.f.peer(ctx, node) == nil {
 		err = fmt.Errorf("rdma: call to %v: no such compute node: %w", node, farmem.ErrInvalid)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 )
 
@@ -57,7 +59,7 @@ type Fabric struct {
 	cl     Cluster
 	opts   Options
 	log    *slog.Logger
-	rt     *farmem.WallRuntime
+	rt     *transport.WallRuntime
 	secret []byte
 	prov   provider
 	down   time.Duration
@@ -212,7 +214,7 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
 	f := &Fabric{
-		cl: c, opts: opts, log: log, rt: farmem.NewWallRuntime(opts.Seed), secret: secret, prov: prov,
+		cl: c, opts: opts, log: log, rt: transport.NewWallRuntime(opts.Seed), secret: secret, prov: prov,
 		down: down, peers: make(map[farmem.NodeID]*peer), handlers: make(map[uint16]farmem.Handler),
 		clients: make(map[farmem.ClientID]*client), live: make(map[*tcpQP]struct{}),
 		token: binary.LittleEndian.Uint64(tok[:]) | 1, static: len(c.Compute) > 0,
@@ -596,13 +598,13 @@ func (f *Fabric) openClient(slot int, handler bool) (*client, error) {
 		}
 	}
 	t := farmem.Topology{ClientsPerNode: f.cl.ClientsPerNode, SliceSize: f.cl.SliceSize}
-	id, err := t.ClientIDOf(f.cid, slot)
+	id, err := transport.ClientIDOf(&t, f.cid, slot)
 	if err != nil {
 		f.mu.Unlock()
 		return nil, err
 	}
 	c := &client{f: f, rt: f.rt.Fork(), handler: handler, done: make(chan struct{}), qps: make(map[farmem.NodeID]qp)}
-	c.SingleOps.Run = c.single
+	c.Verbs.RunOne, c.Verbs.PostBatch = c.single, c.Post
 	c.info = farmem.ClientInfo{ID: id, Node: f.self, Slot: slot,
 		Slice: farmem.MakeAddr(f.self, farmem.ComputeHeaderSize+uint64(slot)*f.cl.SliceSize), SliceSize: f.cl.SliceSize}
 	f.slots[slot] = c

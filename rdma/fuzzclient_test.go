@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 )
 
@@ -52,7 +54,7 @@ func FuzzClientConn(f *testing.F) {
 			_, _ = srv.Write(reply)
 			nodeErr <- nil
 		}()
-		pend, comp := farmem.NewPending(&b, farmem.NewChanParker())
+		pend, comp := transport.NewPending(&b, transport.NewChanParker())
 		q.post(context.Background(), &b, nil, &batchSink{c: c, comp: comp})
 		if err := <-nodeErr; err != nil {
 			t.Fatalf("reading the request: %v", err)

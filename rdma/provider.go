@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A provider is a data path: how a client's verbs reach a remote node's region. The tcp
@@ -48,7 +50,7 @@ type qp interface {
 	// parker returns a Parker for a batch to be posted with postWaited, which posts like post
 	// for a waiter that will park on that Parker (a provider may have the waiter collect the
 	// answers itself). A nil Parker means: use post and a plain Parker.
-	parker() farmem.Parker
+	parker() transport.Parker
 	postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it
 	// on completion) or ctx ends, returning ctx's error then (the op stays in flight). It is

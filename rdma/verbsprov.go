@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 	"github.com/farmem/farmem/rdma/internal/verbs"
 )
@@ -214,7 +216,7 @@ func (q *verbsQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) 
 	q.e.Post(ctx, b, idx, verbsSink(s))
 }
 
-func (q *verbsQP) parker() farmem.Parker {
+func (q *verbsQP) parker() transport.Parker {
 	return &verbsParker{e: q.e, ch: make(chan struct{}, 1)}
 }
 

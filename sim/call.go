@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // call is one Call in progress.
@@ -165,7 +167,7 @@ func (s *Sim) startHandler(cl *call, h farmem.Handler) {
 		s.sleepUntil(p, n.c.cpu.run(s.nowNs, s.m.CallCPU), hc)
 		reply, err := runHandler(n.c.ctx, h, hc, cl.from.info.ID, cl.req)
 		if err != nil {
-			err = farmem.RemoteError(farmem.CodeOf(err), err.Error())
+			err = transport.RemoteError(transport.CodeOf(err), err.Error())
 			reply = nil
 		} else if len(reply) > farmem.MaxCallBytes {
 			err = fmt.Errorf("sim: reply of %d bytes exceeds %d: %w", len(reply), farmem.MaxCallBytes, farmem.ErrInvalid)

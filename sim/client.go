@@ -6,17 +6,19 @@ import (
 	"math/rand/v2"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one simulated client: a farmem.Memory.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	s                *Sim
-	n                *node // its compute node
-	info             farmem.ClientInfo
-	rt               *rtime
-	ctr              farmem.Counters
-	handler          bool
+	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	s               *Sim
+	n               *node // its compute node
+	info            farmem.ClientInfo
+	rt              *rtime
+	ctr             transport.Counters
+	handler         bool
 
 	closed, crashed bool
 	paused          bool
@@ -52,12 +54,12 @@ func (s *Sim) openClient(n *node, slot int) (*client, error) {
 			return nil, fmt.Errorf("sim: all %d client slots of %v are taken: %w", s.m.ClientsPerNode-s.m.MaxHandlers, n.id, farmem.ErrNoSpace)
 		}
 	}
-	id, err := s.topo.ClientIDOf(n.id.ComputeID(), slot)
+	id, err := transport.ClientIDOf(&s.topo, n.id.ComputeID(), slot)
 	if err != nil {
 		return nil, err
 	}
 	cl := &client{s: s, n: n, handler: handler}
-	cl.SingleOps.Run = cl.runOne
+	cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
 	cl.info = farmem.ClientInfo{
 		ID: id, Node: n.id, Slot: slot,
 		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*s.m.SliceSize),
@@ -161,9 +163,9 @@ func (c *client) qp(n *node) *qp {
 func (c *client) check(op *farmem.Op) (*node, error) {
 	n := c.s.node(op.Addr.Node())
 	if n == nil {
-		return nil, farmem.NoSuchNode(op.Addr.Node())
+		return nil, transport.NoSuchNode(op.Addr.Node())
 	}
-	return n, op.Check(n.size)
+	return n, transport.CheckOp(op, n.size)
 }
 
 // runOne is single for a value op (the runner of farmem.SingleOps).
@@ -252,15 +254,15 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
 	c.gate(p)
-	b, rej := farmem.Admit(b, c.usable(), s.sizeOf)
+	b, rej := transport.Admit(b, c.usable(), s.sizeOf)
 	if rej != nil {
 		return rej
 	}
 	if err := ctx.Err(); err != nil {
-		return farmem.Rejected(b, err, nil)
+		return transport.Rejected(b, err, nil)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
-	pend, comp := farmem.NewPending(b, &parker{s: s, c: c})
+	pend, comp := transport.NewPending(b, &parker{s: s, c: c})
 	if s.m.OpCPU > 0 {
 		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, s.m.OpCPU*timeMul(len(b.Ops))), c)
 	}
@@ -305,7 +307,7 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	if err := pend.Wait(ctx, 0); err != nil {
 		return err
 	}
-	return pend.Err()
+	return transport.Err(pend)
 }
 
 // Wait implements farmem.Memory.
@@ -318,7 +320,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		return 0, err
 	}
 	n := c.n
-	if err := farmem.CheckWait(a, n.id, n.size, until); err != nil {
+	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
@@ -344,7 +346,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	}
 }
 
-// parker is the farmem.Parker of a Pending: it parks the simulated goroutine that waits.
+// parker is the transport.Parker of a Pending: it parks the simulated goroutine that waits.
 type parker struct {
 	s    *Sim
 	c    *client
@@ -353,7 +355,7 @@ type parker struct {
 	seq  uint64
 }
 
-// Park implements farmem.Parker.
+// Park implements transport.Parker.
 func (k *parker) Park(ctx context.Context) error {
 	s := k.s
 	p, adopted := s.enter()
@@ -373,7 +375,7 @@ func (k *parker) Park(ctx context.Context) error {
 	return k.c.wakeErr(ctx, r)
 }
 
-// Unpark implements farmem.Parker; the simulator calls it from its event loop.
+// Unpark implements transport.Parker; the simulator calls it from its event loop.
 func (k *parker) Unpark() {
 	if k.p != nil && k.p.parked && k.p.seq == k.seq {
 		k.s.wakeProc(k.p, wakeEvent)

@@ -39,7 +39,7 @@ func (s *Sim) faultNode(id farmem.NodeID) (*node, error) {
 	return n, nil
 }
 
-// Crash implements farmem.FaultInjector: node fails-stop. Ops to it fail with ErrNodeDown at
+// Crash implements transport.FaultInjector: node fails-stop. Ops to it fail with ErrNodeDown at
 // once; on a compute node its clients, Waits, Calls and handlers end with ErrNodeDown.
 func (s *Sim) Crash(id farmem.NodeID) error {
 	p, adopted := s.enter()
@@ -85,7 +85,7 @@ func (s *Sim) crashNode(n *node) {
 // crashTarget crashes a target node in the middle of a batch (CrashAfter).
 func (s *Sim) crashTarget(n *node) { s.crashNode(n) }
 
-// Hang implements farmem.FaultInjector: node fails silent. Ops and Calls to it get no answer
+// Hang implements transport.FaultInjector: node fails silent. Ops and Calls to it get no answer
 // and fail with ErrNodeDown after the down timeout, unapplied. A hung compute node is paused
 // as a whole, like a stopped process: its clients and handlers make no progress until Resume.
 func (s *Sim) Hang(id farmem.NodeID) error {
@@ -111,7 +111,7 @@ func (s *Sim) Hang(id farmem.NodeID) error {
 	return nil
 }
 
-// Resume implements farmem.FaultInjector: it ends a Hang.
+// Resume implements transport.FaultInjector: it ends a Hang.
 func (s *Sim) Resume(id farmem.NodeID) error {
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
@@ -137,7 +137,7 @@ func (s *Sim) Resume(id farmem.NodeID) error {
 	return nil
 }
 
-// Partition implements farmem.FaultInjector: client is cut from node (fail-silent for that
+// Partition implements transport.FaultInjector: client is cut from node (fail-silent for that
 // client only).
 func (s *Sim) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	p, adopted := s.enter()
@@ -149,7 +149,7 @@ func (s *Sim) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// Heal implements farmem.FaultInjector: it ends a Partition.
+// Heal implements transport.FaultInjector: it ends a Partition.
 func (s *Sim) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
@@ -157,7 +157,7 @@ func (s *Sim) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// CrashAfter implements farmem.FaultInjector: the next batch reaching node applies only its
+// CrashAfter implements transport.FaultInjector: the next batch reaching node applies only its
 // first n ops there; then the node crashes and the rest fail with ErrNodeDown.
 func (s *Sim) CrashAfter(id farmem.NodeID, n int) error {
 	p, adopted := s.enter()
@@ -183,7 +183,7 @@ func (s *Sim) faultClient(id farmem.ClientID) (*client, error) {
 	return c, nil
 }
 
-// CrashClient implements farmem.FaultInjector: one client fails-stop. Its ops in flight have
+// CrashClient implements transport.FaultInjector: one client fails-stop. Its ops in flight have
 // unknown outcomes (those not yet applied never will be) and its waiters and later ops fail
 // with ErrNodeDown; other clients of its node are unaffected.
 func (s *Sim) CrashClient(id farmem.ClientID) error {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Node states.
@@ -119,7 +121,7 @@ func (n *node) apply(op *farmem.Op, lo, hi uint64) uint64 {
 		return 0
 	default:
 		found := n.load(off)
-		next, _ := op.Apply(found)
+		next, _ := transport.Apply(op, found)
 		n.store(off, next)
 		if n.c != nil {
 			n.c.notify(off, 8)

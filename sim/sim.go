@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Epoch is virtual time zero: a simulation's clock starts at this Unix time (2025-01-01 UTC),
@@ -17,7 +19,7 @@ import (
 var Epoch = farmem.Time(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 
 // Sim is a simulated cluster in virtual time. It implements farmem.Fabric (hosting every
-// compute node) and farmem.FaultInjector. See the package doc.
+// compute node) and transport.FaultInjector. See the package doc.
 type Sim struct {
 	m    Model
 	seed uint64
@@ -64,8 +66,8 @@ type Sim struct {
 }
 
 var (
-	_ farmem.Fabric        = (*Sim)(nil)
-	_ farmem.FaultInjector = (*Sim)(nil)
+	_ farmem.Fabric           = (*Sim)(nil)
+	_ transport.FaultInjector = (*Sim)(nil)
 )
 
 // New returns a simulated cluster described by model, whose every choice (ties between
@@ -157,7 +159,7 @@ func (s *Sim) sizeOf(id farmem.NodeID) (uint64, error) {
 	if n := s.node(id); n != nil {
 		return n.size, nil
 	}
-	return 0, farmem.NoSuchNode(id)
+	return 0, transport.NoSuchNode(id)
 }
 
 func (s *Sim) node(id farmem.NodeID) *node {

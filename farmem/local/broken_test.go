@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A broken transport must fail the conformance test aimed at its defect: otherwise that test
@@ -133,7 +135,7 @@ func (m *brokenMemory) Post(ctx context.Context, b *farmem.Batch) *farmem.Pendin
 			}
 		}
 		if len(kept.Ops) == 0 {
-			p, _ := farmem.NewPending(b, nil)
+			p, _ := transport.NewPending(b, nil)
 			return p
 		}
 		p := m.Memory.Post(ctx, &kept)
@@ -161,7 +163,7 @@ func (m *brokenMemory) Do(ctx context.Context, b *farmem.Batch) error {
 	if err := p.Wait(ctx, 0); err != nil {
 		return err
 	}
-	return p.Err()
+	return transport.Err(p)
 }
 
 func (m *brokenMemory) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {

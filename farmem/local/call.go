@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 type callResult struct {
@@ -107,7 +109,7 @@ func (f *Fabric) serve(ctx context.Context, from *client, n *node, method uint16
 	reply, err := runHandler(n.ctx, h, hc, from.info.ID, req)
 	n.hpool <- hc
 	if err != nil {
-		err = farmem.RemoteError(farmem.CodeOf(err), err.Error())
+		err = transport.RemoteError(transport.CodeOf(err), err.Error())
 	} else if len(reply) > farmem.MaxCallBytes {
 		err = fmt.Errorf("local: reply of %d bytes exceeds %d: %w", len(reply), farmem.MaxCallBytes, farmem.ErrInvalid)
 		reply = nil

@@ -8,17 +8,19 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one goroutine's farmem.Memory.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f                *Fabric
-	node             *node
-	info             farmem.ClientInfo
-	rt               *farmem.WallRuntime
-	ctr              farmem.Counters
-	handler          bool
+	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	f               *Fabric
+	node            *node
+	info            farmem.ClientInfo
+	rt              *transport.WallRuntime
+	ctr             transport.Counters
+	handler         bool
 
 	closed  atomic.Bool
 	crashed atomic.Bool
@@ -32,7 +34,7 @@ type client struct {
 }
 
 var _ farmem.Memory = (*client)(nil)
-var _ farmem.StrictMemory = (*client)(nil)
+var _ transport.StrictMemory = (*client)(nil)
 
 // qp orders one client's batches to one node, as an RC queue pair does.
 type qp struct {
@@ -47,7 +49,7 @@ type job struct {
 	c      *client
 	n      *node
 	idx    []int
-	comp   farmem.Completer
+	comp   transport.Completer
 	posted time.Time
 }
 
@@ -98,7 +100,7 @@ func (f *Fabric) sizeOf(id farmem.NodeID) (uint64, error) {
 	if n := f.nodes[id]; n != nil {
 		return n.size, nil
 	}
-	return 0, farmem.NoSuchNode(id)
+	return 0, transport.NoSuchNode(id)
 }
 
 // fast reports whether a batch to n may run inline in the caller: no delay to model, n
@@ -127,7 +129,7 @@ func (c *client) qp(id farmem.NodeID) *qp {
 
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	b, rej := farmem.Admit(b, c.usable(), c.f.sizeOf)
+	b, rej := transport.Admit(b, c.usable(), c.f.sizeOf)
 	if rej != nil {
 		return rej
 	}
@@ -161,11 +163,11 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 			break
 		}
 	}
-	var park farmem.Parker
+	var park transport.Parker
 	if !inline {
-		park = farmem.NewChanParker()
+		park = transport.NewChanParker()
 	}
-	p, comp := farmem.NewPending(b, park)
+	p, comp := transport.NewPending(b, park)
 	now := time.Now()
 	for _, g := range groups {
 		j := &job{ctx: ctx, c: c, n: g.n, idx: g.idx, comp: comp, posted: now}
@@ -208,7 +210,7 @@ func (c *client) drain(q *qp) {
 
 // run executes a job: half the delay out, the ops applied in order at the node, half back.
 func (f *Fabric) run(j *job, delay time.Duration) {
-	b := j.comp.Pending().Batch()
+	b := j.comp.Batch()
 	fail := func(from int, err error) {
 		for _, i := range j.idx[from:] {
 			j.comp.Complete(i, 0, err)
@@ -282,7 +284,7 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	if err := p.Wait(ctx, 0); err != nil {
 		return err
 	}
-	return p.Err()
+	return transport.Err(p)
 }
 
 // single runs a one-op batch and returns its result. A verb to a reachable node with no
@@ -291,7 +293,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if n := c.f.nodes[op.Addr.Node()]; n != nil && op.Check(n.size) == nil && ctx.Err() == nil &&
+	if n := c.f.nodes[op.Addr.Node()]; n != nil && transport.CheckOp(&op, n.size) == nil && ctx.Err() == nil &&
 		n.crashAfter.Load() < 0 && c.fast(n) {
 		c.ctr.CountOp(&op, c.info.Node)
 		val, err := n.apply(&op, c.f.between())
@@ -308,7 +310,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.one = nil
 		return 0, err
 	}
-	val, err := c.one.Ops[0].Result()
+	val, err := c.one.Result(0)
 	c.one.Ops[0] = farmem.Op{}
 	return val, err
 }
@@ -319,7 +321,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		return 0, err
 	}
 	n := c.node
-	if err := farmem.CheckWait(a, n.id, n.size, until); err != nil {
+	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()

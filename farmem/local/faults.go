@@ -14,7 +14,7 @@ func (f *Fabric) node(id farmem.NodeID) (*node, error) {
 	return n, nil
 }
 
-// Crash implements farmem.FaultInjector.
+// Crash implements transport.FaultInjector.
 func (f *Fabric) Crash(id farmem.NodeID) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -25,7 +25,7 @@ func (f *Fabric) Crash(id farmem.NodeID) error {
 	return nil
 }
 
-// Hang implements farmem.FaultInjector.
+// Hang implements transport.FaultInjector.
 func (f *Fabric) Hang(id farmem.NodeID) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -38,7 +38,7 @@ func (f *Fabric) Hang(id farmem.NodeID) error {
 	return nil
 }
 
-// Resume implements farmem.FaultInjector.
+// Resume implements transport.FaultInjector.
 func (f *Fabric) Resume(id farmem.NodeID) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -51,7 +51,7 @@ func (f *Fabric) Resume(id farmem.NodeID) error {
 	return nil
 }
 
-// Partition implements farmem.FaultInjector.
+// Partition implements transport.FaultInjector.
 func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	if _, err := f.node(id); err != nil {
 		return err
@@ -64,7 +64,7 @@ func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// Heal implements farmem.FaultInjector.
+// Heal implements transport.FaultInjector.
 func (f *Fabric) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	f.mu.Lock()
 	delete(f.partitions, partition{client, id})
@@ -74,7 +74,7 @@ func (f *Fabric) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// CrashAfter implements farmem.FaultInjector.
+// CrashAfter implements transport.FaultInjector.
 func (f *Fabric) CrashAfter(id farmem.NodeID, ops int) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -87,7 +87,7 @@ func (f *Fabric) CrashAfter(id farmem.NodeID, ops int) error {
 	return nil
 }
 
-// CrashClient implements farmem.FaultInjector.
+// CrashClient implements transport.FaultInjector.
 func (f *Fabric) CrashClient(id farmem.ClientID) error {
 	f.mu.Lock()
 	c := f.clients[id]

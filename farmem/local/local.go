@@ -2,7 +2,7 @@
 // process on the Go heap, so the race detector sees every access a structure makes around them.
 // It is the transport of unit tests: it can add latency and jitter, tear long reads for real,
 // report plain writes over atomic words (strict mode), and inject every fault of
-// [farmem.FaultInjector].
+// [transport.FaultInjector].
 //
 // Memory nodes have ids 1..MemoryNodes; compute node c (1..ComputeNodes) has id
 // farmem.ComputeID(c).Node(). Every compute node is hosted by the one Fabric.
@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Options configure a local fabric. The zero value gives one memory node and one compute node.
@@ -121,11 +123,11 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// Fabric is a local cluster. It implements farmem.Fabric and farmem.FaultInjector.
+// Fabric is a local cluster. It implements farmem.Fabric and transport.FaultInjector.
 type Fabric struct {
 	opts  Options
 	topo  farmem.Topology
-	rt    *farmem.WallRuntime
+	rt    *transport.WallRuntime
 	nodes map[farmem.NodeID]*node
 	// mem and compute list the nodes by kind, ascending.
 	compute []*node
@@ -151,7 +153,7 @@ type partition struct {
 }
 
 var _ farmem.Fabric = (*Fabric)(nil)
-var _ farmem.FaultInjector = (*Fabric)(nil)
+var _ transport.FaultInjector = (*Fabric)(nil)
 
 // New returns a local fabric.
 func New(opts Options) (*Fabric, error) {
@@ -160,7 +162,7 @@ func New(opts Options) (*Fabric, error) {
 	}
 	f := &Fabric{
 		opts:       opts,
-		rt:         farmem.NewWallRuntime(opts.Seed),
+		rt:         transport.NewWallRuntime(opts.Seed),
 		nodes:      make(map[farmem.NodeID]*node),
 		faultCh:    make(chan struct{}),
 		partitions: make(map[partition]bool),

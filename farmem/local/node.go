@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wordmem"
 )
 
@@ -103,13 +105,13 @@ func (n *node) openClient(limit int, handler bool) (*client, error) {
 		n.smu.Unlock()
 		return nil, fmt.Errorf("local: all %d client slots of %v are taken: %w", limit, n.id, farmem.ErrNoSpace)
 	}
-	id, err := f.topo.ClientIDOf(n.id.ComputeID(), slot)
+	id, err := transport.ClientIDOf(&f.topo, n.id.ComputeID(), slot)
 	if err != nil {
 		n.smu.Unlock()
 		return nil, err
 	}
 	c := &client{f: f, node: n, rt: f.rt.Fork(), handler: handler, done: make(chan struct{})}
-	c.SingleOps.Run = c.single
+	c.Verbs.RunOne, c.Verbs.PostBatch = c.single, c.Post
 	c.info = farmem.ClientInfo{
 		ID: id, Node: n.id, Slot: slot,
 		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*f.opts.SliceSize),

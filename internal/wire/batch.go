@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A Batch payload is a u16 op count (1..farmem.MaxBatchOps) and the ops. Each op is
@@ -32,11 +34,11 @@ const opUnsignaled = 1 << 0
 // opHeaderSize is the size of an op's fixed part.
 const opHeaderSize = 14
 
-// Status is an op's outcome on the wire: a farmem.Code, or one of the wire's own statuses.
+// Status is an op's outcome on the wire: a transport.Code, or one of the wire's own statuses.
 type Status uint8
 
 // StatusOK is success.
-const StatusOK Status = Status(farmem.CodeOK)
+const StatusOK Status = Status(transport.CodeOK)
 
 // StatusBadKey: the op named a region key the node does not have (a stale key from an earlier
 // incarnation of the node, or a forged one). Nothing was applied.
@@ -51,7 +53,7 @@ func StatusOf(err error) Status {
 	if errors.Is(err, ErrBadKey) {
 		return StatusBadKey
 	}
-	return Status(farmem.CodeOf(err))
+	return Status(transport.CodeOf(err))
 }
 
 // Err returns the error a status stands for: nil for StatusOK, a farmem sentinel, or ErrBadKey.
@@ -59,11 +61,11 @@ func (s Status) Err() error {
 	if s == StatusBadKey {
 		return ErrBadKey
 	}
-	return farmem.Code(s).Err()
+	return transport.Code(s).Err()
 }
 
 // Valid reports whether s is a status of this version.
-func (s Status) Valid() bool { return s <= Status(farmem.CodeOther) || s == StatusBadKey }
+func (s Status) Valid() bool { return s <= Status(transport.CodeOther) || s == StatusBadKey }
 
 // OpSize returns the size of op's encoding.
 func OpSize(op *farmem.Op) int {
@@ -154,7 +156,7 @@ func (o *Op) Check(size uint64, key uint32) error {
 	if o.Key != key {
 		return ErrBadKey
 	}
-	if o.Kind.IsAtomic() && o.Off&7 != 0 {
+	if transport.IsAtomic(o.Kind) && o.Off&7 != 0 {
 		return farmem.ErrMisaligned
 	}
 	if n := uint64(o.Len); o.Off >= size || n > size-o.Off {

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/farmem/farmem/farmem"
+
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Mem is a region of 8-byte-aligned memory.
@@ -53,7 +55,7 @@ func (m Mem) Atomic(op *farmem.Op, off uint64) uint64 {
 	}
 	for {
 		found := atomic.LoadUint64(w)
-		next, ok := op.Apply(found)
+		next, ok := transport.Apply(op, found)
 		if !ok || atomic.CompareAndSwapUint64(w, found, next) {
 			return found
 		}
