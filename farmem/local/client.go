@@ -27,21 +27,11 @@ type client struct {
 	done    chan struct{} // closed on Close or crash
 	doneMu  sync.Once
 
-	qmu sync.Mutex
-	qps map[farmem.NodeID]*qp
-
-	one *farmem.Batch // the single-verb batch; replaced when one is left in flight
+	qps transport.Queues // this client's batches to each node, in posting order
 }
 
 var _ farmem.Memory = (*client)(nil)
 var _ transport.StrictMemory = (*client)(nil)
-
-// qp orders one client's batches to one node, as an RC queue pair does.
-type qp struct {
-	mu      sync.Mutex
-	queue   []*job
-	running bool
-}
 
 // job is the part of a batch that goes to one node.
 type job struct {
@@ -69,13 +59,7 @@ func (c *client) Close() error {
 		return nil
 	}
 	c.doneMu.Do(func() { close(c.done) })
-	c.node.releaseSlot(c)
-	c.f.mu.Lock()
-	if c.f.clients[c.info.ID] == c {
-		delete(c.f.clients, c.info.ID)
-		c.f.closedSum = c.f.closedSum.Add(c.ctr.Snapshot())
-	}
-	c.f.mu.Unlock()
+	c.f.clients.Release(c.info.ID, c)
 	return nil
 }
 
@@ -106,25 +90,10 @@ func (f *Fabric) sizeOf(id farmem.NodeID) (uint64, error) {
 // fast reports whether a batch to n may run inline in the caller: no delay to model, n
 // reachable, and nothing of this client's still queued for n.
 func (c *client) fast(n *node) bool {
-	if c.f.opts.Latency != 0 || c.f.opts.Jitter != 0 || c.f.reach(c, n) != reachable {
+	if c.f.opts.Latency != 0 || c.f.opts.Jitter != 0 || c.f.reach(c, n) != transport.Reachable {
 		return false
 	}
-	q := c.qp(n.id)
-	q.mu.Lock()
-	idle := !q.running && len(q.queue) == 0
-	q.mu.Unlock()
-	return idle
-}
-
-func (c *client) qp(id farmem.NodeID) *qp {
-	c.qmu.Lock()
-	q := c.qps[id]
-	if q == nil {
-		q = &qp{}
-		c.qps[id] = q
-	}
-	c.qmu.Unlock()
-	return q
+	return c.qps.Idle(n.id)
 }
 
 // Post implements farmem.Memory.
@@ -135,30 +104,11 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 
-	// Group the ops by node, keeping batch order within each.
-	type group struct {
-		n   *node
-		idx []int
-	}
-	var groups []group
-	for i := range b.Ops {
-		n := c.f.nodes[b.Ops[i].Addr.Node()]
-		g := -1
-		for j := range groups {
-			if groups[j].n == n {
-				g = j
-				break
-			}
-		}
-		if g < 0 {
-			groups = append(groups, group{n: n})
-			g = len(groups) - 1
-		}
-		groups[g].idx = append(groups[g].idx, i)
-	}
+	var buf [4]transport.Group
+	groups := transport.GroupByNode(b, buf[:0])
 	inline := true
 	for _, g := range groups {
-		if !c.fast(g.n) {
+		if !c.fast(c.f.nodes[g.Node]) {
 			inline = false
 			break
 		}
@@ -170,52 +120,20 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	p, comp := transport.NewPending(b, park)
 	now := time.Now()
 	for _, g := range groups {
-		j := &job{ctx: ctx, c: c, n: g.n, idx: g.idx, comp: comp, posted: now}
+		j := &job{ctx: ctx, c: c, n: c.f.nodes[g.Node], idx: g.Idx, comp: comp, posted: now}
 		if inline {
 			c.f.run(j, 0)
 		} else {
-			c.enqueue(j)
+			c.qps.Push(g.Node, func() { c.f.run(j, c.f.delay()) })
 		}
 	}
 	return p
 }
 
-func (c *client) enqueue(j *job) {
-	q := c.qp(j.n.id)
-	q.mu.Lock()
-	q.queue = append(q.queue, j)
-	if !q.running {
-		q.running = true
-		go c.drain(q)
-	}
-	q.mu.Unlock()
-}
-
-// drain runs a queue pair's jobs in order until it is empty.
-func (c *client) drain(q *qp) {
-	for {
-		q.mu.Lock()
-		if len(q.queue) == 0 {
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		j := q.queue[0]
-		q.queue[0] = nil
-		q.queue = q.queue[1:]
-		q.mu.Unlock()
-		c.f.run(j, c.f.delay())
-	}
-}
-
 // run executes a job: half the delay out, the ops applied in order at the node, half back.
 func (f *Fabric) run(j *job, delay time.Duration) {
 	b := j.comp.Batch()
-	fail := func(from int, err error) {
-		for _, i := range j.idx[from:] {
-			j.comp.Complete(i, 0, err)
-		}
-	}
+	fail := func(from int, err error) { transport.FailFrom(j.comp, j.idx, from, err) }
 	if err := j.ctx.Err(); err != nil {
 		fail(0, err)
 		return
@@ -262,7 +180,7 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 	}
 	if crash {
 		j.n.setState(stateCrashed)
-		f.faultChanged()
+		f.changes.Notify()
 		fail(limit, fmt.Errorf("local: %v crashed during the batch: %w", j.n.id, farmem.ErrNodeDown))
 	}
 	if results == nil {
@@ -278,15 +196,6 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 	}
 }
 
-// Do implements farmem.Memory.
-func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	p := c.Post(ctx, b)
-	if err := p.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return transport.Err(p)
-}
-
 // single runs a one-op batch and returns its result. A verb to a reachable node with no
 // latency model runs inline without building a Pending.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
@@ -300,19 +209,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.ctr.CountResult(&op, val, err)
 		return val, err
 	}
-	if c.one == nil {
-		c.one = &farmem.Batch{}
-	}
-	c.one.Ops = append(c.one.Ops[:0], op)
-	p := c.Post(ctx, c.one)
-	if err := p.Wait(ctx, 0); err != nil {
-		// The op is still in flight and its batch the transport's: leave it there.
-		c.one = nil
-		return 0, err
-	}
-	val, err := c.one.Result(0)
-	c.one.Ops[0] = farmem.Op{}
-	return val, err
+	return c.PostOne(ctx, op)
 }
 
 // Wait implements farmem.Memory.

@@ -21,7 +21,7 @@ func (f *Fabric) Crash(id farmem.NodeID) error {
 		return err
 	}
 	n.setState(stateCrashed)
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -34,7 +34,7 @@ func (f *Fabric) Hang(id farmem.NodeID) error {
 	if !n.state.CompareAndSwap(stateUp, stateHung) && n.state.Load() == stateCrashed {
 		return fmt.Errorf("local: hang %v: crashed: %w", id, farmem.ErrNodeDown)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -47,7 +47,7 @@ func (f *Fabric) Resume(id farmem.NodeID) error {
 	if !n.state.CompareAndSwap(stateHung, stateUp) && n.state.Load() == stateCrashed {
 		return fmt.Errorf("local: resume %v: crashed: %w", id, farmem.ErrNodeDown)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -60,7 +60,7 @@ func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	f.partitions[partition{client, id}] = true
 	f.hasPartitions.Store(true)
 	f.mu.Unlock()
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -70,7 +70,7 @@ func (f *Fabric) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	delete(f.partitions, partition{client, id})
 	f.hasPartitions.Store(len(f.partitions) > 0)
 	f.mu.Unlock()
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -89,10 +89,8 @@ func (f *Fabric) CrashAfter(id farmem.NodeID, ops int) error {
 
 // CrashClient implements transport.FaultInjector.
 func (f *Fabric) CrashClient(id farmem.ClientID) error {
-	f.mu.Lock()
-	c := f.clients[id]
-	f.mu.Unlock()
-	if c == nil {
+	c, ok := f.clients.Get(id)
+	if !ok {
 		return fmt.Errorf("local: no open client %d: %w", id, farmem.ErrInvalid)
 	}
 	c.crash()

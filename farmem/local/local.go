@@ -132,14 +132,13 @@ type Fabric struct {
 	// mem and compute list the nodes by kind, ascending.
 	compute []*node
 
+	clients *transport.Registry[*client]
+	changes transport.Changes // notified at every fault change
+
 	mu         sync.Mutex
-	faultCh    chan struct{} // closed and replaced at every fault change
 	partitions map[partition]bool
 	// hasPartitions lets the hot path skip the partition map while there are none.
 	hasPartitions atomic.Bool
-	clients       map[farmem.ClientID]*client
-	closedSum     farmem.Stats
-	closed        bool
 
 	jitterMu sync.Mutex
 	jitter   interface{ Int64N(int64) int64 }
@@ -164,9 +163,8 @@ func New(opts Options) (*Fabric, error) {
 		opts:       opts,
 		rt:         transport.NewWallRuntime(opts.Seed),
 		nodes:      make(map[farmem.NodeID]*node),
-		faultCh:    make(chan struct{}),
 		partitions: make(map[partition]bool),
-		clients:    make(map[farmem.ClientID]*client),
+		clients:    transport.NewRegistry[*client](opts.ClientsPerNode, opts.SliceSize, opts.MaxHandlers),
 	}
 	f.jitter = f.rt.NewRand()
 	f.topo = farmem.Topology{
@@ -204,15 +202,7 @@ func (f *Fabric) Hosted() []farmem.NodeID { return f.topo.ComputeNodes() }
 func (f *Fabric) Runtime() farmem.Runtime { return f.rt }
 
 // Stats implements farmem.Fabric.
-func (f *Fabric) Stats() farmem.Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.closedSum
-	for _, c := range f.clients {
-		s = s.Add(c.ctr.Snapshot())
-	}
-	return s
-}
+func (f *Fabric) Stats() farmem.Stats { return f.clients.Stats() }
 
 // Violations returns the number of strict-mode violations seen so far.
 func (f *Fabric) Violations() int64 { return f.violations.Load() }
@@ -226,7 +216,7 @@ func (f *Fabric) Open(ctx context.Context, id farmem.NodeID) (farmem.Memory, err
 	if err != nil {
 		return nil, err
 	}
-	return n.openClient(f.opts.ClientsPerNode-f.opts.MaxHandlers, false)
+	return n.openClient(-1)
 }
 
 // Handle implements farmem.Fabric.
@@ -235,20 +225,11 @@ func (f *Fabric) Handle(id farmem.NodeID, method uint16, h farmem.Handler) error
 	if err != nil {
 		return err
 	}
-	if h == nil {
-		return fmt.Errorf("local: nil handler: %w", farmem.ErrInvalid)
-	}
-	n.hmu.Lock()
-	n.handlers[method] = h
-	n.hmu.Unlock()
-	return nil
+	return n.handlers.Set(method, h)
 }
 
 func (f *Fabric) computeNode(id farmem.NodeID) (*node, error) {
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
+	if f.clients.Closed() {
 		return nil, fmt.Errorf("local: fabric: %w", farmem.ErrClosed)
 	}
 	n := f.nodes[id]
@@ -263,101 +244,46 @@ func (f *Fabric) computeNode(id farmem.NodeID) (*node, error) {
 
 // Close implements farmem.Fabric: every client is closed and every node stops serving.
 func (f *Fabric) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	clients, first := f.clients.Close()
+	if !first {
 		return nil
 	}
-	f.closed = true
-	clients := make([]*client, 0, len(f.clients))
-	for _, c := range f.clients {
-		clients = append(clients, c)
-	}
-	f.mu.Unlock()
 	for _, c := range clients {
 		_ = c.Close()
 	}
 	for _, n := range f.nodes {
 		n.setState(stateCrashed)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// faultChanged wakes everything waiting on a fault to change.
-func (f *Fabric) faultChanged() {
-	f.mu.Lock()
-	close(f.faultCh)
-	f.faultCh = make(chan struct{})
-	f.mu.Unlock()
-}
-
-func (f *Fabric) faultChan() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.faultCh
-}
-
 // reach says how client c currently sees node n.
-type reach uint8
-
-const (
-	reachable reach = iota
-	silent          // hung or partitioned: no answer
-	down            // crashed: refused at once
-)
-
-func (f *Fabric) reach(c *client, n *node) reach {
+func (f *Fabric) reach(c *client, n *node) transport.Reach {
 	switch n.state.Load() {
 	case stateCrashed:
-		return down
+		return transport.Down
 	case stateHung:
-		return silent
+		return transport.Silent
 	}
 	if c != nil && f.hasPartitions.Load() {
 		f.mu.Lock()
 		p := f.partitions[partition{c.info.ID, n.id}]
 		f.mu.Unlock()
 		if p {
-			return silent
+			return transport.Silent
 		}
 	}
-	return reachable
+	return transport.Reachable
 }
 
 // awaitReach blocks until c can reach n, failing with ErrNodeDown if n is crashed or stays
 // silent until deadline, or with ctx's error.
 func (f *Fabric) awaitReach(ctx context.Context, c *client, n *node, deadline time.Time) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		ch := f.faultChan()
-		switch f.reach(c, n) {
-		case reachable:
-			return nil
-		case down:
-			return fmt.Errorf("local: %v crashed: %w", n.id, farmem.ErrNodeDown)
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return fmt.Errorf("local: %v silent for %v: %w", n.id, f.opts.DownTimeout, farmem.ErrNodeDown)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return transport.AwaitReach(ctx, n.id, deadline, func() (transport.Reach, <-chan struct{}) {
+		ch := f.changes.Chan()
+		return f.reach(c, n), ch
+	})
 }
 
 // delay returns the time a batch to one node takes: latency plus jitter.
