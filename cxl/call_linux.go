@@ -156,7 +156,7 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 
 func (c *client) call(ctx context.Context, s *seg, method uint16, req []byte) ([]byte, error) {
 	timeout := c.m.h.DownTimeout
-	if err := c.m.faults.awaitReach(ctx, c.info.ID, s.id, time.Now().Add(timeout), timeout); err != nil {
+	if err := c.m.faults.awaitReach(ctx, c.info.ID, s.id, time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
 	var reply []byte
@@ -505,15 +505,13 @@ func (f *Fabric) dispatchOnce() (n int, stopped bool) {
 			m.freeSlot(f.seg, sl, st, atomic.LoadUint64(sl.owner()))
 			continue
 		}
-		var hc *client
-		select {
-		case hc = <-f.hpool:
-		case <-f.stop:
+		hc, ok := f.handlers.Take(f.stop)
+		if !ok {
 			return n, true
 		}
 		seq := stSeq(st)
 		if !atomic.CompareAndSwapUint32(sl.st(), st, mkSt(seq, 0, phRunning)) {
-			f.hpool <- hc
+			f.handlers.AddClient(hc)
 			continue
 		}
 		f.serving.Add(1)
@@ -535,7 +533,7 @@ type server struct {
 // serve reads a request, runs its handler and writes the reply.
 func (f *Fabric) serve(sl slot, seq uint32, hc *client) {
 	defer f.serving.Done()
-	defer func() { f.hpool <- hc }()
+	defer f.handlers.AddClient(hc)
 	sv := &server{f: f, sl: sl, seq: seq, phase: phRunning}
 	_ = atomics.Guard(func() { sv.run(hc) })
 }
@@ -569,14 +567,12 @@ func (sv *server) run(hc *client) {
 	if sv.phase != phRunning && !sv.move(phRunning) {
 		return
 	}
-	f.hmu.RLock()
-	h := f.handlers[method]
-	f.hmu.RUnlock()
+	h := f.handlers.Get(method)
 	if h == nil {
 		sv.reply(meta, transport.CodeNoHandler, false, fmt.Appendf(nil, "method %d on %v", method, f.id))
 		return
 	}
-	reply, err := runHandler(f.ctx, h, hc, from, req)
+	reply, err := transport.RunHandler(f.ctx, h, hc, from, req)
 	switch {
 	case err != nil:
 		msg := err.Error()
@@ -672,15 +668,4 @@ func (sv *server) reply(meta uint64, code transport.Code, remote bool, body []by
 			return
 		}
 	}
-}
-
-// runHandler runs h, turning a panic in it into an error so one bad handler cannot take the
-// node down.
-func runHandler(ctx context.Context, h farmem.Handler, m *client, from farmem.ClientID, req []byte) (reply []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			reply, err = nil, fmt.Errorf("cxl: handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, m, from, req)
 }

@@ -3,7 +3,6 @@ package cxl
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -29,22 +28,12 @@ type client struct {
 	waitBucket atomic.Int32
 
 	// Batches that cannot run inline (a fault is set) go through per-node queues, which keep
-	// this client's batches to one node in posting order. queued counts running queues; while
-	// it is nonzero every batch goes through them.
-	qmu    sync.Mutex
-	qps    map[farmem.NodeID]*qp
-	queued atomic.Int32
-
-	one *farmem.Batch // the single-verb batch of the slow path
+	// this client's batches to one node in posting order. While any runs, every batch goes
+	// through them.
+	qps transport.Queues
 }
 
 var _ farmem.Memory = (*client)(nil)
-
-type qp struct {
-	mu      sync.Mutex
-	queue   []*job
-	running bool
-}
 
 // job is the part of a batch that goes to one node.
 type job struct {
@@ -66,7 +55,7 @@ func (c *client) Close() error {
 		return nil
 	}
 	c.wakeWait()
-	c.f.forget(c)
+	c.f.clients.Release(c.info.ID, c)
 	return nil
 }
 
@@ -172,7 +161,7 @@ func (c *client) exec(s *seg, op *farmem.Op) (val uint64, err error) {
 
 // inline reports whether a batch may run in the caller: no fault set in this process and
 // nothing of this client's queued.
-func (c *client) inline() bool { return c.m.faults.active.Load() == 0 && c.queued.Load() == 0 }
+func (c *client) inline() bool { return c.m.faults.active.Load() == 0 && !c.qps.Busy() }
 
 // single runs a one-op batch.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
@@ -195,18 +184,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.ctr.CountResult(&op, val, err)
 		return val, err
 	}
-	if c.one == nil {
-		c.one = &farmem.Batch{}
-	}
-	c.one.Ops = append(c.one.Ops[:0], op)
-	p := c.Post(ctx, c.one)
-	if err := p.Wait(ctx, 0); err != nil {
-		c.one = nil // still in flight: the batch is the transport's
-		return 0, err
-	}
-	val, err := c.one.Result(0)
-	c.one.Ops[0] = farmem.Op{}
-	return val, err
+	return c.PostOne(ctx, op)
 }
 
 // Do implements farmem.Memory.
@@ -216,11 +194,7 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 		c.ctr.CountBatch(b, c.info.Node)
 		return c.runInline(b)
 	}
-	p := c.Post(ctx, b)
-	if err := p.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return transport.Err(p)
+	return transport.Finish(ctx, c.Post(ctx, b))
 }
 
 // runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
@@ -264,73 +238,19 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	p, comp := transport.NewPending(b, transport.NewChanParker())
 	now := time.Now()
-	var jobs []*job
-	for i := range b.Ops {
-		var j *job
-		sg := c.m.seg(b.Ops[i].Addr.Node())
-		for _, k := range jobs {
-			if k.s == sg {
-				j = k
-				break
-			}
-		}
-		if j == nil {
-			j = &job{ctx: ctx, s: sg, comp: comp, posted: now}
-			jobs = append(jobs, j)
-		}
-		j.idx = append(j.idx, i)
-	}
-	for _, j := range jobs {
-		c.enqueue(j)
+	var buf [4]transport.Group
+	for _, g := range transport.GroupByNode(b, buf[:0]) {
+		j := &job{ctx: ctx, s: c.m.seg(g.Node), idx: g.Idx, comp: comp, posted: now}
+		c.qps.Push(g.Node, func() { c.run(j) })
 	}
 	return p
-}
-
-func (c *client) enqueue(j *job) {
-	c.qmu.Lock()
-	q := c.qps[j.s.id]
-	if q == nil {
-		q = &qp{}
-		c.qps[j.s.id] = q
-	}
-	c.qmu.Unlock()
-	q.mu.Lock()
-	q.queue = append(q.queue, j)
-	if !q.running {
-		q.running = true
-		c.queued.Add(1)
-		go c.drain(q)
-	}
-	q.mu.Unlock()
-}
-
-// drain runs a queue's jobs in order until it is empty.
-func (c *client) drain(q *qp) {
-	for {
-		q.mu.Lock()
-		if len(q.queue) == 0 {
-			q.running = false
-			c.queued.Add(-1)
-			q.mu.Unlock()
-			return
-		}
-		j := q.queue[0]
-		q.queue[0] = nil
-		q.queue = q.queue[1:]
-		q.mu.Unlock()
-		c.run(j)
-	}
 }
 
 // run executes a job under this process's fault view: a crashed node fails it at once, a hung
 // or partitioned one after the down timeout, and an armed CrashAfter applies only a prefix.
 func (c *client) run(j *job) {
 	b := j.comp.Batch()
-	fail := func(from int, err error) {
-		for _, i := range j.idx[from:] {
-			j.comp.Complete(i, 0, err)
-		}
-	}
+	fail := func(from int, err error) { transport.FailFrom(j.comp, j.idx, from, err) }
 	if err := j.ctx.Err(); err != nil {
 		fail(0, err)
 		return
@@ -340,7 +260,7 @@ func (c *client) run(j *job) {
 		return
 	}
 	timeout := c.m.h.DownTimeout
-	if err := c.m.faults.awaitReach(j.ctx, c.info.ID, j.s.id, j.posted.Add(timeout), timeout); err != nil {
+	if err := c.m.faults.awaitReach(j.ctx, c.info.ID, j.s.id, j.posted.Add(timeout)); err != nil {
 		fail(0, err)
 		return
 	}

@@ -42,9 +42,8 @@ func (m *mapping) openClient(id farmem.ClientID) *client {
 	if hf == nil {
 		return nil
 	}
-	hf.mu.Lock()
-	defer hf.mu.Unlock()
-	return hf.clients[id]
+	cl, _ := hf.clients.Get(id)
+	return cl
 }
 
 // crashNode crashes node id as a mid-batch crash reaches it.

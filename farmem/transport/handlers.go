@@ -33,8 +33,28 @@ func (h *Handlers[C]) Set(method uint16, fn farmem.Handler) error {
 	return nil
 }
 
-// AddClient puts a handler client into the pool; the fabric adds max of them at start.
+// AddClient puts a handler client into the pool; the fabric adds max of them at start, and a
+// transport that takes one itself ([Handlers.Take]) gives it back here.
 func (h *Handlers[C]) AddClient(c C) { h.pool <- c }
+
+// Get returns method's handler, or nil.
+func (h *Handlers[C]) Get(method uint16) farmem.Handler {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.m[method]
+}
+
+// Take waits for a free handler client, for a transport that dispatches Calls itself; it
+// returns false if stop is closed first. Give the client back with AddClient.
+func (h *Handlers[C]) Take(stop <-chan struct{}) (C, bool) {
+	select {
+	case c := <-h.pool:
+		return c, true
+	case <-stop:
+		var zero C
+		return zero, false
+	}
+}
 
 // HandlerError is a Call handler's own failure, as [Handlers.Serve] returns it: the transport
 // carries its code and text to the caller, who sees [RemoteError].
@@ -49,9 +69,7 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 // error. A handler's own error comes back as *HandlerError; the other errors are the
 // transport's (no handler, node down, a reply over farmem.MaxCallBytes, ctx's).
 func (h *Handlers[C]) Serve(ctx, nodeCtx context.Context, node farmem.NodeID, method uint16, from farmem.ClientID, req []byte) ([]byte, error) {
-	h.mu.RLock()
-	fn := h.m[method]
-	h.mu.RUnlock()
+	fn := h.Get(method)
 	if fn == nil {
 		return nil, fmt.Errorf("farmem: method %d on %v: %w", method, node, farmem.ErrNoHandler)
 	}
@@ -63,7 +81,7 @@ func (h *Handlers[C]) Serve(ctx, nodeCtx context.Context, node farmem.NodeID, me
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	reply, err := runHandler(nodeCtx, fn, hc, from, req)
+	reply, err := RunHandler(nodeCtx, fn, hc, from, req)
 	h.pool <- hc
 	if err != nil {
 		return nil, &HandlerError{err}
@@ -74,9 +92,9 @@ func (h *Handlers[C]) Serve(ctx, nodeCtx context.Context, node farmem.NodeID, me
 	return reply, nil
 }
 
-// runHandler runs fn, turning a panic into an error so one bad handler cannot take the node
+// RunHandler runs fn, turning a panic into an error so one bad handler cannot take the node
 // down.
-func runHandler(ctx context.Context, fn farmem.Handler, m farmem.Memory, from farmem.ClientID, req []byte) (reply []byte, err error) {
+func RunHandler(ctx context.Context, fn farmem.Handler, m farmem.Memory, from farmem.ClientID, req []byte) (reply []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			reply, err = nil, fmt.Errorf("farmem: handler panicked: %v", r)
