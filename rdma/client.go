@@ -218,17 +218,9 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		return p
 	}
 	// Several nodes: each gets its ops in batch order, on its own queue pair, in parallel.
-	var nodes []farmem.NodeID
-	groups := map[farmem.NodeID][]int{}
-	for i := range b.Ops {
-		n := b.Ops[i].Addr.Node()
-		if _, ok := groups[n]; !ok {
-			nodes = append(nodes, n)
-		}
-		groups[n] = append(groups[n], i)
-	}
-	for _, n := range nodes {
-		c.dispatch(ctx, n, b, groups[n], s)
+	var buf [4]transport.Group
+	for _, g := range transport.GroupByNode(b, buf[:0]) {
+		c.dispatch(ctx, g.Node, b, g.Idx, s)
 	}
 	return p
 }
@@ -259,15 +251,6 @@ func (c *client) dispatch(ctx context.Context, node farmem.NodeID, b *farmem.Bat
 		return
 	}
 	q.post(ctx, b, idx, s)
-}
-
-// Do implements farmem.Memory.
-func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	p := c.Post(ctx, b)
-	if err := p.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return transport.Err(p)
 }
 
 // single runs a one-op batch without building a Pending.
@@ -347,11 +330,8 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	switch {
-	case !node.IsCompute():
-		return nil, fmt.Errorf("rdma: call to memory node %v: %w", node, farmem.ErrInvalid)
-	case len(req) > farmem.MaxCallBytes:
-		return nil, fmt.Errorf("rdma: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
+	if err := transport.CheckCall(node, req); err != nil {
+		return nil, err
 	}
 	var reply []byte
 	var err error
