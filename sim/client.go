@@ -41,37 +41,17 @@ var _ farmem.Memory = (*client)(nil)
 // openClient takes a free slot of compute node n (slot, or the first free client slot if slot
 // is negative) and returns a client on it. The token must be held.
 func (s *Sim) openClient(n *node, slot int) (*client, error) {
-	c := n.c
-	handler := slot >= 0
-	if slot < 0 {
-		for i := range s.m.ClientsPerNode - s.m.MaxHandlers {
-			if c.slots[i] == nil {
-				slot = i
-				break
-			}
-		}
-		if slot < 0 {
-			return nil, fmt.Errorf("sim: all %d client slots of %v are taken: %w", s.m.ClientsPerNode-s.m.MaxHandlers, n.id, farmem.ErrNoSpace)
-		}
-	}
-	id, err := transport.ClientIDOf(&s.topo, n.id.ComputeID(), slot)
+	cl, err := s.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
+		cl := &client{s: s, n: n, info: info, handler: slot >= 0}
+		cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
+		cl.rt = &rtime{s: s, c: cl, own: s.newRand()}
+		return cl, &cl.ctr
+	})
 	if err != nil {
 		return nil, err
 	}
-	cl := &client{s: s, n: n, handler: handler}
-	cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
-	cl.info = farmem.ClientInfo{
-		ID: id, Node: n.id, Slot: slot,
-		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*s.m.SliceSize),
-		SliceSize: s.m.SliceSize,
-	}
-	cl.rt = &rtime{s: s, c: cl, own: s.newRand()}
-	c.slots[slot] = cl
 	base := cl.info.Slice.Offset()
 	clear(n.words[base/8 : (base+s.m.SliceSize)/8])
-	s.mu.Lock()
-	s.clients[id] = cl
-	s.mu.Unlock()
 	return cl, nil
 }
 
@@ -95,16 +75,7 @@ func (c *client) close() {
 	}
 	c.closed = true
 	c.wakeParked(wakeClosed, parkWait, parkCall, parkOther)
-	s := c.s
-	if !c.handler && c.n.c.slots[c.info.Slot] == c {
-		c.n.c.slots[c.info.Slot] = nil
-	}
-	s.mu.Lock()
-	if s.clients[c.info.ID] == c {
-		delete(s.clients, c.info.ID)
-		s.closedSum = s.closedSum.Add(c.ctr.Snapshot())
-	}
-	s.mu.Unlock()
+	c.s.clients.Release(c.info.ID, c)
 }
 
 // crash makes c fail-stop: its waiters end with ErrNodeDown at once.
@@ -168,7 +139,7 @@ func (c *client) check(op *farmem.Op) (*node, error) {
 	return n, transport.CheckOp(op, n.size)
 }
 
-// runOne is single for a value op (the runner of farmem.SingleOps).
+// runOne is single for a value op (the runner of transport.Verbs).
 func (c *client) runOne(ctx context.Context, op farmem.Op) (uint64, error) { return c.single(ctx, &op) }
 
 // single runs a one-op batch and returns its result. It allocates nothing.
@@ -299,15 +270,6 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		s.send(g, s.nowNs)
 	}
 	return pend
-}
-
-// Do implements farmem.Memory.
-func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	pend := c.Post(ctx, b)
-	if err := pend.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return transport.Err(pend)
 }
 
 // Wait implements farmem.Memory.

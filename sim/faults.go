@@ -64,11 +64,9 @@ func (s *Sim) crashNode(n *node) {
 	}
 	c.paused = false
 	c.ctx.cancel(fmt.Errorf("sim: %v crashed: %w", n.id, farmem.ErrNodeDown))
-	for _, cl := range c.slots {
-		if cl != nil {
-			cl.crash()
-			s.thaw(cl)
-		}
+	for _, cl := range s.clientsOf(n) {
+		cl.crash()
+		s.thaw(cl)
 	}
 	for _, h := range c.hidle {
 		h.crash()
@@ -128,10 +126,8 @@ func (s *Sim) Resume(id farmem.NodeID) error {
 	n.state = stateUp
 	if c := n.c; c != nil {
 		c.paused = false
-		for _, cl := range c.slots {
-			if cl != nil {
-				s.thaw(cl)
-			}
+		for _, cl := range s.clientsOf(n) {
+			s.thaw(cl)
 		}
 	}
 	return nil
@@ -174,10 +170,8 @@ func (s *Sim) CrashAfter(id farmem.NodeID, n int) error {
 }
 
 func (s *Sim) faultClient(id farmem.ClientID) (*client, error) {
-	s.mu.Lock()
-	c := s.clients[id]
-	s.mu.Unlock()
-	if c == nil {
+	c, ok := s.clients.Get(id)
+	if !ok {
 		return nil, fmt.Errorf("sim: no open client %d: %w", id, farmem.ErrInvalid)
 	}
 	return c, nil
@@ -304,4 +298,15 @@ func (s *Sim) SetTearing(id farmem.NodeID, on bool) error {
 	}
 	n.tearing = on
 	return nil
+}
+
+// clientsOf returns the open clients of compute node n, by ascending id.
+func (s *Sim) clientsOf(n *node) []*client {
+	var cs []*client
+	for _, c := range s.clients.Clients() {
+		if c.n == n {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }

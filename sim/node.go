@@ -36,7 +36,6 @@ type node struct {
 type cnode struct {
 	n        *node
 	cpu      coreState
-	slots    []*client
 	handlers map[uint16]farmem.Handler
 	hidle    []*client // idle handler clients
 	callQ    []*call   // calls waiting for a handler
@@ -56,7 +55,6 @@ func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {
 func (s *Sim) initCompute(n *node) {
 	c := &cnode{
 		n:        n,
-		slots:    make([]*client, s.m.ClientsPerNode),
 		handlers: make(map[uint16]farmem.Handler),
 		watch:    make(map[uint64]*proc),
 	}

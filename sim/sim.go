@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +39,7 @@ type Sim struct {
 	driver       *proc   // the watchdog, while it drives
 	exited       *proc   // the proc a returning coroutine picked to run next
 
-	mu         sync.Mutex // running, inbox, adoptPool, clients, closedSum
+	mu         sync.Mutex // running, inbox, adoptPool
 	running    bool
 	entries    uint64 // calls from outside so far
 	watchArmed bool
@@ -54,8 +53,7 @@ type Sim struct {
 	streams atomic.Uint64
 
 	groups     []*group // free list
-	clients    map[farmem.ClientID]*client
-	closedSum  farmem.Stats
+	clients    *transport.Registry[*client]
 	closed     atomic.Bool
 	links      map[linkKey]*linkState
 	partitions map[partKey]bool
@@ -80,7 +78,7 @@ func New(model Model, seed uint64) (*Sim, error) {
 	s := &Sim{
 		m:          model,
 		seed:       seed,
-		clients:    make(map[farmem.ClientID]*client),
+		clients:    transport.NewRegistry[*client](model.ClientsPerNode, model.SliceSize, model.MaxHandlers),
 		links:      make(map[linkKey]*linkState),
 		partitions: make(map[partKey]bool),
 		verbHist:   newHistogram(),
@@ -143,15 +141,7 @@ func (s *Sim) Runtime() farmem.Runtime { return s.rt }
 
 // Stats implements farmem.Fabric: the sum over every client opened so far, handler clients
 // included.
-func (s *Sim) Stats() farmem.Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sum := s.closedSum
-	for _, c := range s.clients {
-		sum = sum.Add(c.ctr.Snapshot())
-	}
-	return sum
-}
+func (s *Sim) Stats() farmem.Stats { return s.clients.Stats() }
 
 // node returns the node with id, or nil.
 // sizeOf returns the size of node id's region.
@@ -229,13 +219,7 @@ func (s *Sim) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.mu.Lock()
-	cs := make([]*client, 0, len(s.clients))
-	for _, c := range s.clients {
-		cs = append(cs, c)
-	}
-	s.mu.Unlock()
-	slices.SortFunc(cs, func(a, b *client) int { return int(a.info.ID) - int(b.info.ID) })
+	cs, _ := s.clients.Close()
 	for _, c := range cs {
 		c.close()
 	}

@@ -139,6 +139,13 @@ func (r *Registry[C]) Closed() bool {
 	return r.closed
 }
 
+// Released returns the summed counts of the clients released so far.
+func (r *Registry[C]) Released() farmem.Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone
+}
+
 // Stats is the fabric's farmem.Stats: the sum of every client's, closed ones included.
 func (r *Registry[C]) Stats() farmem.Stats {
 	r.mu.Lock()
