@@ -21,12 +21,8 @@ const testDownTimeout = 250 * time.Millisecond
 func open(policy cxl.Policy) farmemtest.Open {
 	return func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		r, err := cxl.Create("", cxl.Options{
-			MemoryNodes:     cfg.MemoryNodes,
-			MemorySize:      cfg.MemorySize,
-			MaxComputeNodes: cfg.ComputeNodes + 1,
-			SliceSize:       4 << 10,
-			SharedSize:      64 << 10,
-			DownTimeout:     testDownTimeout,
+			Shape:       transport.Shape{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize, ComputeNodes: cfg.ComputeNodes + 1, SliceSize: 4 << 10, SharedSize: 64 << 10},
+			DownTimeout: testDownTimeout,
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close() })

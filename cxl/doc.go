@@ -52,7 +52,7 @@
 //
 // The [farmem.Topology] is static: every memory node and every compute id of the region. A
 // compute id that no process holds is a down node: verbs and Calls to it fail with
-// farmem.ErrNodeDown. The topology needs MaxComputeNodes*ClientsPerNode <= 65535.
+// farmem.ErrNodeDown. The topology needs ComputeNodes*ClientsPerNode <= 65535.
 //
 // # Verbs
 //

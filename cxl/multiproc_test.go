@@ -439,8 +439,8 @@ func (c *child) send(t *testing.T, format string, args ...any) {
 // newSharedRegion creates a memfd region and returns it with a descriptor to hand children.
 func newSharedRegion(t *testing.T) (*cxl.Region, *os.File) {
 	r, err := cxl.Create("", cxl.Options{
-		MemoryNodes: 3, MemorySize: 1 << 20, MaxComputeNodes: 6,
-		SliceSize: 4 << 10, SharedSize: 64 << 10, DownTimeout: 500 * time.Millisecond,
+		Shape:       transport.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 6, SliceSize: 4 << 10, SharedSize: 64 << 10},
+		DownTimeout: 500 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })

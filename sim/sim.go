@@ -88,24 +88,17 @@ func New(model Model, seed uint64) (*Sim, error) {
 	s.statsFrom = s.nowNs
 	s.jitter = rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908))
 	s.rt = &rtime{s: s, own: s.newRand()}
-	s.topo = farmem.Topology{
-		ClientsPerNode: model.ClientsPerNode,
-		SliceSize:      model.SliceSize,
-		DownTimeout:    model.DownTimeout,
-	}
+	s.topo = model.Topology(model.DownTimeout)
 	s.mem = make([]*node, model.MemoryNodes+1)
-	for i := 1; i <= model.MemoryNodes; i++ {
-		n := s.newNode(farmem.NodeID(i), model.MemorySize, &s.m.MemoryNIC)
-		s.mem[i] = n
-		s.topo.Nodes = append(s.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleMemory, Size: n.size})
-	}
-	computeSize := s.topo.SharedBase() + model.SharedSize
 	s.comp = make([]*node, model.ComputeNodes+1)
-	for i := 1; i <= model.ComputeNodes; i++ {
-		n := s.newNode(farmem.ComputeID(i).Node(), computeSize, &s.m.ComputeNIC)
+	for _, info := range s.topo.Nodes {
+		if info.Role == farmem.RoleMemory {
+			s.mem[info.ID] = s.newNode(info.ID, info.Size, &s.m.MemoryNIC)
+			continue
+		}
+		n := s.newNode(info.ID, info.Size, &s.m.ComputeNIC)
 		s.initCompute(n)
-		s.comp[i] = n
-		s.topo.Nodes = append(s.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleCompute, Size: n.size})
+		s.comp[info.ID.ComputeID()] = n
 	}
 	return s, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // FuzzDecode: the decoders of what the array reads from far memory (roots, blocks, pointer
@@ -55,7 +56,7 @@ func TestPointerRoundTrip(t *testing.T) {
 
 // TestFewKeysManyNodes: an array with fewer keys than nodes works, and keys spread over them.
 func TestFewKeysManyNodes(t *testing.T) {
-	e := newLocalEnv(t, local.Options{MemoryNodes: 4}, 2, race.Params{})
+	e := newLocalEnv(t, local.Options{Shape: transport.Shape{MemoryNodes: 4}}, 2, race.Params{})
 	c := e.open(t, 0, arrayKV, optimistic)
 	ctx := context.Background()
 	require.NoError(t, c.kv.Insert(ctx, 1, val(5, 8)))

@@ -52,8 +52,11 @@ func TestBrokenConformance(t *testing.T) {
 		t.Skip("only as a child of TestSuiteCatchesBrokenTransports")
 	}
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
-		f, err := local.New(local.Options{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize,
-			ComputeNodes: cfg.ComputeNodes, DownTimeout: 100 * time.Millisecond, Tearing: true})
+		f, err := local.New(local.Options{
+			Shape:       transport.Shape{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize, ComputeNodes: cfg.ComputeNodes},
+			DownTimeout: 100 * time.Millisecond,
+			Tearing:     true,
+		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		return &farmemtest.Cluster{Fabrics: []farmem.Fabric{brokenFabric{f, defect, new(sync.Mutex)}}, Faults: f, TearsOnPurpose: true}

@@ -26,25 +26,12 @@ import (
 
 // Options configure a local fabric. The zero value gives one memory node and one compute node.
 type Options struct {
-	// MemoryNodes is the number of memory nodes (default 1, at most farmem.MaxMemoryNode).
-	MemoryNodes int
-	// MemorySize is the size in bytes of each memory node (default 16 MiB); MemorySizes, if set,
-	// gives each node's size instead and sets the node count.
-	MemorySize  uint64
+	// Shape is the cluster's shape: nodes, their sizes, client slots and handlers (see
+	// transport.Shape for the fields and their defaults).
+	transport.Shape
+	// MemorySizes, if set, gives each memory node's size instead of MemorySize, and sets
+	// MemoryNodes to its length.
 	MemorySizes []uint64
-	// ComputeNodes is the number of compute nodes (default 1).
-	ComputeNodes int
-	// ClientsPerNode is the number of client slots per compute node, Call handlers included
-	// (default 64).
-	ClientsPerNode int
-	// MaxHandlers is how many Call handlers a compute node runs at once (default 8); that many
-	// of its client slots are reserved for them.
-	MaxHandlers int
-	// SliceSize is each client's slice of its compute node's region (default 16 KiB, rounded
-	// up to 64 bytes).
-	SliceSize uint64
-	// SharedSize is the size of each compute node's shared area (default 1 MiB).
-	SharedSize uint64
 	// Latency is the time from posting a batch to a node to its completion (default 0).
 	Latency time.Duration
 	// Jitter adds a uniformly random delay in [0, Jitter) to each batch, and random yields
@@ -67,58 +54,23 @@ func (o *Options) defaults() error {
 	if len(o.MemorySizes) > 0 {
 		o.MemoryNodes = len(o.MemorySizes)
 	}
-	if o.MemoryNodes == 0 {
-		o.MemoryNodes = 1
-	}
-	if o.MemorySize == 0 {
-		o.MemorySize = 16 << 20
-	}
-	if o.ComputeNodes == 0 {
-		o.ComputeNodes = 1
-	}
-	if o.ClientsPerNode == 0 {
-		o.ClientsPerNode = 64
-	}
-	if o.MaxHandlers == 0 {
-		o.MaxHandlers = 8
-	}
-	if o.SliceSize == 0 {
-		o.SliceSize = 16 << 10
-	}
-	o.SliceSize = (o.SliceSize + 63) &^ 63
-	if o.SharedSize == 0 {
-		o.SharedSize = 1 << 20
-	}
+	o.EnsureDefaults()
 	if o.DownTimeout == 0 {
 		o.DownTimeout = 200 * time.Millisecond
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
-	switch {
-	case o.MemoryNodes < 0 || o.MemoryNodes > int(farmem.MaxMemoryNode):
-		return fmt.Errorf("local: %d memory nodes: %w", o.MemoryNodes, farmem.ErrInvalid)
-	case o.ComputeNodes < 0 || o.ComputeNodes > int(farmem.MaxComputeID):
-		return fmt.Errorf("local: %d compute nodes: %w", o.ComputeNodes, farmem.ErrInvalid)
-	case o.MaxHandlers < 1 || o.ClientsPerNode <= o.MaxHandlers:
-		return fmt.Errorf("local: %d client slots cannot hold %d handlers and a client: %w", o.ClientsPerNode, o.MaxHandlers, farmem.ErrInvalid)
-	case o.ComputeNodes*o.ClientsPerNode > 0xffff:
-		return fmt.Errorf("local: %d compute nodes x %d slots exceed 16-bit client ids: %w", o.ComputeNodes, o.ClientsPerNode, farmem.ErrInvalid)
-	case o.Latency < 0 || o.Jitter < 0 || o.DownTimeout < 0:
+	if err := o.Check(); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if o.Latency < 0 || o.Jitter < 0 || o.DownTimeout < 0 {
 		return fmt.Errorf("local: negative duration: %w", farmem.ErrInvalid)
 	}
-	for i := range o.MemoryNodes {
-		size := o.MemorySize
-		if len(o.MemorySizes) > 0 {
-			size = o.MemorySizes[i]
-		}
+	for _, size := range o.MemorySizes {
 		if size < 64 || size > farmem.MaxOffset+1 {
 			return fmt.Errorf("local: memory node size %d: %w", size, farmem.ErrInvalid)
 		}
-	}
-	computeSize := farmem.ComputeHeaderSize + uint64(o.ClientsPerNode)*o.SliceSize + o.SharedSize
-	if computeSize > farmem.MaxOffset+1 {
-		return fmt.Errorf("local: compute region of %d bytes: %w", computeSize, farmem.ErrInvalid)
 	}
 	return nil
 }
@@ -167,27 +119,20 @@ func New(opts Options) (*Fabric, error) {
 		clients:    transport.NewRegistry[*client](opts.ClientsPerNode, opts.SliceSize, opts.MaxHandlers),
 	}
 	f.jitter = f.rt.NewRand()
-	f.topo = farmem.Topology{
-		ClientsPerNode: opts.ClientsPerNode,
-		SliceSize:      opts.SliceSize,
-		DownTimeout:    opts.DownTimeout,
-	}
-	for i := range opts.MemoryNodes {
-		size := opts.MemorySize
-		if len(opts.MemorySizes) > 0 {
-			size = opts.MemorySizes[i]
+	f.topo = opts.Topology(opts.DownTimeout)
+	for i := range f.topo.Nodes {
+		info := &f.topo.Nodes[i]
+		size := info.Size
+		if k := int(info.ID) - 1; info.Role == farmem.RoleMemory && k < len(opts.MemorySizes) {
+			size = opts.MemorySizes[k]
 		}
-		n := newNode(f, farmem.NodeID(i+1), size)
+		n := newNode(f, info.ID, size)
+		info.Size = n.size
 		f.nodes[n.id] = n
-		f.topo.Nodes = append(f.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleMemory, Size: n.size})
-	}
-	computeSize := f.topo.SharedBase() + opts.SharedSize
-	for c := range opts.ComputeNodes {
-		n := newNode(f, farmem.ComputeID(c+1).Node(), computeSize)
-		n.initCompute(opts)
-		f.nodes[n.id] = n
-		f.compute = append(f.compute, n)
-		f.topo.Nodes = append(f.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleCompute, Size: n.size})
+		if info.Role == farmem.RoleCompute {
+			n.initCompute(opts)
+			f.compute = append(f.compute, n)
+		}
 	}
 	return f, nil
 }
