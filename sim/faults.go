@@ -31,25 +31,43 @@ type partKey struct {
 	n farmem.NodeID
 }
 
-func (s *Sim) faultNode(id farmem.NodeID) (*node, error) {
-	n := s.node(id)
-	if n == nil {
-		return nil, fmt.Errorf("sim: no node %v: %w", id, farmem.ErrInvalid)
-	}
-	return n, nil
+// inside runs f holding the token, entering the simulation first when called from outside
+// it: the one way in of every fault method.
+func (s *Sim) inside(f func() error) error {
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	return f()
+}
+
+// onNode runs f inside the simulation on node id, which must exist.
+func (s *Sim) onNode(id farmem.NodeID, f func(n *node) error) error {
+	return s.inside(func() error {
+		n := s.node(id)
+		if n == nil {
+			return fmt.Errorf("sim: no node %v: %w", id, farmem.ErrInvalid)
+		}
+		return f(n)
+	})
+}
+
+// onClient runs f inside the simulation on open client id.
+func (s *Sim) onClient(id farmem.ClientID, f func(c *client) error) error {
+	return s.inside(func() error {
+		c, ok := s.clients.Get(id)
+		if !ok {
+			return fmt.Errorf("sim: no open client %d: %w", id, farmem.ErrInvalid)
+		}
+		return f(c)
+	})
 }
 
 // Crash implements transport.FaultInjector: node fails-stop. Ops to it fail with ErrNodeDown at
 // once; on a compute node its clients, Waits, Calls and handlers end with ErrNodeDown.
 func (s *Sim) Crash(id farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	n, err := s.faultNode(id)
-	if err != nil {
-		return err
-	}
-	s.crashNode(n)
-	return nil
+	return s.onNode(id, func(n *node) error {
+		s.crashNode(n)
+		return nil
+	})
 }
 
 // crashNode crashes n; the token must be held.
@@ -87,136 +105,101 @@ func (s *Sim) crashTarget(n *node) { s.crashNode(n) }
 // and fail with ErrNodeDown after the down timeout, unapplied. A hung compute node is paused
 // as a whole, like a stopped process: its clients and handlers make no progress until Resume.
 func (s *Sim) Hang(id farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	n, err := s.faultNode(id)
-	if err != nil {
-		return err
-	}
-	switch n.state {
-	case stateCrashed:
-		return fmt.Errorf("sim: hang %v: crashed: %w", id, farmem.ErrNodeDown)
-	case stateHung:
-		return nil
-	}
-	n.state = stateHung
-	if c := n.c; c != nil {
-		c.paused = true
-		for _, cl := range c.calls {
-			s.pushCall(max(cl.posted+int64(s.m.DownTimeout), s.nowNs), cl, callDown)
+	return s.onNode(id, func(n *node) error {
+		switch n.state {
+		case stateCrashed:
+			return fmt.Errorf("sim: hang %v: crashed: %w", id, farmem.ErrNodeDown)
+		case stateHung:
+			return nil
 		}
-	}
-	return nil
+		n.state = stateHung
+		if c := n.c; c != nil {
+			c.paused = true
+			for _, cl := range c.calls {
+				s.pushCall(max(cl.posted+int64(s.m.DownTimeout), s.nowNs), cl, callDown)
+			}
+		}
+		return nil
+	})
 }
 
 // Resume implements transport.FaultInjector: it ends a Hang.
 func (s *Sim) Resume(id farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	n, err := s.faultNode(id)
-	if err != nil {
-		return err
-	}
-	switch n.state {
-	case stateCrashed:
-		return fmt.Errorf("sim: resume %v: crashed: %w", id, farmem.ErrNodeDown)
-	case stateUp:
-		return nil
-	}
-	n.state = stateUp
-	if c := n.c; c != nil {
-		c.paused = false
-		for _, cl := range s.clientsOf(n) {
-			s.thaw(cl)
+	return s.onNode(id, func(n *node) error {
+		switch n.state {
+		case stateCrashed:
+			return fmt.Errorf("sim: resume %v: crashed: %w", id, farmem.ErrNodeDown)
+		case stateUp:
+			return nil
 		}
-	}
-	return nil
+		n.state = stateUp
+		if c := n.c; c != nil {
+			c.paused = false
+			for _, cl := range s.clientsOf(n) {
+				s.thaw(cl)
+			}
+		}
+		return nil
+	})
 }
 
 // Partition implements transport.FaultInjector: client is cut from node (fail-silent for that
 // client only).
 func (s *Sim) Partition(client farmem.ClientID, id farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	if _, err := s.faultNode(id); err != nil {
-		return err
-	}
-	s.partitions[partKey{client, id}] = true
-	return nil
+	return s.onNode(id, func(*node) error {
+		s.partitions[partKey{client, id}] = true
+		return nil
+	})
 }
 
 // Heal implements transport.FaultInjector: it ends a Partition.
 func (s *Sim) Heal(client farmem.ClientID, id farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	delete(s.partitions, partKey{client, id})
-	return nil
+	return s.inside(func() error {
+		delete(s.partitions, partKey{client, id})
+		return nil
+	})
 }
 
 // CrashAfter implements transport.FaultInjector: the next batch reaching node applies only its
 // first n ops there; then the node crashes and the rest fail with ErrNodeDown.
 func (s *Sim) CrashAfter(id farmem.NodeID, n int) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	nd, err := s.faultNode(id)
-	if err != nil {
-		return err
-	}
-	if n < 0 {
-		return fmt.Errorf("sim: crash after %d ops: %w", n, farmem.ErrInvalid)
-	}
-	nd.crashAfter = n
-	return nil
-}
-
-func (s *Sim) faultClient(id farmem.ClientID) (*client, error) {
-	c, ok := s.clients.Get(id)
-	if !ok {
-		return nil, fmt.Errorf("sim: no open client %d: %w", id, farmem.ErrInvalid)
-	}
-	return c, nil
+	return s.onNode(id, func(nd *node) error {
+		if n < 0 {
+			return fmt.Errorf("sim: crash after %d ops: %w", n, farmem.ErrInvalid)
+		}
+		nd.crashAfter = n
+		return nil
+	})
 }
 
 // CrashClient implements transport.FaultInjector: one client fails-stop. Its ops in flight have
 // unknown outcomes (those not yet applied never will be) and its waiters and later ops fail
 // with ErrNodeDown; other clients of its node are unaffected.
 func (s *Sim) CrashClient(id farmem.ClientID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	c, err := s.faultClient(id)
-	if err != nil {
-		return err
-	}
-	c.crash()
-	s.thaw(c)
-	return nil
+	return s.onClient(id, func(c *client) error {
+		c.crash()
+		s.thaw(c)
+		return nil
+	})
 }
 
 // PauseClient freezes one client, like a goroutine descheduled for a long time: the
 // goroutines using it make no progress from their next interaction with the simulator until
 // ResumeClient; its ops in flight complete, but it does not see them until then.
 func (s *Sim) PauseClient(id farmem.ClientID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	c, err := s.faultClient(id)
-	if err != nil {
-		return err
-	}
-	c.paused = true
-	return nil
+	return s.onClient(id, func(c *client) error {
+		c.paused = true
+		return nil
+	})
 }
 
 // ResumeClient ends a PauseClient.
 func (s *Sim) ResumeClient(id farmem.ClientID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	c, err := s.faultClient(id)
-	if err != nil {
-		return err
-	}
-	c.paused = false
-	s.thaw(c)
-	return nil
+	return s.onClient(id, func(c *client) error {
+		c.paused = false
+		s.thaw(c)
+		return nil
+	})
 }
 
 // thaw makes ready the procs frozen on c, unless c is still paused.
@@ -240,33 +223,32 @@ func (s *Sim) thaw(c *client) {
 
 // DelayLink adds d to every one-way trip between nodes a and b (0 removes the delay).
 func (s *Sim) DelayLink(a, b farmem.NodeID, d time.Duration) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
 	if d < 0 {
 		return fmt.Errorf("sim: link delay %v: %w", d, farmem.ErrInvalid)
 	}
-	l := s.link(a, b)
-	l.delay = d
-	s.tidyLink(a, b)
-	return nil
+	return s.inside(func() error {
+		s.link(a, b).delay = d
+		s.tidyLink(a, b)
+		return nil
+	})
 }
 
 // CutLink partitions nodes a and b: messages between them are lost (fail-silent), for every
 // client of a compute node among them.
 func (s *Sim) CutLink(a, b farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	s.link(a, b).cut = true
-	return nil
+	return s.inside(func() error {
+		s.link(a, b).cut = true
+		return nil
+	})
 }
 
 // HealLink ends a CutLink.
 func (s *Sim) HealLink(a, b farmem.NodeID) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	s.link(a, b).cut = false
-	s.tidyLink(a, b)
-	return nil
+	return s.inside(func() error {
+		s.link(a, b).cut = false
+		s.tidyLink(a, b)
+		return nil
+	})
 }
 
 func (s *Sim) link(a, b farmem.NodeID) *linkState {
@@ -290,14 +272,10 @@ func (s *Sim) tidyLink(a, b farmem.NodeID) {
 // a long read concurrent with a write to the same bytes sees the write word-chunk by
 // word-chunk.
 func (s *Sim) SetTearing(id farmem.NodeID, on bool) error {
-	p, adopted := s.enter()
-	defer s.exit(p, adopted)
-	n, err := s.faultNode(id)
-	if err != nil {
-		return err
-	}
-	n.tearing = on
-	return nil
+	return s.onNode(id, func(n *node) error {
+		n.tearing = on
+		return nil
+	})
 }
 
 // clientsOf returns the open clients of compute node n, by ascending id.
