@@ -137,7 +137,7 @@ func (m *mapping) reclaimDead(s *seg) int {
 // the mailbox's state word. A target that dies or is fenced fails the call with ErrNodeDown
 // within the down timeout; a caller that dies has its mailbox reclaimed.
 func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, req []byte) ([]byte, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return nil, err
 	}
 	s := c.m.seg(node)
@@ -150,13 +150,13 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 		return nil, fmt.Errorf("cxl: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
 	}
 	reply, err := c.call(ctx, s, method, req)
-	c.ctr.CountCall(len(req), len(reply))
+	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 
 func (c *client) call(ctx context.Context, s *seg, method uint16, req []byte) ([]byte, error) {
 	timeout := c.m.h.DownTimeout
-	if err := c.m.faults.awaitReach(ctx, c.info.ID, s.id, time.Now().Add(timeout)); err != nil {
+	if err := c.m.faults.awaitReach(ctx, c.ClientInfo.ID, s.id, time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
 	var reply []byte
@@ -226,7 +226,7 @@ func (cl *caller) alive(slow bool) error {
 // target. slow adds the check of the target's process (made before each sleep: a call that
 // is answered while it spins does not pay for it).
 func (cl *caller) interrupted(ctx context.Context, slow bool) error {
-	if err := cl.c.usable(); err != nil {
+	if err := cl.c.Usable(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -239,7 +239,7 @@ func (cl *caller) interrupted(ctx context.Context, slow bool) error {
 func (cl *caller) claim(ctx context.Context) error {
 	m, f := cl.c.m, cl.c.f
 	n := int(m.h.Mailboxes)
-	start := int(cl.c.info.ID) % n
+	start := int(cl.c.ClientInfo.ID) % n
 	ctl := ctlBlock{cl.s.ctl}
 	for {
 		for k := range n {
@@ -324,7 +324,7 @@ func (cl *caller) move(to uint32) error {
 // exchange sends the request and receives the reply.
 func (cl *caller) exchange(ctx context.Context, method uint16, req []byte) ([]byte, error) {
 	c, f, sl := cl.c, cl.c.f, cl.sl
-	atomic.StoreUint64(sl.u64(slotMeta), uint64(method)|uint64(c.info.ID)<<16)
+	atomic.StoreUint64(sl.u64(slotMeta), uint64(method)|uint64(c.ClientInfo.ID)<<16)
 	atomic.StoreUint64(sl.u64(slotTotal), uint64(len(req)))
 	atomic.StoreUint64(sl.u64(slotTarget), uint64(cl.gen))
 	for off, first := 0, true; ; first = false {

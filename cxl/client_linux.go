@@ -14,16 +14,11 @@ import (
 
 // client is one goroutine's farmem.Memory on a Fabric's compute node.
 type client struct {
-	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
-	f               *Fabric
-	m               *mapping
-	info            farmem.ClientInfo
-	rt              *transport.WallRuntime
-	ctr             transport.Counters
-	handler         bool
+	transport.ClientState // info, runtime, counters, closed and crashed; the verbs
+	f                     *Fabric
+	m                     *mapping
+	handler               bool
 
-	closed  atomic.Bool
-	crashed atomic.Bool
 	// waitBucket is 1 + the wake bucket a Wait of this client sleeps on, or 0.
 	waitBucket atomic.Int32
 
@@ -44,24 +39,21 @@ type job struct {
 	posted time.Time
 }
 
-func (c *client) Info() farmem.ClientInfo    { return c.info }
 func (c *client) Topology() *farmem.Topology { return &c.m.topo }
-func (c *client) Runtime() farmem.Runtime    { return c.rt }
-func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
 
 // Close implements farmem.Memory.
 func (c *client) Close() error {
-	if c.closed.Swap(true) {
+	if !c.SetClosed() {
 		return nil
 	}
 	c.wakeWait()
-	c.f.clients.Release(c.info.ID, c)
+	c.f.clients.Release(c.ClientInfo.ID, c)
 	return nil
 }
 
 // crash makes the client fail-stop.
 func (c *client) crash() {
-	c.crashed.Store(true)
+	c.SetCrashed()
 	c.wakeWait()
 }
 
@@ -70,17 +62,6 @@ func (c *client) wakeWait() {
 	if b := c.waitBucket.Load(); b > 0 {
 		_ = atomics.Guard(func() { bump(c.f.ctl().bucketSeq(int(b - 1))) })
 	}
-}
-
-// usable reports why the client cannot post, or nil.
-func (c *client) usable() error {
-	switch {
-	case c.closed.Load():
-		return fmt.Errorf("cxl: client %d: %w", c.info.ID, farmem.ErrClosed)
-	case c.crashed.Load():
-		return fmt.Errorf("cxl: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
-	}
-	return nil
 }
 
 // apply applies one checked op to s under the policy and returns the word it found (atomics).
@@ -165,7 +146,7 @@ func (c *client) inline() bool { return c.m.faults.active.Load() == 0 && !c.qps.
 
 // single runs a one-op batch.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	if c.inline() {
@@ -179,9 +160,9 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		if err := transport.CheckOp(&op, s.size); err != nil {
 			return 0, err
 		}
-		c.ctr.CountOp(&op, c.info.Node)
+		c.Counters.CountOp(&op, c.ClientInfo.Node)
 		val, err := c.exec(s, &op)
-		c.ctr.CountResult(&op, val, err)
+		c.Counters.CountResult(&op, val, err)
 		return val, err
 	}
 	return c.PostOne(ctx, op)
@@ -189,9 +170,9 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	if c.inline() && ctx.Err() == nil && transport.Admissible(b, c.usable(), c.m.sizeOf) {
+	if c.inline() && ctx.Err() == nil && transport.Admissible(b, c.Usable(), c.m.sizeOf) {
 		// What Post does inline, without a Pending.
-		c.ctr.CountBatch(b, c.info.Node)
+		c.Counters.CountBatch(b, c.ClientInfo.Node)
 		return c.runInline(b)
 	}
 	return transport.Finish(ctx, c.Post(ctx, b))
@@ -205,7 +186,7 @@ func (c *client) runInline(b *farmem.Batch) error {
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		val, err := c.exec(c.m.seg(op.Addr.Node()), op)
-		c.ctr.CountResult(op, val, err)
+		c.Counters.CountResult(op, val, err)
 		transport.SetResult(op, val, err)
 		if err != nil && first == nil && !op.Unsignaled {
 			first = err
@@ -218,11 +199,11 @@ func (c *client) runInline(b *farmem.Batch) error {
 // Without faults it runs in the caller, op by op in batch order (every op is a few CPU
 // instructions on the mapping), and is done when Post returns.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	b, rej := transport.Admit(b, c.usable(), c.m.sizeOf)
+	b, rej := transport.Admit(b, c.Usable(), c.m.sizeOf)
 	if rej != nil {
 		return rej
 	}
-	c.ctr.CountBatch(b, c.info.Node)
+	c.Counters.CountBatch(b, c.ClientInfo.Node)
 	if c.inline() {
 		p, comp := transport.NewPending(b, nil)
 		if err := ctx.Err(); err != nil {
@@ -255,12 +236,12 @@ func (c *client) run(j *job) {
 		fail(0, err)
 		return
 	}
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		fail(0, err)
 		return
 	}
 	timeout := c.m.h.DownTimeout
-	if err := c.m.faults.awaitReach(j.ctx, c.info.ID, j.s.id, j.posted.Add(timeout)); err != nil {
+	if err := c.m.faults.awaitReach(j.ctx, c.ClientInfo.ID, j.s.id, j.posted.Add(timeout)); err != nil {
 		fail(0, err)
 		return
 	}
@@ -271,7 +252,7 @@ func (c *client) run(j *job) {
 	for _, i := range j.idx[:limit] {
 		op := &b.Ops[i]
 		val, err := c.exec(j.s, op)
-		c.ctr.CountResult(op, val, err)
+		c.Counters.CountResult(op, val, err)
 		j.comp.Complete(i, val, err)
 	}
 	if crash {
@@ -284,15 +265,15 @@ func (c *client) run(j *job) {
 // node's control block, which every verb that writes the node's region bumps when the bucket
 // has waiters, in whatever process it runs.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	s := c.f.seg
-	if err := transport.CheckWait(a, c.info.Node, s.size, until); err != nil {
+	if err := transport.CheckWait(a, c.ClientInfo.Node, s.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
-	c.ctr.CountWait()
+	c.Counters.CountWait()
 	var v uint64
 	var err error
 	if gerr := atomics.Guard(func() { v, err = c.wait(ctx, s, off, until) }); gerr != nil {
@@ -314,7 +295,7 @@ func (c *client) wait(ctx context.Context, s *seg, off uint64, until func(uint64
 	word := unsafe.Add(s.base, off)
 	for {
 		v0 := atomic.LoadUint32(seq)
-		if err := c.usable(); err != nil {
+		if err := c.Usable(); err != nil {
 			return 0, err
 		}
 		if err := ctx.Err(); err != nil {

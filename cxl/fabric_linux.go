@@ -226,14 +226,14 @@ func (f *Fabric) Open(ctx context.Context, node farmem.NodeID) (farmem.Memory, e
 // zeroed slice.
 func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
 	c, err := f.clients.Open(f.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
-		c := &client{f: f, m: f.m, info: info, rt: f.rt.Fork(), handler: handler}
-		c.Verbs.RunOne, c.Verbs.PostBatch = c.single, c.Post
-		return c, &c.ctr
+		c := &client{f: f, m: f.m, handler: handler}
+		c.Init(info, f.rt.Fork(), c.single, c.Post)
+		return c, &c.Counters
 	})
 	if err != nil {
 		return nil, err
 	}
-	off, size := c.info.Slice.Offset(), c.info.SliceSize
+	off, size := c.ClientInfo.Slice.Offset(), c.ClientInfo.SliceSize
 	if err := atomics.Guard(func() {
 		p := unsafe.Add(f.seg.base, off)
 		clear(unsafe.Slice((*byte)(p), size))
@@ -242,7 +242,7 @@ func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
 		}
 	}); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("cxl: clear the slice of client %d: %w: %w", c.info.ID, farmem.ErrNodeDown, err)
+		return nil, fmt.Errorf("cxl: clear the slice of client %d: %w: %w", c.ClientInfo.ID, farmem.ErrNodeDown, err)
 	}
 	return c, nil
 }

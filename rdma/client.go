@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
 
@@ -14,17 +13,9 @@ import (
 
 // client is one goroutine's farmem.Memory on a Fabric.
 type client struct {
-	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
-	f               *Fabric
-	info            farmem.ClientInfo
-	rt              *transport.WallRuntime
-	ctr             transport.Counters
-	handler         bool
-
-	closed   atomic.Bool
-	crashed  atomic.Bool
-	done     chan struct{} // closed on Close or crash
-	doneOnce sync.Once
+	transport.ClientState // info, runtime, counters, closed and crashed; the verbs and Do
+	f                     *Fabric
+	handler               bool
 
 	qmu  sync.Mutex
 	qps  map[farmem.NodeID]qp
@@ -51,7 +42,7 @@ type single struct {
 func (s *single) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
 func (s *single) complete(_ int, val uint64, err error) {
-	s.c.ctr.CountResult(&s.b.Ops[0], val, err)
+	s.c.Counters.CountResult(&s.b.Ops[0], val, err)
 	s.val, s.err = val, err
 	select {
 	case s.ch <- struct{}{}:
@@ -69,31 +60,26 @@ type batchSink struct {
 func (s *batchSink) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
 func (s *batchSink) complete(i int, val uint64, err error) {
-	s.c.ctr.CountResult(&s.comp.Batch().Ops[i], val, err)
+	s.c.Counters.CountResult(&s.comp.Batch().Ops[i], val, err)
 	s.comp.Complete(i, val, err)
 }
 
-func (c *client) Info() farmem.ClientInfo    { return c.info }
 func (c *client) Topology() *farmem.Topology { return c.f.Topology() }
-func (c *client) Runtime() farmem.Runtime    { return c.rt }
-func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
 
 // Close implements farmem.Memory.
 func (c *client) Close() error {
-	if c.closed.Swap(true) {
+	if !c.SetClosed() {
 		return nil
 	}
-	c.doneOnce.Do(func() { close(c.done) })
-	c.closeQPs(fmt.Errorf("rdma: client %d: %w", c.info.ID, farmem.ErrClosed))
+	c.closeQPs(fmt.Errorf("rdma: client %d: %w", c.ClientInfo.ID, farmem.ErrClosed))
 	c.f.release(c)
 	return nil
 }
 
 // crash makes the client fail-stop (a fault, or its node crashed).
 func (c *client) crash() {
-	c.crashed.Store(true)
-	c.doneOnce.Do(func() { close(c.done) })
-	c.closeQPs(fmt.Errorf("rdma: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown))
+	c.SetCrashed()
+	c.closeQPs(fmt.Errorf("rdma: client %d crashed: %w", c.ClientInfo.ID, farmem.ErrNodeDown))
 }
 
 func (c *client) closeQPs(err error) {
@@ -111,12 +97,10 @@ func (c *client) closeQPs(err error) {
 
 // usable reports why the client cannot post, or nil.
 func (c *client) usable() error {
-	switch {
-	case c.closed.Load():
-		return fmt.Errorf("rdma: client %d: %w", c.info.ID, farmem.ErrClosed)
-	case c.crashed.Load():
-		return fmt.Errorf("rdma: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
-	case c.f.crashed.Load():
+	if err := c.Usable(); err != nil {
+		return err
+	}
+	if c.f.crashed.Load() {
 		return fmt.Errorf("rdma: %v is down: %w", c.f.self, farmem.ErrNodeDown)
 	}
 	return nil
@@ -174,8 +158,8 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if rej != nil {
 		return rej
 	}
-	c.ctr.CountBatch(b, c.info.Node)
-	self := c.info.Node
+	c.Counters.CountBatch(b, c.ClientInfo.Node)
+	self := c.ClientInfo.Node
 	first := b.Ops[0].Addr.Node()
 	oneNode, remote := true, false
 	for i := range b.Ops {
@@ -227,7 +211,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 
 // dispatch sends the ops of b at idx (all when nil), all addressed to node.
 func (c *client) dispatch(ctx context.Context, node farmem.NodeID, b *farmem.Batch, idx []int, s sink) {
-	if node == c.info.Node {
+	if node == c.ClientInfo.Node {
 		// Unsignaled local ops are completed too (the Completer does not count them), so every
 		// op is applied before the batch can be done.
 		if idx == nil {
@@ -269,10 +253,10 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c.ctr.CountOp(&op, c.info.Node)
-	if node == c.info.Node {
+	c.Counters.CountOp(&op, c.ClientInfo.Node)
+	if node == c.ClientInfo.Node {
 		val := c.f.applyLocal(&op)
-		c.ctr.CountResult(&op, val, nil)
+		c.Counters.CountResult(&op, val, nil)
 		return val, nil
 	}
 	q, err := c.qp(ctx, node)
@@ -299,11 +283,11 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if err := transport.CheckWait(a, c.info.Node, c.f.reg.size, until); err != nil {
+	if err := transport.CheckWait(a, c.ClientInfo.Node, c.f.reg.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
-	c.ctr.CountWait()
+	c.Counters.CountWait()
 	w := c.f.watch.add(off)
 	defer c.f.watch.remove(off, w)
 	for {
@@ -314,7 +298,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		case <-w:
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-c.done:
+		case <-c.Done():
 			return 0, c.usable()
 		case <-c.f.ctx.Done():
 			if err := c.usable(); err != nil {
@@ -335,8 +319,8 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	}
 	var reply []byte
 	var err error
-	if node == c.info.Node {
-		reply, err = c.f.serveCall(ctx, c.info.ID, method, append([]byte(nil), req...))
+	if node == c.ClientInfo.Node {
+		reply, err = c.f.serveCall(ctx, c.ClientInfo.ID, method, append([]byte(nil), req...))
 		var he *handlerError
 		if errors.As(err, &he) {
 			err = transport.RemoteError(transport.CodeOf(he.err), he.err.Error())
@@ -346,10 +330,10 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	} else {
 		var q *tcpQP
 		if q, err = c.tcp(ctx, node); err == nil {
-			reply, err = q.call(ctx, method, c.info.ID, req)
+			reply, err = q.call(ctx, method, c.ClientInfo.ID, req)
 		}
 	}
-	c.ctr.CountCall(len(req), len(reply))
+	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 

@@ -559,21 +559,21 @@ func (f *Fabric) hosts(id farmem.NodeID) error {
 // openClient opens a client in slot (the first free application slot when slot < 0).
 func (f *Fabric) openClient(slot int, handler bool) (*client, error) {
 	c, err := f.clients.Open(f.self, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
-		c := &client{f: f, info: info, rt: f.rt.Fork(), handler: handler, done: make(chan struct{}), qps: make(map[farmem.NodeID]qp)}
-		c.Verbs.RunOne, c.Verbs.PostBatch = c.single, c.Post
-		return c, &c.ctr
+		c := &client{f: f, handler: handler, qps: make(map[farmem.NodeID]qp)}
+		c.Init(info, f.rt.Fork(), c.single, c.Post)
+		return c, &c.Counters
 	})
 	if err != nil {
 		return nil, err
 	}
 	// A new client starts from a clean slice.
-	for off := c.info.Slice.Offset(); off < c.info.Slice.Offset()+c.info.SliceSize; off += 8 {
+	for off := c.ClientInfo.Slice.Offset(); off < c.ClientInfo.Slice.Offset()+c.ClientInfo.SliceSize; off += 8 {
 		f.reg.mem.Store(off, 0)
 	}
 	return c, nil
 }
 
-func (f *Fabric) release(c *client) { f.clients.Release(c.info.ID, c) }
+func (f *Fabric) release(c *client) { f.clients.Release(c.ClientInfo.ID, c) }
 
 func (f *Fabric) client(id farmem.ClientID) *client {
 	c, _ := f.clients.Get(id)

@@ -29,7 +29,8 @@ func FuzzClientConn(f *testing.F) {
 	fab := &Fabric{down: time.Second, log: testLogger(), live: map[*tcpQP]struct{}{}, opts: Options{MaxOutstanding: 8}}
 	fab.ctx = context.Background()
 	f.Fuzz(func(t *testing.T, reply []byte) {
-		c := &client{f: fab, info: farmem.ClientInfo{ID: 1}, qps: map[farmem.NodeID]qp{}}
+		c := &client{f: fab, qps: map[farmem.NodeID]qp{}}
+		c.Init(farmem.ClientInfo{ID: 1}, nil, c.single, c.Post)
 		p := newPeer(1, "pipe", 1<<20, nil)
 		p.learn(wire.Welcome{Key: 9})
 		q := newQP(c, p)

@@ -119,7 +119,7 @@ func (q *tcpQP) close(err error) { q.fail(err) }
 // connect runs the handshake, sends what was posted meanwhile, and becomes the reader.
 func (q *tcpQP) connect() {
 	deadline := time.Now().Add(q.f.down)
-	nc, br, w, err := dialNode(q.f.ctx, q.p.addr, q.p.id, q.c.info.ID, wire.PurposeData, q.f.secret, deadline)
+	nc, br, w, err := dialNode(q.f.ctx, q.p.addr, q.p.id, q.c.ClientInfo.ID, wire.PurposeData, q.f.secret, deadline)
 	if err != nil {
 		q.fail(err)
 		return

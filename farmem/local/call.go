@@ -19,7 +19,7 @@ type callResult struct {
 // at most MaxHandlers at once there; a crashed target fails the call at once, a silent one
 // after the down timeout.
 func (c *client) Call(ctx context.Context, id farmem.NodeID, method uint16, req []byte) ([]byte, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return nil, err
 	}
 	if err := transport.CheckCall(id, req); err != nil {
@@ -30,7 +30,7 @@ func (c *client) Call(ctx context.Context, id farmem.NodeID, method uint16, req 
 		return nil, fmt.Errorf("local: call to %v: no such node: %w", id, farmem.ErrInvalid)
 	}
 	reply, err := c.call(ctx, n, method, req)
-	c.ctr.CountCall(len(req), len(reply))
+	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 
@@ -76,8 +76,8 @@ func (c *client) call(ctx context.Context, n *node, method uint16, req []byte) (
 			return nil, fmt.Errorf("local: call %d to %v: silent for %v: %w", method, n.id, f.opts.DownTimeout, farmem.ErrNodeDown)
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-c.done:
-			return nil, c.usable()
+		case <-c.Done():
+			return nil, c.Usable()
 		}
 	}
 }
@@ -90,7 +90,7 @@ func (f *Fabric) serve(ctx context.Context, from *client, n *node, method uint16
 	if err := f.awaitReach(ctx, from, n, posted.Add(f.opts.DownTimeout)); err != nil {
 		return callResult{err: err}
 	}
-	reply, err := n.handlers.Serve(ctx, n.ctx, n.id, method, from.info.ID, req)
+	reply, err := n.handlers.Serve(ctx, n.ctx, n.id, method, from.ClientInfo.ID, req)
 	err = transport.CallerError(err)
 	if e := f.rt.Sleep(ctx, delay-delay/2); e != nil {
 		return callResult{err: e}

@@ -3,8 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -14,18 +12,10 @@ import (
 
 // client is one goroutine's farmem.Memory.
 type client struct {
-	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
-	f               *Fabric
-	node            *node
-	info            farmem.ClientInfo
-	rt              *transport.WallRuntime
-	ctr             transport.Counters
-	handler         bool
-
-	closed  atomic.Bool
-	crashed atomic.Bool
-	done    chan struct{} // closed on Close or crash
-	doneMu  sync.Once
+	transport.ClientState // info, runtime, counters, closed and crashed; the verbs and Do
+	f                     *Fabric
+	node                  *node
+	handler               bool
 
 	qps transport.Queues // this client's batches to each node, in posting order
 }
@@ -43,10 +33,7 @@ type job struct {
 	posted time.Time
 }
 
-func (c *client) Info() farmem.ClientInfo    { return c.info }
 func (c *client) Topology() *farmem.Topology { return &c.f.topo }
-func (c *client) Runtime() farmem.Runtime    { return c.rt }
-func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
 func (c *client) ForgetAtomic(a farmem.Addr, n uint64) {
 	if nd := c.f.nodes[a.Node()]; nd != nil {
 		nd.forgetAtomic(a.Offset(), n)
@@ -55,29 +42,14 @@ func (c *client) ForgetAtomic(a farmem.Addr, n uint64) {
 
 // Close implements farmem.Memory.
 func (c *client) Close() error {
-	if c.closed.Swap(true) {
+	if !c.SetClosed() {
 		return nil
 	}
-	c.doneMu.Do(func() { close(c.done) })
-	c.f.clients.Release(c.info.ID, c)
+	c.f.clients.Release(c.ClientInfo.ID, c)
 	return nil
 }
 
-func (c *client) crash() {
-	c.crashed.Store(true)
-	c.doneMu.Do(func() { close(c.done) })
-}
-
-// usable reports why the client cannot post, or nil.
-func (c *client) usable() error {
-	switch {
-	case c.closed.Load():
-		return fmt.Errorf("local: client %d: %w", c.info.ID, farmem.ErrClosed)
-	case c.crashed.Load():
-		return fmt.Errorf("local: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
-	}
-	return nil
-}
+func (c *client) crash() { c.SetCrashed() }
 
 // sizeOf returns the size of node id's region.
 func (f *Fabric) sizeOf(id farmem.NodeID) (uint64, error) {
@@ -98,11 +70,11 @@ func (c *client) fast(n *node) bool {
 
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	b, rej := transport.Admit(b, c.usable(), c.f.sizeOf)
+	b, rej := transport.Admit(b, c.Usable(), c.f.sizeOf)
 	if rej != nil {
 		return rej
 	}
-	c.ctr.CountBatch(b, c.info.Node)
+	c.Counters.CountBatch(b, c.ClientInfo.Node)
 
 	var buf [4]transport.Group
 	groups := transport.GroupByNode(b, buf[:0])
@@ -144,8 +116,8 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 			return
 		}
 	}
-	if j.c.crashed.Load() {
-		fail(0, fmt.Errorf("local: client %d crashed: %w", j.c.info.ID, farmem.ErrNodeDown))
+	if j.c.Crashed() {
+		fail(0, fmt.Errorf("local: client %d crashed: %w", j.c.ClientInfo.ID, farmem.ErrNodeDown))
 		return
 	}
 	if err := f.awaitReach(j.ctx, j.c, j.n, j.posted.Add(f.opts.DownTimeout)); err != nil {
@@ -171,7 +143,7 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 	for k, i := range j.idx[:limit] {
 		op := &b.Ops[i]
 		val, err := j.n.apply(op, between)
-		j.c.ctr.CountResult(op, val, err)
+		j.c.Counters.CountResult(op, val, err)
 		if results != nil {
 			results[k] = result{val, err}
 		} else {
@@ -199,14 +171,14 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 // single runs a one-op batch and returns its result. A verb to a reachable node with no
 // latency model runs inline without building a Pending.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	if n := c.f.nodes[op.Addr.Node()]; n != nil && transport.CheckOp(&op, n.size) == nil && ctx.Err() == nil &&
 		n.crashAfter.Load() < 0 && c.fast(n) {
-		c.ctr.CountOp(&op, c.info.Node)
+		c.Counters.CountOp(&op, c.ClientInfo.Node)
 		val, err := n.apply(&op, c.f.between())
-		c.ctr.CountResult(&op, val, err)
+		c.Counters.CountResult(&op, val, err)
 		return val, err
 	}
 	return c.PostOne(ctx, op)
@@ -214,7 +186,7 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 
 // Wait implements farmem.Memory.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	n := c.node
@@ -222,7 +194,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		return 0, err
 	}
 	off := a.Offset()
-	c.ctr.CountWait()
+	c.Counters.CountWait()
 	w := &waiter{ch: make(chan struct{}, 1)}
 	n.watch.add(off, w)
 	defer n.watch.remove(off, w)
@@ -234,8 +206,8 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		case <-w.ch:
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-c.done: // closes only when the client is closed or crashed
-			return 0, c.usable()
+		case <-c.Done(): // closes only when the client is closed or crashed
+			return 0, c.Usable()
 		}
 	}
 }

@@ -213,7 +213,7 @@ func (f *Fabric) reach(c *client, n *node) transport.Reach {
 	}
 	if c != nil && f.hasPartitions.Load() {
 		f.mu.Lock()
-		p := f.partitions[partition{c.info.ID, n.id}]
+		p := f.partitions[partition{c.ClientInfo.ID, n.id}]
 		f.mu.Unlock()
 		if p {
 			return transport.Silent

@@ -82,15 +82,15 @@ func (n *node) setState(s int32) {
 func (n *node) openClient(slot int) (*client, error) {
 	f := n.f
 	c, err := f.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
-		c := &client{f: f, node: n, info: info, rt: f.rt.Fork(), handler: slot >= 0, done: make(chan struct{})}
-		c.Verbs.RunOne, c.Verbs.PostBatch = c.single, c.Post
-		return c, &c.ctr
+		c := &client{f: f, node: n, handler: slot >= 0}
+		c.Init(info, f.rt.Fork(), c.single, c.Post)
+		return c, &c.Counters
 	})
 	if err != nil {
 		return nil, err
 	}
 	// A new client starts from a clean slice.
-	for off := c.info.Slice.Offset(); off < c.info.Slice.Offset()+f.opts.SliceSize; off += 8 {
+	for off := c.ClientInfo.Slice.Offset(); off < c.ClientInfo.Slice.Offset()+f.opts.SliceSize; off += 8 {
 		n.mem.Store(off, 0)
 	}
 	return c, nil

@@ -57,21 +57,28 @@ func (s *Shape) EnsureDefaults() *Shape {
 	if s.ComputeNodes == 0 {
 		s.ComputeNodes = 1
 	}
-	if s.ClientsPerNode == 0 {
-		s.ClientsPerNode = DefaultClientsPerNode
-	}
 	if s.MaxHandlers == 0 {
 		s.MaxHandlers = DefaultMaxHandlers
 	}
-	if s.SliceSize == 0 {
-		s.SliceSize = DefaultSliceSize
-	}
-	s.SliceSize = (s.SliceSize + 63) &^ 63
-	if s.SharedSize == 0 {
-		s.SharedSize = DefaultSharedSize
-	}
-	s.SharedSize = (s.SharedSize + 7) &^ 7
+	RegionDefaults(&s.ClientsPerNode, &s.SliceSize, &s.SharedSize)
 	return s
+}
+
+// RegionDefaults applies EnsureDefaults' rules to the fields that lay out a compute node's
+// region, for a configuration that keeps them outside a Shape (rdma's cluster file): a zero
+// field gets its default, the slice is rounded up to 64 bytes and the shared area to 8.
+func RegionDefaults(clientsPerNode *int, sliceSize, sharedSize *uint64) {
+	if *clientsPerNode == 0 {
+		*clientsPerNode = DefaultClientsPerNode
+	}
+	if *sliceSize == 0 {
+		*sliceSize = DefaultSliceSize
+	}
+	*sliceSize = (*sliceSize + 63) &^ 63
+	if *sharedSize == 0 {
+		*sharedSize = DefaultSharedSize
+	}
+	*sharedSize = (*sharedSize + 7) &^ 7
 }
 
 // ComputeSize is the size of each compute node's region: header, slices and shared area.
