@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

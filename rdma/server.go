@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 	"github.com/farmem/farmem/internal/wordmem"

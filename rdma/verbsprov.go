@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 	"github.com/farmem/farmem/rdma/internal/verbs"

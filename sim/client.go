@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -104,40 +104,38 @@ func (s *Sim) crashTarget(n *node) { s.crashNode(n) }
 // Hang implements transport.FaultInjector: node fails silent. Ops and Calls to it get no answer
 // and fail with ErrNodeDown after the down timeout, unapplied. A hung compute node is paused
 // as a whole, like a stopped process: its clients and handlers make no progress until Resume.
-func (s *Sim) Hang(id farmem.NodeID) error {
+func (s *Sim) Hang(id farmem.NodeID) error { return s.setHung(id, true) }
+
+// Resume implements transport.FaultInjector: it ends a Hang.
+func (s *Sim) Resume(id farmem.NodeID) error { return s.setHung(id, false) }
+
+// setHung hangs node id or resumes it; a crashed node can do neither.
+func (s *Sim) setHung(id farmem.NodeID, hung bool) error {
+	verb, to := "resume", stateUp
+	if hung {
+		verb, to = "hang", stateHung
+	}
 	return s.onNode(id, func(n *node) error {
 		switch n.state {
 		case stateCrashed:
-			return fmt.Errorf("sim: hang %v: crashed: %w", id, farmem.ErrNodeDown)
-		case stateHung:
+			return fmt.Errorf("sim: %s %v: crashed: %w", verb, id, farmem.ErrNodeDown)
+		case to:
 			return nil
 		}
-		n.state = stateHung
-		if c := n.c; c != nil {
-			c.paused = true
+		n.state = to
+		c := n.c
+		if c == nil {
+			return nil
+		}
+		c.paused = hung
+		if hung {
 			for _, cl := range c.calls {
 				s.pushCall(max(cl.posted+int64(s.m.DownTimeout), s.nowNs), cl, callDown)
 			}
-		}
-		return nil
-	})
-}
-
-// Resume implements transport.FaultInjector: it ends a Hang.
-func (s *Sim) Resume(id farmem.NodeID) error {
-	return s.onNode(id, func(n *node) error {
-		switch n.state {
-		case stateCrashed:
-			return fmt.Errorf("sim: resume %v: crashed: %w", id, farmem.ErrNodeDown)
-		case stateUp:
 			return nil
 		}
-		n.state = stateUp
-		if c := n.c; c != nil {
-			c.paused = false
-			for _, cl := range s.clientsOf(n) {
-				s.thaw(cl)
-			}
+		for _, cl := range s.clientsOf(n) {
+			s.thaw(cl)
 		}
 		return nil
 	})

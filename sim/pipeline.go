@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

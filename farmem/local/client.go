@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wordmem"
 )

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

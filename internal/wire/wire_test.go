@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 

@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/farmem/farmem/farmem"
-
 	"github.com/farmem/farmem/farmem/transport"
 )
 
