@@ -179,7 +179,7 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 }
 
 // runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
-// and returns the first signaled op's error, as Pending.Err would report it. The batch is
+// and returns the first signaled op's error, as transport.Err would report it. The batch is
 // checked and counted.
 func (c *client) runInline(b *farmem.Batch) error {
 	var first error

@@ -121,4 +121,7 @@
 // When the last handle on a region closes, the mapping is replaced by an inaccessible
 // reservation of the same addresses rather than unmapped, so a straggling goroutine faults
 // (and Guard reports it) instead of writing into a later mapping.
+//
+// The transport is built from the kit in farmem/transport: Options embeds transport.Shape, a
+// Fabric's clients come from a transport.Registry and embed transport.ClientState.
 package cxl

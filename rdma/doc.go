@@ -158,4 +158,8 @@
 // device without atomics and a big-endian host, so remote words are little-endian, as the
 // contract says. IBV_ATOMIC_HCA promises atomicity only among the NIC's atomics, not against
 // the CPU's: do not also serve a memory node's words to tcp clients' atomics.
+//
+// The client side is built from the kit in farmem/transport: a Fabric's clients come from a
+// transport.Registry and embed transport.ClientState, and its Call handlers run through
+// transport.Handlers.
 package rdma

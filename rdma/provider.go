@@ -44,7 +44,7 @@ type qp interface {
 	// post sends the ops of b at idx (all of b when idx is nil), in order, to the node and
 	// reports each signaled op's outcome to s exactly once. It does not block on the network,
 	// only on the provider's limit of outstanding work, or until ctx ends. The ops all address
-	// the qp's node and have passed farmem.Op.Check.
+	// the qp's node and have passed transport.CheckOp.
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// parker returns a Parker for a batch to be posted with postWaited, which posts like post
 	// for a waiter that will park on that Parker (a provider may have the waiter collect the

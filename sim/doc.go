@@ -76,4 +76,8 @@
 // simulation (in a goroutine scheduled with At, say) a fault happens at an exact virtual time,
 // so a fault schedule replays exactly. A hung compute node is paused as a whole; silent nodes
 // and links make ops fail with ErrNodeDown after Model.DownTimeout of virtual time.
+//
+// The simulator is built from the kit in farmem/transport, as every transport is: Model embeds
+// transport.Shape, and clients come from a transport.Registry; its scheduler, its Parker and
+// its pipeline of NICs and links are its own.
 package sim

@@ -10,6 +10,9 @@
 // Timing: the fabric runs on the wall clock. A batch to one node takes Latency (+ up to Jitter)
 // from post to completion, its ops applied halfway. With no latency or jitter, a verb to a
 // reachable node runs inline in the caller and costs tens of nanoseconds.
+//
+// It is built from the kit in farmem/transport: its Options embed transport.Shape, its client
+// slots are a transport.Registry, its clients embed transport.ClientState.
 package local
 
 import (

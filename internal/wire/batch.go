@@ -102,7 +102,7 @@ func ResultSize(op *farmem.Op) int {
 func AppendBatchCount(b []byte, n int) []byte { return appendU16(b, uint16(n)) }
 
 // AppendOp appends op's encoding, naming region key, to b. The op must have a valid kind and,
-// for reads and writes, at most farmem.MaxOpBytes of buffer (farmem.Op.Check).
+// for reads and writes, at most farmem.MaxOpBytes of buffer (transport.CheckOp).
 func AppendOp(b []byte, op *farmem.Op, key uint32) []byte {
 	var flags byte
 	if op.Unsignaled {
@@ -144,7 +144,7 @@ type Op struct {
 	Cmp, Swap, CmpMask, SwapMask uint64
 }
 
-// Atomic returns the op as a farmem.Op for farmem.Op.Apply and wordmem (atomics only).
+// Atomic returns the op as a farmem.Op for transport.Apply and wordmem (atomics only).
 func (o *Op) Atomic() farmem.Op {
 	return farmem.Op{Kind: o.Kind, Cmp: o.Cmp, Swap: o.Swap, CmpMask: o.CmpMask, SwapMask: o.SwapMask}
 }

@@ -1,5 +1,5 @@
 // Package wordmem applies farmem verbs to a region of memory word by word: aligned 8-byte loads
-// and stores that never tear, atomics with the semantics of [farmem.Op.Apply], and byte copies
+// and stores that never tear, atomics with the semantics of [transport.Apply], and byte copies
 // that proceed one word at a time (so a long access can interleave with a concurrent one only at
 // word boundaries). Bytes map to words in little-endian order on every host.
 //
