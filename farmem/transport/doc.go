@@ -33,8 +33,10 @@
 //     [Registry] does.
 //   - Clients: [Registry] hands out client slots and ids ([ClientIDOf], [ClientInfo]), finds a
 //     client by id, lists them for Close and crashes, and keeps closed clients' counts.
-//     [Verbs], embedded in the client, supplies Read, Write, CAS, FAA, MaskedCAS and Do from
-//     the client's one-op runner and Post, and [Verbs.PostOne] is the slow path of a single verb.
+//     [ClientState], embedded in the client, holds its info, runtime, counters and closed and
+//     crashed states ([ClientState.Usable]), and through [Verbs] supplies Read, Write, CAS, FAA,
+//     MaskedCAS and Do from the client's one-op runner and Post; [Verbs.PostOne] is the slow
+//     path of a single verb.
 //   - Calls: [Handlers] keeps a compute node's handlers and the pool of handler clients that
 //     bounds how many run at once; [Handlers.Serve] runs one, turning a panic into an error.
 //     A handler's error reaches the caller as [RemoteError], its sentinel carried as a [Code]
@@ -48,6 +50,7 @@
 //     ([Shape.EnsureDefaults]), its checks, and the [farmem.Topology] it gives.
 //   - Time: [WallRuntime] is the farmem.Runtime of transports on the wall clock.
 //
-// Costs: everything here is a few atomic operations or one short critical section per call;
-// nothing allocates on the single-verb path except a Pending where one is needed.
+// Costs: on a verb's path everything here is a few atomic operations or one short critical
+// section, and nothing allocates but a Pending where one is needed; listing a Registry's
+// clients (for Close and crashes) sorts them.
 package transport

@@ -60,7 +60,10 @@ func (h *Handlers[C]) Take(stop <-chan struct{}) (C, bool) {
 // carries its code and text to the caller, who sees [RemoteError].
 type HandlerError struct{ Err error }
 
+// Error is the handler's error's text.
 func (e *HandlerError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the handler's error.
 func (e *HandlerError) Unwrap() error { return e.Err }
 
 // Serve runs method's handler for a Call from client from with req, on a handler client of the
