@@ -16,6 +16,7 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // registry is the test's own record of every live block (allocated, not yet freed or retired),
@@ -116,8 +117,11 @@ type stressConfig struct {
 // changing under a pinned reader (reuse before every reader left).
 func stress(t *testing.T, cfg stressConfig) error {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{MemoryNodes: 3, MemorySize: 8 << 20, ComputeNodes: cfg.computeNodes, ClientsPerNode: cfg.perNode + 12,
-		Latency: cfg.latency, Jitter: cfg.jitter},
+	c := newCluster(t, local.Options{
+		Shape:   transport.Shape{MemoryNodes: 3, MemorySize: 8 << 20, ComputeNodes: cfg.computeNodes, ClientsPerNode: cfg.perNode + 12},
+		Latency: cfg.latency,
+		Jitter:  cfg.jitter,
+	},
 		FormatOptions{ChunkSize: 16 << 10, SymmetricSize: 512 << 10})
 	reg := newRegistry()
 	n := cfg.computeNodes * cfg.perNode
@@ -293,7 +297,7 @@ func stressClient(ctx context.Context, a *Allocator, m farmem.Memory, reg *regis
 				if err != nil {
 					return err
 				}
-				if !h.p.Aligned(max(align, 16)) {
+				if h.p.Offset()%(max(align, 16)) != 0 {
 					return fmt.Errorf("%v not aligned to %d", h.p, align)
 				}
 				serial++

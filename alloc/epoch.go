@@ -322,7 +322,7 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 		post.Unsignaled(post.CAS(a.epochAddr, g, g+1))
 		a.stats.Advances++
 	}
-	if post.Len() > 0 {
+	if len(post.Ops) > 0 {
 		a.m.Post(context.Background(), post)
 	}
 	ep.cached = max(ep.cached, g)

@@ -8,6 +8,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A client formats the cluster (idempotent: every client may do it), opens its allocator, and
@@ -16,7 +17,7 @@ import (
 // still hold it.
 func Example() {
 	ctx := context.Background()
-	fabric, err := local.New(local.Options{MemoryNodes: 2})
+	fabric, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: 2}})
 	if err != nil {
 		panic(err)
 	}
@@ -78,7 +79,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("64-byte aligned:", v1.Aligned(64))
+	fmt.Println("64-byte aligned:", v1.Offset()%64 == 0)
 
 	// Once no client announces an epoch the old block could be read in, it is reused.
 	if err := a.Quiesce(ctx); err != nil {

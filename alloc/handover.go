@@ -345,7 +345,7 @@ func (a *Allocator) handOver(ctx context.Context) error {
 	rec := append(prefix, body...)
 	for _, p := range picks {
 		// The blocks may have held atomic words of earlier owners; the record is plain data.
-		farmem.ForgetAtomic(a.m, p.addr, p.size)
+		forgetAtomic(a.m, p.addr, p.size)
 	}
 	var b farmem.Batch
 	hn := min(plan.read, uint64(len(rec)))
@@ -443,7 +443,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 			b.Read(head, buf)
 		}
 		var err error
-		if b.Len() > 0 {
+		if len(b.Ops) > 0 {
 			err = a.m.Do(ctx, &b)
 		}
 		if first {
@@ -477,7 +477,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 			p := make([]byte, s.n)
 			sb.Read(s.addr, p)
 		}
-		if sb.Len() > 0 {
+		if len(sb.Ops) > 0 {
 			if err := a.m.Do(ctx, &sb); err != nil {
 				a.putBack(ctx, w, err)
 				return nil

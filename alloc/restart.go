@@ -117,7 +117,7 @@ func lostErr(n farmem.NodeID, st farmem.NodeStatus) error {
 	if st.State != farmem.NodeLost {
 		return fmt.Errorf("alloc: %v was adopted after a restart and is not formatted again yet: %w", n, farmem.ErrNodeLost)
 	}
-	return fmt.Errorf("alloc: %w", farmem.LostError(n, st.Incarnation, st.Seen))
+	return fmt.Errorf("alloc: %v restarted (incarnation %#x, this fabric holds %#x) and is fenced until adopted: %w", n, st.Seen, st.Incarnation, farmem.ErrNodeLost)
 }
 
 // Reformat formats node again after it restarted and was adopted (its memory is zero), with the

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 func TestWordOps(t *testing.T) {
@@ -281,5 +282,5 @@ func TestConcurrentAtomics(t *testing.T) {
 
 func TestErrorsWrapSentinels(t *testing.T) {
 	require.True(t, errors.Is(ErrUnsupported, farmem.ErrNotSupported))
-	require.Equal(t, farmem.CodeNotSupported, farmem.CodeOf(ErrUnsupported))
+	require.Equal(t, transport.CodeNotSupported, transport.CodeOf(ErrUnsupported))
 }

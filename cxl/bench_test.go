@@ -11,13 +11,15 @@ import (
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/numaemu"
 )
 
 // benchRegion is a one-memory-node memfd region with one attached compute node.
 func benchRegion(b *testing.B, o cxl.OpenOptions) (farmem.Memory, *cxl.Fabric) {
-	r, err := cxl.Create("", cxl.Options{MemoryNodes: 1, MemorySize: 1 << 20, MaxComputeNodes: 2,
-		SliceSize: 4 << 10, SharedSize: 64 << 10})
+	r, err := cxl.Create("", cxl.Options{
+		Shape: transport.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, SliceSize: 4 << 10, SharedSize: 64 << 10},
+	})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = r.Close() })
 	f, err := r.Attach(o)
@@ -110,8 +112,9 @@ func BenchmarkVerb(b *testing.B) {
 // BenchmarkCall measures a Call round trip between two compute nodes of this process, through
 // a mailbox of the shared mapping with futex wake-ups.
 func BenchmarkCall(b *testing.B) {
-	r, err := cxl.Create("", cxl.Options{MemoryNodes: 1, MemorySize: 1 << 20, MaxComputeNodes: 2,
-		SliceSize: 4 << 10, SharedSize: 64 << 10})
+	r, err := cxl.Create("", cxl.Options{
+		Shape: transport.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, SliceSize: 4 << 10, SharedSize: 64 << 10},
+	})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = r.Close() })
 	f1, err := r.Attach(cxl.OpenOptions{})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A mailbox's state word: a 24-bit sequence (advanced at every claim and every forced free, so
@@ -136,7 +137,7 @@ func (m *mapping) reclaimDead(s *seg) int {
 // the mailbox's state word. A target that dies or is fenced fails the call with ErrNodeDown
 // within the down timeout; a caller that dies has its mailbox reclaimed.
 func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, req []byte) ([]byte, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return nil, err
 	}
 	s := c.m.seg(node)
@@ -149,13 +150,13 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 		return nil, fmt.Errorf("cxl: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
 	}
 	reply, err := c.call(ctx, s, method, req)
-	c.ctr.CountCall(len(req), len(reply))
+	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 
 func (c *client) call(ctx context.Context, s *seg, method uint16, req []byte) ([]byte, error) {
 	timeout := c.m.h.DownTimeout
-	if err := c.m.faults.awaitReach(ctx, c.info.ID, s.id, time.Now().Add(timeout), timeout); err != nil {
+	if err := c.m.faults.awaitReach(ctx, c.ClientInfo.ID, s.id, time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
 	var reply []byte
@@ -225,7 +226,7 @@ func (cl *caller) alive(slow bool) error {
 // target. slow adds the check of the target's process (made before each sleep: a call that
 // is answered while it spins does not pay for it).
 func (cl *caller) interrupted(ctx context.Context, slow bool) error {
-	if err := cl.c.usable(); err != nil {
+	if err := cl.c.Usable(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -238,7 +239,7 @@ func (cl *caller) interrupted(ctx context.Context, slow bool) error {
 func (cl *caller) claim(ctx context.Context) error {
 	m, f := cl.c.m, cl.c.f
 	n := int(m.h.Mailboxes)
-	start := int(cl.c.info.ID) % n
+	start := int(cl.c.ClientInfo.ID) % n
 	ctl := ctlBlock{cl.s.ctl}
 	for {
 		for k := range n {
@@ -323,7 +324,7 @@ func (cl *caller) move(to uint32) error {
 // exchange sends the request and receives the reply.
 func (cl *caller) exchange(ctx context.Context, method uint16, req []byte) ([]byte, error) {
 	c, f, sl := cl.c, cl.c.f, cl.sl
-	atomic.StoreUint64(sl.u64(slotMeta), uint64(method)|uint64(c.info.ID)<<16)
+	atomic.StoreUint64(sl.u64(slotMeta), uint64(method)|uint64(c.ClientInfo.ID)<<16)
 	atomic.StoreUint64(sl.u64(slotTotal), uint64(len(req)))
 	atomic.StoreUint64(sl.u64(slotTarget), uint64(cl.gen))
 	for off, first := 0, true; ; first = false {
@@ -391,12 +392,12 @@ const maxErrorText = 4096
 
 // replyOf turns a reply's code and bytes into the Call's result.
 func replyOf(meta uint64, body []byte) ([]byte, error) {
-	code, remote := farmem.Code(meta>>32), meta>>40&1 == 1
+	code, remote := transport.Code(meta>>32), meta>>40&1 == 1
 	switch {
-	case code == farmem.CodeOK:
+	case code == transport.CodeOK:
 		return body, nil
 	case remote:
-		return nil, farmem.RemoteError(code, string(body))
+		return nil, transport.RemoteError(code, string(body))
 	}
 	return nil, fmt.Errorf("%s: %w", body, code.Err())
 }
@@ -504,15 +505,13 @@ func (f *Fabric) dispatchOnce() (n int, stopped bool) {
 			m.freeSlot(f.seg, sl, st, atomic.LoadUint64(sl.owner()))
 			continue
 		}
-		var hc *client
-		select {
-		case hc = <-f.hpool:
-		case <-f.stop:
+		hc, ok := f.handlers.Take(f.stop)
+		if !ok {
 			return n, true
 		}
 		seq := stSeq(st)
 		if !atomic.CompareAndSwapUint32(sl.st(), st, mkSt(seq, 0, phRunning)) {
-			f.hpool <- hc
+			f.handlers.AddClient(hc)
 			continue
 		}
 		f.serving.Add(1)
@@ -534,7 +533,7 @@ type server struct {
 // serve reads a request, runs its handler and writes the reply.
 func (f *Fabric) serve(sl slot, seq uint32, hc *client) {
 	defer f.serving.Done()
-	defer func() { f.hpool <- hc }()
+	defer f.handlers.AddClient(hc)
 	sv := &server{f: f, sl: sl, seq: seq, phase: phRunning}
 	_ = atomics.Guard(func() { sv.run(hc) })
 }
@@ -546,7 +545,7 @@ func (sv *server) run(hc *client) {
 	method, from := uint16(meta), farmem.ClientID(meta>>16)
 	total := atomic.LoadUint64(sl.u64(slotTotal))
 	if total > farmem.MaxCallBytes {
-		sv.reply(meta, farmem.CodeInvalid, false, fmt.Appendf(nil, "request of %d bytes exceeds %d", total, farmem.MaxCallBytes))
+		sv.reply(meta, transport.CodeInvalid, false, fmt.Appendf(nil, "request of %d bytes exceeds %d", total, farmem.MaxCallBytes))
 		return
 	}
 	req := make([]byte, 0, total)
@@ -554,7 +553,7 @@ func (sv *server) run(hc *client) {
 		off := atomic.LoadUint64(sl.u64(slotOff))
 		n := atomic.LoadUint64(sl.u64(slotLen))
 		if off != uint64(len(req)) || n > sl.size || n > total-off {
-			sv.reply(meta, farmem.CodeInvalid, false, fmt.Appendf(nil, "malformed request chunk (%d bytes at %d of %d)", n, off, total))
+			sv.reply(meta, transport.CodeInvalid, false, fmt.Appendf(nil, "malformed request chunk (%d bytes at %d of %d)", n, off, total))
 			return
 		}
 		req = sl.get(req, n, f.uncached)
@@ -568,25 +567,23 @@ func (sv *server) run(hc *client) {
 	if sv.phase != phRunning && !sv.move(phRunning) {
 		return
 	}
-	f.hmu.RLock()
-	h := f.handlers[method]
-	f.hmu.RUnlock()
+	h := f.handlers.Get(method)
 	if h == nil {
-		sv.reply(meta, farmem.CodeNoHandler, false, fmt.Appendf(nil, "method %d on %v", method, f.id))
+		sv.reply(meta, transport.CodeNoHandler, false, fmt.Appendf(nil, "method %d on %v", method, f.id))
 		return
 	}
-	reply, err := runHandler(f.ctx, h, hc, from, req)
+	reply, err := transport.RunHandler(f.ctx, h, hc, from, req)
 	switch {
 	case err != nil:
 		msg := err.Error()
 		if len(msg) > maxErrorText {
 			msg = msg[:maxErrorText]
 		}
-		sv.reply(meta, farmem.CodeOf(err), true, []byte(msg))
+		sv.reply(meta, transport.CodeOf(err), true, []byte(msg))
 	case len(reply) > farmem.MaxCallBytes:
-		sv.reply(meta, farmem.CodeInvalid, false, fmt.Appendf(nil, "reply of %d bytes exceeds %d", len(reply), farmem.MaxCallBytes))
+		sv.reply(meta, transport.CodeInvalid, false, fmt.Appendf(nil, "reply of %d bytes exceeds %d", len(reply), farmem.MaxCallBytes))
 	default:
-		sv.reply(meta, farmem.CodeOK, false, reply)
+		sv.reply(meta, transport.CodeOK, false, reply)
 	}
 }
 
@@ -641,7 +638,7 @@ func (sv *server) awaitCaller(want uint32) bool {
 }
 
 // reply writes the reply (or error text) in chunks, each in the target's turn.
-func (sv *server) reply(meta uint64, code farmem.Code, remote bool, body []byte) {
+func (sv *server) reply(meta uint64, code transport.Code, remote bool, body []byte) {
 	f, sl := sv.f, sv.sl
 	meta = meta&0xffffffff | uint64(code)<<32
 	if remote {
@@ -671,15 +668,4 @@ func (sv *server) reply(meta uint64, code farmem.Code, remote bool, body []byte)
 			return
 		}
 	}
-}
-
-// runHandler runs h, turning a panic in it into an error so one bad handler cannot take the
-// node down.
-func runHandler(ctx context.Context, h farmem.Handler, m *client, from farmem.ClientID, req []byte) (reply []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			reply, err = nil, fmt.Errorf("cxl: handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, m, from, req)
 }

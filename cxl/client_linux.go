@@ -3,75 +3,57 @@ package cxl
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one goroutine's farmem.Memory on a Fabric's compute node.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f                *Fabric
-	m                *mapping
-	info             farmem.ClientInfo
-	rt               *farmem.WallRuntime
-	ctr              farmem.Counters
-	handler          bool
+	transport.ClientState // info, runtime, counters, closed and crashed; the verbs
+	f                     *Fabric
+	m                     *mapping
+	handler               bool
 
-	closed  atomic.Bool
-	crashed atomic.Bool
 	// waitBucket is 1 + the wake bucket a Wait of this client sleeps on, or 0.
 	waitBucket atomic.Int32
 
 	// Batches that cannot run inline (a fault is set) go through per-node queues, which keep
-	// this client's batches to one node in posting order. queued counts running queues; while
-	// it is nonzero every batch goes through them.
-	qmu    sync.Mutex
-	qps    map[farmem.NodeID]*qp
-	queued atomic.Int32
-
-	one *farmem.Batch // the single-verb batch of the slow path
+	// this client's batches to one node in posting order. While any runs, every batch goes
+	// through them.
+	qps transport.Queues
 }
 
 var _ farmem.Memory = (*client)(nil)
-
-type qp struct {
-	mu      sync.Mutex
-	queue   []*job
-	running bool
-}
 
 // job is the part of a batch that goes to one node.
 type job struct {
 	ctx    context.Context
 	s      *seg
 	idx    []int
-	comp   farmem.Completer
+	comp   transport.Completer
 	posted time.Time
 }
 
-func (c *client) Info() farmem.ClientInfo    { return c.info }
 func (c *client) Topology() *farmem.Topology { return &c.m.topo }
-func (c *client) Runtime() farmem.Runtime    { return c.rt }
-func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
 
 // Close implements farmem.Memory.
 func (c *client) Close() error {
-	if c.closed.Swap(true) {
+	if !c.SetClosed() {
 		return nil
 	}
 	c.wakeWait()
-	c.f.forget(c)
+	c.f.clients.Release(c.ClientInfo.ID, c)
 	return nil
 }
 
 // crash makes the client fail-stop.
 func (c *client) crash() {
-	c.crashed.Store(true)
+	c.SetCrashed()
 	c.wakeWait()
 }
 
@@ -80,17 +62,6 @@ func (c *client) wakeWait() {
 	if b := c.waitBucket.Load(); b > 0 {
 		_ = atomics.Guard(func() { bump(c.f.ctl().bucketSeq(int(b - 1))) })
 	}
-}
-
-// usable reports why the client cannot post, or nil.
-func (c *client) usable() error {
-	switch {
-	case c.closed.Load():
-		return fmt.Errorf("cxl: client %d: %w", c.info.ID, farmem.ErrClosed)
-	case c.crashed.Load():
-		return fmt.Errorf("cxl: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
-	}
-	return nil
 }
 
 // apply applies one checked op to s under the policy and returns the word it found (atomics).
@@ -171,11 +142,11 @@ func (c *client) exec(s *seg, op *farmem.Op) (val uint64, err error) {
 
 // inline reports whether a batch may run in the caller: no fault set in this process and
 // nothing of this client's queued.
-func (c *client) inline() bool { return c.m.faults.active.Load() == 0 && c.queued.Load() == 0 }
+func (c *client) inline() bool { return c.m.faults.active.Load() == 0 && !c.qps.Busy() }
 
 // single runs a one-op batch.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	if c.inline() {
@@ -184,55 +155,39 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		}
 		s := c.m.seg(op.Addr.Node())
 		if s == nil {
-			return 0, farmem.NoSuchNode(op.Addr.Node())
+			return 0, transport.NoSuchNode(op.Addr.Node())
 		}
-		if err := op.Check(s.size); err != nil {
+		if err := transport.CheckOp(&op, s.size); err != nil {
 			return 0, err
 		}
-		c.ctr.CountOp(&op, c.info.Node)
+		c.Counters.CountOp(&op, c.ClientInfo.Node)
 		val, err := c.exec(s, &op)
-		c.ctr.CountResult(&op, val, err)
+		c.Counters.CountResult(&op, val, err)
 		return val, err
 	}
-	if c.one == nil {
-		c.one = &farmem.Batch{}
-	}
-	c.one.Ops = append(c.one.Ops[:0], op)
-	p := c.Post(ctx, c.one)
-	if err := p.Wait(ctx, 0); err != nil {
-		c.one = nil // still in flight: the batch is the transport's
-		return 0, err
-	}
-	val, err := c.one.Ops[0].Result()
-	c.one.Ops[0] = farmem.Op{}
-	return val, err
+	return c.PostOne(ctx, op)
 }
 
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	if b != nil && c.inline() && ctx.Err() == nil && c.usable() == nil && b.Check() == nil &&
-		farmem.CheckOps(b, c.m.sizeOf) == nil {
+	if c.inline() && ctx.Err() == nil && transport.Admissible(b, c.Usable(), c.m.sizeOf) {
 		// What Post does inline, without a Pending.
-		c.ctr.CountBatch(b, c.info.Node)
+		c.Counters.CountBatch(b, c.ClientInfo.Node)
 		return c.runInline(b)
 	}
-	p := c.Post(ctx, b)
-	if err := p.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return p.Err()
+	return transport.Finish(ctx, c.Post(ctx, b))
 }
 
 // runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
-// and returns the first signaled op's error, as Pending.Err would report it. The batch is
+// and returns the first signaled op's error, as transport.Err would report it. The batch is
 // checked and counted.
 func (c *client) runInline(b *farmem.Batch) error {
 	var first error
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		val, err := c.exec(c.m.seg(op.Addr.Node()), op)
-		c.ctr.CountResult(op, val, err)
-		op.SetResult(val, err)
+		c.Counters.CountResult(op, val, err)
+		transport.SetResult(op, val, err)
 		if err != nil && first == nil && !op.Unsignaled {
 			first = err
 		}
@@ -244,103 +199,49 @@ func (c *client) runInline(b *farmem.Batch) error {
 // Without faults it runs in the caller, op by op in batch order (every op is a few CPU
 // instructions on the mapping), and is done when Post returns.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	b, rej := farmem.Admit(b, c.usable(), c.m.sizeOf)
+	b, rej := transport.Admit(b, c.Usable(), c.m.sizeOf)
 	if rej != nil {
 		return rej
 	}
-	c.ctr.CountBatch(b, c.info.Node)
+	c.Counters.CountBatch(b, c.ClientInfo.Node)
 	if c.inline() {
-		p, comp := farmem.NewPending(b, nil)
+		p, comp := transport.NewPending(b, nil)
 		if err := ctx.Err(); err != nil {
 			comp.Fail(err)
 			return p
 		}
 		_ = c.runInline(b)
 		for i := range b.Ops {
-			val, err := b.Ops[i].Result()
+			val, err := b.Result(i)
 			comp.Complete(i, val, err)
 		}
 		return p
 	}
-	p, comp := farmem.NewPending(b, farmem.NewChanParker())
+	p, comp := transport.NewPending(b, transport.NewChanParker())
 	now := time.Now()
-	var jobs []*job
-	for i := range b.Ops {
-		var j *job
-		sg := c.m.seg(b.Ops[i].Addr.Node())
-		for _, k := range jobs {
-			if k.s == sg {
-				j = k
-				break
-			}
-		}
-		if j == nil {
-			j = &job{ctx: ctx, s: sg, comp: comp, posted: now}
-			jobs = append(jobs, j)
-		}
-		j.idx = append(j.idx, i)
-	}
-	for _, j := range jobs {
-		c.enqueue(j)
+	var buf [4]transport.Group
+	for _, g := range transport.GroupByNode(b, buf[:0]) {
+		j := &job{ctx: ctx, s: c.m.seg(g.Node), idx: g.Idx, comp: comp, posted: now}
+		c.qps.Push(g.Node, func() { c.run(j) })
 	}
 	return p
-}
-
-func (c *client) enqueue(j *job) {
-	c.qmu.Lock()
-	q := c.qps[j.s.id]
-	if q == nil {
-		q = &qp{}
-		c.qps[j.s.id] = q
-	}
-	c.qmu.Unlock()
-	q.mu.Lock()
-	q.queue = append(q.queue, j)
-	if !q.running {
-		q.running = true
-		c.queued.Add(1)
-		go c.drain(q)
-	}
-	q.mu.Unlock()
-}
-
-// drain runs a queue's jobs in order until it is empty.
-func (c *client) drain(q *qp) {
-	for {
-		q.mu.Lock()
-		if len(q.queue) == 0 {
-			q.running = false
-			c.queued.Add(-1)
-			q.mu.Unlock()
-			return
-		}
-		j := q.queue[0]
-		q.queue[0] = nil
-		q.queue = q.queue[1:]
-		q.mu.Unlock()
-		c.run(j)
-	}
 }
 
 // run executes a job under this process's fault view: a crashed node fails it at once, a hung
 // or partitioned one after the down timeout, and an armed CrashAfter applies only a prefix.
 func (c *client) run(j *job) {
-	b := j.comp.Pending().Batch()
-	fail := func(from int, err error) {
-		for _, i := range j.idx[from:] {
-			j.comp.Complete(i, 0, err)
-		}
-	}
+	b := j.comp.Batch()
+	fail := func(from int, err error) { transport.FailFrom(j.comp, j.idx, from, err) }
 	if err := j.ctx.Err(); err != nil {
 		fail(0, err)
 		return
 	}
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		fail(0, err)
 		return
 	}
 	timeout := c.m.h.DownTimeout
-	if err := c.m.faults.awaitReach(j.ctx, c.info.ID, j.s.id, j.posted.Add(timeout), timeout); err != nil {
+	if err := c.m.faults.awaitReach(j.ctx, c.ClientInfo.ID, j.s.id, j.posted.Add(timeout)); err != nil {
 		fail(0, err)
 		return
 	}
@@ -351,7 +252,7 @@ func (c *client) run(j *job) {
 	for _, i := range j.idx[:limit] {
 		op := &b.Ops[i]
 		val, err := c.exec(j.s, op)
-		c.ctr.CountResult(op, val, err)
+		c.Counters.CountResult(op, val, err)
 		j.comp.Complete(i, val, err)
 	}
 	if crash {
@@ -364,15 +265,15 @@ func (c *client) run(j *job) {
 // node's control block, which every verb that writes the node's region bumps when the bucket
 // has waiters, in whatever process it runs.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	s := c.f.seg
-	if err := farmem.CheckWait(a, c.info.Node, s.size, until); err != nil {
+	if err := transport.CheckWait(a, c.ClientInfo.Node, s.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
-	c.ctr.CountWait()
+	c.Counters.CountWait()
 	var v uint64
 	var err error
 	if gerr := atomics.Guard(func() { v, err = c.wait(ctx, s, off, until) }); gerr != nil {
@@ -394,7 +295,7 @@ func (c *client) wait(ctx context.Context, s *seg, off uint64, until func(uint64
 	word := unsafe.Add(s.base, off)
 	for {
 		v0 := atomic.LoadUint32(seq)
-		if err := c.usable(); err != nil {
+		if err := c.Usable(); err != nil {
 			return 0, err
 		}
 		if err := ctx.Err(); err != nil {

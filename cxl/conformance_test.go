@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/cxl"
-	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // testDownTimeout is the down timeout (and lease) of the regions tests create.
@@ -21,12 +21,8 @@ const testDownTimeout = 250 * time.Millisecond
 func open(policy cxl.Policy) farmemtest.Open {
 	return func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		r, err := cxl.Create("", cxl.Options{
-			MemoryNodes:     cfg.MemoryNodes,
-			MemorySize:      cfg.MemorySize,
-			MaxComputeNodes: cfg.ComputeNodes + 1,
-			SliceSize:       4 << 10,
-			SharedSize:      64 << 10,
-			DownTimeout:     testDownTimeout,
+			Shape:       transport.Shape{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize, ComputeNodes: cfg.ComputeNodes + 1, SliceSize: 4 << 10, SharedSize: 64 << 10},
+			DownTimeout: testDownTimeout,
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close() })
@@ -37,7 +33,7 @@ func open(policy cxl.Policy) farmemtest.Open {
 			t.Cleanup(func() { _ = f.Close() })
 			cl.Fabrics = append(cl.Fabrics, f)
 		}
-		cl.Faults = cl.Fabrics[0].(farmem.FaultInjector)
+		cl.Faults = cl.Fabrics[0].(transport.FaultInjector)
 		return cl
 	}
 }

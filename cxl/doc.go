@@ -42,7 +42,7 @@
 // A compute node is a [Fabric] handle: each [Region.Attach] claims the lowest free compute id
 // with a CAS on its lease word (a 24-bit generation and an expiry), so a process may attach
 // several times and act as several compute nodes. The lease runs for the down timeout in fabric
-// time, which is the Unix wall clock ([farmem.WallRuntime]) so it compares across processes; the
+// time, which is the Unix wall clock ([transport.WallRuntime]) so it compares across processes; the
 // handle renews it every quarter of that. Close releases the id. When a process dies, its ids
 // expire with their leases; on the same host (same boot and pid namespace) a dead, zombie or
 // replaced pid is noticed at once by whoever checks. Either way the checker fences the id (marks
@@ -52,7 +52,7 @@
 //
 // The [farmem.Topology] is static: every memory node and every compute id of the region. A
 // compute id that no process holds is a down node: verbs and Calls to it fail with
-// farmem.ErrNodeDown. The topology needs MaxComputeNodes*ClientsPerNode <= 65535.
+// farmem.ErrNodeDown. The topology needs ComputeNodes*ClientsPerNode <= 65535.
 //
 // # Verbs
 //
@@ -110,7 +110,7 @@
 //
 // # Faults
 //
-// [Fabric] implements [farmem.FaultInjector] over this process's view of the region (shared by
+// [Fabric] implements [transport.FaultInjector] over this process's view of the region (shared by
 // all its handles): a compute node attached by this process can be crashed (for every process:
 // its lease is marked crashed) and hung (it stops serving Calls and renewing its lease); memory
 // nodes can be crashed, hung, partitioned from a client or armed to crash mid-batch, as seen by
@@ -121,4 +121,7 @@
 // When the last handle on a region closes, the mapping is replaced by an inaccessible
 // reservation of the same addresses rather than unmapped, so a straggling goroutine faults
 // (and Guard reports it) instead of writing into a later mapping.
+//
+// The transport is built from the kit in farmem/transport: Options embeds transport.Shape, a
+// Fabric's clients come from a transport.Registry and embed transport.ClientState.
 package cxl

@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/numaemu"
 )
 
@@ -22,10 +23,10 @@ const (
 )
 
 // Fabric is one compute node attached to a region: a farmem.Fabric hosting that one node, and a
-// farmem.FaultInjector over this process's view of the region. See the package doc.
+// transport.FaultInjector over this process's view of the region. See the package doc.
 type Fabric struct {
 	m        *mapping
-	rt       *farmem.WallRuntime
+	rt       *transport.WallRuntime
 	cid      farmem.ComputeID
 	id       farmem.NodeID
 	gen      uint32
@@ -46,20 +47,13 @@ type Fabric struct {
 	bg       sync.WaitGroup // the renewer and the dispatcher
 	serving  sync.WaitGroup // handler goroutines
 
-	hmu      sync.RWMutex
-	handlers map[uint16]farmem.Handler
-	hpool    chan *client // idle handler clients: its capacity bounds concurrent handlers
-
-	mu        sync.Mutex
-	closed    bool
-	slots     []*client // by slot; nil when free
-	clients   map[farmem.ClientID]*client
-	closedSum farmem.Stats
+	handlers *transport.Handlers[*client]
+	clients  *transport.Registry[*client]
 }
 
 var (
-	_ farmem.Fabric        = (*Fabric)(nil)
-	_ farmem.FaultInjector = (*Fabric)(nil)
+	_ farmem.Fabric           = (*Fabric)(nil)
+	_ transport.FaultInjector = (*Fabric)(nil)
 )
 
 // Open maps the region at path (sharing this process's mapping if it has one) and attaches a
@@ -95,16 +89,14 @@ func (r *Region) Attach(o OpenOptions) (*Fabric, error) {
 	h := m.h
 	f := &Fabric{
 		m:          m,
-		rt:         farmem.NewWallRuntime(o.Seed),
+		rt:         transport.NewWallRuntime(o.Seed),
 		policy:     o.Policy,
 		uncached:   o.Policy == Uncached,
 		inject:     m.placement.Inject,
 		checkEvery: max(h.DownTimeout/4, time.Millisecond),
 		stop:       make(chan struct{}),
-		handlers:   make(map[uint16]farmem.Handler),
-		hpool:      make(chan *client, h.MaxHandlers),
-		slots:      make([]*client, h.ClientsPerNode),
-		clients:    make(map[farmem.ClientID]*client),
+		handlers:   transport.NewHandlers[*client](int(h.MaxHandlers)),
+		clients:    transport.NewRegistry[*client](int(h.ClientsPerNode), h.SliceSize, int(h.MaxHandlers)),
 	}
 	if o.Profile != nil {
 		f.inject = o.Profile.Added()
@@ -144,7 +136,7 @@ func (r *Region) Attach(o OpenOptions) (*Fabric, error) {
 			m.release()
 			return nil, err
 		}
-		f.hpool <- c
+		f.handlers.AddClient(c)
 	}
 	m.hmu.Lock()
 	m.hosted[f.cid] = f
@@ -200,15 +192,7 @@ func (f *Fabric) Hosted() []farmem.NodeID { return []farmem.NodeID{f.id} }
 func (f *Fabric) Runtime() farmem.Runtime { return f.rt }
 
 // Stats implements farmem.Fabric.
-func (f *Fabric) Stats() farmem.Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.closedSum
-	for _, c := range f.clients {
-		s = s.Add(c.ctr.Snapshot())
-	}
-	return s
-}
+func (f *Fabric) Stats() farmem.Stats { return f.clients.Stats() }
 
 // usable reports why the node cannot serve, or nil.
 func (f *Fabric) usable() error {
@@ -235,43 +219,21 @@ func (f *Fabric) Open(ctx context.Context, node farmem.NodeID) (farmem.Memory, e
 	if err := f.usable(); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	slot := -1
-	for i := range len(f.slots) - int(f.m.h.MaxHandlers) {
-		if f.slots[i] == nil {
-			slot = i
-			break
-		}
-	}
-	f.mu.Unlock()
-	if slot < 0 {
-		return nil, fmt.Errorf("cxl: all client slots of %v are taken: %w", f.id, farmem.ErrNoSpace)
-	}
-	return f.newClient(slot, false)
+	return f.newClient(-1, false)
 }
 
-// newClient opens a client on slot, which the caller found free, with a zeroed slice.
+// newClient opens a client on slot (the first free application slot when slot < 0) with a
+// zeroed slice.
 func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
-	id, err := f.m.topo.ClientIDOf(f.cid, slot)
+	c, err := f.clients.Open(f.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
+		c := &client{f: f, m: f.m, handler: handler}
+		c.Init(info, f.rt.Fork(), c.single, c.Post)
+		return c, &c.Counters
+	})
 	if err != nil {
 		return nil, err
 	}
-	size := f.m.h.SliceSize
-	off := farmem.ComputeHeaderSize + uint64(slot)*size
-	c := &client{f: f, m: f.m, rt: f.rt.Fork(), handler: handler, qps: make(map[farmem.NodeID]*qp)}
-	c.SingleOps.Run = c.single
-	c.info = farmem.ClientInfo{ID: id, Node: f.id, Slot: slot, Slice: farmem.MakeAddr(f.id, off), SliceSize: size}
-	f.mu.Lock()
-	if f.closed || f.slots[slot] != nil {
-		f.mu.Unlock()
-		if f.closed {
-			return nil, fmt.Errorf("cxl: fabric of %v: %w", f.id, farmem.ErrClosed)
-		}
-		return nil, fmt.Errorf("cxl: client slot %d of %v taken: %w", slot, f.id, farmem.ErrNoSpace)
-	}
-	f.slots[slot] = c
-	f.clients[id] = c
-	f.mu.Unlock()
+	off, size := c.ClientInfo.Slice.Offset(), c.ClientInfo.SliceSize
 	if err := atomics.Guard(func() {
 		p := unsafe.Add(f.seg.base, off)
 		clear(unsafe.Slice((*byte)(p), size))
@@ -280,22 +242,9 @@ func (f *Fabric) newClient(slot int, handler bool) (*client, error) {
 		}
 	}); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("cxl: clear the slice of client %d: %w: %w", id, farmem.ErrNodeDown, err)
+		return nil, fmt.Errorf("cxl: clear the slice of client %d: %w: %w", c.ClientInfo.ID, farmem.ErrNodeDown, err)
 	}
 	return c, nil
-}
-
-// forget removes a closed client from the slot table, adding its counts to the closed sum.
-func (f *Fabric) forget(c *client) {
-	f.mu.Lock()
-	if f.slots[c.info.Slot] == c {
-		f.slots[c.info.Slot] = nil
-	}
-	if f.clients[c.info.ID] == c {
-		delete(f.clients, c.info.ID)
-		f.closedSum = f.closedSum.Add(c.ctr.Snapshot())
-	}
-	f.mu.Unlock()
 }
 
 // Handle implements farmem.Fabric.
@@ -303,16 +252,10 @@ func (f *Fabric) Handle(node farmem.NodeID, method uint16, h farmem.Handler) err
 	if node != f.id {
 		return fmt.Errorf("cxl: %v is not hosted by this fabric (%v): %w", node, f.id, farmem.ErrInvalid)
 	}
-	if h == nil {
-		return fmt.Errorf("cxl: nil handler: %w", farmem.ErrInvalid)
-	}
 	if err := f.usable(); err != nil {
 		return err
 	}
-	f.hmu.Lock()
-	f.handlers[method] = h
-	f.hmu.Unlock()
-	return nil
+	return f.handlers.Set(method, h)
 }
 
 // halt stops the node's background work and wakes everything parked on it: the dispatcher,
@@ -348,13 +291,7 @@ func (f *Fabric) crash() {
 		}
 	}
 	_ = atomics.Guard(func() { f.m.setLease(f.seg, f.gen, expCrashed) })
-	f.mu.Lock()
-	cs := make([]*client, 0, len(f.clients))
-	for _, c := range f.clients {
-		cs = append(cs, c)
-	}
-	f.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range f.clients.Clients() {
 		c.crash()
 	}
 	f.halt()
@@ -364,17 +301,10 @@ func (f *Fabric) crash() {
 // down timeout) for running handlers, releases the compute id and drops the mapping. It is
 // idempotent.
 func (f *Fabric) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	cs, first := f.clients.Close()
+	if !first {
 		return nil
 	}
-	f.closed = true
-	cs := make([]*client, 0, len(f.clients))
-	for _, c := range f.clients {
-		cs = append(cs, c)
-	}
-	f.mu.Unlock()
 	crashed := !f.state.CompareAndSwap(stateUp, stateClosed) && !f.state.CompareAndSwap(stateHung, stateClosed)
 	for _, c := range cs {
 		_ = c.Close()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // The FaultInjector acts on this process's view of the region, shared by every fabric handle
@@ -33,7 +34,7 @@ func (m *mapping) hostedFabric(c farmem.ComputeID) *Fabric {
 
 // openClient finds an open client of this process by id.
 func (m *mapping) openClient(id farmem.ClientID) *client {
-	c, _, err := m.topo.ClientSlot(id)
+	c, _, err := transport.ClientSlot(&m.topo, id)
 	if err != nil {
 		return nil
 	}
@@ -41,9 +42,8 @@ func (m *mapping) openClient(id farmem.ClientID) *client {
 	if hf == nil {
 		return nil
 	}
-	hf.mu.Lock()
-	defer hf.mu.Unlock()
-	return hf.clients[id]
+	cl, _ := hf.clients.Get(id)
+	return cl
 }
 
 // crashNode crashes node id as a mid-batch crash reaches it.
@@ -62,7 +62,7 @@ func notHosted(what string, id farmem.NodeID) error {
 		what, id, farmem.ErrNotSupported)
 }
 
-// Crash implements farmem.FaultInjector.
+// Crash implements transport.FaultInjector.
 func (f *Fabric) Crash(id farmem.NodeID) error {
 	if _, err := f.node(id); err != nil {
 		return err
@@ -79,7 +79,7 @@ func (f *Fabric) Crash(id farmem.NodeID) error {
 	return nil
 }
 
-// Hang implements farmem.FaultInjector.
+// Hang implements transport.FaultInjector.
 func (f *Fabric) Hang(id farmem.NodeID) error {
 	if _, err := f.node(id); err != nil {
 		return err
@@ -100,7 +100,7 @@ func (f *Fabric) Hang(id farmem.NodeID) error {
 	return err
 }
 
-// Resume implements farmem.FaultInjector.
+// Resume implements transport.FaultInjector.
 func (f *Fabric) Resume(id farmem.NodeID) error {
 	if _, err := f.node(id); err != nil {
 		return err
@@ -120,7 +120,7 @@ func (f *Fabric) Resume(id farmem.NodeID) error {
 	return nil
 }
 
-// Partition implements farmem.FaultInjector, for a client of this process.
+// Partition implements transport.FaultInjector, for a client of this process.
 func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	if _, err := f.node(id); err != nil {
 		return err
@@ -132,13 +132,13 @@ func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// Heal implements farmem.FaultInjector.
+// Heal implements transport.FaultInjector.
 func (f *Fabric) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	f.m.faults.update(func() { delete(f.m.faults.parts, partition{client, id}) })
 	return nil
 }
 
-// CrashAfter implements farmem.FaultInjector: the next batch of this process that reaches the
+// CrashAfter implements transport.FaultInjector: the next batch of this process that reaches the
 // node applies its first n ops there, then the node crashes (for this process; for a compute
 // node attached here, for every process).
 func (f *Fabric) CrashAfter(id farmem.NodeID, n int) error {
@@ -155,7 +155,7 @@ func (f *Fabric) CrashAfter(id farmem.NodeID, n int) error {
 	return nil
 }
 
-// CrashClient implements farmem.FaultInjector, for a client of this process.
+// CrashClient implements transport.FaultInjector, for a client of this process.
 func (f *Fabric) CrashClient(id farmem.ClientID) error {
 	c := f.m.openClient(id)
 	if c == nil {

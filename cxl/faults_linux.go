@@ -2,12 +2,12 @@ package cxl
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // faults is a mapping's process-local fault state: what this process's fabric handles see of
@@ -18,8 +18,9 @@ type faults struct {
 	// active counts the fault entries; while it is zero, verbs take the fast path.
 	active atomic.Int32
 
+	changes transport.Changes // notified at every change
+
 	mu    sync.Mutex
-	ch    chan struct{} // closed and replaced at every change
 	down  map[farmem.NodeID]bool
 	hung  map[farmem.NodeID]bool
 	parts map[partition]bool
@@ -32,7 +33,6 @@ type partition struct {
 }
 
 func (f *faults) init() {
-	f.ch = make(chan struct{})
 	f.down = make(map[farmem.NodeID]bool)
 	f.hung = make(map[farmem.NodeID]bool)
 	f.parts = make(map[partition]bool)
@@ -42,8 +42,7 @@ func (f *faults) init() {
 // changedLocked recounts the entries and wakes everything waiting for a change. f.mu is held.
 func (f *faults) changedLocked() {
 	f.active.Store(int32(len(f.down) + len(f.hung) + len(f.parts) + len(f.after)))
-	close(f.ch)
-	f.ch = make(chan struct{})
+	f.changes.Notify()
 }
 
 func (f *faults) update(fn func()) {
@@ -53,22 +52,14 @@ func (f *faults) update(fn func()) {
 	f.mu.Unlock()
 }
 
-type reach uint8
-
-const (
-	reachable reach = iota
-	silent          // hung or partitioned: no answer
-	down            // crashed: refused at once
-)
-
-func (f *faults) reachLocked(client farmem.ClientID, node farmem.NodeID) reach {
+func (f *faults) reachLocked(client farmem.ClientID, node farmem.NodeID) transport.Reach {
 	switch {
 	case f.down[node]:
-		return down
+		return transport.Down
 	case f.hung[node], f.parts[partition{client, node}]:
-		return silent
+		return transport.Silent
 	}
-	return reachable
+	return transport.Reachable
 }
 
 // isDown reports whether node is crashed in this process's view.
@@ -83,42 +74,16 @@ func (f *faults) isDown(node farmem.NodeID) bool {
 
 // awaitReach blocks while client cannot reach node: it fails with ErrNodeDown at once if node
 // is crashed, or at deadline if it stays silent, or with ctx's error.
-func (f *faults) awaitReach(ctx context.Context, client farmem.ClientID, node farmem.NodeID, deadline time.Time, timeout time.Duration) error {
+func (f *faults) awaitReach(ctx context.Context, client farmem.ClientID, node farmem.NodeID, deadline time.Time) error {
 	if f.active.Load() == 0 {
 		return nil
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
+	return transport.AwaitReach(ctx, node, deadline, func() (transport.Reach, <-chan struct{}) {
+		ch := f.changes.Chan()
 		f.mu.Lock()
-		ch, r := f.ch, f.reachLocked(client, node)
-		f.mu.Unlock()
-		switch r {
-		case reachable:
-			return nil
-		case down:
-			return fmt.Errorf("cxl: %v crashed: %w", node, farmem.ErrNodeDown)
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return fmt.Errorf("cxl: %v silent for %v: %w", node, timeout, farmem.ErrNodeDown)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		defer f.mu.Unlock()
+		return f.reachLocked(client, node), ch
+	})
 }
 
 // takeCrashAfter disarms node's CrashAfter and returns its count, if it was armed.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/farmem/farmem/farmem/transport"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 )
 
 func validHeader(t testing.TB) (*header, []byte) {
-	o := Options{MemoryNodes: 3, MemorySize: 1 << 20, MaxComputeNodes: 4}
+	o := Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 4}}
 	o.defaults()
 	h, err := o.header(BackingMemfd, 4096)
 	require.NoError(t, err)
@@ -94,10 +95,10 @@ func TestHeaderTooShort(t *testing.T) {
 
 func TestOptionsRejected(t *testing.T) {
 	for name, o := range map[string]Options{
-		"negative nodes":   {MemoryNodes: -1},
-		"too many handles": {MaxHandlers: 64, ClientsPerNode: 64},
-		"client ids":       {MaxComputeNodes: 2000},
-		"too big":          {MemoryNodes: 100, MemorySize: 1 << 47},
+		"negative nodes":   {Shape: transport.Shape{MemoryNodes: -1}},
+		"too many handles": {Shape: transport.Shape{MaxHandlers: 64, ClientsPerNode: 64}},
+		"client ids":       {Shape: transport.Shape{ComputeNodes: 2000}},
+		"too big":          {Shape: transport.Shape{MemoryNodes: 100, MemorySize: 1 << 47}},
 	} {
 		o.defaults()
 		_, err := o.header(BackingMemfd, 4096)
@@ -113,7 +114,7 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add(b[:headerLen])
 	f.Add([]byte(magic))
 	f.Add(make([]byte, headerLen))
-	o := Options{DownTimeout: time.Hour, MaxComputeNodes: 1, ClientsPerNode: 2, MaxHandlers: 1}
+	o := Options{Shape: transport.Shape{ComputeNodes: 1, ClientsPerNode: 2, MaxHandlers: 1}, DownTimeout: time.Hour}
 	o.defaults()
 	if h, err := o.header(BackingDevDAX, 1<<21); err == nil {
 		hb := make([]byte, headerLen)

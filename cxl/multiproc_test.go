@@ -24,6 +24,7 @@ import (
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // The multi-process tests re-execute the test binary as children (TestChild with CXL_CHILD
@@ -363,7 +364,7 @@ func hammer(ctx context.Context, f *cxl.Fabric, lines chan []string) error {
 }
 
 func mustClientID(tp *farmem.Topology, c farmem.ComputeID, slot int) farmem.ClientID {
-	id, err := tp.ClientIDOf(c, slot)
+	id, err := transport.ClientIDOf(tp, c, slot)
 	if err != nil {
 		panic(err)
 	}
@@ -438,8 +439,8 @@ func (c *child) send(t *testing.T, format string, args ...any) {
 // newSharedRegion creates a memfd region and returns it with a descriptor to hand children.
 func newSharedRegion(t *testing.T) (*cxl.Region, *os.File) {
 	r, err := cxl.Create("", cxl.Options{
-		MemoryNodes: 3, MemorySize: 1 << 20, MaxComputeNodes: 6,
-		SliceSize: 4 << 10, SharedSize: 64 << 10, DownTimeout: 500 * time.Millisecond,
+		Shape:       transport.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 6, SliceSize: 4 << 10, SharedSize: 64 << 10},
+		DownTimeout: 500 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
@@ -505,7 +506,7 @@ func TestMultiProcessKill(t *testing.T) {
 
 	// The victim's blocked call is in our handler: it holds one of our mailboxes.
 	from := <-blocked
-	fc, _, err := pf.Topology().ClientSlot(from)
+	fc, _, err := transport.ClientSlot(pf.Topology(), from)
 	require.NoError(t, err)
 	require.Equal(t, victim.cid, fc)
 	running := 0

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/numaemu"
 )
 
@@ -84,24 +85,10 @@ func (p Policy) String() string {
 type Options struct {
 	// Backing is what the memory is (default BackingAuto: inferred from the path).
 	Backing Backing
-	// MemoryNodes is the number of memory nodes (default 1).
-	MemoryNodes int
-	// MemorySize is each memory node's size in bytes (default 16 MiB; a multiple of 8).
-	MemorySize uint64
-	// MaxComputeNodes is the number of compute ids, i.e. of processes (or fabric handles)
-	// that can be attached at once (default 8).
-	MaxComputeNodes int
-	// ClientsPerNode is the number of client slots per compute node, Call handlers included
-	// (default 64).
-	ClientsPerNode int
-	// MaxHandlers is how many Call handlers a compute node runs at once (default 8); that
-	// many client slots are reserved for them.
-	MaxHandlers int
-	// SliceSize is each client's slice of its compute node's region (default 16 KiB, rounded
-	// up to 64 bytes).
-	SliceSize uint64
-	// SharedSize is the size of each compute node's shared area (default 1 MiB).
-	SharedSize uint64
+	// Shape is the region's shape (see transport.Shape for the fields and their defaults).
+	// ComputeNodes is the number of compute ids, i.e. of processes (or fabric handles) that
+	// can be attached at once; its default here is 8. Memory sizes are rounded up to 8 bytes.
+	transport.Shape
 	// Mailboxes is the number of Call mailboxes in each compute node's control block: how many
 	// Calls to one node can be in flight at once (default 32; more wait for a free one).
 	Mailboxes int
@@ -136,29 +123,10 @@ type OpenOptions struct {
 }
 
 func (o *Options) defaults() {
-	if o.MemoryNodes == 0 {
-		o.MemoryNodes = 1
+	if o.ComputeNodes == 0 {
+		o.ComputeNodes = 8
 	}
-	if o.MemorySize == 0 {
-		o.MemorySize = 16 << 20
-	}
-	if o.MaxComputeNodes == 0 {
-		o.MaxComputeNodes = 8
-	}
-	if o.ClientsPerNode == 0 {
-		o.ClientsPerNode = 64
-	}
-	if o.MaxHandlers == 0 {
-		o.MaxHandlers = 8
-	}
-	if o.SliceSize == 0 {
-		o.SliceSize = 16 << 10
-	}
-	o.SliceSize = (o.SliceSize + 63) &^ 63
-	if o.SharedSize == 0 {
-		o.SharedSize = 1 << 20
-	}
-	o.SharedSize = (o.SharedSize + 7) &^ 7
+	o.EnsureDefaults()
 	if o.Mailboxes == 0 {
 		o.Mailboxes = 32
 	}
@@ -176,17 +144,18 @@ func (o *Options) defaults() {
 
 // header builds the header Create writes, less placement and epoch, checking the options.
 func (o *Options) header(b Backing, pageSize uint64) (*header, error) {
-	if o.MemoryNodes < 0 || o.MaxComputeNodes < 0 || o.ClientsPerNode < 0 || o.MaxHandlers < 0 || o.Mailboxes < 0 ||
-		o.MemoryNodes > int(farmem.MaxMemoryNode) || o.MaxComputeNodes > int(farmem.MaxComputeID) ||
-		o.ClientsPerNode > 0xffff || o.MaxHandlers > 0xffff || o.Mailboxes > maxMailboxes {
-		return nil, fmt.Errorf("cxl: options out of range: %w", farmem.ErrInvalid)
+	if err := o.Check(); err != nil {
+		return nil, fmt.Errorf("cxl: %w", err)
+	}
+	if o.Mailboxes < 0 || o.Mailboxes > maxMailboxes {
+		return nil, fmt.Errorf("cxl: %d mailboxes: %w", o.Mailboxes, farmem.ErrInvalid)
 	}
 	h := &header{
 		Backing:        b,
 		PageSize:       pageSize,
 		MemoryNodes:    uint32(o.MemoryNodes),
 		MemorySize:     (o.MemorySize + 7) &^ 7,
-		MaxCompute:     uint32(o.MaxComputeNodes),
+		MaxCompute:     uint32(o.ComputeNodes),
 		ClientsPerNode: uint32(o.ClientsPerNode),
 		MaxHandlers:    uint32(o.MaxHandlers),
 		Mailboxes:      uint32(o.Mailboxes),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wordmem"
 	"github.com/farmem/farmem/numaemu"
 )
@@ -122,7 +123,7 @@ func (m *mapping) sizeOf(id farmem.NodeID) (uint64, error) {
 	if s := m.seg(id); s != nil {
 		return s.size, nil
 	}
-	return 0, farmem.NoSuchNode(id)
+	return 0, transport.NoSuchNode(id)
 }
 
 func (m *mapping) seg(id farmem.NodeID) *seg {

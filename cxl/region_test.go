@@ -26,12 +26,15 @@ import (
 	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/numaemu"
 )
 
 // small is a region small enough that tests create many quickly.
-var small = cxl.Options{MemoryNodes: 2, MemorySize: 256 << 10, MaxComputeNodes: 3,
-	SliceSize: 4 << 10, SharedSize: 16 << 10, DownTimeout: testDownTimeout}
+var small = cxl.Options{
+	Shape:       transport.Shape{MemoryNodes: 2, MemorySize: 256 << 10, ComputeNodes: 3, SliceSize: 4 << 10, SharedSize: 16 << 10},
+	DownTimeout: testDownTimeout,
+}
 
 // shmDir is a fresh directory on /dev/shm.
 func shmDir(t *testing.T) string {
@@ -257,7 +260,7 @@ func TestMemfdSealed(t *testing.T) {
 func TestFSDAXRefusedWithoutDAX(t *testing.T) {
 	dir := shmDir(t)
 	path := filepath.Join(dir, "region")
-	_, err := cxl.Create(path, cxl.Options{Backing: cxl.BackingFSDAX, MemorySize: 1 << 20})
+	_, err := cxl.Create(path, cxl.Options{Shape: transport.Shape{MemorySize: 1 << 20}, Backing: cxl.BackingFSDAX})
 	require.ErrorIs(t, err, cxl.ErrNotDAX)
 	require.ErrorIs(t, err, farmem.ErrNotSupported)
 	require.ErrorContains(t, err, "MAP_SYNC")
@@ -279,7 +282,7 @@ func TestDevDAX(t *testing.T) {
 	if os.Getenv("CXL_TEST_DEVDAX") != devs[0] {
 		t.Skipf("formatting %s would destroy its contents; set CXL_TEST_DEVDAX=%s to allow it", devs[0], devs[0])
 	}
-	r, err := cxl.Create(devs[0], cxl.Options{MemoryNodes: 1, MemorySize: 1 << 20})
+	r, err := cxl.Create(devs[0], cxl.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 1 << 20}})
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, cxl.BackingDevDAX, r.Info().Backing)
@@ -312,8 +315,12 @@ func freeHugePages() (free int, mount string) {
 
 func TestHugetlbfs(t *testing.T) {
 	free, mount := freeHugePages()
-	o := cxl.Options{Backing: cxl.BackingHugetlb, MemoryNodes: 1, MemorySize: 1 << 20, MaxComputeNodes: 2,
-		SliceSize: 4 << 10, SharedSize: 16 << 10, Mailboxes: 4, DownTimeout: testDownTimeout}
+	o := cxl.Options{
+		Shape:       transport.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, SliceSize: 4 << 10, SharedSize: 16 << 10},
+		Backing:     cxl.BackingHugetlb,
+		Mailboxes:   4,
+		DownTimeout: testDownTimeout,
+	}
 	_, err := cxl.Create(filepath.Join(shmDir(t), "f"), o)
 	require.ErrorIs(t, err, farmem.ErrNotSupported, "tmpfs is not hugetlbfs")
 	if free < 8 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // errNotLinux: regions need Linux (memfd, futexes, mbind, /proc).
@@ -50,8 +51,8 @@ func (r *Region) Attach(OpenOptions) (*Fabric, error) { return nil, errNotLinux 
 type Fabric struct{}
 
 var (
-	_ farmem.Fabric        = (*Fabric)(nil)
-	_ farmem.FaultInjector = (*Fabric)(nil)
+	_ farmem.Fabric           = (*Fabric)(nil)
+	_ transport.FaultInjector = (*Fabric)(nil)
 )
 
 // ID returns 0.
@@ -76,7 +77,7 @@ func (f *Fabric) Open(context.Context, farmem.NodeID) (farmem.Memory, error) { r
 func (f *Fabric) Handle(farmem.NodeID, uint16, farmem.Handler) error { return errNotLinux }
 
 // Runtime returns a wall-clock runtime.
-func (f *Fabric) Runtime() farmem.Runtime { return farmem.NewWallRuntime(1) }
+func (f *Fabric) Runtime() farmem.Runtime { return transport.NewWallRuntime(1) }
 
 // Stats returns zero.
 func (f *Fabric) Stats() farmem.Stats { return farmem.Stats{} }

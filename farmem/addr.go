@@ -71,18 +71,10 @@ const OffsetBits = 48
 // MaxOffset is the largest offset an Addr can carry.
 const MaxOffset = 1<<OffsetBits - 1
 
-// MakeAddr builds the address of byte off of node n. Offsets wider than 48 bits are truncated;
-// use [NewAddr] to have that reported instead.
+// MakeAddr builds the address of byte off of node n. Offsets wider than 48 bits ([MaxOffset])
+// are truncated: check off first where it comes from outside.
 func MakeAddr(n NodeID, off uint64) Addr {
 	return Addr(uint64(n)<<OffsetBits | off&MaxOffset)
-}
-
-// NewAddr builds the address of byte off of node n, or reports that off does not fit in 48 bits.
-func NewAddr(n NodeID, off uint64) (Addr, error) {
-	if off > MaxOffset {
-		return 0, fmt.Errorf("farmem: offset %#x exceeds %d bits: %w", off, OffsetBits, ErrInvalid)
-	}
-	return MakeAddr(n, off), nil
 }
 
 // Node returns the node the address is on.
@@ -91,15 +83,9 @@ func (a Addr) Node() NodeID { return NodeID(a >> OffsetBits) }
 // Offset returns the byte offset within the node.
 func (a Addr) Offset() uint64 { return uint64(a) & MaxOffset }
 
-// IsNil reports whether a is the nil address.
-func (a Addr) IsNil() bool { return a == 0 }
-
 // Add returns the address d bytes further on the same node. The offset wraps within 48 bits;
 // range checks belong to the verbs.
 func (a Addr) Add(d uint64) Addr { return MakeAddr(a.Node(), a.Offset()+d) }
-
-// Aligned reports whether the offset is a multiple of n (a power of two).
-func (a Addr) Aligned(n uint64) bool { return a.Offset()&(n-1) == 0 }
 
 // String formats the address as "n3+0x1f40" (memory node 3), "c2+0x40" (compute node 2), or
 // "nil". [ParseAddr] reads every form String writes.

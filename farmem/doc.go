@@ -1,7 +1,10 @@
-// Package farmem is the vocabulary of far memory: addresses, nodes and clients, verbs and
-// batches, the Memory and Fabric interfaces every transport implements, the runtime that code
-// above the transports takes time, goroutines and randomness from, counted costs, and the
-// sentinel errors.
+// Package farmem is the vocabulary of far memory, the contract code above the transports
+// programs against: addresses, nodes and clients, verbs and batches, the Memory and Fabric
+// interfaces every transport implements, the runtime that code above the transports takes time,
+// goroutines and randomness from, counted costs, and the sentinel errors. It holds nothing a
+// user does not need: what implementing a transport takes (admission checks, completing a
+// Pending, counters, client slots, the cluster shape, fault injection, the wall-clock runtime)
+// is the kit in farmem/transport.
 //
 // # Nodes, clients, addresses
 //

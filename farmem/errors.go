@@ -1,10 +1,6 @@
 package farmem
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // Sentinel errors. Verbs wrap them with %w and context (the op, the address), so callers test
 // with [errors.Is].
@@ -41,70 +37,3 @@ var (
 
 // ErrNoSpace: a region, slot table or allocator is exhausted.
 var ErrNoSpace = errors.New("farmem: no space")
-
-// Code is a sentinel error's number, for carrying errors across a wire or a shared mapping.
-type Code uint8
-
-// The codes of the sentinels; CodeOther is an error that wraps none of them.
-const (
-	CodeOK Code = iota
-	CodeOutOfRange
-	CodeMisaligned
-	CodeNodeDown
-	CodeClosed
-	CodeInvalid
-	CodeNotLocal
-	CodeNoHandler
-	CodeRemote
-	CodeAborted
-	CodeAtomicOverlap
-	CodeNotSupported
-	CodeNoSpace
-	CodeCanceled
-	CodeDeadline
-	CodeOther
-)
-
-var codeErrs = [...]error{
-	CodeOutOfRange: ErrOutOfRange, CodeMisaligned: ErrMisaligned, CodeNodeDown: ErrNodeDown,
-	CodeClosed: ErrClosed, CodeInvalid: ErrInvalid, CodeNotLocal: ErrNotLocal,
-	CodeNoHandler: ErrNoHandler, CodeRemote: ErrRemote, CodeAborted: ErrAborted,
-	CodeAtomicOverlap: ErrAtomicOverlap, CodeNotSupported: ErrNotSupported, CodeNoSpace: ErrNoSpace,
-	CodeCanceled: context.Canceled, CodeDeadline: context.DeadlineExceeded,
-}
-
-// CodeOf returns the code of the first sentinel err wraps, CodeOK for nil, CodeOther otherwise.
-func CodeOf(err error) Code {
-	if err == nil {
-		return CodeOK
-	}
-	for c := CodeOutOfRange; c < CodeOther; c++ {
-		if errors.Is(err, codeErrs[c]) {
-			return c
-		}
-	}
-	return CodeOther
-}
-
-// Err returns the sentinel for c: nil for CodeOK, and for CodeOther or an unknown code an
-// error that wraps none of the sentinels.
-func (c Code) Err() error {
-	if c == CodeOK {
-		return nil
-	}
-	if int(c) < len(codeErrs) && codeErrs[c] != nil {
-		return codeErrs[c]
-	}
-	return errOther
-}
-
-var errOther = errors.New("farmem: error")
-
-// RemoteError is the error a caller receives when a Call handler fails with an error of code c
-// and text msg: it wraps ErrRemote and, when c names another sentinel, that sentinel too.
-func RemoteError(c Code, msg string) error {
-	if s := c.Err(); s != nil && s != ErrRemote && s != errOther {
-		return fmt.Errorf("%w: %w: %s", ErrRemote, s, msg)
-	}
-	return fmt.Errorf("%w: %s", ErrRemote, msg)
-}

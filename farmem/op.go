@@ -25,9 +25,6 @@ func (k OpKind) String() string {
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
 
-// IsAtomic reports whether the verb is an 8-byte atomic.
-func (k OpKind) IsAtomic() bool { return k == OpCAS || k == OpFAA || k == OpMaskedCAS }
-
 // Limits every transport enforces.
 const (
 	// MaxBatchOps is the largest number of ops in one batch.
@@ -39,7 +36,7 @@ const (
 )
 
 // Op is one verb of a [Batch]. Build ops with the Batch methods; read results with
-// [Op.Result] once the op is done.
+// [Batch.Result] once the op is done.
 type Op struct {
 	Kind OpKind
 	Addr Addr
@@ -58,46 +55,6 @@ type Op struct {
 
 	val uint64
 	err error
-}
-
-// Result returns the op's outcome: the previous word for atomics, 0 for Read and Write, and the
-// op's error. It is meaningful only once the op is done ([Pending.OpDone], or after Do or a
-// Pending.Wait for all); an unsignaled op has no result.
-func (o *Op) Result() (uint64, error) { return o.val, o.err }
-
-// SetResult records the op's outcome. It is for transports that run a whole batch in the
-// caller of Do, where a [Pending] would only be allocated and dropped; everyone else reads
-// results through [Op.Result] once the op is done.
-func (o *Op) SetResult(val uint64, err error) { o.val, o.err = val, err }
-
-// Len is the number of bytes the op touches.
-func (o *Op) Len() uint64 {
-	if o.Kind == OpRead || o.Kind == OpWrite {
-		return uint64(len(o.Buf))
-	}
-	return 8
-}
-
-// Check validates the op against a node region of size bytes: kind, alignment of atomics, buffer
-// length and bounds. Transports call it before applying anything.
-func (o *Op) Check(size uint64) error {
-	off := o.Addr.Offset()
-	switch o.Kind {
-	case OpRead, OpWrite:
-		if len(o.Buf) > MaxOpBytes {
-			return fmt.Errorf("farmem: %s of %d bytes at %v exceeds %d: %w", o.Kind, len(o.Buf), o.Addr, MaxOpBytes, ErrInvalid)
-		}
-	case OpCAS, OpFAA, OpMaskedCAS:
-		if off&7 != 0 {
-			return fmt.Errorf("farmem: %s at %v: %w", o.Kind, o.Addr, ErrMisaligned)
-		}
-	default:
-		return fmt.Errorf("farmem: unknown op kind %d: %w", o.Kind, ErrInvalid)
-	}
-	if n := o.Len(); off >= size || n > size-off {
-		return fmt.Errorf("farmem: %s of %d bytes at %v (node size %#x): %w", o.Kind, n, o.Addr, size, ErrOutOfRange)
-	}
-	return nil
 }
 
 // Batch is a list of ops posted together: one round trip on the caller's critical path, its
@@ -140,46 +97,13 @@ func (b *Batch) Unsignaled(i int) int {
 	return i
 }
 
-// Len returns the number of ops.
-func (b *Batch) Len() int { return len(b.Ops) }
-
 // Reset empties the batch, keeping its storage, for reuse once its last post is done.
 func (b *Batch) Reset() {
 	clear(b.Ops)
 	b.Ops = b.Ops[:0]
 }
 
-// Result returns op i's result (see [Op.Result]).
-func (b *Batch) Result(i int) (uint64, error) { return b.Ops[i].Result() }
-
-// Check validates the batch's shape (size limits); transports call it, then [Op.Check] per op.
-func (b *Batch) Check() error {
-	if b == nil || len(b.Ops) == 0 {
-		return fmt.Errorf("farmem: empty batch: %w", ErrInvalid)
-	}
-	if len(b.Ops) > MaxBatchOps {
-		return fmt.Errorf("farmem: batch of %d ops exceeds %d: %w", len(b.Ops), MaxBatchOps, ErrInvalid)
-	}
-	return nil
-}
-
-// Apply computes the word an atomic op leaves behind, given the word it found, and reports
-// whether the op changed it (false for a CAS whose comparison failed). Every transport applies
-// atomics with it so the semantics cannot drift.
-func (o *Op) Apply(found uint64) (next uint64, swapped bool) {
-	switch o.Kind {
-	case OpCAS:
-		if found != o.Cmp {
-			return found, false
-		}
-		return o.Swap, true
-	case OpFAA:
-		return found + o.Swap, true
-	case OpMaskedCAS:
-		if found&o.CmpMask != o.Cmp&o.CmpMask {
-			return found, false
-		}
-		return found&^o.SwapMask | o.Swap&o.SwapMask, true
-	}
-	return found, false
-}
+// Result returns op i's outcome: the previous word for atomics, 0 for Read and Write, and the
+// op's error. It is meaningful only once the op is done ([Pending.OpDone], or after Do or a
+// Pending.Wait for all); an unsignaled op has no result.
+func (b *Batch) Result(i int) (uint64, error) { return b.Ops[i].val, b.Ops[i].err }

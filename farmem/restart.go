@@ -54,8 +54,8 @@ type NodeStatus struct {
 // nodes; farmem/local, which injects restarts as a fault). It is an optional interface, not a
 // method of Fabric: a transport whose memory cannot be lost while the fabric lives (cxl's
 // regions outlive every process that maps them; sim models crashes, not restarts) has nothing
-// to adopt, and every other transport and wrapper keeps compiling. Use [AdoptNode] and
-// [StatusOf], which report ErrNotSupported and "up, incarnation 0" for the others.
+// to adopt, and every other transport and wrapper keeps compiling. Use [StatusOf], which
+// reports "up, incarnation 0" for the others, and a type assertion to reach Adopt.
 //
 // Status is cheap (no verb, no round trip): allocators call it on their placement path.
 type Restarts interface {
@@ -78,16 +78,6 @@ type Restarts interface {
 	Adoptions() uint64
 }
 
-// AdoptNode calls x's Adopt if it implements Restarts, and otherwise returns an error wrapping
-// ErrNotSupported.
-func AdoptNode(ctx context.Context, x any, node NodeID) error {
-	r, ok := x.(Restarts)
-	if !ok {
-		return fmt.Errorf("farmem: adopt %v: the transport has no restarts: %w", node, ErrNotSupported)
-	}
-	return r.Adopt(ctx, node)
-}
-
 // StatusOf returns x's NodeStatus of node if x implements Restarts, and otherwise "up,
 // incarnation 0".
 func StatusOf(x any, node NodeID) NodeStatus {
@@ -97,18 +87,4 @@ func StatusOf(x any, node NodeID) NodeStatus {
 		}
 	}
 	return NodeStatus{ID: node, State: NodeUp}
-}
-
-// AdoptionsOf returns x's Adoptions if it implements Restarts, and otherwise 0.
-func AdoptionsOf(x any) uint64 {
-	if r, ok := x.(Restarts); ok {
-		return r.Adoptions()
-	}
-	return 0
-}
-
-// LostError returns the error of a verb to a fenced node: it wraps ErrNodeLost (and so
-// ErrNodeDown) and names the node and both incarnations.
-func LostError(node NodeID, adopted, seen uint64) error {
-	return fmt.Errorf("%v restarted (incarnation %#x, this fabric holds %#x) and is fenced until adopted: %w", node, seen, adopted, ErrNodeLost)
 }

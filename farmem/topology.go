@@ -95,39 +95,19 @@ func (t *Topology) SharedBase() uint64 {
 	return ComputeHeaderSize + uint64(t.ClientsPerNode)*t.SliceSize
 }
 
-// ClientIDOf returns the id of the client in slot of compute node c.
-func (t *Topology) ClientIDOf(c ComputeID, slot int) (ClientID, error) {
-	if c == 0 || slot < 0 || slot >= t.ClientsPerNode {
-		return 0, fmt.Errorf("farmem: client slot %d of compute node %d: %w", slot, c, ErrInvalid)
-	}
-	id := (uint64(c)-1)*uint64(t.ClientsPerNode) + uint64(slot) + 1
-	if id > 0xffff {
-		return 0, fmt.Errorf("farmem: client slot %d of compute node %d does not fit a 16-bit id: %w", slot, c, ErrInvalid)
-	}
-	return ClientID(id), nil
-}
-
-// ClientSlot returns the compute node and slot a client id encodes.
-func (t *Topology) ClientSlot(id ClientID) (ComputeID, int, error) {
+// ClientSlice returns the address of a client's slice of its compute node's region. It is pure
+// arithmetic: no round trip, and no check that the client is alive.
+func (t *Topology) ClientSlice(id ClientID) (Addr, error) {
 	if id == 0 || t.ClientsPerNode <= 0 {
-		return 0, 0, fmt.Errorf("farmem: client id %d: %w", id, ErrInvalid)
+		return 0, fmt.Errorf("farmem: client id %d: %w", id, ErrInvalid)
 	}
 	k := uint64(t.ClientsPerNode)
 	c := (uint64(id)-1)/k + 1
 	if ComputeID(c) > MaxComputeID {
-		return 0, 0, fmt.Errorf("farmem: client id %d: %w", id, ErrInvalid)
+		return 0, fmt.Errorf("farmem: client id %d: %w", id, ErrInvalid)
 	}
-	return ComputeID(c), int((uint64(id) - 1) % k), nil
-}
-
-// ClientSlice returns the address of a client's slice of its compute node's region. It is pure
-// arithmetic: no round trip, and no check that the client is alive.
-func (t *Topology) ClientSlice(id ClientID) (Addr, error) {
-	c, slot, err := t.ClientSlot(id)
-	if err != nil {
-		return 0, err
-	}
-	return MakeAddr(c.Node(), ComputeHeaderSize+uint64(slot)*t.SliceSize), nil
+	slot := (uint64(id) - 1) % k
+	return MakeAddr(ComputeID(c).Node(), ComputeHeaderSize+slot*t.SliceSize), nil
 }
 
 // ClientInfo describes one client.

@@ -86,7 +86,7 @@ func (s *Store) Adopt(ctx context.Context, node farmem.NodeID) (AdoptReport, err
 		return rep, err
 	}
 	wasLost := farmem.StatusOf(s.fabric, node).State == farmem.NodeLost
-	if err := farmem.AdoptNode(ctx, s.fabric, node); err != nil {
+	if err := adoptNode(ctx, s.fabric, node); err != nil {
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
 	}
 	c, err := s.acquire(ctx)
@@ -242,10 +242,19 @@ func (s *Store) checkGenerations(ctx context.Context, m farmem.Memory, home farm
 			}
 		}
 	}
-	if b.Len() > 0 {
+	if len(b.Ops) > 0 {
 		if err := m.Do(ctx, &b); err != nil {
 			return fmt.Errorf("kvstore: record incarnations: %w", err)
 		}
 	}
 	return nil
+}
+
+// adoptNode calls f's Adopt if its transport has restarts (farmem.Restarts).
+func adoptNode(ctx context.Context, f farmem.Fabric, node farmem.NodeID) error {
+	r, ok := f.(farmem.Restarts)
+	if !ok {
+		return fmt.Errorf("kvstore: adopt %v: the transport has no restarts: %w", node, farmem.ErrNotSupported)
+	}
+	return r.Adopt(ctx, node)
 }

@@ -3,6 +3,7 @@ package kvstore_test
 import (
 	"context"
 	"errors"
+	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 	"time"
 
@@ -136,7 +137,7 @@ func runRestart(t *testing.T, rc restartCase, keys int) {
 	subs := map[farmem.Addr]bool{}
 	for _, ls := range rep.Subtables {
 		subs[ls.Addr] = true
-		require.False(t, ls.Replacement.IsNil(), "lost subtable %v has no replacement", ls.Addr)
+		require.False(t, ls.Replacement == 0, "lost subtable %v has no replacement", ls.Addr)
 	}
 	blockLost := 0
 	for k, ks := range state {
@@ -221,7 +222,7 @@ func runRestart(t *testing.T, rc restartCase, keys int) {
 // TestRestartLocal: a non-home memory node of a local fabric restarts (loses its memory) under
 // a store; see runRestart.
 func TestRestartLocal(t *testing.T) {
-	f := newLocal(t, local.Options{MemoryNodes: 3, MemorySize: 8 << 20})
+	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 8}}})
 	ctx := context.Background()
 	require.Equal(t, farmem.NodeID(1), s.Home())
@@ -235,7 +236,7 @@ func TestRestartLocal(t *testing.T) {
 // then finds the node's generation word naming the old incarnation, fences the node, and the
 // scenario goes on as if the fabric had seen the restart.
 func TestRestartSeenFirstByNewStore(t *testing.T) {
-	f := newLocal(t, local.Options{MemoryNodes: 3, MemorySize: 8 << 20})
+	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 8}}})
 	ctx := context.Background()
 	runRestart(t, restartCase{s: s, node: 3, restart: func() *kvstore.Store {
@@ -255,7 +256,7 @@ func TestRestartSeenFirstByNewStore(t *testing.T) {
 // TestRestartLocalNodeStatus: a paused node (Hang) keeps its incarnation and is usable after
 // Resume without adoption; a restarted one is fenced until Adopt, whatever it was before.
 func TestRestartLocalNodeStatus(t *testing.T) {
-	f := newLocal(t, local.Options{MemoryNodes: 2, MemorySize: 1 << 20, DownTimeout: 50 * time.Millisecond})
+	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 1 << 20}, DownTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Hosted()[0])
 	require.NoError(t, err)
@@ -297,7 +298,7 @@ func TestRestartLocalNodeStatus(t *testing.T) {
 	require.Equal(t, make([]byte, 8), buf[:], "no silent zero was returned as a value")
 	_, err = m.FAA(ctx, farmem.MakeAddr(1, 4096), 1)
 	require.NoError(t, err, "other nodes keep serving")
-	require.NoError(t, farmem.AdoptNode(ctx, m, 2))
+	require.NoError(t, m.(farmem.Restarts).Adopt(ctx, 2))
 	st, _ = f.NodeStatus(2)
 	require.Equal(t, farmem.NodeStatus{ID: 2, State: farmem.NodeUp, Incarnation: st.Seen, Seen: st.Seen}, st)
 	prev, err = m.FAA(ctx, a, 1)

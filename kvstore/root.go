@@ -81,7 +81,7 @@ func Generations(ctx context.Context, m farmem.Memory, home farmem.NodeID) (map[
 		nodes, bufs = append(nodes, n), append(bufs, buf)
 	}
 	out := make(map[farmem.NodeID]GenWord, len(nodes))
-	if b.Len() == 0 {
+	if len(b.Ops) == 0 {
 		return out, nil
 	}
 	if err := m.Do(ctx, &b); err != nil {
@@ -203,7 +203,7 @@ func claimWord(id farmem.ClientID, deadline farmem.Time) RootWord {
 
 // readyWord returns the word naming the descriptor at a.
 func readyWord(a farmem.Addr) (RootWord, error) {
-	if a.Node().IsCompute() || a.Node() == 0 || !a.Aligned(64) || a.Offset()>>6 >= 1<<descOffBits {
+	if a.Node().IsCompute() || a.Node() == 0 || a.Offset()%64 != 0 || a.Offset()>>6 >= 1<<descOffBits {
 		return 0, fmt.Errorf("kvstore: descriptor address %v cannot be packed: %w", a, farmem.ErrInvalid)
 	}
 	return RootWord(tagReady<<tagShift | uint64(a.Node())<<descNodeShift | a.Offset()>>6), nil
@@ -247,7 +247,7 @@ func (d Descriptor) Encode(at farmem.Addr) ([]byte, error) {
 	le.PutUint64(b[dCreated:], uint64(d.Created))
 	le.PutUint64(b[dCreator:], uint64(d.Creator))
 	for i, r := range d.Roots {
-		if r.IsNil() {
+		if r == 0 {
 			return nil, fmt.Errorf("kvstore: nil index root %d: %w", i, farmem.ErrInvalid)
 		}
 		le.PutUint64(b[dRoots+8*i:], uint64(r))
@@ -319,9 +319,9 @@ func DecodeDescriptor(at farmem.Addr, b []byte) (Descriptor, error) {
 	for i := range uint64(MaxReplicas) {
 		r := farmem.Addr(le.Uint64(b[dRoots+8*i:]))
 		switch {
-		case i < n && r.IsNil():
+		case i < n && r == 0:
 			return bad("nil root %d", i)
-		case i >= n && !r.IsNil():
+		case i >= n && r != 0:
 			return bad("root %d beyond %d replicas", i, n)
 		case i < n:
 			d.Roots = append(d.Roots, r)
@@ -469,4 +469,4 @@ func findOrCreate(ctx context.Context, m farmem.Memory, root farmem.Addr, lease,
 }
 
 // after reports whether t is after u.
-func after(t, u farmem.Time) bool { return u.Before(t) }
+func after(t, u farmem.Time) bool { return u < t }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 )
 
@@ -86,7 +87,7 @@ func (p *peer) fenced() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.life.seen != p.life.inc || p.life.fenced {
-		return fmt.Errorf("rdma: %w", farmem.LostError(p.id, p.life.inc, p.life.seen))
+		return fmt.Errorf("rdma: %w", transport.LostError(p.id, p.life.inc, p.life.seen))
 	}
 	return nil
 }
@@ -119,9 +120,9 @@ func (f *Fabric) noteDown(p *peer, err error) {
 	if !start {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+	f.bgMu.Lock()
+	defer f.bgMu.Unlock()
+	if f.bgStopped {
 		return
 	}
 	f.wg.Add(1)

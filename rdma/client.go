@@ -5,24 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one goroutine's farmem.Memory on a Fabric.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f                *Fabric
-	info             farmem.ClientInfo
-	rt               *farmem.WallRuntime
-	ctr              farmem.Counters
-	handler          bool
-
-	closed   atomic.Bool
-	crashed  atomic.Bool
-	done     chan struct{} // closed on Close or crash
-	doneOnce sync.Once
+	transport.ClientState // info, runtime, counters, closed and crashed; the verbs and Do
+	f                     *Fabric
+	handler               bool
 
 	qmu  sync.Mutex
 	qps  map[farmem.NodeID]qp
@@ -49,7 +41,7 @@ type single struct {
 func (s *single) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
 func (s *single) complete(_ int, val uint64, err error) {
-	s.c.ctr.CountResult(&s.b.Ops[0], val, err)
+	s.c.Counters.CountResult(&s.b.Ops[0], val, err)
 	s.val, s.err = val, err
 	select {
 	case s.ch <- struct{}{}:
@@ -60,38 +52,33 @@ func (s *single) complete(_ int, val uint64, err error) {
 // batchSink reports a posted batch's outcomes to its Pending.
 type batchSink struct {
 	c    *client
-	comp farmem.Completer
+	comp transport.Completer
 }
 
 // Complete is complete, for providers whose engines take a verbs.Sink.
 func (s *batchSink) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
 func (s *batchSink) complete(i int, val uint64, err error) {
-	s.c.ctr.CountResult(&s.comp.Pending().Batch().Ops[i], val, err)
+	s.c.Counters.CountResult(&s.comp.Batch().Ops[i], val, err)
 	s.comp.Complete(i, val, err)
 }
 
-func (c *client) Info() farmem.ClientInfo    { return c.info }
 func (c *client) Topology() *farmem.Topology { return c.f.Topology() }
-func (c *client) Runtime() farmem.Runtime    { return c.rt }
-func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
 
 // Close implements farmem.Memory.
 func (c *client) Close() error {
-	if c.closed.Swap(true) {
+	if !c.SetClosed() {
 		return nil
 	}
-	c.doneOnce.Do(func() { close(c.done) })
-	c.closeQPs(fmt.Errorf("rdma: client %d: %w", c.info.ID, farmem.ErrClosed))
+	c.closeQPs(fmt.Errorf("rdma: client %d: %w", c.ClientInfo.ID, farmem.ErrClosed))
 	c.f.release(c)
 	return nil
 }
 
 // crash makes the client fail-stop (a fault, or its node crashed).
 func (c *client) crash() {
-	c.crashed.Store(true)
-	c.doneOnce.Do(func() { close(c.done) })
-	c.closeQPs(fmt.Errorf("rdma: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown))
+	c.SetCrashed()
+	c.closeQPs(fmt.Errorf("rdma: client %d crashed: %w", c.ClientInfo.ID, farmem.ErrNodeDown))
 }
 
 func (c *client) closeQPs(err error) {
@@ -109,12 +96,10 @@ func (c *client) closeQPs(err error) {
 
 // usable reports why the client cannot post, or nil.
 func (c *client) usable() error {
-	switch {
-	case c.closed.Load():
-		return fmt.Errorf("rdma: client %d: %w", c.info.ID, farmem.ErrClosed)
-	case c.crashed.Load():
-		return fmt.Errorf("rdma: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
-	case c.f.crashed.Load():
+	if err := c.Usable(); err != nil {
+		return err
+	}
+	if c.f.crashed.Load() {
 		return fmt.Errorf("rdma: %v is down: %w", c.f.self, farmem.ErrNodeDown)
 	}
 	return nil
@@ -169,14 +154,14 @@ func (c *client) markLost(node farmem.NodeID, err error) {
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if err := ctx.Err(); err != nil {
-		return farmem.Rejected(b, err, nil)
+		return transport.Rejected(b, err, nil)
 	}
-	b, rej := farmem.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
+	b, rej := transport.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
 	if rej != nil {
 		return rej
 	}
-	c.ctr.CountBatch(b, c.info.Node)
-	self := c.info.Node
+	c.Counters.CountBatch(b, c.ClientInfo.Node)
+	self := c.ClientInfo.Node
 	first := b.Ops[0].Addr.Node()
 	oneNode, remote := true, false
 	for i := range b.Ops {
@@ -187,16 +172,16 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if oneNode && first != self {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
 		q, err := c.qp(ctx, first)
-		var park farmem.Parker
+		var park transport.Parker
 		waited := false
 		if err == nil && remote {
 			park = q.parker()
 			waited = park != nil
 			if !waited {
-				park = farmem.NewChanParker()
+				park = transport.NewChanParker()
 			}
 		}
-		p, comp := farmem.NewPending(b, park)
+		p, comp := transport.NewPending(b, park)
 		s := &batchSink{c: c, comp: comp}
 		switch {
 		case err != nil:
@@ -208,35 +193,27 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		}
 		return p
 	}
-	var park farmem.Parker
+	var park transport.Parker
 	if remote {
-		park = farmem.NewChanParker()
+		park = transport.NewChanParker()
 	}
-	p, comp := farmem.NewPending(b, park)
+	p, comp := transport.NewPending(b, park)
 	s := &batchSink{c: c, comp: comp}
 	if oneNode {
 		c.dispatch(ctx, first, b, nil, s)
 		return p
 	}
 	// Several nodes: each gets its ops in batch order, on its own queue pair, in parallel.
-	var nodes []farmem.NodeID
-	groups := map[farmem.NodeID][]int{}
-	for i := range b.Ops {
-		n := b.Ops[i].Addr.Node()
-		if _, ok := groups[n]; !ok {
-			nodes = append(nodes, n)
-		}
-		groups[n] = append(groups[n], i)
-	}
-	for _, n := range nodes {
-		c.dispatch(ctx, n, b, groups[n], s)
+	var buf [4]transport.Group
+	for _, g := range transport.GroupByNode(b, buf[:0]) {
+		c.dispatch(ctx, g.Node, b, g.Idx, s)
 	}
 	return p
 }
 
 // dispatch sends the ops of b at idx (all when nil), all addressed to node.
 func (c *client) dispatch(ctx context.Context, node farmem.NodeID, b *farmem.Batch, idx []int, s sink) {
-	if node == c.info.Node {
+	if node == c.ClientInfo.Node {
 		// Unsignaled local ops are completed too (the Completer does not count them), so every
 		// op is applied before the batch can be done.
 		if idx == nil {
@@ -262,15 +239,6 @@ func (c *client) dispatch(ctx context.Context, node farmem.NodeID, b *farmem.Bat
 	q.post(ctx, b, idx, s)
 }
 
-// Do implements farmem.Memory.
-func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	p := c.Post(ctx, b)
-	if err := p.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return p.Err()
-}
-
 // single runs a one-op batch without building a Pending.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	if err := c.usable(); err != nil {
@@ -282,15 +250,15 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 	node := op.Addr.Node()
 	size, err := c.f.sizeOf(ctx, node)
 	if err == nil {
-		err = op.Check(size)
+		err = transport.CheckOp(&op, size)
 	}
 	if err != nil {
 		return 0, err
 	}
-	c.ctr.CountOp(&op, c.info.Node)
-	if node == c.info.Node {
+	c.Counters.CountOp(&op, c.ClientInfo.Node)
+	if node == c.ClientInfo.Node {
 		val := c.f.applyLocal(&op)
-		c.ctr.CountResult(&op, val, nil)
+		c.Counters.CountResult(&op, val, nil)
 		return val, nil
 	}
 	q, err := c.qp(ctx, node)
@@ -317,11 +285,11 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	if err := farmem.CheckWait(a, c.info.Node, c.f.reg.size, until); err != nil {
+	if err := transport.CheckWait(a, c.ClientInfo.Node, c.f.reg.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
-	c.ctr.CountWait()
+	c.Counters.CountWait()
 	w := c.f.watch.add(off)
 	defer c.f.watch.remove(off, w)
 	for {
@@ -332,7 +300,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		case <-w:
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-c.done:
+		case <-c.Done():
 			return 0, c.usable()
 		case <-c.f.ctx.Done():
 			if err := c.usable(); err != nil {
@@ -348,29 +316,26 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	switch {
-	case !node.IsCompute():
-		return nil, fmt.Errorf("rdma: call to memory node %v: %w", node, farmem.ErrInvalid)
-	case len(req) > farmem.MaxCallBytes:
-		return nil, fmt.Errorf("rdma: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
+	if err := transport.CheckCall(node, req); err != nil {
+		return nil, err
 	}
 	var reply []byte
 	var err error
-	if node == c.info.Node {
-		reply, err = c.f.serveCall(ctx, c.info.ID, method, append([]byte(nil), req...))
+	if node == c.ClientInfo.Node {
+		reply, err = c.f.serveCall(ctx, c.ClientInfo.ID, method, append([]byte(nil), req...))
 		var he *handlerError
 		if errors.As(err, &he) {
-			err = farmem.RemoteError(farmem.CodeOf(he.err), he.err.Error())
+			err = transport.RemoteError(transport.CodeOf(he.err), he.err.Error())
 		}
 	} else if c.f.peer(ctx, node) == nil {
 		err = fmt.Errorf("rdma: call to %v: no such compute node: %w", node, farmem.ErrInvalid)
 	} else {
 		var q *tcpQP
 		if q, err = c.tcp(ctx, node); err == nil {
-			reply, err = q.call(ctx, method, c.info.ID, req)
+			reply, err = q.call(ctx, method, c.ClientInfo.ID, req)
 		}
 	}
-	c.ctr.CountCall(len(req), len(reply))
+	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 

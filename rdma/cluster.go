@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Cluster is a parsed cluster file: the memory nodes by id and address, optionally the compute
@@ -52,9 +53,9 @@ type NodeAddr struct {
 
 // Defaults of the cluster file's settings.
 const (
-	DefaultClientsPerNode = 64
-	DefaultSliceSize      = 16 << 10
-	DefaultSharedSize     = 1 << 20
+	DefaultClientsPerNode = transport.DefaultClientsPerNode
+	DefaultSliceSize      = transport.DefaultSliceSize
+	DefaultSharedSize     = transport.DefaultSharedSize
 	DefaultDownTimeout    = time.Second
 	DefaultLease          = 10 * time.Second
 )
@@ -219,17 +220,7 @@ func (c *Cluster) fill() error {
 	if _, ok := c.memory(c.Registry); !ok {
 		return fmt.Errorf("rdma: registry %v is not a listed memory node: %w", c.Registry, farmem.ErrInvalid)
 	}
-	if c.ClientsPerNode == 0 {
-		c.ClientsPerNode = DefaultClientsPerNode
-	}
-	if c.SliceSize == 0 {
-		c.SliceSize = DefaultSliceSize
-	}
-	c.SliceSize = (c.SliceSize + 63) &^ 63
-	if c.SharedSize == 0 {
-		c.SharedSize = DefaultSharedSize
-	}
-	c.SharedSize = (c.SharedSize + 7) &^ 7
+	transport.RegionDefaults(&c.ClientsPerNode, &c.SliceSize, &c.SharedSize)
 	if c.DownTimeout == 0 {
 		c.DownTimeout = DefaultDownTimeout
 	}

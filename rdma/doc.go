@@ -97,7 +97,7 @@
 // connection fails at once. Nothing waits longer than the down timeout plus an eighth of it
 // (the monitor's period); other nodes keep serving.
 //
-// For tests, [Injector] injects every fault of farmem.FaultInjector into in-process Servers
+// For tests, [Injector] injects every fault of transport.FaultInjector into in-process Servers
 // and Fabrics, so farmemtest.Run runs its fault tests in one process. Against separate farmemd
 // processes, tests use signals (kill -9 crashes, SIGSTOP hangs, SIGCONT resumes) and, on nodes
 // started with --allow-faults (ServerOptions.AllowFaults), [RemoteFault] for a partition or a
@@ -151,7 +151,7 @@
 //
 // Upstream libibverbs has no masked atomics, so MaskedCAS is that CAS loop; until it settles
 // nothing posted after it to that node is sent, so later ops observe it. Its extra round trips
-// are counted (farmem.Counters.AddRoundTrips), per node; its retries' bytes and work requests
+// are counted (transport.Counters.AddRoundTrips), per node; its retries' bytes and work requests
 // are not (Stats count verbs, not work requests).
 //
 // IBV_SEND_FENCE is set on a WRITE or atomic that follows a READ or atomic still in flight,
@@ -182,4 +182,8 @@
 // device without atomics and a big-endian host, so remote words are little-endian, as the
 // contract says. IBV_ATOMIC_HCA promises atomicity only among the NIC's atomics, not against
 // the CPU's: do not also serve a memory node's words to tcp clients' atomics.
+//
+// The client side is built from the kit in farmem/transport: a Fabric's clients come from a
+// transport.Registry and embed transport.ClientState, and its Call handlers run through
+// transport.Handlers.
 package rdma

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 )
 
@@ -57,7 +58,7 @@ type Fabric struct {
 	cl     Cluster
 	opts   Options
 	log    *slog.Logger
-	rt     *farmem.WallRuntime
+	rt     *transport.WallRuntime
 	secret []byte
 	prov   provider
 	down   time.Duration
@@ -81,20 +82,17 @@ type Fabric struct {
 	members     []farmem.NodeID // compute nodes, ascending, self included
 	lastRefresh time.Time       // of a refresh caused by an unknown compute node
 
-	hmu      sync.RWMutex
-	handlers map[uint16]farmem.Handler
-	hpool    chan *client
-
-	mu        sync.Mutex
-	slots     []*client
-	clients   map[farmem.ClientID]*client
-	closedSum farmem.Stats
-	closed    bool
-	crashed   atomic.Bool
+	handlers *transport.Handlers[*client]
+	clients  *transport.Registry[*client]
+	crashed  atomic.Bool
 
 	qmu  sync.Mutex
 	live map[*tcpQP]struct{}
 	wg   sync.WaitGroup
+	// bgMu orders starting a background goroutine (wg.Add) with Close's wg.Wait: none starts
+	// once bgStopped is set.
+	bgMu      sync.Mutex
+	bgStopped bool
 
 	adoptions atomic.Uint64 // see adopt.go
 }
@@ -218,9 +216,9 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
 	f := &Fabric{
-		cl: c, opts: opts, log: log, rt: farmem.NewWallRuntime(opts.Seed), secret: secret, prov: prov,
-		down: down, peers: make(map[farmem.NodeID]*peer), handlers: make(map[uint16]farmem.Handler),
-		clients: make(map[farmem.ClientID]*client), live: make(map[*tcpQP]struct{}),
+		cl: c, opts: opts, log: log, rt: transport.NewWallRuntime(opts.Seed), secret: secret, prov: prov,
+		down: down, peers: make(map[farmem.NodeID]*peer), handlers: transport.NewHandlers[*client](opts.MaxHandlers),
+		clients: transport.NewRegistry[*client](c.ClientsPerNode, c.SliceSize, opts.MaxHandlers), live: make(map[*tcpQP]struct{}),
 		token: binary.LittleEndian.Uint64(tok[:]) | 1, static: len(c.Compute) > 0,
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -288,14 +286,12 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	if uint64(f.cid)*uint64(c.ClientsPerNode) > 0xffff {
 		return nil, fmt.Errorf("rdma: compute id %d x %d clients exceeds 16-bit client ids: %w", f.cid, c.ClientsPerNode, farmem.ErrNoSpace)
 	}
-	f.slots = make([]*client, c.ClientsPerNode)
-	f.hpool = make(chan *client, opts.MaxHandlers)
 	for i := range opts.MaxHandlers {
 		hc, err := f.openClient(c.ClientsPerNode-opts.MaxHandlers+i, true)
 		if err != nil {
 			return nil, err
 		}
-		f.hpool <- hc
+		f.handlers.AddClient(hc)
 	}
 	f.rebuildTopology()
 	go f.srv.serve(f.ln)
@@ -536,15 +532,7 @@ func (f *Fabric) Status(ctx context.Context, id farmem.NodeID) (NodeStatus, erro
 }
 
 // Stats implements farmem.Fabric.
-func (f *Fabric) Stats() farmem.Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.closedSum
-	for _, c := range f.clients {
-		s = s.Add(c.ctr.Snapshot())
-	}
-	return s
-}
+func (f *Fabric) Stats() farmem.Stats { return f.clients.Stats() }
 
 // Open implements farmem.Fabric.
 func (f *Fabric) Open(ctx context.Context, id farmem.NodeID) (farmem.Memory, error) {
@@ -562,21 +550,12 @@ func (f *Fabric) Handle(id farmem.NodeID, method uint16, h farmem.Handler) error
 	if err := f.hosts(id); err != nil {
 		return err
 	}
-	if h == nil {
-		return fmt.Errorf("rdma: nil handler: %w", farmem.ErrInvalid)
-	}
-	f.hmu.Lock()
-	f.handlers[method] = h
-	f.hmu.Unlock()
-	return nil
+	return f.handlers.Set(method, h)
 }
 
 func (f *Fabric) hosts(id farmem.NodeID) error {
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
 	switch {
-	case closed:
+	case f.clients.Closed():
 		return fmt.Errorf("rdma: fabric: %w", farmem.ErrClosed)
 	case id != f.self:
 		return fmt.Errorf("rdma: %v is not hosted by this process (%v is): %w", id, f.self, farmem.ErrInvalid)
@@ -588,71 +567,35 @@ func (f *Fabric) hosts(id farmem.NodeID) error {
 
 // openClient opens a client in slot (the first free application slot when slot < 0).
 func (f *Fabric) openClient(slot int, handler bool) (*client, error) {
-	f.mu.Lock()
-	if slot < 0 {
-		for i := range f.cl.ClientsPerNode - f.opts.MaxHandlers {
-			if f.slots[i] == nil {
-				slot = i
-				break
-			}
-		}
-		if slot < 0 {
-			f.mu.Unlock()
-			return nil, fmt.Errorf("rdma: all %d client slots of %v are taken: %w", f.cl.ClientsPerNode-f.opts.MaxHandlers, f.self, farmem.ErrNoSpace)
-		}
-	}
-	t := farmem.Topology{ClientsPerNode: f.cl.ClientsPerNode, SliceSize: f.cl.SliceSize}
-	id, err := t.ClientIDOf(f.cid, slot)
+	c, err := f.clients.Open(f.self, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
+		c := &client{f: f, handler: handler, qps: make(map[farmem.NodeID]qp)}
+		c.Init(info, f.rt.Fork(), c.single, c.Post)
+		return c, &c.Counters
+	})
 	if err != nil {
-		f.mu.Unlock()
 		return nil, err
 	}
-	c := &client{f: f, rt: f.rt.Fork(), handler: handler, done: make(chan struct{}), qps: make(map[farmem.NodeID]qp)}
-	c.SingleOps.Run = c.single
-	c.info = farmem.ClientInfo{ID: id, Node: f.self, Slot: slot,
-		Slice: farmem.MakeAddr(f.self, farmem.ComputeHeaderSize+uint64(slot)*f.cl.SliceSize), SliceSize: f.cl.SliceSize}
-	f.slots[slot] = c
-	f.clients[id] = c
-	f.mu.Unlock()
 	// A new client starts from a clean slice.
-	for off := c.info.Slice.Offset(); off < c.info.Slice.Offset()+f.cl.SliceSize; off += 8 {
+	for off := c.ClientInfo.Slice.Offset(); off < c.ClientInfo.Slice.Offset()+c.ClientInfo.SliceSize; off += 8 {
 		f.reg.mem.Store(off, 0)
 	}
 	return c, nil
 }
 
-func (f *Fabric) release(c *client) {
-	f.mu.Lock()
-	if f.slots[c.info.Slot] == c {
-		f.slots[c.info.Slot] = nil
-	}
-	if f.clients[c.info.ID] == c {
-		delete(f.clients, c.info.ID)
-		f.closedSum = f.closedSum.Add(c.ctr.Snapshot())
-	}
-	f.mu.Unlock()
-}
+func (f *Fabric) release(c *client) { f.clients.Release(c.ClientInfo.ID, c) }
 
 func (f *Fabric) client(id farmem.ClientID) *client {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.clients[id]
+	c, _ := f.clients.Get(id)
+	return c
 }
 
 // Close implements farmem.Fabric: it leaves the membership, closes every client, and stops
 // serving the region. It is idempotent.
 func (f *Fabric) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	cs, first := f.clients.Close()
+	if !first {
 		return nil
 	}
-	f.closed = true
-	cs := make([]*client, 0, len(f.clients))
-	for _, c := range f.clients {
-		cs = append(cs, c)
-	}
-	f.mu.Unlock()
 	if !f.static && !f.crashed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), min(f.down, time.Second))
 		req := joinReq{Compute: f.cid, Addr: f.addr, Token: f.token}
@@ -669,6 +612,9 @@ func (f *Fabric) Close() error {
 	f.srv.wait()
 	f.watch.wakeAll()
 	f.closePeers()
+	f.bgMu.Lock()
+	f.bgStopped = true
+	f.bgMu.Unlock()
 	f.wg.Wait()
 	f.log.Info("fabric closed")
 	return nil
@@ -696,13 +642,7 @@ func (f *Fabric) crash(why error) {
 	f.log.Warn("compute node down", "why", why)
 	f.srv.crash()
 	f.cancel()
-	f.mu.Lock()
-	cs := make([]*client, 0, len(f.clients))
-	for _, c := range f.clients {
-		cs = append(cs, c)
-	}
-	f.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range f.clients.Clients() {
 		c.crash()
 	}
 	f.watch.wakeAll()
@@ -711,39 +651,11 @@ func (f *Fabric) crash(why error) {
 // serveCall runs method's handler for a Call from client from, on one of the node's handler
 // clients (at most MaxHandlers at once). A handler's own error comes back as *handlerError.
 func (f *Fabric) serveCall(ctx context.Context, from farmem.ClientID, method uint16, req []byte) ([]byte, error) {
-	f.hmu.RLock()
-	h := f.handlers[method]
-	f.hmu.RUnlock()
-	if h == nil {
-		return nil, fmt.Errorf("rdma: method %d on %v: %w", method, f.self, farmem.ErrNoHandler)
+	reply, err := f.handlers.Serve(ctx, f.ctx, f.self, method, from, req)
+	if he := (*transport.HandlerError)(nil); errors.As(err, &he) {
+		return nil, &handlerError{he.Err}
 	}
-	var hc *client
-	select {
-	case hc = <-f.hpool:
-	case <-f.ctx.Done():
-		return nil, fmt.Errorf("rdma: %v is down: %w", f.self, farmem.ErrNodeDown)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	reply, err := runHandler(f.ctx, h, hc, from, req)
-	f.hpool <- hc
-	if err != nil {
-		return nil, &handlerError{err}
-	}
-	if len(reply) > farmem.MaxCallBytes {
-		return nil, fmt.Errorf("rdma: reply of %d bytes exceeds %d: %w", len(reply), farmem.MaxCallBytes, farmem.ErrInvalid)
-	}
-	return reply, nil
-}
-
-// runHandler runs h, turning a panic into an error so one bad handler cannot take the node down.
-func runHandler(ctx context.Context, h farmem.Handler, m *client, from farmem.ClientID, req []byte) (reply []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			reply, err = nil, fmt.Errorf("rdma: handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, m, from, req)
+	return reply, err
 }
 
 // applyLocal applies a checked op to this node's own region.

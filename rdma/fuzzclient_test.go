@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 )
 
@@ -27,7 +28,8 @@ func FuzzClientConn(f *testing.F) {
 	fab := &Fabric{down: time.Second, log: testLogger(), live: map[*tcpQP]struct{}{}, opts: Options{MaxOutstanding: 8}}
 	fab.ctx = context.Background()
 	f.Fuzz(func(t *testing.T, reply []byte) {
-		c := &client{f: fab, info: farmem.ClientInfo{ID: 1}, qps: map[farmem.NodeID]qp{}}
+		c := &client{f: fab, qps: map[farmem.NodeID]qp{}}
+		c.Init(farmem.ClientInfo{ID: 1}, nil, c.single, c.Post)
 		p := newPeer(1, "pipe", 1<<20, nil)
 		p.learn(wire.Welcome{Key: 9})
 		q := newQP(c, p)
@@ -52,7 +54,7 @@ func FuzzClientConn(f *testing.F) {
 			_, _ = srv.Write(reply)
 			nodeErr <- nil
 		}()
-		pend, comp := farmem.NewPending(&b, farmem.NewChanParker())
+		pend, comp := transport.NewPending(&b, transport.NewChanParker())
 		q.post(context.Background(), &b, nil, &batchSink{c: c, comp: comp})
 		if err := <-nodeErr; err != nil {
 			t.Fatalf("reading the request: %v", err)

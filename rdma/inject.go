@@ -5,10 +5,11 @@ import (
 	"sync"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Injector injects faults into a cluster running in this process: memory nodes (Servers) and
-// the compute nodes of Fabrics. It implements farmem.FaultInjector:
+// the compute nodes of Fabrics. It implements transport.FaultInjector:
 //
 //	Crash       a Server stops listening and drops its connections (fail-stop); a Fabric's
 //	            compute node does the same and its clients, Waits and handlers end
@@ -26,7 +27,7 @@ type Injector struct {
 	fabrics []*Fabric
 }
 
-var _ farmem.FaultInjector = (*Injector)(nil)
+var _ transport.FaultInjector = (*Injector)(nil)
 
 // NewInjector returns an injector over the given servers and fabrics.
 func NewInjector(servers []*Server, fabrics []*Fabric) *Injector {
@@ -64,7 +65,7 @@ func (in *Injector) node(id farmem.NodeID) (*srv, error) {
 	return nil, fmt.Errorf("rdma: no in-process node %v to inject a fault into: %w", id, farmem.ErrInvalid)
 }
 
-// Crash implements farmem.FaultInjector.
+// Crash implements transport.FaultInjector.
 func (in *Injector) Crash(id farmem.NodeID) error {
 	s, err := in.node(id)
 	if err != nil {
@@ -74,7 +75,7 @@ func (in *Injector) Crash(id farmem.NodeID) error {
 	return nil
 }
 
-// Hang implements farmem.FaultInjector.
+// Hang implements transport.FaultInjector.
 func (in *Injector) Hang(id farmem.NodeID) error {
 	s, err := in.node(id)
 	if err != nil {
@@ -83,7 +84,7 @@ func (in *Injector) Hang(id farmem.NodeID) error {
 	return s.hang()
 }
 
-// Resume implements farmem.FaultInjector.
+// Resume implements transport.FaultInjector.
 func (in *Injector) Resume(id farmem.NodeID) error {
 	s, err := in.node(id)
 	if err != nil {
@@ -92,7 +93,7 @@ func (in *Injector) Resume(id farmem.NodeID) error {
 	return s.resume()
 }
 
-// Partition implements farmem.FaultInjector.
+// Partition implements transport.FaultInjector.
 func (in *Injector) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	s, err := in.node(id)
 	if err != nil {
@@ -102,7 +103,7 @@ func (in *Injector) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// Heal implements farmem.FaultInjector.
+// Heal implements transport.FaultInjector.
 func (in *Injector) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	s, err := in.node(id)
 	if err != nil {
@@ -112,7 +113,7 @@ func (in *Injector) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	return nil
 }
 
-// CrashAfter implements farmem.FaultInjector.
+// CrashAfter implements transport.FaultInjector.
 func (in *Injector) CrashAfter(id farmem.NodeID, n int) error {
 	s, err := in.node(id)
 	if err != nil {
@@ -121,7 +122,7 @@ func (in *Injector) CrashAfter(id farmem.NodeID, n int) error {
 	return s.armCrashAfter(n)
 }
 
-// CrashClient implements farmem.FaultInjector.
+// CrashClient implements transport.FaultInjector.
 func (in *Injector) CrashClient(id farmem.ClientID) error {
 	in.mu.Lock()
 	fs := append([]*Fabric(nil), in.fabrics...)

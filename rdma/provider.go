@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A provider is a data path: how a client's verbs reach a remote node's region. The tcp
@@ -43,12 +44,12 @@ type qp interface {
 	// post sends the ops of b at idx (all of b when idx is nil), in order, to the node and
 	// reports each signaled op's outcome to s exactly once. It does not block on the network,
 	// only on the provider's limit of outstanding work, or until ctx ends. The ops all address
-	// the qp's node and have passed farmem.Op.Check.
+	// the qp's node and have passed transport.CheckOp.
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// parker returns a Parker for a batch to be posted with postWaited, which posts like post
 	// for a waiter that will park on that Parker (a provider may have the waiter collect the
 	// answers itself). A nil Parker means: use post and a plain Parker.
-	parker() farmem.Parker
+	parker() transport.Parker
 	postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it
 	// on completion) or ctx ends, returning ctx's error then (the op stays in flight). It is

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 	"github.com/farmem/farmem/internal/wordmem"
 )
@@ -958,7 +959,7 @@ func (c *sconn) reply(id uint64, err error, reply []byte) {
 	case err == nil:
 		b = wire.AppendReply(b, wire.StatusOK, reply)
 	case errors.As(err, &he):
-		b = wire.AppendReply(b, wire.Status(farmem.CodeRemote), append([]byte{byte(farmem.CodeOf(he.err))}, he.err.Error()...))
+		b = wire.AppendReply(b, wire.Status(transport.CodeRemote), append([]byte{byte(transport.CodeOf(he.err))}, he.err.Error()...))
 	default:
 		b = wire.AppendReply(b, wire.StatusOf(err), []byte(err.Error()))
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 )
 
@@ -117,7 +118,7 @@ func (q *tcpQP) close(err error) { q.fail(err) }
 // connect runs the handshake, sends what was posted meanwhile, and becomes the reader.
 func (q *tcpQP) connect() {
 	deadline := time.Now().Add(q.f.down)
-	nc, br, w, err := dialNode(q.f.ctx, q.p.addr, q.p.id, q.c.info.ID, wire.PurposeData, q.f.secret, deadline)
+	nc, br, w, err := dialNode(q.f.ctx, q.p.addr, q.p.id, q.c.ClientInfo.ID, wire.PurposeData, q.f.secret, deadline)
 	if err != nil {
 		q.f.noteDown(q.p, err)
 		q.fail(err)
@@ -198,7 +199,7 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 // parker implements qp: waiting on it reads the connection's answers when no one else does,
 // so a client that posts and waits saves the hand-off from a reader goroutine; while someone
 // is reading, nil (post and a plain Parker: the reader delivers).
-func (q *tcpQP) parker() farmem.Parker {
+func (q *tcpQP) parker() transport.Parker {
 	if q.reading.Load() {
 		return nil
 	}
@@ -715,7 +716,7 @@ func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
 			err = e
 			sl.sink.complete(i, 0, fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e))
 		case st != wire.StatusOK:
-			sl.sink.complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, op.Len(), op.Addr, st.Err()))
+			sl.sink.complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, transport.OpLen(op), op.Addr, st.Err()))
 		default:
 			if op.Kind == farmem.OpRead {
 				copy(op.Buf, data)
@@ -745,8 +746,8 @@ func (q *tcpQP) callReply(h wire.Header, p []byte) error {
 		cw.err = fmt.Errorf("rdma: call to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
 	case st == wire.StatusOK:
 		cw.reply = append([]byte{}, body...)
-	case st == wire.Status(farmem.CodeRemote) && len(msg) > 0:
-		cw.err = farmem.RemoteError(farmem.Code(msg[0]), msg[1:])
+	case st == wire.Status(transport.CodeRemote) && len(msg) > 0:
+		cw.err = transport.RemoteError(transport.Code(msg[0]), msg[1:])
 	default:
 		cw.err = fmt.Errorf("rdma: call to %v: %s: %w", q.p.id, msg, st.Err())
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wire"
 	"github.com/farmem/farmem/rdma/internal/verbs"
 )
@@ -105,7 +106,7 @@ func (p *verbsProvider) connect(c *client, pe *peer) qp {
 	cfg := p.qcfg
 	cfg.Name = pe.id.String()
 	cfg.DownTimeout = c.f.down
-	cfg.OnExtraRoundTrip = func() { c.ctr.AddRoundTrips(1) }
+	cfg.OnExtraRoundTrip = func() { c.Counters.AddRoundTrips(1) }
 	cfg.OnLost = func(err error) { c.markLost(pe.id, err) }
 	q := &verbsQP{prov: p, c: c, p: pe, e: verbs.New(cfg)}
 	go q.setup()
@@ -144,7 +145,7 @@ func (q *verbsQP) setup() {
 	ep := dq.Endpoint()
 	ctx, cancel := context.WithTimeout(f.ctx, f.down)
 	var rep verbsConnectReply
-	req := verbsConnectReq{Client: q.c.info.ID, Endpoint: ep}
+	req := verbsConnectReq{Client: q.c.ClientInfo.ID, Endpoint: ep}
 	err = q.p.control(f).rpc(ctx, ctlVerbsConnect, req, &rep)
 	if errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
 		// The control connection may have died with an earlier incarnation of the node: the
@@ -202,7 +203,7 @@ func (q *verbsQP) disconnect() {
 		return
 	}
 	q.connected = false
-	req := verbsDisconnectReq{Client: q.c.info.ID, QPN: q.qpn}
+	req := verbsDisconnectReq{Client: q.c.ClientInfo.ID, QPN: q.qpn}
 	q.mu.Unlock()
 	f := q.c.f
 	go func() {
@@ -218,7 +219,7 @@ func (q *verbsQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) 
 	q.e.Post(ctx, b, idx, verbsSink(s))
 }
 
-func (q *verbsQP) parker() farmem.Parker {
+func (q *verbsQP) parker() transport.Parker {
 	return &verbsParker{e: q.e, ch: make(chan struct{}, 1)}
 }
 

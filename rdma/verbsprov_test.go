@@ -170,7 +170,7 @@ func TestVerbsRestartedNodeRefusesStaleClients(t *testing.T) {
 	_, err = m.FAA(ctx, a, 1)
 	require.ErrorIs(t, err, farmem.ErrNodeLost)
 	require.NotErrorIs(t, err, farmem.ErrOutOfRange)
-	require.NoError(t, farmem.AdoptNode(ctx, m, 1))
+	require.NoError(t, m.(farmem.Restarts).Adopt(ctx, 1))
 	prev, err := m.FAA(ctx, a, 1)
 	require.NoError(t, err)
 	require.Zero(t, prev, "the new incarnation's memory")

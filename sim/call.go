@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // call is one Call in progress.
@@ -163,9 +164,9 @@ func (s *Sim) startHandler(cl *call, h farmem.Handler) {
 	s.spawn(func() {
 		p := s.cur.Load()
 		s.sleepUntil(p, n.c.cpu.run(s.nowNs, s.m.CallCPU), hc)
-		reply, err := runHandler(n.c.ctx, h, hc, cl.from.info.ID, cl.req)
+		reply, err := transport.RunHandler(n.c.ctx, h, hc, cl.from.info.ID, cl.req)
 		if err != nil {
-			err = farmem.RemoteError(farmem.CodeOf(err), err.Error())
+			err = transport.RemoteError(transport.CodeOf(err), err.Error())
 			reply = nil
 		} else if len(reply) > farmem.MaxCallBytes {
 			err = fmt.Errorf("sim: reply of %d bytes exceeds %d: %w", len(reply), farmem.MaxCallBytes, farmem.ErrInvalid)
@@ -199,15 +200,4 @@ func (s *Sim) sendReply(cl *call) {
 	n := cl.to
 	t := n.nic.issueAt(s.nowNs, int64(n.model.Issue), uint64(len(cl.reply)))
 	s.pushCall(t+s.lat(n.id, cl.from.n.id), cl, callReply)
-}
-
-// runHandler runs h, turning a panic in it into an error so one bad handler cannot take the
-// simulation down.
-func runHandler(ctx context.Context, h farmem.Handler, m *client, from farmem.ClientID, req []byte) (reply []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			reply, err = nil, fmt.Errorf("sim: handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, m, from, req)
 }

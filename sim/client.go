@@ -6,17 +6,18 @@ import (
 	"math/rand/v2"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one simulated client: a farmem.Memory.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	s                *Sim
-	n                *node // its compute node
-	info             farmem.ClientInfo
-	rt               *rtime
-	ctr              farmem.Counters
-	handler          bool
+	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	s               *Sim
+	n               *node // its compute node
+	info            farmem.ClientInfo
+	rt              *rtime
+	ctr             transport.Counters
+	handler         bool
 
 	closed, crashed bool
 	paused          bool
@@ -39,37 +40,17 @@ var _ farmem.Memory = (*client)(nil)
 // openClient takes a free slot of compute node n (slot, or the first free client slot if slot
 // is negative) and returns a client on it. The token must be held.
 func (s *Sim) openClient(n *node, slot int) (*client, error) {
-	c := n.c
-	handler := slot >= 0
-	if slot < 0 {
-		for i := range s.m.ClientsPerNode - s.m.MaxHandlers {
-			if c.slots[i] == nil {
-				slot = i
-				break
-			}
-		}
-		if slot < 0 {
-			return nil, fmt.Errorf("sim: all %d client slots of %v are taken: %w", s.m.ClientsPerNode-s.m.MaxHandlers, n.id, farmem.ErrNoSpace)
-		}
-	}
-	id, err := s.topo.ClientIDOf(n.id.ComputeID(), slot)
+	cl, err := s.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
+		cl := &client{s: s, n: n, info: info, handler: slot >= 0}
+		cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
+		cl.rt = &rtime{s: s, c: cl, own: s.newRand()}
+		return cl, &cl.ctr
+	})
 	if err != nil {
 		return nil, err
 	}
-	cl := &client{s: s, n: n, handler: handler}
-	cl.SingleOps.Run = cl.runOne
-	cl.info = farmem.ClientInfo{
-		ID: id, Node: n.id, Slot: slot,
-		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*s.m.SliceSize),
-		SliceSize: s.m.SliceSize,
-	}
-	cl.rt = &rtime{s: s, c: cl, own: s.newRand()}
-	c.slots[slot] = cl
 	base := cl.info.Slice.Offset()
 	clear(n.words[base/8 : (base+s.m.SliceSize)/8])
-	s.mu.Lock()
-	s.clients[id] = cl
-	s.mu.Unlock()
 	return cl, nil
 }
 
@@ -93,16 +74,7 @@ func (c *client) close() {
 	}
 	c.closed = true
 	c.wakeParked(wakeClosed, parkWait, parkCall, parkOther)
-	s := c.s
-	if !c.handler && c.n.c.slots[c.info.Slot] == c {
-		c.n.c.slots[c.info.Slot] = nil
-	}
-	s.mu.Lock()
-	if s.clients[c.info.ID] == c {
-		delete(s.clients, c.info.ID)
-		s.closedSum = s.closedSum.Add(c.ctr.Snapshot())
-	}
-	s.mu.Unlock()
+	c.s.clients.Release(c.info.ID, c)
 }
 
 // crash makes c fail-stop: its waiters end with ErrNodeDown at once.
@@ -161,12 +133,12 @@ func (c *client) qp(n *node) *qp {
 func (c *client) check(op *farmem.Op) (*node, error) {
 	n := c.s.node(op.Addr.Node())
 	if n == nil {
-		return nil, farmem.NoSuchNode(op.Addr.Node())
+		return nil, transport.NoSuchNode(op.Addr.Node())
 	}
-	return n, op.Check(n.size)
+	return n, transport.CheckOp(op, n.size)
 }
 
-// runOne is single for a value op (the runner of farmem.SingleOps).
+// runOne is single for a value op (the runner of transport.Verbs).
 func (c *client) runOne(ctx context.Context, op farmem.Op) (uint64, error) { return c.single(ctx, &op) }
 
 // single runs a one-op batch and returns its result. It allocates nothing.
@@ -252,15 +224,15 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
 	c.gate(p)
-	b, rej := farmem.Admit(b, c.usable(), s.sizeOf)
+	b, rej := transport.Admit(b, c.usable(), s.sizeOf)
 	if rej != nil {
 		return rej
 	}
 	if err := ctx.Err(); err != nil {
-		return farmem.Rejected(b, err, nil)
+		return transport.Rejected(b, err, nil)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
-	pend, comp := farmem.NewPending(b, &parker{s: s, c: c})
+	pend, comp := transport.NewPending(b, &parker{s: s, c: c})
 	if s.m.OpCPU > 0 {
 		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, s.m.OpCPU*timeMul(len(b.Ops))), c)
 	}
@@ -299,15 +271,6 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	return pend
 }
 
-// Do implements farmem.Memory.
-func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	pend := c.Post(ctx, b)
-	if err := pend.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return pend.Err()
-}
-
 // Wait implements farmem.Memory.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
 	s := c.s
@@ -318,7 +281,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		return 0, err
 	}
 	n := c.n
-	if err := farmem.CheckWait(a, n.id, n.size, until); err != nil {
+	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
@@ -344,7 +307,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	}
 }
 
-// parker is the farmem.Parker of a Pending: it parks the simulated goroutine that waits.
+// parker is the transport.Parker of a Pending: it parks the simulated goroutine that waits.
 type parker struct {
 	s    *Sim
 	c    *client
@@ -353,7 +316,7 @@ type parker struct {
 	seq  uint64
 }
 
-// Park implements farmem.Parker.
+// Park implements transport.Parker.
 func (k *parker) Park(ctx context.Context) error {
 	s := k.s
 	p, adopted := s.enter()
@@ -373,7 +336,7 @@ func (k *parker) Park(ctx context.Context) error {
 	return k.c.wakeErr(ctx, r)
 }
 
-// Unpark implements farmem.Parker; the simulator calls it from its event loop.
+// Unpark implements transport.Parker; the simulator calls it from its event loop.
 func (k *parker) Unpark() {
 	if k.p != nil && k.p.parked && k.p.seq == k.seq {
 		k.s.wakeProc(k.p, wakeEvent)

@@ -8,7 +8,7 @@
 //	s, err := sim.New(sim.ConnectX6(), seed) // a Model and a seed
 //	defer s.Close()
 //
-// A *Sim is a farmem.Fabric hosting every compute node, and a farmem.FaultInjector. Run a
+// A *Sim is a farmem.Fabric hosting every compute node, and a transport.FaultInjector. Run a
 // program inside it with Run, which runs f in the calling goroutine while virtual time passes:
 //
 //	s.Run(func() {
@@ -71,9 +71,13 @@
 //
 // # Faults
 //
-// Crash, Hang, Resume, Partition, Heal, CrashAfter and CrashClient (farmem.FaultInjector),
+// Crash, Hang, Resume, Partition, Heal, CrashAfter and CrashClient (transport.FaultInjector),
 // plus PauseClient/ResumeClient, DelayLink, CutLink/HealLink and SetTearing. Called inside the
 // simulation (in a goroutine scheduled with At, say) a fault happens at an exact virtual time,
 // so a fault schedule replays exactly. A hung compute node is paused as a whole; silent nodes
 // and links make ops fail with ErrNodeDown after Model.DownTimeout of virtual time.
+//
+// The simulator is built from the kit in farmem/transport, as every transport is: Model embeds
+// transport.Shape, and clients come from a transport.Registry; its scheduler, its Parker and
+// its pipeline of NICs and links are its own.
 package sim

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/sim"
 )
 
@@ -232,7 +233,7 @@ func TestContexts(t *testing.T) {
 }
 
 func TestCoresAndHandlers(t *testing.T) {
-	m := sim.Model{Cores: 2, MaxHandlers: 2, CallCPU: 10 * time.Microsecond, ComputeNodes: 2}
+	m := sim.Model{Shape: transport.Shape{MaxHandlers: 2, ComputeNodes: 2}, Cores: 2, CallCPU: 10 * time.Microsecond}
 	s, err := sim.New(m, 1)
 	require.NoError(t, err)
 	defer s.Close()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Model is the simulated cluster: its shape and the costs of its parts. Every duration is
@@ -28,18 +29,12 @@ type Model struct {
 	// Name labels the model in reports.
 	Name string
 
-	// MemoryNodes memory nodes (default 1) of MemorySize bytes (default 16 MiB) each.
-	MemoryNodes int
-	MemorySize  uint64
-	// ComputeNodes compute nodes (default 1), each with ClientsPerNode client slots (default
-	// 64), MaxHandlers of them (default 8) reserved for Call handlers, so at most that many
-	// handlers run on a node at once. A client's slice is SliceSize bytes (default 16 KiB);
-	// SharedSize bytes (default 1 MiB) follow the slices.
-	ComputeNodes   int
-	ClientsPerNode int
-	MaxHandlers    int
-	SliceSize      uint64
-	SharedSize     uint64
+	// Shape is the cluster's shape: MemoryNodes memory nodes of MemorySize bytes, and
+	// ComputeNodes compute nodes, each with ClientsPerNode client slots, MaxHandlers of them
+	// reserved for Call handlers (so at most that many handlers run on a node at once), a
+	// SliceSize slice per client and a SharedSize shared area (see transport.Shape for the
+	// defaults).
+	transport.Shape
 	// DownTimeout is how long an unanswered op waits before it fails with ErrNodeDown
 	// (default 10ms).
 	DownTimeout time.Duration
@@ -120,28 +115,7 @@ func (n *NIC) check(name string) error {
 }
 
 func (m *Model) defaults() error {
-	if m.MemoryNodes == 0 {
-		m.MemoryNodes = 1
-	}
-	if m.MemorySize == 0 {
-		m.MemorySize = 16 << 20
-	}
-	if m.ComputeNodes == 0 {
-		m.ComputeNodes = 1
-	}
-	if m.ClientsPerNode == 0 {
-		m.ClientsPerNode = 64
-	}
-	if m.MaxHandlers == 0 {
-		m.MaxHandlers = 8
-	}
-	if m.SliceSize == 0 {
-		m.SliceSize = 16 << 10
-	}
-	m.SliceSize = (m.SliceSize + 63) &^ 63
-	if m.SharedSize == 0 {
-		m.SharedSize = 1 << 20
-	}
+	m.EnsureDefaults()
 	if m.DownTimeout == 0 {
 		m.DownTimeout = 10 * time.Millisecond
 	}
@@ -153,23 +127,12 @@ func (m *Model) defaults() error {
 	}
 	m.MemoryNIC.defaults()
 	m.ComputeNIC.defaults()
-	switch {
-	case m.MemoryNodes < 0 || m.MemoryNodes > int(farmem.MaxMemoryNode):
-		return fmt.Errorf("sim: %d memory nodes: %w", m.MemoryNodes, farmem.ErrInvalid)
-	case m.ComputeNodes < 0 || m.ComputeNodes > int(farmem.MaxComputeID):
-		return fmt.Errorf("sim: %d compute nodes: %w", m.ComputeNodes, farmem.ErrInvalid)
-	case m.MaxHandlers < 1 || m.ClientsPerNode <= m.MaxHandlers:
-		return fmt.Errorf("sim: %d client slots cannot hold %d handlers and a client: %w", m.ClientsPerNode, m.MaxHandlers, farmem.ErrInvalid)
-	case m.ComputeNodes*m.ClientsPerNode > 0xffff:
-		return fmt.Errorf("sim: %d compute nodes x %d slots exceed 16-bit client ids: %w", m.ComputeNodes, m.ClientsPerNode, farmem.ErrInvalid)
-	case m.MemorySize < 64 || m.MemorySize > farmem.MaxOffset+1:
-		return fmt.Errorf("sim: memory node size %d: %w", m.MemorySize, farmem.ErrInvalid)
-	case m.DownTimeout < 0 || m.MemoryLatency < 0 || m.ComputeLatency < 0 || m.Jitter < 0 ||
-		m.Cores < 0 || m.OpCPU < 0 || m.CallCPU < 0 || m.TearChunks < 0 || m.TearChunks > 64:
-		return fmt.Errorf("sim: negative model parameter: %w", farmem.ErrInvalid)
+	if err := m.Check(); err != nil {
+		return fmt.Errorf("sim: %w", err)
 	}
-	if size := farmem.ComputeHeaderSize + uint64(m.ClientsPerNode)*m.SliceSize + m.SharedSize; size > farmem.MaxOffset+1 {
-		return fmt.Errorf("sim: compute region of %d bytes: %w", size, farmem.ErrInvalid)
+	if m.DownTimeout < 0 || m.MemoryLatency < 0 || m.ComputeLatency < 0 || m.Jitter < 0 ||
+		m.Cores < 0 || m.OpCPU < 0 || m.CallCPU < 0 || m.TearChunks < 0 || m.TearChunks > 64 {
+		return fmt.Errorf("sim: negative model parameter: %w", farmem.ErrInvalid)
 	}
 	if err := m.MemoryNIC.check("memory"); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Node states.
@@ -34,7 +35,6 @@ type node struct {
 type cnode struct {
 	n        *node
 	cpu      coreState
-	slots    []*client
 	handlers map[uint16]farmem.Handler
 	hidle    []*client // idle handler clients
 	callQ    []*call   // calls waiting for a handler
@@ -54,7 +54,6 @@ func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {
 func (s *Sim) initCompute(n *node) {
 	c := &cnode{
 		n:        n,
-		slots:    make([]*client, s.m.ClientsPerNode),
 		handlers: make(map[uint16]farmem.Handler),
 		watch:    make(map[uint64]*proc),
 	}
@@ -119,7 +118,7 @@ func (n *node) apply(op *farmem.Op, lo, hi uint64) uint64 {
 		return 0
 	default:
 		found := n.load(off)
-		next, _ := op.Apply(found)
+		next, _ := transport.Apply(op, found)
 		n.store(off, next)
 		if n.c != nil {
 			n.c.notify(off, 8)

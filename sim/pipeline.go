@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // group is the part of a batch (or the one op of a single verb) that goes to one node. It is
@@ -28,7 +29,7 @@ type group struct {
 	perm  []uint8 // tearing: the order op k's pieces are applied in
 
 	batch  bool
-	comp   farmem.Completer
+	comp   transport.Completer
 	waiter *proc
 	wseq   uint64
 
@@ -94,7 +95,7 @@ func (g *group) single(op *farmem.Op) {
 }
 
 // batchOf prepares g for the ops of batch b whose indices are in idx (g.bidx).
-func (g *group) batchOf(b *farmem.Batch, comp farmem.Completer) {
+func (g *group) batchOf(b *farmem.Batch, comp transport.Completer) {
 	n := len(g.bidx)
 	if cap(g.bvals) < n {
 		g.bvals = make([]uint64, n, max(n, 4))
@@ -132,7 +133,7 @@ func (s *Sim) maybeRecycle(g *group) {
 		return
 	}
 	g.c, g.n, g.q = nil, nil, nil
-	g.comp = farmem.Completer{}
+	g.comp = transport.Completer{}
 	g.one[0] = farmem.Op{}
 	if g.batch {
 		clear(g.errs)
@@ -216,7 +217,7 @@ func (s *Sim) arrive(g *group) {
 			bytes = uint64(len(op.Buf))
 		}
 		n.nic.ops[op.Kind]++
-		g.ready[k], g.fin[k] = n.nic.serve(now, int64(n.model.Verb[op.Kind]), bytes, op.Kind.IsAtomic(), op.Addr, au)
+		g.ready[k], g.fin[k] = n.nic.serve(now, int64(n.model.Verb[op.Kind]), bytes, transport.IsAtomic(op.Kind), op.Addr, au)
 		g.end = max(g.end, g.fin[k])
 	}
 	g.k, g.chunk = 0, 0

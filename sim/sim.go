@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Epoch is virtual time zero: a simulation's clock starts at this Unix time (2025-01-01 UTC),
@@ -17,7 +17,7 @@ import (
 var Epoch = farmem.Time(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 
 // Sim is a simulated cluster in virtual time. It implements farmem.Fabric (hosting every
-// compute node) and farmem.FaultInjector. See the package doc.
+// compute node) and transport.FaultInjector. See the package doc.
 type Sim struct {
 	m    Model
 	seed uint64
@@ -38,7 +38,7 @@ type Sim struct {
 	driver       *proc   // the watchdog, while it drives
 	exited       *proc   // the proc a returning coroutine picked to run next
 
-	mu         sync.Mutex // running, inbox, adoptPool, clients, closedSum
+	mu         sync.Mutex // running, inbox, adoptPool
 	running    bool
 	entries    uint64 // calls from outside so far
 	watchArmed bool
@@ -52,8 +52,7 @@ type Sim struct {
 	streams atomic.Uint64
 
 	groups     []*group // free list
-	clients    map[farmem.ClientID]*client
-	closedSum  farmem.Stats
+	clients    *transport.Registry[*client]
 	closed     atomic.Bool
 	links      map[linkKey]*linkState
 	partitions map[partKey]bool
@@ -64,8 +63,8 @@ type Sim struct {
 }
 
 var (
-	_ farmem.Fabric        = (*Sim)(nil)
-	_ farmem.FaultInjector = (*Sim)(nil)
+	_ farmem.Fabric           = (*Sim)(nil)
+	_ transport.FaultInjector = (*Sim)(nil)
 )
 
 // New returns a simulated cluster described by model, whose every choice (ties between
@@ -78,7 +77,7 @@ func New(model Model, seed uint64) (*Sim, error) {
 	s := &Sim{
 		m:          model,
 		seed:       seed,
-		clients:    make(map[farmem.ClientID]*client),
+		clients:    transport.NewRegistry[*client](model.ClientsPerNode, model.SliceSize, model.MaxHandlers),
 		links:      make(map[linkKey]*linkState),
 		partitions: make(map[partKey]bool),
 		verbHist:   newHistogram(),
@@ -88,24 +87,17 @@ func New(model Model, seed uint64) (*Sim, error) {
 	s.statsFrom = s.nowNs
 	s.jitter = rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908))
 	s.rt = &rtime{s: s, own: s.newRand()}
-	s.topo = farmem.Topology{
-		ClientsPerNode: model.ClientsPerNode,
-		SliceSize:      model.SliceSize,
-		DownTimeout:    model.DownTimeout,
-	}
+	s.topo = model.Topology(model.DownTimeout)
 	s.mem = make([]*node, model.MemoryNodes+1)
-	for i := 1; i <= model.MemoryNodes; i++ {
-		n := s.newNode(farmem.NodeID(i), model.MemorySize, &s.m.MemoryNIC)
-		s.mem[i] = n
-		s.topo.Nodes = append(s.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleMemory, Size: n.size})
-	}
-	computeSize := s.topo.SharedBase() + model.SharedSize
 	s.comp = make([]*node, model.ComputeNodes+1)
-	for i := 1; i <= model.ComputeNodes; i++ {
-		n := s.newNode(farmem.ComputeID(i).Node(), computeSize, &s.m.ComputeNIC)
+	for _, info := range s.topo.Nodes {
+		if info.Role == farmem.RoleMemory {
+			s.mem[info.ID] = s.newNode(info.ID, info.Size, &s.m.MemoryNIC)
+			continue
+		}
+		n := s.newNode(info.ID, info.Size, &s.m.ComputeNIC)
 		s.initCompute(n)
-		s.comp[i] = n
-		s.topo.Nodes = append(s.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleCompute, Size: n.size})
+		s.comp[info.ID.ComputeID()] = n
 	}
 	return s, nil
 }
@@ -141,15 +133,7 @@ func (s *Sim) Runtime() farmem.Runtime { return s.rt }
 
 // Stats implements farmem.Fabric: the sum over every client opened so far, handler clients
 // included.
-func (s *Sim) Stats() farmem.Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sum := s.closedSum
-	for _, c := range s.clients {
-		sum = sum.Add(c.ctr.Snapshot())
-	}
-	return sum
-}
+func (s *Sim) Stats() farmem.Stats { return s.clients.Stats() }
 
 // node returns the node with id, or nil.
 // sizeOf returns the size of node id's region.
@@ -157,7 +141,7 @@ func (s *Sim) sizeOf(id farmem.NodeID) (uint64, error) {
 	if n := s.node(id); n != nil {
 		return n.size, nil
 	}
-	return 0, farmem.NoSuchNode(id)
+	return 0, transport.NoSuchNode(id)
 }
 
 func (s *Sim) node(id farmem.NodeID) *node {
@@ -227,13 +211,7 @@ func (s *Sim) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.mu.Lock()
-	cs := make([]*client, 0, len(s.clients))
-	for _, c := range s.clients {
-		cs = append(cs, c)
-	}
-	s.mu.Unlock()
-	slices.SortFunc(cs, func(a, b *client) int { return int(a.info.ID) - int(b.info.ID) })
+	cs, _ := s.clients.Close()
 	for _, c := range cs {
 		c.close()
 	}

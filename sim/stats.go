@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -122,13 +121,11 @@ func (s *Sim) resetStats() {
 			cs.queued, cs.maxWait = 0, 0
 		}
 	}
-	s.mu.Lock()
-	for _, c := range s.clients {
+	for _, c := range s.clients.Clients() {
 		c.base = c.ctr.Snapshot()
 		c.lat = latStats{}
 	}
-	s.baseClosed = s.closedSum
-	s.mu.Unlock()
+	s.baseClosed = s.clients.Released()
 }
 
 func (s *Sim) allNodes() []*node {
@@ -186,9 +183,8 @@ func (s *Sim) report() *Report {
 			r.Cores = append(r.Cores, cr)
 		}
 	}
-	s.mu.Lock()
-	r.Stats = s.closedSum.Sub(s.baseClosed)
-	for _, c := range s.clients {
+	r.Stats = s.clients.Released().Sub(s.baseClosed)
+	for _, c := range s.clients.Clients() {
 		st := c.ctr.Snapshot().Sub(c.base)
 		r.Stats = r.Stats.Add(st)
 		cr := ClientReport{ID: c.info.ID, Node: c.info.Node, Handler: c.handler, Stats: st,
@@ -198,8 +194,6 @@ func (s *Sim) report() *Report {
 		}
 		r.Clients = append(r.Clients, cr)
 	}
-	s.mu.Unlock()
-	slices.SortFunc(r.Clients, func(a, b ClientReport) int { return int(a.ID) - int(b.ID) })
 	return r
 }
 

@@ -147,7 +147,7 @@ func DecodeRoot(b []byte) (keys uint64, bases []farmem.Addr, err error) {
 	bases = make([]farmem.Addr, s)
 	for i := range bases {
 		bases[i] = farmem.Addr(le.Uint64(b[rootHeader+8*i:]))
-		if bases[i].IsNil() || !bases[i].Aligned(8) {
+		if bases[i] == 0 || bases[i].Offset()%8 != 0 {
 			return 0, nil, ErrBadRoot
 		}
 	}

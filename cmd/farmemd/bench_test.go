@@ -146,7 +146,8 @@ func farmemThroughput(t *testing.T, m farmem.Memory, a farmem.Addr, k int, windo
 	start := time.Now()
 	for i := 0; ; i = (i + 1) % k {
 		require.NoError(t, ps[i].Wait(ctx, 0))
-		require.NoError(t, ps[i].Err())
+		_, err := bs[i].Result(0)
+		require.NoError(t, err)
 		done++
 		if time.Since(start) >= window {
 			break

@@ -91,7 +91,7 @@ func (s *Spin) word(now farmem.Time) uint64 {
 // expired reports whether lock word w's lease ran out (plus the clock skew) by now.
 func (s *Spin) expired(w uint64, now farmem.Time) bool {
 	deadline := farmem.Time((w & (1<<48 - 1)) << spinUnit)
-	return deadline.Add(s.opts.ClockSkew).Before(now)
+	return deadline.Add(s.opts.ClockSkew) < now
 }
 
 // Commit implements ptrsync.Synchronizer.

@@ -14,13 +14,14 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/sim"
 )
 
 // rig is a fabric with a lock entry and a counter the lock protects, on local or sim.
 type rig struct {
 	f     farmem.Fabric
-	fi    farmem.FaultInjector
+	fi    transport.FaultInjector
 	s     *sim.Sim // nil on local
 	comp  []farmem.NodeID
 	entry farmem.Addr

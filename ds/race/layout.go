@@ -28,7 +28,7 @@ const (
 func packAddr(a farmem.Addr) (uint64, error) {
 	n, off := a.Node(), a.Offset()
 	switch {
-	case a.IsNil():
+	case a == 0:
 		return 0, fmt.Errorf("race: nil address: %w", ErrPointerRange)
 	case n.IsCompute() || n > MaxPointerNode:
 		return 0, fmt.Errorf("race: address %v: node id above %d: %w", a, MaxPointerNode, ErrPointerRange)
@@ -212,7 +212,7 @@ func lockDeadline(w uint64) farmem.Time { return farmem.Time((w & lockTimeMask) 
 
 // lockExpired reports whether a lock word held by a client had expired at now, with skew.
 func lockExpired(w uint64, now farmem.Time, skew time.Duration) bool {
-	return w > lockParent && lockDeadline(w).Add(skew).Before(now)
+	return w > lockParent && lockDeadline(w).Add(skew) < now
 }
 
 // geometry is the shape of every subtable of a table.
@@ -361,7 +361,7 @@ func DecodeRoot(b []byte) (Root, error) {
 	}
 	dw := le.Uint64(b[rootDirOff:])
 	r.Dir, r.GlobalDepth = unpackAddr(dw), int(entryDepth(dw))
-	if r.Dir.IsNil() || r.GlobalDepth > p.MaxDepth || dw&^(ptrMask|0xff<<depthShift) != 0 {
+	if r.Dir == 0 || r.GlobalDepth > p.MaxDepth || dw&^(ptrMask|0xff<<depthShift) != 0 {
 		return r, fmt.Errorf("race: bad directory word %#x: %w", dw, ErrBadRoot)
 	}
 	r.DirLock = le.Uint64(b[rootDirLockOff:])

@@ -301,7 +301,7 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 	stale := false
 	for k, p := range ps {
 		if lostErr != nil {
-			if _, err := b.Ops[k].Result(); err != nil {
+			if _, err := b.Result(k); err != nil {
 				continue // in lost memory: unknown
 			}
 		}
@@ -347,7 +347,7 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 // farmem.ErrNodeLost wraps).
 func onlyBlocksDown(b *farmem.Batch, n int) bool {
 	for i := range b.Ops {
-		if _, err := b.Ops[i].Result(); err != nil && (i >= n || !errors.Is(err, farmem.ErrNodeDown)) {
+		if _, err := b.Result(i); err != nil && (i >= n || !errors.Is(err, farmem.ErrNodeDown)) {
 			return false
 		}
 	}

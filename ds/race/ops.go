@@ -344,7 +344,7 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 			var kb farmem.Batch
 			now := t.rt.Now()
 			for _, j := range lower {
-				if info, _ := op.info(blockKey(v.words[j])); info.deadline.Add(t.opts.ClockSkew).Before(now) {
+				if info, _ := op.info(blockKey(v.words[j])); info.deadline.Add(t.opts.ClockSkew) < now {
 					kb.CAS(t.geo.slotAddr(v.st, v.idx[j]), uint64(v.words[j]), 0)
 					t.stats.Kills++
 				}

@@ -355,7 +355,7 @@ func (t *Table) allocDirectory(ctx context.Context, size uint64) (farmem.Addr, e
 // was cached: the directory may name subtables that were lost and replaced, at addresses that
 // now hold other data (farmem.Restarts.Adoptions). One atomic load when nothing changed.
 func (t *Table) checkAdoptions(ctx context.Context) error {
-	n := farmem.AdoptionsOf(t.m)
+	n := adoptionsOf(t.m)
 	if n == t.adoptions {
 		return nil
 	}
@@ -364,4 +364,13 @@ func (t *Table) checkAdoptions(ctx context.Context) error {
 	}
 	t.adoptions = n
 	return nil
+}
+
+// adoptionsOf is m's count of node adoptions (farmem.Restarts), 0 on transports without
+// restarts: a handle reloads its cached directory when it changes.
+func adoptionsOf(m farmem.Memory) uint64 {
+	if r, ok := m.(farmem.Restarts); ok {
+		return r.Adoptions()
+	}
+	return 0
 }

@@ -92,7 +92,7 @@ func (t *Table) walk(ctx context.Context, st farmem.Addr, h1 uint64) (farmem.Add
 				st, d, suffix, h1, ErrCorrupt)
 		}
 		next := unpackAddr(s.child[l])
-		if next.IsNil() {
+		if next == 0 {
 			// Torn read of the header area (the child word is written before the header): read
 			// again.
 			continue
@@ -199,7 +199,7 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 		}
 		switch {
 		case s.lock == lockParent:
-			if s.parent.IsNil() {
+			if s.parent == 0 {
 				return fmt.Errorf("race: subtable %v: parent lock without a parent: %w", st, ErrCorrupt)
 			}
 			if err := t.waitSplit(ctx, nil, s.parent); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // spinSync is a pessimistic synchronizer for the tests: a CAS spinlock in the first word of the
@@ -36,7 +37,7 @@ func (s *spinSync) Plan(ptrsync.Kind, uint64) ptrsync.Plan {
 func (s *spinSync) Commit(ctx context.Context, c ptrsync.Target) (ptrsync.Result, error) {
 	m := c.Memory()
 	retry := ptrsync.Result{Outcome: ptrsync.Retry}
-	if c.Lock().IsNil() || len(c.LockBytes()) != 16 {
+	if c.Lock() == 0 || len(c.LockBytes()) != 16 {
 		s.t.Errorf("change without its metadata entry: %v, %d bytes", c.Lock(), len(c.LockBytes()))
 		return retry, errors.New("no metadata")
 	}
@@ -112,7 +113,7 @@ func TestSynchronizerNeedsMeta(t *testing.T) {
 func TestLockSynchronizer(t *testing.T) {
 	p := collide
 	p.MetaSize = 16
-	e := newEnv(t, local.Options{ComputeNodes: 2, Tearing: true, Jitter: 5 * time.Microsecond}, p)
+	e := newEnv(t, local.Options{Shape: transport.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p)
 	const n = 6
 	cs := make([]*client, n)
 	syncs := make([]*spinSync, n)
@@ -174,7 +175,7 @@ func (p *planSync) Commit(ctx context.Context, c ptrsync.Target) (ptrsync.Result
 	} else {
 		require.Nil(p.t, c.LockBytes(), "entry read without a prefetch")
 	}
-	require.False(p.t, c.Lock().IsNil())
+	require.False(p.t, c.Lock() == 0)
 	return p.opt.Commit(ctx, c)
 }
 

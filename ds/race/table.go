@@ -260,7 +260,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
 	}
 	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
-		scr: new(scratch), adoptions: farmem.AdoptionsOf(m)}
+		scr: new(scratch), adoptions: adoptionsOf(m)}
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {
@@ -322,7 +322,7 @@ func (t *Table) Info(ctx context.Context) (Info, error) {
 // loadDir reads the whole directory the root word w names into the cache: one round trip.
 func (t *Table) loadDir(ctx context.Context, w uint64) error {
 	gd := entryDepth(w)
-	if gd > uint(t.p.MaxDepth) || unpackAddr(w).IsNil() {
+	if gd > uint(t.p.MaxDepth) || unpackAddr(w) == 0 {
 		return fmt.Errorf("race: root directory word %#x: %w", w, ErrCorrupt)
 	}
 	buf := make([]byte, 8<<gd)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 func main() {
@@ -33,7 +34,7 @@ func run(clients, ops int, latency time.Duration) error {
 	if clients < 1 || ops < 1 {
 		return fmt.Errorf("need at least one client and one op")
 	}
-	fabric, err := local.New(local.Options{MemoryNodes: 2, ComputeNodes: 2, Latency: latency, ClientsPerNode: clients + 16})
+	fabric, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: clients + 16}, Latency: latency})
 	if err != nil {
 		return err
 	}

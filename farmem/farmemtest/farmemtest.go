@@ -1,5 +1,5 @@
 // Package farmemtest is the conformance suite every transport runs: [Run] checks each numbered
-// semantic of the farmem package doc, the fault behaviour of [farmem.FaultInjector], Wait, Call
+// semantic of the farmem package doc, the fault behaviour of [transport.FaultInjector], Wait, Call
 // and Close. A fault a transport cannot inject is skipped with the transport's reason, never
 // passed.
 //
@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Config is the cluster a test asks the transport for.
@@ -36,7 +37,7 @@ type Cluster struct {
 	// host Config.ComputeNodes of them.
 	Fabrics []farmem.Fabric
 	// Faults injects faults, or is nil if the transport injects none.
-	Faults farmem.FaultInjector
+	Faults transport.FaultInjector
 	// TearsOnPurpose says the transport interleaves long accesses on purpose, so the suite
 	// requires that it saw a torn read.
 	TearsOnPurpose bool
@@ -129,7 +130,7 @@ func (e *env) mem(i int, off uint64) farmem.Addr {
 	return farmem.MakeAddr(e.tp.MemoryNodes()[i], off)
 }
 
-func (e *env) faults(t *testing.T) farmem.FaultInjector {
+func (e *env) faults(t *testing.T) transport.FaultInjector {
 	t.Helper()
 	if e.cl.Faults == nil {
 		t.Skip("the transport injects no faults")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // base is where tests put their data on a memory node: clear of the node header.
@@ -35,7 +36,7 @@ func testTopology(t *testing.T, open Open) {
 		require.NoError(t, err)
 		require.Equal(t, slice, info.Slice, "slice of client %d", info.ID)
 		require.Equal(t, e.tp.SliceSize, info.SliceSize)
-		c, slot, err := e.tp.ClientSlot(info.ID)
+		c, slot, err := transport.ClientSlot(e.tp, info.ID)
 		require.NoError(t, err)
 		require.Equal(t, info.Node, c.Node())
 		require.Equal(t, info.Slot, slot)
@@ -383,7 +384,7 @@ func testUnsignaled(t *testing.T, open Open) {
 		var b farmem.Batch
 		b.Unsignaled(b.FAA(a, 1))
 		p := m.Post(ctx, &b)
-		require.Zero(t, p.Signaled())
+		require.Zero(t, transport.Signaled(p))
 		require.NoError(t, p.Wait(ctx, 0), "nothing to wait for")
 	}
 	buf := make([]byte, 8)

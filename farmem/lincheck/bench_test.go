@@ -10,14 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // BenchmarkRecord measures recording one operation (Call and Return) on the wall clock.
 func BenchmarkRecord(b *testing.B) {
 	kv := lincheck.KV[uint64, uint64]()
-	h := kv.NewHistory(farmem.NewWallRuntime(1))
+	h := kv.NewHistory(transport.NewWallRuntime(1))
 	c := h.Client(1)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -28,7 +28,7 @@ func BenchmarkRecord(b *testing.B) {
 // BenchmarkRecordParallel records from many goroutines, each with its own client.
 func BenchmarkRecordParallel(b *testing.B) {
 	kv := lincheck.KV[uint64, uint64]()
-	h := kv.NewHistory(farmem.NewWallRuntime(1))
+	h := kv.NewHistory(transport.NewWallRuntime(1))
 	var mu sync.Mutex
 	next := 0
 	b.ReportAllocs()
@@ -52,7 +52,7 @@ type atomicMap struct {
 // bigHistory records clients x ops operations on keys keys against atomicMap.
 func bigHistory(clients, ops int, keys uint64) *kvHistory {
 	kv := lincheck.KV[uint64, uint64]()
-	h := kv.NewHistory(farmem.NewWallRuntime(1))
+	h := kv.NewHistory(transport.NewWallRuntime(1))
 	am := &atomicMap{m: make(map[uint64]uint64)}
 	var wg sync.WaitGroup
 	for c := range clients {

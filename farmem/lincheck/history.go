@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Outcome is how an operation ended, as far as the checker is concerned.
@@ -115,14 +116,14 @@ type History[I, O any] struct {
 }
 
 // NewHistory returns an empty history of m's operations whose timestamps come from rt's clock.
-// On the wall-clock runtime of real transports ([farmem.WallRuntime]) it reads Go's monotonic
+// On the wall-clock runtime of real transports ([transport.WallRuntime]) it reads Go's monotonic
 // clock, anchored to rt.Now() once, so that a step of the system clock cannot reorder
 // operations; on the simulator it reads virtual time, so histories are exact. rt may be nil
 // for histories built only with [History.Add].
 func NewHistory[I, O any](m *Model[I, O], rt farmem.Runtime) *History[I, O] {
 	h := &History[I, O]{model: m, byLabel: make(map[int]*Client[I, O])}
 	switch r := rt.(type) {
-	case nil, *farmem.WallRuntime:
+	case nil, *transport.WallRuntime:
 		var anchor farmem.Time
 		if r != nil {
 			anchor = r.Now()

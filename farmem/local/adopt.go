@@ -55,7 +55,7 @@ func (f *Fabric) Restart(id farmem.NodeID) error {
 	}
 	n.crashAfter.Store(-1)
 	n.state.Store(stateUp)
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -85,7 +85,7 @@ func (f *Fabric) Fence(id farmem.NodeID) error {
 		return fmt.Errorf("local: fence %v: only memory nodes restart: %w", id, farmem.ErrInvalid)
 	}
 	n.fenced.Store(true)
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
@@ -108,7 +108,7 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 	if n.adopted.Swap(n.inc.Load()) != n.inc.Load() || n.fenced.Swap(false) {
 		f.adoptions.Add(1)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 

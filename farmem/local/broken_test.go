@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A broken transport must fail the conformance test aimed at its defect: otherwise that test
@@ -50,8 +52,11 @@ func TestBrokenConformance(t *testing.T) {
 		t.Skip("only as a child of TestSuiteCatchesBrokenTransports")
 	}
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
-		f, err := local.New(local.Options{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize,
-			ComputeNodes: cfg.ComputeNodes, DownTimeout: 100 * time.Millisecond, Tearing: true})
+		f, err := local.New(local.Options{
+			Shape:       transport.Shape{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize, ComputeNodes: cfg.ComputeNodes},
+			DownTimeout: 100 * time.Millisecond,
+			Tearing:     true,
+		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		return &farmemtest.Cluster{Fabrics: []farmem.Fabric{brokenFabric{f, defect, new(sync.Mutex)}}, Faults: f, TearsOnPurpose: true}
@@ -133,7 +138,7 @@ func (m *brokenMemory) Post(ctx context.Context, b *farmem.Batch) *farmem.Pendin
 			}
 		}
 		if len(kept.Ops) == 0 {
-			p, _ := farmem.NewPending(b, nil)
+			p, _ := transport.NewPending(b, nil)
 			return p
 		}
 		p := m.Memory.Post(ctx, &kept)
@@ -161,7 +166,7 @@ func (m *brokenMemory) Do(ctx context.Context, b *farmem.Batch) error {
 	if err := p.Wait(ctx, 0); err != nil {
 		return err
 	}
-	return p.Err()
+	return transport.Err(p)
 }
 
 func (m *brokenMemory) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 type callResult struct {
@@ -17,20 +18,18 @@ type callResult struct {
 // at most MaxHandlers at once there; a crashed target fails the call at once, a silent one
 // after the down timeout.
 func (c *client) Call(ctx context.Context, id farmem.NodeID, method uint16, req []byte) ([]byte, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
+		return nil, err
+	}
+	if err := transport.CheckCall(id, req); err != nil {
 		return nil, err
 	}
 	n := c.f.nodes[id]
-	switch {
-	case n == nil:
+	if n == nil {
 		return nil, fmt.Errorf("local: call to %v: no such node: %w", id, farmem.ErrInvalid)
-	case !id.IsCompute():
-		return nil, fmt.Errorf("local: call to memory node %v: %w", id, farmem.ErrInvalid)
-	case len(req) > farmem.MaxCallBytes:
-		return nil, fmt.Errorf("local: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
 	}
 	reply, err := c.call(ctx, n, method, req)
-	c.ctr.CountCall(len(req), len(reply))
+	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 
@@ -53,11 +52,11 @@ func (c *client) call(ctx context.Context, n *node, method uint16, req []byte) (
 		}
 	}()
 	for {
-		ch := f.faultChan()
+		ch := f.changes.Chan()
 		switch f.reach(c, n) {
-		case down:
+		case transport.Down:
 			return nil, fmt.Errorf("local: call %d to %v: crashed: %w", method, n.id, farmem.ErrNodeDown)
-		case silent:
+		case transport.Silent:
 			if timer == nil {
 				timer = time.NewTimer(f.opts.DownTimeout)
 				timeout = timer.C
@@ -76,8 +75,8 @@ func (c *client) call(ctx context.Context, n *node, method uint16, req []byte) (
 			return nil, fmt.Errorf("local: call %d to %v: silent for %v: %w", method, n.id, f.opts.DownTimeout, farmem.ErrNodeDown)
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-c.done:
-			return nil, c.usable()
+		case <-c.Done():
+			return nil, c.Usable()
 		}
 	}
 }
@@ -90,41 +89,10 @@ func (f *Fabric) serve(ctx context.Context, from *client, n *node, method uint16
 	if err := f.awaitReach(ctx, from, n, posted.Add(f.opts.DownTimeout)); err != nil {
 		return callResult{err: err}
 	}
-	n.hmu.RLock()
-	h := n.handlers[method]
-	n.hmu.RUnlock()
-	if h == nil {
-		return callResult{err: fmt.Errorf("local: method %d on %v: %w", method, n.id, farmem.ErrNoHandler)}
-	}
-	var hc *client
-	select {
-	case hc = <-n.hpool:
-	case <-n.ctx.Done():
-		return callResult{err: fmt.Errorf("local: %v crashed: %w", n.id, farmem.ErrNodeDown)}
-	case <-ctx.Done():
-		return callResult{err: ctx.Err()}
-	}
-	reply, err := runHandler(n.ctx, h, hc, from.info.ID, req)
-	n.hpool <- hc
-	if err != nil {
-		err = farmem.RemoteError(farmem.CodeOf(err), err.Error())
-	} else if len(reply) > farmem.MaxCallBytes {
-		err = fmt.Errorf("local: reply of %d bytes exceeds %d: %w", len(reply), farmem.MaxCallBytes, farmem.ErrInvalid)
-		reply = nil
-	}
+	reply, err := n.handlers.Serve(ctx, n.ctx, n.id, method, from.ClientInfo.ID, req)
+	err = transport.CallerError(err)
 	if e := f.rt.Sleep(ctx, delay-delay/2); e != nil {
 		return callResult{err: e}
 	}
 	return callResult{reply: reply, err: err}
-}
-
-// runHandler runs h, turning a panic in it into an error so one bad handler cannot take the
-// fabric down.
-func runHandler(ctx context.Context, h farmem.Handler, m *client, from farmem.ClientID, req []byte) (reply []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			reply, err = nil, fmt.Errorf("local: handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, m, from, req)
 }

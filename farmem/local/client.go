@@ -3,43 +3,24 @@ package local
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // client is one goroutine's farmem.Memory.
 type client struct {
-	farmem.SingleOps // Read, Write, CAS, FAA, MaskedCAS over single
-	f                *Fabric
-	node             *node
-	info             farmem.ClientInfo
-	rt               *farmem.WallRuntime
-	ctr              farmem.Counters
-	handler          bool
+	transport.ClientState // info, runtime, counters, closed and crashed; the verbs and Do
+	f                     *Fabric
+	node                  *node
+	handler               bool
 
-	closed  atomic.Bool
-	crashed atomic.Bool
-	done    chan struct{} // closed on Close or crash
-	doneMu  sync.Once
-
-	qmu sync.Mutex
-	qps map[farmem.NodeID]*qp
-
-	one *farmem.Batch // the single-verb batch; replaced when one is left in flight
+	qps transport.Queues // this client's batches to each node, in posting order
 }
 
 var _ farmem.Memory = (*client)(nil)
-var _ farmem.StrictMemory = (*client)(nil)
-
-// qp orders one client's batches to one node, as an RC queue pair does.
-type qp struct {
-	mu      sync.Mutex
-	queue   []*job
-	running bool
-}
+var _ transport.StrictMemory = (*client)(nil)
 
 // job is the part of a batch that goes to one node.
 type job struct {
@@ -47,14 +28,11 @@ type job struct {
 	c      *client
 	n      *node
 	idx    []int
-	comp   farmem.Completer
+	comp   transport.Completer
 	posted time.Time
 }
 
-func (c *client) Info() farmem.ClientInfo    { return c.info }
 func (c *client) Topology() *farmem.Topology { return &c.f.topo }
-func (c *client) Runtime() farmem.Runtime    { return c.rt }
-func (c *client) Stats() farmem.Stats        { return c.ctr.Snapshot() }
 func (c *client) ForgetAtomic(a farmem.Addr, n uint64) {
 	if nd := c.f.nodes[a.Node()]; nd != nil {
 		nd.forgetAtomic(a.Offset(), n)
@@ -63,157 +41,70 @@ func (c *client) ForgetAtomic(a farmem.Addr, n uint64) {
 
 // Close implements farmem.Memory.
 func (c *client) Close() error {
-	if c.closed.Swap(true) {
+	if !c.SetClosed() {
 		return nil
 	}
-	c.doneMu.Do(func() { close(c.done) })
-	c.node.releaseSlot(c)
-	c.f.mu.Lock()
-	if c.f.clients[c.info.ID] == c {
-		delete(c.f.clients, c.info.ID)
-		c.f.closedSum = c.f.closedSum.Add(c.ctr.Snapshot())
-	}
-	c.f.mu.Unlock()
+	c.f.clients.Release(c.ClientInfo.ID, c)
 	return nil
 }
 
-func (c *client) crash() {
-	c.crashed.Store(true)
-	c.doneMu.Do(func() { close(c.done) })
-}
-
-// usable reports why the client cannot post, or nil.
-func (c *client) usable() error {
-	switch {
-	case c.closed.Load():
-		return fmt.Errorf("local: client %d: %w", c.info.ID, farmem.ErrClosed)
-	case c.crashed.Load():
-		return fmt.Errorf("local: client %d crashed: %w", c.info.ID, farmem.ErrNodeDown)
-	}
-	return nil
-}
+func (c *client) crash() { c.SetCrashed() }
 
 // sizeOf returns the size of node id's region.
 func (f *Fabric) sizeOf(id farmem.NodeID) (uint64, error) {
 	if n := f.nodes[id]; n != nil {
 		return n.size, nil
 	}
-	return 0, farmem.NoSuchNode(id)
+	return 0, transport.NoSuchNode(id)
 }
 
 // fast reports whether a batch to n may run inline in the caller: no delay to model, n
 // reachable, and nothing of this client's still queued for n.
 func (c *client) fast(n *node) bool {
-	if c.f.opts.Latency != 0 || c.f.opts.Jitter != 0 || c.f.reach(c, n) != reachable {
+	if c.f.opts.Latency != 0 || c.f.opts.Jitter != 0 || c.f.reach(c, n) != transport.Reachable {
 		return false
 	}
-	q := c.qp(n.id)
-	q.mu.Lock()
-	idle := !q.running && len(q.queue) == 0
-	q.mu.Unlock()
-	return idle
-}
-
-func (c *client) qp(id farmem.NodeID) *qp {
-	c.qmu.Lock()
-	q := c.qps[id]
-	if q == nil {
-		q = &qp{}
-		c.qps[id] = q
-	}
-	c.qmu.Unlock()
-	return q
+	return c.qps.Idle(n.id)
 }
 
 // Post implements farmem.Memory.
 func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	b, rej := farmem.Admit(b, c.usable(), c.f.sizeOf)
+	b, rej := transport.Admit(b, c.Usable(), c.f.sizeOf)
 	if rej != nil {
 		return rej
 	}
-	c.ctr.CountBatch(b, c.info.Node)
+	c.Counters.CountBatch(b, c.ClientInfo.Node)
 
-	// Group the ops by node, keeping batch order within each.
-	type group struct {
-		n   *node
-		idx []int
-	}
-	var groups []group
-	for i := range b.Ops {
-		n := c.f.nodes[b.Ops[i].Addr.Node()]
-		g := -1
-		for j := range groups {
-			if groups[j].n == n {
-				g = j
-				break
-			}
-		}
-		if g < 0 {
-			groups = append(groups, group{n: n})
-			g = len(groups) - 1
-		}
-		groups[g].idx = append(groups[g].idx, i)
-	}
+	var buf [4]transport.Group
+	groups := transport.GroupByNode(b, buf[:0])
 	inline := true
 	for _, g := range groups {
-		if !c.fast(g.n) {
+		if !c.fast(c.f.nodes[g.Node]) {
 			inline = false
 			break
 		}
 	}
-	var park farmem.Parker
+	var park transport.Parker
 	if !inline {
-		park = farmem.NewChanParker()
+		park = transport.NewChanParker()
 	}
-	p, comp := farmem.NewPending(b, park)
+	p, comp := transport.NewPending(b, park)
 	now := time.Now()
 	for _, g := range groups {
-		j := &job{ctx: ctx, c: c, n: g.n, idx: g.idx, comp: comp, posted: now}
+		j := &job{ctx: ctx, c: c, n: c.f.nodes[g.Node], idx: g.Idx, comp: comp, posted: now}
 		if inline {
 			c.f.run(j, 0)
 		} else {
-			c.enqueue(j)
+			c.qps.Push(g.Node, func() { c.f.run(j, c.f.delay()) })
 		}
 	}
 	return p
 }
 
-func (c *client) enqueue(j *job) {
-	q := c.qp(j.n.id)
-	q.mu.Lock()
-	q.queue = append(q.queue, j)
-	if !q.running {
-		q.running = true
-		go c.drain(q)
-	}
-	q.mu.Unlock()
-}
-
-// drain runs a queue pair's jobs in order until it is empty.
-func (c *client) drain(q *qp) {
-	for {
-		q.mu.Lock()
-		if len(q.queue) == 0 {
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		j := q.queue[0]
-		q.queue[0] = nil
-		q.queue = q.queue[1:]
-		q.mu.Unlock()
-		c.f.run(j, c.f.delay())
-	}
-}
-
 // run executes a job: half the delay out, the ops applied in order at the node, half back.
 func (f *Fabric) run(j *job, delay time.Duration) {
-	b := j.comp.Pending().Batch()
-	fail := func(from int, err error) {
-		for _, i := range j.idx[from:] {
-			j.comp.Complete(i, 0, err)
-		}
-	}
+	b := j.comp.Batch()
+	fail := func(from int, err error) { transport.FailFrom(j.comp, j.idx, from, err) }
 	if err := j.ctx.Err(); err != nil {
 		fail(0, err)
 		return
@@ -224,8 +115,8 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 			return
 		}
 	}
-	if j.c.crashed.Load() {
-		fail(0, fmt.Errorf("local: client %d crashed: %w", j.c.info.ID, farmem.ErrNodeDown))
+	if j.c.Crashed() {
+		fail(0, fmt.Errorf("local: client %d crashed: %w", j.c.ClientInfo.ID, farmem.ErrNodeDown))
 		return
 	}
 	if err := f.awaitReach(j.ctx, j.c, j.n, j.posted.Add(f.opts.DownTimeout)); err != nil {
@@ -251,7 +142,7 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 	for k, i := range j.idx[:limit] {
 		op := &b.Ops[i]
 		val, err := j.n.apply(op, between)
-		j.c.ctr.CountResult(op, val, err)
+		j.c.Counters.CountResult(op, val, err)
 		if results != nil {
 			results[k] = result{val, err}
 		} else {
@@ -260,7 +151,7 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 	}
 	if crash {
 		j.n.setState(stateCrashed)
-		f.faultChanged()
+		f.changes.Notify()
 		fail(limit, fmt.Errorf("local: %v crashed during the batch: %w", j.n.id, farmem.ErrNodeDown))
 	}
 	if results == nil {
@@ -276,54 +167,33 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 	}
 }
 
-// Do implements farmem.Memory.
-func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	p := c.Post(ctx, b)
-	if err := p.Wait(ctx, 0); err != nil {
-		return err
-	}
-	return p.Err()
-}
-
 // single runs a one-op batch and returns its result. A verb to a reachable node with no
 // latency model runs inline without building a Pending.
 func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
-	if n := c.f.nodes[op.Addr.Node()]; n != nil && op.Check(n.size) == nil && ctx.Err() == nil &&
+	if n := c.f.nodes[op.Addr.Node()]; n != nil && transport.CheckOp(&op, n.size) == nil && ctx.Err() == nil &&
 		n.crashAfter.Load() < 0 && c.fast(n) {
-		c.ctr.CountOp(&op, c.info.Node)
+		c.Counters.CountOp(&op, c.ClientInfo.Node)
 		val, err := n.apply(&op, c.f.between())
-		c.ctr.CountResult(&op, val, err)
+		c.Counters.CountResult(&op, val, err)
 		return val, err
 	}
-	if c.one == nil {
-		c.one = &farmem.Batch{}
-	}
-	c.one.Ops = append(c.one.Ops[:0], op)
-	p := c.Post(ctx, c.one)
-	if err := p.Wait(ctx, 0); err != nil {
-		// The op is still in flight and its batch the transport's: leave it there.
-		c.one = nil
-		return 0, err
-	}
-	val, err := c.one.Ops[0].Result()
-	c.one.Ops[0] = farmem.Op{}
-	return val, err
+	return c.PostOne(ctx, op)
 }
 
 // Wait implements farmem.Memory.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.usable(); err != nil {
+	if err := c.Usable(); err != nil {
 		return 0, err
 	}
 	n := c.node
-	if err := farmem.CheckWait(a, n.id, n.size, until); err != nil {
+	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
 		return 0, err
 	}
 	off := a.Offset()
-	c.ctr.CountWait()
+	c.Counters.CountWait()
 	w := &waiter{ch: make(chan struct{}, 1)}
 	n.watch.add(off, w)
 	defer n.watch.remove(off, w)
@@ -335,8 +205,8 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 		case <-w.ch:
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-c.done: // closes only when the client is closed or crashed
-			return 0, c.usable()
+		case <-c.Done(): // closes only when the client is closed or crashed
+			return 0, c.Usable()
 		}
 	}
 }

@@ -14,18 +14,18 @@ func (f *Fabric) node(id farmem.NodeID) (*node, error) {
 	return n, nil
 }
 
-// Crash implements farmem.FaultInjector.
+// Crash implements transport.FaultInjector.
 func (f *Fabric) Crash(id farmem.NodeID) error {
 	n, err := f.node(id)
 	if err != nil {
 		return err
 	}
 	n.setState(stateCrashed)
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// Hang implements farmem.FaultInjector.
+// Hang implements transport.FaultInjector.
 func (f *Fabric) Hang(id farmem.NodeID) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -34,11 +34,11 @@ func (f *Fabric) Hang(id farmem.NodeID) error {
 	if !n.state.CompareAndSwap(stateUp, stateHung) && n.state.Load() == stateCrashed {
 		return fmt.Errorf("local: hang %v: crashed: %w", id, farmem.ErrNodeDown)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// Resume implements farmem.FaultInjector.
+// Resume implements transport.FaultInjector.
 func (f *Fabric) Resume(id farmem.NodeID) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -47,11 +47,11 @@ func (f *Fabric) Resume(id farmem.NodeID) error {
 	if !n.state.CompareAndSwap(stateHung, stateUp) && n.state.Load() == stateCrashed {
 		return fmt.Errorf("local: resume %v: crashed: %w", id, farmem.ErrNodeDown)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// Partition implements farmem.FaultInjector.
+// Partition implements transport.FaultInjector.
 func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	if _, err := f.node(id); err != nil {
 		return err
@@ -60,21 +60,21 @@ func (f *Fabric) Partition(client farmem.ClientID, id farmem.NodeID) error {
 	f.partitions[partition{client, id}] = true
 	f.hasPartitions.Store(true)
 	f.mu.Unlock()
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// Heal implements farmem.FaultInjector.
+// Heal implements transport.FaultInjector.
 func (f *Fabric) Heal(client farmem.ClientID, id farmem.NodeID) error {
 	f.mu.Lock()
 	delete(f.partitions, partition{client, id})
 	f.hasPartitions.Store(len(f.partitions) > 0)
 	f.mu.Unlock()
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// CrashAfter implements farmem.FaultInjector.
+// CrashAfter implements transport.FaultInjector.
 func (f *Fabric) CrashAfter(id farmem.NodeID, ops int) error {
 	n, err := f.node(id)
 	if err != nil {
@@ -87,12 +87,10 @@ func (f *Fabric) CrashAfter(id farmem.NodeID, ops int) error {
 	return nil
 }
 
-// CrashClient implements farmem.FaultInjector.
+// CrashClient implements transport.FaultInjector.
 func (f *Fabric) CrashClient(id farmem.ClientID) error {
-	f.mu.Lock()
-	c := f.clients[id]
-	f.mu.Unlock()
-	if c == nil {
+	c, ok := f.clients.Get(id)
+	if !ok {
 		return fmt.Errorf("local: no open client %d: %w", id, farmem.ErrInvalid)
 	}
 	c.crash()

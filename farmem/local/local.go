@@ -2,7 +2,7 @@
 // process on the Go heap, so the race detector sees every access a structure makes around them.
 // It is the transport of unit tests: it can add latency and jitter, tear long reads for real,
 // report plain writes over atomic words (strict mode), inject every fault of
-// [farmem.FaultInjector], and restart a memory node with new, zeroed memory and a new
+// [transport.FaultInjector], and restart a memory node with new, zeroed memory and a new
 // incarnation (Fabric.Restart; farmem.Restarts: the node is fenced with farmem.ErrNodeLost
 // until Adopt).
 //
@@ -12,6 +12,9 @@
 // Timing: the fabric runs on the wall clock. A batch to one node takes Latency (+ up to Jitter)
 // from post to completion, its ops applied halfway. With no latency or jitter, a verb to a
 // reachable node runs inline in the caller and costs tens of nanoseconds.
+//
+// It is built from the kit in farmem/transport: its Options embed transport.Shape, its client
+// slots are a transport.Registry, its clients embed transport.ClientState.
 package local
 
 import (
@@ -22,29 +25,17 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Options configure a local fabric. The zero value gives one memory node and one compute node.
 type Options struct {
-	// MemoryNodes is the number of memory nodes (default 1, at most farmem.MaxMemoryNode).
-	MemoryNodes int
-	// MemorySize is the size in bytes of each memory node (default 16 MiB); MemorySizes, if set,
-	// gives each node's size instead and sets the node count.
-	MemorySize  uint64
+	// Shape is the cluster's shape: nodes, their sizes, client slots and handlers (see
+	// transport.Shape for the fields and their defaults).
+	transport.Shape
+	// MemorySizes, if set, gives each memory node's size instead of MemorySize, and sets
+	// MemoryNodes to its length.
 	MemorySizes []uint64
-	// ComputeNodes is the number of compute nodes (default 1).
-	ComputeNodes int
-	// ClientsPerNode is the number of client slots per compute node, Call handlers included
-	// (default 64).
-	ClientsPerNode int
-	// MaxHandlers is how many Call handlers a compute node runs at once (default 8); that many
-	// of its client slots are reserved for them.
-	MaxHandlers int
-	// SliceSize is each client's slice of its compute node's region (default 16 KiB, rounded
-	// up to 64 bytes).
-	SliceSize uint64
-	// SharedSize is the size of each compute node's shared area (default 1 MiB).
-	SharedSize uint64
 	// Latency is the time from posting a batch to a node to its completion (default 0).
 	Latency time.Duration
 	// Jitter adds a uniformly random delay in [0, Jitter) to each batch, and random yields
@@ -67,79 +58,43 @@ func (o *Options) defaults() error {
 	if len(o.MemorySizes) > 0 {
 		o.MemoryNodes = len(o.MemorySizes)
 	}
-	if o.MemoryNodes == 0 {
-		o.MemoryNodes = 1
-	}
-	if o.MemorySize == 0 {
-		o.MemorySize = 16 << 20
-	}
-	if o.ComputeNodes == 0 {
-		o.ComputeNodes = 1
-	}
-	if o.ClientsPerNode == 0 {
-		o.ClientsPerNode = 64
-	}
-	if o.MaxHandlers == 0 {
-		o.MaxHandlers = 8
-	}
-	if o.SliceSize == 0 {
-		o.SliceSize = 16 << 10
-	}
-	o.SliceSize = (o.SliceSize + 63) &^ 63
-	if o.SharedSize == 0 {
-		o.SharedSize = 1 << 20
-	}
+	o.EnsureDefaults()
 	if o.DownTimeout == 0 {
 		o.DownTimeout = 200 * time.Millisecond
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
-	switch {
-	case o.MemoryNodes < 0 || o.MemoryNodes > int(farmem.MaxMemoryNode):
-		return fmt.Errorf("local: %d memory nodes: %w", o.MemoryNodes, farmem.ErrInvalid)
-	case o.ComputeNodes < 0 || o.ComputeNodes > int(farmem.MaxComputeID):
-		return fmt.Errorf("local: %d compute nodes: %w", o.ComputeNodes, farmem.ErrInvalid)
-	case o.MaxHandlers < 1 || o.ClientsPerNode <= o.MaxHandlers:
-		return fmt.Errorf("local: %d client slots cannot hold %d handlers and a client: %w", o.ClientsPerNode, o.MaxHandlers, farmem.ErrInvalid)
-	case o.ComputeNodes*o.ClientsPerNode > 0xffff:
-		return fmt.Errorf("local: %d compute nodes x %d slots exceed 16-bit client ids: %w", o.ComputeNodes, o.ClientsPerNode, farmem.ErrInvalid)
-	case o.Latency < 0 || o.Jitter < 0 || o.DownTimeout < 0:
+	if err := o.Check(); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if o.Latency < 0 || o.Jitter < 0 || o.DownTimeout < 0 {
 		return fmt.Errorf("local: negative duration: %w", farmem.ErrInvalid)
 	}
-	for i := range o.MemoryNodes {
-		size := o.MemorySize
-		if len(o.MemorySizes) > 0 {
-			size = o.MemorySizes[i]
-		}
+	for _, size := range o.MemorySizes {
 		if size < 64 || size > farmem.MaxOffset+1 {
 			return fmt.Errorf("local: memory node size %d: %w", size, farmem.ErrInvalid)
 		}
 	}
-	computeSize := farmem.ComputeHeaderSize + uint64(o.ClientsPerNode)*o.SliceSize + o.SharedSize
-	if computeSize > farmem.MaxOffset+1 {
-		return fmt.Errorf("local: compute region of %d bytes: %w", computeSize, farmem.ErrInvalid)
-	}
 	return nil
 }
 
-// Fabric is a local cluster. It implements farmem.Fabric and farmem.FaultInjector.
+// Fabric is a local cluster. It implements farmem.Fabric and transport.FaultInjector.
 type Fabric struct {
 	opts  Options
 	topo  farmem.Topology
-	rt    *farmem.WallRuntime
+	rt    *transport.WallRuntime
 	nodes map[farmem.NodeID]*node
 	// mem and compute list the nodes by kind, ascending.
 	compute []*node
 
+	clients *transport.Registry[*client]
+	changes transport.Changes // notified at every fault change
+
 	mu         sync.Mutex
-	faultCh    chan struct{} // closed and replaced at every fault change
 	partitions map[partition]bool
 	// hasPartitions lets the hot path skip the partition map while there are none.
 	hasPartitions atomic.Bool
-	clients       map[farmem.ClientID]*client
-	closedSum     farmem.Stats
-	closed        bool
 
 	jitterMu sync.Mutex
 	jitter   interface{ Int64N(int64) int64 }
@@ -154,7 +109,7 @@ type partition struct {
 }
 
 var _ farmem.Fabric = (*Fabric)(nil)
-var _ farmem.FaultInjector = (*Fabric)(nil)
+var _ transport.FaultInjector = (*Fabric)(nil)
 
 // New returns a local fabric.
 func New(opts Options) (*Fabric, error) {
@@ -163,34 +118,26 @@ func New(opts Options) (*Fabric, error) {
 	}
 	f := &Fabric{
 		opts:       opts,
-		rt:         farmem.NewWallRuntime(opts.Seed),
+		rt:         transport.NewWallRuntime(opts.Seed),
 		nodes:      make(map[farmem.NodeID]*node),
-		faultCh:    make(chan struct{}),
 		partitions: make(map[partition]bool),
-		clients:    make(map[farmem.ClientID]*client),
+		clients:    transport.NewRegistry[*client](opts.ClientsPerNode, opts.SliceSize, opts.MaxHandlers),
 	}
 	f.jitter = f.rt.NewRand()
-	f.topo = farmem.Topology{
-		ClientsPerNode: opts.ClientsPerNode,
-		SliceSize:      opts.SliceSize,
-		DownTimeout:    opts.DownTimeout,
-	}
-	for i := range opts.MemoryNodes {
-		size := opts.MemorySize
-		if len(opts.MemorySizes) > 0 {
-			size = opts.MemorySizes[i]
+	f.topo = opts.Topology(opts.DownTimeout)
+	for i := range f.topo.Nodes {
+		info := &f.topo.Nodes[i]
+		size := info.Size
+		if k := int(info.ID) - 1; info.Role == farmem.RoleMemory && k < len(opts.MemorySizes) {
+			size = opts.MemorySizes[k]
 		}
-		n := newNode(f, farmem.NodeID(i+1), size)
+		n := newNode(f, info.ID, size)
+		info.Size = n.size
 		f.nodes[n.id] = n
-		f.topo.Nodes = append(f.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleMemory, Size: n.size})
-	}
-	computeSize := f.topo.SharedBase() + opts.SharedSize
-	for c := range opts.ComputeNodes {
-		n := newNode(f, farmem.ComputeID(c+1).Node(), computeSize)
-		n.initCompute(opts)
-		f.nodes[n.id] = n
-		f.compute = append(f.compute, n)
-		f.topo.Nodes = append(f.topo.Nodes, farmem.NodeInfo{ID: n.id, Role: farmem.RoleCompute, Size: n.size})
+		if info.Role == farmem.RoleCompute {
+			n.initCompute(opts)
+			f.compute = append(f.compute, n)
+		}
 	}
 	return f, nil
 }
@@ -205,15 +152,7 @@ func (f *Fabric) Hosted() []farmem.NodeID { return f.topo.ComputeNodes() }
 func (f *Fabric) Runtime() farmem.Runtime { return f.rt }
 
 // Stats implements farmem.Fabric.
-func (f *Fabric) Stats() farmem.Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.closedSum
-	for _, c := range f.clients {
-		s = s.Add(c.ctr.Snapshot())
-	}
-	return s
-}
+func (f *Fabric) Stats() farmem.Stats { return f.clients.Stats() }
 
 // Violations returns the number of strict-mode violations seen so far.
 func (f *Fabric) Violations() int64 { return f.violations.Load() }
@@ -227,7 +166,7 @@ func (f *Fabric) Open(ctx context.Context, id farmem.NodeID) (farmem.Memory, err
 	if err != nil {
 		return nil, err
 	}
-	return n.openClient(f.opts.ClientsPerNode-f.opts.MaxHandlers, false)
+	return n.openClient(-1)
 }
 
 // Handle implements farmem.Fabric.
@@ -236,20 +175,11 @@ func (f *Fabric) Handle(id farmem.NodeID, method uint16, h farmem.Handler) error
 	if err != nil {
 		return err
 	}
-	if h == nil {
-		return fmt.Errorf("local: nil handler: %w", farmem.ErrInvalid)
-	}
-	n.hmu.Lock()
-	n.handlers[method] = h
-	n.hmu.Unlock()
-	return nil
+	return n.handlers.Set(method, h)
 }
 
 func (f *Fabric) computeNode(id farmem.NodeID) (*node, error) {
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
+	if f.clients.Closed() {
 		return nil, fmt.Errorf("local: fabric: %w", farmem.ErrClosed)
 	}
 	n := f.nodes[id]
@@ -264,107 +194,49 @@ func (f *Fabric) computeNode(id farmem.NodeID) (*node, error) {
 
 // Close implements farmem.Fabric: every client is closed and every node stops serving.
 func (f *Fabric) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	clients, first := f.clients.Close()
+	if !first {
 		return nil
 	}
-	f.closed = true
-	clients := make([]*client, 0, len(f.clients))
-	for _, c := range f.clients {
-		clients = append(clients, c)
-	}
-	f.mu.Unlock()
 	for _, c := range clients {
 		_ = c.Close()
 	}
 	for _, n := range f.nodes {
 		n.setState(stateCrashed)
 	}
-	f.faultChanged()
+	f.changes.Notify()
 	return nil
 }
 
-// faultChanged wakes everything waiting on a fault to change.
-func (f *Fabric) faultChanged() {
-	f.mu.Lock()
-	close(f.faultCh)
-	f.faultCh = make(chan struct{})
-	f.mu.Unlock()
-}
-
-func (f *Fabric) faultChan() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.faultCh
-}
-
 // reach says how client c currently sees node n.
-type reach uint8
-
-const (
-	reachable reach = iota
-	silent          // hung or partitioned: no answer
-	down            // crashed: refused at once
-	lost            // restarted with new memory, not adopted: fenced, refused at once
-)
-
-func (f *Fabric) reach(c *client, n *node) reach {
+func (f *Fabric) reach(c *client, n *node) transport.Reach {
 	switch n.state.Load() {
 	case stateCrashed:
-		return down
+		return transport.Down
 	case stateHung:
-		return silent
+		return transport.Silent
 	}
 	if n.inc.Load() != n.adopted.Load() || n.fenced.Load() {
-		return lost
+		return transport.Lost
 	}
 	if c != nil && f.hasPartitions.Load() {
 		f.mu.Lock()
-		p := f.partitions[partition{c.info.ID, n.id}]
+		p := f.partitions[partition{c.ClientInfo.ID, n.id}]
 		f.mu.Unlock()
 		if p {
-			return silent
+			return transport.Silent
 		}
 	}
-	return reachable
+	return transport.Reachable
 }
 
 // awaitReach blocks until c can reach n, failing with ErrNodeDown if n is crashed or stays
 // silent until deadline, or with ctx's error.
 func (f *Fabric) awaitReach(ctx context.Context, c *client, n *node, deadline time.Time) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		ch := f.faultChan()
-		switch f.reach(c, n) {
-		case reachable:
-			return nil
-		case down:
-			return fmt.Errorf("local: %v crashed: %w", n.id, farmem.ErrNodeDown)
-		case lost:
-			return fmt.Errorf("local: %w", farmem.LostError(n.id, n.adopted.Load(), n.inc.Load()))
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return fmt.Errorf("local: %v silent for %v: %w", n.id, f.opts.DownTimeout, farmem.ErrNodeDown)
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return transport.AwaitReach(ctx, n.id, deadline, func() (transport.Reach, <-chan struct{}) {
+		ch := f.changes.Chan()
+		return f.reach(c, n), ch
+	})
 }
 
 // delay returns the time a batch to one node takes: latency plus jitter.

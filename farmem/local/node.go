@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/wordmem"
 )
 
@@ -38,11 +39,7 @@ type node struct {
 	watch    watchers
 	ctx      context.Context // ends when the node crashes or the fabric closes
 	cancel   context.CancelFunc
-	hmu      sync.RWMutex
-	handlers map[uint16]farmem.Handler
-	hpool    chan *client // idle handler clients; its capacity bounds concurrent handlers
-	smu      sync.Mutex
-	slots    []*client // by slot; nil when free
+	handlers *transport.Handlers[*client]
 }
 
 func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
@@ -60,15 +57,13 @@ func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
 
 func (n *node) initCompute(o Options) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.handlers = make(map[uint16]farmem.Handler)
-	n.slots = make([]*client, o.ClientsPerNode)
-	n.hpool = make(chan *client, o.MaxHandlers)
+	n.handlers = transport.NewHandlers[*client](o.MaxHandlers)
 	for i := range o.MaxHandlers {
-		c, err := n.openClient(o.ClientsPerNode-o.MaxHandlers+i+1, true)
+		c, err := n.openClient(o.ClientsPerNode - o.MaxHandlers + i)
 		if err != nil {
 			panic(err) // unreachable: the slots were just created free
 		}
-		n.hpool <- c
+		n.handlers.AddClient(c)
 	}
 }
 
@@ -79,67 +74,31 @@ func (n *node) setState(s int32) {
 	if s == stateCrashed && n.cancel != nil {
 		n.cancel()
 		n.watch.wakeAll()
-		n.smu.Lock()
-		for _, c := range n.slots {
-			if c != nil {
+		for _, c := range n.f.clients.Clients() {
+			if c.node == n {
 				c.crash()
 			}
 		}
-		n.smu.Unlock()
 	}
 }
 
-// openClient takes the first free slot below limit (handler clients pass a limit one past the
-// slot they want, which is free by construction) and returns a client on it.
-func (n *node) openClient(limit int, handler bool) (*client, error) {
+// openClient opens a client in slot (a handler client's), or in the first free application
+// slot when slot < 0.
+func (n *node) openClient(slot int) (*client, error) {
 	f := n.f
-	n.smu.Lock()
-	slot := -1
-	start := 0
-	if handler {
-		start = limit - 1
-	}
-	for i := start; i < limit; i++ {
-		if n.slots[i] == nil {
-			slot = i
-			break
-		}
-	}
-	if slot < 0 {
-		n.smu.Unlock()
-		return nil, fmt.Errorf("local: all %d client slots of %v are taken: %w", limit, n.id, farmem.ErrNoSpace)
-	}
-	id, err := f.topo.ClientIDOf(n.id.ComputeID(), slot)
+	c, err := f.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
+		c := &client{f: f, node: n, handler: slot >= 0}
+		c.Init(info, f.rt.Fork(), c.single, c.Post)
+		return c, &c.Counters
+	})
 	if err != nil {
-		n.smu.Unlock()
 		return nil, err
 	}
-	c := &client{f: f, node: n, rt: f.rt.Fork(), handler: handler, done: make(chan struct{})}
-	c.SingleOps.Run = c.single
-	c.info = farmem.ClientInfo{
-		ID: id, Node: n.id, Slot: slot,
-		Slice:     farmem.MakeAddr(n.id, farmem.ComputeHeaderSize+uint64(slot)*f.opts.SliceSize),
-		SliceSize: f.opts.SliceSize,
-	}
-	c.qps = make(map[farmem.NodeID]*qp)
-	n.slots[slot] = c
-	n.smu.Unlock()
 	// A new client starts from a clean slice.
-	for off := c.info.Slice.Offset(); off < c.info.Slice.Offset()+f.opts.SliceSize; off += 8 {
+	for off := c.ClientInfo.Slice.Offset(); off < c.ClientInfo.Slice.Offset()+f.opts.SliceSize; off += 8 {
 		n.mem.Store(off, 0)
 	}
-	f.mu.Lock()
-	f.clients[id] = c
-	f.mu.Unlock()
 	return c, nil
-}
-
-func (n *node) releaseSlot(c *client) {
-	n.smu.Lock()
-	if n.slots[c.info.Slot] == c {
-		n.slots[c.info.Slot] = nil
-	}
-	n.smu.Unlock()
 }
 
 // apply executes one checked op and returns its result. It is where strict mode and Wait

@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 func newFabric(t *testing.T, o local.Options) (*local.Fabric, farmem.Memory) {
@@ -37,17 +38,17 @@ func TestStrictMode(t *testing.T) {
 	require.NoError(t, m.Read(ctx, a.Add(8), buf))
 	require.Equal(t, byte(1), buf[0], "the rejected write was not applied")
 	require.Equal(t, int64(2), f.Violations())
-	farmem.ForgetAtomic(m, a, 32)
+	m.(transport.StrictMemory).ForgetAtomic(a, 32)
 	require.NoError(t, m.Write(ctx, a, make([]byte, 32)), "after the block is recycled")
 }
 
 func TestOptionsRejected(t *testing.T) {
 	for name, o := range map[string]local.Options{
-		"too many handlers": {ClientsPerNode: 4, MaxHandlers: 4},
-		"ids overflow":      {ComputeNodes: 2000, ClientsPerNode: 64},
+		"too many handlers": {Shape: transport.Shape{ClientsPerNode: 4, MaxHandlers: 4}},
+		"ids overflow":      {Shape: transport.Shape{ComputeNodes: 2000, ClientsPerNode: 64}},
 		"negative latency":  {Latency: -1},
 		"tiny node":         {MemorySizes: []uint64{8}},
-		"huge compute":      {SliceSize: 1 << 46, ClientsPerNode: 64},
+		"huge compute":      {Shape: transport.Shape{SliceSize: 1 << 46, ClientsPerNode: 64}},
 	} {
 		_, err := local.New(o)
 		require.ErrorIs(t, err, farmem.ErrInvalid, name)
@@ -62,7 +63,7 @@ func TestOptionsRejected(t *testing.T) {
 }
 
 func TestSlotsExhausted(t *testing.T) {
-	f, err := local.New(local.Options{ClientsPerNode: 4, MaxHandlers: 1})
+	f, err := local.New(local.Options{Shape: transport.Shape{ClientsPerNode: 4, MaxHandlers: 1}})
 	require.NoError(t, err)
 	defer f.Close()
 	var ms []farmem.Memory
@@ -83,7 +84,7 @@ func TestSlotsExhausted(t *testing.T) {
 
 func TestLatencyAndParallelNodes(t *testing.T) {
 	const lat = 2 * time.Millisecond
-	f, m := newFabric(t, local.Options{MemoryNodes: 3, Latency: lat})
+	f, m := newFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 3}, Latency: lat})
 	_ = f
 	ctx := context.Background()
 	start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A Batch payload is a u16 op count (1..farmem.MaxBatchOps) and the ops. Each op is
@@ -32,11 +33,11 @@ const opUnsignaled = 1 << 0
 // opHeaderSize is the size of an op's fixed part.
 const opHeaderSize = 14
 
-// Status is an op's outcome on the wire: a farmem.Code, or one of the wire's own statuses.
+// Status is an op's outcome on the wire: a transport.Code, or one of the wire's own statuses.
 type Status uint8
 
 // StatusOK is success.
-const StatusOK Status = Status(farmem.CodeOK)
+const StatusOK Status = Status(transport.CodeOK)
 
 // StatusBadKey: the op named a region key the node does not have (a stale key from an earlier
 // incarnation of the node, or a forged one). Nothing was applied.
@@ -63,7 +64,7 @@ func StatusOf(err error) Status {
 	case errors.Is(err, ErrReplyTooLarge):
 		return StatusTooLarge
 	}
-	return Status(farmem.CodeOf(err))
+	return Status(transport.CodeOf(err))
 }
 
 // Err returns the error a status stands for: nil for StatusOK, a farmem sentinel, ErrBadKey or
@@ -75,12 +76,12 @@ func (s Status) Err() error {
 	case StatusTooLarge:
 		return ErrReplyTooLarge
 	}
-	return farmem.Code(s).Err()
+	return transport.Code(s).Err()
 }
 
 // Valid reports whether s is a status of this version.
 func (s Status) Valid() bool {
-	return s <= Status(farmem.CodeOther) || s == StatusBadKey || s == StatusTooLarge
+	return s <= Status(transport.CodeOther) || s == StatusBadKey || s == StatusTooLarge
 }
 
 // OpSize returns the size of op's encoding.
@@ -138,7 +139,7 @@ func lenField(n int) uint32 {
 }
 
 // AppendOp appends op's encoding, naming region key, to b. The op must have a valid kind and,
-// for reads and writes, at most farmem.MaxOpBytes of buffer (farmem.Op.Check).
+// for reads and writes, at most farmem.MaxOpBytes of buffer (transport.CheckOp).
 func AppendOp(b []byte, op *farmem.Op, key uint32) []byte {
 	var flags byte
 	if op.Unsignaled {
@@ -180,7 +181,7 @@ type Op struct {
 	Cmp, Swap, CmpMask, SwapMask uint64
 }
 
-// Atomic returns the op as a farmem.Op for farmem.Op.Apply and wordmem (atomics only).
+// Atomic returns the op as a farmem.Op for transport.Apply and wordmem (atomics only).
 func (o *Op) Atomic() farmem.Op {
 	return farmem.Op{Kind: o.Kind, Cmp: o.Cmp, Swap: o.Swap, CmpMask: o.CmpMask, SwapMask: o.SwapMask}
 }
@@ -191,7 +192,7 @@ func (o *Op) Check(size uint64, key uint32) error {
 	if o.Key != key {
 		return ErrBadKey
 	}
-	if o.Kind.IsAtomic() && o.Off&7 != 0 {
+	if transport.IsAtomic(o.Kind) && o.Off&7 != 0 {
 		return farmem.ErrMisaligned
 	}
 	if n := uint64(o.Len); o.Off >= size || n > size-o.Off {

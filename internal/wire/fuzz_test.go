@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Every decoder is fuzzed: no input panics, and whatever decodes re-encodes to the same bytes.
@@ -129,7 +130,7 @@ func FuzzHandshake(f *testing.F) {
 func FuzzCallAndCtl(f *testing.F) {
 	f.Add(AppendCall(nil, 1, 2, []byte("req")))
 	f.Add(AppendReply(nil, StatusOK, []byte("reply")))
-	f.Add(AppendReply(nil, Status(farmem.CodeRemote), []byte("failed")))
+	f.Add(AppendReply(nil, Status(transport.CodeRemote), []byte("failed")))
 	f.Add([]byte{byte(CtlJoin), '{', '}'})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if m, from, req, err := DecodeCall(p); err == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 func sampleOps() []farmem.Op {
@@ -71,11 +72,11 @@ func TestBatchRoundTrip(t *testing.T) {
 		require.Equal(t, want.Unsignaled, o.Unsignaled)
 		require.Equal(t, uint32(77), o.Key)
 		require.Equal(t, want.Addr.Offset(), o.Off)
-		require.Equal(t, uint32(want.Len()), o.Len)
+		require.Equal(t, uint32(transport.OpLen(want)), o.Len)
 		if want.Kind == farmem.OpWrite {
 			require.Equal(t, want.Buf, o.Data)
 		}
-		if want.Kind.IsAtomic() {
+		if transport.IsAtomic(want.Kind) {
 			require.Equal(t, want.Cmp, o.Cmp)
 			require.Equal(t, want.Swap, o.Swap)
 			require.Equal(t, want.CmpMask, o.CmpMask)
@@ -104,7 +105,7 @@ func TestOpCheck(t *testing.T) {
 	o.Len = 29
 	require.ErrorIs(t, o.Check(128, 5), farmem.ErrOutOfRange)
 	require.Equal(t, StatusBadKey, StatusOf(ErrBadKey))
-	require.Equal(t, Status(farmem.CodeMisaligned), StatusOf(farmem.ErrMisaligned))
+	require.Equal(t, Status(transport.CodeMisaligned), StatusOf(farmem.ErrMisaligned))
 	require.ErrorIs(t, StatusBadKey.Err(), ErrBadKey)
 }
 
@@ -207,7 +208,7 @@ func TestCallAndCtl(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusOK, s)
 	require.Equal(t, "ok", string(body))
-	s, _, msg, err := DecodeReply(AppendReply(nil, Status(farmem.CodeNoSpace), []byte("full")))
+	s, _, msg, err := DecodeReply(AppendReply(nil, Status(transport.CodeNoSpace), []byte("full")))
 	require.NoError(t, err)
 	require.ErrorIs(t, s.Err(), farmem.ErrNoSpace)
 	require.Equal(t, "full", msg)

@@ -1,5 +1,5 @@
 // Package wordmem applies farmem verbs to a region of memory word by word: aligned 8-byte loads
-// and stores that never tear, atomics with the semantics of [farmem.Op.Apply], and byte copies
+// and stores that never tear, atomics with the semantics of [transport.Apply], and byte copies
 // that proceed one word at a time (so a long access can interleave with a concurrent one only at
 // word boundaries). Bytes map to words in little-endian order on every host.
 //
@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Mem is a region of 8-byte-aligned memory.
@@ -53,7 +54,7 @@ func (m Mem) Atomic(op *farmem.Op, off uint64) uint64 {
 	}
 	for {
 		found := atomic.LoadUint64(w)
-		next, ok := op.Apply(found)
+		next, ok := transport.Apply(op, found)
 		if !ok || atomic.CompareAndSwapUint64(w, found, next) {
 			return found
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Config configures a QP.
@@ -273,7 +274,7 @@ func (q *QP) Post(ctx context.Context, b *farmem.Batch, idx []int, s Sink) {
 		}
 		o := &b.Ops[i]
 		e := op{sink: s, i: i, post: tok, kind: o.Kind, unsig: o.Unsignaled, attached: true, off: o.Addr.Offset(),
-			n: int(o.Len()), cmp: o.Cmp, swap: o.Swap, cmpMask: o.CmpMask, swapMask: o.SwapMask}
+			n: int(transport.OpLen(o)), cmp: o.Cmp, swap: o.Swap, cmpMask: o.CmpMask, swapMask: o.SwapMask}
 		switch o.Kind {
 		case farmem.OpWrite:
 			e.data = o.Buf

@@ -1,4 +1,4 @@
-package farmem_test
+package transport_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 func TestTopologyClientMapping(t *testing.T) {
@@ -17,11 +18,11 @@ func TestTopologyClientMapping(t *testing.T) {
 	seen := map[farmem.ClientID]bool{}
 	for c := farmem.ComputeID(1); c <= 4; c++ {
 		for slot := range 16 {
-			id, err := tp.ClientIDOf(c, slot)
+			id, err := transport.ClientIDOf(tp, c, slot)
 			require.NoError(t, err)
 			require.False(t, seen[id])
 			seen[id] = true
-			gc, gs, err := tp.ClientSlot(id)
+			gc, gs, err := transport.ClientSlot(tp, id)
 			require.NoError(t, err)
 			require.Equal(t, c, gc)
 			require.Equal(t, slot, gs)
@@ -34,9 +35,9 @@ func TestTopologyClientMapping(t *testing.T) {
 	require.Len(t, seen, 64)
 	require.Contains(t, seen, farmem.ClientID(1), "ids are dense from 1")
 	require.Contains(t, seen, farmem.ClientID(64))
-	_, err := tp.ClientIDOf(0, 0)
+	_, err := transport.ClientIDOf(tp, 0, 0)
 	require.ErrorIs(t, err, farmem.ErrInvalid)
-	_, err = tp.ClientIDOf(1, 16)
+	_, err = transport.ClientIDOf(tp, 1, 16)
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 	_, err = tp.ClientSlice(0)
 	require.ErrorIs(t, err, farmem.ErrInvalid)
@@ -47,17 +48,17 @@ func TestTopologyClientMapping(t *testing.T) {
 
 func TestOpApply(t *testing.T) {
 	cas := farmem.Op{Kind: farmem.OpCAS, Cmp: 1, Swap: 2}
-	next, ok := cas.Apply(1)
+	next, ok := transport.Apply(&cas, 1)
 	require.True(t, ok)
 	require.Equal(t, uint64(2), next)
-	next, ok = cas.Apply(3)
+	next, ok = transport.Apply(&cas, 3)
 	require.False(t, ok)
 	require.Equal(t, uint64(3), next)
 	faa := farmem.Op{Kind: farmem.OpFAA, Swap: ^uint64(0)}
-	next, _ = faa.Apply(0)
+	next, _ = transport.Apply(&faa, 0)
 	require.Equal(t, ^uint64(0), next)
 	m := farmem.Op{Kind: farmem.OpMaskedCAS, Cmp: 0x10, CmpMask: 0xf0, Swap: 0x0a, SwapMask: 0x0f}
-	next, ok = m.Apply(0x13)
+	next, ok = transport.Apply(&m, 0x13)
 	require.True(t, ok)
 	require.Equal(t, uint64(0x1a), next)
 }
@@ -75,7 +76,7 @@ func TestOpCheck(t *testing.T) {
 		{farmem.Op{Kind: farmem.OpFAA, Addr: farmem.MakeAddr(1, 128)}, farmem.ErrOutOfRange},
 		{farmem.Op{Kind: 99}, farmem.ErrInvalid},
 	} {
-		err := tc.op.Check(128)
+		err := transport.CheckOp(&tc.op, 128)
 		if tc.want == nil {
 			require.NoError(t, err)
 		} else {
@@ -85,7 +86,7 @@ func TestOpCheck(t *testing.T) {
 }
 
 func TestStatsArithmetic(t *testing.T) {
-	var c farmem.Counters
+	var c transport.Counters
 	var b farmem.Batch
 	self := farmem.ComputeID(1).Node()
 	b.Write(farmem.MakeAddr(1, 0), make([]byte, 10))
@@ -114,25 +115,25 @@ func TestStatsArithmetic(t *testing.T) {
 	// A batch to the caller's own node only is no round trip.
 	var local farmem.Batch
 	local.Read(farmem.MakeAddr(self, 0), make([]byte, 8))
-	var c2 farmem.Counters
+	var c2 transport.Counters
 	c2.CountBatch(&local, self)
 	require.Zero(t, c2.Snapshot().RoundTrips)
 }
 
 func TestCodes(t *testing.T) {
-	for c := farmem.CodeOutOfRange; c < farmem.CodeOther; c++ {
+	for c := transport.CodeOutOfRange; c < transport.CodeOther; c++ {
 		err := fmt.Errorf("wrapped: %w", c.Err())
-		require.Equal(t, c, farmem.CodeOf(err), "code %d", c)
+		require.Equal(t, c, transport.CodeOf(err), "code %d", c)
 	}
-	require.Equal(t, farmem.CodeOK, farmem.CodeOf(nil))
-	require.Equal(t, farmem.CodeOther, farmem.CodeOf(errors.New("plain")))
-	require.Equal(t, farmem.CodeDeadline, farmem.CodeOf(context.DeadlineExceeded))
-	require.NoError(t, farmem.CodeOK.Err())
-	require.Error(t, farmem.Code(200).Err(), "an unknown code is still an error")
-	err := farmem.RemoteError(farmem.CodeNoSpace, "full")
+	require.Equal(t, transport.CodeOK, transport.CodeOf(nil))
+	require.Equal(t, transport.CodeOther, transport.CodeOf(errors.New("plain")))
+	require.Equal(t, transport.CodeDeadline, transport.CodeOf(context.DeadlineExceeded))
+	require.NoError(t, transport.CodeOK.Err())
+	require.Error(t, transport.Code(200).Err(), "an unknown code is still an error")
+	err := transport.RemoteError(transport.CodeNoSpace, "full")
 	require.ErrorIs(t, err, farmem.ErrRemote)
 	require.ErrorIs(t, err, farmem.ErrNoSpace)
-	require.NotErrorIs(t, farmem.RemoteError(farmem.CodeOther, "x"), farmem.ErrNoSpace)
+	require.NotErrorIs(t, transport.RemoteError(transport.CodeOther, "x"), farmem.ErrNoSpace)
 }
 
 func TestPending(t *testing.T) {
@@ -140,8 +141,8 @@ func TestPending(t *testing.T) {
 	b.Read(1, nil)
 	b.Unsignaled(b.Write(2, nil))
 	b.FAA(3, 1)
-	p, comp := farmem.NewPending(&b, farmem.NewChanParker())
-	require.Equal(t, 2, p.Signaled())
+	p, comp := transport.NewPending(&b, transport.NewChanParker())
+	require.Equal(t, 2, transport.Signaled(p))
 	go func() {
 		time.Sleep(5 * time.Millisecond)
 		comp.Complete(0, 0, nil)
@@ -156,32 +157,32 @@ func TestPending(t *testing.T) {
 	v, err := b.Result(2)
 	require.NoError(t, err)
 	require.Equal(t, uint64(41), v)
-	require.NoError(t, p.Err())
+	require.NoError(t, transport.Err(p))
 
 	// A context that ends first.
 	var b2 farmem.Batch
 	b2.Read(1, nil)
-	p2, _ := farmem.NewPending(&b2, farmem.NewChanParker())
+	p2, _ := transport.NewPending(&b2, transport.NewChanParker())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, p2.Wait(ctx, 0), context.DeadlineExceeded)
 
 	// Reject reports even an empty batch's error.
-	p3, c3 := farmem.NewPending(&farmem.Batch{}, nil)
+	p3, c3 := transport.NewPending(&farmem.Batch{}, nil)
 	c3.Reject(farmem.ErrInvalid)
-	require.ErrorIs(t, p3.Err(), farmem.ErrInvalid)
+	require.ErrorIs(t, transport.Err(p3), farmem.ErrInvalid)
 	require.NoError(t, p3.Wait(context.Background(), 0))
 
 	// An unfinished Pending without a parker is a transport bug, reported, not a hang.
-	p4, _ := farmem.NewPending(&b2, nil)
+	p4, _ := transport.NewPending(&b2, nil)
 	require.ErrorIs(t, p4.Wait(context.Background(), 0), farmem.ErrInvalid)
 }
 
 func TestWallRuntime(t *testing.T) {
-	rt := farmem.NewWallRuntime(7)
+	rt := transport.NewWallRuntime(7)
 	a, b := rt.Fork(), rt.Fork()
 	require.NotEqual(t, a.Rand().Uint64(), b.Rand().Uint64(), "forks draw from distinct streams")
-	same1, same2 := farmem.NewWallRuntime(7).NewRand(), farmem.NewWallRuntime(7).NewRand()
+	same1, same2 := transport.NewWallRuntime(7).NewRand(), transport.NewWallRuntime(7).NewRand()
 	require.Equal(t, same1.Uint64(), same2.Uint64(), "same seed, same stream")
 	start := rt.Now()
 	require.NoError(t, rt.Sleep(context.Background(), 2*time.Millisecond))

@@ -1,0 +1,38 @@
+// Package kitlink carries the few operations on unexported state of package farmem that the
+// transport kit (farmem/transport) needs and a user of farmem must not reach: recording an op's
+// outcome and driving a Pending. Package farmem fills the table in its init; farmem/transport
+// reads it once, at its own initialization, which Go orders after farmem's. The table is typed
+// by farmem's own types through type parameters, since this package cannot import farmem.
+package kitlink
+
+import "context"
+
+// Parker is the method set of farmem/transport's Parker, which a farmem.Pending parks on.
+type Parker interface {
+	Park(ctx context.Context) error
+	Unpark()
+}
+
+// Funcs is the table package farmem fills: Op, Batch and Pending are farmem's types.
+type Funcs[Op, Batch, Pending any] struct {
+	SetResult  func(op *Op, val uint64, err error)
+	NewPending func(b *Batch, park Parker) *Pending
+	Complete   func(p *Pending, i int, val uint64, err error)
+	Reject     func(p *Pending, err error)
+	Batch      func(p *Pending) *Batch
+	Signaled   func(p *Pending) int
+	Done       func(p *Pending) int
+	Err        func(p *Pending) error
+}
+
+var funcs any
+
+// Set records package farmem's table.
+func Set[Op, Batch, Pending any](f Funcs[Op, Batch, Pending]) { funcs = f }
+
+// Get returns the table package farmem recorded (all nil before farmem's init ran, which
+// importing farmem rules out).
+func Get[Op, Batch, Pending any]() Funcs[Op, Batch, Pending] {
+	f, _ := funcs.(Funcs[Op, Batch, Pending])
+	return f
+}

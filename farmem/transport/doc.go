@@ -1,0 +1,56 @@
+// Package transport is the kit for writing a farmem transport: the one package a third party
+// reads to put far memory of its own (a real CXL device, a new NIC) behind [farmem.Fabric] and
+// [farmem.Memory]. Package farmem holds the contract users program against; this package holds
+// what every implementation of that contract does the same way, so that the four transports of
+// this repository (farmem/local, cxl, rdma, sim) cannot drift apart and a fifth starts from
+// the same parts.
+//
+// # What a transport implements
+//
+// A transport provides a Fabric (a cluster as one process sees it: its [farmem.Topology], the
+// compute nodes it hosts, clients and Call handlers on them, a [farmem.Runtime], Stats) and a
+// client type, one goroutine's [farmem.Memory]. It keeps the semantics of farmem's package doc
+// (word atomicity, batch order, costs, errors, event-driven Wait, Calls to compute nodes only);
+// the conformance suite farmem/farmemtest checks them, and a transport's tests run it. It should
+// implement [FaultInjector], which the suite and the structures' fault tests use.
+//
+// # The parts, in the order a client uses them
+//
+//   - Admission: Post calls [Admit] first. It applies the rules every transport shares: a closed
+//     or crashed client refuses the batch, the batch's shape ([CheckBatch]) and every op against
+//     its node's size ([CheckOp]) are checked, and a refused batch applies nothing ([Rejected]:
+//     the bad ops fail with their error, the others with farmem.ErrAborted). Wait's arguments
+//     are checked by [CheckWait], a Call's by [CheckCall]; an op to an unknown node fails with
+//     [NoSuchNode].
+//   - Completion: [NewPending] returns the farmem.Pending that Post hands out and the
+//     [Completer] through which the transport reports each op's outcome, from any goroutine;
+//     the first outcome of an op wins. The waiter parks on a [Parker]: [NewChanParker] on the
+//     wall clock, the simulator's own in virtual time. A transport that runs a whole batch in
+//     the caller of Do records outcomes with [SetResult] and needs no Pending.
+//   - Atomics: [Apply] is the one definition of what CAS, FAA and MaskedCAS leave behind.
+//   - Costs: each client keeps [Counters] (CountBatch or CountOp when posting, CountResult per
+//     answer, CountCall, CountWait); a fabric's Stats sum them, closed clients included, which
+//     [Registry] does.
+//   - Clients: [Registry] hands out client slots and ids ([ClientIDOf], [ClientInfo]), finds a
+//     client by id, lists them for Close and crashes, and keeps closed clients' counts.
+//     [ClientState], embedded in the client, holds its info, runtime, counters and closed and
+//     crashed states ([ClientState.Usable]), and through [Verbs] supplies Read, Write, CAS, FAA,
+//     MaskedCAS and Do from the client's one-op runner and Post; [Verbs.PostOne] is the slow
+//     path of a single verb.
+//   - Calls: [Handlers] keeps a compute node's handlers and the pool of handler clients that
+//     bounds how many run at once; [Handlers.Serve] runs one, turning a panic into an error.
+//     A handler's error reaches the caller as [RemoteError], its sentinel carried as a [Code]
+//     across a wire or a shared mapping.
+//   - Faults and ordering on the wall clock: [Queues] keep one client's batches to a node in
+//     posting order when they run on goroutines; [Changes] and [AwaitReach] make an op to a
+//     hung or partitioned node wait, event-driven, until it is reachable again or its down
+//     timeout passes.
+//   - Shape: [Shape] is the cluster shape every transport's options embed (memory nodes,
+//     compute nodes, client slots, handlers, slice and shared sizes), with visible defaults
+//     ([Shape.EnsureDefaults]), its checks, and the [farmem.Topology] it gives.
+//   - Time: [WallRuntime] is the farmem.Runtime of transports on the wall clock.
+//
+// Costs: on a verb's path everything here is a few atomic operations or one short critical
+// section, and nothing allocates but a Pending where one is needed; listing a Registry's
+// clients (for Close and crashes) sorts them.
+package transport

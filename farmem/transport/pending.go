@@ -1,0 +1,101 @@
+package transport
+
+import (
+	"context"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/internal/kitlink"
+)
+
+// link is package farmem's table of the operations on its unexported state the kit needs.
+var link = kitlink.Get[farmem.Op, farmem.Batch, farmem.Pending]()
+
+// Parker blocks the one goroutine waiting on a farmem.Pending until the transport reports
+// progress. It is a binary semaphore: an Unpark before Park is remembered. Real transports use
+// [NewChanParker]; a simulator whose goroutines it schedules supplies its own.
+type Parker interface {
+	// Park blocks until Unpark has been called since the last Park returned, or ctx ends.
+	Park(ctx context.Context) error
+	// Unpark wakes the parked goroutine, or lets its next Park return at once.
+	Unpark()
+}
+
+type chanParker chan struct{}
+
+// NewChanParker returns a Parker over a one-slot channel, for transports on the wall clock.
+func NewChanParker() Parker { return make(chanParker, 1) }
+
+func (c chanParker) Park(ctx context.Context) error {
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c chanParker) Unpark() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Completer is the transport's half of a farmem.Pending: it reports each op's outcome.
+type Completer struct{ p *farmem.Pending }
+
+// NewPending returns the Pending of batch b and the Completer its transport reports through.
+// park may be nil only if every signaled op is completed before the Pending is handed out.
+func NewPending(b *farmem.Batch, park Parker) (*farmem.Pending, Completer) {
+	var kp kitlink.Parker
+	if park != nil {
+		kp = park
+	}
+	p := link.NewPending(b, kp)
+	return p, Completer{p}
+}
+
+// Complete records op i's outcome and wakes the waiter. The first completion of an op wins;
+// later ones (a timeout racing a late answer) are ignored. It is safe for concurrent use.
+func (c Completer) Complete(i int, val uint64, err error) { link.Complete(c.p, i, val, err) }
+
+// Fail completes every op not yet done with err.
+func (c Completer) Fail(err error) {
+	for i := range link.Batch(c.p).Ops {
+		if !c.p.OpDone(i) {
+			link.Complete(c.p, i, 0, err)
+		}
+	}
+}
+
+// Reject fails the whole batch with err before anything of it ran: every op, and the Pending's
+// own error even when the batch has no ops.
+func (c Completer) Reject(err error) { link.Reject(c.p, err) }
+
+// Pending returns the handle this Completer reports to.
+func (c Completer) Pending() *farmem.Pending { return c.p }
+
+// Batch returns the posted batch; its ops receive the results.
+func (c Completer) Batch() *farmem.Batch { return link.Batch(c.p) }
+
+// SetResult records op's outcome without a Pending, for a transport that runs a whole batch in
+// the caller of Do, where a Pending would only be allocated and dropped.
+func SetResult(op *farmem.Op, val uint64, err error) { link.SetResult(op, val, err) }
+
+// Signaled is the number of p's signaled ops, the ones Wait counts.
+func Signaled(p *farmem.Pending) int { return link.Signaled(p) }
+
+// Done is the number of p's signaled ops completed so far.
+func Done(p *farmem.Pending) int { return link.Done(p) }
+
+// Err returns the first error reported by a completed signaled op of p, or nil.
+func Err(p *farmem.Pending) error { return link.Err(p) }
+
+// Finish waits for every signaled op of p and returns ctx's error, or else the first op error:
+// what Memory.Do returns once it has posted.
+func Finish(ctx context.Context, p *farmem.Pending) error {
+	if err := p.Wait(ctx, 0); err != nil {
+		return err
+	}
+	return link.Err(p)
+}
