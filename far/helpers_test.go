@@ -134,3 +134,23 @@ type point64 struct {
 	Sum        float64
 	Tag        [8]byte
 }
+
+// wide is a 512-byte value, all of whose words are equal in every value a test writes.
+type wide struct{ W [64]uint64 }
+
+func wideOf(v uint64) wide {
+	var w wide
+	for i := range w.W {
+		w.W[i] = v
+	}
+	return w
+}
+
+func (w wide) whole() bool {
+	for _, x := range w.W {
+		if x != w.W[0] {
+			return false
+		}
+	}
+	return true
+}
