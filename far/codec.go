@@ -112,7 +112,7 @@ func Binary[T any]() (Codec[T], error) {
 	if err := checkSettable(t, t.String()); err != nil {
 		return nil, err
 	}
-	return &reflectCodec[T]{size: size, pool: sync.Pool{New: func() any { return new(T) }}}, nil
+	return &reflectCodec[T]{size: size, plan: compile(t), pool: sync.Pool{New: func() any { return new(T) }}}, nil
 }
 
 // MustBinary is Binary for types known to be valid (package-level variables, examples): it
@@ -188,10 +188,45 @@ func (boolCodec) Encode(dst []byte, v bool) {
 }
 func (boolCodec) Decode(src []byte) bool { return src[0] != 0 }
 
-// reflectCodec is Binary's codec for composite types.
+// reflectCodec is Binary's codec for composite types: a plan compiled once from T's type, run
+// over a pooled scratch value so that nothing is allocated per call.
 type reflectCodec[T any] struct {
 	size int
+	plan *node
 	pool sync.Pool // of *T, scratch for reflect
+}
+
+// node is one step of a compiled plan: a leaf of some kind, an array of elem, or a struct
+// whose fields are the children (nil for a blank field, whose bytes are skipped).
+type node struct {
+	kind   reflect.Kind
+	size   int
+	len    int     // arrays
+	elem   *node   // arrays
+	fields []*node // structs; nil entries are blank fields of size skip[i]
+	skip   []int
+}
+
+func compile(t reflect.Type) *node {
+	n := &node{kind: t.Kind()}
+	n.size, _ = checkType(t, "")
+	switch t.Kind() {
+	case reflect.Array:
+		n.len, n.elem = t.Len(), compile(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Name == "_" {
+				n.fields = append(n.fields, nil)
+				k, _ := checkType(f.Type, "")
+				n.skip = append(n.skip, k)
+				continue
+			}
+			n.fields = append(n.fields, compile(f.Type))
+			n.skip = append(n.skip, 0)
+		}
+	}
+	return n
 }
 
 func (c *reflectCodec[T]) Size() int { return c.size }
@@ -199,152 +234,124 @@ func (c *reflectCodec[T]) Size() int { return c.size }
 func (c *reflectCodec[T]) Encode(dst []byte, v T) {
 	p := c.pool.Get().(*T)
 	*p = v
-	encodeValue(dst[:c.size], reflect.ValueOf(p).Elem())
+	c.plan.encode(dst[:c.size], reflect.ValueOf(p).Elem())
 	c.pool.Put(p)
 }
 
 func (c *reflectCodec[T]) Decode(src []byte) T {
 	p := c.pool.Get().(*T)
-	decodeValue(src[:c.size], reflect.ValueOf(p).Elem())
+	c.plan.decode(src[:c.size], reflect.ValueOf(p).Elem())
 	v := *p
 	c.pool.Put(p)
 	return v
 }
 
-// encodeValue writes v at the start of b and returns the bytes written.
-func encodeValue(b []byte, v reflect.Value) int {
+// encode writes v at the start of b (n.size bytes).
+func (n *node) encode(b []byte, v reflect.Value) {
 	le := binary.LittleEndian
-	switch v.Kind() {
+	switch n.kind {
 	case reflect.Bool:
 		b[0] = 0
 		if v.Bool() {
 			b[0] = 1
 		}
-		return 1
 	case reflect.Int8:
 		b[0] = byte(v.Int())
-		return 1
 	case reflect.Uint8:
 		b[0] = byte(v.Uint())
-		return 1
 	case reflect.Int16:
 		le.PutUint16(b, uint16(v.Int()))
-		return 2
 	case reflect.Uint16:
 		le.PutUint16(b, uint16(v.Uint()))
-		return 2
 	case reflect.Int32:
 		le.PutUint32(b, uint32(v.Int()))
-		return 4
 	case reflect.Uint32:
 		le.PutUint32(b, uint32(v.Uint()))
-		return 4
 	case reflect.Float32:
 		le.PutUint32(b, math.Float32bits(float32(v.Float())))
-		return 4
 	case reflect.Int64:
 		le.PutUint64(b, uint64(v.Int()))
-		return 8
 	case reflect.Uint64:
 		le.PutUint64(b, v.Uint())
-		return 8
 	case reflect.Float64:
 		le.PutUint64(b, math.Float64bits(v.Float()))
-		return 8
 	case reflect.Complex64:
 		x := v.Complex()
 		le.PutUint32(b, math.Float32bits(float32(real(x))))
 		le.PutUint32(b[4:], math.Float32bits(float32(imag(x))))
-		return 8
 	case reflect.Complex128:
 		x := v.Complex()
 		le.PutUint64(b, math.Float64bits(real(x)))
 		le.PutUint64(b[8:], math.Float64bits(imag(x)))
-		return 16
 	case reflect.Array:
-		n := 0
-		for i := range v.Len() {
-			n += encodeValue(b[n:], v.Index(i))
+		if n.elem.kind == reflect.Uint8 {
+			reflect.Copy(reflect.ValueOf(b[:n.len]), v)
+			return
 		}
-		return n
+		for i := range n.len {
+			n.elem.encode(b[i*n.elem.size:], v.Index(i))
+		}
 	case reflect.Struct:
-		n := 0
-		t := v.Type()
-		for i := range v.NumField() {
-			if t.Field(i).Name == "_" {
-				k, _ := checkType(t.Field(i).Type, "")
-				clear(b[n : n+k])
-				n += k
+		off := 0
+		for i, f := range n.fields {
+			if f == nil {
+				clear(b[off : off+n.skip[i]])
+				off += n.skip[i]
 				continue
 			}
-			n += encodeValue(b[n:], v.Field(i))
+			f.encode(b[off:], v.Field(i))
+			off += f.size
 		}
-		return n
 	}
-	return 0 // unreachable: CheckType admitted only the kinds above
 }
 
-// decodeValue sets v from the start of b and returns the bytes read.
-func decodeValue(b []byte, v reflect.Value) int {
+// decode sets v from the start of b (n.size bytes).
+func (n *node) decode(b []byte, v reflect.Value) {
 	le := binary.LittleEndian
-	switch v.Kind() {
+	switch n.kind {
 	case reflect.Bool:
 		v.SetBool(b[0] != 0)
-		return 1
 	case reflect.Int8:
 		v.SetInt(int64(int8(b[0])))
-		return 1
 	case reflect.Uint8:
 		v.SetUint(uint64(b[0]))
-		return 1
 	case reflect.Int16:
 		v.SetInt(int64(int16(le.Uint16(b))))
-		return 2
 	case reflect.Uint16:
 		v.SetUint(uint64(le.Uint16(b)))
-		return 2
 	case reflect.Int32:
 		v.SetInt(int64(int32(le.Uint32(b))))
-		return 4
 	case reflect.Uint32:
 		v.SetUint(uint64(le.Uint32(b)))
-		return 4
 	case reflect.Float32:
 		v.SetFloat(float64(math.Float32frombits(le.Uint32(b))))
-		return 4
 	case reflect.Int64:
 		v.SetInt(int64(le.Uint64(b)))
-		return 8
 	case reflect.Uint64:
 		v.SetUint(le.Uint64(b))
-		return 8
 	case reflect.Float64:
 		v.SetFloat(math.Float64frombits(le.Uint64(b)))
-		return 8
 	case reflect.Complex64:
 		v.SetComplex(complex(float64(math.Float32frombits(le.Uint32(b))), float64(math.Float32frombits(le.Uint32(b[4:])))))
-		return 8
 	case reflect.Complex128:
 		v.SetComplex(complex(math.Float64frombits(le.Uint64(b)), math.Float64frombits(le.Uint64(b[8:]))))
-		return 16
 	case reflect.Array:
-		n := 0
-		for i := range v.Len() {
-			n += decodeValue(b[n:], v.Index(i))
+		if n.elem.kind == reflect.Uint8 {
+			reflect.Copy(v, reflect.ValueOf(b[:n.len]))
+			return
 		}
-		return n
+		for i := range n.len {
+			n.elem.decode(b[i*n.elem.size:], v.Index(i))
+		}
 	case reflect.Struct:
-		n := 0
-		t := v.Type()
-		for i := range v.NumField() {
-			if t.Field(i).Name == "_" {
-				k, _ := checkType(t.Field(i).Type, "")
-				n += k
+		off := 0
+		for i, f := range n.fields {
+			if f == nil {
+				off += n.skip[i]
 				continue
 			}
-			n += decodeValue(b[n:], v.Field(i))
+			f.decode(b[off:], v.Field(i))
+			off += f.size
 		}
-		return n
 	}
-	return 0
 }

@@ -77,6 +77,7 @@ type PtrOptions[T any] struct {
 type Ptr[T any] struct {
 	a     farmem.Addr
 	mode  Mode
+	size  int // codec.Size(), kept to spare an interface call per operation
 	codec Codec[T]
 }
 
@@ -91,7 +92,7 @@ func NewPtr[T any](ctx context.Context, c *Client, init T, opts PtrOptions[T]) (
 	}
 	n := codec.Size()
 	var p Ptr[T]
-	p.mode, p.codec = mode, codec
+	p.mode, p.codec, p.size = mode, codec, n
 	switch mode {
 	case Word:
 		a, err := c.alloc(ctx, opts.Node, 8)
@@ -167,7 +168,7 @@ func PtrAt[T any](a farmem.Addr, mode Mode, codec Codec[T]) (Ptr[T], error) {
 	if !a.Aligned(8) {
 		return Ptr[T]{}, fmt.Errorf("far: pointer at %v: %w", a, farmem.ErrMisaligned)
 	}
-	return Ptr[T]{a: a, mode: mode, codec: codec}, nil
+	return Ptr[T]{a: a, mode: mode, size: codec.Size(), codec: codec}, nil
 }
 
 func ptrSetup[T any](codec Codec[T], mode Mode) (Codec[T], Mode, error) {
@@ -232,7 +233,7 @@ func (p Ptr[T]) Load(ctx context.Context, c *Client) (T, error) {
 	if p.a.IsNil() {
 		return zero, ErrNil
 	}
-	n := p.codec.Size()
+	n := p.size
 	switch p.mode {
 	case Word:
 		buf := c.scratch(8)
@@ -281,7 +282,7 @@ func (p Ptr[T]) Load(ctx context.Context, c *Client) (T, error) {
 // is pinned.
 func (p Ptr[T]) readBlock(ctx context.Context, c *Client, blk farmem.Addr) (farmem.Addr, T, error) {
 	var zero T
-	n := p.codec.Size()
+	n := p.size
 	buf := c.scratch(8 + n)
 	cell := p.cell()
 	if blk.IsNil() {
@@ -311,7 +312,7 @@ func (p Ptr[T]) Store(ctx context.Context, c *Client, v T) error {
 	if p.a.IsNil() {
 		return ErrNil
 	}
-	n := p.codec.Size()
+	n := p.size
 	switch p.mode {
 	case Word:
 		buf := c.scratch(8)
@@ -349,7 +350,7 @@ func (p Ptr[T]) Store(ctx context.Context, c *Client, v T) error {
 }
 
 func (p Ptr[T]) storeOutOfPlace(ctx context.Context, c *Client, v T) error {
-	n := p.codec.Size()
+	n := p.size
 	if err := c.al.Pin(ctx); err != nil {
 		return err
 	}
@@ -465,7 +466,7 @@ func (p Ptr[T]) Update(ctx context.Context, c *Client, fn func(T) T) (T, error) 
 
 func (p Ptr[T]) updateOutOfPlace(ctx context.Context, c *Client, fn func(T) T) (T, error) {
 	var zero T
-	n := p.codec.Size()
+	n := p.size
 	if err := c.al.Pin(ctx); err != nil {
 		return zero, err
 	}
@@ -514,7 +515,7 @@ func (p Ptr[T]) updateOutOfPlace(ctx context.Context, c *Client, fn func(T) T) (
 // meanwhile, and the update runs again.
 func (p Ptr[T]) lockedUpdate(ctx context.Context, c *Client, fn func(T) T, readOld bool) (T, error) {
 	var zero T
-	n := p.codec.Size()
+	n := p.size
 	lk, err := c.locker()
 	if err != nil {
 		return zero, err
@@ -547,7 +548,7 @@ func (p Ptr[T]) lockedUpdate(ctx context.Context, c *Client, fn func(T) T, readO
 // lockedSection is the critical section of a Locked update, pinned.
 func (p Ptr[T]) lockedSection(ctx context.Context, c *Client, fn func(T) T, readOld bool, nblk *farmem.Addr) (T, farmem.Addr, bool, error) {
 	var zero T
-	n := p.codec.Size()
+	n := p.size
 	if err := c.al.Pin(ctx); err != nil {
 		return zero, 0, false, err
 	}
@@ -620,7 +621,7 @@ func (p Ptr[T]) Free(ctx context.Context, c *Client) error {
 	if p.a.IsNil() {
 		return ErrNil
 	}
-	n := uint64(p.codec.Size())
+	n := uint64(p.size)
 	switch p.mode {
 	case Word:
 		return c.al.Retire(ctx, p.a, 8)
@@ -672,7 +673,7 @@ func LoadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T) error
 		if p.a.IsNil() {
 			return ErrNil
 		}
-		stride = max(stride, 16+p.codec.Size())
+		stride = max(stride, 16+p.size)
 		indirect = indirect || p.mode == OutOfPlace || p.mode == Locked
 	}
 	stride = (stride + 7) &^ 7
@@ -707,7 +708,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 	for {
 		b := c.batch()
 		for i, p := range ps {
-			s, n := slot(i), p.codec.Size()
+			s, n := slot(i), p.size
 			switch {
 			case pending[i] == 0:
 			case p.mode == Word:
@@ -729,7 +730,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 			return err
 		}
 		for i, p := range ps {
-			s, n := slot(i), p.codec.Size()
+			s, n := slot(i), p.size
 			switch {
 			case pending[i] == 0:
 			case p.mode == Word:
