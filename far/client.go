@@ -115,6 +115,15 @@ func (c *Client) Close() error {
 	return c.al.Close()
 }
 
+// Scratch returns a buffer of n bytes owned by the client, for structures built on it (such as
+// far/farcoll's): it is reused by the client's next operation, so it is valid only until then
+// and must not be held by a batch still in flight at that point.
+func (c *Client) Scratch(n int) []byte { return c.scratch(n) }
+
+// Batch returns the client's batch, emptied, for structures built on the client: like Scratch
+// it is reused by the client's next operation.
+func (c *Client) Batch() *farmem.Batch { return c.batch() }
+
 // scratch returns a buffer of n bytes, reused across operations.
 func (c *Client) scratch(n int) []byte {
 	if cap(c.buf) < n {
