@@ -1,0 +1,83 @@
+package far_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/far"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// TestLincheckCounter: adds of non-negative deltas and reads of a counter that widens itself
+// while the clients run are linearizable as a counter, on local with tearing and on sim; the
+// counter did widen.
+func TestLincheckCounter(t *testing.T) {
+	for fname, mk := range fabrics(t) {
+		t.Run(fname, func(t *testing.T) {
+			r := mk(t)
+			ctr := lincheck.Counter()
+			h := ctr.NewHistory(r.f.Runtime())
+			var k *far.Counter
+			var widest atomic.Int64
+			r.parallel(t, linClients, func(c *far.Client) {
+				var err error
+				k, err = far.NewCounter(context.Background(), c, far.CounterOptions{MaxShards: 4, HotAdds: 8, HotWindow: time.Second})
+				require.NoError(t, err)
+			}, func(i int, c *far.Client) error {
+				ctx := context.Background()
+				rec := h.Client(i + 1)
+				rnd := c.Memory().Runtime().Rand()
+				for range 100 {
+					if rnd.IntN(3) == 0 {
+						op := rec.Call(ctr.Read(0))
+						v, err := k.Read(ctx, c)
+						op.End(v, err)
+						continue
+					}
+					d := uint64(rnd.IntN(5))
+					op := rec.Call(ctr.Add(0, d))
+					if err := k.Add(ctx, c, d); err != nil {
+						return fmt.Errorf("add: %w", err)
+					}
+					op.Done()
+				}
+				widest.Store(max(widest.Load(), int64(k.Width())))
+				return nil
+			})
+			h.Check(t)
+			require.Equal(t, int64(4), widest.Load(), "the counter never widened to its 4 shards")
+		})
+	}
+}
+
+// TestCounterCosts: an add is one round trip, a read two; CounterAt sees the same counter.
+func TestCounterCosts(t *testing.T) {
+	r := localRig(t, local.Options{MemoryNodes: 3})
+	c := r.client(t)
+	ctx := context.Background()
+	k, err := far.NewCounter(ctx, c, far.CounterOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 6, k.Shards())
+	require.Equal(t, uint64(1), rtts(t, c, func() error { return k.Add(ctx, c, 5) }))
+	var v uint64
+	require.Equal(t, uint64(2), rtts(t, c, func() error { v, err = k.Read(ctx, c); return err }))
+	require.Equal(t, uint64(5), v)
+	c2 := r.client(t)
+	k2, err := far.CounterAt(ctx, c2, k.Addr(), far.CounterOptions{})
+	require.NoError(t, err)
+	require.NoError(t, k2.Add(ctx, c2, 7))
+	v, err = k.Read(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, uint64(12), v)
+	p, err := far.NewPtr(ctx, c, uint64(0), far.PtrOptions[uint64]{})
+	require.NoError(t, err)
+	_, err = far.CounterAt(ctx, c2, p.Addr(), far.CounterOptions{})
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+}
