@@ -11,6 +11,7 @@ import (
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/far"
+	"github.com/farmem/farmem/far/farcoll"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -201,6 +202,10 @@ func TestLoadAllocs(t *testing.T) {
 	}))
 }
 
+// opaque holds the hand codec behind the interface, set at run time so that the compiler cannot
+// devirtualize (and inline) its calls.
+var opaque far.Codec[point64]
+
 // BenchmarkLoad64Ratio measures the typed load of a 64-byte struct and its raw counterparts
 // interleaved, in rounds, and reports for each the least time per operation over the rounds
 // (robust to a busy machine) and the ratios:
@@ -210,7 +215,11 @@ func TestLoadAllocs(t *testing.T) {
 //	typed/read     the same over one raw 64-byte Read and decode, which is not linearizable
 //	               under a concurrent writer: the cost of the version check
 //	binary/read    Ptr.Load with the default Binary codec over one raw Read and hand decode
+//	elem/read      farcoll.Array.Get of a 64-byte element (one Read and the decode; not atomic
+//	               under a concurrent writer of that element) over the raw Read and inlined decode
+//	elem/read-iface  the same over a raw Read and the decode called through far.Codec
 func BenchmarkLoad64Ratio(b *testing.B) {
+	opaque = point64Codec{}
 	c := cxlClient(b)
 	ctx := context.Background()
 	m := c.Memory()
@@ -219,6 +228,9 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	require.NoError(b, err)
 	swb, err := far.NewPtr(ctx, c, samplePoint, far.PtrOptions[point64]{Mode: far.SingleWriter})
 	require.NoError(b, err)
+	arr, err := farcoll.NewArray(ctx, c, 4, farcoll.ArrayOptions[point64]{Codec: hand})
+	require.NoError(b, err)
+	require.NoError(b, arr.Set(ctx, c, 1, samplePoint))
 	buf := make([]byte, 80)
 	var bt farmem.Batch
 	var sink point64
@@ -239,6 +251,11 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 		},
 		func() { sink, _ = sw.Load(ctx, c) },
 		func() { sink, _ = swb.Load(ctx, c) },
+		func() { sink, _ = arr.Get(ctx, c, 1) },
+		func() { // raw read + the codec's decode called through far.Codec, as typed code calls it
+			_ = m.Read(ctx, sw.Addr().Add(8), buf[:64])
+			sink = opaque.Decode(buf[:64])
+		},
 	}
 	best := minPerOp(b, fns)
 	require.Equal(b, samplePoint, sink)
@@ -249,6 +266,10 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	b.ReportMetric(best[2]/best[1], "typed/seqlock")
 	b.ReportMetric(best[2]/best[0], "typed/read")
 	b.ReportMetric(best[3]/best[0], "binary/read")
+	b.ReportMetric(best[4], "elem-ns")
+	b.ReportMetric(best[4]/best[0], "elem/read")
+	b.ReportMetric(best[5], "raw-read-iface-ns")
+	b.ReportMetric(best[4]/best[5], "elem/read-iface")
 }
 
 // minPerOp runs each fn in turn, b.N times in all spread over rounds, and returns each one's

@@ -223,6 +223,9 @@ func (a *Array[T]) Stride() int { return a.stride }
 func (a *Array[T]) segLen(i int) int { return min(a.per, a.n-i*a.per) }
 
 func (a *Array[T]) at(i int) farmem.Addr {
+	if len(a.segs) == 1 {
+		return a.segs[0].Add(uint64(i * a.stride))
+	}
 	return a.segs[i/a.per].Add(uint64((i % a.per) * a.stride))
 }
 
