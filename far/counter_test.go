@@ -81,3 +81,33 @@ func TestCounterCosts(t *testing.T) {
 	_, err = far.CounterAt(ctx, c2, p.Addr(), far.CounterOptions{})
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 }
+
+// FuzzCounterAt: CounterAt reads a descriptor from far memory that anyone could have written;
+// whatever the bytes, it returns an error or a counter whose operations fail cleanly, and
+// never panics.
+func FuzzCounterAt(f *testing.F) {
+	fab, err := local.New(local.Options{MemoryNodes: 2})
+	require.NoError(f, err)
+	defer fab.Close()
+	ctx := context.Background()
+	m, err := fab.Open(ctx, fab.Hosted()[0])
+	require.NoError(f, err)
+	c, err := far.NewClient(ctx, m, quiet)
+	require.NoError(f, err)
+	k, err := far.NewCounter(ctx, c, far.CounterOptions{})
+	require.NoError(f, err)
+	good := make([]byte, 24+8*k.Shards())
+	require.NoError(f, m.Read(ctx, k.Addr(), good))
+	f.Add(good)
+	spot, err := c.Allocator().Alloc(ctx, 4096, 64)
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		buf := make([]byte, 4096)
+		copy(buf, b)
+		require.NoError(t, m.Write(ctx, spot, buf))
+		if k, err := far.CounterAt(ctx, c, spot, far.CounterOptions{}); err == nil {
+			_, _ = k.Read(ctx, c)
+			_ = k.Add(ctx, c, 1)
+		}
+	})
+}

@@ -200,7 +200,7 @@ func decodeArrayHead(h []uint64, size int) (*Array[struct{}], error) {
 		return nil, bad("length")
 	case h[5] == 0 || h[5] > maxSegments:
 		return nil, bad("segments")
-	case h[4] == 0 || h[4]*h[5] < h[1] || h[4]*(h[5]-1) >= h[1]:
+	case h[4] == 0 || h[4] > h[1] || h[4]*h[5] < h[1] || h[4]*(h[5]-1) >= h[1]:
 		return nil, bad("segment length")
 	}
 	return &Array[struct{}]{n: int(h[1]), stride: int(h[2]), size: size, per: int(h[4])}, nil

@@ -423,3 +423,44 @@ func TestQueueRoundTrips(t *testing.T) {
 		return q.Free(ctx, c)
 	})
 }
+
+// FuzzOpen: ArrayAt and QueueAt read descriptors from far memory that anyone could have
+// written; whatever the bytes, they return an error or a structure whose operations stay in
+// range, and never panic.
+func FuzzOpen(f *testing.F) {
+	fab, err := local.New(local.Options{MemoryNodes: 1})
+	require.NoError(f, err)
+	defer fab.Close()
+	ctx := context.Background()
+	m, err := fab.Open(ctx, fab.Hosted()[0])
+	require.NoError(f, err)
+	c, err := far.NewClient(ctx, m, quiet)
+	require.NoError(f, err)
+	a, err := farcoll.NewArray(ctx, c, 5, farcoll.ArrayOptions[uint64]{})
+	require.NoError(f, err)
+	good := make([]byte, 56)
+	require.NoError(f, m.Read(ctx, a.Addr(), good))
+	f.Add(good)
+	q, err := farcoll.NewQueue(ctx, c, 3, farcoll.QueueOptions[uint64]{})
+	require.NoError(f, err)
+	qgood := make([]byte, 24)
+	require.NoError(f, m.Read(ctx, q.Addr(), qgood))
+	f.Add(qgood)
+	spot, err := c.Allocator().Alloc(ctx, 4096, 64)
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 4096 {
+			b = b[:4096]
+		}
+		buf := make([]byte, 4096)
+		copy(buf, b)
+		require.NoError(t, m.Write(ctx, spot, buf))
+		if a, err := farcoll.ArrayAt[uint64](ctx, c, spot, nil); err == nil {
+			_, _ = a.Get(ctx, c, a.Len()-1)
+			_ = a.ReadRange(ctx, c, 0, make([]uint64, min(a.Len(), 64)))
+		}
+		if q, err := farcoll.QueueAt[uint64](ctx, c, spot, nil); err == nil {
+			_ = q.Cap()
+		}
+	})
+}

@@ -121,6 +121,9 @@ func QueueAt[T any](ctx context.Context, c *far.Client, a farmem.Addr, codec far
 	if err != nil {
 		return nil, err
 	}
+	if a.IsNil() || !a.Aligned(64) {
+		return nil, fmt.Errorf("farcoll: queue at %v: not 64-aligned: %w", a, farmem.ErrInvalid)
+	}
 	buf := c.Scratch(24)
 	if err := c.Memory().Read(ctx, a, buf); err != nil {
 		return nil, err
