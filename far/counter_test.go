@@ -111,3 +111,51 @@ func FuzzCounterAt(f *testing.F) {
 		}
 	})
 }
+
+// TestLincheckWords: Add and Load of a far.Uint64, and Add (with negative deltas) of the same
+// word through a far.Int64, from several clients, are linearizable as a fetch-and-add counter
+// (modulo 2^64); Swap and CompareAndSwap are checked as a register on the Word-mode pointer,
+// which uses the same verbs.
+func TestLincheckWords(t *testing.T) {
+	for fname, mk := range fabrics(t) {
+		t.Run(fname, func(t *testing.T) {
+			r := mk(t)
+			ctr := lincheck.Counter()
+			h := ctr.NewHistory(r.f.Runtime())
+			var u far.Uint64
+			r.parallel(t, linClients, func(c *far.Client) {
+				var err error
+				u, err = far.NewUint64(context.Background(), c, 1, 0)
+				require.NoError(t, err)
+			}, func(i int, c *far.Client) error {
+				ctx := context.Background()
+				rec := h.Client(i + 1)
+				rnd := c.Memory().Runtime().Rand()
+				s, err := far.Int64At(u.Addr())
+				if err != nil {
+					return err
+				}
+				for range 100 {
+					switch rnd.IntN(3) {
+					case 0:
+						op := rec.Call(ctr.Read(0))
+						v, err := u.Load(ctx, c)
+						op.End(v, err)
+					case 1:
+						d := uint64(rnd.IntN(10))
+						op := rec.Call(ctr.Add(0, d))
+						v, err := u.Add(ctx, c, d)
+						op.End(v-d, err)
+					default:
+						d := -int64(rnd.IntN(10))
+						op := rec.Call(ctr.Add(0, uint64(d)))
+						v, err := s.Add(ctx, c, d)
+						op.End(uint64(v-d), err)
+					}
+				}
+				return nil
+			})
+			h.Check(t)
+		})
+	}
+}

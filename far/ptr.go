@@ -38,6 +38,8 @@ const (
 	Locked
 )
 
+// String names the mode as the package doc does ("word", "single-writer", "out-of-place",
+// "locked").
 func (m Mode) String() string {
 	switch m {
 	case Word:
