@@ -213,17 +213,24 @@ func run(ctx context.Context, fabric farmem.Fabric, workers, requests int) (*Res
 		return nil, err
 	}
 
-	// Workers and one consumer of slow events, each with its own client.
+	// Workers and one consumer of slow events, each with its own client, opened here one after
+	// another (the fabric hands out client slots; opening them all before starting keeps a
+	// failure to get one out of the goroutines).
+	clients := make([]*far.Client, workers+1)
+	for i := range clients {
+		cc, done, err := newClient()
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		clients[i] = cc
+	}
 	errs := make(chan error, workers+1)
 	consumed := make(chan uint64, 1)
 	finished := make(chan struct{})
 	go func() {
 		errs <- func() error {
-			cc, done, err := newClient()
-			if err != nil {
-				return err
-			}
-			defer done()
+			cc := clients[workers]
 			n, stop := uint64(0), false
 			for {
 				_, err := events.Dequeue(ctx, cc)
@@ -247,18 +254,21 @@ func run(ctx context.Context, fabric farmem.Fabric, workers, requests int) (*Res
 	}()
 	for w := range workers {
 		go func() {
-			errs <- worker(ctx, newClient, w, workers, requests, cfg, total, slow, hist, events, pages)
+			errs <- worker(ctx, clients[w], w, workers, requests, cfg, total, slow, hist, events, pages)
 		}()
 	}
+	var firstErr error
 	for range workers {
-		if err := <-errs; err != nil {
-			close(finished)
-			return nil, err
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
 		}
 	}
 	close(finished)
-	if err := <-errs; err != nil {
-		return nil, err
+	if err := <-errs; err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if firstErr != nil {
+		return nil, firstErr // every goroutine is done: the clients may close
 	}
 
 	// Read every view back and check that they agree.
@@ -315,14 +325,9 @@ func pagePath(p uint32) string { return fmt.Sprintf("/page/%d", p) }
 
 // worker serves requests: worker w owns the pages p with p % workers == w, so it is the only
 // writer of their map entries, and the row w of the histogram.
-func worker(ctx context.Context, newClient func() (*far.Client, func(), error), w, workers, requests int,
+func worker(ctx context.Context, c *far.Client, w, workers, requests int,
 	cfg far.Ptr[Config], total *far.Counter, slow far.Uint64, hist *farcoll.Array[uint64],
 	events *farcoll.Queue[Event], pages *farcoll.Map[string, PageStats]) error {
-	c, done, err := newClient()
-	if err != nil {
-		return err
-	}
-	defer done()
 	var row [buckets]uint64
 	mine := map[string]PageStats{}
 	for i := range requests {
