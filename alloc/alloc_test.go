@@ -9,7 +9,6 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // The cost the package doc states: a small allocation claims one chunk with one FAA per
@@ -17,7 +16,7 @@ import (
 // free lists cost no verb at all.
 func TestAllocCostAmortized(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 16 << 20}}, FormatOptions{ChunkSize: 64 << 10})
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 16 << 20}}, FormatOptions{ChunkSize: 64 << 10})
 	m := c.client(t, 0)
 	before := m.Stats()
 	a, err := New(ctx, m, Options{})
@@ -72,7 +71,7 @@ func TestAllocCostAmortized(t *testing.T) {
 
 func TestAllocInvalid(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemorySize: 4 << 20}}, FormatOptions{})
+	c := newCluster(t, local.Options{Shape: local.Shape{MemorySize: 4 << 20}}, FormatOptions{})
 	a, _ := c.allocator(t, 0, Options{})
 	for _, r := range [][2]uint64{{0, 0}, {8, 3}, {8, 128}, {1 << 50, 0}} {
 		_, err := a.Alloc(ctx, r[0], r[1])
@@ -97,7 +96,7 @@ func TestAllocInvalid(t *testing.T) {
 
 func TestAlignment(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemorySize: 8 << 20}}, FormatOptions{ChunkSize: 16 << 10})
+	c := newCluster(t, local.Options{Shape: local.Shape{MemorySize: 8 << 20}}, FormatOptions{ChunkSize: 16 << 10})
 	a, m := c.allocator(t, 0, Options{})
 	rng := m.Runtime().NewRand()
 	type blk struct {
@@ -157,7 +156,7 @@ func checkDisjoint(t *testing.T, blocks func(func(farmem.Addr, uint64) bool)) {
 // exhausted, failing costs no verb; freed blocks are still handed out.
 func TestExhaustion(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemorySize: 1 << 20}}, FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
+	c := newCluster(t, local.Options{Shape: local.Shape{MemorySize: 1 << 20}}, FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
 	a, m := c.allocator(t, 0, Options{})
 	h := c.header(t, m, 1)
 	var got []farmem.Addr
@@ -197,7 +196,7 @@ func TestExhaustion(t *testing.T) {
 // A large claim that runs past the end keeps the chunks that fit as spares: no space is lost.
 func TestExhaustionKeepsPartialClaim(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemorySize: 1 << 20}}, FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
+	c := newCluster(t, local.Options{Shape: local.Shape{MemorySize: 1 << 20}}, FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
 	a, m := c.allocator(t, 0, Options{})
 	h := c.header(t, m, 1)
 	chunks := (h.HeapLimit - h.HeapBase) / h.ChunkSize
@@ -216,7 +215,7 @@ func TestExhaustionKeepsPartialClaim(t *testing.T) {
 
 func TestPlacement(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
 		FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
 	// Default placement: client id k prefers node (k-1) % 3.
 	for i := range 4 {
@@ -257,7 +256,7 @@ func TestPlacement(t *testing.T) {
 // memory grow. Fails if Alloc grows the preferred node first.
 func TestAllocReusesOtherNodesFirst(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 1 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 1 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
 		FormatOptions{ChunkSize: 4 << 10})
 	a, m := c.allocator(t, 0, Options{Nodes: []farmem.NodeID{1, 2}})
 	pref := a.nodes[a.pref]
@@ -294,7 +293,7 @@ func TestAllocReusesOtherNodesFirst(t *testing.T) {
 
 func TestSymmetric(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
 		FormatOptions{ChunkSize: 8 << 10, SymmetricSize: 64 << 10})
 	a, m := c.allocator(t, 0, Options{})
 	b, _ := c.allocator(t, 1, Options{})
@@ -357,7 +356,7 @@ func TestSymmetric(t *testing.T) {
 // New refuses a client whose id has no slot in the epoch table.
 func TestNewClientBeyondTable(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16}}, FormatOptions{MaxClients: 16})
+	c := newCluster(t, local.Options{Shape: local.Shape{MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16}}, FormatOptions{MaxClients: 16})
 	_, err := New(ctx, c.client(t, 0), Options{})
 	require.NoError(t, err)
 	_, err = New(ctx, c.client(t, 1), Options{})

@@ -8,7 +8,6 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // BenchmarkAlloc allocates 64-byte blocks that are never freed: the cost includes the chunk
@@ -31,7 +30,7 @@ func BenchmarkAlloc(b *testing.B) {
 				done()
 			}
 			var err error
-			f, err = local.New(local.Options{Shape: transport.Shape{MemorySize: 128 << 20}})
+			f, err = local.New(local.Options{Shape: local.Shape{MemorySize: 128 << 20}})
 			require.NoError(b, err)
 			m, err = f.Open(ctx, f.Hosted()[0])
 			require.NoError(b, err)

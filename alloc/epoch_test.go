@@ -10,11 +10,10 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 func epochCluster(t *testing.T) *testCluster {
-	return newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 4 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
+	return newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 4 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
 		FormatOptions{ChunkSize: 16 << 10})
 }
 

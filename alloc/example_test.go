@@ -8,7 +8,6 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A client formats the cluster (idempotent: every client may do it), opens its allocator, and
@@ -17,7 +16,7 @@ import (
 // still hold it.
 func Example() {
 	ctx := context.Background()
-	fabric, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: 2}})
+	fabric, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	if err != nil {
 		panic(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 func rawFabric(t *testing.T, opts local.Options) *local.Fabric {
@@ -48,7 +47,7 @@ func mutations(s farmem.Stats) uint64 {
 
 func TestFormatOpen(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 4 << 20, ComputeNodes: 2, ClientsPerNode: 16}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 4 << 20, ComputeNodes: 2, ClientsPerNode: 16}})
 	m := openClient(t, f, 0)
 	_, err := Open(ctx, m, 1)
 	require.ErrorIs(t, err, ErrNotFormatted)
@@ -90,7 +89,7 @@ func TestFormatOpen(t *testing.T) {
 
 func TestFormatConflictWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 4 << 20}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 4 << 20}})
 	m := openClient(t, f, 0)
 	require.NoError(t, Format(ctx, m, 1, FormatOptions{ChunkSize: 64 << 10}))
 	img := readRaw(t, m, 1)
@@ -103,7 +102,7 @@ func TestFormatConflictWritesNothing(t *testing.T) {
 
 func TestFormatRefusesData(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 4 << 20}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 4 << 20}})
 	m := openClient(t, f, 0)
 	require.NoError(t, m.Write(ctx, farmem.MakeAddr(1, 128), []byte{1}))
 	before := m.Stats()
@@ -117,7 +116,7 @@ func TestFormatRefusesData(t *testing.T) {
 // options is refused without a write, one with the same options finishes the job.
 func TestFormatHalfFormatted(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 4 << 20}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 4 << 20}})
 	m := openClient(t, f, 0)
 	h, err := Layout(m.Topology(), 1, FormatOptions{})
 	require.NoError(t, err)
@@ -142,7 +141,7 @@ func TestFormatHalfFormatted(t *testing.T) {
 
 func TestOpenWrongSizeVersionNode(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 2}, MemorySizes: []uint64{4 << 20, 8 << 20}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 2}, MemorySizes: []uint64{4 << 20, 8 << 20}})
 	m := openClient(t, f, 0)
 	write := func(n farmem.NodeID, b []byte) {
 		require.NoError(t, m.Write(ctx, farmem.MakeAddr(n, 0), b))
@@ -178,7 +177,7 @@ func TestOpenWrongSizeVersionNode(t *testing.T) {
 // options, and each node ends up with exactly one valid header whose atomic words were set once.
 func TestFormatConcurrent(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 2 << 20, ComputeNodes: 3, ClientsPerNode: 16}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 2 << 20, ComputeNodes: 3, ClientsPerNode: 16}})
 	const n = 12
 	ms := make([]farmem.Memory, n)
 	for i := range ms {
@@ -205,7 +204,7 @@ func TestFormatConcurrent(t *testing.T) {
 // formatter with it succeeds and every other fails with ErrFormatConflict.
 func TestFormatConcurrentConflict(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 2 << 20, ComputeNodes: 2, ClientsPerNode: 16}})
 	chunks := []uint64{8 << 10, 16 << 10}
 	const n = 8
 	errs := make([]error, n)
@@ -228,7 +227,7 @@ func TestFormatConcurrentConflict(t *testing.T) {
 
 func TestFormatOptionsErrors(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 1 << 20}})
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 1 << 20}})
 	m := openClient(t, f, 0)
 	for _, o := range []FormatOptions{
 		{ChunkSize: 1000},

@@ -10,11 +10,10 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 func handoverCluster(t testing.TB) *testCluster {
-	return newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 8 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
+	return newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 8 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
 		FormatOptions{ChunkSize: 16 << 10, SymmetricSize: 256 << 10})
 }
 
@@ -329,7 +328,7 @@ func TestHandoverSpills(t *testing.T) {
 		{"claimed chunks", 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 8 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
+			c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 8 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
 				FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
 			a, m := c.allocator(t, 0, Options{})
 			// Isolated 16-byte free blocks: every one costs the record two bytes.

@@ -2,7 +2,6 @@ package alloc
 
 import (
 	"context"
-	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,7 +17,7 @@ import (
 // its heap, having forgotten every offset of the old incarnation.
 func TestRestartedNode(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
 		FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
 	m := c.client(t, 0)
 	// Placement prefers node 2: Nodes[(id-1) % 3].

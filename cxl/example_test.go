@@ -8,13 +8,12 @@ import (
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // One process: a memfd region with three memory nodes, one compute node, a client. Other
 // processes could attach to r.Path() while r is open.
 func Example() {
-	r, err := cxl.Create("", cxl.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 1 << 20}})
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 3, MemorySize: 1 << 20}})
 	if err != nil {
 		panic(err)
 	}

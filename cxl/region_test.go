@@ -260,7 +260,7 @@ func TestMemfdSealed(t *testing.T) {
 func TestFSDAXRefusedWithoutDAX(t *testing.T) {
 	dir := shmDir(t)
 	path := filepath.Join(dir, "region")
-	_, err := cxl.Create(path, cxl.Options{Shape: transport.Shape{MemorySize: 1 << 20}, Backing: cxl.BackingFSDAX})
+	_, err := cxl.Create(path, cxl.Options{Shape: cxl.Shape{MemorySize: 1 << 20}, Backing: cxl.BackingFSDAX})
 	require.ErrorIs(t, err, cxl.ErrNotDAX)
 	require.ErrorIs(t, err, farmem.ErrNotSupported)
 	require.ErrorContains(t, err, "MAP_SYNC")
@@ -282,7 +282,7 @@ func TestDevDAX(t *testing.T) {
 	if os.Getenv("CXL_TEST_DEVDAX") != devs[0] {
 		t.Skipf("formatting %s would destroy its contents; set CXL_TEST_DEVDAX=%s to allow it", devs[0], devs[0])
 	}
-	r, err := cxl.Create(devs[0], cxl.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 1 << 20}})
+	r, err := cxl.Create(devs[0], cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 1 << 20}})
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, cxl.BackingDevDAX, r.Info().Backing)

@@ -50,7 +50,7 @@ var samplePoint = point64{X: 1, Y: -2, Z: 3, W: -4, T: 5, ID: 6, Flags: 7, Sum: 
 // cxlClient opens a far.Client on a fresh cxl region in a temporary file.
 func cxlClient(tb testing.TB) *far.Client {
 	tb.Helper()
-	r, err := cxl.CreateTemp("", "far-bench-*", cxl.Options{MemoryNodes: 1, MemorySize: 16 << 20, MaxComputeNodes: 2})
+	r, err := cxl.CreateTemp("", "far-bench-*", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 16 << 20, ComputeNodes: 2}})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = r.Close() })
 	f, err := r.Attach(cxl.OpenOptions{})

@@ -152,7 +152,7 @@ func CounterAt(ctx context.Context, c *Client, desc farmem.Addr, opts CounterOpt
 	k.setOptions(opts)
 	for i := range int(n) {
 		s := farmem.Addr(le.Uint64(buf[cntAddrs+8*i:]))
-		if s.IsNil() || !s.Aligned(8) {
+		if s == 0 || s.Offset()%8 != 0 {
 			return nil, fmt.Errorf("far: counter at %v: shard %d at %v: %w", desc, i, s, farmem.ErrInvalid)
 		}
 		k.shards = append(k.shards, s)

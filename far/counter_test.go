@@ -59,7 +59,7 @@ func TestLincheckCounter(t *testing.T) {
 
 // TestCounterCosts: an add is one round trip, a read two; CounterAt sees the same counter.
 func TestCounterCosts(t *testing.T) {
-	r := localRig(t, local.Options{MemoryNodes: 3})
+	r := localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 3}})
 	c := r.client(t)
 	ctx := context.Background()
 	k, err := far.NewCounter(ctx, c, far.CounterOptions{})
@@ -86,7 +86,7 @@ func TestCounterCosts(t *testing.T) {
 // whatever the bytes, it returns an error or a counter whose operations fail cleanly, and
 // never panics.
 func FuzzCounterAt(f *testing.F) {
-	fab, err := local.New(local.Options{MemoryNodes: 2})
+	fab, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	require.NoError(f, err)
 	defer fab.Close()
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 // exampleClient opens a local fabric with two memory nodes and one far.Client on it.
 func exampleClient() (*far.Client, func()) {
-	f, err := local.New(local.Options{MemoryNodes: 2})
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	if err != nil {
 		panic(err)
 	}

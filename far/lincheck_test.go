@@ -25,7 +25,7 @@ const (
 func fabrics(t *testing.T) map[string]func(t *testing.T) *rig {
 	return map[string]func(t *testing.T) *rig{
 		"local": func(t *testing.T) *rig {
-			return localRig(t, local.Options{MemoryNodes: 2, Tearing: true, Jitter: 2 * time.Microsecond, Seed: 7})
+			return localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 2}, Tearing: true, Jitter: 2 * time.Microsecond, Seed: 7})
 		},
 		"sim": func(t *testing.T) *rig { return simRig(t, 11, true) },
 	}

@@ -164,10 +164,10 @@ func PtrAt[T any](a farmem.Addr, mode Mode, codec Codec[T]) (Ptr[T], error) {
 	if err != nil {
 		return Ptr[T]{}, err
 	}
-	if a.IsNil() {
+	if a == 0 {
 		return Ptr[T]{}, ErrNil
 	}
-	if !a.Aligned(8) {
+	if a.Offset()%8 != 0 {
 		return Ptr[T]{}, fmt.Errorf("far: pointer at %v: %w", a, farmem.ErrMisaligned)
 	}
 	return Ptr[T]{a: a, mode: mode, size: codec.Size(), codec: codec}, nil
@@ -213,7 +213,7 @@ func (p Ptr[T]) Addr() farmem.Addr { return p.a }
 func (p Ptr[T]) Mode() Mode { return p.mode }
 
 // IsNil reports whether p is the zero Ptr.
-func (p Ptr[T]) IsNil() bool { return p.a.IsNil() }
+func (p Ptr[T]) IsNil() bool { return p.a == 0 }
 
 // Codec returns the pointer's codec.
 func (p Ptr[T]) Codec() Codec[T] { return p.codec }
@@ -232,7 +232,7 @@ func (p Ptr[T]) cell() farmem.Addr {
 // (with Binary's composite codec, nothing once its pool is warm).
 func (p Ptr[T]) Load(ctx context.Context, c *Client) (T, error) {
 	var zero T
-	if p.a.IsNil() {
+	if p.a == 0 {
 		return zero, ErrNil
 	}
 	n := p.size
@@ -287,12 +287,12 @@ func (p Ptr[T]) readBlock(ctx context.Context, c *Client, blk farmem.Addr) (farm
 	n := p.size
 	buf := c.scratch(8 + n)
 	cell := p.cell()
-	if blk.IsNil() {
+	if blk == 0 {
 		if err := c.m.Read(ctx, cell, buf[:8]); err != nil {
 			return 0, zero, err
 		}
 		blk = farmem.Addr(binary.LittleEndian.Uint64(buf[:8]))
-		if blk.IsNil() {
+		if blk == 0 {
 			return 0, zero, fmt.Errorf("far: pointer %v: cell is empty: %w", p.a, ErrNil)
 		}
 	}
@@ -311,7 +311,7 @@ func (p Ptr[T]) readBlock(ctx context.Context, c *Client, blk farmem.Addr) (farm
 // lands in between; Locked as Update without reading the old block: 4 uncontended (lock,
 // read the cell, write and CAS, release).
 func (p Ptr[T]) Store(ctx context.Context, c *Client, v T) error {
-	if p.a.IsNil() {
+	if p.a == 0 {
 		return ErrNil
 	}
 	n := p.size
@@ -385,12 +385,12 @@ func (p Ptr[T]) storeOutOfPlace(ctx context.Context, c *Client, v T) error {
 		}
 		c.stats.CASRetries++
 		old = farmem.Addr(prev)
-		if old.IsNil() {
+		if old == 0 {
 			return fmt.Errorf("far: pointer %v: cell is empty: %w", p.a, ErrNil)
 		}
 	}
 	c.remember(cell, blk)
-	if !old.IsNil() {
+	if old != 0 {
 		return c.al.Retire(ctx, old, uint64(n))
 	}
 	return nil
@@ -400,7 +400,7 @@ func (p Ptr[T]) storeOutOfPlace(ctx context.Context, c *Client, v T) error {
 // patterns: -0 differs from +0, and a NaN equals the same NaN). Word mode only (ErrMode
 // otherwise): one CAS, one round trip.
 func (p Ptr[T]) CompareAndSwap(ctx context.Context, c *Client, old, new T) (bool, error) {
-	if p.a.IsNil() {
+	if p.a == 0 {
 		return false, ErrNil
 	}
 	if p.mode != Word {
@@ -424,7 +424,7 @@ func (p Ptr[T]) CompareAndSwap(ctx context.Context, c *Client, old, new T) (bool
 // Word and OutOfPlace updates are lock-free; Locked ones wait in the lock's FIFO queue.
 func (p Ptr[T]) Update(ctx context.Context, c *Client, fn func(T) T) (T, error) {
 	var zero T
-	if p.a.IsNil() {
+	if p.a == 0 {
 		return zero, ErrNil
 	}
 	switch p.mode {
@@ -479,13 +479,13 @@ func (p Ptr[T]) updateOutOfPlace(ctx context.Context, c *Client, fn func(T) T) (
 		var cur T
 		var err error
 		if blk, cur, err = p.readBlock(ctx, c, blk); err != nil {
-			if !nblk.IsNil() {
+			if nblk != 0 {
 				_ = c.al.Free(nblk, uint64(n))
 			}
 			return zero, err
 		}
 		nv := fn(cur)
-		if nblk.IsNil() {
+		if nblk == 0 {
 			if nblk, err = c.alloc(ctx, p.a.Node(), uint64(n)); err != nil {
 				return zero, err
 			}
@@ -505,7 +505,7 @@ func (p Ptr[T]) updateOutOfPlace(ctx context.Context, c *Client, fn func(T) T) (
 		}
 		c.stats.CASRetries++
 		blk = farmem.Addr(prev)
-		if blk.IsNil() {
+		if blk == 0 {
 			return zero, fmt.Errorf("far: pointer %v: cell is empty: %w", p.a, ErrNil)
 		}
 	}
@@ -569,12 +569,12 @@ func (p Ptr[T]) lockedSection(ctx context.Context, c *Client, fn func(T) T, read
 			return zero, 0, false, err
 		}
 		blk = farmem.Addr(binary.LittleEndian.Uint64(buf))
-		if blk.IsNil() {
+		if blk == 0 {
 			return zero, 0, false, fmt.Errorf("far: pointer %v: cell is empty: %w", p.a, ErrNil)
 		}
 	}
 	nv := fn(cur)
-	if nblk.IsNil() {
+	if *nblk == 0 {
 		a, err := c.alloc(ctx, p.a.Node(), uint64(n))
 		if err != nil {
 			return zero, 0, false, err
@@ -599,7 +599,7 @@ func (p Ptr[T]) lockedSection(ctx context.Context, c *Client, fn func(T) T, read
 // (the old owner's last Store returns before the new owner's Own). Two owners storing at once
 // break the version protocol and loads may then return a torn value.
 func (p Ptr[T]) Own(ctx context.Context, c *Client) error {
-	if p.a.IsNil() {
+	if p.a == 0 {
 		return ErrNil
 	}
 	if p.mode != SingleWriter {
@@ -620,7 +620,7 @@ func (p Ptr[T]) Disown(c *Client) { delete(c.owned, p.a) }
 // round trip for Word and SingleWriter while the client's announcement is live; one Read of
 // the cell for OutOfPlace and Locked). The caller must make sure no client uses it afterwards.
 func (p Ptr[T]) Free(ctx context.Context, c *Client) error {
-	if p.a.IsNil() {
+	if p.a == 0 {
 		return ErrNil
 	}
 	n := uint64(p.size)
@@ -640,7 +640,7 @@ func (p Ptr[T]) Free(ctx context.Context, c *Client) error {
 		return err
 	}
 	delete(c.seen, p.cell())
-	if blk := farmem.Addr(binary.LittleEndian.Uint64(buf)); !blk.IsNil() {
+	if blk := farmem.Addr(binary.LittleEndian.Uint64(buf)); blk != 0 {
 		if err := c.al.Retire(ctx, blk, n); err != nil {
 			return err
 		}
@@ -672,7 +672,7 @@ func LoadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T) error
 	stride := 16
 	indirect := false
 	for _, p := range ps {
-		if p.a.IsNil() {
+		if p.a == 0 {
 			return ErrNil
 		}
 		stride = max(stride, 16+p.size)
@@ -725,7 +725,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 				b.Read(farmem.Addr(binary.LittleEndian.Uint64(s[0:8])), s[16:16+n])
 			}
 		}
-		if b.Len() == 0 {
+		if len(b.Ops) == 0 {
 			return nil
 		}
 		if err := c.m.Do(ctx, b); err != nil {
@@ -747,7 +747,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 				}
 			case pending[i] == 1:
 				blk := farmem.Addr(binary.LittleEndian.Uint64(s[0:8]))
-				if blk.IsNil() {
+				if blk == 0 {
 					return fmt.Errorf("far: pointer %v: cell is empty: %w", p.a, ErrNil)
 				}
 				pending[i] = 2

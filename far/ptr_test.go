@@ -10,6 +10,7 @@ import (
 	"github.com/farmem/farmem/far"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 func TestCheckType(t *testing.T) {
@@ -94,7 +95,7 @@ func TestBinary(t *testing.T) {
 
 // TestModes: every mode loads what was stored, and its misuses are refused.
 func TestModes(t *testing.T) {
-	r := localRig(t, local.Options{MemoryNodes: 2})
+	r := localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	c := r.client(t)
 	ctx := context.Background()
 	for _, mode := range []far.Mode{far.SingleWriter, far.OutOfPlace, far.Locked} {
@@ -160,7 +161,7 @@ func TestModes(t *testing.T) {
 // TestRoundTrips asserts the round trips of every operation in every mode, uncontended, with
 // farmem.Stats deltas.
 func TestRoundTrips(t *testing.T) {
-	r := localRig(t, local.Options{MemoryNodes: 2})
+	r := localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	c := r.client(t)
 	ctx := context.Background()
 
@@ -255,12 +256,12 @@ func TestRoundTrips(t *testing.T) {
 
 // TestStoreErrors: a store to a node that is down reports ErrNodeDown.
 func TestStoreErrors(t *testing.T) {
-	r := localRig(t, local.Options{MemoryNodes: 2})
+	r := localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	c := r.client(t)
 	ctx := context.Background()
 	p, err := far.NewPtr(ctx, c, q(1), far.PtrOptions[quad]{Mode: far.OutOfPlace, Node: 2})
 	require.NoError(t, err)
-	require.NoError(t, r.f.(farmem.FaultInjector).Crash(2))
+	require.NoError(t, r.f.(transport.FaultInjector).Crash(2))
 	err = p.Store(ctx, c, q(2))
 	require.True(t, errors.Is(err, farmem.ErrNodeDown), "%v", err)
 	_, err = p.Load(ctx, c)

@@ -40,10 +40,10 @@ func NewUint64(ctx context.Context, c *Client, node farmem.NodeID, v uint64) (Ui
 // Uint64At returns the word at a, which must be 8-aligned (ErrMisaligned otherwise). It does
 // not touch far memory: use it for words placed by hand or addresses read from far memory.
 func Uint64At(a farmem.Addr) (Uint64, error) {
-	if a.IsNil() {
+	if a == 0 {
 		return Uint64{}, ErrNil
 	}
-	if !a.Aligned(8) {
+	if a.Offset()%8 != 0 {
 		return Uint64{}, fmt.Errorf("far: word at %v: %w", a, farmem.ErrMisaligned)
 	}
 	return Uint64{a}, nil
@@ -53,11 +53,11 @@ func Uint64At(a farmem.Addr) (Uint64, error) {
 func (u Uint64) Addr() farmem.Addr { return u.a }
 
 // IsNil reports whether u is the zero Uint64.
-func (u Uint64) IsNil() bool { return u.a.IsNil() }
+func (u Uint64) IsNil() bool { return u.a == 0 }
 
 // Load reads the word: one 8-byte Read, one round trip.
 func (u Uint64) Load(ctx context.Context, c *Client) (uint64, error) {
-	if u.a.IsNil() {
+	if u.a == 0 {
 		return 0, ErrNil
 	}
 	buf := c.scratch(8)
@@ -76,7 +76,7 @@ func (u Uint64) Store(ctx context.Context, c *Client, v uint64) error {
 
 // Swap sets the word to v and returns the word it replaced: one MaskedCAS, one round trip.
 func (u Uint64) Swap(ctx context.Context, c *Client, v uint64) (uint64, error) {
-	if u.a.IsNil() {
+	if u.a == 0 {
 		return 0, ErrNil
 	}
 	return c.m.MaskedCAS(ctx, u.a, 0, 0, v, ^uint64(0))
@@ -85,7 +85,7 @@ func (u Uint64) Swap(ctx context.Context, c *Client, v uint64) (uint64, error) {
 // CompareAndSwap sets the word to new if it holds old, and reports whether it did: one CAS,
 // one round trip.
 func (u Uint64) CompareAndSwap(ctx context.Context, c *Client, old, new uint64) (bool, error) {
-	if u.a.IsNil() {
+	if u.a == 0 {
 		return false, ErrNil
 	}
 	prev, err := c.m.CAS(ctx, u.a, old, new)
@@ -94,7 +94,7 @@ func (u Uint64) CompareAndSwap(ctx context.Context, c *Client, old, new uint64) 
 
 // Add adds delta (modulo 2^64) and returns the new value: one FAA, one round trip.
 func (u Uint64) Add(ctx context.Context, c *Client, delta uint64) (uint64, error) {
-	if u.a.IsNil() {
+	if u.a == 0 {
 		return 0, ErrNil
 	}
 	prev, err := c.m.FAA(ctx, u.a, delta)
@@ -104,7 +104,7 @@ func (u Uint64) Add(ctx context.Context, c *Client, delta uint64) (uint64, error
 // Free retires the word through the allocator's deferred free: it is reused once no client
 // can still be reading it. The caller must make sure no client uses it afterwards.
 func (u Uint64) Free(ctx context.Context, c *Client) error {
-	if u.a.IsNil() {
+	if u.a == 0 {
 		return ErrNil
 	}
 	return c.al.Retire(ctx, u.a, 8)

@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"errors"
-	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 	"time"
 
@@ -222,7 +221,7 @@ func runRestart(t *testing.T, rc restartCase, keys int) {
 // TestRestartLocal: a non-home memory node of a local fabric restarts (loses its memory) under
 // a store; see runRestart.
 func TestRestartLocal(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 8}}})
 	ctx := context.Background()
 	require.Equal(t, farmem.NodeID(1), s.Home())
@@ -236,7 +235,7 @@ func TestRestartLocal(t *testing.T) {
 // then finds the node's generation word naming the old incarnation, fences the node, and the
 // scenario goes on as if the fabric had seen the restart.
 func TestRestartSeenFirstByNewStore(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 8}}})
 	ctx := context.Background()
 	runRestart(t, restartCase{s: s, node: 3, restart: func() *kvstore.Store {
@@ -256,7 +255,7 @@ func TestRestartSeenFirstByNewStore(t *testing.T) {
 // TestRestartLocalNodeStatus: a paused node (Hang) keeps its incarnation and is usable after
 // Resume without adoption; a restarted one is fenced until Adopt, whatever it was before.
 func TestRestartLocalNodeStatus(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 1 << 20}, DownTimeout: 50 * time.Millisecond})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 1 << 20}, DownTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Hosted()[0])
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package kvstore_test
 
 import (
 	"context"
-	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,7 +15,7 @@ import (
 // goroutine) and through the Store's pool from GOMAXPROCS goroutines. It reports round trips
 // per operation from the store's counters.
 func BenchmarkCXL(b *testing.B) {
-	r, err := cxl.Create("", cxl.Options{Shape: transport.Shape{MemoryNodes: 1, MemorySize: 256 << 20}})
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 256 << 20}})
 	require.NoError(b, err)
 	defer r.Close()
 	f, err := r.Attach(cxl.OpenOptions{})

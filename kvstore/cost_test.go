@@ -8,7 +8,6 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -36,7 +35,7 @@ var lockCosts = map[string]map[string][2]uint64{
 func roundTrips(t *testing.T, syncName string) {
 	sy, err := kvstore.SyncByName(syncName)
 	require.NoError(t, err)
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, MaxClients: 1, Sync: sy})
 	ctx := context.Background()
 	ss, err := s.Session(ctx)

@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"fmt"
-	"github.com/farmem/farmem/farmem/transport"
 
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
@@ -12,7 +11,7 @@ import (
 // A store on an in-process fabric: Open formats the memory nodes and creates the store; a
 // second Open of the same fabric finds it.
 func Example() {
-	f, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2}})
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
 	if err != nil {
 		panic(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -107,7 +106,7 @@ func (w workload) run(ctx context.Context, s kv, g int, rng *rand.Rand, h *histo
 // The stores use sy (nil: the default).
 func lincheckLocal(t *testing.T, w workload, nStores, perStore int, seed uint64, sy kvstore.Sync) error {
 	t.Helper()
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed})
 	stores := make([]*kvstore.Store, nStores)
 	for i := range stores {
 		// Each store prefers its own compute node, as separate processes would.

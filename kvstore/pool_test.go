@@ -12,7 +12,6 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -63,7 +62,7 @@ func hammer(t *testing.T, s *kvstore.Store, n, rounds int) {
 // answers stay right; the store's costs are the fabric's.
 func TestPool(t *testing.T) {
 	// 2 compute nodes of 6 slots, 2 of them for handlers: room for 8 clients.
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: 6, MaxHandlers: 2}, Jitter: 2 * time.Microsecond})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: 6, MaxHandlers: 2}, Jitter: 2 * time.Microsecond})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	hammer(t, s, 24, 60)
 	require.LessOrEqual(t, s.Clients(), 8)
@@ -106,7 +105,7 @@ func TestPool(t *testing.T) {
 
 // TestMaxClients: the pool never holds more clients than Options.MaxClients.
 func TestMaxClients(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, MaxClients: 3})
 	hammer(t, s, 16, 40)
 	require.LessOrEqual(t, s.Clients(), 3)
@@ -115,7 +114,7 @@ func TestMaxClients(t *testing.T) {
 // TestSessionOn: a session over a client the caller opened; its costs are counted from when the
 // session took it, and its Close leaves the client open.
 func TestSessionOn(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 1, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[1])

@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"errors"
-	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,7 +58,7 @@ func (x *mirrored) Close() error {
 // TestReplicatorPlugsIn: a store created with a two-instance replicator records two roots, its
 // writes reach both instances, and it reopens only with that replicator.
 func TestReplicatorPlugsIn(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	ctx := context.Background()
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Replication: mirror{n: 2}})
 	d := s.Descriptor()

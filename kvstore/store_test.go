@@ -13,7 +13,6 @@ import (
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -62,7 +61,7 @@ func semantics(t *testing.T, s kv, tag string) {
 }
 
 func TestSemantics(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	semantics(t, s, "store")
 	ss, err := s.Session(context.Background())
@@ -167,7 +166,7 @@ func TestClosed(t *testing.T) {
 // finds the same store; NoCreate on a fresh fabric finds none and writes nothing; Inspect finds
 // the store from the fabric alone.
 func TestReopen(t *testing.T) {
-	f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 3, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2}})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)
@@ -232,7 +231,7 @@ func TestMismatch(t *testing.T) {
 // for the root word); all find the same store, and the fabric holds one descriptor.
 func TestRacingCreators(t *testing.T) {
 	for round := range 4 {
-		f := newLocal(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 4}, Jitter: 20 * time.Microsecond, Seed: uint64(round + 1)})
+		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 4}, Jitter: 20 * time.Microsecond, Seed: uint64(round + 1)})
 		ctx := context.Background()
 		const n = 6
 		stores := make([]*kvstore.Store, n)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/kvstore"
 	"github.com/farmem/farmem/rdma"
 )
@@ -25,7 +24,7 @@ import (
 // by path, racing this one to create the store, finds the same store too; and histories of both
 // attachments together are linearizable.
 func TestCXL(t *testing.T) {
-	r, err := cxl.CreateTemp("", "kvstore-test-*", cxl.Options{Shape: transport.Shape{MemoryNodes: 2, MemorySize: 16 << 20, ComputeNodes: 4}})
+	r, err := cxl.CreateTemp("", "kvstore-test-*", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 16 << 20, ComputeNodes: 4}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	ctx := context.Background()

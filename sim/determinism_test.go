@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/sim"
 )
 
@@ -175,7 +174,7 @@ func TestDeterminism(t *testing.T) {
 // clients FAA one word at the same instant, and the seed decides who gets which ticket.
 func TestSeedBreaksTies(t *testing.T) {
 	order := func(seed uint64) string {
-		m := sim.Model{Shape: transport.Shape{ComputeNodes: 2}}
+		m := sim.Model{Shape: sim.Shape{ComputeNodes: 2}}
 		s, err := sim.New(m, seed)
 		require.NoError(t, err)
 		defer s.Close()

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/sim"
 )
 
@@ -233,7 +232,7 @@ func TestContexts(t *testing.T) {
 }
 
 func TestCoresAndHandlers(t *testing.T) {
-	m := sim.Model{Shape: transport.Shape{MaxHandlers: 2, ComputeNodes: 2}, Cores: 2, CallCPU: 10 * time.Microsecond}
+	m := sim.Model{Shape: sim.Shape{MaxHandlers: 2, ComputeNodes: 2}, Cores: 2, CallCPU: 10 * time.Microsecond}
 	s, err := sim.New(m, 1)
 	require.NoError(t, err)
 	defer s.Close()

@@ -3,7 +3,6 @@ package ptrarray_test
 import (
 	"context"
 	"encoding/binary"
-	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,7 +59,7 @@ func TestPointerRoundTrip(t *testing.T) {
 func open(t *testing.T, nodes int, keys uint64, s ptrsync.Synchronizer) (farmem.Memory, *ptrarray.Array, error) {
 	t.Helper()
 	ctx := context.Background()
-	f, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: nodes, MemorySize: 8 << 20}, Strict: true})
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: nodes, MemorySize: 8 << 20}, Strict: true})
 	require.NoError(t, err)
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/numaemu"
 	"github.com/farmem/farmem/rdma"
 )
@@ -126,7 +125,7 @@ func (ff *fabricFlags) open(ctx context.Context, clients int, create bool, log i
 	slots := max(64, clients+16)
 	switch ff.transport {
 	case "local":
-		f, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots}, Seed: ff.seed})
+		f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots}, Seed: ff.seed})
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +156,7 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 		}
 		oo.Profile = &p
 	}
-	ro := cxl.Options{Shape: transport.Shape{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots}}
+	ro := cxl.Options{Shape: cxl.Shape{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots}}
 	var (
 		r    *cxl.Region
 		err  error

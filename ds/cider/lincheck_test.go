@@ -3,7 +3,6 @@ package cider_test
 import (
 	"context"
 	"fmt"
-	"github.com/farmem/farmem/farmem/transport"
 	"os"
 	"strconv"
 	"testing"
@@ -33,7 +32,7 @@ var spreadMix = workload{keys: 40, ops: 150, search: 30, insert: 30, update: 25,
 // strict mode, and checks the history.
 func runLocal(t *testing.T, st structure, k syncKind, w workload, n int) {
 	w.ops *= stressScale()
-	e := newLocalEnv(t, local.Options{Shape: transport.Shape{MemoryNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, w.keys, collide)
+	e := newLocalEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, w.keys, collide)
 	cs := make([]*client, n)
 	for i := range cs {
 		cs[i] = e.open(t, i, st, k)

@@ -3,7 +3,6 @@ package ptrsync_test
 import (
 	"context"
 	"encoding/binary"
-	"github.com/farmem/farmem/farmem/transport"
 	"testing"
 	"time"
 
@@ -66,7 +65,7 @@ func (w *word) read(ctx context.Context) uint64 {
 func newWord(t *testing.T) *word {
 	t.Helper()
 	ctx := context.Background()
-	f, err := local.New(local.Options{Shape: transport.Shape{MemorySize: 4 << 20}})
+	f, err := local.New(local.Options{Shape: local.Shape{MemorySize: 4 << 20}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 	comp := f.Topology().ComputeNodes()[0]

@@ -2,7 +2,6 @@ package race_test
 
 import (
 	"context"
-	"github.com/farmem/farmem/farmem/transport"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ var hot = workload{keys: 3, ops: 500, search: 30, insert: 40, update: 10, maxVal
 // clients' summed stats.
 func runHot(t *testing.T, w workload, n int, p race.Params, defects ...string) (error, race.Stats) {
 	t.Helper()
-	e := newEnv(t, local.Options{Shape: transport.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p)
+	e := newEnv(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p)
 	cs := make([]*client, n)
 	for i := range cs {
 		cs[i] = e.open(t, i, race.Options{})

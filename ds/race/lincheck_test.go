@@ -15,7 +15,6 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // kvModel is the map the histories are checked against.
@@ -129,7 +128,7 @@ type splitRun struct {
 // With crashStep > 0, client 0 dies at that step of its first split.
 func runSplits(t *testing.T, w workload, n int, defect string, crashStep int) splitRun {
 	t.Helper()
-	e := newEnv(t, local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, collide)
+	e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, collide)
 	cs := make([]*client, n)
 	for i := range cs {
 		cs[i] = e.open(t, i, race.Options{Lease: 20 * time.Millisecond})

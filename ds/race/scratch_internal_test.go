@@ -9,13 +9,12 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // localTable opens a handle on a new table with p, on a fresh local fabric in strict mode,
 // and returns it with its client's Memory.
 func localTable(t *testing.T, p Params) (*Table, farmem.Memory) {
-	f, err := local.New(local.Options{Shape: transport.Shape{MemorySize: 16 << 20}, Strict: true})
+	f, err := local.New(local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 	ctx := context.Background()

@@ -14,7 +14,6 @@ import (
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // spinSync is a pessimistic synchronizer for the tests: a CAS spinlock in the first word of the
@@ -113,7 +112,7 @@ func TestSynchronizerNeedsMeta(t *testing.T) {
 func TestLockSynchronizer(t *testing.T) {
 	p := collide
 	p.MetaSize = 16
-	e := newEnv(t, local.Options{Shape: transport.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p)
+	e := newEnv(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p)
 	const n = 6
 	cs := make([]*client, n)
 	syncs := make([]*spinSync, n)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 func main() {
@@ -34,7 +33,7 @@ func run(clients, ops int, latency time.Duration) error {
 	if clients < 1 || ops < 1 {
 		return fmt.Errorf("need at least one client and one op")
 	}
-	fabric, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: clients + 16}, Latency: latency})
+	fabric, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: clients + 16}, Latency: latency})
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func main() {
 func open(ctx context.Context, name string) (farmem.Fabric, func(), error) {
 	switch name {
 	case "cxl":
-		region, err := cxl.CreateTemp("", "visits-*", cxl.Options{MemoryNodes: 2, MemorySize: 32 << 20, MaxComputeNodes: 2})
+		region, err := cxl.CreateTemp("", "visits-*", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 32 << 20, ComputeNodes: 2}})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -81,7 +81,7 @@ func NewArray[T any](ctx context.Context, c *far.Client, n int, opts ArrayOption
 		for i, s := range a.segs {
 			_ = al.Free(s, uint64(a.segLen(i)*a.stride))
 		}
-		if !a.desc.IsNil() {
+		if a.desc != 0 {
 			_ = al.Free(a.desc, uint64(arrayHead+8*len(a.segs)))
 		}
 	}
@@ -128,7 +128,7 @@ func NewArray[T any](ctx context.Context, c *far.Client, n int, opts ArrayOption
 		addOps(b, farmem.OpWrite, s, z[:a.segLen(i)*a.stride])
 	}
 	b.Write(a.desc, d)
-	if b.Len() > farmem.MaxBatchOps {
+	if len(b.Ops) > farmem.MaxBatchOps {
 		free()
 		return nil, fmt.Errorf("farcoll: array of %d bytes per node needs more than one batch: %w", a.per*a.stride, farmem.ErrInvalid)
 	}
@@ -178,7 +178,7 @@ func ArrayAt[T any](ctx context.Context, c *far.Client, desc farmem.Addr, codec 
 	a.desc, a.codec = desc, codec
 	for i := range nsegs {
 		s := farmem.Addr(le.Uint64(buf[arrayHead+8*i:]))
-		if s.IsNil() || !s.Aligned(8) {
+		if s == 0 || s.Offset()%8 != 0 {
 			return nil, fmt.Errorf("farcoll: array at %v: segment %d at %v: %w", desc, i, s, farmem.ErrInvalid)
 		}
 		a.segs = append(a.segs, s)

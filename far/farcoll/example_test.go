@@ -12,7 +12,7 @@ import (
 )
 
 func exampleFabric() (*local.Fabric, *far.Client, func()) {
-	f, err := local.New(local.Options{MemoryNodes: 2})
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	if err != nil {
 		panic(err)
 	}

@@ -31,7 +31,7 @@ type rig struct {
 func fabrics() map[string]func(t *testing.T) *rig {
 	return map[string]func(t *testing.T) *rig{
 		"local": func(t *testing.T) *rig {
-			f, err := local.New(local.Options{MemoryNodes: 2, ComputeNodes: 2, Tearing: true, Strict: true, Jitter: 2 * time.Microsecond, Seed: 5, MemorySize: 32 << 20})
+			f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2, MemorySize: 32 << 20}, Tearing: true, Strict: true, Jitter: 2 * time.Microsecond, Seed: 5})
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				require.Zero(t, f.Violations(), "strict-mode violations")
@@ -428,7 +428,7 @@ func TestQueueRoundTrips(t *testing.T) {
 // written; whatever the bytes, they return an error or a structure whose operations stay in
 // range, and never panic.
 func FuzzOpen(f *testing.F) {
-	fab, err := local.New(local.Options{MemoryNodes: 1})
+	fab, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 1}})
 	require.NoError(f, err)
 	defer fab.Close()
 	ctx := context.Background()

@@ -121,7 +121,7 @@ func QueueAt[T any](ctx context.Context, c *far.Client, a farmem.Addr, codec far
 	if err != nil {
 		return nil, err
 	}
-	if a.IsNil() || !a.Aligned(64) {
+	if a == 0 || a.Offset()%64 != 0 {
 		return nil, fmt.Errorf("farcoll: queue at %v: not 64-aligned: %w", a, farmem.ErrInvalid)
 	}
 	buf := c.Scratch(24)

@@ -13,14 +13,13 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Registers on two memory nodes under real faults: node 1 hangs and resumes, one client
 // crashes, node 2 crashes. Operations that fail with ErrNodeDown have unknown outcomes; the
 // history, recorded with End, is linearizable, and the faults did produce unknown outcomes.
 func TestFaultsGiveUnknownOutcomes(t *testing.T) {
-	f := fabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 2}, Jitter: 3 * time.Microsecond, Strict: true, DownTimeout: 20 * time.Millisecond})
+	f := fabric(t, local.Options{Shape: local.Shape{MemoryNodes: 2}, Jitter: 3 * time.Microsecond, Strict: true, DownTimeout: 20 * time.Millisecond})
 	reg := lincheck.Register[uint64]()
 	h := reg.NewHistory(f.Runtime())
 	// Keys 0..3 live on node 1, keys 4..7 on node 2.

@@ -6,13 +6,12 @@ import (
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 // BenchmarkVerb measures the cost of one verb on the local transport with no latency model:
 // the transport's own overhead, with which every structure's CPU cost in unit tests is paid.
 func BenchmarkVerb(b *testing.B) {
-	f, err := local.New(local.Options{Shape: transport.Shape{MemoryNodes: 2}})
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestOptionsRejected(t *testing.T) {
 }
 
 func TestSlotsExhausted(t *testing.T) {
-	f, err := local.New(local.Options{Shape: transport.Shape{ClientsPerNode: 4, MaxHandlers: 1}})
+	f, err := local.New(local.Options{Shape: local.Shape{ClientsPerNode: 4, MaxHandlers: 1}})
 	require.NoError(t, err)
 	defer f.Close()
 	var ms []farmem.Memory
@@ -84,7 +84,7 @@ func TestSlotsExhausted(t *testing.T) {
 
 func TestLatencyAndParallelNodes(t *testing.T) {
 	const lat = 2 * time.Millisecond
-	f, m := newFabric(t, local.Options{Shape: transport.Shape{MemoryNodes: 3}, Latency: lat})
+	f, m := newFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 3}, Latency: lat})
 	_ = f
 	ctx := context.Background()
 	start := time.Now()
