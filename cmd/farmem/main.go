@@ -8,6 +8,7 @@
 //	farmem kv --region /dev/shm/kv put KEY VALUE
 //	farmem kv --region /dev/shm/kv get KEY
 //	farmem inspect --region /dev/shm/kv
+//	farmem repro cider                CIDER's client sweep in the simulator (minutes)
 //
 // Run `farmem <command> -h` for a command's flags.
 package main
@@ -36,6 +37,7 @@ commands:
   bench     run a YCSB workload on the key-value store and its peers, and print a table
   kv        get, put, insert, update or delete one key
   inspect   show a region's (or a cluster's) header, allocator state and store
+  repro     run a paper's experiments in the simulator and print their tables
 
 Run 'farmem <command> -h' for a command's flags.
 `
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runKV(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		err = runInspect(ctx, args[1:], stdout, stderr)
+	case "repro":
+		err = runRepro(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

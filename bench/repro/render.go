@@ -1,0 +1,124 @@
+package repro
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/farmem/farmem/bench"
+)
+
+// WriteText writes the sweep as aligned text tables, one per structure and mix: throughput
+// (Mops/s of virtual time) per synchronizer, CIDER's ratios to the others, memory-node verbs
+// and failed CASes per operation, and CIDER's write combining and routing (see Routing). Its
+// bytes are a function of the result alone.
+func (r *CiderResult) WriteText(w io.Writer) error {
+	c := r.Config
+	fmt.Fprintf(w, "CIDER sweep: sim.ConnectX6, 8 memory nodes, 4 clients per compute node; zipf %.2f (Permuted); "+
+		"warm-up %v, window %v, seed %d; array %d keys, race %d keys\n", c.Theta, c.Warmup, c.Window, c.Seed, c.ArrayKeys, c.RaceKeys)
+	for _, st := range c.Structs {
+		for _, mx := range c.Mixes {
+			fmt.Fprintf(w, "\n%s, %s\n", st, mx)
+			tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+			var head []string
+			head = append(head, "clients")
+			for _, k := range c.Syncs {
+				head = append(head, k+" Mops")
+			}
+			for _, k := range c.Syncs {
+				if k != CIDER && hasSync(c, CIDER) {
+					head = append(head, "cider/"+abbrev(k))
+				}
+			}
+			for _, k := range c.Syncs {
+				head = append(head, abbrev(k)+" mnv/op")
+			}
+			for _, k := range c.Syncs {
+				head = append(head, abbrev(k)+" fcas/op")
+			}
+			if hasSync(c, CIDER) {
+				head = append(head, "wc-rate", "batch", "ideal", "routed", "comb", "cP50", "cP99")
+			}
+			fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+			for _, n := range c.Clients {
+				row := []string{fmt.Sprint(n)}
+				for _, k := range c.Syncs {
+					row = append(row, fmt.Sprintf("%.2f", r.Point(st, mx, k, n).Throughput/1e6))
+				}
+				cd := r.Point(st, mx, CIDER, n)
+				for _, k := range c.Syncs {
+					if k != CIDER && hasSync(c, CIDER) {
+						row = append(row, fmt.Sprintf("%.2f", cd.Throughput/math.Max(1, r.Point(st, mx, k, n).Throughput)))
+					}
+				}
+				for _, k := range c.Syncs {
+					row = append(row, fmt.Sprintf("%.2f", r.Point(st, mx, k, n).MemoryVerbsPerOp()))
+				}
+				for _, k := range c.Syncs {
+					row = append(row, fmt.Sprintf("%.3f", r.Point(st, mx, k, n).FailedCASPerOp()))
+				}
+				if hasSync(c, CIDER) {
+					ideal, recall, comb := Routing(r.Point(st, mx, Optimistic, n), cd)
+					row = append(row, fmt.Sprintf("%.3f", cd.WCRate()), fmt.Sprintf("%.2f", cd.MeanBatch()),
+						fmt.Sprintf("%.3f", ideal), fmt.Sprintf("%.3f", recall), fmt.Sprintf("%.3f", comb),
+						cd.P50.Round(100*time.Nanosecond).String(), cd.P99.Round(time.Microsecond).String())
+				}
+				fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func hasSync(c CiderConfig, name string) bool {
+	for _, k := range c.Syncs {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// abbrev is a synchronizer's short column name.
+func abbrev(k string) string {
+	if k == Optimistic {
+		return "opt"
+	}
+	return k
+}
+
+// WriteJSON writes the configuration and every point as JSON.
+func (r *CiderResult) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Plots returns one plot per structure and mix: throughput against clients (log scale), a line
+// per synchronizer.
+func (r *CiderResult) Plots() []bench.Plot {
+	var out []bench.Plot
+	for _, st := range r.Config.Structs {
+		for _, mx := range r.Config.Mixes {
+			p := bench.Plot{Title: fmt.Sprintf("CIDER sweep: %s, %s (sim.ConnectX6)", st, mx),
+				XLabel: "clients", YLabel: "Mops/s (virtual time)", LogX: true}
+			for _, k := range r.Config.Syncs {
+				s := bench.Series{Name: k}
+				for _, n := range r.Config.Clients {
+					s.X = append(s.X, float64(n))
+					s.Y = append(s.Y, r.Point(st, mx, k, n).Throughput/1e6)
+				}
+				p.Series = append(p.Series, s)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/farmem/farmem/bench/repro"
+)
+
+func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("farmem repro", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "a seconds-long run with the same code paths (its figures pin the code; they reproduce nothing)")
+	out := fs.String("out", "", "also write the tables (markdown), data (JSON) and plots (SVG) into this directory")
+	structs := fs.String("structs", "", "cider: structures to run, of array,race (default all)")
+	mixes := fs.String("mixes", "", "cider: mixes to run, of write-intensive,write-only (default all)")
+	syncs := fs.String("syncs", "", "cider: synchronizers, of optimistic,spin,mcs,cider (default all)")
+	clients := fs.String("clients", "", "cider: client counts, ascending (default 8 to 512)")
+	seed := fs.Uint64("seed", 1, "the simulation's seed")
+	quiet := fs.Bool("q", false, "no progress lines on standard error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
+
+Runs a paper's experiments in the simulator and prints their tables. Deterministic: the same
+flags print the same bytes. Papers: cider (CIDER §5.2-5.3, the client sweep; about four
+minutes of one core, a few seconds with --quick).
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return usageErr("want one paper")
+	}
+	if fs.Arg(0) != "cider" {
+		return usageErr("unknown paper %q (want cider)", fs.Arg(0))
+	}
+	cfg := repro.CiderFull()
+	if *quick {
+		cfg = repro.CiderQuick()
+	}
+	cfg.Seed = *seed
+	list := func(s string, dst *[]string) {
+		if s != "" {
+			*dst = strings.Split(s, ",")
+		}
+	}
+	list(*structs, &cfg.Structs)
+	list(*mixes, &cfg.Mixes)
+	list(*syncs, &cfg.Syncs)
+	if *clients != "" {
+		cfg.Clients = nil
+		for _, f := range strings.Split(*clients, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return usageErr("--clients %q: %v", *clients, err)
+			}
+			cfg.Clients = append(cfg.Clients, n)
+		}
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return usageErr("--out: %v", err)
+		}
+	}
+	// The simulator runs one goroutine at a time: one P avoids waking an idle one at every
+	// switch. The figures do not depend on it.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var progress io.Writer = stderr
+	if *quiet {
+		progress = nil
+	}
+	res, err := repro.RunCider(ctx, cfg, progress)
+	if errors.Is(err, repro.ErrConfig) {
+		return usageErr("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := res.WriteText(stdout); err != nil {
+		return err
+	}
+	if *out == "" {
+		return nil
+	}
+	return writeReproFiles(*out, "cider", res)
+}
+
+// writeReproFiles writes a result's text tables, JSON and one SVG per plot into dir.
+func writeReproFiles(dir, name string, res *repro.CiderResult) error {
+	write := func(file string, fill func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if err := fill(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := write(name+".txt", res.WriteText); err != nil {
+		return err
+	}
+	if err := write(name+".json", res.WriteJSON); err != nil {
+		return err
+	}
+	for i, p := range res.Plots() {
+		c := res.Config
+		file := fmt.Sprintf("%s-%s-%s.svg", name, c.Structs[i/len(c.Mixes)], c.Mixes[i%len(c.Mixes)])
+		if err := write(file, p.WriteSVG); err != nil {
+			return err
+		}
+	}
+	return nil
+}
