@@ -404,7 +404,7 @@ func (a *Allocator) claimForRecord(ctx context.Context, need uint64) error {
 	for i := range a.nodes {
 		ar := a.arenas[a.nodes[(a.pref+i)%len(a.nodes)]]
 		n := ar.chunksFor(need)
-		off, err := ar.claim(ctx, a.m, n)
+		off, err := ar.claim(ctx, a.m, n, false)
 		if err == nil {
 			ar.large[n] = append(ar.large[n], off)
 			return nil
