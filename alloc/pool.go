@@ -262,3 +262,45 @@ func (a *Allocator) giveBack(ctx context.Context, keep int, mode int) error {
 	}
 	return nil
 }
+
+// roomForRecord makes room for a handover record when no held block can store it and the
+// heaps are exhausted: it withdraws the client's announcement (Close is about to anyway),
+// scans the epoch table so that retired blocks no other client holds back become free,
+// rebuilds whole chunks from every free block, and, while no layout fits, takes chunks from the
+// nodes' pools (at most one per record segment). It returns the new snapshot and whether a
+// layout fits. Close takes this path only when it would otherwise lose what it holds.
+func (a *Allocator) roomForRecord(ctx context.Context, withdraw func(*farmem.Batch)) (*handover, bool) {
+	var b farmem.Batch
+	withdraw(&b)
+	if a.m.Do(ctx, &b) == nil {
+		a.ep.announced = false
+		_, _ = a.scan(ctx)
+	}
+	for _, n := range a.nodes {
+		a.arenas[n].coalesce(true, a.arenas[n].forget)
+	}
+	h := a.snapshot()
+	if _, _, _, ok := a.planRecord(h); ok {
+		return h, true
+	}
+	for range maxSegs {
+		got := false
+		for _, n := range a.nodes {
+			ar := a.arenas[n]
+			if off, ok, err := ar.popPool(ctx, a.m); err == nil && ok {
+				ar.forget(off, ar.chunk)
+				ar.spare = append(ar.spare, off)
+				got = true
+				break
+			}
+		}
+		if !got {
+			return h, false
+		}
+		h = a.snapshot()
+		if _, _, _, ok := a.planRecord(h); ok {
+			return h, true
+		}
+	}
+	return h, false
+}
