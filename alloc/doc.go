@@ -176,7 +176,10 @@
 //     (so they are not lost, and are not also handed over as blocks): the smallest that holds it
 //     in one read, else several (the head and up to 12 segments), else, when it holds no block
 //     of at least 256 bytes (or the record would need more segments), a run of chunks claimed for
-//     it with one FAA. A record is never truncated: every block is in it, or Close fails. Of the
+//     it with one FAA. If the heaps are exhausted, Close first makes room from what it holds: it
+//     withdraws its announcement, scans the epoch table (retired blocks no other client holds
+//     back become free), rebuilds whole chunks from its free blocks, and takes chunks from the
+//     pools, one per segment at most. A record is never truncated: every block is in it, or Close fails. Of the
 //     current chunk's tail only its end is used, so the successor goes on carving the rest.
 //   - In the same batch as the record's Writes, it withdraws its announcement and publishes the
 //     record with a CAS of its handover word (home node, HandoverOffset+8*id) from 0 to the
@@ -268,7 +271,8 @@
 // A crashed client (no Close) still leaks what its allocator held: its current chunks' tails,
 // its free blocks and chunks, and its retired blocks stay unused until the nodes are formatted
 // again; so does a client whose Close failed (home node down, or no room left for a record
-// when it held no block of 256 bytes and no node had a free chunk), and an adopter that crashed
+// when it held no block of 256 bytes and no chunk could be claimed, rebuilt or taken from a
+// pool), and an adopter that crashed
 // after taking a record. Only its announcement is recovered (the lease expires). What a closed
 // client held waits, handed over, until a client with its id opens an allocator; with dense,
 // reused ids that is the next process on its slot. Free blocks are handed only to the same client
