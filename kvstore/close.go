@@ -118,7 +118,7 @@ func (s *Store) CloseContext(ctx context.Context) error {
 	}
 	for {
 		s.mu.Lock()
-		if len(s.live) == 0 || ctx.Err() != nil {
+		if len(s.live) == 0 || s.expired(ctx) != nil {
 			break
 		}
 		w := s.newWaiter(ctx)
@@ -182,6 +182,19 @@ func (w *waiter) sleep(rt farmem.Runtime) {
 	w.wake()
 }
 
+// expired returns ctx's error, or context.DeadlineExceeded once the fabric's clock has passed
+// ctx's deadline: a context of simulated time whose timer has not fired yet (its owner waits
+// outside the simulation) has ended all the same.
+func (s *Store) expired(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !s.rt.Now().Before(farmem.Time(d.UnixNano())) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // takeWaiters removes up to n waiting acquires, oldest first (s.mu held).
 func (s *Store) takeWaiters(n int) []*waiter {
 	n = min(n, len(s.waiters))
@@ -212,7 +225,7 @@ func (s *Store) waitForClient(ctx context.Context) (*conn, error) {
 		s.waiters = slices.DeleteFunc(s.waiters, func(x *waiter) bool { return x == w })
 	}
 	s.mu.Unlock()
-	err := ctx.Err()
+	err := s.expired(ctx)
 	switch {
 	case c != nil && err != nil:
 		s.release(c, nil)

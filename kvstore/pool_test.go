@@ -197,3 +197,30 @@ func TestCloseAfterNodeCrash(t *testing.T) {
 	require.Zero(t, s.Clients())
 	require.NoError(t, s.Close(), "idempotent")
 }
+
+// TestCloseWaitsInFabricTime: on the simulator, Close called from outside the simulation with
+// a session never closed waits DefaultCloseWait of virtual time, then reports the session
+// (it does not spin or hang while no simulated event drives the clock).
+func TestCloseWaitsInFabricTime(t *testing.T) {
+	s := newSim(t, 5)
+	var st *kvstore.Store
+	var id farmem.ClientID
+	s.Run(func() {
+		ctx := context.Background()
+		var err error
+		st, err = kvstore.Open(ctx, s, kvstore.Options{Alloc: quietAlloc})
+		require.NoError(t, err)
+		m, err := s.Open(ctx, s.Topology().ComputeNodes()[1])
+		require.NoError(t, err)
+		ss, err := st.SessionOn(ctx, m)
+		require.NoError(t, err)
+		require.NoError(t, ss.Put(ctx, key(1), val(1, 8)))
+		id = m.Info().ID
+	})
+	start := s.Now()
+	err := st.Close()
+	var ce *kvstore.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, []kvstore.OpenClient{{ID: id, Session: true}}, ce.Open)
+	require.GreaterOrEqual(t, s.Now().Sub(start), kvstore.DefaultCloseWait)
+}
