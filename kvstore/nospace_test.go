@@ -150,38 +150,56 @@ func TestNoSpaceLocal(t *testing.T) {
 
 // TestNoSpaceCXL: the same on a cxl region.
 func TestNoSpaceCXL(t *testing.T) {
+	fillEmptyFill(t, newCXLFabric(t), nil)
+}
+
+// newCXLFabric attaches to a new one-node cxl region of 512 KiB in a temporary file.
+func newCXLFabric(t *testing.T) farmem.Fabric {
+	t.Helper()
 	r, err := cxl.CreateTemp("", "kvstore-nospace-*", cxl.Options{MemoryNodes: 1, MemorySize: 512 << 10, MaxComputeNodes: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	f, err := r.Attach(cxl.OpenOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
-	fillEmptyFill(t, f, nil)
+	return f
 }
 
 // TestNoSpaceAtSplit: every split fails at its allocation step (the allocator refuses its
-// subtable), so the fills stop at what the table's first subtables hold; each failed split
+// subtable), so the fills stop at what the table's first subtable holds; each failed split
 // leaves the table as usable as before (no frozen slot, every key deletable), and once the
-// allocator admits splits again the table grows past that.
+// allocator admits splits again the table grows past that. On local and on cxl.
 func TestNoSpaceAtSplit(t *testing.T) {
-	var refusing atomic.Bool
-	refusing.Store(true)
-	f := newLocal(t, local.Options{MemoryNodes: 1, ComputeNodes: 1, MemorySize: 512 << 10})
-	s, first, _ := fillEmptyFill(t, f, func(size uint64) error {
-		if refusing.Load() {
-			return refuseSplits(size)
-		}
-		return nil
-	})
-	refusing.Store(false)
-	more := fillStore(t, s, 2<<32)
-	require.Greater(t, len(more), 2*first, "splits work again")
-	c := auditStore(t, f, s)
-	require.Zero(t, c.Frozen)
-	require.Equal(t, len(more), c.Keys)
-	require.Greater(t, c.Subtables, 1)
-	ctx := context.Background()
-	for _, k := range more {
-		require.NoError(t, s.Delete(ctx, key(k)))
+	for _, tc := range []struct {
+		name   string
+		fabric func(t *testing.T) farmem.Fabric
+	}{
+		{"local", func(t *testing.T) farmem.Fabric {
+			return newLocal(t, local.Options{MemoryNodes: 1, ComputeNodes: 1, MemorySize: 512 << 10})
+		}},
+		{"cxl", newCXLFabric},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var refusing atomic.Bool
+			refusing.Store(true)
+			f := tc.fabric(t)
+			s, first, _ := fillEmptyFill(t, f, func(size uint64) error {
+				if refusing.Load() {
+					return refuseSplits(size)
+				}
+				return nil
+			})
+			refusing.Store(false)
+			more := fillStore(t, s, 2<<32)
+			require.Greater(t, len(more), 2*first, "splits work again")
+			c := auditStore(t, f, s)
+			require.Zero(t, c.Frozen)
+			require.Equal(t, len(more), c.Keys)
+			require.Greater(t, c.Subtables, 1)
+			ctx := context.Background()
+			for _, k := range more {
+				require.NoError(t, s.Delete(ctx, key(k)))
+			}
+		})
 	}
 }
