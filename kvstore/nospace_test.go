@@ -119,6 +119,10 @@ func fillEmptyFill(t *testing.T, f farmem.Fabric, refuse func(size uint64) error
 	require.Zero(t, c.Frozen, "frozen slots after deleting every key")
 	require.Zero(t, c.Keys)
 
+	// Right after the deletes, with no wait, an insert finds room: the store reclaims what the
+	// deletes retired.
+	require.NoError(t, s.Insert(ctx, key(3<<32), fillValue), "the first insert after emptying")
+	require.NoError(t, s.Delete(ctx, key(3<<32)))
 	keys2 := fillStore(t, s, 1<<32) // other keys: other buckets fill, other subtables split
 	c = auditStore(t, f, s)
 	t.Logf("subtables: %d after the first fill, %d after the second, depths %v", splits, c.Subtables, c.Depths)
