@@ -108,7 +108,7 @@ func (s *Store) CloseContext(ctx context.Context) error {
 	idle := s.idle
 	s.idle = nil
 	for _, c := range idle {
-		delete(s.live, c)
+		s.drop(c)
 	}
 	ws := s.takeWaiters(len(s.waiters))
 	s.mu.Unlock()
@@ -118,7 +118,7 @@ func (s *Store) CloseContext(ctx context.Context) error {
 	}
 	for {
 		s.mu.Lock()
-		if len(s.live) == 0 || s.expired(ctx) != nil {
+		if len(s.live)+s.closing == 0 || s.expired(ctx) != nil {
 			break
 		}
 		w := s.newWaiter(ctx)
@@ -143,12 +143,19 @@ func (s *Store) CloseContext(ctx context.Context) error {
 	return ce
 }
 
-// closeConn releases a client that is no longer in s.live, counts its costs, records a failed
+// drop takes c out of the live clients to be released by closeConn (s.mu held).
+func (s *Store) drop(c *conn) {
+	delete(s.live, c)
+	s.closing++
+}
+
+// closeConn releases a client that drop took out of s.live, counts its costs, records a failed
 // release for Close's report if record is set and the store is closing, and wakes the Closes
 // waiting for clients. It returns the release's error.
 func (s *Store) closeConn(c *conn, record bool) error {
 	st, err := c.close()
 	s.mu.Lock()
+	s.closing--
 	s.retired = s.retired.Add(st)
 	if err != nil && record && s.finished {
 		s.failed = append(s.failed, ClientError{ID: c.id, Err: err})

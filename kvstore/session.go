@@ -47,6 +47,7 @@ func (s *Store) SessionOn(ctx context.Context, m farmem.Memory) (*Session, error
 	}
 	s.mu.Lock()
 	if s.finished {
+		s.drop(c)
 		s.mu.Unlock()
 		_ = s.closeConn(c, false)
 		return nil, errClosed
@@ -161,7 +162,7 @@ func (ss *Session) Close() error {
 		ss.s.release(ss.c, ss.err)
 		return nil
 	}
-	delete(ss.s.live, ss.c)
+	ss.s.drop(ss.c)
 	ss.s.mu.Unlock()
 	return ss.s.closeConn(ss.c, false)
 }

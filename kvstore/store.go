@@ -135,6 +135,7 @@ type Store struct {
 	closers  []*waiter    // Closes waiting for the clients in use to come back
 	sessions map[*conn]bool
 	failed   []ClientError // clients whose release failed after Close began, not yet reported
+	closing  int           // clients taken out of live whose release has not ended
 	ordered  bool          // the index handles are OrderedIndexes
 }
 
@@ -415,6 +416,7 @@ func (s *Store) acquire(ctx context.Context) (*conn, error) {
 			s.opening--
 			switch {
 			case err == nil && s.finished:
+				s.drop(c)
 				s.mu.Unlock()
 				s.closeConn(c, true)
 				return nil, errClosed
@@ -454,7 +456,7 @@ func (s *Store) release(c *conn, opErr error) {
 		s.mu.Unlock()
 		return
 	}
-	delete(s.live, c)
+	s.drop(c)
 	ws := s.takeWaiters(1) // room for a new client
 	s.mu.Unlock()
 	wake(ws)
