@@ -85,17 +85,18 @@
 //     (no verb; time linear in the free blocks held) takes every chunk whose bytes are all free
 //     (in the lists, or in the lists and the uncarved rest of the current chunk) out of the
 //     lists and makes it a spare chunk, which any class carves again. A pass runs when the arena
-//     needs a chunk and has no spare, if at least a chunk's worth of blocks, and half of what
-//     the lists hold, was freed since the last one (so passes cost O(1) amortized per freed
-//     byte); and always when the node is exhausted, which also breaks free runs of chunks into
-//     single chunks.
+//     needs a chunk and has no spare, and in Reclaim, if at least a chunk's worth of bytes, and
+//     half of what the lists hold, was freed since the last one (so passes cost O(1) amortized
+//     per freed block); and always when the node is exhausted, which also breaks free runs of
+//     chunks into single chunks.
 //   - The pool. Each node's header holds a pool of free chunks, a stack linked through the
 //     chunks' first words: the head word (offset 384) is a 24-bit tag and the index+1 of the top
 //     chunk, each pooled chunk's first word the index+1 of the next one, and a count word
-//     (offset 448) the number of chunks pooled. [Allocator.Reclaim] pushes whole free chunks
-//     beyond one per node onto the pool after its scan, and [Allocator.Close] pushes those it
-//     already holds before handing the rest over. A node whose bump word is exhausted pops from
-//     its pool. Every push and pop moves the head word with a CAS that increments the tag.
+//     (offset 448) the number of chunks pooled. [Allocator.Reclaim] pushes the whole free chunks
+//     it holds beyond one per node onto the pool after its scan and pass, and [Allocator.Close]
+//     does the same (without a pass) before handing the rest over. A claim on a node whose bump
+//     word is exhausted pops from that node's pool. Every push and pop moves the head word with
+//     a CAS that increments the tag.
 //
 // Why the stack is safe. A pop reads the head h, then the top chunk's link, then CASes h to the
 // link (with the tag incremented). If the CAS succeeds the head held h throughout, and since
