@@ -280,7 +280,8 @@
 // id; whole free chunks go to every client through the pool. A chunk is rebuilt only when one
 // allocator holds all of its blocks free: blocks of one chunk freed by different clients (a
 // client retiring what a peer wrote) stay in those clients' free lists, serving their own
-// classes, until one client holds them all. The symmetric area has no pool, and runs of
+// classes, until one client holds them all; a process with several clients gathers them with
+// [Allocator.Absorb] (no verb), and clients of different processes do not share free blocks. The symmetric area has no pool, and runs of
 // several chunks come only from the bump word (freed runs serve their own length, or are
 // broken into single chunks once the node is exhausted). A chunk never returns below the bump
 // word: the pool is where freed chunks live.

@@ -184,3 +184,59 @@ func TestAdmitRefuses(t *testing.T) {
 	_, err = a.Alloc(ctx, 512, 0)
 	require.NoError(t, err)
 }
+
+// Absorb moves what one allocator holds into another with no verb: blocks that one client
+// allocated and another freed or retired are rebuilt into whole chunks by the absorber, retired
+// blocks keep their tags (reclaimed at the absorber's scan), and the absorbed allocator is left
+// holding nothing.
+func TestAbsorb(t *testing.T) {
+	ctx := context.Background()
+	const chunk = 4 << 10
+	c := newCluster(t, local.Options{MemoryNodes: 2, MemorySize: 256 << 10, ComputeNodes: 2},
+		FormatOptions{ChunkSize: chunk, SymmetricSize: chunk})
+	a, ma := c.allocator(t, 0, Options{})
+	b, mb := c.allocator(t, 1, Options{})
+	var ps []farmem.Addr
+	for range 4 * chunk / 64 {
+		p, err := a.AllocOn(ctx, c.mem[0], 64, 0)
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	// a frees half of its blocks, b frees a quarter and retires a quarter.
+	for i, p := range ps {
+		switch i % 4 {
+		case 0, 1:
+			require.NoError(t, a.Free(p, 64))
+		case 2:
+			require.NoError(t, b.Free(p, 64))
+		default:
+			require.NoError(t, b.Retire(ctx, p, 64))
+		}
+	}
+	sa, sb := ma.Stats(), mb.Stats()
+	require.NoError(t, a.Absorb(b))
+	require.Zero(t, ma.Stats().Sub(sa).TotalVerbs())
+	require.Zero(t, mb.Stats().Sub(sb).TotalVerbs())
+	require.Equal(t, len(ps)/4, a.Stats().Pending, "b's retired blocks, with their tags")
+	require.Zero(t, b.Stats().Pending)
+	require.NoError(t, b.Quiesce(ctx))
+	require.NoError(t, a.Quiesce(ctx))
+	n, err := a.Reclaim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(ps)/4, n)
+	require.GreaterOrEqual(t, a.Stats().Coalesced, uint64(4), "the four chunks rebuilt")
+	// Whole chunks now serve another class.
+	reg := newRegistry()
+	for range 4 {
+		p, err := a.AllocOn(ctx, c.mem[0], 2000, 0)
+		require.NoError(t, err)
+		require.NoError(t, reg.add(p.Node(), p.Offset(), 2000))
+	}
+	// b holds nothing: its Close hands nothing over.
+	require.NoError(t, b.Close())
+	require.Zero(t, b.Stats().HandedOver)
+
+	other, _ := c.allocator(t, 0, Options{Nodes: c.mem[:1]})
+	require.ErrorIs(t, a.Absorb(other), farmem.ErrInvalid)
+	require.ErrorIs(t, a.Absorb(b), farmem.ErrClosed)
+}

@@ -89,8 +89,10 @@ func (s *Store) Close() error {
 
 // CloseContext closes the store: operations and sessions started after it fail with an error
 // wrapping farmem.ErrClosed, goroutines waiting for a client are woken with that error, the free
-// clients are released at once, and the clients in use (open sessions, operations in flight) as
-// they come back, which CloseContext waits for until ctx ends. Releasing a client closes its
+// clients are released at once (the first of them taking over what the others' allocators hold,
+// see alloc.Allocator.Absorb, so that one handover record carries it), and the clients in use
+// (open sessions, operations in flight) as they come back, which CloseContext waits for until
+// ctx ends. Releasing a client closes its
 // index handles, closes its allocator (handing what it holds over to its client id's next
 // allocator, see alloc.Allocator.Close) and closes its Memory; each step runs even if an
 // earlier one failed, and none waits past the fabric's down timeout, so a node that is down
@@ -113,8 +115,23 @@ func (s *Store) CloseContext(ctx context.Context) error {
 	ws := s.takeWaiters(len(s.waiters))
 	s.mu.Unlock()
 	wake(ws)
+	// One allocator holds all the free clients' memory: the others hand nothing over, and its
+	// record has the most room to be stored in (a full store's clients may each hold only blocks
+	// too small for theirs). The index handles close first (they may give blocks back), and
+	// that allocator closes last, once the others' epoch announcements are withdrawn, so that it
+	// can reclaim what they retired if it needs room for its record.
 	for _, c := range idle {
-		s.closeConn(c, true)
+		if err := c.idx.Close(); err != nil {
+			s.mu.Lock()
+			s.failed = append(s.failed, ClientError{ID: c.id, Err: err})
+			s.mu.Unlock()
+		}
+	}
+	for _, c := range idle[min(1, len(idle)):] {
+		_ = idle[0].a.Absorb(c.a)
+	}
+	for i := len(idle) - 1; i >= 0; i-- {
+		s.closeConn(idle[i], true)
 	}
 	for {
 		s.mu.Lock()

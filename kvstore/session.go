@@ -94,7 +94,7 @@ func (ss *Session) Insert(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(ss.c.run(ctx, func(idx Index) error { return idx.Insert(ctx, key, value) }))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return idx.Insert(ctx, key, value) }))
 }
 
 // Update is Store.Update on the session's client.
@@ -105,7 +105,7 @@ func (ss *Session) Update(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(ss.c.run(ctx, func(idx Index) error { return idx.Update(ctx, key, value) }))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return idx.Update(ctx, key, value) }))
 }
 
 // Put is Store.Put on the session's client.
@@ -116,7 +116,7 @@ func (ss *Session) Put(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(ss.c.run(ctx, func(idx Index) error { return put(ctx, idx, key, value) }))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return put(ctx, idx, key, value) }))
 }
 
 // Delete is Store.Delete on the session's client.
@@ -127,7 +127,7 @@ func (ss *Session) Delete(ctx context.Context, key []byte) error {
 	if err := ss.s.check(key, nil); err != nil {
 		return err
 	}
-	return ss.note(ss.c.run(ctx, func(idx Index) error { return idx.Delete(ctx, key) }))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return idx.Delete(ctx, key) }))
 }
 
 // Scan is Store.Scan on the session's client.

@@ -482,28 +482,44 @@ func (s *Store) with(ctx context.Context, op func(idx Index) error) error {
 	if err != nil {
 		return err
 	}
-	err = c.run(ctx, op)
+	err = s.run(ctx, c, op)
 	s.release(c, err)
 	return err
 }
 
 // run runs op on c's index. If it fails for want of far memory (which leaves the index as it
-// was), run withdraws the client's epoch announcement and reclaims what the client retired
-// (blocks of keys it deleted or overwrote wait out the epochs its own announcement holds back,
-// and no allocation can do this while the operation runs pinned), then, if that made anything
-// reusable, runs op once more. The retry costs nothing unless memory ran out.
-func (c *conn) run(ctx context.Context, op func(idx Index) error) error {
+// was), run gathers memory (see gather) and runs op once more. The retry costs nothing unless
+// memory ran out.
+func (s *Store) run(ctx context.Context, c *conn, op func(idx Index) error) error {
 	err := op(c.idx)
 	if !errors.Is(err, farmem.ErrNoSpace) {
 		return err
 	}
-	if c.a.Quiesce(ctx) != nil {
-		return err
-	}
-	if n, rerr := c.a.Reclaim(ctx); rerr != nil || n == 0 {
-		return err
-	}
+	s.gather(ctx, c)
 	return op(c.idx)
+}
+
+// gather collects into c's allocator the memory the store's clients freed: it takes the idle
+// clients from the pool, withdraws their epoch announcements and moves what their allocators
+// hold into c's (alloc.Allocator.Absorb: no verb), gives them back, then withdraws c's own
+// announcement and reclaims (blocks retired by deletes and updates wait out the epochs that
+// announcements hold back, and no allocation can do this while the operation runs pinned), so
+// that blocks freed by different clients can be rebuilt into whole chunks for any size class.
+// Cost: one round trip per idle client and two or three for c; only when memory ran out.
+func (s *Store) gather(ctx context.Context, c *conn) {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, d := range idle {
+		if d.a.Quiesce(ctx) == nil {
+			_ = c.a.Absorb(d.a)
+		}
+		s.release(d, nil)
+	}
+	if c.a.Quiesce(ctx) == nil {
+		_, _ = c.a.Reclaim(ctx)
+	}
 }
 
 // Get returns the value stored under key, or an error wrapping ErrNotFound.
