@@ -125,13 +125,16 @@
 // Running out of far memory is an ordinary outcome: an Insert, Update or Put for which the
 // allocator finds no room (for the KV block, or for a split's new subtable or directory, which
 // RACE allocates before it freezes anything) fails with an error wrapping ErrNoSpace, has no
-// effect, and leaves the store as usable as before. Before giving up, the store withdraws the
-// client's epoch announcement, reclaims what that client retired and runs the operation once
-// more. Freed memory serves every size class and every client: the allocator rebuilds whole
-// chunks from free blocks and passes chunks between clients through each memory node's pool of
-// free chunks (see alloc's "Free chunks"), so a store filled until ErrNoSpace, emptied and
-// filled again holds about as many keys the second time (within 10%, asserted on local and
-// cxl, and with every split's allocation refused).
+// effect, and leaves the store as usable as before. Before giving up, the store gathers into
+// that client's allocator what its idle clients' allocators hold (alloc.Allocator.Absorb, no
+// verb), withdraws their epoch announcements and its own, reclaims what they all retired, and
+// runs the operation once more. Freed memory serves every size class and every client: the
+// allocator rebuilds whole chunks from free blocks and passes chunks between clients through
+// each memory node's pool of free chunks (see alloc's "Free chunks"), so a store filled until
+// ErrNoSpace, emptied and filled again holds about as many keys the second time (within 10%,
+// asserted on local and cxl, with four goroutines through the pool, and with every split's
+// allocation refused). Free blocks are not shared between processes: a process's clients
+// rebuild chunks from what they freed themselves.
 //
 // # Closing
 //
