@@ -31,6 +31,28 @@ type Options struct {
 	// ScanInterval is the least time between two scans of the epoch table made on the
 	// allocator's own initiative (default Refresh).
 	ScanInterval time.Duration
+	// Admit, if set, is asked before every Alloc, AllocOn and AllocSymmetric with the
+	// request's size; a non-nil error refuses the request, which then fails with an error
+	// wrapping both ErrRefused (so farmem.ErrNoSpace) and Admit's error, having done nothing.
+	// It is how a caller enforces its own quota on a client, or makes allocations fail on
+	// purpose to see how a structure copes with running out of memory. It runs on the
+	// allocator's goroutine and must not call the allocator.
+	Admit func(size uint64) error
+}
+
+// ErrRefused: Options.Admit refused an allocation. It wraps farmem.ErrNoSpace: to the caller,
+// a refused allocation is memory it may not have.
+var ErrRefused = fmt.Errorf("alloc: allocation refused: %w", farmem.ErrNoSpace)
+
+// admit asks Options.Admit about a request of size bytes.
+func (a *Allocator) admit(size uint64) error {
+	if a.opts.Admit == nil {
+		return nil
+	}
+	if err := a.opts.Admit(size); err != nil {
+		return fmt.Errorf("alloc: %d bytes: %w: %w", size, ErrRefused, err)
+	}
+	return nil
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -77,6 +99,10 @@ type Stats struct {
 	// Forgotten counts nodes whose blocks the allocator dropped because the node restarted
 	// (see restart.go's doc: a node adopted with a new incarnation).
 	Forgotten uint64
+	// Coalesced counts whole chunks rebuilt from free blocks (or free runs of chunks broken
+	// up) for any size class to carve; Pooled counts chunks this allocator pushed onto the
+	// nodes' free-chunk pools, Unpooled chunks it took from them.
+	Coalesced, Pooled, Unpooled uint64
 }
 
 // SymOffset is the offset of a symmetric block: the same block on every formatted memory node.
@@ -201,9 +227,11 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	}
 	for _, n := range nodes {
 		h := hdrs[n]
-		a.arenas[n] = newArena(n.String(), false, farmem.MakeAddr(n, offBump), h.HeapBase, h.HeapLimit, h.ChunkSize, &a.stats.Chunks)
+		a.arenas[n] = newArena(n.String(), false, farmem.MakeAddr(n, offBump), h.HeapBase, h.HeapLimit, h.ChunkSize, &a.stats)
+		a.arenas[n].forget = a.forgetter(a.arenas[n])
 	}
-	a.sym = newArena("symmetric", true, farmem.MakeAddr(home, offSymBump), hh.SymBase, hh.SymBase+hh.SymSize, hh.ChunkSize, &a.stats.Chunks)
+	a.sym = newArena("symmetric", true, farmem.MakeAddr(home, offSymBump), hh.SymBase, hh.SymBase+hh.SymSize, hh.ChunkSize, &a.stats)
+	a.sym.forget = a.forgetter(a.sym)
 	a.ep.cached = hh.Epoch
 	a.stats.Epoch = hh.Epoch
 	a.initRestarts()
@@ -280,6 +308,9 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 	if err := checkRequest(size, align); err != nil {
 		return 0, err
 	}
+	if err := a.admit(size); err != nil {
+		return 0, err
+	}
 	// Reuse before growing: a free block on any node beats a new chunk on the preferred one.
 	// Otherwise memory grows whenever a client frees blocks on nodes other than its preferred
 	// one (it retires blocks its peers wrote), however much of it is free.
@@ -339,7 +370,11 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 	if err := checkRequest(size, align); err != nil {
 		return 0, err
 	}
-	if a.arena(n) == nil {
+	if err := a.admit(size); err != nil {
+		return 0, err
+	}
+	ar := a.arena(n)
+	if ar == nil {
 		return 0, fmt.Errorf("alloc: %v is not one of this allocator's nodes: %w", n, farmem.ErrInvalid)
 	}
 	if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
@@ -361,6 +396,9 @@ func (a *Allocator) AllocSymmetric(ctx context.Context, size, align uint64) (Sym
 		return 0, err
 	}
 	if err := checkRequest(size, align); err != nil {
+		return 0, err
+	}
+	if err := a.admit(size); err != nil {
 		return 0, err
 	}
 	off, err := a.allocIn(ctx, a.sym, size, align)
@@ -489,8 +527,9 @@ func (a *Allocator) Stats() Stats {
 // Home returns the node that holds the global epoch and the epoch table.
 func (a *Allocator) Home() farmem.NodeID { return a.home }
 
-// Close hands what the allocator holds over to the next allocator of its client id and
-// releases it; it is idempotent. It writes a handover record of its free blocks, current
+// Close gives the whole free chunks it holds beyond one per node back to the nodes' pools (two
+// round trips per such node), hands the rest of what the allocator holds over to the next
+// allocator of its client id, and releases it; it is idempotent. It writes a handover record of its free blocks, current
 // chunks and retired blocks (with their epoch tags) into blocks it holds, publishes it in the
 // client's handover word and withdraws the client's announcement, all in one batch (see the
 // package doc, "Handover", for the costs). An allocator that holds nothing withdraws the
@@ -504,7 +543,11 @@ func (a *Allocator) Close() error {
 	a.checkNodes()
 	ctx, cancel := a.rt.WithTimeout(context.Background(), a.m.Topology().DownTimeout+time.Second)
 	defer cancel()
-	err := a.handOver(ctx)
+	// Whole free chunks beyond one per node go to the nodes' pools, for every client, rather
+	// than to the next allocator of this id alone. A push that failed lost its chunks (see
+	// the package doc); the rest is handed over.
+	err := a.giveBack(ctx, keepSpares, rebuildNone)
+	err = errors.Join(err, a.handOver(ctx))
 	a.ep = epochState{}
 	a.arenas, a.sym = nil, nil
 	a.foreign, a.foreignRetired = nil, nil

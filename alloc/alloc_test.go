@@ -153,7 +153,8 @@ func checkDisjoint(t *testing.T, blocks func(func(farmem.Addr, uint64) bool)) {
 }
 
 // Exhaustion is an error wrapping farmem.ErrNoSpace, never a crash; once a node is known to be
-// exhausted, failing costs no verb; freed blocks are still handed out.
+// exhausted, failing costs one Read (the node's free-chunk pool, found empty) for a small block
+// and no verb for a run of chunks; freed blocks are still handed out.
 func TestExhaustion(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, local.Options{Shape: local.Shape{MemorySize: 1 << 20}}, FormatOptions{ChunkSize: 4 << 10, SymmetricSize: 64 << 10})
@@ -174,6 +175,10 @@ func TestExhaustion(t *testing.T) {
 	before := m.Stats()
 	_, err = a.Alloc(ctx, 16, 0)
 	require.ErrorIs(t, err, farmem.ErrNoSpace)
+	d := m.Stats().Sub(before)
+	require.Equal(t, uint64(1), d.TotalVerbs(), "one Read of the pool's head")
+	require.Equal(t, uint64(1), d.RoundTrips)
+	before = m.Stats()
 	_, err = a.Alloc(ctx, 64<<10, 0)
 	require.ErrorIs(t, err, farmem.ErrNoSpace)
 	require.Zero(t, m.Stats().Sub(before).TotalVerbs())

@@ -25,15 +25,30 @@ type arena struct {
 	spare     []uint64            // whole chunks claimed but not yet carved
 	exhausted bool                // the bump word passed limit: claims fail without a verb
 	chunks    *uint64             // the allocator's count of chunk claims
+
+	// Chunk accounting for coalescing (pool.go): the bytes of each chunk (by its offset) that
+	// are in the free lists, their total, and the bytes pushed onto the lists since the last
+	// coalescing pass.
+	freeIn    map[uint64]uint64
+	listed    uint64
+	sincePass uint64
+	pool      farmem.Addr // the node's free-chunk pool head word (0 for the symmetric area)
+	st        *Stats
+	forget    func(off, n uint64) // makes a recycled range's words plain data (Allocator.forgetter)
 }
 
-func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64, chunks *uint64) *arena {
+func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64, st *Stats) *arena {
 	maxSmall := chunk / 2
 	n := classBelow(maxSmall) + 1
-	return &arena{
+	ar := &arena{
 		name: name, sym: sym, bump: bump, base: base, limit: limit, chunk: chunk, maxSmall: maxSmall,
-		nClasses: n, free: make([][3][]uint64, n), large: make(map[uint64][]uint64), chunks: chunks,
+		nClasses: n, free: make([][3][]uint64, n), large: make(map[uint64][]uint64), chunks: &st.Chunks,
+		freeIn: make(map[uint64]uint64), st: st, forget: func(off, n uint64) {},
 	}
+	if !sym {
+		ar.pool = farmem.MakeAddr(bump.Node(), offPool)
+	}
+	return ar
 }
 
 // chunksFor returns the number of whole chunks a large block of size bytes takes.
@@ -76,6 +91,10 @@ func (ar *arena) put(off, size uint64) {
 func (ar *arena) push(off uint64, c int) {
 	l := &ar.free[c][alignBucket(off)]
 	*l = append(*l, off)
+	n := classSizes[c]
+	ar.freeIn[ar.chunkOf(off)] += n
+	ar.listed += n
+	ar.sincePass += n
 }
 
 // pop takes a free block of class c aligned to align, preferring the least aligned one.
@@ -85,6 +104,7 @@ func (ar *arena) pop(c int, align uint64) (uint64, bool) {
 		if n := len(*l); n > 0 {
 			off := (*l)[n-1]
 			*l = (*l)[:n-1]
+			ar.unlist(off, classSizes[c])
 			return off, true
 		}
 	}
@@ -117,7 +137,7 @@ func (ar *arena) salvage(from, to uint64) {
 
 // refill retires the current chunk (its tail goes to the free lists) and starts a new one.
 func (ar *arena) refill(ctx context.Context, m farmem.Memory) error {
-	off, err := ar.claim(ctx, m, 1)
+	off, err := ar.claim(ctx, m, 1, true)
 	if err != nil {
 		return err
 	}
@@ -128,34 +148,67 @@ func (ar *arena) refill(ctx context.Context, m farmem.Memory) error {
 	return nil
 }
 
-// claim returns n contiguous whole chunks: a spare one if n == 1, else one FAA of n chunks on
-// the bump word. If the claim runs past the limit, the chunks that do fit become spares (no space
-// is lost) and the claim fails with ErrNoSpace.
-func (ar *arena) claim(ctx context.Context, m farmem.Memory, n uint64) (uint64, error) {
-	if n == 1 && len(ar.spare) > 0 {
-		off := ar.spare[len(ar.spare)-1]
-		ar.spare = ar.spare[:len(ar.spare)-1]
-		return off, nil
+// claim returns n contiguous whole chunks. One chunk comes from, in order: a spare chunk; one
+// rebuilt from free blocks (coalesce, when due); one FAA on the bump word; once the heap is
+// exhausted, a forced coalesce and then the node's pool of free chunks (popPool). Runs of n > 1
+// chunks come from the bump word only. If a claim runs past the limit, the chunks that do fit
+// become spares (no space is lost); a claim nothing satisfies fails with ErrNoSpace. Without
+// rebuild, nothing is coalesced before the bump word is tried (Close's record, which describes
+// free blocks as they are).
+func (ar *arena) claim(ctx context.Context, m farmem.Memory, n uint64, rebuild bool) (uint64, error) {
+	if n == 1 {
+		if len(ar.spare) == 0 && rebuild {
+			ar.coalesce(false, ar.forget)
+		}
+		if off, ok := ar.takeSpare(); ok {
+			return off, nil
+		}
 	}
-	if ar.exhausted || n > (ar.limit-ar.base)/ar.chunk {
-		return 0, fmt.Errorf("alloc: %s: %d chunks of %d bytes do not fit: %w", ar.name, n, ar.chunk, farmem.ErrNoSpace)
-	}
-	prev, err := m.FAA(ctx, ar.bump, n*ar.chunk)
-	if err != nil {
-		return 0, fmt.Errorf("alloc: %s: claim chunk: %w", ar.name, err)
-	}
-	*ar.chunks++
-	if prev < ar.base || prev%ar.chunk != 0 {
-		return 0, fmt.Errorf("alloc: %s: bump pointer %#x is not a chunk of [%#x, %#x): %w", ar.name, prev, ar.base, ar.limit, ErrBadHeader)
-	}
-	if prev >= ar.limit || n*ar.chunk > ar.limit-prev {
+	if !ar.exhausted && n <= (ar.limit-ar.base)/ar.chunk {
+		prev, err := m.FAA(ctx, ar.bump, n*ar.chunk)
+		if err != nil {
+			return 0, fmt.Errorf("alloc: %s: claim chunk: %w", ar.name, err)
+		}
+		*ar.chunks++
+		if prev < ar.base || prev%ar.chunk != 0 {
+			return 0, fmt.Errorf("alloc: %s: bump pointer %#x is not a chunk of [%#x, %#x): %w", ar.name, prev, ar.base, ar.limit, ErrBadHeader)
+		}
+		if prev < ar.limit && n*ar.chunk <= ar.limit-prev {
+			return prev, nil
+		}
 		ar.exhausted = true
 		for p := prev; p < ar.limit && ar.chunk <= ar.limit-p; p += ar.chunk {
 			ar.spare = append(ar.spare, p)
 		}
+	}
+	if n == 1 {
+		ar.coalesce(true, ar.forget)
+		if off, ok := ar.takeSpare(); ok {
+			return off, nil
+		}
+		off, ok, err := ar.popPool(ctx, m)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			ar.forget(off, ar.chunk)
+			return off, nil
+		}
+	}
+	if ar.exhausted {
 		return 0, fmt.Errorf("alloc: %s: heap exhausted: %w", ar.name, farmem.ErrNoSpace)
 	}
-	return prev, nil
+	return 0, fmt.Errorf("alloc: %s: %d chunks of %d bytes do not fit: %w", ar.name, n, ar.chunk, farmem.ErrNoSpace)
+}
+
+// takeSpare takes a spare chunk, if the arena has one.
+func (ar *arena) takeSpare() (uint64, bool) {
+	if k := len(ar.spare); k > 0 {
+		off := ar.spare[k-1]
+		ar.spare = ar.spare[:k-1]
+		return off, true
+	}
+	return 0, false
 }
 
 // take returns a block for size bytes aligned to align from the free lists or the current
@@ -181,7 +234,7 @@ func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
 // small one gets a new chunk to carve, and grow returns ok == false.
 func (ar *arena) grow(ctx context.Context, m farmem.Memory, size uint64) (off uint64, ok bool, err error) {
 	if size > ar.maxSmall {
-		off, err := ar.claim(ctx, m, ar.chunksFor(size))
+		off, err := ar.claim(ctx, m, ar.chunksFor(size), true)
 		return off, err == nil, err
 	}
 	return 0, false, ar.refill(ctx, m)

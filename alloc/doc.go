@@ -7,7 +7,8 @@
 //
 // Every memory node is laid out the same way, from its header at offset 0 (see [Header]):
 //
-//	[0, 512)                         header: magic, claim, constants, bump, symmetric bump, epoch
+//	[0, 512)                         header: magic, claim, constants, bump, symmetric bump, epoch,
+//	                                 free-chunk pool head and count
 //	[512, 4096)                      reserved for the roots of what is built on the allocator
 //	                                 (kvstore's root word is at 2048 of the home node); this
 //	                                 package never writes it nor hands it out
@@ -23,8 +24,9 @@
 // the same offset everywhere whatever the node sizes; the global epoch, the tables in use and
 // the symmetric bump word are those of one designated home node (by default the lowest memory
 // node), which every header names. The handover table comes first so that its offset does not
-// depend on the header (layout version 2; version 1 had no handover table and is refused with
-// [ErrVersion]).
+// depend on the header. Layout version 3 added the free-chunk pool's two words to every header
+// (see "Free chunks"); version 2 (no pool words) and version 1 (no handover table) are refused
+// with [ErrVersion].
 //
 // [Format] writes a header through a client's verbs. It is idempotent and race-free: a
 // formatter reads the header, refuses a node holding anything else, claims the node with a CAS
@@ -48,12 +50,16 @@
 // claimed with one FAA of their length. A request of size bytes and alignment align (a power of
 // two up to 64; every block is at least 16-aligned) takes a free block of its class whose
 // address has that alignment, else carves the current chunk (padding goes to the free lists),
-// else claims a new chunk: one FAA of ChunkSize on the node's bump word, whose result is the
-// chunk. A chunk's unused tail goes to the free lists. When the bump word passes the heap's end
-// the claim fails with an error wrapping farmem.ErrNoSpace, chunks that still fit are kept
-// (nothing is lost), and later claims on that node fail without a verb. Block contents are
-// undefined: fresh ones are zero, recycled ones hold old data, and the allocator calls
-// farmem.ForgetAtomic on a recycled block before handing it out. [Allocator.Free] and
+// else claims a new chunk (see "Free chunks" for where it comes from): a spare chunk, a chunk
+// rebuilt from free blocks, else one FAA of ChunkSize on the node's bump word, whose result is
+// the chunk. A chunk's unused tail goes to the free lists. When the bump word passes the heap's
+// end, chunks that still fit are kept (nothing is lost) and later claims on that node look in
+// the node's pool of free chunks instead (one Read when it is empty); a claim nothing satisfies
+// fails with an error wrapping farmem.ErrNoSpace. Block contents are undefined: blocks never
+// used before are zero, others hold old data, and the allocator calls a strict-mode transport's ForgetAtomic on
+// reused memory (a recycled block, a rebuilt or pooled chunk) before handing it out.
+// Options.Admit, if set, can refuse any request ([ErrRefused], wrapping farmem.ErrNoSpace):
+// a caller's quota, or failures injected to test how a structure copes with running out. [Allocator.Free] and
 // [Allocator.Retire] take the size the block was allocated with; freeing a block twice is not
 // detected.
 //
@@ -70,6 +76,47 @@
 // regular allocation on any node ever returns an offset a symmetric one has. A symmetric block
 // exists on every node, used or not, so size the area (FormatOptions.SymmetricSize, default an
 // eighth of the smallest node) for the replicated data only.
+//
+// # Free chunks
+//
+// Memory freed in one size class serves every other, and every client, through whole chunks:
+//
+//   - Rebuilding. Each arena counts, per chunk, the bytes of that chunk in its free lists. A pass
+//     (no verb; time linear in the free blocks held) takes every chunk whose bytes are all free
+//     (in the lists, or in the lists and the uncarved rest of the current chunk) out of the
+//     lists and makes it a spare chunk, which any class carves again. A pass runs when the arena
+//     needs a chunk and has no spare, and in Reclaim, if at least a chunk's worth of bytes, and
+//     half of what the lists hold, was freed since the last one (so passes cost O(1) amortized
+//     per freed block); and always when the node is exhausted, which also breaks free runs of
+//     chunks into single chunks.
+//   - The pool. Each node's header holds a pool of free chunks, a stack linked through the
+//     chunks' first words: the head word (offset 384) is a 24-bit tag and the index+1 of the top
+//     chunk, each pooled chunk's first word the index+1 of the next one, and a count word
+//     (offset 448) the number of chunks pooled. [Allocator.Reclaim] pushes the whole free chunks
+//     it holds beyond one per node onto the pool after its scan and pass, and [Allocator.Close]
+//     does the same (without a pass) before handing the rest over. A claim on a node whose bump
+//     word is exhausted pops from that node's pool. Every push and pop moves the head word with
+//     a CAS that increments the tag.
+//
+// Why the stack is safe. A pop reads the head h, then the top chunk's link, then CASes h to the
+// link (with the tag incremented). If the CAS succeeds the head held h throughout, and since
+// every push and every pop changes the tag, no push or pop happened in between: the chunk was
+// on top all along and its link, written before the push that put it there and never written
+// while pooled, was the one read. A stale pop (the chunk popped meanwhile and reused, its first
+// word now data) reads garbage and fails its CAS. The tag wraps after 2^24 operations, so a
+// client would have to stall between its read and its CAS while exactly a multiple of 16.7
+// million pushes and pops happened, and then find the same chunk on top (the ABA the tag
+// rules out otherwise). Pushes write all links and CAS the head in one batch on the node,
+// applied in order, so the links land before the chunks are published.
+//
+// Coherence. A block reaches a free list only when it is free to reuse (Free, or Retire and
+// the epoch horizon passing it), so a rebuilt chunk holds nothing any client can still reach,
+// and deferred free is unchanged. A chunk is held by exactly one party: one allocator (lists,
+// spare, current chunk, then its handover record) or the pool; a push takes the chunks out of
+// the allocator before its CAS, and a push or pop whose CAS has an unknown outcome (the node
+// failed under it) gives its chunks up: they leak rather than risk being held twice. The count
+// word is moved with an unsignaled FAA after each successful CAS, so it is exact when no push
+// or pop is in flight.
 //
 // # Deferred free
 //
@@ -130,7 +177,10 @@
 //     (so they are not lost, and are not also handed over as blocks): the smallest that holds it
 //     in one read, else several (the head and up to 12 segments), else, when it holds no block
 //     of at least 256 bytes (or the record would need more segments), a run of chunks claimed for
-//     it with one FAA. A record is never truncated: every block is in it, or Close fails. Of the
+//     it with one FAA. If the heaps are exhausted, Close first makes room from what it holds: it
+//     withdraws its announcement, scans the epoch table (retired blocks no other client holds
+//     back become free), rebuilds whole chunks from its free blocks, and takes chunks from the
+//     pools, one per segment at most. A record is never truncated: every block is in it, or Close fails. Of the
 //     current chunk's tail only its end is used, so the successor goes on carving the rest.
 //   - In the same batch as the record's Writes, it withdraws its announcement and publishes the
 //     record with a CAS of its handover word (home node, HandoverOffset+8*id) from 0 to the
@@ -194,13 +244,22 @@
 //	                                      batch; +1 rtt (1 FAA) if no held block can store the
 //	                                      record; +2 rtt per retry if the word was taken (chain)
 //	Format                                3 rtt (read, claim, one batch); 1 Read if already done
+//	Alloc, node exhausted, pool empty     1 rtt (a Read of the pool's head word)
+//	Alloc, chunk from the pool            3 rtt: Read head, Read link, CAS (+2 per lost CAS),
+//	                                      and an unsignaled FAA of the count; +1 (the FAA that
+//	                                      found the heap's end) the first time
+//	Reclaim, giving chunks back           +2 rtt per node with chunks to give: Read head, then
+//	                                      one batch of a Write per chunk and the CAS (+1 per lost
+//	                                      CAS); an unsignaled FAA of the count
+//	Close, with whole free chunks         +2 rtt per node, as Reclaim's push
 //
 // A record costs about 2 bytes per isolated free block, a few per run of consecutive ones, and
 // 5 to 8 per retired block: 3000 allocations, half freed and a quarter retired, make a 9.5 KB
 // record, read in one 16 KiB Read; 4096 contiguous freed blocks make a record of a few bytes.
 //
 // An Alloc that would claim a chunk while retired blocks are pending first scans the table, at
-// most every Options.ScanInterval (and always when the node is exhausted).
+// most every Options.ScanInterval (and always when the node is exhausted). These costs are
+// asserted with Stats deltas, the pool's in its own tests.
 //
 // # Runtime
 //
@@ -213,9 +272,17 @@
 // A crashed client (no Close) still leaks what its allocator held: its current chunks' tails,
 // its free blocks and chunks, and its retired blocks stay unused until the nodes are formatted
 // again; so does a client whose Close failed (home node down, or no room left for a record
-// when it held no block of 256 bytes and no node had a free chunk), and an adopter that crashed
+// when it held no block of 256 bytes and no chunk could be claimed, rebuilt or taken from a
+// pool), and an adopter that crashed
 // after taking a record. Only its announcement is recovered (the lease expires). What a closed
 // client held waits, handed over, until a client with its id opens an allocator; with dense,
-// reused ids that is the next process on its slot. Blocks are handed only to the same client
-// id, never to other clients, and there is no way back from a chunk to the heap.
+// reused ids that is the next process on its slot. Free blocks are handed only to the same client
+// id; whole free chunks go to every client through the pool. A chunk is rebuilt only when one
+// allocator holds all of its blocks free: blocks of one chunk freed by different clients (a
+// client retiring what a peer wrote) stay in those clients' free lists, serving their own
+// classes, until one client holds them all; a process with several clients gathers them with
+// [Allocator.Absorb] (no verb), and clients of different processes do not share free blocks. The symmetric area has no pool, and runs of
+// several chunks come only from the bump word (freed runs serve their own length, or are
+// broken into single chunks once the node is exhausted). A chunk never returns below the bump
+// word: the pool is where freed chunks live.
 package alloc

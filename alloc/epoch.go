@@ -267,17 +267,25 @@ func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) err
 }
 
 // Reclaim scans the epoch table now and makes reusable every retired block that no live client
-// can still reach; it returns how many. Allocation scans on its own when it needs room (at most
-// every ScanInterval), so calling Reclaim is optional.
+// can still reach; it returns how many. Then it rebuilds whole chunks from free blocks (when a
+// pass is due) and gives the whole free chunks beyond one per node back to the nodes' pools, for
+// every client (see the package doc, "Free chunks"). Allocation scans on its own when it needs
+// room (at most every ScanInterval), so calling Reclaim is optional; a client that frees much
+// and allocates little calls it to let others use what it freed.
 //
 // Cost: one round trip (the global epoch and the table, two Reads in one batch, 8 bytes per
 // table slot), then unsignaled CASes: one to advance the global epoch if every live client has
-// announced it, one per expired announcement to clear it.
+// announced it, one per expired announcement to clear it; and two round trips per node it gives
+// chunks back to.
 func (a *Allocator) Reclaim(ctx context.Context) (int, error) {
 	if err := a.usable(); err != nil {
 		return 0, err
 	}
-	return a.scan(ctx)
+	n, err := a.scan(ctx)
+	if err != nil {
+		return n, err
+	}
+	return n, a.giveBack(ctx, keepSpares, rebuildDue)
 }
 
 // scan reads the global epoch g and the table (in that order, in one batch on the home node).

@@ -330,7 +330,14 @@ func (a *Allocator) handOver(ctx context.Context) error {
 		// No held block is large enough (or they are too scattered): claim a run of chunks
 		// for the record. It is then one of the blocks the allocator holds, and is picked.
 		need := uint64(len(encodeBody(h))) + prefixFixed + 2*descLen + 64
-		if err := a.claimForRecord(ctx, need); err != nil {
+		err := a.claimForRecord(ctx, need)
+		if errors.Is(err, farmem.ErrNoSpace) {
+			// The heaps are exhausted: make room from what the allocator holds (see roomForRecord).
+			if h, ok = a.roomForRecord(ctx, withdraw); ok {
+				err = nil
+			}
+		}
+		if err != nil {
 			var b farmem.Batch
 			withdraw(&b)
 			_ = a.m.Do(ctx, &b)
@@ -404,7 +411,7 @@ func (a *Allocator) claimForRecord(ctx context.Context, need uint64) error {
 	for i := range a.nodes {
 		ar := a.arenas[a.nodes[(a.pref+i)%len(a.nodes)]]
 		n := ar.chunksFor(need)
-		off, err := ar.claim(ctx, a.m, n)
+		off, err := ar.claim(ctx, a.m, n, false)
 		if err == nil {
 			ar.large[n] = append(ar.large[n], off)
 			return nil

@@ -14,8 +14,9 @@ import (
 const Magic uint64 = 0x31434c416d726166
 
 // Version is the layout version this package writes and reads. Version 2 added the handover
-// table before the epoch table.
-const Version = 2
+// table before the epoch table; version 3 added the free-chunk pool's head and count words to
+// every node's header (see the package doc, "Free chunks").
+const Version = 3
 
 // HeaderLen is the number of bytes at offset 0 of a memory node that hold the header proper.
 const HeaderLen = 512
@@ -47,12 +48,14 @@ const (
 	offBump    = 192
 	offSymBump = 256
 	offEpoch   = 320
+	offPool    = 384 // the free-chunk pool's head word (see pool.go)
+	offPoolN   = 448 // the number of chunks in the pool
 )
 
 // reserved are the byte ranges of the header no field uses; they must be zero.
 var reserved = [][2]int{
 	{offClaim + 8, offConst}, {offConst + 8*nConst, offBump}, {offBump + 8, offSymBump},
-	{offSymBump + 8, offEpoch}, {offEpoch + 8, HeaderLen},
+	{offSymBump + 8, offEpoch}, {offEpoch + 8, offPool}, {offPool + 8, offPoolN}, {offPoolN + 8, HeaderLen},
 }
 
 // Errors of headers and formatting. Each wraps farmem.ErrInvalid, so errors.Is(err,
@@ -78,7 +81,7 @@ var (
 // blocks it read; the operation must be retried.
 var ErrPinExpired = errors.New("alloc: pin outlived its lease")
 
-// Header is a memory node's header. Every field but the last three is fixed when the node is
+// Header is a memory node's header. Every field but the last five is fixed when the node is
 // formatted; the layout of the node follows from them:
 //
 //	[0, HeaderLen)                     the header
@@ -115,6 +118,11 @@ type Header struct {
 	SymBump uint64
 	// Epoch is the global epoch (meaningful on the home node).
 	Epoch uint64
+	// Pool is the head word of the node's pool of free chunks (0: empty; see the package doc,
+	// "Free chunks"), and PoolChunks the number of chunks in it. PoolChunks is updated after
+	// the head word moves, so it is exact only when no client is pushing or popping.
+	Pool       uint64
+	PoolChunks int64
 }
 
 // layoutOf computes the header of node id of size bytes from the format parameters.
@@ -221,6 +229,8 @@ func (h Header) Encode() []byte {
 	binary.LittleEndian.PutUint64(b[offBump:], h.Bump)
 	binary.LittleEndian.PutUint64(b[offSymBump:], h.SymBump)
 	binary.LittleEndian.PutUint64(b[offEpoch:], h.Epoch)
+	binary.LittleEndian.PutUint64(b[offPool:], h.Pool)
+	binary.LittleEndian.PutUint64(b[offPoolN:], uint64(h.PoolChunks))
 	return b
 }
 
@@ -268,6 +278,7 @@ func DecodeHeader(b []byte) (Header, error) {
 		TableOff: w[5], SymBase: w[6], SymSize: w[7], HeapBase: w[8], HeapLimit: w[9], Home: farmem.NodeID(w[10]),
 		HandoverOff: w[11],
 		Bump:        word(offBump), SymBump: word(offSymBump), Epoch: word(offEpoch),
+		Pool: word(offPool), PoolChunks: int64(word(offPoolN)),
 	}
 	if err := h.check(); err != nil {
 		return Header{}, err

@@ -105,7 +105,8 @@ func (a *Allocator) forgetNode(n farmem.NodeID) {
 	if old == nil {
 		return
 	}
-	a.arenas[n] = newArena(old.name, false, old.bump, old.base, old.limit, old.chunk, old.chunks)
+	a.arenas[n] = newArena(old.name, false, old.bump, old.base, old.limit, old.chunk, old.st)
+	a.arenas[n].forget = a.forgetter(a.arenas[n])
 	a.ep.retired = slices.DeleteFunc(a.ep.retired, func(r retired) bool { return r.ar == old })
 	a.foreign = slices.DeleteFunc(a.foreign, func(s arenaState) bool { return s.node == n })
 	a.foreignRetired = slices.DeleteFunc(a.foreignRetired, func(r retiredState) bool { return r.node == n })

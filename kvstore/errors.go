@@ -35,5 +35,14 @@ var (
 	ErrMismatch = fmt.Errorf("kvstore: store layout differs from the options: %w", farmem.ErrInvalid)
 )
 
+// ErrNoSpace: far memory has no room for the pair, or for the index to grow (a RACE split's new
+// subtable or directory): an Insert, Update or Put that fails with it (wrapped, alongside the
+// allocator's error) had no effect, and the store is exactly as usable as before: every key
+// readable, updatable and deletable. It is farmem.ErrNoSpace itself, so errors.Is with either
+// holds. Memory that Delete and Update free becomes reusable once no client can still read it
+// (see the package doc, "Memory"); the store reclaims it when an operation runs out, before
+// giving up.
+var ErrNoSpace = farmem.ErrNoSpace
+
 // errClosed is returned by operations on a closed Store or Session.
 var errClosed = fmt.Errorf("kvstore: closed: %w", farmem.ErrClosed)

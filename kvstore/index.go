@@ -15,7 +15,9 @@ import (
 // with this package's sentinels (wrapped or not): ErrNotFound from Get, Update and Delete of an
 // absent key, ErrExists from Insert of a present one. Keys and values passed in are the
 // caller's and may be reused once the call returns; a value returned is the caller's.
-// The store checks keys and values against the kind's Limits before calling.
+// The store checks keys and values against the kind's Limits before calling. An operation that
+// fails for want of far memory returns an error wrapping farmem.ErrNoSpace and must have had no
+// effect: the store may run it again once it has reclaimed memory.
 type Index interface {
 	Get(ctx context.Context, key []byte) ([]byte, error)
 	Insert(ctx context.Context, key, value []byte) error

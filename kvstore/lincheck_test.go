@@ -106,11 +106,19 @@ func (w workload) run(ctx context.Context, s kv, g int, rng *rand.Rand, h *histo
 // The stores use sy (nil: the default).
 func lincheckLocal(t *testing.T, w workload, nStores, perStore int, seed uint64, sy kvstore.Sync) error {
 	t.Helper()
+	return lincheckLocalWith(t, w, nStores, perStore, seed, kvstore.Options{Sync: sy})
+}
+
+// lincheckLocalWith is lincheckLocal with the stores' options (their Alloc and Nodes are set
+// here).
+func lincheckLocalWith(t *testing.T, w workload, nStores, perStore int, seed uint64, o kvstore.Options) error {
+	t.Helper()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed})
 	stores := make([]*kvstore.Store, nStores)
 	for i := range stores {
 		// Each store prefers its own compute node, as separate processes would.
-		stores[i] = openStore(t, f, kvstore.Options{Alloc: quietAlloc, Sync: sy, Nodes: []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}})
+		o.Alloc, o.Nodes = quietAlloc, []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}
+		stores[i] = openStore(t, f, o)
 	}
 	return lincheckStores(t, f.Runtime(), w, stores, perStore)
 }
@@ -168,11 +176,36 @@ func TestLinearizableSyncs(t *testing.T) {
 	}
 }
 
-// TestLinearizableCatchesBrokenPut: a Put made of a Delete and an Insert is caught.
+// TestLinearizableCatchesBrokenPut: a Put made of a Delete and an Insert is caught. The defect
+// is an index built here (brokenPut), whose Update, which Put starts with, is a Delete then an
+// Insert.
 func TestLinearizableCatchesBrokenPut(t *testing.T) {
-	kvstore.SetPutDefectForTest(true)
-	defer kvstore.SetPutDefectForTest(false)
 	w := workload{keys: 3, ops: 200, get: 50, put: 50, maxVal: 8, unknown: 4}
-	err := lincheckLocal(t, w, 1, 6, 3, nil)
+	err := lincheckLocalWith(t, w, 1, 6, 3, kvstore.Options{Replication: brokenPut{}})
 	require.ErrorIs(t, err, lincheck.ErrNotLinearizable)
+}
+
+// brokenPut is a Replicator over one instance whose handles' Update is not atomic: a Delete
+// followed by an Insert, so a reader in between sees the key missing although it was present
+// before and after.
+type brokenPut struct{ kvstore.NoReplication }
+
+func (brokenPut) Name() string { return "broken-put" }
+
+func (brokenPut) Combine(rs []kvstore.Index) (kvstore.Index, error) {
+	idx, err := kvstore.NoReplication{}.Combine(rs)
+	return brokenUpdate{idx}, err
+}
+
+type brokenUpdate struct{ kvstore.Index }
+
+func (b brokenUpdate) Update(ctx context.Context, key, value []byte) error {
+	for {
+		if err := b.Index.Delete(ctx, key); err != nil {
+			return err
+		}
+		if err := b.Index.Insert(ctx, key, value); !errors.Is(err, kvstore.ErrExists) {
+			return err
+		}
+	}
 }

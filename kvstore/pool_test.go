@@ -134,3 +134,93 @@ func TestSessionOn(t *testing.T) {
 	_, err = m.FAA(ctx, farmem.MakeAddr(1, 64<<10), 1)
 	require.NoError(t, err, "the client is still open")
 }
+
+// TestPoolHandsOver: on the simulator, with one client allowed, a goroutine waiting for the
+// pool is handed the client the moment it comes back (in virtual time: the release, then the
+// operation's own cost), not at its next look at the pool; nothing polls.
+func TestPoolHandsOver(t *testing.T) {
+	s := newSim(t, 3)
+	s.Run(func() {
+		ctx := context.Background()
+		st, err := kvstore.Open(ctx, s, kvstore.Options{Alloc: quietAlloc, MaxClients: 1})
+		require.NoError(t, err)
+		defer st.Close()
+		require.NoError(t, st.Put(ctx, key(1), val(1, 8)))
+		t0 := s.Now()
+		_, err = st.Get(ctx, key(1))
+		require.NoError(t, err)
+		getCost := s.Now().Sub(t0)
+
+		ss, err := st.Session(ctx)
+		require.NoError(t, err)
+		var releasedAt, doneAt farmem.Time
+		require.NoError(t, s.Parallel(2, func(i int) {
+			if i == 0 {
+				require.NoError(t, s.Runtime().Sleep(ctx, 2500*time.Microsecond))
+				releasedAt = s.Now()
+				require.NoError(t, ss.Close())
+				return
+			}
+			_, err := st.Get(ctx, key(1)) // waits: the session holds the only client
+			require.NoError(t, err)
+			doneAt = s.Now()
+		}))
+		late := doneAt.Sub(releasedAt)
+		t.Logf("a Get costs %v; the waiting Get ended %v after the client came back", getCost, late)
+		require.GreaterOrEqual(t, late, time.Duration(0))
+		require.Less(t, late, 2*getCost+20*time.Microsecond, "woken when the client came back")
+	})
+}
+
+// TestCloseAfterNodeCrash: a store whose client saw its home node crash closes without
+// hanging: it releases what it can and reports the client it could not release (its allocator
+// could not hand over), wrapping ErrCloseIncomplete and farmem.ErrNodeDown; a second Close has
+// nothing left to do.
+func TestCloseAfterNodeCrash(t *testing.T) {
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 1}})
+	ctx := context.Background()
+	s, err := kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc})
+	require.NoError(t, err)
+	for i := range uint64(50) {
+		require.NoError(t, s.Put(ctx, key(i), val(i, 100)))
+	}
+	require.NoError(t, f.Crash(s.Root().Node()))
+	require.ErrorIs(t, s.Put(ctx, key(1), val(1, 100)), farmem.ErrNodeDown)
+	err = s.Close()
+	require.ErrorIs(t, err, kvstore.ErrCloseIncomplete)
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+	var ce *kvstore.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Len(t, ce.Unreleased, 1)
+	require.Empty(t, ce.Open)
+	t.Log(err)
+	require.Zero(t, s.Clients())
+	require.NoError(t, s.Close(), "idempotent")
+}
+
+// TestCloseWaitsInFabricTime: on the simulator, Close called from outside the simulation with
+// a session never closed waits DefaultCloseWait of virtual time, then reports the session
+// (it does not spin or hang while no simulated event drives the clock).
+func TestCloseWaitsInFabricTime(t *testing.T) {
+	s := newSim(t, 5)
+	var st *kvstore.Store
+	var id farmem.ClientID
+	s.Run(func() {
+		ctx := context.Background()
+		var err error
+		st, err = kvstore.Open(ctx, s, kvstore.Options{Alloc: quietAlloc})
+		require.NoError(t, err)
+		m, err := s.Open(ctx, s.Topology().ComputeNodes()[1])
+		require.NoError(t, err)
+		ss, err := st.SessionOn(ctx, m)
+		require.NoError(t, err)
+		require.NoError(t, ss.Put(ctx, key(1), val(1, 8)))
+		id = m.Info().ID
+	})
+	start := s.Now()
+	err := st.Close()
+	var ce *kvstore.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, []kvstore.OpenClient{{ID: id, Session: true}}, ce.Open)
+	require.GreaterOrEqual(t, s.Now().Sub(start), kvstore.DefaultCloseWait)
+}

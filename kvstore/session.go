@@ -24,6 +24,9 @@ func (s *Store) Session(ctx context.Context) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.sessions[c] = true
+	s.mu.Unlock()
 	return &Session{s: s, c: c, pooled: true}, nil
 }
 
@@ -44,12 +47,13 @@ func (s *Store) SessionOn(ctx context.Context, m farmem.Memory) (*Session, error
 	}
 	s.mu.Lock()
 	if s.finished {
+		s.drop(c)
 		s.mu.Unlock()
-		st, _ := c.close()
-		s.addRetired(st)
+		_ = s.closeConn(c, false)
 		return nil, errClosed
 	}
 	s.live[c] = struct{}{}
+	s.sessions[c] = true
 	s.mu.Unlock()
 	return &Session{s: s, c: c}, nil
 }
@@ -90,7 +94,7 @@ func (ss *Session) Insert(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(ss.c.idx.Insert(ctx, key, value))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return idx.Insert(ctx, key, value) }))
 }
 
 // Update is Store.Update on the session's client.
@@ -101,7 +105,7 @@ func (ss *Session) Update(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(ss.c.idx.Update(ctx, key, value))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return idx.Update(ctx, key, value) }))
 }
 
 // Put is Store.Put on the session's client.
@@ -112,7 +116,7 @@ func (ss *Session) Put(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(put(ctx, ss.c.idx, key, value))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return put(ctx, idx, key, value) }))
 }
 
 // Delete is Store.Delete on the session's client.
@@ -123,7 +127,7 @@ func (ss *Session) Delete(ctx context.Context, key []byte) error {
 	if err := ss.s.check(key, nil); err != nil {
 		return err
 	}
-	return ss.note(ss.c.idx.Delete(ctx, key))
+	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return idx.Delete(ctx, key) }))
 }
 
 // Scan is Store.Scan on the session's client.
@@ -143,21 +147,22 @@ func (ss *Session) Stats() farmem.Stats { return ss.c.m.Stats().Sub(ss.c.base) }
 // session owns it: do not close it or run verbs on it.
 func (ss *Session) Memory() farmem.Memory { return ss.c.m }
 
-// Close ends the session: a pooled client goes back to the pool, SessionOn's handles are
-// closed. It is idempotent.
+// Close ends the session: a pooled client goes back to the pool (to a goroutine waiting for
+// one, if any; or is released, if the store is closed), SessionOn's handles are closed. It is
+// idempotent.
 func (ss *Session) Close() error {
 	if ss.done {
 		return nil
 	}
 	ss.done = true
+	ss.s.mu.Lock()
+	delete(ss.s.sessions, ss.c)
 	if ss.pooled {
+		ss.s.mu.Unlock()
 		ss.s.release(ss.c, ss.err)
 		return nil
 	}
-	ss.s.mu.Lock()
-	delete(ss.s.live, ss.c)
+	ss.s.drop(ss.c)
 	ss.s.mu.Unlock()
-	st, err := ss.c.close()
-	ss.s.addRetired(st)
-	return err
+	return ss.s.closeConn(ss.c, false)
 }

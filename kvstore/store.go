@@ -131,7 +131,12 @@ type Store struct {
 	next     int          // the node the next client is opened on, modulo len(Nodes)
 	retired  farmem.Stats // counted costs of clients already closed
 	finished bool         // Close has run
-	ordered  bool         // the index handles are OrderedIndexes
+	waiters  []*waiter    // acquires waiting for a client, oldest first
+	closers  []*waiter    // Closes waiting for the clients in use to come back
+	sessions map[*conn]bool
+	failed   []ClientError // clients whose release failed after Close began, not yet reported
+	closing  int           // clients taken out of live whose release has not ended
+	ordered  bool          // the index handles are OrderedIndexes
 }
 
 // conn is one client: its Memory, allocator and index handle.
@@ -141,6 +146,7 @@ type conn struct {
 	idx   Index
 	owned bool         // m was opened by the store, which closes it
 	base  farmem.Stats // m's counters when the store took it
+	id    farmem.ClientID
 }
 
 // close releases the client and returns its counted costs since the store took it.
@@ -168,7 +174,7 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{fabric: fabric, opts: o, limits: o.Index.Limits(), rt: fabric.Runtime(), live: map[*conn]struct{}{}}
+	s := &Store{fabric: fabric, opts: o, limits: o.Index.Limits(), rt: fabric.Runtime(), live: map[*conn]struct{}{}, sessions: map[*conn]bool{}}
 	m, node, err := s.openMemory(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -359,7 +365,7 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 	if err != nil {
 		return fail(hs, fmt.Errorf("kvstore: replication %s: %w", s.opts.Replication.Name(), err))
 	}
-	return &conn{m: m, a: a, idx: idx, owned: owned, base: base}, nil
+	return &conn{m: m, a: a, idx: idx, owned: owned, base: base, id: m.Info().ID}, nil
 }
 
 // openMemory opens a client on the first node, from Nodes[start] on, that has a free slot, and
@@ -396,9 +402,8 @@ func (s *Store) dial(ctx context.Context, start int) (*conn, error) {
 }
 
 // acquire takes a free client from the pool, opening one if none is free and the pool may grow,
-// else waiting (polling in fabric time, so the wait runs on the simulator too) for one.
+// else waiting to be handed one (see waitForClient).
 func (s *Store) acquire(ctx context.Context) (*conn, error) {
-	backoff := time.Microsecond
 	for {
 		s.mu.Lock()
 		if s.finished {
@@ -425,48 +430,51 @@ func (s *Store) acquire(ctx context.Context) (*conn, error) {
 			s.opening--
 			switch {
 			case err == nil && s.finished:
+				s.drop(c)
 				s.mu.Unlock()
-				st, _ := c.close()
-				s.addRetired(st)
+				s.closeConn(c, true)
 				return nil, errClosed
 			case err == nil:
 				s.live[c] = struct{}{}
 				s.mu.Unlock()
 				return c, nil
 			case !errors.Is(err, farmem.ErrNoSpace) || len(s.live)+s.opening == 0:
+				ws := s.takeWaiters(1) // a failed dial leaves room: let a waiter try
 				s.mu.Unlock()
+				wake(ws)
 				return nil, err
 			}
 			// The fabric has no room for another client: from now on, wait for ours.
 			s.capacity = len(s.live) + s.opening
 		}
-		s.mu.Unlock()
-		if err := s.rt.Sleep(ctx, backoff); err != nil {
-			return nil, err
+		c, err := s.waitForClient(ctx) // unlocks s.mu
+		if err != nil || c != nil {
+			return c, err
 		}
-		backoff = min(2*backoff, time.Millisecond)
 	}
 }
 
-func (s *Store) addRetired(st farmem.Stats) {
-	s.mu.Lock()
-	s.retired = s.retired.Add(st)
-	s.mu.Unlock()
-}
-
-// release gives a client back after an operation that returned opErr. A client whose Memory
-// is closed (it crashed) is dropped.
+// release gives a client back after an operation that returned opErr: to the longest-waiting
+// acquire if there is one, else to the pool. A client whose Memory is closed (it crashed), or
+// any client once the store is closed, is closed instead.
 func (s *Store) release(c *conn, opErr error) {
 	s.mu.Lock()
 	if !s.finished && !errors.Is(opErr, farmem.ErrClosed) {
+		if w := s.takeWaiters(1); len(w) > 0 {
+			w[0].c = c
+			s.mu.Unlock()
+			wake(w)
+			return
+		}
 		s.idle = append(s.idle, c)
 		s.mu.Unlock()
 		return
 	}
-	delete(s.live, c)
+	s.drop(c)
+	ws := s.takeWaiters(1) // room for a new client
 	s.mu.Unlock()
-	st, _ := c.close()
-	s.addRetired(st)
+	wake(ws)
+	s.closeConn(c, true)
 }
 
 // check validates a key and, with a value, their sizes.
@@ -488,9 +496,44 @@ func (s *Store) with(ctx context.Context, op func(idx Index) error) error {
 	if err != nil {
 		return err
 	}
-	err = op(c.idx)
+	err = s.run(ctx, c, op)
 	s.release(c, err)
 	return err
+}
+
+// run runs op on c's index. If it fails for want of far memory (which leaves the index as it
+// was), run gathers memory (see gather) and runs op once more. The retry costs nothing unless
+// memory ran out.
+func (s *Store) run(ctx context.Context, c *conn, op func(idx Index) error) error {
+	err := op(c.idx)
+	if !errors.Is(err, farmem.ErrNoSpace) {
+		return err
+	}
+	s.gather(ctx, c)
+	return op(c.idx)
+}
+
+// gather collects into c's allocator the memory the store's clients freed: it takes the idle
+// clients from the pool, withdraws their epoch announcements and moves what their allocators
+// hold into c's (alloc.Allocator.Absorb: no verb), gives them back, then withdraws c's own
+// announcement and reclaims (blocks retired by deletes and updates wait out the epochs that
+// announcements hold back, and no allocation can do this while the operation runs pinned), so
+// that blocks freed by different clients can be rebuilt into whole chunks for any size class.
+// Cost: one round trip per idle client and two or three for c; only when memory ran out.
+func (s *Store) gather(ctx context.Context, c *conn) {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, d := range idle {
+		if d.a.Quiesce(ctx) == nil {
+			_ = c.a.Absorb(d.a)
+		}
+		s.release(d, nil)
+	}
+	if c.a.Quiesce(ctx) == nil {
+		_, _ = c.a.Reclaim(ctx)
+	}
 }
 
 // Get returns the value stored under key, or an error wrapping ErrNotFound.
@@ -557,9 +600,6 @@ func (s *Store) Scan(ctx context.Context, from, to []byte, limit int) ([]Pair, e
 
 // put is the upsert: an Update, and an Insert if the key is absent, until one of them succeeds.
 func put(ctx context.Context, idx Index, key, value []byte) error {
-	if putDefect.Load() {
-		return defectivePut(ctx, idx, key, value)
-	}
 	for {
 		err := idx.Update(ctx, key, value)
 		if !errors.Is(err, ErrNotFound) {
@@ -571,22 +611,6 @@ func put(ctx context.Context, idx Index, key, value []byte) error {
 		}
 		// Inserted by another client between our update and insert: update again.
 		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-}
-
-// putDefect turns Put into defectivePut (SetPutDefectForTest).
-var putDefect atomic.Bool
-
-// defectivePut is a Put that is not linearizable: between its Delete and its Insert the key is
-// missing although it was present before and after.
-func defectivePut(ctx context.Context, idx Index, key, value []byte) error {
-	for {
-		if err := idx.Delete(ctx, key); err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if err := idx.Insert(ctx, key, value); !errors.Is(err, ErrExists) {
 			return err
 		}
 	}
@@ -634,30 +658,3 @@ func (s *Store) Limits() Limits { return s.limits }
 
 // Sync returns the name of the synchronizer the store's clients use.
 func (s *Store) Sync() string { return s.opts.Sync.Name() }
-
-// Close closes the store's free clients at once, and the others as their operations and
-// sessions end; operations after it fail with an error wrapping farmem.ErrClosed. The store's
-// far memory is left as it is, for the next Open. Close is idempotent; the fabric stays open
-// (it is the caller's).
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.finished {
-		s.mu.Unlock()
-		return nil
-	}
-	s.finished = true
-	s.closed.Store(true)
-	idle := s.idle
-	s.idle = nil
-	for _, c := range idle {
-		delete(s.live, c)
-	}
-	s.mu.Unlock()
-	var errs []error
-	for _, c := range idle {
-		st, err := c.close()
-		s.addRetired(st)
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}

@@ -3,6 +3,7 @@ package kvstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -124,7 +125,8 @@ func TestLimits(t *testing.T) {
 }
 
 // TestClosed: operations on a closed store or session fail with farmem.ErrClosed; Close is
-// idempotent; a session open across the store's Close gives its client back to nobody.
+// idempotent; Close waits for an open session until its context ends and reports it, and the
+// session's client is released when the session ends.
 func TestClosed(t *testing.T) {
 	f := newLocal(t, local.Options{})
 	ctx := context.Background()
@@ -139,8 +141,16 @@ func TestClosed(t *testing.T) {
 	_, err = done.Get(ctx, []byte("k"))
 	require.ErrorIs(t, err, farmem.ErrClosed, "closed session")
 
-	require.NoError(t, s.Close())
-	require.NoError(t, s.Close())
+	short, cancel := f.Runtime().WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = s.CloseContext(short)
+	require.ErrorIs(t, err, kvstore.ErrCloseIncomplete)
+	var ce *kvstore.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Empty(t, ce.Unreleased)
+	require.Equal(t, []kvstore.OpenClient{{ID: ss.Memory().Info().ID, Session: true}}, ce.Open)
+	require.ErrorContains(t, err, fmt.Sprintf("client %d (session)", ss.Memory().Info().ID))
+	require.ErrorAs(t, s.CloseContext(short), &ce, "idempotent: still open")
 	_, err = s.Get(ctx, []byte("k"))
 	require.ErrorIs(t, err, farmem.ErrClosed)
 	require.ErrorIs(t, s.Put(ctx, []byte("k"), nil), farmem.ErrClosed)
@@ -154,6 +164,8 @@ func TestClosed(t *testing.T) {
 	require.Equal(t, 1, s.Clients(), "the session still holds its client")
 	require.NoError(t, ss.Close())
 	require.Zero(t, s.Clients(), "closed when given back")
+	require.NoError(t, s.Close(), "everything released")
+	require.NoError(t, s.Close())
 
 	// The data is in far memory: a new store finds it.
 	s2 := openStore(t, f, kvstore.Options{Alloc: quietAlloc})

@@ -68,8 +68,8 @@ type CiderConfig struct {
 func CiderFull() CiderConfig {
 	return CiderConfig{
 		Structs: []string{Array, RACE}, Mixes: []string{WriteIntensive, WriteOnly},
-		Syncs:   []string{Optimistic, Spin, MCS, CIDER},
-		Clients: []int{8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512},
+		Syncs:     []string{Optimistic, Spin, MCS, CIDER},
+		Clients:   []int{8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512},
 		ArrayKeys: 1 << 20, RaceKeys: 1 << 17, Theta: 0.99,
 		Warmup: 20 * time.Millisecond, Window: 3 * time.Millisecond, Tracked: 4096, Seed: 1,
 	}
@@ -81,8 +81,8 @@ func CiderFull() CiderConfig {
 func CiderQuick() CiderConfig {
 	return CiderConfig{
 		Structs: []string{Array, RACE}, Mixes: []string{WriteIntensive},
-		Syncs:   []string{Optimistic, Spin, MCS, CIDER},
-		Clients: []int{16, 128},
+		Syncs:     []string{Optimistic, Spin, MCS, CIDER},
+		Clients:   []int{16, 128},
 		ArrayKeys: 1 << 14, RaceKeys: 1 << 11, Theta: 0.99,
 		Warmup: 2 * time.Millisecond, Window: time.Millisecond, Tracked: 256, Seed: 1,
 	}

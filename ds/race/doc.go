@@ -167,6 +167,13 @@
 // A subtable splits when an insert finds both combined buckets of its key full. The splitter
 // takes the subtable's split lock (a CAS; the word holds its client id and a lease deadline) and:
 //
+//  0. allocates the new half and, if publishing it may double the directory (its depth is at
+//     least the global depth the client last saw), the doubled directory's block. Running out
+//     of far memory is an ordinary outcome: the allocation fails before anything is frozen, the
+//     lock is released, the insert fails with an error wrapping farmem.ErrNoSpace, and the table
+//     is exactly as usable as before (every key readable, updatable, deletable), so the insert
+//     can be retried once memory is freed. A handle keeps a reserved directory block until a
+//     doubling uses it or Close frees it;
 //  1. freezes every slot: a MaskedCAS setting the frozen bit, which returns the slot's final
 //     value. Writers' CASes (which expect unfrozen words) now fail, and they wait; readers go on
 //     reading frozen slots;
@@ -210,7 +217,10 @@
 // current depth means steps 1-3 are done (continue at 4); one for the previous depth means
 // step 5 is done (continue at 6; 7 only if the new half's lock is still "held by parent");
 // frozen slots without a child mean the split stopped in 1-2 (start it again: freezing is
-// idempotent and the new half is rebuilt; a half written but not recorded is leaked). Every
+// idempotent and the new half is rebuilt; a half written but not recorded is leaked). A taker
+// allocates as a starter does; only a taker that must double a directory the dead holder
+// reserved memory for allocates after the freeze, and may then fail with ErrNoSpace, leaving
+// the split for the next taker. Every
 // step is idempotent, so a slow holder and its successor racing on the same step is harmless.
 // A new half whose lock is "held by parent" is waited on, and taken over, through its parent.
 // So if a splitter dies mid-split: searches go on unaffected; writes to the subtable (and to

@@ -291,10 +291,32 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 	return nil
 }
 
-// startSplit freezes every slot of s.st, copies the slots whose keys move into a new subtable
-// (frozen too, released only at the end) and records it as the child for depth hd.
-func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes map[Slot]uint64) error {
+// startSplit allocates what the split needs, then freezes every slot of s.st, copies the slots
+// whose keys move into a new subtable (frozen too, released only at the end) and records it as
+// the child for depth hd. Everything is allocated before anything is frozen: when far memory is
+// exhausted the split fails with an error wrapping farmem.ErrNoSpace and the subtable is left
+// exactly as it was (no slot frozen), so its keys stay deletable and updatable, and the insert
+// that asked for the split can be retried once memory is freed.
+func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes map[Slot]uint64) (err error) {
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
+	// 0. Allocate: the new half, and the doubled directory when publishing will need one.
+	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
+	if err != nil {
+		return fmt.Errorf("race: allocate subtable: %w", err)
+	}
+	recorded := false
+	defer func() {
+		if !recorded {
+			_ = t.a.Free(s1, t.geo.size)
+		}
+	}()
+	p1, err := packAddr(s1)
+	if err != nil {
+		return err
+	}
+	if err := t.reserveDir(ctx, d); err != nil {
+		return err
+	}
 	// 1. Freeze: set the frozen bit of every slot, learning its final value.
 	frozen := make([]Slot, len(s.words))
 	var b farmem.Batch
@@ -317,6 +339,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		frozen[i] = Slot(prev) | SlotFrozen
 	}
 	if err := t.crashPoint(1); err != nil {
+		recorded = true // a crashed client frees nothing
 		return err
 	}
 	// 2. Which keys move: those whose first hash has bit d set.
@@ -329,15 +352,6 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	// 3. The new half: a subtable of depth d+1 and suffix suffix|1<<d, locked by its parent's
 	// split, holding frozen copies of the moved slots at the same indices (a key's bucket
 	// choice does not depend on the suffix) and frozen empty slots elsewhere.
-	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
-	if err != nil {
-		return fmt.Errorf("race: allocate subtable: %w", err)
-	}
-	p1, err := packAddr(s1)
-	if err != nil {
-		_ = t.a.Free(s1, t.geo.size)
-		return err
-	}
 	ps, _ := packAddr(st)
 	img := subtableImage(&t.geo, headerWord(d+1, suffix|1<<d), lockParent, ps)
 	for i, w := range frozen {
@@ -348,22 +362,58 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
 	}
 	if err := t.m.Write(ctx, s1, img); err != nil {
-		_ = t.a.Free(s1, t.geo.size)
 		return fmt.Errorf("race: write subtable %v: %w", s1, err)
 	}
 	if err := t.crashPoint(2); err != nil {
+		recorded = true
 		return err
 	}
 	// 4. Record it. Only a lock holder writes child words; a holder whose lease lapsed may
 	// race a successor here, and the CAS picks one of them.
 	prev, err := t.m.CAS(ctx, st.Add(childOff(d)), s.child[d], p1)
 	if err != nil {
+		// It may have landed: the block may be the child now, so it is not freed.
+		recorded = true
 		return fmt.Errorf("race: record child of %v: %w", st, err)
 	}
-	if prev != s.child[d] {
-		_ = t.a.Free(s1, t.geo.size)
-	}
+	recorded = prev == s.child[d]
 	return nil
+}
+
+// reserveDir makes sure the handle holds a block for the directory that publishing a split at
+// depth d would need if it doubled the directory (d at least the global depth this handle last
+// saw), so that the split allocates nothing once it has frozen slots. The block is kept in the
+// handle for the next doubling that fits it and freed by Close; none is needed (and any held
+// is kept) when d is below the global depth.
+func (t *Table) reserveDir(ctx context.Context, d uint) error {
+	// A subtable's depth is at most the global depth, and the directory doubles only when the
+	// split subtable's depth is the global depth: then the block is dirBlockSize(d), whatever
+	// this handle's cached global depth says.
+	if d < entryDepth(t.dirWord) || d >= uint(t.p.MaxDepth) {
+		return nil
+	}
+	size := dirBlockSize(d)
+	if t.spareDir != 0 && t.spareDirSize == size {
+		return nil
+	}
+	t.dropSpareDir()
+	na, err := t.allocDirectory(ctx, size)
+	if err != nil {
+		return fmt.Errorf("race: allocate directory: %w", err)
+	}
+	t.spareDir, t.spareDirSize = na, size
+	return nil
+}
+
+// dirBlockSize is the size of the block of a directory doubled from global depth gd.
+func dirBlockSize(gd uint) uint64 { return max(8*(uint64(2)<<gd), Unit) }
+
+// dropSpareDir frees the directory block reserveDir kept, if any.
+func (t *Table) dropSpareDir() {
+	if t.spareDir != 0 {
+		_ = t.a.Free(t.spareDir, t.spareDirSize)
+		t.spareDir, t.spareDirSize = 0, 0
+	}
 }
 
 // learnHashes records in hashes the first hash of the key of every committed slot word among
@@ -614,10 +664,17 @@ func (t *Table) publishLocked(ctx context.Context, st, s1 farmem.Addr, d uint, s
 		entries[j] = t.dir[uint64(j)&(uint64(len(t.dir))-1)]
 	}
 	apply(entries)
-	size := max(8*n, Unit)
-	na, err := t.allocDirectory(ctx, size)
-	if err != nil {
-		return fmt.Errorf("race: allocate directory: %w", err)
+	size := dirBlockSize(gd)
+	na := t.spareDir
+	if na == 0 || t.spareDirSize != size {
+		// Not reserved (a split taken over from another client, or the directory moved
+		// since): allocate it now.
+		var err error
+		if na, err = t.allocDirectory(ctx, size); err != nil {
+			return fmt.Errorf("race: allocate directory: %w", err)
+		}
+	} else {
+		t.spareDir, t.spareDirSize = 0, 0
 	}
 	pn, err := packAddr(na)
 	if err != nil {

@@ -174,6 +174,10 @@ type Table struct {
 	bug    defects
 	rootB  [8]byte
 	scr    *scratch
+
+	// A block reserved for the next directory doubling (reserveDir), and its size.
+	spareDir     farmem.Addr
+	spareDirSize uint64
 }
 
 // Create builds an empty table in far memory with a's allocator and returns its root address,
@@ -287,9 +291,13 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	return t, nil
 }
 
-// Close releases the handle. It is idempotent; operations after it fail with farmem.ErrClosed.
+// Close releases the handle and frees the directory block it kept for a doubling, if any. It is
+// idempotent; operations after it fail with farmem.ErrClosed.
 // The client's Memory and Allocator stay open (they are the caller's).
 func (t *Table) Close() error {
+	if !t.closed {
+		t.dropSpareDir()
+	}
 	t.closed = true
 	return nil
 }
