@@ -14,7 +14,7 @@ import (
 )
 
 // testDownTimeout is the down timeout (and lease) of the regions tests create.
-const testDownTimeout = 250 * time.Millisecond
+const testDownTimeout = time.Second
 
 // open builds a farmemtest cluster: one memfd region, each compute node a fabric handle of
 // this process, attached to the region as a separate process would be.
@@ -22,7 +22,7 @@ func open(policy cxl.Policy) farmemtest.Open {
 	return func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		r, err := cxl.Create("", cxl.Options{
 			Shape:       transport.Shape{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize, ComputeNodes: cfg.ComputeNodes + 1, SliceSize: 4 << 10, SharedSize: 64 << 10},
-			DownTimeout: testDownTimeout,
+			DownTimeout: cfg.DownTimeout,
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close() })

@@ -223,7 +223,7 @@ func TestTruncatedFileFaultsInsideVerbs(t *testing.T) {
 	select {
 	case err := <-waited:
 		require.ErrorIs(t, err, farmem.ErrNodeDown)
-	case <-time.After(4 * testDownTimeout):
+	case <-time.After(4*testDownTimeout + 10*time.Second):
 		t.Fatal("a Wait on a vanished region did not end")
 	}
 	require.Eventually(t, func() bool {
@@ -619,7 +619,7 @@ func TestHangComputeNode(t *testing.T) {
 	require.ErrorIs(t, ma.Read(ctx, mb.Info().Slice, make([]byte, 8)), farmem.ErrNodeDown)
 	took := time.Since(start)
 	require.GreaterOrEqual(t, took, testDownTimeout, "silent, not refused")
-	require.Less(t, took, 3*testDownTimeout+500*time.Millisecond)
+	require.Less(t, took, 3*testDownTimeout+5*time.Second)
 	require.NoError(t, fa.Resume(fb.ID()))
 	require.Eventually(t, func() bool {
 		reply, err := ma.Call(ctx, fb.ID(), 1, nil)

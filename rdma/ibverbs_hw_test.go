@@ -3,7 +3,6 @@ package rdma
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -36,7 +35,7 @@ func TestIbverbsHardware(t *testing.T) {
 	t.Logf("RDMA devices: %q", names)
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		servers, cl := startProviderServers(t, cfg.MemoryNodes, cfg.MemorySize, "ibverbs")
-		cl.DownTimeout = time.Second
+		cl.DownTimeout = cfg.DownTimeout
 		fs := dialN(t, cl, cfg.ComputeNodes, Options{Provider: "ibverbs"})
 		var fabs []farmem.Fabric
 		for _, f := range fs {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -67,9 +66,10 @@ func dialN(t testing.TB, cl *Cluster, n int, opts Options) []*Fabric {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // mostly waiting for down timeouts: overlap it with the other suites
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		servers, cl := startServers(t, cfg.MemoryNodes, cfg.MemorySize)
-		cl.DownTimeout = 250 * time.Millisecond
+		cl.DownTimeout = cfg.DownTimeout
 		fs := dialN(t, cl, cfg.ComputeNodes, Options{})
 		var fabs []farmem.Fabric
 		for _, f := range fs {

@@ -408,8 +408,9 @@ func (c *sconn) run() {
 			return
 		}
 		if c.crashing {
-			_ = c.flush()
-			s.crash()
+			// The node is crashed before the partial batch's reply leaves: a request the client
+			// sends once it has the reply is never served.
+			s.crashThen(func() { _ = c.flush() })
 			return
 		}
 		// Replies are written when the client has nothing more queued, and whenever they reach
@@ -973,9 +974,16 @@ func (e *handlerError) Error() string { return e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }
 
 // crash makes the server fail-stop, as a fault: it closes like shutdown, and its owner learns.
-func (s *srv) crash() {
+func (s *srv) crash() { s.crashThen(nil) }
+
+// crashThen is crash with last run (if not nil) after the node stops serving and before its
+// connections close.
+func (s *srv) crashThen(last func()) {
 	if s.state.Swap(stateCrashed) == stateCrashed {
 		return
+	}
+	if last != nil {
+		last()
 	}
 	s.shutdown()
 	if s.pfaults != nil {

@@ -37,7 +37,7 @@ func requireNoFakeViolations(t *testing.T) {
 func verbsConformance(t *testing.T, provider string) {
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		servers, cl := startProviderServers(t, cfg.MemoryNodes, cfg.MemorySize, provider)
-		cl.DownTimeout = 250 * time.Millisecond
+		cl.DownTimeout = cfg.DownTimeout
 		fs := dialN(t, cl, cfg.ComputeNodes, Options{Provider: provider})
 		var fabs []farmem.Fabric
 		for _, f := range fs {
@@ -48,12 +48,16 @@ func verbsConformance(t *testing.T, provider string) {
 	requireNoFakeViolations(t)
 }
 
-func TestVerbsProviderConformance(t *testing.T) { verbsConformance(t, "fakeverbs") }
+func TestVerbsProviderConformance(t *testing.T) {
+	t.Parallel() // mostly waiting for down timeouts: overlap it with the other suites
+	verbsConformance(t, "fakeverbs")
+}
 
 func TestVerbsProviderConformanceTight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	t.Parallel() // mostly waiting for down timeouts: overlap it with the other suites
 	verbsConformance(t, "fakeverbs-tight")
 }
 

@@ -92,7 +92,7 @@ func TestConformanceProcesses(t *testing.T) {
 		for i := range ds {
 			ds[i] = startDaemon(t, dir, farmem.NodeID(i+1), fmt.Sprint(cfg.MemorySize), "127.0.0.1:0", "--allow-faults")
 		}
-		cf := writeCluster(t, dir, ds, "down-timeout 400ms\n")
+		cf := writeCluster(t, dir, ds, fmt.Sprintf("down-timeout %v\n", cfg.DownTimeout))
 		pf := &procFaults{daemons: map[farmem.NodeID]*daemon{}}
 		var fabs []farmem.Fabric
 		var rfs []*rdma.Fabric

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,7 +53,7 @@ func TestBrokenConformance(t *testing.T) {
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		f, err := local.New(local.Options{
 			Shape:       transport.Shape{MemoryNodes: cfg.MemoryNodes, MemorySize: cfg.MemorySize, ComputeNodes: cfg.ComputeNodes},
-			DownTimeout: 100 * time.Millisecond,
+			DownTimeout: cfg.DownTimeout,
 			Tearing:     true,
 		})
 		require.NoError(t, err)

@@ -15,6 +15,7 @@ func open(opts local.Options) farmemtest.Open {
 	return func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		o := opts
 		o.MemoryNodes, o.MemorySize, o.ComputeNodes = cfg.MemoryNodes, cfg.MemorySize, cfg.ComputeNodes
+		o.DownTimeout = cfg.DownTimeout
 		f, err := local.New(o)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
@@ -23,14 +24,13 @@ func open(opts local.Options) farmemtest.Open {
 }
 
 func TestConformance(t *testing.T) {
-	farmemtest.Run(t, open(local.Options{DownTimeout: 100 * time.Millisecond}))
+	farmemtest.Run(t, open(local.Options{}))
 }
 
 func TestConformanceTearingJitter(t *testing.T) {
 	farmemtest.Run(t, open(local.Options{
-		DownTimeout: 100 * time.Millisecond,
-		Tearing:     true,
-		Latency:     20 * time.Microsecond,
-		Jitter:      20 * time.Microsecond,
+		Tearing: true,
+		Latency: 20 * time.Microsecond,
+		Jitter:  20 * time.Microsecond,
 	}))
 }
