@@ -22,8 +22,9 @@ const (
 	// AlwaysOptimistic and AlwaysPessimistic force one path for every update.
 	AlwaysOptimistic
 	AlwaysPessimistic
-	// RandomMode picks a path at random per update (from the client's runtime), for tests
-	// that mix the modes on purpose.
+	// RandomMode picks a path at random per update (from the client's runtime): every key
+	// sees both paths at once, optimistic CASes racing combined batches, which Auto brings
+	// about only on keys it finds hot. Use it to exercise or measure that interplay.
 	RandomMode
 )
 
