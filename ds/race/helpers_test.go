@@ -59,6 +59,8 @@ type client struct {
 	tab *race.Table
 	// killed, if set, reports that the test crashed the client on purpose (atSplitStep).
 	killed *atomic.Bool
+	// searching, if set, is set by the workload while the client searches.
+	searching *bool
 }
 
 // open opens a client on compute node i (modulo their number) with its handle.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 )
@@ -58,7 +59,13 @@ func (w workload) run(ctx context.Context, c *client, h *lincheck.History[linche
 		case p < w.search:
 			op = rec.Call(kvModel.Get(k))
 			var got []byte
+			if c.searching != nil {
+				*c.searching = true
+			}
 			got, err = c.tab.Search(ctx, key(k))
+			if c.searching != nil {
+				*c.searching = false
+			}
 			switch {
 			case errors.Is(err, race.ErrNotFound):
 				out, err = kvModel.Missing(), nil
@@ -127,16 +134,27 @@ type splitRun struct {
 // tearing, jitter and strict mode, and checks the history.
 // With crashStep > 0, client 0 is crashed right after that step of its first split.
 func runSplits(t *testing.T, w workload, n int, crashStep int) splitRun {
+	return runSplitsWith(t, w, n, crashStep, false)
+}
+
+// runSplitsWith is runSplits; with trusting set, every client's searches take the subtable
+// their directory cache names for the key's (see trustingSearches).
+func runSplitsWith(t *testing.T, w workload, n int, crashStep int, trusting bool) splitRun {
 	t.Helper()
 	e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, collide)
 	cs := make([]*client, n)
 	opts := race.Options{Lease: 20 * time.Millisecond}
 	for i := range cs {
-		if i == 0 && crashStep > 0 {
+		switch {
+		case i == 0 && crashStep > 0:
 			cs[i] = e.crashAtSplitStep(t, i, opts, crashStep)
-			continue
+		case trusting:
+			flag := new(bool)
+			cs[i] = e.openWith(t, i, opts, func(m farmem.Memory) farmem.Memory { return trustingSearches(m, flag) })
+			cs[i].searching = flag
+		default:
+			cs[i] = e.open(t, i, opts)
 		}
-		cs[i] = e.open(t, i, opts)
 	}
 	ctx := context.Background()
 	before, err := cs[0].tab.Info(ctx)
@@ -212,6 +230,39 @@ func TestLinearizableLocal(t *testing.T) {
 	require.GreaterOrEqual(t, r.doublings, uint64(1))
 	require.NotZero(t, r.stats.SplitWaits, "no operation ever met a split in progress")
 	require.NotZero(t, r.stats.Refreshes, "no client ever found its directory cache stale")
+}
+
+// trustingSearches returns m on which, while *searching is set, the header word that ends a
+// lookup's batch of reads (the candidate buckets, then the subtable's header) reads as 0: a
+// depth-0 header, which covers every key. A search then trusts whatever subtable its
+// directory cache names, as one that skipped the header check would.
+func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
+	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+		if err != nil || !*searching || v.Single || v.Posted {
+			return
+		}
+		for _, op := range v.Batch.Ops {
+			if op.Kind != farmem.OpRead {
+				return
+			}
+		}
+		if last := v.Batch.Ops[len(v.Batch.Ops)-1]; len(v.Batch.Ops) > 1 && len(last.Buf) == 8 {
+			clear(last.Buf)
+		}
+	}}
+}
+
+// TestBrokenHeaderCheckCaught: searches that trust a stale directory cache without checking
+// the subtable's header read the wrong subtable after a split, which the check must catch.
+func TestBrokenHeaderCheckCaught(t *testing.T) {
+	for range 10 {
+		r := runSplitsWith(t, splitLoad, 6, 0, true)
+		if r.verdict != nil {
+			t.Logf("caught: %.300v", r.verdict)
+			return
+		}
+	}
+	t.Fatal("searches without the header check passed the linearizability check 10 times")
 }
 
 // TestLinearizableSplitterDies is TestLinearizableLocal with one client dying in the middle of a
