@@ -22,8 +22,9 @@ const (
 	// AlwaysOptimistic and AlwaysPessimistic force one path for every update.
 	AlwaysOptimistic
 	AlwaysPessimistic
-	// RandomMode picks a path at random per update (from the client's runtime), for tests
-	// that mix the modes on purpose.
+	// RandomMode picks a path at random per update (from the client's runtime): every key
+	// sees both paths at once, optimistic CASes racing combined batches, which Auto brings
+	// about only on keys it finds hot. Use it to exercise or measure that interplay.
 	RandomMode
 )
 
@@ -50,13 +51,6 @@ type CIDER struct {
 	credits *Credits
 	opts    Options
 	stats   Stats
-
-	// Test hooks: held is called when the client holds the lock, before it looks for a
-	// successor; execSent when a coordinator has handed its batch to the executor; executed
-	// when an executor has made its CAS, before it tells the coordinator. noSameCheck is a
-	// deliberate defect: batch members take the outcome without checking it is their key's.
-	held, execSent, executed func()
-	noSameCheck              bool
 
 	// The operation in progress (one per client at a time).
 	op struct {
@@ -259,9 +253,6 @@ func (s *CIDER) holder(ctx context.Context, t ptrsync.Target, a *qlock.Acquisiti
 	if w, ok := hintOf(msg); ok {
 		exp = w
 	}
-	if s.held != nil {
-		s.held()
-	}
 	if t.Kind() == ptrsync.Update && !s.opts.NoCombine {
 		succ, linked, err := a.Successor(ctx)
 		if err != nil {
@@ -318,9 +309,6 @@ func (s *CIDER) coordinator(ctx context.Context, t ptrsync.Target, a *qlock.Acqu
 		s.stats.Coordinator--
 		return s.alone(ctx, t, a, ptr, true)
 	}
-	if s.execSent != nil {
-		s.execSent()
-	}
 	// Step 4: the executor's outcome (and the lock) come back.
 	done, err := a.Await(ctx, qlock.Done)
 	if err != nil {
@@ -341,9 +329,6 @@ func (s *CIDER) coordinator(ctx context.Context, t ptrsync.Target, a *qlock.Acqu
 // combined decides a coordinator's or participant's own outcome from its batch's: Combined if
 // the executor committed over a block of this key, else Retry.
 func (s *CIDER) combined(ctx context.Context, t ptrsync.Target, ok bool, w uint64) (ptrsync.Result, error) {
-	if ok && w != 0 && s.noSameCheck {
-		return ptrsync.Result{Outcome: ptrsync.Combined}, nil
-	}
 	if ok && w != 0 {
 		same, err := t.Same(ctx, w)
 		if err != nil {
@@ -369,9 +354,6 @@ func (s *CIDER) executor(ctx context.Context, t ptrsync.Target, a *qlock.Acquisi
 	}
 	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.op.info.Retries += fails
-	if s.executed != nil {
-		s.executed()
-	}
 	// Step 4.
 	ok := err == nil && res.Outcome == ptrsync.Committed
 	if serr := a.Send(ctx, msg.From, outcomeMsg(qlock.Done, ok, res.Replaced, 0), false); serr != nil {

@@ -86,7 +86,7 @@ func TestCombinedBatchCost(t *testing.T) {
 			var sbefore cider.Stats
 			e.do(func() {
 				for i := range n {
-					cs = append(cs, e.open(t, i, st, ciderPess))
+					cs = append(cs, e.openHooked(t, i, st, ciderPess))
 				}
 				require.NoError(t, cs[0].kv.Insert(ctx, 5, val(1, 8)))
 				// Warm every client up (its allocator's epoch announcement and chunks), one at a
@@ -95,9 +95,8 @@ func TestCombinedBatchCost(t *testing.T) {
 					require.NoError(t, c.kv.Update(ctx, 5, val(uint64(10+i), 8)))
 				}
 				// The first holder waits until the others have queued behind it.
-				cider.SetHookForTest(cs[0].sync.(*cider.CIDER), "held", func() {
-					_ = cs[0].m.Runtime().Sleep(ctx, 200*time.Microsecond)
-				})
+				// (It enqueues on the free lock, the only MaskedCAS of an update, and pauses there.)
+				cs[0].hs.arm(anyEnqueue, func() { _ = cs[0].m.Runtime().Sleep(ctx, 200*time.Microsecond) })
 				before, sbefore = e.s.Stats(), sumStats(cs)
 				g := e.s.NewGroup()
 				for i, c := range cs {
@@ -107,6 +106,7 @@ func TestCombinedBatchCost(t *testing.T) {
 					})
 				}
 				require.NoError(t, g.Wait())
+				require.Empty(t, cs[0].hs.armed, "the first holder never enqueued")
 			})
 			d := e.s.Stats().Sub(before)
 			s := sumStats(cs).Sub(sbefore)

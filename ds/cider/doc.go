@@ -74,7 +74,7 @@
 //  5. E, receiving the Combined message, holds the lock again and releases it normally: to the
 //     first client queued behind it (whose batch starts) or free.
 //
-// So a batch of n updates writes one KV block and CASes the pointer once (TestCombinedBatchCost:
+// So a batch of n updates writes one KV block and CASes the pointer once (the tests count it:
 // 2n+5 memory-node verbs for the batch, against 5n for MCS, and 3n+1 writes between compute
 // nodes). Deletes are never combined: a delete enqueues as a closing acquisition (qlock), so no
 // update can queue behind it until it releases; it is the executor of the batch ahead of it or
@@ -88,7 +88,8 @@
 // its value. That needs E's CAS to land on a block of the member's key, which the member
 // checks (Same(W)): on the array always so; on RACE a slot may have changed keys while the
 // member waited (a delete and another key's insert, or a split's clearing), and then the
-// member retries (TestBatchOfAnotherKey, with the defect that skips the check). A member
+// member retries (a test shows members whose check accepts any word reporting an update that
+// is not there). A member
 // that retries instead of taking the outcome is also correct, for the same reason: its combined
 // placement was invisible, so doing the update again later linearizes it later. Optimistic
 // updates (other compute nodes route by their own credits) are CASes too: E's CAS fails
@@ -103,7 +104,7 @@
 // update whose failed CASes reach HotnessThreshold (2), following another such update of the
 // key on this node, adds InitialCredit (36). Keys with no credit and a cool record are not
 // kept; at most a capacity of keys are (CLOCK eviction). The maps are guarded by a mutex held
-// only for map operations, never across a verb. (TestCreditStateMachine walks the cases.)
+// only for map operations, never across a verb.
 //
 // # Decisions on the open questions (CIDER notes §8)
 //
@@ -129,8 +130,8 @@
 // critical path of the batch's members.
 //
 // Q4, local write combining: none, in CIDER or the baselines. The global queue already
-// combines the clients of one compute node with everyone else's (TestCombinedBatchCost's batch
-// spans clients of three nodes, two on each). The experiments are therefore the paper's "local
+// combines the clients of one compute node with everyone else's (a batch spans clients of
+// every node that queued). The experiments are therefore the paper's "local
 // WC off" configuration (its factor analysis, §5.4.1), which makes the optimistic collapse
 // deeper than with local WC.
 //
@@ -138,8 +139,7 @@
 // wrap. A pointer's identity is its block's address, which the allocator's epochs keep from
 // recurring while any operation that read it is pinned, so a CAS from a word read during the
 // operation cannot succeed on a later incarnation, however many delete/insert cycles
-// intervene (TestNoABAAcrossDeleteInsertCycles: 40 cycles; without the epochs the word recurs
-// after one). The paper's lock-entry version had two jobs, done otherwise here: keeping updates
+// intervene (tested over 40 cycles; without the epochs the word recurs after one). The paper's lock-entry version had two jobs, done otherwise here: keeping updates
 // from queuing behind a delete (the closed bit of the lock word), and keeping a batch to one
 // key (each member's Same(W) check). The lock word's 18-bit generation changes only on resets
 // and is only compared for a change by waiters that read it every Check. An update refused by a
@@ -164,7 +164,7 @@
 // for a lease, the lock is reset (qlock), and each retries its update from the start: safe,
 // because a combined update is invisible (if E's CAS did land, the retry is linearized after
 // it). E itself, its answer known at its CAS, returns it once the lock comes back or is reset
-// (TestExecutorDiesAfterItsCAS, TestCoordinatorDiesAfterHandOff). No member ever reports an
+// (the tests crash E right after its CAS, and C right after its hand-over). No member ever reports an
 // outcome it does not know; an operation returns an error (unknown outcome) only when its own
 // verbs fail or its context ends. A holder paused past the lease resumes fenced: its CASes
 // are from words it read. Messages of a dead queue name acquisitions nobody waits for, and a
@@ -180,20 +180,17 @@
 //
 // # The experiment
 //
-// TestSweep (behind -args -sweep) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
+// A sweep in this directory's tests (off by default) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
 // memory nodes and 4 clients per compute node (one core each), 8..512 clients, keys drawn from
 // YCSB's Zipfian with theta 0.99 (Gray et al.'s law: Zipf's for the two hottest ranks, a close
 // approximation past them) with its ranks mapped one to one onto the keys (bench/generator's
 // Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values,
 // write-intensive (50% updates) and write-only, on the pointer array (1Mi keys) and on RACE
-// (128Ki keys), 20ms of virtual warm-up and a 3ms window per point:
-//
-//	GOMAXPROCS=1 go test -run TestSweep -timeout 2h ./ds/cider -args -sweep -sweep.svg=sweep.svg
-//
-// It prints throughput, the CIDER/other ratios, memory-node verbs and failed CASes per
+// (128Ki keys), 20ms of virtual warm-up and a 3ms window per point (the README of this
+// directory gives the command). It prints throughput, the CIDER/other ratios, memory-node verbs and failed CASes per
 // operation, the write-combining rate and batch size, and routing quality (the ideal
 // pessimistic share measured under Optimistic, the share of those CIDER routes pessimistic,
-// and the share of CIDER's pessimistic updates that were combined). TestShape, in the suite,
+// and the share of CIDER's pessimistic updates that were combined). The default test run
 // asserts the shape at 16, 32 and 192 clients. See the README of this directory for a run's
 // numbers.
 package cider

@@ -241,6 +241,7 @@ type client struct {
 	kv   kv
 	arr  *ptrarray.Array
 	tab  *race.Table
+	hs   *afterVerbs // set by openHooked: actions after the client's verbs
 }
 
 // open opens client i (round robin over the compute nodes) on structure st with synchronizer k.
@@ -253,12 +254,28 @@ func (e *env) open(t testing.TB, i int, st structure, k syncKind) *client {
 // openWith is open with the synchronizer wrapped by wrap (if not nil).
 func (e *env) openWith(t testing.TB, i int, st structure, k syncKind, wrap func(ptrsync.Synchronizer) ptrsync.Synchronizer) *client {
 	t.Helper()
+	return e.openFull(t, i, st, k, wrap, nil)
+}
+
+// openHooked is open with every verb of the client seen through an Interposer running the
+// actions armed on c.hs.
+func (e *env) openHooked(t testing.TB, i int, st structure, k syncKind) *client {
+	t.Helper()
+	return e.openFull(t, i, st, k, nil, new(afterVerbs))
+}
+
+func (e *env) openFull(t testing.TB, i int, st structure, k syncKind, wrap func(ptrsync.Synchronizer) ptrsync.Synchronizer, hs *afterVerbs) *client {
+	t.Helper()
 	ctx := context.Background()
 	m, err := e.f.Open(ctx, e.comp[i%len(e.comp)])
 	require.NoError(t, err)
+	raw := m
+	if hs != nil {
+		m = interposed(m, hs)
+	}
 	a, err := alloc.New(ctx, m, e.ao)
 	require.NoError(t, err)
-	c := &client{m: m, a: a, sync: e.newSync(t, m, k)}
+	c := &client{m: m, a: a, sync: e.newSync(t, m, k), hs: hs}
 	if wrap != nil {
 		c.sync = wrap(c.sync)
 	}
@@ -274,7 +291,7 @@ func (e *env) openWith(t testing.TB, i int, st structure, k syncKind, wrap func(
 	}
 	t.Cleanup(func() {
 		_ = a.Close()
-		_ = m.Close()
+		_ = raw.Close()
 	})
 	return c
 }

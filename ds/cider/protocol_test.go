@@ -56,11 +56,13 @@ func readWordPtr(t *testing.T, m farmem.Memory) uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// protoRig is a small simulated cluster with three pessimistic CIDER clients.
+// protoRig is a small simulated cluster with three pessimistic CIDER clients, whose verbs the
+// tests can act after (hs).
 type protoRig struct {
 	s  *sim.Sim
 	ms []farmem.Memory
 	ss []*cider.CIDER
+	hs []*afterVerbs
 }
 
 func newProtoRig(t *testing.T, n int) *protoRig {
@@ -73,8 +75,12 @@ func newProtoRig(t *testing.T, n int) *protoRig {
 	comp := s.Topology().ComputeNodes()
 	credits := cider.NewCredits(0)
 	for i := range n {
-		mm, err := s.Open(context.Background(), comp[i%len(comp)])
+		raw, err := s.Open(context.Background(), comp[i%len(comp)])
 		require.NoError(t, err)
+		h := new(afterVerbs)
+		mm := interposed(raw, h)
+		r.hs = append(r.hs, h)
+		t.Cleanup(func() { require.Empty(t, h.armed, "client %d: an armed action never ran", i) })
 		c, err := cider.NewCIDER(mm, credits, cider.Options{Mode: cider.AlwaysPessimistic,
 			Lock: qlock.Options{Lease: time.Millisecond}})
 		require.NoError(t, err)
@@ -90,21 +96,41 @@ type attempt struct {
 }
 
 func (r *protoRig) update(t *testing.T, g *sim.Group, i int, key uint64, delay time.Duration, got *attempt) {
+	r.updateWith(t, g, i, key, delay, got, false)
+}
+
+// updateWith is update; with unchecked set the target's Same accepts any word (a member that
+// takes its batch's outcome as its own without checking it concerns its key).
+func (r *protoRig) updateWith(t *testing.T, g *sim.Group, i int, key uint64, delay time.Duration, got *attempt, unchecked bool) {
 	g.Go(func() {
 		ctx := context.Background()
 		m := r.ms[i]
 		_ = m.Runtime().Sleep(ctx, delay)
-		tg := &wordTarget{m: m, key: key, old: readWordPtr(t, m), version: uint64(100 + i)}
+		var tg ptrsync.Target = &wordTarget{m: m, key: key, old: readWordPtr(t, m), version: uint64(100 + i)}
+		if unchecked {
+			tg = uncheckedTarget{tg}
+		}
 		r.ss[i].Plan(ptrsync.Update, key)
 		got.out, got.err = r.ss[i].Commit(ctx, tg)
 	})
 }
 
+// uncheckedTarget is a target whose Same accepts every word.
+type uncheckedTarget struct{ ptrsync.Target }
+
+func (uncheckedTarget) Same(context.Context, uint64) (bool, error) { return true, nil }
+
+// holdFirst makes client i, once it has enqueued on the word pointer's lock (and holds it,
+// the lock being free), pause for d before it looks for a successor, so that others queue.
+func (r *protoRig) holdFirst(i int, d time.Duration) {
+	r.hs[i].arm(enqueued(wordLock), func() { _ = r.ms[i].Runtime().Sleep(context.Background(), d) })
+}
+
 // TestBatchOfAnotherKey: a coordinator and a participant queued for key A; then the pointer
 // changes to key B (a RACE slot reused after a delete or a split) and an update of B queues
 // behind them and becomes the executor. The batch commits B's value over a B word: the
-// members must not take that as their update of A (they retry), and the defect that skips
-// the check lets them report a combined update of a key that is not there.
+// members must not take that as their update of A (they retry); with targets whose Same
+// check accepts any word, they report a combined update of a key that is not there.
 func TestBatchOfAnotherKey(t *testing.T) {
 	const keyA, keyB = 7, 9
 	for _, defect := range []bool{false, true} {
@@ -114,14 +140,10 @@ func TestBatchOfAnotherKey(t *testing.T) {
 			ctx := context.Background()
 			_, err := r.ms[0].CAS(ctx, wordPtr, 0, keyA<<32|1)
 			require.NoError(t, err)
-			cider.SetHookForTest(r.ss[0], "held", func() { _ = r.ms[0].Runtime().Sleep(ctx, 100*time.Microsecond) })
-			if defect {
-				cider.SetDefectForTest(r.ss[0], "no-same-check")
-				cider.SetDefectForTest(r.ss[1], "no-same-check")
-			}
+			r.holdFirst(0, 100*time.Microsecond)
 			g := r.s.NewGroup()
-			r.update(t, g, 0, keyA, 0, &c)
-			r.update(t, g, 1, keyA, 20*time.Microsecond, &p)
+			r.updateWith(t, g, 0, keyA, 0, &c, defect)
+			r.updateWith(t, g, 1, keyA, 20*time.Microsecond, &p, defect)
 			g.Go(func() { // the pointer now belongs to B
 				_ = r.ms[2].Runtime().Sleep(ctx, 40*time.Microsecond)
 				_, err := r.ms[2].CAS(ctx, wordPtr, keyA<<32|1, keyB<<32|5)
@@ -151,13 +173,13 @@ func TestBatchOfAnotherKey(t *testing.T) {
 }
 
 // batchOfThree lines up a batch of key 1 (coordinator, participant, executor: clients 0, 1, 2)
-// with the pointer holding 1<<32|1; fault installs a hook that kills one of them.
+// with the pointer holding 1<<32|1; fault arms an action that kills one of them.
 func (r *protoRig) batchOfThree(t *testing.T, fault func()) (c, p, e attempt) {
 	r.s.Run(func() {
 		ctx := context.Background()
 		_, err := r.ms[0].CAS(ctx, wordPtr, 0, 1<<32|1)
 		require.NoError(t, err)
-		cider.SetHookForTest(r.ss[0], "held", func() { _ = r.ms[0].Runtime().Sleep(ctx, 100*time.Microsecond) })
+		r.holdFirst(0, 100*time.Microsecond)
 		fault()
 		g := r.s.NewGroup()
 		r.update(t, g, 0, 1, 0, &c)
@@ -168,7 +190,7 @@ func (r *protoRig) batchOfThree(t *testing.T, fault func()) (c, p, e attempt) {
 	return c, p, e
 }
 
-// crash returns a hook that crashes client i.
+// crash returns an action that crashes client i.
 func (r *protoRig) crash(t *testing.T, i int) func() {
 	return func() { require.NoError(t, r.s.CrashClient(r.ms[i].Info().ID)) }
 }
@@ -179,7 +201,7 @@ func (r *protoRig) crash(t *testing.T, i int) func() {
 // combined update is overwritten at the instant it takes effect.
 func TestExecutorDiesAfterItsCAS(t *testing.T) {
 	r := newProtoRig(t, 3)
-	c, p, e := r.batchOfThree(t, func() { cider.SetHookForTest(r.ss[2], "executed", r.crash(t, 2)) })
+	c, p, e := r.batchOfThree(t, func() { r.hs[2].arm(casAt(wordPtr), r.crash(t, 2)) })
 	require.Equal(t, ptrsync.Committed, e.out.Outcome, "the executor knows its own CAS landed")
 	r.s.Run(func() { require.Equal(t, uint64(1)<<32|102, readWordPtr(t, r.ms[0]), "the executor's CAS landed") })
 	for _, a := range []attempt{c, p} {
@@ -205,7 +227,7 @@ func TestExecutorDiesAfterItsCAS(t *testing.T) {
 // once the lease expires; the participant retries.
 func TestCoordinatorDiesAfterHandOff(t *testing.T) {
 	r := newProtoRig(t, 3)
-	c, p, e := r.batchOfThree(t, func() { cider.SetHookForTest(r.ss[0], "exec-sent", r.crash(t, 0)) })
+	c, p, e := r.batchOfThree(t, func() { r.hs[0].arm(sentWithoutBump, r.crash(t, 0)) })
 	require.ErrorIs(t, c.err, farmem.ErrNodeDown)
 	require.NoError(t, e.err)
 	require.Equal(t, ptrsync.Committed, e.out.Outcome)

@@ -56,7 +56,7 @@
 // "free, same generation"; if it fails because a successor swapped the tail meanwhile, wait
 // for its link and hand over.
 //
-// Costs, uncontended (TestUncontendedCost): Lock 1 MaskedCAS, Release 1 CAS (2 round trips,
+// Costs, uncontended (asserted exactly by the package's tests): Lock 1 MaskedCAS, Release 1 CAS (2 round trips,
 // 2 memory-node verbs). Queued: 1 MaskedCAS and the link WRITE to acquire, and the hand-over
 // (2 WRITEs to the successor's compute node, 1 FAA) to release; waiting costs the memory node
 // nothing but the liveness reads below.
@@ -96,8 +96,8 @@
 // read under the lock (with a version in the word, or a word that never repeats, such as a
 // pointer to a block that cannot be reused while the holder's epoch pin lasts). A resumed
 // holder's write then fails if anyone wrote since it read, and succeeds only if its critical
-// section can be ordered where it read (TestPausedHolderSim; TestUnfencedPausedHolderCaught
-// shows a plain write losing updates). ds/cider's pointer changes are all such CASes.
+// section can be ordered where it read (the simulated tests pause a holder past its lease,
+// and show a plain write losing updates there). ds/cider's pointer changes are all such CASes.
 //
 // # Closing acquisitions
 //

@@ -132,18 +132,38 @@ func writeWord(ctx context.Context, m farmem.Memory, a farmem.Addr, v uint64) er
 	return m.Write(ctx, a, b[:])
 }
 
+// noWait is a client's Memory on which a Wait on its lock node's grant word returns at once
+// the word it holds: its Locker never waits for its predecessor's hand-over (a broken lock).
+type noWait struct {
+	farmem.Memory
+	grant farmem.Addr
+}
+
+func (m *noWait) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
+	if a != m.grant {
+		return m.Memory.Wait(ctx, a, until)
+	}
+	return readWord(ctx, m.Memory, a)
+}
+
 // increments runs n clients that each add 1 to the counter k times under the lock with a
-// non-atomic read and write, recording every increment in h and every grant in g. A defect,
-// if named, is turned on in every client's Locker.
-func (r *rig) increments(t *testing.T, n, k int, o qlock.Options, h *counterHistory, g *grantLog, hold time.Duration, defect string) {
+// non-atomic read and write, recording every increment in h and every grant in g. With
+// broken set, every client's Locker runs on a noWait Memory.
+func (r *rig) increments(t *testing.T, n, k int, o qlock.Options, h *counterHistory, g *grantLog, hold time.Duration, broken bool) {
 	t.Helper()
 	ms := make([]farmem.Memory, n)
 	ls := make([]*qlock.Locker, n)
 	for i := range n {
-		ms[i], ls[i] = r.client(t, i, o)
-		if defect != "" {
-			qlock.SetDefectForTest(ls[i], defect)
+		if !broken {
+			ms[i], ls[i] = r.client(t, i, o)
+			continue
 		}
+		m, err := r.f.Open(context.Background(), r.comp[i%len(r.comp)])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		ms[i] = &noWait{Memory: m, grant: m.Info().Slice.Add(o.Offset + qlock.GrantOffset)}
+		ls[i], err = qlock.New(ms[i], o)
+		require.NoError(t, err)
 	}
 	r.do(func() {
 		err := farmemtest.Parallel(r.f.Runtime(), n, func(i int) error {

@@ -77,12 +77,6 @@ type Locker struct {
 	opts  Options
 	seq   uint32
 	stats Stats
-	bug   defects
-}
-
-// defects are deliberate bugs for tests that show the checks catch them.
-type defects struct {
-	noWait bool // Lock takes the lock without waiting for the predecessor's hand-over
 }
 
 // New returns client m's Locker. Its lock node is at Options.Offset of m's slice; New clears
@@ -447,7 +441,7 @@ func (l *Locker) Lock(ctx context.Context, entry farmem.Addr) (*Acquisition, Msg
 		if err != nil {
 			return nil, Msg{}, err
 		}
-		if a.Immediate() || l.bug.noWait {
+		if a.Immediate() {
 			return a, Msg{}, nil
 		}
 		msg, err := a.Await(ctx, Granted)

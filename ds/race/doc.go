@@ -116,8 +116,7 @@
 // a split that happened between the lookup and the tentative CAS: the tentative slot is then
 // retracted, and since it was never visible nothing observed it. (RACE's published insert
 // CASes the committed word at once and removes duplicates after the re-read; a reader can
-// then see a duplicate whose inserter will report Exists, which is not linearizable, and
-// the lincheck test with that defect fails.)
+// then see a duplicate whose inserter will report Exists, which is not linearizable.)
 //
 // Update and Delete: the lookup finds the committed slot of the key (Update writes its new
 // block in the lookup's batch, unless the synchronizer's plan defers it); then the
@@ -262,8 +261,8 @@
 //
 // # Costs
 //
-// Round trips per operation, uncontended, measured with farmem.Stats deltas in TestRoundTrips
-// (the allocator's pins and retires cost none within its Refresh period):
+// Round trips per operation, uncontended, as the package's tests assert them exactly with
+// farmem.Stats deltas (the allocator's pins and retires cost none within its Refresh period):
 //
 //	Search, key present        2   (both combined buckets + header; the KV block)
 //	Search, key absent         1   (2 if some slot has the key's fingerprint)

@@ -1,39 +1,73 @@
 package race
 
-// Test hooks: deliberate defects and a hash override, on one handle.
+import (
+	"encoding/binary"
 
-// SetHashForTest makes the handle hash keys with f (every handle on a table must use the same).
-func SetHashForTest(t *Table, f func(key []byte) (h1, h2 uint64)) {
-	t.hash = func(key []byte) keyHash {
-		h1, h2 := f(key)
-		return keyHash{h1: h1, h2: h2}
-	}
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+)
+
+// Place returns where tab puts key: its two candidate main buckets (0..2*Groups-1, in hash
+// order) and its fingerprint. Tests search for keys by it (the hash is deterministic).
+func Place(tab *Table, key []byte) (b1, b2 uint64, fp uint8) {
+	var op opState
+	tab.initOp(&op, key)
+	twoG := 2 * tab.geo.groups
+	return reduce(uint32(op.k.h1>>32), twoG), reduce(uint32(op.k.h2), twoG), op.fp
 }
 
-// SetDefectForTest turns on a deliberate bug: "no-tentative", "no-checksum", "no-retire" or
-// "no-header-check".
-func SetDefectForTest(t *Table, name string) {
-	switch name {
-	case "no-tentative":
-		t.bug.noTentative = true
-	case "no-checksum":
-		t.bug.noChecksum = true
-	case "no-retire":
-		t.bug.noRetire = true
-	case "no-header-check":
-		t.bug.noHeaderCheck = true
-	default:
-		panic("unknown defect " + name)
-	}
+// SplitSteps recognises, in the verbs one client issues (seen through a farmemtest.Interposer),
+// the end of each step of its splits, from the layout alone: 1 the freeze, 2 the new half
+// written, 3 the child word set, 4 the directory published (the directory lock released),
+// 5 the header moved (the split counted), 6 the old half released, 7 the new half released.
+type SplitSteps struct {
+	root farmem.Addr
+	half uint64 // packed address of the last new half this client wrote
 }
 
-// CrashSplitForTest makes the handle's next split stop at step n (1..7, see crashPoint) as if
-// the client died there: it returns an error and keeps the split lock.
-func CrashSplitForTest(t *Table, n int) { t.bug.crashAt = n }
+// NewSplitSteps returns a recogniser for the table at root.
+func NewSplitSteps(root farmem.Addr) *SplitSteps { return &SplitSteps{root: root} }
 
-// ErrCrashedForTest is the error a crashed split returns.
-var ErrCrashedForTest = errCrashed
-
-// StallSplitForTest makes the handle's next split call f at step n (1..7), as if the client
-// were paused there for as long as f blocks.
-func StallSplitForTest(t *Table, n int, f func()) { t.bug.stallAt, t.bug.stall = n, f }
+// Step returns the step that v, just completed without error, ends, or 0.
+func (s *SplitSteps) Step(v farmemtest.Verb) int {
+	if v.Posted || v.Waited || len(v.Batch.Ops) == 0 {
+		return 0
+	}
+	ops := v.Batch.Ops
+	all := func(f func(op farmem.Op) bool) bool {
+		for _, op := range ops {
+			if !f(op) {
+				return false
+			}
+		}
+		return true
+	}
+	if !v.Single {
+		switch {
+		case all(func(op farmem.Op) bool {
+			return op.Kind == farmem.OpMaskedCAS && op.Swap == uint64(SlotFrozen) && op.SwapMask == uint64(SlotFrozen)
+		}):
+			return 1
+		case !all(func(op farmem.Op) bool { return op.Kind != farmem.OpCAS || op.Cmp != lockParent || op.Swap != 0 }):
+			return 7
+		case all(func(op farmem.Op) bool { return op.Kind == farmem.OpCAS && Slot(op.Cmp).Frozen() }):
+			return 6
+		}
+		return 0
+	}
+	op := ops[0]
+	le := binary.LittleEndian
+	switch {
+	case op.Kind == farmem.OpWrite && len(op.Buf) >= stSlotsOff &&
+		le.Uint64(op.Buf[stLockOff:]) == lockParent && le.Uint64(op.Buf[stParentOff:]) != 0:
+		s.half, _ = packAddr(op.Addr)
+		return 2
+	case op.Kind == farmem.OpCAS && s.half != 0 && op.Swap == s.half:
+		return 3
+	case op.Kind == farmem.OpCAS && s.half != 0 && op.Addr == s.root.Add(rootDirLockOff) && op.Swap == 0:
+		return 4
+	case op.Kind == farmem.OpFAA && op.Addr == s.root.Add(rootSplitsOff):
+		return 5
+	}
+	return 0
+}

@@ -3,6 +3,7 @@ package race_test
 import (
 	"context"
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -55,17 +57,30 @@ type client struct {
 	m   farmem.Memory
 	a   *alloc.Allocator
 	tab *race.Table
+	// killed, if set, reports that the test crashed the client on purpose (atSplitStep).
+	killed *atomic.Bool
+	// searching, if set, is set by the workload while the client searches.
+	searching *bool
 }
 
 // open opens a client on compute node i (modulo their number) with its handle.
 func (e *env) open(t testing.TB, i int, opts race.Options) *client {
+	return e.openWith(t, i, opts, nil)
+}
+
+// openWith is open with the table's Memory (not the allocator's) seen through wrap, if set.
+func (e *env) openWith(t testing.TB, i int, opts race.Options, wrap func(farmem.Memory) farmem.Memory) *client {
 	t.Helper()
 	ctx := context.Background()
 	m, err := e.f.Open(ctx, e.comp[i%len(e.comp)])
 	require.NoError(t, err)
 	a, err := alloc.New(ctx, m, e.ao)
 	require.NoError(t, err)
-	tab, err := race.Open(ctx, m, a, e.root, opts)
+	tm := m
+	if wrap != nil {
+		tm = wrap(m)
+	}
+	tab, err := race.Open(ctx, tm, a, e.root, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = tab.Close()
@@ -73,6 +88,34 @@ func (e *env) open(t testing.TB, i int, opts race.Options) *client {
 		_ = m.Close()
 	})
 	return &client{m: m, a: a, tab: tab}
+}
+
+// atSplitStep returns m seen through an Interposer that runs act once, right after the verb
+// that ends step n (1..7, numbered by race.SplitSteps) of the client's first split that gets
+// that far, and a flag set just before act runs. act may block (the client stalls there) or
+// crash the client through the fabric's fault injection (it dies there, holding the split
+// lock: its later verbs fail with farmem.ErrNodeDown).
+func atSplitStep(m farmem.Memory, root farmem.Addr, n int, act func()) (farmem.Memory, *atomic.Bool) {
+	steps := race.NewSplitSteps(root)
+	fired := new(atomic.Bool)
+	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+		if err == nil && !fired.Load() && steps.Step(v) == n {
+			fired.Store(true)
+			act()
+		}
+	}}, fired
+}
+
+// crashAtSplitStep opens client i whose first split dies at step n (see atSplitStep).
+func (e *env) crashAtSplitStep(t testing.TB, i int, opts race.Options, n int) *client {
+	var killed *atomic.Bool
+	c := e.openWith(t, i, opts, func(m farmem.Memory) farmem.Memory {
+		w, fired := atSplitStep(m, e.root, n, func() { require.NoError(t, e.f.CrashClient(m.Info().ID)) })
+		killed = fired
+		return w
+	})
+	c.killed = killed
+	return c
 }
 
 func key(i uint64) []byte {

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -18,15 +20,12 @@ var hot = workload{keys: 3, ops: 500, search: 30, insert: 40, update: 10, maxVal
 
 // runHot runs w with n clients on a fresh table and returns the history's verdict and the
 // clients' summed stats.
-func runHot(t *testing.T, w workload, n int, p race.Params, defects ...string) (error, race.Stats) {
+func runHot(t *testing.T, w workload, n int, p race.Params) (error, race.Stats) {
 	t.Helper()
 	e := newEnv(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p)
 	cs := make([]*client, n)
 	for i := range cs {
 		cs[i] = e.open(t, i, race.Options{})
-		for _, d := range defects {
-			race.SetDefectForTest(cs[i].tab, d)
-		}
 	}
 	ctx := context.Background()
 	h := kvModel.NewHistory(e.f.Runtime())
@@ -43,9 +42,7 @@ func runHot(t *testing.T, w workload, n int, p race.Params, defects ...string) (
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	if len(defects) == 0 {
-		audit(t, cs[n-1], true)
-	}
+	audit(t, cs[n-1], true)
 	var sum race.Stats
 	for _, c := range cs {
 		s := c.tab.Stats()
@@ -66,37 +63,53 @@ func TestLinearizableHotKeys(t *testing.T) {
 	require.NotZero(t, s.Kills, "no inserter of a key ever removed a competitor's tentative slot")
 }
 
-// TestBrokenInsertCaught: without the tentative slot and the re-read that settles concurrent
-// inserters of one key, two of them both succeed, which the check must catch.
-func TestBrokenInsertCaught(t *testing.T) {
-	for range 10 {
-		err, _ := runHot(t, hot, 6, race.Params{FingerprintBits: 1}, "no-tentative")
-		if err != nil {
-			t.Logf("caught: %v", err)
-			return
-		}
+// TestCorruptBlockRejected: a KV block read that comes back damaged (one value byte flipped
+// by the client's Memory, as a torn read or a block reused under a reader would be) fails its
+// checksum; the operation reads again and returns the exact value, and each rejection is
+// counted.
+func TestCorruptBlockRejected(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	w := e.open(t, 0, race.Options{})
+	ctx := context.Background()
+	const n = 50
+	for i := range uint64(n) {
+		require.NoError(t, w.tab.Insert(ctx, key(i), val(i, 40)))
 	}
-	t.Fatal("inserts without the duplicate check passed the linearizability check 10 times")
-}
-
-// TestBrokenReuseCaught: old blocks freed at once instead of retired through the allocator's
-// epochs are reused while readers still read them. The checksum rejects the torn ones (tearing
-// is on, and the test requires it saw some), but a block reused whole for a later write of the
-// same key passes it, and the check must catch the value it returns.
-func TestBrokenReuseCaught(t *testing.T) {
-	w := hot
-	w.update, w.insert = 30, 20
-	caught, torn := false, uint64(0)
-	for range 10 {
-		err, s := runHot(t, w, 6, race.Params{FingerprintBits: 1}, "no-retire")
-		torn += s.BadBlocks
-		if err != nil {
-			caught = true
-			t.Logf("caught: %.300v", err)
-		}
-		if caught && torn > 0 {
-			return
-		}
+	corrupted := 0
+	next := true // damage every other block read: each operation's first, not its re-read
+	r := e.openWith(t, 1, race.Options{}, func(m farmem.Memory) farmem.Memory {
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if err != nil || v.Single || v.Posted {
+				return
+			}
+			for _, op := range v.Batch.Ops {
+				if op.Kind != farmem.OpRead {
+					continue
+				}
+				blk, derr := race.DecodeBlock(op.Addr, op.Buf)
+				if derr != nil {
+					continue
+				}
+				if next {
+					blk.Value[len(blk.Value)-1] ^= 0x10 // in op.Buf: a value byte
+					corrupted++
+				}
+				next = !next
+			}
+		}}
+	})
+	for i := range uint64(n) {
+		v, err := r.tab.Search(ctx, key(i))
+		require.NoError(t, err, "key %d", i)
+		require.Equal(t, val(i, 40), v, "key %d", i)
+		require.NoError(t, r.tab.Update(ctx, key(i), val(i+n, 40)), "update %d", i)
 	}
-	t.Fatalf("immediate reuse: caught %v, torn blocks rejected %d", caught, torn)
+	for i := range uint64(n) {
+		v, err := r.tab.Search(ctx, key(i))
+		require.NoError(t, err)
+		require.Equal(t, val(i+n, 40), v)
+	}
+	require.Positive(t, corrupted)
+	require.Equal(t, uint64(corrupted), r.tab.Stats().BadBlocks, "every damaged block rejected, nothing else")
+	audit(t, w, true) // through an undamaged client
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 )
@@ -58,7 +59,13 @@ func (w workload) run(ctx context.Context, c *client, h *lincheck.History[linche
 		case p < w.search:
 			op = rec.Call(kvModel.Get(k))
 			var got []byte
+			if c.searching != nil {
+				*c.searching = true
+			}
 			got, err = c.tab.Search(ctx, key(k))
+			if c.searching != nil {
+				*c.searching = false
+			}
 			switch {
 			case errors.Is(err, race.ErrNotFound):
 				out, err = kvModel.Missing(), nil
@@ -90,9 +97,9 @@ func (w workload) run(ctx context.Context, c *client, h *lincheck.History[linche
 				out, err = kvModel.Missing(), nil
 			}
 		}
-		if errors.Is(err, race.ErrCrashedForTest) {
-			// The client "died" in a split (the test hook): its operation had no effect yet,
-			// but a dead client's last operation is open-ended, and it does nothing more.
+		if errors.Is(err, farmem.ErrNodeDown) && c.killed != nil && c.killed.Load() {
+			// The test crashed the client in a split: its operation had no effect yet, but a
+			// dead client's last operation is open-ended, and it does nothing more.
 			op.Unknown()
 			return nil
 		}
@@ -125,19 +132,29 @@ type splitRun struct {
 
 // runSplits runs w with n clients over a table laid out with collide on a local fabric with
 // tearing, jitter and strict mode, and checks the history.
-// With crashStep > 0, client 0 dies at that step of its first split.
-func runSplits(t *testing.T, w workload, n int, defect string, crashStep int) splitRun {
+// With crashStep > 0, client 0 is crashed right after that step of its first split.
+func runSplits(t *testing.T, w workload, n int, crashStep int) splitRun {
+	return runSplitsWith(t, w, n, crashStep, false)
+}
+
+// runSplitsWith is runSplits; with trusting set, every client's searches take the subtable
+// their directory cache names for the key's (see trustingSearches).
+func runSplitsWith(t *testing.T, w workload, n int, crashStep int, trusting bool) splitRun {
 	t.Helper()
 	e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, collide)
 	cs := make([]*client, n)
+	opts := race.Options{Lease: 20 * time.Millisecond}
 	for i := range cs {
-		cs[i] = e.open(t, i, race.Options{Lease: 20 * time.Millisecond})
-		if defect != "" {
-			race.SetDefectForTest(cs[i].tab, defect)
+		switch {
+		case i == 0 && crashStep > 0:
+			cs[i] = e.crashAtSplitStep(t, i, opts, crashStep)
+		case trusting:
+			flag := new(bool)
+			cs[i] = e.openWith(t, i, opts, func(m farmem.Memory) farmem.Memory { return trustingSearches(m, flag) })
+			cs[i].searching = flag
+		default:
+			cs[i] = e.open(t, i, opts)
 		}
-	}
-	if crashStep > 0 {
-		race.CrashSplitForTest(cs[0].tab, crashStep)
 	}
 	ctx := context.Background()
 	before, err := cs[0].tab.Info(ctx)
@@ -169,13 +186,14 @@ func runSplits(t *testing.T, w workload, n int, defect string, crashStep int) sp
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	after, err := cs[0].tab.Info(ctx)
+	if crashStep > 0 {
+		require.True(t, cs[0].killed.Load(), "client 0 never reached step %d of a split", crashStep)
+	}
+	after, err := cs[n-1].tab.Info(ctx)
 	require.NoError(t, err)
 	r := splitRun{splits: after.Splits - before.Splits, doublings: after.Doublings - before.Doublings}
-	if defect == "" {
-		// A dead splitter's split is finished only if someone wrote to its subtable since.
-		r.census = audit(t, cs[n-1], crashStep == 0)
-	}
+	// A dead splitter's split is finished only if someone wrote to its subtable since.
+	r.census = audit(t, cs[n-1], crashStep == 0)
 	for _, c := range cs {
 		r.stats = addStats(r.stats, c.tab.Stats())
 	}
@@ -205,7 +223,7 @@ var splitLoad = workload{keys: 48, ops: 600, search: 40, insert: 25, update: 15,
 func TestLinearizableLocal(t *testing.T) {
 	w := splitLoad
 	w.ops *= stressScale()
-	r := runSplits(t, w, 6, "", 0)
+	r := runSplits(t, w, 6, 0)
 	t.Logf("splits %d, doublings %d; %+v; %+v", r.splits, r.doublings, r.stats, r.census)
 	require.NoError(t, r.verdict)
 	require.GreaterOrEqual(t, r.splits, uint64(3))
@@ -214,17 +232,37 @@ func TestLinearizableLocal(t *testing.T) {
 	require.NotZero(t, r.stats.Refreshes, "no client ever found its directory cache stale")
 }
 
-// TestBrokenHeaderCheckCaught: a lookup that trusts a stale directory cache without checking
-// the subtable's header reads the wrong subtable after a split, which the check must catch.
+// trustingSearches returns m on which, while *searching is set, the header word that ends a
+// lookup's batch of reads (the candidate buckets, then the subtable's header) reads as 0: a
+// depth-0 header, which covers every key. A search then trusts whatever subtable its
+// directory cache names, as one that skipped the header check would.
+func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
+	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+		if err != nil || !*searching || v.Single || v.Posted {
+			return
+		}
+		for _, op := range v.Batch.Ops {
+			if op.Kind != farmem.OpRead {
+				return
+			}
+		}
+		if last := v.Batch.Ops[len(v.Batch.Ops)-1]; len(v.Batch.Ops) > 1 && len(last.Buf) == 8 {
+			clear(last.Buf)
+		}
+	}}
+}
+
+// TestBrokenHeaderCheckCaught: searches that trust a stale directory cache without checking
+// the subtable's header read the wrong subtable after a split, which the check must catch.
 func TestBrokenHeaderCheckCaught(t *testing.T) {
 	for range 10 {
-		r := runSplits(t, splitLoad, 6, "no-header-check", 0)
+		r := runSplitsWith(t, splitLoad, 6, 0, true)
 		if r.verdict != nil {
-			t.Logf("caught: %v", r.verdict)
+			t.Logf("caught: %.300v", r.verdict)
 			return
 		}
 	}
-	t.Fatal("lookups without the header check passed the linearizability check 10 times")
+	t.Fatal("searches without the header check passed the linearizability check 10 times")
 }
 
 // TestLinearizableSplitterDies is TestLinearizableLocal with one client dying in the middle of a
@@ -234,7 +272,7 @@ func TestLinearizableSplitterDies(t *testing.T) {
 	w := splitLoad
 	w.ops = 250 * stressScale()
 	for step := 1; step <= 7; step++ {
-		r := runSplits(t, w, 4, "", step)
+		r := runSplits(t, w, 4, step)
 		require.NoError(t, r.verdict, "dead at step %d", step)
 		require.NotZero(t, r.stats.Recoveries, "step %d: nobody took the dead client's split over", step)
 	}

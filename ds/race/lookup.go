@@ -121,11 +121,8 @@ func (t *Table) newOp(key []byte) *opState {
 	return op
 }
 
-// hashOf hashes a key with the table's seed (or the test override).
+// hashOf hashes a key with the table's seed.
 func (t *Table) hashOf(key []byte) keyHash {
-	if t.hash != nil {
-		return t.hash(key)
-	}
 	return hashKey(t.p.Seed, key)
 }
 
@@ -212,7 +209,7 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 		}
 		nb = nil
 		v := t.decodeView(op, st, &t.scr.lv)
-		if t.bug.noHeaderCheck || covers(v.hdr, op.k.h1) {
+		if covers(v.hdr, op.k.h1) {
 			return v, nil
 		}
 		if err := t.refresh(ctx, op.k.h1); err != nil {
@@ -364,22 +361,8 @@ func (op *opState) knows(w Slot) bool {
 // tentative bits (an insert commits by clearing the tentative bit of the same block).
 func blockKey(w Slot) Slot { return w &^ (SlotFrozen | SlotTentative) }
 
-// decode validates a block (unless the checksum defect is on).
-func (t *Table) decode(a farmem.Addr, b []byte) (Block, error) {
-	if !t.bug.noChecksum {
-		return DecodeBlock(a, b)
-	}
-	le := binary.LittleEndian
-	if len(b) < blockOverhead {
-		return Block{}, ErrCorrupt
-	}
-	kl, vl := int(le.Uint16(b[0:])), int(le.Uint32(b[4:]))
-	if kl+vl > len(b)-blockHeader {
-		return Block{}, ErrCorrupt
-	}
-	return Block{Key: b[blockHeader : blockHeader+kl], Value: b[blockHeader+kl : blockHeader+kl+vl],
-		Deadline: farmem.Time(le.Uint64(b[8:]))}, nil
-}
+// decode validates a block.
+func (t *Table) decode(a farmem.Addr, b []byte) (Block, error) { return DecodeBlock(a, b) }
 
 // findKey returns the position in v of a committed slot holding op's key, or -1: it reads the
 // blocks of committed fingerprint matches it does not know yet (and their metadata when meta

@@ -255,9 +255,6 @@ func (t *Table) pickEmpty(op *opState, v *view) int {
 func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *view, x int) (insertResult, error) {
 	i := v.idx[x]
 	tw := nb.slot | SlotTentative
-	if t.bug.noTentative {
-		tw = nb.slot
-	}
 	b := t.batch()
 	b.CAS(t.geo.slotAddr(v.st, i), 0, uint64(tw))
 	t.addReads(b, op, v.st)
@@ -271,9 +268,6 @@ func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *vie
 		return restart, nil
 	}
 	nb.visible = true
-	if t.bug.noTentative {
-		return inserted, nil
-	}
 	rv := t.decodeView(op, v.st, &t.scr.rv)
 	return t.resolve(ctx, op, nb, i, tw, rv)
 }

@@ -9,25 +9,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
-// TestSplitterDies stops a split at each of its steps as if its client died there, keeping the
-// split lock, and checks that another client searches without waiting, and that its writes
+// TestSplitterDies crashes a splitting client (fault injection) right after each step of its
+// split in turn, so that it keeps the split lock, and checks that another client searches without waiting, and that its writes
 // take the split over once the lease expires and finish it, losing nothing.
 func TestSplitterDies(t *testing.T) {
 	for step := 1; step <= 7; step++ {
 		t.Run(fmt.Sprintf("step%d", step), func(t *testing.T) {
 			e := newEnv(t, local.Options{}, collide)
 			opts := race.Options{Lease: 20 * time.Millisecond}
-			dead := e.open(t, 0, opts)
+			dead := e.crashAtSplitStep(t, 0, opts, step)
 			ctx := context.Background()
-			race.CrashSplitForTest(dead.tab, step)
 			var n uint64
 			for ; ; n++ {
 				err := dead.tab.Insert(ctx, key(n), val(n, 8))
 				if err != nil {
-					require.ErrorIs(t, err, race.ErrCrashedForTest)
+					require.ErrorIs(t, err, farmem.ErrNodeDown)
+					require.True(t, dead.killed.Load(), "failed before the crash: %v", err)
 					break
 				}
 				require.Less(t, n, uint64(100), "no split")
@@ -71,13 +73,16 @@ func TestSplitterStalls(t *testing.T) {
 		t.Run(fmt.Sprintf("step%d", step), func(t *testing.T) {
 			e := newEnv(t, local.Options{}, collide)
 			opts := race.Options{Lease: 10 * time.Millisecond}
-			slow, fast := e.open(t, 0, opts), e.open(t, 1, opts)
-			ctx := context.Background()
 			stalled, resume := make(chan struct{}), make(chan struct{})
-			race.StallSplitForTest(slow.tab, step, func() {
-				close(stalled)
-				<-resume
+			slow := e.openWith(t, 0, opts, func(m farmem.Memory) farmem.Memory {
+				w, _ := atSplitStep(m, e.root, step, func() {
+					close(stalled)
+					<-resume
+				})
+				return w
 			})
+			fast := e.open(t, 1, opts)
+			ctx := context.Background()
 			done := make(chan error, 1)
 			go func() {
 				for i := range uint64(100) {
@@ -113,4 +118,25 @@ func seq(from, to uint64) []uint64 {
 		s = append(s, i)
 	}
 	return s
+}
+
+// TestSplitSteps checks the recogniser the tests above stop splits with: an uncontended
+// client's first split ends steps 1 to 7, each once, in order.
+func TestSplitSteps(t *testing.T) {
+	e := newEnv(t, local.Options{}, collide)
+	var seen []int
+	c := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
+		steps := race.NewSplitSteps(e.root)
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if n := steps.Step(v); err == nil && n != 0 {
+				seen = append(seen, n)
+			}
+		}}
+	})
+	ctx := context.Background()
+	for i := uint64(0); c.tab.Stats().Splits == 0; i++ {
+		require.Less(t, i, uint64(100), "no split")
+		require.NoError(t, c.tab.Insert(ctx, key(i), val(i, 8)))
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7}, seen)
 }

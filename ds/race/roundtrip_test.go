@@ -2,7 +2,7 @@ package race_test
 
 import (
 	"context"
-	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,25 +12,23 @@ import (
 	"github.com/farmem/farmem/farmem/local"
 )
 
-// rawHash makes a key's hashes its own first 16 bytes, so a test places keys exactly.
-func rawHash(key []byte) (uint64, uint64) {
-	var b [16]byte
-	copy(b[:], key)
-	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
-}
-
-// placed returns a key whose first candidate bucket is main bucket b1 and second b2 (of 2*groups),
-// with fingerprint fp (8 bits) and a tag telling keys apart.
-func placed(groups int, b1, b2 uint64, fp uint8, tag byte) []byte {
-	// reduce(x, n) = x*n >> 32: the smallest x with reduce(x, n) == b is ceil(b<<32 / n).
-	n := uint64(2 * groups)
-	x1 := (b1<<32 + n - 1) / n
-	x2 := (b2<<32 + n - 1) / n
-	k := make([]byte, 17)
-	binary.LittleEndian.PutUint64(k[:8], x1<<32)
-	binary.LittleEndian.PutUint64(k[8:], uint64(fp)<<56|x2)
-	k[16] = tag
-	return k
+// placed returns a key (not among used) whose candidate main buckets are b1 and b2 (of
+// 2*Groups, in hash order) and whose fingerprint is fp in tab, found by search: the hash is
+// deterministic, and about one key in 2*Groups*2*Groups*256 fits.
+func placed(t *testing.T, tab *race.Table, b1, b2 uint64, fp uint8, used map[string]bool) []byte {
+	t.Helper()
+	for i := range uint64(1 << 28) {
+		k := []byte(fmt.Sprintf("key-%d", i))
+		if used[string(k)] {
+			continue
+		}
+		if g1, g2, gfp := race.Place(tab, k); g1 == b1 && g2 == b2 && gfp == fp {
+			used[string(k)] = true
+			return k
+		}
+	}
+	t.Fatalf("no key placed at buckets %d, %d with fingerprint %#x", b1, b2, fp)
+	return nil
 }
 
 // TestRoundTrips asserts the round trips (and the atomics) of each operation, uncontended, with
@@ -40,7 +38,7 @@ func TestRoundTrips(t *testing.T) {
 	const groups = 8
 	e := newEnv(t, local.Options{}, race.Params{Groups: groups})
 	c := e.open(t, 0, race.Options{})
-	race.SetHashForTest(c.tab, rawHash)
+	used := map[string]bool{}
 	ctx := context.Background()
 
 	cost := func(name string, wantRTT, wantCAS uint64, f func() error, wantErr error) {
@@ -59,11 +57,11 @@ func TestRoundTrips(t *testing.T) {
 		t.Logf("%-28s %v", name, d)
 	}
 	// Warm up the allocator (its first block claims a chunk) on buckets no other key uses.
-	require.NoError(t, c.tab.Insert(ctx, placed(groups, 15, 15, 1, 0), []byte("warm")))
+	require.NoError(t, c.tab.Insert(ctx, placed(t, c.tab, 15, 15, 1, used), []byte("warm")))
 
-	k1 := placed(groups, 2, 9, 0x42, 1)
-	same := placed(groups, 2, 9, 0x42, 2)   // same buckets and fingerprint as k1, another key
-	other := placed(groups, 4, 11, 0x42, 3) // other buckets
+	k1 := placed(t, c.tab, 2, 9, 0x42, used)
+	same := placed(t, c.tab, 2, 9, 0x42, used)   // same buckets and fingerprint as k1, another key
+	other := placed(t, c.tab, 4, 11, 0x42, used) // other buckets
 	cost("insert", 3, 2, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, nil)
 	cost("insert existing", 2, 0, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, race.ErrExists)
 	cost("search", 2, 0, func() error {

@@ -31,8 +31,8 @@ type simFaults func(s *sim.Sim, cs []*client, start farmem.Time)
 // runSim runs w with n clients on a simulated ConnectX-6 cluster (two memory nodes, two compute
 // nodes, tearing and jitter on) over a table laid out with p, under faults, and checks the
 // history. Everything, faults included, is a function of seed.
-// With victimStep > 0, client 0 first inserts alone until it dies at that step of its first
-// split (holding the lock), and the others run after it.
+// With victimStep > 0, client 0 first inserts alone until it is crashed right after that step
+// of its first split (holding the lock), and the others run after it.
 func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults simFaults, victimStep int, opts race.Options) simOutcome {
 	t.Helper()
 	model := sim.ConnectX6()
@@ -61,9 +61,13 @@ func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults 
 			a, err := alloc.New(ctx, m, ao)
 			require.NoError(t, err)
 			opts.Lease = 20 * time.Millisecond
-			tab, err := race.Open(ctx, m, a, root, opts)
+			tm, c := m, &client{m: m, a: a}
+			if i == 0 && victimStep > 0 {
+				tm, c.killed = atSplitStep(m, root, victimStep, func() { require.NoError(t, s.CrashClient(m.Info().ID)) })
+			}
+			c.tab, err = race.Open(ctx, tm, a, root, opts)
 			require.NoError(t, err)
-			cs[i] = &client{m: m, a: a, tab: tab}
+			cs[i] = c
 		}
 		before, err := race.Open(ctx, m0, a0, root, race.Options{})
 		require.NoError(t, err)
@@ -71,10 +75,10 @@ func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults 
 		require.NoError(t, err)
 		run := cs
 		if victimStep > 0 {
-			race.CrashSplitForTest(cs[0].tab, victimStep)
 			v := w
 			v.search, v.insert, v.update = 10, 80, 10
 			require.NoError(t, v.run(ctx, cs[0], h))
+			require.True(t, cs[0].killed.Load(), "client 0 never reached step %d of a split", victimStep)
 			run = cs[1:]
 		}
 		if faults != nil {

@@ -174,9 +174,6 @@ func (t *Table) split(ctx context.Context, st farmem.Addr, hdr uint64) error {
 	if errors.Is(err, errLostLock) {
 		return nil
 	}
-	if errors.Is(err, errCrashed) {
-		return err
-	}
 	if uerr := t.unlock(ctx, la, word); err == nil {
 		err = uerr
 	}
@@ -220,9 +217,6 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 			err = t.runSplit(ctx, st, &word, 0, true)
 			if errors.Is(err, errLostLock) {
 				continue
-			}
-			if errors.Is(err, errCrashed) {
-				return err
 			}
 			if uerr := t.unlock(ctx, la, word); err == nil {
 				err = uerr
@@ -283,9 +277,6 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 		if err := t.startSplit(ctx, s, word, hashes); err != nil {
 			return err
 		}
-		if err := t.crashPoint(3); err != nil {
-			return err
-		}
 		recoverOnly = true // finish it on the next round, then stop
 	}
 	return nil
@@ -338,10 +329,6 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		prev, _ := b.Result(k)
 		frozen[i] = Slot(prev) | SlotFrozen
 	}
-	if err := t.crashPoint(1); err != nil {
-		recorded = true // a crashed client frees nothing
-		return err
-	}
 	// 2. Which keys move: those whose first hash has bit d set.
 	if err := t.learnHashes(ctx, frozen, hashes); err != nil {
 		return err
@@ -363,10 +350,6 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	}
 	if err := t.m.Write(ctx, s1, img); err != nil {
 		return fmt.Errorf("race: write subtable %v: %w", s1, err)
-	}
-	if err := t.crashPoint(2); err != nil {
-		recorded = true
-		return err
 	}
 	// 4. Record it. Only a lock holder writes child words; a holder whose lease lapsed may
 	// race a successor here, and the CAS picks one of them.
@@ -469,9 +452,6 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 		if err := t.publish(ctx, st, s1, d, suffix, func() error { return t.renew(ctx, la, word) }); err != nil {
 			return err
 		}
-		if err := t.crashPoint(4); err != nil {
-			return err
-		}
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
 		}
@@ -490,9 +470,6 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 		default:
 			return fmt.Errorf("race: subtable %v: header %#x during split at depth %d: %w", st, prev, d, ErrCorrupt)
 		}
-	}
-	if err := t.crashPoint(5); err != nil {
-		return err
 	}
 	// Release the old half: moved keys' slots and empty or tentative ones become empty, the
 	// staying keys' slots lose their frozen bit.
@@ -518,9 +495,6 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 			return fmt.Errorf("race: release subtable %v: %w", st, err)
 		}
 	}
-	if err := t.crashPoint(6); err != nil {
-		return err
-	}
 	// Release the new half, if its parent lock is still in place (once it is cleared the half
 	// may be splitting on its own, and its frozen slots are not ours).
 	if err := t.renew(ctx, la, word); err != nil {
@@ -541,9 +515,6 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 		if err := doChunked(ctx, t.m, &rb); err != nil {
 			return fmt.Errorf("race: release subtable %v: %w", s1, err)
 		}
-	}
-	if err := t.crashPoint(7); err != nil {
-		return err
 	}
 	if _, err := t.m.CAS(ctx, st.Add(childOff(d)), cw, cw|childDone); err != nil {
 		return fmt.Errorf("race: mark split of %v done: %w", st, err)

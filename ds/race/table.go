@@ -115,36 +115,6 @@ type Stats struct {
 	Repins, PinExpired uint64
 }
 
-// defects are deliberate bugs for tests that show the checks catch them.
-type defects struct {
-	noTentative   bool // Insert commits its slot at once and never looks for a duplicate
-	noChecksum    bool // blocks are not validated (only their key is compared)
-	noRetire      bool // old blocks are freed at once instead of retired, and no pin is taken
-	noHeaderCheck bool // a lookup trusts the directory cache without checking the subtable header
-	crashAt       int  // the next split stops at this step as if its client died (see crashPoint)
-	stallAt       int  // the next split calls stall at this step (a client paused mid-split)
-	stall         func()
-}
-
-// errCrashed is returned by a split stopped by the crashAt test hook; the lock stays held.
-var errCrashed = errors.New("race: split stopped by test hook")
-
-// crashPoint returns errCrashed once when step n is the test hook's crash step. Steps: 1 after
-// the freeze, 2 after the new half is written, 3 after the child word is set, 4 after the
-// directory publish, 5 after the header moves, 6 after the old half is released, 7 after the
-// new half is released.
-func (t *Table) crashPoint(n int) error {
-	if t.bug.stallAt == n {
-		t.bug.stallAt = 0
-		t.bug.stall()
-	}
-	if t.bug.crashAt == n {
-		t.bug.crashAt = 0
-		return errCrashed
-	}
-	return nil
-}
-
 // Table is one client's handle on a table in far memory. Like the client's farmem.Memory and
 // alloc.Allocator, it belongs to one goroutine; every client opens its own handle on the same
 // root, and the handles share nothing but far memory.
@@ -158,8 +128,7 @@ type Table struct {
 	geo      geometry
 	opts     Options
 	sync     ptrsync.Synchronizer
-	lockSize int                      // sync.LockSize()
-	hash     func(key []byte) keyHash // a test's override of hashKey, or nil
+	lockSize int // sync.LockSize()
 
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
@@ -171,7 +140,6 @@ type Table struct {
 	pinned bool
 	stats  Stats
 	closed bool
-	bug    defects
 	rootB  [8]byte
 	scr    *scratch
 
@@ -380,10 +348,6 @@ func (t *Table) usable() error {
 
 // pin starts an operation's pinned section.
 func (t *Table) pin(ctx context.Context) error {
-	if t.bug.noRetire {
-		t.pinAt, t.pinned = t.rt.Now(), true
-		return nil
-	}
 	if err := t.a.Pin(ctx); err != nil {
 		return fmt.Errorf("race: pin: %w", err)
 	}
@@ -397,9 +361,6 @@ func (t *Table) unpin() bool {
 		return true
 	}
 	t.pinned = false
-	if t.bug.noRetire {
-		return true
-	}
 	if err := t.a.Unpin(); err != nil {
 		t.stats.PinExpired++
 		return false
@@ -424,10 +385,6 @@ func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
 // retire hands back the block a replaced slot word pointed at.
 func (t *Table) retire(ctx context.Context, s Slot) {
 	if s.Empty() {
-		return
-	}
-	if t.bug.noRetire {
-		_ = t.a.Free(s.Addr(), s.Size())
 		return
 	}
 	// Retire fails only when the allocator is closed or the home node is down; the block is

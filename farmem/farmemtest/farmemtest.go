@@ -6,6 +6,10 @@
 // The suite starts concurrent work with the fabric's Runtime.Go and measures time with the
 // fabric's clock, so it runs unchanged on the simulator, where the test goroutine calls into
 // the simulated cluster while it waits for the goroutines it started there.
+//
+// [Interposer] serves the tests of the structures built on farmem: it shows a test each verb
+// one client issues, so that the test can pause or crash that client at a chosen step of a
+// protocol, or change what it read, without hooks in the structure's code.
 package farmemtest
 
 import (
