@@ -53,11 +53,11 @@ type Limits struct {
 	MaxKV int
 }
 
-// Client is one pooled client's far resources, handed to an IndexKind to create or open an
-// index with: the client's Memory, its Allocator (placement, deferred free through epochs:
+// IndexEnv is what an IndexKind is handed to create or open an index with: one pooled client's
+// far resources, its Memory, its Allocator (placement, deferred free through epochs:
 // blocks an index unlinks must be retired, not freed, and every operation that dereferences
 // them must run pinned) and its pointer synchronizer.
-type Client struct {
+type IndexEnv struct {
 	Memory farmem.Memory
 	Alloc  *alloc.Allocator
 	// Sync is the synchronizer Options.Sync built for this handle (one per handle); an index
@@ -80,9 +80,9 @@ type IndexKind interface {
 	// Limits are the key and value sizes the index accepts.
 	Limits() Limits
 	// Create builds an empty index in far memory and returns its root address.
-	Create(ctx context.Context, c Client) (farmem.Addr, error)
+	Create(ctx context.Context, c IndexEnv) (farmem.Addr, error)
 	// Open returns c's handle on the index at root.
-	Open(ctx context.Context, c Client, root farmem.Addr) (Index, error)
+	Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, error)
 }
 
 // Replicator combines several instances of an index into one replicated index: SWARM's

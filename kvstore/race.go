@@ -32,7 +32,7 @@ func (Race) Name() string { return "race" }
 func (Race) Limits() Limits { return Limits{MaxKey: race.MaxKV, MaxKV: race.MaxKV} }
 
 // Create implements IndexKind.
-func (r Race) Create(ctx context.Context, c Client) (farmem.Addr, error) {
+func (r Race) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
 	p := r.Params
 	if p.MetaSize == 0 {
 		p.MetaSize = DefaultMetaSize
@@ -41,7 +41,7 @@ func (r Race) Create(ctx context.Context, c Client) (farmem.Addr, error) {
 }
 
 // Open implements IndexKind.
-func (r Race) Open(ctx context.Context, c Client, root farmem.Addr) (Index, error) {
+func (r Race) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, error) {
 	o := r.Options
 	if c.Sync != nil {
 		o.Sync = c.Sync

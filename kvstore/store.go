@@ -286,7 +286,7 @@ func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator)
 		Sync: syncName, Created: m.Runtime().Now(), Creator: m.Info().ID,
 	}
 	for i := range s.opts.Replication.Replicas() {
-		root, err := s.opts.Index.Create(ctx, Client{Memory: m, Alloc: a})
+		root, err := s.opts.Index.Create(ctx, IndexEnv{Memory: m, Alloc: a})
 		if err != nil {
 			return Descriptor{}, 0, fmt.Errorf("kvstore: create index instance %d: %w", i, err)
 		}
@@ -355,7 +355,7 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: synchronizer %s: %w", s.opts.Sync.Name(), err))
 		}
-		h, err := s.opts.Index.Open(ctx, Client{Memory: m, Alloc: a, Sync: sy}, root)
+		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy}, root)
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: open index instance %d: %w", i, err))
 		}

@@ -121,17 +121,19 @@ func BenchmarkBatchedVerbs512(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
 }
 
-// TestSpeed checks, without the race detector, that the simulator runs at least a million
-// verbs per wall-clock second with 512 clients. It is a wall-clock measurement, so it runs only
-// when SIM_SPEED is set (the benchmark above reports the figure).
-func TestSpeed(t *testing.T) {
-	if !speedTest {
-		t.Skip("set SIM_SPEED=1 (and build without -race) to check the speed")
-	}
-	runSpeed(t, 200) // warm the heap and the goroutines
-	start := time.Now()
-	verbs := runSpeed(t, 4000)
-	rate := float64(verbs) / time.Since(start).Seconds()
-	t.Logf("%d verbs at %.3g verbs per wall second", verbs, rate)
-	require.Greater(t, rate, 1e6)
+// BenchmarkSleep512 measures the scheduler alone: 512 simulated goroutines each sleeping in a
+// loop, one event and one switch per sleep. One b.N is one sleep.
+func BenchmarkSleep512(b *testing.B) {
+	s, _ := sim.New(sim.Model{}, 1)
+	defer s.Close()
+	rt := s.Runtime()
+	each := max(1, b.N/512)
+	b.ResetTimer()
+	s.Run(func() {
+		_ = s.Parallel(512, func(i int) {
+			for range each {
+				_ = rt.Sleep(context.Background(), time.Duration(1+i%7)*time.Microsecond)
+			}
+		})
+	})
 }
