@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -294,26 +293,11 @@ func (t *Table) clearSlot(ctx context.Context, a farmem.Addr, w Slot, node farme
 // replaceInDirectory makes every directory entry that names a key of repl name its value
 // instead (same depth), under the directory lock.
 func (t *Table) replaceInDirectory(ctx context.Context, repl map[uint64]uint64) error {
-	la := t.root.Add(rootDirLockOff)
-	var backoff time.Duration
-	for range maxAttempts {
-		word, held, _, err := t.tryLock(ctx, la, 0)
-		if err != nil {
-			return err
-		}
-		if !held {
-			if err := t.sleep(ctx, &backoff); err != nil {
-				return err
-			}
-			continue
-		}
-		err = t.replaceLocked(ctx, repl)
-		if uerr := t.unlock(ctx, la, word); err == nil {
-			err = uerr
-		}
-		return err
+	err := t.underDirLock(ctx, nil, func() error { return t.replaceLocked(ctx, repl) })
+	if errors.Is(err, errLockAttempts) {
+		return fmt.Errorf("race: purge: directory lock: %w", ErrCorrupt)
 	}
-	return fmt.Errorf("race: purge: directory lock: %w", ErrCorrupt)
+	return err
 }
 
 func (t *Table) replaceLocked(ctx context.Context, repl map[uint64]uint64) error {

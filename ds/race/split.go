@@ -528,6 +528,21 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 // entries that still name st change, so publishing twice, or late, never moves an entry back
 // to an ancestor.
 func (t *Table) publish(ctx context.Context, st, s1 farmem.Addr, d uint, suffix uint64, hold func() error) error {
+	err := t.underDirLock(ctx, hold, func() error { return t.publishLocked(ctx, st, s1, d, suffix) })
+	if errors.Is(err, errLockAttempts) {
+		return fmt.Errorf("race: publish split of %v: %w", st, ErrCorrupt)
+	}
+	return err
+}
+
+// errLockAttempts: underDirLock gave up after maxAttempts.
+var errLockAttempts = errors.New("race: directory lock: too many attempts")
+
+// underDirLock runs body holding the directory lock, taking it with backoff (calling wait, if
+// not nil, before each sleep: a split keeps its own lease meanwhile) and releasing it after.
+// A body that fails with errDirMoved is run again under a new acquisition; after maxAttempts
+// it fails with errLockAttempts.
+func (t *Table) underDirLock(ctx context.Context, wait func() error, body func() error) error {
 	la := t.root.Add(rootDirLockOff)
 	var backoff time.Duration
 	for range maxAttempts {
@@ -536,16 +551,17 @@ func (t *Table) publish(ctx context.Context, st, s1 farmem.Addr, d uint, suffix 
 			return err
 		}
 		if !held {
-			// Keep the split's own lease while waiting for the directory's.
-			if err := hold(); err != nil {
-				return err
+			if wait != nil {
+				if err := wait(); err != nil {
+					return err
+				}
 			}
 			if err := t.sleep(ctx, &backoff); err != nil {
 				return err
 			}
 			continue
 		}
-		err = t.publishLocked(ctx, st, s1, d, suffix)
+		err = body()
 		if uerr := t.unlock(ctx, la, word); err == nil {
 			err = uerr
 		}
@@ -553,7 +569,7 @@ func (t *Table) publish(ctx context.Context, st, s1 farmem.Addr, d uint, suffix 
 			return err
 		}
 	}
-	return fmt.Errorf("race: publish split of %v: %w", st, ErrCorrupt)
+	return errLockAttempts
 }
 
 func (t *Table) publishLocked(ctx context.Context, st, s1 farmem.Addr, d uint, suffix uint64) error {
