@@ -40,12 +40,6 @@ type Config struct {
 	// OnLost is called when the queue pair fails while unsignaled ops may have been lost
 	// without any signaled op after them reporting it.
 	OnLost func(err error)
-
-	// Deliberately broken variants, for tests that show the fake device catches them.
-	noFence         bool // never fence
-	noPeriodicSig   bool // signal only chain ends that need it
-	singleOpChains  bool // one work request per post
-	skipSpaceChecks bool // post without waiting for send-queue space
 }
 
 func (c *Config) fill() {
@@ -589,11 +583,8 @@ func (q *QP) pump(outs *[]delivery) {
 		stalled := false
 		unreported := false // a delivered op after the chain's last signaled work request
 		for q.qlen() > 0 && !q.barrier {
-			if !q.cfg.skipSpaceChecks && q.posted-q.completed+uint64(len(chain)) >= uint64(len(q.slots)) {
+			if q.posted-q.completed+uint64(len(chain)) >= uint64(len(q.slots)) {
 				stalled = true
-				break
-			}
-			if q.cfg.singleOpChains && len(chain) == 1 {
 				break
 			}
 			o := &q.queue[q.qhead]
@@ -699,7 +690,7 @@ func (q *QP) build(o *op, seq uint64) (WR, bool, error) {
 	// Fence: the request must not overtake an earlier READ or atomic still in flight that it
 	// could affect (WAR) or must observe (after an atomic).
 	lo := max(q.completed+1, q.lastFence)
-	if !q.cfg.noFence && (q.lastAtomic >= lo || (w.Opcode != OpRead && q.lastRead >= lo)) {
+	if q.lastAtomic >= lo || (w.Opcode != OpRead && q.lastRead >= lo) {
 		w.Flags |= FlagFence
 		q.lastFence = seq
 	}
@@ -709,11 +700,7 @@ func (q *QP) build(o *op, seq uint64) (WR, bool, error) {
 	case w.Opcode.IsAtomic():
 		q.lastAtomic = seq
 	}
-	signal := loop
-	if !q.cfg.noPeriodicSig {
-		signal = signal || q.sinceSignal+1 >= q.cfg.SignalEvery || q.head-q.runStart > uint64(len(q.ring.Bytes)/2)
-	}
-	if signal {
+	if loop || q.sinceSignal+1 >= q.cfg.SignalEvery || q.head-q.runStart > uint64(len(q.ring.Bytes)/2) {
 		w.Flags |= FlagSignaled
 		q.sinceSignal = 0
 		q.runStart = q.head
@@ -779,9 +766,6 @@ func (q *QP) failLocked(err error, bad uint64, badErr error, outs *[]delivery) {
 	}
 	lost := false // an unsignaled op with no failing signaled op after it
 	fail := func(o *op, e error) {
-		if o.sink == nil {
-			return // (only the skipSpaceChecks variant overwrites slots in flight)
-		}
 		if o.unsig {
 			lost = true
 			return

@@ -34,6 +34,21 @@ const regionSize = 1 << 20
 
 func newPair(t *testing.T, cfg Config) *pair {
 	t.Helper()
+	return newPairOn(t, cfg, linkOpts{})
+}
+
+// linkOpts changes what connects a QP to the fake device, to show the fake catches a QP that
+// breaks the device's rules.
+type linkOpts struct {
+	// depth is the device send queue's depth (default the QP's Depth).
+	depth int
+	// post, if set, stands between the QP and the fake device queue pair's Post.
+	post func(fq *FakeQP, chain []WR) (int, error)
+}
+
+// newPairOn is newPair with the QP's link to the fake device changed by o.
+func newPairOn(t *testing.T, cfg Config, o linkOpts) *pair {
+	t.Helper()
 	p := &pair{net: NewFakeNet()}
 	p.net.Record = true
 	p.cdev, p.sdev = p.net.NewDevice(FakeAttr), p.net.NewDevice(FakeAttr)
@@ -48,7 +63,7 @@ func newPair(t *testing.T, cfg Config) *pair {
 		cfg.Name = "node 1"
 	}
 	p.q = New(cfg)
-	p.cqp, p.sqp = connect(t, p.q, p.cdev, p.sdev, p.mr)
+	p.cqp, p.sqp = connectOn(t, p.q, p.cdev, p.sdev, p.mr, o)
 	t.Cleanup(func() {
 		p.q.Fail(fmt.Errorf("test over: %w", farmem.ErrClosed))
 		_ = p.sqp.Close()
@@ -60,14 +75,72 @@ func newPair(t *testing.T, cfg Config) *pair {
 // on it, over the node's region mr.
 func connect(t *testing.T, q *QP, cdev, sdev *FakeDevice, mr *Region) (*FakeQP, *FakeQP) {
 	t.Helper()
-	dq, err := cdev.CreateQP(QPConfig{Depth: q.cfg.Depth, MaxInline: 64})
+	return connectOn(t, q, cdev, sdev, mr, linkOpts{})
+}
+
+// connectOn is connect with the link changed by o.
+func connectOn(t *testing.T, q *QP, cdev, sdev *FakeDevice, mr *Region, o linkOpts) (*FakeQP, *FakeQP) {
+	t.Helper()
+	depth := q.cfg.Depth
+	if o.depth > 0 {
+		depth = o.depth
+	}
+	dq, err := cdev.CreateQP(QPConfig{Depth: depth, MaxInline: 64})
 	require.NoError(t, err)
 	sq, err := sdev.CreateQP(QPConfig{Depth: 1})
 	require.NoError(t, err)
 	require.NoError(t, sq.Connect(dq.Endpoint()))
 	require.NoError(t, dq.Connect(sq.Endpoint()))
+	fq := dq.(*FakeQP)
+	if o.post != nil {
+		dq = &interposedQP{FakeQP: fq, post: o.post}
+	}
 	require.NoError(t, q.Start(cdev, dq, Remote{Addr: mr.Addr, RKey: mr.RKey}))
-	return dq.(*FakeQP), sq.(*FakeQP)
+	return fq, sq.(*FakeQP)
+}
+
+// interposedQP is a fake device queue pair whose Post goes through post, which may change
+// the chain the QP posts before the fake device checks it. Everything else (Poll, Notify,
+// Close, ...) is the fake's.
+type interposedQP struct {
+	*FakeQP
+	post func(fq *FakeQP, chain []WR) (int, error)
+}
+
+func (d *interposedQP) Post(wrs []WR) (int, error) { return d.post(d.FakeQP, wrs) }
+
+// stripFences posts chain with no fence on any work request: a QP that never fences.
+func stripFences(fq *FakeQP, chain []WR) (int, error) {
+	c := append([]WR(nil), chain...)
+	for i := range c {
+		c[i].Flags &^= FlagFence
+	}
+	return fq.Post(c)
+}
+
+// splitChains posts each work request of chain with its own doorbell: a QP that never
+// chains.
+func splitChains(fq *FakeQP, chain []WR) (int, error) {
+	for i := range chain {
+		if _, err := fq.Post(chain[i : i+1]); err != nil {
+			return i, err
+		}
+	}
+	return len(chain), nil
+}
+
+// unsignalWhere returns a post that clears the signal flag of each work request for which
+// drop holds.
+func unsignalWhere(drop func(WR) bool) func(*FakeQP, []WR) (int, error) {
+	return func(fq *FakeQP, chain []WR) (int, error) {
+		c := append([]WR(nil), chain...)
+		for i := range c {
+			if drop(c[i]) {
+				c[i].Flags &^= FlagSignaled
+			}
+		}
+		return fq.Post(c)
+	}
 }
 
 func (p *pair) word(off uint64) uint64 { return binary.LittleEndian.Uint64(p.mem[off:]) }
@@ -214,8 +287,9 @@ func TestVerbsFencesWhereNeeded(t *testing.T) {
 	p.noViolations(t)
 }
 
+// A QP that never fences (its fences are stripped on the way to the device) is caught.
 func TestVerbsMissingFenceIsCaught(t *testing.T) {
-	p := newPair(t, Config{noFence: true})
+	p := newPairOn(t, Config{}, linkOpts{post: stripFences})
 	var b farmem.Batch
 	b.Read(p.addr(0x1000), make([]byte, 8))
 	b.Write(p.addr(0x1000), le(1))
@@ -246,8 +320,14 @@ func TestVerbsSignalingPeriod(t *testing.T) {
 	p.noViolations(t)
 }
 
+// A QP that signals only the work requests somebody waits for fills the send queue with
+// unsignaled work requests nothing retires: the fake catches it, the QP fails its waiting
+// work as down and reports that unsignaled ops may be lost. The QP's periodic signals are
+// stripped on the way to the device: every FAA here is an unsignaled op, so each signal on
+// one is a periodic signal.
 func TestVerbsWithoutPeriodicSignalingTheQueueJams(t *testing.T) {
-	p := newPair(t, Config{Depth: 8, noPeriodicSig: true, DownTimeout: 200 * time.Millisecond})
+	noPeriodic := unsignalWhere(func(w WR) bool { return w.Opcode == OpFAA })
+	p := newPairOn(t, Config{Depth: 8, DownTimeout: 200 * time.Millisecond}, linkOpts{post: noPeriodic})
 	for range 20 {
 		var b farmem.Batch
 		b.Unsignaled(b.FAA(p.addr(0x100), 1))
@@ -283,20 +363,33 @@ func TestVerbsDeepBatchRespectsTheSendQueue(t *testing.T) {
 	p.noViolations(t)
 }
 
+// A QP that posts beyond the send queue's free space is caught, and the device's refusal
+// kills it. The QP here believes the send queue twice as deep as the device made it, so its
+// own accounting lets it post past the device's space.
 func TestVerbsOverfilledSendQueueIsCaught(t *testing.T) {
-	p := newPair(t, Config{Depth: 4, skipSpaceChecks: true})
+	p := newPairOn(t, Config{Depth: 8}, linkOpts{depth: 4})
 	var b farmem.Batch
 	for i := range 10 {
 		b.Write(p.addr(uint64(0x1000+8*i)), le(1))
 	}
-	p.q.Post(context.Background(), &b, nil, newSink(&b))
+	s := p.do(t, &b)
 	require.False(t, p.q.Alive(), "the refused post killed the queue pair")
 	require.Contains(t, strings.Join(p.net.Violations(), "\n"), "full send queue")
+	for i := range 10 {
+		_, err := s.result(i)
+		require.ErrorIs(t, err, farmem.ErrNodeDown, "write %d", i)
+	}
 }
 
+// A batch rings one doorbell; a QP that posted each op alone (its chain split on the way to
+// the device) is seen ringing one per op.
 func TestVerbsOneDoorbellPerBatch(t *testing.T) {
 	for _, broken := range []bool{false, true} {
-		p := newPair(t, Config{singleOpChains: broken})
+		var link linkOpts
+		if broken {
+			link.post = splitChains
+		}
+		p := newPairOn(t, Config{}, link)
 		var b farmem.Batch
 		for i := range 20 {
 			b.FAA(p.addr(uint64(0x1000+8*i)), 1)
