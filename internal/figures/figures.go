@@ -20,6 +20,15 @@
 // quick mode and compares it with the golden, so a change of the code behind the figures
 // fails until they are regenerated; the digest makes a hand edit of the block fail too.
 //
+// A third kind, "asserted", marks figures that are not measured at all but asserted exactly by
+// tests (round trips per operation, say): its marker names the test command in command="...",
+// and its content is ordinary markdown (a table), not a fence.
+//
+//	<!-- figures kind="asserted" command="go test -run RoundTrips ./kvstore/" -->
+//	| op | round trips |
+//	...
+//	<!-- /figures -->
+//
 // Outside blocks, a markdown table with two or more numeric cells in a row is reported as a
 // figure without its command.
 package figures
@@ -45,6 +54,8 @@ const (
 	Measured Kind = "measured"
 	// Simulated figures are deterministic: the same command prints the same block.
 	Simulated Kind = "simulated"
+	// Asserted figures are exact counts that the tests of Command assert.
+	Asserted Kind = "asserted"
 )
 
 // ErrMalformed is wrapped by every error about a file's markers or blocks.
@@ -115,6 +126,10 @@ func Parse(md []byte) (blocks []Block, unmarked []int, err error) {
 				}
 				b.Line = lineNum
 				cur, state = &b, 1
+				if b.Kind == Asserted {
+					state = 4
+					out.Reset()
+				}
 				continue
 			}
 			if closeRE.MatchString(trimmed) {
@@ -142,6 +157,18 @@ func Parse(md []byte) (blocks []Block, unmarked []int, err error) {
 				cur.Command, cur.Output = strings.TrimSpace(cmd[2:]), rest
 				state = 3
 				continue
+			}
+			out.WriteString(line)
+			out.WriteByte('\n')
+		case 4:
+			if closeRE.MatchString(trimmed) {
+				cur.Output = out.String()
+				blocks = append(blocks, *cur)
+				cur, state = nil, 0
+				continue
+			}
+			if openRE.MatchString(trimmed) {
+				return nil, nil, bad("the block opened at line %d is not closed before another opens", cur.Line)
 			}
 			out.WriteString(line)
 			out.WriteByte('\n')
@@ -176,6 +203,8 @@ func parseMarker(attrs string) (Block, error) {
 			b.Quick = m[2]
 		case "golden":
 			b.Golden = m[2]
+		case "command":
+			b.Command = m[2]
 		default:
 			return kv // unknown: left in rest
 		}
@@ -186,15 +215,19 @@ func parseMarker(attrs string) (Block, error) {
 	}
 	switch b.Kind {
 	case Measured:
-		if b.Quick != "" || b.Golden != "" {
+		if b.Quick != "" || b.Golden != "" || b.Command != "" {
 			return b, errors.New("a measured block has no quick mode or golden")
 		}
 	case Simulated:
 		if b.Quick == "" || b.Golden == "" {
 			return b, errors.New("a simulated block names its quick command and its golden file")
 		}
+	case Asserted:
+		if b.Command == "" || b.Quick != "" || b.Golden != "" {
+			return b, errors.New("an asserted block names the test command that asserts it, and nothing else")
+		}
 	default:
-		return b, fmt.Errorf("kind %q: want measured or simulated", b.Kind)
+		return b, fmt.Errorf("kind %q: want measured, simulated or asserted", b.Kind)
 	}
 	return b, nil
 }

@@ -49,17 +49,27 @@ func TestParse(t *testing.T) {
 
 func TestParseRejects(t *testing.T) {
 	for name, md := range map[string]string{
-		"no fence":       "<!-- figures kind=\"measured\" -->\ntext\n",
-		"no command":     "<!-- figures kind=\"measured\" -->\n```\n12 ns\n```\n<!-- /figures -->\n",
-		"unclosed":       "<!-- figures kind=\"measured\" -->\n```\n$ x\n```\n",
-		"stray close":    "<!-- /figures -->\n",
-		"bad kind":       "<!-- figures kind=\"guessed\" -->\n```\n$ x\n```\n<!-- /figures -->\n",
-		"sim, no golden": "<!-- figures kind=\"simulated\" quick=\"x\" -->\n```\n$ x\n```\n<!-- /figures -->\n",
-		"unknown attr":   "<!-- figures kind=\"measured\" colour=\"red\" -->\n```\n$ x\n```\n<!-- /figures -->\n",
+		"no fence":             "<!-- figures kind=\"measured\" -->\ntext\n",
+		"no command":           "<!-- figures kind=\"measured\" -->\n```\n12 ns\n```\n<!-- /figures -->\n",
+		"unclosed":             "<!-- figures kind=\"measured\" -->\n```\n$ x\n```\n",
+		"stray close":          "<!-- /figures -->\n",
+		"bad kind":             "<!-- figures kind=\"guessed\" -->\n```\n$ x\n```\n<!-- /figures -->\n",
+		"sim, no golden":       "<!-- figures kind=\"simulated\" quick=\"x\" -->\n```\n$ x\n```\n<!-- /figures -->\n",
+		"unknown attr":         "<!-- figures kind=\"measured\" colour=\"red\" -->\n```\n$ x\n```\n<!-- /figures -->\n",
+		"asserted, no command": "<!-- figures kind=\"asserted\" -->\n| a | 1 | 2 |\n<!-- /figures -->\n",
+		"asserted, unclosed":   "<!-- figures kind=\"asserted\" command=\"go test ./x\" -->\n| a | 1 | 2 |\n",
 	} {
 		_, _, err := Parse([]byte(md))
 		require.ErrorIs(t, err, ErrMalformed, name)
 	}
+}
+
+func TestAsserted(t *testing.T) {
+	md := "<!-- figures kind=\"asserted\" command=\"go test -run RoundTrips ./kvstore/\" -->\n| op | rt |\n|---|---:|\n| Get | 2 | 1 |\n<!-- /figures -->\n| x | 1 | 2 |\n"
+	blocks, unmarked, err := Parse([]byte(md))
+	require.NoError(t, err)
+	require.Equal(t, []Block{{Line: 1, Kind: Asserted, Command: "go test -run RoundTrips ./kvstore/", Output: "| op | rt |\n|---|---:|\n| Get | 2 | 1 |\n"}}, blocks)
+	require.Equal(t, []int{6}, unmarked)
 }
 
 func TestNumericCells(t *testing.T) {
