@@ -20,6 +20,10 @@ import (
 // writes the golden.
 var update = flag.String("update", "", "regenerate the simulated blocks whose golden path matches this regexp")
 
+// -measure re-runs the measured blocks whose command matches it and writes their output into
+// the markdown files: measured figures are regenerated on a quiet machine, by hand, never in CI.
+var measure = flag.String("measure", "", "re-run the measured blocks whose command matches this regexp")
+
 const sample = "# x\n\n" +
 	"| a | b |\n|---|---|\n| text | more |\n\n" +
 	"<!-- figures kind=\"simulated\" quick=\"go run ./cmd/x --quick\" golden=\"testdata/x.golden\" -->\n" +
@@ -124,9 +128,12 @@ func TestREADMEs(t *testing.T) {
 		return nil
 	}))
 	require.NotEmpty(t, files)
-	var updateRE *regexp.Regexp
+	var updateRE, measureRE *regexp.Regexp
 	if *update != "" {
 		updateRE = regexp.MustCompile(*update)
+	}
+	if *measure != "" {
+		measureRE = regexp.MustCompile(*measure)
 	}
 	for _, file := range files {
 		rel, _ := filepath.Rel(root, file)
@@ -137,7 +144,16 @@ func TestREADMEs(t *testing.T) {
 		for _, line := range unmarked {
 			t.Errorf("%s:%d: a table of figures outside a marked block (mark it with the command that prints it)", rel, line)
 		}
-		for _, b := range blocks {
+		// Bottom up, so that rewriting a block leaves the lines of those above it valid.
+		for i := len(blocks) - 1; i >= 0; i-- {
+			b := blocks[i]
+			if b.Kind == Measured && measureRE != nil && measureRE.MatchString(b.Command) {
+				out := runCommand(t, root, b.Command, time.Hour)
+				md, err = Replace(md, b, out)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(file, md, 0o644))
+				t.Logf("%s:%d: measured again with %q", rel, b.Line, b.Command)
+			}
 			if b.Kind != Simulated {
 				continue
 			}
