@@ -108,6 +108,6 @@
 // earlier operations can leave, and dropping completed reads), lists its operations with their
 // client, times (relative to the first call), inputs and outputs, marks the ones that cannot go
 // next with what the model would return, and writes porcupine's HTML visualizations of the
-// counterexample and of the whole partition. Check writes them under $FARMEM_LINCHECK_DIR, or
+// counterexample and of the whole partition. Check writes them under the directory the EnvDir variable names, or
 // else the test's artifact directory (kept with go test -artifacts), and prints their paths.
 package lincheck
