@@ -118,7 +118,7 @@
 // Options.Provider and ServerOptions.Provider "ibverbs" (farmemd --provider ibverbs) put the
 // data path to memory nodes on RDMA, through rdma-core's libibverbs; it exists in builds with
 // -tags rdma on Linux with cgo (elsewhere asking for it fails with farmem.ErrNotSupported).
-// Options.Device and ServerOptions.Device (farmemd --device, else $FARMEM_IBV_DEVICE) pick the
+// Options.Device and ServerOptions.Device (farmemd --device, else the DeviceEnv variable) pick the
 // device port, NAME[:PORT[:GID-INDEX]]; by default the first device's port 1, and on RoCE a
 // RoCE v2 IPv4-mapped GID.
 //
