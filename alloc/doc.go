@@ -16,49 +16,38 @@
 //
 // Constants are written with plain writes, every other word only with atomics. The global
 // epoch, the tables in use and the symmetric bump word are those of one home node (by default
-// the lowest memory node), named in every header. Other layout versions are refused with
-// [ErrVersion].
+// the lowest memory node), named in every header.
 //
-// [Format] is idempotent and race-free: it claims the node with a CAS of a hash of its options
-// (a formatter with other options gets [ErrFormatConflict] having written nothing), writes the
-// constants, initialises each atomic word by CAS from 0 (a late formatter cannot reset a bump
-// word in use) and sets the magic last, in one ordered batch. A node whose formatter died is
+// [Format] is idempotent and race-free: a CAS of a hash of its options claims the node (other
+// options get [ErrFormatConflict], nothing written), each atomic word is initialised by CAS
+// from 0, and the magic is set last, in one ordered batch; a node whose formatter died is
 // [ErrHalfFormatted] until Format finishes it. [Open] and [DecodeHeader] validate without
-// writing ([ErrNotFormatted], [ErrBadHeader], [ErrVersion], [ErrSizeMismatch], all wrapping
-// farmem.ErrInvalid); decoders are pure functions of the bytes and are fuzzed.
+// writing; their errors wrap farmem.ErrInvalid.
 //
 // # Allocation
 //
 // An [Allocator] belongs to one client (one goroutine). Per node it carves a current chunk and
-// keeps free lists by size class: multiples of 16 up to 256, then eight per doubling (at most
-// 12.5% waste) up to half a chunk; larger blocks are runs of whole chunks. A request takes a
-// free block of its class, else carves the current chunk, else claims a chunk: a spare, one
-// rebuilt from free blocks, one from the node's bump word, and once the heap is exhausted one
-// from the node's pool; when nothing is left it fails wrapping farmem.ErrNoSpace. Contents of
-// reused blocks are undefined (ForgetAtomic is called on them for strict-mode transports).
-// Options.Admit can refuse requests ([ErrRefused]). Free and Retire take the allocated size;
-// a double free is not detected.
+// keeps free lists by size class (at most 12.5% waste up to half a chunk; larger blocks are
+// runs of chunks). A request takes a free block, else carves, else claims a chunk: a spare, a
+// rebuilt one, one from the bump word, then from the node's pool; when nothing is left it
+// fails wrapping farmem.ErrNoSpace. Reused blocks' contents are undefined. Options.Admit can
+// refuse requests ([ErrRefused]). Free and Retire take the allocated size; a double free is not
+// detected.
 //
-// [Allocator.AllocOn] allocates on the named node only. [Allocator.Alloc] first reuses a free
-// block of its own on any node, then prefers node Nodes[(clientID-1) % len(Nodes)] and tries
-// the others in order. [Allocator.AllocSymmetric] returns a [SymOffset], the same block on
-// every node, from an area reserved at format time (FormatOptions.SymmetricSize), disjoint from
-// every heap; size it for replicated data only.
+// [Allocator.AllocOn] allocates on one node. [Allocator.Alloc] reuses a free block of its own
+// on any node first, then prefers node Nodes[(clientID-1) % len(Nodes)].
+// [Allocator.AllocSymmetric] returns a [SymOffset], the same block on every node, from an area
+// reserved at format time (FormatOptions.SymmetricSize); size it for replicated data only.
 //
 // # Free chunks
 //
-// Memory freed in one size class serves every other, and every client, through whole chunks.
-// An arena counts each chunk's free bytes; a pass (no verb, O(1) amortized per freed block)
-// turns chunks whose bytes are all free into spares any class carves again. Each node's header
-// holds a pool of free chunks: a stack linked through the chunks' first words, its head word a
-// 24-bit tag and the top chunk's index, moved only by CAS that increments the tag. Reclaim and
-// Close push whole free chunks beyond one per node; claims on an exhausted node pop.
-//
-// A pop that wins its CAS saw no push or pop in between (each changes the tag), so the link it
-// read was the top chunk's; a stale pop reads garbage and fails its CAS, barring a tag wrap
-// (2^24 operations) during one stalled pop. Pushes write the links and CAS the head in one
-// ordered batch. A chunk is held by exactly one allocator or by the pool; a push or pop whose
-// CAS outcome is unknown leaks its chunks rather than risk holding them twice.
+// Memory freed in one size class serves every other, and every client, through whole chunks:
+// a pass (no verb, O(1) amortized per freed block) turns chunks whose bytes are all free into
+// spares any class carves again, and Reclaim and Close push whole free chunks beyond one per
+// node onto the node's pool, a stack linked through the chunks' first words whose head word
+// carries a 24-bit tag that every push and pop's CAS increments, so a stale pop fails its CAS
+// (barring a wrap during one stalled pop). A chunk is held by one allocator or by the pool; a
+// push or pop whose CAS outcome is unknown leaks its chunks rather than risk holding them twice.
 //
 // # Deferred free
 //
@@ -68,15 +57,13 @@
 // global epoch G, which only grows, and the epoch table, holding per client 0 or an
 // announcement: an epoch and a lease deadline in fabric time.
 //
-// A pin swaps its announcement to (e, now+Lease), e the last G it read, and reads G in the same
-// ordered batch, until the read returns e. G advances (a CAS by any scanner) only when every
-// live announcement is at least G, so while e stands G is at most e+1. A block is retired with a
-// tag at least G at its unlinking, and a scan reuses blocks tagged below the oldest live
-// announcement, so a reader that could reach a block holds it back.
-//
-// Announcements are amortized: a pin writes one only when the last is older than
-// Options.Refresh, and an Unpin finding it older withdraws it unsignaled ([Allocator.Quiesce]
-// at once), so a retired block becomes reusable after a few Refresh periods. A stalled reader
+// A pin announces (e, now+Lease), e the last G it read, and reads G in the same ordered batch
+// until it reads e; G advances only when every live announcement is at least G. A block is
+// retired with a tag at least G at its unlinking, and a scan reuses blocks tagged below the
+// oldest live announcement, so a reader that could reach a block holds it back. A pin writes
+// an announcement only when the last is older than Options.Refresh, and an Unpin finding it
+// older withdraws it ([Allocator.Quiesce] at once), so a retired block becomes reusable after a
+// few Refresh periods. A stalled reader
 // holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
 // expires and scans clear it. A reader paused past its lease gets [ErrPinExpired] from Unpin
 // and must retry. Leases assume clocks and verb delivery within Options.ClockSkew. If the home
@@ -84,20 +71,14 @@
 //
 // # Handover
 //
-// Client ids are dense and reused, so [Allocator.Close] hands what it holds to the next
-// allocator of its client id: current chunks' ranges, spare chunks, free runs and blocks, and
-// retired blocks with their epoch tags, encoded compactly (about 2 bytes per isolated free
-// block, 5 to 8 per retired block) into blocks it holds, or a chunk run claimed for it. One
-// batch writes the record, withdraws the announcement and publishes it with a CAS of the
-// client's handover word; a taken word is chained. A record is never truncated: Close makes
-// room (scan, rebuild, pool) or fails.
-//
-// [New] takes the record with a CAS of the word back to 0, so two allocators of one id never
-// both adopt, then checks its checksum and validates every block against the headers (inside
-// the heap, below the bump word, aligned, of a known class, overlapping nothing) before
-// adopting anything; retired blocks keep their tags. A corrupt record is reported in
-// Adopted().Err wrapping [ErrBadHandover] and its blocks are lost; an unreadable one is put
-// back for a later New. [Allocator.Adopted] reports what was adopted.
+// Client ids are dense and reused, so [Allocator.Close] hands what it holds (chunks, free
+// blocks, retired blocks with their tags) to the next allocator of its client id, as a compact
+// record in blocks it holds, published with a CAS of the client's handover word (a taken word
+// is chained). A record is never truncated: Close makes room or fails. [New] takes the record
+// with a CAS back to 0, so two allocators of one id never both adopt, and validates its
+// checksum and every block against the headers before adopting anything. A corrupt record is
+// reported in Adopted().Err wrapping [ErrBadHandover] and its blocks are lost; an unreadable
+// one is put back for a later New.
 //
 // # Costs
 //
@@ -113,10 +94,8 @@
 // # Limits
 //
 // A crashed client, one whose Close failed, or an adopter that crashed after taking a record
-// leaks what its allocator held until the nodes are formatted again; only its announcement is
-// recovered. A closed client's holdings wait for the next allocator of its id. Free blocks go
-// only to the same client id (or, within a process, through [Allocator.Absorb]); whole chunks
-// go to every client through the pool, and a chunk is rebuilt only when one allocator holds all
-// its blocks free. The symmetric area has no pool; runs of several chunks come only from the
-// bump word, which never moves back.
+// leaks what its allocator held until the nodes are formatted again. Free blocks go only to the
+// same client id (within a process, also through [Allocator.Absorb]); whole chunks go to every
+// client through the pool, and a chunk is rebuilt only when one allocator holds all its blocks
+// free. The symmetric area has no pool, and the bump word never moves back.
 package alloc
