@@ -19,32 +19,27 @@
 //
 // # Layout
 //
-// Words are little-endian; far pointers are packed into 46 bits (a node id and an offset in
-// Units), and an address that does not fit is refused with ErrPointerRange. The root
-// (RootSize bytes) holds the parameters, a checksum, the directory word, the directory lock
-// and counters. The directory maps the low bits of a key's first hash to a subtable; it is
-// only a hint. A subtable is one allocation: a header word (local depth and suffix), a split
-// lock, parent and child words, then bucket groups of three buckets (main, overflow, main),
-// then MetaSize bytes of synchronizer lock entry per slot. A slot word (Slot) holds a
-// fingerprint, the block's length, frozen and tentative bits and the block's address. A KV
-// block (DecodeBlock) is written once, out of place, with a checksum covering its own address.
+// Far pointers are packed into 46 bits (ErrPointerRange if one does not fit). The root
+// (RootSize bytes) holds the parameters, the directory word and lock, and counters; the
+// directory maps a key's hash suffix to a subtable and is only a hint. A subtable holds a
+// header word (local depth and suffix), a split lock, parent and child words, bucket groups
+// (main, overflow, main) of Slot words, and Params.MetaSize bytes of lock entry per slot. A KV
+// block (DecodeBlock) is written once, out of place, with a checksum covering its address.
 //
 // # Operations
 //
-// A key's two hashes choose its subtable (by suffix), two combined buckets and a fingerprint;
-// bucket and fingerprint do not depend on the suffix, so a key keeps its slot index across
-// splits. A lookup reads both combined buckets and the subtable's header in one batch, uses them
-// only if the header covers the key (else the directory cache is stale), then reads the blocks
-// of fingerprint matches; a block failing its checksum restarts the lookup.
+// A key's hashes choose its subtable, two combined buckets and a fingerprint; a key keeps its
+// slot index across splits. A lookup reads both buckets and the subtable's header in one batch,
+// uses them only if the header covers the key, then reads the blocks of fingerprint matches; a
+// block failing its checksum restarts it.
 //
 // Search reads only: it ignores tentative slots and reads frozen ones, so a split never blocks
 // it. Insert writes its block with the lookup, CASes an empty slot to a tentative word,
-// re-reads, resolves competing inserts of the same key (lowest slot index wins; an expired
-// competitor is removed) and commits with a second CAS; at most one committed slot ever holds
-// a key. Update and Delete find the key's committed slot and let the synchronizer change it
-// (ptrsync.Optimistic: a CAS); the replaced block is retired. For the synchronizer the slot
-// word is the pointer and ptrsync.KeyHash the key's identity; a frozen word is never replaced.
-// Every slot CAS that finds another word counts in Stats.Conflicts.
+// re-reads, resolves competing inserts of the key (lowest slot index wins; an expired
+// competitor is removed) and commits with a second CAS, so at most one committed slot ever
+// holds a key. Update and Delete let the synchronizer change the key's slot word, the pointer
+// (ptrsync.KeyHash is the key's identity); a frozen word is never replaced, and the replaced
+// block is retired. Slot CASes that find another word count in Stats.Conflicts.
 //
 // # ABA and lock entries
 //
@@ -59,17 +54,15 @@
 // # Resizing
 //
 // A subtable splits when an insert finds both candidate buckets full. The splitter takes the
-// split lock (a leased CAS), allocates the new half (and a doubled directory if needed) before
+// split lock (a leased CAS) and allocates the new half (and a doubled directory) before
 // freezing anything, so running out of memory fails the insert with farmem.ErrNoSpace and
-// leaves the table as usable as before; then freezes every slot, writes the moved keys into the
-// new half, publishes it in its child word and the directory, moves the old header to the new
-// depth, and unfreezes both halves. Readers stay correct because the header moves before any
-// old slot is cleared. A stale directory cache is refreshed (one round trip, more after a
-// doubling) and walked through child words, so a delayed directory update costs round trips,
-// never correctness. Writers meeting frozen slots poll the split lock with backoff; once the
-// holder's lease (Options.Lease plus ClockSkew) expires, a waiter takes the split over and
-// finishes it from what far memory shows, every step being idempotent. Leases assume clocks and
-// verb delivery within ClockSkew.
+// leaves the table as usable as before; it then freezes every slot, writes the new half,
+// publishes it, moves the old header to the new depth and unfreezes both. The header moves
+// before any old slot is cleared, so readers stay correct, and a stale directory cache is
+// refreshed and walked through child words: a late directory update costs round trips, never
+// correctness. Writers meeting frozen slots poll with backoff; once the holder's lease
+// (Options.Lease plus ClockSkew) expires, a waiter finishes the split, every step being
+// idempotent. Leases assume clocks and verb delivery within ClockSkew.
 //
 // # Restarted memory nodes
 //
