@@ -25,9 +25,8 @@
 // # Semantics
 //
 // Every operation is linearizable (checked with farmem/lincheck on every transport, with
-// tearing, jitter, paused and crashed clients). Put is an upsert: Update, and if the key is
-// absent Insert, and if that finds it present Update again; each failed attempt had no effect,
-// so a Put takes effect exactly once. Put is lock-free, not wait-free. An operation that fails
+// tearing, jitter, paused and crashed clients). Put is Update, else Insert, retried; failed
+// attempts have no effect, so a Put takes effect once. Put is lock-free, not wait-free. An operation that fails
 // with a transport error (farmem.ErrNodeDown, a context's error) may or may not have taken
 // effect.
 //
@@ -69,15 +68,12 @@
 //
 // # Restarted memory nodes
 //
-// A restarted memory node comes back empty with a new incarnation, and the fabric fences it
-// (farmem.ErrNodeLost). Until the loss is acknowledged, operations on keys whose index entry or
-// value lived there fail with ErrNodeLost, never a wrong value or ErrNotFound; other keys keep
-// working, and new data goes to other nodes. Store.Adopt acknowledges: it adopts and formats
-// the node, removes the index entries pointing into it (replacing lost subtables with empty
-// ones) and bumps its generation; its AdoptReport counts the lost entries (their keys are
-// gone with their blocks). Each process calls Adopt once; later callers see
-// AdoptReport.Already. Open fences a node whose incarnation differs from the recorded one.
-// Locate and Nodes report where keys live and each node's state.
+// A restarted memory node comes back empty with a new incarnation and is fenced
+// (farmem.ErrNodeLost): operations on keys whose entry or value lived there fail with
+// ErrNodeLost, never a wrong value or ErrNotFound, and other keys keep working. Store.Adopt,
+// called once per process, adopts and formats the node, removes the entries pointing into it
+// and bumps its generation; its AdoptReport counts the lost entries. Open fences a node whose
+// incarnation differs from the recorded one. Locate and Nodes say where keys live.
 //
 // Limits: the home node is a single point of failure (Adopt refuses it); Adopt is meant for a
 // quiet store; a restart before any Open recorded the node's incarnation looks like a fresh
