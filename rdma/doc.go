@@ -46,14 +46,13 @@
 // # A memory node's bounds
 //
 // A Server's memory is bounded whatever its clients send: beyond the region, [ConnBufferBound]
-// per authenticated connection (at most ServerOptions.MaxConns), a few KiB per handshake (at
-// most ServerOptions.MaxUnauth), and two node-wide budgets of ServerOptions.MaxBuffer for large
-// requests and replies; a connection that would exceed one stops reading its client. A batch
-// whose results would exceed the frame limit is refused per op with wire.ErrReplyTooLarge (a
-// Fabric splits its batches so it never is). A client that sends without reading meets a full
-// socket and the write timeout, and is closed. Connections in their handshake have their own
-// budget and a short deadline, and the oldest silent one is pushed out first, so strangers
-// cannot lock out a client that holds the secret. [Server.Metrics] reports the counters.
+// per connection (at most ServerOptions.MaxConns, plus ServerOptions.MaxUnauth in their
+// handshake) and two node-wide budgets of ServerOptions.MaxBuffer for large requests and
+// replies (a connection that would exceed one waits, unread). A batch whose results
+// would exceed the frame limit is refused per op with wire.ErrReplyTooLarge. A client that
+// sends without reading is closed at the write timeout; handshakes have a short deadline and
+// the oldest silent one is pushed out first, so strangers cannot lock out a client that holds
+// the secret. [Server.Metrics] reports the counters.
 //
 // # Order, costs and faults
 //
