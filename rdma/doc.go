@@ -46,8 +46,8 @@
 // # A memory node's bounds
 //
 // A Server's memory is bounded whatever its clients send: beyond the region, [ConnBufferBound]
-// per connection (at most ServerOptions.MaxConns, plus ServerOptions.MaxUnauth in their
-// handshake) and two node-wide budgets of ServerOptions.MaxBuffer for large requests and
+// per authenticated connection (at most ServerOptions.MaxConns), a few KiB per handshake (at
+// most ServerOptions.MaxUnauth) and two node-wide budgets of ServerOptions.MaxBuffer for large requests and
 // replies (a connection that would exceed one waits, unread). A batch whose results
 // would exceed the frame limit is refused per op with wire.ErrReplyTooLarge. A client that
 // sends without reading is closed at the write timeout; handshakes have a short deadline and
