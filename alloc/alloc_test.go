@@ -22,7 +22,7 @@ func TestAllocCostAmortized(t *testing.T) {
 	a, err := New(ctx, m, Options{})
 	require.NoError(t, err)
 	d := m.Stats().Sub(before)
-	require.Equal(t, uint64(1), d.RoundTrips, "New reads every header and the handover word in one batch")
+	require.Equal(t, uint64(NewRoundTrips), d.RoundTrips, "New reads every header and the handover word in one batch")
 	require.Equal(t, uint64(3), d.VerbsOf(farmem.OpRead))
 	require.Equal(t, uint64(3), d.TotalVerbs())
 	const perChunk = (64 << 10) / 64
@@ -37,7 +37,7 @@ func TestAllocCostAmortized(t *testing.T) {
 	d = m.Stats().Sub(before)
 	require.Equal(t, uint64(n/perChunk), d.VerbsOf(farmem.OpFAA), "one FAA per %d allocations", perChunk)
 	require.Equal(t, uint64(n/perChunk), d.TotalVerbs(), "and no other verb")
-	require.Equal(t, uint64(n/perChunk), d.RoundTrips)
+	require.Equal(t, uint64(n/perChunk*ChunkClaimRoundTrips), d.RoundTrips)
 	require.Equal(t, uint64(n/perChunk), a.Stats().Chunks)
 
 	// Each FAA claims the next chunk of the preferred node, in order.
@@ -65,7 +65,7 @@ func TestAllocCostAmortized(t *testing.T) {
 	d = m.Stats().Sub(before)
 	require.Equal(t, uint64(1), d.TotalVerbs(), "holding nothing, Close only withdraws the announcement")
 	require.Equal(t, uint64(1), d.VerbsOf(farmem.OpMaskedCAS))
-	require.Equal(t, uint64(1), d.RoundTrips)
+	require.Equal(t, uint64(CloseRoundTrips), d.RoundTrips)
 	require.Zero(t, a.Stats().HandedOver)
 }
 
@@ -177,7 +177,7 @@ func TestExhaustion(t *testing.T) {
 	require.ErrorIs(t, err, farmem.ErrNoSpace)
 	d := m.Stats().Sub(before)
 	require.Equal(t, uint64(1), d.TotalVerbs(), "one Read of the pool's head")
-	require.Equal(t, uint64(1), d.RoundTrips)
+	require.Equal(t, uint64(PoolEmptyRoundTrips), d.RoundTrips)
 	before = m.Stats()
 	_, err = a.Alloc(ctx, 64<<10, 0)
 	require.ErrorIs(t, err, farmem.ErrNoSpace)

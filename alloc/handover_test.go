@@ -151,7 +151,7 @@ func TestHandoverAdopt(t *testing.T) {
 	t.Logf("record: %d-byte body, head read %d, %d more segments", rh.bodyLen, read, len(rh.segs))
 	require.Empty(t, rh.segs, "the record fits one block the allocator held")
 	require.Len(t, rec.retired, len(retiredBlocks))
-	require.Equal(t, uint64(1), d.RoundTrips, "Close: one batch")
+	require.Equal(t, uint64(CloseRoundTrips), d.RoundTrips, "Close: one batch")
 	require.Equal(t, uint64(1+len(rh.segs)), d.VerbsOf(farmem.OpWrite), "one Write per segment")
 	require.Equal(t, uint64(1), d.VerbsOf(farmem.OpMaskedCAS), "the announcement withdrawn")
 	require.Equal(t, uint64(1), d.VerbsOf(farmem.OpCAS), "the record published")
@@ -169,9 +169,9 @@ func TestHandoverAdopt(t *testing.T) {
 	require.Equal(t, len(retiredBlocks), b.Stats().Pending)
 	require.Zero(t, ad.Relayed)
 	require.Zero(t, handWord(t, spy, b.Home(), m2.Info().ID), "the word is cleared")
-	rtts := uint64(2)
+	rtts := uint64(NewAdoptRoundTrips)
 	if len(rh.segs) > 0 {
-		rtts = 3
+		rtts = NewAdoptSegmentsRoundTrips
 	}
 	require.Equal(t, rtts, d.RoundTrips, "New: headers and word, then take and head, then segments")
 	require.Equal(t, uint64(len(c.mem)+2+len(rh.segs)), d.VerbsOf(farmem.OpRead))
@@ -223,7 +223,7 @@ func TestHandoverCatchesLoss(t *testing.T) {
 	a.handAddr = a.handAddr.Add(8 * 1000) // sabotage: publish in a slot nobody reads
 	m2 := c.successor(t, a, m)
 	b, d := adopter(t, m2)
-	require.Equal(t, uint64(1), d.RoundTrips, "nothing to adopt: one round trip")
+	require.Equal(t, uint64(NewRoundTrips), d.RoundTrips, "nothing to adopt")
 	require.Equal(t, uint64(len(c.mem)+1), d.TotalVerbs())
 	require.Zero(t, b.Adopted().Records)
 	_, err = b.Alloc(ctx, 64, 0)
@@ -363,11 +363,11 @@ func TestHandoverSpills(t *testing.T) {
 			before := c.bumps(t, spy)
 			d, _, rh, rec := closeAndPeek(t, a, m, spy)
 			if tc.claim {
-				require.Equal(t, uint64(2), d.RoundTrips, "a claim, then the batch")
+				require.Equal(t, uint64(RecordClaimRoundTrips+CloseRoundTrips), d.RoundTrips, "a claim, then the batch")
 				require.Equal(t, uint64(1), d.VerbsOf(farmem.OpFAA))
 				require.NotEqual(t, before, c.bumps(t, spy))
 			} else {
-				require.Equal(t, uint64(1), d.RoundTrips)
+				require.Equal(t, uint64(CloseRoundTrips), d.RoundTrips)
 				require.Zero(t, d.VerbsOf(farmem.OpFAA))
 				require.Equal(t, before, c.bumps(t, spy))
 				require.Greater(t, len(rh.segs), 3, "spread over several blocks")
@@ -386,9 +386,9 @@ func TestHandoverSpills(t *testing.T) {
 			m2 := c.successor(t, nil, m)
 			b, d := adopter(t, m2)
 			require.NoError(t, b.Adopted().Err)
-			rtts := uint64(2)
+			rtts := uint64(NewAdoptRoundTrips)
 			if len(rh.segs) > 0 {
-				rtts = 3
+				rtts = NewAdoptSegmentsRoundTrips
 			}
 			require.Equal(t, rtts, d.RoundTrips)
 			require.Equal(t, uint64(len(c.mem)+2+len(rh.segs)), d.VerbsOf(farmem.OpRead))
@@ -489,7 +489,7 @@ func TestHandoverChainAndExclusive(t *testing.T) {
 	s := m.Stats()
 	require.NoError(t, a2.Close())
 	d := m.Stats().Sub(s)
-	require.Equal(t, uint64(3), d.RoundTrips, "the batch, then the next word, then the CAS")
+	require.Equal(t, uint64(CloseRoundTrips+ChainRoundTrips), d.RoundTrips, "the batch, then the next word, then the CAS")
 	require.Equal(t, uint64(1), a2.Stats().HandedOver)
 
 	m2 := c.successor(t, nil, m)

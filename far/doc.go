@@ -30,18 +30,19 @@
 // # Pointer modes
 //
 // An aligned 8-byte word never tears, so a T that encodes in at most 8 bytes is atomic in one
-// round trip (Word). A longer write tears word by word under concurrent access, and no
+// verb (Word). A longer write tears word by word under concurrent access, and no
 // transport has a 16-byte atomic, so a larger T cannot be both one-round-trip and linearizable
-// under concurrent writers. Each Mode below is linearizable, at different costs:
+// under concurrent writers. Each Mode below is linearizable, at different costs (round trips
+// in the constants WordLoadRoundTrips, OutOfPlaceUpdateRoundTrips and the like):
 //
-//	mode          layout                               Load  Store        Update          writers
-//	Word          [value word]                           1     1 (swap)     2 (CAS loop)    any
-//	SingleWriter  [version][value]                       1     1            2               one owner
-//	OutOfPlace    [cell] -> immutable block [value]      2     1 (or 2)     3 (CAS loop)    any, lock-free
-//	Locked        [qlock entry 16][cell] -> block        2     4            5 (FIFO lock)   any
+//	mode          layout                               Update         writers
+//	Word          [value word]                         CAS loop       any
+//	SingleWriter  [version][value]                     Load, Store    one owner
+//	OutOfPlace    [cell] -> immutable block [value]    CAS loop       any, lock-free
+//	Locked        [qlock entry 16][cell] -> block      FIFO lock      any
 //
-// (round trips, uncontended; LoadMany reads many pointers in 1 round trip, 2 if any is
-// OutOfPlace or Locked.)
+// LoadMany reads many pointers in LoadManyRoundTrips, or LoadManyIndirectRoundTrips if any
+// is OutOfPlace or Locked.
 //
 // SingleWriter is a sequence lock whose reader needs no second round trip: a load's batch
 // reads the version, the value and the version again, and the contract orders the ops of one

@@ -17,24 +17,23 @@ type Mode uint8
 
 const (
 	// Word: the value is encoded in one aligned 8-byte word written only with atomics, so T's
-	// encoding must be at most 8 bytes. Load, Store and CompareAndSwap are one verb and one
-	// round trip each; Update is a CAS loop.
+	// encoding must be at most 8 bytes. Load, Store and CompareAndSwap are one verb each;
+	// Update is a CAS loop.
 	Word Mode = iota + 1
 	// SingleWriter: one client (the owner, see Ptr.Own) stores; any client loads. A version
 	// word before the value is made odd, the value written and the version made even, in one
-	// batch (one round trip); a load reads the version, the value and the version again in one
-	// batch (one round trip) and reads again if they differ or are odd (a torn read).
+	// batch; a load reads the version, the value and the version again in one batch and reads
+	// again if they differ or are odd (a torn read).
 	SingleWriter
 	// OutOfPlace: the value lives in an immutable block; a cell word holds the block's address
 	// and is only ever changed by CAS. Store writes a new block and CASes the cell in one batch
-	// to the cell's node (one round trip when the client's last sight of the cell is current,
-	// two otherwise); Load reads the cell, then the block (two round trips, wait-free).
+	// to the cell's node; Load reads the cell, then the block (wait-free).
 	// Replaced blocks are retired through the allocator's deferred free.
 	OutOfPlace
 	// Locked: OutOfPlace blocks behind a far MCS lock (ds/qlock) for read-modify-write: Update
 	// takes the lock, reads, writes a new block and swaps the cell with a CAS from the block it
 	// read (the fence that stops a holder whose lock was reset), and releases. Loads take no
-	// lock (two round trips, as OutOfPlace).
+	// lock (as OutOfPlace).
 	Locked
 )
 
@@ -225,10 +224,9 @@ func (p Ptr[T]) cell() farmem.Addr {
 	return p.a
 }
 
-// Load returns the value. Costs: Word 1 round trip (one 8-byte Read); SingleWriter 1 round
-// trip (three Reads in one batch) plus one per torn read; OutOfPlace and Locked 2 (the cell,
-// then the block; no lock), plus the allocator's pin when the client's epoch announcement is
-// older than its Refresh. It allocates nothing once the client's scratch buffer has grown
+// Load returns the value, in WordLoadRoundTrips, SingleWriterLoadRoundTrips (plus one per torn
+// read), OutOfPlaceLoadRoundTrips or LockedLoadRoundTrips (no lock), plus the allocator's pin
+// when the client's epoch announcement is older than its Refresh. It allocates nothing once the client's scratch buffer has grown
 // (with Binary's composite codec, nothing once its pool is warm).
 func (p Ptr[T]) Load(ctx context.Context, c *Client) (T, error) {
 	var zero T
@@ -303,13 +301,11 @@ func (p Ptr[T]) readBlock(ctx context.Context, c *Client, blk farmem.Addr) (farm
 	return blk, p.codec.Decode(buf[8 : 8+n]), nil
 }
 
-// Store sets the value. Costs: Word 1 round trip (one MaskedCAS swap); SingleWriter 1 (three
-// Writes in one batch; only the owner may store, ErrNotOwner otherwise); OutOfPlace 1 (the
-// new block's Write and the cell's CAS in one batch to the pointer's node) when the cell
-// still holds the block this client last saw there, else 2 (the CAS's result names the
-// current block; the second try is the CAS alone), plus one per store by another client that
-// lands in between; Locked as Update without reading the old block: 4 uncontended (lock,
-// read the cell, write and CAS, release).
+// Store sets the value, in the mode's StoreRoundTrips constant: Word swaps the word;
+// SingleWriter writes in one batch (only the owner may store, ErrNotOwner otherwise);
+// OutOfPlace writes the new block and CASes the cell in one batch, adding StaleStoreRoundTrips
+// when the cell no longer holds the block this client last saw there, and one per store by
+// another client that lands in between; Locked is Update without reading the old block.
 func (p Ptr[T]) Store(ctx context.Context, c *Client, v T) error {
 	if p.a == 0 {
 		return ErrNil
@@ -398,7 +394,7 @@ func (p Ptr[T]) storeOutOfPlace(ctx context.Context, c *Client, v T) error {
 
 // CompareAndSwap sets the value to new if it is old, comparing encodings (so for floats, bit
 // patterns: -0 differs from +0, and a NaN equals the same NaN). Word mode only (ErrMode
-// otherwise): one CAS, one round trip.
+// otherwise): one CAS, WordStoreRoundTrips.
 func (p Ptr[T]) CompareAndSwap(ctx context.Context, c *Client, old, new T) (bool, error) {
 	if p.a == 0 {
 		return false, ErrNil
@@ -416,11 +412,9 @@ func (p Ptr[T]) CompareAndSwap(ctx context.Context, c *Client, old, new T) (bool
 }
 
 // Update applies fn to the value atomically and returns the new value. fn may run several
-// times (it must have no side effects beyond its result). Costs, uncontended: Word 2 round
-// trips (Load, CAS), plus 1 per lost CAS; SingleWriter 2 (Load, Store; owner only);
-// OutOfPlace 3 (the cell, the block, then the new block's Write and the CAS in one batch),
-// plus 2 per lost CAS (the winner's block, then Write and CAS again); Locked 5 (lock, cell,
-// block, Write and CAS, release), and under contention the lock's queue instead of retries.
+// times (it must have no side effects beyond its result). Costs, uncontended, are the mode's
+// UpdateRoundTrips constant (SingleWriter: owner only); under contention Word adds one round
+// trip per lost CAS, OutOfPlace two, and Locked waits in the lock's queue instead.
 // Word and OutOfPlace updates are lock-free; Locked ones wait in the lock's FIFO queue.
 func (p Ptr[T]) Update(ctx context.Context, c *Client, fn func(T) T) (T, error) {
 	var zero T
@@ -653,9 +647,8 @@ const maxLoadMany = farmem.MaxBatchOps / 3
 
 // LoadMany loads every pointer of ps into out (len(out) must be at least len(ps)). Pointers
 // of every mode and on any nodes may be mixed; their reads go out together, so the call costs
-// 1 round trip when no pointer is OutOfPlace or Locked (Word and SingleWriter: their reads in
-// one batch) and 2 otherwise (every cell, then every block), plus one per round of torn
-// single-writer reads, per MaxBatchOps/3 pointers.
+// LoadManyRoundTrips when no pointer is OutOfPlace or Locked and LoadManyIndirectRoundTrips
+// otherwise, plus one per round of torn single-writer reads, per MaxBatchOps/3 pointers.
 func LoadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T) error {
 	if len(out) < len(ps) {
 		return fmt.Errorf("far: LoadMany: %d pointers into %d values: %w", len(ps), len(out), farmem.ErrInvalid)

@@ -184,21 +184,25 @@ func TestRoundTrips(t *testing.T) {
 		want uint64
 		fn   func() error
 	}{
-		{"word load", 1, func() error { _, err := w.Load(ctx, c); return err }},
-		{"word store", 1, func() error { return w.Store(ctx, c, 2) }},
-		{"word cas", 1, func() error { _, err := w.CompareAndSwap(ctx, c, 2, 3); return err }},
-		{"word update", 2, func() error { _, err := w.Update(ctx, c, func(x uint64) uint64 { return x + 1 }); return err }},
-		{"single-writer load", 1, load(ptrs[far.SingleWriter])},
-		{"single-writer store", 1, func() error { return ptrs[far.SingleWriter].Store(ctx, c, q(5)) }},
-		{"out-of-place load", 2, load(ptrs[far.OutOfPlace])},
-		{"out-of-place store", 1, func() error { return ptrs[far.OutOfPlace].Store(ctx, c, q(6)) }},
-		{"out-of-place update", 3, func() error {
+		{"word load", far.WordLoadRoundTrips, func() error { _, err := w.Load(ctx, c); return err }},
+		{"word store", far.WordStoreRoundTrips, func() error { return w.Store(ctx, c, 2) }},
+		{"word cas", far.WordStoreRoundTrips, func() error { _, err := w.CompareAndSwap(ctx, c, 2, 3); return err }},
+		{"word update", far.WordUpdateRoundTrips, func() error { _, err := w.Update(ctx, c, func(x uint64) uint64 { return x + 1 }); return err }},
+		{"single-writer load", far.SingleWriterLoadRoundTrips, load(ptrs[far.SingleWriter])},
+		{"single-writer store", far.SingleWriterStoreRoundTrips, func() error { return ptrs[far.SingleWriter].Store(ctx, c, q(5)) }},
+		{"single-writer update", far.SingleWriterUpdateRoundTrips, func() error {
+			_, err := ptrs[far.SingleWriter].Update(ctx, c, func(x quad) quad { return q(x.A + 1) })
+			return err
+		}},
+		{"out-of-place load", far.OutOfPlaceLoadRoundTrips, load(ptrs[far.OutOfPlace])},
+		{"out-of-place store", far.OutOfPlaceStoreRoundTrips, func() error { return ptrs[far.OutOfPlace].Store(ctx, c, q(6)) }},
+		{"out-of-place update", far.OutOfPlaceUpdateRoundTrips, func() error {
 			_, err := ptrs[far.OutOfPlace].Update(ctx, c, func(x quad) quad { return q(x.A + 1) })
 			return err
 		}},
-		{"locked load", 2, load(ptrs[far.Locked])},
-		{"locked store", 4, func() error { return ptrs[far.Locked].Store(ctx, c, q(7)) }},
-		{"locked update", 5, func() error {
+		{"locked load", far.LockedLoadRoundTrips, load(ptrs[far.Locked])},
+		{"locked store", far.LockedStoreRoundTrips, func() error { return ptrs[far.Locked].Store(ctx, c, q(7)) }},
+		{"locked update", far.LockedUpdateRoundTrips, func() error {
 			_, err := ptrs[far.Locked].Update(ctx, c, func(x quad) quad { return q(x.A + 1) })
 			return err
 		}},
@@ -213,7 +217,7 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, oop.Store(ctx, c2, q(8))) // warms c2's allocator and pin
 	require.NoError(t, oop.Store(ctx, c, q(9)))
 	retries := c2.Stats().CASRetries
-	require.Equal(t, uint64(2), rtts(t, c2, func() error { return oop.Store(ctx, c2, q(10)) }))
+	require.Equal(t, uint64(far.OutOfPlaceStoreRoundTrips+far.StaleStoreRoundTrips), rtts(t, c2, func() error { return oop.Store(ctx, c2, q(10)) }))
 	require.Equal(t, retries+1, c2.Stats().CASRetries)
 	v, err := oop.Load(ctx, c)
 	require.NoError(t, err)
@@ -234,9 +238,9 @@ func TestRoundTrips(t *testing.T) {
 			ps[i], err = far.NewPtr(ctx, c, q(uint64(i)), far.PtrOptions[quad]{Mode: mode, Node: 2})
 			require.NoError(t, err)
 		}
-		want := uint64(1)
+		want := uint64(far.LoadManyRoundTrips)
 		if mode == far.OutOfPlace || mode == far.Locked {
-			want = 2
+			want = far.LoadManyIndirectRoundTrips
 		}
 		if mode == far.Word {
 			out := make([]uint64, n)

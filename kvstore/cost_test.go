@@ -11,11 +11,9 @@ import (
 	"github.com/farmem/farmem/kvstore"
 )
 
-// TestRoundTrips asserts the documented round trips per operation, uncontended, with Stats
+// TestRoundTrips asserts the round-trip constants per operation, uncontended, with Stats
 // deltas, both on a Session and through the Store's pool (which adds none), for every
-// synchronizer: with Optimistic, Get 2 (1 if absent), Insert 3, Update 3, Put 3 (4 if absent:
-// the update finds nothing, then the insert), Delete 3 (1 if absent); see lockCosts for the
-// others.
+// synchronizer: Optimistic's pointer changes are lock-free; see lockCosts for the others.
 func TestRoundTrips(t *testing.T) {
 	for _, name := range kvstore.SyncNames() {
 		t.Run(name, func(t *testing.T) { roundTrips(t, name) })
@@ -27,9 +25,17 @@ func TestRoundTrips(t *testing.T) {
 // the MCS lock, a CAS for the spinlock) add 2 round trips to Optimistic's 3. CIDER runs updates
 // of a key without contention optimistically and takes the lock for deletes.
 var lockCosts = map[string]map[string][2]uint64{
-	"cider": {"delete": {5, 2}},
-	"mcs":   {"update": {5, 2}, "put present": {5, 2}, "delete": {5, 2}},
-	"spin":  {"update": {5, 3}, "put present": {5, 3}, "delete": {5, 3}},
+	"cider": {"delete": {kvstore.LockedDeleteRoundTrips, 2}},
+	"mcs": {
+		"update":      {kvstore.LockedUpdateRoundTrips, 2},
+		"put present": {kvstore.LockedUpdateRoundTrips, 2},
+		"delete":      {kvstore.LockedDeleteRoundTrips, 2},
+	},
+	"spin": {
+		"update":      {kvstore.LockedUpdateRoundTrips, 3},
+		"put present": {kvstore.LockedUpdateRoundTrips, 3},
+		"delete":      {kvstore.LockedDeleteRoundTrips, 3},
+	},
 }
 
 func roundTrips(t *testing.T, syncName string) {
@@ -49,17 +55,17 @@ func roundTrips(t *testing.T, syncName string) {
 	}
 	v := []byte("value")
 	steps := []step{
-		{"insert", 3, 2, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, nil},
-		{"insert existing", 2, 0, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, kvstore.ErrExists},
-		{"get", 2, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
-		{"get absent", 1, 0, func(s kv) error { _, err := s.Get(ctx, []byte("beta")); return err }, kvstore.ErrNotFound},
-		{"update", 3, 1, func(s kv) error { return s.Update(ctx, []byte("alpha"), v) }, nil},
-		{"update absent", 1, 0, func(s kv) error { return s.Update(ctx, []byte("beta"), v) }, kvstore.ErrNotFound},
-		{"put present", 3, 1, func(s kv) error { return s.Put(ctx, []byte("alpha"), v) }, nil},
-		{"put absent", 4, 2, func(s kv) error { return s.Put(ctx, []byte("beta"), v) }, nil},
-		{"delete", 3, 1, func(s kv) error { return s.Delete(ctx, []byte("beta")) }, nil},
-		{"delete absent", 1, 0, func(s kv) error { return s.Delete(ctx, []byte("beta")) }, kvstore.ErrNotFound},
-		{"scan", 0, 0, func(s kv) error { _, err := s.Scan(ctx, nil, nil, 1); return err }, kvstore.ErrNoOrderedIndex},
+		{"insert", kvstore.InsertRoundTrips, 2, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, nil},
+		{"insert existing", kvstore.InsertExistingRoundTrips, 0, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, kvstore.ErrExists},
+		{"get", kvstore.GetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
+		{"get absent", kvstore.GetAbsentRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("beta")); return err }, kvstore.ErrNotFound},
+		{"update", kvstore.UpdateRoundTrips, 1, func(s kv) error { return s.Update(ctx, []byte("alpha"), v) }, nil},
+		{"update absent", kvstore.AbsentRoundTrips, 0, func(s kv) error { return s.Update(ctx, []byte("beta"), v) }, kvstore.ErrNotFound},
+		{"put present", kvstore.UpdateRoundTrips, 1, func(s kv) error { return s.Put(ctx, []byte("alpha"), v) }, nil},
+		{"put absent", kvstore.PutAbsentRoundTrips, 2, func(s kv) error { return s.Put(ctx, []byte("beta"), v) }, nil},
+		{"delete", kvstore.DeleteRoundTrips, 1, func(s kv) error { return s.Delete(ctx, []byte("beta")) }, nil},
+		{"delete absent", kvstore.AbsentRoundTrips, 0, func(s kv) error { return s.Delete(ctx, []byte("beta")) }, kvstore.ErrNotFound},
+		{"scan", kvstore.ScanRoundTrips, 0, func(s kv) error { _, err := s.Scan(ctx, nil, nil, 1); return err }, kvstore.ErrNoOrderedIndex},
 	}
 	// Warm the client's allocator (its first block claims a chunk) on a key of its own.
 	require.NoError(t, ss.Insert(ctx, []byte("warm"), v))

@@ -41,7 +41,7 @@ type Options struct {
 	// with -tags rdma; compute nodes are still reached over tcp).
 	Provider string
 	// Device is the RDMA device port the ibverbs provider uses, "NAME[:PORT[:GID-INDEX]]"
-	// (default: $FARMEM_IBV_DEVICE, else the first device, port 1, GID chosen automatically).
+	// (default: the DeviceEnv variable, else the first device, port 1, GID chosen automatically).
 	Device string
 	// MaxOutstanding bounds the requests one client has unanswered on one node (default 256).
 	MaxOutstanding int

@@ -31,7 +31,7 @@ type ServerOptions struct {
 	// the region is registered with the RDMA NIC, which serves clients' verbs by itself).
 	Provider string
 	// Device is the RDMA device port the ibverbs provider uses, "NAME[:PORT[:GID-INDEX]]"
-	// (default: $FARMEM_IBV_DEVICE, else the first device, port 1, GID chosen automatically).
+	// (default: the DeviceEnv variable, else the first device, port 1, GID chosen automatically).
 	Device string
 	// NoRegistry turns off the compute membership every memory node keeps by default (the
 	// cluster file's registry node needs it; it costs nothing on the others).

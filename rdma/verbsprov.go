@@ -23,8 +23,9 @@ const (
 	ctlVerbsDisconnect
 )
 
-// deviceEnv names the environment variable giving the default RDMA device spec.
-const deviceEnv = "FARMEM_IBV_DEVICE"
+// DeviceEnv names the environment variable whose value, when set, is the default RDMA device
+// spec (NAME[:PORT[:GID-INDEX]]) of the ibverbs provider, for clients and memory nodes alike.
+const DeviceEnv = "FARMEM_IBV_DEVICE"
 
 // verbsConnectReq asks a memory node for a queue pair connected to a client's.
 type verbsConnectReq struct {
@@ -80,11 +81,11 @@ func (p *verbsProvider) register() {
 
 func (p *verbsProvider) name() string { return p.pname }
 
-// device returns the device spec names (default $FARMEM_IBV_DEVICE), opened once per process
+// device returns the device spec names (default: the DeviceEnv variable), opened once per process
 // and kept open: queue pairs and registrations come and go, the device stays.
 func (p *verbsProvider) device(spec string) (verbs.Device, error) {
 	if spec == "" {
-		spec = os.Getenv(deviceEnv)
+		spec = os.Getenv(DeviceEnv)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

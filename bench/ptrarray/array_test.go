@@ -116,9 +116,10 @@ func (p *planned) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result,
 }
 
 // TestTargetAndPlan: the Target names the record's lock entry; a prefetch reads it with the
-// pointer (the same round trip: an update still costs 2), a deferred write moves the block
-// write into Install (still 2: the write rides in the CAS's batch); a synchronizer wanting more
-// lock entry than a record keeps is refused.
+// pointer (the same round trip: an update costs the same), a deferred write moves the block
+// write into Install (the same again: the write rides in the CAS's batch); a search and a
+// further insert cost their constants; a synchronizer wanting more lock entry than a record
+// keeps is refused.
 func TestTargetAndPlan(t *testing.T) {
 	ctx := context.Background()
 	for _, plan := range []ptrsync.Plan{{}, {Prefetch: true}, {DeferWrite: true}, {DeferWrite: true, Prefetch: true}} {
@@ -132,7 +133,7 @@ func TestTargetAndPlan(t *testing.T) {
 		before := m.Stats()
 		require.NoError(t, arr.Update(ctx, 3, val(2)))
 		d := m.Stats().Sub(before)
-		require.Equal(t, uint64(2), d.RoundTrips, "%+v: %v", plan, d)
+		require.Equal(t, uint64(ptrarray.UpdateRoundTrips), d.RoundTrips, "%+v: %v", plan, d)
 		require.Equal(t, []farmem.Addr{arr.Record(3)}, p.lock)
 		if plan.Prefetch {
 			require.Len(t, p.entries[0], 16)
@@ -140,9 +141,14 @@ func TestTargetAndPlan(t *testing.T) {
 		} else {
 			require.Empty(t, p.entries[0], "an entry handed over without a prefetch")
 		}
+		before = m.Stats()
 		v, err := arr.Search(ctx, 3)
 		require.NoError(t, err)
 		require.Equal(t, val(2), v)
+		require.Equal(t, uint64(ptrarray.SearchRoundTrips), m.Stats().Sub(before).RoundTrips, "search")
+		before = m.Stats()
+		require.NoError(t, arr.Insert(ctx, 4, val(4)))
+		require.Equal(t, uint64(ptrarray.InsertRoundTrips), m.Stats().Sub(before).RoundTrips, "insert")
 	}
 	_, _, err := open(t, 1, 4, &planned{lockSize: 24})
 	require.ErrorIs(t, err, farmem.ErrInvalid)

@@ -29,14 +29,13 @@
 // A block is written once before the CAS that publishes it and never changed; a replaced block
 // is retired through the allocator's epochs (so a pinned reader never sees it reused, and a
 // pointer word never recurs while an operation that read it is pinned: no ABA). Search reads the
-// pointer and then the block (2 round trips). Insert writes the block and CASes the empty
-// pointer in one batch (1 round trip; inserts never take a lock). Update and Delete read the
+// pointer and then the block (SearchRoundTrips). Insert writes the block and CASes the empty
+// pointer in one batch (InsertRoundTrips; inserts never take a lock). Update and Delete read the
 // pointer (an update's block write in the same batch unless the plan defers it) and hand the
 // synchronizer a Target whose Install writes the block, if not yet, and CASes the pointer in one
-// batch (the block is on the pointer's node, so the CAS lands after the write: one round trip)
-// and whose Same is always true (every block a key's pointer names is that key's). So an
-// uncontended update with ptrsync.Optimistic costs 2 round trips; ds/cider's package doc lists
-// every synchronizer's. Load bulk-fills a fresh array with plain writes.
+// batch (the block is on the pointer's node, so the CAS lands after the write) and whose Same
+// is always true (every block a key's pointer names is that key's). So an uncontended update
+// with ptrsync.Optimistic costs UpdateRoundTrips. Load bulk-fills a fresh array with plain writes.
 //
 // Operations return the transport's errors wrapped (farmem.ErrNodeDown, a context's error);
 // such an operation may or may not have taken effect. An Array belongs to one goroutine, like

@@ -15,7 +15,7 @@
 // connections, unmaps its memory (removing a shm backing) and exits 0.
 //
 // --provider ibverbs (a build with -tags rdma, on Linux with cgo and rdma-core's libibverbs)
-// registers the region with an RDMA NIC — --device, else $FARMEM_IBV_DEVICE, else the first
+// registers the region with an RDMA NIC — --device, else the variable rdma.DeviceEnv names, else the first
 // device's port 1 — which then serves compute processes' verbs by itself; the node keeps its
 // TCP listener for the handshake, health, membership and queue-pair setup. A binary built
 // without the tag refuses it and says so.
@@ -110,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	backing := fs.String("backing", "anon", "where the memory lives: anon, shm:NAME, file:PATH or devdax:/dev/daxX.Y")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret, at least 16 bytes (required)")
 	provider := fs.String("provider", "tcp", "data path: tcp, or ibverbs (an RDMA NIC; needs a build with -tags rdma)")
-	device := fs.String("device", "", "the ibverbs provider's RDMA device, NAME[:PORT[:GID-INDEX]] (default $FARMEM_IBV_DEVICE, else the first device, port 1)")
+	device := fs.String("device", "", "the ibverbs provider's RDMA device, NAME[:PORT[:GID-INDEX]] (default $"+rdma.DeviceEnv+", else the first device, port 1)")
 	addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")

@@ -1,115 +1,75 @@
 // Package qlock is a far MCS queue lock (ShiftLock's design, without its reader-writer mode):
-// the lock entry lives in far memory, each client waits in its own lock node in its slice of
-// its compute node's region, and the lock passes from client to client by one-sided writes
-// into those nodes, so a queue of waiters costs the memory node nothing while they wait. It is
-// the lock under ds/cider, which also uses its messages to run global write combining.
+// the lock entry lives in far memory, each client waits in its own lock node in its compute
+// node's region, and the lock passes from client to client by one-sided writes into those
+// nodes, so a queue of waiters costs the memory node nothing while they wait. It is the lock
+// under ds/cider, which also uses its messages for global write combining.
 //
-// # Use
-//
-//	l, err := qlock.New(m, qlock.Options{})       // one per client (farmem.Memory)
-//	a, _, err := l.Lock(ctx, entry)                // entry: a zeroed, 8-aligned 16-byte word pair
+//	l, err := qlock.New(m, qlock.Options{})  // one per client (farmem.Memory)
+//	a, _, err := l.Lock(ctx, entry)           // entry: a zeroed, 8-aligned 16-byte word pair
 //	... critical section; protected writes are CASes from the value read (see Fencing) ...
 //	err = a.Release(ctx, 0, 0)
 //
-// Lower level, for protocols that pass the lock along with other meaning (ds/cider):
-// Locker.Enqueue, Acquisition.Await (for Granted, Exec, Done or Combined messages),
-// Acquisition.Successor and AwaitSuccessor, Acquisition.Send, Acquisition.Release.
+// Protocols that pass the lock along with other meaning use Locker.Enqueue,
+// Acquisition.Await, Successor, AwaitSuccessor, Send and Release.
 //
 // # Layout
 //
-// Words are little-endian. A lock entry (EntrySize = 16 bytes, zero when free):
-//
-//	0   lock word: tail ticket (45 bits) | closed << 45 | generation (18 bits) << 46
-//	8   epoch: advanced (FAA) by every hand-over to a waiting successor
-//
-// A ticket names one acquisition: the client id (16 bits) and the client's acquisition number
-// (SeqBits = 29 bits, counted modulo 2^29 from a random start). A lock node (NodeSize = 32
-// bytes at Options.Offset of the client's slice; a peer finds it from a ticket with
-// Topology.ClientSlice, no round trip):
-//
-//	0   grant word: kind (3 bits) << 61 | acquisition number << 32 | check (32 bits)
-//	8   payload word A (Msg.Word)
-//	16  payload word B: ticket (Msg.From) | aux (19 bits) << 45
-//	24  link word: 1 << 63 | predecessor's number (low 18 bits) << 45 | successor's ticket
-//
-// The check is a 32-bit digest of the kind, the number and both payload words.
+// Words are little-endian. A lock entry (EntrySize bytes, zero when free) holds the lock word
+// (tail ticket, closed bit, 18-bit generation) and an epoch that every hand-over to a waiting
+// successor advances. A ticket is a client id and that client's acquisition number (SeqBits,
+// from a random start). A lock node (NodeSize bytes at Options.Offset of the client's slice,
+// found from a ticket with no round trip) holds the grant word (kind, acquisition number and a
+// 32-bit check of the message), two payload words and the link word naming the successor.
 //
 // # Protocol
 //
-// Enqueue: one MaskedCAS on the lock word that compares only the closed bit (it must be clear)
-// and swaps only the tail (and the closed bit, for a closing acquisition): ShiftLock's
-// get-and-set, refused while a closing acquisition is queued. The previous word names the
-// predecessor and the generation. If there was one, one WRITE of the link word into the
-// predecessor's node (the predecessor's number in it, so a link meant for an earlier
-// acquisition of that client is not taken for a current one). Then the client waits with
-// farmem.Memory.Wait on its own grant word, for a message that names its acquisition number.
+// Enqueue swaps the tail with one MaskedCAS that also requires the closed bit clear. If there
+// was a predecessor, it writes the link word into the predecessor's node (with the
+// predecessor's number, so a stale link is not taken for a current one) and waits with
+// farmem.Memory.Wait on its own grant word. Send writes the payload, then the grant word, in
+// one ordered batch; a receiver accepts only a grant word naming its current acquisition and a
+// kind it waits for, and checks the payload (Msg.Damaged if it fails). Release hands over to a
+// linked successor (a Granted message and the epoch's FAA in one batch), else CASes the lock
+// word to free; if a successor swapped the tail meanwhile, it waits for the link and hands
+// over.
 //
-// Messages: Send writes payload words A and B, then the grant word, in one batch to the
-// receiver's compute node (ordered there, so the receiver sees the payload once it sees the
-// grant word): two WRITEs, one round trip. A receiver accepts a grant word only if it names
-// its current acquisition number and a kind it waits for; it then reads the payload from its
-// own node and checks it against the grant word's check (Msg.Damaged if it fails).
+// # Costs
 //
-// Release: if a successor has linked (a local read), a Granted message to it plus the epoch
-// FAA in the same batch (one round trip: two writes to its compute node, one FAA to the
-// entry's memory node). Otherwise one CAS of the lock word from this acquisition's value to
-// "free, same generation"; if it fails because a successor swapped the tail meanwhile, wait
-// for its link and hand over.
-//
-// Costs, uncontended (asserted exactly by the package's tests): Lock 1 MaskedCAS, Release 1 CAS (2 round trips,
-// 2 memory-node verbs). Queued: 1 MaskedCAS and the link WRITE to acquire, and the hand-over
-// (2 WRITEs to the successor's compute node, 1 FAA) to release; waiting costs the memory node
-// nothing but the liveness reads below.
+// Round trips are LockRoundTrips, LinkRoundTrips, ReleaseRoundTrips and HandOverRoundTrips.
 //
 // # Recovery without a memory-node CPU
 //
-// A queue is a linked list through client memory, so a client that dies or stalls while it
-// holds the lock (or while it waits, since it then never passes the lock on, or between its
-// enqueue and its link) stops the queue. Recovery is client-driven and uses only verbs:
+// A client that dies or stalls while it holds the lock, waits, or sits between its enqueue and
+// its link stops the queue. Recovery uses verbs only:
 //
-//   - Lease on the epoch. Every hand-over to a waiting successor advances the epoch. A client
-//     waiting (for the lock, for a message, or for a successor's link) reads the entry (one
-//     READ of both words) every Options.Check; if the epoch has stood still for
-//     Options.Lease of fabric time since it first saw that value, the queue is stuck.
-//     Only times the client took itself are compared, so no clock skew enters. A holder must
-//     pass the lock on well within the lease (ds/cider's critical sections take a few round
-//     trips); a lock freed with nobody waiting advances nothing, since nobody is watching.
-//   - Reset by CAS. The client that finds the queue stuck CASes the lock word from the value
-//     it just read to "no tail, not closed, generation + 1". The CAS fails if the word changed
-//     (a new tail), and the client looks again at its next check. A reset needs no memory-node
-//     CPU (there is no lock-reset RPC, and a CXL device has no CPU).
-//   - Everyone notices. Every client of the old queue sees the generation change at its next
-//     check and abandons its acquisition (ErrReset); waiters enqueue again in the new
-//     generation, and a holder learns that it lost the lock from its Release. Messages still
-//     sent within the dead queue name acquisition numbers nobody waits for any more, so they
-//     are ignored (a message from a writer stalled across exactly a multiple of 2^29 of its
-//     receiver's acquisitions could be taken for a current one; a link, across 2^18).
-//     A stale writer can overwrite a word that a current message used, which costs only
-//     liveness (that receiver waits until the next reset) or is caught by the payload check.
+//   - Lease on the epoch. A waiting client reads the entry every Options.Check; if the epoch
+//     has not moved for Options.Lease of its own clock, the queue is stuck. A holder must pass
+//     the lock on well within the lease.
+//   - Reset by CAS. That client CASes the lock word from the value it read to "no tail, not
+//     closed, generation + 1"; a changed word makes the CAS fail and it looks again later.
+//   - Everyone notices. Clients of the old queue see the generation change and abandon their
+//     acquisitions (ErrReset); a holder learns it from its Release. Messages within the dead
+//     queue name acquisitions nobody waits for and are ignored, barring a writer stalled across
+//     exactly a multiple of 2^29 of its receiver's acquisitions (2^18 for a link); a stale
+//     write costs only liveness or is caught by the payload check.
 //
 // # Fencing
 //
-// A holder that was only paused (descheduled, a GC pause, PauseClient in the simulator) and
-// resumes after its lock was reset still believes it holds the lock; a check of its lease
-// before writing cannot help, since it may stall again between the check and the write. So
-// the protected data must fence it: every protected write is a CAS from the value the holder
-// read under the lock (with a version in the word, or a word that never repeats, such as a
-// pointer to a block that cannot be reused while the holder's epoch pin lasts). A resumed
-// holder's write then fails if anyone wrote since it read, and succeeds only if its critical
-// section can be ordered where it read (the simulated tests pause a holder past its lease,
-// and show a plain write losing updates there). ds/cider's pointer changes are all such CASes.
+// A holder that was only paused and resumes after a reset still believes it holds the lock,
+// and no lease check before writing can help. So the protected data must fence it: every
+// protected write is a CAS from the value read under the lock (a versioned word, or one that
+// never repeats, such as a pointer to a block that cannot be reused while the holder's epoch pin
+// lasts). ds/cider's pointer changes are all such CASes.
 //
 // # Closing acquisitions
 //
-// Enqueue with closing set queues an acquisition that no other can join behind until it
-// releases (its Enqueue sets the closed bit; later Enqueues fail with ErrClosedEntry, having
-// changed nothing). ds/cider queues deletes this way, so that a delete is always the last of
-// its queue.
+// Enqueue with closing set sets the closed bit, so no acquisition can queue behind it until it
+// releases (later Enqueues fail with ErrClosedEntry, having changed nothing). ds/cider queues
+// deletes this way.
 //
 // # Runtime
 //
 // Time comes only from the client's farmem.Runtime; the package starts no goroutine and takes
-// no Go lock, so it runs unchanged on the simulator. Waiting is farmem.Memory.Wait on the
-// client's own words (event-driven), never a poll of far memory; the liveness reads happen
-// once per Options.Check.
+// no Go lock, so it runs unchanged on the simulator. Waiting is event-driven on the client's own
+// words, never a poll of far memory.
 package qlock

@@ -31,9 +31,9 @@ func placed(t *testing.T, tab *race.Table, b1, b2 uint64, fp uint8, used map[str
 	return nil
 }
 
-// TestRoundTrips asserts the round trips (and the atomics) of each operation, uncontended, with
-// m.Stats() deltas: Search 2 (1 for a key no slot's fingerprint matches), Insert 3 (4 when a
-// slot of another key has its fingerprint), Update 3, Delete 3.
+// TestRoundTrips asserts the round-trip constants (and the atomics) of each operation,
+// uncontended, with m.Stats() deltas, with and without a slot of another key holding the key's
+// fingerprint.
 func TestRoundTrips(t *testing.T) {
 	const groups = 8
 	e := newEnv(t, local.Options{}, race.Params{Groups: groups})
@@ -62,23 +62,30 @@ func TestRoundTrips(t *testing.T) {
 	k1 := placed(t, c.tab, 2, 9, 0x42, used)
 	same := placed(t, c.tab, 2, 9, 0x42, used)   // same buckets and fingerprint as k1, another key
 	other := placed(t, c.tab, 4, 11, 0x42, used) // other buckets
-	cost("insert", 3, 2, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, nil)
-	cost("insert existing", 2, 0, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, race.ErrExists)
-	cost("search", 2, 0, func() error {
+	cost("insert", race.InsertRoundTrips, 2, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, nil)
+	cost("insert existing", race.InsertExistingRoundTrips, 0, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, race.ErrExists)
+	cost("search", race.SearchRoundTrips, 0, func() error {
 		v, err := c.tab.Search(ctx, k1)
 		if err == nil && string(v) != "v1" {
 			t.Fatalf("search found %q", v)
 		}
 		return err
 	}, nil)
-	cost("search absent", 1, 0, func() error { _, err := c.tab.Search(ctx, other); return err }, race.ErrNotFound)
-	cost("search absent, fp match", 2, 0, func() error { _, err := c.tab.Search(ctx, same); return err }, race.ErrNotFound)
-	cost("update", 3, 1, func() error { return c.tab.Update(ctx, k1, []byte("v2")) }, nil)
-	cost("update absent", 1, 0, func() error { return c.tab.Update(ctx, other, []byte("v2")) }, race.ErrNotFound)
-	cost("insert, fp match", 4, 2, func() error { return c.tab.Insert(ctx, same, []byte("s")) }, nil)
-	cost("delete", 3, 1, func() error { return c.tab.Delete(ctx, k1) }, nil)
-	cost("delete absent, fp match", 2, 0, func() error { return c.tab.Delete(ctx, k1) }, race.ErrNotFound)
+	cost("search absent", race.SearchAbsentRoundTrips, 0, func() error { _, err := c.tab.Search(ctx, other); return err }, race.ErrNotFound)
+	cost("search absent, fp match", race.SearchAbsentRoundTrips+race.FingerprintMatchRoundTrips, 0, func() error { _, err := c.tab.Search(ctx, same); return err }, race.ErrNotFound)
+	cost("update", race.UpdateRoundTrips, 1, func() error { return c.tab.Update(ctx, k1, []byte("v2")) }, nil)
+	cost("update absent", race.AbsentRoundTrips, 0, func() error { return c.tab.Update(ctx, other, []byte("v2")) }, race.ErrNotFound)
+	cost("insert, fp match", race.InsertRoundTrips+race.FingerprintMatchRoundTrips, 2, func() error { return c.tab.Insert(ctx, same, []byte("s")) }, nil)
+	cost("delete", race.DeleteRoundTrips, 1, func() error { return c.tab.Delete(ctx, k1) }, nil)
+	cost("delete absent, fp match", race.AbsentRoundTrips+race.FingerprintMatchRoundTrips, 0, func() error { return c.tab.Delete(ctx, k1) }, race.ErrNotFound)
 	v, err := c.tab.Search(ctx, same)
 	require.NoError(t, err)
 	require.Equal(t, "s", string(v))
+
+	// A second handle on the same client, its allocator's announcement fresh.
+	before := c.m.Stats()
+	tab2, err := race.Open(ctx, c.m, c.a, e.root, race.Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(race.OpenRoundTrips), c.m.Stats().Sub(before).RoundTrips, "open")
+	require.NoError(t, tab2.Close())
 }

@@ -179,8 +179,9 @@ func (p *planSync) Commit(ctx context.Context, c ptrsync.Target) (ptrsync.Result
 }
 
 // TestPlanner: the synchronizer's plan decides the block write and the prefetch per operation: an
-// update whose block is written early costs 3 round trips and whose write is deferred 4 (Install's
-// block write in a round trip of its own); a prefetch adds one read to the block's round trip.
+// update whose write is deferred costs one round trip more than one whose block is written early
+// (Install's block write in a round trip of its own); a prefetch adds one read to the block's
+// round trip.
 func TestPlanner(t *testing.T) {
 	p := race.Params{MetaSize: 16}
 	e := newEnv(t, local.Options{}, p)
@@ -195,9 +196,9 @@ func TestPlanner(t *testing.T) {
 		before := c.m.Stats()
 		require.NoError(t, c.tab.Update(ctx, k, val(uint64(plan)+2, 8)))
 		d := c.m.Stats().Sub(before)
-		wantRTT := uint64(3)
+		wantRTT := uint64(race.UpdateRoundTrips)
 		if plan&1 != 0 {
-			wantRTT++
+			wantRTT += race.DeferredWriteRoundTrips
 		}
 		require.Equal(t, wantRTT, d.RoundTrips, "plan %d: %v", plan, d)
 		reads[plan] = d.Verbs[farmem.TargetMemory][farmem.OpRead]

@@ -52,8 +52,9 @@ func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d }
 func ShrinkBudget(d time.Duration) Option { return func(o *options) { o.shrink = d } }
 
 // VisualizeDir makes a failing check write porcupine's HTML visualizations under dir. Without
-// it, [History.Check] uses $FARMEM_LINCHECK_DIR or the test's artifact directory (kept with
-// go test -artifacts), and [History.Verify] uses $FARMEM_LINCHECK_DIR or writes none.
+// it, [History.Check] uses the directory the [EnvDir] variable names or the test's artifact
+// directory (kept with go test -artifacts), and [History.Verify] uses the [EnvDir] variable's
+// directory or writes none.
 func VisualizeDir(dir string) Option {
 	return func(o *options) { o.dir = func() string { return dir } }
 }
@@ -102,8 +103,9 @@ func (v *Violation) Unwrap() error { return v.err }
 
 // Check checks the history and fails t (t.Fatal, so call it from the test's goroutine) with the
 // report of a [Violation] unless it is linearizable. A timeout fails. On failure the
-// visualizations are written under $FARMEM_LINCHECK_DIR if set, else under t.ArtifactDir()
-// (kept when the test runs with go test -artifacts). It returns the summary.
+// visualizations are written under the directory the [EnvDir] variable names, if set, else
+// under t.ArtifactDir() (kept when the test runs with go test -artifacts). It returns the
+// summary.
 func (h *History[I, O]) Check(t testing.TB, opts ...Option) Summary {
 	t.Helper()
 	o := options{name: t.Name(), dir: func() string {
