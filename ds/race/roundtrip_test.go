@@ -56,12 +56,15 @@ func TestRoundTrips(t *testing.T) {
 		require.Zero(t, d.VerbsOf(farmem.OpFAA), "%s: FAAs (%v)", name, d)
 		t.Logf("%-28s %v", name, d)
 	}
-	// Warm up the allocator (its first block claims a chunk) on buckets no other key uses.
-	require.NoError(t, c.tab.Insert(ctx, placed(t, c.tab, 15, 15, 1, used), []byte("warm")))
-
+	// The keys first: searching for them takes a while under the race detector, and an
+	// allocator whose announcement grew older than its Refresh meanwhile would spend a round
+	// trip renewing it inside a measured operation.
+	warm := placed(t, c.tab, 15, 15, 1, used)
 	k1 := placed(t, c.tab, 2, 9, 0x42, used)
 	same := placed(t, c.tab, 2, 9, 0x42, used)   // same buckets and fingerprint as k1, another key
 	other := placed(t, c.tab, 4, 11, 0x42, used) // other buckets
+	// Warm up the allocator (its first block claims a chunk) on buckets no other key uses.
+	require.NoError(t, c.tab.Insert(ctx, warm, []byte("warm")))
 	cost("insert", race.InsertRoundTrips, 2, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, nil)
 	cost("insert existing", race.InsertExistingRoundTrips, 0, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, race.ErrExists)
 	cost("search", race.SearchRoundTrips, 0, func() error {
