@@ -51,7 +51,7 @@ store's home node (whose loss loses the store).
 		return err
 	}
 	defer f.Close()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{NoCreate: true, MaxClients: 1})
+	s, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{NoCreate: true, MaxClients: 1})
 	if err != nil {
 		return fmt.Errorf("open the store: %w", err)
 	}

@@ -258,7 +258,7 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 		return nil, "", err
 	}
 	defer f.Close()
-	store, err := kvstore.Open(ctx, f, kvstore.Options{Sync: syncOpt})
+	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt})
 	if err != nil {
 		return nil, "", fmt.Errorf("open the store: %w", err)
 	}

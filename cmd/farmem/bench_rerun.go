@@ -98,23 +98,33 @@ func recordsLoaded(ctx context.Context, store *kvstore.Store, w *bench.Workload)
 	return a, nil
 }
 
-// failures turns failed operations and loads in the reports into the command's error.
+// failures turns failed operations and loads in the reports into the command's error: how
+// many operations failed, of how many, and the first failure (the table has the details).
 func failures(reports []*bench.Report) error {
-	var failed uint64
-	var msgs []string
+	var failed, total uint64
+	var incomplete []string
+	first := ""
 	for _, r := range reports {
 		for _, row := range r.Rows {
-			switch {
-			case row.Error != "":
-				msgs = append(msgs, fmt.Sprintf("%s %s %s did not complete: %s", row.Store, row.Workload, row.Phase, row.Error))
-			case row.Errors > 0:
-				failed += row.Errors
-				msgs = append(msgs, fmt.Sprintf("%s %s %s: %d failed operations (first: %s)", row.Store, row.Workload, row.Phase, row.Errors, row.FirstError))
+			total += row.Ops + row.Errors
+			failed += row.Errors
+			if first == "" && row.FirstError != "" {
+				first = fmt.Sprintf("%s %s: %s", row.Store, row.Phase, row.FirstError)
+			}
+			if row.Error != "" {
+				incomplete = append(incomplete, fmt.Sprintf("%s %s %s did not complete: %s", row.Store, row.Workload, row.Phase, row.Error))
 			}
 		}
 	}
-	if len(msgs) == 0 {
+	if failed == 0 && len(incomplete) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d failed operations; %s", failed, strings.Join(msgs, "; "))
+	msg := fmt.Sprintf("%d of %d operations failed", failed, total)
+	if first != "" {
+		msg += " (the first: " + first + ")"
+	}
+	if len(incomplete) > 0 {
+		msg += "; " + strings.Join(incomplete, "; ")
+	}
+	return errors.New(msg)
 }

@@ -74,7 +74,7 @@ With --cluster FILE the store lives on farmemd memory nodes (see docs/cluster.md
 		return err
 	}
 	defer f.Close()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{NoCreate: !needValue, MaxClients: 1})
+	s, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{NoCreate: !needValue, MaxClients: 1})
 	if errors.Is(err, kvstore.ErrNoStore) && !storeExists(ctx, f) {
 		return fmt.Errorf("%s: no store here yet (put a key first)", cmd)
 	}

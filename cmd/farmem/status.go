@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -90,21 +91,24 @@ cannot read it reports. It writes nothing, and exits 1 if a memory node is not u
 	// Attach to read the allocator headers, the generations and the store. A cluster whose
 	// file states the nodes' sizes can be attached with nodes down; one that does not cannot.
 	var attachErr error
+	var rest bytes.Buffer
 	f, err := ff.open(ctx, 1, false, io.Discard)
 	if err == nil {
 		defer f.Close()
 		var m farmem.Memory
 		if m, err = f.Open(ctx, f.Hosted()[0]); err == nil {
 			defer m.Close()
-			err = storeStatus(ctx, m, &nodes, stdout)
+			err = storeStatus(ctx, m, &nodes, &rest)
 		}
 	}
 	if err != nil {
 		attachErr = err
 	}
-	writeNodes(stdout, nodes)
+	writeNodes(stdout, nodes, ff.cluster)
+	fmt.Fprintln(stdout)
+	_, _ = rest.WriteTo(stdout)
 	if attachErr != nil {
-		fmt.Fprintf(stdout, "\ncould not attach to read the store and memory use: %s\n", tidy(attachErr))
+		fmt.Fprintf(stdout, "could not attach to read the store and memory use: %s\n", tidy(attachErr))
 		if ff.transport == "tcp" {
 			fmt.Fprintln(stdout, "(with memory nodes down, a cluster file that states each node's size=... can still be attached)")
 		}
@@ -135,7 +139,12 @@ func probeNodes(ctx context.Context, cl *rdma.Cluster, secret []byte, timeout ti
 			defer cancel()
 			st, err := rdma.QueryStatus(cctx, na.Addr, secret, timeout)
 			if err != nil {
-				n.state, n.why = "unreachable", tidy(err)
+				// The last part of the chain says why (connection refused, timed out, ...).
+				msg := tidy(err)
+				if i := strings.LastIndex(msg, ": "); i >= 0 {
+					msg = msg[i+2:]
+				}
+				n.state, n.why = "unreachable", msg
 				return
 			}
 			n.state, n.incarnation, n.size, n.conns, n.uptime = "up", st.Incarnation, st.Size, st.Conns, st.Uptime
@@ -179,9 +188,12 @@ func storeStatus(ctx context.Context, m farmem.Memory, nodes *[]*nodeHealth, w i
 	}
 	in, err := kvstore.Inspect(ctx, m)
 	if err != nil || in.Word.State() != kvstore.RootReady {
-		if err != nil {
+		switch {
+		case errors.Is(err, kvstore.ErrNoStore):
+			fmt.Fprintf(w, "key-value store: none yet (the first `farmem kv put` or `farmem bench` makes it)\n\n")
+		case err != nil:
 			fmt.Fprintf(w, "key-value store: none found (%s)\n\n", tidy(err))
-		} else {
+		default:
 			fmt.Fprintf(w, "key-value store: none yet (root word %v)\n\n", in.Word)
 		}
 	} else {
@@ -224,7 +236,7 @@ func storeStatus(ctx context.Context, m farmem.Memory, nodes *[]*nodeHealth, w i
 	return nil
 }
 
-func writeNodes(w io.Writer, nodes []*nodeHealth) {
+func writeNodes(w io.Writer, nodes []*nodeHealth, cluster string) {
 	fmt.Fprintln(w, "memory nodes")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  node\taddress\tstate\tincarnation\tgeneration\tused\tsize\tnote")
@@ -247,7 +259,7 @@ func writeNodes(w io.Writer, nodes []*nodeHealth) {
 			used = formatBytes(n.used)
 		}
 		if n.state == "lost" {
-			note = fmt.Sprintf("restarted and lost its memory; run `farmem adopt %v`", n.id)
+			note = fmt.Sprintf("restarted and lost its memory; run `farmem adopt --cluster %s %d`", cluster, n.id)
 			used = "-"
 		}
 		fmt.Fprintf(tw, "  %v\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.id, n.addr, n.state, inc, gen, used, size, note)
