@@ -198,7 +198,8 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 			return nil, err
 		}
 		if created {
-			fmt.Fprintf(log, "farmem: created region %s (%d memory nodes of %s)\n", ff.region, ff.memNodes, ff.memSize)
+			fmt.Fprintf(log, "farmem: created region %s: %d memory nodes of %s, a file of %s allocated now (--mem-nodes and --mem-size choose)\n",
+				ff.region, ff.memNodes, ff.memSize, formatBytes(r.Info().Size))
 		}
 		desc = fmt.Sprintf("cxl %s, region %s", ff.policy, ff.region)
 	}
