@@ -184,11 +184,11 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 		return w
 	}
-	hdrs, word, err := readHeaders(ctx, m, readable, wordAt(guess))
+	hdrs, word, down, err := readHeadersDegraded(ctx, m, readable, wordAt(guess))
 	if err != nil {
 		return nil, err
 	}
-	home := hdrs[readable[0]].Home
+	home := hdrs[firstRead(readable, hdrs)].Home
 	if _, ok := hdrs[home]; !ok {
 		h, w, err := readHeaders(ctx, m, []farmem.NodeID{home}, wordAt(home))
 		if err != nil {
@@ -203,7 +203,7 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		word = w
 	}
 	hh := hdrs[home]
-	if err := layoutLost(m, hdrs, hh, lost); err != nil {
+	if err := layoutLost(m, hdrs, hh, append(lost, down...)); err != nil {
 		return nil, err
 	}
 	for n, h := range hdrs {
@@ -335,7 +335,9 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 		if err == nil {
 			return farmem.MakeAddr(n, off), nil
 		}
-		if !errors.Is(err, farmem.ErrNoSpace) && !errors.Is(err, farmem.ErrNodeLost) {
+		// A node that is full, lost or not answering: try the next (a claim whose outcome is
+		// unknown leaks at most a chunk).
+		if !errors.Is(err, farmem.ErrNoSpace) && !errors.Is(err, farmem.ErrNodeDown) {
 			return 0, err
 		}
 		errs = append(errs, err)

@@ -311,11 +311,16 @@ func (wk *Worker) do(ctx context.Context, op Op) error {
 	return err
 }
 
-// nextKeynum is YCSB's: draw until the key has been inserted.
+// nextKeynum is YCSB's: draw until the key has been inserted. A workload narrowed to part of
+// the records (insertstart, insertcount) also draws again a key of the records outside its
+// part (another process's, perhaps not loaded yet): YCSB's zipfian range ends one past the
+// part, and for a whole-record workload such keys are past the last insert anyway.
 func (wk *Worker) nextKeynum() (int64, error) {
 	last := wk.d.inserts.Last()
+	w := wk.d.w
+	partEnd := w.InsertStart + w.InsertCount
 	for range 1000 {
-		if k := wk.keys.Next(wk.r); k <= last {
+		if k := wk.keys.Next(wk.r); k <= last && (k < partEnd || k >= w.RecordCount) {
 			return k, nil
 		}
 	}

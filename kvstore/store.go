@@ -198,13 +198,14 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 
 // setUp formats the fabric if need be, finds or creates the store, and returns m's client.
 func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
-	if home, err := homeOf(ctx, m); err == nil {
+	home, err := homeOf(ctx, m)
+	if err == nil {
 		// Before formatting: a node that restarted unacknowledged must not be formatted here.
 		if err := s.checkGenerations(ctx, m, home); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.format(ctx, m); err != nil {
+	if err := s.format(ctx, m, err == nil); err != nil {
 		return nil, err
 	}
 	a, err := alloc.New(ctx, m, s.opts.Alloc)
@@ -239,14 +240,18 @@ func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
 // were written): they then take the node for one holding foreign data (alloc.ErrBadHeader).
 // A node being formatted shows this only for a moment, so format retries a few times before
 // it believes it.
-func (s *Store) format(ctx context.Context, m farmem.Memory) error {
+//
+// On a fabric formatted before (formatted: the home node's header was found), a node that does
+// not answer is skipped: it was formatted with the others, and the store works without it for
+// whatever does not live there.
+func (s *Store) format(ctx context.Context, m farmem.Memory, formatted bool) error {
 	for _, n := range m.Topology().MemoryNodes() {
 		if farmem.StatusOf(m, n).State == farmem.NodeLost {
 			continue // formatted again by Store.Adopt
 		}
 		for attempt := 0; ; attempt++ {
 			_, err := alloc.Open(ctx, m, n)
-			if err == nil {
+			if err == nil || formatted && errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
 				break
 			}
 			switch {
@@ -292,7 +297,7 @@ func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator)
 		}
 		d.Roots = append(d.Roots, root)
 	}
-	at, err := a.Alloc(ctx, DescriptorSize, 64)
+	at, err := a.AllocOn(ctx, a.Home(), DescriptorSize, 64) // beside the root word: no second node the store needs
 	if err != nil {
 		return Descriptor{}, 0, fmt.Errorf("kvstore: allocate descriptor: %w", err)
 	}

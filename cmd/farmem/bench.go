@@ -23,8 +23,10 @@ type benchFlags struct {
 	fabric    fabricFlags
 	workloads string
 	clients   int
-	duration  time.Duration
-	warmup    time.Duration
+	duration  optDuration
+	warmup    optDuration
+	skipLoad  bool
+	process   string
 	records   int64
 	sweep     string
 	peers     string
@@ -45,21 +47,32 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var bf benchFlags
 	fs := flag.NewFlagSet("farmem bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	bf.fabric.register(fs, "local, cxl, tcp or sim")
+	bf.fabric.register(fs, flagUse{transports: "local, cxl, tcp or sim", creates: true, tuning: true,
+		region: "cxl: the region file, created if missing (default a temporary region)"})
 	fs.StringVar(&bf.workloads, "workload", "a", "YCSB workloads to run, by name (a-f) or workload file, comma-separated")
 	fs.IntVar(&bf.clients, "clients", 4, "clients (workers), each with its own session")
-	fs.DurationVar(&bf.duration, "duration", 0, "measured time of each run (default 3s; on sim, 2ms of virtual time)")
-	fs.DurationVar(&bf.warmup, "warmup", -1, "unmeasured time before each run (default 500ms; on sim, 200us of virtual time)")
+	fs.Var(&bf.duration, "duration", "measured time of each run, a `duration` (default 3s; on sim, 2ms of virtual time)")
+	fs.Var(&bf.warmup, "warmup", "unmeasured time before each run, a `duration` (default 500ms; on sim, 200us of virtual time)")
+	fs.BoolVar(&bf.skipLoad, "skip-load", false, "do not load the records (the store holds them already; found on its own when it does)")
+	fs.StringVar(&bf.process, "process", "", "i/n: this is process i (0-based) of n running at once; each loads and uses its own 1/n of the records")
 	fs.Int64Var(&bf.records, "records", 0, "records to load (default the workload's recordcount)")
 	fs.StringVar(&bf.sweep, "sweep", "", "run once per value of a parameter, e.g. clients=1,2,4,8")
-	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim)")
+	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster)")
 	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+" (default the store's)")
 	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of a table")
 	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
 	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
 	fs.Var(&bf.set, "set", "override a workload property, name=value (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: farmem bench [flags]\n\nRuns YCSB workloads on the key-value store over a fabric, beside its peers, and prints a table.\nWith no flags: workload A on a cxl region in a temporary file, 4 clients, 3 seconds.\n\n")
+		fmt.Fprintf(fs.Output(), `usage: farmem bench [flags]
+       farmem bench --cluster FILE [--process I/N] [--skip-load]
+
+Runs YCSB workloads on the key-value store over a fabric, beside its peers, and prints a table.
+With no flags: workload A on a cxl region in a temporary file, 4 clients, 3 seconds.
+A store that holds the records already (a second run on a cluster or region) is not loaded
+again. It exits 1 if any operation failed or the load did not complete, and says how many.
+
+`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -75,17 +88,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageErr("--clients %d: want at least 1", bf.clients)
 	}
 	onSim := bf.fabric.transport == "sim"
-	if bf.duration == 0 {
-		bf.duration = 3 * time.Second
+	if !bf.duration.set {
+		bf.duration.d = 3 * time.Second
 		if onSim {
-			bf.duration = 2 * time.Millisecond
+			bf.duration.d = 2 * time.Millisecond
 		}
 	}
-	if bf.warmup < 0 {
-		bf.warmup = 500 * time.Millisecond
+	if !bf.warmup.set {
+		bf.warmup.d = 500 * time.Millisecond
 		if onSim {
-			bf.warmup = 200 * time.Microsecond
+			bf.warmup.d = 200 * time.Microsecond
 		}
+	}
+	if bf.duration.d <= 0 || bf.warmup.d < 0 {
+		return usageErr("--duration must be positive and --warmup not negative")
+	}
+	part, parts, err := parseProcess(bf.process)
+	if err != nil {
+		return err
+	}
+	if onSim && (parts > 1 || bf.skipLoad) {
+		return usageErr("--process and --skip-load are for a shared store, not the simulator's fresh one")
 	}
 	var sweep bench.Sweep
 	if bf.sweep != "" {
@@ -125,6 +148,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		if w, err = splitRecords(w, part, parts); err != nil {
+			return err
+		}
 		var r *bench.Report
 		var desc string
 		if onSim {
@@ -138,7 +164,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reports = append(reports, r)
 		descs = append(descs, desc)
 		if !bf.json {
-			fmt.Fprintf(stdout, "workload %s on %s; %d clients, %v measured after %v warm-up\n", w.Name, desc, bf.clients, bf.duration, bf.warmup)
+			fmt.Fprintf(stdout, "workload %s on %s; %d clients, %v measured after %v warm-up\n", w.Name, desc, bf.clients, bf.duration.d, bf.warmup.d)
 			if err := r.WriteTable(stdout); err != nil {
 				return err
 			}
@@ -168,7 +194,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stderr, "farmem: wrote %s\n", bf.svg)
 	}
-	return nil
+	return failures(reports)
 }
 
 func (bf *benchFlags) syncOption() (kvstore.Sync, error) {
@@ -232,7 +258,7 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 		return nil, "", err
 	}
 	defer f.Close()
-	store, err := kvstore.Open(ctx, f, kvstore.Options{Sync: syncOpt})
+	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt})
 	if err != nil {
 		return nil, "", fmt.Errorf("open the store: %w", err)
 	}
@@ -247,8 +273,21 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 	}
 	stores = append(stores, peers...)
 	cfg := bench.Config{
-		Workload: w, Stores: stores, Clients: bf.clients, Duration: bf.duration, Warmup: bf.warmup,
-		Sweep: sweep, Seed: bf.fabric.seed,
+		Workload: w, Stores: stores, Clients: bf.clients, Duration: bf.duration.d, Warmup: bf.warmup.d,
+		Sweep: sweep, Seed: bf.fabric.seed, SkipLoad: bf.skipLoad,
+	}
+	if !cfg.SkipLoad {
+		loaded, err := recordsLoaded(ctx, store, w)
+		if err != nil {
+			return nil, "", err
+		}
+		if loaded {
+			if len(peers) > 0 {
+				return nil, "", fmt.Errorf("the store holds the records already but the peers do not: pass --peers none (or --skip-load to run them unloaded)")
+			}
+			fmt.Fprintf(log, "farmem: the store holds records %d..%d already: not loading them again\n", w.InsertStart, w.InsertStart+w.InsertCount-1)
+			cfg.SkipLoad = true
+		}
 	}
 	if bench.IsTerminal(os.Stderr) {
 		cfg.Progress = os.Stderr
@@ -264,6 +303,9 @@ func (bf *benchFlags) peerStores(ctx context.Context, log io.Writer) ([]bench.St
 	want := bf.peers
 	if want == "" {
 		want = "gomap,redis"
+		if bf.fabric.cluster != "" {
+			want = "none" // the store is remote: comparing it with in-process peers says little
+		}
 	}
 	if want == "none" {
 		return nil, nil
@@ -348,7 +390,7 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 	}
 	workers := make([]*bench.Worker, clients)
 	res, err := s.RunClosedLoop(sim.ClosedLoop{
-		Clients: clients, Warmup: bf.warmup, Duration: bf.duration,
+		Clients: clients, Warmup: bf.warmup.d, Duration: bf.duration.d,
 		Start: func(ctx context.Context, m farmem.Memory, i int) (sim.OpFunc, error) {
 			ss, err := store.SessionOn(ctx, m)
 			if err != nil {
@@ -356,7 +398,7 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 			}
 			wk, err := d.NewWorker(bench.KVSession(ss, store.Ordered()), bench.WorkerOptions{
 				Rand: m.Runtime().Rand(), Now: bench.FabricClock(m.Runtime()),
-				Warmup: bf.warmup, Duration: bf.duration,
+				Warmup: bf.warmup.d, Duration: bf.duration.d,
 			})
 			if err != nil {
 				return nil, err

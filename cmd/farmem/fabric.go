@@ -31,15 +31,39 @@ type fabricFlags struct {
 	seed      uint64
 }
 
-func (ff *fabricFlags) register(fs *flag.FlagSet, transports string) {
-	fs.StringVar(&ff.transport, "transport", "", "the fabric: "+transports+" (default cxl, or tcp with --cluster)")
-	fs.StringVar(&ff.region, "region", "", "cxl: the region file to open, created if missing (default a temporary region)")
-	fs.StringVar(&ff.cluster, "cluster", "", "tcp: the cluster file naming the farmemd memory nodes (default: memory nodes started in this process on loopback)")
-	fs.IntVar(&ff.memNodes, "mem-nodes", 2, "memory nodes of a region or cluster this command creates")
-	fs.StringVar(&ff.memSize, "mem-size", "512MiB", "size of each memory node this command creates")
-	fs.StringVar(&ff.policy, "policy", "coherent", "cxl: access policy, coherent or uncached")
-	fs.StringVar(&ff.profile, "profile", "", "cxl: latency profile to inject ("+profileNames()+"; default none)")
-	fs.Uint64Var(&ff.seed, "seed", 1, "seed of the fabric's random sources")
+// flagUse says which of the fabric flags a command honours, so that its -h lists only those.
+type flagUse struct {
+	// transports lists the transports the command takes, for --transport's text.
+	transports string
+	// region is --region's text ("" leaves the flag out).
+	region string
+	// creates: the command creates a region or cluster (--mem-nodes, --mem-size), with
+	// defaultSize as --mem-size's default.
+	creates     bool
+	defaultSize string
+	// tuning: the command attaches to a region's data path (--policy, --profile, --seed).
+	tuning bool
+}
+
+func (ff *fabricFlags) register(fs *flag.FlagSet, u flagUse) {
+	ff.memNodes, ff.memSize, ff.policy, ff.seed = 2, u.defaultSize, "coherent", 1
+	if ff.memSize == "" {
+		ff.memSize = "512MiB"
+	}
+	fs.StringVar(&ff.transport, "transport", "", "the fabric: "+u.transports+" (default cxl, or tcp with --cluster)")
+	if u.region != "" {
+		fs.StringVar(&ff.region, "region", "", u.region)
+	}
+	fs.StringVar(&ff.cluster, "cluster", "", "tcp: the cluster file naming the farmemd memory nodes (see docs/cluster.md)")
+	if u.creates {
+		fs.IntVar(&ff.memNodes, "mem-nodes", 2, "memory nodes of a region or cluster this command creates")
+		fs.StringVar(&ff.memSize, "mem-size", ff.memSize, "size of each memory node this command creates")
+	}
+	if u.tuning {
+		fs.StringVar(&ff.policy, "policy", "coherent", "cxl: access policy, coherent or uncached")
+		fs.StringVar(&ff.profile, "profile", "", "cxl: latency profile to inject ("+profileNames()+")")
+		fs.Uint64Var(&ff.seed, "seed", 1, "seed of the fabric's random sources")
+	}
 }
 
 func profileNames() string {
@@ -174,7 +198,8 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 			return nil, err
 		}
 		if created {
-			fmt.Fprintf(log, "farmem: created region %s (%d memory nodes of %s)\n", ff.region, ff.memNodes, ff.memSize)
+			fmt.Fprintf(log, "farmem: created region %s: %d memory nodes of %s, a file of %s allocated now (--mem-nodes and --mem-size choose)\n",
+				ff.region, ff.memNodes, ff.memSize, formatBytes(r.Info().Size))
 		}
 		desc = fmt.Sprintf("cxl %s, region %s", ff.policy, ff.region)
 	}
@@ -212,6 +237,9 @@ func (ff *fabricFlags) openTCP(ctx context.Context, size uint64, log io.Writer) 
 		cl, err := rdma.LoadCluster(ff.cluster)
 		if err != nil {
 			return nil, err
+		}
+		if cl.SecretFile == "" {
+			return nil, usageErr("the cluster file %s names no secret: add a line `secret-file PATH` (make one with `farmemd secret > PATH`)", ff.cluster)
 		}
 		f, err := rdma.Dial(ctx, cl, rdma.Options{Seed: ff.seed, Logger: quiet})
 		if err != nil {

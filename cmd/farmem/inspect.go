@@ -19,9 +19,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var ff fabricFlags
 	fs := flag.NewFlagSet("farmem inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ff.register(fs, "cxl or tcp")
+	ff.register(fs, flagUse{transports: "cxl or tcp", region: "cxl: the region file to read"})
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: farmem inspect (--region PATH | --cluster FILE)\n\nShows a region's header and compute nodes (cxl), each memory node's allocator header, its\nincarnation, state and store generation (restarts), and the key-value store found on the\nfabric. It attaches as a compute node to read them and\nwrites nothing else.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: farmem inspect (--region PATH | --cluster FILE)\n\nShows a region's header and compute nodes (cxl), each memory node's allocator header, its\nincarnation, state and store generation (restarts), and the key-value store found on the\nfabric. It attaches as a compute node to read them and writes nothing else.\n`farmem status` is the shorter health view, and works with memory nodes down.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -87,7 +87,7 @@ func inspectRegion(path string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "compute ids in use")
+	fmt.Fprintln(w, "compute ids used since the region was made (live ones hold it now)")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  id\tstate\tpid\tgeneration\tlease ends\tbusy mailboxes")
 	used := 0

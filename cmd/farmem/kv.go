@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -15,7 +16,8 @@ func runKV(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var ff fabricFlags
 	fs := flag.NewFlagSet("farmem kv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ff.register(fs, "cxl or tcp")
+	ff.register(fs, flagUse{transports: "cxl or tcp", creates: true, defaultSize: "64MiB",
+		region: "cxl: the region file; put, insert and update create it if missing (--mem-nodes × --mem-size, allocated at once)"})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem kv (--region PATH | --cluster FILE) COMMAND KEY [VALUE]
 
@@ -25,8 +27,9 @@ commands:
   insert KEY VALUE    insert; fails if the key exists
   update KEY VALUE    update; fails if the key is absent
   delete KEY          delete; fails if the key is absent
-A VALUE of - is read from standard input. A --region that does not exist is created
-(--mem-nodes, --mem-size).
+A VALUE of - is read from standard input. A --region that does not exist is created by
+put, insert and update, with --mem-nodes memory nodes of --mem-size each (it says how big).
+With --cluster FILE the store lives on farmemd memory nodes (see docs/cluster.md).
 
 `)
 		fs.PrintDefaults()
@@ -71,8 +74,8 @@ A VALUE of - is read from standard input. A --region that does not exist is crea
 		return err
 	}
 	defer f.Close()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{NoCreate: !needValue, MaxClients: 1})
-	if errors.Is(err, kvstore.ErrNoStore) {
+	s, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{NoCreate: !needValue, MaxClients: 1})
+	if errors.Is(err, kvstore.ErrNoStore) && !storeExists(ctx, f) {
 		return fmt.Errorf("%s: no store here yet (put a key first)", cmd)
 	}
 	if err != nil {
@@ -82,6 +85,9 @@ A VALUE of - is read from standard input. A --region that does not exist is crea
 	switch cmd {
 	case "get":
 		v, err := s.Get(ctx, key)
+		if errors.Is(err, kvstore.ErrNotFound) {
+			return fmt.Errorf("%q: not found", key)
+		}
 		if err != nil {
 			return err
 		}
@@ -95,4 +101,16 @@ A VALUE of - is read from standard input. A --region that does not exist is crea
 		return s.Update(ctx, key, value)
 	}
 	return s.Delete(ctx, key)
+}
+
+// storeExists reports whether f holds a store (its root word is ready): Open's ErrNoStore
+// with one is a memory node that came back empty, not a store never made.
+func storeExists(ctx context.Context, f farmem.Fabric) bool {
+	m, err := f.Open(ctx, f.Hosted()[0])
+	if err != nil {
+		return false
+	}
+	defer m.Close()
+	in, err := kvstore.Inspect(ctx, m)
+	return err == nil && in.Word.State() == kvstore.RootReady
 }

@@ -8,6 +8,8 @@
 //	farmem kv --region /dev/shm/kv put KEY VALUE
 //	farmem kv --region /dev/shm/kv get KEY
 //	farmem inspect --region /dev/shm/kv
+//	farmem status --cluster cluster.txt   each memory node's health; works with nodes down
+//	farmem adopt --cluster cluster.txt 2  take a restarted memory node back into the store
 //	farmem repro cider                CIDER's client sweep in the simulator (minutes)
 //
 // Run `farmem <command> -h` for a command's flags.
@@ -21,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -37,6 +40,9 @@ commands:
   bench     run a YCSB workload on the key-value store and its peers, and print a table
   kv        get, put, insert, update or delete one key
   inspect   show a region's (or a cluster's) header, allocator state and store
+  status    each memory node's health, incarnation, generation and memory used, the compute
+            processes and the store: works with memory nodes down
+  adopt     take a memory node that restarted (and lost its memory) back into the store
   repro     run a paper's experiments in the simulator and print their tables
 
 Run 'farmem <command> -h' for a command's flags.
@@ -58,6 +64,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runInspect(ctx, args[1:], stdout, stderr)
 	case "repro":
 		err = runRepro(ctx, args[1:], stdout, stderr)
+	case "status":
+		err = runStatus(ctx, args[1:], stdout, stderr)
+	case "adopt":
+		err = runAdopt(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -71,10 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "farmem %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "farmem %s: %s\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
 	}
-	fmt.Fprintf(stderr, "farmem %s: %v\n", args[0], err)
+	fmt.Fprintf(stderr, "farmem %s: %s\n", args[0], explain(err, clusterArg(args[1:])))
 	return 1
 }
 
@@ -83,4 +93,21 @@ var errUsage = errors.New("usage")
 
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+// clusterArg returns the value of a --cluster flag among args, for the commands an error
+// message suggests ("" if none).
+func clusterArg(args []string) string {
+	for i, a := range args {
+		switch {
+		case a == "--cluster" || a == "-cluster":
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+		case strings.HasPrefix(a, "--cluster="), strings.HasPrefix(a, "-cluster="):
+			_, v, _ := strings.Cut(a, "=")
+			return v
+		}
+	}
+	return ""
 }

@@ -8,6 +8,7 @@
 //	        [--max-conns N] [--max-outstanding N] [--max-unauth N] [--max-buffer SIZE]
 //	        [--handshake-timeout 2s] [--write-timeout 10s] [--metrics ADDR] [--allow-faults]
 //	farmemd status --addr HOST:PORT --secret-file PATH [--timeout 2s]
+//	farmemd secret > secret          a fresh cluster secret (32 random bytes, hex)
 //
 // It listens on loopback unless --listen names another address; with port 0 it picks a free
 // port, logs it, and writes it to --addr-file if given. It logs in structured form (log/slog)
@@ -99,6 +100,9 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	if len(args) > 0 && args[0] == "status" {
 		return status(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "secret" {
+		return printSecret(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
@@ -122,7 +126,14 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	writeTimeout := fs.Duration("write-timeout", 0, "close a connection that does not take its replies within this (0: 10s)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9100)")
 	allowFaults := fs.Bool("allow-faults", false, "let authenticated clients inject faults (partition, crash after n ops): for tests only")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -245,7 +256,14 @@ func status(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "", "the node's address (host:port)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: farmemd status --addr HOST:PORT --secret-file PATH [--timeout 2s]\n\nAsks a running memory node for its health and counters and prints them as JSON; exits 1 if\nthe node is unreachable or refuses the secret. `farmem status --cluster FILE` shows every node.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if *addr == "" || *secretFile == "" {
