@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,27 +17,10 @@ import (
 	"github.com/farmem/farmem/internal/wire"
 )
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Repeated lines of one kind are cut to the burst per window, and the first line of a later
 // window says how many were dropped; other kinds are not affected.
 func TestRateLogSuppresses(t *testing.T) {
-	var out lockedBuf
+	var out syncBuffer
 	const every = 200 * time.Millisecond
 	rl := newRateLog(slog.New(slog.NewTextHandler(&out, nil)), every, 3)
 	start := time.Now()
