@@ -180,17 +180,7 @@
 //
 // # The experiment
 //
-// A sweep in this directory's tests (off by default) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
-// memory nodes and 4 clients per compute node (one core each), 8..512 clients, keys drawn from
-// YCSB's Zipfian with theta 0.99 (Gray et al.'s law: Zipf's for the two hottest ranks, a close
-// approximation past them) with its ranks mapped one to one onto the keys (bench/generator's
-// Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values,
-// write-intensive (50% updates) and write-only, on the pointer array (1Mi keys) and on RACE
-// (128Ki keys), 20ms of virtual warm-up and a 3ms window per point (the README of this
-// directory gives the command). It prints throughput, the CIDER/other ratios, memory-node verbs and failed CASes per
-// operation, the write-combining rate and batch size, and routing quality (the ideal
-// pessimistic share measured under Optimistic, the share of those CIDER routes pessimistic,
-// and the share of CIDER's pessimistic updates that were combined). The default test run
-// asserts the shape at 16, 32 and 192 clients. See the README of this directory for a run's
-// numbers.
+// `farmem repro cider` (package bench/repro) runs CIDER §5.2-5.3 in the simulator against
+// this package's synchronizers and ds/ptrsync's optimistic one, and checks the shape the paper
+// reports in its tests; its documentation states the setup and how it departs from the paper's.
 package cider

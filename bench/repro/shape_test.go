@@ -1,0 +1,68 @@
+package repro_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/bench/repro"
+)
+
+// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), a 2 ms warm-up and a 1 ms window.
+func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
+	c := repro.CiderQuick()
+	c.Structs, c.Mixes, c.Syncs, c.Clients = structs, []string{repro.WriteIntensive}, syncs, clients
+	c.ArrayKeys, c.RaceKeys = 1<<14, 1<<12
+	c.Warmup, c.Window, c.Tracked = 2*time.Millisecond, time.Millisecond, 256
+	return c
+}
+
+// TestCiderShape asserts, on a small sweep, the shape CIDER §5.2.1 reports on the pointer array
+// (write-intensive): optimistic synchronization scales to tens of clients and then collapses,
+// the CAS spinlock overtakes it at high counts, and CIDER matches it at low counts and stays on
+// top as they grow, with fewer memory-node verbs per operation than the MCS lock; and on RACE,
+// CIDER far above optimistic at 192 clients.
+func TestCiderShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of simulation")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ctx := context.Background()
+	run := func(c repro.CiderConfig) *repro.CiderResult {
+		r, err := repro.RunCider(ctx, c, nil)
+		require.NoError(t, err)
+		for _, p := range r.Points {
+			require.Zero(t, p.Errors, "%s %s %d", p.Struct, p.Sync, p.Clients)
+			require.Positive(t, p.Ops, "%s %s %d", p.Struct, p.Sync, p.Clients)
+		}
+		return r
+	}
+	low := run(shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.CIDER}, []int{16, 32}))
+	high := run(shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.Spin, repro.MCS, repro.CIDER}, []int{192}))
+	at := func(k string, n int) repro.CiderPoint {
+		r := low
+		if n == 192 {
+			r = high
+		}
+		return r.Point(repro.Array, repro.WriteIntensive, k, n)
+	}
+	tp := func(k string, n int) float64 { return at(k, n).Throughput }
+	require.Greater(t, tp(repro.Optimistic, 32), 1.8*tp(repro.Optimistic, 16), "optimistic scales up to tens of clients")
+	require.Less(t, tp(repro.Optimistic, 192), tp(repro.Optimistic, 32)/4, "optimistic collapses at high counts")
+	require.Greater(t, tp(repro.Spin, 192), tp(repro.Optimistic, 192), "the spinlock overtakes optimistic")
+	require.InDelta(t, 1, tp(repro.CIDER, 16)/tp(repro.Optimistic, 16), 0.1, "CIDER matches optimistic at low contention")
+	for _, k := range []string{repro.Optimistic, repro.Spin, repro.MCS} {
+		require.Greater(t, tp(repro.CIDER, 192), tp(k, 192), "CIDER on top of %s at 192 clients", k)
+	}
+	require.GreaterOrEqual(t, tp(repro.CIDER, 192), tp(repro.CIDER, 32), "CIDER stays flat")
+	c := at(repro.CIDER, 192)
+	require.Positive(t, c.Counters.Batches, "no batch was combined")
+	require.Less(t, c.MemoryVerbsPerOp(), at(repro.MCS, 192).MemoryVerbsPerOp(), "CIDER spends fewer memory-node verbs per op than MCS")
+
+	rr := run(shapeConfig([]string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{192}))
+	ro, rc := rr.Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, 192), rr.Point(repro.RACE, repro.WriteIntensive, repro.CIDER, 192)
+	require.Greater(t, rc.Throughput, 4*ro.Throughput, "CIDER on RACE at 192 clients")
+}
