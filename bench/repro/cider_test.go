@@ -15,9 +15,10 @@ import (
 // requires the same bytes (the quick configuration's golden pins the full quick run).
 func TestCiderDeterministic(t *testing.T) {
 	c := repro.CiderQuick()
-	c.Clients = []int{32}
-	c.ArrayKeys, c.RaceKeys = 1<<12, 1<<10
-	c.Warmup, c.Window = time.Millisecond, 500*time.Microsecond
+	c.Clients = []int{16}
+	c.ArrayKeys, c.RaceKeys = 1<<12, 1<<9
+	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
+		StepOps: 50, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 200}
 	var a, b bytes.Buffer
 	r1, err := repro.RunCider(context.Background(), c, nil)
 	require.NoError(t, err)

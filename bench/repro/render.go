@@ -18,8 +18,13 @@ import (
 // bytes are a function of the result alone.
 func (r *CiderResult) WriteText(w io.Writer) error {
 	c := r.Config
+	m := c.Measure
 	fmt.Fprintf(w, "CIDER sweep: sim.ConnectX6, 8 memory nodes, 4 clients per compute node; zipf %.2f (Permuted); "+
-		"warm-up %v, window %v, seed %d; array %d keys, race %d keys\n", c.Theta, c.Warmup, c.Window, c.Seed, c.ArrayKeys, c.RaceKeys)
+		"array %d keys, race %d keys; seeds %v\n", c.Theta, c.ArrayKeys, c.RaceKeys, c.Seeds)
+	fmt.Fprintf(w, "Each point: warm-up until %d successive %v steps agree within %.0f%% (at least %v, at most %v), then a window "+
+		"of at least %d operations and %v (at most %v); Mops/s is the mean over seeds ± the 95%% confidence half-width "+
+		"(Student's t); a * marks a point whose warm-up hit its cap.\n",
+		3, m.Step, 100*m.Tolerance, m.MinWarmup, m.MaxWarmup, m.MinOps, m.MinWindow, m.MaxWindow)
 	for _, st := range c.Structs {
 		for _, mx := range c.Mixes {
 			fmt.Fprintf(w, "\n%s, %s\n", st, mx)
@@ -47,7 +52,7 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 			for _, n := range c.Clients {
 				row := []string{fmt.Sprint(n)}
 				for _, k := range c.Syncs {
-					row = append(row, fmt.Sprintf("%.2f", r.Point(st, mx, k, n).Throughput/1e6))
+					row = append(row, fmtTput(r.Point(st, mx, k, n)))
 				}
 				cd := r.Point(st, mx, CIDER, n)
 				for _, k := range c.Syncs {
@@ -75,6 +80,16 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// fmtTput is a point's throughput in Mops/s with its confidence half-width, starred if a
+// seed's warm-up did not converge.
+func fmtTput(p CiderPoint) string {
+	s := fmt.Sprintf("%.2f±%.2f", p.Throughput/1e6, p.ThroughputCI/1e6)
+	if !p.Converged {
+		s += "*"
+	}
+	return s
 }
 
 func hasSync(c CiderConfig, name string) bool {

@@ -11,12 +11,15 @@ import (
 	"github.com/farmem/farmem/bench/repro"
 )
 
-// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), a 2 ms warm-up and a 1 ms window.
+// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), one seed, a warm-up of 2 to 4 ms and a window of at least
+// 500 operations.
 func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
 	c := repro.CiderQuick()
 	c.Structs, c.Mixes, c.Syncs, c.Clients = structs, []string{repro.WriteIntensive}, syncs, clients
 	c.ArrayKeys, c.RaceKeys = 1<<14, 1<<12
-	c.Warmup, c.Window, c.Tracked = 2*time.Millisecond, time.Millisecond, 256
+	c.Measure = repro.Measure{Step: 500 * time.Microsecond, MinWarmup: 2 * time.Millisecond, MaxWarmup: 4 * time.Millisecond,
+		StepOps: 100, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
+	c.Seeds, c.Tracked = []uint64{1}, 256
 	return c
 }
 

@@ -24,7 +24,7 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mixes := fs.String("mixes", "", "cider: mixes to run, of write-intensive,write-only (default all)")
 	syncs := fs.String("syncs", "", "cider: synchronizers, of optimistic,spin,mcs,cider (default all)")
 	clients := fs.String("clients", "", "cider: client counts, ascending (default 8 to 512)")
-	seed := fs.Uint64("seed", 1, "the simulation's seed")
+	seeds := fs.String("seeds", "", "the simulation's seeds, comma-separated (default 1,2,3; 1,2 with --quick)")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
@@ -50,7 +50,16 @@ minutes of one core, a few seconds with --quick).
 	if *quick {
 		cfg = repro.CiderQuick()
 	}
-	cfg.Seed = *seed
+	if *seeds != "" {
+		cfg.Seeds = nil
+		for _, f := range strings.Split(*seeds, ",") {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return usageErr("--seeds %q: %v", *seeds, err)
+			}
+			cfg.Seeds = append(cfg.Seeds, n)
+		}
+	}
 	list := func(s string, dst *[]string) {
 		if s != "" {
 			*dst = strings.Split(s, ",")
