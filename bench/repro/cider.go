@@ -13,7 +13,6 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/bench/generator"
 	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
 	"github.com/farmem/farmem/ds/ptrsync"
@@ -53,6 +52,8 @@ type CiderConfig struct {
 	Clients []int    // ascending
 	// ArrayKeys and RaceKeys are the keys preloaded into each structure.
 	ArrayKeys, RaceKeys uint64
+	// Dist is the key distribution: Scrambled (YCSB's; Theta must be 0.99) or Permuted.
+	Dist string
 	// Theta is the Zipfian skew.
 	Theta float64
 	// Measure is how each point's warm-up and window are chosen.
@@ -91,7 +92,7 @@ func CiderFull() CiderConfig {
 		Structs: []string{Array, RACE}, Mixes: []string{WriteIntensive, WriteOnly},
 		Syncs:     []string{Optimistic, Spin, MCS, CIDER},
 		Clients:   []int{8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512},
-		ArrayKeys: 1 << 20, RaceKeys: 1 << 17, Theta: 0.99,
+		ArrayKeys: 1 << 20, RaceKeys: 1 << 17, Dist: Scrambled, Theta: 0.99,
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 2 * time.Millisecond, MaxWarmup: 100 * time.Millisecond,
 			StepOps: 800, Tolerance: 0.1, MinWindow: 3 * time.Millisecond, MaxWindow: 60 * time.Millisecond, MinOps: 5000},
 		Tracked: 4096, Seeds: []uint64{1, 2, 3},
@@ -107,7 +108,7 @@ func CiderQuick() CiderConfig {
 		Structs: []string{Array, RACE}, Mixes: []string{WriteIntensive},
 		Syncs:     []string{Optimistic, Spin, MCS, CIDER},
 		Clients:   []int{16, 128},
-		ArrayKeys: 1 << 14, RaceKeys: 1 << 11, Theta: 0.99,
+		ArrayKeys: 1 << 14, RaceKeys: 1 << 11, Dist: Scrambled, Theta: 0.99,
 		Measure: Measure{Step: 500 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 10 * time.Millisecond,
 			StepOps: 200, Tolerance: 0.2, MinWindow: time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 1000},
 		Tracked: 256, Seeds: []uint64{1, 2},
@@ -172,6 +173,13 @@ func CiderModel(clients int, memSize uint64) sim.Model {
 	m.ComputeNodes = max(1, (clients+3)/4)
 	m.ClientsPerNode, m.MaxHandlers = 6, 1
 	return m
+}
+
+// memorySize is each memory node's size for a structure of keys: 64 MiB, or more for over a
+// million keys (about 64 bytes a key over the 8 nodes, twice over for the allocators' slack).
+func memorySize(keys uint64) uint64 {
+	const mib = 1 << 20
+	return max(64*mib, (keys*64/8*2+mib-1)/mib*mib)
 }
 
 // KeyStat counts one tracked key's updates in a point's window.
@@ -274,7 +282,7 @@ func RunCider(ctx context.Context, cfg CiderConfig, progress io.Writer) (*CiderR
 		return nil, err
 	}
 	res := &CiderResult{Config: cfg}
-	gens := map[uint64]*generator.Permuted{}
+	gens := map[uint64]keyDist{}
 	for _, st := range cfg.Structs {
 		keys := cfg.ArrayKeys
 		if st == RACE {
@@ -283,7 +291,7 @@ func RunCider(ctx context.Context, cfg CiderConfig, progress io.Writer) (*CiderR
 		gen := gens[keys]
 		if gen == nil {
 			var err error
-			if gen, err = generator.NewPermuted(keys, cfg.Theta); err != nil {
+			if gen, err = newKeyDist(cfg.Dist, keys, cfg.Theta); err != nil {
 				return nil, err
 			}
 			gens[keys] = gen
@@ -457,12 +465,12 @@ func syncStats(s ptrsync.Synchronizer) (cider.Stats, cider.OpInfo) {
 // runCiderSeed runs one point with one seed: clients closed-loop clients on structure st with
 // synchronizer syncName, the mix's updates and searches over keys drawn by gen, a warm-up until
 // throughput converges (see Measure) and a window of enough operations.
-func runCiderSeed(cfg CiderConfig, seed uint64, gen *generator.Permuted, keys uint64, st, syncName, mix string, clients int) (seedRun, error) {
+func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, syncName, mix string, clients int) (seedRun, error) {
 	writes, err := writePercent(mix)
 	if err != nil {
 		return seedRun{}, err
 	}
-	s, err := sim.New(CiderModel(clients, 64<<20), seed)
+	s, err := sim.New(CiderModel(clients, memorySize(keys)), seed)
 	if err != nil {
 		return seedRun{}, err
 	}
@@ -483,8 +491,8 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen *generator.Permuted, keys ui
 		return credits[n]
 	}
 	tracked := map[uint64]int{}
-	for r := range min(cfg.Tracked, keys) {
-		tracked[gen.Key(r)] = int(r)
+	for r, k := range gen.hottest(cfg.Tracked) {
+		tracked[k] = r
 	}
 	type loadClient struct {
 		m         farmem.Memory

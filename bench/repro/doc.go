@@ -13,13 +13,21 @@
 // of ds/race), under four pointer synchronizers (optimistic CAS from ds/ptrsync, the CAS
 // spinlock, the far MCS lock and CIDER from ds/cider), at client counts up to 512. The testbed is
 // [CiderModel]: sim.ConnectX6 with 8 memory nodes and 4 clients per compute node, each compute
-// node on its own NIC. Keys are drawn from bench/generator.Permuted (YCSB's Zipfian ranks mapped
-// onto keys by a fixed bijection; not YCSB's scrambled Zipfian). Each point is a fresh cluster,
-// a fixed warm-up of virtual time and a measured window; there is no local write combining under
-// any synchronizer, one seed and no confidence interval. How these choices depart from the
-// paper's setup is stated beside the figures (ds/cider/README.md).
+// node on its own NIC. Keys are drawn from YCSB's scrambled Zipfian ([Scrambled], the default)
+// or from bench/generator.Permuted ([Permuted]); [RunCiderKeys] reruns a sweep at several key
+// counts to show how far the figures depend on the count. There is no local write combining
+// under any synchronizer.
 //
-// Limits: a full run ([CiderFull]) takes minutes of one core; the quick configuration
-// ([CiderQuick]) takes seconds and exists to pin the code behind the figures, not to reproduce
-// them.
+// Measurement ([Measure]): each point runs on a fresh cluster once per seed. The warm-up lasts
+// until three successive steps of virtual time agree on throughput within a tolerance (capped;
+// a point that reaches the cap is starred in the tables); the window then lasts until it holds a
+// minimum number of operations. A point's throughput is the mean over the seeds with the
+// half-width of its 95% confidence interval (Student's t, [MeanCI]); its counters are summed
+// over the seeds. How these choices depart from the paper's setup is stated beside the figures
+// (ds/cider/README.md).
+//
+// Limits: the quick configuration ([CiderQuick]) takes seconds of one core and exists to pin the
+// code behind the figures, not to reproduce them; the full one ([CiderFull]) is budgeted at 30
+// minutes of one core, most of it in the collapsed optimistic points, whose windows stretch to
+// reach their operation count.
 package repro

@@ -11,14 +11,14 @@ import (
 	"github.com/farmem/farmem/bench/repro"
 )
 
-// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), one seed, a warm-up of 2 to 4 ms and a window of at least
+// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), one seed, a warm-up of 1 to 3 ms and a window of at least
 // 500 operations.
 func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
 	c := repro.CiderQuick()
 	c.Structs, c.Mixes, c.Syncs, c.Clients = structs, []string{repro.WriteIntensive}, syncs, clients
 	c.ArrayKeys, c.RaceKeys = 1<<14, 1<<12
-	c.Measure = repro.Measure{Step: 500 * time.Microsecond, MinWarmup: 2 * time.Millisecond, MaxWarmup: 4 * time.Millisecond,
-		StepOps: 100, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
+	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 3 * time.Millisecond,
+		StepOps: 100, Tolerance: 0.2, MinWindow: 250 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
 	c.Seeds, c.Tracked = []uint64{1}, 256
 	return c
 }
@@ -27,7 +27,7 @@ func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
 // (write-intensive): optimistic synchronization scales to tens of clients and then collapses,
 // the CAS spinlock overtakes it at high counts, and CIDER matches it at low counts and stays on
 // top as they grow, with fewer memory-node verbs per operation than the MCS lock; and on RACE,
-// CIDER far above optimistic at 192 clients.
+// CIDER far above optimistic at 128 clients.
 func TestCiderShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds of simulation")
@@ -65,7 +65,7 @@ func TestCiderShape(t *testing.T) {
 	require.Positive(t, c.Counters.Batches, "no batch was combined")
 	require.Less(t, c.MemoryVerbsPerOp(), at(repro.MCS, 192).MemoryVerbsPerOp(), "CIDER spends fewer memory-node verbs per op than MCS")
 
-	rr := run(shapeConfig([]string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{192}))
-	ro, rc := rr.Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, 192), rr.Point(repro.RACE, repro.WriteIntensive, repro.CIDER, 192)
-	require.Greater(t, rc.Throughput, 4*ro.Throughput, "CIDER on RACE at 192 clients")
+	rr := run(shapeConfig([]string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{128}))
+	ro, rc := rr.Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, 128), rr.Point(repro.RACE, repro.WriteIntensive, repro.CIDER, 128)
+	require.Greater(t, rc.Throughput, 4*ro.Throughput, "CIDER on RACE at 128 clients")
 }

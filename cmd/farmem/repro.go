@@ -25,6 +25,9 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	syncs := fs.String("syncs", "", "cider: synchronizers, of optimistic,spin,mcs,cider (default all)")
 	clients := fs.String("clients", "", "cider: client counts, ascending (default 8 to 512)")
 	seeds := fs.String("seeds", "", "the simulation's seeds, comma-separated (default 1,2,3; 1,2 with --quick)")
+	dist := fs.String("dist", "", "cider: key distribution, scrambled (YCSB's, the default) or permuted")
+	theta := fs.Float64("theta", 0, "cider: Zipfian skew of the permuted distribution (default 0.99)")
+	keys := fs.String("keys", "", "cider: run the sweep at each of these array key counts (RACE an eighth), comma-separated, and print a key-count sensitivity table")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
@@ -78,6 +81,22 @@ minutes of one core, a few seconds with --quick).
 			cfg.Clients = append(cfg.Clients, n)
 		}
 	}
+	if *dist != "" {
+		cfg.Dist = *dist
+	}
+	if *theta != 0 {
+		cfg.Theta = *theta
+	}
+	var keyCounts []uint64
+	if *keys != "" {
+		for _, f := range strings.Split(*keys, ",") {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return usageErr("--keys %q: %v", *keys, err)
+			}
+			keyCounts = append(keyCounts, n)
+		}
+	}
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return usageErr("--out: %v", err)
@@ -89,6 +108,16 @@ minutes of one core, a few seconds with --quick).
 	var progress io.Writer = stderr
 	if *quiet {
 		progress = nil
+	}
+	if keyCounts != nil {
+		kr, err := repro.RunCiderKeys(ctx, cfg, keyCounts, progress)
+		if errors.Is(err, repro.ErrConfig) {
+			return usageErr("%v", err)
+		}
+		if err != nil {
+			return err
+		}
+		return kr.WriteText(stdout)
 	}
 	res, err := repro.RunCider(ctx, cfg, progress)
 	if errors.Is(err, repro.ErrConfig) {
