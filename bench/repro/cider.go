@@ -38,6 +38,9 @@ const (
 	Spin       = "spin"
 	MCS        = "mcs"
 	CIDER      = "cider"
+	// CIDERPessimistic is CIDER without contention-aware routing (every update through the
+	// lock and global WC: the paper's "w/o C.A.S."), run only in the factor analysis.
+	CIDERPessimistic = "cider-pessimistic"
 )
 
 // ErrConfig is wrapped by the errors of a configuration RunCider cannot run.
@@ -56,8 +59,17 @@ type CiderConfig struct {
 	Dist string
 	// Theta is the Zipfian skew.
 	Theta float64
+	// AtomicUnit, if not zero, replaces the model's cost of one atomic on one word of a NIC
+	// (sim.NIC.AtomicUnit, 250ns in sim.ConnectX6): the parameter no published figure pins,
+	// to be swept.
+	AtomicUnit time.Duration
 	// Measure is how each point's warm-up and window are chosen.
 	Measure Measure
+	// LocalWC runs every synchronizer under local write combining (cider.LocalWC), as CIDER's
+	// §5.1 runs its baselines; Factor adds the factor analysis of §5.4.1: every synchronizer
+	// again at the largest client count on the write-intensive mix (if the sweep has it)
+	// with local write combining the other way, and CIDER without contention-aware routing.
+	LocalWC, Factor bool
 	// Tracked is how many of the hottest keys have their updates counted one by one (for the
 	// routing columns).
 	Tracked uint64
@@ -95,7 +107,7 @@ func CiderFull() CiderConfig {
 		ArrayKeys: 1 << 20, RaceKeys: 1 << 17, Dist: Scrambled, Theta: 0.99,
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 2 * time.Millisecond, MaxWarmup: 100 * time.Millisecond,
 			StepOps: 800, Tolerance: 0.1, MinWindow: 3 * time.Millisecond, MaxWindow: 60 * time.Millisecond, MinOps: 5000},
-		Tracked: 4096, Seeds: []uint64{1, 2, 3},
+		LocalWC: true, Factor: true, Tracked: 4096, Seeds: []uint64{1, 2, 3},
 	}
 }
 
@@ -111,7 +123,7 @@ func CiderQuick() CiderConfig {
 		ArrayKeys: 1 << 14, RaceKeys: 1 << 11, Dist: Scrambled, Theta: 0.99,
 		Measure: Measure{Step: 500 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 10 * time.Millisecond,
 			StepOps: 200, Tolerance: 0.2, MinWindow: time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 1000},
-		Tracked: 256, Seeds: []uint64{1, 2},
+		LocalWC: true, Factor: true, Tracked: 256, Seeds: []uint64{1, 2},
 	}
 }
 
@@ -144,6 +156,8 @@ func (c CiderConfig) check() error {
 		return bad("client counts %v: want ascending, 1 to 4096", c.Clients)
 	case c.ArrayKeys < 2 && slices.Contains(c.Structs, Array), c.RaceKeys < 2 && slices.Contains(c.Structs, RACE):
 		return bad("fewer than two keys")
+	case c.AtomicUnit < 0:
+		return bad("atomic unit %v", c.AtomicUnit)
 	case c.Theta <= 0 || c.Theta >= 1:
 		return bad("theta %v: want (0, 1)", c.Theta)
 	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
@@ -184,7 +198,9 @@ func memorySize(keys uint64) uint64 {
 
 // KeyStat counts one tracked key's updates in a point's window.
 type KeyStat struct {
-	Updates, Pessimistic, Severe, Combined uint64
+	// Local counts the updates combined on their compute node (by local write combining),
+	// which never reached the synchronizer.
+	Updates, Pessimistic, Severe, Combined, Local uint64
 }
 
 // CiderPoint is what one point of the sweep measured in its windows, over every seed.
@@ -208,9 +224,18 @@ type CiderPoint struct {
 	Fabric   farmem.Stats
 	Counters cider.Stats
 	Updates  uint64
+	// LocalWC tells whether the synchronizer ran under local write combining, and
+	// LocalCombined counts the updates in the windows it combined on their compute node.
+	LocalWC       bool
+	LocalCombined uint64
 	// Keys are the tracked keys' counts, by rank (0 the hottest).
 	Keys     []KeyStat
 	P50, P99 time.Duration
+}
+
+// LocalRate is the share of updates combined on their compute node.
+func (p CiderPoint) LocalRate() float64 {
+	return float64(p.LocalCombined) / math.Max(1, float64(p.Updates))
 }
 
 func (p CiderPoint) perOp(v uint64) float64 { return float64(v) / math.Max(1, float64(p.Ops)) }
@@ -234,10 +259,11 @@ func (p CiderPoint) MeanBatch() float64 {
 	return float64(p.Counters.Batched) / math.Max(1, float64(p.Counters.Batches))
 }
 
-// CiderResult is a sweep's points.
+// CiderResult is a sweep's points, and those of its factor analysis (see CiderConfig.Factor).
 type CiderResult struct {
 	Config CiderConfig
 	Points []CiderPoint
+	Factor []CiderPoint
 }
 
 // Point returns the point of the given coordinates (the zero point if the sweep has none).
@@ -299,43 +325,74 @@ func RunCider(ctx context.Context, cfg CiderConfig, progress io.Writer) (*CiderR
 		for _, mx := range cfg.Mixes {
 			for _, n := range cfg.Clients {
 				for _, k := range cfg.Syncs {
-					start := time.Now()
-					p := CiderPoint{Struct: st, Mix: mx, Sync: k, Clients: n, Converged: true}
-					var hist *hdrhistogram.Histogram
-					for _, seed := range cfg.Seeds {
-						if err := ctx.Err(); err != nil {
-							return nil, err
-						}
-						r, err := runCiderSeed(cfg, seed, gen, keys, st, k, mx, n)
-						if err != nil {
-							return nil, fmt.Errorf("repro: %s, %s, %s, %d clients, seed %d: %w", st, mx, k, n, seed, err)
-						}
-						p.add(r)
-						if hist == nil {
-							hist = r.hist
-						} else {
-							hist.Merge(r.hist)
-						}
-					}
-					p.Throughput, p.ThroughputCI = MeanCI(p.PerSeed)
-					if hist != nil && hist.TotalCount() > 0 {
-						p.P50 = time.Duration(hist.ValueAtQuantile(50))
-						p.P99 = time.Duration(hist.ValueAtQuantile(99))
+					p, err := runCiderPoint(ctx, cfg, gen, keys, st, mx, k, n, cfg.LocalWC, progress)
+					if err != nil {
+						return nil, err
 					}
 					res.Points = append(res.Points, p)
-					if progress != nil {
-						conv := ""
-						if !p.Converged {
-							conv = " (warm-up not converged)"
-						}
-						fmt.Fprintf(progress, "%-5s %-15s %-10s %4d clients: %6.2f ± %.2f Mops/s, warm-up %v%s (%v)\n", st, mx, k, n,
-							p.Throughput/1e6, p.ThroughputCI/1e6, p.Warmup, conv, time.Since(start).Round(time.Millisecond))
-					}
 				}
+			}
+		}
+		if cfg.Factor && slices.Contains(cfg.Mixes, WriteIntensive) {
+			n := cfg.Clients[len(cfg.Clients)-1]
+			names := slices.Clone(cfg.Syncs)
+			if slices.Contains(names, CIDER) {
+				names = append(names, CIDERPessimistic)
+			}
+			for _, k := range names {
+				lwc := !cfg.LocalWC
+				if k == CIDERPessimistic {
+					lwc = cfg.LocalWC
+				}
+				p, err := runCiderPoint(ctx, cfg, gen, keys, st, WriteIntensive, k, n, lwc, progress)
+				if err != nil {
+					return nil, err
+				}
+				res.Factor = append(res.Factor, p)
 			}
 		}
 	}
 	return res, nil
+}
+
+// runCiderPoint runs one point over every seed.
+func runCiderPoint(ctx context.Context, cfg CiderConfig, gen keyDist, keys uint64, st, mx, k string, n int, localWC bool, progress io.Writer) (CiderPoint, error) {
+	start := time.Now()
+	p := CiderPoint{Struct: st, Mix: mx, Sync: k, Clients: n, Converged: true, LocalWC: localWC}
+	var hist *hdrhistogram.Histogram
+	for _, seed := range cfg.Seeds {
+		if err := ctx.Err(); err != nil {
+			return p, err
+		}
+		r, err := runCiderSeed(cfg, seed, gen, keys, st, k, mx, n, localWC)
+		if err != nil {
+			return p, fmt.Errorf("repro: %s, %s, %s, %d clients, seed %d: %w", st, mx, k, n, seed, err)
+		}
+		p.add(r)
+		if hist == nil {
+			hist = r.hist
+		} else {
+			hist.Merge(r.hist)
+		}
+	}
+	p.Throughput, p.ThroughputCI = MeanCI(p.PerSeed)
+	if hist != nil && hist.TotalCount() > 0 {
+		p.P50 = time.Duration(hist.ValueAtQuantile(50))
+		p.P99 = time.Duration(hist.ValueAtQuantile(99))
+	}
+	if progress != nil {
+		conv := ""
+		if !p.Converged {
+			conv = " (warm-up not converged)"
+		}
+		lwc := ""
+		if !localWC {
+			lwc = " (no local WC)"
+		}
+		fmt.Fprintf(progress, "%-5s %-15s %-10s %4d clients%s: %6.2f ± %.2f Mops/s, warm-up %v%s (%v)\n", st, mx, k, n, lwc,
+			p.Throughput/1e6, p.ThroughputCI/1e6, p.Warmup, conv, time.Since(start).Round(time.Millisecond))
+	}
+	return p, nil
 }
 
 // MeanCI returns the mean of xs and the half-width of its 95% confidence interval by Student's
@@ -374,6 +431,7 @@ func tQuantile975(df int) float64 {
 // seedRun is one seed's run of a point.
 type seedRun struct {
 	ops, errs      uint64
+	local          uint64 // updates combined locally in the window
 	tput           float64
 	warmup, window time.Duration
 	converged      bool
@@ -388,6 +446,7 @@ type seedRun struct {
 func (p *CiderPoint) add(r seedRun) {
 	p.Ops += r.ops
 	p.Errors += r.errs
+	p.LocalCombined += r.local
 	p.PerSeed = append(p.PerSeed, r.tput)
 	p.Warmup, p.Window = max(p.Warmup, r.warmup), max(p.Window, r.window)
 	p.Converged = p.Converged && r.converged
@@ -403,6 +462,7 @@ func (p *CiderPoint) add(r seedRun) {
 		o.Pessimistic += ks.Pessimistic
 		o.Severe += ks.Severe
 		o.Combined += ks.Combined
+		o.Local += ks.Local
 	}
 }
 
@@ -433,7 +493,15 @@ func (r raceOps) Update(ctx context.Context, k uint64, v []byte) error {
 
 // newSync returns client m's synchronizer of the given name; credits is its compute node's
 // CIDER contention state.
-func newSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cider.Credits) (ptrsync.Synchronizer, error) {
+func newSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cider.Credits, table func(farmem.NodeID) *cider.LocalTable) (ptrsync.Synchronizer, error) {
+	s, err := newBareSync(m, name, credits)
+	if err != nil || table == nil {
+		return s, err
+	}
+	return cider.NewLocalWC(m, table(m.Info().Node), s, cider.LocalOptions{Patience: ciderLease})
+}
+
+func newBareSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cider.Credits) (ptrsync.Synchronizer, error) {
 	lo := qlock.Options{Lease: ciderLease}
 	switch name {
 	case Optimistic:
@@ -444,13 +512,18 @@ func newSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cider.Cr
 		return cider.NewMCS(m, lo)
 	case CIDER:
 		return cider.NewCIDER(m, credits(m.Info().Node), cider.Options{Lock: lo})
+	case CIDERPessimistic:
+		return cider.NewCIDER(m, credits(m.Info().Node), cider.Options{Lock: lo, Mode: cider.AlwaysPessimistic})
 	}
 	return nil, fmt.Errorf("%w: synchronizer %q", ErrConfig, name)
 }
 
-// syncStats returns a synchronizer's counters and its last operation.
+// syncStats returns a synchronizer's counters and its last operation (of the synchronizer a
+// LocalWC wraps).
 func syncStats(s ptrsync.Synchronizer) (cider.Stats, cider.OpInfo) {
 	switch x := s.(type) {
+	case *cider.LocalWC:
+		return syncStats(x.Inner())
 	case *ptrsync.Optimistic:
 		return cider.Stats{Stats: x.Stats()}, cider.OpInfo{Op: x.Last()}
 	case interface {
@@ -465,12 +538,16 @@ func syncStats(s ptrsync.Synchronizer) (cider.Stats, cider.OpInfo) {
 // runCiderSeed runs one point with one seed: clients closed-loop clients on structure st with
 // synchronizer syncName, the mix's updates and searches over keys drawn by gen, a warm-up until
 // throughput converges (see Measure) and a window of enough operations.
-func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, syncName, mix string, clients int) (seedRun, error) {
+func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, syncName, mix string, clients int, localWC bool) (seedRun, error) {
 	writes, err := writePercent(mix)
 	if err != nil {
 		return seedRun{}, err
 	}
-	s, err := sim.New(CiderModel(clients, memorySize(keys)), seed)
+	model := CiderModel(clients, memorySize(keys))
+	if cfg.AtomicUnit > 0 {
+		model.MemoryNIC.AtomicUnit, model.ComputeNIC.AtomicUnit = cfg.AtomicUnit, cfg.AtomicUnit
+	}
+	s, err := sim.New(model, seed)
 	if err != nil {
 		return seedRun{}, err
 	}
@@ -490,6 +567,16 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 		}
 		return credits[n]
 	}
+	var tableOf func(farmem.NodeID) *cider.LocalTable
+	if localWC {
+		tables := map[farmem.NodeID]*cider.LocalTable{}
+		tableOf = func(n farmem.NodeID) *cider.LocalTable {
+			if tables[n] == nil {
+				tables[n] = cider.NewLocalTable()
+			}
+			return tables[n]
+		}
+	}
 	tracked := map[uint64]int{}
 	for r, k := range gen.hottest(cfg.Tracked) {
 		tracked[k] = r
@@ -499,6 +586,8 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 		sync      ptrsync.Synchronizer
 		op        func(ctx context.Context) error
 		base, end cider.Stats
+		localBase uint64
+		localEnd  uint64
 		updates   uint64
 		keys      []KeyStat
 	}
@@ -524,7 +613,7 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 			m := lc.m
 			a, err := alloc.New(ctx, m, ciderAlloc)
 			if err == nil {
-				lc.sync, err = newSync(m, syncName, creditsOf)
+				lc.sync, err = newSync(m, syncName, creditsOf, tableOf)
 			}
 			var ops kvOps
 			if err == nil && st == Array {
@@ -553,7 +642,9 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 						_, info := syncStats(lc.sync)
 						ks := &lc.keys[r]
 						ks.Updates++
-						if info.Pessimistic {
+						if l, ok := lc.sync.(*cider.LocalWC); ok && l.LastCombined() {
+							ks.Local++
+						} else if info.Pessimistic {
 							ks.Pessimistic++
 						} else if info.Retries >= ptrsync.SevereFailures {
 							ks.Severe++
@@ -632,6 +723,9 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 			s.ResetStats()
 			for _, lc := range lcs {
 				lc.base, _ = syncStats(lc.sync)
+				if l, ok := lc.sync.(*cider.LocalWC); ok {
+					lc.localBase = l.LocalStats().Combined
+				}
 			}
 			from := rt.Now()
 			measuring = true
@@ -647,6 +741,9 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 			out.fabric = s.Report().Stats
 			for _, lc := range lcs {
 				lc.end, _ = syncStats(lc.sync)
+				if l, ok := lc.sync.(*cider.LocalWC); ok {
+					lc.localEnd = l.LocalStats().Combined
+				}
 			}
 		})
 		runErr = g.Wait()
@@ -664,7 +761,9 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 			o.Pessimistic += ks.Pessimistic
 			o.Severe += ks.Severe
 			o.Combined += ks.Combined
+			o.Local += ks.Local
 		}
+		out.local += lc.localEnd - lc.localBase
 	}
 	return out, nil
 }

@@ -25,6 +25,15 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 		"of at least %d operations and %v (at most %v); Mops/s is the mean over seeds ± the 95%% confidence half-width "+
 		"(Student's t); a * marks a point whose warm-up hit its cap.\n",
 		3, m.Step, 100*m.Tolerance, m.MinWarmup, m.MaxWarmup, m.MinOps, m.MinWindow, m.MaxWindow)
+	lwc := "every synchronizer under local write combining (as the paper's §5.1 runs its baselines)"
+	if !c.LocalWC {
+		lwc = "no local write combining"
+	}
+	au := "the model's atomic unit (250ns)"
+	if c.AtomicUnit > 0 {
+		au = fmt.Sprintf("atomic unit %v", c.AtomicUnit)
+	}
+	fmt.Fprintf(w, "%s; %s; lwc is the share of CIDER's updates combined on their compute node.\n", lwc, au)
 	for _, st := range c.Structs {
 		for _, mx := range c.Mixes {
 			fmt.Fprintf(w, "\n%s, %s\n", st, mx)
@@ -46,7 +55,7 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 				head = append(head, abbrev(k)+" fcas/op")
 			}
 			if hasSync(c, CIDER) {
-				head = append(head, "wc-rate", "batch", "ideal", "routed", "comb", "cP50", "cP99")
+				head = append(head, "lwc", "wc-rate", "batch", "ideal", "routed", "comb", "cP50", "cP99")
 			}
 			fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 			for _, n := range c.Clients {
@@ -68,7 +77,7 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 				}
 				if hasSync(c, CIDER) {
 					ideal, recall, comb := Routing(r.Point(st, mx, Optimistic, n), cd)
-					row = append(row, fmt.Sprintf("%.3f", cd.WCRate()), fmt.Sprintf("%.2f", cd.MeanBatch()),
+					row = append(row, fmt.Sprintf("%.3f", cd.LocalRate()), fmt.Sprintf("%.3f", cd.WCRate()), fmt.Sprintf("%.2f", cd.MeanBatch()),
 						fmt.Sprintf("%.3f", ideal), fmt.Sprintf("%.3f", recall), fmt.Sprintf("%.3f", comb),
 						cd.P50.Round(100*time.Nanosecond).String(), cd.P99.Round(time.Microsecond).String())
 				}
@@ -79,7 +88,10 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	return nil
+	if err := r.writeFactor(w); err != nil {
+		return err
+	}
+	return r.WritePaper(w)
 }
 
 // fmtTput is a point's throughput in Mops/s with its confidence half-width, starred if a

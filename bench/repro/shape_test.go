@@ -19,7 +19,7 @@ func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
 	c.ArrayKeys, c.RaceKeys = 1<<14, 1<<12
 	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 3 * time.Millisecond,
 		StepOps: 100, Tolerance: 0.2, MinWindow: 250 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
-	c.Seeds, c.Tracked = []uint64{1}, 256
+	c.Seeds, c.Tracked, c.Factor = []uint64{1}, 256, false
 	return c
 }
 

@@ -28,6 +28,8 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dist := fs.String("dist", "", "cider: key distribution, scrambled (YCSB's, the default) or permuted")
 	theta := fs.Float64("theta", 0, "cider: Zipfian skew of the permuted distribution (default 0.99)")
 	keys := fs.String("keys", "", "cider: run the sweep at each of these array key counts (RACE an eighth), comma-separated, and print a key-count sensitivity table")
+	atomic := fs.Duration("atomic-unit", 0, "cider: the NIC's cost of one atomic on one word (default the model's, 250ns); sweep it to get a band")
+	noLWC := fs.Bool("no-local-wc", false, "cider: run the synchronizers without local write combining (the factor analysis then runs them with it)")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
@@ -80,6 +82,10 @@ minutes of one core, a few seconds with --quick).
 			}
 			cfg.Clients = append(cfg.Clients, n)
 		}
+	}
+	cfg.AtomicUnit = *atomic
+	if *noLWC {
+		cfg.LocalWC = false
 	}
 	if *dist != "" {
 		cfg.Dist = *dist

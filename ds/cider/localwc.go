@@ -72,6 +72,7 @@ type LocalWC struct {
 	// The current operation: the entry it leads or follows.
 	lead, follow *localEntry
 	published    bool // a leader has published its outcome
+	lastCombined bool // the last update returned Combined as a follower
 	stats        LocalStats
 }
 
@@ -120,6 +121,10 @@ func NewLocalWC(m farmem.Memory, tab *LocalTable, inner ptrsync.Synchronizer, op
 // Inner returns the wrapped synchronizer.
 func (l *LocalWC) Inner() ptrsync.Synchronizer { return l.inner }
 
+// LastCombined reports whether the last update was a follower that returned Combined (its
+// wrapped synchronizer's description of its last operation is then of an earlier one).
+func (l *LocalWC) LastCombined() bool { return l.lastCombined }
+
 // LocalStats returns the local combining counts so far.
 func (l *LocalWC) LocalStats() LocalStats { return l.stats }
 
@@ -134,7 +139,7 @@ func (l *LocalWC) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
 		// its followers commit themselves.
 		_ = l.publish(context.Background(), false)
 	}
-	l.lead, l.follow, l.published = nil, nil, false
+	l.lead, l.follow, l.published, l.lastCombined = nil, nil, false, false
 	p := l.inner.Plan(kind, key)
 	if kind != ptrsync.Update {
 		return p
@@ -183,6 +188,7 @@ func (l *LocalWC) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result,
 			l.tab.mu.Unlock()
 			if ok {
 				l.stats.Combined++
+				l.lastCombined = true
 				return ptrsync.Result{Outcome: ptrsync.Combined}, nil
 			}
 		}
