@@ -70,6 +70,11 @@ type CiderConfig struct {
 	// again at the largest client count on the write-intensive mix (if the sweep has it)
 	// with local write combining the other way, and CIDER without contention-aware routing.
 	LocalWC, Factor bool
+	// EarlyCredit runs CIDER with cider.Options.EarlyCredit: failed CASes credited as soon as
+	// they reach the threshold instead of at completion (Algorithm 1, the default). Under
+	// Algorithm 1 CIDER can stay in the start-up collapse of hundreds of clients for long,
+	// depending on the seed; early crediting leaves it at once.
+	EarlyCredit bool
 	// Tracked is how many of the hottest keys have their updates counted one by one (for the
 	// routing columns).
 	Tracked uint64
@@ -493,15 +498,15 @@ func (r raceOps) Update(ctx context.Context, k uint64, v []byte) error {
 
 // newSync returns client m's synchronizer of the given name; credits is its compute node's
 // CIDER contention state.
-func newSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cider.Credits, table func(farmem.NodeID) *cider.LocalTable) (ptrsync.Synchronizer, error) {
-	s, err := newBareSync(m, name, credits)
+func newSync(m farmem.Memory, name string, early bool, credits func(farmem.NodeID) *cider.Credits, table func(farmem.NodeID) *cider.LocalTable) (ptrsync.Synchronizer, error) {
+	s, err := newBareSync(m, name, early, credits)
 	if err != nil || table == nil {
 		return s, err
 	}
 	return cider.NewLocalWC(m, table(m.Info().Node), s, cider.LocalOptions{Patience: ciderLease})
 }
 
-func newBareSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cider.Credits) (ptrsync.Synchronizer, error) {
+func newBareSync(m farmem.Memory, name string, early bool, credits func(farmem.NodeID) *cider.Credits) (ptrsync.Synchronizer, error) {
 	lo := qlock.Options{Lease: ciderLease}
 	switch name {
 	case Optimistic:
@@ -511,7 +516,7 @@ func newBareSync(m farmem.Memory, name string, credits func(farmem.NodeID) *cide
 	case MCS:
 		return cider.NewMCS(m, lo)
 	case CIDER:
-		return cider.NewCIDER(m, credits(m.Info().Node), cider.Options{Lock: lo})
+		return cider.NewCIDER(m, credits(m.Info().Node), cider.Options{Lock: lo, EarlyCredit: early})
 	case CIDERPessimistic:
 		return cider.NewCIDER(m, credits(m.Info().Node), cider.Options{Lock: lo, Mode: cider.AlwaysPessimistic})
 	}
@@ -613,7 +618,7 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 			m := lc.m
 			a, err := alloc.New(ctx, m, ciderAlloc)
 			if err == nil {
-				lc.sync, err = newSync(m, syncName, creditsOf, tableOf)
+				lc.sync, err = newSync(m, syncName, cfg.EarlyCredit, creditsOf, tableOf)
 			}
 			var ops kvOps
 			if err == nil && st == Array {

@@ -33,7 +33,11 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 	if c.AtomicUnit > 0 {
 		au = fmt.Sprintf("atomic unit %v", c.AtomicUnit)
 	}
-	fmt.Fprintf(w, "%s; %s; lwc is the share of CIDER's updates combined on their compute node.\n", lwc, au)
+	cr := "CIDER credits failed CASes at completion (Algorithm 1)"
+	if c.EarlyCredit {
+		cr = "CIDER credits failed CASes early (at the threshold, not Algorithm 1)"
+	}
+	fmt.Fprintf(w, "%s; %s; %s; lwc is the share of CIDER's updates combined on their compute node.\n", lwc, au, cr)
 	for _, st := range c.Structs {
 		for _, mx := range c.Mixes {
 			fmt.Fprintf(w, "\n%s, %s\n", st, mx)

@@ -30,6 +30,7 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keys := fs.String("keys", "", "cider: run the sweep at each of these array key counts (RACE an eighth), comma-separated, and print a key-count sensitivity table")
 	atomic := fs.Duration("atomic-unit", 0, "cider: the NIC's cost of one atomic on one word (default the model's, 250ns); sweep it to get a band")
 	noLWC := fs.Bool("no-local-wc", false, "cider: run the synchronizers without local write combining (the factor analysis then runs them with it)")
+	early := fs.Bool("early-credit", false, "cider: credit failed CASes as soon as they reach the threshold, not at completion as Algorithm 1 does")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
@@ -84,6 +85,7 @@ minutes of one core, a few seconds with --quick).
 		}
 	}
 	cfg.AtomicUnit = *atomic
+	cfg.EarlyCredit = *early
 	if *noLWC {
 		cfg.LocalWC = false
 	}

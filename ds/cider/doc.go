@@ -151,10 +151,11 @@
 // Q7: additive step 1; "two consecutive" means this update's and this node's previous
 // optimistic update of the key both reached the threshold; an executor counts as combined;
 // credits are per key (the array's index, ptrsync.KeyHash of a RACE key). The failed CASes of an
-// optimistic update are recorded as soon as they reach the threshold, not when the update
-// finally succeeds: the condition is known then, and a key in a storm of failing CASes turns
-// hot after two such updates instead of after two of them have fought their way through it
-// (this decides how fast CIDER leaves a collapse at hundreds of clients). Q9: a client is a
+// optimistic update are recorded when the update completes, as Algorithm 1 does;
+// Options.EarlyCredit records them as soon as they reach the threshold instead (a key in a
+// storm of failing CASes then turns hot after two such updates instead of after two of them
+// have fought their way through it, which decides how fast CIDER leaves a collapse at hundreds
+// of clients). Q9: a client is a
 // goroutine with one farmem.ClientID (16 bits) and one operation in flight; tickets add a
 // 29-bit acquisition number.
 //
