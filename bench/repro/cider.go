@@ -63,6 +63,10 @@ type CiderConfig struct {
 	// (sim.NIC.AtomicUnit, 250ns in sim.ConnectX6): the parameter no published figure pins,
 	// to be swept.
 	AtomicUnit time.Duration
+	// Band lists further atomic units: the sweep reruns, without its factor analysis and with
+	// only the optimistic, MCS and CIDER synchronizers, at each, and the comparison with the
+	// paper reports its ratios as the band over all of them.
+	Band []time.Duration
 	// Measure is how each point's warm-up and window are chosen.
 	Measure Measure
 	// LocalWC runs every synchronizer under local write combining (cider.LocalWC), as CIDER's
@@ -113,6 +117,7 @@ func CiderFull() CiderConfig {
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 2 * time.Millisecond, MaxWarmup: 100 * time.Millisecond,
 			StepOps: 800, Tolerance: 0.1, MinWindow: 3 * time.Millisecond, MaxWindow: 60 * time.Millisecond, MinOps: 5000},
 		LocalWC: true, Factor: true, Tracked: 4096, Seeds: []uint64{1, 2, 3},
+		Band: []time.Duration{100 * time.Nanosecond, 500 * time.Nanosecond},
 	}
 }
 
@@ -129,6 +134,7 @@ func CiderQuick() CiderConfig {
 		Measure: Measure{Step: 500 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 10 * time.Millisecond,
 			StepOps: 200, Tolerance: 0.2, MinWindow: time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 1000},
 		LocalWC: true, Factor: true, Tracked: 256, Seeds: []uint64{1, 2},
+		Band: []time.Duration{100 * time.Nanosecond, 500 * time.Nanosecond},
 	}
 }
 
@@ -161,8 +167,8 @@ func (c CiderConfig) check() error {
 		return bad("client counts %v: want ascending, 1 to 4096", c.Clients)
 	case c.ArrayKeys < 2 && slices.Contains(c.Structs, Array), c.RaceKeys < 2 && slices.Contains(c.Structs, RACE):
 		return bad("fewer than two keys")
-	case c.AtomicUnit < 0:
-		return bad("atomic unit %v", c.AtomicUnit)
+	case c.AtomicUnit < 0 || slices.ContainsFunc(c.Band, func(d time.Duration) bool { return d <= 0 }):
+		return bad("atomic unit %v, band %v", c.AtomicUnit, c.Band)
 	case c.Theta <= 0 || c.Theta >= 1:
 		return bad("theta %v: want (0, 1)", c.Theta)
 	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
@@ -264,11 +270,13 @@ func (p CiderPoint) MeanBatch() float64 {
 	return float64(p.Counters.Batched) / math.Max(1, float64(p.Counters.Batches))
 }
 
-// CiderResult is a sweep's points, and those of its factor analysis (see CiderConfig.Factor).
+// CiderResult is a sweep's points, those of its factor analysis (see CiderConfig.Factor) and
+// its reruns at the Band's atomic units.
 type CiderResult struct {
 	Config CiderConfig
 	Points []CiderPoint
 	Factor []CiderPoint
+	Band   []*CiderResult
 }
 
 // Point returns the point of the given coordinates (the zero point if the sweep has none).
@@ -356,6 +364,19 @@ func RunCider(ctx context.Context, cfg CiderConfig, progress io.Writer) (*CiderR
 				res.Factor = append(res.Factor, p)
 			}
 		}
+	}
+	for _, au := range cfg.Band {
+		b := cfg
+		b.AtomicUnit, b.Band, b.Factor = au, nil, false
+		b.Syncs = slices.DeleteFunc(slices.Clone(cfg.Syncs), func(k string) bool { return k == Spin })
+		if progress != nil {
+			fmt.Fprintf(progress, "band: atomic unit %v\n", au)
+		}
+		r, err := RunCider(ctx, b, progress)
+		if err != nil {
+			return nil, err
+		}
+		res.Band = append(res.Band, r)
 	}
 	return res, nil
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/farmem/farmem/bench/repro"
 )
 
-// TestCiderDeterministic runs a small sweep on RACE with every synchronizer and the factor
+// TestCiderDeterministic runs a small sweep on RACE with three synchronizers and the factor
 // analysis twice and requires the same bytes (the quick configuration's golden pins the full quick run).
 func TestCiderDeterministic(t *testing.T) {
 	c := repro.CiderQuick()
-	c.Structs, c.Clients = []string{repro.RACE}, []int{16}
+	c.Structs, c.Syncs, c.Clients, c.Band = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{16}, nil
 	c.ArrayKeys, c.RaceKeys = 1<<12, 1<<9
 	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
 		StepOps: 50, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 200}
