@@ -50,6 +50,12 @@ type Model struct {
 	// MemoryNIC is the NIC of every memory node; ComputeNIC that of every compute node.
 	MemoryNIC  NIC
 	ComputeNIC NIC
+	// CoLocated puts compute nodes on their memory nodes' machines, as testbeds that emulate
+	// many compute nodes beside each memory node do (CIDER §5.1): compute node i (from 1)
+	// shares the NIC of memory node (i-1) mod MemoryNodes + 1, with MemoryNIC's costs, so the
+	// verbs and messages it serves and issues queue with that memory node's. Reports list the
+	// shared NIC once, under the memory node.
+	CoLocated bool
 
 	// Cores is the number of cores of each compute node (default 1).
 	Cores int
