@@ -59,6 +59,9 @@ type CiderConfig struct {
 	Dist string
 	// Theta is the Zipfian skew.
 	Theta float64
+	// SeparateNICs gives each compute node its own NIC instead of co-locating the compute
+	// nodes on the memory nodes' NICs as the paper's testbed does (see CiderModel).
+	SeparateNICs bool
 	// AtomicUnit, if not zero, replaces the model's cost of one atomic on one word of a NIC
 	// (sim.NIC.AtomicUnit, 250ns in sim.ConnectX6): the parameter no published figure pins,
 	// to be swept.
@@ -191,12 +194,15 @@ func writePercent(mix string) (int, error) {
 
 // CiderModel is the simulated testbed of the sweep at a client count: sim.ConnectX6 with 8
 // memory nodes of memSize bytes and 4 clients per compute node (as many compute nodes as the
-// count needs), each compute node with its own NIC and a core per client.
-func CiderModel(clients int, memSize uint64) sim.Model {
+// count needs), each with a core per client; co-located, the compute nodes share the memory
+// nodes' NICs (sim.Model.CoLocated: 16 compute nodes per NIC at 512 clients, the paper's
+// testbed), else each compute node has its own NIC.
+func CiderModel(clients int, memSize uint64, colocated bool) sim.Model {
 	m := sim.ConnectX6()
 	m.MemoryNodes, m.MemorySize = 8, memSize
 	m.ComputeNodes = max(1, (clients+3)/4)
 	m.ClientsPerNode, m.MaxHandlers = 6, 1
+	m.CoLocated = colocated
 	return m
 }
 
@@ -569,7 +575,7 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 	if err != nil {
 		return seedRun{}, err
 	}
-	model := CiderModel(clients, memorySize(keys))
+	model := CiderModel(clients, memorySize(keys), !cfg.SeparateNICs)
 	if cfg.AtomicUnit > 0 {
 		model.MemoryNIC.AtomicUnit, model.ComputeNIC.AtomicUnit = cfg.AtomicUnit, cfg.AtomicUnit
 	}

@@ -12,8 +12,9 @@
 // zipf-distributed keys on two structures (the pointer array of bench/ptrarray and a RACE table
 // of ds/race), under four pointer synchronizers (optimistic CAS from ds/ptrsync, the CAS
 // spinlock, the far MCS lock and CIDER from ds/cider), at client counts up to 512. The testbed is
-// [CiderModel]: sim.ConnectX6 with 8 memory nodes and 4 clients per compute node, each compute
-// node on its own NIC. Keys are drawn from YCSB's scrambled Zipfian ([Scrambled], the default)
+// [CiderModel]: sim.ConnectX6 with 8 memory nodes and 4 clients per compute node, the compute
+// nodes co-located on the memory nodes' NICs as on the paper's testbed (or, with SeparateNICs,
+// each on its own NIC). Keys are drawn from YCSB's scrambled Zipfian ([Scrambled], the default)
 // or from bench/generator.Permuted ([Permuted]); [RunCiderKeys] reruns a sweep at several key
 // counts to show how far the figures depend on the count. Every synchronizer runs under local
 // write combining (ds/cider's LocalWC) by default, as the paper runs its baselines; the factor

@@ -19,8 +19,12 @@ import (
 func (r *CiderResult) WriteText(w io.Writer) error {
 	c := r.Config
 	m := c.Measure
-	fmt.Fprintf(w, "CIDER sweep: sim.ConnectX6, 8 memory nodes, 4 clients per compute node; zipf %.2f (%s); "+
-		"array %d keys, race %d keys; seeds %v\n", c.Theta, c.Dist, c.ArrayKeys, c.RaceKeys, c.Seeds)
+	topo := "compute nodes co-located on the memory nodes' NICs"
+	if c.SeparateNICs {
+		topo = "a NIC per compute node"
+	}
+	fmt.Fprintf(w, "CIDER sweep: sim.ConnectX6, 8 memory nodes, 4 clients per compute node, %s; zipf %.2f (%s); "+
+		"array %d keys, race %d keys; seeds %v\n", topo, c.Theta, c.Dist, c.ArrayKeys, c.RaceKeys, c.Seeds)
 	fmt.Fprintf(w, "Each point: warm-up until %d successive %v steps agree within %.0f%% (at least %v, at most %v), then a window "+
 		"of at least %d operations and %v (at most %v); Mops/s is the mean over seeds ± the 95%% confidence half-width "+
 		"(Student's t); a * marks a point whose warm-up hit its cap.\n",

@@ -31,6 +31,7 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	atomic := fs.Duration("atomic-unit", 0, "cider: the NIC's cost of one atomic on one word (default the model's, 250ns); sweep it to get a band")
 	noLWC := fs.Bool("no-local-wc", false, "cider: run the synchronizers without local write combining (the factor analysis then runs them with it)")
 	early := fs.Bool("early-credit", false, "cider: credit failed CASes as soon as they reach the threshold, not at completion as Algorithm 1 does")
+	separate := fs.Bool("separate-nics", false, "cider: a NIC per compute node instead of the paper's compute nodes co-located on the memory nodes' NICs")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
@@ -86,6 +87,7 @@ minutes of one core, a few seconds with --quick).
 	}
 	cfg.AtomicUnit = *atomic
 	cfg.EarlyCredit = *early
+	cfg.SeparateNICs = *separate
 	if *noLWC {
 		cfg.LocalWC = false
 	}
