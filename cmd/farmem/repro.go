@@ -37,8 +37,9 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
 
 Runs a paper's experiments in the simulator and prints their tables. Deterministic: the same
-flags print the same bytes. Papers: cider (CIDER §5.2-5.3, the client sweep; about four
-minutes of one core, a few seconds with --quick).
+flags print the same bytes. Papers: cider (CIDER §5.2-5.4, the client sweep with three seeds,
+its factor analysis, its band over the atomic unit and a table beside the paper's figures;
+budgeted at under an hour of one core, about 20 s with --quick).
 
 `)
 		fs.PrintDefaults()
