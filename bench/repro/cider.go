@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -70,6 +71,9 @@ type CiderConfig struct {
 	// only the optimistic, MCS and CIDER synchronizers, at each, and the comparison with the
 	// paper reports its ratios as the band over all of them.
 	Band []time.Duration
+	// Workers is how many of a point's seeds run at once (each its own simulation, on its own
+	// core; default 1). The results do not depend on it.
+	Workers int
 	// Measure is how each point's warm-up and window are chosen.
 	Measure Measure
 	// LocalWC runs every synchronizer under local write combining (cider.LocalWC), as CIDER's
@@ -391,14 +395,28 @@ func RunCider(ctx context.Context, cfg CiderConfig, progress io.Writer) (*CiderR
 func runCiderPoint(ctx context.Context, cfg CiderConfig, gen keyDist, keys uint64, st, mx, k string, n int, localWC bool, progress io.Writer) (CiderPoint, error) {
 	start := time.Now()
 	p := CiderPoint{Struct: st, Mix: mx, Sync: k, Clients: n, Converged: true, LocalWC: localWC}
-	var hist *hdrhistogram.Histogram
-	for _, seed := range cfg.Seeds {
+	// The seeds' runs are independent simulations: Workers of them run at once, and their
+	// results are folded in seed order, so the output does not depend on Workers.
+	runs := make([]seedRun, len(cfg.Seeds))
+	errs := make([]error, len(cfg.Seeds))
+	sem := make(chan struct{}, max(1, cfg.Workers))
+	var wg sync.WaitGroup
+	for i, seed := range cfg.Seeds {
 		if err := ctx.Err(); err != nil {
 			return p, err
 		}
-		r, err := runCiderSeed(cfg, seed, gen, keys, st, k, mx, n, localWC)
-		if err != nil {
-			return p, fmt.Errorf("repro: %s, %s, %s, %d clients, seed %d: %w", st, mx, k, n, seed, err)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			runs[i], errs[i] = runCiderSeed(cfg, seed, gen, keys, st, k, mx, n, localWC)
+		}()
+	}
+	wg.Wait()
+	var hist *hdrhistogram.Histogram
+	for i, r := range runs {
+		if err := errs[i]; err != nil {
+			return p, fmt.Errorf("repro: %s, %s, %s, %d clients, seed %d: %w", st, mx, k, n, cfg.Seeds[i], err)
 		}
 		p.add(r)
 		if hist == nil {

@@ -32,6 +32,7 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	noLWC := fs.Bool("no-local-wc", false, "cider: run the synchronizers without local write combining (the factor analysis then runs them with it)")
 	early := fs.Bool("early-credit", false, "cider: credit failed CASes as soon as they reach the threshold, not at completion as Algorithm 1 does")
 	separate := fs.Bool("separate-nics", false, "cider: a NIC per compute node instead of the paper's compute nodes co-located on the memory nodes' NICs")
+	workers := fs.Int("workers", runtime.NumCPU(), "cider: seeds run at once, each a simulation on its own core (the output does not depend on it)")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
@@ -89,6 +90,7 @@ budgeted at under an hour of one core, about 20 s with --quick).
 	cfg.AtomicUnit = *atomic
 	cfg.EarlyCredit = *early
 	cfg.SeparateNICs = *separate
+	cfg.Workers = *workers
 	if *noLWC {
 		cfg.LocalWC = false
 	}
@@ -113,9 +115,12 @@ budgeted at under an hour of one core, about 20 s with --quick).
 			return usageErr("--out: %v", err)
 		}
 	}
-	// The simulator runs one goroutine at a time: one P avoids waking an idle one at every
-	// switch. The figures do not depend on it.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	// A simulation runs one goroutine at a time: one P per worker (at most the Ps the process
+	// has) avoids waking idle ones at every switch. The figures do not depend on it.
+	if *workers < 1 {
+		return usageErr("--workers %d: want at least 1", *workers)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(min(*workers, runtime.GOMAXPROCS(0))))
 	var progress io.Writer = stderr
 	if *quiet {
 		progress = nil
