@@ -50,6 +50,12 @@ type Model struct {
 	// MemoryNIC is the NIC of every memory node; ComputeNIC that of every compute node.
 	MemoryNIC  NIC
 	ComputeNIC NIC
+	// CoLocated puts compute nodes on their memory nodes' machines, as testbeds that emulate
+	// many compute nodes beside each memory node do (CIDER §5.1): compute node i (from 1)
+	// shares the NIC of memory node (i-1) mod MemoryNodes + 1, with MemoryNIC's costs, so the
+	// verbs and messages it serves and issues queue with that memory node's. Reports list the
+	// shared NIC once, under the memory node.
+	CoLocated bool
 
 	// Cores is the number of cores of each compute node (default 1).
 	Cores int
@@ -165,20 +171,25 @@ const (
 // clients, against 8 memory nodes). The shape defaults to one memory node and one compute
 // node; set MemoryNodes, ComputeNodes and ClientsPerNode for an experiment.
 //
-// Figures and their sources:
+// Figures and their sources (each parameter, with how firmly a publication pins it):
 //   - READ/WRITE service 5ns: the adapter's 215 million messages per second (NVIDIA
 //     ConnectX-6 user manual, "Introduction"), 4.65ns rounded to virtual time's nanosecond.
+//     Vendor peak, not a measurement of inbound one-sided verbs: an upper bound on the rate.
 //   - CAS, FAA and masked CAS 10.1x that; SEND 10.1/19.5 of WRITE's cost (FlexKV §3.1 Fig. 3,
-//     ratios the FlexKV authors say hold on ConnectX-4/5/6).
+//     measured on ConnectX-3; the FlexKV authors say the ratios hold on ConnectX-4/5/6, but
+//     publish no ConnectX-6 figure).
 //   - Bandwidth 12.5 GB/s: the testbed's 100 Gb/s ports (CIDER §5.1; Dolphin notes use
 //     bytes/12.5 GB/s for the same class of NIC).
 //   - One-way latency 1µs: the papers' notes model a 2µs round trip (CIDER notes §7, Dolphin
 //     notes §6); SWARM measured 2.2µs for a one-round-trip GET on ConnectX-6 clients.
 //   - 4 cores per compute node (CIDER §5.1).
+//   - Units 1 (one atomic pipeline per NIC): no source; the default of every model.
 //
-// Assumptions, not measured figures: AtomicUnit 250ns (a same-word atomic is a PCIe
-// read-modify-write inside the NIC, so one word sustains a few million atomics per second),
-// OpCPU 300ns of client CPU per op, CallCPU 1µs per handled Call.
+// Assumptions that no publication pins, and how the experiments treat them: AtomicUnit 250ns
+// (a same-word atomic is a PCIe read-modify-write inside the NIC, so one word sustains a few
+// million atomics per second; the hottest pointer's throughput, and so every contended ratio,
+// moves with it, and `farmem repro cider --atomic-unit` sweeps it over 100ns, 250ns and 500ns
+// to report ratios as bands), OpCPU 300ns of client CPU per op, CallCPU 1µs per handled Call.
 func ConnectX6() Model {
 	rw := rateCost(215e6)
 	nic := NIC{

@@ -23,8 +23,10 @@ type node struct {
 	size  uint64
 	words []uint64
 	model *NIC
-	nic   nicState
-	state uint8
+	nic   *nicState // shared with a memory node's when the model co-locates them
+	// sharesNIC is true on a compute node whose NIC is a memory node's (Model.CoLocated).
+	sharesNIC bool
+	state     uint8
 	// crashAfter is -1, or the number of ops the next batch applies before the node crashes.
 	crashAfter int
 	tearing    bool
@@ -46,7 +48,7 @@ type cnode struct {
 
 func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {
 	size &^= 7
-	n := &node{s: s, id: id, size: size, words: make([]uint64, size/8), model: model, crashAfter: -1, tearing: s.m.Tearing}
+	n := &node{s: s, id: id, size: size, words: make([]uint64, size/8), model: model, nic: &nicState{}, crashAfter: -1, tearing: s.m.Tearing}
 	n.nic.init(model)
 	return n
 }

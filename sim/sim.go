@@ -99,6 +99,12 @@ func New(model Model, seed uint64) (*Sim, error) {
 		s.initCompute(n)
 		s.comp[info.ID.ComputeID()] = n
 	}
+	if model.CoLocated && model.MemoryNodes > 0 {
+		for i, n := range s.comp[1:] {
+			m := s.mem[i%model.MemoryNodes+1]
+			n.nic, n.model, n.sharesNIC = m.nic, m.model, true
+		}
+	}
 	return s, nil
 }
 

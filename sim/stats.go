@@ -110,7 +110,7 @@ func (s *Sim) resetStats() {
 	s.statsFrom = s.nowNs
 	s.verbHist.reset()
 	for _, n := range s.allNodes() {
-		st := &n.nic
+		st := n.nic
 		st.ops = [farmem.NumOpKinds]uint64{}
 		st.sends, st.issued, st.bytes, st.busy, st.queued, st.maxWait, st.noWait = 0, 0, 0, 0, 0, 0, 0
 		st.hist.reset()
@@ -151,19 +151,9 @@ func (s *Sim) report() *Report {
 	}
 	window := float64(r.Elapsed)
 	for _, n := range s.allNodes() {
-		st := &n.nic
-		nr := NICReport{
-			Node: n.id, Ops: st.ops, Messages: st.sends, Issued: st.issued, Bytes: st.bytes,
-			Busy: time.Duration(st.busy), MaxWait: time.Duration(st.maxWait), Wait: st.hist.export(),
+		if !n.sharesNIC {
+			r.NICs = append(r.NICs, nicReport(n, window))
 		}
-		_ = nr.Wait.RecordValues(0, int64(st.noWait))
-		if served := nr.Served(); served > 0 {
-			nr.MeanWait = time.Duration(st.queued / int64(served))
-		}
-		if window > 0 {
-			nr.Utilisation = float64(st.busy) / (window * float64(len(st.units)))
-		}
-		r.NICs = append(r.NICs, nr)
 		if n.c == nil {
 			continue
 		}
@@ -237,4 +227,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		pf("core %v/%d: jobs %d, util %.3f, wait mean %v\n", c.Node, c.Core, c.Jobs, c.Utilisation, c.MeanWait)
 	}
 	return err
+}
+
+// nicReport reports node n's NIC over a window of the given nanoseconds.
+func nicReport(n *node, window float64) NICReport {
+	st := n.nic
+	nr := NICReport{
+		Node: n.id, Ops: st.ops, Messages: st.sends, Issued: st.issued, Bytes: st.bytes,
+		Busy: time.Duration(st.busy), MaxWait: time.Duration(st.maxWait), Wait: st.hist.export(),
+	}
+	_ = nr.Wait.RecordValues(0, int64(st.noWait))
+	if served := nr.Served(); served > 0 {
+		nr.MeanWait = time.Duration(st.queued / int64(served))
+	}
+	if window > 0 {
+		nr.Utilisation = float64(st.busy) / (window * float64(len(st.units)))
+	}
+	return nr
 }

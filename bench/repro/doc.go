@@ -12,14 +12,31 @@
 // zipf-distributed keys on two structures (the pointer array of bench/ptrarray and a RACE table
 // of ds/race), under four pointer synchronizers (optimistic CAS from ds/ptrsync, the CAS
 // spinlock, the far MCS lock and CIDER from ds/cider), at client counts up to 512. The testbed is
-// [CiderModel]: sim.ConnectX6 with 8 memory nodes and 4 clients per compute node, each compute
-// node on its own NIC. Keys are drawn from bench/generator.Permuted (YCSB's Zipfian ranks mapped
-// onto keys by a fixed bijection; not YCSB's scrambled Zipfian). Each point is a fresh cluster,
-// a fixed warm-up of virtual time and a measured window; there is no local write combining under
-// any synchronizer, one seed and no confidence interval. How these choices depart from the
-// paper's setup is stated beside the figures (ds/cider/README.md).
+// [CiderModel]: sim.ConnectX6 with 8 memory nodes and 4 clients per compute node, the compute
+// nodes co-located on the memory nodes' NICs as on the paper's testbed (or, with SeparateNICs,
+// each on its own NIC). Keys are drawn from YCSB's scrambled Zipfian ([Scrambled], the default)
+// or from bench/generator.Permuted ([Permuted]); [RunCiderKeys] reruns a sweep at several key
+// counts to show how far the figures depend on the count. Every synchronizer runs under local
+// write combining (ds/cider's LocalWC) by default, as the paper runs its baselines; the factor
+// analysis reruns the largest count with it the other way and CIDER without contention-aware
+// routing. CIDER credits failed CASes at completion (Algorithm 1). The sweep reruns at further
+// atomic units (CiderConfig.Band, the one cost no publication pins) and [CiderResult.WritePaper]
+// sets the paper's surviving figures beside the run's, with each ratio's interval and band and a
+// sentence on each difference.
 //
-// Limits: a full run ([CiderFull]) takes minutes of one core; the quick configuration
-// ([CiderQuick]) takes seconds and exists to pin the code behind the figures, not to reproduce
-// them.
+// Measurement ([Measure]): each point runs on a fresh cluster once per seed. The warm-up lasts
+// until three successive steps of virtual time agree on throughput within a tolerance (capped;
+// a point that reaches the cap is starred in the tables); the window then lasts until it holds a
+// minimum number of operations. A point's throughput is the mean over the seeds with the
+// half-width of its 95% confidence interval (Student's t, [MeanCI]); its counters are summed
+// over the seeds. How these choices depart from the paper's setup is stated beside the figures
+// (ds/cider/README.md).
+//
+// Limits: the quick configuration ([CiderQuick]) takes about 20 s of one core and exists to pin
+// the code behind the figures, not to reproduce them; the full one ([CiderFull]) is budgeted at
+// under an hour of one core (its main sweep about half of it, the band the rest), most of it in
+// the collapsed points, whose warm-ups and windows stretch to converge and to reach their
+// operation count. A warm-up that converges can still be a metastable state: at hundreds of
+// clients CIDER under Algorithm 1 can hold steady in the start-up collapse for a seed and leave
+// it for another, which shows as a wide interval.
 package repro

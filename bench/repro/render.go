@@ -18,8 +18,30 @@ import (
 // bytes are a function of the result alone.
 func (r *CiderResult) WriteText(w io.Writer) error {
 	c := r.Config
-	fmt.Fprintf(w, "CIDER sweep: sim.ConnectX6, 8 memory nodes, 4 clients per compute node; zipf %.2f (Permuted); "+
-		"warm-up %v, window %v, seed %d; array %d keys, race %d keys\n", c.Theta, c.Warmup, c.Window, c.Seed, c.ArrayKeys, c.RaceKeys)
+	m := c.Measure
+	topo := "compute nodes co-located on the memory nodes' NICs"
+	if c.SeparateNICs {
+		topo = "a NIC per compute node"
+	}
+	fmt.Fprintf(w, "CIDER sweep: sim.ConnectX6, 8 memory nodes, 4 clients per compute node, %s; zipf %.2f (%s); "+
+		"array %d keys, race %d keys; seeds %v\n", topo, c.Theta, c.Dist, c.ArrayKeys, c.RaceKeys, c.Seeds)
+	fmt.Fprintf(w, "Each point: warm-up until %d successive %v steps agree within %.0f%% (at least %v, at most %v), then a window "+
+		"of at least %d operations and %v (at most %v); Mops/s is the mean over seeds ± the 95%% confidence half-width "+
+		"(Student's t); a * marks a point whose warm-up hit its cap.\n",
+		3, m.Step, 100*m.Tolerance, m.MinWarmup, m.MaxWarmup, m.MinOps, m.MinWindow, m.MaxWindow)
+	lwc := "every synchronizer under local write combining (as the paper's §5.1 runs its baselines)"
+	if !c.LocalWC {
+		lwc = "no local write combining"
+	}
+	au := "the model's atomic unit (250ns)"
+	if c.AtomicUnit > 0 {
+		au = fmt.Sprintf("atomic unit %v", c.AtomicUnit)
+	}
+	cr := "CIDER credits failed CASes at completion (Algorithm 1)"
+	if c.EarlyCredit {
+		cr = "CIDER credits failed CASes early (at the threshold, not Algorithm 1)"
+	}
+	fmt.Fprintf(w, "%s; %s; %s; lwc is the share of CIDER's updates combined on their compute node.\n", lwc, au, cr)
 	for _, st := range c.Structs {
 		for _, mx := range c.Mixes {
 			fmt.Fprintf(w, "\n%s, %s\n", st, mx)
@@ -41,13 +63,13 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 				head = append(head, abbrev(k)+" fcas/op")
 			}
 			if hasSync(c, CIDER) {
-				head = append(head, "wc-rate", "batch", "ideal", "routed", "comb", "cP50", "cP99")
+				head = append(head, "lwc", "wc-rate", "batch", "ideal", "routed", "comb", "cP50", "cP99")
 			}
 			fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 			for _, n := range c.Clients {
 				row := []string{fmt.Sprint(n)}
 				for _, k := range c.Syncs {
-					row = append(row, fmt.Sprintf("%.2f", r.Point(st, mx, k, n).Throughput/1e6))
+					row = append(row, fmtTput(r.Point(st, mx, k, n)))
 				}
 				cd := r.Point(st, mx, CIDER, n)
 				for _, k := range c.Syncs {
@@ -63,7 +85,7 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 				}
 				if hasSync(c, CIDER) {
 					ideal, recall, comb := Routing(r.Point(st, mx, Optimistic, n), cd)
-					row = append(row, fmt.Sprintf("%.3f", cd.WCRate()), fmt.Sprintf("%.2f", cd.MeanBatch()),
+					row = append(row, fmt.Sprintf("%.3f", cd.LocalRate()), fmt.Sprintf("%.3f", cd.WCRate()), fmt.Sprintf("%.2f", cd.MeanBatch()),
 						fmt.Sprintf("%.3f", ideal), fmt.Sprintf("%.3f", recall), fmt.Sprintf("%.3f", comb),
 						cd.P50.Round(100*time.Nanosecond).String(), cd.P99.Round(time.Microsecond).String())
 				}
@@ -74,7 +96,20 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	return nil
+	if err := r.writeFactor(w); err != nil {
+		return err
+	}
+	return r.WritePaper(w)
+}
+
+// fmtTput is a point's throughput in Mops/s with its confidence half-width, starred if a
+// seed's warm-up did not converge.
+func fmtTput(p CiderPoint) string {
+	s := fmt.Sprintf("%.2f±%.2f", p.Throughput/1e6, p.ThroughputCI/1e6)
+	if !p.Converged {
+		s += "*"
+	}
+	return s
 }
 
 func hasSync(c CiderConfig, name string) bool {

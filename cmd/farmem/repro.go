@@ -24,14 +24,23 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mixes := fs.String("mixes", "", "cider: mixes to run, of write-intensive,write-only (default all)")
 	syncs := fs.String("syncs", "", "cider: synchronizers, of optimistic,spin,mcs,cider (default all)")
 	clients := fs.String("clients", "", "cider: client counts, ascending (default 8 to 512)")
-	seed := fs.Uint64("seed", 1, "the simulation's seed")
+	seeds := fs.String("seeds", "", "the simulation's seeds, comma-separated (default 1,2,3; 1,2 with --quick)")
+	dist := fs.String("dist", "", "cider: key distribution, scrambled (YCSB's, the default) or permuted")
+	theta := fs.Float64("theta", 0, "cider: Zipfian skew of the permuted distribution (default 0.99)")
+	keys := fs.String("keys", "", "cider: run the sweep at each of these array key counts (RACE an eighth), comma-separated, and print a key-count sensitivity table")
+	atomic := fs.Duration("atomic-unit", 0, "cider: the NIC's cost of one atomic on one word (default the model's, 250ns); sweep it to get a band")
+	noLWC := fs.Bool("no-local-wc", false, "cider: run the synchronizers without local write combining (the factor analysis then runs them with it)")
+	early := fs.Bool("early-credit", false, "cider: credit failed CASes as soon as they reach the threshold, not at completion as Algorithm 1 does")
+	separate := fs.Bool("separate-nics", false, "cider: a NIC per compute node instead of the paper's compute nodes co-located on the memory nodes' NICs")
+	workers := fs.Int("workers", runtime.NumCPU(), "cider: seeds run at once, each a simulation on its own core (the output does not depend on it)")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
 
 Runs a paper's experiments in the simulator and prints their tables. Deterministic: the same
-flags print the same bytes. Papers: cider (CIDER §5.2-5.3, the client sweep; about four
-minutes of one core, a few seconds with --quick).
+flags print the same bytes. Papers: cider (CIDER §5.2-5.4, the client sweep with three seeds,
+its factor analysis, its band over the atomic unit and a table beside the paper's figures;
+budgeted at under an hour of one core, about 20 s with --quick).
 
 `)
 		fs.PrintDefaults()
@@ -50,7 +59,16 @@ minutes of one core, a few seconds with --quick).
 	if *quick {
 		cfg = repro.CiderQuick()
 	}
-	cfg.Seed = *seed
+	if *seeds != "" {
+		cfg.Seeds = nil
+		for _, f := range strings.Split(*seeds, ",") {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return usageErr("--seeds %q: %v", *seeds, err)
+			}
+			cfg.Seeds = append(cfg.Seeds, n)
+		}
+	}
 	list := func(s string, dst *[]string) {
 		if s != "" {
 			*dst = strings.Split(s, ",")
@@ -69,17 +87,53 @@ minutes of one core, a few seconds with --quick).
 			cfg.Clients = append(cfg.Clients, n)
 		}
 	}
+	cfg.AtomicUnit = *atomic
+	cfg.EarlyCredit = *early
+	cfg.SeparateNICs = *separate
+	cfg.Workers = *workers
+	if *noLWC {
+		cfg.LocalWC = false
+	}
+	if *dist != "" {
+		cfg.Dist = *dist
+	}
+	if *theta != 0 {
+		cfg.Theta = *theta
+	}
+	var keyCounts []uint64
+	if *keys != "" {
+		for _, f := range strings.Split(*keys, ",") {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return usageErr("--keys %q: %v", *keys, err)
+			}
+			keyCounts = append(keyCounts, n)
+		}
+	}
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return usageErr("--out: %v", err)
 		}
 	}
-	// The simulator runs one goroutine at a time: one P avoids waking an idle one at every
-	// switch. The figures do not depend on it.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	// A simulation runs one goroutine at a time: one P per worker (at most the Ps the process
+	// has) avoids waking idle ones at every switch. The figures do not depend on it.
+	if *workers < 1 {
+		return usageErr("--workers %d: want at least 1", *workers)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(min(*workers, runtime.GOMAXPROCS(0))))
 	var progress io.Writer = stderr
 	if *quiet {
 		progress = nil
+	}
+	if keyCounts != nil {
+		kr, err := repro.RunCiderKeys(ctx, cfg, keyCounts, progress)
+		if errors.Is(err, repro.ErrConfig) {
+			return usageErr("%v", err)
+		}
+		if err != nil {
+			return err
+		}
+		return kr.WriteText(stdout)
 	}
 	res, err := repro.RunCider(ctx, cfg, progress)
 	if errors.Is(err, repro.ErrConfig) {

@@ -36,6 +36,11 @@ type Options struct {
 	Mode Mode
 	// NoCombine disables global write combining: pessimistic updates then behave as MCS.
 	NoCombine bool
+	// EarlyCredit records an optimistic update's failed CASes in the credits as soon as they
+	// reach HotnessThreshold, rather than when the update completes as Algorithm 1 does (the
+	// default): a key in a storm of failing CASes then turns hot after two such updates have
+	// failed that often, instead of after two of them have fought their way through it.
+	EarlyCredit bool
 	// Backoff is the first pause of an update whose enqueue a delete refused; pauses double up
 	// to 1ms (default 2µs).
 	Backoff time.Duration
@@ -146,13 +151,13 @@ func (s *CIDER) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, e
 	return res, nil
 }
 
-// onFail records an optimistic update's failed CASes in the credits as soon as they reach
-// HotnessThreshold, rather than when the update finally succeeds: the condition of Algorithm 1
-// ("this update needed HotnessThreshold retries") is known then, and a key in a storm of
-// failing CASes turns hot after two such updates instead of after two of them have fought
-// their way through it.
+// onFail, with Options.EarlyCredit, records an optimistic update's failed CASes in the
+// credits as soon as they reach HotnessThreshold, rather than when the update completes.
 func (s *CIDER) onFail(n int) {
 	info := &s.op.info
+	if !s.opts.EarlyCredit {
+		return
+	}
 	if total := info.Retries + n; total == HotnessThreshold && !s.op.recorded && s.opts.Mode == Auto && info.Kind == ptrsync.Update {
 		s.credits.AfterOptimistic(info.Key, total)
 		s.op.recorded = true

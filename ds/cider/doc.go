@@ -151,10 +151,11 @@
 // Q7: additive step 1; "two consecutive" means this update's and this node's previous
 // optimistic update of the key both reached the threshold; an executor counts as combined;
 // credits are per key (the array's index, ptrsync.KeyHash of a RACE key). The failed CASes of an
-// optimistic update are recorded as soon as they reach the threshold, not when the update
-// finally succeeds: the condition is known then, and a key in a storm of failing CASes turns
-// hot after two such updates instead of after two of them have fought their way through it
-// (this decides how fast CIDER leaves a collapse at hundreds of clients). Q9: a client is a
+// optimistic update are recorded when the update completes, as Algorithm 1 does;
+// Options.EarlyCredit records them as soon as they reach the threshold instead (a key in a
+// storm of failing CASes then turns hot after two such updates instead of after two of them
+// have fought their way through it, which decides how fast CIDER leaves a collapse at hundreds
+// of clients). Q9: a client is a
 // goroutine with one farmem.ClientID (16 bits) and one operation in flight; tickets add a
 // 29-bit acquisition number.
 //
@@ -180,17 +181,7 @@
 //
 // # The experiment
 //
-// A sweep in this directory's tests (off by default) runs CIDER §5.2-5.3 in the simulator: sim.ConnectX6 with 8
-// memory nodes and 4 clients per compute node (one core each), 8..512 clients, keys drawn from
-// YCSB's Zipfian with theta 0.99 (Gray et al.'s law: Zipf's for the two hottest ranks, a close
-// approximation past them) with its ranks mapped one to one onto the keys (bench/generator's
-// Permuted; not YCSB's scrambled Zipfian, which folds ranks together by a hash), 8-byte values,
-// write-intensive (50% updates) and write-only, on the pointer array (1Mi keys) and on RACE
-// (128Ki keys), 20ms of virtual warm-up and a 3ms window per point (the README of this
-// directory gives the command). It prints throughput, the CIDER/other ratios, memory-node verbs and failed CASes per
-// operation, the write-combining rate and batch size, and routing quality (the ideal
-// pessimistic share measured under Optimistic, the share of those CIDER routes pessimistic,
-// and the share of CIDER's pessimistic updates that were combined). The default test run
-// asserts the shape at 16, 32 and 192 clients. See the README of this directory for a run's
-// numbers.
+// `farmem repro cider` (package bench/repro) runs CIDER §5.2-5.3 in the simulator against
+// this package's synchronizers and ds/ptrsync's optimistic one, and checks the shape the paper
+// reports in its tests; its documentation states the setup and how it departs from the paper's.
 package cider

@@ -33,9 +33,12 @@ const (
 	ciderAuto  syncKind = "cider"
 	ciderMixed syncKind = "cider-random" // CIDER with each update's path drawn at random
 	ciderPess  syncKind = "cider-pessimistic"
+	// Local write combining (LocalWC) over optimistic CAS and over CIDER.
+	optimisticLWC syncKind = "optimistic+lwc"
+	ciderLWC      syncKind = "cider+lwc"
 )
 
-var allSyncs = []syncKind{optimistic, spin, mcs, ciderAuto, ciderMixed, ciderPess}
+var allSyncs = []syncKind{optimistic, spin, mcs, ciderAuto, ciderMixed, ciderPess, optimisticLWC, ciderLWC}
 
 // structure names the index the synchronizers run on.
 type structure string
@@ -55,8 +58,22 @@ type env struct {
 
 	arrayRoot, raceRoot farmem.Addr
 
-	mu      sync.Mutex // guards credits (test setup only)
+	mu      sync.Mutex // guards credits and tables (test setup only)
 	credits map[farmem.NodeID]*cider.Credits
+	tables  map[farmem.NodeID]*cider.LocalTable
+}
+
+// tableOf returns compute node n's shared local write-combining table.
+func (e *env) tableOf(n farmem.NodeID) *cider.LocalTable {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tables == nil {
+		e.tables = map[farmem.NodeID]*cider.LocalTable{}
+	}
+	if e.tables[n] == nil {
+		e.tables[n] = cider.NewLocalTable()
+	}
+	return e.tables[n]
 }
 
 var aopts = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
@@ -152,6 +169,13 @@ func (e *env) newSync(t testing.TB, m farmem.Memory, k syncKind) ptrsync.Synchro
 		s, err = cider.NewCIDER(m, e.creditsOf(m.Info().Node), cider.Options{Lock: lo, Mode: cider.RandomMode})
 	case ciderPess:
 		s, err = cider.NewCIDER(m, e.creditsOf(m.Info().Node), cider.Options{Lock: lo, Mode: cider.AlwaysPessimistic})
+	case optimisticLWC:
+		s, err = cider.NewLocalWC(m, e.tableOf(m.Info().Node), ptrsync.NewOptimistic(), cider.LocalOptions{Patience: e.lease})
+	case ciderLWC:
+		var in ptrsync.Synchronizer
+		if in, err = cider.NewCIDER(m, e.creditsOf(m.Info().Node), cider.Options{Lock: lo}); err == nil {
+			s, err = cider.NewLocalWC(m, e.tableOf(m.Info().Node), in, cider.LocalOptions{Patience: e.lease})
+		}
 	default:
 		t.Fatalf("unknown synchronizer %q", k)
 	}
@@ -163,6 +187,8 @@ func (e *env) newSync(t testing.TB, m farmem.Memory, k syncKind) ptrsync.Synchro
 // paths too.
 func statsOf(s ptrsync.Synchronizer) cider.Stats {
 	switch x := s.(type) {
+	case *cider.LocalWC:
+		return statsOf(x.Inner())
 	case *ptrsync.Optimistic:
 		return cider.Stats{Stats: x.Stats()}
 	case interface{ Stats() cider.Stats }:
@@ -176,6 +202,8 @@ func statsOf(s ptrsync.Synchronizer) cider.Stats {
 // lastOf describes a synchronizer's last operation.
 func lastOf(s ptrsync.Synchronizer) cider.OpInfo {
 	switch x := s.(type) {
+	case *cider.LocalWC:
+		return lastOf(x.Inner())
 	case *ptrsync.Optimistic:
 		return cider.OpInfo{Op: x.Last()}
 	case interface{ Last() cider.OpInfo }:

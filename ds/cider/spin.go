@@ -18,10 +18,18 @@ type SpinOptions struct {
 	Lease time.Duration
 	// ClockSkew bounds the difference between clients' fabric clocks (default 1ms).
 	ClockSkew time.Duration
-	// Backoff is the first pause after a failed acquisition; pauses double (with random jitter
-	// down to half) up to MaxBackoff: truncated exponential backoff (defaults 1µs and 64µs).
+	// Backoff and MaxBackoff shape the Smart framework's truncated exponential backoff
+	// (defaults 1µs and 1024 Backoff): the i-th retry of an acquisition pauses
+	// min(cap, Backoff·2^min(i,10)) plus a uniform jitter below Backoff, where cap is the
+	// client's adaptive bound: it starts at Backoff and, every spinAdapt acquisition events,
+	// halves (not below Backoff) if under 10% of them were failed CASes and doubles (not above
+	// MaxBackoff) if over half were.
 	Backoff, MaxBackoff time.Duration
 }
+
+// spinAdapt is how many acquisition events (failed CASes and acquisitions) a Spin counts
+// before it adapts its backoff bound; the Smart framework leaves the period to its caller.
+const spinAdapt = 64
 
 func (o *SpinOptions) setDefaults() error {
 	if o.Lease == 0 {
@@ -34,7 +42,7 @@ func (o *SpinOptions) setDefaults() error {
 		o.Backoff = time.Microsecond
 	}
 	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 64 * time.Microsecond
+		o.MaxBackoff = o.Backoff << 10
 	}
 	if o.Lease <= 0 || o.ClockSkew < 0 || o.Backoff <= 0 || o.MaxBackoff < o.Backoff {
 		return fmt.Errorf("cider: spin options %+v: %w", *o, farmem.ErrInvalid)
@@ -45,8 +53,10 @@ func (o *SpinOptions) setDefaults() error {
 // Spin is the CAS spinlock of the Smart framework (the paper's CAS baseline): the first word of
 // the pointer's lock entry holds 0 (free) or the holder's client id << 48 | its lease deadline
 // in units of 2^16 ns. A client acquires with a CAS from 0, in the same round trip as a read of
-// the pointer (so it CASes the pointer from a fresh word); on failure it backs off
-// exponentially and tries again; a lock whose lease expired is taken over with a CAS. The
+// the pointer (so it CASes the pointer from a fresh word); on failure it backs off with the
+// framework's adaptive truncated exponential backoff (see SpinOptions) and tries again; it
+// releases with a CAS of its word back to 0, awaited, as the framework does; a lock whose
+// lease expired is taken over with a CAS. The
 // holder's pointer CAS is fenced by the word it read (see qlock's package doc), so a holder
 // paused past its lease cannot undo its successor's change.
 type Spin struct {
@@ -56,6 +66,10 @@ type Spin struct {
 	opts  SpinOptions
 	stats Stats
 	last  OpInfo
+
+	// The adaptive backoff bound and the events counted since it last adapted.
+	cap               time.Duration
+	retries, acquired int
 }
 
 // NewSpin returns client m's spinlock synchronizer.
@@ -63,7 +77,7 @@ func NewSpin(m farmem.Memory, opts SpinOptions) (*Spin, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Spin{m: m, rt: m.Runtime(), id: uint64(m.Info().ID), opts: opts}, nil
+	return &Spin{m: m, rt: m.Runtime(), id: uint64(m.Info().ID), opts: opts, cap: opts.Backoff}, nil
 }
 
 // LockSize implements ptrsync.Synchronizer.
@@ -97,8 +111,8 @@ func (s *Spin) expired(w uint64, now farmem.Time) bool {
 // Commit implements ptrsync.Synchronizer.
 func (s *Spin) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
 	lock := t.Lock()
-	backoff := s.opts.Backoff
 	var pb [8]byte
+	retry := 0
 	expect := uint64(0)
 	for {
 		now := s.rt.Now()
@@ -116,6 +130,8 @@ func (s *Spin) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, er
 		}
 		prev, _ := b.Result(0)
 		if prev == expect {
+			s.acquired++
+			s.adapt()
 			res, err := s.locked(ctx, t, binary.LittleEndian.Uint64(pb[:]))
 			if _, uerr := s.m.CAS(context.WithoutCancel(ctx), lock, mine, 0); err == nil && uerr != nil {
 				err = fmt.Errorf("cider: spin release: %w", uerr)
@@ -128,12 +144,30 @@ func (s *Spin) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, er
 			continue
 		}
 		expect = 0
-		d := backoff/2 + time.Duration(s.rt.Rand().Int64N(int64(backoff/2)+1))
+		s.retries++
+		s.adapt()
+		b0 := s.opts.Backoff
+		d := min(s.cap, b0<<min(retry, 10)) + time.Duration(s.rt.Rand().Int64N(int64(b0)))
+		retry++
 		if err := s.rt.Sleep(ctx, d); err != nil {
 			return ptrsync.Result{Outcome: ptrsync.Retry}, err
 		}
-		backoff = min(2*backoff, s.opts.MaxBackoff)
 	}
+}
+
+// adapt moves the backoff bound by the share of failed CASes once spinAdapt events are counted.
+func (s *Spin) adapt() {
+	n := s.retries + s.acquired
+	if n < spinAdapt {
+		return
+	}
+	switch rate := float64(s.retries) / float64(n); {
+	case rate < 0.1:
+		s.cap = max(s.opts.Backoff, s.cap/2)
+	case rate > 0.5:
+		s.cap = min(s.opts.MaxBackoff, 2*s.cap)
+	}
+	s.retries, s.acquired = 0, 0
 }
 
 // locked is the critical section: CAS the pointer from the word read with the lock.

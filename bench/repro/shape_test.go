@@ -1,0 +1,72 @@
+package repro_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/bench/repro"
+)
+
+// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), one seed, a warm-up of 1 to 3 ms and a window of at least
+// 500 operations.
+func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
+	c := repro.CiderQuick()
+	c.Structs, c.Mixes, c.Syncs, c.Clients = structs, []string{repro.WriteIntensive}, syncs, clients
+	c.ArrayKeys, c.RaceKeys = 1<<14, 1<<12
+	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 3 * time.Millisecond,
+		StepOps: 100, Tolerance: 0.2, MinWindow: 250 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
+	c.Seeds, c.Tracked, c.Factor, c.Band = []uint64{1}, 256, false, nil
+	// The steady state: under Algorithm 1's crediting CIDER may take longer than this test's
+	// warm-up to leave the start-up collapse at 192 clients.
+	c.EarlyCredit = true
+	return c
+}
+
+// TestCiderShape asserts, on a small sweep, the shape CIDER §5.2.1 reports on the pointer array
+// (write-intensive): optimistic synchronization scales to tens of clients and then collapses,
+// and CIDER matches it at low counts and stays on top of it and of the MCS lock as they grow, with fewer memory-node verbs per operation than the MCS lock; and on RACE,
+// CIDER far above optimistic at 128 clients.
+func TestCiderShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of simulation")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ctx := context.Background()
+	run := func(c repro.CiderConfig) *repro.CiderResult {
+		r, err := repro.RunCider(ctx, c, nil)
+		require.NoError(t, err)
+		for _, p := range r.Points {
+			require.Zero(t, p.Errors, "%s %s %d", p.Struct, p.Sync, p.Clients)
+			require.Positive(t, p.Ops, "%s %s %d", p.Struct, p.Sync, p.Clients)
+		}
+		return r
+	}
+	low := run(shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.CIDER}, []int{16, 32}))
+	high := run(shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{192}))
+	at := func(k string, n int) repro.CiderPoint {
+		r := low
+		if n == 192 {
+			r = high
+		}
+		return r.Point(repro.Array, repro.WriteIntensive, k, n)
+	}
+	tp := func(k string, n int) float64 { return at(k, n).Throughput }
+	require.Greater(t, tp(repro.Optimistic, 32), 1.8*tp(repro.Optimistic, 16), "optimistic scales up to tens of clients")
+	require.Less(t, tp(repro.Optimistic, 192), tp(repro.Optimistic, 32)/4, "optimistic collapses at high counts")
+	require.InDelta(t, 1, tp(repro.CIDER, 16)/tp(repro.Optimistic, 16), 0.1, "CIDER matches optimistic at low contention")
+	for _, k := range []string{repro.Optimistic, repro.MCS} {
+		require.Greater(t, tp(repro.CIDER, 192), tp(k, 192), "CIDER on top of %s at 192 clients", k)
+	}
+	require.GreaterOrEqual(t, tp(repro.CIDER, 192), tp(repro.CIDER, 32), "CIDER stays flat")
+	c := at(repro.CIDER, 192)
+	require.Positive(t, c.Counters.Batches, "no batch was combined")
+	require.Less(t, c.MemoryVerbsPerOp(), at(repro.MCS, 192).MemoryVerbsPerOp(), "CIDER spends fewer memory-node verbs per op than MCS")
+
+	rr := run(shapeConfig([]string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{128}))
+	ro, rc := rr.Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, 128), rr.Point(repro.RACE, repro.WriteIntensive, repro.CIDER, 128)
+	require.Greater(t, rc.Throughput, 4*ro.Throughput, "CIDER on RACE at 128 clients")
+}
