@@ -45,15 +45,26 @@ budgeted at under an hour of one core, about 20 s with --quick).
 `)
 		fs.PrintDefaults()
 	}
+	// The paper may come first (farmem repro cider --quick) or after the flags.
+	var paper string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		paper, args = args[0], args[1:]
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if paper == "" && fs.NArg() > 0 {
+		paper = fs.Arg(0)
+		fs.Parse(fs.Args()[1:]) //nolint:errcheck // flags after the paper, as before it
+	}
+	switch {
+	case paper == "":
 		fs.Usage()
 		return usageErr("want one paper")
-	}
-	if fs.Arg(0) != "cider" {
-		return usageErr("unknown paper %q (want cider)", fs.Arg(0))
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	case paper != "cider":
+		return usageErr("unknown paper %q (want cider)", paper)
 	}
 	cfg := repro.CiderFull()
 	if *quick {
