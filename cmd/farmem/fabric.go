@@ -193,13 +193,17 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 		}
 		desc = fmt.Sprintf("cxl %s, temporary region %s, %d memory nodes of %s", ff.policy, r.Path(), ff.memNodes, ff.memSize)
 	default:
+		if _, statErr := os.Stat(ff.region); statErr != nil && create {
+			// Said before the file is allocated, not after: it is allocated in full.
+			fmt.Fprintf(log, "farmem: creating region %s: %d memory nodes of %s, a file of at least %s allocated in full (--mem-nodes and --mem-size choose)\n",
+				ff.region, ff.memNodes, ff.memSize, formatBytes(uint64(ff.memNodes)*size))
+		}
 		var created bool
 		if r, created, err = openOrCreateRegion(ff.region, ro, create); err != nil {
 			return nil, err
 		}
 		if created {
-			fmt.Fprintf(log, "farmem: created region %s: %d memory nodes of %s, a file of %s allocated now (--mem-nodes and --mem-size choose)\n",
-				ff.region, ff.memNodes, ff.memSize, formatBytes(r.Info().Size))
+			fmt.Fprintf(log, "farmem: created region %s: a file of %s\n", ff.region, formatBytes(r.Info().Size))
 		}
 		desc = fmt.Sprintf("cxl %s, region %s", ff.policy, ff.region)
 	}
