@@ -53,13 +53,7 @@ func simRig(t *testing.T, seed uint64, tearing bool) *rig {
 }
 
 // do runs body inside the fabric (inside the simulation on sim).
-func (r *rig) do(body func()) {
-	if r.s != nil {
-		r.s.Run(body)
-		return
-	}
-	body()
-}
+func (r *rig) do(body func()) { farmemtest.Within(r.f, body) }
 
 // memories opens n clients' Memories, round robin over the compute nodes.
 func (r *rig) memories(t *testing.T, n int) []farmem.Memory {

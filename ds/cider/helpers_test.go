@@ -18,6 +18,7 @@ import (
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/sim"
@@ -109,13 +110,7 @@ func newSimEnv(t testing.TB, m sim.Model, seed uint64, keys uint64, rp race.Para
 }
 
 // do runs body inside the fabric (inside the simulation on sim).
-func (e *env) do(body func()) {
-	if e.s != nil {
-		e.s.Run(body)
-		return
-	}
-	body()
-}
+func (e *env) do(body func()) { farmemtest.Within(e.f, body) }
 
 func (e *env) setup(t testing.TB, keys uint64, rp race.Params) {
 	ctx := context.Background()

@@ -61,13 +61,7 @@ func simRig(t *testing.T, seed uint64) *rig {
 }
 
 // do runs body inside the fabric (inside the simulation on sim).
-func (r *rig) do(body func()) {
-	if r.s != nil {
-		r.s.Run(body)
-		return
-	}
-	body()
-}
+func (r *rig) do(body func()) { farmemtest.Within(r.f, body) }
 
 // client opens client i (round robin over the compute nodes) with its Locker.
 func (r *rig) client(t *testing.T, i int, o qlock.Options) (farmem.Memory, *qlock.Locker) {

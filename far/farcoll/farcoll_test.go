@@ -52,13 +52,7 @@ func fabrics() map[string]func(t *testing.T) *rig {
 	}
 }
 
-func (r *rig) do(body func()) {
-	if r.s != nil {
-		r.s.Run(body)
-		return
-	}
-	body()
-}
+func (r *rig) do(body func()) { farmemtest.Within(r.f, body) }
 
 // parallel runs n clients inside the fabric, each with its own far.Client; setup runs first on
 // client 0.
