@@ -27,6 +27,15 @@ type Index interface {
 	Close() error
 }
 
+// AppendGetter is an Index whose Get can append the value to a buffer of the caller's:
+// Store.AppendGet and Session.AppendGet use it, so that a caller reusing its buffer reads with no
+// allocation; on an index without it they append what Get returned.
+type AppendGetter interface {
+	// AppendGet is Get that appends the value to dst and returns the extended slice (dst
+	// itself with an error).
+	AppendGet(ctx context.Context, dst, key []byte) ([]byte, error)
+}
+
 // OrderedIndex is an Index that keeps its keys in order and scans them: Dolphin's hybrid tree
 // and SELCC's B-link tree will be ones. Store.Scan needs it and otherwise returns
 // ErrNoOrderedIndex.

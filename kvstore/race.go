@@ -78,6 +78,11 @@ func (x *raceIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return v, mapRace(err)
 }
 
+func (x *raceIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
+	v, err := x.t.AppendSearch(ctx, dst, key)
+	return v, mapRace(err)
+}
+
 func (x *raceIndex) Insert(ctx context.Context, key, value []byte) error {
 	return mapRace(x.t.Insert(ctx, key, value))
 }

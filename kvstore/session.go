@@ -86,6 +86,18 @@ func (ss *Session) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return v, ss.note(err)
 }
 
+// AppendGet is Store.AppendGet on the session's client.
+func (ss *Session) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
+	if err := ss.usable(); err != nil {
+		return dst, err
+	}
+	if err := ss.s.check(key, nil); err != nil {
+		return dst, err
+	}
+	v, err := appendGet(ctx, ss.c.idx, dst, key)
+	return v, ss.note(err)
+}
+
 // Insert is Store.Insert on the session's client.
 func (ss *Session) Insert(ctx context.Context, key, value []byte) error {
 	if err := ss.usable(); err != nil {

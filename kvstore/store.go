@@ -554,6 +554,33 @@ func (s *Store) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return v, err
 }
 
+// AppendGet is Get that appends the value to dst and returns the extended slice (dst itself,
+// with an error). A caller that reuses dst with room for its values reads with no allocation
+// (on the default index; costs otherwise Get's).
+func (s *Store) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
+	if err := s.check(key, nil); err != nil {
+		return dst, err
+	}
+	v := dst
+	err := s.with(ctx, func(idx Index) (err error) {
+		v, err = appendGet(ctx, idx, dst, key)
+		return err
+	})
+	return v, err
+}
+
+// appendGet appends key's value to dst through idx: AppendGet if the index has it.
+func appendGet(ctx context.Context, idx Index, dst, key []byte) ([]byte, error) {
+	if ag, ok := idx.(AppendGetter); ok {
+		return ag.AppendGet(ctx, dst, key)
+	}
+	v, err := idx.Get(ctx, key)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, v...), nil
+}
+
 // Insert stores value under key if the store does not hold key, and otherwise returns an error
 // wrapping ErrExists.
 func (s *Store) Insert(ctx context.Context, key, value []byte) error {

@@ -25,6 +25,8 @@ type opState struct {
 	// keepValue makes learn copy the value of a block holding the key into its blockInfo
 	// (Search returns it; block buffers are scratch).
 	keepValue bool
+	// dst, with keepValue, is what the value is appended to (AppendSearch); nil makes a copy.
+	dst []byte
 	// known maps a slot word (unique while pinned: its block cannot be reused) to what its
 	// block holds; a handful of entries, searched in order.
 	known []knownBlock
@@ -310,8 +312,13 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		}
 		info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline}
 		if info.isKey && op.keepValue {
-			info.value = make([]byte, len(blk.Value))
-			copy(info.value, blk.Value)
+			if op.dst == nil {
+				info.value = make([]byte, len(blk.Value))
+				copy(info.value, blk.Value)
+			} else {
+				// Appended to the caller's buffer: a retry appends to its original length again.
+				info.value = append(op.dst, blk.Value...)
+			}
 		}
 		op.learnt(p.w, info)
 	}

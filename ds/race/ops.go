@@ -61,27 +61,38 @@ func (t *Table) dropBlock(ctx context.Context, nb *newBlock) {
 // without holding the key; plus 1 per stale directory entry (2 after a doubling) and a retry of
 // the whole when a block fails validation.
 func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
+	return t.AppendSearch(ctx, nil, key)
+}
+
+// AppendSearch is Search that appends the value to dst and returns the extended slice (dst
+// itself, with ErrNotFound or another error): a caller that reuses dst with room for the value
+// reads it with no allocation. A nil dst gives Search's fresh copy. The costs are Search's.
+func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, error) {
 	if err := t.usable(); err != nil {
-		return nil, err
+		return dst, err
 	}
 	t.stats.Searches++
 	op := t.newOp(key)
 	op.keepValue = true
+	op.dst = dst
 	for {
 		if err := t.pin(ctx); err != nil {
-			return nil, err
+			return dst, err
 		}
 		val, err := t.search(ctx, op)
 		ok := t.unpin()
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, err
+			return dst, err
 		}
 		if !ok {
 			// The allocator's lease ran out: blocks read may have been reused. Read again.
 			op.forget()
 			continue
 		}
-		return val, err
+		if err != nil {
+			return dst, err
+		}
+		return val, nil
 	}
 }
 

@@ -1,0 +1,61 @@
+package kvstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/cxl"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// AppendGet appends to the caller's buffer, leaves it as it was for an absent key, and reads
+// with no allocation once the buffer has room (on cxl, whose verbs allocate nothing).
+func TestAppendGet(t *testing.T) {
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 32 << 20}})
+	require.NoError(t, err)
+	defer r.Close()
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(t, err)
+	defer f.Close()
+	ctx := context.Background()
+	s, err := kvstore.Open(ctx, f, kvstore.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	const n = 64
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = key(uint64(i))
+		require.NoError(t, s.Insert(ctx, keys[i], val(uint64(i), 100)))
+	}
+
+	got, err := s.AppendGet(ctx, []byte("prefix:"), keys[3])
+	require.NoError(t, err)
+	require.Equal(t, append([]byte("prefix:"), val(3, 100)...), got)
+	got, err = s.AppendGet(ctx, []byte("prefix:"), []byte("absent"))
+	require.ErrorIs(t, err, kvstore.ErrNotFound)
+	require.Equal(t, []byte("prefix:"), got)
+
+	ss, err := s.Session(ctx)
+	require.NoError(t, err)
+	defer ss.Close()
+	buf := make([]byte, 0, 256)
+	for i := range keys {
+		want, err := ss.Get(ctx, keys[i])
+		require.NoError(t, err)
+		got, err := ss.AppendGet(ctx, buf[:0], keys[i])
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		var err error
+		buf, err = ss.AppendGet(ctx, buf[:0], keys[i%n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	require.Zero(t, allocs, "allocations per AppendGet into a reused buffer")
+}
