@@ -7,6 +7,7 @@
 //	defer s.Close()
 //	err = s.Insert(ctx, key, value)     // ErrExists if present
 //	v, err := s.Get(ctx, key)           // ErrNotFound if absent
+//	buf, err = s.AppendGet(ctx, buf[:0], key) // the same into a reused buffer: no allocation
 //	err = s.Update(ctx, key, value)     // ErrNotFound if absent
 //	err = s.Put(ctx, key, value)        // insert or update
 //	err = s.Delete(ctx, key)            // ErrNotFound if absent
