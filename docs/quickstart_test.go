@@ -124,8 +124,14 @@ func TestQuickStart(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("the start script is a POSIX shell script")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// A generous bound: the steps take about 20 s on an idle 2-core machine, and CI runs them
+	// beside every other package's tests, with the binaries possibly built from a cold cache.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	// Each step's start is logged with the time since the test began, so a failure shows where
+	// the time went.
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.1fs  %s", time.Since(start).Seconds(), what) }
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	work := t.TempDir()
@@ -133,6 +139,7 @@ func TestQuickStart(t *testing.T) {
 	q.cluster = "farmem-cluster/cluster.txt"
 
 	// go build -o bin/ ./cmd/farmem ./cmd/farmemd
+	step("go build -o bin/ ./cmd/farmem ./cmd/farmemd")
 	build := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", q.bin+"/", "./cmd/farmem", "./cmd/farmemd")
 	build.Dir = root
 	out, err := build.CombinedOutput()
@@ -150,11 +157,13 @@ func TestQuickStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(q.dir, "cluster.txt"), []byte(text), 0o644))
 
 	// farmemd secret > farmem-cluster/secret
+	step("farmemd secret > farmem-cluster/secret")
 	secret, errOut, code := q.run(ctx, filepath.Join(q.bin, "farmemd"), "secret")
 	require.Equal(t, 0, code, errOut)
 	require.NoError(t, os.WriteFile(filepath.Join(q.dir, "secret"), []byte(secret), 0o600))
 
 	// docs/start-cluster.sh farmem-cluster
+	step("docs/start-cluster.sh farmem-cluster")
 	_, errOut, code = q.run(ctx, filepath.Join(root, "docs", "start-cluster.sh"), "farmem-cluster")
 	require.Equal(t, 0, code, errOut)
 	t.Cleanup(func() {
@@ -171,6 +180,7 @@ func TestQuickStart(t *testing.T) {
 	}
 
 	// Two benches at once, twice in a row: the second pair finds its records loaded.
+	step("Two benches at once, twice in a row")
 	benchArgs := func(i int) []string {
 		return []string{"bench", "--cluster", q.cluster, "--process", fmt.Sprintf("%d/2", i),
 			"--records", "4000", "--clients", "2", "--duration", "300ms", "--warmup", "0s"}
@@ -197,6 +207,7 @@ func TestQuickStart(t *testing.T) {
 	}
 
 	// A key from a third process, read by a fourth.
+	step("A key from a third process")
 	_, errOut, code = q.farmem(ctx, "kv", "--cluster", q.cluster, "put", "greeting", "hello")
 	require.Equal(t, 0, code, errOut)
 	out2, errOut, code := q.farmem(ctx, "kv", "--cluster", q.cluster, "get", "greeting")
@@ -204,6 +215,7 @@ func TestQuickStart(t *testing.T) {
 	require.Equal(t, "hello\n", out2)
 
 	// Kill memory node 3 while a bench runs: once the bench's ops reach it, SIGKILL.
+	step("Kill memory node 3 while a bench runs")
 	secretPath := filepath.Join(q.dir, "secret")
 	n3 := regexp.MustCompile(`memory 3 (\S+)`).FindStringSubmatch(text)[1]
 	opsOf := func() uint64 {
@@ -228,7 +240,11 @@ func TestQuickStart(t *testing.T) {
 		done <- result{o, e, c}
 	}()
 	for opsOf() < before+2000 {
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case r := <-done:
+			t.Fatalf("the bench ended before node 3 served 2000 of its operations (exit %d):\n%s\n%s", r.code, r.out, r.err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	require.NoError(t, syscall.Kill(q.pid(3), syscall.SIGKILL))
 	r := <-done
@@ -239,6 +255,7 @@ func TestQuickStart(t *testing.T) {
 	require.Positive(t, failed, r.err)
 
 	// farmem status: down (unreachable), then lost once it restarts, then adopted.
+	step("farmem status")
 	st, code, statusOut := q.nodeState(ctx, 3)
 	require.Equal(t, "unreachable", st, statusOut)
 	require.Equal(t, 1, code, "status fails while a node is down")
@@ -248,6 +265,7 @@ func TestQuickStart(t *testing.T) {
 	require.Contains(t, statusOut, "farmem adopt --cluster "+q.cluster+" 3")
 
 	// Before the adoption, a key that lived on node 3 says so, and one elsewhere still reads.
+	step("Before the adoption, a key")
 	w, err := bench.LoadWorkload("a")
 	require.NoError(t, err)
 	var sawLost, sawValue bool
@@ -276,6 +294,7 @@ func TestQuickStart(t *testing.T) {
 	require.Equal(t, "adopted", st, statusOut)
 	require.Equal(t, 0, code, statusOut)
 	// After it, the node takes new data, and what lived elsewhere still reads.
+	step("After it, the node takes new data")
 	_, errOut, code = q.farmem(ctx, "kv", "--cluster", q.cluster, "put", "after", "adoption")
 	require.Equal(t, 0, code, errOut)
 	out2, errOut, code = q.farmem(ctx, "kv", "--cluster", q.cluster, "get", "after")
