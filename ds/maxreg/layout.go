@@ -249,11 +249,6 @@ func decodeHeader(b []byte) (header, error) {
 	}
 	h.nonce = le.Uint64(b[56:])
 	h.base = farmem.Time(le.Uint64(b[64:]))
-	for _, v := range []uint64{le.Uint64(b[16:]), le.Uint64(b[24:]), le.Uint64(b[32:]), le.Uint64(b[40:]), le.Uint64(b[48:])} {
-		if v > 1<<40 {
-			return header{}, fmt.Errorf("%w: parameter %d out of range", ErrNotFormatted, v)
-		}
-	}
 	p, err := h.p.withDefaults()
 	if err != nil || p != h.p {
 		return header{}, fmt.Errorf("%w: parameters %+v", ErrNotFormatted, h.p)
