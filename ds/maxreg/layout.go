@@ -112,10 +112,9 @@ type Params struct {
 
 // Defaults and limits of Params.
 const (
-	// DefaultWords is k when Params.Words is 0: 16, measured (see the package doc, "Choosing
-	// k") as the smallest k whose writes stay one round trip under a 16-writer hot spot
-	// while keeping the read within one 64-byte line of metadata per eight words.
-	DefaultWords     = 16
+	// DefaultWords is k when Params.Words is 0: one word per writer for up to 64 writers (see
+	// the package doc, "Choosing k", for the measurement behind it).
+	DefaultWords     = 64
 	DefaultSlots     = 4
 	DefaultValueSize = 64
 	DefaultWriters   = 128

@@ -151,7 +151,8 @@ func Open(ctx context.Context, m farmem.Memory, addr farmem.Addr, opts Options) 
 	r := &Register{m: m, rt: m.Runtime(), addr: addr, l: l, h: h, seed: hashSeed ^ h.nonce,
 		id: m.Info().ID, opts: opts, b: new(farmem.Batch)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
-	r.word = addr + farmem.Addr(metaOff+8*(uint64(r.id)%uint64(h.p.Words)))
+	wi := wordOf(m.Topology(), r.id, h.p.Words)
+	r.word = addr + farmem.Addr(metaOff+8*wi)
 	r.alloc()
 	var b farmem.Batch
 	b.Read(addr+metaOff, r.buf)
@@ -167,7 +168,7 @@ func Open(ctx context.Context, m farmem.Memory, addr farmem.Addr, opts Options) 
 	if err := m.Do(ctx, &b); err != nil {
 		return nil, fmt.Errorf("maxreg: open %v: %w", addr, err)
 	}
-	r.cached = Tag(binary.LittleEndian.Uint64(r.buf[8*(uint64(r.id)%uint64(h.p.Words)):]))
+	r.cached = Tag(binary.LittleEndian.Uint64(r.buf[8*wi:]))
 	for w := range h.p.Words {
 		if t := Tag(binary.LittleEndian.Uint64(r.buf[8*w:])); t.Client() == r.id {
 			r.last = max(r.last, t.TS())
@@ -179,6 +180,23 @@ func Open(ctx context.Context, m farmem.Memory, addr farmem.Addr, opts Options) 
 		}
 	}
 	return r, nil
+}
+
+// wordOf returns the metadata word the client with id updates: its rank mod words, the rank
+// numbering clients with compute nodes interleaved (slot s of compute node c, of n, has rank
+// s*n + c-1). On one compute node that is (id-1) mod words. Plain id mod words would put slot s
+// of every compute node on one word whenever words divides ClientsPerNode (64 by default), so
+// that k = 16 or 64 would still share words among the first clients of each node (measured in
+// the package's tests: about half the writes lost a CAS with 16 writers on two nodes and 64
+// words). Only the writer uses the mapping: readers take the maximum of every word, and a
+// shared word stays correct (the CAS loop), only slower.
+func wordOf(t *farmem.Topology, id farmem.ClientID, words int) uint64 {
+	rank := uint64(id)
+	if per, n := uint64(t.ClientsPerNode), uint64(len(t.ComputeNodes())); id > 0 && per > 0 && n > 0 {
+		i := uint64(id) - 1
+		rank = (i%per)*n + i/per
+	}
+	return rank % uint64(words)
 }
 
 // alloc gives the handle fresh buffers: at open, and after a verb that may still be in flight
