@@ -30,6 +30,17 @@ func TestErrors(t *testing.T) {
 	tag, err := w.r.Write(ctx, []byte("12345678"))
 	require.NoError(t, err)
 	require.ErrorIs(t, far.r.Verify(ctx, tag), maxreg.ErrNotWriter)
+	// Verify accepts the writer's recent tags only: after Slots more writes, tag's buffer is
+	// another write's.
+	require.NoError(t, w.r.Verify(ctx, tag))
+	require.ErrorIs(t, w.r.Verify(ctx, tag+1<<17), maxreg.ErrReused, "a tag never written")
+	for range maxreg.DefaultSlots {
+		_, err := w.r.WriteFlag(ctx, []byte("12345678"), false)
+		require.NoError(t, err)
+	}
+	require.ErrorIs(t, w.r.Verify(ctx, tag), maxreg.ErrReused)
+	tag, err = w.r.Write(ctx, []byte("12345678"))
+	require.NoError(t, err)
 	got, v, err := far.r.Read(ctx)
 	require.NoError(t, err, "any client may read")
 	require.Equal(t, tag, got)

@@ -24,6 +24,9 @@ var (
 	ErrNotWriter = fmt.Errorf("maxreg: client has no writer lane: %w", farmem.ErrInvalid)
 	// ErrExhausted: the client's next timestamp would not fit the 47-bit field (see Tag).
 	ErrExhausted = fmt.Errorf("maxreg: timestamp space exhausted: %w", farmem.ErrNoSpace)
+	// ErrReused: Verify of a tag whose out-of-place buffer the writer has reused since (or
+	// never wrote).
+	ErrReused = fmt.Errorf("maxreg: tag's buffer reused: %w", farmem.ErrInvalid)
 	// ErrClosed: the handle was closed.
 	ErrClosed = fmt.Errorf("maxreg: handle closed: %w", farmem.ErrClosed)
 )

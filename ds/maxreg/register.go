@@ -52,6 +52,7 @@ type Register struct {
 	word   farmem.Addr // this writer's metadata word
 	cached Tag         // the last value seen in that word (a lower bound of it)
 	last   uint64      // this writer's last timestamp
+	slotTS []uint64    // per slot of its lane, the timestamp whose record the writer last put there
 	opts   Options
 
 	b      *farmem.Batch
@@ -157,6 +158,7 @@ func Open(ctx context.Context, m farmem.Memory, addr farmem.Addr, opts Options) 
 	var b farmem.Batch
 	b.Read(addr+metaOff, r.buf)
 	var ids [][]byte
+	r.slotTS = make([]uint64, h.p.Slots)
 	if r.writer {
 		lane := l.slotOff(MakeTag(0, r.id, false))
 		for s := range uint64(h.p.Slots) {
@@ -174,9 +176,10 @@ func Open(ctx context.Context, m farmem.Memory, addr farmem.Addr, opts Options) 
 			r.last = max(r.last, t.TS())
 		}
 	}
-	for _, w := range ids {
+	for s, w := range ids {
 		if t := Tag(binary.LittleEndian.Uint64(w)); t.Client() == r.id {
 			r.last = max(r.last, t.TS())
+			r.slotTS[s] = t.TS()
 		}
 	}
 	return r, nil
@@ -273,6 +276,7 @@ func (r *Register) WriteFlag(ctx context.Context, value []byte, verified bool) (
 		return t, nil
 	}
 	rec := sealRecord(r.rec, r.seed, t, value)
+	r.slotTS[ts%uint64(r.h.p.Slots)] = ts
 	b := r.b
 	b.Reset()
 	b.Write(r.addr+farmem.Addr(r.l.slotOff(t)), rec)
@@ -320,13 +324,18 @@ func (r *Register) settle(ctx context.Context, t, prev Tag) (bool, error) {
 // Verify raises the client's own tag t (from WriteFlag with verified false) to VERIFIED: a CAS
 // of the metadata word, no data, since the in-place copy and the buffer are bound to the
 // identity, not the flag. Absorbed (no effect, no error) if the word already holds a larger
-// tag. VerifyRoundTrips, plus CASRetryRoundTrips per lost CAS.
+// tag. t must be one of the handle's last Params.Slots writes whose buffer was not reused
+// since (ErrReused otherwise: installing it would point readers at another write's record).
+// VerifyRoundTrips, plus CASRetryRoundTrips per lost CAS.
 func (r *Register) Verify(ctx context.Context, t Tag) error {
 	if r.closed {
 		return ErrClosed
 	}
 	if t.Client() != r.id || !r.writer {
 		return fmt.Errorf("%w: tag of client %d verified by client %d", ErrNotWriter, t.Client(), r.id)
+	}
+	if t.TS() == 0 || r.slotTS[t.TS()%uint64(r.h.p.Slots)] != t.TS() {
+		return fmt.Errorf("%w: %v", ErrReused, t)
 	}
 	v := t | VerifiedBit
 	if r.cached >= v {
