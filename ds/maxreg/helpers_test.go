@@ -241,6 +241,9 @@ type scenario struct {
 	// refreshers gives each compute node a Refresher its clients share; else each client
 	// posts its in-place writes unsignaled.
 	refreshers bool
+	// faults, if set, schedules faults on the simulator once the clients are open: the
+	// handles, the Refreshers' client ids, and the time the workload starts.
+	faults func(s *sim.Sim, hs []*handle, refs []farmem.ClientID, start farmem.Time)
 }
 
 // outcome is what a scenario produced.
@@ -261,12 +264,14 @@ func play(t *testing.T, f crasher, sc scenario) outcome {
 		ctx := context.Background()
 		addr := create(t, f, p)
 		var refs []*maxreg.Refresher
+		var refIDs []farmem.ClientID
 		if sc.refreshers {
 			for _, c := range f.Topology().ComputeNodes() {
 				m, err := f.Open(ctx, c)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = m.Close() })
 				refs = append(refs, maxreg.NewRefresher(m))
+				refIDs = append(refIDs, m.Info().ID)
 			}
 		}
 		rec := newRecorder(f.Runtime())
@@ -285,6 +290,9 @@ func play(t *testing.T, f crasher, sc scenario) outcome {
 				}
 			}
 			hs[i] = open(t, f, i, addr, opts, wrap)
+		}
+		if s, ok := f.(*sim.Sim); ok && sc.faults != nil {
+			sc.faults(s, hs, refIDs, s.Now())
 		}
 		err := farmemtest.Parallel(f.Runtime(), len(hs), func(i int) error {
 			return sc.load.run(ctx, hs[i], rec, sc.valueSize)

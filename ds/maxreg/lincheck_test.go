@@ -3,8 +3,12 @@ package maxreg_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/sim"
 )
 
 // mix is the lincheck workload: half writes, half reads.
@@ -41,8 +45,22 @@ func TestLinearizableLocal(t *testing.T) {
 	}
 }
 
-// TestLinearizableSim is the same on the simulator (tearing and jitter on), a seed per run;
-// torn in-place copies must have been seen.
+// pauses freezes a writer-reader client for 2ms early in the run (its verbs in flight land,
+// it sees them late) and, with Refreshers, the first compute node's Refresher for 1ms, so
+// that its queued copies land after newer writes installed theirs.
+func pauses(s *sim.Sim, hs []*handle, refs []farmem.ClientID, start farmem.Time) {
+	pause := func(id farmem.ClientID, at, d time.Duration) {
+		s.At(start.Add(at), func() { _ = s.PauseClient(id) })
+		s.At(start.Add(at+d), func() { _ = s.ResumeClient(id) })
+	}
+	pause(hs[1].m.Info().ID, 50*time.Microsecond, 2*time.Millisecond)
+	if len(refs) > 0 {
+		pause(refs[0], 80*time.Microsecond, time.Millisecond)
+	}
+}
+
+// TestLinearizableSim is the same on the simulator (tearing and jitter on), a seed per run,
+// with a client and a Refresher paused mid-run; torn in-place copies must have been seen.
 func TestLinearizableSim(t *testing.T) {
 	var torn uint64
 	for i, run := range []struct {
@@ -50,9 +68,14 @@ func TestLinearizableSim(t *testing.T) {
 		refreshers bool
 	}{{1, true}, {4, false}, {64, true}, {64, false}} {
 		seed := uint64(i + 1)
-		o := play(t, newSim(t, seed), scenario{words: run.words, clients: 8, valueSize: 200, load: mix, refreshers: run.refreshers})
+		o := play(t, newSim(t, seed), scenario{words: run.words, clients: 8, valueSize: 200, load: mix, refreshers: run.refreshers, faults: pauses})
 		t.Logf("k=%d, refresher %v, seed %d: %s", run.words, run.refreshers, seed, verdict(t, run.words, o))
 		torn += o.stats.Torn
+		var longest time.Duration
+		for _, op := range o.ops {
+			longest = max(longest, op.ret.Sub(op.call))
+		}
+		require.GreaterOrEqual(t, longest, 2*time.Millisecond, "the paused client's operation spans its pause")
 	}
 	require.NotZero(t, torn, "no torn in-place copy in any run")
 }
