@@ -50,7 +50,8 @@ func (f *Refresher) Stats() RefresherStats {
 	return RefresherStats{Written: f.written.Load(), Failed: f.failed.Load(), Dropped: f.dropped.Load()}
 }
 
-// Idle reports whether no copy is pending or being written.
+// Idle reports whether no copy is pending or being written: once it is, every copy asked for
+// has landed or failed, and the Refresher's client may be closed without cutting one short.
 func (f *Refresher) Idle() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
