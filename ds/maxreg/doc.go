@@ -83,10 +83,11 @@
 // If the record's identity is that tag's and its hash holds, its value is returned. Otherwise
 // (torn by concurrent refreshes, or stale: naming an older or newer write) the tag's record is
 // read from its slot and returned if its identity and hash hold, and the copy is refreshed. A
-// record that fails there was overwritten by its writer's Slots-th next write, begun during the
-// read: the read starts over. That restart is the only loop: a read takes 1 or 2 round trips
-// plus 2 per restart, and restarts only while some writer completes Slots writes within one of
-// its round trips, so it is lock-free, wait-free only under that rate bound (see Buffers).
+// record that fails there was overwritten by its writer's Slots-th next write, begun between
+// the read's two round trips: the read starts over. That restart is the only loop: a read takes
+// 1 or 2 round trips plus 2 per restart, and restarts only while the writer of the largest tag
+// installs Slots-1 more writes and begins another within one read's two round trips, so it is
+// lock-free, and wait-free only under that bound on writers' speed (see Buffers).
 //
 // # Metadata words (choosing k)
 //
@@ -138,8 +139,8 @@
 // A write moves its record (32 bytes plus the value) and a CAS; a read k words and the in-place
 // record (32 bytes plus ValueSize), and on a chase the record again; the background refresh
 // moves one record. A write and a read hash their value once with XXH3-128 (a chasing read
-// twice). Write allocates one record copy for its refresh; AppendRead allocates nothing beyond
-// dst.
+// twice). A write, and a read that chased, allocate the copy their refresh writes (and,
+// without a Refresher, its one-op batch); a read answered in place allocates nothing beyond dst.
 //
 // # Runtime
 //
