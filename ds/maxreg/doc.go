@@ -1,8 +1,8 @@
-// Package maxreg is In-n-Out (SWARM, Murat et al., SOSP'24, §4): a conditional max register
-// over values larger than a word, on one memory node, written and read in one round trip in the
-// common case with one-sided verbs only. It is the per-replica register under Safe-Guess
-// (ds/swarm); on its own it is a max register whose values are ordered by a tag the writer
-// stamps from the fabric clock.
+// Package maxreg is In-n-Out (§4 of "SWARM: Replicating Shared Disaggregated-Memory Data in No
+// Time"): a conditional max register over values larger than a word, on one memory node,
+// written and read in one round trip in the common case with one-sided verbs only. It is meant
+// as the per-replica register under Safe-Guess (ds/swarm, not built yet); on its own it is a
+// max register whose values are ordered by a tag the writer stamps from the fabric clock.
 //
 //	addr, err := maxreg.Create(ctx, m, a, node, maxreg.Params{}) // once
 //	r, err := maxreg.Open(ctx, m, addr, maxreg.Options{})         // per client
