@@ -97,10 +97,9 @@
 // (64 by default): measured with that mapping, 16 writers on two nodes made only 52-64% of
 // their writes in one round trip even with k = 64. A writer sharing its word loses a CAS
 // whenever another writer of the word wrote since its own last write, contended or not; with
-// one word per writer its CAS always wins. Readers pay 8 bytes per word. TestWordsSweep
-// (go test -run WordsSweep -v ./ds/maxreg) runs the paper's §7.9 experiment scaled down on the
-// simulated ConnectX-6 (one register, 64-byte values, clients over two compute nodes) and
-// printed, for k = 1/4/16/64:
+// one word per writer its CAS always wins. Readers pay 8 bytes per word. The package's tests
+// run the paper's §7.9 experiment scaled down on the simulated ConnectX-6 (one register,
+// 64-byte values, clients over two compute nodes, virtual time) and print, for k = 1/4/16/64:
 //
 //	YCSB A, 16 clients: 1-RTT writes 6.7/30.2/100/100%, write p50 8.7/5.8/3.2/3.2µs, read p50 4.94/4.94/4.95/4.98µs
 //	YCSB B, 16 clients: 1-RTT writes 9.8/22.0/100/100%, write p50 6.1/5.8/3.3/3.4µs, read p50 4.94/4.94/4.95/4.98µs

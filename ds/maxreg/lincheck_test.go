@@ -2,6 +2,8 @@ package maxreg_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,8 +13,16 @@ import (
 	"github.com/farmem/farmem/sim"
 )
 
-// mix is the lincheck workload: half writes, half reads.
-var mix = workload{ops: 250, writes: 50}
+// mix is the lincheck workload: half writes, half reads; MAXREG_STRESS (an integer) multiplies
+// its length for longer runs.
+var mix = workload{ops: 250 * stressScale(), writes: 50}
+
+func stressScale() int {
+	if n, err := strconv.Atoi(os.Getenv("MAXREG_STRESS")); err == nil && n > 1 {
+		return n
+	}
+	return 1
+}
 
 // verdict checks o with the weak specification, and with the atomic model when the register
 // has one metadata word, and returns a one-line summary.
