@@ -1,0 +1,156 @@
+// Package maxreg is In-n-Out (§4 of "SWARM: Replicating Shared Disaggregated-Memory Data in No
+// Time"): a conditional max register over values larger than a word, on one memory node,
+// written and read in one round trip in the common case with one-sided verbs only. It is meant
+// as the per-replica register under Safe-Guess (ds/swarm, not built yet); on its own it is a
+// max register whose values are ordered by a tag the writer stamps from the fabric clock.
+//
+//	addr, err := maxreg.Create(ctx, m, a, node, maxreg.Params{}) // once
+//	r, err := maxreg.Open(ctx, m, addr, maxreg.Options{})         // per client
+//	tag, err := r.Write(ctx, value)  // raises the register to (tag, value) if tag is larger
+//	tag, v, err := r.Read(ctx)       // the largest tag and its value; zero Tag if empty
+//
+// A handle belongs to one client (one goroutine with its own farmem.Memory); handles share
+// nothing but far memory and, optionally, a Refresher. An operation that fails with a transport
+// error may or may not have taken effect.
+//
+// # What it guarantees
+//
+// The paper's max-register specification (its Appendix A), over tags: a read returns the empty
+// register or the value of a write invoked before it returned, with that write's tag (never a
+// torn or mixed value: validity); its tag is at least that of every write and every read that
+// completed before it began (write-read and read-read monotonicity). With one metadata word
+// (Params.Words = 1) it is moreover linearizable as an atomic max register; with more it need
+// not be, since a read scans the words one by one and may return a write that began after
+// another, which it missed, had completed. Both are checked in the package's tests under torn
+// reads and writes, on the local transport and the simulator, with a client dying between the
+// two ops of its write.
+//
+// # Layout
+//
+// A register is one block on one memory node, 64-byte aligned (Size(p) bytes):
+//
+//	[0, 128)            header: magic, version, the Params, a random nonce, the base time
+//	[128, 128+8k)       k metadata words (Tags), written only by CAS
+//	[.., +rec)          the in-place record
+//	[64-aligned, ..)    writer lanes: lane c-1 for client id c, Params.Slots records each
+//
+// A record is [XXH3-128 hash 16B | identity 8B | length 8B | value], the identity being the
+// write's Tag without its VERIFIED bit, the hash taken over identity, length and value with the
+// seed hashSeed XOR the register's nonce (the same in every process; the nonce keeps a record
+// left by an earlier register at the same address from validating). The in-place record and the
+// out-of-place ones have the same format, so a refresh copies the writer's record verbatim.
+//
+// A Tag (see its doc) is 47 bits of timestamp, 16 bits of client id and the VERIFIED bit, most
+// significant first, compared as an unsigned word. It locates its out-of-place record with no
+// bits of its own: slot ts mod Slots of lane client-1. The hash binds the in-place copy to that
+// pointer, since the identity it covers is the pointer's (client, ts).
+//
+// # Timestamps
+//
+// A tick is Params.Tick (1µs by default), counted from the register's creation (the base time
+// in its header, fabric time from farmem.Runtime), so 47 bits last 2^47 ticks: 4.46 years at
+// 1µs, 17.8 at 4µs. A write that would need a larger timestamp fails with ErrExhausted; nothing
+// ever wraps. (The authors' artifact packs 28 bits of 466ns ticks, which overflow after about
+// 125 s; a wrapping timestamp would make a new write order below old ones, so this package
+// spends the bits the artifact gives a 24-bit log index, which the slot rule below replaces, on
+// the timestamp instead.) A client's next timestamp is the first at least max(last+1, now) that
+// takes the slot after its previous write's: strictly increasing whatever the clock does (a
+// clock that steps back only stops the timestamps from following it until it catches up), at
+// most Slots-1 ticks ahead of max(last+1, now), and a record slot is reused only by the
+// Slots-th write after the one that used it. Open continues above the largest timestamp of the
+// client's id it finds in the metadata words and in its lane's identity words, so a client id
+// reused by a later client does not repeat a tag.
+//
+// # Write: one round trip
+//
+// The writer seals its record, then posts one batch to the register's node: the record's Write
+// into its slot, then a CAS of its metadata word from the value it last saw there to the new tag.
+// The only ordering used is the contract's: within one batch to one node each op executes after,
+// and observes the effects of, the earlier ones (farmem's package doc, semantics 3), so a tag
+// visible in a word implies its record whole in its slot. No ordering across batches or nodes
+// is assumed. A CAS that finds another word (a writer sharing the word moved it) retries from
+// what it found, one round trip each, until the word holds the tag or a larger one (the write is
+// then absorbed); each failure strictly raises the expected value. Once installed, the in-place
+// copy is refreshed in the background: by Options.Refresher (its own client, a goroutine from
+// Runtime.Go, one pending copy per register), or else by an unsignaled Write on the writer's
+// client (no round trip; applied before its next verb to the node). WriteFlag writes GUESSED
+// tags and Verify sets VERIFIED with one CAS and no data: the copy and the record stay valid
+// because the hash covers the identity, not the flag.
+//
+// # Read: one round trip, two when the copy is torn or stale
+//
+// One Read returns the k words and the in-place record; the register's tag is the largest word.
+// If the record's identity is that tag's and its hash holds, its value is returned. Otherwise
+// (torn by concurrent refreshes, or stale: naming an older or newer write) the tag's record is
+// read from its slot and returned if its identity and hash hold, and the copy is refreshed. A
+// record that fails there was overwritten by its writer's Slots-th next write, begun between
+// the read's two round trips: the read starts over. That restart is the only loop: a read takes
+// 1 or 2 round trips plus 2 per restart, and restarts only while the writer of the largest tag
+// installs Slots-1 more writes and begins another within one read's two round trips, so it is
+// lock-free, and wait-free only under that bound on writers' speed (see Buffers).
+//
+// # Metadata words (choosing k)
+//
+// Writers update word rank mod k, the rank numbering clients with compute nodes interleaved
+// (wordOf): (client id - 1) mod k on one compute node. Plain client id mod k, as the issue
+// suggests, puts slot s of every compute node on one word whenever k divides ClientsPerNode
+// (64 by default): measured with that mapping, 16 writers on two nodes made only 52-64% of
+// their writes in one round trip even with k = 64. A writer sharing its word loses a CAS
+// whenever another writer of the word wrote since its own last write, contended or not; with
+// one word per writer its CAS always wins. Readers pay 8 bytes per word. The package's tests
+// run the paper's §7.9 experiment scaled down on the simulated ConnectX-6 (one register,
+// 64-byte values, clients over two compute nodes, virtual time) and print, for k = 1/4/16/64:
+//
+//	YCSB A, 16 clients: 1-RTT writes 6.7/30.2/100/100%, write p50 8.7/5.8/3.2/3.2µs, read p50 4.94/4.94/4.95/4.98µs
+//	YCSB B, 16 clients: 1-RTT writes 9.8/22.0/100/100%, write p50 6.1/5.8/3.3/3.4µs, read p50 4.94/4.94/4.95/4.98µs
+//	YCSB A, 64 clients: 1-RTT writes 5.2/5.2/24.1/100%, write p50 44.5/10.8/8.9/6.4µs, read p50 2.3/6.4/7.2/8.0µs
+//	YCSB B, 64 clients: 1-RTT writes 1.5/12.2/34.4/100%, write p50 11.2/9.0/8.7/5.7µs, read p50 7.1/7.2/7.2/7.2µs
+//
+// Reads grow by 8 bytes a word (317 bytes at k = 16, 701 at 64, with 64-byte values) and
+// their latency moves little (up to 10% at 64 clients under YCSB A), while writes lose round
+// trips to every shared word (39% slower at the median with 64 writers on 16 words).
+// DefaultWords is therefore 64, one word per writer for up to 64 writers, as the paper
+// recommends; registers read far more than written, where bandwidth matters, may take 16.
+//
+// # Buffers (what this package does, what recycling must add)
+//
+// Each writer has a lane of Params.Slots records in the register, reused round-robin; nothing
+// is allocated per write and nothing is freed. Reuse is safe without coordination because a
+// reader accepts a record only if its identity is the tag it chased and its 128-bit hash holds,
+// so a reused, half-rewritten or stale slot is detected and the read starts over; it never
+// returns another write's value. Memory per register is Writers x Slots x record size.
+// Out-of-place recycling proper (issue 24, item 4) must still: (1) make reads wait-free, by
+// reusing a slot only once every reader that may hold its tag has finished (or been fenced),
+// naming which clients it waits for and the synchrony it assumes in fabric time; (2) use the
+// groundwork's bound on how late a failed request can still apply, so that a write posted by a
+// client that then crashed cannot land in a slot after the slot's reuse (today a late record
+// write of a dead client's incarnation can overwrite the record of a tag a later client of the
+// same id installed, leaving readers to restart until that client writes again; Open assumes
+// no such write is still in flight); (3) share per-client logs across registers (as the
+// artifact's per-client log regions do) so that a store of many registers does not pay a lane
+// per writer per register; and (4) stay correct when the memory node is paused longer than that
+// bound.
+//
+// # Costs
+//
+// Round trips are the constants WriteRoundTrips, CASRetryRoundTrips, WriteAbsorbedRoundTrips,
+// VerifyRoundTrips, ReadRoundTrips, ReadChaseRoundTrips, OpenRoundTrips and FormatRoundTrips.
+// A write moves its record (32 bytes plus the value) and a CAS; a read k words and the in-place
+// record (32 bytes plus ValueSize), and on a chase the record again; the background refresh
+// moves one record. A write and a read hash their value once with XXH3-128 (a chasing read
+// twice). A write, and a read that chased, allocate the copy their refresh writes (and,
+// without a Refresher, its one-op batch); a read answered in place allocates nothing beyond dst.
+//
+// # Runtime
+//
+// Time comes only from the client's farmem.Runtime, background work only from Runtime.Go (the
+// Refresher), and no Go lock is held across a verb (the Refresher's mutex guards only its
+// queue), so the package runs unchanged on the simulator.
+//
+// # Limits
+//
+// Values are at most Params.ValueSize bytes, fixed at creation. Only clients with ids
+// 1..Params.Writers may write (ErrNotWriter); any client may read. One handle per client per
+// register. There is no delete or tombstone (SWARM-KV's all-ones tag would be MakeTag(MaxTS,
+// 0xffff, true)). A register is never freed by this package.
+package maxreg
