@@ -135,9 +135,9 @@ type Store struct {
 	waiters  []*waiter    // acquires waiting for a client, oldest first
 	closers  []*waiter    // Closes waiting for the clients in use to come back
 	sessions map[*conn]bool
-	failed   []ClientError // clients whose release failed after Close began, not yet reported
-	closing  int           // clients taken out of live whose release has not ended
-	ordered  bool          // the index handles are OrderedIndexes
+	failed   []ClientError                   // clients whose release failed after Close began, not yet reported
+	closing  int                             // clients taken out of live whose release has not ended
+	ordered  bool                            // the index handles are OrderedIndexes
 	nodes    *nodestate.Set[nodestate.State] // a NodeKind's per-node state (nodekind.go)
 }
 

@@ -11,8 +11,9 @@ import (
 
 // Send implements farmem.Memory. A message to another compute node is a Msg frame on this
 // client's connection to it, in a slot of the connection's outstanding window like a Call: Send
-// waits (until ctx ends) only when the window is full, and returns once the frame is written or
-// queued. The target queues it in its inbox, one FIFO lane per sender, runs it on a handler
+// waits (until ctx ends) only for a connection still being set up (so a Send to a crashed node
+// fails with ErrNodeDown) and when the window is full, and returns once the frame is written or
+// queued for the connection's writer. The target queues it in its inbox, one FIFO lane per sender, runs it on a handler
 // client, and then acknowledges it with an empty CallReply, which frees the slot; a lost
 // connection frees it with the rest of the window (delivery is at most once). A message to
 // this client's own node joins the inbox directly. See the package doc for the bounds.
@@ -48,6 +49,15 @@ func (c *client) Send(ctx context.Context, node farmem.NodeID, method uint16, re
 // sendMsg writes a Msg frame in a slot of the window; the slot is freed by the target's
 // acknowledgement, which the connection's reader takes.
 func (q *tcpQP) sendMsg(ctx context.Context, method uint16, from farmem.ClientID, req []byte) error {
+	// A connection being set up has not taken the message yet: wait for its handshake (bounded
+	// by the down timeout), so that a Send to a node that refuses connections (crashed) fails.
+	select {
+	case <-q.upCh:
+	case <-q.deadCh:
+		return q.deadErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	cw := &callWait{ch: make(chan struct{}, 1)} // nobody waits on it
 	id, _, err := q.acquire(ctx, qslot{call: cw})
 	if err != nil {

@@ -79,6 +79,16 @@ func testSend(t *testing.T, open Open) {
 	// the ordered ones, on the same lane; the callee counted both.
 	require.GreaterOrEqual(t, to.f.Stats().MessageFailures-failsBefore, uint64(2), "failures counted on the callee")
 
+	// A message to the sender's own node takes the same path.
+	self := a.Info().Slice.Add(136)
+	require.NoError(t, hs[0].f.Handle(hs[0].id, mOrder, func(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+		return nil, m.Write(ctx, self, req)
+	}))
+	require.NoError(t, a.Send(ctx, a.Info().Node, mOrder, words(7)))
+	_, err = a.Wait(ctx, self, func(v uint64) bool { return v == 7 })
+	require.NoError(t, err)
+	before = before.Add(farmem.Stats{Messages: 1, MessageBytes: 8})
+
 	err = a.Send(ctx, e.tp.MemoryNodes()[0], mOrder, nil)
 	require.ErrorIs(t, err, farmem.ErrInvalid, "a message to a memory node")
 	err = a.Send(ctx, farmem.ComputeID(999).Node(), mOrder, nil)
