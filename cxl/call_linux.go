@@ -149,19 +149,20 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	case len(req) > farmem.MaxCallBytes:
 		return nil, fmt.Errorf("cxl: call request of %d bytes exceeds %d: %w", len(req), farmem.MaxCallBytes, farmem.ErrInvalid)
 	}
-	reply, err := c.call(ctx, s, method, req)
+	reply, err := c.call(ctx, s, method, req, 0)
 	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
 }
 
-func (c *client) call(ctx context.Context, s *seg, method uint16, req []byte) ([]byte, error) {
+// call runs a Call, or with flags metaOneWay hands a one-way message over (send_linux.go).
+func (c *client) call(ctx context.Context, s *seg, method uint16, req []byte, flags uint64) ([]byte, error) {
 	timeout := c.m.h.DownTimeout
 	if err := c.m.faults.awaitReach(ctx, c.ClientInfo.ID, s.id, time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
 	var reply []byte
 	var err error
-	if gerr := atomics.Guard(func() { reply, err = c.callMapped(ctx, s, method, req) }); gerr != nil {
+	if gerr := atomics.Guard(func() { reply, err = c.callMapped(ctx, s, method, req, flags) }); gerr != nil {
 		return nil, fmt.Errorf("cxl: call %d to %v: %w: %w", method, s.id, farmem.ErrNodeDown, gerr)
 	}
 	return reply, err
@@ -177,14 +178,15 @@ type caller struct {
 	wake  atomic.Pointer[uint32] // the futex word the call sleeps on, for ctx's waker
 	slow  time.Time              // last full liveness check of the target
 	phase uint32
+	flags uint64 // request meta flags: metaOneWay
 }
 
-func (c *client) callMapped(ctx context.Context, s *seg, method uint16, req []byte) ([]byte, error) {
+func (c *client) callMapped(ctx context.Context, s *seg, method uint16, req []byte, flags uint64) ([]byte, error) {
 	gen, ok := c.m.liveGen(s)
 	if !ok {
 		return nil, fmt.Errorf("cxl: call %d to %v: %w", method, s.id, farmem.ErrNodeDown)
 	}
-	cl := &caller{c: c, s: s, gen: gen}
+	cl := &caller{c: c, s: s, gen: gen, flags: flags}
 	stop := context.AfterFunc(ctx, func() {
 		_ = atomics.Guard(func() {
 			if p := cl.wake.Load(); p != nil {
@@ -324,7 +326,7 @@ func (cl *caller) move(to uint32) error {
 // exchange sends the request and receives the reply.
 func (cl *caller) exchange(ctx context.Context, method uint16, req []byte) ([]byte, error) {
 	c, f, sl := cl.c, cl.c.f, cl.sl
-	atomic.StoreUint64(sl.u64(slotMeta), uint64(method)|uint64(c.ClientInfo.ID)<<16)
+	atomic.StoreUint64(sl.u64(slotMeta), uint64(method)|uint64(c.ClientInfo.ID)<<16|cl.flags)
 	atomic.StoreUint64(sl.u64(slotTotal), uint64(len(req)))
 	atomic.StoreUint64(sl.u64(slotTarget), uint64(cl.gen))
 	for off, first := 0, true; ; first = false {
@@ -505,13 +507,20 @@ func (f *Fabric) dispatchOnce() (n int, stopped bool) {
 			m.freeSlot(f.seg, sl, st, atomic.LoadUint64(sl.owner()))
 			continue
 		}
-		hc, ok := f.handlers.Take(f.stop)
-		if !ok {
-			return n, true
+		var hc *client
+		if atomic.LoadUint64(sl.u64(slotMeta))&metaOneWay == 0 {
+			// A Call takes a handler client now; a one-way message takes none here (its
+			// handler runs later from the inbox), so a full inbox cannot hold them all.
+			var ok bool
+			if hc, ok = f.handlers.Take(f.stop); !ok {
+				return n, true
+			}
 		}
 		seq := stSeq(st)
 		if !atomic.CompareAndSwapUint32(sl.st(), st, mkSt(seq, 0, phRunning)) {
-			f.handlers.AddClient(hc)
+			if hc != nil {
+				f.handlers.AddClient(hc)
+			}
 			continue
 		}
 		f.serving.Add(1)
@@ -533,7 +542,9 @@ type server struct {
 // serve reads a request, runs its handler and writes the reply.
 func (f *Fabric) serve(sl slot, seq uint32, hc *client) {
 	defer f.serving.Done()
-	defer f.handlers.AddClient(hc)
+	if hc != nil {
+		defer f.handlers.AddClient(hc)
+	}
 	sv := &server{f: f, sl: sl, seq: seq, phase: phRunning}
 	_ = atomics.Guard(func() { sv.run(hc) })
 }
@@ -565,6 +576,10 @@ func (sv *server) run(hc *client) {
 		}
 	}
 	if sv.phase != phRunning && !sv.move(phRunning) {
+		return
+	}
+	if meta&metaOneWay != 0 {
+		sv.queue(meta, from, method, req)
 		return
 	}
 	h := f.handlers.Get(method)

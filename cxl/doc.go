@@ -59,7 +59,15 @@
 // target's doorbell; at most MaxHandlers handlers run at once and may make nested Calls. Each
 // side spins briefly, then sleeps on a futex. A call to a dead node fails with ErrNodeDown
 // within the down timeout, and a dead party's mailbox is freed by the other side or by any
-// caller that finds none free. Futexes and pids work only under one kernel: wake-ups and fast
+// caller that finds none free.
+//
+// A one-way message (Send) goes through a mailbox like a Call's request, flagged one-way in its
+// meta word: the dispatcher takes it without a handler client, queues it in the node's
+// transport.Inbox (a FIFO lane per sender, bounded by transport.InboxMessages and
+// transport.InboxBytes; while it is full the mailbox waits, and so does the sender) and answers
+// an empty reply at once, which frees the mailbox. So Send waits for the hand-over, a few
+// microseconds, never for the handler, and one client's messages to a node run in the order
+// sent. Futexes and pids work only under one kernel: wake-ups and fast
 // death detection do not cross hosts; leases do, given synchronized clocks.
 //
 // # Faults

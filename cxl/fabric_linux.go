@@ -49,6 +49,7 @@ type Fabric struct {
 
 	handlers *transport.Handlers[*client]
 	clients  *transport.Registry[*client]
+	inbox    *transport.Inbox // one-way messages to this node (send_linux.go)
 }
 
 var (
@@ -98,6 +99,7 @@ func (r *Region) Attach(o OpenOptions) (*Fabric, error) {
 		handlers:   transport.NewHandlers[*client](int(h.MaxHandlers)),
 		clients:    transport.NewRegistry[*client](int(h.ClientsPerNode), h.SliceSize, int(h.MaxHandlers)),
 	}
+	f.inbox = transport.NewInbox(transport.InboxMessages, transport.InboxBytes, f.runMessage)
 	if o.Profile != nil {
 		f.inject = o.Profile.Added()
 	}
@@ -264,6 +266,7 @@ func (f *Fabric) halt() {
 	f.stopOnce.Do(func() {
 		close(f.stop)
 		f.cancel()
+		f.inbox.Close()
 		_ = atomics.Guard(func() {
 			c := f.ctl()
 			bump(c.bell())

@@ -47,7 +47,7 @@ const (
 const (
 	slotOwner  = 0  // u64: 0 free, else the claiming compute node's token
 	slotState  = 8  // u32 futex: seq<<8 | flags<<4 | phase; u32 sleepers at +12
-	slotMeta   = 16 // u64: method | from<<16 | code<<32 | remote<<40
+	slotMeta   = 16 // u64: method | from<<16 | code<<32 | remote<<40 | one-way<<48 (metaOneWay)
 	slotTotal  = 24 // u64: the whole message's length
 	slotOff    = 32 // u64: this chunk's offset in the message
 	slotLen    = 40 // u64: this chunk's length

@@ -48,12 +48,47 @@
 //     No verb panics on bad input, including faults of mapped memory.
 //  6. Wait is event-driven with a bounded wake latency: a peer's write wakes it (a futex or
 //     spin-then-park on real transports, an event in the simulator), never a sleep-poll loop.
-//  7. Call reaches compute nodes only. Handlers may issue verbs and nested Calls; each compute node
-//     runs a bounded number of them at once.
+//  7. Call and Send reach compute nodes only. Handlers may issue verbs, nested Calls and Sends;
+//     each compute node runs a bounded number of them at once.
 //
 // An op may be posted unsignaled (fire-and-forget): it is applied before the same client's next op
 // to that node, and is never waited for. A batch whose op is rejected (out of range, misaligned,
 // malformed) applies nothing: the bad ops fail with their error, the rest with [ErrAborted].
+//
+// # One-way messages
+//
+// [Memory.Send] runs a handler on a compute node without waiting for it (SELCC's and FlexKV's
+// invalidations): the handler registered with [Fabric.Handle] for the method, whose reply is
+// discarded. Its contract, kept by every transport and checked by farmemtest:
+//
+//   - Cost: Send returns once the transport has taken the message; it is counted in
+//     [Stats].Messages and MessageBytes, never as a round trip or a Call. In the simulator a
+//     message costs what a Call's request leg costs.
+//   - Delivery is at most once. A message to a node that crashes (or is cut off) meanwhile, or
+//     that names a method with no handler, is dropped; a handler's error is counted on the
+//     callee ([Stats].MessageFailures of its handler client, in its fabric's Stats), never
+//     returned. A Send that failed with ErrNodeDown or its context's error may or may not
+//     have been delivered.
+//   - Order: one client's messages to one node run in the order sent, one at a time; messages
+//     of different senders run concurrently (on the node's handler clients), and nothing is
+//     ordered between messages and Calls, or across nodes.
+//   - Errors at once: ErrInvalid for a memory node, an unknown node or a request over
+//     MaxCallBytes; ErrNodeDown for a node already known to be down.
+//   - Bounded receivers: a node queues a bounded number of messages whatever its peers send
+//     (an inbox per node; on the network transport also each connection's outstanding
+//     window). A sender that finds its way full waits, until there is room or its context
+//     ends; on the network transport a message that finds the node-wide inbox full is dropped
+//     instead (the sender's window having been free). Each transport's doc gives its bounds.
+//
+// # Method ids
+//
+// A method id is 16 bits: its high byte names the owner of a block of 256 ids ([MethodOwner],
+// whose table of owners is in this package), its low byte the method within the block. Every
+// structure takes its ids from its own block, and [Fabric.Handle] refuses a second
+// registration of a method on a node (ErrInvalid, naming the owner), so two structures never
+// silently take each other's Calls; a nil handler removes a registration. Block 0 is left to
+// applications and tests. Per-compute-node state that serves peers (caches, proxies,
+// directories) is opened with package farmem/nodestate, which kvstore also uses.
 //
 // # Runtime
 //

@@ -29,6 +29,18 @@ type Memory interface {
 	Wait(ctx context.Context, a Addr, until func(uint64) bool) (uint64, error)
 	// Call runs method on compute node node with req and returns the handler's reply.
 	Call(ctx context.Context, node NodeID, method uint16, req []byte) ([]byte, error)
+	// Send delivers a one-way message: method's handler on compute node node runs with req,
+	// and its reply is discarded. Send returns once the transport has taken the message (it
+	// does not wait for the handler), so it is no round trip on the caller's critical path;
+	// Stats counts it in Messages, never in RoundTrips or Calls. Delivery is at most once:
+	// a message to a node that crashes, or that has no handler for method, is dropped, and a
+	// handler's error is counted on the callee (Stats.MessageFailures of its handler client),
+	// never returned. Messages from one client to one node run in the order sent, one at a
+	// time; nothing is ordered across senders or nodes. Send fails at once, with ErrInvalid,
+	// for a memory node, an unknown node or a request over MaxCallBytes, and with ErrNodeDown
+	// for a node already known to be down. The receiver's queue is bounded: a sender that
+	// finds it full waits, until there is room or ctx ends. See the package doc.
+	Send(ctx context.Context, node NodeID, method uint16, req []byte) error
 	// Stats returns this client's counted costs so far.
 	Stats() Stats
 	// Info describes this client: its id, compute node and slice.
@@ -42,10 +54,11 @@ type Memory interface {
 	Close() error
 }
 
-// Handler serves one Call on a compute node. m is a client of that compute node that the
-// handler may use for verbs and nested Calls while it runs; from is the caller's client id.
-// The returned bytes are the reply (at most MaxCallBytes); an error reaches the caller
-// wrapped in ErrRemote.
+// Handler serves one Call or one-way message (Send) on a compute node. m is a client of that
+// compute node that the handler may use for verbs, nested Calls and Sends while it runs; from
+// is the caller's client id. For a Call, the returned bytes are the reply (at most
+// MaxCallBytes) and an error reaches the caller wrapped in ErrRemote; for a message, the reply
+// is discarded and an error is counted on the callee.
 type Handler func(ctx context.Context, m Memory, from ClientID, req []byte) ([]byte, error)
 
 // Fabric is an open cluster: it lists the nodes, opens clients on the compute nodes this
@@ -57,7 +70,10 @@ type Fabric interface {
 	Hosted() []NodeID
 	// Open returns a new client on hosted compute node node.
 	Open(ctx context.Context, node NodeID) (Memory, error)
-	// Handle registers h for method on hosted compute node node, replacing any earlier one.
+	// Handle registers h for method on hosted compute node node; a nil h removes method's
+	// handler. A method that already has a handler there is refused with ErrInvalid (remove
+	// it first to replace it), so two structures that picked the same id fail loudly instead
+	// of one silently taking the other's Calls: see [Method] for the namespace of ids.
 	Handle(node NodeID, method uint16, h Handler) error
 	// Runtime returns the fabric's runtime.
 	Runtime() Runtime

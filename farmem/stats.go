@@ -45,6 +45,13 @@ type Stats struct {
 	CallBytesOut, CallBytesIn uint64
 	// Waits counts Wait calls.
 	Waits uint64
+	// Messages counts one-way messages sent (Send), and MessageBytes their request bytes. A
+	// message is no round trip.
+	Messages, MessageBytes uint64
+	// MessageFailures counts, on the callee, messages whose handler failed or that found no
+	// handler: it is kept in the Stats of the handler client that took the message (a
+	// fabric's Stats include it), since the sender never learns.
+	MessageFailures uint64
 }
 
 // VerbsTo returns the number of verbs sent to target t.
@@ -90,6 +97,9 @@ func (s Stats) Add(o Stats) Stats {
 	s.CallBytesOut += o.CallBytesOut
 	s.CallBytesIn += o.CallBytesIn
 	s.Waits += o.Waits
+	s.Messages += o.Messages
+	s.MessageBytes += o.MessageBytes
+	s.MessageFailures += o.MessageFailures
 	return s
 }
 
@@ -109,6 +119,9 @@ func (s Stats) Sub(o Stats) Stats {
 	s.CallBytesOut -= o.CallBytesOut
 	s.CallBytesIn -= o.CallBytesIn
 	s.Waits -= o.Waits
+	s.Messages -= o.Messages
+	s.MessageBytes -= o.MessageBytes
+	s.MessageFailures -= o.MessageFailures
 	return s
 }
 
@@ -127,7 +140,8 @@ func (s Stats) String() string {
 		name string
 		v    uint64
 	}{{"unsignaled", s.Unsignaled}, {"out", s.BytesOut}, {"in", s.BytesIn}, {"failedcas", s.FailedCAS},
-		{"calls", s.Calls}, {"callout", s.CallBytesOut}, {"callin", s.CallBytesIn}, {"waits", s.Waits}} {
+		{"calls", s.Calls}, {"callout", s.CallBytesOut}, {"callin", s.CallBytesIn}, {"waits", s.Waits},
+		{"msgs", s.Messages}, {"msgout", s.MessageBytes}, {"msgfail", s.MessageFailures}} {
 		if f.v != 0 {
 			fmt.Fprintf(&b, " %s=%d", f.name, f.v)
 		}

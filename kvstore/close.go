@@ -101,8 +101,10 @@ func (s *Store) Close() error {
 // It returns nil once every client is released, else a *CloseError wrapping
 // ErrCloseIncomplete that lists the clients whose release failed and the clients still in use.
 // The store's far memory is left as it is, for the next Open; the fabric stays open (it is the
-// caller's). CloseContext is idempotent: a later call releases nothing more, waits again for the
-// clients still in use, and reports what is still open (release errors are reported once).
+// caller's). Once no client is left in use, the per-node state of a NodeKind index is closed
+// (see NodeKind). CloseContext is idempotent: a later call releases nothing more, waits again
+// for the clients still in use, and reports what is still open (release errors are reported
+// once).
 func (s *Store) CloseContext(ctx context.Context) error {
 	s.mu.Lock()
 	s.finished = true
@@ -152,11 +154,19 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		ce.Open = append(ce.Open, OpenClient{ID: c.id, Session: s.sessions[c]})
 	}
 	s.mu.Unlock()
+	var nodeErr error
+	if len(ce.Open) == 0 {
+		// Every handle is closed: a NodeKind's per-node state goes now (once).
+		nodeErr = s.closeNodes()
+	}
 	if len(ce.Unreleased) == 0 && len(ce.Open) == 0 {
-		return nil
+		return nodeErr
 	}
 	slices.SortFunc(ce.Unreleased, func(a, b ClientError) int { return int(a.ID) - int(b.ID) })
 	slices.SortFunc(ce.Open, func(a, b OpenClient) int { return int(a.ID) - int(b.ID) })
+	if nodeErr != nil {
+		return errors.Join(ce, nodeErr)
+	}
 	return ce
 }
 

@@ -98,9 +98,16 @@
 // descriptor and a store opens only with them (ErrMismatch), since synchronizers keep lock
 // entries in the index.
 //
+// An index kind with state of its own on each compute node (a cache shared by the node's
+// clients, a proxy, a directory serving peers' Calls and messages) implements NodeKind: Open
+// opens that state once per compute node the fabric hosts, through package farmem/nodestate,
+// before any handle; each handle finds its node's state in IndexEnv.Node; the kind's handlers
+// live in its own block of method ids; Close closes the state once no client is in use, and an
+// OpenNode that fails makes Open fail with what was opened closed.
+//
 // # Runtime
 //
 // Time, sleeps and randomness come from the fabric's farmem.Runtime; the store starts no
-// goroutine, holds no Go lock across a verb or wait, and a waiter for a client is woken by the
+// goroutine (a NodeKind's state follows the same rules), holds no Go lock across a verb or wait, and a waiter for a client is woken by the
 // client's return, not by polling, so the store runs deterministically on the simulator.
 package kvstore

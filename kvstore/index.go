@@ -7,6 +7,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/nodestate"
 )
 
 // Index is one client's handle on a map from byte-string keys to byte-string values in far
@@ -72,6 +73,9 @@ type IndexEnv struct {
 	// Sync is the synchronizer Options.Sync built for this handle (one per handle); an index
 	// that makes no pointer changes through one ignores it.
 	Sync ptrsync.Synchronizer
+	// Node is the state of Memory's compute node, for a NodeKind (what its OpenNode returned
+	// there); nil for other kinds, and in Create.
+	Node nodestate.State
 }
 
 // IndexKind creates and opens one kind of index. The store records Name in its descriptor, and

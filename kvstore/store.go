@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/nodestate"
 )
 
 // Options configure a Store. The zero value is usable: a RACE index with the default
@@ -134,9 +135,10 @@ type Store struct {
 	waiters  []*waiter    // acquires waiting for a client, oldest first
 	closers  []*waiter    // Closes waiting for the clients in use to come back
 	sessions map[*conn]bool
-	failed   []ClientError // clients whose release failed after Close began, not yet reported
-	closing  int           // clients taken out of live whose release has not ended
-	ordered  bool          // the index handles are OrderedIndexes
+	failed   []ClientError                   // clients whose release failed after Close began, not yet reported
+	closing  int                             // clients taken out of live whose release has not ended
+	ordered  bool                            // the index handles are OrderedIndexes
+	nodes    *nodestate.Set[nodestate.State] // a NodeKind's per-node state (nodekind.go)
 }
 
 // conn is one client: its Memory, allocator and index handle.
@@ -175,19 +177,25 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 		return nil, err
 	}
 	s := &Store{fabric: fabric, opts: o, limits: o.Index.Limits(), rt: fabric.Runtime(), live: map[*conn]struct{}{}, sessions: map[*conn]bool{}}
+	if err := s.openNodes(ctx); err != nil {
+		return nil, err
+	}
 	m, node, err := s.openMemory(ctx, 0)
 	if err != nil {
+		_ = s.closeNodes()
 		return nil, err
 	}
 	s.next = node + 1
 	c, err := s.setUp(ctx, m)
 	if err != nil {
 		_ = m.Close()
+		_ = s.closeNodes()
 		return nil, err
 	}
 	if err := s.checkGenerations(ctx, m, s.home); err != nil {
 		_, _ = c.close()
 		_ = m.Close()
+		_ = s.closeNodes()
 		return nil, err
 	}
 	_, s.ordered = c.idx.(OrderedIndex)
@@ -360,7 +368,7 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: synchronizer %s: %w", s.opts.Sync.Name(), err))
 		}
-		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy}, root)
+		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy, Node: s.nodeState(m.Info().Node)}, root)
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: open index instance %d: %w", i, err))
 		}

@@ -62,6 +62,17 @@
 // farmem.Stats counts it. A lost unsignaled op is never silent: the client's next op to that
 // node fails with ErrNodeDown.
 //
+// One-way messages (Send) to another compute node are Msg frames (wire version 3) on the
+// client's connection, each holding a slot of the connection's outstanding window until the
+// target acknowledges it with an empty CallReply after its handler ran; the sender does not
+// wait for that, only for a free slot (when MaxOutstanding messages and requests are in flight)
+// and for the connection's handshake. The target counts messages against the connection's
+// limit on outstanding Calls (a peer exceeding it is a protocol violation that closes its
+// connection) and queues them in its transport.Inbox, a FIFO lane per sender; a message that
+// finds the inbox full (transport.InboxMessages or transport.InboxBytes) is dropped, as at-most-
+// once delivery allows, and acknowledged. A message to the client's own node joins the inbox
+// directly, waiting for room.
+//
 // A node that stops answering is detected by the client after the down timeout (quiet
 // connections are pinged, so a slow Call handler is not taken for a dead node); a refused or
 // reset connection fails at once. Nothing waits longer than the down timeout plus an eighth of

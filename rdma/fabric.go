@@ -83,6 +83,7 @@ type Fabric struct {
 	lastRefresh time.Time       // of a refresh caused by an unknown compute node
 
 	handlers *transport.Handlers[*client]
+	inbox    *transport.Inbox // one-way messages to this node (send.go)
 	clients  *transport.Registry[*client]
 	crashed  atomic.Bool
 
@@ -282,6 +283,8 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	f.srv.node, f.srv.log = f.self, f.log
 	f.srv.onWrite = f.watch.notify
 	f.srv.calls = f.serveCall
+	f.srv.msgs = f.serveMessage
+	f.inbox = transport.NewInbox(transport.InboxMessages, transport.InboxBytes, f.runMessage)
 	f.srv.onCrash = func() { f.crash(errors.New("injected crash")) }
 	if uint64(f.cid)*uint64(c.ClientsPerNode) > 0xffff {
 		return nil, fmt.Errorf("rdma: compute id %d x %d clients exceeds 16-bit client ids: %w", f.cid, c.ClientsPerNode, farmem.ErrNoSpace)
@@ -608,6 +611,7 @@ func (f *Fabric) Close() error {
 		_ = c.Close()
 	}
 	f.cancel()
+	f.inbox.Close()
 	f.srv.shutdown()
 	f.srv.wait()
 	f.watch.wakeAll()

@@ -65,6 +65,9 @@ type srv struct {
 	onWrite func(off, n uint64)
 	// calls dispatches Calls (compute nodes); nil on memory nodes.
 	calls func(ctx context.Context, from farmem.ClientID, method uint16, req []byte) ([]byte, error)
+	// msgs queues a one-way message (send.go), running done once it was handled or dropped;
+	// nil on memory nodes.
+	msgs func(from farmem.ClientID, method uint16, req []byte, done func())
 	// members is the compute membership registry (memory nodes).
 	members *registry
 	// ctlOps are control ops providers add (CtlProvider and up).
@@ -703,6 +706,8 @@ func (c *sconn) handle(h wire.Header, p []byte) error {
 		return c.ctl(h, p)
 	case wire.TypeCall:
 		return c.call(h, p)
+	case wire.TypeMsg:
+		return c.msg(h, p)
 	}
 	return fmt.Errorf("unexpected %v frame from a client", h.Type)
 }

@@ -52,6 +52,7 @@ type tcpQP struct {
 	unsigSeq  uint64 // number of the last frame that held unsignaled ops
 	confirmed uint64 // number of the last batch frame a Result answered
 	deadCh    chan struct{}
+	upCh      chan struct{} // closed once the connection is set up (send.go waits for it)
 	slotCh    chan struct{} // a slot freed
 
 	rmu     sync.Mutex // the reader role
@@ -105,7 +106,7 @@ func newTCPQP(c *client, p *peer) *tcpQP {
 
 // newQP returns an unconnected queue pair; connect (or attach) puts it on a connection.
 func newQP(c *client, p *peer) *tcpQP {
-	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}),
+	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}), upCh: make(chan struct{}),
 		slotCh: make(chan struct{}, 1), kick: make(chan struct{}, 1), bgKick: make(chan struct{}, 1)}
 	q.lastRecv.Store(nanotime())
 	return q
@@ -168,6 +169,7 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 	q.rbuf = make([]byte, 0, 16<<10)
 	q.rmu.Unlock()
 	q.up.Store(true)
+	close(q.upCh)
 	q.bgReader()
 }
 

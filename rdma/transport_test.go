@@ -249,6 +249,8 @@ func FuzzServerConn(f *testing.F) {
 	f.Add(wire.EndFrame(append(c, byte(wire.CtlJoin), '{', '}'), start))
 	d, start := wire.BeginFrame(nil, wire.TypeCall, 0, 2)
 	f.Add(wire.EndFrame(wire.AppendCall(d, 1, 1, nil), start))
+	e, start := wire.BeginFrame(nil, wire.TypeMsg, 0, 3)
+	f.Add(wire.EndFrame(wire.AppendCall(e, 1, 1, []byte("m")), start))
 	s := newSrv(1, heapRegion(1<<16), testSecret, testLogger(), limits{maxConns: 16, maxOutstanding: 4,
 		maxFrame: wire.DefaultMaxFrame, handshake: time.Second, writeTimeout: time.Second})
 	s.members = newRegistry()

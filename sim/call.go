@@ -22,6 +22,7 @@ type call struct {
 	waiter *proc
 	wseq   uint64
 	done   bool // its outcome is known to the caller
+	oneway bool // a message (send.go): no reply leg
 }
 
 // Stages of a call, the arg of its events.
@@ -112,6 +113,10 @@ func (s *Sim) callStep(cl *call, stage uint64) {
 	n := cl.to
 	switch stage {
 	case callArrive:
+		if cl.oneway && s.reach(cl.from, n) != reachOK {
+			s.msgDropped(cl) // at most once: lost with a down or unreachable target
+			return
+		}
 		switch s.reach(cl.from, n) {
 		case reachDown:
 			cl.err = cl.downErr("crashed")
@@ -125,6 +130,10 @@ func (s *Sim) callStep(cl *call, stage uint64) {
 		_, ready := n.nic.serve(s.nowNs, int64(n.model.Send), uint64(len(cl.req)), false, 0, 0)
 		s.pushCall(ready, cl, callQueue)
 	case callQueue:
+		if cl.oneway {
+			s.msgArrived(cl)
+			return
+		}
 		if n.state == stateCrashed {
 			cl.finish(nil, cl.downErr("crashed"))
 			return
@@ -174,6 +183,9 @@ func (s *Sim) startHandler(cl *call, h farmem.Handler) {
 		}
 		// The handler client is free again: the next queued call takes it.
 		n.c.hidle = append(n.c.hidle, hc)
+		if cl.oneway {
+			s.msgFinished(cl, hc, err)
+		}
 		for len(n.c.callQ) > 0 && len(n.c.hidle) > 0 && n.state != stateCrashed {
 			next := n.c.callQ[0]
 			n.c.callQ = n.c.callQ[1:]
@@ -187,7 +199,8 @@ func (s *Sim) startHandler(cl *call, h farmem.Handler) {
 				s.sendReply(next)
 			}
 		}
-		if n.state == stateCrashed {
+		s.pumpMessages(n)
+		if n.state == stateCrashed || cl.oneway {
 			return
 		}
 		cl.reply, cl.err = append([]byte(nil), reply...), err

@@ -18,6 +18,7 @@ type client struct {
 	rt              *rtime
 	ctr             transport.Counters
 	handler         bool
+	lastMsg         lastArrive // send.go
 
 	closed, crashed bool
 	paused          bool

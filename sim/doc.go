@@ -61,6 +61,14 @@
 // in pieces, in random order, across their service when Model.Tearing (or SetTearing on a
 // node) is on, so concurrent ones tear for real.
 //
+// A one-way message (Send) is a Call with no reply leg: its request crosses the sender's NIC,
+// the link and the target's NIC as a Call's does, and then runs on the target's handler clients
+// (the same CallCPU and queue), one at a time per sender in the order sent (arrivals of one
+// sender's messages to one node are kept in order whatever the jitter). Send returns after the
+// sender's OpCPU and does not wait for the message. A node holds at most
+// transport.InboxMessages messages sent to it and not finished; a sender that finds it full
+// parks in virtual time. A message to a crashed or unreachable node is dropped.
+//
 // # Speed
 //
 // A simulated verb costs two events and one goroutine switch when its NIC is idle (about 3,900

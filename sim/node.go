@@ -43,7 +43,8 @@ type cnode struct {
 	watch    map[uint64]*proc
 	ctx      *simCtx // ends when the node crashes
 	paused   bool
-	calls    []*call // calls in progress to this node, in posting order
+	calls    []*call   // calls in progress to this node, in posting order
+	msg      *msgState // one-way messages (send.go), made on first use
 }
 
 func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {

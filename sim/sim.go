@@ -193,17 +193,13 @@ func (s *Sim) computeNode(id farmem.NodeID) (*node, error) {
 
 // Handle implements farmem.Fabric.
 func (s *Sim) Handle(id farmem.NodeID, method uint16, h farmem.Handler) error {
-	if h == nil {
-		return fmt.Errorf("sim: nil handler: %w", farmem.ErrInvalid)
-	}
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
 	n, err := s.computeNode(id)
 	if err != nil {
 		return err
 	}
-	n.c.handlers[method] = h
-	return nil
+	return transport.SetHandler(n.c.handlers, method, h)
 }
 
 // Close implements farmem.Fabric: every client is closed and every node stops serving. Procs

@@ -1,6 +1,6 @@
 // Package farmemtest is the conformance suite every transport runs: [Run] checks each numbered
-// semantic of the farmem package doc, the fault behaviour of [transport.FaultInjector], Wait, Call
-// and Close. A fault a transport cannot inject is skipped with the transport's reason, never
+// semantic of the farmem package doc, the fault behaviour of [transport.FaultInjector], Wait, Call,
+// one-way messages (Send), the method namespace's registration rule, and Close. A fault a transport cannot inject is skipped with the transport's reason, never
 // passed.
 //
 // The suite starts concurrent work with the fabric's Runtime.Go and measures time with the
@@ -86,6 +86,8 @@ func Run(t *testing.T, open Open) {
 		{"ExactStats", testExactStats, HealthyDownTimeout},
 		{"Wait", testWait, HealthyDownTimeout},
 		{"Call", testCall, HealthyDownTimeout},
+		{"Send", testSend, HealthyDownTimeout},
+		{"HandleCollision", testHandleCollision, HealthyDownTimeout},
 		{"Close", testClose, HealthyDownTimeout},
 		{"FaultPartialWait", testPartialWait, PartialWaitDownTimeout},
 		{"FaultCrash", testCrash, FaultDownTimeout},

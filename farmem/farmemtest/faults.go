@@ -166,6 +166,7 @@ func testComputeCrash(t *testing.T, open Open) {
 	took := e.timed(func() {
 		_, err = a.Call(ctx, hs[1].id, 1, nil)
 		require.ErrorIs(t, err, farmem.ErrNodeDown)
+		require.ErrorIs(t, a.Send(ctx, hs[1].id, 1, nil), farmem.ErrNodeDown, "a message to a node known down")
 		require.ErrorIs(t, a.Read(ctx, b.Info().Slice, make([]byte, 8)), farmem.ErrNodeDown)
 	})
 	require.Less(t, took, e.downBound())

@@ -23,6 +23,8 @@ func (v Verb) Op() farmem.Op { return v.Batch.Ops[0] }
 // so that a test can pause a client, crash it (through the fabric's fault injection) or change
 // what it read, at a verb it recognises by kind, address and value, with no hook in the code
 // under test. It adds no verb and no round trip; with both hooks nil it is the wrapped Memory.
+// Call and Send (one-way messages) are no verbs: they pass through to the wrapped Memory
+// unhooked.
 // Like that Memory it belongs to one goroutine, and its hooks run on it.
 type Interposer struct {
 	farmem.Memory

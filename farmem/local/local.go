@@ -13,6 +13,13 @@
 // from post to completion, its ops applied halfway. With no latency or jitter, a verb to a
 // reachable node runs inline in the caller and costs tens of nanoseconds.
 //
+// One-way messages (Send) join the target node's transport.Inbox (a FIFO lane per sender, at
+// most transport.InboxMessages messages and transport.InboxBytes bytes queued per node; a
+// sender that finds it full waits until ctx ends) and run after half the latency, on a handler
+// client. A message to a crashed node fails at once; one to a hung node waits in the inbox and
+// runs if the node resumes within the down timeout, else it is dropped; one across a partition
+// is dropped.
+//
 // It is built from the kit in farmem/transport: its Options embed transport.Shape, its client
 // slots are a transport.Registry, its clients embed transport.ClientState.
 package local

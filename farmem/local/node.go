@@ -40,6 +40,7 @@ type node struct {
 	ctx      context.Context // ends when the node crashes or the fabric closes
 	cancel   context.CancelFunc
 	handlers *transport.Handlers[*client]
+	inbox    *transport.Inbox // one-way messages (send.go)
 }
 
 func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
@@ -58,6 +59,7 @@ func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
 func (n *node) initCompute(o Options) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.handlers = transport.NewHandlers[*client](o.MaxHandlers)
+	n.inbox = transport.NewInbox(transport.InboxMessages, transport.InboxBytes, n.deliver)
 	for i := range o.MaxHandlers {
 		c, err := n.openClient(o.ClientsPerNode - o.MaxHandlers + i)
 		if err != nil {

@@ -30,6 +30,9 @@ type Counters struct {
 	callBytesOut atomic.Uint64
 	callBytesIn  atomic.Uint64
 	waits        atomic.Uint64
+	messages     atomic.Uint64
+	messageBytes atomic.Uint64
+	messageFails atomic.Uint64
 }
 
 // CountBatch counts a batch posted by a client on compute node self: its verbs, bytes sent, and
@@ -105,6 +108,16 @@ func (c *Counters) CountCall(reqBytes, replyBytes int) {
 // retry of its MaskedCAS compare-and-swap loop here.
 func (c *Counters) AddRoundTrips(n uint64) { c.roundTrips.Add(n) }
 
+// CountMessage counts one one-way message sent with its request size; it is no round trip.
+func (c *Counters) CountMessage(reqBytes int) {
+	c.messages.Add(1)
+	c.messageBytes.Add(uint64(reqBytes))
+}
+
+// CountMessageFailure counts, on the callee's handler client, a message whose handler failed
+// or that found no handler.
+func (c *Counters) CountMessageFailure() { c.messageFails.Add(1) }
+
 // CountWait counts one Wait.
 func (c *Counters) CountWait() { c.waits.Add(1) }
 
@@ -125,5 +138,8 @@ func (c *Counters) Snapshot() farmem.Stats {
 	s.CallBytesOut = c.callBytesOut.Load()
 	s.CallBytesIn = c.callBytesIn.Load()
 	s.Waits = c.waits.Load()
+	s.Messages = c.messages.Load()
+	s.MessageBytes = c.messageBytes.Load()
+	s.MessageFailures = c.messageFails.Load()
 	return s
 }

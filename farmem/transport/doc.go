@@ -40,7 +40,13 @@
 //   - Calls: [Handlers] keeps a compute node's handlers and the pool of handler clients that
 //     bounds how many run at once; [Handlers.Serve] runs one, turning a panic into an error.
 //     A handler's error reaches the caller as [RemoteError], its sentinel carried as a [Code]
-//     across a wire or a shared mapping.
+//     across a wire or a shared mapping. [SetHandler] is Handle's one rule (a method already
+//     registered on the node is refused; nil removes).
+//   - One-way messages: [CheckSend] validates a Send, [Counters.CountMessage] counts it on the
+//     sender; an [Inbox] per node queues messages in one FIFO lane per sender, runs each lane
+//     one message at a time through [Handlers.ServeMessage] (which counts failures on the
+//     callee with [Counters.CountMessageFailure]), and bounds what is queued (Put waits for
+//     room). The simulator keeps the same rules in virtual time on its own queues.
 //   - Faults and ordering on the wall clock: [Queues] keep one client's batches to a node in
 //     posting order when they run on goroutines; [Changes] and [AwaitReach] make an op to a
 //     hung or partitioned node wait, event-driven, until it is reachable again or its down

@@ -22,15 +22,12 @@ func NewHandlers[C farmem.Memory](max int) *Handlers[C] {
 	return &Handlers[C]{m: make(map[uint16]farmem.Handler), pool: make(chan C, max)}
 }
 
-// Set registers h for method, replacing any earlier one: farmem.Fabric's Handle.
+// Set registers fn for method, or removes method's handler if fn is nil: farmem.Fabric's
+// Handle, with [SetHandler]'s rule (a method already registered is refused).
 func (h *Handlers[C]) Set(method uint16, fn farmem.Handler) error {
-	if fn == nil {
-		return fmt.Errorf("farmem: nil handler: %w", farmem.ErrInvalid)
-	}
 	h.mu.Lock()
-	h.m[method] = fn
-	h.mu.Unlock()
-	return nil
+	defer h.mu.Unlock()
+	return SetHandler(h.m, method, fn)
 }
 
 // AddClient puts a handler client into the pool; the fabric adds max of them at start, and a

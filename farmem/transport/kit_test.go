@@ -30,6 +30,9 @@ func (c *fakeClient) Wait(context.Context, farmem.Addr, func(uint64) bool) (uint
 func (c *fakeClient) Call(context.Context, farmem.NodeID, uint16, []byte) ([]byte, error) {
 	return nil, farmem.ErrNotSupported
 }
+func (c *fakeClient) Send(context.Context, farmem.NodeID, uint16, []byte) error {
+	return farmem.ErrNotSupported
+}
 func (c *fakeClient) Topology() *farmem.Topology { return nil }
 func (c *fakeClient) Close() error               { c.SetClosed(); return nil }
 

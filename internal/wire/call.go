@@ -7,6 +7,7 @@ import (
 )
 
 // Call payload:      method u16 | from u16 | request bytes (at most farmem.MaxCallBytes)
+// Msg payload:       the same as a Call's (AppendCall, DecodeCall)
 // CallReply payload: status u8 | the reply if the status is OK, else a UTF-8 message
 // Ctl payload:       op u8 | a JSON body
 // CtlReply payload:  status u8 | a JSON body if the status is OK, else a UTF-8 message

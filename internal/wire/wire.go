@@ -43,8 +43,8 @@ import (
 const Magic = 0xFA
 
 // Version is the protocol version this package speaks. A peer with another version is refused
-// during the handshake.
-const Version = 2
+// during the handshake. Version 3 added the Msg frame (one-way messages).
+const Version = 3
 
 // HeaderSize is the size of a frame header.
 const HeaderSize = 16
@@ -77,6 +77,10 @@ const (
 	TypeCtlReply  Type = 0x16 // its reply
 	TypePing      Type = 0x17 // liveness probe
 	TypePong      Type = 0x18 // answer to a Ping
+	TypeMsg       Type = 0x19 // a one-way message to a compute node's handler (since Version 3)
+	// A Msg is acknowledged with an empty CallReply once its handler has run (or it was
+	// dropped), which frees its place in the sender's outstanding window; the sender does not
+	// wait for it.
 
 	TypeError Type = 0x20 // a notice that the sender is closing the connection, and why
 )
@@ -102,6 +106,8 @@ func (t Type) String() string {
 		return "call"
 	case TypeCallReply:
 		return "call-reply"
+	case TypeMsg:
+		return "msg"
 	case TypeCtl:
 		return "ctl"
 	case TypeCtlReply:
@@ -120,7 +126,7 @@ func (t Type) String() string {
 func (t Type) Known() bool {
 	switch t {
 	case TypeHello, TypeChallenge, TypeAuth, TypeWelcome, TypeRefused, TypeBatch, TypeResult,
-		TypeCall, TypeCallReply, TypeCtl, TypeCtlReply, TypePing, TypePong, TypeError:
+		TypeCall, TypeCallReply, TypeCtl, TypeCtlReply, TypePing, TypePong, TypeMsg, TypeError:
 		return true
 	}
 	return false
