@@ -30,18 +30,18 @@ type Pending struct {
 
 func init() {
 	kitlink.Set(kitlink.Funcs[Op, Batch, Pending]{
-		SetResult:  func(o *Op, val uint64, err error) { o.val, o.err = val, err },
+		SetResult: func(o *Op, val uint64, err error) { o.val, o.err = val, err },
 		NewPending: func(b *Batch, park kitlink.Parker, rt any) *Pending {
 			p := newPending(b, park)
 			p.rt, _ = rt.(Runtime)
 			return p
 		},
-		Complete:   (*Pending).complete,
-		Reject:     (*Pending).reject,
-		Batch:      func(p *Pending) *Batch { return p.b },
-		Signaled:   func(p *Pending) int { return p.signaled },
-		Done:       (*Pending).doneCount,
-		Err:        (*Pending).firstErr,
+		Complete: (*Pending).complete,
+		Reject:   (*Pending).reject,
+		Batch:    func(p *Pending) *Batch { return p.b },
+		Signaled: func(p *Pending) int { return p.signaled },
+		Done:     (*Pending).doneCount,
+		Err:      (*Pending).firstErr,
 	})
 }
 
