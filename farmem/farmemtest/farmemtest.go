@@ -88,6 +88,7 @@ func Run(t *testing.T, open Open) {
 		{"Call", testCall, HealthyDownTimeout},
 		{"Close", testClose, HealthyDownTimeout},
 		{"FaultPartialWait", testPartialWait, PartialWaitDownTimeout},
+		{"FaultQuorum", testQuorum, PartialWaitDownTimeout},
 		{"FaultCrash", testCrash, FaultDownTimeout},
 		{"FaultHang", testHang, FaultDownTimeout},
 		{"FaultPartition", testPartition, FaultDownTimeout},
