@@ -53,6 +53,7 @@ type tcpQP struct {
 	confirmed uint64 // number of the last batch frame a Result answered
 	deadCh    chan struct{}
 	slotCh    chan struct{} // a slot freed
+	backlog   []deferred    // sends waiting for the window, in posting order; drained by a goroutine while not empty
 
 	rmu     sync.Mutex // the reader role
 	br      *bufio.Reader
@@ -88,6 +89,7 @@ type qslot struct {
 	lo, hi int
 	sink   sink
 	call   *callWait
+	expiry int64 // a batch frame's expiry, Unix nanoseconds
 }
 
 type callWait struct {
@@ -234,8 +236,29 @@ func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan str
 	return q.await(ctx, done)
 }
 
-// send registers and sends the ops of b at idx.
+// send registers and sends the ops of b at idx. It never blocks on the window: frames that
+// find this connection's window of outstanding requests full (a hung node) wait in its backlog,
+// sent in order by a goroutine as slots free, so the client goes on posting to other nodes.
 func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
+	expiry := time.Now().Add(q.f.down).UnixNano()
+	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: expiry}, false)
+}
+
+// deferred is the rest of a send, from its op lo on, waiting in a queue pair's backlog.
+type deferred struct {
+	ctx    context.Context
+	b      *farmem.Batch
+	idx    []int
+	s      sink
+	lo     int
+	expiry int64 // the requests' expiry (wire.AppendBatchHeader), from the post's time
+}
+
+// sendFrom sends d's ops from d.lo on. With drain false (the poster) it defers the rest to the
+// backlog when the window is full or the backlog is not empty; with drain true (the backlog's
+// goroutine) it waits for slots.
+func (q *tcpQP) sendFrom(d deferred, drain bool) {
+	b, idx, s := d.b, d.idx, d.s
 	n := len(b.Ops)
 	if idx != nil {
 		n = len(idx)
@@ -251,14 +274,14 @@ func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	if !ok {
 		// The node's region key is learned from its first handshake.
 		var err error
-		if key, err = q.awaitKey(ctx); err != nil {
-			failFrom(0, err)
+		if key, err = q.awaitKey(d.ctx); err != nil {
+			failFrom(d.lo, err)
 			return
 		}
 	}
-	for lo := 0; lo < n; {
+	for lo := d.lo; lo < n; {
 		// A frame holds as many ops as fit, counting their results too.
-		req, res, hi, signaled := 2, 2, lo, false
+		req, res, hi, signaled := 2+8, 2, lo, false
 		for hi < n {
 			op := &b.Ops[at(hi)]
 			r, a := wire.OpSize(op), wire.ResultSize(op)
@@ -270,18 +293,90 @@ func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 			hi++
 		}
 		var id, seq uint64
-		if signaled {
+		sl := qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s, expiry: d.expiry}
+		if drain {
+			if signaled {
+				var err error
+				if id, seq, err = q.acquire(d.ctx, sl); err != nil {
+					failFrom(lo, err)
+					return
+				}
+			}
+		} else {
+			var full bool
 			var err error
-			if id, seq, err = q.acquire(ctx, qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s}); err != nil {
+			if id, seq, full, err = q.tryAcquire(sl, signaled); err != nil {
 				failFrom(lo, err)
 				return
 			}
+			if full {
+				d.lo = lo
+				q.deferSend(d)
+				return
+			}
 		}
-		if err := q.sendBatch(id, seq, b, at, lo, hi, key); err != nil {
+		if err := q.sendBatch(id, seq, b, at, lo, hi, key, d.expiry); err != nil {
 			failFrom(hi, err) // the frame's own ops are failed with its slot
 			return
 		}
 		lo = hi
+	}
+}
+
+// tryAcquire is acquire without waiting, for a frame that needs a slot (signaled) or not: it
+// reports full, taking nothing, when the window is full or frames already wait in the backlog
+// (which they must not be overtaken by).
+func (q *tcpQP) tryAcquire(sl qslot, signaled bool) (id, seq uint64, full bool, err error) {
+	q.mu.Lock()
+	if q.state == qpDead {
+		err := q.err
+		q.mu.Unlock()
+		return 0, 0, false, err
+	}
+	if len(q.backlog) > 0 || (signaled && len(q.free) == 0 && len(q.slots) >= q.limit) {
+		q.mu.Unlock()
+		return 0, 0, true, nil
+	}
+	q.mu.Unlock()
+	if !signaled {
+		return 0, 0, false, nil
+	}
+	// Only the client's own goroutine posts while the backlog is empty, so the slot seen free
+	// is still free.
+	id, seq, err = q.acquire(context.Background(), sl)
+	return id, seq, false, err
+}
+
+// deferSend queues d in the backlog, starting the goroutine that drains it if it is idle.
+func (q *tcpQP) deferSend(d deferred) {
+	q.mu.Lock()
+	q.backlog = append(q.backlog, d)
+	start := len(q.backlog) == 1
+	q.mu.Unlock()
+	if start {
+		go q.drainBacklog()
+	}
+}
+
+// drainBacklog sends the backlog's frames in order, each waiting for a slot (the connection's
+// death or the post's context ending fails the ops still waiting), until it is empty.
+func (q *tcpQP) drainBacklog() {
+	for {
+		q.mu.Lock()
+		d := q.backlog[0]
+		q.mu.Unlock()
+		q.sendFrom(d, true)
+		q.mu.Lock()
+		q.backlog[0] = deferred{}
+		q.backlog = q.backlog[1:]
+		empty := len(q.backlog) == 0
+		if empty {
+			q.backlog = nil
+		}
+		q.mu.Unlock()
+		if empty {
+			return
+		}
 	}
 }
 
@@ -378,7 +473,7 @@ func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 
 // sendBatch encodes ops [lo, hi) as a Batch frame and writes it, or queues it while the
 // connection is being set up.
-func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32) error {
+func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32, expiry int64) error {
 	unsignaled := false
 	for k := lo; k < hi && !unsignaled; k++ {
 		unsignaled = b.Ops[at(k)].Unsignaled
@@ -394,7 +489,7 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 	}
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeBatch, 0, id)
-	buf = wire.AppendBatchCount(buf, hi-lo)
+	buf = wire.AppendBatchHeader(buf, hi-lo, expiry)
 	for k := lo; k < hi; k++ {
 		buf = wire.AppendOp(buf, &b.Ops[at(k)], key)
 	}
@@ -791,10 +886,18 @@ func (q *tcpQP) fail(err error) {
 	if lost && !errors.Is(err, farmem.ErrClosed) {
 		q.c.markLost(q.p.id, err)
 	}
+	now := time.Now().UnixNano()
+	closed := errors.Is(err, farmem.ErrClosed)
 	for _, sl := range busy {
 		if sl.call != nil {
 			sl.call.err = err
 			sl.call.ch <- struct{}{}
+			continue
+		}
+		if wait := time.Duration(sl.expiry - now); wait > 0 && !closed {
+			// The frame may sit unread in a paused node's socket: it is reported failed only
+			// once the node would refuse it (its expiry), so a failed op never applies later.
+			time.AfterFunc(wait, func() { failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, err) })
 			continue
 		}
 		failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, err)

@@ -43,8 +43,9 @@ import (
 const Magic = 0xFA
 
 // Version is the protocol version this package speaks. A peer with another version is refused
-// during the handshake.
-const Version = 2
+// during the handshake. Version 2 added the node's incarnation to Welcome; version 3 added the
+// expiry of a Batch.
+const Version = 3
 
 // HeaderSize is the size of a frame header.
 const HeaderSize = 16
@@ -166,7 +167,7 @@ func ParseHeader(b []byte, maxFrame uint32) (Header, error) {
 		return Header{}, malformed("bad magic %#x", b[0])
 	}
 	if b[1] != Version {
-		return Header{}, malformed("version %d, want %d", b[1], Version)
+		return Header{}, malformed("the peer speaks protocol version %d, this build speaks %d (a farmemd or client of another release)", b[1], Version)
 	}
 	h := Header{
 		Type:  Type(b[2]),
