@@ -853,7 +853,16 @@ func (q *tcpQP) callReply(h wire.Header, p []byte) error {
 // fail kills the connection: every outstanding request fails with err, and if unsignaled ops
 // are unconfirmed and no failing op posted with or after them reports it, the client's next op
 // to the node reports their possible loss. It is idempotent.
-func (q *tcpQP) fail(err error) {
+func (q *tcpQP) fail(err error) { q.failWith(err, false) }
+
+// failSilent is fail for a node the client gives up on while its side of the connection may
+// still be open (silent past the down timeout): a paused node may yet read the requests in its
+// socket, so each batch request is reported failed only from its expiry on, when the node
+// refuses it. A connection the node closed or reset, or one that broke, fails at once: the node
+// reads nothing more from it.
+func (q *tcpQP) failSilent(err error) { q.failWith(err, true) }
+
+func (q *tcpQP) failWith(err error, silent bool) {
 	q.mu.Lock()
 	if q.state == qpDead {
 		q.mu.Unlock()
@@ -887,14 +896,13 @@ func (q *tcpQP) fail(err error) {
 		q.c.markLost(q.p.id, err)
 	}
 	now := time.Now().UnixNano()
-	closed := errors.Is(err, farmem.ErrClosed)
 	for _, sl := range busy {
 		if sl.call != nil {
 			sl.call.err = err
 			sl.call.ch <- struct{}{}
 			continue
 		}
-		if wait := time.Duration(sl.expiry - now); wait > 0 && !closed {
+		if wait := time.Duration(sl.expiry - now); wait > 0 && silent {
 			// The frame may sit unread in a paused node's socket: it is reported failed only
 			// once the node would refuse it (its expiry), so a failed op never applies later.
 			time.AfterFunc(wait, func() { failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, err) })
@@ -922,7 +930,7 @@ func (q *tcpQP) check(now int64, down time.Duration) {
 		return
 	}
 	if idle > down {
-		q.fail(fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, idle.Round(time.Millisecond), farmem.ErrNodeDown))
+		q.failSilent(fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, idle.Round(time.Millisecond), farmem.ErrNodeDown))
 		return
 	}
 	if idle > down/4 && !q.pinged.Swap(true) {
