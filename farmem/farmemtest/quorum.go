@@ -3,6 +3,7 @@ package farmemtest
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,13 +15,18 @@ import (
 // is 256), so a window shared by all nodes would be full.
 const hungBacklog = 300
 
+// drainPause is how long the quorum test lets a resumed node run before it checks that none of
+// the requests reported failed took effect: a paused process reads what its socket held first.
+const drainPause = 200 * time.Millisecond
+
 // testQuorum checks node quorums (Pending.WaitNodes), the completion hook (Pending.Then) and
 // that a hung node does not hold up posts to the others. With one of three memory nodes hung,
 // a batch of two ops per node reaches a quorum of two while the hung node's ops are still
 // outstanding (on a fabric in virtual time, within about one round trip of the live nodes);
 // hundreds of batches then posted to the hung node do not keep a batch to the live nodes from
-// completing; and the hook runs once the hung node's ops failed, no sooner than its down
-// timeout, with every op's outcome in place.
+// completing; the hook runs once the hung node's ops failed, no sooner than its down timeout,
+// with every op's outcome in place; and none of the failed ops takes effect after the node
+// resumes.
 func testQuorum(t *testing.T, open Open) {
 	e := newEnv(t, open, DefaultConfig)
 	fi := e.faults(t)
@@ -41,6 +47,11 @@ func testQuorum(t *testing.T, open Open) {
 	}
 	// A round trip to the live nodes, for the bound in virtual time.
 	rtt := e.timed(func() { require.NoError(t, m.Do(ctx, batch(live, 100))) })
+
+	// Connected to the node that will hang, so its requests reach it (a paused process holds
+	// them in its socket).
+	_, err := m.FAA(ctx, e.mem(2, base+16), 0)
+	require.NoError(t, err)
 
 	skipUnsupported(t, fi.Hang(hung))
 	defer func() { _ = fi.Resume(hung) }()
@@ -82,7 +93,7 @@ func testQuorum(t *testing.T, open Open) {
 	var stuck [hungBacklog]*farmem.Pending
 	for i := range stuck {
 		var hb farmem.Batch
-		hb.Write(e.mem(2, base+64+8*uint64(i%64)), words(uint64(i)))
+		hb.Write(e.mem(2, base+64+8*uint64(i%64)), words(uint64(i)+1))
 		stuck[i] = m.Post(ctx, &hb)
 	}
 	require.NoError(t, m.Do(ctx, batch(live, 300)), "a batch to the live nodes")
@@ -109,9 +120,19 @@ func testQuorum(t *testing.T, open Open) {
 	for _, sp := range stuck {
 		require.NoError(t, sp.Wait(ctx, 0))
 	}
-	_, err := m.FAA(ctx, e.mem(0, base+8), 0)
+	_, err = m.FAA(ctx, e.mem(0, base+8), 0)
 	require.NoError(t, err)
 	require.NoError(t, fi.Resume(hung))
-	_, err = m.FAA(ctx, e.mem(2, base+8), 0)
+	// Nothing reported failed takes effect once the node resumes (a paused process may still
+	// hold the requests in its socket; they have expired).
+	_ = e.rt.Sleep(ctx, drainPause) // time for a resumed process to act on what it held
+	prev, err := m.FAA(ctx, e.mem(2, base+8), 0)
 	require.NoError(t, err, "a resumed node serves again")
+	require.Zero(t, prev, "an FAA reported failed was applied after the node resumed")
+	got := make([]byte, 8+64*8)
+	require.NoError(t, m.Read(ctx, e.mem(2, base), got[:8]))
+	require.NoError(t, m.Read(ctx, e.mem(2, base+64), got[8:]))
+	for i := 0; i < len(got); i += 8 {
+		require.Zero(t, word(got[i:]), "a write reported failed was applied after the node resumed (byte %d)", i)
+	}
 }
