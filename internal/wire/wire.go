@@ -20,7 +20,8 @@
 // may be outstanding, up to the limit the server announces in Welcome. The server handles a
 // connection's Batch frames one at a time in arrival order, so batches on one connection apply
 // in posting order and the ops of a batch in op order. A Batch whose ops are all unsignaled gets
-// no Result. Replies to Calls may come in any order.
+// no Result. A Batch carries an expiry, and a server refuses one that reaches it later, applying
+// nothing (StatusExpired). Replies to Calls may come in any order.
 //
 // A frame that does not decode (bad magic or version, unknown type, a length over the limit, a
 // payload that does not parse) is a protocol violation: the receiver closes that connection,
