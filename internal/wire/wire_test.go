@@ -293,3 +293,12 @@ func TestEncodeAllocs(t *testing.T) {
 	})
 	require.Zero(t, allocs, "encoding and decoding a batch allocates nothing")
 }
+
+// A peer of another protocol version is told apart from garbage: the error names both versions.
+func TestOtherVersionIsNamed(t *testing.T) {
+	b := AppendHeader(nil, Header{Type: TypePing})
+	b[1] = Version - 1
+	_, err := ParseHeader(b, DefaultMaxFrame)
+	require.ErrorIs(t, err, ErrMalformed)
+	require.Contains(t, err.Error(), fmt.Sprintf("protocol version %d, this build speaks %d", Version-1, Version))
+}
