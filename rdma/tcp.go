@@ -328,23 +328,18 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 // (which they must not be overtaken by).
 func (q *tcpQP) tryAcquire(sl qslot, signaled bool) (id, seq uint64, full bool, err error) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.state == qpDead {
-		err := q.err
-		q.mu.Unlock()
-		return 0, 0, false, err
+		return 0, 0, false, q.err
 	}
-	if len(q.backlog) > 0 || (signaled && len(q.free) == 0 && len(q.slots) >= q.limit) {
-		q.mu.Unlock()
+	if len(q.backlog) > 0 {
 		return 0, 0, true, nil
 	}
-	q.mu.Unlock()
 	if !signaled {
 		return 0, 0, false, nil
 	}
-	// Only the client's own goroutine posts while the backlog is empty, so the slot seen free
-	// is still free.
-	id, seq, err = q.acquire(context.Background(), sl)
-	return id, seq, false, err
+	id, seq, ok := q.takeLocked(sl)
+	return id, seq, !ok, nil
 }
 
 // deferSend queues d in the backlog, starting the goroutine that drains it if it is idle.
@@ -413,37 +408,43 @@ func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err erro
 			q.mu.Unlock()
 			return 0, 0, err
 		}
-		var i uint32
-		switch {
-		case len(q.free) > 0:
-			i = q.free[len(q.free)-1]
-			q.free = q.free[:len(q.free)-1]
-		case len(q.slots) < q.limit:
-			q.slots = append(q.slots, qslot{})
-			i = uint32(len(q.slots) - 1)
-		default:
+		if id, seq, ok := q.takeLocked(sl); ok {
 			q.mu.Unlock()
-			select {
-			case <-q.slotCh:
-				continue
-			case <-q.deadCh:
-				continue
-			case <-ctx.Done():
-				return 0, 0, ctx.Err()
-			}
+			return id, seq, nil
 		}
-		sl.gen = q.slots[i].gen + 1
-		sl.busy = true
-		q.seq++
-		sl.seq = q.seq
-		q.slots[i] = sl
-		if q.outstanding.Load() == 0 {
-			q.lastRecv.Store(nanotime())
-		}
-		q.outstanding.Add(1)
 		q.mu.Unlock()
-		return uint64(sl.gen)<<32 | uint64(i), sl.seq, nil
+		select {
+		case <-q.slotCh:
+		case <-q.deadCh:
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
 	}
+}
+
+// takeLocked registers sl in a free slot if the window has one (q.mu held).
+func (q *tcpQP) takeLocked(sl qslot) (id, seq uint64, ok bool) {
+	var i uint32
+	switch {
+	case len(q.free) > 0:
+		i = q.free[len(q.free)-1]
+		q.free = q.free[:len(q.free)-1]
+	case len(q.slots) < q.limit:
+		q.slots = append(q.slots, qslot{})
+		i = uint32(len(q.slots) - 1)
+	default:
+		return 0, 0, false
+	}
+	sl.gen = q.slots[i].gen + 1
+	sl.busy = true
+	q.seq++
+	sl.seq = q.seq
+	q.slots[i] = sl
+	if q.outstanding.Load() == 0 {
+		q.lastRecv.Store(nanotime())
+	}
+	q.outstanding.Add(1)
+	return uint64(sl.gen)<<32 | uint64(i), sl.seq, true
 }
 
 // release frees the slot a reply names, if it holds a request of the reply's kind (a Call or
