@@ -117,6 +117,9 @@ func testQuorum(t *testing.T, open Open) {
 	require.ErrorIs(t, hookErrs[5], farmem.ErrNodeDown)
 	waited := farmem.Time(hookAt.Load()).Sub(start)
 	require.GreaterOrEqual(t, waited, e.tp.DownTimeout, "the hung node's ops failed before its down timeout")
+	if virtual {
+		require.LessOrEqual(t, waited, e.tp.DownTimeout+2*rtt, "the hook ran late")
+	}
 	for _, sp := range stuck {
 		require.NoError(t, sp.Wait(ctx, 0))
 	}
