@@ -85,6 +85,8 @@
 // down timeout plus S (a batch checked just before its expiry is applied within the time one
 // batch takes). Keep S well below the down timeout (NTP or PTP; milliseconds); a node whose
 // clock runs ahead refuses requests early, one whose clock lags stretches the bound by the lag.
+// The expiry also bounds a request's wait in a healthy but overloaded node's queue: one that
+// reaches the node more than the down timeout after its post is refused, never applied late.
 // A connection the node closed or reset fails at once: the node reads nothing more from it.
 // Closing a client fails its outstanding requests at once with farmem.ErrClosed; those too are
 // refused after their expiry. The bound holds on the tcp provider; on ibverbs the NIC applies

@@ -281,7 +281,7 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 	}
 	for lo := d.lo; lo < n; {
 		// A frame holds as many ops as fit, counting their results too.
-		req, res, hi, signaled := 2+8, 2, lo, false
+		req, res, hi, signaled := wire.BatchHeaderSize, 2, lo, false
 		for hi < n {
 			op := &b.Ops[at(hi)]
 			r, a := wire.OpSize(op), wire.ResultSize(op)
