@@ -1,6 +1,7 @@
 // Package farmemtest is the conformance suite every transport runs: [Run] checks each numbered
 // semantic of the farmem package doc, the fault behaviour of [transport.FaultInjector], Wait, Call
-// and Close. A fault a transport cannot inject is skipped with the transport's reason, never
+// and Close, and node quorums with a hung node (Pending.WaitNodes, the completion hook, posts to
+// live nodes not held up, no late application of what was reported failed). A fault a transport cannot inject is skipped with the transport's reason, never
 // passed.
 //
 // The suite starts concurrent work with the fabric's Runtime.Go and measures time with the
