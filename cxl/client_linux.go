@@ -205,7 +205,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	c.Counters.CountBatch(b, c.ClientInfo.Node)
 	if c.inline() {
-		p, comp := transport.NewPending(b, nil)
+		p, comp := transport.NewPendingOn(b, nil, c.Runtime())
 		if err := ctx.Err(); err != nil {
 			comp.Fail(err)
 			return p
@@ -217,7 +217,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		}
 		return p
 	}
-	p, comp := transport.NewPending(b, transport.NewChanParker())
+	p, comp := transport.NewPendingOn(b, transport.NewChanParker(), c.Runtime())
 	now := time.Now()
 	var buf [4]transport.Group
 	for _, g := range transport.GroupByNode(b, buf[:0]) {

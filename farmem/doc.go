@@ -90,6 +90,16 @@
 // applications and tests. Per-compute-node state that serves peers (caches, proxies,
 // directories) is opened with package farmem/nodestate, which kvstore also uses.
 //
+// # Quorums and stragglers
+//
+// [Pending.WaitNodes] waits for every signaled op addressed to each of k nodes of a batch, as a
+// replicated write needs, and fails at once when fewer than k nodes can still complete;
+// [Pending.Then] runs a hook through the runtime once every op is done or failed, which is when
+// the batch and its buffers return to the caller. A node that stops answering never blocks a
+// client's posts to other nodes, and an op reported failed with [ErrNodeDown] takes effect, if at
+// all, no later than its post time plus the down timeout (plus clock skew where the node checks
+// an expiry), so a caller may recycle what the op referred to once that bound has passed.
+//
 // # Runtime
 //
 // The fabric provides time ([Runtime.Now], [Runtime.Sleep], timers), [Runtime.Go] for background

@@ -11,7 +11,10 @@ var (
 	// ErrMisaligned: an atomic's address is not 8-byte aligned.
 	ErrMisaligned = errors.New("farmem: misaligned atomic")
 	// ErrNodeDown: the target node crashed, is unreachable, or did not answer within the fabric's
-	// down timeout. The op may or may not have taken effect.
+	// down timeout. The op may or may not have taken effect, but not arbitrarily late: an op
+	// reported failed takes effect, if at all, before its post time plus the down timeout (plus
+	// the clock skew between client and node, on transports whose nodes check a request's expiry
+	// against their own clock; see each transport's doc).
 	ErrNodeDown = errors.New("farmem: node down")
 	// ErrClosed: the client or fabric was closed.
 	ErrClosed = errors.New("farmem: closed")

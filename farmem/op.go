@@ -41,7 +41,8 @@ type Op struct {
 	Kind OpKind
 	Addr Addr
 	// Buf is the destination of a Read and the source of a Write. The transport owns it until
-	// the op is done.
+	// the op is done: after a Wait for fewer than all ops or a WaitNodes, until the batch's
+	// completion hook ([Pending.Then]) runs.
 	Buf []byte
 	// Cmp is CAS's expected value and MaskedCAS's compare value.
 	Cmp uint64

@@ -12,6 +12,10 @@ import (
 // result and error, read with [Batch.Result] once [Pending.OpDone] reports the op done. A
 // Pending is waited on by one goroutine. Transports build and complete Pendings with the kit
 // in farmem/transport.
+//
+// Besides Wait, which counts ops, [Pending.WaitNodes] waits for a quorum of nodes, and
+// [Pending.Then] registers a hook that runs once the whole batch is done (see quorum.go's
+// methods for their exact rules).
 type Pending struct {
 	b        *Batch
 	signaled int
@@ -19,18 +23,25 @@ type Pending struct {
 	opDone   []atomic.Uint32 // 0 pending, 1 being completed, 2 done
 	park     kitlink.Parker
 	err      atomic.Pointer[error]
+	rt       Runtime                          // runs the Then hook; nil on a batch refused at Post
+	then     atomic.Pointer[func(p *Pending)] // the hook Then registered
+	fired    atomic.Bool                      // the hook was started
 }
 
 func init() {
 	kitlink.Set(kitlink.Funcs[Op, Batch, Pending]{
-		SetResult:  func(o *Op, val uint64, err error) { o.val, o.err = val, err },
-		NewPending: newPending,
-		Complete:   (*Pending).complete,
-		Reject:     (*Pending).reject,
-		Batch:      func(p *Pending) *Batch { return p.b },
-		Signaled:   func(p *Pending) int { return p.signaled },
-		Done:       (*Pending).doneCount,
-		Err:        (*Pending).firstErr,
+		SetResult: func(o *Op, val uint64, err error) { o.val, o.err = val, err },
+		NewPending: func(b *Batch, park kitlink.Parker, rt any) *Pending {
+			p := newPending(b, park)
+			p.rt, _ = rt.(Runtime)
+			return p
+		},
+		Complete: (*Pending).complete,
+		Reject:   (*Pending).reject,
+		Batch:    func(p *Pending) *Batch { return p.b },
+		Signaled: func(p *Pending) int { return p.signaled },
+		Done:     (*Pending).doneCount,
+		Err:      (*Pending).firstErr,
 	})
 }
 
@@ -58,7 +69,9 @@ func (p *Pending) complete(i int, val uint64, err error) {
 	if err != nil {
 		p.err.CompareAndSwap(nil, &err)
 	}
-	p.done.Add(1)
+	if p.done.Add(1) == int64(p.signaled) {
+		p.fire()
+	}
 	if p.park != nil {
 		p.park.Unpark()
 	}

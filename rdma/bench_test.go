@@ -71,3 +71,20 @@ func benchOutstanding(b *testing.B, k int) {
 func BenchmarkOutstanding1(b *testing.B)  { benchOutstanding(b, 1) }
 func BenchmarkOutstanding8(b *testing.B)  { benchOutstanding(b, 8) }
 func BenchmarkOutstanding64(b *testing.B) { benchOutstanding(b, 64) }
+
+// BenchmarkQuorumPost posts a batch of two ops to the node and waits for a quorum of one node,
+// then for all: WaitNodes adds no allocation to the post path.
+func BenchmarkQuorumPost(b *testing.B) {
+	m := benchClient(b)
+	ctx := context.Background()
+	a := farmem.MakeAddr(1, 64<<10)
+	var bt farmem.Batch
+	bt.Write(a, make([]byte, 8))
+	bt.FAA(a.Add(8), 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := m.Post(ctx, &bt)
+		require.NoError(b, p.WaitNodes(ctx, 1))
+		require.NoError(b, p.Wait(ctx, 0))
+	}
+}

@@ -181,7 +181,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 				park = transport.NewChanParker()
 			}
 		}
-		p, comp := transport.NewPending(b, park)
+		p, comp := transport.NewPendingOn(b, park, c.Runtime())
 		s := &batchSink{c: c, comp: comp}
 		switch {
 		case err != nil:
@@ -197,7 +197,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if remote {
 		park = transport.NewChanParker()
 	}
-	p, comp := transport.NewPending(b, park)
+	p, comp := transport.NewPendingOn(b, park, c.Runtime())
 	s := &batchSink{c: c, comp: comp}
 	if oneNode {
 		c.dispatch(ctx, first, b, nil, s)

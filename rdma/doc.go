@@ -32,8 +32,12 @@
 //
 // # Protocol and security
 //
-// Frames are internal/wire's: versioned, pipelined (up to Options.MaxOutstanding per
-// connection), a batch in one frame or several. Every connection starts with a
+// Frames are internal/wire's: versioned (a peer of another protocol version is refused at the
+// handshake, with both versions in the error), pipelined (up to Options.MaxOutstanding per
+// connection), a batch in one frame or several. The window is per connection, so per client and
+// node: a frame that finds it full waits in the connection's backlog, sent in order as answers
+// free slots, and Post returns at once, so a hung node never holds up a client's posts to other
+// nodes (what waits is bounded by the down timeout, which fails it). Every connection starts with a
 // challenge-response on the cluster secret (HMAC-SHA256 over nonces from both sides; the secret
 // never crosses the wire, and the node proves it too). The node then gives the client its
 // region's size, key and incarnation; every op carries the key and is checked for key, bounds
@@ -76,7 +80,29 @@
 // A node that stops answering is detected by the client after the down timeout (quiet
 // connections are pinged, so a slow Call handler is not taken for a dead node); a refused or
 // reset connection fails at once. Nothing waits longer than the down timeout plus an eighth of
-// it, and other nodes keep serving. [Injector] injects transport.FaultInjector's faults into
+// it, and other nodes keep serving.
+//
+// # Late application
+//
+// A node that is paused (SIGSTOP, a long GC or swap storm) keeps the frames its socket received
+// and reads them when it resumes. So that a request the client saw fail does not take effect
+// then, every batch frame carries an expiry: the client's wall-clock post time plus its down
+// timeout. The node compares it with its own wall clock before applying anything of the batch
+// and refuses an expired batch whole (each signaled op fails with wire.ErrExpired, which wraps
+// farmem.ErrNodeDown; the node's metrics count it under BatchesRefused["expired"]). The client,
+// giving up on a silent node, reports each of its outstanding requests failed only from that
+// request's expiry on. The bound, assuming the client's and node's clocks differ by at most S:
+// no request the client saw fail with ErrNodeDown is applied later than its post time plus the
+// down timeout plus S (a batch checked just before its expiry is applied within the time one
+// batch takes). Keep S well below the down timeout (NTP or PTP; milliseconds); a node whose
+// clock runs ahead refuses requests early, one whose clock lags stretches the bound by the lag.
+// The expiry also bounds a request's wait in a healthy but overloaded node's queue: one that
+// reaches the node more than the down timeout after its post is refused, never applied late.
+// A connection the node closed or reset fails at once: the node reads nothing more from it.
+// Closing a client fails its outstanding requests at once with farmem.ErrClosed; those too are
+// refused after their expiry. The bound holds on the tcp provider; on ibverbs the NIC applies
+// work requests without the node's CPU, and a request is bounded only by the queue pair's
+// retry timeout. [Injector] injects transport.FaultInjector's faults into
 // in-process Servers and Fabrics; nodes started with ServerOptions.AllowFaults accept
 // [RemoteFault].
 //

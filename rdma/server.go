@@ -115,6 +115,7 @@ type srv struct {
 	kindBytes     [farmem.NumOpKinds]atomic.Uint64
 	batchesBadOp  atomic.Uint64
 	batchesTooBig atomic.Uint64
+	batchesLate   atomic.Uint64 // refused for arriving after their expiry
 	acceptErrs    atomic.Uint64
 	writing       atomic.Int64
 	writeTimeouts atomic.Uint64
@@ -720,7 +721,7 @@ func (c *sconn) handle(h wire.Header, p []byte) error {
 // to the node's output budget, built apart, and written before the next frame is read.
 func (c *sconn) batch(h wire.Header, p []byte) error {
 	s := c.s
-	ops, err := wire.DecodeBatch(p, c.ops)
+	ops, expiry, err := wire.DecodeBatchExpiry(p, c.ops)
 	c.ops = ops
 	if err != nil {
 		return err
@@ -735,6 +736,10 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 		if ops[i].Check(s.reg.size, s.key) != nil {
 			bad = true
 		}
+	}
+	if expiry != 0 && time.Now().UnixNano() > expiry {
+		// Its client has reported it failed (or is about to): it must not take effect now.
+		return c.expireBatch(h, ops, signaled, expiry)
 	}
 	size := wire.ResultsSize(ops)
 	tooBig := size > uint64(s.lim.maxFrame)
@@ -869,6 +874,29 @@ func (c *sconn) refuseBatch(h wire.Header, ops []wire.Op, signaled int, tooBig b
 			}
 		}
 		b = wire.AppendStatus(b, st)
+	}
+	c.out = wire.EndFrame(b, start)
+	return nil
+}
+
+// expireBatch refuses a batch that arrived after its expiry: nothing of it is applied, and each
+// signaled op fails with wire.StatusExpired.
+func (c *sconn) expireBatch(h wire.Header, ops []wire.Op, signaled int, expiry int64) error {
+	s := c.s
+	s.batchesLate.Add(1)
+	s.rl.warn("expired", "refused a batch that arrived after its expiry", "remote", c.remote, "client", c.client,
+		"ops", len(ops), "late", time.Duration(time.Now().UnixNano()-expiry).String())
+	if signaled == 0 {
+		return nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, start := wire.BeginFrame(c.out, wire.TypeResult, 0, h.ID)
+	b = wire.AppendResultCount(b, signaled)
+	for i := range ops {
+		if !ops[i].Unsignaled {
+			b = wire.AppendStatus(b, wire.StatusExpired)
+		}
 	}
 	c.out = wire.EndFrame(b, start)
 	return nil

@@ -54,6 +54,7 @@ type tcpQP struct {
 	deadCh    chan struct{}
 	upCh      chan struct{} // closed once the connection is set up (send.go waits for it)
 	slotCh    chan struct{} // a slot freed
+	backlog   []deferred    // sends waiting for the window, in posting order; drained by a goroutine while not empty
 
 	rmu     sync.Mutex // the reader role
 	br      *bufio.Reader
@@ -89,6 +90,7 @@ type qslot struct {
 	lo, hi int
 	sink   sink
 	call   *callWait
+	expiry int64 // a batch frame's expiry, Unix nanoseconds
 }
 
 type callWait struct {
@@ -236,8 +238,29 @@ func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan str
 	return q.await(ctx, done)
 }
 
-// send registers and sends the ops of b at idx.
+// send registers and sends the ops of b at idx. It never blocks on the window: frames that
+// find this connection's window of outstanding requests full (a hung node) wait in its backlog,
+// sent in order by a goroutine as slots free, so the client goes on posting to other nodes.
 func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
+	expiry := time.Now().Add(q.f.down).UnixNano()
+	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: expiry}, false)
+}
+
+// deferred is the rest of a send, from its op lo on, waiting in a queue pair's backlog.
+type deferred struct {
+	ctx    context.Context
+	b      *farmem.Batch
+	idx    []int
+	s      sink
+	lo     int
+	expiry int64 // the requests' expiry (wire.AppendBatchHeader), from the post's time
+}
+
+// sendFrom sends d's ops from d.lo on. With drain false (the poster) it defers the rest to the
+// backlog when the window is full or the backlog is not empty; with drain true (the backlog's
+// goroutine) it waits for slots.
+func (q *tcpQP) sendFrom(d deferred, drain bool) {
+	b, idx, s := d.b, d.idx, d.s
 	n := len(b.Ops)
 	if idx != nil {
 		n = len(idx)
@@ -253,14 +276,14 @@ func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	if !ok {
 		// The node's region key is learned from its first handshake.
 		var err error
-		if key, err = q.awaitKey(ctx); err != nil {
-			failFrom(0, err)
+		if key, err = q.awaitKey(d.ctx); err != nil {
+			failFrom(d.lo, err)
 			return
 		}
 	}
-	for lo := 0; lo < n; {
+	for lo := d.lo; lo < n; {
 		// A frame holds as many ops as fit, counting their results too.
-		req, res, hi, signaled := 2, 2, lo, false
+		req, res, hi, signaled := wire.BatchHeaderSize, 2, lo, false
 		for hi < n {
 			op := &b.Ops[at(hi)]
 			r, a := wire.OpSize(op), wire.ResultSize(op)
@@ -272,18 +295,85 @@ func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 			hi++
 		}
 		var id, seq uint64
-		if signaled {
+		sl := qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s, expiry: d.expiry}
+		if drain {
+			if signaled {
+				var err error
+				if id, seq, err = q.acquire(d.ctx, sl); err != nil {
+					failFrom(lo, err)
+					return
+				}
+			}
+		} else {
+			var full bool
 			var err error
-			if id, seq, err = q.acquire(ctx, qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s}); err != nil {
+			if id, seq, full, err = q.tryAcquire(sl, signaled); err != nil {
 				failFrom(lo, err)
 				return
 			}
+			if full {
+				d.lo = lo
+				q.deferSend(d)
+				return
+			}
 		}
-		if err := q.sendBatch(id, seq, b, at, lo, hi, key); err != nil {
+		if err := q.sendBatch(id, seq, b, at, lo, hi, key, d.expiry); err != nil {
 			failFrom(hi, err) // the frame's own ops are failed with its slot
 			return
 		}
 		lo = hi
+	}
+}
+
+// tryAcquire is acquire without waiting, for a frame that needs a slot (signaled) or not: it
+// reports full, taking nothing, when the window is full or frames already wait in the backlog
+// (which they must not be overtaken by).
+func (q *tcpQP) tryAcquire(sl qslot, signaled bool) (id, seq uint64, full bool, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state == qpDead {
+		return 0, 0, false, q.err
+	}
+	if len(q.backlog) > 0 {
+		return 0, 0, true, nil
+	}
+	if !signaled {
+		return 0, 0, false, nil
+	}
+	id, seq, ok := q.takeLocked(sl)
+	return id, seq, !ok, nil
+}
+
+// deferSend queues d in the backlog, starting the goroutine that drains it if it is idle.
+func (q *tcpQP) deferSend(d deferred) {
+	q.mu.Lock()
+	q.backlog = append(q.backlog, d)
+	start := len(q.backlog) == 1
+	q.mu.Unlock()
+	if start {
+		go q.drainBacklog()
+	}
+}
+
+// drainBacklog sends the backlog's frames in order, each waiting for a slot (the connection's
+// death or the post's context ending fails the ops still waiting), until it is empty.
+func (q *tcpQP) drainBacklog() {
+	for {
+		q.mu.Lock()
+		d := q.backlog[0]
+		q.mu.Unlock()
+		q.sendFrom(d, true)
+		q.mu.Lock()
+		q.backlog[0] = deferred{}
+		q.backlog = q.backlog[1:]
+		empty := len(q.backlog) == 0
+		if empty {
+			q.backlog = nil
+		}
+		q.mu.Unlock()
+		if empty {
+			return
+		}
 	}
 }
 
@@ -320,37 +410,43 @@ func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err erro
 			q.mu.Unlock()
 			return 0, 0, err
 		}
-		var i uint32
-		switch {
-		case len(q.free) > 0:
-			i = q.free[len(q.free)-1]
-			q.free = q.free[:len(q.free)-1]
-		case len(q.slots) < q.limit:
-			q.slots = append(q.slots, qslot{})
-			i = uint32(len(q.slots) - 1)
-		default:
+		if id, seq, ok := q.takeLocked(sl); ok {
 			q.mu.Unlock()
-			select {
-			case <-q.slotCh:
-				continue
-			case <-q.deadCh:
-				continue
-			case <-ctx.Done():
-				return 0, 0, ctx.Err()
-			}
+			return id, seq, nil
 		}
-		sl.gen = q.slots[i].gen + 1
-		sl.busy = true
-		q.seq++
-		sl.seq = q.seq
-		q.slots[i] = sl
-		if q.outstanding.Load() == 0 {
-			q.lastRecv.Store(nanotime())
-		}
-		q.outstanding.Add(1)
 		q.mu.Unlock()
-		return uint64(sl.gen)<<32 | uint64(i), sl.seq, nil
+		select {
+		case <-q.slotCh:
+		case <-q.deadCh:
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
 	}
+}
+
+// takeLocked registers sl in a free slot if the window has one (q.mu held).
+func (q *tcpQP) takeLocked(sl qslot) (id, seq uint64, ok bool) {
+	var i uint32
+	switch {
+	case len(q.free) > 0:
+		i = q.free[len(q.free)-1]
+		q.free = q.free[:len(q.free)-1]
+	case len(q.slots) < q.limit:
+		q.slots = append(q.slots, qslot{})
+		i = uint32(len(q.slots) - 1)
+	default:
+		return 0, 0, false
+	}
+	sl.gen = q.slots[i].gen + 1
+	sl.busy = true
+	q.seq++
+	sl.seq = q.seq
+	q.slots[i] = sl
+	if q.outstanding.Load() == 0 {
+		q.lastRecv.Store(nanotime())
+	}
+	q.outstanding.Add(1)
+	return uint64(sl.gen)<<32 | uint64(i), sl.seq, true
 }
 
 // release frees the slot a reply names, if it holds a request of the reply's kind (a Call or
@@ -380,7 +476,7 @@ func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 
 // sendBatch encodes ops [lo, hi) as a Batch frame and writes it, or queues it while the
 // connection is being set up.
-func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32) error {
+func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32, expiry int64) error {
 	unsignaled := false
 	for k := lo; k < hi && !unsignaled; k++ {
 		unsignaled = b.Ops[at(k)].Unsignaled
@@ -396,7 +492,7 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 	}
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeBatch, 0, id)
-	buf = wire.AppendBatchCount(buf, hi-lo)
+	buf = wire.AppendBatchHeader(buf, hi-lo, expiry)
 	for k := lo; k < hi; k++ {
 		buf = wire.AppendOp(buf, &b.Ops[at(k)], key)
 	}
@@ -760,7 +856,16 @@ func (q *tcpQP) callReply(h wire.Header, p []byte) error {
 // fail kills the connection: every outstanding request fails with err, and if unsignaled ops
 // are unconfirmed and no failing op posted with or after them reports it, the client's next op
 // to the node reports their possible loss. It is idempotent.
-func (q *tcpQP) fail(err error) {
+func (q *tcpQP) fail(err error) { q.failWith(err, false) }
+
+// failSilent is fail for a node the client gives up on while its side of the connection may
+// still be open (silent past the down timeout): a paused node may yet read the requests in its
+// socket, so each batch request is reported failed only from its expiry on, when the node
+// refuses it. A connection the node closed or reset, or one that broke, fails at once: the node
+// reads nothing more from it.
+func (q *tcpQP) failSilent(err error) { q.failWith(err, true) }
+
+func (q *tcpQP) failWith(err error, silent bool) {
 	q.mu.Lock()
 	if q.state == qpDead {
 		q.mu.Unlock()
@@ -793,10 +898,17 @@ func (q *tcpQP) fail(err error) {
 	if lost && !errors.Is(err, farmem.ErrClosed) {
 		q.c.markLost(q.p.id, err)
 	}
+	now := time.Now().UnixNano()
 	for _, sl := range busy {
 		if sl.call != nil {
 			sl.call.err = err
 			sl.call.ch <- struct{}{}
+			continue
+		}
+		if wait := time.Duration(sl.expiry - now); wait > 0 && silent {
+			// The frame may sit unread in a paused node's socket: it is reported failed only
+			// once the node would refuse it (its expiry), so a failed op never applies later.
+			time.AfterFunc(wait, func() { failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, err) })
 			continue
 		}
 		failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, err)
@@ -821,7 +933,7 @@ func (q *tcpQP) check(now int64, down time.Duration) {
 		return
 	}
 	if idle > down {
-		q.fail(fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, idle.Round(time.Millisecond), farmem.ErrNodeDown))
+		q.failSilent(fmt.Errorf("rdma: %v did not answer for %v: %w", q.p.id, idle.Round(time.Millisecond), farmem.ErrNodeDown))
 		return
 	}
 	if idle > down/4 && !q.pinged.Swap(true) {

@@ -233,7 +233,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		return transport.Rejected(b, err, nil)
 	}
 	c.ctr.CountBatch(b, c.info.Node)
-	pend, comp := transport.NewPending(b, &parker{s: s, c: c})
+	pend, comp := transport.NewPendingOn(b, &parker{s: s, c: c}, c.rt)
 	if s.m.OpCPU > 0 {
 		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, s.m.OpCPU*timeMul(len(b.Ops))), c)
 	}

@@ -83,7 +83,11 @@
 // plus PauseClient/ResumeClient, DelayLink, CutLink/HealLink and SetTearing. Called inside the
 // simulation (in a goroutine scheduled with At, say) a fault happens at an exact virtual time,
 // so a fault schedule replays exactly. A hung compute node is paused as a whole; silent nodes
-// and links make ops fail with ErrNodeDown after Model.DownTimeout of virtual time.
+// and links make ops fail with ErrNodeDown after Model.DownTimeout of virtual time. An op is
+// never applied after it is reported failed: a request that reaches a silent node is dropped
+// for good (not held for after Resume), and one whose answer a cut link loses was applied before
+// its failure is reported. A Pending's completion hook (farmem.Pending.Then) runs as a
+// simulated goroutine, so quorum waits and their stragglers replay exactly too.
 //
 // The simulator is built from the kit in farmem/transport, as every transport is: Model embeds
 // transport.Shape, and clients come from a transport.Registry; its scheduler, its Parker and

@@ -52,6 +52,20 @@
 // cause (refusals, violations) are rate-limited per kind, at most 5 per 10 s, and the next line
 // written reports how many were suppressed.
 //
+// # Clocks and late requests
+//
+// Every batch a client sends carries an expiry, the client's wall-clock post time plus its down
+// timeout, after which the client reports it failed. The node checks it against its own wall
+// clock before applying anything of the batch and refuses an expired one whole (logged as
+// "refused a batch that arrived after its expiry", counted in the expired batches): a node
+// that was stopped (SIGSTOP, a debugger, a swap storm) and resumes never applies the requests
+// its clients already saw fail. This assumes the node's clock and its clients' differ by at
+// most a small skew S (run NTP or PTP); no request a client saw fail is then applied later than
+// its expiry plus S. A clock far ahead makes the node refuse requests as expired; one far behind
+// stretches the bound by its lag. The check needs the node's CPU, so it is not made on the
+// --provider ibverbs data path. Clients and nodes of other protocol versions refuse each other
+// at the handshake.
+//
 // # Metrics
 //
 // --metrics ADDR (e.g. 127.0.0.1:9100; port 0 picks one, logged as "serving metrics") serves

@@ -1,6 +1,9 @@
 // Package farmemtest is the conformance suite every transport runs: [Run] checks each numbered
 // semantic of the farmem package doc, the fault behaviour of [transport.FaultInjector], Wait, Call,
-// one-way messages (Send), the method namespace's registration rule, and Close. A fault a transport cannot inject is skipped with the transport's reason, never
+// one-way messages (Send), the method namespace's registration rule, Close, and node quorums
+// with a hung node (Pending.WaitNodes, the completion hook, posts to live nodes not held up, no
+// late application of what was reported failed). A fault a transport cannot inject is skipped
+// with the transport's reason, never
 // passed.
 //
 // The suite starts concurrent work with the fabric's Runtime.Go and measures time with the
@@ -90,6 +93,7 @@ func Run(t *testing.T, open Open) {
 		{"HandleCollision", testHandleCollision, HealthyDownTimeout},
 		{"Close", testClose, HealthyDownTimeout},
 		{"FaultPartialWait", testPartialWait, PartialWaitDownTimeout},
+		{"FaultQuorum", testQuorum, PartialWaitDownTimeout},
 		{"FaultCrash", testCrash, FaultDownTimeout},
 		{"FaultHang", testHang, FaultDownTimeout},
 		{"FaultPartition", testPartition, FaultDownTimeout},

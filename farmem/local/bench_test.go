@@ -52,3 +52,45 @@ func BenchmarkVerb(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQuorum measures a batch of two ops to each of three memory nodes waited on for a
+// quorum of two nodes, then for all: what WaitNodes adds to Post and Wait (it allocates
+// nothing).
+func BenchmarkQuorum(b *testing.B) {
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	m, err := f.Open(context.Background(), f.Hosted()[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var bt farmem.Batch
+	buf := make([]byte, 8)
+	for n := farmem.NodeID(1); n <= 3; n++ {
+		bt.Write(farmem.MakeAddr(n, 4096), buf)
+		bt.FAA(farmem.MakeAddr(n, 4104), 1)
+	}
+	b.Run("PostWait", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := m.Post(ctx, &bt).Wait(ctx, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("PostWaitNodes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p := m.Post(ctx, &bt)
+			if err := p.WaitNodes(ctx, 2); err != nil {
+				b.Fatal(err)
+			}
+			if err := p.Wait(ctx, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

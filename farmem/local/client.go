@@ -88,7 +88,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if !inline {
 		park = transport.NewChanParker()
 	}
-	p, comp := transport.NewPending(b, park)
+	p, comp := transport.NewPendingOn(b, park, c.Runtime())
 	now := time.Now()
 	for _, g := range groups {
 		j := &job{ctx: ctx, c: c, n: c.f.nodes[g.Node], idx: g.Idx, comp: comp, posted: now}

@@ -22,9 +22,14 @@
 //     the bad ops fail with their error, the others with farmem.ErrAborted). Wait's arguments
 //     are checked by [CheckWait], a Call's by [CheckCall]; an op to an unknown node fails with
 //     [NoSuchNode].
-//   - Completion: [NewPending] returns the farmem.Pending that Post hands out and the
+//   - Completion: [NewPendingOn] returns the farmem.Pending that Post hands out, carrying the
+//     client's runtime (which runs its completion hook, farmem.Pending.Then), and the
 //     [Completer] through which the transport reports each op's outcome, from any goroutine;
-//     the first outcome of an op wins. The waiter parks on a [Parker]: [NewChanParker] on the
+//     the first outcome of an op wins. Two rules keep farmem.Pending.WaitNodes and the hook
+//     meaningful: a transport never blocks Post on one node (a full window or queue to a hung
+//     node must not hold up ops to the others), and it reports an op failed with
+//     farmem.ErrNodeDown only once the op can no longer take effect, or from a bound it states
+//     (rdma's request expiry). The waiter parks on a [Parker]: [NewChanParker] on the
 //     wall clock, the simulator's own in virtual time. A transport that runs a whole batch in
 //     the caller of Do records outcomes with [SetResult] and needs no Pending.
 //   - Atomics: [Apply] is the one definition of what CAS, FAA and MaskedCAS leave behind.
@@ -48,9 +53,10 @@
 //     callee with [Counters.CountMessageFailure]), and bounds what is queued (Put waits for
 //     room). The simulator keeps the same rules in virtual time on its own queues.
 //   - Faults and ordering on the wall clock: [Queues] keep one client's batches to a node in
-//     posting order when they run on goroutines; [Changes] and [AwaitReach] make an op to a
-//     hung or partitioned node wait, event-driven, until it is reachable again or its down
-//     timeout passes.
+//     posting order when they run on goroutines, one queue per node, so a hung node stalls only
+//     its own; [Changes] and [AwaitReach] make an op to a hung or partitioned node wait,
+//     event-driven, until it is reachable again or its down timeout passes, and then fail it
+//     unapplied.
 //   - Shape: [Shape] is the cluster shape every transport's options embed (memory nodes,
 //     compute nodes, client slots, handlers, slice and shared sizes), with visible defaults
 //     ([Shape.EnsureDefaults]), its checks, and the [farmem.Topology] it gives.

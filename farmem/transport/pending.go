@@ -44,14 +44,26 @@ func (c chanParker) Unpark() {
 // Completer is the transport's half of a farmem.Pending: it reports each op's outcome.
 type Completer struct{ p *farmem.Pending }
 
-// NewPending returns the Pending of batch b and the Completer its transport reports through.
+// NewPending returns the Pending of batch b and the Completer its transport reports through,
+// with no runtime: its completion hook (farmem.Pending.Then) runs in the caller of Then, which
+// suits only a batch done before it is handed out (a refused one). Post uses [NewPendingOn].
 // park may be nil only if every signaled op is completed before the Pending is handed out.
 func NewPending(b *farmem.Batch, park Parker) (*farmem.Pending, Completer) {
+	return NewPendingOn(b, park, nil)
+}
+
+// NewPendingOn is NewPending for a batch posted by a client whose runtime is rt: the Pending's
+// completion hook runs in a goroutine rt.Go starts. It allocates nothing more than NewPending.
+func NewPendingOn(b *farmem.Batch, park Parker, rt farmem.Runtime) (*farmem.Pending, Completer) {
 	var kp kitlink.Parker
 	if park != nil {
 		kp = park
 	}
-	p := link.NewPending(b, kp)
+	var r any
+	if rt != nil {
+		r = rt
+	}
+	p := link.NewPending(b, kp, r)
 	return p, Completer{p}
 }
 

@@ -9,7 +9,12 @@ import (
 	"github.com/farmem/farmem/farmem/transport"
 )
 
-// A Batch payload is a u16 op count (1..farmem.MaxBatchOps) and the ops. Each op is
+// A Batch payload is a u16 op count (1..farmem.MaxBatchOps), an i64 expiry, and the ops. The
+// expiry (added in protocol version 3) is a Unix time in nanoseconds on the server's wall clock
+// after which the server must not apply the batch: it answers each signaled op with
+// StatusExpired and applies nothing. Zero means none. A client sets it to its post time plus its
+// down timeout, the time after which it reports the ops failed, so that an op reported failed is
+// never applied later than that plus the skew between the two clocks. Each op is
 //
 //	kind u8 | flags u8 | key u32 | offset u64 | operands
 //
@@ -56,9 +61,20 @@ const StatusTooLarge Status = 0x41
 // farmem.ErrInvalid: the request could never be served as sent.
 var ErrReplyTooLarge = fmt.Errorf("wire: the batch's results exceed the node's frame limit: %w", farmem.ErrInvalid)
 
+// StatusExpired: the batch reached the server after its expiry (a paused or overloaded node,
+// a long queue); nothing of it was applied.
+const StatusExpired Status = 0x42
+
+// ErrExpired is the error of an op refused with StatusExpired. It wraps farmem.ErrNodeDown:
+// the node did not answer in time, but unlike a plain ErrNodeDown, the op is known not to have
+// been applied.
+var ErrExpired = fmt.Errorf("wire: the request reached the node after its expiry and was not applied: %w", farmem.ErrNodeDown)
+
 // StatusOf returns the status that carries err.
 func StatusOf(err error) Status {
 	switch {
+	case errors.Is(err, ErrExpired):
+		return StatusExpired
 	case errors.Is(err, ErrBadKey):
 		return StatusBadKey
 	case errors.Is(err, ErrReplyTooLarge):
@@ -75,13 +91,15 @@ func (s Status) Err() error {
 		return ErrBadKey
 	case StatusTooLarge:
 		return ErrReplyTooLarge
+	case StatusExpired:
+		return ErrExpired
 	}
 	return transport.Code(s).Err()
 }
 
 // Valid reports whether s is a status of this version.
 func (s Status) Valid() bool {
-	return s <= Status(transport.CodeOther) || s == StatusBadKey || s == StatusTooLarge
+	return s <= Status(transport.CodeOther) || s == StatusBadKey || s == StatusTooLarge || s == StatusExpired
 }
 
 // OpSize returns the size of op's encoding.
@@ -116,9 +134,18 @@ func ResultSize(op *farmem.Op) int {
 	return 1 + 8
 }
 
-// AppendBatchCount appends a Batch payload's op count. A count outside 1..farmem.MaxBatchOps
-// is written as one every decoder refuses, never wrapped into a valid one.
-func AppendBatchCount(b []byte, n int) []byte { return appendU16(b, countField(n)) }
+// AppendBatchHeader appends a Batch payload's op count and expiry (Unix nanoseconds, 0 for
+// none). A count outside 1..farmem.MaxBatchOps is written as one every decoder refuses, never
+// wrapped into a valid one.
+func AppendBatchHeader(b []byte, n int, expiry int64) []byte {
+	return appendU64(appendU16(b, countField(n)), uint64(expiry))
+}
+
+// AppendBatchCount appends a Batch payload's op count with no expiry.
+func AppendBatchCount(b []byte, n int) []byte { return AppendBatchHeader(b, n, 0) }
+
+// BatchHeaderSize is the size of a Batch payload before its ops.
+const BatchHeaderSize = 2 + 8
 
 // countField is an op or result count as its u16 field: n itself when it is a valid count, else
 // 0xFFFF, which exceeds farmem.MaxBatchOps and so never decodes.
@@ -204,11 +231,23 @@ func (o *Op) Check(size uint64, key uint32) error {
 // DecodeBatch decodes a Batch payload into ops (reusing its storage) and returns them. Ops are
 // decoded, not checked against any region: see Op.Check.
 func DecodeBatch(payload []byte, ops []Op) ([]Op, error) {
+	ops, _, err := DecodeBatchExpiry(payload, ops)
+	return ops, err
+}
+
+// DecodeBatchExpiry is DecodeBatch that also returns the batch's expiry (0 for none).
+func DecodeBatchExpiry(payload []byte, ops []Op) ([]Op, int64, error) {
 	r := reader{b: payload}
 	n := int(r.u16("op count"))
+	expiry := int64(r.u64("expiry"))
 	if r.err != nil {
-		return ops[:0], r.err
+		return ops[:0], 0, r.err
 	}
+	ops, err := decodeOps(&r, n, ops)
+	return ops, expiry, err
+}
+
+func decodeOps(r *reader, n int, ops []Op) ([]Op, error) {
 	if n == 0 || n > farmem.MaxBatchOps {
 		return ops[:0], malformed("batch of %d ops", n)
 	}

@@ -20,7 +20,8 @@
 // may be outstanding, up to the limit the server announces in Welcome. The server handles a
 // connection's Batch frames one at a time in arrival order, so batches on one connection apply
 // in posting order and the ops of a batch in op order. A Batch whose ops are all unsignaled gets
-// no Result. Replies to Calls may come in any order.
+// no Result. A Batch carries an expiry, and a server refuses one that reaches it later, applying
+// nothing (StatusExpired). Replies to Calls may come in any order.
 //
 // A frame that does not decode (bad magic or version, unknown type, a length over the limit, a
 // payload that does not parse) is a protocol violation: the receiver closes that connection,
@@ -43,7 +44,8 @@ import (
 const Magic = 0xFA
 
 // Version is the protocol version this package speaks. A peer with another version is refused
-// during the handshake. Version 3 added the Msg frame (one-way messages).
+// during the handshake. Version 2 added the node's incarnation to Welcome; version 3 added the
+// expiry of a Batch and the Msg frame (one-way messages).
 const Version = 3
 
 // HeaderSize is the size of a frame header.
@@ -172,7 +174,7 @@ func ParseHeader(b []byte, maxFrame uint32) (Header, error) {
 		return Header{}, malformed("bad magic %#x", b[0])
 	}
 	if b[1] != Version {
-		return Header{}, malformed("version %d, want %d", b[1], Version)
+		return Header{}, malformed("the peer speaks protocol version %d, this build speaks %d (a farmemd or client of another release)", b[1], Version)
 	}
 	h := Header{
 		Type:  Type(b[2]),

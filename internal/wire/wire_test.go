@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -29,6 +30,28 @@ func encodeBatch(ops []farmem.Op, key uint32) []byte {
 		b = AppendOp(b, &ops[i], key)
 	}
 	return b
+}
+
+// A batch's expiry survives the round trip; AppendBatchCount writes none.
+func TestBatchExpiry(t *testing.T) {
+	ops := sampleOps()
+	b := AppendBatchHeader(nil, len(ops), 1_700_000_000_123_456_789)
+	for i := range ops {
+		b = AppendOp(b, &ops[i], 9)
+	}
+	got, expiry, err := DecodeBatchExpiry(b, nil)
+	require.NoError(t, err)
+	require.Len(t, got, len(ops))
+	require.Equal(t, int64(1_700_000_000_123_456_789), expiry)
+	_, expiry, err = DecodeBatchExpiry(encodeBatch(ops, 9), nil)
+	require.NoError(t, err)
+	require.Zero(t, expiry)
+	_, _, err = DecodeBatchExpiry(b[:5], nil)
+	require.ErrorIs(t, err, ErrMalformed, "a payload cut inside the expiry")
+	require.ErrorIs(t, StatusExpired.Err(), ErrExpired)
+	require.ErrorIs(t, StatusExpired.Err(), farmem.ErrNodeDown)
+	require.Equal(t, StatusExpired, StatusOf(fmt.Errorf("x: %w", ErrExpired)))
+	require.True(t, StatusExpired.Valid())
 }
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -58,7 +81,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 func TestBatchRoundTrip(t *testing.T) {
 	ops := sampleOps()
 	p := encodeBatch(ops, 77)
-	size := 2
+	size := BatchHeaderSize
 	for i := range ops {
 		size += OpSize(&ops[i])
 	}
@@ -269,4 +292,13 @@ func TestEncodeAllocs(t *testing.T) {
 		_, _, _, _ = rs.Next(farmem.OpFAA, 8)
 	})
 	require.Zero(t, allocs, "encoding and decoding a batch allocates nothing")
+}
+
+// A peer of another protocol version is told apart from garbage: the error names both versions.
+func TestOtherVersionIsNamed(t *testing.T) {
+	b := AppendHeader(nil, Header{Type: TypePing})
+	b[1] = Version - 1
+	_, err := ParseHeader(b, DefaultMaxFrame)
+	require.ErrorIs(t, err, ErrMalformed)
+	require.Contains(t, err.Error(), fmt.Sprintf("protocol version %d, this build speaks %d", Version-1, Version))
 }

@@ -15,8 +15,9 @@ type Parker interface {
 
 // Funcs is the table package farmem fills: Op, Batch and Pending are farmem's types.
 type Funcs[Op, Batch, Pending any] struct {
-	SetResult  func(op *Op, val uint64, err error)
-	NewPending func(b *Batch, park Parker) *Pending
+	SetResult func(op *Op, val uint64, err error)
+	// NewPending's rt is the farmem.Runtime that runs the Pending's completion hook, or nil.
+	NewPending func(b *Batch, park Parker, rt any) *Pending
 	Complete   func(p *Pending, i int, val uint64, err error)
 	Reject     func(p *Pending, err error)
 	Batch      func(p *Pending) *Batch

@@ -232,9 +232,11 @@ func deliver(outs []delivery) {
 func (q *QP) qlen() int { return len(q.queue) - q.qhead }
 
 // Post queues the ops of b at idx (all of b when idx is nil) and sends what the send queue
-// and staging ring take. It returns once every op has been handed to the device or copied out
-// of the batch; it blocks only while the send queue is full (polling completions itself if
-// nobody else does) or too many ops wait behind a MaskedCAS, or until ctx ends.
+// and staging ring take; the rest is copied out of the batch and sent as completions free
+// space. It returns once every op has been handed to the device or copied out of the batch; it
+// blocks only while more than MaxQueued ops wait behind an unsettled MaskedCAS, or until ctx
+// ends. A full send queue does not block it (a hung node must not stop a client's posts to
+// other nodes); what waits is bounded by the down timeout, which fails it.
 func (q *QP) Post(ctx context.Context, b *farmem.Batch, idx []int, s Sink) {
 	n := len(b.Ops)
 	if idx != nil {
@@ -284,18 +286,9 @@ func (q *QP) Post(ctx context.Context, b *farmem.Batch, idx []int, s Sink) {
 	if q.state == stateUp {
 		q.pump(&outs)
 	}
-	var bo backoff
-	for q.state != stateDead && q.holds(tok) {
-		if q.barrier || q.state != stateUp || ctx.Err() != nil {
-			break
-		}
-		// The send queue or the staging ring is full: wait for completions.
-		q.mu.Unlock()
-		deliver(outs)
-		outs = outs[:0]
-		_ = q.progress(ctx, nil, &bo)
-		q.mu.Lock()
-	}
+	// What the send queue or the staging ring did not take waits in the queue, copied out of
+	// the batch, and is sent as completions free space: Post does not wait for a node that
+	// stopped answering, so the client's posts to other nodes go on.
 	q.detach(tok)
 	q.mu.Unlock()
 	deliver(outs)
@@ -303,7 +296,7 @@ func (q *QP) Post(ctx context.Context, b *farmem.Batch, idx []int, s Sink) {
 	// Backpressure on ops waiting behind a MaskedCAS.
 	for {
 		q.mu.Lock()
-		over := q.state != stateDead && q.qlen() > q.cfg.MaxQueued
+		over := q.state != stateDead && q.barrier && q.qlen() > q.cfg.MaxQueued
 		q.mu.Unlock()
 		if !over {
 			return

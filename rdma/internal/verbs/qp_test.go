@@ -333,11 +333,13 @@ func TestVerbsWithoutPeriodicSignalingTheQueueJams(t *testing.T) {
 		b.Unsignaled(b.FAA(p.addr(0x100), 1))
 		p.q.Post(context.Background(), &b, nil, newSink(&b))
 	}
+	// Post does not wait for the jammed queue; the down timeout kills the queue pair.
+	require.Eventually(t, func() bool { return !p.q.Alive() }, 20*time.Second, time.Millisecond)
 	var b farmem.Batch
 	b.Read(p.addr(0x100), make([]byte, 8))
 	s := p.do(t, &b)
 	_, err := s.result(0)
-	require.ErrorIs(t, err, farmem.ErrNodeDown, "the read waited behind a queue nothing retires")
+	require.ErrorIs(t, err, farmem.ErrNodeDown, "the queue nothing retires killed the queue pair")
 	require.NotEmpty(t, p.net.Violations())
 	require.Contains(t, p.net.Violations()[0], "full of unsignaled")
 	require.Positive(t, p.lost.Load(), "the client learns its unsignaled ops may be lost")
