@@ -64,7 +64,15 @@ func (k *kvSession) Close() error        { return k.ss.Close() }
 
 type kvScanSession struct{ *kvSession }
 
-func (k *kvScanSession) Scan(ctx context.Context, start []byte, n int) (int, error) {
+func (k *kvScanSession) Scan(ctx context.Context, start []byte, n int, visit func(key, value []byte)) (int, error) {
 	ps, err := k.ss.Scan(ctx, start, nil, n)
-	return len(ps), err
+	if err != nil {
+		return 0, err
+	}
+	if visit != nil {
+		for _, p := range ps {
+			visit(p.Key, p.Value)
+		}
+	}
+	return len(ps), nil
 }

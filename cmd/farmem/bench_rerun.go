@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/bench"
-	"github.com/farmem/farmem/bench/generator"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -75,7 +74,11 @@ func splitRecords(w *bench.Workload, part, parts int) (*bench.Workload, error) {
 func recordsLoaded(ctx context.Context, store *kvstore.Store, w *bench.Workload) (bool, error) {
 	first, last := w.InsertStart, w.InsertStart+w.InsertCount-1
 	has := func(k int64) (bool, error) {
-		_, err := store.Get(ctx, generator.AppendKey(nil, k, w.ZeroPadding, w.OrderedInserts))
+		key, err := w.AppendKey(nil, k)
+		if err != nil {
+			return false, err
+		}
+		_, err = store.Get(ctx, key)
 		switch {
 		case err == nil:
 			return true, nil
