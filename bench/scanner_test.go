@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
@@ -151,4 +152,36 @@ func scannerConformance(t *testing.T, st Store, w *Workload, n int) {
 
 func sortPairs(ps []pair) {
 	slices.SortFunc(ps, func(a, b pair) int { return bytes.Compare(a.k, b.k) })
+}
+
+// The ordered peers run workload E side by side through Run: every record loaded, every
+// operation done, none failed.
+func TestRunWithOrderedPeers(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed (apt-get install redis-server): skipping the redis peer")
+	}
+	for _, props := range []map[string]string{{}, {"keyformat": "binary64"}} {
+		var log bytes.Buffer
+		peers := OrderedPeers(t.Context(), &log)
+		require.Len(t, peers, 2, log.String())
+		w := smallWorkload(t, "e", maps.Clone(props))
+		w, err := w.With(map[string]string{"operationcount": "3000"})
+		require.NoError(t, err)
+		rep, err := Run(t.Context(), Config{Workload: w, Stores: peers, Clients: 2})
+		require.NoError(t, err)
+		for _, name := range []string{"gomap/btree", "redis/zset"} {
+			load := runRow(t, rep, name, PhaseLoad)
+			require.Empty(t, load.Error)
+			require.Equal(t, uint64(2000), load.Ops)
+			run := runRow(t, rep, name, PhaseRun)
+			require.Empty(t, run.Unsupported)
+			require.Zero(t, run.Errors, run.FirstError)
+			require.Equal(t, uint64(3000), run.Ops)
+			require.Positive(t, run.ByOp["scan"].Ops)
+		}
+		for _, p := range peers {
+			require.NoError(t, p.Close())
+			require.NoError(t, p.Close())
+		}
+	}
 }
