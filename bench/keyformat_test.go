@@ -39,15 +39,20 @@ func TestKeyFormatProperty(t *testing.T) {
 	require.ErrorIs(t, err, ErrWorkload)
 	require.ErrorContains(t, err, "insertorder")
 	require.ErrorContains(t, err, "not their hashes")
+	_, err = e.With(map[string]string{"keyformat": "binary64", "zeropadding": "12"})
+	require.ErrorContains(t, err, "zeropadding (as set): binary64 keys have no digits to pad")
 	_, err = e.With(map[string]string{"keyformat": "int"})
 	require.ErrorIs(t, err, ErrWorkload)
 	require.ErrorContains(t, err, `keyformat (as set): "int" is not one of string, binary64`)
 
 	// A driver will not change the key format under a loaded store.
-	d, err := NewDriver(e)
+	ordered, err := e.With(map[string]string{"insertorder": "ordered"})
 	require.NoError(t, err)
-	_, err = d.With(b)
-	require.ErrorContains(t, err, "keyformat differs")
+	d, err := NewDriver(ordered)
+	require.NoError(t, err)
+	_, err = d.With(b2)
+	require.ErrorIs(t, err, ErrWorkload)
+	require.ErrorContains(t, err, "keyformat differs (binary64, was string)")
 
 	k, err := b.AppendKey([]byte("x"), 41)
 	require.NoError(t, err)

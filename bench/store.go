@@ -43,8 +43,9 @@ type Session interface {
 type Scanner interface {
 	// Scan reads up to n records whose keys are at or after start, in ascending key order,
 	// calls visit (when not nil) with each record's key and value in that order, and returns
-	// how many it read. The slices visit is given are valid only during that call. A scan need
-	// not be atomic: each record is as some read during the scan would have returned it.
+	// how many it read (none for n <= 0). The slices visit is given are valid only during that
+	// call. A scan need not be atomic: each record is as some read during the scan would have
+	// returned it.
 	Scan(ctx context.Context, start []byte, n int, visit func(key, value []byte)) (int, error)
 }
 

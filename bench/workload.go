@@ -107,7 +107,8 @@ type Workload struct {
 	// KeyFormat is keyformat (farmem's): string (default, YCSB's key names) or binary64 (the
 	// 8-byte big-endian key number plus one, see generator.KeyBinary64). Binary64 keys are the
 	// key numbers themselves, never their hashes, so inserts under binary64 are in key order:
-	// insertorder defaults to ordered, and insertorder=hashed with binary64 is an error.
+	// insertorder defaults to ordered, and insertorder=hashed (or any zeropadding) with
+	// binary64 is an error rather than a setting silently without effect.
 	KeyFormat generator.KeyFormat
 
 	props map[string]rawProp // as given (with their lines), for Properties and With
@@ -480,6 +481,9 @@ func build(name string, props map[string]rawProp) (*Workload, error) {
 			return nil, bad(loc("insertorder", p), "binary64 keys are the key numbers themselves (not their hashes), so inserts are in key order: leave insertorder unset or set it to ordered")
 		}
 		order = "ordered"
+		if p, given := props["zeropadding"]; given {
+			return nil, bad(loc("zeropadding", p), "binary64 keys have no digits to pad: leave zeropadding unset")
+		}
 	}
 	w.OrderedInserts = order == "ordered"
 	zp, err := intIn("zeropadding", 1, 64)
