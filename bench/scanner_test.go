@@ -185,3 +185,47 @@ func TestRunWithOrderedPeers(t *testing.T) {
 		}
 	}
 }
+
+// The unordered peers' sessions are not Scanners (so workload E reports them unsupported); the
+// twins' are, and a closed B-tree store opens no session.
+func TestPeersScanOnlyWhenOrdered(t *testing.T) {
+	ctx := t.Context()
+	m, err := NewMapStore().Open(ctx)
+	require.NoError(t, err)
+	_, ok := m.(Scanner)
+	require.False(t, ok)
+	b := NewBTreeStore()
+	bs, err := b.Open(ctx)
+	require.NoError(t, err)
+	_, ok = bs.(Scanner)
+	require.True(t, ok)
+	require.NoError(t, bs.Insert(ctx, []byte("k"), []byte("v")))
+	require.Equal(t, 1, b.Len())
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close())
+	_, err = b.Open(ctx)
+	require.ErrorIs(t, err, farmem.ErrClosed)
+	_, err = bs.Read(ctx, []byte("k"))
+	require.ErrorIs(t, err, farmem.ErrClosed, "a session outliving its store fails, not panics")
+	_, err = bs.(Scanner).Scan(ctx, nil, 1, nil)
+	require.ErrorIs(t, err, farmem.ErrClosed)
+
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed (apt-get install redis-server): skipping the redis peer")
+	}
+	plain := startRedisOrSkip(t)
+	ps, err := plain.Open(ctx)
+	require.NoError(t, err)
+	defer ps.Close()
+	_, ok = ps.(Scanner)
+	require.False(t, ok)
+	require.Equal(t, "redis", plain.Name())
+	ix := startRedisIndexedOrSkip(t)
+	is, err := ix.Open(ctx)
+	require.NoError(t, err)
+	defer is.Close()
+	_, ok = is.(Scanner)
+	require.True(t, ok)
+	require.Equal(t, "redis/zset", ix.Name())
+	require.Equal(t, "redis/zset", DialRedisIndexed(ix.Addr()).Name())
+}

@@ -59,7 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&bf.process, "process", "", "i/n: this is process i (0-based) of n running at once; each loads and uses its own 1/n of the records")
 	fs.Int64Var(&bf.records, "records", 0, "records to load (default the workload's recordcount)")
 	fs.StringVar(&bf.sweep, "sweep", "", "run once per value of a parameter, e.g. clients=1,2,4,8")
-	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster)")
+	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster); a workload that scans gets their ordered twins, gomap/btree and redis/zset")
 	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+" (default the store's)")
 	fs.StringVar(&bf.index, "index", indexKinds[0].name, indexUsage())
 	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of a table")

@@ -17,7 +17,7 @@ type indexKind struct {
 // indexKinds is the table of the store's index kinds, by --index name, the default first. An
 // ordered kind (Dolphin's hybrid tree, SELCC's B-link tree) is added here with ordered true.
 var indexKinds = []indexKind{
-	{name: "race", about: "RACE extendible hashing (a hash index: no scans)",
+	{name: "race", about: "RACE extendible hashing, a hash index: no scans",
 		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
 }
 
