@@ -51,12 +51,22 @@ func (k *kvSession) Read(ctx context.Context, key []byte) ([]byte, error) {
 	return v, err
 }
 
+// Insert and Update report the store's ErrExists and ErrNotFound as the harness's too, as Read
+// does, so that a caller checks one sentinel whatever the store.
 func (k *kvSession) Insert(ctx context.Context, key, value []byte) error {
-	return k.ss.Insert(ctx, key, value)
+	err := k.ss.Insert(ctx, key, value)
+	if errors.Is(err, kvstore.ErrExists) {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	return err
 }
 
 func (k *kvSession) Update(ctx context.Context, key, value []byte) error {
-	return k.ss.Update(ctx, key, value)
+	err := k.ss.Update(ctx, key, value)
+	if errors.Is(err, kvstore.ErrNotFound) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
 }
 
 func (k *kvSession) Costs() farmem.Stats { return k.ss.Stats() }
@@ -64,7 +74,18 @@ func (k *kvSession) Close() error        { return k.ss.Close() }
 
 type kvScanSession struct{ *kvSession }
 
-func (k *kvScanSession) Scan(ctx context.Context, start []byte, n int) (int, error) {
+func (k *kvScanSession) Scan(ctx context.Context, start []byte, n int, visit func(key, value []byte)) (int, error) {
+	if n <= 0 {
+		return 0, nil // kvstore's limit <= 0 would mean no limit
+	}
 	ps, err := k.ss.Scan(ctx, start, nil, n)
-	return len(ps), err
+	if err != nil {
+		return 0, err
+	}
+	if visit != nil {
+		for _, p := range ps {
+			visit(p.Key, p.Value)
+		}
+	}
+	return len(ps), nil
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // MapStore is the local limit: a Go map behind a sync.RWMutex in this process, run through the
-// same harness as the far-memory stores. It has no ordered index and counts no costs.
+// same harness as the far-memory stores. It has no ordered index (BTreeStore is its ordered
+// twin) and counts no costs.
 type MapStore struct {
 	mu     sync.RWMutex
 	m      map[string][]byte

@@ -20,11 +20,13 @@ import (
 
 // Redis is a redis-server peer: each session is one TCP connection speaking RESP (no client
 // library), GET for reads, SET ... NX for inserts and SET ... XX for updates (so that inserting
-// an existing key and updating a missing one fail, as they do in the other stores). It has no
-// ordered index and counts no costs.
+// an existing key and updating a missing one fail, as they do in the other stores). It counts
+// no costs. With RedisOptions.Index (or DialRedisIndexed) it also keeps a sorted-set index of
+// its keys, as YCSB's redis binding does, and its sessions are Scanners (see RedisIndexKey).
 type Redis struct {
-	addr string
-	name string
+	addr  string
+	name  string
+	index bool
 
 	cmd    *exec.Cmd // the server StartRedis started, or nil
 	exited chan struct{}
@@ -41,6 +43,9 @@ type RedisOptions struct {
 	Binary string
 	// StartTimeout bounds the wait for the server to answer PING (default 10s).
 	StartTimeout time.Duration
+	// Index keeps a sorted-set index of the keys, so that sessions scan (workload E); the
+	// store is then named "redis/zset". Inserts cost a ZADD more (in the same round trip).
+	Index bool
 }
 
 // StartRedis starts redis-server on a free loopback port with persistence off (--save ”
@@ -62,6 +67,9 @@ func StartRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	for range 3 { // a port found free may be taken before the server binds it
 		r, err := startRedis(ctx, path, o.StartTimeout)
 		if err == nil {
+			if o.Index {
+				r.index, r.name = true, redisIndexedName
+			}
 			return r, nil
 		}
 		lastErr = err
@@ -117,6 +125,12 @@ func startRedis(ctx context.Context, path string, timeout time.Duration) (*Redis
 // server running.
 func DialRedis(addr string) *Redis { return &Redis{addr: addr, name: "redis"} }
 
+// DialRedisIndexed is DialRedis with the sorted-set index (RedisOptions.Index). The server's
+// index is only as complete as the inserts made through indexed sessions.
+func DialRedisIndexed(addr string) *Redis {
+	return &Redis{addr: addr, name: redisIndexedName, index: true}
+}
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -142,7 +156,7 @@ func (r *Redis) ping(ctx context.Context) error {
 	return nil
 }
 
-// Name returns "redis".
+// Name returns "redis", or "redis/zset" with the sorted-set index.
 func (r *Redis) Name() string { return r.name }
 
 // Addr returns the server's address.
@@ -157,7 +171,11 @@ func (r *Redis) Open(ctx context.Context) (Session, error) {
 		default:
 		}
 	}
-	return r.dial(ctx)
+	s, err := r.dial(ctx)
+	if err != nil || !r.index {
+		return s, err
+	}
+	return &redisIndexSession{s}, nil
 }
 
 func (r *Redis) dial(ctx context.Context) (*redisSession, error) {
@@ -222,6 +240,7 @@ type redisSession struct {
 	broken error
 	closed bool
 	val    []byte
+	reps   []reply // pipeline's replies, reused
 }
 
 var (
@@ -281,14 +300,26 @@ func (s *redisSession) Close() error {
 // do sends one command and reads its reply. A reply of kind '$' aliases the session's buffer
 // until the next call.
 func (s *redisSession) do(ctx context.Context, args ...[]byte) (reply, error) {
+	reps, err := s.pipeline(ctx, args)
+	if len(reps) == 0 {
+		return reply{}, err
+	}
+	return reps[0], err
+}
+
+// pipeline sends commands in one write and reads their replies, in one round trip. A first
+// reply of kind '$' aliases the session's buffer until the next call. An error reply is
+// returned (with every reply) as an error once all replies are read, so the stream stays in
+// step.
+func (s *redisSession) pipeline(ctx context.Context, cmds ...[][]byte) ([]reply, error) {
 	if s.closed {
-		return reply{}, fmt.Errorf("bench: redis session: %w", farmem.ErrClosed)
+		return nil, fmt.Errorf("bench: redis session: %w", farmem.ErrClosed)
 	}
 	if s.broken != nil {
-		return reply{}, s.broken
+		return nil, s.broken
 	}
 	if err := ctx.Err(); err != nil {
-		return reply{}, err
+		return nil, err
 	}
 	if ctx != s.ctx {
 		// Wire cancellation of this context to the connection (once per context, not per op).
@@ -303,15 +334,24 @@ func (s *redisSession) do(ctx context.Context, args ...[]byte) (reply, error) {
 		dl, _ := ctx.Deadline()
 		_ = s.c.SetDeadline(dl)
 	}
-	writeCommand(s.bw, args...)
-	err := s.bw.Flush()
-	var rep reply
-	if err == nil {
-		rep, err = readReply(s.br, s.val[:0], 0)
-		if rep.kind == '$' {
-			s.val = rep.str[:0]
-		}
+	for _, args := range cmds {
+		writeCommand(s.bw, args...)
 	}
+	err := s.bw.Flush()
+	reps := s.reps[:0]
+	for i := 0; err == nil && i < len(cmds); i++ {
+		var rep reply
+		if i == 0 {
+			rep, err = readReply(s.br, s.val[:0], 0)
+			if rep.kind == '$' {
+				s.val = rep.str[:0]
+			}
+		} else {
+			rep, err = readReply(s.br, nil, 0)
+		}
+		reps = append(reps, rep)
+	}
+	s.reps = reps[:0]
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			err = fmt.Errorf("bench: redis: %w (%v)", cerr, err)
@@ -319,12 +359,14 @@ func (s *redisSession) do(ctx context.Context, args ...[]byte) (reply, error) {
 			err = fmt.Errorf("bench: redis: %w", err)
 		}
 		s.broken = err // the stream is out of step; the session is done
-		return reply{}, err
+		return nil, err
 	}
-	if rep.kind == '-' {
-		return rep, fmt.Errorf("bench: redis: %s", rep.str)
+	for _, rep := range reps {
+		if rep.kind == '-' {
+			return reps, fmt.Errorf("bench: redis: %s", rep.str)
+		}
 	}
-	return rep, nil
+	return reps, nil
 }
 
 // writeCommand writes args as a RESP array of bulk strings.

@@ -424,10 +424,21 @@ func (p *progress) stop() {
 
 // Peers returns the stores every benchmark compares with: the Go map (always) and a
 // redis-server started on loopback (when installed; otherwise a line saying it was skipped
-// goes to log). Close them after the run.
-func Peers(ctx context.Context, log io.Writer) []Store {
+// goes to log). Close them after the run. Neither scans: for a workload that does, use
+// OrderedPeers.
+func Peers(ctx context.Context, log io.Writer) []Store { return peers(ctx, log, false) }
+
+// OrderedPeers returns the peers' ordered twins, for workloads that scan: the B-tree map
+// (BTreeStore, always) and a redis-server with its sorted-set index (RedisOptions.Index; when
+// installed, as in Peers). Their sessions are Scanners. Close them after the run.
+func OrderedPeers(ctx context.Context, log io.Writer) []Store { return peers(ctx, log, true) }
+
+func peers(ctx context.Context, log io.Writer, ordered bool) []Store {
 	stores := []Store{NewMapStore()}
-	r, err := StartRedis(ctx, RedisOptions{})
+	if ordered {
+		stores = []Store{NewBTreeStore()}
+	}
+	r, err := StartRedis(ctx, RedisOptions{Index: ordered})
 	if err != nil {
 		if log != nil {
 			fmt.Fprintf(log, "skipping the redis peer: %v\n", err)

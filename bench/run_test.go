@@ -199,7 +199,7 @@ func (o orderedSession) Insert(ctx context.Context, k, v []byte) error {
 	o.s.keys = slices.Insert(o.s.keys, i, string(k))
 	return nil
 }
-func (o orderedSession) Scan(ctx context.Context, start []byte, n int) (int, error) {
+func (o orderedSession) Scan(ctx context.Context, start []byte, n int, visit func(key, value []byte)) (int, error) {
 	o.s.mu.Lock()
 	defer o.s.mu.Unlock()
 	i, _ := slices.BinarySearch(o.s.keys, string(start))
@@ -242,7 +242,7 @@ func (u unsupportedStore) Open(ctx context.Context) (Session, error) {
 	s, err := u.MapStore.Open(ctx)
 	return unsupportedSession{s}, err
 }
-func (unsupportedSession) Scan(ctx context.Context, start []byte, n int) (int, error) {
+func (unsupportedSession) Scan(ctx context.Context, start []byte, n int, visit func(key, value []byte)) (int, error) {
 	return 0, fmt.Errorf("kvstore: scan: no ordered index configured: %w", farmem.ErrNotSupported)
 }
 

@@ -37,10 +37,16 @@ type Session interface {
 
 // Scanner is implemented by sessions of stores with an ordered index. A workload that scans
 // (YCSB's E) reports a store whose sessions are not Scanners as unsupported.
+//
+// The order is bytewise on the keys (bytes.Compare), the order of kvstore.OrderedIndex: with
+// binary64 keys it is the key numbers' order, with YCSB's string keys it is the names' order.
 type Scanner interface {
-	// Scan reads up to n records whose keys are at or after start, in key order, and returns
-	// how many it read.
-	Scan(ctx context.Context, start []byte, n int) (int, error)
+	// Scan reads up to n records whose keys are at or after start, in ascending key order,
+	// calls visit (when not nil) with each record's key and value in that order, and returns
+	// how many it read (none for n <= 0). The slices visit is given are valid only during that
+	// call. A scan need not be atomic: each record is as some read during the scan would have
+	// returned it.
+	Scan(ctx context.Context, start []byte, n int, visit func(key, value []byte)) (int, error)
 }
 
 // Coster is implemented by sessions whose costs are counted (far-memory stores): the harness

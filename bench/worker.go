@@ -232,19 +232,22 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wk.key = generator.AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+		var err error
+		if wk.key, err = w.AppendKey(wk.key[:0], k); err != nil {
+			return fmt.Errorf("bench: load key %d: %w", k, err)
+		}
 		val := wk.value()
 		var before farmem.Stats
 		if wk.cost != nil {
 			before = wk.cost.Costs()
 		}
 		start := wk.now()
-		err := wk.sess.Insert(ctx, wk.key, val)
+		err = wk.sess.Insert(ctx, wk.key, val)
 		end := wk.now()
 		wk.steps.Add(1)
 		wk.load.record(OpInsert, end-start, err, wk.costSince(before))
 		if err != nil {
-			return fmt.Errorf("bench: load key %d (%s): %w", k, wk.key, err)
+			return fmt.Errorf("bench: load key %d (%q): %w", k, wk.key, err)
 		}
 	}
 	return nil
@@ -283,8 +286,10 @@ func (wk *Worker) do(ctx context.Context, op Op) error {
 	w := wk.d.w
 	if op == OpInsert {
 		k := wk.d.inserts.Next()
-		wk.key = generator.AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
-		err := wk.sess.Insert(ctx, wk.key, wk.value())
+		var err error
+		if wk.key, err = w.AppendKey(wk.key[:0], k); err == nil {
+			err = wk.sess.Insert(ctx, wk.key, wk.value())
+		}
 		wk.d.inserts.Ack(k) // acknowledged whatever the outcome, as YCSB does
 		return err
 	}
@@ -292,7 +297,9 @@ func (wk *Worker) do(ctx context.Context, op Op) error {
 	if err != nil {
 		return err
 	}
-	wk.key = generator.AppendKey(wk.key[:0], k, w.ZeroPadding, w.OrderedInserts)
+	if wk.key, err = w.AppendKey(wk.key[:0], k); err != nil {
+		return err
+	}
 	switch op {
 	case OpRead:
 		_, err = wk.sess.Read(ctx, wk.key)
@@ -302,7 +309,7 @@ func (wk *Worker) do(ctx context.Context, op Op) error {
 		if wk.scan == nil {
 			return fmt.Errorf("workload %s %w", w.Name, ErrNeedsOrderedIndex)
 		}
-		_, err = wk.scan.Scan(ctx, wk.key, int(wk.scanLen.Next(wk.r)))
+		_, err = wk.scan.Scan(ctx, wk.key, int(wk.scanLen.Next(wk.r)), nil)
 	case OpReadModifyWrite:
 		if _, err = wk.sess.Read(ctx, wk.key); err == nil {
 			err = wk.sess.Update(ctx, wk.key, wk.value())

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/farmem/farmem/bench/generator"
 )
 
 //go:embed workloads/workload*
@@ -99,8 +101,15 @@ type Workload struct {
 	MaxScanLength          int    // maxscanlength (default 1000)
 	ScanLengthDistribution string // scanlengthdistribution: uniform (default) or zipfian
 
-	OrderedInserts bool // insertorder=ordered (default hashed)
+	OrderedInserts bool // insertorder=ordered (default hashed; ordered with keyformat=binary64)
 	ZeroPadding    int  // zeropadding (default 1)
+
+	// KeyFormat is keyformat (farmem's): string (default, YCSB's key names) or binary64 (the
+	// 8-byte big-endian key number plus one, see generator.KeyBinary64). Binary64 keys are the
+	// key numbers themselves, never their hashes, so inserts under binary64 are in key order:
+	// insertorder defaults to ordered, and insertorder=hashed (or any zeropadding) with
+	// binary64 is an error rather than a setting silently without effect.
+	KeyFormat generator.KeyFormat
 
 	props map[string]rawProp // as given (with their lines), for Properties and With
 }
@@ -138,6 +147,7 @@ var propDefs = map[string]propDef{
 	"scanlengthdistribution":                 {def: "uniform"},
 	"insertorder":                            {def: "hashed", loadTime: true},
 	"zeropadding":                            {def: "1", loadTime: true},
+	"keyformat":                              {def: "string", loadTime: true},
 	"workload":                               {ignored: true},
 	"table":                                  {ignored: true},
 	"readallfields":                          {def: "true", ignored: true},
@@ -453,9 +463,27 @@ func build(name string, props map[string]rawProp) (*Workload, error) {
 	if w.ScanLengthDistribution, err = oneOf("scanlengthdistribution", "uniform", "zipfian"); err != nil {
 		return nil, err
 	}
+	var formats []string
+	for _, f := range generator.KeyFormats() {
+		formats = append(formats, string(f))
+	}
+	format, err := oneOf("keyformat", formats...)
+	if err != nil {
+		return nil, err
+	}
+	w.KeyFormat = generator.KeyFormat(format)
 	order, err := oneOf("insertorder", "hashed", "ordered")
 	if err != nil {
 		return nil, err
+	}
+	if w.KeyFormat == generator.KeyBinary64 {
+		if p, given := props["insertorder"]; given && order == "hashed" {
+			return nil, bad(loc("insertorder", p), "binary64 keys are the key numbers themselves (not their hashes), so inserts are in key order: leave insertorder unset or set it to ordered")
+		}
+		order = "ordered"
+		if p, given := props["zeropadding"]; given {
+			return nil, bad(loc("zeropadding", p), "binary64 keys have no digits to pad: leave zeropadding unset")
+		}
 	}
 	w.OrderedInserts = order == "ordered"
 	zp, err := intIn("zeropadding", 1, 64)
@@ -505,6 +533,9 @@ func (w *Workload) Effective() map[string]string {
 		}
 	}
 	m["insertcount"] = strconv.FormatInt(w.InsertCount, 10)
+	if w.OrderedInserts {
+		m["insertorder"] = "ordered"
+	}
 	return m
 }
 
@@ -536,6 +567,18 @@ func (w *Workload) ValueSize() int {
 		return w.FixedValueSize
 	}
 	return w.FieldCount * w.FieldLength
+}
+
+// AppendKey appends the key of key number keynum to dst, in the workload's key format: YCSB's
+// key name (generator.AppendKey, with zeropadding and insertorder) or the binary64 encoding
+// (generator.AppendBinary64Key). It fails only for a binary64 key number outside
+// 0..generator.MaxBinary64KeyNum, which no workload reaches (at most 2^40 records, plus one
+// key number per insert).
+func (w *Workload) AppendKey(dst []byte, keynum int64) ([]byte, error) {
+	if w.KeyFormat == generator.KeyBinary64 {
+		return generator.AppendBinary64Key(dst, keynum)
+	}
+	return generator.AppendKey(dst, keynum, w.ZeroPadding, w.OrderedInserts), nil
 }
 
 // NeedsScan reports whether the workload scans (and so needs an ordered index).

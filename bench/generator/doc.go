@@ -20,7 +20,10 @@
 //     acknowledged insert (AckCounter).
 //   - Hotspot (YCSB's HotspotIntegerGenerator) and Uniform: uniform within their sets.
 //
-// Keys are named as YCSB names them (KeyName): "user" and the key number hashed with FNVHash64.
+// Keys are named as YCSB names them (KeyName): "user" and the key number hashed with FNVHash64
+// (unless inserts are ordered). KeyBinary64 is the other format (AppendBinary64Key): the 8-byte
+// big-endian key number plus one, never its hash, so keys are nonzero, below 2^63 and in
+// numeric order bytewise, as Dolphin's fixed 8-byte keys need.
 //
 // Costs: building a Zipfian sums zeta over its items (O(n), about a second per 50 million);
 // ScrambledZipfian uses YCSB's precomputed zeta; a draw is O(1) (one Float64 and one Pow).

@@ -31,6 +31,8 @@ type benchFlags struct {
 	sweep     string
 	peers     string
 	sync      string
+	index     string
+	idx       indexKind // --index, resolved
 	json      bool
 	svg       string
 	metric    string
@@ -57,8 +59,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&bf.process, "process", "", "i/n: this is process i (0-based) of n running at once; each loads and uses its own 1/n of the records")
 	fs.Int64Var(&bf.records, "records", 0, "records to load (default the workload's recordcount)")
 	fs.StringVar(&bf.sweep, "sweep", "", "run once per value of a parameter, e.g. clients=1,2,4,8")
-	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster)")
+	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster); a workload that scans gets their ordered twins, gomap/btree and redis/zset")
 	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+" (default the store's)")
+	fs.StringVar(&bf.index, "index", indexKinds[0].name, indexUsage())
 	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of a table")
 	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
 	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
@@ -71,6 +74,12 @@ Runs YCSB workloads on the key-value store over a fabric, beside its peers, and 
 With no flags: workload A on a cxl region in a temporary file, 4 clients, 3 seconds.
 A store that holds the records already (a second run on a cluster or region) is not loaded
 again. It exits 1 if any operation failed or the load did not complete, and says how many.
+
+A workload that scans (E) runs on the peers' ordered twins (gomap/btree, redis/zset) and on
+the store only if its index (--index) is ordered; otherwise the store's row says it needs an
+ordered index, and the command exits 1 only if no store could run the workload.
+--set keyformat=binary64 makes keys the 8-byte big-endian key number plus one (in key order,
+so inserts are ordered) instead of YCSB's "user..." names.
 
 `)
 		fs.PrintDefaults()
@@ -124,6 +133,9 @@ again. It exits 1 if any operation failed or the load did not complete, and says
 	if err != nil {
 		return err
 	}
+	if bf.idx, err = indexByName(bf.index); err != nil {
+		return err
+	}
 	// The plot's path is checked before the benchmark runs, not after: the file is created now
 	// and removed again if the run fails.
 	var svg *os.File
@@ -170,6 +182,7 @@ again. It exits 1 if any operation failed or the load did not complete, and says
 			}
 			fmt.Fprintln(stdout)
 		}
+		bf.explainUnsupported(r, w, stderr)
 	}
 	if bf.json {
 		out := struct {
@@ -258,13 +271,13 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 		return nil, "", err
 	}
 	defer f.Close()
-	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt})
+	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt, Index: bf.idx.kind()})
 	if err != nil {
 		return nil, "", fmt.Errorf("open the store: %w", err)
 	}
 	defer store.Close()
 	stores := []bench.Store{bench.KVStore(store, "kvstore/"+bf.fabric.transport)}
-	peers, err := bf.peerStores(ctx, log)
+	peers, err := bf.peerStores(ctx, w.NeedsScan() || sweep.Param == "scanproportion", log)
 	if err != nil {
 		return nil, "", err
 	}
@@ -296,10 +309,13 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 	if err != nil {
 		return nil, "", err
 	}
-	return r, f.desc + ", sync " + store.Sync(), nil
+	return r, f.desc + bf.indexDesc() + ", sync " + store.Sync(), nil
 }
 
-func (bf *benchFlags) peerStores(ctx context.Context, log io.Writer) ([]bench.Store, error) {
+// peerStores starts the peers --peers names: the Go map and redis, or, for a workload that
+// scans (ordered), their ordered twins (gomap/btree, and redis/zset with its sorted-set index),
+// since a peer without an ordered index cannot run it.
+func (bf *benchFlags) peerStores(ctx context.Context, ordered bool, log io.Writer) ([]bench.Store, error) {
 	want := bf.peers
 	if want == "" {
 		want = "gomap,redis"
@@ -316,9 +332,14 @@ func (bf *benchFlags) peerStores(ctx context.Context, log io.Writer) ([]bench.St
 			return nil, usageErr("--peers %q: want gomap, redis or none", want)
 		}
 	}
+	all := bench.Peers
+	if ordered {
+		all = bench.OrderedPeers
+	}
 	var out []bench.Store
-	for _, p := range bench.Peers(ctx, log) {
-		if slices.Contains(names, p.Name()) {
+	for _, p := range all(ctx, log) {
+		base, _, _ := strings.Cut(p.Name(), "/") // gomap/btree is the gomap peer's twin
+		if slices.Contains(names, base) {
 			out = append(out, p)
 		} else {
 			_ = p.Close()
@@ -379,11 +400,19 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 		return bench.Row{}, "", err
 	}
 	defer s.Close()
-	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, MaxClients: 1})
+	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, MaxClients: 1, Index: bf.idx.kind()})
 	if err != nil {
 		return bench.Row{}, "", fmt.Errorf("open the store: %w", err)
 	}
 	defer store.Close()
+	desc := fmt.Sprintf("sim (%s model, %d memory nodes, %d compute nodes of %d clients)%s, sync %s, virtual time",
+		model.Name, model.MemoryNodes, model.ComputeNodes, simClientsPerNode, bf.indexDesc(), store.Sync())
+	if w.NeedsScan() && !store.Ordered() {
+		// The row bench.Run makes for a store that cannot run the workload, not a run whose
+		// every scan fails.
+		return bench.Row{Store: "kvstore/sim", Workload: w.Name, Phase: bench.PhaseRun, Clients: clients,
+			Unsupported: fmt.Sprintf("kvstore/sim: workload %s %v", w.Name, bench.ErrNeedsOrderedIndex)}, desc, nil
+	}
 	d, err := bench.NewDriver(w)
 	if err != nil {
 		return bench.Row{}, "", err
@@ -415,7 +444,26 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 	}
 	row := bench.Summarize("kvstore/sim", bench.PhaseRun, res.Window, workers)
 	row.Clients = clients
-	desc := fmt.Sprintf("sim (%s model, %d memory nodes, %d compute nodes of %d clients), sync %s, virtual time",
-		model.Name, model.MemoryNodes, model.ComputeNodes, simClientsPerNode, store.Sync())
 	return row, desc, nil
+}
+
+// indexDesc names the index kind in a run's description, when it is not the default one.
+func (bf *benchFlags) indexDesc() string {
+	if bf.idx.name == indexKinds[0].name {
+		return ""
+	}
+	return ", index " + bf.idx.name
+}
+
+// explainUnsupported tells why the store could not run a workload that scans: its index
+// kind, and the kinds that would (or that none is built yet). The table's note says what
+// bench.Run found; this says what to do about it.
+func (bf *benchFlags) explainUnsupported(r *bench.Report, w *bench.Workload, log io.Writer) {
+	for _, row := range r.Rows {
+		if row.Unsupported != "" && strings.HasPrefix(row.Store, "kvstore/") {
+			fmt.Fprintf(log, "farmem: %s cannot run workload %s: it scans, which needs an ordered index, and the store's index %s is not one (%s)\n",
+				row.Store, w.Name, bf.idx.name, orderedIndexNames())
+			return
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/bench"
-	"github.com/farmem/farmem/bench/generator"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -75,7 +74,11 @@ func splitRecords(w *bench.Workload, part, parts int) (*bench.Workload, error) {
 func recordsLoaded(ctx context.Context, store *kvstore.Store, w *bench.Workload) (bool, error) {
 	first, last := w.InsertStart, w.InsertStart+w.InsertCount-1
 	has := func(k int64) (bool, error) {
-		_, err := store.Get(ctx, generator.AppendKey(nil, k, w.ZeroPadding, w.OrderedInserts))
+		key, err := w.AppendKey(nil, k)
+		if err != nil {
+			return false, err
+		}
+		_, err = store.Get(ctx, key)
 		switch {
 		case err == nil:
 			return true, nil
@@ -99,12 +102,15 @@ func recordsLoaded(ctx context.Context, store *kvstore.Store, w *bench.Workload)
 }
 
 // failures turns failed operations and loads in the reports into the command's error: how
-// many operations failed, of how many, and the first failure (the table has the details).
+// many operations failed, of how many, and the first failure (the table has the details). A
+// report in which no store could run the workload (workload E with neither an ordered index
+// nor peers) is a failure too: nothing was measured.
 func failures(reports []*bench.Report) error {
 	var failed, total uint64
-	var incomplete []string
+	var incomplete, unrunnable []string
 	first := ""
 	for _, r := range reports {
+		ran := false
 		for _, row := range r.Rows {
 			total += row.Ops + row.Errors
 			failed += row.Errors
@@ -114,17 +120,24 @@ func failures(reports []*bench.Report) error {
 			if row.Error != "" {
 				incomplete = append(incomplete, fmt.Sprintf("%s %s %s did not complete: %s", row.Store, row.Workload, row.Phase, row.Error))
 			}
+			ran = ran || row.Unsupported == ""
+		}
+		if !ran && len(r.Rows) > 0 {
+			unrunnable = append(unrunnable, fmt.Sprintf("no store could run workload %s (%s)", r.Workload, r.Rows[0].Unsupported))
 		}
 	}
-	if failed == 0 && len(incomplete) == 0 {
+	var parts []string
+	if failed > 0 || len(incomplete) > 0 {
+		msg := fmt.Sprintf("%d of %d operations failed", failed, total)
+		if first != "" {
+			msg += " (the first: " + first + ")"
+		}
+		parts = append(parts, msg)
+	}
+	parts = append(parts, incomplete...)
+	parts = append(parts, unrunnable...)
+	if len(parts) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%d of %d operations failed", failed, total)
-	if first != "" {
-		msg += " (the first: " + first + ")"
-	}
-	if len(incomplete) > 0 {
-		msg += "; " + strings.Join(incomplete, "; ")
-	}
-	return errors.New(msg)
+	return errors.New(strings.Join(parts, "; "))
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/farmem/farmem/kvstore"
+)
+
+// indexKind is one entry of the table --index chooses from.
+type indexKind struct {
+	name    string // as --index takes it; the kind's own Name()
+	ordered bool   // the kind scans (an OrderedIndex), so workload E runs on it
+	about   string // for --help
+	kind    func() kvstore.IndexKind
+}
+
+// indexKinds is the table of the store's index kinds, by --index name, the default first. An
+// ordered kind (Dolphin's hybrid tree, SELCC's B-link tree) is added here with ordered true.
+var indexKinds = []indexKind{
+	{name: "race", about: "RACE extendible hashing, a hash index: no scans",
+		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
+}
+
+// indexByName returns the entry named name, or a usage error listing the known names.
+func indexByName(name string) (indexKind, error) {
+	for _, k := range indexKinds {
+		if k.name == name {
+			return k, nil
+		}
+	}
+	return indexKind{}, usageErr("--index %q: no such index kind (known: %s)", name, indexNames())
+}
+
+// indexNames lists the known kinds' names.
+func indexNames() string {
+	var s []string
+	for _, k := range indexKinds {
+		s = append(s, k.name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// indexUsage describes the kinds for --help.
+func indexUsage() string {
+	var s []string
+	for _, k := range indexKinds {
+		s = append(s, k.name+" ("+k.about+")")
+	}
+	return "the store's index kind: " + strings.Join(s, ", ")
+}
+
+// orderedIndexNames lists the ordered kinds, or says there is none yet.
+func orderedIndexNames() string {
+	var s []string
+	for _, k := range indexKinds {
+		if k.ordered {
+			s = append(s, k.name)
+		}
+	}
+	if len(s) == 0 {
+		return "none is built yet"
+	}
+	return "choose one with --index: " + strings.Join(s, ", ")
+}
