@@ -17,9 +17,9 @@ import (
 
 // cluster is a fabric (or, on cxl, one attachment per compute node) with two compute nodes.
 type cluster struct {
-	name  string
-	nodes []farmem.NodeID
-	open  []func(ctx context.Context) (farmem.Memory, error) // per node
+	name   string
+	nodes  []farmem.NodeID
+	open   []func(ctx context.Context) (farmem.Memory, error) // per node
 	within func(func())
 	par    func(n int, fn func(i int))
 	sim    *sim.Sim
