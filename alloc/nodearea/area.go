@@ -187,8 +187,8 @@ func (a *Area) alloc(ctx context.Context, size uint64) (farmem.Addr, bool, error
 }
 
 // Free returns block b, allocated from this area with size bytes (or any size of the same
-// class), to its class's free list. It fails with farmem.ErrInvalid for an address that is not
-// a block of this area (another node, outside the handed-out range, misaligned for its class).
+// class), to its class's free list. It fails with farmem.ErrInvalid for an address that cannot
+// be a block of this area (another node, outside the area's data, misaligned for its class).
 // Freeing a block twice, or one still in use, corrupts the area: the package cannot detect it.
 func (a *Area) Free(ctx context.Context, b farmem.Addr, size uint64) error {
 	c := classOf(a.classes, size)
