@@ -60,15 +60,22 @@ func NewLatch(m farmem.Memory, a farmem.Addr) (Latch, error) {
 // Addr returns the latch's word.
 func (l Latch) Addr() farmem.Addr { return l.a }
 
-// Lock takes the latch exclusively, waiting while anyone holds it. It returns the context's
-// error if ctx ends first (leaving the latch as it was, apart from the pending bit, which the
-// next writer clears), and a verb's error otherwise.
+// Lock takes the latch exclusively, waiting while anyone holds it. If ctx ends first it returns
+// the context's error, after clearing the pending bit if it had set it (one more MaskedCAS,
+// made past the context's end; another waiting writer sets the bit again), so that an abandoned
+// Lock does not keep readers out; it returns a verb's error otherwise.
 func (l Latch) Lock(ctx context.Context) error {
 	mine := latchX | l.id
 	prev, err := l.m.CAS(ctx, l.a, 0, mine)
 	if err == nil && prev == 0 {
 		return nil
 	}
+	setPending := false
+	defer func() {
+		if err != nil && setPending {
+			_, _ = l.m.MaskedCAS(context.WithoutCancel(ctx), l.a, latchPending, latchPending, 0, latchPending)
+		}
+	}()
 	for err == nil {
 		var got uint64
 		switch {
@@ -81,6 +88,7 @@ func (l Latch) Lock(ctx context.Context) error {
 		case prev&latchPending == 0:
 			if got, err = l.m.CAS(ctx, l.a, prev, prev|latchPending); err == nil && got == prev {
 				got |= latchPending
+				setPending = true
 			}
 		default:
 			// Held, pending set: wait until it is free or the pending bit went away.
@@ -90,7 +98,8 @@ func (l Latch) Lock(ctx context.Context) error {
 		}
 		prev = got
 	}
-	return l.errOrNil("lock", err)
+	err = l.err("lock", err)
+	return err
 }
 
 // TryLock takes the latch exclusively if it is free, and reports whether it did; it never
@@ -179,11 +188,4 @@ func (l Latch) RUnlock(ctx context.Context) error {
 
 func (l Latch) err(op string, err error) error {
 	return fmt.Errorf("nodearea: %s latch %v: %w", op, l.a, err)
-}
-
-func (l Latch) errOrNil(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return l.err(op, err)
 }

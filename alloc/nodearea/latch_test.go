@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -160,6 +161,19 @@ func TestLatchModes(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, l2.Lock(ctx))
 				require.NoError(t, l2.Unlock(ctx))
+
+				// A writer that gives up waiting (its context ends) while a reader holds the
+				// latch does not leave its pending bit behind to keep later readers out.
+				require.NoError(t, l1.RLock(ctx))
+				wctx, cancel := m2.Runtime().WithTimeout(ctx, 5*time.Millisecond)
+				err = l2.Lock(wctx)
+				cancel()
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				ok, err = l2.TryRLock(ctx)
+				require.NoError(t, err)
+				require.True(t, ok, "a reader enters after the writer gave up")
+				require.NoError(t, l1.RUnlock(ctx))
+				require.NoError(t, l2.RUnlock(ctx))
 
 				// The latch's block goes back to the area and comes out again as plain data:
 				// on local's strict mode, neither the free list's link nor the new owner's
