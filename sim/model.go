@@ -44,8 +44,8 @@ type Model struct {
 	// ComputeLatency between two compute nodes.
 	MemoryLatency  time.Duration
 	ComputeLatency time.Duration
-	// Jitter adds a uniformly random delay in [0, Jitter) to every one-way trip, drawn from the
-	// seed.
+	// Jitter adds a uniformly random delay in [0, Jitter) to every one-way trip over a link
+	// (not to a loopback through a node's own NIC), drawn from the seed.
 	Jitter time.Duration
 
 	// MemoryNIC is the NIC of every memory node; ComputeNIC that of every compute node.
