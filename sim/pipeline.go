@@ -165,10 +165,12 @@ func (s *Sim) send(g *group, at int64) {
 	}
 	src := c.n
 	t := src.nic.issueAt(at, int64(src.model.Issue)*int64(len(g.idx)), 0)
-	arr := t + s.lat(src.id, g.n.id)
+	var arr int64
 	if g.n == src {
-		// A loopback through the client's own NIC (Model.LocalAccess).
+		// A loopback through the client's own NIC (Model.LocalAccess): no link, no jitter.
 		arr = t + int64(s.m.LoopbackLatency)
+	} else {
+		arr = t + s.lat(src.id, g.n.id)
 	}
 	q := g.q
 	g.arrive = max(arr, q.lastArrive)
