@@ -84,28 +84,35 @@ type Model struct {
 	// word go through their own NIC too. Such an atomic costs OpCPU, the NIC's issue, a trip
 	// of LoopbackLatency to the NIC's receive side and one back, and the NIC's service and
 	// atomic unit, queued with the NIC's other work (LoopbackLatency is 500ns in the presets:
-	// see loopbackLatency's sources). Plain reads and writes of such a word
-	// stay CPU accesses (DMA is coherent with the host's caches). In a batch, once one op to
-	// the own region goes through the NIC, the batch's later ops to the own region follow it,
-	// to keep their order. The rule is deterministic: it depends on the order in which atomics
+	// see loopbackLatency's sources). Plain reads and writes of such a word stay CPU accesses
+	// (DMA is coherent with the host's caches). In a batch, once one op to the own region goes
+	// through the NIC, the batch's later ops to the own region follow it, to keep their
+	// order. The rule is deterministic: it depends on the order in which atomics
 	// take effect, which the seed fixes. Stats count these verbs as local, like every verb to
 	// the own region (no round trip); only their time differs.
 	LocalAccess     time.Duration
 	LocalBandwidth  float64
 	LoopbackLatency time.Duration
 
-	// ClockOffset and ClockDrift make the clients' clocks disagree, as unsynchronized machines'
-	// do: each client's Runtime.Now reads true virtual time plus an offset drawn uniformly
-	// from [-ClockOffset, ClockOffset] plus the time since Epoch scaled by a drift drawn
-	// uniformly from [-ClockDrift, ClockDrift] parts per million (below 10^5). Both are drawn from the seed
-	// and the client id alone (a client id keeps its clock across reopening; drawing them
-	// takes nothing from the other random sources, so turning clocks on changes no other
-	// choice of the run). Durations a client's runtime waits for (Sleep, AfterFunc,
-	// WithTimeout) are measured on its own clock: d lasts d/(1+drift) of true time, rounded up,
-	// so after Sleep(d) the client's Now has advanced by d (to a nanosecond); a context from
-	// WithTimeout reports its Deadline on the clock of the runtime that made it. The fabric's
-	// runtime (Sim.Runtime), Sim.Now, At, reports and fault schedules use true time. Zero (the
-	// default) gives every client the true clock.
+	// ClockOffset and ClockDrift make the clients' clocks disagree, as unsynchronized
+	// machines' do: each client's Runtime.Now reads true virtual time plus an offset drawn
+	// uniformly from [-ClockOffset, ClockOffset] plus the time since Epoch scaled by a drift
+	// drawn uniformly from [-ClockDrift, ClockDrift] parts per million (below 10^5). A client
+	// can therefore read a time earlier than one another client read before it: the stale
+	// timestamps SWARM's Safe-Guess must survive. Both are drawn from the seed and the client
+	// id alone (a client id keeps its clock across reopening), from a source of their own that
+	// takes no draw from the run's other sources. Durations a client's runtime waits for
+	// (Sleep, AfterFunc, WithTimeout) are measured on its own clock: d lasts
+	// d/(1+drift·10⁻⁶) of true time, rounded up, so after Sleep(d) the client's Now has
+	// advanced by d (to a nanosecond); a context from WithTimeout reports its Deadline on the
+	// clock of the runtime that made it. The fabric's runtime (Sim.Runtime), Sim.Now, At,
+	// reports, down timeouts and fault schedules use true time; Compute(d) is work, not a
+	// wait, and takes d of true time.
+	//
+	// Zero (the default, and the presets') gives every client the true clock. No source pins
+	// either value for the papers' testbeds; sweep ClockDrift up to 100 ppm (the bound
+	// FlexKV's lease rule assumes, δ = 10⁻⁴, and the usual tolerance of a server's crystal)
+	// and ClockOffset from 1µs (PTP-class synchronization) to 1ms (NTP-class).
 	ClockOffset time.Duration
 	ClockDrift  float64
 
