@@ -54,7 +54,7 @@
 //	Alloc, from the bump      3: read the head (empty), read the bump, CAS the bump
 //	AllocZeroed               Alloc, plus 1 write of the block for a reused one
 //	Free                      3: read the head, write the link, CAS the head
-//	each lost race            +3 (pop), +1 (bump), +2 (push)
+//	each lost race            +2 (pop: read the new head's link, CAS), +1 (bump), +2 (push)
 //
 // # Limits
 //
