@@ -23,7 +23,6 @@ type cluster struct {
 	within func(func())
 	par    func(n int, fn func(i int))
 	sim    *sim.Sim
-	local  *local.Fabric
 }
 
 // smallShared is the shared area of the test clusters: small enough to exhaust quickly.
@@ -42,7 +41,6 @@ func clusters(t *testing.T) []*cluster {
 		_ = lf.Close()
 	})
 	cs = append(cs, fabricCluster("local", lf, nil))
-	cs[len(cs)-1].local = lf
 
 	r, err := cxl.CreateTemp("", "nodearea-test-*", cxl.Options{Shape: cxl.Shape{ComputeNodes: 2, SharedSize: smallShared, MemorySize: 1 << 20}})
 	if err != nil {
