@@ -171,9 +171,7 @@ func (s *Sim) startHandler(cl *call, h farmem.Handler) {
 	hc := n.c.hidle[len(n.c.hidle)-1]
 	n.c.hidle = n.c.hidle[:len(n.c.hidle)-1]
 	s.spawn(func() {
-		p := s.cur.Load()
-		s.sleepUntil(p, n.c.cpu.run(s.nowNs, s.m.CallCPU), hc)
-		reply, err := transport.RunHandler(n.c.ctx, h, hc, cl.from.info.ID, cl.req)
+		reply, err := s.runHandler(s.cur.Load(), hc, h, cl.from.info.ID, cl.req)
 		if err != nil {
 			err = transport.RemoteError(transport.CodeOf(err), err.Error())
 			reply = nil
@@ -213,4 +211,18 @@ func (s *Sim) sendReply(cl *call) {
 	n := cl.to
 	t := n.nic.issueAt(s.nowNs, int64(n.model.Issue), uint64(len(cl.reply)))
 	s.pushCall(t+s.lat(n.id, cl.from.n.id), cl, callReply)
+}
+
+// runHandler runs handler h for a message from client from on handler client hc, in the calling
+// simulated goroutine p, and returns what it returned. It is the CPU model of a message a
+// compute node handles (Model.CallCPU): CallCPU is charged to the cores of hc's node, queued
+// behind their other work, before h runs; h runs as hc, so its Runtime.Compute calls and the
+// OpCPU of its verbs queue on the same cores. A Call's delivery calls it once a handler slot
+// is free; a one-way message's delivery can call it the same way and drop the reply.
+func (s *Sim) runHandler(p *proc, hc *client, h farmem.Handler, from farmem.ClientID, req []byte) ([]byte, error) {
+	n := hc.n
+	if s.m.CallCPU > 0 {
+		s.sleepUntil(p, n.c.cpu.run(s.nowNs, s.m.CallCPU), hc)
+	}
+	return transport.RunHandler(n.c.ctx, h, hc, from, req)
 }

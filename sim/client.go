@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/transport"
@@ -44,7 +45,7 @@ func (s *Sim) openClient(n *node, slot int) (*client, error) {
 	cl, err := s.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
 		cl := &client{s: s, n: n, info: info, handler: slot >= 0}
 		cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
-		cl.rt = &rtime{s: s, c: cl, own: s.newRand()}
+		cl.rt = &rtime{s: s, c: cl, own: s.newRand(), clk: s.clockFor(info.ID)}
 		return cl, &cl.ctr
 	})
 	if err != nil {
@@ -159,16 +160,18 @@ func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 		return 0, err
 	}
 	c.ctr.CountOp(op, c.info.Node)
-	at := s.nowNs
-	if s.m.OpCPU > 0 {
-		at = c.n.c.cpu.run(at, s.m.OpCPU)
-	}
-	if n == c.n {
-		// The caller's own region: no NIC, no link.
-		s.sleepUntil(p, at, c)
+	if n == c.n && !n.viaNIC(op) {
+		// A CPU access to the caller's own region: no NIC, no link (Model.LocalAccess).
+		if d := s.localCost(op); d > 0 {
+			s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, d), c)
+		}
 		val := n.apply(op, 0, uint64(len(op.Buf)))
 		c.ctr.CountResult(op, val, nil)
 		return val, nil
+	}
+	at := s.nowNs
+	if s.m.OpCPU > 0 {
+		at = c.n.c.cpu.run(at, s.m.OpCPU)
 	}
 	var g *group
 	if !c.sgBusy {
@@ -234,17 +237,37 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	c.ctr.CountBatch(b, c.info.Node)
 	pend, comp := transport.NewPendingOn(b, &parker{s: s, c: c}, c.rt)
-	if s.m.OpCPU > 0 {
-		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, s.m.OpCPU*timeMul(len(b.Ops))), c)
+	// CPU: OpCPU per op the NIC carries, LocalAccess per CPU access to the own region. Once
+	// an op to the own region goes through the NIC (an atomic to a NIC-reached word), the
+	// batch's later ops to it follow, to keep their order.
+	var cpu time.Duration
+	own := 0 // index from which own-region ops go through the NIC; len(b.Ops) if none
+	for own < len(b.Ops) {
+		op := &b.Ops[own]
+		if op.Addr.Node() == c.n.id && c.n.viaNIC(op) {
+			break
+		}
+		own++
 	}
-	// Split by node, keeping batch order within each; the caller's own region is applied
-	// now, the rest is sent.
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		if op.Addr.Node() == c.n.id && i < own {
+			cpu += s.localCost(op)
+		} else {
+			cpu += s.m.OpCPU
+		}
+	}
+	if cpu > 0 {
+		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, cpu), c)
+	}
+	// Split by node, keeping batch order within each; CPU accesses to the caller's own region
+	// are applied now, the rest is sent.
 	var groups [4]*group
 	gs := groups[:0]
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		n := s.node(op.Addr.Node())
-		if n == c.n {
+		if n == c.n && i < own {
 			val := n.apply(op, 0, uint64(len(op.Buf)))
 			if !op.Unsignaled {
 				c.ctr.CountResult(op, val, nil)
@@ -364,4 +387,5 @@ type rtime struct {
 	s   *Sim
 	c   *client
 	own *rand.Rand
+	clk clock // a client's clock; the fabric's is true time
 }

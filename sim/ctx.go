@@ -15,7 +15,8 @@ type ctxKey struct{}
 type simCtx struct {
 	s        *Sim
 	parent   context.Context
-	deadline int64 // 0: none
+	deadline int64 // true virtual time; 0: none
+	clk      clock // the clock Deadline reads on: its maker's
 	done     chan struct{}
 	err      atomic.Pointer[error]
 	timer    *timer
@@ -30,12 +31,12 @@ type ctxFunc struct{ f func() }
 var _ context.Context = (*simCtx)(nil)
 
 // Deadline implements context.Context: the virtual deadline as a time.Time (virtual time is
-// nanoseconds since the Unix epoch).
+// nanoseconds since the Unix epoch), read on the clock of the runtime that made the context.
 func (c *simCtx) Deadline() (time.Time, bool) {
 	if c.deadline == 0 {
 		return time.Time{}, false
 	}
-	return time.Unix(0, c.deadline), true
+	return time.Unix(0, c.clk.local(c.deadline)), true
 }
 
 // Done implements context.Context.
@@ -120,12 +121,15 @@ func (s *Sim) simAncestor(ctx context.Context) (sc *simCtx, same bool) {
 }
 
 // withTimeout implements Runtime.WithTimeout; the token must be held.
-func (s *Sim) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+func (s *Sim) withTimeout(parent context.Context, d time.Duration, clk clock) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	c := &simCtx{s: s, parent: parent, done: make(chan struct{})}
-	dl := s.nowNs + int64(d)
+	c := &simCtx{s: s, parent: parent, done: make(chan struct{}), clk: clk}
+	dl := s.nowNs + clk.span(d)
+	if d < 0 {
+		dl = s.nowNs + int64(d)
+	}
 	anc, same := s.simAncestor(parent)
 	if anc != nil && anc.deadline != 0 && anc.deadline < dl {
 		dl = anc.deadline

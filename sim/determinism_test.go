@@ -54,11 +54,20 @@ func printOf(s *sim.Sim) fingerprint {
 
 // mixedProgram runs 24 clients doing a mix of every verb, Calls, Waits, sleeps and CPU work
 // against a fault schedule, and returns the history they saw.
-func mixedProgram(t *testing.T, seed uint64) ([]step, fingerprint) {
+//
+// With fidelity, the model also prices own-region accesses (LocalAccess, LocalBandwidth) and
+// skews the clients' clocks, the FAA counter is a word of compute node 1's shared area (local
+// to its clients, NIC-reached once another node's client has added to it), and the history
+// records each client's own clock.
+func mixedProgram(t *testing.T, seed uint64, fidelity bool) ([]step, fingerprint) {
 	m := sim.ConnectX3()
 	m.MemoryNodes, m.ComputeNodes, m.MemorySize = 3, 4, 1<<20
 	m.Jitter = 300 * time.Nanosecond
 	m.Tearing = true
+	if fidelity {
+		m.LocalAccess, m.LocalBandwidth = sim.DRAMAccess, sim.DRAMBandwidth
+		m.ClockOffset, m.ClockDrift = 10*time.Microsecond, 100
+	}
 	s, err := sim.New(m, seed)
 	require.NoError(t, err)
 	defer s.Close()
@@ -73,6 +82,9 @@ func mixedProgram(t *testing.T, seed uint64) ([]step, fingerprint) {
 		}))
 	}
 	counter, casWord := farmem.MakeAddr(1, base), farmem.MakeAddr(2, base)
+	if fidelity {
+		counter = farmem.MakeAddr(cnodes[0], s.Topology().SharedBase()+64)
+	}
 	const clients, rounds = 24, 40
 	ms := make([]farmem.Memory, clients)
 	s.Run(func() {
@@ -94,6 +106,9 @@ func mixedProgram(t *testing.T, seed uint64) ([]step, fingerprint) {
 				rnd := c.Runtime().Rand()
 				rec := func(what string, v uint64, err error) {
 					st := step{At: s.Now(), Client: c.Info().ID, What: what, Result: v}
+					if fidelity {
+						st.At = c.Runtime().Now()
+					}
 					if err != nil {
 						st.Err = err.Error()
 					}
@@ -152,8 +167,14 @@ func mixedProgram(t *testing.T, seed uint64) ([]step, fingerprint) {
 // TestDeterminism: the same seed gives the same history and the same statistics; another seed
 // gives another interleaving.
 func TestDeterminism(t *testing.T) {
-	h1, f1 := mixedProgram(t, 1)
-	h2, f2 := mixedProgram(t, 1)
+	for _, fidelity := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fidelity=%v", fidelity), func(t *testing.T) { determinism(t, fidelity) })
+	}
+}
+
+func determinism(t *testing.T, fidelity bool) {
+	h1, f1 := mixedProgram(t, 1, fidelity)
+	h2, f2 := mixedProgram(t, 1, fidelity)
 	require.Greater(t, len(h1), 500)
 	require.Equal(t, h1, h2, "same seed, same history")
 	require.Equal(t, f1, f2, "same seed, same statistics")
@@ -164,7 +185,7 @@ func TestDeterminism(t *testing.T) {
 		}
 	}
 	require.Positive(t, errs, "the fault schedule made some ops fail")
-	h3, f3 := mixedProgram(t, 2)
+	h3, f3 := mixedProgram(t, 2, fidelity)
 	require.NotEqual(t, h1, h3, "another seed, another history")
 	require.NotEqual(t, f1.Stats, f3.Stats)
 	t.Logf("%d steps, %d failed, ran %v of virtual time", len(h1), errs, f1.Elapsed)

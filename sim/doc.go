@@ -40,7 +40,11 @@
 // simulation's: Now is virtual, Sleep and AfterFunc wait in virtual time, WithTimeout returns
 // a context whose Done channel closes at a virtual deadline inside the simulation, Go starts a
 // simulated goroutine, Rand and NewRand are seeded from the seed, and a client runtime's
-// Compute(d) queues d of work on its compute node's cores.
+// Compute(d) queues d of work on its compute node's cores. With Model.ClockOffset or
+// Model.ClockDrift, each client reads its own clock (an offset and a drift drawn from the seed
+// and its client id, see Sim.ClockOf): its Now, and the durations it sleeps, waits in
+// AfterFunc and gives WithTimeout, are on that clock, while the fabric's runtime, Sim.Now, At
+// and reports keep true virtual time.
 //
 // Rules for code inside the simulation: block only in the simulator. A goroutine blocked on a
 // sync.WaitGroup, a channel or a contended mutex holds the simulator still; use Group (or a
@@ -55,8 +59,14 @@
 // See Model: one-way link latencies, NICs with a per-verb service time, a port bandwidth, a
 // FIFO queue in front of their processing units and an atomic unit serializing atomics to one
 // word, and compute nodes with k cores on which client CPU per op, Call handling and
-// Compute(d) queue. A verb takes effect at its target when its service starts there (an
-// atomic when it gets its word), and its answer leaves when its service ends. Ops of one client
+// Compute(d) queue (a Call's handler runs on the callee's cores: its CallCPU, its Compute and
+// the CPU of its verbs queue there, behind the callee's clients and other handlers). A verb
+// takes effect at its target when its service starts there (an atomic when it gets its word),
+// and its answer leaves when its service ends. A verb to the caller's own compute node's
+// region is a CPU access (Model.LocalAccess, OpCPU when that is zero), unless it is an atomic
+// to a word that a client of another compute node has reached with a NIC atomic: such a word
+// is NIC-reached for the rest of the run, and its owner's atomics on it loop through its own
+// NIC, since a NIC's atomics are not atomic with the CPU's. Ops of one client
 // to one node take effect in posting order. Reads and writes longer than 8 bytes are applied
 // in pieces, in random order, across their service when Model.Tearing (or SetTearing on a
 // node) is on, so concurrent ones tear for real.

@@ -23,8 +23,9 @@ import (
 // the link back. Ops of one client to one node take effect in posting order (an RC queue
 // pair). An unloaded READ of b bytes therefore takes OpCPU + Issue + 2 latencies +
 // Verb[READ] + b/Bandwidth, and an atomic Verb[kind] + AtomicUnit instead of the last two.
-// Verbs to the caller's own compute node's region take effect at once, after OpCPU, with no
-// NIC and no link.
+// Verbs to the caller's own compute node's region are CPU accesses (LocalAccess, no NIC, no
+// link), except atomics to words a peer has reached with a NIC atomic, which loop through the
+// caller's own NIC (see LocalAccess).
 type Model struct {
 	// Name labels the model in reports.
 	Name string
@@ -43,8 +44,8 @@ type Model struct {
 	// ComputeLatency between two compute nodes.
 	MemoryLatency  time.Duration
 	ComputeLatency time.Duration
-	// Jitter adds a uniformly random delay in [0, Jitter) to every one-way trip, drawn from the
-	// seed.
+	// Jitter adds a uniformly random delay in [0, Jitter) to every one-way trip over a link
+	// (not to a loopback through a node's own NIC), drawn from the seed.
 	Jitter time.Duration
 
 	// MemoryNIC is the NIC of every memory node; ComputeNIC that of every compute node.
@@ -63,9 +64,57 @@ type Model struct {
 	// to the client's compute node's cores as queued work.
 	OpCPU time.Duration
 	// CallCPU is the CPU cost of receiving a Call and dispatching its handler, charged to the
-	// target compute node's cores before the handler runs (the handler's own Compute calls
-	// add to it).
+	// target compute node's cores before the handler runs. The handler runs on a handler client
+	// of the target, so its own Runtime.Compute calls, and the OpCPU of the verbs it issues,
+	// queue on the target's cores too: handlers of concurrent calls share those cores with the
+	// node's clients and with each other.
 	CallCPU time.Duration
+
+	// LocalAccess is the CPU time of one verb on a word of the client's own compute node's
+	// region that no client of another compute node has reached with an atomic (a local
+	// latch, a cached frame, a proxy's local index slot): a load, store or CPU atomic instead
+	// of a NIC verb, charged to the client's cores in place of OpCPU; reads and writes add
+	// their length at LocalBandwidth (0: unlimited). Zero (the presets' value) charges OpCPU
+	// instead, with no bandwidth term: the cost such an access had before this field existed.
+	// DRAMAccess and DRAMBandwidth are sourced values to set.
+	//
+	// A word becomes NIC-reached, for the rest of the run, when an atomic (CAS, FAA, masked
+	// CAS) from a client of another compute node takes effect on it: an RDMA NIC's atomics are
+	// not atomic with the host CPU's, so from then on the node's own clients' atomics on that
+	// word go through their own NIC too. Such an atomic costs OpCPU, the NIC's issue, a trip
+	// of LoopbackLatency to the NIC's receive side and one back, and the NIC's service and
+	// atomic unit, queued with the NIC's other work (LoopbackLatency is 500ns in the presets:
+	// see loopbackLatency's sources). Plain reads and writes of such a word stay CPU accesses
+	// (DMA is coherent with the host's caches). In a batch, once one op to the own region goes
+	// through the NIC, the batch's later ops to the own region follow it, to keep their
+	// order. The rule is deterministic: it depends on the order in which atomics
+	// take effect, which the seed fixes. Stats count these verbs as local, like every verb to
+	// the own region (no round trip); only their time differs.
+	LocalAccess     time.Duration
+	LocalBandwidth  float64
+	LoopbackLatency time.Duration
+
+	// ClockOffset and ClockDrift make the clients' clocks disagree, as unsynchronized
+	// machines' do: each client's Runtime.Now reads true virtual time plus an offset drawn
+	// uniformly from [-ClockOffset, ClockOffset] plus the time since Epoch scaled by a drift
+	// drawn uniformly from [-ClockDrift, ClockDrift] parts per million (below 10^5). A client
+	// can therefore read a time earlier than one another client read before it: the stale
+	// timestamps SWARM's Safe-Guess must survive. Both are drawn from the seed and the client
+	// id alone (a client id keeps its clock across reopening), from a source of their own that
+	// takes no draw from the run's other sources. Durations a client's runtime waits for
+	// (Sleep, AfterFunc, WithTimeout) are measured on its own clock: d lasts
+	// d/(1+drift·10⁻⁶) of true time, rounded up, so after Sleep(d) the client's Now has
+	// advanced by d (to a nanosecond); a context from WithTimeout reports its Deadline on the
+	// clock of the runtime that made it. The fabric's runtime (Sim.Runtime), Sim.Now, At,
+	// reports, down timeouts and fault schedules use true time; Compute(d) is work, not a
+	// wait, and takes d of true time.
+	//
+	// Zero (the default, and the presets') gives every client the true clock. No source pins
+	// either value for the papers' testbeds; sweep ClockDrift up to 100 ppm (the bound
+	// FlexKV's lease rule assumes, δ = 10⁻⁴, and the usual tolerance of a server's crystal)
+	// and ClockOffset from 1µs (PTP-class synchronization) to 1ms (NTP-class).
+	ClockOffset time.Duration
+	ClockDrift  float64
 
 	// Tearing applies reads and writes longer than 8 bytes in TearChunks word-aligned pieces
 	// (default 8, at most 64), in a random order, spread across their time at the target
@@ -137,8 +186,10 @@ func (m *Model) defaults() error {
 		return fmt.Errorf("sim: %w", err)
 	}
 	if m.DownTimeout < 0 || m.MemoryLatency < 0 || m.ComputeLatency < 0 || m.Jitter < 0 ||
-		m.Cores < 0 || m.OpCPU < 0 || m.CallCPU < 0 || m.TearChunks < 0 || m.TearChunks > 64 {
-		return fmt.Errorf("sim: negative model parameter: %w", farmem.ErrInvalid)
+		m.Cores < 0 || m.OpCPU < 0 || m.CallCPU < 0 || m.TearChunks < 0 || m.TearChunks > 64 ||
+		m.LocalAccess < 0 || m.LocalBandwidth < 0 || m.LoopbackLatency < 0 || m.ClockOffset < 0 ||
+		!(m.ClockDrift >= 0 && m.ClockDrift < 1e5) {
+		return fmt.Errorf("sim: negative model parameter (or ClockDrift of 10^5 ppm or more): %w", farmem.ErrInvalid)
 	}
 	if err := m.MemoryNIC.check("memory"); err != nil {
 		return err
@@ -189,7 +240,9 @@ const (
 // (a same-word atomic is a PCIe read-modify-write inside the NIC, so one word sustains a few
 // million atomics per second; the hottest pointer's throughput, and so every contended ratio,
 // moves with it, and `farmem repro cider --atomic-unit` sweeps it over 100ns, 250ns and 500ns
-// to report ratios as bands), OpCPU 300ns of client CPU per op, CallCPU 1µs per handled Call.
+// to report ratios as bands), OpCPU 300ns of client CPU per op, CallCPU 1µs per handled Call,
+// LoopbackLatency 500ns (see loopbackLatency). LocalAccess is left zero (see DRAMAccess), and
+// the clocks are synchronized.
 func ConnectX6() Model {
 	rw := rateCost(215e6)
 	nic := NIC{
@@ -201,14 +254,15 @@ func ConnectX6() Model {
 		AtomicUnit: 250 * time.Nanosecond,
 	}
 	return Model{
-		Name:           "ConnectX-6 (CIDER testbed)",
-		MemoryLatency:  time.Microsecond,
-		ComputeLatency: time.Microsecond,
-		MemoryNIC:      nic,
-		ComputeNIC:     nic,
-		Cores:          4,
-		OpCPU:          300 * time.Nanosecond,
-		CallCPU:        time.Microsecond,
+		Name:            "ConnectX-6 (CIDER testbed)",
+		MemoryLatency:   time.Microsecond,
+		ComputeLatency:  time.Microsecond,
+		MemoryNIC:       nic,
+		ComputeNIC:      nic,
+		Cores:           4,
+		OpCPU:           300 * time.Nanosecond,
+		CallCPU:         time.Microsecond,
+		LoopbackLatency: loopbackLatency,
 	}
 }
 
@@ -228,7 +282,8 @@ func ConnectX6() Model {
 // Assumptions, not figures from the papers: WRITE service 28.6ns (35 million inbound writes
 // per second) and READ 40ns (25 million), the order of magnitude reported for this NIC
 // generation; one-way latency 1.5µs (the adapter alone is sub-microsecond, plus a switch hop
-// and an older PCIe); AtomicUnit 400ns; OpCPU 500ns; CallCPU 2µs.
+// and an older PCIe); AtomicUnit 400ns; OpCPU 500ns; CallCPU 2µs; LoopbackLatency 500ns (see
+// loopbackLatency). LocalAccess is left zero (see DRAMAccess), and the clocks are synchronized.
 func ConnectX3() Model {
 	w := rateCost(35e6)
 	nic := NIC{
@@ -241,13 +296,37 @@ func ConnectX3() Model {
 	}
 	nic.Verb[farmem.OpRead] = rateCost(25e6)
 	return Model{
-		Name:           "ConnectX-3 (FlexKV/SELCC testbed)",
-		MemoryLatency:  1500 * time.Nanosecond,
-		ComputeLatency: 1500 * time.Nanosecond,
-		MemoryNIC:      nic,
-		ComputeNIC:     nic,
-		Cores:          16,
-		OpCPU:          500 * time.Nanosecond,
-		CallCPU:        2 * time.Microsecond,
+		Name:            "ConnectX-3 (FlexKV/SELCC testbed)",
+		MemoryLatency:   1500 * time.Nanosecond,
+		ComputeLatency:  1500 * time.Nanosecond,
+		MemoryNIC:       nic,
+		ComputeNIC:      nic,
+		Cores:           16,
+		OpCPU:           500 * time.Nanosecond,
+		CallCPU:         2 * time.Microsecond,
+		LoopbackLatency: loopbackLatency,
 	}
 }
+
+// Costs of a compute node's own memory, for Model.LocalAccess and Model.LocalBandwidth. The
+// presets leave those fields zero (an own-region access then costs OpCPU, as it did before
+// they existed, so the figures published from the presets stand); experiments whose clients
+// work on their own node's memory (SELCC's frame latches and cache hits, FlexKV's proxy) set
+// them to these values:
+//   - DRAMAccess 100ns: one main-memory reference (J. Dean's "numbers everyone should know",
+//     LADIS 2009 keynote, gives 100ns; idle-latency measurements of server DRAM put it at
+//     80-100ns). A hot latch word sits in the CPU's caches and costs less (10-40ns from
+//     L2/L3), so sweep 20ns-150ns.
+//   - DRAMBandwidth 10 GB/s: one core copying from DRAM. No source pins it for these
+//     testbeds; sweep 5-20 GB/s.
+const (
+	DRAMAccess    = 100 * time.Nanosecond
+	DRAMBandwidth = 10e9
+)
+
+// loopbackLatency is the presets' Model.LoopbackLatency, 500ns one way: a verb a host posts to
+// its own NIC for its own memory crosses PCIe to the NIC and back instead of the wire. No
+// publication pins the loopback of these adapters; PCIe DMA round trips measure several
+// hundred nanoseconds to about a microsecond (Neugebauer et al., "Understanding PCIe
+// performance for end host networking", SIGCOMM 2018). Sweep 250ns-1µs.
+const loopbackLatency = 500 * time.Nanosecond

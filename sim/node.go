@@ -31,6 +31,9 @@ type node struct {
 	crashAfter int
 	tearing    bool
 	c          *cnode // compute nodes only
+	// nicWords has a bit per word of a compute node's region that a peer's atomic has
+	// reached (see Model.LocalAccess); nil until the first.
+	nicWords []uint64
 }
 
 // cnode is what a compute node has beyond its region.

@@ -165,7 +165,13 @@ func (s *Sim) send(g *group, at int64) {
 	}
 	src := c.n
 	t := src.nic.issueAt(at, int64(src.model.Issue)*int64(len(g.idx)), 0)
-	arr := t + s.lat(src.id, g.n.id)
+	var arr int64
+	if g.n == src {
+		// A loopback through the client's own NIC (Model.LocalAccess): no link, no jitter.
+		arr = t + int64(s.m.LoopbackLatency)
+	} else {
+		arr = t + s.lat(src.id, g.n.id)
+	}
 	q := g.q
 	g.arrive = max(arr, q.lastArrive)
 	q.lastArrive = g.arrive
@@ -321,6 +327,9 @@ func (s *Sim) applyNext(g *group) {
 			g.chunk = 0
 		} else {
 			val = n.apply(op, 0, uint64(len(op.Buf)))
+			if n.c != nil && g.c.n != n && transport.IsAtomic(op.Kind) {
+				n.markNIC(op)
+			}
 		}
 		g.vals[g.k] = val
 		g.errs[g.k] = nil
@@ -356,7 +365,11 @@ func (s *Sim) finishAtTarget(g *group) {
 		s.maybeRecycle(g)
 		return
 	}
-	s.replyAt(g, max(g.end, s.nowNs)+s.lat(g.n.id, g.c.n.id))
+	back := int64(s.m.LoopbackLatency)
+	if g.n != g.c.n {
+		back = s.lat(g.n.id, g.c.n.id)
+	}
+	s.replyAt(g, max(g.end, s.nowNs)+back)
 }
 
 func (s *Sim) replyAt(g *group, at int64) { s.pushGroup(max(at, s.nowNs), evReply, g) }

@@ -17,10 +17,12 @@ var contextBackground = context.Background()
 
 var _ farmem.Runtime = (*rtime)(nil)
 
-// Now implements farmem.Runtime: virtual time.
-func (r *rtime) Now() farmem.Time { return r.s.Now() }
+// Now implements farmem.Runtime: virtual time, read on the runtime's clock (a client's clock
+// may be offset and drift: see Model.ClockOffset).
+func (r *rtime) Now() farmem.Time { return farmem.Time(r.clk.local(int64(r.s.Now()))) }
 
-// Sleep implements farmem.Runtime: it parks the caller for d of virtual time.
+// Sleep implements farmem.Runtime: it parks the caller for d of virtual time, measured on the
+// runtime's clock.
 func (r *rtime) Sleep(ctx context.Context, d time.Duration) error {
 	s := r.s
 	p, adopted := s.enter()
@@ -36,7 +38,7 @@ func (r *rtime) Sleep(ctx context.Context, d time.Duration) error {
 	}
 	p.client = r.c
 	seq := s.prepark(p)
-	s.pushProc(s.nowNs+int64(d), p, seq)
+	s.pushProc(s.nowNs+r.clk.span(d), p, seq)
 	switch s.await(p, ctx) {
 	case wakeEvent:
 		return nil
@@ -50,13 +52,13 @@ func (r *rtime) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // AfterFunc implements farmem.Runtime: f runs in a new simulated goroutine after d of virtual
-// time.
+// time, measured on the runtime's clock.
 func (r *rtime) AfterFunc(d time.Duration, f func()) farmem.Timer {
 	s := r.s
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
 	foreign := startsForeign(p)
-	return s.newTimer(s.nowNs+max(int64(d), 0), foreign, func() { s.spawn(f, foreign) })
+	return s.newTimer(s.nowNs+r.clk.span(max(d, 0)), foreign, func() { s.spawn(f, foreign) })
 }
 
 // Go implements farmem.Runtime: f runs in a new simulated goroutine, ready at the current
@@ -70,12 +72,12 @@ func (r *rtime) Go(f func()) {
 }
 
 // WithTimeout implements farmem.Runtime: the context ends at a virtual deadline, inside the
-// simulation.
+// simulation, d later on the runtime's clock; its Deadline reads on that clock too.
 func (r *rtime) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	s := r.s
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
-	return s.withTimeout(parent, d)
+	return s.withTimeout(parent, d, r.clk)
 }
 
 // Rand implements farmem.Runtime: the runtime's own source, seeded from the simulation's seed.
@@ -100,5 +102,3 @@ func (r *rtime) Compute(d time.Duration) {
 	}
 	s.sleepUntil(p, end, r.c)
 }
-
-func timeMul(n int) time.Duration { return time.Duration(n) }
