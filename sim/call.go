@@ -217,8 +217,8 @@ func (s *Sim) sendReply(cl *call) {
 // simulated goroutine p, and returns what it returned. It is the CPU model of a message a
 // compute node handles (Model.CallCPU): CallCPU is charged to the cores of hc's node, queued
 // behind their other work, before h runs; h runs as hc, so its Runtime.Compute calls and the
-// OpCPU of its verbs queue on the same cores. A Call's delivery calls it once a handler slot
-// is free; a one-way message's delivery can call it the same way and drop the reply.
+// OpCPU of its verbs queue on the same cores. Calls and one-way messages both reach it through
+// startHandler once a handler client is free (a message's reply is dropped).
 func (s *Sim) runHandler(p *proc, hc *client, h farmem.Handler, from farmem.ClientID, req []byte) ([]byte, error) {
 	n := hc.n
 	if s.m.CallCPU > 0 {
