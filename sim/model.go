@@ -74,9 +74,9 @@ type Model struct {
 	// region that no client of another compute node has reached with an atomic (a local
 	// latch, a cached frame, a proxy's local index slot): a load, store or CPU atomic instead
 	// of a NIC verb, charged to the client's cores in place of OpCPU; reads and writes add
-	// their length at LocalBandwidth (0: unlimited). Zero (the presets' value) charges OpCPU
-	// instead, with no bandwidth term: the cost such an access had before this field existed.
-	// DRAMAccess and DRAMBandwidth are sourced values to set.
+	// their length at LocalBandwidth (0: unlimited). The presets set the sourced DRAMAccess and
+	// DRAMBandwidth; zero charges OpCPU instead, with no bandwidth term (as if the access were
+	// a verb posted to a NIC).
 	//
 	// A word becomes NIC-reached, for the rest of the run, when an atomic (CAS, FAA, masked
 	// CAS) from a client of another compute node takes effect on it: an RDMA NIC's atomics are
@@ -241,8 +241,8 @@ const (
 // million atomics per second; the hottest pointer's throughput, and so every contended ratio,
 // moves with it, and `farmem repro cider --atomic-unit` sweeps it over 100ns, 250ns and 500ns
 // to report ratios as bands), OpCPU 300ns of client CPU per op, CallCPU 1µs per handled Call,
-// LoopbackLatency 500ns (see loopbackLatency). LocalAccess is left zero (see DRAMAccess), and
-// the clocks are synchronized.
+// LoopbackLatency 500ns (see loopbackLatency). LocalAccess and LocalBandwidth are DRAMAccess
+// and DRAMBandwidth (a CPU access to the node's own memory), and the clocks are synchronized.
 func ConnectX6() Model {
 	rw := rateCost(215e6)
 	nic := NIC{
@@ -263,6 +263,8 @@ func ConnectX6() Model {
 		OpCPU:           300 * time.Nanosecond,
 		CallCPU:         time.Microsecond,
 		LoopbackLatency: loopbackLatency,
+		LocalAccess:     DRAMAccess,
+		LocalBandwidth:  DRAMBandwidth,
 	}
 }
 
@@ -283,7 +285,8 @@ func ConnectX6() Model {
 // per second) and READ 40ns (25 million), the order of magnitude reported for this NIC
 // generation; one-way latency 1.5µs (the adapter alone is sub-microsecond, plus a switch hop
 // and an older PCIe); AtomicUnit 400ns; OpCPU 500ns; CallCPU 2µs; LoopbackLatency 500ns (see
-// loopbackLatency). LocalAccess is left zero (see DRAMAccess), and the clocks are synchronized.
+// loopbackLatency). LocalAccess and LocalBandwidth are DRAMAccess and DRAMBandwidth, and the
+// clocks are synchronized.
 func ConnectX3() Model {
 	w := rateCost(35e6)
 	nic := NIC{
@@ -305,6 +308,8 @@ func ConnectX3() Model {
 		OpCPU:           500 * time.Nanosecond,
 		CallCPU:         2 * time.Microsecond,
 		LoopbackLatency: loopbackLatency,
+		LocalAccess:     DRAMAccess,
+		LocalBandwidth:  DRAMBandwidth,
 	}
 }
 
