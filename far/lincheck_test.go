@@ -38,7 +38,7 @@ func linOps(r *rig) int {
 	return 120
 }
 
-// TestLincheckRegister: loads, stores (and in Word mode CASes) of every mode, from several
+// TestLincheckRegister: loads (Load and LoadInto), stores (and in Word mode CASes) of every mode, from several
 // clients on two pointers, are linearizable as registers. In SingleWriter mode client 0 owns
 // both pointers and the others only load; the test also asserts that torn reads happened and
 // were detected (on local and sim alike, tearing is real), and every load checks that the
@@ -97,7 +97,13 @@ func registerMode[V interface {
 				continue
 			}
 			op := rec.Call(reg.Read(uint64(k)))
-			v, err := ps[k].Load(ctx, c)
+			var v V
+			var err error
+			if s%2 == 0 {
+				v, err = ps[k].Load(ctx, c)
+			} else {
+				err = ps[k].LoadInto(ctx, c, &v)
+			}
 			if err == nil && !v.whole() {
 				return fmt.Errorf("torn value returned: %v", v)
 			}

@@ -109,6 +109,9 @@ func TestModes(t *testing.T) {
 		v, err = p.Load(ctx, c)
 		require.NoError(t, err)
 		require.Equal(t, q(2), v)
+		var into quad
+		require.NoError(t, p.LoadInto(ctx, c, &into))
+		require.Equal(t, q(2), into)
 		nv, err := p.Update(ctx, c, func(x quad) quad { return q(x.A + 10) })
 		require.NoError(t, err)
 		require.Equal(t, q(12), nv)
@@ -189,6 +192,7 @@ func TestRoundTrips(t *testing.T) {
 		{"word cas", far.WordStoreRoundTrips, func() error { _, err := w.CompareAndSwap(ctx, c, 2, 3); return err }},
 		{"word update", far.WordUpdateRoundTrips, func() error { _, err := w.Update(ctx, c, func(x uint64) uint64 { return x + 1 }); return err }},
 		{"single-writer load", far.SingleWriterLoadRoundTrips, load(ptrs[far.SingleWriter])},
+		{"single-writer load into", far.SingleWriterLoadRoundTrips, func() error { var v quad; return ptrs[far.SingleWriter].LoadInto(ctx, c, &v) }},
 		{"single-writer store", far.SingleWriterStoreRoundTrips, func() error { return ptrs[far.SingleWriter].Store(ctx, c, q(5)) }},
 		{"single-writer update", far.SingleWriterUpdateRoundTrips, func() error {
 			_, err := ptrs[far.SingleWriter].Update(ctx, c, func(x quad) quad { return q(x.A + 1) })
