@@ -231,11 +231,19 @@ func (p Ptr[T]) Load(ctx context.Context, c *Client) (v T, err error) {
 	if p.mode != SingleWriter || p.a == 0 {
 		return p.loadOther(ctx, c)
 	}
-	b, err := p.readRecord(ctx, c)
-	if err == nil {
-		v = p.codec.Decode(b)
+	// SingleWriter, the hot path: one Read of the record, again while it is torn.
+	n := p.size
+	rec := c.scratch(swRecordSize(n))
+	for {
+		if err = c.m.Read(ctx, p.a, rec); err != nil {
+			return v, err
+		}
+		if swOpen(rec, (n+7)/8) {
+			v = p.codec.Decode(rec[8 : 8+n])
+			return v, nil
+		}
+		c.stats.TornRetries++
 	}
-	return v, err
 }
 
 // LoadInto is Load that sets *dst (left as it was on error): for a large T it spares the
@@ -249,24 +257,15 @@ func (p Ptr[T]) LoadInto(ctx context.Context, c *Client, dst *T) error {
 		}
 		return err
 	}
-	b, err := p.readRecord(ctx, c)
-	if err == nil {
-		*dst = p.codec.Decode(b)
-	}
-	return err
-}
-
-// readRecord reads a SingleWriter pointer's record (one Read, again while torn) and returns the
-// value's encoding, in the client's scratch buffer.
-func (p Ptr[T]) readRecord(ctx context.Context, c *Client) ([]byte, error) {
 	n := p.size
 	rec := c.scratch(swRecordSize(n))
 	for {
 		if err := c.m.Read(ctx, p.a, rec); err != nil {
-			return nil, err
+			return err
 		}
-		if _, ok := swOpen(rec, (n+7)/8); ok {
-			return rec[8 : 8+n], nil
+		if swOpen(rec, (n+7)/8) {
+			*dst = p.codec.Decode(rec[8 : 8+n])
+			return nil
 		}
 		c.stats.TornRetries++
 	}
@@ -761,7 +760,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 			case p.mode == Word:
 				out[i], pending[i] = p.codec.Decode(s[16:24]), 0
 			case p.mode == SingleWriter:
-				if _, ok := swOpen(s[:swRecordSize(n)], (n+7)/8); ok {
+				if swOpen(s[:swRecordSize(n)], (n+7)/8) {
 					out[i], pending[i] = p.codec.Decode(s[8:8+n]), 0
 				} else {
 					c.stats.TornRetries++

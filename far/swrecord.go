@@ -57,23 +57,23 @@ func swSeal(rec []byte, n int, v uint64) {
 }
 
 // swOpen checks a record read whole into rec and, if it is valid (H == T and every stamp is
-// H's low byte), restores the value's encoding in place at rec[8:8+8k] and returns H and true.
+// H's low byte), restores the value's encoding in place at rec[8:8+8k] and returns true.
 // A record that fails the check was torn by a concurrent store (or a store that failed half
 // way) and must be read again. Seven value words share a displaced-byte word; a full group of
 // seven is handled as one fixed-size block, which spares the bounds checks of the hot path.
-func swOpen(rec []byte, k int) (uint64, bool) {
+func swOpen(rec []byte, k int) bool {
 	le := binary.LittleEndian
 	if len(rec) < 16 {
-		return 0, false
+		return false
 	}
 	h := le.Uint64(rec)
 	if h != le.Uint64(rec[len(rec)-8:]) {
-		return h, false
+		return false
 	}
 	s := h << 56
 	body := rec[8 : len(rec)-8]
 	if len(body) < 8*(k+(k+6)/7) {
-		return h, false
+		return false
 	}
 	vals, ext := body[:8*k], body[8*k:]
 	var bad uint64
@@ -94,7 +94,7 @@ func swOpen(rec []byte, k int) (uint64, bool) {
 	}
 	if len(vals) > 0 {
 		if len(ext) < 8 {
-			return h, false
+			return false
 		}
 		d := le.Uint64(ext)
 		bad |= d ^ s
@@ -106,5 +106,5 @@ func swOpen(rec []byte, k int) (uint64, bool) {
 			vals = vals[8:]
 		}
 	}
-	return h, bad&^stampMask == 0
+	return bad&^stampMask == 0
 }
