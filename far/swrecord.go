@@ -79,17 +79,12 @@ func swOpen(rec []byte, k int) bool {
 	var bad uint64
 	for len(vals) >= 56 && len(ext) >= 8 {
 		g := (*[56]byte)(vals)
-		d := le.Uint64(ext)
+		e := (*[8]byte)(ext)
+		d := le.Uint64(e[:])
 		w0, w1, w2, w3 := le.Uint64(g[0:]), le.Uint64(g[8:]), le.Uint64(g[16:]), le.Uint64(g[24:])
 		w4, w5, w6 := le.Uint64(g[32:]), le.Uint64(g[40:]), le.Uint64(g[48:])
 		bad |= (d ^ s) | (w0 ^ s) | (w1 ^ s) | (w2 ^ s) | (w3 ^ s) | (w4 ^ s) | (w5 ^ s) | (w6 ^ s)
-		le.PutUint64(g[0:], w0&stampMask|d<<56)
-		le.PutUint64(g[8:], w1&stampMask|d>>8<<56)
-		le.PutUint64(g[16:], w2&stampMask|d>>16<<56)
-		le.PutUint64(g[24:], w3&stampMask|d>>24<<56)
-		le.PutUint64(g[32:], w4&stampMask|d>>32<<56)
-		le.PutUint64(g[40:], w5&stampMask|d>>40<<56)
-		le.PutUint64(g[48:], w6&stampMask|d>>48<<56)
+		g[7], g[15], g[23], g[31], g[39], g[47], g[55] = e[0], e[1], e[2], e[3], e[4], e[5], e[6]
 		vals, ext = vals[56:], ext[8:]
 	}
 	if len(vals) > 0 {
