@@ -65,12 +65,29 @@ func cxlClient(tb testing.TB) *far.Client {
 	return c
 }
 
+// rawBlocks allocates, on c's memory, a 64-byte block holding samplePoint's encoding (what a
+// raw Read reads) and a 72-byte block holding a zero version word and then that encoding (a
+// hand-written sequence lock's layout).
+func rawBlocks(tb testing.TB, c *far.Client) (raw, seq farmem.Addr) {
+	tb.Helper()
+	ctx := context.Background()
+	buf := make([]byte, 72)
+	point64Codec{}.Encode(buf[8:], samplePoint)
+	raw, err := c.Allocator().Alloc(ctx, 64, 8)
+	require.NoError(tb, err)
+	require.NoError(tb, c.Memory().Write(ctx, raw, buf[8:]))
+	seq, err = c.Allocator().Alloc(ctx, 72, 8)
+	require.NoError(tb, err)
+	require.NoError(tb, c.Memory().Write(ctx, seq, buf))
+	return raw, seq
+}
+
 // BenchmarkLoad64 sets a typed load of a 64-byte struct beside the raw verbs it is made of,
 // on cxl, in one run:
 //
 //	raw-read+decode         one 64-byte Read and the hand-written decode (not linearizable
 //	                        under a concurrent writer: it may tear)
-//	raw-seqlock+decode      the single-writer load's batch (version, value, version) by hand
+//	raw-seqlock+decode      a sequence lock's batch (version, value, version) by hand
 //	typed/<mode>/<codec>    Ptr.Load
 func BenchmarkLoad64(b *testing.B) {
 	c := cxlClient(b)
@@ -78,13 +95,11 @@ func BenchmarkLoad64(b *testing.B) {
 	m := c.Memory()
 	hand := far.Codec[point64](point64Codec{})
 	bin := far.MustBinary[point64]()
-
-	sw, err := far.NewPtr(ctx, c, samplePoint, far.PtrOptions[point64]{Mode: far.SingleWriter, Codec: hand})
-	require.NoError(b, err)
+	raw, seq := rawBlocks(b, c)
 	buf := make([]byte, 80)
 
 	b.Run("raw-read+decode", func(b *testing.B) {
-		a := sw.Addr().Add(8)
+		a := raw
 		b.ReportAllocs()
 		var sink point64
 		for b.Loop() {
@@ -101,9 +116,9 @@ func BenchmarkLoad64(b *testing.B) {
 		var sink point64
 		for b.Loop() {
 			bt.Reset()
-			bt.Read(sw.Addr(), buf[0:8])
-			bt.Read(sw.Addr().Add(8), buf[16:80])
-			bt.Read(sw.Addr(), buf[8:16])
+			bt.Read(seq, buf[0:8])
+			bt.Read(seq.Add(8), buf[16:80])
+			bt.Read(seq, buf[8:16])
 			if err := m.Do(ctx, &bt); err != nil {
 				b.Fatal(err)
 			}
@@ -173,7 +188,8 @@ func BenchmarkWord(b *testing.B) {
 	})
 }
 
-// TestLoadAllocs: typed loads on cxl allocate nothing, in every mode and with both codecs.
+// TestLoadAllocs: typed loads (Load and LoadInto) on cxl allocate nothing, in every mode and
+// with both codecs.
 func TestLoadAllocs(t *testing.T) {
 	c := cxlClient(t)
 	ctx := context.Background()
@@ -189,6 +205,13 @@ func TestLoadAllocs(t *testing.T) {
 				}
 			})
 			require.Zero(t, allocs, "%v/%s", mode, name)
+			var into point64
+			allocs = testing.AllocsPerRun(200, func() {
+				if err := p.LoadInto(ctx, c, &into); err != nil || into != samplePoint {
+					t.Fatalf("load into: %v %v", into, err)
+				}
+			})
+			require.Zero(t, allocs, "%v/%s into", mode, name)
 		}
 	}
 	w, err := far.NewPtr(ctx, c, int32(3), far.PtrOptions[int32]{})
@@ -210,10 +233,14 @@ var opaque far.Codec[point64]
 // interleaved, in rounds, and reports for each the least time per operation over the rounds
 // (robust to a busy machine) and the ratios:
 //
-//	typed/seqlock  Ptr.Load (SingleWriter, hand codec) over the same three Reads and decode
-//	               written by hand: the cost of the typed layer
-//	typed/read     the same over one raw 64-byte Read and decode, which is not linearizable
-//	               under a concurrent writer: the cost of the version check
+//	typed/read     Ptr.Load (SingleWriter, hand codec: one Read of the record, the check, the
+//	               decode) over one raw 64-byte Read and the same decode, inlined, which is not
+//	               linearizable under a concurrent writer: the cost of consistency and of the
+//	               typed layer
+//	typed/read-iface  the same over the raw Read and the decode called through far.Codec, as
+//	               any typed code calls it
+//	typed/seqlock  the same over a sequence lock written by hand (three Reads in one batch:
+//	               version, value, version), the single-writer load before the record
 //	binary/read    Ptr.Load with the default Binary codec over one raw Read and hand decode
 //	elem/read      farcoll.Array.Get of a 64-byte element (one Read and the decode; not atomic
 //	               under a concurrent writer of that element) over the raw Read and inlined decode
@@ -224,6 +251,7 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	ctx := context.Background()
 	m := c.Memory()
 	hand := far.Codec[point64](point64Codec{})
+	raw, seq := rawBlocks(b, c)
 	sw, err := far.NewPtr(ctx, c, samplePoint, far.PtrOptions[point64]{Mode: far.SingleWriter, Codec: hand})
 	require.NoError(b, err)
 	swb, err := far.NewPtr(ctx, c, samplePoint, far.PtrOptions[point64]{Mode: far.SingleWriter})
@@ -236,14 +264,14 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	var sink point64
 	fns := []func(){
 		func() { // raw read + decode
-			_ = m.Read(ctx, sw.Addr().Add(8), buf[:64])
+			_ = m.Read(ctx, raw, buf[:64])
 			sink = hand.Decode(buf[:64])
 		},
 		func() { // raw seqlock + decode
 			bt.Reset()
-			bt.Read(sw.Addr(), buf[0:8])
-			bt.Read(sw.Addr().Add(8), buf[16:80])
-			bt.Read(sw.Addr(), buf[8:16])
+			bt.Read(seq, buf[0:8])
+			bt.Read(seq.Add(8), buf[16:80])
+			bt.Read(seq, buf[8:16])
 			_ = m.Do(ctx, &bt)
 			if binary.LittleEndian.Uint64(buf[0:8]) == binary.LittleEndian.Uint64(buf[8:16]) {
 				sink = hand.Decode(buf[16:80])
@@ -253,9 +281,10 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 		func() { sink, _ = swb.Load(ctx, c) },
 		func() { sink, _ = arr.Get(ctx, c, 1) },
 		func() { // raw read + the codec's decode called through far.Codec, as typed code calls it
-			_ = m.Read(ctx, sw.Addr().Add(8), buf[:64])
+			_ = m.Read(ctx, raw, buf[:64])
 			sink = opaque.Decode(buf[:64])
 		},
+		func() { _ = sw.LoadInto(ctx, c, &sink) },
 	}
 	best := minPerOp(b, fns)
 	require.Equal(b, samplePoint, sink)
@@ -265,11 +294,15 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	b.ReportMetric(best[3], "typed-binary-ns")
 	b.ReportMetric(best[2]/best[1], "typed/seqlock")
 	b.ReportMetric(best[2]/best[0], "typed/read")
+	b.ReportMetric(best[2]/best[5], "typed/read-iface")
 	b.ReportMetric(best[3]/best[0], "binary/read")
 	b.ReportMetric(best[4], "elem-ns")
 	b.ReportMetric(best[4]/best[0], "elem/read")
 	b.ReportMetric(best[5], "raw-read-iface-ns")
 	b.ReportMetric(best[4]/best[5], "elem/read-iface")
+	b.ReportMetric(best[6], "typed-into-ns")
+	b.ReportMetric(best[6]/best[0], "into/read")
+	b.ReportMetric(best[6]/best[5], "into/read-iface")
 }
 
 // minPerOp runs each fn in turn, b.N times in all spread over rounds, and returns each one's

@@ -8,8 +8,9 @@ const (
 	// is a Load then a CAS, plus one per lost CAS.
 	WordLoadRoundTrips, WordStoreRoundTrips, WordUpdateRoundTrips = 1, 1, 2
 
-	// SingleWriter: Load is three Reads in one batch, plus one per torn read; Store three
-	// Writes in one batch (the owner only); Update a Load then a Store.
+	// SingleWriter: Load is one Read of the pointer's record (versions, stamped value), plus
+	// one per torn read; Store three Writes in one batch (the owner only); Update a Load then
+	// a Store.
 	SingleWriterLoadRoundTrips, SingleWriterStoreRoundTrips, SingleWriterUpdateRoundTrips = 1, 1, 2
 
 	// OutOfPlace: Load reads the cell, then the block; Store writes the new block and CASes
@@ -28,7 +29,7 @@ const (
 	StaleStoreRoundTrips = 1
 
 	// LoadManyRoundTrips is LoadMany over Word and SingleWriter pointers, on any nodes, per
-	// MaxBatchOps/3 pointers: every read in one batch.
+	// farmem.MaxBatchOps pointers: one Read per pointer, all in one batch.
 	LoadManyRoundTrips = 1
 	// LoadManyIndirectRoundTrips is LoadMany when any pointer is OutOfPlace or Locked: every
 	// cell, then every block.

@@ -45,6 +45,23 @@ func ExampleNewPtr() {
 	// Output: {4 5 6} <nil> single-writer
 }
 
+// LoadInto writes the value through a pointer: for a value of several words it spares the
+// copies of returning it, and it costs the same round trip as Load.
+func ExamplePtr_LoadInto() {
+	c, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	p, err := far.NewPtr(ctx, c, Point{1, 2, 3}, far.PtrOptions[Point]{Mode: far.SingleWriter})
+	if err != nil {
+		panic(err)
+	}
+	var v Point
+	before := c.Memory().Stats()
+	err = p.LoadInto(ctx, c, &v)
+	fmt.Println(v, err, c.Memory().Stats().Sub(before).RoundTrips, "round trip")
+	// Output: {1 2 3} <nil> 1 round trip
+}
+
 // Read-modify-write under the far lock: Update runs fn on the current value while holding the
 // pointer's MCS lock, and swaps in the result.
 func ExamplePtr_Update() {

@@ -38,8 +38,8 @@ func linOps(r *rig) int {
 	return 120
 }
 
-// TestLincheckRegister: loads, stores (and in Word mode CASes) of every mode, from several
-// clients on two pointers, are linearizable as registers. In SingleWriter mode client 0 owns
+// TestLincheckRegister: loads (Load, LoadInto and LoadMany), stores (and in Word mode CASes) of
+// every mode, from several clients on two pointers, are linearizable as registers. In SingleWriter mode client 0 owns
 // both pointers and the others only load; the test also asserts that torn reads happened and
 // were detected (on local and sim alike, tearing is real), and every load checks that the
 // value it returned is whole.
@@ -97,7 +97,18 @@ func registerMode[V interface {
 				continue
 			}
 			op := rec.Call(reg.Read(uint64(k)))
-			v, err := ps[k].Load(ctx, c)
+			var v V
+			var err error
+			switch s % 3 {
+			case 0:
+				v, err = ps[k].Load(ctx, c)
+			case 1:
+				err = ps[k].LoadInto(ctx, c, &v)
+			default:
+				out := []V{v}
+				err = far.LoadMany(ctx, c, ps[k:k+1], out)
+				v = out[0]
+			}
 			if err == nil && !v.whole() {
 				return fmt.Errorf("torn value returned: %v", v)
 			}

@@ -20,10 +20,11 @@ const (
 	// encoding must be at most 8 bytes. Load, Store and CompareAndSwap are one verb each;
 	// Update is a CAS loop.
 	Word Mode = iota + 1
-	// SingleWriter: one client (the owner, see Ptr.Own) stores; any client loads. A version
-	// word before the value is made odd, the value written and the version made even, in one
-	// batch; a load reads the version, the value and the version again in one batch and reads
-	// again if they differ or are odd (a torn read).
+	// SingleWriter: one client (the owner, see Ptr.Own) stores; any client loads. The value
+	// lives in a record framed by two copies of a version and with the version's low byte in
+	// every word; a store writes the trailing version, the value and the leading version in one
+	// batch, and a load is one Read of the record, read again if the copies or the stamps
+	// disagree (a torn read). See the package doc, "Single-writer loads".
 	SingleWriter
 	// OutOfPlace: the value lives in an immutable block; a cell word holds the block's address
 	// and is only ever changed by CAS. Store writes a new block and CASes the cell in one batch
@@ -53,11 +54,8 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
-// Layout offsets.
-const (
-	lockedCell = qlock.EntrySize // a Locked pointer: lock entry, then the cell word
-	swPayload  = 8               // a SingleWriter pointer: version word, then the value
-)
+// lockedCell is the offset of a Locked pointer's cell: the lock entry comes first.
+const lockedCell = qlock.EntrySize
 
 // PtrOptions configure NewPtr.
 type PtrOptions[T any] struct {
@@ -109,14 +107,14 @@ func NewPtr[T any](ctx context.Context, c *Client, init T, opts PtrOptions[T]) (
 		}
 		p.a = a
 	case SingleWriter:
-		size := uint64(swPayload + n)
+		size := uint64(swRecordSize(n))
 		a, err := c.alloc(ctx, opts.Node, size)
 		if err != nil {
 			return p, err
 		}
 		buf := c.scratch(int(size))
-		clear(buf[:swPayload])
-		codec.Encode(buf[swPayload:], init)
+		codec.Encode(buf[8:8+n], init)
+		swSeal(buf, n, 0)
 		if err := c.m.Write(ctx, a, buf); err != nil {
 			_ = c.al.Free(a, size)
 			return p, err
@@ -183,7 +181,7 @@ func ptrSetup[T any](codec Codec[T], mode Mode) (Codec[T], Mode, error) {
 		}
 	}
 	n := codec.Size()
-	if n <= 0 || n > farmem.MaxOpBytes-swPayload {
+	if n <= 0 || n > farmem.MaxOpBytes-8 || (mode == SingleWriter && swRecordSize(n) > farmem.MaxOpBytes) {
 		return nil, 0, fmt.Errorf("far: codec size %d: %w", n, ErrType)
 	}
 	if mode == 0 {
@@ -205,7 +203,7 @@ func ptrSetup[T any](codec Codec[T], mode Mode) (Codec[T], Mode, error) {
 }
 
 // Addr returns the pointer's address (for Locked and OutOfPlace, of its cell and lock; for
-// SingleWriter, of its version word; for Word, of the word).
+// SingleWriter, of its record; for Word, of the word).
 func (p Ptr[T]) Addr() farmem.Addr { return p.a }
 
 // Mode returns the pointer's mode.
@@ -226,55 +224,82 @@ func (p Ptr[T]) cell() farmem.Addr {
 
 // Load returns the value, in WordLoadRoundTrips, SingleWriterLoadRoundTrips (plus one per torn
 // read), OutOfPlaceLoadRoundTrips or LockedLoadRoundTrips (no lock), plus the allocator's pin
-// when the client's epoch announcement is older than its Refresh. It allocates nothing once the client's scratch buffer has grown
-// (with Binary's composite codec, nothing once its pool is warm).
-func (p Ptr[T]) Load(ctx context.Context, c *Client) (T, error) {
+// when the client's epoch announcement is older than its Refresh. It allocates nothing once
+// the client's scratch buffer has grown (with Binary's composite codec, nothing once its pool
+// is warm).
+func (p Ptr[T]) Load(ctx context.Context, c *Client) (v T, err error) {
+	if p.mode != SingleWriter || p.a == 0 {
+		return p.loadOther(ctx, c)
+	}
+	// SingleWriter, the hot path: one Read of the record, again while it is torn.
+	n := p.size
+	rec := c.scratch(swRecordSize(n))
+	for {
+		if err = c.m.Read(ctx, p.a, rec); err != nil {
+			return v, err
+		}
+		if swOpen(rec, (n+7)/8) {
+			v = p.codec.Decode(rec[8 : 8+n])
+			return v, nil
+		}
+		c.stats.TornRetries++
+	}
+}
+
+// LoadInto is Load that sets *dst (left as it was on error): for a large T it spares the
+// copies that returning T by value costs, which for a SingleWriter pointer to a few words are
+// a noticeable part of a load on cxl. Costs and linearizability as Load.
+func (p Ptr[T]) LoadInto(ctx context.Context, c *Client, dst *T) error {
+	if p.mode != SingleWriter || p.a == 0 {
+		v, err := p.loadOther(ctx, c)
+		if err == nil {
+			*dst = v
+		}
+		return err
+	}
+	n := p.size
+	rec := c.scratch(swRecordSize(n))
+	for {
+		if err := c.m.Read(ctx, p.a, rec); err != nil {
+			return err
+		}
+		if swOpen(rec, (n+7)/8) {
+			*dst = p.codec.Decode(rec[8 : 8+n])
+			return nil
+		}
+		c.stats.TornRetries++
+	}
+}
+
+// loadOther is Load in the modes other than SingleWriter.
+func (p Ptr[T]) loadOther(ctx context.Context, c *Client) (T, error) {
 	var zero T
 	if p.a == 0 {
 		return zero, ErrNil
 	}
-	n := p.size
-	switch p.mode {
-	case Word:
+	if p.mode == Word {
 		buf := c.scratch(8)
 		if err := c.m.Read(ctx, p.a, buf); err != nil {
 			return zero, err
 		}
 		return p.codec.Decode(buf), nil
-	case SingleWriter:
-		buf := c.scratch(16 + n)
-		for {
-			b := c.batch()
-			b.Read(p.a, buf[0:8])
-			b.Read(p.a.Add(swPayload), buf[16:16+n])
-			b.Read(p.a, buf[8:16])
-			if err := c.m.Do(ctx, b); err != nil {
-				return zero, err
-			}
-			h1, h2 := binary.LittleEndian.Uint64(buf[0:8]), binary.LittleEndian.Uint64(buf[8:16])
-			if h1 == h2 && h1&1 == 0 {
-				return p.codec.Decode(buf[16 : 16+n]), nil
-			}
-			c.stats.TornRetries++
+	}
+	for {
+		if err := c.al.Pin(ctx); err != nil {
+			return zero, err
 		}
-	default:
-		for {
-			if err := c.al.Pin(ctx); err != nil {
-				return zero, err
-			}
-			_, v, err := p.readBlock(ctx, c, 0)
-			uerr := c.al.Unpin()
-			if err != nil {
-				return zero, err
-			}
-			if errors.Is(uerr, alloc.ErrPinExpired) {
-				continue // the block may have been reused under us
-			}
-			if uerr != nil {
-				return zero, uerr
-			}
-			return v, nil
+		_, v, err := p.readBlock(ctx, c, 0)
+		uerr := c.al.Unpin()
+		if err != nil {
+			return zero, err
 		}
+		if errors.Is(uerr, alloc.ErrPinExpired) {
+			continue // the block may have been reused under us
+		}
+		if uerr != nil {
+			return zero, uerr
+		}
+		return v, nil
 	}
 }
 
@@ -323,21 +348,19 @@ func (p Ptr[T]) Store(ctx context.Context, c *Client, v T) error {
 		if !ok {
 			return fmt.Errorf("far: store to %v: %w", p.a, ErrNotOwner)
 		}
-		odd := s + 1
-		if s&1 == 1 {
-			odd = s + 2
-		}
-		buf := c.scratch(16 + n)
-		binary.LittleEndian.PutUint64(buf[0:8], odd)
-		binary.LittleEndian.PutUint64(buf[8:16], odd+1)
-		p.codec.Encode(buf[16:16+n], v)
+		rec := c.scratch(swRecordSize(n))
+		p.codec.Encode(rec[8:8+n], v)
+		swSeal(rec, n, s+1)
+		end := len(rec) - 8
+		// T, then the stamped words, then H: a reader that copies the record in address order
+		// reads H first and T last, the reverse of this order (package doc).
 		b := c.batch()
-		b.Write(p.a, buf[0:8])
-		b.Write(p.a.Add(swPayload), buf[16:16+n])
-		b.Write(p.a, buf[8:16])
-		// Whatever the outcome, the next store starts past both versions, so a store that
-		// failed half way (version left odd) is repaired by the next one.
-		c.owned[p.a] = odd + 1
+		b.Write(p.a.Add(uint64(end)), rec[end:])
+		b.Write(p.a.Add(8), rec[8:end])
+		b.Write(p.a, rec[:8])
+		// Whatever the outcome, the next store uses a new version, so a store that failed half
+		// way (H and T left unequal) is repaired by the next one.
+		c.owned[p.a] = s + 1
 		return c.m.Do(ctx, b)
 	case OutOfPlace:
 		return p.storeOutOfPlace(ctx, c, v)
@@ -588,7 +611,8 @@ func (p Ptr[T]) lockedSection(ctx context.Context, c *Client, fn func(T) T, read
 }
 
 // Own makes c the owner of a SingleWriter pointer (ErrMode for other modes): it reads the
-// version word (one round trip). Ownership is the program's discipline, not a lock: at most
+// record's two version words (one round trip) and continues from the larger, so that a store
+// left half done by the previous owner is overwritten with a version never used before. Ownership is the program's discipline, not a lock: at most
 // one client may own a pointer at a time, and a hand-over must be ordered by the program
 // (the old owner's last Store returns before the new owner's Own). Two owners storing at once
 // break the version protocol and loads may then return a torn value.
@@ -599,11 +623,15 @@ func (p Ptr[T]) Own(ctx context.Context, c *Client) error {
 	if p.mode != SingleWriter {
 		return fmt.Errorf("far: Own of a %v pointer: %w", p.mode, ErrMode)
 	}
-	buf := c.scratch(8)
-	if err := c.m.Read(ctx, p.a, buf); err != nil {
+	rec := c.scratch(swRecordSize(p.size))
+	end := len(rec) - 8
+	b := c.batch()
+	b.Read(p.a, rec[:8])
+	b.Read(p.a.Add(uint64(end)), rec[end:])
+	if err := c.m.Do(ctx, b); err != nil {
 		return err
 	}
-	c.owned[p.a] = binary.LittleEndian.Uint64(buf)
+	c.owned[p.a] = max(binary.LittleEndian.Uint64(rec[:8]), binary.LittleEndian.Uint64(rec[end:]))
 	return nil
 }
 
@@ -623,7 +651,7 @@ func (p Ptr[T]) Free(ctx context.Context, c *Client) error {
 		return c.al.Retire(ctx, p.a, 8)
 	case SingleWriter:
 		delete(c.owned, p.a)
-		return c.al.Retire(ctx, p.a, swPayload+n)
+		return c.al.Retire(ctx, p.a, uint64(swRecordSize(p.size)))
 	}
 	head := uint64(8)
 	if p.mode == Locked {
@@ -642,13 +670,13 @@ func (p Ptr[T]) Free(ctx context.Context, c *Client) error {
 	return c.al.Retire(ctx, p.a, head)
 }
 
-// maxLoadMany is how many pointers one batch of LoadMany reads (three ops each at most).
-const maxLoadMany = farmem.MaxBatchOps / 3
+// maxLoadMany is how many pointers one batch of LoadMany reads (one op each).
+const maxLoadMany = farmem.MaxBatchOps
 
 // LoadMany loads every pointer of ps into out (len(out) must be at least len(ps)). Pointers
 // of every mode and on any nodes may be mixed; their reads go out together, so the call costs
 // LoadManyRoundTrips when no pointer is OutOfPlace or Locked and LoadManyIndirectRoundTrips
-// otherwise, plus one per round of torn single-writer reads, per MaxBatchOps/3 pointers.
+// otherwise, plus one per round of torn single-writer reads, per farmem.MaxBatchOps pointers.
 func LoadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T) error {
 	if len(out) < len(ps) {
 		return fmt.Errorf("far: LoadMany: %d pointers into %d values: %w", len(ps), len(out), farmem.ErrInvalid)
@@ -669,6 +697,9 @@ func LoadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T) error
 			return ErrNil
 		}
 		stride = max(stride, 16+p.size)
+		if p.mode == SingleWriter {
+			stride = max(stride, swRecordSize(p.size))
+		}
 		indirect = indirect || p.mode == OutOfPlace || p.mode == Locked
 	}
 	stride = (stride + 7) &^ 7
@@ -709,9 +740,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 			case p.mode == Word:
 				b.Read(p.a, s[16:24])
 			case p.mode == SingleWriter:
-				b.Read(p.a, s[0:8])
-				b.Read(p.a.Add(swPayload), s[16:16+n])
-				b.Read(p.a, s[8:16])
+				b.Read(p.a, s[:swRecordSize(n)])
 			case pending[i] == 1:
 				b.Read(p.cell(), s[0:8])
 			default:
@@ -731,9 +760,8 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 			case p.mode == Word:
 				out[i], pending[i] = p.codec.Decode(s[16:24]), 0
 			case p.mode == SingleWriter:
-				h1, h2 := binary.LittleEndian.Uint64(s[0:8]), binary.LittleEndian.Uint64(s[8:16])
-				if h1 == h2 && h1&1 == 0 {
-					out[i], pending[i] = p.codec.Decode(s[16:16+n]), 0
+				if swOpen(s[:swRecordSize(n)], (n+7)/8) {
+					out[i], pending[i] = p.codec.Decode(s[8:8+n]), 0
 				} else {
 					c.stats.TornRetries++
 					pending[i] = 3

@@ -11,6 +11,7 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/farmem/transport"
+	"github.com/farmem/farmem/sim"
 )
 
 func TestCheckType(t *testing.T) {
@@ -109,6 +110,9 @@ func TestModes(t *testing.T) {
 		v, err = p.Load(ctx, c)
 		require.NoError(t, err)
 		require.Equal(t, q(2), v)
+		var into quad
+		require.NoError(t, p.LoadInto(ctx, c, &into))
+		require.Equal(t, q(2), into)
 		nv, err := p.Update(ctx, c, func(x quad) quad { return q(x.A + 10) })
 		require.NoError(t, err)
 		require.Equal(t, q(12), nv)
@@ -159,10 +163,74 @@ func TestModes(t *testing.T) {
 }
 
 // TestRoundTrips asserts the round trips of every operation in every mode, uncontended, with
-// farmem.Stats deltas.
+// farmem.Stats deltas, on local and on the simulator (two memory nodes each); and those of the
+// atomic words.
 func TestRoundTrips(t *testing.T) {
-	r := localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 2}})
-	c := r.client(t)
+	for fname, mk := range map[string]func(t *testing.T) *rig{
+		"local": func(t *testing.T) *rig { return localRig(t, local.Options{Shape: local.Shape{MemoryNodes: 2}}) },
+		"sim": func(t *testing.T) *rig {
+			m := sim.ConnectX6()
+			m.MemoryNodes, m.ComputeNodes, m.ClientsPerNode, m.MaxHandlers = 2, 2, 4, 1
+			s, err := sim.New(m, 1)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return &rig{f: s, s: s}
+		},
+	} {
+		t.Run(fname, func(t *testing.T) {
+			r := mk(t)
+			ms := r.memories(t, 2)
+			r.do(func() {
+				cs := make([]*far.Client, len(ms))
+				for i, m := range ms {
+					c, err := far.NewClient(context.Background(), m, quiet)
+					require.NoError(t, err)
+					cs[i] = c
+				}
+				roundTrips(t, cs[0], cs[1])
+				wordRoundTrips(t, cs[0])
+				for _, c := range cs {
+					require.NoError(t, c.Close())
+				}
+			})
+		})
+	}
+}
+
+// wordRoundTrips: every operation of Uint64 and Int64 is one round trip.
+func wordRoundTrips(t *testing.T, c *far.Client) {
+	ctx := context.Background()
+	u, err := far.NewUint64(ctx, c, 2, 5)
+	require.NoError(t, err)
+	i, err := far.NewInt64(ctx, c, 1, -5)
+	require.NoError(t, err)
+	for _, op := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"uint64 load", func() error { _, err := u.Load(ctx, c); return err }},
+		{"uint64 store", func() error { return u.Store(ctx, c, 6) }},
+		{"uint64 swap", func() error { _, err := u.Swap(ctx, c, 7); return err }},
+		{"uint64 cas", func() error { _, err := u.CompareAndSwap(ctx, c, 7, 8); return err }},
+		{"uint64 add", func() error { _, err := u.Add(ctx, c, 1); return err }},
+		{"int64 load", func() error { _, err := i.Load(ctx, c); return err }},
+		{"int64 store", func() error { return i.Store(ctx, c, -6) }},
+		{"int64 swap", func() error { _, err := i.Swap(ctx, c, -7); return err }},
+		{"int64 cas", func() error { _, err := i.CompareAndSwap(ctx, c, -7, -8); return err }},
+		{"int64 add", func() error { _, err := i.Add(ctx, c, -1); return err }},
+	} {
+		require.Equal(t, uint64(1), rtts(t, c, op.fn), op.name)
+	}
+	v, err := u.Load(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+	w, err := i.Load(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, int64(-9), w)
+}
+
+// roundTrips asserts the pointers' round trips with two clients of one fabric.
+func roundTrips(t *testing.T, c, c2 *far.Client) {
 	ctx := context.Background()
 
 	w, err := far.NewPtr(ctx, c, uint64(1), far.PtrOptions[uint64]{})
@@ -189,6 +257,7 @@ func TestRoundTrips(t *testing.T) {
 		{"word cas", far.WordStoreRoundTrips, func() error { _, err := w.CompareAndSwap(ctx, c, 2, 3); return err }},
 		{"word update", far.WordUpdateRoundTrips, func() error { _, err := w.Update(ctx, c, func(x uint64) uint64 { return x + 1 }); return err }},
 		{"single-writer load", far.SingleWriterLoadRoundTrips, load(ptrs[far.SingleWriter])},
+		{"single-writer load into", far.SingleWriterLoadRoundTrips, func() error { var v quad; return ptrs[far.SingleWriter].LoadInto(ctx, c, &v) }},
 		{"single-writer store", far.SingleWriterStoreRoundTrips, func() error { return ptrs[far.SingleWriter].Store(ctx, c, q(5)) }},
 		{"single-writer update", far.SingleWriterUpdateRoundTrips, func() error {
 			_, err := ptrs[far.SingleWriter].Update(ctx, c, func(x quad) quad { return q(x.A + 1) })
@@ -212,7 +281,6 @@ func TestRoundTrips(t *testing.T) {
 
 	// A store by a client whose sight of the cell is stale costs one more round trip (the CAS
 	// that fails names the current block).
-	c2 := r.client(t)
 	oop := ptrs[far.OutOfPlace]
 	require.NoError(t, oop.Store(ctx, c2, q(8))) // warms c2's allocator and pin
 	require.NoError(t, oop.Store(ctx, c, q(9)))

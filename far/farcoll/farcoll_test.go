@@ -458,3 +458,43 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestMapRoundTrips: a Map's operations cost exactly their kvstore counterparts with the
+// store's default synchronizer (the codecs add no verb), asserted with the store's Stats deltas.
+func TestMapRoundTrips(t *testing.T) {
+	r := fabrics()["local"](t)
+	ctx := context.Background()
+	s, err := kvstore.Open(ctx, r.f, kvstore.Options{MaxClients: 1, Alloc: alloc.Options{Lease: time.Minute, Refresh: 30 * time.Second}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	m, err := farcoll.NewMap[uint64, acct](s, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, m.Insert(ctx, 99, acct{Balance: 1})) // warms the client's allocator
+	for _, st := range []struct {
+		name string
+		want uint64
+		fn   func() error
+	}{
+		{"insert", kvstore.InsertRoundTrips, func() error { return m.Insert(ctx, 1, acct{Balance: 2}) }},
+		{"get", kvstore.GetRoundTrips, func() error {
+			v, err := m.Get(ctx, 1)
+			if err == nil && v.Balance != 2 {
+				return fmt.Errorf("got %+v", v)
+			}
+			return err
+		}},
+		{"update", kvstore.UpdateRoundTrips, func() error { return m.Update(ctx, 1, acct{Balance: 3}) }},
+		{"put present", kvstore.UpdateRoundTrips, func() error { return m.Put(ctx, 1, acct{Balance: 4}) }},
+		{"put absent", kvstore.PutAbsentRoundTrips, func() error { return m.Put(ctx, 2, acct{Balance: 5}) }},
+		// The default synchronizer, CIDER, takes the lock for a delete.
+		{"delete", kvstore.LockedDeleteRoundTrips, func() error { return m.Delete(ctx, 2) }},
+	} {
+		before := s.Stats()
+		require.NoError(t, st.fn(), st.name)
+		require.Equal(t, st.want, s.Stats().Sub(before).RoundTrips, st.name)
+	}
+	before := s.Stats()
+	_, err = m.Get(ctx, 2)
+	require.ErrorIs(t, err, kvstore.ErrNotFound)
+	require.Equal(t, uint64(kvstore.GetAbsentRoundTrips), s.Stats().Sub(before).RoundTrips, "get absent")
+}

@@ -99,9 +99,10 @@ func encodingOf[T any](enc Encoding[T]) (Encoding[T], error) {
 // Map is a typed map over a kvstore.Store: keys and values are encoded with their Encodings
 // (Fixed, Marshaler, String, or the program's own), so Get(ctx, k) returns a V with no hand
 // encoding. Each operation is the store's, with its semantics (linearizable) and costs
-// (kvstore.GetRoundTrips, kvstore.InsertRoundTrips and the others); encoding adds no verb. A Map is safe for concurrent use, as the
-// store is. Absent and present keys are reported with kvstore.ErrNotFound and
-// kvstore.ErrExists (errors.Is). Encoded keys are 1 to the store's Limits().MaxKey bytes.
+// (kvstore.GetRoundTrips, kvstore.InsertRoundTrips and the others); encoding adds no verb. A
+// Map is safe for concurrent use, as the store is. Absent and present keys are reported with
+// kvstore.ErrNotFound and kvstore.ErrExists (errors.Is). Encoded keys are 1 to the store's
+// Limits().MaxKey bytes.
 type Map[K, V any] struct {
 	s  *kvstore.Store
 	kc Encoding[K]
