@@ -63,14 +63,13 @@ type CiderConfig struct {
 	// SeparateNICs gives each compute node its own NIC instead of co-locating the compute
 	// nodes on the memory nodes' NICs as the paper's testbed does (see CiderModel).
 	SeparateNICs bool
-	// AtomicUnit, if not zero, replaces the model's cost of one atomic on one word of a NIC
-	// (sim.NIC.AtomicUnit, 250ns in sim.ConnectX6): the parameter no published figure pins,
-	// to be swept.
-	AtomicUnit time.Duration
-	// Band lists further atomic units: the sweep reruns, without its factor analysis and with
-	// only the optimistic, MCS and CIDER synchronizers, at each, and the comparison with the
-	// paper reports its ratios as the band over all of them.
-	Band []time.Duration
+	// Costs replaces model costs no publication pins (zero fields keep the model's).
+	Costs Variant
+	// Band lists further settings of those costs. At each, the sweep reruns only the points
+	// its headline ratios are taken at (the largest CIDER / O-SYNC: that point's O-SYNC and
+	// CIDER; CIDER / ShiftLock at the largest count: that point's MCS and CIDER), and the
+	// comparison with the paper reports each ratio as the band over the run and its reruns.
+	Band []Variant
 	// Workers is how many of a point's seeds run at once (each its own simulation, on its own
 	// core; default 1). The results do not depend on it.
 	Workers int
@@ -124,7 +123,7 @@ func CiderFull() CiderConfig {
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 2 * time.Millisecond, MaxWarmup: 100 * time.Millisecond,
 			StepOps: 800, Tolerance: 0.1, MinWindow: 3 * time.Millisecond, MaxWindow: 60 * time.Millisecond, MinOps: 5000},
 		LocalWC: true, Factor: true, Tracked: 4096, Seeds: []uint64{1, 2, 3},
-		Band: []time.Duration{100 * time.Nanosecond, 500 * time.Nanosecond},
+		Band: DefaultBand(),
 	}
 }
 
@@ -141,7 +140,7 @@ func CiderQuick() CiderConfig {
 		Measure: Measure{Step: 500 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 10 * time.Millisecond,
 			StepOps: 200, Tolerance: 0.2, MinWindow: time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 1000},
 		LocalWC: true, Factor: true, Tracked: 256, Seeds: []uint64{1, 2},
-		Band: []time.Duration{100 * time.Nanosecond, 500 * time.Nanosecond},
+		Band: DefaultBand(),
 	}
 }
 
@@ -174,8 +173,10 @@ func (c CiderConfig) check() error {
 		return bad("client counts %v: want ascending, 1 to 4096", c.Clients)
 	case c.ArrayKeys < 2 && slices.Contains(c.Structs, Array), c.RaceKeys < 2 && slices.Contains(c.Structs, RACE):
 		return bad("fewer than two keys")
-	case c.AtomicUnit < 0 || slices.ContainsFunc(c.Band, func(d time.Duration) bool { return d <= 0 }):
-		return bad("atomic unit %v, band %v", c.AtomicUnit, c.Band)
+	case c.Costs.check() != nil:
+		return c.Costs.check()
+	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
+		return bad("band %v: each variant sets a positive cost", c.Band)
 	case c.Theta <= 0 || c.Theta >= 1:
 		return bad("theta %v: want (0, 1)", c.Theta)
 	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
@@ -281,7 +282,8 @@ func (p CiderPoint) MeanBatch() float64 {
 }
 
 // CiderResult is a sweep's points, those of its factor analysis (see CiderConfig.Factor) and
-// its reruns at the Band's atomic units.
+// its reruns of the headline points at the Band's variants (each with Config.Costs set to its
+// variant and only the points it reran).
 type CiderResult struct {
 	Config CiderConfig
 	Points []CiderPoint
@@ -375,20 +377,59 @@ func RunCider(ctx context.Context, cfg CiderConfig, progress io.Writer) (*CiderR
 			}
 		}
 	}
-	for _, au := range cfg.Band {
+	heads := res.headlinePoints()
+	for _, v := range cfg.Band {
 		b := cfg
-		b.AtomicUnit, b.Band, b.Factor = au, nil, false
-		b.Syncs = slices.DeleteFunc(slices.Clone(cfg.Syncs), func(k string) bool { return k == Spin })
+		b.Costs, b.Band, b.Factor = v, nil, false
 		if progress != nil {
-			fmt.Fprintf(progress, "band: atomic unit %v\n", au)
+			fmt.Fprintf(progress, "band: %v\n", v)
 		}
-		r, err := RunCider(ctx, b, progress)
-		if err != nil {
-			return nil, err
+		r := &CiderResult{Config: b}
+		for _, h := range heads {
+			keys := cfg.ArrayKeys
+			if h.Struct == RACE {
+				keys = cfg.RaceKeys
+			}
+			p, err := runCiderPoint(ctx, b, gens[keys], keys, h.Struct, h.Mix, h.Sync, h.Clients, cfg.LocalWC, progress)
+			if err != nil {
+				return nil, err
+			}
+			r.Points = append(r.Points, p)
 		}
 		res.Band = append(res.Band, r)
 	}
 	return res, nil
+}
+
+// headlinePoints returns the points (structure, mix, synchronizer, clients) the comparison with
+// the paper takes its ratios at, which a band variant reruns: the largest CIDER / O-SYNC's
+// O-SYNC and CIDER, and MCS and CIDER at the largest client count on the structure and mix of
+// the paper's figures (see WritePaper). Each point appears once.
+func (r *CiderResult) headlinePoints() []CiderPoint {
+	c := r.Config
+	var out []CiderPoint
+	add := func(st, mx, k string, n int) {
+		if !slices.Contains(c.Syncs, k) {
+			return
+		}
+		for _, p := range out {
+			if p.Struct == st && p.Mix == mx && p.Sync == k && p.Clients == n {
+				return
+			}
+		}
+		out = append(out, CiderPoint{Struct: st, Mix: mx, Sync: k, Clients: n})
+	}
+	if _, _, at := r.Headline(); at.Sync != "" {
+		add(at.Struct, at.Mix, Optimistic, at.Clients)
+		add(at.Struct, at.Mix, CIDER, at.Clients)
+	}
+	st, mx := r.paperStructMix()
+	top := c.Clients[len(c.Clients)-1]
+	if slices.Contains(c.Syncs, MCS) && slices.Contains(c.Syncs, CIDER) {
+		add(st, mx, MCS, top)
+		add(st, mx, CIDER, top)
+	}
+	return out
 }
 
 // runCiderPoint runs one point over every seed.
@@ -594,9 +635,7 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 		return seedRun{}, err
 	}
 	model := CiderModel(clients, memorySize(keys), !cfg.SeparateNICs)
-	if cfg.AtomicUnit > 0 {
-		model.MemoryNIC.AtomicUnit, model.ComputeNIC.AtomicUnit = cfg.AtomicUnit, cfg.AtomicUnit
-	}
+	cfg.Costs.apply(&model)
 	s, err := sim.New(model, seed)
 	if err != nil {
 		return seedRun{}, err

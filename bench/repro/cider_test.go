@@ -3,6 +3,7 @@ package repro_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,4 +30,49 @@ func TestCiderDeterministic(t *testing.T) {
 	require.NoError(t, r2.WriteText(&b))
 	require.Equal(t, a.String(), b.String())
 	t.Log("\n" + a.String())
+}
+
+// TestCiderBandRerunsHeadlinePoints runs a two-count sweep with a band of two variants: each
+// rerun holds exactly the headline points (the largest CIDER / O-SYNC's two synchronizers and
+// MCS and CIDER at the largest count), carries its variant, and a costlier atomic unit moves
+// the optimistic throughput at the same point (the variant is applied, not only named).
+func TestCiderBandRerunsHeadlinePoints(t *testing.T) {
+	c := repro.CiderQuick()
+	c.Structs, c.Syncs, c.Clients = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{8, 32}
+	c.ArrayKeys, c.RaceKeys, c.Seeds, c.Factor = 1<<12, 1<<9, []uint64{1}, false
+	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
+		StepOps: 50, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 200}
+	c.Band = []repro.Variant{{AtomicUnit: 2 * time.Microsecond}, {OpCPU: 100 * time.Nanosecond}}
+	r, err := repro.RunCider(context.Background(), c, nil)
+	require.NoError(t, err)
+	_, _, at := r.Headline()
+	require.Len(t, r.Band, 2)
+	for i, b := range r.Band {
+		require.Equal(t, c.Band[i], b.Config.Costs)
+		var got []string
+		for _, p := range b.Points {
+			got = append(got, fmt.Sprintf("%s/%d", p.Sync, p.Clients))
+		}
+		want := []string{fmt.Sprintf("%s/%d", repro.Optimistic, at.Clients), fmt.Sprintf("%s/%d", repro.CIDER, at.Clients),
+			fmt.Sprintf("%s/%d", repro.MCS, 32)}
+		if at.Clients != 32 {
+			want = append(want, fmt.Sprintf("%s/%d", repro.CIDER, 32))
+		}
+		require.Equal(t, want, got)
+	}
+	base := r.Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, at.Clients).Throughput
+	slow := r.Band[0].Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, at.Clients).Throughput
+	require.Less(t, slow, base, "a 2µs atomic unit slows optimistic synchronization at the same point")
+	var out bytes.Buffer
+	require.NoError(t, r.WriteText(&out))
+	require.Contains(t, out.String(), "atomic unit 2µs")
+	require.Contains(t, out.String(), "CPU per verb 100ns")
+}
+
+// A variant must set a positive cost.
+func TestCiderBandRejectsEmptyVariant(t *testing.T) {
+	c := repro.CiderQuick()
+	c.Band = []repro.Variant{{}}
+	_, err := repro.RunCider(context.Background(), c, nil)
+	require.ErrorIs(t, err, repro.ErrConfig)
 }

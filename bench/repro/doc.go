@@ -19,8 +19,10 @@
 // counts to show how far the figures depend on the count. Every synchronizer runs under local
 // write combining (ds/cider's LocalWC) by default, as the paper runs its baselines; the factor
 // analysis reruns the largest count with it the other way and CIDER without contention-aware
-// routing. CIDER credits failed CASes at completion (Algorithm 1). The sweep reruns at further
-// atomic units (CiderConfig.Band, the one cost no publication pins) and [CiderResult.WritePaper]
+// routing. CIDER credits failed CASes at completion (Algorithm 1). The points the headline ratios
+// are taken at are rerun at each end of every unpinned cost's range (CiderConfig.Band,
+// [DefaultBand]: the atomic unit, the atomic/WRITE cost ratio, the CPU per verb, the local
+// access) and [CiderResult.WritePaper]
 // sets the paper's surviving figures beside the run's, with each ratio's interval and band and a
 // sentence on each difference.
 //

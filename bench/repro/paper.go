@@ -108,6 +108,20 @@ func (r *CiderResult) crossover(st, mx string) int {
 	return at
 }
 
+// paperStructMix returns the structure and mix the paper's figures are set beside: the pointer
+// array under the write-intensive mix, or the sweep's first of each if it lacks them.
+func (r *CiderResult) paperStructMix() (st, mx string) {
+	c := r.Config
+	st, mx = Array, WriteIntensive
+	if !slices.Contains(c.Structs, st) {
+		st = c.Structs[0]
+	}
+	if !slices.Contains(c.Mixes, mx) {
+		mx = c.Mixes[0]
+	}
+	return st, mx
+}
+
 // WritePaper writes the comparison with the figures that survive in the paper's text (§5.2.1,
 // Fig. 12 and 15, and the abstract's 6.6x), a row per figure with the sweep's own value, on the
 // pointer array under the write-intensive mix where the paper measured them (the headline over
@@ -125,13 +139,7 @@ func (r *CiderResult) WritePaper(w io.Writer) error {
 	if !has(c.Syncs, Optimistic) || !has(c.Syncs, CIDER) {
 		return nil
 	}
-	st, mx := Array, WriteIntensive
-	if !has(c.Structs, st) {
-		st = c.Structs[0]
-	}
-	if !has(c.Mixes, mx) {
-		mx = c.Mixes[0]
-	}
+	st, mx := r.paperStructMix()
 	top := c.Clients[len(c.Clients)-1]
 	fmt.Fprintf(w, "\nBeside the paper (figures that survive in its text; ours on %s, %s unless stated)\n", st, mx)
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
@@ -167,9 +175,40 @@ func (r *CiderResult) WritePaper(w io.Writer) error {
 		lwc = "WITHOUT local write combining (not the paper's baseline setup)"
 	}
 	fmt.Fprintf(w, "Ratios are means over seeds of per-seed ratios ± 95%% half-widths, %s; [a-b] is the band of the mean "+
-		"over the atomic units %s.\n", lwc, r.units())
+		"at the same point over the run's costs and each unpinned cost at either end of its range: %s.\n", lwc, r.units())
 	r.explain(w, st, mx, top)
-	return nil
+	return r.writeBand(w, st, mx, top)
+}
+
+// writeBand writes the headline ratios at each setting of the unpinned costs, so a reader sees
+// which cost moves them (nothing without band reruns).
+func (r *CiderResult) writeBand(w io.Writer, st, mx string, top int) error {
+	if len(r.Band) == 0 {
+		return nil
+	}
+	_, _, at := r.Headline()
+	fmt.Fprintf(w, "\nThe headline ratios at each setting of the unpinned costs (same points: CIDER / O-SYNC on %s, %s, %d clients; "+
+		"CIDER / ShiftLock on %s, %s, %d clients)\n", at.Struct, at.Mix, at.Clients, st, mx, top)
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "costs\tCIDER / O-SYNC\tCIDER / ShiftLock\t")
+	row := func(b *CiderResult) {
+		o, oh := RatioCI(b.Point(at.Struct, at.Mix, CIDER, at.Clients), b.Point(at.Struct, at.Mix, Optimistic, at.Clients))
+		m, mh := RatioCI(b.Point(st, mx, CIDER, top), b.Point(st, mx, MCS, top))
+		cell := func(x, h float64, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.2fx ± %.2f", x, h)
+		}
+		fmt.Fprintf(tw, "%v\t%s\t%s\t\n", b.Config.Costs,
+			cell(o, oh, b.Point(at.Struct, at.Mix, Optimistic, at.Clients).Sync != ""),
+			cell(m, mh, b.Point(st, mx, MCS, top).Sync != ""))
+	}
+	row(r)
+	for _, b := range r.Band {
+		row(b)
+	}
+	return tw.Flush()
 }
 
 // explain writes a sentence per figure on how this run differs from the paper, and why.
@@ -231,17 +270,14 @@ func (r *CiderResult) band(f func(*CiderResult) float64) string {
 	return fmt.Sprintf(" [%.2f-%.2f]", lo, hi)
 }
 
-// units names the atomic units of the result and its band reruns.
+// units names the band's variants.
 func (r *CiderResult) units() string {
-	name := func(c CiderConfig) string {
-		if c.AtomicUnit == 0 {
-			return "250ns (the model's)"
-		}
-		return c.AtomicUnit.String()
-	}
-	us := []string{name(r.Config)}
+	var us []string
 	for _, b := range r.Band {
-		us = append(us, name(b.Config))
+		us = append(us, b.Config.Costs.String())
 	}
-	return strings.Join(us, ", ")
+	if len(us) == 0 {
+		return "none"
+	}
+	return strings.Join(us, "; ")
 }

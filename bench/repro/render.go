@@ -33,9 +33,9 @@ func (r *CiderResult) WriteText(w io.Writer) error {
 	if !c.LocalWC {
 		lwc = "no local write combining"
 	}
-	au := "the model's atomic unit (250ns)"
-	if c.AtomicUnit > 0 {
-		au = fmt.Sprintf("atomic unit %v", c.AtomicUnit)
+	au := "the model's costs (atomic unit 250ns, atomic/WRITE cost 10.1x, CPU per verb 300ns, local access 100ns)"
+	if !c.Costs.IsZero() {
+		au = "the model's costs but " + c.Costs.String()
 	}
 	cr := "CIDER credits failed CASes at completion (Algorithm 1)"
 	if c.EarlyCredit {

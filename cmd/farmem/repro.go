@@ -39,7 +39,7 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 Runs a paper's experiments in the simulator and prints their tables. Deterministic: the same
 flags print the same bytes. Papers: cider (CIDER §5.2-5.4, the client sweep with three seeds,
-its factor analysis, its band over the atomic unit and a table beside the paper's figures;
+its factor analysis, its headline ratios rerun over the model's unpinned costs and a table beside the paper's figures;
 budgeted at under 30 minutes on 2 cores, about 20 s with --quick).
 
 `)
@@ -98,7 +98,7 @@ budgeted at under 30 minutes on 2 cores, about 20 s with --quick).
 			cfg.Clients = append(cfg.Clients, n)
 		}
 	}
-	cfg.AtomicUnit = *atomic
+	cfg.Costs.AtomicUnit = *atomic
 	cfg.EarlyCredit = *early
 	cfg.SeparateNICs = *separate
 	cfg.Workers = *workers
