@@ -1,0 +1,86 @@
+package hybrid_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/hybrid"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// TestRoundTrips asserts each operation's round trips and verbs with a warm cache from
+// m.Stats() deltas, and reports bytes per operation.
+func TestRoundTrips(t *testing.T) {
+	e := newEnv(t, local.Options{}, hybrid.Params{})
+	cache := hybrid.NewCache(1 << 20)
+	c := e.open(t, 0, hybrid.Options{Cache: cache})
+	ctx := context.Background()
+
+	type verbs struct{ read, write, cas, faa uint64 }
+	cost := func(name string, wantRTT uint64, want verbs, f func() error, wantErr error) {
+		t.Helper()
+		before := c.m.Stats()
+		err := f()
+		if wantErr != nil {
+			require.ErrorIs(t, err, wantErr, name)
+		} else {
+			require.NoError(t, err, name)
+		}
+		d := c.m.Stats().Sub(before)
+		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
+		got := verbs{d.VerbsOf(farmem.OpRead), d.VerbsOf(farmem.OpWrite), d.VerbsOf(farmem.OpCAS) + d.VerbsOf(farmem.OpMaskedCAS), d.VerbsOf(farmem.OpFAA)}
+		require.Equal(t, want, got, "%s: verbs (%v)", name, d)
+		t.Logf("%-22s %d round trips, %4d bytes in, %3d bytes out (%v)", name, d.RoundTrips, d.BytesIn, d.BytesOut, d)
+	}
+	const base = 0x0102030405060700
+	// A leaf for the prefix, and a cached path to it.
+	require.NoError(t, c.tree.Insert(ctx, key(base+1), 1))
+	_, err := c.tree.Get(ctx, key(base+1))
+	require.NoError(t, err)
+
+	cost("get", hybrid.GetRoundTrips, verbs{read: 2}, func() error {
+		v, err := c.tree.Get(ctx, key(base+1))
+		require.Equal(t, uint64(1), v)
+		return err
+	}, nil)
+	cost("get absent", hybrid.AbsentRoundTrips, verbs{read: 2}, func() error { _, err := c.tree.Get(ctx, key(base+2)); return err }, hybrid.ErrNotFound)
+	cost("insert", hybrid.InsertRoundTrips, verbs{read: 2, write: 1, cas: 2, faa: 2}, func() error { return c.tree.Insert(ctx, key(base+2), 2) }, nil)
+	cost("insert existing", hybrid.AbsentRoundTrips, verbs{read: 1, faa: 2}, func() error { return c.tree.Insert(ctx, key(base+2), 3) }, hybrid.ErrExists)
+	cost("update", hybrid.UpdateRoundTrips, verbs{read: 1, write: 1, faa: 2}, func() error { return c.tree.Update(ctx, key(base+2), 4) }, nil)
+	cost("update absent", hybrid.AbsentRoundTrips, verbs{read: 1, faa: 2}, func() error { return c.tree.Update(ctx, key(base+3), 4) }, hybrid.ErrNotFound)
+	cost("delete", hybrid.DeleteRoundTrips, verbs{read: 1, cas: 1, faa: 2}, func() error { return c.tree.Delete(ctx, key(base+1)) }, nil)
+	cost("delete absent", hybrid.AbsentRoundTrips, verbs{read: 1, faa: 2}, func() error { return c.tree.Delete(ctx, key(base+1)) }, hybrid.ErrNotFound)
+	cost("get after update", hybrid.GetRoundTrips, verbs{read: 2}, func() error {
+		v, err := c.tree.Get(ctx, key(base+2))
+		require.Equal(t, uint64(4), v)
+		return err
+	}, nil)
+	// A new 7-byte prefix under the cached root.
+	cost("insert new leaf", hybrid.NewLeafRoundTrips, verbs{read: 1, write: 1, cas: 1}, func() error { return c.tree.Insert(ctx, key(0x0900000000000001), 9) }, nil)
+
+	// A split by another client (same node, same cache would see it: use its own cache)
+	// leaves c's cached special node stale: backtracking costs 3 round trips.
+	const sp = 0x0a00000000000000
+	other := e.open(t, 0, hybrid.Options{})
+	for i := range uint64(64) {
+		require.NoError(t, other.tree.Insert(ctx, key(sp+1+2*i), i))
+	}
+	require.NoError(t, other.tree.Insert(ctx, key(sp+200), 1)) // leaf full: a special node
+	_, err = c.tree.Get(ctx, key(sp+200))
+	require.NoError(t, err) // c caches the special node
+	for i := range uint64(40) {
+		require.NoError(t, other.tree.Insert(ctx, key(sp+0x42+2*i), i)) // splits the second leaf
+	}
+	census := audit(t, c)
+	require.GreaterOrEqual(t, census.Special, 1)
+	cost("get, stale special", hybrid.StaleSpecialRoundTrips, verbs{read: 5}, func() error {
+		v, err := c.tree.Get(ctx, key(sp+0x43))
+		require.Equal(t, uint64(0x21), v)
+		return err
+	}, nil)
+	cost("get, refreshed", hybrid.GetRoundTrips, verbs{read: 2}, func() error { _, err := c.tree.Get(ctx, key(sp+0x43)); return err }, nil)
+	t.Logf("cache: %+v", cache.Stats())
+}
