@@ -11,6 +11,8 @@ type Census struct {
 	// Nodes counts ART nodes by type (4, 16, 48, 256); Special counts special nodes among them.
 	Nodes   [numTypes]int
 	Special int
+	// SpecialTypes counts special nodes by type.
+	SpecialTypes [numTypes]int
 	// Leaves lists the reachable leaves in key order.
 	Leaves []LeafInfo
 	// Keys, Tombstones and Tentative count key words of reachable leaves.
@@ -64,6 +66,7 @@ func (t *Tree) auditNode(ctx context.Context, n *node, want uint64, c *Census) e
 	c.Nodes[n.typ]++
 	if n.special {
 		c.Special++
+		c.SpecialTypes[n.typ]++
 	}
 	parts := map[byte]bool{}
 	type child struct {

@@ -160,13 +160,21 @@ func spearIsDead(w uint64) bool    { return w>>48&0xff != 0 }
 func spearHolders(w uint64) uint64 { return w & spearCount }
 
 // SMO word: 0 free; smoDone once the SMO published; else holder client id (16 bits, +1) and
-// lease deadline in microseconds of fabric time (48 bits).
+// lease deadline in microseconds of fabric time, modulo 2^48 (compared as a signed
+// difference, so it holds for leases under 4 years whatever the clock's epoch).
 const smoDone = ^uint64(0)
 
+const smoTimeMask = 1<<48 - 1
+
 func smoWord(id farmem.ClientID, deadline farmem.Time) uint64 {
-	return (uint64(id)+1)<<48 | uint64(deadline/1000)&(1<<48-1)
+	return (uint64(id)+1)<<48 | uint64(deadline/1000)&smoTimeMask
 }
-func smoDeadline(w uint64) farmem.Time { return farmem.Time(w&(1<<48-1)) * 1000 }
+
+// smoExpired reports whether SMO word w's lease has expired at now.
+func smoExpired(w uint64, now farmem.Time) bool {
+	d := (uint64(now/1000) - w) & smoTimeMask
+	return d != 0 && d < 1<<47
+}
 
 // Plan words: a child word naming the block that holds the SMO's new leaves (and new special
 // node), its kind saying which SMO it is and its partial the second leaf's partial byte.

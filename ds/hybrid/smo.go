@@ -72,12 +72,13 @@ func (t *Tree) runSMO(ctx context.Context, la farmem.Addr, claim uint64, hint *n
 	var lf leaf
 	decodeLeafHead(buf, t.s, &lf)
 	decodeLeafTail(buf[leafValsOff(t.s):], t.s, &lf)
-	p, idx, err := t.findLeafSlot(ctx, la, lf.min, 0, hint)
-	if err != nil {
-		return err
-	}
 	plan := lf.plan
+	p := hint
 	if plan == 0 {
+		p, idx, err := t.findLeafSlot(ctx, la, lf.min, 0, hint)
+		if err != nil {
+			return err
+		}
 		var blk farmem.Addr
 		var size uint64
 		plan, blk, size, err = t.buildPlan(ctx, la, &lf, p, idx)
@@ -235,7 +236,7 @@ func (t *Tree) findLeafSlot(ctx context.Context, la farmem.Addr, key uint64, pla
 			return n, i, nil
 		}
 		if entIsLeaf(w) {
-			return nil, 0, fmt.Errorf("%w: the path to leaf %v ends at %v", ErrCorrupt, la, entAddr(w))
+			return nil, 0, fmt.Errorf("%w: the path to leaf %v (key %#x) ends at %v (node %v depth %d special %v slot %d of %v)", ErrCorrupt, la, key, entAddr(w), n.addr, n.depth, n.special, i, n.slots)
 		}
 		if n, err = t.readNode(ctx, entAddr(w), entType(w), 0, 0); err != nil {
 			return nil, 0, err
@@ -343,7 +344,7 @@ func (t *Tree) awaitSMO(ctx context.Context, la farmem.Addr, hint *node) error {
 		if smo == smoDone || (!spearExclusive(spear) && !spearIsDead(spear)) {
 			return nil
 		}
-		if smo != 0 && t.rt.Now() > smoDeadline(smo) {
+		if smo != 0 && smoExpired(smo, t.rt.Now()) {
 			mine := smoWord(t.m.Info().ID, t.rt.Now().Add(t.lease))
 			prev, err := t.m.CAS(ctx, la.Add(lSMOOff), smo, mine)
 			if err != nil {
