@@ -41,7 +41,7 @@ func (t *Tree) Audit(ctx context.Context) (Census, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := t.auditNode(ctx, n, 0, &c); err != nil {
+	if err := t.auditNode(ctx, n, 0, 0, &c); err != nil {
 		return c, err
 	}
 	seen := map[uint64]bool{}
@@ -59,8 +59,9 @@ func (t *Tree) Audit(ctx context.Context) (Census, error) {
 	return c, nil
 }
 
-func (t *Tree) auditNode(ctx context.Context, n *node, want uint64, c *Census) error {
-	if n.prefix != want&prefixMask(n.depth) {
+// auditNode audits n, reached by a path that fixes the key's first known bytes to want's.
+func (t *Tree) auditNode(ctx context.Context, n *node, want uint64, known int, c *Census) error {
+	if n.depth < known || n.prefix&prefixMask(known) != want {
 		return fmt.Errorf("%w: node %v prefix %#x off its path %#x", ErrCorrupt, n.addr, n.prefix, want)
 	}
 	c.Nodes[n.typ]++
@@ -116,7 +117,7 @@ func (t *Tree) auditNode(ctx context.Context, n *node, want uint64, c *Census) e
 		if cn.depth <= n.depth || n.special {
 			return fmt.Errorf("%w: node %v depth %d under %v depth %d", ErrCorrupt, cn.addr, cn.depth, n.addr, n.depth)
 		}
-		if err := t.auditNode(ctx, cn, path, c); err != nil {
+		if err := t.auditNode(ctx, cn, path, n.depth+1, c); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package hybrid_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -53,6 +55,43 @@ type client struct {
 	m    farmem.Memory
 	a    *alloc.Allocator
 	tree *hybrid.Tree
+	// killed, if set, reports that the test crashed the client on purpose.
+	killed *atomic.Bool
+}
+
+// smoStep names a verb of an SMO a test crashes a client right after.
+type smoStep int
+
+const (
+	stepNone      smoStep = iota
+	stepExclusive         // the FAA taking the leaf's Spear exclusive (before the drain)
+	stepDead              // the FAA marking the leaf dead (plan recorded, not published)
+)
+
+// isStep reports whether verb v is step s of an SMO.
+func isStep(v farmemtest.Verb, s smoStep) bool {
+	if len(v.Batch.Ops) != 1 || v.Op().Kind != farmem.OpFAA {
+		return false
+	}
+	switch s {
+	case stepExclusive:
+		return v.Op().Swap == 1<<40-1
+	case stepDead:
+		return v.Op().Swap == 1<<48
+	}
+	return false
+}
+
+// atStep returns m seen through an Interposer that runs act once, right after the first verb
+// of step s that succeeds, and a flag set just before act runs.
+func atStep(m farmem.Memory, s smoStep, act func()) (farmem.Memory, *atomic.Bool) {
+	fired := new(atomic.Bool)
+	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+		if err == nil && !fired.Load() && isStep(v, s) {
+			fired.Store(true)
+			act()
+		}
+	}}, fired
 }
 
 func (e *env) open(t testing.TB, i int, opts hybrid.Options) *client {

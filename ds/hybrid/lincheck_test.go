@@ -91,6 +91,16 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 				out, err = kvModel.Missing(), nil
 			}
 		}
+		if errors.Is(err, hybrid.ErrBusy) {
+			// An insert whose leaf could not be split (an IDU paused past the drain's limit
+			// held it): the SMO was undone and the key not inserted.
+			op.Fail()
+			continue
+		}
+		if errors.Is(err, farmem.ErrNodeDown) && c.killed != nil && c.killed.Load() {
+			op.Unknown()
+			return nil
+		}
 		if op.End(out, err) == lincheck.Unknown {
 			unknown++
 			if unknown >= w.unknown {
