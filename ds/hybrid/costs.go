@@ -27,6 +27,15 @@ const (
 	// changed: the old (dead) leaf; the special node again (backtracking, not a restart from
 	// the root); the new leaf.
 	StaleSpecialRoundTrips = 3
+	// GetBytesRoundTrips: with Params.BlockValues, the leaf, then the block its value word
+	// names (its size is in the word, so one read).
+	GetBytesRoundTrips = 2
+	// UpdateBytesRoundTrips: with Params.BlockValues, the new block's WRITE with the Spear FAA
+	// and the leaf's head, keys and values (one batch, nodes in parallel); the value word's
+	// CAS (the release unsignaled after it). Inserts and deletes of block values cost as
+	// InsertRoundTrips and DeleteRoundTrips (an insert's block rides with its first round
+	// trip; a delete CASes the value word to 0 beside the tombstone).
+	UpdateBytesRoundTrips = 2
 	// ColdLevelRoundTrips is what each uncached level adds: one node read (two if its child
 	// word names a smaller type than the node has grown to).
 	ColdLevelRoundTrips = 1

@@ -77,6 +77,19 @@
 // CAS clearing the bit. Round trips are in costs.go's constants: warm Get 1, Update 2, Insert
 // 3, Delete 2.
 //
+// # Values larger than 8 bytes
+//
+// A tree created with Params.BlockValues holds byte strings (GetBytes, InsertBytes,
+// UpdateBytes; Delete): the leaf's value word points to an immutable block (an 8-byte length
+// and the bytes) and carries the block's size, so a reader fetches it in one read. An update
+// writes a new block with its first round trip and CASes the value word from the pointer it
+// read (a CAS lost to another update is retried from the word found); a delete CASes the
+// value word to 0 beside the tombstone. The value word is then an atomic target: an insert
+// sets it by CAS with its commit, and SMOs copy it into new leaves, never rewriting it. The
+// block swapped out is retired through the allocator's epochs, and every operation runs
+// pinned. Costs: Get 2 round trips, Update 2, Insert 3, Delete 2 (GetBytesRoundTrips,
+// UpdateBytesRoundTrips), plus an epoch announcement once per allocator Refresh period.
+//
 // # Decisions where the paper or its code is wrong
 //
 //   - An update returns only once its WRITE has completed (the artifact posts it unsignaled
@@ -146,6 +159,6 @@
 // nearly every key has a leaf of its own. A client that dies while holding an IDU's Spear count
 // (between its first and last round trip) blocks SMOs of that leaf: inserts into it, once
 // full, fail with ErrBusy. Leases assume clocks within Options.Lease of each other. At most
-// 255 memory nodes and 256 TiB per node (ErrPointerRange). Values are 8 bytes; larger values
-// are not supported yet. There are no scans yet.
+// 255 memory nodes and 256 TiB per node (ErrPointerRange); block values at most MaxValue bytes.
+// There are no scans yet.
 package hybrid

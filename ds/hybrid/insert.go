@@ -19,15 +19,35 @@ func (t *Tree) Insert(ctx context.Context, key []byte, v uint64) error {
 	if err != nil {
 		return err
 	}
+	if t.blocks {
+		return errBlockMode("Insert")
+	}
 	t.st.Inserts++
+	return t.insert(ctx, k, v, nil)
+}
+
+// insert inserts k with value word v; x, if set, holds v's block, written with the first
+// round trip (or alone before a new leaf or node names it).
+func (t *Tree) insert(ctx context.Context, k, v uint64, x *extra) error {
 	var w walk
 	head := make([]byte, leafValsOff(t.s))
 	keysBuf := make([]byte, 8*t.s)
 	var lf leaf
 	for {
-		l, ok, err := t.idu(ctx, k, &w, head, &lf)
+		l, ok, err := t.idu(ctx, k, &w, head, &lf, x)
 		if err != nil {
 			return fmt.Errorf("hybrid: insert: %w", err)
+		}
+		if !ok && x != nil && !x.written {
+			// A new leaf or node will name the block, maybe on another memory node: write it
+			// first (one more round trip).
+			if err := t.m.Write(ctx, x.block, x.img); err != nil {
+				if l.idx >= 0 && l.child == nil {
+					t.release(ctx, entAddr(l.entry))
+				}
+				return fmt.Errorf("hybrid: insert: %w", err)
+			}
+			x.written = true
 		}
 		if !ok {
 			switch {
@@ -149,7 +169,11 @@ func (t *Tree) insertInLeaf(ctx context.Context, k, v uint64, l loc, lf *leaf, k
 		}
 	}
 	var b farmem.Batch
-	b.Write(leafValAddr(la, t.s, e), le.AppendUint64(nil, v))
+	if t.blocks { // the value word is a CAS target: set it by CAS too
+		b.CAS(leafValAddr(la, t.s, e), 0, v)
+	} else {
+		b.Write(leafValAddr(la, t.s, e), le.AppendUint64(nil, v))
+	}
 	b.CAS(leafKeyAddr(la, e), k|tentativeBit, k)
 	b.Unsignaled(b.FAA(la.Add(lSpearOff), ^uint64(0)))
 	if err := t.m.Do(ctx, &b); err != nil {

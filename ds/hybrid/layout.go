@@ -191,6 +191,8 @@ const (
 	rootSlotsOff  = 8
 	rootNodeOff   = 16 // the root node's address
 	rootEntryOff  = 24 // child word naming the root node and its type (a hint)
+	rootFlagsOff  = 32 // flagBlocks
+	flagBlocks    = 1
 	rootBlockSize = 64
 )
 

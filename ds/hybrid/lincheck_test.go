@@ -1,8 +1,11 @@
 package hybrid_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"flag"
 	"sync"
 	"testing"
@@ -41,6 +44,17 @@ type workload struct {
 	update int // the rest deletes
 	// unknown stops a client after this many unknown outcomes.
 	unknown int
+	// blocks uses the Bytes methods (a tree with Params.BlockValues), values of 8 to 300 bytes.
+	blocks bool
+}
+
+// body is value v's bytes in block mode: v, then filler up to n bytes.
+func body(v uint64, n int) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, v)
+	for i := 8; i < n; i++ {
+		b = append(b, byte(v)+byte(i))
+	}
+	return b
 }
 
 var splitLoad = workload{ops: 500, get: 30, insert: 45, update: 10, unknown: 3}
@@ -64,21 +78,39 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 		case p < w.get:
 			op = rec.Call(kvModel.Get(k))
 			var got uint64
-			got, err = c.tree.Get(ctx, key(k))
+			if w.blocks {
+				var b []byte
+				if b, err = c.tree.GetBytes(ctx, key(k)); err == nil {
+					if len(b) < 8 || !bytes.Equal(b, body(binary.LittleEndian.Uint64(b), len(b))) {
+						return fmt.Errorf("get %#x: torn value %x", k, b)
+					}
+					got = binary.LittleEndian.Uint64(b)
+				}
+			} else {
+				got, err = c.tree.Get(ctx, key(k))
+			}
 			out = kvModel.Found(got)
 			if errors.Is(err, hybrid.ErrNotFound) {
 				out, err = kvModel.Missing(), nil
 			}
 		case p < w.get+w.insert:
 			op = rec.Call(kvModel.Insert(k, v))
-			err = c.tree.Insert(ctx, key(k), v)
+			if w.blocks {
+				err = c.tree.InsertBytes(ctx, key(k), body(v, 8+rng.IntN(300)))
+			} else {
+				err = c.tree.Insert(ctx, key(k), v)
+			}
 			out = kvModel.OK()
 			if errors.Is(err, hybrid.ErrExists) {
 				out, err = kvModel.Exists(), nil
 			}
 		case p < w.get+w.insert+w.update:
 			op = rec.Call(kvModel.Update(k, v))
-			err = c.tree.Update(ctx, key(k), v)
+			if w.blocks {
+				err = c.tree.UpdateBytes(ctx, key(k), body(v, 8+rng.IntN(300)))
+			} else {
+				err = c.tree.Update(ctx, key(k), v)
+			}
 			out = kvModel.OK()
 			if errors.Is(err, hybrid.ErrNotFound) {
 				out, err = kvModel.Missing(), nil
@@ -135,11 +167,17 @@ func sumStats(cs []*client) hybrid.Stats {
 
 // TestLinearizableLocal runs the workload with 6 clients on two compute nodes of a local
 // fabric with tearing, jitter and strict mode, over 8-slot leaves, with a zero-byte cache and
-// with a tiny shared per-node cache (constant eviction, stale copies), and checks the history.
+// with a tiny shared per-node cache (constant eviction, stale copies), also with values in
+// blocks, and checks the history.
 func TestLinearizableLocal(t *testing.T) {
-	for _, budget := range []int64{0, 600} {
-		t.Run(map[int64]string{0: "nocache", 600: "tinycache"}[budget], func(t *testing.T) {
-			e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, hybrid.Params{LeafSlots: 8})
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		blocks bool
+	}{{"nocache", 0, false}, {"tinycache", 600, false}, {"blocks", 600, true}} {
+		budget := tc.budget
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, hybrid.Params{LeafSlots: 8, BlockValues: tc.blocks})
 			ctx := context.Background()
 			caches, err := hybrid.OpenCaches(ctx, e.f, e.comp, budget)
 			require.NoError(t, err)
@@ -156,7 +194,9 @@ func TestLinearizableLocal(t *testing.T) {
 			var wg sync.WaitGroup
 			for i, c := range cs {
 				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = splitLoad.run(ctx, c, h) }()
+				w := splitLoad
+				w.blocks = tc.blocks
+				go func() { defer wg.Done(); errs[i] = w.run(ctx, c, h) }()
 			}
 			wg.Wait()
 			for i, err := range errs {

@@ -84,3 +84,57 @@ func TestRoundTrips(t *testing.T) {
 	cost("get, refreshed", hybrid.GetRoundTrips, verbs{read: 2}, func() error { _, err := c.tree.Get(ctx, key(sp+0x43)); return err }, nil)
 	t.Logf("cache: %+v", cache.Stats())
 }
+
+// TestRoundTripsBlockValues asserts the costs of values in blocks: Get 2 round trips (the
+// leaf, the block), Update 2 (the block's write rides with the first), Insert 3, Delete 2.
+func TestRoundTripsBlockValues(t *testing.T) {
+	e := newEnv(t, local.Options{}, hybrid.Params{BlockValues: true})
+	c := e.open(t, 0, hybrid.Options{Cache: hybrid.NewCache(1 << 20)})
+	ctx := context.Background()
+	cost := func(name string, wantRTT uint64, f func() error, wantErr error) {
+		t.Helper()
+		before := c.m.Stats()
+		err := f()
+		if wantErr != nil {
+			require.ErrorIs(t, err, wantErr, name)
+		} else {
+			require.NoError(t, err, name)
+		}
+		d := c.m.Stats().Sub(before)
+		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
+		t.Logf("%-22s %d round trips, %4d bytes in, %4d bytes out (%v)", name, d.RoundTrips, d.BytesIn, d.BytesOut, d)
+	}
+	big := func(n int, b byte) []byte {
+		v := make([]byte, n)
+		for i := range v {
+			v[i] = b + byte(i)
+		}
+		return v
+	}
+	const base = 0x0102030405060700
+	require.NoError(t, c.tree.InsertBytes(ctx, key(base+1), big(100, 1)))
+	_, err := c.tree.GetBytes(ctx, key(base+1))
+	require.NoError(t, err)
+	cost("get 100B", hybrid.GetBytesRoundTrips, func() error {
+		v, err := c.tree.GetBytes(ctx, key(base+1))
+		require.Equal(t, big(100, 1), v)
+		return err
+	}, nil)
+	cost("insert 1000B", hybrid.InsertRoundTrips, func() error { return c.tree.InsertBytes(ctx, key(base+2), big(1000, 2)) }, nil)
+	cost("update 1000B", hybrid.UpdateBytesRoundTrips, func() error { return c.tree.UpdateBytes(ctx, key(base+2), big(1000, 3)) }, nil)
+	cost("get 1000B", hybrid.GetBytesRoundTrips, func() error {
+		v, err := c.tree.GetBytes(ctx, key(base+2))
+		require.Equal(t, big(1000, 3), v)
+		return err
+	}, nil)
+	cost("delete", hybrid.DeleteRoundTrips, func() error { return c.tree.Delete(ctx, key(base+2)) }, nil)
+	cost("get deleted", hybrid.AbsentRoundTrips, func() error { _, err := c.tree.GetBytes(ctx, key(base+2)); return err }, hybrid.ErrNotFound)
+	cost("insert existing", hybrid.AbsentRoundTrips, func() error { return c.tree.InsertBytes(ctx, key(base+1), big(8, 0)) }, hybrid.ErrExists)
+	require.ErrorIs(t, c.tree.Insert(ctx, key(base+3), 1), farmem.ErrInvalid)
+	require.ErrorIs(t, c.tree.InsertBytes(ctx, key(base+3), make([]byte, hybrid.MaxValue+1)), farmem.ErrInvalid)
+	require.NoError(t, c.tree.InsertBytes(ctx, key(base+3), make([]byte, hybrid.MaxValue)))
+	require.NoError(t, c.tree.InsertBytes(ctx, key(base+4), nil))
+	v, err := c.tree.GetBytes(ctx, key(base+4))
+	require.NoError(t, err)
+	require.Empty(t, v)
+}

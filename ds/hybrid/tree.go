@@ -15,6 +15,10 @@ type Params struct {
 	// LeafSlots is the number of key/value slots of a leaf (default 64: a 1,104-byte leaf;
 	// at least 4, at most 256).
 	LeafSlots int
+	// BlockValues makes values byte strings of up to MaxValue bytes, each in an immutable block
+	// that the leaf's value word points to (swapped by CAS), used with GetBytes, InsertBytes
+	// and UpdateBytes; without it values are 8-byte words stored in the leaf.
+	BlockValues bool
 }
 
 func (p *Params) setDefaults() error {
@@ -76,7 +80,8 @@ type Tree struct {
 	rt    farmem.Runtime
 	root  farmem.Addr
 	node0 farmem.Addr // the root node
-	s     int         // leaf slots
+	s      int         // leaf slots
+	blocks bool        // values are blocks behind pointer words
 	cache *Cache
 	lease time.Duration
 	st    Stats
@@ -105,6 +110,9 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 	le.PutUint64(rb[rootSlotsOff:], uint64(p.LeafSlots))
 	le.PutUint64(rb[rootNodeOff:], uint64(n0))
 	le.PutUint64(rb[rootEntryOff:], ent)
+	if p.BlockValues {
+		le.PutUint64(rb[rootFlagsOff:], flagBlocks)
+	}
 	var b farmem.Batch
 	b.Write(n0, encodeNode(uint64(root.Add(rootEntryOff)), 0, 0, false, 0, nil))
 	b.Write(root, rb)
@@ -132,7 +140,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("%w: no tree root at %v", ErrCorrupt, root)
 	}
 	return &Tree{m: m, a: a, rt: m.Runtime(), root: root, node0: farmem.Addr(le.Uint64(rb[rootNodeOff:])),
-		s: s, cache: opts.Cache, lease: opts.Lease}, nil
+		s: s, blocks: le.Uint64(rb[rootFlagsOff:])&flagBlocks != 0, cache: opts.Cache, lease: opts.Lease}, nil
 }
 
 // Close releases the handle (not the client or its allocator). It is idempotent.
@@ -349,6 +357,14 @@ func (t *Tree) Get(ctx context.Context, key []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if t.blocks {
+		return 0, errBlockMode("Get")
+	}
+	return t.get(ctx, k)
+}
+
+// get returns k's value word.
+func (t *Tree) get(ctx context.Context, k uint64) (uint64, error) {
 	t.st.Gets++
 	var w walk
 	head := make([]byte, leafValsOff(t.s))
@@ -396,7 +412,7 @@ func (t *Tree) Get(ctx context.Context, key []byte) (uint64, error) {
 // and keys in one ordered batch. On success the caller holds one Spear count and must release
 // it. It returns ok=false with no count held when the caller must report the key absent
 // (Update, Delete), or when it must create a leaf or split a prefix (Insert: l says where).
-func (t *Tree) idu(ctx context.Context, k uint64, w *walk, head []byte, lf *leaf) (l loc, ok bool, err error) {
+func (t *Tree) idu(ctx context.Context, k uint64, w *walk, head []byte, lf *leaf, x *extra) (l loc, ok bool, err error) {
 	for {
 		l, err = t.descend(ctx, k, w)
 		if err != nil {
@@ -409,6 +425,12 @@ func (t *Tree) idu(ctx context.Context, k uint64, w *walk, head []byte, lf *leaf
 		var b farmem.Batch
 		b.FAA(la.Add(lSpearOff), spearOne)
 		b.Read(la, head)
+		if x != nil && x.tail != nil {
+			b.Read(la.Add(uint64(leafValsOff(t.s))), x.tail)
+		}
+		if x != nil && x.img != nil && !x.written {
+			b.Write(x.block, x.img)
+		}
 		if err := t.m.Do(ctx, &b); err != nil {
 			// The FAA may have applied: give it back (unsignaled; a lost one is the limit
 			// stated for clients that fail inside an IDU).
@@ -418,6 +440,12 @@ func (t *Tree) idu(ctx context.Context, k uint64, w *walk, head []byte, lf *leaf
 			return l, false, err
 		}
 		prev, _ := b.Result(0)
+		if x != nil {
+			x.written = x.img != nil
+			if x.tail != nil {
+				decodeLeafTail(x.tail, t.s, lf)
+			}
+		}
 		decodeLeafHead(head, t.s, lf)
 		if spearExclusive(prev) || spearIsDead(prev) {
 			t.release(ctx, la)
@@ -462,11 +490,14 @@ func (t *Tree) Update(ctx context.Context, key []byte, v uint64) error {
 	if err != nil {
 		return err
 	}
+	if t.blocks {
+		return errBlockMode("Update")
+	}
 	t.st.Updates++
 	var w walk
 	head := make([]byte, leafValsOff(t.s))
 	var lf leaf
-	l, ok, err := t.idu(ctx, k, &w, head, &lf)
+	l, ok, err := t.idu(ctx, k, &w, head, &lf, nil)
 	if err != nil {
 		return fmt.Errorf("hybrid: update: %w", err)
 	}
@@ -500,10 +531,13 @@ func (t *Tree) Delete(ctx context.Context, key []byte) error {
 		return err
 	}
 	t.st.Deletes++
+	if t.blocks {
+		return t.deleteBlock(ctx, k)
+	}
 	var w walk
 	head := make([]byte, leafValsOff(t.s))
 	var lf leaf
-	l, ok, err := t.idu(ctx, k, &w, head, &lf)
+	l, ok, err := t.idu(ctx, k, &w, head, &lf, nil)
 	if err != nil {
 		return fmt.Errorf("hybrid: delete: %w", err)
 	}
