@@ -75,16 +75,16 @@ type Stats struct {
 
 // Tree is one client's handle on a tree. It belongs to one goroutine.
 type Tree struct {
-	m     farmem.Memory
-	a     *alloc.Allocator
-	rt    farmem.Runtime
-	root  farmem.Addr
-	node0 farmem.Addr // the root node
+	m      farmem.Memory
+	a      *alloc.Allocator
+	rt     farmem.Runtime
+	root   farmem.Addr
+	node0  farmem.Addr // the root node
 	s      int         // leaf slots
 	blocks bool        // values are blocks behind pointer words
-	cache *Cache
-	lease time.Duration
-	st    Stats
+	cache  *Cache
+	lease  time.Duration
+	st     Stats
 }
 
 // Create builds an empty tree (a root block and an empty root node, type 4, depth 0) and
