@@ -69,7 +69,7 @@ func (t *Tree) insert(ctx context.Context, k, v uint64, x *extra) error {
 			return nil
 		}
 		la := entAddr(l.entry)
-		done, err := t.insertInLeaf(ctx, k, v, l, &lf, keysBuf)
+		done, err := t.insertInLeaf(ctx, k, v, l, &lf, keysBuf, &w)
 		if errors.Is(err, errRetry) {
 			w.backtrack(l.parent)
 			continue
@@ -87,7 +87,7 @@ func (t *Tree) insert(ctx context.Context, k, v uint64, x *extra) error {
 
 // insertInLeaf inserts k in the leaf l names, holding one Spear count on it (given back on
 // every path). It returns done, or false for an existing key, or errRetry.
-func (t *Tree) insertInLeaf(ctx context.Context, k, v uint64, l loc, lf *leaf, keysBuf []byte) (bool, error) {
+func (t *Tree) insertInLeaf(ctx context.Context, k, v uint64, l loc, lf *leaf, keysBuf []byte, w *walk) (bool, error) {
 	la := entAddr(l.entry)
 	if lf.find(k) >= 0 {
 		t.release(ctx, la)
@@ -105,7 +105,7 @@ func (t *Tree) insertInLeaf(ctx context.Context, k, v uint64, l loc, lf *leaf, k
 	for {
 		if e < 0 {
 			// Full: split or compact the leaf (which takes over our count), then retry.
-			if err := t.smo(ctx, l, lf); err != nil && !errors.Is(err, errRetry) {
+			if err := t.smo(ctx, l, lf, w); err != nil && !errors.Is(err, errRetry) {
 				return false, err
 			}
 			return false, errRetry

@@ -10,20 +10,30 @@ import (
 
 // smo splits or compacts the full leaf l names. The caller holds one Spear count on it, which
 // the SMO takes over (or gives back). It returns errRetry when another SMO holds the leaf.
-func (t *Tree) smo(ctx context.Context, l loc, lf *leaf) error {
+func (t *Tree) smo(ctx context.Context, l loc, lf *leaf, w *walk) error {
 	la := entAddr(l.entry)
-	if lf.smo != 0 {
+	now := t.rt.Now()
+	if lf.smo != 0 && !smoExpired(lf.smo, now) {
+		// Another inserter claimed the leaf and has yet to take it exclusive.
 		t.release(ctx, la)
+		w.waits++
+		if err := t.backoff(ctx, w.waits); err != nil {
+			return err
+		}
 		return errRetry
 	}
-	claim := smoWord(t.m.Info().ID, t.rt.Now().Add(t.lease))
-	prev, err := t.m.CAS(ctx, la.Add(lSMOOff), 0, claim)
-	if err != nil || prev != 0 {
+	// Claim it (or take over a claim whose holder never took the leaf exclusive in its lease).
+	claim := smoWord(t.m.Info().ID, now.Add(t.lease))
+	prev, err := t.m.CAS(ctx, la.Add(lSMOOff), lf.smo, claim)
+	if err != nil || prev != lf.smo {
 		t.release(ctx, la)
 		if err != nil {
 			return err
 		}
 		return errRetry
+	}
+	if lf.smo != 0 {
+		t.st.Helps++
 	}
 	// Exclusive: our IDU count becomes the SMO's hold (one FAA, so the count never dips).
 	if _, err := t.m.FAA(ctx, la.Add(lSpearOff), spearExcl-spearOne); err != nil {
@@ -51,12 +61,16 @@ func (t *Tree) runSMO(ctx context.Context, la farmem.Addr, claim uint64, hint *n
 		}
 		if t.rt.Now() > deadline {
 			// An IDU holds its count too long (or died holding it): undo, leave the leaf
-			// usable; the insert fails rather than wait forever.
-			var b farmem.Batch
-			b.FAA(la.Add(lSpearOff), ^uint64(spearExcl)+1)
-			b.CAS(la.Add(lSMOOff), claim, 0)
-			if err := t.m.Do(ctx, &b); err != nil {
+			// usable; the insert fails rather than wait forever. The claim goes first: if a
+			// successor took it over, the hold is now its own.
+			prev, err := t.m.CAS(ctx, la.Add(lSMOOff), claim, 0)
+			if err != nil {
 				return err
+			}
+			if prev == claim {
+				if _, err := t.m.FAA(ctx, la.Add(lSpearOff), ^uint64(spearExcl)+1); err != nil {
+					return err
+				}
 			}
 			return fmt.Errorf("%w: %v still has %d IDUs in flight after %v", ErrBusy, la, spearHolders(w), t.lease/2)
 		}
@@ -335,6 +349,7 @@ func (n *node) with(i int, w uint64) *node {
 // takes the claim over and runs the SMO from its drain.
 func (t *Tree) awaitSMO(ctx context.Context, la farmem.Addr, hint *node) error {
 	buf := make([]byte, 24)
+	start := t.rt.Now()
 	for n := 0; ; n++ {
 		t.st.SMOWaitReads++
 		if err := t.m.Read(ctx, la.Add(lSpearOff), buf); err != nil {
@@ -344,7 +359,9 @@ func (t *Tree) awaitSMO(ctx context.Context, la farmem.Addr, hint *node) error {
 		if smo == smoDone || (!spearExclusive(spear) && !spearIsDead(spear)) {
 			return nil
 		}
-		if smo != 0 && smoExpired(smo, t.rt.Now()) {
+		// A hold with no claim beside it past a lease: its holder died undoing it.
+		orphan := smo == 0 && spearExclusive(spear) && t.rt.Now() > start.Add(t.lease)
+		if (smo != 0 && smoExpired(smo, t.rt.Now())) || orphan {
 			mine := smoWord(t.m.Info().ID, t.rt.Now().Add(t.lease))
 			prev, err := t.m.CAS(ctx, la.Add(lSMOOff), smo, mine)
 			if err != nil {
