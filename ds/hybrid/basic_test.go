@@ -2,7 +2,9 @@ package hybrid_test
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,6 +93,32 @@ func TestSequentialModel(t *testing.T) {
 						require.ErrorIs(t, err, hybrid.ErrNotFound, "delete %#x", k)
 					}
 				}
+			}
+			keys := slices.Sorted(maps.Keys(model))
+			all, err := c.tree.Scan(ctx, 1, hybrid.MaxKey+1, 0)
+			require.NoError(t, err)
+			require.Len(t, all, len(keys))
+			for i, p := range all {
+				require.Equal(t, keys[i], p.Key)
+				require.Equal(t, model[p.Key], p.Value)
+			}
+			for range 50 {
+				a, b := tc.keyOf(r), tc.keyOf(r)
+				a, b = min(a, b), max(a, b)
+				limit := r.IntN(5)
+				got, err := c.tree.Scan(ctx, a, b, limit)
+				require.NoError(t, err)
+				var want []hybrid.Pair
+				for _, k := range keys {
+					if k >= a && k < b && (limit == 0 || len(want) < limit) {
+						want = append(want, hybrid.Pair{Key: k, Value: model[k]})
+					}
+				}
+				if len(want) == 0 {
+					require.Empty(t, got, "scan [%#x, %#x) limit %d", a, b, limit)
+					continue
+				}
+				require.Equal(t, want, got, "scan [%#x, %#x) limit %d", a, b, limit)
 			}
 			census := audit(t, c)
 			require.Equal(t, len(model), census.Keys)

@@ -39,6 +39,7 @@ var prefixes = []uint64{
 // workload is a random mix of operations.
 type workload struct {
 	ops    int // per client
+	scan   int // percent, before get's
 	get    int // percent
 	insert int
 	update int // the rest deletes
@@ -57,7 +58,7 @@ func body(v uint64, n int) []byte {
 	return b
 }
 
-var splitLoad = workload{ops: 500, get: 30, insert: 45, update: 10, unknown: 3}
+var splitLoad = workload{ops: 500, scan: 5, get: 25, insert: 45, update: 10, unknown: 3}
 
 func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 	id := uint64(c.m.Info().ID)
@@ -75,7 +76,30 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 		var out lincheck.KVOutput[uint64, uint64]
 		var err error
 		switch {
-		case p < w.get:
+		case p < w.scan:
+			from := k
+			to := from + 1 + rng.Uint64N(80)
+			limit := rng.IntN(3) * 8
+			op = rec.Call(kvModel.Scan(from, to, limit))
+			var ps []lincheck.Pair[uint64, uint64]
+			if w.blocks {
+				var got []hybrid.BytesPair
+				got, err = c.tree.ScanBytes(ctx, from, to, limit)
+				for _, p := range got {
+					if len(p.Value) < 8 || !bytes.Equal(p.Value, body(binary.LittleEndian.Uint64(p.Value), len(p.Value))) {
+						return fmt.Errorf("scan: torn value %x", p.Value)
+					}
+					ps = append(ps, lincheck.Pair[uint64, uint64]{Key: p.Key, Value: binary.LittleEndian.Uint64(p.Value)})
+				}
+			} else {
+				var got []hybrid.Pair
+				got, err = c.tree.Scan(ctx, from, to, limit)
+				for _, p := range got {
+					ps = append(ps, lincheck.Pair[uint64, uint64]{Key: p.Key, Value: p.Value})
+				}
+			}
+			out = kvModel.Pairs(ps)
+		case p < w.scan+w.get:
 			op = rec.Call(kvModel.Get(k))
 			var got uint64
 			if w.blocks {
@@ -93,7 +117,7 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 			if errors.Is(err, hybrid.ErrNotFound) {
 				out, err = kvModel.Missing(), nil
 			}
-		case p < w.get+w.insert:
+		case p < w.scan+w.get+w.insert:
 			op = rec.Call(kvModel.Insert(k, v))
 			if w.blocks {
 				err = c.tree.InsertBytes(ctx, key(k), body(v, 8+rng.IntN(300)))
@@ -104,7 +128,7 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
 			if errors.Is(err, hybrid.ErrExists) {
 				out, err = kvModel.Exists(), nil
 			}
-		case p < w.get+w.insert+w.update:
+		case p < w.scan+w.get+w.insert+w.update:
 			op = rec.Call(kvModel.Update(k, v))
 			if w.blocks {
 				err = c.tree.UpdateBytes(ctx, key(k), body(v, 8+rng.IntN(300)))
