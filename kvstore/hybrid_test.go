@@ -40,8 +40,24 @@ func TestHybridIndex(t *testing.T) {
 	for _, bad := range [][]byte{[]byte("short"), k(0), k(1 << 63)} {
 		require.ErrorIs(t, s.Insert(ctx, bad, []byte("x")), farmem.ErrInvalid, "%x", bad)
 	}
-	_, err = s.Scan(ctx, nil, nil, 10)
-	require.ErrorIs(t, err, kvstore.ErrNoOrderedIndex)
+	for i := uint64(10); i < 20; i++ {
+		require.NoError(t, s.Insert(ctx, k(i), k(i*100)))
+	}
+	ps, err := s.Scan(ctx, nil, nil, 3)
+	require.NoError(t, err)
+	require.Len(t, ps, 3)
+	require.Equal(t, k(10), ps[0].Key)
+	require.Equal(t, k(1000), ps[0].Value)
+	ps, err = s.Scan(ctx, append(k(12), 0), k(15), 0) // a 9-byte bound starts past key 12
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
+	require.Equal(t, k(13), ps[0].Key)
+	ps, err = s.Scan(ctx, k(12)[:7], k(12)[:7], 0)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+	for i := uint64(10); i < 20; i++ {
+		require.NoError(t, s.Delete(ctx, k(i)))
+	}
 	require.ErrorIs(t, s.Insert(ctx, k(6), make([]byte, hybrid.MaxValue+1)), kvstore.ErrTooLarge)
 
 	kv := lincheck.KV[uint64, uint64]()
