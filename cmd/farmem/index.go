@@ -19,7 +19,7 @@ type indexKind struct {
 var indexKinds = []indexKind{
 	{name: "race", about: "RACE extendible hashing, a hash index: no scans",
 		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
-	{name: "hybrid", about: "Dolphin's ART/B+ hybrid tree with a 64 MiB radix cache per node, binary64 keys only (--set keyformat=binary64): no scans yet",
+	{name: "hybrid", ordered: true, about: "Dolphin's ART/B+ hybrid tree with a 64 MiB radix cache per node, ordered, binary64 keys only (--set keyformat=binary64)",
 		kind: func() kvstore.IndexKind { return kvstore.Hybrid{CacheBytes: 64 << 20} }},
 }
 
