@@ -274,6 +274,9 @@ type node struct {
 }
 
 func decodeNode(a farmem.Addr, b []byte) (*node, error) {
+	if len(b) < nSlotsOff {
+		return nil, fmt.Errorf("%w: node %v: %d bytes", ErrCorrupt, a, len(b))
+	}
 	n := &node{addr: a, rev: le.Uint64(b[nRevOff:]), prefix: le.Uint64(b[nPrefixOff:])}
 	meta := le.Uint64(b[nMetaOff:])
 	n.typ = int(meta & metaTypeMask)
