@@ -245,3 +245,31 @@ func TestConcurrentInsertsOfOneKey(t *testing.T) {
 	require.Zero(t, census.Tentative)
 	require.Positive(t, len(census.Leaves), 1)
 }
+
+// The artifact's special node holds at most 16 leaves (it asserts). Here it grows through the
+// node types like any node: 256 keys of one prefix in 8-slot leaves need more than 16.
+func TestSpecialNodeGrowsPast16(t *testing.T) {
+	e := newEnv(t, local.Options{}, hybrid.Params{LeafSlots: 8})
+	c := e.open(t, 0, hybrid.Options{Cache: hybrid.NewCache(1 << 20)})
+	ctx := context.Background()
+	const p = 0x0909090909090900
+	for i := uint64(0); i < 256; i++ {
+		k := p | (i*151)&0xff // scrambled order
+		if k == p {
+			k = p | 0xff
+		}
+		if err := c.tree.Insert(ctx, key(k), k); err != nil {
+			require.ErrorIs(t, err, hybrid.ErrExists)
+		}
+	}
+	census := audit(t, c)
+	require.Equal(t, 1, census.Special)
+	require.Greater(t, len(census.Leaves), 16)
+	require.Equal(t, 1, census.SpecialTypes[2]+census.SpecialTypes[3], "the special node is a 48 or a 256: %v", census.SpecialTypes)
+	require.Positive(t, c.tree.Stats().Growths)
+	for i := uint64(1); i < 256; i++ {
+		v, err := c.tree.Get(ctx, key(p|i))
+		require.NoError(t, err)
+		require.Equal(t, p|i, v)
+	}
+}

@@ -36,7 +36,10 @@
 //	16  prefix  the key's first d bytes (high bytes first), immutable
 //	24  slots   n child words, unsorted, partial bytes unique
 //
-// A node at depth d routes by key byte d. Because its header holds its full prefix, not only
+// The four types differ only in capacity: every type is an unsorted array of child words
+// searched linearly for the partial byte (as in the artifact), not ART's indexed Node48 and
+// direct Node256, because growth in place must keep every child in its slot. A node at depth
+// d routes by key byte d. Because its header holds its full prefix, not only
 // the compressed part, path compression never rewrites a node: a prefix split puts a new node
 // above it. The special node sits at depth 7 (the key's length minus one); its slots name
 // leaves, routed by range: the entry with the largest partial at most the key's last byte.
@@ -67,6 +70,11 @@
 // whose type is stale (the node grew) is read again in full and the word repaired by an
 // unsignaled CAS. A child node is checked by depth and full prefix; a cached copy is never
 // trusted for an absence (it is re-read), and a leaf is checked by its dead bit and key range.
+//
+// Scan (and ScanBytes) walks the tree in key order with fresh reads and reports each leaf's
+// committed keys in range; a leaf found dead sends it back to the leaf's parent, read again,
+// for that leaf's range. It is not atomic: each key's report is what a Get at some instant
+// within the scan would return.
 //
 // Get reads the leaf's head and keys, then its values, in one ordered batch: a committed key
 // was read before its value, which was written before the key was committed. Update and
@@ -160,5 +168,6 @@
 // (between its first and last round trip) blocks SMOs of that leaf: inserts into it, once
 // full, fail with ErrBusy. Leases assume clocks within Options.Lease of each other. At most
 // 255 memory nodes and 256 TiB per node (ErrPointerRange); block values at most MaxValue bytes.
-// There are no scans yet.
+// Scans read one node or leaf per round trip (the paper batches a level's reads per memory
+// node, and starts from the cache); nodes never shrink.
 package hybrid

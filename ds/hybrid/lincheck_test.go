@@ -174,6 +174,10 @@ func sumStats(cs []*client) hybrid.Stats {
 	var s hybrid.Stats
 	for _, c := range cs {
 		x := c.tree.Stats()
+		s.Gets += x.Gets
+		s.Inserts += x.Inserts
+		s.Updates += x.Updates
+		s.Deletes += x.Deletes
 		s.Splits += x.Splits
 		s.Compactions += x.Compactions
 		s.Growths += x.Growths
