@@ -36,7 +36,7 @@ const victimPrefix = 0x3f_00_00_00_00_00_00_00
 // client paused past the lease mid-run, and checks the history. With victim set, client 0
 // first inserts alone until it is crashed right after that step of its first SMO; then
 // another client inserts into the same leaf (timed), and the others run.
-func runSim(t *testing.T, seed uint64, n int, victim smoStep) simOutcome {
+func runSim(t *testing.T, seed uint64, n int, victim smoStep, blocks bool) simOutcome {
 	t.Helper()
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, 64<<20
@@ -55,7 +55,7 @@ func runSim(t *testing.T, seed uint64, n int, victim smoStep) simOutcome {
 		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{}))
 		a0, err := alloc.New(ctx, m0, ao)
 		require.NoError(t, err)
-		root, err := hybrid.Create(ctx, m0, a0, hybrid.Params{LeafSlots: 8})
+		root, err := hybrid.Create(ctx, m0, a0, hybrid.Params{LeafSlots: 8, BlockValues: blocks})
 		require.NoError(t, err)
 		caches, err := hybrid.OpenCaches(ctx, s, comp, 0)
 		require.NoError(t, err)
@@ -81,7 +81,7 @@ func runSim(t *testing.T, seed uint64, n int, victim smoStep) simOutcome {
 			rec := h.Client(int(cs[0].m.Info().ID))
 			for k := uint64(1); ; k++ {
 				op := rec.Call(kvModel.Insert(victimPrefix|k, k))
-				err := cs[0].tree.Insert(ctx, key(victimPrefix|k), k)
+				err := insertOne(ctx, cs[0], victimPrefix|k, k, blocks)
 				if err != nil {
 					require.ErrorIs(t, err, farmem.ErrNodeDown)
 					require.True(t, cs[0].killed.Load())
@@ -94,7 +94,7 @@ func runSim(t *testing.T, seed uint64, n int, victim smoStep) simOutcome {
 			c := cs[1]
 			rec = h.Client(int(c.m.Info().ID))
 			op := rec.Call(kvModel.Insert(victimPrefix|200, 200))
-			require.NoError(t, c.tree.Insert(ctx, key(victimPrefix|200), 200))
+			require.NoError(t, insertOne(ctx, c, victimPrefix|200, 200, blocks))
 			op.Return(kvModel.OK())
 			out.recovery = s.Now().Sub(died)
 			run = cs[1:]
@@ -106,6 +106,7 @@ func runSim(t *testing.T, seed uint64, n int, victim smoStep) simOutcome {
 		errs := make([]error, len(run))
 		w := splitLoad
 		w.ops = 300
+		w.blocks = blocks
 		require.NoError(t, s.Parallel(len(run), func(i int) { errs[i] = w.run(ctx, run[i], h) }))
 		for i, err := range errs {
 			require.NoError(t, err, "client %d", i)
@@ -118,12 +119,13 @@ func runSim(t *testing.T, seed uint64, n int, victim smoStep) simOutcome {
 	return out
 }
 
-// TestLinearizableSim checks the workload's histories on the simulator over several seeds,
-// with a client paused past the lease, and that a run is a function of its seed.
+// TestLinearizableSim checks the workload's histories on the simulator over several seeds (the
+// second with values in blocks), with a client paused past the lease, and that a run is a
+// function of its seed.
 func TestLinearizableSim(t *testing.T) {
 	var first string
 	for seed := range uint64(2 * *stress) {
-		o := runSim(t, seed+1, 6, stepNone)
+		o := runSim(t, seed+1, 6, stepNone, seed == 1)
 		t.Logf("seed %d: %v; %+v; special types %v", seed+1, o.summary, o.stats, o.census.SpecialTypes)
 		require.NoError(t, o.verdict, "seed %d", seed+1)
 		require.NotZero(t, o.stats.Splits)
@@ -133,7 +135,7 @@ func TestLinearizableSim(t *testing.T) {
 			first = o.digest
 		}
 	}
-	require.Equal(t, first, runSim(t, 1, 6, stepNone).digest, "same seed, same run")
+	require.Equal(t, first, runSim(t, 1, 6, stepNone, false).digest, "same seed, same run")
 }
 
 // TestCrashMidSMOSim crashes a client right after it took a leaf's Spear exclusive (the
@@ -144,7 +146,7 @@ func TestLinearizableSim(t *testing.T) {
 func TestCrashMidSMOSim(t *testing.T) {
 	for _, step := range []smoStep{stepExclusive, stepDead} {
 		for seed := range uint64(2 * *stress) {
-			o := runSim(t, seed+10, 5, step)
+			o := runSim(t, seed+10, 5, step, false)
 			t.Logf("step %d seed %d: recovery %v; %v; %+v", step, seed+10, o.recovery, o.summary, o.stats)
 			require.NoError(t, o.verdict)
 			require.NotZero(t, o.stats.Helps, "nobody finished the dead client's SMO")
@@ -152,4 +154,12 @@ func TestCrashMidSMOSim(t *testing.T) {
 			require.Zero(t, o.census.Tentative)
 		}
 	}
+}
+
+// insertOne inserts k with value v (in a block of 8 bytes if blocks).
+func insertOne(ctx context.Context, c *client, k, v uint64, blocks bool) error {
+	if blocks {
+		return c.tree.InsertBytes(ctx, key(k), body(v, 8))
+	}
+	return c.tree.Insert(ctx, key(k), v)
 }
