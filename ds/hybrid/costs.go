@@ -36,6 +36,9 @@ const (
 	// InsertRoundTrips and DeleteRoundTrips (an insert's block rides with its first round
 	// trip; a delete CASes the value word to 0 beside the tombstone).
 	UpdateBytesRoundTrips = 2
+	// ScanRoundTrips: a scan whose range lies in one cached special node's 256 keys: the node
+	// read again; its leaves in range, in one batch (ScanBytes adds one for the blocks).
+	ScanRoundTrips = 2
 	// ColdLevelRoundTrips is what each uncached level adds: one node read (two if its child
 	// word names a smaller type than the node has grown to).
 	ColdLevelRoundTrips = 1

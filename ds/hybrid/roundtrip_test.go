@@ -82,6 +82,18 @@ func TestRoundTrips(t *testing.T) {
 		return err
 	}, nil)
 	cost("get, refreshed", hybrid.GetRoundTrips, verbs{read: 2}, func() error { _, err := c.tree.Get(ctx, key(sp+0x43)); return err }, nil)
+	leaves := len(audit(t, c).Leaves) - 2 // those under the special node
+	cost("scan 256 keys' range", hybrid.ScanRoundTrips, verbs{read: 1 + 2*uint64(leaves)}, func() error {
+		ps, err := c.tree.Scan(ctx, sp, sp+256, 0)
+		require.Len(t, ps, 64+1+40)
+		return err
+	}, nil)
+	cost("scan, limit 10", hybrid.ScanRoundTrips, verbs{read: 1 + 2}, func() error {
+		ps, err := c.tree.Scan(ctx, sp+0x41, sp+256, 10)
+		require.Len(t, ps, 10)
+		require.Equal(t, uint64(sp+0x41), ps[0].Key)
+		return err
+	}, nil)
 	t.Logf("cache: %+v", cache.Stats())
 }
 
