@@ -2,7 +2,8 @@
 // nodes above B+-style leaves of about 1 KB, a compute-side radix cache of the internal nodes,
 // in-place 8-byte updates, and Marlin's Spear counting lock excluding structural changes
 // (SMOs) from inserts, updates and deletes (IDUs). Keys are exactly 8 bytes, big-endian (so
-// byte order is numeric order), nonzero and below 2^63; values are 8-byte words.
+// byte order is numeric order), nonzero and below 2^63; values are 8-byte words (byte strings
+// in blocks with Params.BlockValues).
 //
 //	root, err := hybrid.Create(ctx, m, a, hybrid.Params{})            // once
 //	caches, err := hybrid.OpenCaches(ctx, fabric, fabric.Hosted(), 64<<20) // once per process
@@ -49,7 +50,7 @@
 // [min, max) within one 7-byte prefix:
 //
 //	0       rev     parent slot address (a hint; CAS)
-//	8       Spear   the counting lock (FAA only)
+//	8       Spear   the counting lock (FAA only): bits 0-31 IDUs in flight, 40-47 SMO hold, 48-55 dead
 //	16      SMO     holder client id and lease deadline, or done (CAS only)
 //	24      plan    the SMO's recorded replacement (CAS only)
 //	32      16 bytes reserved
@@ -71,10 +72,11 @@
 // unsignaled CAS. A child node is checked by depth and full prefix; a cached copy is never
 // trusted for an absence (it is re-read), and a leaf is checked by its dead bit and key range.
 //
-// Scan (and ScanBytes) walks the tree in key order with fresh reads and reports each leaf's
-// committed keys in range; a leaf found dead sends it back to the leaf's parent, read again,
-// for that leaf's range. It is not atomic: each key's report is what a Get at some instant
-// within the scan would return.
+// Scan (and ScanBytes) starts at the deepest cached node on its first key's path, read again,
+// walks its subtree in key order with fresh reads (sibling leaves in one batch) and goes on
+// past its range; a leaf found dead sends it back to the leaf's parent, read again, for that
+// leaf's range. It is not atomic: each key's report is what a Get at some instant within the
+// scan would return. A range inside one cached special node costs 2 round trips.
 //
 // Get reads the leaf's head and keys, then its values, in one ordered batch: a committed key
 // was read before its value, which was written before the key was committed. Update and
@@ -110,9 +112,11 @@
 //     an abandoned insert leaves anywhere (a false not-found in the artifact's code).
 //   - An insert's key never shows before its value: the tentative bit keeps readers, updates
 //     and deletes away until the committing CAS, still 3 round trips. Competing inserts of one
-//     key resolve on the re-read: a later claimant that sees an earlier tentative slot gives
-//     up; one that sees a later slot waits for it (the later one either saw it and gives up, or
-//     commits); a slot left tentative past the lease is made a tombstone.
+//     key resolve on the re-read: a claimant that sees the key tentative in a lower slot gives
+//     up (and waits for that slot's outcome); one that sees it in a higher slot waits for that
+//     slot's outcome (its claimant either saw the lower slot and gives up, or read before it
+//     was claimed and commits); a slot left tentative past the lease is made a tombstone, so
+//     at most one slot of a leaf ever commits a key.
 //   - A delete CASes its key word to a tombstone, and a slot is reused only when an SMO copies
 //     the leaf under an exclusive Spear: an update that read the leaf before a delete and a
 //     re-insert lands on a dead slot, never on another key's value (no ABA).
