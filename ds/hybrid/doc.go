@@ -172,6 +172,6 @@
 // (between its first and last round trip) blocks SMOs of that leaf: inserts into it, once
 // full, fail with ErrBusy. Leases assume clocks within Options.Lease of each other. At most
 // 255 memory nodes and 256 TiB per node (ErrPointerRange); block values at most MaxValue bytes.
-// Scans read one node or leaf per round trip (the paper batches a level's reads per memory
-// node, and starts from the cache); nodes never shrink.
+// Scans read internal nodes one per round trip (the paper batches a whole level's reads per
+// memory node); nodes never shrink.
 package hybrid
