@@ -8,6 +8,7 @@ import (
 
 	"github.com/farmem/farmem/ds/hybrid"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -149,4 +150,31 @@ func TestRoundTripsBlockValues(t *testing.T) {
 	v, err := c.tree.GetBytes(ctx, key(base+4))
 	require.NoError(t, err)
 	require.Empty(t, v)
+}
+
+// A reader of block values that finds a key committed in the leaf's head but its value word
+// already cleared (a delete landed between the two reads of its batch) reports the key absent:
+// the delete came first. The reader's view is forged by changing what it read.
+func TestBlockValueClearedMidRead(t *testing.T) {
+	e := newEnv(t, local.Options{}, hybrid.Params{LeafSlots: 8, BlockValues: true})
+	ctx := context.Background()
+	w := e.open(t, 0, hybrid.Options{})
+	const k = 0x0b0b0b0b0b0b0b01
+	require.NoError(t, w.tree.InsertBytes(ctx, key(k), []byte("value of k")))
+	require.NoError(t, w.tree.InsertBytes(ctx, key(k+1), []byte("value of k+1")))
+	r := e.openWith(t, 1, hybrid.Options{}, func(m farmem.Memory) farmem.Memory {
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			ops := v.Batch.Ops
+			if err == nil && len(ops) == 2 && ops[0].Kind == farmem.OpRead && ops[1].Kind == farmem.OpRead && len(ops[1].Buf) == 8*8+8 {
+				clear(ops[1].Buf[:8]) // slot 0's value word: k's
+			}
+		}}
+	})
+	_, err := r.tree.GetBytes(ctx, key(k))
+	require.ErrorIs(t, err, hybrid.ErrNotFound)
+	ps, err := r.tree.ScanBytes(ctx, k, k+2, 0)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, uint64(k+1), ps[0].Key)
+	require.Equal(t, "value of k+1", string(ps[0].Value))
 }

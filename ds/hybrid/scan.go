@@ -71,6 +71,9 @@ func (t *Tree) ScanBytes(ctx context.Context, from, to uint64, limit int) ([]Byt
 		}
 		for i, p := range raw {
 			buf := bufs[i]
+			if len(buf) < 8 || le.Uint64(buf) > uint64(len(buf)-8) {
+				return fmt.Errorf("%w: block %v of %d words", ErrCorrupt, blockAddr(p.Value), blockWords(p.Value))
+			}
 			n := le.Uint64(buf)
 			if n > uint64(len(buf)-8) {
 				return fmt.Errorf("%w: block %v holds %d bytes", ErrCorrupt, blockAddr(p.Value), n)
@@ -79,7 +82,10 @@ func (t *Tree) ScanBytes(ctx context.Context, from, to uint64, limit int) ([]Byt
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 type scanner struct {
@@ -243,7 +249,8 @@ func (s *scanner) replaced(ctx context.Context, parent *node, k kid) error {
 func (s *scanner) report(lf *leaf, lo, hi uint64) {
 	var found []Pair
 	for i, k := range lf.keys {
-		if k != 0 && k&tentativeBit == 0 && k >= lo && k < hi {
+		// (A block value word read as 0 was cleared by a delete after the key was read.)
+		if k != 0 && k&tentativeBit == 0 && k >= lo && k < hi && !(s.t.blocks && lf.vals[i] == 0) {
 			found = append(found, Pair{k, lf.vals[i]})
 		}
 	}

@@ -78,6 +78,9 @@ func (t *Tree) pinned(ctx context.Context, f func() error) error {
 
 // retire hands a block that was swapped out of a value word to the allocator's deferred free.
 func (t *Tree) retire(ctx context.Context, p uint64) {
+	if p == 0 {
+		return
+	}
 	_ = t.a.Retire(ctx, blockAddr(p), 8*blockWords(p))
 }
 
@@ -98,18 +101,25 @@ func (t *Tree) GetBytes(ctx context.Context, key []byte) ([]byte, error) {
 		if err != nil {
 			return err
 		}
+		if p == 0 {
+			// The key was read committed, its value word after a delete cleared it: the
+			// delete came first.
+			return ErrNotFound
+		}
 		buf := make([]byte, 8*blockWords(p))
 		if err := t.m.Read(ctx, blockAddr(p), buf); err != nil {
 			return fmt.Errorf("hybrid: get: %w", err)
 		}
-		n := le.Uint64(buf)
-		if len(buf) < 8 || n > uint64(len(buf)-8) {
-			return fmt.Errorf("%w: block %v of %d words holds %d bytes", ErrCorrupt, blockAddr(p), blockWords(p), n)
+		if len(buf) < 8 || le.Uint64(buf) > uint64(len(buf)-8) {
+			return fmt.Errorf("%w: block %v of %d words", ErrCorrupt, blockAddr(p), blockWords(p))
 		}
-		out = buf[8 : 8+n]
+		out = buf[8 : 8+le.Uint64(buf)]
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // InsertBytes stores k with value v if k is absent, in a tree with Params.BlockValues. Warm
@@ -176,6 +186,9 @@ func (t *Tree) UpdateBytes(ctx context.Context, key, v []byte) error {
 			return ErrNotFound
 		}
 		old := lf.vals[i]
+		if old == 0 {
+			return ErrNotFound // a delete cleared the value after we read the key
+		}
 		for {
 			prev, err := t.m.CAS(ctx, leafValAddr(la, t.s, i), old, p)
 			if err != nil {
@@ -224,6 +237,9 @@ func (t *Tree) deleteBlock(ctx context.Context, k uint64) error {
 			return ErrNotFound
 		}
 		old := lf.vals[i]
+		if old == 0 {
+			return ErrNotFound // another delete cleared the value after we read the key
+		}
 		var b farmem.Batch
 		b.CAS(leafKeyAddr(la, i), k, tombstone)
 		b.CAS(leafValAddr(la, t.s, i), old, 0)
