@@ -44,13 +44,17 @@ const (
 	ColdLevelRoundTrips = 1
 )
 
-// Bytes on the wire per operation (leaf of S slots, 8-byte values), counted as farmem.Stats
-// counts them (8 bytes per atomic operand and result):
+// Bytes on the wire per operation (leaf of S slots, 8-byte values), as farmem.Stats counts
+// them (8 bytes per atomic result in, 8 per atomic operand out), measured by the round-trip
+// test:
 //
-//	Get      reads 80+16S            (1,104 at S = 64)
-//	Update   reads 72+8S+8, writes 8+8 (the value, the release FAA's operand)
-//	Insert   reads 2*(72+8S)-72+8+8, writes 8+8+8+8+8
-//	Delete   reads 72+8S+8+8, writes 8+16+8
+//	Get      in 80+16S (1,104 at S = 64)
+//	Update   in 80+8S  (592),   out 24 (the value; two FAA operands)
+//	Insert   in 96+16S (1,120), out 56
+//	Delete   in 88+8S  (600),   out 32
+//
+// With Params.BlockValues, a Get adds the block (8 bytes plus the value, padded to 8), and an
+// Update reads the value array too (in 96+16S) and writes the block.
 //
 // Updates and inserts never read the value array (the paper's suggestion the artifact skipped).
 //

@@ -68,7 +68,6 @@ func (t *Tree) insert(ctx context.Context, k, v uint64, x *extra) error {
 			}
 			return nil
 		}
-		la := entAddr(l.entry)
 		done, err := t.insertInLeaf(ctx, k, v, l, &lf, keysBuf, &w)
 		if errors.Is(err, errRetry) {
 			w.backtrack(l.parent)
@@ -80,7 +79,6 @@ func (t *Tree) insert(ctx context.Context, k, v uint64, x *extra) error {
 		if done {
 			return nil
 		}
-		_ = la
 		return ErrExists
 	}
 }
