@@ -62,8 +62,12 @@ func (c *Cache) Close() error {
 
 // CacheStats are a cache's counters.
 type CacheStats struct {
-	Entries                        int
-	Bytes, Budget                  int64
+	// Entries is the number of cached nodes; Bytes what they are charged, within Budget.
+	Entries       int
+	Bytes, Budget int64
+	// Hits and Misses count lookups that found a node on the key's path or none; Evictions
+	// copies dropped for the budget; Drops copies dropped as stale (a child's reverse pointer
+	// named another slot).
 	Hits, Misses, Evictions, Drops uint64
 }
 

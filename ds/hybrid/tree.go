@@ -50,6 +50,7 @@ const DefaultLease = 50 * time.Millisecond
 
 // Stats count a handle's work beyond the verbs (which farmem.Stats counts).
 type Stats struct {
+	// Gets, Inserts, Updates and Deletes count calls (the Bytes variants included).
 	Gets, Inserts, Updates, Deletes uint64
 	// Backtracks: leaves found dead or out of range, whose parent was read again.
 	Backtracks uint64
