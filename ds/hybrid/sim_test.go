@@ -131,6 +131,8 @@ func TestLinearizableSim(t *testing.T) {
 		require.NotZero(t, o.stats.Splits)
 		require.NotZero(t, o.stats.Growths)
 		require.NotZero(t, o.census.SpecialTypes[2]+o.census.SpecialTypes[3], "no special node grew past 16")
+		require.NotZero(t, o.stats.Backtracks, "no stale path (a dead or out-of-range leaf)")
+		require.NotZero(t, o.stats.PrefixSplits)
 		if seed == 0 {
 			first = o.digest
 		}
