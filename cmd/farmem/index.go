@@ -19,6 +19,8 @@ type indexKind struct {
 var indexKinds = []indexKind{
 	{name: "race", about: "RACE extendible hashing, a hash index: no scans",
 		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
+	{name: "hybrid", ordered: true, about: "Dolphin's ART/B+ hybrid tree with a 64 MiB radix cache per node, ordered, binary64 keys only (--set keyformat=binary64)",
+		kind: func() kvstore.IndexKind { return kvstore.Hybrid{CacheBytes: 64 << 20} }},
 }
 
 // indexByName returns the entry named name, or a usage error listing the known names.

@@ -1,0 +1,130 @@
+package hybrid_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/hybrid"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// env is a formatted local fabric (strict mode on) holding one tree.
+type env struct {
+	f    *local.Fabric
+	root farmem.Addr
+	comp []farmem.NodeID
+	ao   alloc.Options
+}
+
+func newEnv(t testing.TB, lo local.Options, p hybrid.Params) *env {
+	t.Helper()
+	lo.Strict = true
+	if lo.MemorySize == 0 {
+		lo.MemorySize = 64 << 20
+	}
+	f, err := local.New(lo)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.Zero(t, f.Violations(), "strict-mode violations")
+		_ = f.Close()
+	})
+	e := &env{f: f, comp: f.Topology().ComputeNodes(),
+		ao: alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}}
+	ctx := context.Background()
+	m, err := f.Open(ctx, e.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
+	a, err := alloc.New(ctx, m, e.ao)
+	require.NoError(t, err)
+	defer a.Close()
+	e.root, err = hybrid.Create(ctx, m, a, p)
+	require.NoError(t, err)
+	return e
+}
+
+// client is one client's Memory, allocator and tree handle.
+type client struct {
+	m    farmem.Memory
+	a    *alloc.Allocator
+	tree *hybrid.Tree
+	// killed, if set, reports that the test crashed the client on purpose.
+	killed *atomic.Bool
+}
+
+// smoStep names a verb of an SMO a test crashes a client right after.
+type smoStep int
+
+const (
+	stepNone      smoStep = iota
+	stepExclusive         // the FAA taking the leaf's Spear exclusive (before the drain)
+	stepDead              // the FAA marking the leaf dead (plan recorded, not published)
+)
+
+// isStep reports whether verb v is step s of an SMO.
+func isStep(v farmemtest.Verb, s smoStep) bool {
+	if len(v.Batch.Ops) != 1 || v.Op().Kind != farmem.OpFAA {
+		return false
+	}
+	switch s {
+	case stepExclusive:
+		return v.Op().Swap == 1<<40-1
+	case stepDead:
+		return v.Op().Swap == 1<<48
+	}
+	return false
+}
+
+// atStep returns m seen through an Interposer that runs act once, right after the first verb
+// of step s that succeeds, and a flag set just before act runs.
+func atStep(m farmem.Memory, s smoStep, act func()) (farmem.Memory, *atomic.Bool) {
+	fired := new(atomic.Bool)
+	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+		if err == nil && !fired.Load() && isStep(v, s) {
+			fired.Store(true)
+			act()
+		}
+	}}, fired
+}
+
+func (e *env) open(t testing.TB, i int, opts hybrid.Options) *client {
+	return e.openWith(t, i, opts, nil)
+}
+
+// openWith is open with the tree's Memory seen through wrap, if set.
+func (e *env) openWith(t testing.TB, i int, opts hybrid.Options, wrap func(farmem.Memory) farmem.Memory) *client {
+	t.Helper()
+	ctx := context.Background()
+	m, err := e.f.Open(ctx, e.comp[i%len(e.comp)])
+	require.NoError(t, err)
+	a, err := alloc.New(ctx, m, e.ao)
+	require.NoError(t, err)
+	tm := m
+	if wrap != nil {
+		tm = wrap(m)
+	}
+	tr, err := hybrid.Open(ctx, tm, a, e.root, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = tr.Close()
+		_ = a.Close()
+		_ = m.Close()
+	})
+	return &client{m: m, a: a, tree: tr}
+}
+
+func key(k uint64) []byte { return hybrid.Key(k) }
+
+func audit(t testing.TB, c *client) hybrid.Census {
+	t.Helper()
+	census, err := c.tree.Audit(context.Background())
+	require.NoError(t, err)
+	return census
+}
