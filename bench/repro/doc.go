@@ -36,8 +36,8 @@
 //
 // Limits: the quick configuration ([CiderQuick]) takes about 20 s of one core and exists to pin
 // the code behind the figures, not to reproduce them; the full one ([CiderFull]) is budgeted at
-// under 30 minutes on 2 cores with two workers (measured: 954 s of CPU, most of it in the
-// main sweep and the factor analysis; the band reruns only the headline points), most of it in
+// under 30 minutes on 2 cores with two workers (measured: 954 s of CPU in all; the band reruns
+// only the headline points), most of it in
 // the collapsed points, whose warm-ups and windows stretch to converge and to reach their
 // operation count. A warm-up that converges can still be a metastable state: at hundreds of
 // clients CIDER under Algorithm 1 can hold steady in the start-up collapse for a seed and leave
