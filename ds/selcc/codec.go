@@ -145,7 +145,9 @@ func (g Groups) MaxNodes() int { return g.nodes }
 func (Groups) Exclusive(n farmem.ComputeID) uint64 { return uint64(n) << groupXShift }
 
 // Shared implements Codec.
-func (Groups) Shared(n farmem.ComputeID) uint64 { return 1 << (groupWidth * ((uint64(n) - 1) % groupCount)) }
+func (Groups) Shared(n farmem.ComputeID) uint64 {
+	return 1 << (groupWidth * ((uint64(n) - 1) % groupCount))
+}
 
 // Holder implements Codec.
 func (Groups) Holder(w uint64) farmem.ComputeID { return farmem.ComputeID(w >> groupXShift) }
