@@ -15,15 +15,15 @@ import (
 // peer asks for the line, the frame is evicted or the γ budget runs out. In SEL mode a guard
 // holds the global latch and Unlock releases it.
 type Guard struct {
-	cl    *Client
-	g     GCL
-	excl  bool
-	f     *frame         // Cached
-	l     nodearea.Latch // Cached: the frame's latch; SEL: the stripe latch
-	buf   []byte         // SEL: the line
-	lo    int            // SEL: dirty bounds
-	hi    int
-	done  bool
+	cl   *Client
+	g    GCL
+	excl bool
+	f    *frame         // Cached
+	l    nodearea.Latch // Cached: the frame's latch; SEL: the stripe latch
+	buf  []byte         // SEL: the line
+	lo   int            // SEL: dirty bounds
+	hi   int
+	done bool
 }
 
 // GCL returns the guarded line.
@@ -243,4 +243,3 @@ func (cl *Client) latch(ctx context.Context, f *frame, excl bool) (nodearea.Latc
 	}
 	return l, err
 }
-

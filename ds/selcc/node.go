@@ -37,7 +37,7 @@ type frame struct {
 	body  farmem.Addr // LineSize bytes
 
 	// guarded by node.mu
-	key     GCL  // the GCL the table maps to this frame (0: free)
+	key     GCL // the GCL the table maps to this frame (0: free)
 	lruTick uint64
 	dead    bool // a forward into it may still land: never reused
 
