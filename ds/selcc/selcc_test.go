@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/selcc"
+	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -80,6 +81,7 @@ func TestCoherenceLocal(t *testing.T) {
 			h := register.NewHistory(r.f.Runtime())
 			incs := r.workload(t, 8, 120, 0.4, gs, sw, h, 0)
 			require.Zero(t, sw.violations.Load(), "SWMR violated")
+			require.Zero(t, sw.torn.Load(), "torn reads")
 			h.Check(t)
 			require.NoError(t, r.c.Close())
 			latches, ctrs := r.farWords(t, gs)
@@ -100,4 +102,24 @@ func TestCoherenceLocal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blindCodec is the paper's bitmap with a holder field readers cannot see: shared attempts
+// succeed beside an exclusive holder. The coherence checks must catch it.
+type blindCodec struct{ selcc.Bitmap }
+
+func (blindCodec) Holder(uint64) farmem.ComputeID { return 0 }
+
+// TestBrokenCoherenceCaught: the workload's checks fail on a protocol that lets readers in
+// beside a writer.
+func TestBrokenCoherenceCaught(t *testing.T) {
+	r := localRig(t, local.Options{Shape: local.Shape{ComputeNodes: 4}, Jitter: 5 * time.Microsecond, Latency: time.Microsecond},
+		selcc.Options{Mode: selcc.SEL, LineSize: 64, Frames: 4, Codec: blindCodec{}})
+	gs := r.lines(t, 2)
+	sw := newSWMR(len(gs))
+	h := register.NewHistory(r.f.Runtime())
+	r.workload(t, 8, 60, 0.5, gs, sw, h, 20*time.Microsecond)
+	_, err := h.Verify()
+	require.True(t, sw.violations.Load() > 0 || sw.torn.Load() > 0 || err != nil, "a blind reader passed the SWMR and register checks")
+	t.Logf("SWMR violations %d, torn reads %d, lincheck failed: %v", sw.violations.Load(), sw.torn.Load(), err != nil)
 }

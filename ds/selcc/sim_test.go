@@ -1,0 +1,74 @@
+package selcc_test
+
+import (
+	"flag"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/selcc"
+)
+
+var long = flag.Bool("selcc.long", false, "run the long SELCC experiments (more seeds and operations)")
+
+// coherenceSim runs the coherence workload on sim with nodes compute nodes and checks SWMR, the
+// exact counters, the register histories and the quiescent latch words.
+func coherenceSim(t *testing.T, nodes, perNode, lines, ops int, seed uint64, so selcc.Options) *rig {
+	r := simRig(t, simModel(nodes, perNode), seed, so)
+	gs := r.lines(t, lines)
+	sw := newSWMR(len(gs))
+	h := register.NewHistory(r.f.Runtime())
+	incs := r.workload(t, nodes*perNode, ops, 0.4, gs, sw, h, 0)
+	require.Zero(t, sw.violations.Load(), "SWMR violated")
+	require.Zero(t, sw.torn.Load(), "torn reads")
+	h.Check(t)
+	r.do(func() { require.NoError(t, r.c.Close()) })
+	latches, ctrs := r.farWords(t, gs)
+	for i := range gs {
+		require.Zero(t, latches[i], "line %d's latch after close", i)
+		require.Equal(t, uint64(incs[i]), ctrs[i], "line %d lost writes", i)
+	}
+	var st selcc.NodeStats
+	for _, n := range r.comp {
+		s := r.c.NodeStats(n)
+		st.Handled, st.Dropped, st.Evicted = st.Handled+s.Handled, st.Dropped+s.Dropped, st.Evicted+s.Evicted
+	}
+	t.Logf("%d nodes (%s): invalidations handled %d, dropped %d; evictions %d; virtual time %v",
+		nodes, r.c.Options().Codec.Name(), st.Handled, st.Dropped, st.Evicted, r.s.Now())
+	if so.Mode == selcc.Cached {
+		require.Positive(t, st.Handled, "no conflict was resolved")
+	}
+	return r
+}
+
+func TestCoherenceSim(t *testing.T) {
+	seeds := uint64(3)
+	if *long {
+		seeds = 30
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for _, mode := range []selcc.Mode{selcc.Cached, selcc.SEL} {
+			t.Run(fmt.Sprintf("%v/seed%d", mode, seed), func(t *testing.T) {
+				r := coherenceSim(t, 4, 2, 6, 100, seed, selcc.Options{Mode: mode, LineSize: 128, Frames: 4, EvictBatch: 2})
+				var ev uint64
+				for _, n := range r.comp {
+					ev += r.c.NodeStats(n).Evicted
+				}
+				if mode == selcc.Cached {
+					require.Positive(t, ev, "a 4-frame cache never evicted")
+				}
+			})
+		}
+	}
+}
+
+// TestCoherenceSimGroups: 64 and 200 compute nodes, past the bitmap, under the group codec.
+func TestCoherenceSimGroups(t *testing.T) {
+	for _, c := range []struct{ nodes, lines, ops int }{{64, 16, 8}, {200, 40, 3}} {
+		t.Run(fmt.Sprint(c.nodes), func(t *testing.T) {
+			r := coherenceSim(t, c.nodes, 1, c.lines, c.ops, 7, selcc.Options{LineSize: 64, Frames: 4, EvictBatch: 2})
+			require.IsType(t, selcc.Groups{}, r.c.Options().Codec)
+		})
+	}
+}
