@@ -159,6 +159,9 @@ func (cl *Client) acquire(ctx context.Context, g GCL, f *frame, excl bool) error
 			}
 			prev = p
 		case excl:
+			if err := cl.waitHoldoff(ctx, g); err != nil {
+				return err
+			}
 			var b farmem.Batch
 			i := b.CAS(g.Latch(), 0, cd.Exclusive(me))
 			b.Read(g.Body(), buf)
@@ -170,13 +173,8 @@ func (cl *Client) acquire(ctx context.Context, g GCL, f *frame, excl bool) error
 				return cl.m.Write(ctx, f.body, buf)
 			}
 		default:
-			if t := cl.n.holdoffUntil(g); t != 0 {
-				if d := t - cl.rt.Now(); d > 0 {
-					if err := cl.rt.Sleep(ctx, durationOf(d)); err != nil {
-						return err
-					}
-				}
-				cl.n.clearHoldoff(g, t)
+			if err := cl.waitHoldoff(ctx, g); err != nil {
+				return err
 			}
 			var b farmem.Batch
 			i := b.FAA(g.Latch(), cd.Shared(me))
@@ -292,4 +290,21 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		}
 	}
 	return result, nil
+}
+
+// waitHoldoff waits while this node keeps its own clients off g: after its shared hold went
+// to a starving writer (spin waiting), or after it gave g up because its γ budget ran out (so
+// the peers it kept waiting get their turn before its own clients take g back).
+func (cl *Client) waitHoldoff(ctx context.Context, g GCL) error {
+	t := cl.n.holdoffUntil(g)
+	if t == 0 {
+		return nil
+	}
+	if d := t - cl.rt.Now(); d > 0 {
+		if err := cl.rt.Sleep(ctx, durationOf(d)); err != nil {
+			return err
+		}
+	}
+	cl.n.clearHoldoff(g, t)
+	return nil
 }

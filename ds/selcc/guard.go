@@ -184,9 +184,11 @@ func (cl *Client) giveUp(ctx context.Context, f *frame) error {
 	if err := doAll(ctx, cl.m, &b); err != nil {
 		return err
 	}
+	g := f.key
 	f.memo, f.lo, f.hi = memoI, 0, 0
 	cl.n.unmap(f)
 	cl.n.stats.leases.Add(1)
+	cl.n.holdOff(cl.m, g, 2*cl.o.Backoff)
 	return nil
 }
 

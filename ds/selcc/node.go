@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/farmem/farmem/alloc/nodearea"
 	"github.com/farmem/farmem/farmem"
@@ -482,10 +483,14 @@ func (n *node) forward(ctx context.Context, m farmem.Memory, f *frame, v invalid
 // setHoldoff keeps this node's readers off g for a while after a writer with priority prio
 // took its shared hold away (spin waiting against writer starvation).
 func (n *node) setHoldoff(m farmem.Memory, g GCL, prio uint32) {
-	if prio < 2 {
+	if prio < 2 || n.c.opts.WriterHoldoff == 0 {
 		return
 	}
-	d := n.c.opts.WriterHoldoff * timeDuration(min(prio, 64))
+	n.holdOff(m, g, n.c.opts.WriterHoldoff*timeDuration(min(prio, 64)))
+}
+
+// holdOff keeps this node's clients from acquiring g for d.
+func (n *node) holdOff(m farmem.Memory, g GCL, d time.Duration) {
 	until := m.Runtime().Now() + farmem.Time(d)
 	n.mu.Lock()
 	defer n.mu.Unlock()

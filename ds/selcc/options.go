@@ -84,7 +84,7 @@ type Options struct {
 	UpgradeTries int
 	// WriterHoldoff is how long, per unit of a starving writer's priority, a node that gave up
 	// its shared hold to that writer keeps its own readers from taking the line again (spin
-	// waiting, §5.3.2; default 1µs, capped at 64 units).
+	// waiting, §5.3.2; default 1µs, capped at 64 units; negative turns spin waiting off).
 	WriterHoldoff time.Duration
 	// ReplyTimeout bounds the wait for a peer's answer to an invalidation (default: 200 times
 	// the fabric's down timeout, at least 1s); past it the acquisition fails with an error
@@ -142,6 +142,9 @@ func (o Options) withDefaults(t *farmem.Topology) (Options, error) {
 	}
 	if o.WriterHoldoff == 0 {
 		o.WriterHoldoff = time.Microsecond
+	}
+	if o.WriterHoldoff < 0 {
+		o.WriterHoldoff = 0
 	}
 	if o.ReplyTimeout == 0 {
 		o.ReplyTimeout = max(time.Second, 200*t.DownTimeout)
