@@ -42,7 +42,7 @@ func randomState(r *rand.Rand, c selcc.Codec) (x farmem.ComputeID, sharers []far
 func TestCodecNoCarry(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, c := range codecs(t) {
-		for range 2000 {
+		for range 500 {
 			x, sh := randomState(r, c)
 			var deltas []uint64
 			if x != 0 {
@@ -68,8 +68,14 @@ func TestCodecNoCarry(t *testing.T) {
 			require.Equal(t, w1, w2, "%s: order changed the word", c.Name())
 			require.Equal(t, x, c.Holder(w1), "%s: a sharer carried into the holder field", c.Name())
 			got := c.Sharers(w1, nil)
+			in := map[farmem.ComputeID]bool{}
+			for _, s := range got {
+				in[s] = true
+			}
 			for _, s := range sh {
-				require.Contains(t, got, s, "%s: sharer %d missing from %#x", c.Name(), s, w1)
+				if !in[s] {
+					t.Fatalf("%s: sharer %d missing from %#x", c.Name(), s, w1)
+				}
 			}
 			if _, ok := c.(selcc.Bitmap); ok {
 				require.ElementsMatch(t, sh, got, "bitmap sharers are exact")
