@@ -86,9 +86,10 @@ func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, 
 		f := n.takeFree()
 		if f == nil {
 			vs := n.victims(cl.o.EvictBatch)
-			if len(vs) == 0 {
+			if len(vs) == 0 && n.allDead() {
 				return nil, nodearea.Latch{}, fmt.Errorf("selcc: no frame left on %v: %w", cl.me.Node(), farmem.ErrNoSpace)
 			}
+			// With no victim, every frame is being filled or freed by another client.
 			if err := n.evict(ctx, cl.m, vs); err != nil {
 				return nil, nodearea.Latch{}, err
 			}
@@ -249,6 +250,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	seq := cl.seq
 	method := farmem.OwnerSELCC.Method(methodInvalidate)
 	sent := make([]bool, len(targets))
+	var down error
 	for i, t := range targets {
 		v := invalidation{kind: kind, prio: uint32(try), from: cl.me, gcl: g,
 			flag: cl.flag.Add(8 * uint64(i)), data: f.body, seq: seq}
@@ -256,8 +258,11 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		switch {
 		case err == nil:
 			sent[i] = true
-		case errors.Is(err, farmem.ErrInvalid), errors.Is(err, farmem.ErrNodeDown):
-			// a stale or garbage id, or a node known down: nothing to wait for
+		case errors.Is(err, farmem.ErrNodeDown):
+			// A holder that is down keeps its hold until Repair removes it.
+			down = fmt.Errorf("selcc: %v holds %v and is down (Repair clears its holds): %w", t.Node(), g, err)
+		case errors.Is(err, farmem.ErrInvalid):
+			// a stale or garbage id: nothing to wait for
 		default:
 			return 0, err
 		}
@@ -288,6 +293,9 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 				result = replyAck
 			}
 		}
+	}
+	if down != nil && result != replyData && result != replyDataDirty {
+		return 0, down
 	}
 	return result, nil
 }

@@ -246,6 +246,18 @@ func (n *node) install(g GCL, f *frame) bool {
 	return true
 }
 
+// allDead reports whether every frame was quarantined after a peer failed to answer.
+func (n *node) allDead() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, f := range n.frames {
+		if !f.dead {
+			return false
+		}
+	}
+	return true
+}
+
 // victims returns up to k mapped frames, least recently used first.
 func (n *node) victims(k int) []*frame {
 	n.mu.Lock()
