@@ -268,3 +268,17 @@ func getU64(b []byte) uint64 {
 	}
 	return v
 }
+
+// quiescentAgreement checks, with no guard held, that every line's latch word is exactly what
+// the nodes' caches hold (Recount changes nothing): no leftover transient share, no carry, the
+// exclusive field naming the one M node.
+func (r *rig) quiescentAgreement(t *testing.T, gs []selcc.GCL) {
+	m, err := r.f.Open(context.Background(), r.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	r.do(func() {
+		n, err := r.c.Recount(context.Background(), m, gs)
+		require.NoError(t, err)
+		require.Zero(t, n, "latch words disagree with the caches' memos")
+	})
+}

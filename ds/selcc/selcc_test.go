@@ -83,6 +83,9 @@ func TestCoherenceLocal(t *testing.T) {
 			require.Zero(t, sw.violations.Load(), "SWMR violated")
 			require.Zero(t, sw.torn.Load(), "torn reads")
 			h.Check(t)
+			if mode == selcc.Cached {
+				r.quiescentAgreement(t, gs)
+			}
 			require.NoError(t, r.c.Close())
 			latches, ctrs := r.farWords(t, gs)
 			for i := range gs {

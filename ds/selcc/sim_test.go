@@ -23,6 +23,7 @@ func coherenceSim(t *testing.T, nodes, perNode, lines, ops int, seed uint64, so 
 	require.Zero(t, sw.violations.Load(), "SWMR violated")
 	require.Zero(t, sw.torn.Load(), "torn reads")
 	h.Check(t)
+	r.quiescentAgreement(t, gs)
 	r.do(func() { require.NoError(t, r.c.Close()) })
 	latches, ctrs := r.farWords(t, gs)
 	for i := range gs {
