@@ -115,7 +115,7 @@ func (v invalidation) encode() []byte {
 }
 
 func decodeInvalidation(b []byte) (invalidation, error) {
-	if len(b) != msgLen || (b[0] != peerRd && b[0] != peerWr) {
+	if len(b) != msgLen || (b[0] != peerRd && b[0] != peerWr) || b[1] != 0 || binary.LittleEndian.Uint64(b[40:]) != 0 {
 		return invalidation{}, fmt.Errorf("selcc: malformed invalidation (%d bytes): %w", len(b), farmem.ErrInvalid)
 	}
 	return invalidation{
