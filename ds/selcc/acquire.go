@@ -131,12 +131,16 @@ func (cl *Client) abandon(f *frame) {
 // acquire runs the global part of an acquisition under f's X latch: the transitions of the
 // package doc's table, conflict resolution by invalidation messages, backoff with priority
 // aging.
-func (cl *Client) acquire(ctx context.Context, g GCL, f *frame, excl bool) error {
+func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) error {
+	// The verbs run to completion even if octx ends (each is bounded by the fabric's down
+	// timeout): an atomic left with an unknown outcome could leave this node's hold in the
+	// word with no frame behind it. octx is checked between attempts.
+	ctx := context.WithoutCancel(octx)
 	cd, me := cl.o.Codec, cl.me
 	buf := make([]byte, cl.o.LineSize)
 	upFails := 0
 	for try := 1; ; try++ {
-		if err := ctx.Err(); err != nil {
+		if err := octx.Err(); err != nil {
 			return err
 		}
 		var prev uint64
@@ -160,7 +164,7 @@ func (cl *Client) acquire(ctx context.Context, g GCL, f *frame, excl bool) error
 			}
 			prev = p
 		case excl:
-			if err := cl.waitHoldoff(ctx, g); err != nil {
+			if err := cl.waitHoldoff(octx, g); err != nil {
 				return err
 			}
 			var b farmem.Batch
@@ -174,7 +178,7 @@ func (cl *Client) acquire(ctx context.Context, g GCL, f *frame, excl bool) error
 				return cl.m.Write(ctx, f.body, buf)
 			}
 		default:
-			if err := cl.waitHoldoff(ctx, g); err != nil {
+			if err := cl.waitHoldoff(octx, g); err != nil {
 				return err
 			}
 			var b farmem.Batch
@@ -216,7 +220,7 @@ func (cl *Client) acquire(ctx context.Context, g GCL, f *frame, excl bool) error
 				return nil
 			}
 		}
-		if err := cl.backoff(ctx, try); err != nil {
+		if err := cl.backoff(octx, try); err != nil {
 			return err
 		}
 	}
@@ -264,10 +268,16 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		case errors.Is(err, farmem.ErrInvalid):
 			// a stale or garbage id: nothing to wait for
 		default:
-			return 0, err
+			down = err
+		}
+		if down != nil && !errors.Is(down, farmem.ErrNodeDown) {
+			break
 		}
 	}
-	wctx, cancel := cl.rt.WithTimeout(ctx, cl.o.ReplyTimeout)
+	// Wait for every answer even if ctx ends: a holder may be handing the line over to this
+	// frame, and leaving before the answer would strand the latch (the word would name this
+	// node while no frame holds the line).
+	wctx, cancel := cl.rt.WithTimeout(context.WithoutCancel(ctx), cl.o.ReplyTimeout)
 	defer cancel()
 	result := uint64(replyDrop)
 	for i, ok := range sent {
@@ -276,11 +286,11 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		}
 		w, err := cl.m.Wait(wctx, cl.flag.Add(8*uint64(i)), func(w uint64) bool { return w>>8 == seq })
 		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				// A forward may still land in f: never reuse it.
-				cl.n.mu.Lock()
-				f.dead = true
-				cl.n.mu.Unlock()
+			// A forward may still land in f: never reuse it.
+			cl.n.mu.Lock()
+			f.dead = true
+			cl.n.mu.Unlock()
+			if errors.Is(err, context.DeadlineExceeded) {
 				return 0, fmt.Errorf("selcc: %v did not answer an invalidation of %v: %w", targets[i].Node(), g, farmem.ErrNodeDown)
 			}
 			return 0, err

@@ -214,8 +214,7 @@ func (n *node) unmap(f *frame) {
 	}
 }
 
-// claim maps g to a free frame that the caller has latched X, or reports that another client
-// mapped g first (then the frame goes back). It returns nil, false if no frame is free.
+// takeFree takes a frame off the free list (nil if none).
 func (n *node) takeFree() *frame {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -288,9 +287,9 @@ func (n *node) victims(k int) []*frame {
 // round trip, whatever memory nodes it reaches): a dirty line's range is written back before
 // its release FAA (ordered in the batch). The frames stay latched and mapped until the batch
 // completed, so no client of this node can acquire their lines again before the releases
-// landed (the reacquire-before-release pitfall). Returns the number evicted.
+// landed (the reacquire-before-release pitfall). Frames it cannot latch at once (in use) are
+// skipped.
 func (n *node) evict(ctx context.Context, m farmem.Memory, fs []*frame) error {
-	o := n.c.opts
 	var b farmem.Batch
 	var held []*frame
 	var lats []nodearea.Latch
@@ -343,7 +342,6 @@ func (n *node) evict(ctx context.Context, m farmem.Memory, fs []*frame) error {
 			err = e
 		}
 	}
-	_ = o
 	if err != nil {
 		return fmt.Errorf("selcc: evict on %v: %w", farmem.ComputeID(n.id).Node(), err)
 	}
