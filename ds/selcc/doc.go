@@ -141,9 +141,12 @@
 //	miss, no conflicting holder                    1 (latch atomic + body READ in one batch)
 //	miss, cache full                               +1 for the eviction batch
 //	upgrade S→M, no other sharer                   1
-//	case 1 / case 2 conflict                       1 + message + the holder's 1-2 + forward ≈ 3
-//	case 3 conflict                                1 + message + each sharer's FAA + 1 retry
-//	reader's failed attempt                        +1 (the undo FAA)
+//	case 1 (writer vs M)                           requester 1 and a message; holder 2 (FAA,
+//	                                               then the forward): 3 in all, as an RPC directory
+//	case 2 (reader vs M)                           requester 2 (attempt, undo) and a message;
+//	                                               holder 2 (write-back+downgrade, forward): 4
+//	case 3 (writer vs S)                           requester 1, messages, each sharer's FAA and
+//	                                               acknowledgement, then the retried CAS+READ
 //	release                                        0 (WriteBackOnRelease: +1 if dirty)
 //	SEL access                                     2
 //

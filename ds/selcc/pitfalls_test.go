@@ -229,3 +229,81 @@ func TestDurabilityModes(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictCosts: a writer that finds the line M on another node pays one round trip (its
+// failed CAS and READ) and one message; the holder's handler pays two (the hand-over FAA, then
+// the forward): three in all, as an RPC directory would. Dirty bounds: closing writes back only
+// the bytes written.
+func TestConflictCosts(t *testing.T) {
+	r := localRig(t, local.Options{Shape: local.Shape{ComputeNodes: 2}}, selcc.Options{LineSize: 2048, Frames: 4})
+	gs := r.lines(t, 1)
+	ctx := context.Background()
+	_, a := r.client(t, 0)
+	gd, err := a.Lock(ctx, gs[0])
+	require.NoError(t, err)
+	require.NoError(t, gd.WriteUint64(ctx, 64, 1))
+	require.NoError(t, gd.Unlock(ctx))
+
+	mb, b := r.client(t, 1)
+	before, fb := mb.Stats(), r.f.Stats()
+	gd, err = b.Lock(ctx, gs[0])
+	require.NoError(t, err)
+	v, err := gd.ReadUint64(ctx, 64)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), v)
+	require.NoError(t, gd.WriteUint64(ctx, 128, 2))
+	require.NoError(t, gd.Unlock(ctx))
+	after, fa := mb.Stats(), r.f.Stats()
+	require.Equal(t, uint64(1), after.RoundTrips-before.RoundTrips, "requester")
+	require.Equal(t, uint64(1), after.Messages-before.Messages)
+	require.Equal(t, uint64(3), fa.RoundTrips-fb.RoundTrips, "requester and holder together")
+
+	// B holds the line M with the whole line dirty (it came by hand-over, unwritten back); a
+	// reader on A gets it by downgrade: B writes the line back once.
+	fb = r.f.Stats()
+	gd, err = a.RLock(ctx, gs[0])
+	require.NoError(t, err)
+	v, err = gd.ReadUint64(ctx, 128)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), v)
+	require.NoError(t, gd.Unlock(ctx))
+	fa = r.f.Stats()
+	// case 2: the reader's attempt, its undo, the holder's write-back and downgrade (one
+	// batch), the forward: one more than case 1, for the undo.
+	require.Equal(t, uint64(4), fa.RoundTrips-fb.RoundTrips, "case 2")
+
+	// Now both share it; A writes 8 bytes (upgrade after B releases), then Close writes back 8
+	// bytes of body, not the line.
+	gd, err = a.Lock(ctx, gs[0])
+	require.NoError(t, err)
+	require.NoError(t, gd.WriteUint64(ctx, 512, 3))
+	require.NoError(t, gd.Unlock(ctx))
+	fb = r.f.Stats()
+	require.NoError(t, r.c.Close())
+	fa = r.f.Stats()
+	require.Less(t, fa.BytesOut-fb.BytesOut, uint64(64), "eviction wrote back more than the dirty range")
+	m, err := r.f.Open(ctx, r.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	var w [8]byte
+	require.NoError(t, m.Read(ctx, gs[0].Body().Add(512), w[:]))
+	require.Equal(t, uint64(3), getU64(w[:]))
+}
+
+// TestSilentHolder: a holder that hangs (fail-silent) makes a conflicting acquisition fail with
+// ErrNodeDown within the reply timeout instead of waiting forever.
+func TestSilentHolder(t *testing.T) {
+	r := localRig(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, DownTimeout: 20 * time.Millisecond},
+		selcc.Options{LineSize: 64, Frames: 4, ReplyTimeout: 50 * time.Millisecond})
+	gs := r.lines(t, 1)
+	ctx := context.Background()
+	_, a := r.client(t, 0)
+	gd, err := a.Lock(ctx, gs[0])
+	require.NoError(t, err)
+	require.NoError(t, gd.Unlock(ctx))
+	require.NoError(t, r.lf.Hang(r.comp[0]))
+	defer func() { _ = r.lf.Resume(r.comp[0]) }()
+	_, b := r.client(t, 1)
+	_, err = b.Lock(ctx, gs[0])
+	require.ErrorIs(t, err, farmem.ErrNodeDown)
+}
