@@ -118,7 +118,7 @@ func (gd *Guard) Unlock(ctx context.Context) error {
 			return err
 		}
 		if cl.overBudget(f) {
-			return cl.leaseRelease(ctx, f)
+			return cl.leaseRelease(ctx, gd.g, f)
 		}
 		return nil
 	}
@@ -145,17 +145,17 @@ func (cl *Client) overBudget(f *frame) bool {
 	if cl.o.Gamma < 0 || !f.contended.Load() {
 		return false
 	}
-	if f.waits.Load() <= uint64(cl.o.Gamma*cl.o.Threads) {
-		return false
+	w := f.waits.Load()
+	if w <= uint64(cl.o.Gamma*cl.o.Threads) || !f.waits.CompareAndSwap(w, 0) {
+		return false // under budget, or another releasing client took it
 	}
-	f.waits.Store(0)
 	f.contended.Store(false)
 	return true
 }
 
 // leaseRelease gives f's line up after a shared guard's release, if it can take the local
 // latch at once (otherwise another local client holds it and will see the budget next time).
-func (cl *Client) leaseRelease(ctx context.Context, f *frame) error {
+func (cl *Client) leaseRelease(ctx context.Context, g GCL, f *frame) error {
 	l, err := nodearea.NewLatch(cl.m, f.latch)
 	if err != nil {
 		return err
@@ -164,7 +164,9 @@ func (cl *Client) leaseRelease(ctx context.Context, f *frame) error {
 	if err != nil || !ok {
 		return err
 	}
-	err = cl.giveUp(ctx, f)
+	if cl.n.mapped(g, f) { // not released and reused for another line meanwhile
+		err = cl.giveUp(ctx, f)
+	}
 	if e := l.Unlock(ctx); err == nil {
 		err = e
 	}

@@ -44,14 +44,14 @@ func coherenceSim(t *testing.T, nodes, perNode, lines, ops int, seed uint64, so 
 }
 
 func TestCoherenceSim(t *testing.T) {
-	seeds := uint64(3)
+	seeds, ops := uint64(3), 100
 	if *long {
-		seeds = 30
+		seeds, ops = 30, 400
 	}
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for _, mode := range []selcc.Mode{selcc.Cached, selcc.SEL} {
 			t.Run(fmt.Sprintf("%v/seed%d", mode, seed), func(t *testing.T) {
-				r := coherenceSim(t, 4, 2, 6, 100, seed, selcc.Options{Mode: mode, LineSize: 128, Frames: 4, EvictBatch: 2})
+				r := coherenceSim(t, 4, 2, 6, ops, seed, selcc.Options{Mode: mode, LineSize: 128, Frames: 4, EvictBatch: 2})
 				var ev uint64
 				for _, n := range r.comp {
 					ev += r.c.NodeStats(n).Evicted
@@ -66,10 +66,16 @@ func TestCoherenceSim(t *testing.T) {
 
 // TestCoherenceSimGroups: 64 and 200 compute nodes, past the bitmap, under the group codec.
 func TestCoherenceSimGroups(t *testing.T) {
-	for _, c := range []struct{ nodes, lines, ops int }{{64, 16, 8}, {200, 40, 3}} {
-		t.Run(fmt.Sprint(c.nodes), func(t *testing.T) {
-			r := coherenceSim(t, c.nodes, 1, c.lines, c.ops, 7, selcc.Options{LineSize: 64, Frames: 4, EvictBatch: 2})
-			require.IsType(t, selcc.Groups{}, r.c.Options().Codec)
-		})
+	seeds := []uint64{7}
+	if *long {
+		seeds = []uint64{1, 2, 3, 4, 5}
+	}
+	for _, seed := range seeds {
+		for _, c := range []struct{ nodes, lines, ops int }{{64, 16, 8}, {200, 40, 3}} {
+			t.Run(fmt.Sprintf("%d/seed%d", c.nodes, seed), func(t *testing.T) {
+				r := coherenceSim(t, c.nodes, 1, c.lines, c.ops, seed, selcc.Options{LineSize: 64, Frames: 4, EvictBatch: 2})
+				require.IsType(t, selcc.Groups{}, r.c.Options().Codec)
+			})
+		}
 	}
 }
