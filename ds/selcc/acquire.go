@@ -112,7 +112,7 @@ func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, 
 			n.putFree(f)
 			return nil, l, err
 		}
-		f.memo, f.lo, f.hi = memoI, 0, 0
+		f.memo, f.lo, f.hi, f.earned = memoI, 0, 0, 0
 		if !n.install(g, f) {
 			_ = l.Unlock(ctx)
 			n.putFree(f)
@@ -151,7 +151,7 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 				return err
 			}
 			if p == cd.Shared(me) {
-				f.memo = memoM
+				f.memo, f.earned = memoM, uint32(try)
 				return nil
 			}
 			if upFails++; upFails >= cl.o.UpgradeTries {
@@ -174,7 +174,7 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 				return err
 			}
 			if prev, _ = b.Result(i); prev == 0 {
-				f.memo, f.lo, f.hi = memoM, 0, 0
+				f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, uint32(try)
 				return cl.m.Write(ctx, f.body, buf)
 			}
 		default:
@@ -210,7 +210,7 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 			switch st {
 			case replyData, replyDataDirty:
 				if excl {
-					f.memo, f.lo, f.hi = memoM, 0, 0
+					f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, uint32(try)
 					if st == replyDataDirty {
 						f.hi = cl.o.LineSize
 					}

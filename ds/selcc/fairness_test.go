@@ -31,6 +31,11 @@ func jain(xs []int64) float64 {
 // one line; writer(node) says whether a node's clients write (else they read). It returns the
 // operations completed per node.
 func hotLine(t *testing.T, nodes, perNode int, window time.Duration, so selcc.Options, writer func(int) bool) ([]int64, *rig) {
+	return hotLineSome(t, nodes, perNode, window, so, writer, func(int, int) bool { return true })
+}
+
+// hotLineSome is hotLine where only the clients active(node, k) (k-th client of the node) run.
+func hotLineSome(t *testing.T, nodes, perNode int, window time.Duration, so selcc.Options, writer func(int) bool, active func(int, int) bool) ([]int64, *rig) {
 	r := simRig(t, simModel(nodes, perNode), 1, so)
 	gs := r.lines(t, 1)
 	n := nodes * perNode
@@ -46,6 +51,9 @@ func hotLine(t *testing.T, nodes, perNode int, window time.Duration, so selcc.Op
 			ctx := context.Background()
 			m, cl := ms[i], cls[i]
 			node := i % nodes
+			if !active(node, i/nodes) {
+				return nil
+			}
 			for m.Runtime().Now() < end {
 				var gd *selcc.Guard
 				var err error
@@ -108,10 +116,14 @@ func TestFairnessGamma(t *testing.T) {
 // TestLoneWriterNotStarved: one node writes a hot line that the clients of three other nodes
 // read continuously; the writer still completes a fair share of operations.
 func TestLoneWriterNotStarved(t *testing.T) {
-	for _, h := range []time.Duration{0, -1} {
-		ops, _ := hotLine(t, 4, 4, 2*time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, WriterHoldoff: h},
+	for _, c := range []struct {
+		h       time.Duration
+		nomatch bool
+	}{{0, false}, {0, true}, {-1, true}} {
+		h := c.h
+		ops, _ := hotLine(t, 4, 4, 2*time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, WriterHoldoff: h, NoPriorityMatching: c.nomatch},
 			func(n int) bool { return n == 0 })
-		t.Logf("writer holdoff %v: per-node ops (node 0 writes, the others read): %v", h, ops)
+		t.Logf("spin waiting %v, priority matching %v: per-node ops (node 0 writes, the others read): %v", h >= 0, !c.nomatch, ops)
 		if h == 0 {
 			require.Greater(t, ops[0]*50, (ops[1]+ops[2]+ops[3])/3, "the writer starved")
 		} else {
@@ -119,4 +131,18 @@ func TestLoneWriterNotStarved(t *testing.T) {
 			require.Less(t, ops[0]*50, (ops[1]+ops[2]+ops[3])/3, "the test cannot see starvation")
 		}
 	}
+}
+
+// TestPriorityMatching: one writing client against readers on three nodes: with priority
+// matching the writer, once it got the line after k retries, keeps it against readers that
+// waited fewer, and completes more operations than without.
+func TestPriorityMatching(t *testing.T) {
+	res := map[bool]int64{}
+	for _, nomatch := range []bool{false, true} {
+		ops, _ := hotLineSome(t, 4, 4, 2*time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, NoPriorityMatching: nomatch},
+			func(n int) bool { return n == 0 }, func(n, k int) bool { return n != 0 || k == 0 })
+		t.Logf("priority matching %v: per-node ops (one writing client on node 0): %v", !nomatch, ops)
+		res[!nomatch] = ops[0]
+	}
+	require.Greater(t, res[true], 2*res[false], "priority matching did not help the writer")
 }

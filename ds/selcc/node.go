@@ -44,7 +44,8 @@ type frame struct {
 
 	// guarded by the latch
 	memo   memo
-	lo, hi int // dirty bounds, [lo, hi); lo == hi clean
+	lo, hi int    // dirty bounds, [lo, hi); lo == hi clean
+	earned uint32 // the retries it took to get M: readers with fewer are refused (matching)
 
 	// fairness (§5.3)
 	contended atomic.Bool   // an invalidation was dropped because local clients held the latch
@@ -439,6 +440,11 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		}
 		f.lo, f.hi = 0, 0
 		n.unmap(f)
+	case v.kind == peerRd && f.memo == memoM && !n.c.opts.NoPriorityMatching && v.prio < f.earned:
+		// Priority matching (§5.3.2): a writer that waited k retries for the line keeps it
+		// against readers that have waited fewer.
+		n.stats.dropped.Add(1)
+		return replyDrop, nil
 	case v.kind == peerRd && f.memo == memoM:
 		// Case 2: write the dirty range back, then downgrade to S for both in one FAA
 		// (ordered after the write in one batch), then forward.

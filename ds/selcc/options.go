@@ -86,6 +86,10 @@ type Options struct {
 	// its shared hold to that writer keeps its own readers from taking the line again (spin
 	// waiting, §5.3.2; default 1µs, capped at 64 units; negative turns spin waiting off).
 	WriterHoldoff time.Duration
+	// NoPriorityMatching turns off priority matching (§5.3.2): by default a node that needed k
+	// retries to get a line exclusive keeps it against readers whose invalidation carries a
+	// priority (their retry count) below k, so a writer that starved is not robbed at once.
+	NoPriorityMatching bool
 	// ReplyTimeout bounds the wait for a peer's answer to an invalidation (default: 200 times
 	// the fabric's down timeout, at least 1s); past it the acquisition fails with an error
 	// wrapping farmem.ErrNodeDown.
