@@ -107,10 +107,11 @@
 // retries to get a line M drops PeerRds whose priority (the reader's retry count) is below k,
 // so a writer that starved is not robbed at once. Measured on sim (ConnectX6 model, 4 nodes ×
 // 4 clients on one hot line, 2 ms of virtual time): γ = 256 gives a Jain index of 1.00 over
-// nodes, γ = ∞ 0.25 with 3% more throughput; a writing node among 3 reading nodes completes
-// about 5% of a reader node's operations with spin waiting and is starved (4 operations)
-// without; a single writing client completes 1154 operations with priority matching, 345
-// without, about as many as one reading client (readers: about 4700 per node of 4 clients).
+// nodes, γ = ∞ 0.25 with 3% more throughput; in 1 ms, a writing node among 3 reading nodes
+// completes about 10% of a reader node's operations with spin waiting and is starved (4
+// operations) without; a single writing client completes 875 operations with priority
+// matching, 174 without, about as many as one reading client (readers: about 1850 per node of
+// 4 clients).
 //
 // # Durability
 //

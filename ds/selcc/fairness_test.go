@@ -97,6 +97,7 @@ func TestFairnessGamma(t *testing.T) {
 		if g < 0 {
 			name = "inf"
 		}
+		// 2 ms holds about a dozen lease rounds at γ = 256: enough for the index to settle.
 		ops, r := hotLine(t, 4, 4, 2*time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Gamma: g, Threads: 4}, all)
 		var tot int64
 		for _, o := range ops {
@@ -119,9 +120,9 @@ func TestLoneWriterNotStarved(t *testing.T) {
 	for _, c := range []struct {
 		h       time.Duration
 		nomatch bool
-	}{{0, false}, {0, true}, {-1, true}} {
+	}{{0, false}, {-1, true}} {
 		h := c.h
-		ops, _ := hotLine(t, 4, 4, 2*time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, WriterHoldoff: h, NoPriorityMatching: c.nomatch},
+		ops, _ := hotLine(t, 4, 4, time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, WriterHoldoff: h, NoPriorityMatching: c.nomatch},
 			func(n int) bool { return n == 0 })
 		t.Logf("spin waiting %v, priority matching %v: per-node ops (node 0 writes, the others read): %v", h >= 0, !c.nomatch, ops)
 		if h == 0 {
@@ -139,7 +140,7 @@ func TestLoneWriterNotStarved(t *testing.T) {
 func TestPriorityMatching(t *testing.T) {
 	res := map[bool]int64{}
 	for _, nomatch := range []bool{false, true} {
-		ops, _ := hotLineSome(t, 4, 4, 2*time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, NoPriorityMatching: nomatch},
+		ops, _ := hotLineSome(t, 4, 4, time.Millisecond, selcc.Options{LineSize: 64, Frames: 4, Threads: 4, NoPriorityMatching: nomatch},
 			func(n int) bool { return n == 0 }, func(n, k int) bool { return n != 0 || k == 0 })
 		t.Logf("priority matching %v: per-node ops (one writing client on node 0): %v", !nomatch, ops)
 		res[!nomatch] = ops[0]
