@@ -218,6 +218,8 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 					f.memo, f.lo, f.hi = memoS, 0, 0
 				}
 				return nil
+			case replyAck:
+				continue // every sharer named released its share: retry at once
 			}
 		}
 		if err := cl.backoff(octx, try); err != nil {
