@@ -132,6 +132,38 @@ func (cl *Client) abandon(f *frame) {
 // package doc's table, conflict resolution by invalidation messages, backoff with priority
 // aging.
 func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) error {
+	gs := grantState{first: cl.seq + 1}
+	err := cl.acquireLoop(octx, g, f, excl, &gs)
+	if !gs.opened {
+		return err
+	}
+	st, cerr := cl.closeGrant(octx, gs.first)
+	if st != 0 {
+		// A holder handed the line over before the close: it is ours, whatever ended the loop.
+		cl.granted(f, st)
+		return nil
+	}
+	if err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// grantState is an exclusive acquisition's grant word: open once it sent a PeerWr.
+type grantState struct {
+	first  uint64
+	opened bool
+}
+
+// granted records a hand-over by grant into f (the line is in its body).
+func (cl *Client) granted(f *frame, st uint64) {
+	f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, 0
+	if st == grantDataDirty {
+		f.hi = cl.o.LineSize
+	}
+}
+
+func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, gs *grantState) error {
 	// The verbs run to completion even if octx ends (each is bounded by the fabric's down
 	// timeout): an atomic left with an unknown outcome could leave this node's hold in the
 	// word with no frame behind it. octx is checked between attempts.
@@ -202,6 +234,12 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 			kind := uint8(peerRd)
 			if excl {
 				kind = peerWr
+				if !gs.opened {
+					if err := cl.setGrant(ctx, gs.first<<8|grantOpen); err != nil {
+						return err
+					}
+					gs.opened = true
+				}
 			}
 			st, err := cl.invalidate(ctx, g, f, kind, targets, try)
 			if err != nil {
@@ -218,8 +256,19 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 					f.memo, f.lo, f.hi = memoS, 0, 0
 				}
 				return nil
-			case replyAck:
-				continue // every sharer named released its share: retry at once
+			}
+			// After acknowledgements too the writer backs off before its retry: retrying at
+			// once (before the readers' spin waiting has built up) starved a writer among
+			// continuous readers on sim.
+		}
+		if gs.opened {
+			st, err := cl.pollGrant(ctx, gs.first)
+			if err != nil {
+				return err
+			}
+			if st != 0 {
+				cl.granted(f, st)
+				return nil
 			}
 		}
 		if err := cl.backoff(octx, try); err != nil {
@@ -260,6 +309,9 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	for i, t := range targets {
 		v := invalidation{kind: kind, prio: uint32(try), from: cl.me, gcl: g,
 			flag: cl.flag.Add(8 * uint64(i)), data: f.body, seq: seq}
+		if kind == peerWr {
+			v.grant = cl.grant
+		}
 		err := cl.m.Send(ctx, t.Node(), method, v.encode())
 		switch {
 		case err == nil:

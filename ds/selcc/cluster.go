@@ -85,14 +85,15 @@ func (c *Cluster) NodeStats(n farmem.NodeID) NodeStats {
 
 // Client is one client's (one goroutine's) handle on the cluster.
 type Client struct {
-	c    *Cluster
-	n    *node
-	m    farmem.Memory
-	me   farmem.ComputeID
-	o    Options
-	rt   farmem.Runtime
-	flag farmem.Addr // reply flags: one word per target index
-	seq  uint64
+	c     *Cluster
+	n     *node
+	m     farmem.Memory
+	me    farmem.ComputeID
+	o     Options
+	rt    farmem.Runtime
+	flag  farmem.Addr // reply flags: one word per target index
+	grant farmem.Addr // the grant word, after the flags
+	seq   uint64
 }
 
 // Client returns m's handle. m must be a client of a compute node the cluster is open on
@@ -105,7 +106,11 @@ func (c *Cluster) Client(ctx context.Context, m farmem.Memory) (*Client, error) 
 	}
 	cl := &Client{c: c, n: n, m: m, me: info.Node.ComputeID(), o: c.opts, rt: m.Runtime(),
 		flag: info.Slice.Add(c.opts.SliceOffset)}
+	cl.grant = cl.flag.Add(8 * uint64(c.opts.Codec.MaxNodes()))
 	if err := m.Write(ctx, cl.flag, make([]byte, 8*c.opts.Codec.MaxNodes())); err != nil {
+		return nil, err
+	}
+	if err := cl.setGrant(ctx, grantClosed); err != nil {
 		return nil, err
 	}
 	// A random start keeps a previous client of this slot's late replies from matching.

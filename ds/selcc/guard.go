@@ -117,6 +117,9 @@ func (gd *Guard) Unlock(ctx context.Context) error {
 		if err := gd.l.RUnlock(ctx); err != nil {
 			return err
 		}
+		if p := f.yieldPrio.Load(); p != 0 && f.yieldPrio.CompareAndSwap(p, 0) {
+			return cl.yieldShared(ctx, gd.g, f, p)
+		}
 		if cl.overBudget(f) {
 			return cl.leaseRelease(ctx, gd.g, f)
 		}
@@ -179,14 +182,28 @@ func (cl *Client) giveUp(ctx context.Context, f *frame) error {
 	if f.memo == memoI || f.key == 0 {
 		return nil
 	}
-	var b farmem.Batch
-	if err := cl.n.releaseOps(ctx, cl.m, &b, f); err != nil {
-		return err
-	}
-	if err := doAll(ctx, cl.m, &b); err != nil {
-		return err
-	}
 	g := f.key
+	cl.n.mu.Lock()
+	p, ok := f.pend, f.pendOK
+	f.pendOK = false
+	cl.n.mu.Unlock()
+	handed := false
+	if ok && f.memo == memoM {
+		// Priority hand-over: the highest-priority writer kept waiting gets the line.
+		var err error
+		if handed, err = cl.handOver(ctx, f, p); err != nil {
+			return err
+		}
+	}
+	if !handed {
+		var b farmem.Batch
+		if err := cl.n.releaseOps(ctx, cl.m, &b, f); err != nil {
+			return err
+		}
+		if err := doAll(ctx, cl.m, &b); err != nil {
+			return err
+		}
+	}
 	f.memo, f.lo, f.hi = memoI, 0, 0
 	cl.n.unmap(f)
 	cl.n.stats.leases.Add(1)
@@ -246,4 +263,30 @@ func (cl *Client) latch(ctx context.Context, f *frame, excl bool) (nodearea.Latc
 		err = l.RLock(ctx)
 	}
 	return l, err
+}
+
+// yieldShared gives up a shared hold after a shared guard's release because a writer with
+// priority p was refused while local readers held the frame (spin waiting, §5.3.2): it releases
+// the node's share if it can take the frame's latch at once, and keeps the node's readers off
+// the line for p·WriterHoldoff, so the writer finds a window with no share.
+func (cl *Client) yieldShared(ctx context.Context, g GCL, f *frame, p uint32) error {
+	l, err := nodearea.NewLatch(cl.m, f.latch)
+	if err != nil {
+		return err
+	}
+	ok, err := l.TryLock(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	if cl.n.mapped(g, f) && f.memo == memoS {
+		if _, err = cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cl.o.Codec, cl.me)); err == nil {
+			f.memo = memoI
+			cl.n.unmap(f)
+			cl.n.setHoldoff(cl.m, g, p)
+		}
+	}
+	if e := l.Unlock(ctx); err == nil {
+		err = e
+	}
+	return err
 }

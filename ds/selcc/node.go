@@ -47,7 +47,13 @@ type frame struct {
 	lo, hi int    // dirty bounds, [lo, hi); lo == hi clean
 	earned uint32 // the retries it took to get M: readers with fewer are refused (matching)
 
+	// guarded by node.mu: the highest-priority writer whose invalidation was dropped while
+	// local clients held the frame; the lease hands the line to it (§5.3.2)
+	pend   invalidation
+	pendOK bool
+
 	// fairness (§5.3)
+	yieldPrio atomic.Uint32 // a writer's PeerWr (this priority) was dropped while readers held the frame
 	contended atomic.Bool   // an invalidation was dropped because local clients held the latch
 	waits     atomic.Uint64 // W_c*Threads + R_c: local waits for the latch while contended
 }
@@ -94,13 +100,14 @@ const (
 )
 
 type invalidation struct {
-	kind uint8
-	prio uint32
-	from farmem.ComputeID
-	gcl  GCL
-	flag farmem.Addr
-	data farmem.Addr
-	seq  uint64
+	kind  uint8
+	prio  uint32
+	from  farmem.ComputeID
+	gcl   GCL
+	flag  farmem.Addr
+	data  farmem.Addr
+	seq   uint64
+	grant farmem.Addr // the requester's grant word (PeerWr)
 }
 
 func (v invalidation) encode() []byte {
@@ -112,21 +119,23 @@ func (v invalidation) encode() []byte {
 	binary.LittleEndian.PutUint64(b[16:], uint64(v.flag))
 	binary.LittleEndian.PutUint64(b[24:], uint64(v.data))
 	binary.LittleEndian.PutUint64(b[32:], v.seq)
+	binary.LittleEndian.PutUint64(b[40:], uint64(v.grant))
 	return b
 }
 
 func decodeInvalidation(b []byte) (invalidation, error) {
-	if len(b) != msgLen || (b[0] != peerRd && b[0] != peerWr) || b[1] != 0 || binary.LittleEndian.Uint64(b[40:]) != 0 {
+	if len(b) != msgLen || (b[0] != peerRd && b[0] != peerWr) || b[1] != 0 {
 		return invalidation{}, fmt.Errorf("selcc: malformed invalidation (%d bytes): %w", len(b), farmem.ErrInvalid)
 	}
 	return invalidation{
-		kind: b[0],
-		from: farmem.ComputeID(binary.LittleEndian.Uint16(b[2:])),
-		prio: binary.LittleEndian.Uint32(b[4:]),
-		gcl:  GCL(binary.LittleEndian.Uint64(b[8:])),
-		flag: farmem.Addr(binary.LittleEndian.Uint64(b[16:])),
-		data: farmem.Addr(binary.LittleEndian.Uint64(b[24:])),
-		seq:  binary.LittleEndian.Uint64(b[32:]),
+		kind:  b[0],
+		from:  farmem.ComputeID(binary.LittleEndian.Uint16(b[2:])),
+		prio:  binary.LittleEndian.Uint32(b[4:]),
+		gcl:   GCL(binary.LittleEndian.Uint64(b[8:])),
+		flag:  farmem.Addr(binary.LittleEndian.Uint64(b[16:])),
+		data:  farmem.Addr(binary.LittleEndian.Uint64(b[24:])),
+		seq:   binary.LittleEndian.Uint64(b[32:]),
+		grant: farmem.Addr(binary.LittleEndian.Uint64(b[40:])),
 	}, nil
 }
 
@@ -210,6 +219,8 @@ func (n *node) unmap(f *frame) {
 		delete(n.table, f.key)
 	}
 	f.key = 0
+	f.pendOK = false
+	f.yieldPrio.Store(0)
 	if !f.dead {
 		n.free = append(n.free, f)
 	}
@@ -242,6 +253,8 @@ func (n *node) install(g GCL, f *frame) bool {
 	}
 	n.tick++
 	f.key, f.lruTick = g, n.tick
+	f.pendOK = false
+	f.yieldPrio.Store(0)
 	n.table[g] = f
 	return true
 }
@@ -414,6 +427,18 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		// Local clients hold it (or another client is releasing it): drop, and turn on the
 		// lease counters; remember a writer's priority for spin-waiting readers.
 		f.contended.Store(true)
+		if v.kind == peerWr && v.prio >= 2 && n.c.opts.WriterHoldoff > 0 {
+			// Spin waiting: the next local shared release gives a shared hold up.
+			for p := f.yieldPrio.Load(); v.prio > p && !f.yieldPrio.CompareAndSwap(p, v.prio); p = f.yieldPrio.Load() {
+			}
+		}
+		if v.kind == peerWr && v.grant != 0 {
+			n.mu.Lock()
+			if n.table[v.gcl] == f && (!f.pendOK || v.prio >= f.pend.prio) {
+				f.pend, f.pendOK = v, true
+			}
+			n.mu.Unlock()
+		}
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
 	}

@@ -73,7 +73,8 @@ type Options struct {
 	// Codec encodes latch words (default CodecFor the number of compute nodes).
 	Codec Codec
 	// SliceOffset is where, in each client's slice of its compute node's region, the client's
-	// reply flags live: 8 bytes per compute node the codec encodes (default 0).
+	// reply flags live: 8 bytes per compute node the codec encodes, then its grant word
+	// (default 0).
 	SliceOffset uint64
 	// Backoff is the resend interval constant C·RTT: a node's k-th retry of one acquisition
 	// waits Backoff/k (priority aging: the longer a node waits, the more often it retries;
@@ -134,9 +135,9 @@ func (o Options) withDefaults(t *farmem.Topology) (Options, error) {
 			return o, fmt.Errorf("selcc: compute node %v past codec %s: %w", n, o.Codec.Name(), farmem.ErrInvalid)
 		}
 	}
-	if o.SliceOffset%8 != 0 || o.SliceOffset+8*uint64(o.Codec.MaxNodes()) > t.SliceSize {
+	if o.SliceOffset%8 != 0 || o.SliceOffset+8*uint64(o.Codec.MaxNodes()+1) > t.SliceSize {
 		return o, fmt.Errorf("selcc: reply flags at %d (+%d) do not fit a %d-byte slice: %w",
-			o.SliceOffset, 8*o.Codec.MaxNodes(), t.SliceSize, farmem.ErrInvalid)
+			o.SliceOffset, 8*(o.Codec.MaxNodes()+1), t.SliceSize, farmem.ErrInvalid)
 	}
 	if o.Backoff == 0 {
 		o.Backoff = 4 * time.Microsecond
