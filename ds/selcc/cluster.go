@@ -69,8 +69,9 @@ type NodeStats struct {
 	// Handled counts invalidations that changed this node's hold; Dropped those it dropped
 	// (not held, stale, or in use locally).
 	Handled, Dropped uint64
-	// Evicted counts lines released by eviction; Leases lines given up by the γ budget.
-	Evicted, Leases uint64
+	// Evicted counts lines released by eviction; Leases lines given up by the γ budget, of
+	// which Granted went to a waiting writer by priority hand-over.
+	Evicted, Leases, Granted uint64
 }
 
 // NodeStats returns node's counters.
@@ -80,7 +81,7 @@ func (c *Cluster) NodeStats(n farmem.NodeID) NodeStats {
 		return NodeStats{}
 	}
 	return NodeStats{Handled: st.stats.handled.Load(), Dropped: st.stats.dropped.Load(),
-		Evicted: st.stats.evicted.Load(), Leases: st.stats.leases.Load()}
+		Evicted: st.stats.evicted.Load(), Leases: st.stats.leases.Load(), Granted: st.stats.granted.Load()}
 }
 
 // Client is one client's (one goroutine's) handle on the cluster.

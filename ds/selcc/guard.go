@@ -194,6 +194,9 @@ func (cl *Client) giveUp(ctx context.Context, f *frame) error {
 		if handed, err = cl.handOver(ctx, f, p); err != nil {
 			return err
 		}
+		if handed {
+			cl.n.stats.granted.Add(1)
+		}
 	}
 	if !handed {
 		var b farmem.Batch

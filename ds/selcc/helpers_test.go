@@ -24,6 +24,7 @@ type rig struct {
 	comp []farmem.NodeID
 	c    *selcc.Cluster
 	lf   *local.Fabric
+	last selcc.NodeStats // summed by coherenceSim
 }
 
 func localRig(t *testing.T, o local.Options, so selcc.Options) *rig {

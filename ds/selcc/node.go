@@ -78,7 +78,7 @@ type node struct {
 }
 
 type nodeStats struct {
-	dropped, handled, evicted, leases atomic.Uint64
+	dropped, handled, evicted, leases, granted atomic.Uint64
 }
 
 // Message kinds.

@@ -34,9 +34,11 @@ func coherenceSim(t *testing.T, nodes, perNode, lines, ops int, seed uint64, so 
 	for _, n := range r.comp {
 		s := r.c.NodeStats(n)
 		st.Handled, st.Dropped, st.Evicted = st.Handled+s.Handled, st.Dropped+s.Dropped, st.Evicted+s.Evicted
+		st.Leases, st.Granted = st.Leases+s.Leases, st.Granted+s.Granted
 	}
-	t.Logf("%d nodes (%s): invalidations handled %d, dropped %d; evictions %d; virtual time %v",
-		nodes, r.c.Options().Codec.Name(), st.Handled, st.Dropped, st.Evicted, r.s.Now())
+	t.Logf("%d nodes (%s): invalidations handled %d, dropped %d; evictions %d; leases %d (granted %d)",
+		nodes, r.c.Options().Codec.Name(), st.Handled, st.Dropped, st.Evicted, st.Leases, st.Granted)
+	r.last = st
 	if so.Mode == selcc.Cached {
 		require.Positive(t, st.Handled, "no conflict was resolved")
 	}
@@ -62,6 +64,17 @@ func TestCoherenceSim(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestCoherenceSimLeases: the same with γ = 1 on hot lines held by writers, so leases run out
+// all the time and lines go to waiting writers by priority hand-over (the grant word).
+func TestCoherenceSimLeases(t *testing.T) {
+	var granted uint64
+	for seed := uint64(1); seed <= 3; seed++ {
+		r := coherenceSim(t, 4, 4, 4, 30, seed, selcc.Options{LineSize: 64, Frames: 4, Gamma: 1, Threads: 1})
+		granted += r.last.Granted
+	}
+	require.Positive(t, granted, "no hand-over by grant happened")
 }
 
 // TestCoherenceSimGroups: 64 and 200 compute nodes, past the bitmap, under the group codec.
