@@ -21,6 +21,7 @@ func (g GCL) Latch() farmem.Addr { return farmem.Addr(g) }
 // Body returns the address of the line's body.
 func (g GCL) Body() farmem.Addr { return farmem.Addr(g).Add(8) }
 
+// String names the line by its address.
 func (g GCL) String() string { return "gcl@" + farmem.Addr(g).String() }
 
 // Cluster is SELCC on one fabric: its options and each hosted compute node's cache (frames,

@@ -23,6 +23,7 @@ const (
 	memoM
 )
 
+// String is the state's letter.
 func (m memo) String() string { return [...]string{"I", "S", "M"}[m] }
 
 // frameHeader is the bytes before a frame's body in the node's shared area: the local latch

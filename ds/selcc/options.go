@@ -19,6 +19,7 @@ const (
 	SEL
 )
 
+// String names the mode.
 func (m Mode) String() string {
 	switch m {
 	case Cached:
