@@ -10,7 +10,7 @@ import (
 )
 
 func (cl *Client) unlatch(ctx context.Context, l nodearea.Latch, excl bool) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = detached(ctx)
 	if excl {
 		_ = l.Unlock(ctx)
 	} else {
@@ -167,7 +167,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 	// The verbs run to completion even if octx ends (each is bounded by the fabric's down
 	// timeout): an atomic left with an unknown outcome could leave this node's hold in the
 	// word with no frame behind it. octx is checked between attempts.
-	ctx := context.WithoutCancel(octx)
+	ctx := detached(octx)
 	cd, me := cl.o.Codec, cl.me
 	buf := make([]byte, cl.o.LineSize)
 	upFails := 0
@@ -331,7 +331,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	// Wait for every answer even if ctx ends: a holder may be handing the line over to this
 	// frame, and leaving before the answer would strand the latch (the word would name this
 	// node while no frame holds the line).
-	wctx, cancel := cl.rt.WithTimeout(context.WithoutCancel(ctx), cl.o.ReplyTimeout)
+	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
 	defer cancel()
 	result := uint64(replyDrop)
 	for i, ok := range sent {

@@ -168,3 +168,9 @@ func (cl *Client) backoff(ctx context.Context, try int) error {
 func timeDuration(p uint32) time.Duration { return time.Duration(p) }
 
 func durationOf(t farmem.Time) time.Duration { return time.Duration(t) }
+
+// detached returns a context for work that must finish even if ctx ends (a release, a reply
+// awaited, a verb whose outcome must be known). It is a fresh background context rather than
+// context.WithoutCancel(ctx): the simulator finds its own contexts through context values, which
+// WithoutCancel keeps, so a detached child would still end at the parent's virtual deadline.
+func detached(context.Context) context.Context { return context.Background() }

@@ -46,7 +46,7 @@ func (cl *Client) setGrant(ctx context.Context, v uint64) error {
 // awaitGrant waits (bounded by ReplyTimeout) for a claimed grant word of the acquisition first
 // to carry the line, and returns its final state.
 func (cl *Client) awaitGrant(ctx context.Context, first uint64) (uint64, error) {
-	wctx, cancel := cl.rt.WithTimeout(context.WithoutCancel(ctx), cl.o.ReplyTimeout)
+	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
 	defer cancel()
 	w, err := cl.m.Wait(wctx, cl.grant, func(w uint64) bool {
 		return w>>8 != first || w&0xff == grantData || w&0xff == grantDataDirty
@@ -82,7 +82,7 @@ func (cl *Client) pollGrant(ctx context.Context, first uint64) (uint64, error) {
 // closeGrant ends the acquisition first's grant: it returns the hand-over's final state if one
 // was claimed or done before the close, 0 otherwise; the word is closed either way.
 func (cl *Client) closeGrant(ctx context.Context, first uint64) (uint64, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = detached(ctx)
 	open := first<<8 | grantOpen
 	prev, err := cl.m.CAS(ctx, cl.grant, open, grantClosed)
 	if err != nil || prev == open {

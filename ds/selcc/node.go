@@ -443,7 +443,7 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
 	}
-	defer func() { _ = l.Unlock(context.WithoutCancel(ctx)) }()
+	defer func() { _ = l.Unlock(detached(ctx)) }()
 	if !n.mapped(v.gcl, f) {
 		n.stats.dropped.Add(1)
 		return replyDrop, nil

@@ -69,7 +69,7 @@ func (cl *Client) selRelease(ctx context.Context, gd *Guard) error {
 		b.FAA(gd.g.Latch(), ReleaseSharedDelta(cd, cl.me))
 	}
 	err := doAll(ctx, cl.m, &b)
-	if e := gd.l.Unlock(context.WithoutCancel(ctx)); err == nil {
+	if e := gd.l.Unlock(detached(ctx)); err == nil {
 		err = e
 	}
 	return err
