@@ -25,8 +25,8 @@
 // every member, and members that hold nothing drop it). A cache frame lives in its compute
 // node's shared area (alloc/nodearea): a 64-byte header whose first word is the frame's local
 // shared-exclusive latch ([nodearea.Latch], awaited with Memory.Wait), then the body. Each
-// client's reply flags (8 bytes per compute node the codec encodes) are at
-// Options.SliceOffset of its slice.
+// client's reply flags (8 bytes per compute node the codec encodes), then its grant word (see
+// Fairness), are at Options.SliceOffset of its slice.
 //
 // # Transitions (one atomic each)
 //
