@@ -132,9 +132,11 @@
 // or when the Cluster closes; an exclusive hand-over forwards it without writing it back, so
 // the newest copy can live on one compute node only, and dies with it. WriteBackOnRelease also
 // writes the dirty range back when an exclusive guard is released (one more round trip per
-// writing guard), so far memory holds every released write. A structure whose only copy is in
-// far memory (the B-link tree, the store's index) takes WriteBackOnRelease; a cache of data
-// kept elsewhere takes WriteBack.
+// writing guard), so far memory holds every released write. The B-link tree over SELCC and
+// the store (kvstore's SELCC index kind) take WriteBackOnRelease: far memory is their only
+// copy, and a store's acknowledged write must survive the compute node that made it (its
+// replication copies far memory, not caches). WriteBack is for data that can be rebuilt (a
+// cache of something kept elsewhere) or for experiments reproducing the paper.
 //
 // # Recovery
 //
