@@ -1,0 +1,382 @@
+package selcc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/farmem/farmem/alloc/nodearea"
+	"github.com/farmem/farmem/farmem"
+)
+
+func (cl *Client) unlatch(ctx context.Context, l nodearea.Latch, excl bool) {
+	ctx = detached(ctx)
+	if excl {
+		_ = l.Unlock(ctx)
+	} else {
+		_ = l.RUnlock(ctx)
+	}
+}
+
+// lock is the Cached access path: look up; take the frame's local latch; check the memo; on a
+// mismatch run the global acquisition under the local X latch (never under a shared one: two
+// local readers would each add the node's shared delta).
+func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
+	n := cl.n
+	for {
+		var l nodearea.Latch
+		f := n.lookup(g)
+		if f == nil {
+			var err error
+			if f, l, err = cl.frameFor(ctx, g); err != nil {
+				return nil, err
+			}
+			if f == nil {
+				continue // another client mapped g first
+			}
+		} else {
+			var err error
+			if l, err = cl.latch(ctx, f, excl); err != nil {
+				return nil, err
+			}
+			if !n.mapped(g, f) {
+				cl.unlatch(ctx, l, excl)
+				continue
+			}
+			if excl && f.memo == memoM {
+				return &Guard{cl: cl, g: g, excl: true, f: f, l: l}, nil
+			}
+			if !excl {
+				if f.memo != memoI {
+					return &Guard{cl: cl, g: g, f: f, l: l}, nil
+				}
+				// Invalid under a shared latch: retake it exclusively to fetch.
+				if err := l.RUnlock(ctx); err != nil {
+					return nil, err
+				}
+				if l, err = cl.latch(ctx, f, true); err != nil {
+					return nil, err
+				}
+				if !n.mapped(g, f) || f.memo != memoI {
+					cl.unlatch(ctx, l, true)
+					continue
+				}
+			}
+		}
+		// f is latched X and mapped to g; its memo does not allow the access.
+		if err := cl.acquire(ctx, g, f, excl); err != nil {
+			cl.abandon(f)
+			cl.unlatch(ctx, l, true)
+			return nil, err
+		}
+		if excl {
+			return &Guard{cl: cl, g: g, excl: true, f: f, l: l}, nil
+		}
+		if err := l.Unlock(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// frameFor maps g to a free frame latched X (memo I), evicting a batch of victims if no frame
+// is free. It returns a nil frame if another client mapped g meanwhile.
+func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, error) {
+	n := cl.n
+	for try := 1; ; try++ {
+		f := n.takeFree()
+		if f == nil {
+			vs := n.victims(cl.o.EvictBatch)
+			if len(vs) == 0 && n.allDead() {
+				return nil, nodearea.Latch{}, fmt.Errorf("selcc: no frame left on %v: %w", cl.me.Node(), farmem.ErrNoSpace)
+			}
+			// With no victim, every frame is being filled or freed by another client.
+			if err := n.evict(ctx, cl.m, vs); err != nil {
+				return nil, nodearea.Latch{}, err
+			}
+			if n.lookup(g) != nil {
+				return nil, nodearea.Latch{}, nil
+			}
+			if try > 1 {
+				// every victim was in use: let their holders finish
+				if err := cl.backoff(ctx, 1); err != nil {
+					return nil, nodearea.Latch{}, err
+				}
+			}
+			continue
+		}
+		l, err := nodearea.NewLatch(cl.m, f.latch)
+		if err == nil {
+			err = l.Lock(ctx) // a handler that just freed it may still hold it for a moment
+		}
+		if err != nil {
+			n.putFree(f)
+			return nil, l, err
+		}
+		f.memo, f.lo, f.hi, f.earned = memoI, 0, 0, 0
+		if !n.install(g, f) {
+			_ = l.Unlock(ctx)
+			n.putFree(f)
+			return nil, l, nil
+		}
+		return f, l, nil
+	}
+}
+
+// abandon unmaps f (latched X) after a failed acquisition.
+func (cl *Client) abandon(f *frame) {
+	f.memo, f.lo, f.hi = memoI, 0, 0
+	cl.n.unmap(f)
+}
+
+// acquire runs the global part of an acquisition under f's X latch: the transitions of the
+// package doc's table, conflict resolution by invalidation messages, backoff with priority
+// aging.
+func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) error {
+	gs := grantState{first: cl.seq + 1}
+	err := cl.acquireLoop(octx, g, f, excl, &gs)
+	if !gs.opened {
+		return err
+	}
+	st, cerr := cl.closeGrant(octx, gs.first)
+	if st != 0 {
+		// A holder handed the line over before the close: it is ours, whatever ended the loop.
+		cl.granted(f, st)
+		return nil
+	}
+	if err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// grantState is an exclusive acquisition's grant word: open once it sent a PeerWr.
+type grantState struct {
+	first  uint64
+	opened bool
+}
+
+// granted records a hand-over by grant into f (the line is in its body).
+func (cl *Client) granted(f *frame, st uint64) {
+	f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, 0
+	if st == grantDataDirty {
+		f.hi = cl.o.LineSize
+	}
+}
+
+func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, gs *grantState) error {
+	// The verbs run to completion even if octx ends (each is bounded by the fabric's down
+	// timeout): an atomic left with an unknown outcome could leave this node's hold in the
+	// word with no frame behind it. octx is checked between attempts.
+	ctx := detached(octx)
+	cd, me := cl.o.Codec, cl.me
+	buf := make([]byte, cl.o.LineSize)
+	upFails := 0
+	for try := 1; ; try++ {
+		if err := octx.Err(); err != nil {
+			return err
+		}
+		var prev uint64
+		switch {
+		case excl && f.memo == memoS:
+			p, err := cl.m.CAS(ctx, g.Latch(), cd.Shared(me), cd.Exclusive(me))
+			if err != nil {
+				return err
+			}
+			if p == cd.Shared(me) {
+				f.memo, f.earned = memoM, uint32(try)
+				return nil
+			}
+			if upFails++; upFails >= cl.o.UpgradeTries {
+				// Fallback: release S, acquire M from scratch.
+				if _, err := cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cd, me)); err != nil {
+					return err
+				}
+				f.memo = memoI
+				continue
+			}
+			prev = p
+		case excl:
+			if err := cl.waitHoldoff(octx, g); err != nil {
+				return err
+			}
+			var b farmem.Batch
+			i := b.CAS(g.Latch(), 0, cd.Exclusive(me))
+			b.Read(g.Body(), buf)
+			if err := doAll(ctx, cl.m, &b); err != nil {
+				return err
+			}
+			if prev, _ = b.Result(i); prev == 0 {
+				f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, uint32(try)
+				return cl.m.Write(ctx, f.body, buf)
+			}
+		default:
+			if err := cl.waitHoldoff(octx, g); err != nil {
+				return err
+			}
+			var b farmem.Batch
+			i := b.FAA(g.Latch(), cd.Shared(me))
+			b.Read(g.Body(), buf)
+			if err := doAll(ctx, cl.m, &b); err != nil {
+				return err
+			}
+			if prev, _ = b.Result(i); cd.Holder(prev) == 0 {
+				f.memo, f.lo, f.hi = memoS, 0, 0
+				return cl.m.Write(ctx, f.body, buf)
+			}
+			// Undo, and only then (the FAA has completed) tell the holder: its downgrade
+			// adds our share back, which must not meet ours (a carry).
+			if _, err := cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cd, me)); err != nil {
+				return err
+			}
+		}
+		targets := cl.targets(prev, excl)
+		if len(targets) > 0 {
+			kind := uint8(peerRd)
+			if excl {
+				kind = peerWr
+				if !gs.opened {
+					if err := cl.setGrant(ctx, gs.first<<8|grantOpen); err != nil {
+						return err
+					}
+					gs.opened = true
+				}
+			}
+			st, err := cl.invalidate(ctx, g, f, kind, targets, try)
+			if err != nil {
+				return err
+			}
+			switch st {
+			case replyData, replyDataDirty:
+				if excl {
+					f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, uint32(try)
+					if st == replyDataDirty {
+						f.hi = cl.o.LineSize
+					}
+				} else {
+					f.memo, f.lo, f.hi = memoS, 0, 0
+				}
+				return nil
+			}
+			// After acknowledgements too the writer backs off before its retry: retrying at
+			// once (before the readers' spin waiting has built up) starved a writer among
+			// continuous readers on sim.
+		}
+		if gs.opened {
+			st, err := cl.pollGrant(ctx, gs.first)
+			if err != nil {
+				return err
+			}
+			if st != 0 {
+				cl.granted(f, st)
+				return nil
+			}
+		}
+		if err := cl.backoff(octx, try); err != nil {
+			return err
+		}
+	}
+}
+
+// targets decodes whom to invalidate from a failed attempt's word: the exclusive holder if
+// any, else (for a writer) the sharers; never this node.
+func (cl *Client) targets(w uint64, excl bool) []farmem.ComputeID {
+	cd := cl.o.Codec
+	var ts []farmem.ComputeID
+	if h := cd.Holder(w); h != 0 {
+		ts = append(ts, h)
+	} else if excl {
+		ts = cd.Sharers(w, ts)
+	}
+	out := ts[:0]
+	for _, t := range ts {
+		if t != cl.me && int(t) <= cd.MaxNodes() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// invalidate sends one message to each target and waits for every answer (each target
+// answers exactly once, into its own flag word of this client's slice). It returns replyData
+// or replyDataDirty if the exclusive holder forwarded the line into f, replyAck or replyDrop
+// otherwise.
+func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, targets []farmem.ComputeID, try int) (uint64, error) {
+	cl.seq++
+	seq := cl.seq
+	method := farmem.OwnerSELCC.Method(methodInvalidate)
+	sent := make([]bool, len(targets))
+	var down error
+	for i, t := range targets {
+		v := invalidation{kind: kind, prio: uint32(try), from: cl.me, gcl: g,
+			flag: cl.flag.Add(8 * uint64(i)), data: f.body, seq: seq}
+		if kind == peerWr {
+			v.grant = cl.grant
+		}
+		err := cl.m.Send(ctx, t.Node(), method, v.encode())
+		switch {
+		case err == nil:
+			sent[i] = true
+		case errors.Is(err, farmem.ErrNodeDown):
+			// A holder that is down keeps its hold until Repair removes it.
+			down = fmt.Errorf("selcc: %v holds %v and is down (Repair clears its holds): %w", t.Node(), g, err)
+		case errors.Is(err, farmem.ErrInvalid):
+			// a stale or garbage id: nothing to wait for
+		default:
+			down = err
+		}
+		if down != nil && !errors.Is(down, farmem.ErrNodeDown) {
+			break
+		}
+	}
+	// Wait for every answer even if ctx ends: a holder may be handing the line over to this
+	// frame, and leaving before the answer would strand the latch (the word would name this
+	// node while no frame holds the line).
+	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
+	defer cancel()
+	result := uint64(replyDrop)
+	for i, ok := range sent {
+		if !ok {
+			continue
+		}
+		w, err := cl.m.Wait(wctx, cl.flag.Add(8*uint64(i)), func(w uint64) bool { return w>>8 == seq })
+		if err != nil {
+			// A forward may still land in f: never reuse it.
+			cl.n.mu.Lock()
+			f.dead = true
+			cl.n.mu.Unlock()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return 0, fmt.Errorf("selcc: %v did not answer an invalidation of %v: %w", targets[i].Node(), g, farmem.ErrNodeDown)
+			}
+			return 0, err
+		}
+		switch st := w & 0xff; st {
+		case replyData, replyDataDirty:
+			result = st
+		case replyAck:
+			if result == replyDrop {
+				result = replyAck
+			}
+		}
+	}
+	if down != nil && result != replyData && result != replyDataDirty {
+		return 0, down
+	}
+	return result, nil
+}
+
+// waitHoldoff waits while this node keeps its own clients off g: after its shared hold went
+// to a starving writer (spin waiting), or after it gave g up because its γ budget ran out (so
+// the peers it kept waiting get their turn before its own clients take g back).
+func (cl *Client) waitHoldoff(ctx context.Context, g GCL) error {
+	t := cl.n.holdoffUntil(g)
+	if t == 0 {
+		return nil
+	}
+	if d := t - cl.rt.Now(); d > 0 {
+		if err := cl.rt.Sleep(ctx, durationOf(d)); err != nil {
+			return err
+		}
+	}
+	cl.n.clearHoldoff(g, t)
+	return nil
+}

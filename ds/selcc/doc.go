@@ -1,0 +1,188 @@
+// Package selcc is SELCC (shared-exclusive latch cache coherence, after Wang, Wang and Aref): a
+// coherent compute-side cache of far memory that never uses a memory node's CPU. Far memory is
+// cut into global cache lines (GCLs); each has a 64-bit latch word that is also its sharer
+// directory, so one atomic both takes the latch and updates the directory, and a failed
+// attempt's returned word names whom to invalidate. A compute node keeps the global latch of a
+// line it cached after its clients are done with it (lazy release): a held latch means a valid
+// cached copy, in state S (shared) or M (modified). Peers that want the line send it one-way
+// invalidation messages (PeerRd, PeerWr) that the holder's handler serves.
+//
+//	c, err := selcc.Open(ctx, fabric, selcc.Options{})   // once per fabric: every hosted node's cache
+//	cl, err := c.Client(ctx, m)                          // one per client (farmem.Memory)
+//	g, err := cl.Alloc(ctx, allocator)                   // a zeroed GCL through package alloc
+//	gd, err := cl.Lock(ctx, g)                           // or RLock for a shared guard
+//	err = gd.WriteUint64(ctx, 0, v)                      // Read/Write bytes of the line
+//	err = gd.Unlock(ctx)                                 // local release only
+//	err = c.Close()                                      // writes every dirty line back
+//
+// # Layout
+//
+// A GCL is LineSize+8 bytes of far memory: the latch word, then the body. The latch word's
+// encoding is a [Codec], chosen by cluster size ([CodecFor]): up to 58 compute nodes the
+// paper's, [Bitmap] (holder id in the top 6 bits, so a negative delta on it cannot borrow from
+// the bitmap; node n's shared bit is bit n-1); up to 255 nodes [Groups] (8-bit holder, eight
+// 7-bit counters, node n counting in group (n-1) mod 8; an invalidation for a group goes to
+// every member, and members that hold nothing drop it). A cache frame lives in its compute
+// node's shared area (alloc/nodearea): a 64-byte header whose first word is the frame's local
+// shared-exclusive latch ([nodearea.Latch], awaited with Memory.Wait), then the body. Each
+// client's reply flags (8 bytes per compute node the codec encodes), then its grant word (see
+// Fairness), are at Options.SliceOffset of its slice.
+//
+// # Transitions (one atomic each)
+//
+//	I→M       CAS 0 → Exclusive(me), in one batch with the body's READ
+//	I→S       FAA +Shared(me), with the READ; if the returned word has a holder: FAA −Shared(me)
+//	S→M       CAS Shared(me) → Exclusive(me); after UpgradeTries failures, release S, then I→M
+//	release   FAA −Exclusive(me) (after the dirty range's WRITE, in one ordered batch) or −Shared(me)
+//	hand-over FAA Exclusive(to) − Exclusive(me)                    (PeerWr to an M holder)
+//	downgrade FAA Shared(me) + Shared(to) − Exclusive(me), after the dirty WRITE (PeerRd to M)
+//
+// Releases are FAAs, never CASes: concurrent shared attempts leave transient counts beside an
+// exclusive holder, and a CAS release expecting exactly Exclusive(me) would fail and could
+// livelock. All deltas add modulo 2^64 and commute, and the engine keeps each node at most one
+// share per line, so no field carries into another. The holder field is always exact: a
+// hand-over's FAA completes before the line is forwarded, so the new holder cannot release
+// before it lands.
+//
+// # Access path (Cached)
+//
+// Look the line up in the node's table; take the frame's local latch (shared to read,
+// exclusive to write); if the memo allows the access, use the frame: a hit costs no round
+// trip. Otherwise run the acquisition under the frame's exclusive latch: one round trip if no
+// peer holds a conflicting copy. On a conflict the acquirer sends one message to each holder
+// the word names and waits, with Memory.Wait on its own reply flags, for every answer; the
+// holder's handler try-locks the frame (local clients win: it never waits) and
+//
+//   - PeerWr, held M (case 1): hands over with one FAA, then writes the line into the
+//     requester's frame and its reply flag in one batch (no write-back: the line is marked
+//     dirty at the new holder);
+//   - PeerRd, held M (case 2): writes the dirty range back and downgrades both to S in one
+//     ordered batch, then forwards the line;
+//   - PeerWr, held S (case 3): releases its own share and acknowledges; the writer retries;
+//   - anything else, or the latch busy: answers "dropped"; the requester backs off and retries
+//     (resend interval Backoff/k at its k-th retry: priority aging).
+//
+// Every message gets exactly one answer, and the requester waits for every answer to what it
+// sent, even past its context's end (bounded by ReplyTimeout), so no requester acts on a stale
+// answer and no hand-over reaches a node that stopped waiting. A holder that is down fails the
+// acquisition with farmem.ErrNodeDown (see Recovery); one that does not answer within
+// ReplyTimeout also does, and the frame a late forward could still land in is never reused.
+//
+// # Pitfalls, decided
+//
+//   - A failed shared attempt's undo FAA completes (synchronously) before its PeerRd goes out:
+//     the holder's downgrade adds the reader's share, which must not meet the reader's own.
+//   - A frame being released (eviction, lease, a handler) stays latched exclusively and mapped
+//     until its release FAA has completed; a client of the node that wants the line again waits
+//     on the frame's latch and then misses, so no re-acquisition overtakes its own release.
+//   - No global acquisition runs under a shared local latch: a reader that misses fetches under
+//     the frame's exclusive latch, releases it and looks again (two local readers would add the
+//     node's share twice).
+//   - Only a node whose memo holds the line changes its latch word. Under the group codec a
+//     member that holds nothing, or whose frame is latched (being released), drops the message
+//     and never decrements a count it did not add.
+//   - A handler never waits: it try-locks, so it cannot block behind local critical sections,
+//     and the memo it checks is the one its latch protects.
+//
+// # Eviction
+//
+// A miss that finds no free frame evicts up to EvictBatch least-recently-used frames it can
+// latch at once (frames held by guards are pinned) in one batch, whatever memory nodes they
+// live on: one round trip for the batch, each dirty range written back before its release FAA.
+// There is no background evictor (no goroutine to own a client between operations), so a miss
+// on a full cache pays that round trip, amortized over the batch. Dirty bounds are kept per
+// frame (the union of the ranges written since the line was fetched); only that range is
+// written back.
+//
+// # Fairness
+//
+// When a handler drops an invalidation because local clients hold the frame, the frame's lease
+// counters start: each local acquisition that has to wait for the frame's latch adds 1 for a
+// reader and Threads for a writer (R_c/P + W_c in units of 1/P). Past Gamma·Threads the
+// releasing client gives the line up and keeps its node's clients off it for 2·Backoff. An
+// acquisition without waiting turns the counters off.
+//
+// Priority aging: a message's priority is its sender's retry count, and a sender's k-th retry
+// waits Backoff/k. A holder remembers the highest-priority writer whose PeerWr it dropped; when
+// its lease runs out it hands the line to that writer (the decentralized arbiter of §5.3.2)
+// instead of releasing it. That writer already had its "dropped" answer, so the hand-over goes
+// through the writer's grant word, open only while the writer's acquisition runs: the holder
+// claims it with a CAS (which fails if the writer has finished), hands over with one FAA and
+// forwards the line with the word's final state in one batch; a writer whose acquisition ends
+// closes the word with a CAS and, if it finds it claimed, waits for the line. So a hand-over
+// never reaches a writer that stopped waiting.
+//
+// Writers starved by readers: a reader node that drops a PeerWr of priority p ≥ 2 because its
+// readers hold the frame gives its share up at the next local shared release, and a node that
+// gives a share to such a writer keeps its own readers off the line for p·WriterHoldoff (spin
+// waiting; p capped at 64). Priority matching: a node that needed k retries to get a line M
+// drops PeerRds of priority below k, so a writer that starved is not robbed at once.
+//
+// Measured on sim (ConnectX6 model, 4 nodes × 4 clients, one hot line, seeds 1-5): writers
+// only, 4 ms, γ = 256 gives a Jain index of 0.98-1.00 over the nodes' throughputs and γ = ∞
+// 0.25 (one node keeps the line) with about 8% more operations; one writing node among three
+// reading nodes, 1 ms, completes 324-537 operations (a reading node about 2,000-2,700) with
+// spin waiting and priority matching, 4-271 without; a single writing client completes
+// 341-942 with priority matching, 111-572 without.
+//
+// # Durability
+//
+// This is a write-back cache. In WriteBack mode (the default, the paper's) a dirty line
+// reaches far memory only when it is evicted, downgraded for a reader, given up by the lease,
+// or when the Cluster closes; an exclusive hand-over forwards it without writing it back, so
+// the newest copy can live on one compute node only, and dies with it. WriteBackOnRelease also
+// writes the dirty range back when an exclusive guard is released (one more round trip per
+// writing guard), so far memory holds every released write. The B-link tree over SELCC and
+// the store (kvstore's SELCC index kind) take WriteBackOnRelease: far memory is their only
+// copy, and a store's acknowledged write must survive the compute node that made it (its
+// replication copies far memory, not caches). WriteBack is for data that can be rebuilt (a
+// cache of something kept elsewhere) or for experiments reproducing the paper.
+//
+// # Recovery
+//
+// A compute node that dies holding latches keeps them until a repair scan: [Client.Repair]
+// removes the dead node's exclusive hold and (bitmap codec) shared bit from each listed line,
+// one FAA each, while the cluster runs (the FAAs commute with everyone's transitions). Under
+// the group codec a count does not say who holds it, so the dead node's shares are restored by
+// [Cluster.Recount] on a quiesced cluster whose nodes are all hosted in the process. Only a
+// node that is really gone may be repaired; its dirty lines are lost (see Durability).
+//
+// # SEL mode
+//
+// Options.Mode = SEL is the paper's baseline on the same latch words: each access takes the
+// global latch and reads the line in one round trip and releases it (writing the dirty range
+// back) in another: 2 round trips per access. A node's clients serialize on a striped local
+// latch, since the node has one share per line. Cached and SEL clusters must not share lines.
+//
+// # Costs (round trips on the caller's critical path)
+//
+//	hit (memo allows the access)                   0
+//	miss, no conflicting holder                    1 (latch atomic + body READ in one batch)
+//	miss, cache full                               +1 for the eviction batch
+//	upgrade S→M, no other sharer                   1
+//	case 1 (writer vs M)                           requester 1 and a message; holder 2 (FAA,
+//	                                               then the forward): 3 in all, as an RPC directory
+//	case 2 (reader vs M)                           requester 2 (attempt, undo) and a message;
+//	                                               holder 2 (write-back+downgrade, forward): 4
+//	case 3 (writer vs S)                           requester 1, messages, each sharer's FAA and
+//	                                               acknowledgement, then the retried CAS+READ
+//	release                                        0 (WriteBackOnRelease: +1 if dirty)
+//	SEL access                                     2
+//
+// Local verbs (latches, frame bodies, reply flags) are to the caller's own region: no round
+// trip, priced by sim at DRAM cost.
+//
+// # Limits
+//
+// Lines are not freed (a freed line's latch word would be plain-written by the allocator's
+// free list). At most 255 compute nodes. A peer that stays silent past ReplyTimeout costs the
+// requester's node a frame (quarantined) and, if it did hand the line over late, leaves the
+// line held by the requester's node with no frame, until a Repair of that node. Consistency is
+// sequential for data-race-free use: every access inside a guard.
+//
+// # Runtime
+//
+// Time, randomness and sleeps come from the clients' farmem.Runtime; the package starts no
+// goroutine and holds no Go lock across a verb or a Wait (a node's table is behind a mutex for
+// map operations only), so it runs unchanged on the simulator.
+package selcc

@@ -1,0 +1,133 @@
+package selcc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Grant word states (low byte); the bits above hold the first sequence number of the
+// acquisition the word is open for.
+const (
+	grantClosed    = 0
+	grantOpen      = 1 // a writer is acquiring and takes a hand-over from a lease
+	grantClaimed   = 2 // a holder claimed it and is handing the line over
+	grantData      = 3 // the line is in the requester's frame, clean
+	grantDataDirty = 4 // the same, newer than far memory
+)
+
+// A writer's grant word (after its reply flags in its slice) lets a holder whose γ budget ran
+// out hand the line to the highest-priority writer whose invalidation it dropped, although that
+// writer already had its answer (dropped) and went on retrying. The word is open only while the
+// writer's acquisition runs, so a late hand-over can never reach a writer that stopped waiting:
+// the holder claims the word with a CAS (failing if the writer closed it), hands the line over
+// with one FAA and forwards it with the word's final state in one batch; the writer closes the
+// word with a CAS when its acquisition ends, and one that finds it claimed waits for the line.
+
+func (cl *Client) readWord(ctx context.Context, a farmem.Addr) (uint64, error) {
+	return cl.word(ctx, a)
+}
+
+// setGrant moves the grant word from whatever it holds to v with local CASes.
+func (cl *Client) setGrant(ctx context.Context, v uint64) error {
+	cur, err := cl.readWord(ctx, cl.grant)
+	for err == nil && cur != v {
+		var prev uint64
+		if prev, err = cl.m.CAS(ctx, cl.grant, cur, v); err == nil && prev == cur {
+			return nil
+		}
+		cur = prev
+	}
+	return err
+}
+
+// awaitGrant waits (bounded by ReplyTimeout) for a claimed grant word of the acquisition first
+// to carry the line, and returns its final state.
+func (cl *Client) awaitGrant(ctx context.Context, first uint64) (uint64, error) {
+	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
+	defer cancel()
+	w, err := cl.m.Wait(wctx, cl.grant, func(w uint64) bool {
+		return w>>8 != first || w&0xff == grantData || w&0xff == grantDataDirty
+	})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("selcc: a hand-over claimed for this client never came: %w", farmem.ErrNodeDown)
+		}
+		return 0, err
+	}
+	if w>>8 != first {
+		return 0, nil
+	}
+	return w & 0xff, nil
+}
+
+// pollGrant reports a hand-over to the acquisition first: grantData or grantDataDirty once the
+// line is in the frame (waiting if a holder has claimed the word), 0 otherwise.
+func (cl *Client) pollGrant(ctx context.Context, first uint64) (uint64, error) {
+	w, err := cl.readWord(ctx, cl.grant)
+	if err != nil || w>>8 != first {
+		return 0, err
+	}
+	switch w & 0xff {
+	case grantClaimed:
+		return cl.awaitGrant(ctx, first)
+	case grantData, grantDataDirty:
+		return w & 0xff, nil
+	}
+	return 0, nil
+}
+
+// closeGrant ends the acquisition first's grant: it returns the hand-over's final state if one
+// was claimed or done before the close, 0 otherwise; the word is closed either way.
+func (cl *Client) closeGrant(ctx context.Context, first uint64) (uint64, error) {
+	ctx = detached(ctx)
+	open := first<<8 | grantOpen
+	prev, err := cl.m.CAS(ctx, cl.grant, open, grantClosed)
+	if err != nil || prev == open {
+		return 0, err
+	}
+	st := uint64(0)
+	if prev>>8 == first {
+		switch prev & 0xff {
+		case grantClaimed:
+			if st, err = cl.awaitGrant(ctx, first); err != nil {
+				return 0, err
+			}
+		case grantData, grantDataDirty:
+			st = prev & 0xff
+		}
+	}
+	return st, cl.setGrant(ctx, grantClosed)
+}
+
+// handOver gives f's line (held M, latched X by this client) to p's writer if that writer's
+// acquisition is still the one that sent p: it claims the writer's grant word, hands the
+// ownership over with one FAA and forwards the line with the word's final state. It reports
+// whether it did; on false nothing changed.
+func (cl *Client) handOver(ctx context.Context, f *frame, p invalidation) (bool, error) {
+	w, err := cl.readWord(ctx, p.grant)
+	if err != nil || w&0xff != grantOpen || w>>8 > p.seq {
+		return false, nil // not acquiring any more, or another acquisition: release plainly
+	}
+	prev, err := cl.m.CAS(ctx, p.grant, w, w&^0xff|grantClaimed)
+	if err != nil || prev != w {
+		return false, nil
+	}
+	if _, err := cl.m.FAA(ctx, f.key.Latch(), HandoverDelta(cl.o.Codec, cl.me, p.from)); err != nil {
+		return false, err
+	}
+	st := uint64(grantData)
+	if f.hi > f.lo {
+		st = grantDataDirty
+	}
+	buf := make([]byte, cl.o.LineSize)
+	if err := cl.m.Read(ctx, f.body, buf); err != nil {
+		return true, err
+	}
+	var b farmem.Batch
+	b.Write(p.data, buf)
+	b.MaskedCAS(p.grant, grantClaimed, 0xff, st, 0xff)
+	return true, doAll(ctx, cl.m, &b)
+}

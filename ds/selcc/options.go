@@ -1,0 +1,162 @@
+package selcc
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// Mode is how a client reaches GCLs.
+type Mode uint8
+
+const (
+	// Cached is SELCC: a coherent cache per compute node with lazy release of the global latch.
+	Cached Mode = iota
+	// SEL is the paper's baseline on the same latch words with no cache: every access acquires
+	// the global latch and reads the line (one round trip), and releases it, writing back what
+	// it changed (one more).
+	SEL
+)
+
+// String names the mode.
+func (m Mode) String() string {
+	switch m {
+	case Cached:
+		return "selcc"
+	case SEL:
+		return "sel"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Durability says when a cached line's changes reach far memory.
+type Durability uint8
+
+const (
+	// WriteBack keeps changes in the cache until the line is evicted, downgraded for a reader
+	// or lost to the lease: the paper's behaviour and the fastest. Dirty lines of a compute
+	// node that dies are lost (an exclusive hand-over forwards a dirty line to the next writer
+	// without writing it back, so the newest copy lives on one compute node only).
+	WriteBack Durability = iota
+	// WriteBackOnRelease also writes the dirty range back when an exclusive guard is released
+	// (one more round trip per releasing writer that changed something), so far memory holds
+	// every released write and a compute node's death loses only what its open guards had
+	// not released. The ordered structures that keep their only copy in far memory (the
+	// store's index) take this mode; a structure that can rebuild its content (a cache of a
+	// replicated store) takes WriteBack.
+	WriteBackOnRelease
+)
+
+// Options configure a Cluster. The zero value is a 2 KiB line, a 256-frame cache per compute
+// node in Cached mode with WriteBack, γ = 256.
+type Options struct {
+	// Mode is Cached (default) or SEL.
+	Mode Mode
+	// Durability is WriteBack (default) or WriteBackOnRelease.
+	Durability Durability
+	// LineSize is the bytes of a GCL's body (default 2048; a multiple of 8, at most 32 KiB).
+	// A GCL takes LineSize+8 bytes of far memory: its latch word, then its body.
+	LineSize int
+	// Frames is the number of cache frames per compute node (default 256); each takes
+	// LineSize+64 bytes of the node's shared area.
+	Frames int
+	// EvictBatch is how many victims a miss that finds no free frame evicts at once, in one
+	// batch (default Frames/4, at least 1).
+	EvictBatch int
+	// Gamma is the hand-over budget γ: once invalidations of a line were dropped because local
+	// clients held it, and local clients then waited for its local latch more than γ times
+	// (reads count 1/Threads), the node gives the line up. Negative means never (γ = ∞); the
+	// zero value means 256, the paper's balance.
+	Gamma int
+	// Threads is the P of the lease formula R_c/P + W_c (default 8).
+	Threads int
+	// Codec encodes latch words (default CodecFor the number of compute nodes).
+	Codec Codec
+	// SliceOffset is where, in each client's slice of its compute node's region, the client's
+	// reply flags live: 8 bytes per compute node the codec encodes, then its grant word
+	// (default 0).
+	SliceOffset uint64
+	// Backoff is the resend interval constant C·RTT: a node's k-th retry of one acquisition
+	// waits Backoff/k (priority aging: the longer a node waits, the more often it retries;
+	// default 4µs).
+	Backoff time.Duration
+	// UpgradeTries is how many failed S→M upgrade CASes a writer makes before it releases its
+	// shared hold and acquires from scratch (default 2).
+	UpgradeTries int
+	// WriterHoldoff is how long, per unit of a starving writer's priority, a node that gave up
+	// its shared hold to that writer keeps its own readers from taking the line again (spin
+	// waiting, §5.3.2; default 1µs, capped at 64 units; negative turns spin waiting off).
+	WriterHoldoff time.Duration
+	// NoPriorityMatching turns off priority matching (§5.3.2): by default a node that needed k
+	// retries to get a line exclusive keeps it against readers whose invalidation carries a
+	// priority (their retry count) below k, so a writer that starved is not robbed at once.
+	NoPriorityMatching bool
+	// ReplyTimeout bounds the wait for a peer's answer to an invalidation (default: 200 times
+	// the fabric's down timeout, at least 1s); past it the acquisition fails with an error
+	// wrapping farmem.ErrNodeDown.
+	ReplyTimeout time.Duration
+	// Stripes is the number of local latches SEL mode serializes a node's clients with (the
+	// node holds one shared bit per line; default 64).
+	Stripes int
+}
+
+func (o Options) withDefaults(t *farmem.Topology) (Options, error) {
+	if o.LineSize == 0 {
+		o.LineSize = 2048
+	}
+	if o.LineSize < 8 || o.LineSize%8 != 0 || o.LineSize > 32<<10 {
+		return o, fmt.Errorf("selcc: line size %d: %w", o.LineSize, farmem.ErrInvalid)
+	}
+	if o.Frames == 0 {
+		o.Frames = 256
+	}
+	if o.Frames < 1 {
+		return o, fmt.Errorf("selcc: %d frames: %w", o.Frames, farmem.ErrInvalid)
+	}
+	if o.EvictBatch <= 0 {
+		o.EvictBatch = max(1, o.Frames/4)
+	}
+	if o.Gamma == 0 {
+		o.Gamma = 256
+	}
+	if o.Threads <= 0 {
+		o.Threads = 8
+	}
+	nodes := len(t.ComputeNodes())
+	if o.Codec == nil {
+		c, err := CodecFor(nodes)
+		if err != nil {
+			return o, err
+		}
+		o.Codec = c
+	}
+	for _, n := range t.ComputeNodes() {
+		if int(n.ComputeID()) > o.Codec.MaxNodes() {
+			return o, fmt.Errorf("selcc: compute node %v past codec %s: %w", n, o.Codec.Name(), farmem.ErrInvalid)
+		}
+	}
+	if o.SliceOffset%8 != 0 || o.SliceOffset+8*uint64(o.Codec.MaxNodes()+1) > t.SliceSize {
+		return o, fmt.Errorf("selcc: reply flags at %d (+%d) do not fit a %d-byte slice: %w",
+			o.SliceOffset, 8*(o.Codec.MaxNodes()+1), t.SliceSize, farmem.ErrInvalid)
+	}
+	if o.Backoff == 0 {
+		o.Backoff = 4 * time.Microsecond
+	}
+	if o.UpgradeTries <= 0 {
+		o.UpgradeTries = 2
+	}
+	if o.WriterHoldoff == 0 {
+		o.WriterHoldoff = time.Microsecond
+	}
+	if o.WriterHoldoff < 0 {
+		o.WriterHoldoff = 0
+	}
+	if o.ReplyTimeout == 0 {
+		o.ReplyTimeout = max(time.Second, 200*t.DownTimeout)
+	}
+	if o.Stripes <= 0 {
+		o.Stripes = 64
+	}
+	return o, nil
+}
