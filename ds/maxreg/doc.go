@@ -1,8 +1,9 @@
 // Package maxreg is In-n-Out (§4 of "SWARM: Replicating Shared Disaggregated-Memory Data in No
 // Time"): a conditional max register over values larger than a word, on one memory node,
 // written and read in one round trip in the common case with one-sided verbs only. It is meant
-// as the per-replica register under Safe-Guess (ds/swarm, not built yet); on its own it is a
-// max register whose values are ordered by a tag the writer stamps from the fabric clock.
+// as the per-replica register under Safe-Guess (ds/swarm); on its own it is a max register whose
+// values are ordered by a tag the writer stamps from the fabric clock. Replicated is the
+// paper's reliable max register (its Appendix A) over 2f+1 of them, one per memory node.
 //
 //	addr, err := maxreg.Create(ctx, m, a, node, maxreg.Params{}) // once
 //	r, err := maxreg.Open(ctx, m, addr, maxreg.Options{})         // per client
@@ -111,6 +112,45 @@
 // trips to every shared word (39% slower at the median with 64 writers on 16 words).
 // DefaultWords is therefore 64, one word per writer for up to 64 writers, as the paper
 // recommends; registers read far more than written, where bandwidth matters, may take 16.
+//
+// # Replication (Replicated)
+//
+// The paper's reliable max register: N = 2f+1 In-n-Out registers on distinct memory nodes,
+// formatted with one header (the same base time and hash nonce), so a record is byte-for-byte
+// the same on every replica and an 8-byte tag names the same buffer on each (slot ts mod Slots
+// of lane client-1). It lives here rather than in ds/swarm because it is a max register with
+// the same specification, tags and layout, and its write-back copies another writer's
+// record into that writer's buffer on a lagging replica, which needs the layout; ds/swarm
+// builds Safe-Guess on it. Each handle keeps, per replica, the largest tag the replica is
+// known to hold (a CAS or a read of it returned at least that tag: the paper's cache[r]) and
+// the last value seen in its own metadata word there.
+//
+//   - inner_write(t): to every replica not known to hold t or more, one batch per round: the
+//     record into t's buffer, then a masked CAS (the VERIFIED bit ignored, so a concurrent
+//     VERIFIED mark does not make it fail) of the client's word from its last seen value to
+//     t. It waits with Pending.WaitNodes for as many replicas as the majority still needs
+//     and returns; a lost CAS on a shared word starts another round. The replicas it did not
+//     wait for (stragglers) finish on their own: the batch's completion hook
+//     (Pending.Then) raises the caches from what they return, and their buffers (a record
+//     allocated per write, read buffers per read) are left untouched until it has run.
+//   - Write: inner_write of the client's next tag, one round trip, none if a majority is
+//     already known to hold a larger tag.
+//   - Read: every replica's words and in-place record in one batch, a majority waited for; v
+//     is the largest tag known for any replica (also from earlier operations), its value an
+//     in-place copy some replica returned with v (else v's buffer, read on the replicas known
+//     to hold v: one more round trip); then inner_write(v), usually free because the replicas
+//     that answered hold v (one more round trip otherwise). A read starts over if every
+//     buffer it chased was reused, or if its lease ran out (below).
+//   - WriteRead (Safe-Guess's first round trip): a write and a read in one batch; if the
+//     read half found a larger tag, that tag is written back as a read's would be.
+//   - Mark: the VERIFIED bit of a GUESSED tag, a CAS of its writer's word from the tag to
+//     tag|VERIFIED on every replica, in the background (a Refresher's goroutine from
+//     Runtime.Go, or unsignaled); a word is only ever raised, so a late mark changes nothing
+//     else.
+//
+// With at most f replicas crashed or hung, every operation completes (the majority answers);
+// with f+1, operations fail with ErrNoQuorum (which wraps farmem.ErrNodeDown: outcome
+// unknown) and never return a wrong value.
 //
 // # Buffers (what this package does, what recycling must add)
 //
