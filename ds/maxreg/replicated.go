@@ -494,6 +494,13 @@ func (r *Replicated) WriteFlag(ctx context.Context, value []byte, verified bool)
 	return t, err
 }
 
+// WriteAbove is WriteFlag with a timestamp of at least minTS: Safe-Guess's re-execution of a
+// write with a fresh timestamp, above the one that overtook its guess.
+func (r *Replicated) WriteAbove(ctx context.Context, value []byte, verified bool, minTS uint64) (Tag, error) {
+	t, _, err := r.write(ctx, value, verified, minTS, false)
+	return t, err
+}
+
 // WriteRead is the write and the read Safe-Guess issues together: it writes value as
 // WriteFlag does, with a timestamp of at least minTS, and in the same round trip reads every
 // replica, and returns the tag written and the largest tag m the handle then knows a replica to

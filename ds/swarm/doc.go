@@ -1,0 +1,92 @@
+// Package swarm is Safe-Guess (§3 and Appendices B and C of "SWARM: Replicating Shared
+// Disaggregated-Memory Data in No Time"): a wait-free, linearizable multi-writer register
+// replicated on 2f+1 memory nodes, whose reads and writes take one round trip in the common
+// case (no failure, no contention, clocks roughly in sync), with one-sided verbs only. It runs
+// over ds/maxreg's Replicated, the reliable max register over In-n-Out registers (SWARM).
+//
+//	addrs, err := swarm.Create(ctx, m, a, nodes, maxreg.Params{}) // once: 2f+1 memory nodes
+//	r, err := swarm.Open(ctx, m, addrs, swarm.Options{})         // per client
+//	err = r.Write(ctx, value)
+//	value, err := r.Read(ctx) // nil if never written
+//
+// # Objects
+//
+// The max register M holds tuples (timestamp, writer, flag, value), ordered by maxreg.Tag:
+// timestamp, then writer id, then the flag (GUESSED below VERIFIED). Each writer w has a
+// timestamp lock TSL[w]: one 8-byte CAS word per replica (layout in tslock.go: the timestamp
+// shifted left by one, the mode in bit 0), placed after the In-n-Out register in each
+// replica's block (Size). Timestamps are the tag's 47-bit field, in ticks of Params.Tick of
+// the client's own clock (farmem.Runtime.Now), so clients whose clocks disagree guess
+// timestamps that others have overtaken.
+//
+// # Write (the paper's lines 1-11)
+//
+// guess = the clock in ticks plus the handle's correction; w = (guess or above, me, GUESSED,
+// v) is written to M while M is read, in one round trip (maxreg.Replicated.WriteRead). If the
+// read returns w, no write that completed before this one began is above w (write-read
+// monotonicity of M), so w's timestamp was fresh: done, and a background CAS marks w VERIFIED
+// (maxreg.Replicated.Mark). Otherwise the larger tuple m read is first written back to a
+// majority, so that M's read is complete before the lock: Lemma C.5's case (ii) uses the
+// read-read monotonicity of this read, so the weak read the authors' code uses here (and the
+// paper's Appendix A admits its proof does not cover) is not used. Then the correction is
+// raised so that the next guess exceeds m (the artifact's resynchronization), and
+// TSL[me].TRYLOCK(w.ts, WRITE): if it succeeds, no reader returned or will return w, and v is
+// written again with a timestamp above m.ts, VERIFIED; if it fails, a reader pinned w, and w
+// is the write.
+//
+// # Read (lines 12-21)
+//
+// A loop of M reads with a map of the tuple last seen per writer: a VERIFIED tuple is
+// returned; a GUESSED tuple m read in an earlier iteration too (so no larger write completed
+// before m's write began: the double-read lemma C.2) is returned if TSL[m.writer].TRYLOCK(
+// m.ts, READ) succeeds, and marked VERIFIED in the background; a different tuple of a writer
+// already seen means that writer's earlier write completed, and the earlier value is
+// returned.
+//
+// Iteration bound. Lemma C.5: a read that sees tuples of one writer in three iterations
+// returns in the third (the first two are equal, or it would have returned at the second; its
+// read-mode TRYLOCK at the second failed, so a larger timestamp was locked or m.ts was locked
+// in write mode, both after a read or write of a larger tuple had completed, so the third M
+// read returns a larger tuple and the read returns the earlier one). So a read that has not
+// returned has seen each writer in at most two iterations, and with n writers whose tuples can
+// be read it returns by iteration 2n+1. Each iteration is one M read (one to three round
+// trips: the read, a chase when no in-place copy is valid, a write-back) and at most one
+// TRYLOCK.
+//
+// # Timestamp lock (TRYLOCK, Appendix B), not the authors' notification word
+//
+// Each replica's word is CASed from the value last seen to (ts, mode) until its timestamp is
+// at least ts, all replicas in parallel, until a majority has left that loop; it returns false
+// if any word seen holds a larger timestamp or ts in the other mode. A word never goes back
+// nor switches mode for one timestamp, and two majorities share a replica, so the two modes
+// never both succeed. Each failed CAS returns a strictly larger word, so the loop ends: one
+// round trip when the handle's cache of the word is right; every concurrent locker can cost
+// one more.
+//
+// # Round trips
+//
+// Write: 1 (fast path). Slow path: 1, plus 0-2 to write back the larger tuple (its value from
+// an in-place copy the read returned, else its buffer: +1; the write-back: +1 unless a
+// majority already holds it), plus the TRYLOCK's rounds (1 with a right cache), plus 1 for the
+// rewrite when the lock is won. The paper's §7.8 saw at most 4; the package's tests report the
+// maxima they observe under adversarial schedules. Read: 1 when the first M read is one round
+// trip and VERIFIED.
+//
+// # Failures
+//
+// A client may crash at any step: nothing waits on another client (locks are never held, only
+// claimed per timestamp), so the others go on; its last write's outcome is unknown. Any f of
+// the 2f+1 memory nodes may crash or hang (maxreg.Replicated); with more, operations fail with
+// an error wrapping farmem.ErrNodeDown. Buffers are recycled as maxreg.Replicated describes.
+//
+// # Runtime
+//
+// Time, background work and randomness come from the client's farmem.Runtime; no Go lock is
+// held across a verb (the lock caches' mutex guards only memory), so the package runs
+// unchanged on the simulator.
+//
+// # Limits
+//
+// Writers are clients with ids 1..Params.Writers; values at most Params.ValueSize bytes. A
+// register is never freed. One handle per client per register.
+package swarm
