@@ -103,13 +103,13 @@ func decode(t testing.TB, b []byte) uint64 {
 
 // tally sums what the runs saw: the handles' counters and the round-trip maxima.
 type tally struct {
-	mu                                   sync.Mutex
-	st                                   swarm.Stats
-	maxWriteRT, maxReadRT                uint64
-	writeRT                              map[uint64]uint64 // write round trips -> count
-	maxIter                              uint64
+	mu                                    sync.Mutex
+	st                                    swarm.Stats
+	maxWriteRT, maxReadRT                 uint64
+	writeRT                               map[uint64]uint64 // write round trips -> count
+	maxIter                               uint64
 	lockWriteLost, lockReadLost, lockBoth int
-	rep                                  maxreg.ReplicatedStats
+	rep                                   maxreg.ReplicatedStats
 }
 
 func (ta *tally) add(s swarm.Stats) {
