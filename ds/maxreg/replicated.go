@@ -75,6 +75,8 @@ type Replicated struct {
 	known []Tag      // per replica: the largest tag the replica is known to hold
 	word  []Tag      // per replica: the last value seen in this client's metadata word
 
+	posted []Tag // per replica: the last tag this handle's CAS asked its word for (owner only)
+
 	stats      ReplicatedStats // the owner goroutine's counters
 	stragglers atomic.Uint64   // counted by completion hooks
 	closed     bool
@@ -173,7 +175,7 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
 		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
 		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots),
-		known: make([]Tag, n), word: make([]Tag, n)}
+		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
 	r.reuse = h.p.Lease + h.p.Skew + topo.DownTimeout
@@ -369,10 +371,14 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 				have++
 			}
 		}
+		// A CAS expects the word's last value seen, or the tag of this handle's own CAS still
+		// in flight to it, if larger: batches to one node apply in posting order, so that CAS
+		// applies first (and, on a word of its own, installs its tag).
 		expect := append([]Tag(nil), r.word...)
 		need := make([]bool, r.n)
 		for i := range r.n {
 			need[i] = r.known[i] < t
+			expect[i] = max(expect[i], r.posted[i])
 		}
 		r.mu.Unlock()
 		if have >= r.maj && !(read && round == 0) {
@@ -386,6 +392,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 				parts[i].write = b.Write(recAddr(i), rec)
 				parts[i].expect = expect[i]
 				parts[i].cas = b.MaskedCAS(a+metaOff+farmem.Addr(8*r.wi), uint64(expect[i]), ^uint64(VerifiedBit), uint64(t), ^uint64(0))
+				r.posted[i] = max(r.posted[i], t)
 			}
 			if read && round == 0 {
 				parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
