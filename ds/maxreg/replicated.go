@@ -75,7 +75,7 @@ type Replicated struct {
 	known []Tag      // per replica: the largest tag the replica is known to hold
 	word  []Tag      // per replica: the last value seen in this client's metadata word
 
-	posted []Tag // per replica: the last tag this handle's CAS asked its word for (owner only)
+	posted []Tag // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
 
 	stats      ReplicatedStats // the owner goroutine's counters
 	stragglers atomic.Uint64   // counted by completion hooks
@@ -307,6 +307,11 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 	defer r.mu.Unlock()
 	for i, a := range r.addrs {
 		pt := &parts[i]
+		if pt.cas >= 0 && p.OpDone(pt.cas) {
+			if _, err := b.Result(pt.cas); err != nil {
+				r.posted[i] = 0 // failed (maybe unapplied): expect the word seen next time
+			}
+		}
 		if (pt.cas < 0 && pt.read < 0) || !p.NodeDone(a.Node()) {
 			continue
 		}
@@ -318,6 +323,9 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		}
 		if pt.cas >= 0 {
 			prev, _ := b.Result(pt.cas)
+			if Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit {
+				r.posted[i] = 0 // expected wrongly: the next CAS expects the word seen
+			}
 			if Tag(prev)&^VerifiedBit == pt.expect&^VerifiedBit {
 				r.word[i] = max(r.word[i], t)
 				r.known[i] = max(r.known[i], t)
@@ -392,7 +400,6 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 				parts[i].write = b.Write(recAddr(i), rec)
 				parts[i].expect = expect[i]
 				parts[i].cas = b.MaskedCAS(a+metaOff+farmem.Addr(8*r.wi), uint64(expect[i]), ^uint64(VerifiedBit), uint64(t), ^uint64(0))
-				r.posted[i] = max(r.posted[i], t)
 			}
 			if read && round == 0 {
 				parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
@@ -400,6 +407,13 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			}
 		}
 		r.stats.Rounds++
+		r.mu.Lock()
+		for i := range r.n {
+			if parts[i].cas >= 0 {
+				r.posted[i] = max(r.posted[i], t)
+			}
+		}
+		r.mu.Unlock()
 		p := r.m.Post(ctx, b)
 		if err := p.Then(func(p *farmem.Pending) { r.absorb(p, b, parts, t, nil, true) }); err != nil {
 			return nil, nil, nil, installed, err
