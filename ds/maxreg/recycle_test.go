@@ -119,7 +119,6 @@ func checkSlot(ctx context.Context, m farmem.Memory, a farmem.Addr, top maxreg.T
 	return nil
 }
 
-
 // TestLeaseStopsLateWriteBack: the recycling rule's other half. A reader R reads tag t1 (on A;
 // C lags) and is paused before writing it back, for ten times the reuse delay; meanwhile the
 // writer supersedes t1 and reuses its buffer for t3 on A and C. When R resumes, its lease has
