@@ -152,24 +152,58 @@
 // with f+1, operations fail with ErrNoQuorum (which wraps farmem.ErrNodeDown: outcome
 // unknown) and never return a wrong value.
 //
-// # Buffers (what this package does, what recycling must add)
+// # Buffers and their recycling
 //
-// Each writer has a lane of Params.Slots records in the register, reused round-robin; nothing
-// is allocated per write and nothing is freed. Reuse is safe without coordination because a
-// reader accepts a record only if its identity is the tag it chased and its 128-bit hash holds,
-// so a reused, half-rewritten or stale slot is detected and the read starts over; it never
-// returns another write's value. Memory per register is Writers x Slots x record size.
-// Out-of-place recycling proper (issue 24, item 4) must still: (1) make reads wait-free, by
-// reusing a slot only once every reader that may hold its tag has finished (or been fenced),
-// naming which clients it waits for and the synchrony it assumes in fabric time; (2) use the
-// groundwork's bound on how late a failed request can still apply, so that a write posted by a
-// client that then crashed cannot land in a slot after the slot's reuse (today a late record
-// write of a dead client's incarnation can overwrite the record of a tag a later client of the
-// same id installed, leaving readers to restart until that client writes again; Open assumes
-// no such write is still in flight); (3) share per-client logs across registers (as the
-// artifact's per-client log regions do) so that a store of many registers does not pay a lane
-// per writer per register; and (4) stay correct when the memory node is paused longer than that
-// bound.
+// Each writer has a lane of Params.Slots records per register (per replica), and the tag
+// names its buffer (slot ts mod Slots); nothing is allocated per write, nothing is freed. A
+// reader accepts a record only if its identity is the tag it chased and its 128-bit hash
+// holds, so a reused, half-rewritten or stale buffer is never returned as another write's
+// value: safety never depends on when a buffer is reused. Liveness and durability do.
+//
+// Register (one node) reuses a buffer round-robin with no coordination (the next write after
+// Slots-1 others): a read that chased a buffer reused meanwhile starts over, so its reads are
+// lock-free, wait-free only if writers are slower than readers.
+//
+// Replicated recycles by this scheme (the paper's §4.5 describes one and nobody built it):
+//
+//   - Which clients it waits for: none by message. A writer waits only for its own batches
+//     (which reach each node in posting order, so its own late batches never overtake its
+//     reuse) and for time: every other client (readers, and helpers that write back another
+//     writer's record into that writer's buffer on a lagging replica) is bounded by a lease,
+//     so a paused or dead client never holds reuse back.
+//   - Superseded: a writer's tag t is superseded once one of its own operations established a
+//     larger tag at a majority (its next write returned, or a read returned a larger tag).
+//     From then on every read that begins returns a larger tag (write-read and read-read
+//     monotonicity), so only reads begun earlier may still chase or write back t.
+//   - Lease: a client posts no verb that depends on a tag (the chase of its buffer, the write
+//     of its record back into it) later than Params.Lease after it began the read that
+//     returned the tag, by its own clock; a read past its lease starts over (LeaseRestarts).
+//   - Late application: an op posted at time T takes effect, if ever, before T plus the
+//     fabric's down timeout (plus the client-node clock skew on rdma): an op that succeeded
+//     was applied before its reply, which came within the down timeout, and one reported
+//     failed is bounded by the groundwork's expiry (farmem.ErrNodeDown's doc).
+//   - Reuse: a buffer is reused only ReuseDelay = Lease + Skew + the down timeout after its
+//     tag was superseded, on the writer's clock. A write whose next buffer is not yet reusable
+//     sleeps until it is (RecycleWaits); one with no superseded buffer reads the register
+//     first (every own tag below what the read returns is superseded; at most one is not).
+//   - Synchrony assumed, in fabric time: clients' clocks measure elapsed time within Skew of
+//     each other over a ReuseDelay (Skew also covers the rdma expiry's client-node skew); a
+//     client does not stall between checking its lease and posting the verb (the check is
+//     made just before the post, with no verb between); and ops obey the late-application
+//     bound. Under it, no write-back of a superseded tag can land in its buffer after the
+//     buffer's reuse, and a chase posted within its lease finds its record: reads restart
+//     only when their client stalled past the lease, so reads are wait-free under synchrony.
+//     Without synchrony, safety is unchanged and only those restarts remain.
+//   - A memory node paused longer than the bound: its pending requests are dropped or refused
+//     past their expiry (never applied later), so a write-back sent to it before the pause
+//     cannot land after a reuse; when it resumes, it lags, and writes and write-backs bring it
+//     up (tested with the simulator's hang fault for ten times the bound).
+//
+// The cost: a writer makes at most Slots writes per ReuseDelay (DefaultLease and DefaultSkew
+// are 1ms each, so with the default 4 slots and a 10ms down timeout, about 330 writes a
+// second per writer per register; raise Slots for more). A store of many registers should
+// share per-client logs across registers (as the artifact's per-client log regions do) so as
+// not to pay a lane per writer per register; that is not built.
 //
 // # Costs
 //
