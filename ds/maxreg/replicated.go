@@ -278,6 +278,19 @@ func (r *Replicated) ticks() uint64 {
 // timestamp starts from.
 func (r *Replicated) Ticks() uint64 { return r.ticks() }
 
+// heldBy returns how many replicas are known to hold v or more.
+func (r *Replicated) heldBy(v Tag) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	have := 0
+	for _, t := range r.known {
+		if t >= v {
+			have++
+		}
+	}
+	return have
+}
+
 // maxKnown returns the largest tag known held by any replica.
 func (r *Replicated) maxKnown() Tag {
 	r.mu.Lock()
@@ -568,7 +581,12 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 		return t, m, nil
 	}
 	// The read half found a larger tag: write it back, as a read returning it would, so that
-	// the caller's read is complete (Safe-Guess's slow path relies on it).
+	// the caller's read is complete (Safe-Guess's slow path relies on it). Its value is needed
+	// only if a majority does not hold it yet.
+	if r.heldBy(m) >= r.maj {
+		r.supersede(m)
+		return t, m, nil
+	}
 	for {
 		val, _, ok := r.inPlace(p, parts, m)
 		if !ok {
