@@ -65,12 +65,26 @@
 //
 // # Round trips
 //
-// Write: 1 (fast path). Slow path: 1, plus 0-2 to write back the larger tuple (its value from
-// an in-place copy the read returned, else its buffer: +1; the write-back: +1 unless a
-// majority already holds it), plus the TRYLOCK's rounds (1 with a right cache), plus 1 for the
-// rewrite when the lock is won. The paper's §7.8 saw at most 4; the package's tests report the
-// maxima they observe under adversarial schedules. Read: 1 when the first M read is one round
-// trip and VERIFIED.
+// Write, fast path: 1 (the write and the read in one batch; the mark is unsignaled or a
+// Refresher's). Slow path: 1, then the write-back of the larger tuple m when a majority does
+// not hold it yet (its value from an in-place copy the read returned, else from its buffer:
+// +1; the write-back: +1), then the TRYLOCK's rounds L, then the rewrite when the lock is won
+// (+1). L is 1 when the handle's cache of its own lock words is right; each failed CAS
+// returns a strictly larger word, and the only words between the cached one and (w.ts,
+// WRITE) are read-mode locks that readers took on this writer's earlier guesses, so L <= 1 +
+// the number of readers concurrently locking. A WriteRead whose lease ran out before its
+// write-back (a client stalled longer than Params.Lease) falls back to a full read (up to 3
+// more). So an update takes at most 4 + L round trips, 3 + L in the common slow path, and
+// the paper's "at most 4" (§7.8) holds when L = 1 and m needs no chase. Measured on the
+// simulator (the package's lincheck test: six and nine clients, clocks up to 30µs apart and
+// 100 ppm drift, paused clients, replicas at different distances), over 1672 writes: 715 in
+// 1 round trip, 801 in 3, 37 in 4, 96 in 5, 19 in 6, 3 in 7, 1 in 8 (the most); TRYLOCK took
+// at most 3 rounds.
+//
+// Read: 1 when the first M read is one round trip and VERIFIED; each iteration is one M read
+// (1, +1 chase, +1 write-back) and at most one TRYLOCK; at most 2n+1 iterations. Measured
+// there: at most 4 iterations and 9 round trips over 1208 reads (1133 returned a VERIFIED
+// tuple).
 //
 // # Failures
 //
