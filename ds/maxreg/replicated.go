@@ -378,7 +378,7 @@ func quorumErr(op string, err error) error {
 // metadata words and in-place record (the parts it returns), whatever the caches say. It
 // returns the first round's parts and batch (nil if it posted none) and, per replica, whether
 // this call's CAS installed t there.
-func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
+func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch)) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
 	installed := make([]bool, r.n)
 	var first []install
 	var firstB *farmem.Batch
@@ -417,6 +417,9 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			if read && round == 0 {
 				parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
 				parts[i].read = b.Read(a+metaOff, parts[i].buf)
+				if extra != nil {
+					extra(i, b)
+				}
 			}
 		}
 		r.stats.Rounds++
@@ -512,7 +515,7 @@ func (r *Replicated) supersede(v Tag) {
 // Write stamps value with the client's next timestamp, VERIFIED, and writes it; see
 // WriteFlag.
 func (r *Replicated) Write(ctx context.Context, value []byte) (Tag, error) {
-	t, _, err := r.write(ctx, value, true, 0, false)
+	t, _, _, err := r.write(ctx, value, true, 0, false, nil)
 	return t, err
 }
 
@@ -524,14 +527,14 @@ func (r *Replicated) Write(ctx context.Context, value []byte) (Tag, error) {
 // update the handle's caches through the batch's completion hook. An error leaves the write's
 // outcome unknown (ErrNoQuorum when a majority could not be reached).
 func (r *Replicated) WriteFlag(ctx context.Context, value []byte, verified bool) (Tag, error) {
-	t, _, err := r.write(ctx, value, verified, 0, false)
+	t, _, _, err := r.write(ctx, value, verified, 0, false, nil)
 	return t, err
 }
 
 // WriteAbove is WriteFlag with a timestamp of at least minTS: Safe-Guess's re-execution of a
 // write with a fresh timestamp, above the one that overtook its guess.
 func (r *Replicated) WriteAbove(ctx context.Context, value []byte, verified bool, minTS uint64) (Tag, error) {
-	t, _, err := r.write(ctx, value, verified, minTS, false)
+	t, _, _, err := r.write(ctx, value, verified, minTS, false, nil)
 	return t, err
 }
 
@@ -545,23 +548,32 @@ func (r *Replicated) WriteAbove(ctx context.Context, value []byte, verified bool
 // holds m). One round trip (ReplicatedWriteRoundTrips) when m is the tag written and no CAS is
 // lost.
 func (r *Replicated) WriteRead(ctx context.Context, value []byte, verified bool, minTS uint64) (Tag, Tag, error) {
-	t, m, err := r.write(ctx, value, verified, minTS, true)
+	t, m, _, err := r.write(ctx, value, verified, minTS, true, nil)
 	return t, m, err
 }
 
-func (r *Replicated) write(ctx context.Context, value []byte, verified bool, minTS uint64, read bool) (Tag, Tag, error) {
+// WriteReadWith is WriteRead with extra ops in its first batch: extra(i, b) appends, after
+// replica i's ops, ops of the caller's to the same replica (Safe-Guess reads its own lock
+// words there). It also returns which replicas completed in that batch: their extra ops are
+// done; the others' buffers stay the transport's until they finish (the caller must not reuse
+// them).
+func (r *Replicated) WriteReadWith(ctx context.Context, value []byte, verified bool, minTS uint64, extra func(replica int, b *farmem.Batch)) (Tag, Tag, []bool, error) {
+	return r.write(ctx, value, verified, minTS, true, extra)
+}
+
+func (r *Replicated) write(ctx context.Context, value []byte, verified bool, minTS uint64, read bool, extra func(int, *farmem.Batch)) (Tag, Tag, []bool, error) {
 	if r.closed {
-		return 0, 0, ErrClosed
+		return 0, 0, nil, ErrClosed
 	}
 	if len(value) > r.h.p.ValueSize {
-		return 0, 0, fmt.Errorf("%w: %d bytes, at most %d", ErrValueSize, len(value), r.h.p.ValueSize)
+		return 0, 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrValueSize, len(value), r.h.p.ValueSize)
 	}
 	if !r.writer {
-		return 0, 0, fmt.Errorf("%w: client %d, lanes for 1..%d", ErrNotWriter, r.id, r.h.p.Writers)
+		return 0, 0, nil, fmt.Errorf("%w: client %d, lanes for 1..%d", ErrNotWriter, r.id, r.h.p.Writers)
 	}
 	ts, err := r.stamp(ctx, minTS)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	S := uint64(r.h.p.Slots)
 	r.last = ts
@@ -569,23 +581,30 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	t := MakeTag(ts, r.id, verified)
 	rec := sealRecord(make([]byte, r.l.recSize), r.seed, t, value)
 	start := r.rt.Now()
-	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read)
+	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra)
+	var done []bool
+	if p != nil {
+		done = make([]bool, r.n)
+		for i, a := range r.addrs {
+			done[i] = p.NodeDone(a.Node())
+		}
+	}
 	if err != nil {
-		return t, 0, err
+		return t, 0, done, err
 	}
 	r.stats.Writes++
 	r.supersede(t)
 	r.refreshOn(installed, t, rec)
 	m := r.maxKnown()
 	if !read || m.identity() == t.identity() || m < t {
-		return t, m, nil
+		return t, m, done, nil
 	}
 	// The read half found a larger tag: write it back, as a read returning it would, so that
 	// the caller's read is complete (Safe-Guess's slow path relies on it). Its value is needed
 	// only if a majority does not hold it yet.
 	if r.heldBy(m) >= r.maj {
 		r.supersede(m)
-		return t, m, nil
+		return t, m, done, nil
 	}
 	for {
 		val, _, ok := r.inPlace(p, parts, m)
@@ -602,15 +621,15 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 			break
 		}
 		if err != nil {
-			return t, m, err
+			return t, m, done, err
 		}
 		r.supersede(m)
-		return t, m, nil
+		return t, m, done, nil
 	}
 	// The lease ran out or m's buffers were reused: a full read makes its result (at least m)
 	// a majority's.
 	m2, _, err := r.read(ctx, nil)
-	return t, max(m, m2), err
+	return t, max(m, m2), done, err
 }
 
 // refreshOn writes rec, the sealed record of t, as the in-place copy of the replicas marked in
@@ -838,7 +857,7 @@ func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start far
 		return errRestart
 	}
 	r.stats.WriteBacks++
-	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false); err != nil {
+	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false, nil); err != nil {
 		return err
 	}
 	return nil

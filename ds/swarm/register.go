@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -186,7 +187,24 @@ func (r *Register) Write(ctx context.Context, value []byte) error {
 		return ErrClosed
 	}
 	guess := r.rep.Ticks() + r.skew
-	w, m, err := r.rep.WriteRead(ctx, value, false, guess)
+	// The first batch also reads this writer's own lock words, so that a TRYLOCK on the slow
+	// path starts from their current values (one round) rather than a stale cache.
+	var lockBufs [][]byte
+	if int(r.id) <= r.p.Writers && r.id > 0 {
+		lockBufs = make([][]byte, r.n)
+	}
+	extra := func(i int, b *farmem.Batch) {
+		if lockBufs != nil {
+			lockBufs[i] = make([]byte, 8)
+			b.Read(r.lockAddr(i, r.id), lockBufs[i])
+		}
+	}
+	w, m, done, err := r.rep.WriteReadWith(ctx, value, false, guess, extra)
+	for i, ok := range done {
+		if ok && lockBufs != nil {
+			r.raiseLock(r.id, i, binary.LittleEndian.Uint64(lockBufs[i]))
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("swarm: write: %w", err)
 	}

@@ -133,7 +133,7 @@ func (ta *tally) add(s swarm.Stats) {
 
 func (ta *tally) String() string {
 	s := ta.st
-	return fmt.Sprintf("writes %d: fast %d, stale guess %d (writer un-published %d, reader pinned %d); reads %d: verified %d, locked after two reads %d, second tuple %d, read-lock failures %d, empty %d; both locks failed on one timestamp %d; max write round trips %d (histogram %v), max read round trips %d, max read iterations %d, max TRYLOCK rounds %d",
+	return fmt.Sprintf("writes %d: fast %d, stale guess %d (writer un-published %d, writer found its guess pinned %d); reads %d: verified %d, locked after two reads %d, second tuple %d, read-lock failures %d, empty %d; both locks failed on one timestamp %d; max write round trips %d (histogram %v), max read round trips %d, max read iterations %d, max TRYLOCK rounds %d",
 		s.Writes, s.Fast, s.Stale, s.Unpublished, s.Pinned, s.Reads, s.Verified, s.Locked, s.Second, s.ReadLockFailed, s.Empty,
 		ta.lockBoth, ta.maxWriteRT, ta.writeRT, ta.maxReadRT, s.MaxReadIterations, s.MaxLockRounds) +
 		fmt.Sprintf("; max register: %d inner writes in %d rounds, %d recycle reads, %d recycle waits, %d chases, %d write-backs, %d lease restarts, %d retries",
