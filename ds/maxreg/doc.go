@@ -208,7 +208,12 @@
 // # Costs
 //
 // Round trips are the constants WriteRoundTrips, CASRetryRoundTrips, WriteAbsorbedRoundTrips,
-// VerifyRoundTrips, ReadRoundTrips, ReadChaseRoundTrips, OpenRoundTrips and FormatRoundTrips.
+// VerifyRoundTrips, ReadRoundTrips, ReadChaseRoundTrips, OpenRoundTrips and FormatRoundTrips;
+// for Replicated, ReplicatedWriteRoundTrips, ReplicatedReadRoundTrips (plus one to chase, one
+// to write back) and OpenReplicatedRoundTrips. A replicated write sends its record and CAS to
+// every replica and allocates the record it sends (its buffers belong to the transport until
+// the stragglers' hook has run); a replicated read reads every replica's words and in-place
+// record, allocating a buffer per replica for the same reason.
 // A write moves its record (32 bytes plus the value) and a CAS; a read k words and the in-place
 // record (32 bytes plus ValueSize), and on a chase the record again; the background refresh
 // moves one record. A write and a read hash their value once with XXH3-128 (a chasing read

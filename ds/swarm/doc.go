@@ -77,17 +77,17 @@
 // more). So an update takes at most 4 + L round trips, 3 + L in the common slow path, and
 // the paper's "at most 4" (§7.8) holds when L = 1 and m needs no chase. Measured on the
 // simulator (the package's lincheck test: six and nine clients, clocks up to 30µs apart and
-// 100 ppm drift, paused clients, replicas at different distances), over 1672 writes: 719 in
-// 1 round trip, 816 in 3, 46 in 4, 71 in 5, 16 in 6, 4 in 7 (the most); TRYLOCK took at most
-// 2 rounds. The first batch also reads the writer's own lock words (8 bytes per replica), so
-// that the TRYLOCK starts from their current values; the 5-round-trip writes are mostly a
-// write-back plus a TRYLOCK whose first answers came from a replica that had not answered
-// that batch, and the longer ones clients paused past their lease.
+// 100 ppm drift, paused clients, replicas at different distances, one replica crashing
+// midway), over 1678 writes: 751 in 1 round trip, 809 in 3, 30 in 4, 87 in 5, 1 in 7 (the
+// most); TRYLOCK took at most 2 rounds. The first batch also reads the writer's own lock words
+// (8 bytes per replica), so that the TRYLOCK starts from their current values; the 5-round-
+// trip writes are mostly a write-back plus a TRYLOCK whose first answer came from a replica
+// that had not answered that batch.
 //
 // Read: 1 when the first M read is one round trip and VERIFIED; each iteration is one M read
 // (1, +1 chase, +1 write-back) and at most one TRYLOCK; at most 2n+1 iterations. Measured
-// there: at most 5 iterations (the bound is 13 for the six writers) and 10 round trips over
-// 1208 reads (1125 returned a VERIFIED tuple).
+// there: at most 5 iterations (the bound is 13 for the six writers) and 13 round trips over
+// 1202 reads (1118 returned a VERIFIED tuple).
 //
 // # Failures
 //

@@ -22,7 +22,7 @@ import (
 )
 
 // params: short leases so that buffers recycle within the tests' virtual time.
-var params = maxreg.Params{Words: 16, Slots: 4, ValueSize: 32, Writers: 128, Lease: 50 * time.Microsecond, Skew: 10 * time.Microsecond}
+var params = maxreg.Params{Words: 16, Slots: 4, ValueSize: 32, Writers: 128, Lease: 200 * time.Microsecond, Skew: 10 * time.Microsecond}
 
 // stress multiplies the workloads' lengths (SWARM_STRESS, an integer) for longer runs.
 func stress() int {
@@ -74,6 +74,11 @@ type handle struct {
 
 func open(t testing.TB, f farmem.Fabric, i int, addrs []farmem.Addr, wrap func(farmem.Memory) farmem.Memory) *handle {
 	t.Helper()
+	return openWith(t, f, i, addrs, wrap, swarm.Options{})
+}
+
+func openWith(t testing.TB, f farmem.Fabric, i int, addrs []farmem.Addr, wrap func(farmem.Memory) farmem.Memory, opts swarm.Options) *handle {
+	t.Helper()
 	ctx := context.Background()
 	comp := f.Topology().ComputeNodes()
 	m, err := f.Open(ctx, comp[i%len(comp)])
@@ -82,7 +87,7 @@ func open(t testing.TB, f farmem.Fabric, i int, addrs []farmem.Addr, wrap func(f
 	if wrap != nil {
 		hm = wrap(m)
 	}
-	r, err := swarm.Open(ctx, hm, addrs, swarm.Options{})
+	r, err := swarm.Open(ctx, hm, addrs, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = r.Close()
@@ -216,9 +221,26 @@ func runLin(t *testing.T, seed uint64, ta *tally, ops int, skewed bool) {
 		if skewed {
 			clients = 9
 		}
+		// Without skew, the clients of the first compute node share a Refresher (in-place
+		// copies and VERIFIED marks on its own client, from Runtime.Go); the others post them
+		// unsignaled. With skew, one replica crashes midway (f = 1).
+		var ref *maxreg.Refresher
+		if !skewed {
+			rm, err := s.Open(ctx, s.Topology().ComputeNodes()[0])
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = rm.Close() })
+			ref = maxreg.NewRefresher(rm)
+		} else {
+			victim := s.Topology().MemoryNodes()[seed%3]
+			s.At(s.Now().Add(300*time.Microsecond), func() { require.NoError(t, s.Crash(victim)) })
+		}
 		hs := make([]*handle, clients)
 		for i := range hs {
-			hs[i] = open(t, s, i, addrs, ls.wrap)
+			opts := swarm.Options{}
+			if ref != nil && i%2 == 0 {
+				opts.Refresher = ref
+			}
+			hs[i] = openWith(t, s, i, addrs, ls.wrap, opts)
 		}
 		done := false
 		if skewed {
@@ -304,6 +326,12 @@ func runLin(t *testing.T, seed uint64, ta *tally, ops int, skewed bool) {
 		done = true
 		require.NoError(t, err)
 		h.Check(t)
+		if ref != nil {
+			for !ref.Idle() {
+				require.NoError(t, s.Runtime().Sleep(ctx, time.Microsecond))
+			}
+			require.NotZero(t, ref.Stats().Written, "the Refresher wrote nothing")
+		}
 		for _, hd := range hs {
 			ta.add(hd.r.Stats())
 			rs := hd.r.Replicated().Stats()
