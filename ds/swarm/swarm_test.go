@@ -194,11 +194,17 @@ func (ls *lockSpy) take(id farmem.ClientID) []uint64 {
 // guess twice on {A, C} and pin it: the paths where a reader pins a stale guess and where both
 // locks fail.
 func runLin(t *testing.T, seed uint64, ta *tally, ops int, skewed bool) {
+	runLinN(t, seed, ta, ops, skewed, 3)
+}
+
+// runLinN is runLin with n replicas; with n = 5 (not skewed), two of them crash at random
+// moments.
+func runLinN(t *testing.T, seed uint64, ta *tally, ops int, skewed bool, n int) {
 	comp := 2
 	if skewed {
 		comp = 3
 	}
-	s := newSimC(t, seed, 3, comp, 30*time.Microsecond, 100)
+	s := newSimC(t, seed, n, comp, 30*time.Microsecond, 100)
 	s.Run(func() {
 		if skewed {
 			const big = 15 * time.Microsecond
@@ -233,6 +239,13 @@ func runLin(t *testing.T, seed uint64, ta *tally, ops int, skewed bool) {
 		} else {
 			victim := s.Topology().MemoryNodes()[seed%3]
 			s.At(s.Now().Add(300*time.Microsecond), func() { require.NoError(t, s.Crash(victim)) })
+		}
+		if n == 5 {
+			rng := s.Runtime().NewRand()
+			for _, v := range rng.Perm(5)[:2] {
+				victim := s.Topology().MemoryNodes()[v]
+				s.At(s.Now().Add(time.Duration(50+rng.IntN(400))*time.Microsecond), func() { require.NoError(t, s.Crash(victim)) })
+			}
 		}
 		hs := make([]*handle, clients)
 		for i := range hs {
@@ -383,4 +396,16 @@ func TestLinearizableSkewedClocks(t *testing.T) {
 	// the rewrite (1); a WriteRead whose lease ran out (clients are paused) falls back to a
 	// full read (up to 3 more).
 	require.LessOrEqual(t, ta.maxWriteRT, 4+s.MaxLockRounds+3, "write round trips beyond the bound")
+}
+
+// TestLinearizableFiveReplicas: as above on five replicas, two of which (f = 2) crash at
+// random moments while the clients run.
+func TestLinearizableFiveReplicas(t *testing.T) {
+	ta := &tally{writeRT: map[uint64]uint64{}}
+	for seed := uint64(1); seed <= 3; seed++ {
+		runLinN(t, seed, ta, 50*stress(), false, 5)
+	}
+	t.Log(ta.String())
+	require.NotZero(t, ta.st.Stale)
+	require.LessOrEqual(t, ta.st.MaxReadIterations, uint64(2*6+1))
 }
