@@ -3,6 +3,10 @@
 // replicated on 2f+1 memory nodes, whose reads and writes take one round trip in the common
 // case (no failure, no contention, clocks roughly in sync), with one-sided verbs only. It runs
 // over ds/maxreg's Replicated, the reliable max register over In-n-Out registers (SWARM).
+// Wait-freedom holds as the paper's does, plus the synchrony the buffer recycling assumes
+// (maxreg's "Buffers and their recycling"): a client that stalls past Params.Lease in the
+// middle of a read starts that read over, so without that synchrony reads are lock-free;
+// safety never depends on it.
 //
 //	addrs, err := swarm.Create(ctx, m, a, nodes, maxreg.Params{}) // once: 2f+1 memory nodes
 //	r, err := swarm.Open(ctx, m, addrs, swarm.Options{})         // per client
