@@ -94,6 +94,6 @@ func TestCreateAllocates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(maxreg.OpenRoundTrips), m.Stats().Sub(before).RoundTrips)
 	want := p
-	want.Tick = maxreg.DefaultTick
+	want.Tick, want.Lease, want.Skew = maxreg.DefaultTick, maxreg.DefaultLease, maxreg.DefaultSkew
 	require.Equal(t, want, r.Params())
 }

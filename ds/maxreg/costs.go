@@ -29,3 +29,17 @@ const (
 	// a register under 16 MiB with fewer than 4,000 words; more batches past that.
 	FormatRoundTrips = 1
 )
+
+// Round trips of a Replicated register's operations (the common case), asserted in the
+// package's tests.
+const (
+	// ReplicatedWriteRoundTrips: the record's write and the word's masked CAS to every replica
+	// in one batch, returning once a majority answered.
+	ReplicatedWriteRoundTrips = 1
+	// ReplicatedReadRoundTrips: every replica's words and in-place copy in one batch, a
+	// majority answering with the same largest tag and a valid copy (no write-back needed).
+	// A read that must chase the buffer adds one, one that must write back adds one.
+	ReplicatedReadRoundTrips = 1
+	// OpenReplicatedRoundTrips: the headers, then the words and the lane's identity words.
+	OpenReplicatedRoundTrips = 2
+)

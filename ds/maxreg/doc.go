@@ -1,8 +1,9 @@
 // Package maxreg is In-n-Out (§4 of "SWARM: Replicating Shared Disaggregated-Memory Data in No
 // Time"): a conditional max register over values larger than a word, on one memory node,
 // written and read in one round trip in the common case with one-sided verbs only. It is meant
-// as the per-replica register under Safe-Guess (ds/swarm, not built yet); on its own it is a
-// max register whose values are ordered by a tag the writer stamps from the fabric clock.
+// as the per-replica register under Safe-Guess (ds/swarm); on its own it is a max register whose
+// values are ordered by a tag the writer stamps from the fabric clock. Replicated is the
+// paper's reliable max register (its Appendix A) over 2f+1 of them, one per memory node.
 //
 //	addr, err := maxreg.Create(ctx, m, a, node, maxreg.Params{}) // once
 //	r, err := maxreg.Open(ctx, m, addr, maxreg.Options{})         // per client
@@ -112,29 +113,107 @@
 // DefaultWords is therefore 64, one word per writer for up to 64 writers, as the paper
 // recommends; registers read far more than written, where bandwidth matters, may take 16.
 //
-// # Buffers (what this package does, what recycling must add)
+// # Replication (Replicated)
 //
-// Each writer has a lane of Params.Slots records in the register, reused round-robin; nothing
-// is allocated per write and nothing is freed. Reuse is safe without coordination because a
-// reader accepts a record only if its identity is the tag it chased and its 128-bit hash holds,
-// so a reused, half-rewritten or stale slot is detected and the read starts over; it never
-// returns another write's value. Memory per register is Writers x Slots x record size.
-// Out-of-place recycling proper (issue 24, item 4) must still: (1) make reads wait-free, by
-// reusing a slot only once every reader that may hold its tag has finished (or been fenced),
-// naming which clients it waits for and the synchrony it assumes in fabric time; (2) use the
-// groundwork's bound on how late a failed request can still apply, so that a write posted by a
-// client that then crashed cannot land in a slot after the slot's reuse (today a late record
-// write of a dead client's incarnation can overwrite the record of a tag a later client of the
-// same id installed, leaving readers to restart until that client writes again; Open assumes
-// no such write is still in flight); (3) share per-client logs across registers (as the
-// artifact's per-client log regions do) so that a store of many registers does not pay a lane
-// per writer per register; and (4) stay correct when the memory node is paused longer than that
-// bound.
+// The paper's reliable max register: N = 2f+1 In-n-Out registers on distinct memory nodes,
+// formatted with one header (the same base time and hash nonce), so a record is byte-for-byte
+// the same on every replica and an 8-byte tag names the same buffer on each (slot ts mod Slots
+// of lane client-1). It lives here rather than in ds/swarm because it is a max register with
+// the same specification, tags and layout, and its write-back copies another writer's
+// record into that writer's buffer on a lagging replica, which needs the layout; ds/swarm
+// builds Safe-Guess on it. Each handle keeps, per replica, the largest tag the replica is
+// known to hold (a CAS or a read of it returned at least that tag: the paper's cache[r]) and
+// the last value seen in its own metadata word there.
+//
+//   - inner_write(t): to every replica not known to hold t or more, one batch per round: the
+//     record into t's buffer, then a masked CAS (the VERIFIED bit ignored, so a concurrent
+//     VERIFIED mark does not make it fail) of the client's word from its last seen value to
+//     t. It waits with Pending.WaitNodes for as many replicas as the majority still needs
+//     and returns; a lost CAS on a shared word starts another round. The replicas it did not
+//     wait for (stragglers) finish on their own: the batch's completion hook
+//     (Pending.Then) raises the caches from what they return, and their buffers (a record
+//     allocated per write, read buffers per read) are left untouched until it has run.
+//   - Write: inner_write of the client's next tag, one round trip, none if a majority is
+//     already known to hold a larger tag.
+//   - Read: every replica's words and in-place record in one batch, a majority waited for; v
+//     is the largest tag known for any replica (also from earlier operations), its value an
+//     in-place copy some replica returned with v (else v's buffer, read on the replicas known
+//     to hold v: one more round trip); then inner_write(v), usually free because the replicas
+//     that answered hold v (one more round trip otherwise). A read starts over if every
+//     buffer it chased was reused, or if its lease ran out (below).
+//   - WriteRead (Safe-Guess's first round trip): a write and a read in one batch; if the
+//     read half found a larger tag, that tag is written back as a read's would be.
+//   - Mark: the VERIFIED bit of a GUESSED tag, a CAS of its writer's word from the tag to
+//     tag|VERIFIED on every replica, in the background (a Refresher's goroutine from
+//     Runtime.Go, or unsignaled); a word is only ever raised, so a late mark changes nothing
+//     else.
+//
+// With at most f replicas crashed or hung, every operation completes (the majority answers);
+// with f+1, operations fail with ErrNoQuorum (which wraps farmem.ErrNodeDown: outcome
+// unknown) and never return a wrong value.
+//
+// # Buffers and their recycling
+//
+// Each writer has a lane of Params.Slots records per register (per replica), and the tag
+// names its buffer (slot ts mod Slots); nothing is allocated per write, nothing is freed. A
+// reader accepts a record only if its identity is the tag it chased and its 128-bit hash
+// holds, so a reused, half-rewritten or stale buffer is never returned as another write's
+// value: safety never depends on when a buffer is reused. Liveness and durability do.
+//
+// Register (one node) reuses a buffer round-robin with no coordination (the next write after
+// Slots-1 others): a read that chased a buffer reused meanwhile starts over, so its reads are
+// lock-free, wait-free only if writers are slower than readers.
+//
+// Replicated recycles by this scheme (the paper's §4.5 describes one and nobody built it):
+//
+//   - Which clients it waits for: none by message. A writer waits only for its own batches
+//     (which reach each node in posting order, so its own late batches never overtake its
+//     reuse) and for time: every other client (readers, and helpers that write back another
+//     writer's record into that writer's buffer on a lagging replica) is bounded by a lease,
+//     so a paused or dead client never holds reuse back.
+//   - Superseded: a writer's tag t is superseded once one of its own operations established a
+//     larger tag at a majority (its next write returned, or a read returned a larger tag).
+//     From then on every read that begins returns a larger tag (write-read and read-read
+//     monotonicity), so only reads begun earlier may still chase or write back t.
+//   - Lease: a client posts no verb that depends on a tag (the chase of its buffer, the write
+//     of its record back into it) later than Params.Lease after it began the read that
+//     returned the tag, by its own clock; a read past its lease starts over (LeaseRestarts).
+//   - Late application: an op posted at time T takes effect, if ever, before T plus the
+//     fabric's down timeout (plus the client-node clock skew on rdma): an op that succeeded
+//     was applied before its reply, which came within the down timeout, and one reported
+//     failed is bounded by the groundwork's expiry (farmem.ErrNodeDown's doc).
+//   - Reuse: a buffer is reused only ReuseDelay = Lease + Skew + the down timeout after its
+//     tag was superseded, on the writer's clock. A write whose next buffer is not yet reusable
+//     sleeps until it is (RecycleWaits); one with no superseded buffer reads the register
+//     first (every own tag below what the read returns is superseded; at most one is not).
+//   - Synchrony assumed, in fabric time: clients' clocks measure elapsed time within Skew of
+//     each other over a ReuseDelay (Skew also covers the rdma expiry's client-node skew); a
+//     client does not stall between checking its lease and posting the verb (the check is
+//     made just before the post, with no verb between); and ops obey the late-application
+//     bound. Under it, no write-back of a superseded tag can land in its buffer after the
+//     buffer's reuse, and a chase posted within its lease finds its record: reads restart
+//     only when their client stalled past the lease, so reads are wait-free under synchrony.
+//     Without synchrony, safety is unchanged and only those restarts remain.
+//   - A memory node paused longer than the bound: its pending requests are dropped or refused
+//     past their expiry (never applied later), so a write-back sent to it before the pause
+//     cannot land after a reuse; when it resumes, it lags, and writes and write-backs bring it
+//     up (tested with the simulator's hang fault for ten times the bound).
+//
+// The cost: a writer makes at most Slots writes per ReuseDelay (DefaultLease and DefaultSkew
+// are 1ms each, so with the default 4 slots and a 10ms down timeout, about 330 writes a
+// second per writer per register; raise Slots for more). A store of many registers should
+// share per-client logs across registers (as the artifact's per-client log regions do) so as
+// not to pay a lane per writer per register; that is not built.
 //
 // # Costs
 //
 // Round trips are the constants WriteRoundTrips, CASRetryRoundTrips, WriteAbsorbedRoundTrips,
-// VerifyRoundTrips, ReadRoundTrips, ReadChaseRoundTrips, OpenRoundTrips and FormatRoundTrips.
+// VerifyRoundTrips, ReadRoundTrips, ReadChaseRoundTrips, OpenRoundTrips and FormatRoundTrips;
+// for Replicated, ReplicatedWriteRoundTrips, ReplicatedReadRoundTrips (plus one to chase, one
+// to write back) and OpenReplicatedRoundTrips. A replicated write sends its record and CAS to
+// every replica and allocates the record it sends (its buffers belong to the transport until
+// the stragglers' hook has run); a replicated read reads every replica's words and in-place
+// record, allocating a buffer per replica for the same reason.
 // A write moves its record (32 bytes plus the value) and a CAS; a read k words and the in-place
 // record (32 bytes plus ValueSize), and on a chase the record again; the background refresh
 // moves one record. A write and a read hash their value once with XXH3-128 (a chasing read

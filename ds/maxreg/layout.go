@@ -111,6 +111,14 @@ type Params struct {
 	Writers int
 	// Tick is the timestamp unit, at least 1ns. Default DefaultTick.
 	Tick time.Duration
+	// Lease and Skew are the synchrony assumption of a replicated register's buffer
+	// recycling (see Replicated): a client posts no verb that depends on a tag later than
+	// Lease after it began the read that returned the tag (else it reads again), and Skew
+	// bounds how much two clients' clocks can disagree about an elapsed time plus how late a
+	// memory node may apply a failed request beyond the down timeout (the rdma transport's
+	// expiry skew). Defaults DefaultLease and DefaultSkew. The single-node Register ignores
+	// both.
+	Lease, Skew time.Duration
 }
 
 // Defaults and limits of Params.
@@ -122,6 +130,8 @@ const (
 	DefaultValueSize = 64
 	DefaultWriters   = 128
 	DefaultTick      = time.Microsecond
+	DefaultLease     = time.Millisecond
+	DefaultSkew      = time.Millisecond
 	MaxWords         = 4096
 	MaxSlots         = 256
 	MaxValueSize     = 1 << 20
@@ -144,6 +154,12 @@ func (p Params) withDefaults() (Params, error) {
 	if p.Tick == 0 {
 		p.Tick = DefaultTick
 	}
+	if p.Lease == 0 {
+		p.Lease = DefaultLease
+	}
+	if p.Skew == 0 {
+		p.Skew = DefaultSkew
+	}
 	switch {
 	case p.Words < 1 || p.Words > MaxWords:
 		return p, fmt.Errorf("%w: Words %d not in [1, %d]", ErrBadParams, p.Words, MaxWords)
@@ -155,6 +171,8 @@ func (p Params) withDefaults() (Params, error) {
 		return p, fmt.Errorf("%w: Writers %d not in [1, %d]", ErrBadParams, p.Writers, MaxWriters)
 	case p.Tick < 1:
 		return p, fmt.Errorf("%w: Tick %v", ErrBadParams, p.Tick)
+	case p.Lease < 0 || p.Skew < 0:
+		return p, fmt.Errorf("%w: Lease %v, Skew %v", ErrBadParams, p.Lease, p.Skew)
 	}
 	return p, nil
 }
@@ -177,11 +195,11 @@ func Size(p Params) uint64 {
 //	[32, 32+len) the value
 const (
 	recHeader = 32
-	hdrSize   = 128 // the header's room; its words: magic, version, the five Params, nonce, base
-	hdrUsed   = 72
+	hdrSize   = 128 // the header's room (see header for its words)
+	hdrUsed   = 88
 	metaOff   = hdrSize
 	magic     = 0x31_6765_7278_616d // "maxreg1" little-endian
-	version   = 1
+	version   = 2
 	// hashSeed is the constant every process seeds the records' hash with (xor the register's
 	// nonce), so that a record written by one process validates in every other.
 	hashSeed = 0x5ee0_d15c_a11a_b1e5
@@ -211,7 +229,8 @@ func (l layout) slotOff(t Tag) uint64 {
 	return l.laneOff + (lane*uint64(l.p.Slots)+t.TS()%uint64(l.p.Slots))*l.recSize
 }
 
-// header is the register's first hdrUsed bytes, written once at creation.
+// header is the register's first hdrUsed bytes, written once at creation. Its words: magic,
+// version, Words, Slots, ValueSize, Writers, Tick, nonce, base, Lease, Skew.
 type header struct {
 	p     Params
 	base  farmem.Time // fabric time of timestamp 0
@@ -233,6 +252,8 @@ func (h header) encode(b []byte, withMagic bool) {
 	le.PutUint64(b[48:], uint64(h.p.Tick))
 	le.PutUint64(b[56:], h.nonce)
 	le.PutUint64(b[64:], uint64(h.base))
+	le.PutUint64(b[72:], uint64(h.p.Lease))
+	le.PutUint64(b[80:], uint64(h.p.Skew))
 }
 
 // decodeHeader parses a register's header (hdrUsed bytes).
@@ -248,6 +269,8 @@ func decodeHeader(b []byte) (header, error) {
 		ValueSize: int(le.Uint64(b[32:])),
 		Writers:   int(le.Uint64(b[40:])),
 		Tick:      time.Duration(le.Uint64(b[48:])),
+		Lease:     time.Duration(le.Uint64(b[72:])),
+		Skew:      time.Duration(le.Uint64(b[80:])),
 	}
 	h.nonce = le.Uint64(b[56:])
 	h.base = farmem.Time(le.Uint64(b[64:]))

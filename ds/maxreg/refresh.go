@@ -8,8 +8,8 @@ import (
 	"github.com/farmem/farmem/farmem"
 )
 
-// Refresher writes registers' in-place copies in the background for the handles that name it
-// in Options.Refresher, on a client of its own: one goroutine at a time, started with the
+// Refresher writes registers' in-place copies (and, for Replicated handles, VERIFIED marks) in
+// the background for the handles that name it in their options, on a client of its own: one goroutine at a time, started with the
 // client's Runtime.Go when work arrives and ending when none is left. It keeps at most one
 // pending copy per register, the one with the largest tag (a newer request replaces an older
 // one, and an older one is dropped), so its memory is bounded by the registers it serves. A
@@ -23,10 +23,17 @@ type Refresher struct {
 	mu      sync.Mutex
 	pending map[farmem.Addr]refreshJob
 	order   []farmem.Addr // FIFO of registers with a pending copy, so runs are deterministic
+	marks   []markJob     // VERIFIED marks of replicated registers, FIFO
 	running bool
 	closed  bool
 
 	written, failed, dropped atomic.Uint64
+}
+
+// markJob is a CAS of one metadata word per replica from old to new.
+type markJob struct {
+	words    []farmem.Addr
+	old, new uint64
 }
 
 type refreshJob struct {
@@ -55,7 +62,7 @@ func (f *Refresher) Stats() RefresherStats {
 func (f *Refresher) Idle() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.running && len(f.order) == 0
+	return !f.running && len(f.order) == 0 && len(f.marks) == 0
 }
 
 // Close stops the Refresher: pending copies are dropped, and the copy being written, if any,
@@ -68,8 +75,27 @@ func (f *Refresher) Close() error {
 		f.dropped.Add(1)
 	}
 	f.order = nil
+	f.dropped.Add(uint64(len(f.marks)))
+	f.marks = nil
 	f.mu.Unlock()
 	return nil
+}
+
+// enqueueMark asks for words (one per replica) to be CASed from old to new.
+func (f *Refresher) enqueueMark(words []farmem.Addr, old, new uint64) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		f.dropped.Add(1)
+		return
+	}
+	f.marks = append(f.marks, markJob{words: words, old: old, new: new})
+	start := !f.running
+	f.running = true
+	f.mu.Unlock()
+	if start {
+		f.rt.Go(f.run)
+	}
 }
 
 func (f *Refresher) enqueue(in farmem.Addr, t Tag, rec []byte) {
@@ -101,6 +127,23 @@ func (f *Refresher) run() {
 	ctx := context.Background()
 	for {
 		f.mu.Lock()
+		if len(f.marks) > 0 {
+			j := f.marks[0]
+			f.marks = f.marks[1:]
+			f.mu.Unlock()
+			b := new(farmem.Batch)
+			for _, w := range j.words {
+				b.CAS(w, j.old, j.new)
+			}
+			// Every replica's CAS is waited for, a down one's until the down timeout: this
+			// goroutine is the background, and the batch's buffers must outlive the wait.
+			if err := f.m.Post(ctx, b).Wait(ctx, len(b.Ops)); err != nil {
+				f.failed.Add(1)
+			} else {
+				f.written.Add(1)
+			}
+			continue
+		}
 		if len(f.order) == 0 {
 			f.running = false
 			f.mu.Unlock()

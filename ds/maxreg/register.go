@@ -91,12 +91,17 @@ func Format(ctx context.Context, m farmem.Memory, addr farmem.Addr, p Params) er
 	if err != nil {
 		return err
 	}
+	rt := m.Runtime()
+	return format(ctx, m, addr, header{p: p, base: rt.Now(), nonce: rt.Rand().Uint64()})
+}
+
+// format lays out an empty register with header h at addr (see Format).
+func format(ctx context.Context, m farmem.Memory, addr farmem.Addr, h header) error {
 	if addr%64 != 0 {
 		return fmt.Errorf("maxreg: register address %v not 64-byte aligned: %w", addr, farmem.ErrMisaligned)
 	}
+	p := h.p
 	l := layoutOf(p)
-	rt := m.Runtime()
-	h := header{p: p, base: rt.Now(), nonce: rt.Rand().Uint64()}
 	hb := make([]byte, hdrSize)
 	h.encode(hb, false)
 	var b farmem.Batch

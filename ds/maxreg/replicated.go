@@ -1,0 +1,864 @@
+package maxreg
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/farmem"
+)
+
+// ErrNoQuorum: fewer than a majority of a replicated register's nodes answered. It wraps
+// farmem.ErrNodeDown, so the operation's outcome is unknown (lincheck.Classify treats it so).
+var ErrNoQuorum = fmt.Errorf("maxreg: no majority of replicas answered: %w", farmem.ErrNodeDown)
+
+// ReplicatedOptions configure a Replicated handle.
+type ReplicatedOptions struct {
+	// Refresher, if set, writes in-place copies and VERIFIED marks in the background on its
+	// own client (a goroutine from Runtime.Go); if nil, the handle posts them unsignaled on its
+	// own client (no round trip).
+	Refresher *Refresher
+}
+
+// ReplicatedStats are a Replicated handle's counters.
+type ReplicatedStats struct {
+	// Writes counts writes (and write-backs) that reached a majority; Rounds the batches they
+	// posted (a write already held by a majority posts none; a lost CAS on a shared metadata
+	// word costs another round).
+	Writes, Rounds uint64
+	// Reads counts reads that returned; Empty those that found the register empty; InPlace
+	// those whose value came from an in-place copy; Chased those that read an out-of-place
+	// buffer; Retries the reads that started over (every buffer they chased had been
+	// reused); LeaseRestarts those that started over because the lease ran out before a verb
+	// that depended on the tag read; WriteBacks the reads whose write-back posted a batch.
+	Reads, Empty, InPlace, Chased, Retries, LeaseRestarts, WriteBacks uint64
+	// Stragglers counts replica replies handled by completion hooks, after the operation
+	// that posted them had returned.
+	Stragglers uint64
+	// RecycleWaits counts writes that waited for a buffer to become reusable, RecycleWait their
+	// total wait (on the client's clock); RecycleReads the reads a write made to learn which of
+	// its buffers were superseded.
+	RecycleWaits, RecycleReads uint64
+	RecycleWait                time.Duration
+}
+
+// Replicated is one client's handle on a reliable max register (the paper's Appendix A) over
+// N = 2f+1 In-n-Out registers, one per memory node, formatted with one header (FormatReplicated
+// or CreateReplicated): it survives any f of those nodes crashing or hanging. See the package
+// doc, "Replication", for the protocol and "Buffers" for the recycling it does. A handle
+// belongs to one client's goroutine; its completion hooks (which run on the fabric's runtime)
+// update its per-replica caches under a mutex that no verb is ever issued under.
+type Replicated struct {
+	m      farmem.Memory
+	rt     farmem.Runtime
+	addrs  []farmem.Addr
+	n, maj int
+	l      layout
+	h      header
+	seed   uint64
+	id     farmem.ClientID
+	writer bool
+	wi     uint64 // this client's metadata word index
+	reuse  time.Duration
+	opts   ReplicatedOptions
+
+	last   uint64        // this writer's last timestamp
+	slotTS []uint64      // per slot of its lane: the timestamp it last wrote there (0: never)
+	freeAt []farmem.Time // per slot: when it may be reused (client clock); 0: not superseded yet
+
+	mu    sync.Mutex // guards known and word; never held across a verb
+	known []Tag      // per replica: the largest tag the replica is known to hold
+	word  []Tag      // per replica: the last value seen in this client's metadata word
+
+	posted []Tag // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
+
+	stats      ReplicatedStats // the owner goroutine's counters
+	stragglers atomic.Uint64   // counted by completion hooks
+	closed     bool
+}
+
+// CreateReplicated allocates a register with p on each of nodes (2f+1 distinct memory nodes)
+// with a, formats them with one header (FormatReplicated) and returns their addresses, in the
+// order of nodes: what OpenReplicated takes.
+func CreateReplicated(ctx context.Context, m farmem.Memory, a *alloc.Allocator, nodes []farmem.NodeID, p Params) ([]farmem.Addr, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]farmem.Addr, len(nodes))
+	for i, n := range nodes {
+		if addrs[i], err = a.AllocOn(ctx, n, layoutOf(p).size, 64); err != nil {
+			return nil, fmt.Errorf("maxreg: allocating %d bytes on %v: %w", layoutOf(p).size, n, err)
+		}
+	}
+	return addrs, FormatReplicated(ctx, m, addrs, p)
+}
+
+// FormatReplicated formats a register with p at each of addrs (Size(p) bytes each, on
+// distinct memory nodes, an odd number of them), all with one header: the same base time and
+// hash nonce, so that a record is byte-for-byte the same on every replica and a client can
+// copy one to another replica verbatim. FormatRoundTrips per replica, one after the other.
+func FormatReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, p Params) error {
+	p, err := p.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := checkReplicas(addrs); err != nil {
+		return err
+	}
+	rt := m.Runtime()
+	h := header{p: p, base: rt.Now(), nonce: rt.Rand().Uint64()}
+	for _, a := range addrs {
+		if err := format(ctx, m, a, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkReplicas(addrs []farmem.Addr) error {
+	if len(addrs) == 0 || len(addrs)%2 == 0 || len(addrs) > 15 {
+		return fmt.Errorf("%w: %d replicas, want an odd number up to 15", ErrBadParams, len(addrs))
+	}
+	seen := map[farmem.NodeID]bool{}
+	for _, a := range addrs {
+		if seen[a.Node()] {
+			return fmt.Errorf("%w: two replicas on %v", ErrBadParams, a.Node())
+		}
+		seen[a.Node()] = true
+	}
+	return nil
+}
+
+// OpenReplicated returns m's handle on the replicated register at addrs. It reads the headers
+// (they must agree on a majority), then each replica's metadata words, in-place record and the
+// identity words of the client's own lane, so that its timestamps continue above every one an
+// earlier client of its id left. OpenReplicatedRoundTrips.
+func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, opts ReplicatedOptions) (*Replicated, error) {
+	if err := checkReplicas(addrs); err != nil {
+		return nil, err
+	}
+	n := len(addrs)
+	maj := n/2 + 1
+	hbs := make([][]byte, n)
+	b := new(farmem.Batch)
+	for i, a := range addrs {
+		hbs[i] = make([]byte, hdrUsed)
+		b.Read(a, hbs[i])
+	}
+	p := m.Post(ctx, b)
+	if err := p.WaitNodes(ctx, maj); err != nil {
+		return nil, fmt.Errorf("maxreg: open: %w: %w", ErrNoQuorum, err)
+	}
+	var h header
+	var hb []byte
+	for i := range addrs {
+		if !p.NodeDone(addrs[i].Node()) {
+			continue
+		}
+		if hb != nil && string(hb) != string(hbs[i]) {
+			return nil, fmt.Errorf("%w: replicas' headers differ", ErrNotFormatted)
+		}
+		hb = hbs[i]
+	}
+	h, err := decodeHeader(hb)
+	if err != nil {
+		return nil, fmt.Errorf("maxreg: open: %w", err)
+	}
+	l := layoutOf(h.p)
+	topo := m.Topology()
+	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
+		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
+		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots),
+		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n)}
+	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
+	r.wi = wordOf(topo, r.id, h.p.Words)
+	r.reuse = h.p.Lease + h.p.Skew + topo.DownTimeout
+	// The metadata words and the lane's identity words of every replica.
+	b = new(farmem.Batch)
+	metas := make([][]byte, n)
+	ids := make([][][]byte, n)
+	for i, a := range addrs {
+		metas[i] = make([]byte, 8*h.p.Words)
+		b.Read(a+metaOff, metas[i])
+		if r.writer {
+			lane := l.slotOff(MakeTag(0, r.id, false))
+			for s := range uint64(h.p.Slots) {
+				w := make([]byte, 8)
+				b.Read(a+farmem.Addr(lane+s*l.recSize+16), w)
+				ids[i] = append(ids[i], w)
+			}
+		}
+	}
+	p = m.Post(ctx, b)
+	if err := p.WaitNodes(ctx, maj); err != nil {
+		return nil, fmt.Errorf("maxreg: open: %w: %w", ErrNoQuorum, err)
+	}
+	r.absorbOpen(p, metas, ids)
+	if err := p.Then(func(p *farmem.Pending) { r.absorbOpen(p, metas, ids) }); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// absorbOpen takes in what Open's second batch returned from the replicas done so far.
+func (r *Replicated) absorbOpen(p *farmem.Pending, metas [][]byte, ids [][][]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, a := range r.addrs {
+		if !p.NodeDone(a.Node()) {
+			continue
+		}
+		for w := range r.h.p.Words {
+			t := Tag(binary.LittleEndian.Uint64(metas[i][8*w:]))
+			r.known[i] = max(r.known[i], t)
+			if uint64(w) == r.wi {
+				r.word[i] = max(r.word[i], t)
+			}
+			if t.Client() == r.id {
+				r.last = max(r.last, t.TS())
+			}
+		}
+		for s, w := range ids[i] {
+			if t := Tag(binary.LittleEndian.Uint64(w)); t.Client() == r.id && t.TS() > 0 {
+				r.last = max(r.last, t.TS())
+				r.slotTS[s] = max(r.slotTS[s], t.TS())
+			}
+		}
+	}
+}
+
+// Addrs returns the replicas' addresses.
+func (r *Replicated) Addrs() []farmem.Addr { return r.addrs }
+
+// Params returns the register's parameters.
+func (r *Replicated) Params() Params { return r.h.p }
+
+// Quorum returns the majority a write or read waits for: f+1 of the 2f+1 replicas.
+func (r *Replicated) Quorum() int { return r.maj }
+
+// ReuseDelay is how long after a buffer's tag was superseded the writer waits before reusing
+// the buffer: Params.Lease + Params.Skew + the fabric's down timeout.
+func (r *Replicated) ReuseDelay() time.Duration { return r.reuse }
+
+// Stats returns the handle's counters.
+func (r *Replicated) Stats() ReplicatedStats {
+	s := r.stats
+	s.Stragglers = r.stragglers.Load()
+	return s
+}
+
+// Known returns, per replica, the largest tag this handle knows the replica holds.
+func (r *Replicated) Known() []Tag {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Tag(nil), r.known...)
+}
+
+// Close releases the handle (no verb). Idempotent; later calls fail with ErrClosed.
+func (r *Replicated) Close() error {
+	r.closed = true
+	return nil
+}
+
+func (r *Replicated) ticks() uint64 {
+	d := r.rt.Now().Sub(r.h.base)
+	if d < 0 {
+		return 0
+	}
+	return uint64(d / r.h.p.Tick)
+}
+
+// Ticks returns the client's clock in the register's timestamp ticks: what a write's
+// timestamp starts from.
+func (r *Replicated) Ticks() uint64 { return r.ticks() }
+
+// heldBy returns how many replicas are known to hold v or more.
+func (r *Replicated) heldBy(v Tag) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	have := 0
+	for _, t := range r.known {
+		if t >= v {
+			have++
+		}
+	}
+	return have
+}
+
+// maxKnown returns the largest tag known held by any replica.
+func (r *Replicated) maxKnown() Tag {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var v Tag
+	for _, t := range r.known {
+		v = max(v, t)
+	}
+	return v
+}
+
+// install is one replica's part of a posted batch: the indices of its ops (-1 if absent),
+// the word it expected and the buffer its read fills.
+type install struct {
+	write, cas, read int
+	expect           Tag
+	buf              []byte
+	seen             bool // the operation absorbed this replica's results itself
+}
+
+// absorb takes in the results of the replicas of b that are complete (every signaled op done,
+// none failed): the CAS's word and the read's words raise known and word. It is idempotent, so
+// both the operation and the completion hook call it. It returns, per replica, whether the CAS
+// installed t (nil if want is nil).
+func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install, t Tag, installed []bool, hook bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, a := range r.addrs {
+		pt := &parts[i]
+		if pt.cas >= 0 && p.OpDone(pt.cas) {
+			if _, err := b.Result(pt.cas); err != nil {
+				r.posted[i] = 0 // failed (maybe unapplied): expect the word seen next time
+			}
+		}
+		if (pt.cas < 0 && pt.read < 0) || !p.NodeDone(a.Node()) {
+			continue
+		}
+		if hook && !pt.seen {
+			r.stragglers.Add(1)
+		}
+		if !hook {
+			pt.seen = true
+		}
+		if pt.cas >= 0 {
+			prev, _ := b.Result(pt.cas)
+			if Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit {
+				r.posted[i] = 0 // expected wrongly: the next CAS expects the word seen
+			}
+			if Tag(prev)&^VerifiedBit == pt.expect&^VerifiedBit {
+				r.word[i] = max(r.word[i], t)
+				r.known[i] = max(r.known[i], t)
+				if installed != nil {
+					installed[i] = true
+				}
+			} else {
+				r.word[i] = max(r.word[i], Tag(prev))
+				r.known[i] = max(r.known[i], Tag(prev))
+			}
+		}
+		if pt.read >= 0 {
+			words := r.h.p.Words
+			var top Tag
+			for w := range words {
+				top = max(top, Tag(binary.LittleEndian.Uint64(pt.buf[8*w:])))
+			}
+			r.known[i] = max(r.known[i], top)
+			r.word[i] = max(r.word[i], Tag(binary.LittleEndian.Uint64(pt.buf[8*r.wi:])))
+		}
+	}
+}
+
+// quorumErr wraps a failed quorum wait.
+func quorumErr(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("maxreg: %s: %w", op, err)
+	}
+	return fmt.Errorf("maxreg: %s: %w: %w", op, ErrNoQuorum, err)
+}
+
+// innerWrite is the paper's inner_write(t): until a majority of replicas is known to hold t or
+// more, it posts to every replica not known to (rec, t's sealed record, into t's buffer, then
+// a masked CAS of this client's word from its last seen value to t) and waits for as many more
+// replicas as the majority needs; the others finish through the batch's completion hook,
+// which records what they return. With read set, the first round also reads every replica's
+// metadata words and in-place record (the parts it returns), whatever the caches say. It
+// returns the first round's parts and batch (nil if it posted none) and, per replica, whether
+// this call's CAS installed t there.
+func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch)) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
+	installed := make([]bool, r.n)
+	var first []install
+	var firstB *farmem.Batch
+	var firstP *farmem.Pending
+	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(r.l.slotOff(t)) }
+	for round := 0; ; round++ {
+		r.mu.Lock()
+		have := 0
+		for i := range r.n {
+			if r.known[i] >= t {
+				have++
+			}
+		}
+		// A CAS expects the word's last value seen, or the tag of this handle's own CAS still
+		// in flight to it, if larger: batches to one node apply in posting order, so that CAS
+		// applies first (and, on a word of its own, installs its tag).
+		expect := append([]Tag(nil), r.word...)
+		need := make([]bool, r.n)
+		for i := range r.n {
+			need[i] = r.known[i] < t
+			expect[i] = max(expect[i], r.posted[i])
+		}
+		r.mu.Unlock()
+		if have >= r.maj && !(read && round == 0) {
+			return first, firstB, firstP, installed, nil
+		}
+		b := new(farmem.Batch)
+		parts := make([]install, r.n)
+		for i, a := range r.addrs {
+			parts[i] = install{write: -1, cas: -1, read: -1}
+			if need[i] {
+				parts[i].write = b.Write(recAddr(i), rec)
+				parts[i].expect = expect[i]
+				parts[i].cas = b.MaskedCAS(a+metaOff+farmem.Addr(8*r.wi), uint64(expect[i]), ^uint64(VerifiedBit), uint64(t), ^uint64(0))
+			}
+			if read && round == 0 {
+				parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
+				parts[i].read = b.Read(a+metaOff, parts[i].buf)
+				if extra != nil {
+					extra(i, b)
+				}
+			}
+		}
+		r.stats.Rounds++
+		r.mu.Lock()
+		for i := range r.n {
+			if parts[i].cas >= 0 {
+				r.posted[i] = max(r.posted[i], t)
+			}
+		}
+		r.mu.Unlock()
+		p := r.m.Post(ctx, b)
+		if err := p.Then(func(p *farmem.Pending) { r.absorb(p, b, parts, t, nil, true) }); err != nil {
+			return nil, nil, nil, installed, err
+		}
+		k := r.maj
+		if !(read && round == 0) {
+			k = r.maj - have
+		}
+		err := p.WaitNodes(ctx, k)
+		r.absorb(p, b, parts, t, installed, false)
+		if read && round == 0 {
+			first, firstB, firstP = parts, b, p
+		}
+		if err != nil {
+			return first, firstB, firstP, installed, quorumErr("write", err)
+		}
+	}
+}
+
+// stamp picks this writer's next timestamp, at least minTS and above its last, in a buffer
+// it may reuse: one never written, or one whose tag was superseded at least the reuse delay
+// ago. If no buffer is superseded, it reads the register first (every own tag below what a
+// read returns is superseded); if the best one is superseded but too recently, it sleeps.
+func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
+	S := uint64(r.h.p.Slots)
+	for tries := 0; ; tries++ {
+		now := r.rt.Now()
+		base := max(r.last+1, r.ticks(), minTS)
+		best, bestAt := -1, farmem.Time(0)
+		for k := range S {
+			s := (base + k) % S
+			at, ok := farmem.Time(0), true
+			switch {
+			case r.slotTS[s] == 0:
+			case r.freeAt[s] != 0:
+				at = r.freeAt[s]
+			default:
+				ok = false
+			}
+			if ok && (best < 0 || at < bestAt) {
+				best, bestAt = int(k), at
+				if at <= now {
+					break
+				}
+			}
+		}
+		switch {
+		case best < 0 && tries > 2:
+			return 0, fmt.Errorf("maxreg: write: no reusable buffer after reading the register: %w", ErrNoQuorum)
+		case best < 0:
+			r.stats.RecycleReads++
+			if _, _, err := r.read(ctx, nil); err != nil {
+				return 0, err
+			}
+		case bestAt > now:
+			r.stats.RecycleWaits++
+			r.stats.RecycleWait += bestAt.Sub(now)
+			if err := r.rt.Sleep(ctx, bestAt.Sub(now)); err != nil {
+				return 0, fmt.Errorf("maxreg: write: %w", err)
+			}
+		default:
+			ts := base + uint64(best)
+			if ts > MaxTS {
+				return 0, ErrExhausted
+			}
+			return ts, nil
+		}
+	}
+}
+
+// supersede records that a majority holds v (an operation of this handle just established
+// it): every own buffer whose tag is below v is superseded now, so reusable after the reuse
+// delay.
+func (r *Replicated) supersede(v Tag) {
+	at := r.rt.Now().Add(r.reuse)
+	for s, ts := range r.slotTS {
+		if ts != 0 && r.freeAt[s] == 0 && MakeTag(ts, r.id, true) < v {
+			r.freeAt[s] = at
+		}
+	}
+}
+
+// Write stamps value with the client's next timestamp, VERIFIED, and writes it; see
+// WriteFlag.
+func (r *Replicated) Write(ctx context.Context, value []byte) (Tag, error) {
+	t, _, _, err := r.write(ctx, value, true, 0, false, nil)
+	return t, err
+}
+
+// WriteFlag writes value with the client's next timestamp (at least max(last+1, now), in a
+// reusable buffer) and the VERIFIED bit given: the paper's WRITE, inner_write of the new tag.
+// It returns once a majority of replicas holds the tag or a larger one: one round trip
+// (ReplicatedWriteRoundTrips), none if a majority was already known to hold a larger tag, one
+// more per lost CAS on a shared metadata word. Replicas that had not answered keep going and
+// update the handle's caches through the batch's completion hook. An error leaves the write's
+// outcome unknown (ErrNoQuorum when a majority could not be reached).
+func (r *Replicated) WriteFlag(ctx context.Context, value []byte, verified bool) (Tag, error) {
+	t, _, _, err := r.write(ctx, value, verified, 0, false, nil)
+	return t, err
+}
+
+// WriteAbove is WriteFlag with a timestamp of at least minTS: Safe-Guess's re-execution of a
+// write with a fresh timestamp, above the one that overtook its guess.
+func (r *Replicated) WriteAbove(ctx context.Context, value []byte, verified bool, minTS uint64) (Tag, error) {
+	t, _, _, err := r.write(ctx, value, verified, minTS, false, nil)
+	return t, err
+}
+
+// WriteRead is the write and the read Safe-Guess issues together: it writes value as
+// WriteFlag does, with a timestamp of at least minTS, and in the same round trip reads every
+// replica, and returns the tag written and the largest tag m the handle then knows a replica to
+// hold (at least the tag written, unless the write was absorbed). If m is larger than the tag
+// written, it is written back until a majority holds it (or a larger tag, by a full read), as
+// a read returning it must: its value from an in-place copy the read half returned, else from
+// its buffer (one more round trip), then the write-back (one more, unless a majority already
+// holds m). One round trip (ReplicatedWriteRoundTrips) when m is the tag written and no CAS is
+// lost.
+func (r *Replicated) WriteRead(ctx context.Context, value []byte, verified bool, minTS uint64) (Tag, Tag, error) {
+	t, m, _, err := r.write(ctx, value, verified, minTS, true, nil)
+	return t, m, err
+}
+
+// WriteReadWith is WriteRead with extra ops in its first batch: extra(i, b) appends, after
+// replica i's ops, ops of the caller's to the same replica (Safe-Guess reads its own lock
+// words there). It also returns which replicas completed in that batch: their extra ops are
+// done; the others' buffers stay the transport's until they finish (the caller must not reuse
+// them).
+func (r *Replicated) WriteReadWith(ctx context.Context, value []byte, verified bool, minTS uint64, extra func(replica int, b *farmem.Batch)) (Tag, Tag, []bool, error) {
+	return r.write(ctx, value, verified, minTS, true, extra)
+}
+
+func (r *Replicated) write(ctx context.Context, value []byte, verified bool, minTS uint64, read bool, extra func(int, *farmem.Batch)) (Tag, Tag, []bool, error) {
+	if r.closed {
+		return 0, 0, nil, ErrClosed
+	}
+	if len(value) > r.h.p.ValueSize {
+		return 0, 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrValueSize, len(value), r.h.p.ValueSize)
+	}
+	if !r.writer {
+		return 0, 0, nil, fmt.Errorf("%w: client %d, lanes for 1..%d", ErrNotWriter, r.id, r.h.p.Writers)
+	}
+	ts, err := r.stamp(ctx, minTS)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	S := uint64(r.h.p.Slots)
+	r.last = ts
+	r.slotTS[ts%S], r.freeAt[ts%S] = ts, 0
+	t := MakeTag(ts, r.id, verified)
+	rec := sealRecord(make([]byte, r.l.recSize), r.seed, t, value)
+	start := r.rt.Now()
+	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra)
+	var done []bool
+	if p != nil {
+		done = make([]bool, r.n)
+		for i, a := range r.addrs {
+			done[i] = p.NodeDone(a.Node())
+		}
+	}
+	if err != nil {
+		return t, 0, done, err
+	}
+	r.stats.Writes++
+	r.supersede(t)
+	r.refreshOn(installed, t, rec)
+	m := r.maxKnown()
+	if !read || m.identity() == t.identity() || m < t {
+		return t, m, done, nil
+	}
+	// The read half found a larger tag: write it back, as a read returning it would, so that
+	// the caller's read is complete (Safe-Guess's slow path relies on it). Its value is needed
+	// only if a majority does not hold it yet.
+	if r.heldBy(m) >= r.maj {
+		r.supersede(m)
+		return t, m, done, nil
+	}
+	for {
+		val, _, ok := r.inPlace(p, parts, m)
+		if !ok {
+			if r.rt.Now().Sub(start) > r.h.p.Lease {
+				break
+			}
+			if val, ok = r.chase(ctx, m); !ok {
+				break
+			}
+		}
+		err := r.writeBack(ctx, m, sealRecord(make([]byte, r.l.recSize), r.seed, m, val), start)
+		if errors.Is(err, errRestart) {
+			break
+		}
+		if err != nil {
+			return t, m, done, err
+		}
+		r.supersede(m)
+		return t, m, done, nil
+	}
+	// The lease ran out or m's buffers were reused: a full read makes its result (at least m)
+	// a majority's.
+	m2, _, err := r.read(ctx, nil)
+	return t, max(m, m2), done, err
+}
+
+// refreshOn writes rec, the sealed record of t, as the in-place copy of the replicas marked in
+// on, in the background.
+func (r *Replicated) refreshOn(on []bool, t Tag, rec []byte) {
+	var b *farmem.Batch
+	for i, ok := range on {
+		if !ok {
+			continue
+		}
+		in := r.addrs[i] + farmem.Addr(r.l.inOff)
+		if f := r.opts.Refresher; f != nil {
+			f.enqueue(in, t, append([]byte(nil), rec...))
+			continue
+		}
+		if b == nil {
+			b = new(farmem.Batch)
+		}
+		b.Unsignaled(b.Write(in, rec))
+	}
+	if b != nil {
+		r.m.Post(context.Background(), b)
+	}
+}
+
+// Mark sets the VERIFIED bit of t (a GUESSED tag, any writer's) in the background: a CAS of
+// t's writer's metadata word from t to t|VERIFIED on every replica, which succeeds only where
+// that word still holds t (a word is only ever raised, so a late CAS changes nothing else). No
+// round trip: unsignaled on the handle's client, or the Refresher's.
+func (r *Replicated) Mark(t Tag) {
+	if t.Verified() || t.IsZero() {
+		return
+	}
+	w := wordOf(r.m.Topology(), t.Client(), r.h.p.Words)
+	words := make([]farmem.Addr, r.n)
+	for i, a := range r.addrs {
+		words[i] = a + metaOff + farmem.Addr(8*w)
+	}
+	if f := r.opts.Refresher; f != nil {
+		f.enqueueMark(words, uint64(t), uint64(t|VerifiedBit))
+		return
+	}
+	b := new(farmem.Batch)
+	for _, a := range words {
+		b.Unsignaled(b.CAS(a, uint64(t), uint64(t|VerifiedBit)))
+	}
+	r.m.Post(context.Background(), b)
+}
+
+// Read returns the register's largest tag and its value (a new slice), or the zero Tag and
+// nil if it is empty: the paper's READ. See AppendRead.
+func (r *Replicated) Read(ctx context.Context) (Tag, []byte, error) {
+	return r.read(ctx, nil)
+}
+
+// AppendRead reads every replica's metadata words and in-place record in one batch, waits for a
+// majority, takes the largest tag v the handle then knows any replica to hold, finds v's value
+// (an in-place copy that a replica returned with v and a valid hash, else v's out-of-place
+// buffer on the replicas known to hold v, one more round trip), writes v back until a majority
+// holds it (inner_write, usually no round trip: the replicas that answered already did), and
+// appends the value to dst. ReplicatedReadRoundTrips in the common case; one more to chase the
+// buffer, one more to write back. A read whose lease (Params.Lease, from its first verb) ran
+// out before a verb that depended on v starts over, as does one whose chased buffers were all
+// reused; see the package doc for why these are bounded.
+func (r *Replicated) AppendRead(ctx context.Context, dst []byte) (Tag, []byte, error) {
+	return r.read(ctx, dst)
+}
+
+func (r *Replicated) read(ctx context.Context, dst []byte) (Tag, []byte, error) {
+	if r.closed {
+		return 0, dst, ErrClosed
+	}
+	for {
+		v, val, err := r.readOnce(ctx)
+		if errors.Is(err, errRestart) {
+			if err := ctx.Err(); err != nil {
+				return 0, dst, fmt.Errorf("maxreg: read: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return 0, dst, err
+		}
+		r.stats.Reads++
+		if v == 0 {
+			r.stats.Empty++
+		}
+		return v, append(dst, val...), nil
+	}
+}
+
+var errRestart = errors.New("maxreg: read starts over")
+
+// readOnce is one attempt of a read: errRestart if it must start over.
+func (r *Replicated) readOnce(ctx context.Context) (Tag, []byte, error) {
+	start := r.rt.Now()
+	b := new(farmem.Batch)
+	parts := make([]install, r.n)
+	for i, a := range r.addrs {
+		parts[i] = install{write: -1, cas: -1}
+		parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
+		parts[i].read = b.Read(a+metaOff, parts[i].buf)
+	}
+	p := r.m.Post(ctx, b)
+	if err := p.Then(func(p *farmem.Pending) { r.absorb(p, b, parts, 0, nil, true) }); err != nil {
+		return 0, nil, err
+	}
+	err := p.WaitNodes(ctx, r.maj)
+	r.absorb(p, b, parts, 0, nil, false)
+	if err != nil {
+		return 0, nil, quorumErr("read", err)
+	}
+	v := r.maxKnown()
+	if v == 0 {
+		return 0, nil, nil
+	}
+	val, stale, ok := r.inPlace(p, parts, v)
+	if ok {
+		r.stats.InPlace++
+	} else {
+		if r.rt.Now().Sub(start) > r.h.p.Lease {
+			r.stats.LeaseRestarts++
+			return 0, nil, errRestart
+		}
+		if val, ok = r.chase(ctx, v); !ok {
+			r.stats.Retries++
+			return 0, nil, errRestart
+		}
+		r.stats.Chased++
+	}
+	rec := sealRecord(make([]byte, r.l.recSize), r.seed, v, val)
+	if err := r.writeBack(ctx, v, rec, start); err != nil {
+		return 0, nil, err
+	}
+	r.refreshOn(stale, v, rec)
+	r.supersede(v)
+	return v, val, nil
+}
+
+// inPlace looks for v's value among the in-place records the complete replicas of p returned
+// with v as their top tag. It also returns which of those replicas had a torn or stale copy.
+func (r *Replicated) inPlace(p *farmem.Pending, parts []install, v Tag) ([]byte, []bool, bool) {
+	stale := make([]bool, r.n)
+	words := uint64(r.h.p.Words)
+	var found []byte
+	for i, a := range r.addrs {
+		if !p.NodeDone(a.Node()) {
+			continue
+		}
+		var top Tag
+		for w := range words {
+			top = max(top, Tag(binary.LittleEndian.Uint64(parts[i].buf[8*w:])))
+		}
+		if top != v {
+			continue
+		}
+		id, val, err := openRecord(parts[i].buf[8*words:], r.seed, r.h.p.ValueSize)
+		if err == nil && id == v.identity() {
+			if found == nil {
+				found = append([]byte{}, val...)
+			}
+			continue
+		}
+		stale[i] = true
+	}
+	return found, stale, found != nil
+}
+
+// chase reads v's out-of-place buffer on every replica known to hold v and returns the first
+// valid record's value, or false if none answered with one (every such buffer reused).
+func (r *Replicated) chase(ctx context.Context, v Tag) ([]byte, bool) {
+	r.mu.Lock()
+	var on []int
+	for i := range r.n {
+		if r.known[i].identity() == v.identity() {
+			on = append(on, i)
+		}
+	}
+	r.mu.Unlock()
+	if len(on) == 0 {
+		return nil, false
+	}
+	b := new(farmem.Batch)
+	bufs := make([][]byte, r.n)
+	for _, i := range on {
+		bufs[i] = make([]byte, r.l.recSize)
+		b.Read(r.addrs[i]+farmem.Addr(r.l.slotOff(v)), bufs[i])
+	}
+	p := r.m.Post(ctx, b)
+	for k := 1; k <= len(on); k++ {
+		if err := p.WaitNodes(ctx, k); err != nil {
+			return nil, false
+		}
+		for _, i := range on {
+			if !p.NodeDone(r.addrs[i].Node()) {
+				continue
+			}
+			id, val, err := openRecord(bufs[i], r.seed, r.h.p.ValueSize)
+			if err == nil && id == v.identity() {
+				return append([]byte{}, val...), true
+			}
+		}
+	}
+	return nil, false
+}
+
+// writeBack is inner_write(v) for a tag read (any writer's): rec, v's sealed record, goes into
+// v's buffer of v's writer's lane on each replica not known to hold v, and this client's word
+// is raised to v. It restarts the read (errRestart) if the lease begun at start has run out
+// and a batch would have to be posted.
+func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start farmem.Time) error {
+	r.mu.Lock()
+	have := 0
+	for i := range r.n {
+		if r.known[i] >= v {
+			have++
+		}
+	}
+	r.mu.Unlock()
+	if have >= r.maj {
+		return nil
+	}
+	if r.rt.Now().Sub(start) > r.h.p.Lease {
+		r.stats.LeaseRestarts++
+		return errRestart
+	}
+	r.stats.WriteBacks++
+	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false, nil); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package swarm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/lincheck"
+)
+
+// TestClientCrashAtEachStep: a writer whose clock is the slowest (so its write takes the slow
+// path: a stale guess, a write-back, the write-mode lock, the rewrite) crashes at its k-th
+// verb of that write, for every k the write has (the first round trip, the in-place refresh,
+// the chase and the write-back of the larger tuple, the lock, the rewrite, the background
+// mark), while two writers and two readers keep going. Every other operation completes and
+// the history (the victim's write an unknown outcome) is linearizable.
+// The same with the fastest clock's writer, whose write takes the fast path (the first round
+// trip, the in-place refresh, the background VERIFIED mark).
+func TestClientCrashAtEachStep(t *testing.T) {
+	for _, slow := range []bool{true, false} {
+		var steps []string
+		for k := 1; ; k++ {
+			reached, what := crashAt(t, k, slow)
+			if !reached {
+				break
+			}
+			steps = append(steps, what)
+		}
+		t.Logf("slow path %v: crashed at each of %d verbs of the write: %v", slow, len(steps), steps)
+	}
+}
+
+// crashAt runs one crash at the victim's k-th verb of its write; it reports whether the write
+// had a k-th verb, and what that verb was.
+func crashAt(t *testing.T, k int, slow bool) (bool, string) {
+	hooks := make([]func(context.Context, farmemtest.Verb), 6)
+	s, hs := pathSetup(t, 101, interposed(hooks)) // one seed: the same write, cut at each verb
+	victim := hs[0]
+	others := []*handle{hs[5], hs[4], hs[2], hs[3]} // writers, then readers
+	if !slow {
+		victim = hs[5]
+		others = []*handle{hs[0], hs[1], hs[2], hs[3]}
+	}
+	vid := victim.m.Info().ID
+	reached, what := false, ""
+	s.Run(func() {
+		ctx := context.Background()
+		reg := lincheck.Register[uint64]()
+		h := reg.NewHistory(s.Runtime())
+		counting, n := false, 0
+		victim.m.(*farmemtest.Interposer).Before = func(_ context.Context, v farmemtest.Verb) {
+			if !counting {
+				return
+			}
+			n++
+			if n == k {
+				reached = true
+				what = describe(v)
+				require.NoError(t, s.CrashClient(vid))
+			}
+		}
+		// Warm up: the others write, so that the victim's guess is stale.
+		for _, o := range others[:2] {
+			v := uint64(o.m.Info().ID)<<32 | 1
+			op := h.Client(int(o.m.Info().ID)).Call(reg.Write(0, v))
+			op.End(reg.Ack(), o.r.Write(ctx, encode(v)))
+		}
+		err := farmemtest.Parallel(s.Runtime(), 1+len(others), func(i int) error {
+			if i == 0 {
+				counting = true
+				v := uint64(vid)<<32 | 1
+				op := h.Client(int(vid)).Call(reg.Write(0, v))
+				err := victim.r.Write(ctx, encode(v))
+				counting = false
+				if err != nil {
+					op.Unknown()
+					if !errors.Is(err, farmem.ErrNodeDown) {
+						return err
+					}
+				} else {
+					op.End(reg.Ack(), nil)
+				}
+				return nil
+			}
+			o := others[i-1]
+			id := o.m.Info().ID
+			c := h.Client(int(id))
+			for j := range 25 {
+				if i <= 2 {
+					v := uint64(id)<<32 | uint64(j+2)
+					op := c.Call(reg.Write(0, v))
+					err := o.r.Write(ctx, encode(v))
+					op.End(reg.Ack(), err)
+					if err != nil {
+						return fmt.Errorf("writer %d: %w", id, err)
+					}
+				} else {
+					op := c.Call(reg.Read(0))
+					v, err := o.r.Read(ctx)
+					if err != nil {
+						return fmt.Errorf("reader %d: %w", id, err)
+					}
+					op.End(reg.Value(decode(t, v)), nil)
+				}
+				_ = s.Runtime().Sleep(ctx, time.Duration(j%3)*time.Microsecond)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		h.Check(t)
+	})
+	if !reached && slow {
+		st := victim.r.Stats()
+		require.Equal(t, uint64(1), st.Stale, "the victim's uncut write took the slow path")
+		require.Equal(t, uint64(1), st.Unpublished, "and re-executed its write")
+	}
+	if !reached && !slow {
+		require.Equal(t, uint64(1), victim.r.Stats().Fast, "the victim's uncut write took the fast path")
+	}
+	return reached, what
+}
+
+// describe names a verb by its ops' kinds.
+func describe(v farmemtest.Verb) string {
+	s := ""
+	for i, op := range v.Batch.Ops {
+		if i > 0 {
+			s += "+"
+		}
+		s += op.Kind.String()
+		if op.Unsignaled {
+			s += "(u)"
+		}
+	}
+	return s
+}

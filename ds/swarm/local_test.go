@@ -1,0 +1,92 @@
+package swarm_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/maxreg"
+	"github.com/farmem/farmem/ds/swarm"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// TestLinearizableLocal: the same register on the local transport, where clients are real
+// goroutines (so the race detector sees the completion hooks and the caches they share with
+// their handle), with tearing, jitter, strict mode and three replicas, one of which crashes
+// midway. The history is checked with lincheck's register model. The lease is long (50ms) because
+// under the race detector on a loaded machine a read can take milliseconds, and a read that
+// overruns its lease starts over (see maxreg.Replicated).
+func TestLinearizableLocal(t *testing.T) {
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 8 << 20},
+		DownTimeout: 20 * time.Millisecond,
+		Tearing:     true, Jitter: 3 * time.Microsecond, Strict: true})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.Zero(t, f.Violations(), "strict-mode violations")
+		_ = f.Close()
+	})
+	ctx := context.Background()
+	p := maxreg.Params{Words: 16, Slots: 8, ValueSize: 32, Writers: 128, Lease: 50 * time.Millisecond, Skew: time.Millisecond}
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
+	a, err := alloc.New(ctx, m, alloc.Options{})
+	require.NoError(t, err)
+	addrs, err := swarm.Create(ctx, m, a, f.Topology().MemoryNodes(), p)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.NoError(t, m.Close())
+	const clients = 5
+	hs := make([]*handle, clients)
+	for i := range hs {
+		hs[i] = open(t, f, i, addrs, nil)
+	}
+	reg := lincheck.Register[uint64]()
+	h := reg.NewHistory(f.Runtime())
+	ops := 40 * stress()
+	err = farmemtest.Parallel(f.Runtime(), clients, func(i int) error {
+		hd := hs[i]
+		id := hd.m.Info().ID
+		c := h.Client(int(id))
+		for k := range ops {
+			if i == 0 && k == ops/2 {
+				if err := f.Crash(f.Topology().MemoryNodes()[2]); err != nil {
+					return err
+				}
+			}
+			if (k+i)%2 == 0 {
+				v := uint64(id)<<32 | uint64(k+1)
+				op := c.Call(reg.Write(0, v))
+				err := hd.r.Write(ctx, encode(v))
+				op.End(reg.Ack(), err)
+				if err != nil {
+					return fmt.Errorf("client %d write: %w", id, err)
+				}
+				continue
+			}
+			op := c.Call(reg.Read(0))
+			v, err := hd.r.Read(ctx)
+			if err != nil {
+				return fmt.Errorf("client %d read: %w", id, err)
+			}
+			op.End(reg.Value(decode(t, v)), nil)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	h.Check(t)
+	var st swarm.Stats
+	for _, hd := range hs {
+		x := hd.r.Stats()
+		st.Fast += x.Fast
+		st.Stale += x.Stale
+		st.Reads += x.Reads
+	}
+	t.Logf("fast %d, stale %d, reads %d", st.Fast, st.Stale, st.Reads)
+}
