@@ -75,6 +75,34 @@
 // their directory after any adoption. An operation in flight across an adoption is not
 // defended against. Table.Locate tells where a key's slot and block live.
 //
+// # Proxying and address caches
+//
+// Layout version 2 (older roots are refused with ErrBadRoot, naming the version) gives every KV
+// block a random 32-bit stamp, covered by its checksum, and a valid word outside it. A writer
+// under Options.Invalidate sets the valid word of the block it replaces or deletes before its
+// CAS, in the round trip that reads the block (so uncontended costs do not change; a block of
+// another key sharing the fingerprint is invalidated too, costing its cached readers a miss,
+// and a write that then fails leaves a committed block invalid, with the same cost). An
+// address cache keeps an Entry (the committed word, the block's stamp, the slot's address)
+// from SearchEntry, and SearchCached reads the block alone, one round trip, accepting it only
+// if it validates, holds the key and the stamp, and is valid: it was then the committed value
+// while it was read, since writers invalidate before they commit and a block is reused only
+// after it was replaced (and then carries another stamp). Plain Search ignores the valid word.
+//
+// For an index proxy: partitions are the subtables at the fixed directory depth
+// Params.InitialDepth (Layout.PartitionOf: the low bits of the key's first hash) and all their
+// descendants; ReadPartition reads one whole, refusing (ErrBusy) while a split holds it;
+// Layout.Place names a key's candidate slots in whichever subtable holds it; Resolve is the
+// slot-resolved lookup (the slot's address and its expected word, the new block written in
+// the same round trip); SearchWords reads the blocks of words a proxy returned, pinned.
+//
+// Delete lease: with Options.DeleteLease a Delete leaves a tombstone (MakeTombstone) holding
+// the time from which an Insert may reuse the slot, DeleteLease·(1+DriftBound) plus ClockSkew
+// after the delete; a split keeps tombstones in the old half. A slot address cached less than
+// DeleteLease ago (by the clock of the client that cached it) therefore names the key's slot or
+// its tombstone, never another key's, provided clocks drift by at most DriftBound and differ by
+// at most ClockSkew. Every client honours a tombstone, whatever its own options.
+//
 // # Costs
 //
 // Round trips are the constants SearchRoundTrips, InsertRoundTrips, UpdateRoundTrips,

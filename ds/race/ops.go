@@ -37,7 +37,7 @@ func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline
 	}
 	sc := t.scr
 	sc.enc = grow(sc.enc, int(size))
-	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline), size: size, slot: s, deadline: deadline}
+	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline, t.stamp()), size: size, slot: s, deadline: deadline}
 	return &sc.nb, nil
 }
 
@@ -232,13 +232,14 @@ const (
 func (t *Table) pickEmpty(op *opState, v *view) int {
 	var best uint64
 	bestN := 0
+	now := t.rt.Now()
 	for r, start := range op.ranges {
 		if r == 1 && op.same {
 			break
 		}
 		n := 0
 		for j, i := range v.idx {
-			if i >= start && i < start+2*t.geo.perB && v.words[j] == 0 {
+			if i >= start && i < start+2*t.geo.perB && t.free(v.words[j], now) {
 				n++
 			}
 		}
@@ -251,7 +252,7 @@ func (t *Table) pickEmpty(op *opState, v *view) int {
 	}
 	k := t.rt.Rand().IntN(bestN)
 	for j, i := range v.idx {
-		if i >= best && i < best+2*t.geo.perB && v.words[j] == 0 {
+		if i >= best && i < best+2*t.geo.perB && t.free(v.words[j], now) {
 			if k == 0 {
 				return j
 			}
@@ -261,20 +262,26 @@ func (t *Table) pickEmpty(op *opState, v *view) int {
 	return -1 // unreachable: bestN empty slots were counted
 }
 
+// free reports whether an insert may take a slot holding w at now: it is empty and not
+// frozen, and a tombstone's delete lease has run out (plus ClockSkew).
+func (t *Table) free(w Slot, now farmem.Time) bool {
+	return w == 0 || w.Tombstone() && !w.Frozen() && w.ReusableAt().Add(t.opts.ClockSkew) < now
+}
+
 // tryInsert CASes slot v.idx[x] from empty to nb's tentative word, re-reading the buckets in the
 // same batch, and then settles the insert (resolve).
 func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *view, x int) (insertResult, error) {
 	i := v.idx[x]
 	tw := nb.slot | SlotTentative
 	b := t.batch()
-	b.CAS(t.geo.slotAddr(v.st, i), 0, uint64(tw))
+	b.CAS(t.geo.slotAddr(v.st, i), uint64(v.words[x]), uint64(tw))
 	t.addReads(b, op, v.st)
 	t.stats.Lookups++
 	if err := t.m.Do(ctx, b); err != nil {
 		t.lost()
 		return restart, fmt.Errorf("race: CAS tentative slot: %w", err)
 	}
-	if prev, _ := b.Result(0); prev != 0 {
+	if prev, _ := b.Result(0); prev != uint64(v.words[x]) {
 		t.stats.Conflicts++
 		return restart, nil
 	}
@@ -465,6 +472,7 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte) error {
 	op := t.newOp(key)
+	op.invalidate = t.opts.Invalidate
 	if err := t.pin(ctx); err != nil {
 		return err
 	}
@@ -541,4 +549,13 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	}
 	t.dropBlock(ctx, c.blk)
 	return fmt.Errorf("race: %v: no progress after %d attempts: %w", kind, maxAttempts, ErrCorrupt)
+}
+
+// stamp returns a new block's stamp: a hash of the client's id, a count of the blocks this
+// handle made and the fabric time, so that two blocks written at one address (reused after a
+// deferred free) differ with probability 1-2^-32 without drawing on the runtime's random
+// source.
+func (t *Table) stamp() uint32 {
+	t.stamps++
+	return uint32(fmix(uint64(t.id)<<48 ^ t.stamps ^ uint64(t.rt.Now())*mulA))
 }

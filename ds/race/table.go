@@ -57,7 +57,20 @@ type Options struct {
 	// Backoff is the first pause when waiting for another client (a split, a competing insert);
 	// pauses double up to 1ms (default 2µs).
 	Backoff time.Duration
+	// DeleteLease, when positive, makes Delete leave a tombstone instead of an empty slot: no
+	// Insert reuses the slot until DeleteLease·(1+DriftBound) plus ClockSkew after the delete
+	// (FlexKV's T_lease, 200ms in the paper), so that a slot address cached by any client less
+	// than DeleteLease ago names the key's slot or a tombstone, never another key's. Every
+	// client respects a tombstone whatever its own options (the reuse time is in the word).
+	DeleteLease time.Duration
+	// Invalidate makes Update and Delete set the valid word of the block they replace before
+	// their CAS (see the package doc, "Address caches"): needed by any client of a table that
+	// address caches read. It adds no round trip uncontended.
+	Invalidate bool
 }
+
+// DriftBound is the relative clock drift a delete lease allows for (FlexKV's δ = 10⁻⁴).
+const DriftBound = 1e-4
 
 func (o *Options) setDefaults() error {
 	if o.Sync == nil {
@@ -75,7 +88,7 @@ func (o *Options) setDefaults() error {
 	if o.Backoff == 0 {
 		o.Backoff = 2 * time.Microsecond
 	}
-	if o.Lease < 0 || o.ClockSkew < 0 || o.PinBudget < 0 || o.Backoff < 0 || o.Lease <= 2*o.ClockSkew {
+	if o.Lease < 0 || o.ClockSkew < 0 || o.PinBudget < 0 || o.Backoff < 0 || o.DeleteLease < 0 || o.Lease <= 2*o.ClockSkew {
 		return fmt.Errorf("race: options %+v: %w", *o, farmem.ErrInvalid)
 	}
 	return nil
@@ -138,6 +151,7 @@ type Table struct {
 
 	pinAt  farmem.Time
 	pinned bool
+	stamps uint64 // blocks made (stamp)
 	stats  Stats
 	closed bool
 	rootB  [8]byte
