@@ -76,6 +76,12 @@ func (l *Layout) Place(key []byte) KeyPlace {
 // Covers reports whether a subtable with header word h holds the keys whose H1 is h1.
 func (l *Layout) Covers(h, h1 uint64) bool { return covers(h, h1) }
 
+// CoversHeader reports whether a subtable with header word h holds the keys whose H1 is h1.
+func CoversHeader(h, h1 uint64) bool { return covers(h, h1) }
+
+// SlotsOffset is the offset of a subtable's slot array.
+func SlotsOffset() uint64 { return stSlotsOff }
+
 // Subtable is a subtable's image as ReadPartition read it.
 type Subtable struct {
 	Addr   farmem.Addr
@@ -83,54 +89,60 @@ type Subtable struct {
 	Words  []Slot
 }
 
-// ReadPartition reads the current directory and every subtable of partition p (3 round trips:
-// the root's directory word, the directory, the subtables). It fails with ErrBusy if one of
-// them is splitting or left frozen, or the directory names an ancestor of a subtable: a quiet
+// ReadPartition reads, with client m, the current directory of the table at root and every
+// subtable of partition p (3 round trips: the root, the directory, the subtables). It needs
+// no handle or allocator; call it on a quiet partition (a directory replaced by a doubling
+// meanwhile may have been reused: the headers then fail to cover, and it fails with ErrBusy).
+// It fails with ErrBusy if a subtable is
+// splitting or left frozen, or the directory names an ancestor of a subtable: a quiet
 // partition has none of these, and the caller retries.
-func (t *Table) ReadPartition(ctx context.Context, p int) ([]Subtable, error) {
-	if err := t.usable(); err != nil {
+func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int) ([]Subtable, error) {
+	rb := make([]byte, RootSize)
+	if err := m.Read(ctx, root, rb); err != nil {
+		return nil, fmt.Errorf("race: read root: %w", err)
+	}
+	r, err := DecodeRoot(rb)
+	if err != nil {
 		return nil, err
 	}
-	P := uint64(1) << t.p.InitialDepth
+	geo := newGeometry(uint64(r.Params.Groups), uint64(r.Params.SlotsPerBucket), uint64(r.Params.MetaSize))
+	P := uint64(1) << r.Params.InitialDepth
 	if p < 0 || uint64(p) >= P {
 		return nil, fmt.Errorf("race: partition %d of %d: %w", p, P, farmem.ErrInvalid)
 	}
-	var rb [8]byte
-	if err := t.m.Read(ctx, t.root.Add(rootDirOff), rb[:]); err != nil {
-		return nil, fmt.Errorf("race: read root: %w", err)
+	db := make([]byte, 8<<r.GlobalDepth)
+	if err := m.Read(ctx, r.Dir, db); err != nil {
+		return nil, fmt.Errorf("race: read directory: %w", err)
 	}
-	if err := t.loadDir(ctx, binary.LittleEndian.Uint64(rb[:])); err != nil {
-		return nil, err
-	}
+	le := binary.LittleEndian
 	var sts []farmem.Addr
 	var suffixes [][]uint64
-	for i, e := range t.dir {
-		if uint64(i)&(P-1) != uint64(p) {
+	for i := uint64(0); i < uint64(len(db)/8); i++ {
+		if i&(P-1) != uint64(p) {
 			continue
 		}
-		a := unpackAddr(e)
+		a := unpackAddr(le.Uint64(db[8*i:]))
 		k := slices.Index(sts, a)
 		if k < 0 {
 			sts = append(sts, a)
 			suffixes = append(suffixes, nil)
 			k = len(sts) - 1
 		}
-		suffixes[k] = append(suffixes[k], uint64(i))
+		suffixes[k] = append(suffixes[k], i)
 	}
 	var b farmem.Batch
 	bufs := make([][]byte, len(sts))
 	for k, st := range sts {
-		bufs[k] = make([]byte, 16+8*t.geo.nslots)
+		bufs[k] = make([]byte, 16+8*geo.nslots)
 		b.Read(st.Add(stHeaderOff), bufs[k][:16])
-		b.Read(t.geo.slotAddr(st, 0), bufs[k][16:])
+		b.Read(geo.slotAddr(st, 0), bufs[k][16:])
 	}
-	if err := doChunked(ctx, t.m, &b); err != nil {
+	if err := doChunked(ctx, m, &b); err != nil {
 		return nil, fmt.Errorf("race: read partition %d: %w", p, err)
 	}
 	out := make([]Subtable, len(sts))
-	le := binary.LittleEndian
 	for k, st := range sts {
-		s := Subtable{Addr: st, Header: le.Uint64(bufs[k][0:]), Words: make([]Slot, t.geo.nslots)}
+		s := Subtable{Addr: st, Header: le.Uint64(bufs[k][0:]), Words: make([]Slot, geo.nslots)}
 		if lock := le.Uint64(bufs[k][8:]); lock != 0 {
 			return nil, fmt.Errorf("race: partition %d: subtable %v is splitting: %w", p, st, ErrBusy)
 		}
@@ -150,6 +162,14 @@ func (t *Table) ReadPartition(ctx context.Context, p int) ([]Subtable, error) {
 	return out, nil
 }
 
+// DeleteWord returns the word a Delete by this handle installs now: 0, or a tombstone under
+// Options.DeleteLease.
+func (t *Table) DeleteWord() Slot { return t.deleteWord() }
+
+// Reusable reports whether an Insert may take a slot holding w now: empty, or a tombstone
+// whose lease has run out (plus ClockSkew), and not frozen.
+func (t *Table) Reusable(w Slot) bool { return t.free(w, t.rt.Now()) }
+
 // Resolution is a slot-resolved lookup of a key on the memory nodes' copy of the index.
 type Resolution struct {
 	// Subtable and Header are the subtable covering the key and its header word.
@@ -160,6 +180,8 @@ type Resolution struct {
 	Words []Slot
 	// Key is the position in Index of the committed slot holding the key, or -1.
 	Key int
+	// FP is the key's fingerprint.
+	FP uint8
 	// New is the committed word of the KV block Resolve wrote (0 if it wrote none).
 	New Slot
 }
@@ -207,7 +229,7 @@ func (t *Table) Resolve(ctx context.Context, key, value []byte) (Resolution, err
 			t.dropBlock(ctx, nb)
 			return Resolution{}, err
 		}
-		r := Resolution{Subtable: v.st, Header: v.hdr, Index: slices.Clone(v.idx), Words: slices.Clone(v.words), Key: j}
+		r := Resolution{Subtable: v.st, Header: v.hdr, Index: slices.Clone(v.idx), Words: slices.Clone(v.words), Key: j, FP: op.fp}
 		if nb != nil {
 			r.New = nb.slot
 		}
@@ -217,13 +239,13 @@ func (t *Table) Resolve(ctx context.Context, key, value []byte) (Resolution, err
 	return Resolution{}, fmt.Errorf("race: resolve: blocks keep failing validation: %w", ErrCorrupt)
 }
 
-// Others reports whether the committed words of r with fingerprint fp, other than the key's,
-// are exactly those of ws: a proxy checks with it that no slot of the key appeared since the
-// client resolved it.
-func (r *Resolution) Others(fp uint8) []Slot {
+// Others returns the committed words of r with the key's fingerprint other than the key's
+// (blocks of other keys): a proxy checks that its copy holds exactly these before an insert
+// commits, so that no slot of the key appeared since the client resolved it.
+func (r *Resolution) Others() []Slot {
 	var out []Slot
 	for j, w := range r.Words {
-		if j != r.Key && w.Committed() && w.Fingerprint() == fp {
+		if j != r.Key && w.Committed() && w.Fingerprint() == r.FP {
 			out = append(out, w)
 		}
 	}
@@ -324,11 +346,11 @@ func (t *Table) SearchCached(ctx context.Context, key []byte, e Entry) (val []by
 }
 
 // SearchWords reads key's value from the blocks of words (committed slot words someone else
-// found for key, a proxy's answer): one round trip. fetch is called pinned and returns the
-// words, so their blocks cannot be reused before they are read; it is called again if a block
-// fails validation. It returns ErrNotFound if no block holds key, and the entry of the one
-// that does.
-func (t *Table) SearchWords(ctx context.Context, key []byte, fetch func() ([]Slot, farmem.Addr, error)) ([]byte, Entry, error) {
+// found for key, a proxy's answer, with the addresses of their slots): one round trip. fetch
+// is called pinned and returns them, so their blocks cannot be reused before they are read;
+// it is called again if a block fails validation. It returns ErrNotFound if no block holds
+// key, and the entry of the one that does.
+func (t *Table) SearchWords(ctx context.Context, key []byte, fetch func() ([]Slot, []farmem.Addr, error)) ([]byte, Entry, error) {
 	if err := t.usable(); err != nil {
 		return nil, Entry{}, err
 	}
@@ -342,7 +364,7 @@ func (t *Table) SearchWords(ctx context.Context, key []byte, fetch func() ([]Slo
 		if err := t.pin(ctx); err != nil {
 			return nil, Entry{}, err
 		}
-		ws, slotBase, err := fetch()
+		ws, slots, err := fetch()
 		if err != nil {
 			t.unpin()
 			return nil, Entry{}, err
@@ -366,8 +388,8 @@ func (t *Table) SearchWords(ctx context.Context, key []byte, fetch func() ([]Slo
 		for _, j := range js {
 			if info, _ := op.info(blockKey(ws[j])); info.isKey {
 				e := Entry{Word: blockKey(ws[j]), Stamp: info.stamp}
-				if slotBase != 0 {
-					e.Slot = slotBase
+				if j < len(slots) {
+					e.Slot = slots[j]
 				}
 				return info.value, e, nil
 			}

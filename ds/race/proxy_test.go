@@ -139,11 +139,11 @@ func TestResolve(t *testing.T) {
 	require.Equal(t, pl.FP, r.Words[r.Key].Fingerprint())
 	require.NoError(t, c.tab.FreeBlock(r.New))
 
-	parts, err := c.tab.ReadPartition(ctx, l.PartitionOf(key(7)))
+	parts, err := race.ReadPartition(ctx, c.m, c.tab.Root(), l.PartitionOf(key(7)))
 	require.NoError(t, err)
 	require.Len(t, parts, 1)
 	require.Equal(t, r.Subtable, parts[0].Addr)
 	require.Equal(t, r.Words[r.Key], parts[0].Words[r.Index[r.Key]])
-	_, err = c.tab.ReadPartition(ctx, 4)
+	_, err = race.ReadPartition(ctx, c.m, c.tab.Root(), 4)
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 }
