@@ -393,11 +393,26 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 		return false, false, false, err
 	}
 	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, new: res.New}
+	// The memory nodes' copy may be ahead of the proxy's (a write written through and not
+	// committed yet): an answer that ends the operation without a commit (exists, not found)
+	// is confirmed by the proxy, whose copy is the truth, or the attempt is retried.
+	confirm := func(present bool, sentinel error) (bool, bool, bool, error) {
+		_ = x.t.FreeBlock(res.New)
+		got, err := x.present(ctx, owner, epoch, p, key)
+		switch {
+		case errors.Is(err, errStaleRoute):
+			return false, true, false, nil
+		case err != nil:
+			return false, false, false, err
+		case got == present:
+			return false, false, false, sentinel
+		}
+		return false, true, false, nil
+	}
 	switch kind {
 	case wInsert:
 		if res.Key >= 0 {
-			_ = x.t.FreeBlock(res.New)
-			return false, false, false, race.ErrExists
+			return confirm(true, race.ErrExists)
 		}
 		var free []int
 		for j, wd := range res.Words {
@@ -413,8 +428,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 		w.slot, w.expect, w.others = x.lay.SlotAddr(res.Subtable, res.Index[j]), res.Words[j], res.Others()
 	default:
 		if res.Key < 0 {
-			_ = x.t.FreeBlock(res.New)
-			return false, false, false, race.ErrNotFound
+			return confirm(false, race.ErrNotFound)
 		}
 		w.slot, w.expect = x.lay.SlotAddr(res.Subtable, res.Index[res.Key]), res.Words[res.Key]
 		if kind == wDelete {
@@ -436,6 +450,32 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 	_ = x.t.FreeBlock(res.New)
 	_ = cur
 	return false, true, false, nil
+}
+
+// present asks the proxy whether key is in the partition: its committed fingerprint matches,
+// whose blocks are then read (two round trips).
+func (x *flexIndex) present(ctx context.Context, owner farmem.NodeID, epoch uint64, p int, key []byte) (bool, error) {
+	_, _, err := x.t.SearchWords(ctx, key, func() ([]race.Slot, []farmem.Addr, error) {
+		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, noCacheFlag, key))
+		if err != nil {
+			return nil, nil, fmt.Errorf("kvstore: flexkv: search RPC: %w", err)
+		}
+		st, _, words, slots, err := decSearchResp(rep)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st == stStale {
+			return nil, nil, errStaleRoute
+		}
+		return words, slots, nil
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, race.ErrNotFound):
+		return false, nil
+	}
+	return false, err
 }
 
 // commit sends an index write and, if its outcome is unknown (the Call failed), sends it again

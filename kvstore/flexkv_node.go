@@ -335,6 +335,8 @@ func (n *flexNode) onSearch(ctx context.Context, m farmem.Memory, from farmem.Cl
 	r := reader{b: req}
 	epoch, p, reads := r.u64(), int(r.u64()), r.u64()
 	key := r.rest()
+	noCache := reads&noCacheFlag != 0
+	reads &^= noCacheFlag
 	l := n.kind.layout()
 	if r.bad || len(key) == 0 || l == nil || p >= len(n.parts) {
 		return nil, errWire
@@ -352,9 +354,11 @@ func (n *flexNode) onSearch(ctx context.Context, m farmem.Memory, from farmem.Cl
 		return nil, fmt.Errorf("kvstore: flexkv: partition %d holds no subtable for the key: %w", p, race.ErrCorrupt)
 	}
 	km := pp.metaOf(key)
-	km.read(1 + reads)
 	cacheIt := false
-	if !n.kind.NoKVCache && !pp.keys[string(key)] && km.worthy() {
+	if !noCache {
+		km.read(1 + reads)
+	}
+	if !noCache && !n.kind.NoKVCache && !pp.keys[string(key)] && km.worthy() {
 		// No write of the key is in flight (it would have taken the sharers already): the
 		// sender becomes a sharer, and any later write invalidates it before committing.
 		if a, err := m.Topology().ClientSlice(from); err == nil && sharerBit(a.Node()) != 0 {

@@ -67,6 +67,10 @@ func (r *reader) u8() uint8 {
 
 func (r *reader) rest() []byte { b := r.b; r.b = nil; return b }
 
+// noCacheFlag in a search request's read increments asks for the key's slots only: a writer
+// confirming an answer of the memory nodes' copy, which neither counts as a read nor caches.
+const noCacheFlag = 1 << 63
+
 // searchReq: epoch, partition, read increments, key.
 func encSearch(epoch uint64, p int, reads uint64, key []byte) []byte {
 	b := le.AppendUint64(nil, epoch)
