@@ -457,8 +457,6 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.Client
 	pp.keys[string(w.key)], pp.slots[w.slot] = true, true
 	km := pp.metaOf(w.key)
 	km.write()
-	sharers := km.sharers
-	km.sharers = 0
 	local := s.local.Add(off - race.SlotsOffset())
 	var pl race.KeyPlace
 	if w.kind == wInsert {
@@ -507,8 +505,16 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.Client
 	}
 	// Invalidate the sharers' cached pairs (each Call's reply is its acknowledgement), then
 	// the replaced block's valid word (address caches) and write the slot through, then
-	// commit with the local CAS.
+	// commit with the local CAS. No read adds a sharer while the key is locked; the list is
+	// taken only now that the write will commit, and given back if an invalidation fails.
+	n.mu.Lock()
+	sharers := km.sharers
+	km.sharers = 0
+	n.mu.Unlock()
 	if err := n.invalidateSharers(ctx, m, sharers, w.key); err != nil {
+		n.mu.Lock()
+		km.sharers |= sharers
+		n.mu.Unlock()
 		return nil, err
 	}
 	var wb farmem.Batch
