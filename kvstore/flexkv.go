@@ -87,8 +87,8 @@ import (
 // its proxy and caches are cleared at every hand-over. Compute node failure handling and the
 // manager are issue 27's.
 type FlexKV struct {
-	// Params lay out the table at creation (race's defaults, InitialDepth 3 and MetaSize
-	// DefaultMetaSize when zero).
+	// Params lay out the table at creation (race's defaults, InitialDepth 3, MetaSize
+	// DefaultMetaSize and Replicas DefaultReplicas when zero).
 	Params race.Params
 	// Options configure each handle; the kind sets Invalidate, and DeleteLease to
 	// DefaultDeleteLease when zero.
@@ -131,8 +131,15 @@ func (k *FlexKV) params() race.Params {
 	if p.MetaSize == 0 {
 		p.MetaSize = DefaultMetaSize
 	}
+	if p.Replicas == 0 {
+		p.Replicas = DefaultReplicas
+	}
 	return p
 }
+
+// DefaultReplicas is how many copies of each KV block FlexKV and the Aceso baseline keep, as
+// the paper's evaluation does (race.Params.Replicas; one per memory node when there are fewer).
+const DefaultReplicas = 3
 
 func (k *FlexKV) cacheEntries() int {
 	if k.CacheEntries <= 0 {

@@ -13,11 +13,11 @@ import (
 	"github.com/farmem/farmem/kvstore"
 )
 
-// flexLocal opens a FlexKV store (or the Aceso baseline) on a local fabric of two memory and
-// three compute nodes with strict mode on.
+// flexLocal opens a FlexKV store (or the Aceso baseline) on a local fabric of three memory
+// and three compute nodes with strict mode on.
 func flexLocal(t *testing.T, k *kvstore.FlexKV, lo local.Options) (*local.Fabric, *kvstore.Store) {
 	t.Helper()
-	lo.Shape = local.Shape{MemoryNodes: 2, ComputeNodes: 3}
+	lo.Shape = local.Shape{MemoryNodes: 3, ComputeNodes: 3}
 	f := newLocal(t, lo)
 	s := openStore(t, f, kvstore.Options{Index: k, Alloc: quietAlloc})
 	return f, s
@@ -186,6 +186,7 @@ func TestFlexKVCosts(t *testing.T) {
 	require.NoError(t, ss.Update(ctx, key(5), val(51, 64)))
 	d, sd := f.Stats().Sub(before), ss.Stats().Sub(sb)
 	require.Zero(t, memAtomics(d), "a proxied update: %v", d)
+	require.Equal(t, uint64(5), d.Verbs[farmem.TargetMemory][farmem.OpWrite], "three copies of the block, the old one's valid word, the slot written through: %v", d)
 	require.Positive(t, d.Verbs[farmem.TargetLocal][farmem.OpCAS], "the proxy's local CAS: %v", d)
 	require.Equal(t, uint64(3), sd.RoundTrips, "write ∥ lookup, the key's block, the index RPC: %v", sd)
 	t.Logf("proxied update: fabric %v; client %v", d, sd)
@@ -241,10 +242,12 @@ func TestAcesoCosts(t *testing.T) {
 	ss := sessionOn(t, f, s, nodes[0])
 	require.NoError(t, ss.Insert(ctx, key(1), val(1, 64)))
 	require.NoError(t, ss.Update(ctx, key(1), val(2, 64)))
-	before := f.Stats()
+	before, sb0 := f.Stats(), ss.Stats()
 	require.NoError(t, ss.Update(ctx, key(1), val(3, 64)))
 	d := f.Stats().Sub(before)
 	require.Equal(t, uint64(1), d.Verbs[farmem.TargetMemory][farmem.OpCAS], "%v", d)
+	require.Equal(t, uint64(4), d.Verbs[farmem.TargetMemory][farmem.OpWrite], "three copies of the block and the old one's valid word: %v", d)
+	require.Equal(t, uint64(kvstore.UpdateRoundTrips), ss.Stats().Sub(sb0).RoundTrips)
 	_, err := ss.Get(ctx, key(1))
 	require.NoError(t, err)
 	sb := ss.Stats()

@@ -103,6 +103,22 @@
 // its tombstone, never another key's, provided clocks drift by at most DriftBound and differ by
 // at most ClockSkew. Every client honours a tombstone, whatever its own options.
 //
+// # Replication
+//
+// With Params.Replicas (recorded in the root, so every client agrees) each KV block is
+// allocated at one offset of the allocator's symmetric area and written to its primary memory
+// node (chosen by the key's second hash, so load spreads) and to the next Replicas-1 memory
+// nodes in id order, each copy checksummed for its own address, all in the batch that writes
+// the block; a slot names the primary. Readers read the primary only. Copies of a block that a
+// committed slot names never disagree in their checksummed bytes: a block is written whole to
+// every copy before the CAS that publishes it, and never changed after. Only the valid word
+// differs: writers invalidate the primary's, the one address caches read; a backup's valid
+// word means nothing. Copies of a block no slot ever named (a writer that died between its
+// write and its CAS) may disagree or be partial; no reader follows them. Rebuilding a lost
+// primary from its backups is not built: a restarted primary's keys fail with ErrNodeLost as
+// without replication. Blocks are freed and retired through the symmetric area, so a
+// replicated table's KV data is bounded by alloc.FormatOptions.SymmetricSize.
+//
 // # Costs
 //
 // Round trips are the constants SearchRoundTrips, InsertRoundTrips, UpdateRoundTrips,

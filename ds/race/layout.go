@@ -292,7 +292,16 @@ type Params struct {
 	MetaSize int
 	// Seed seeds the key hash.
 	Seed uint64
+	// Replicas is how many copies of every KV block are written (0 or 1: one; at most
+	// MaxReplicas): at one offset of the allocator's symmetric area on the block's primary
+	// memory node (chosen by the key's hash) and the next ones in id order, in the round trip
+	// that writes the block, before any slot names it. Readers read the primary only (see the
+	// package doc, "Replication"). With fewer memory nodes than Replicas, one copy per node.
+	Replicas int
 }
+
+// MaxReplicas is the most copies of a KV block a table keeps.
+const MaxReplicas = 8
 
 func (p *Params) setDefaults() error {
 	if p.Groups == 0 {
@@ -318,6 +327,8 @@ func (p *Params) setDefaults() error {
 		return fmt.Errorf("race: initial depth %d (want 0..min(16, MaxDepth)): %w", p.InitialDepth, farmem.ErrInvalid)
 	case p.FingerprintBits < 1 || p.FingerprintBits > 8:
 		return fmt.Errorf("race: %d fingerprint bits (want 1..8): %w", p.FingerprintBits, farmem.ErrInvalid)
+	case p.Replicas < 0 || p.Replicas > MaxReplicas:
+		return fmt.Errorf("race: %d replicas (want 0..%d): %w", p.Replicas, MaxReplicas, farmem.ErrInvalid)
 	case p.MetaSize < 0 || p.MetaSize > 64 || p.MetaSize%8 != 0:
 		return fmt.Errorf("race: metadata of %d bytes per slot (want a multiple of 8 up to 64): %w", p.MetaSize, farmem.ErrInvalid)
 	}
@@ -329,7 +340,7 @@ func encodeRootConst(p Params) []byte {
 	b := make([]byte, RootSize)
 	binary.LittleEndian.PutUint64(b[rootMagicOff:], Magic)
 	params := uint64(LayoutVersion) | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
-		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48
+		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48 | uint64(p.Replicas)<<56
 	binary.LittleEndian.PutUint64(b[rootParamsOff:], params)
 	binary.LittleEndian.PutUint64(b[rootGroupsOff:], uint64(p.Groups))
 	binary.LittleEndian.PutUint64(b[rootSeedOff:], p.Seed)
@@ -370,7 +381,7 @@ func DecodeRoot(b []byte) (Root, error) {
 		}
 		return r, fmt.Errorf("race: layout version %d (want %d): %w", v, LayoutVersion, ErrBadRoot)
 	}
-	if params>>56 != 0 || le.Uint64(b[rootGroupsOff:]) > 1<<20 {
+	if params>>56 > MaxReplicas || le.Uint64(b[rootGroupsOff:]) > 1<<20 {
 		return r, fmt.Errorf("race: reserved bits set in root parameters: %w", ErrBadRoot)
 	}
 	r.Params = Params{
@@ -380,6 +391,7 @@ func DecodeRoot(b []byte) (Root, error) {
 		MetaSize:        int(params >> 24 & 0xffff),
 		MaxDepth:        int(params >> 40 & 0xff),
 		InitialDepth:    int(params >> 48 & 0xff),
+		Replicas:        int(params >> 56),
 		Seed:            le.Uint64(b[rootSeedOff:]),
 	}
 	p := r.Params

@@ -208,7 +208,7 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 		st := t.subtableFor(op.k.h1)
 		b := t.batch()
 		if nb != nil {
-			b.Write(nb.addr, nb.bytes)
+			addBlockWrites(b, nb)
 		}
 		t.addReads(b, op, st)
 		t.stats.Lookups++

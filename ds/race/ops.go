@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 )
@@ -19,6 +20,34 @@ type newBlock struct {
 	deadline farmem.Time
 	written  bool
 	visible  bool // a slot has held it: other clients may have read it
+	// reps are the block's copies on other memory nodes (Params.Replicas), written with it.
+	reps []replica
+}
+
+// replica is one copy of a new block: its address and bytes (encoded for that address).
+type replica struct {
+	addr  farmem.Addr
+	bytes []byte
+}
+
+// replicated reports whether the table keeps several copies of each block (then every block
+// is in the allocator's symmetric area).
+func (t *Table) replicated() bool { return t.p.Replicas > 1 && len(t.memNodes) > 1 }
+
+// addBlockWrites appends the writes of nb and its copies to b.
+func addBlockWrites(b *farmem.Batch, nb *newBlock) {
+	b.Write(nb.addr, nb.bytes)
+	for _, r := range nb.reps {
+		b.Write(r.addr, r.bytes)
+	}
+}
+
+// freeBlockAt frees a block no slot ever held (all its copies).
+func (t *Table) freeBlockAt(a farmem.Addr, size uint64) error {
+	if t.replicated() {
+		return t.a.FreeSymmetric(alloc.SymOffset(a.Offset()), size)
+	}
+	return t.a.Free(a, size)
 }
 
 // makeBlock allocates and encodes (but does not write) a block of op's key and val, in the
@@ -26,18 +55,36 @@ type newBlock struct {
 func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline farmem.Time) (*newBlock, error) {
 	n := blockSize(len(op.key), len(val))
 	size := (n + Unit - 1) &^ (Unit - 1)
-	a, err := t.a.Alloc(ctx, size, Unit)
-	if err != nil {
-		return nil, fmt.Errorf("race: allocate KV block: %w", err)
+	var a farmem.Addr
+	var primary int
+	if t.replicated() {
+		o, err := t.a.AllocSymmetric(ctx, size, Unit)
+		if err != nil {
+			return nil, fmt.Errorf("race: allocate replicated KV block: %w", err)
+		}
+		primary = int(op.k.h2>>8) % len(t.memNodes)
+		a = o.On(t.memNodes[primary])
+	} else {
+		var err error
+		if a, err = t.a.Alloc(ctx, size, Unit); err != nil {
+			return nil, fmt.Errorf("race: allocate KV block: %w", err)
+		}
 	}
 	s, err := MakeSlot(op.fp, n, a)
 	if err != nil {
-		_ = t.a.Free(a, size)
+		_ = t.freeBlockAt(a, size)
 		return nil, err
 	}
 	sc := t.scr
 	sc.enc = grow(sc.enc, int(size))
-	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline, t.stamp()), size: size, slot: s, deadline: deadline}
+	stamp := t.stamp()
+	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline, stamp), size: size, slot: s, deadline: deadline}
+	if t.replicated() {
+		for i := 1; i < min(t.p.Replicas, len(t.memNodes)); i++ {
+			ra := farmem.MakeAddr(t.memNodes[(primary+i)%len(t.memNodes)], a.Offset())
+			sc.nb.reps = append(sc.nb.reps, replica{ra, encodeBlock(ra, op.key, val, deadline, stamp)})
+		}
+	}
 	return &sc.nb, nil
 }
 
@@ -49,7 +96,7 @@ func (t *Table) dropBlock(ctx context.Context, nb *newBlock) {
 	case nb.visible:
 		t.retire(ctx, nb.slot)
 	default:
-		_ = t.a.Free(nb.addr, nb.size)
+		_ = t.freeBlockAt(nb.addr, nb.size)
 	}
 }
 

@@ -257,7 +257,7 @@ func (t *Table) FreeBlock(w Slot) error {
 	if w.Empty() {
 		return nil
 	}
-	return t.a.Free(w.Addr(), w.Size())
+	return t.freeBlockAt(w.Addr(), w.Size())
 }
 
 // Retire hands back the block of a committed word that a commit replaced (deferred free).

@@ -147,3 +147,49 @@ func TestResolve(t *testing.T) {
 	_, err = race.ReadPartition(ctx, c.m, c.tab.Root(), 4)
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 }
+
+// TestReplicatedBlocks: with Params.Replicas every KV block is written to that many memory
+// nodes at one offset, in the round trip that writes it (the costs do not change), every copy
+// valid for its own address and holding the same pair; readers use the primary.
+func TestReplicatedBlocks(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 32 << 20}}, race.Params{Groups: 8, Replicas: 3})
+	c := e.open(t, 0, race.Options{})
+	require.Equal(t, 3, c.tab.Params().Replicas)
+	for i := range uint64(20) {
+		require.NoError(t, c.tab.Insert(ctx, key(i), val(i, 40)))
+	}
+	before := c.m.Stats()
+	require.NoError(t, c.tab.Update(ctx, key(3), val(33, 40)))
+	d := c.m.Stats().Sub(before)
+	require.Equal(t, uint64(race.UpdateRoundTrips), d.RoundTrips, "the copies ride in the block's round trip")
+	require.Equal(t, uint64(3), d.Verbs[farmem.TargetMemory][farmem.OpWrite], "three copies of the new block")
+	nodes := e.f.Topology().MemoryNodes()
+	for i := range uint64(20) {
+		want := i
+		if i == 3 {
+			want = 33
+		}
+		_, ent, err := c.tab.SearchEntry(ctx, key(i))
+		require.NoError(t, err)
+		seen := map[farmem.NodeID]bool{}
+		for _, n := range nodes {
+			a := farmem.MakeAddr(n, ent.Word.Addr().Offset())
+			b := make([]byte, ent.Word.Size())
+			require.NoError(t, c.m.Read(ctx, a, b))
+			blk, err := race.DecodeBlock(a, b)
+			require.NoError(t, err, "key %d on %v", i, n)
+			require.Equal(t, key(i), blk.Key)
+			require.Equal(t, want, unval(blk.Value))
+			require.Equal(t, ent.Stamp, blk.Stamp)
+			seen[n] = true
+		}
+		require.Len(t, seen, 3)
+	}
+	// Deletes and updates retire all copies through the symmetric area; the table stays sound.
+	for i := range uint64(20) {
+		require.NoError(t, c.tab.Delete(ctx, key(i)))
+	}
+	census := audit(t, c, true)
+	require.Zero(t, census.Keys)
+}

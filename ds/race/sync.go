@@ -57,7 +57,9 @@ func (c *change) newWord(ctx context.Context) (Slot, error) {
 		c.blk = nb
 	}
 	if !c.blk.written {
-		if err := c.t.m.Write(ctx, c.blk.addr, c.blk.bytes); err != nil {
+		var b farmem.Batch
+		addBlockWrites(&b, c.blk)
+		if err := c.t.m.Do(ctx, &b); err != nil {
 			c.t.lost()
 			return 0, fmt.Errorf("race: write KV block: %w", err)
 		}

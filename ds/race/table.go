@@ -157,6 +157,9 @@ type Table struct {
 	rootB  [8]byte
 	scr    *scratch
 
+	// memNodes are the fabric's memory nodes, ascending (replicas' placement).
+	memNodes []farmem.NodeID
+
 	// A block reserved for the next directory doubling (reserveDir), and its size.
 	spareDir     farmem.Addr
 	spareDirSize uint64
@@ -262,6 +265,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("race: open %v: %w", root, err)
 	}
 	t.p = r.Params
+	t.memNodes = m.Topology().MemoryNodes()
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
 	if t.lockSize < 0 || t.lockSize > t.p.MetaSize || t.lockSize%8 != 0 {
 		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",
@@ -403,6 +407,10 @@ func (t *Table) retire(ctx context.Context, s Slot) {
 	}
 	// Retire fails only when the allocator is closed or the home node is down; the block is
 	// then leaked, which is safe.
+	if t.replicated() {
+		_ = t.a.RetireSymmetric(ctx, alloc.SymOffset(s.Addr().Offset()), s.Size())
+		return
+	}
 	_ = t.a.Retire(ctx, s.Addr(), s.Size())
 }
 
