@@ -284,7 +284,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		if owner == 0 {
 			v, ent, err := x.t.SearchEntry(ctx, key)
 			if err == nil {
-				n.put(key, cacheEntry{ent: ent, part: p})
+				n.put(key, cacheEntry{at: x.rt.Now(), ent: ent, part: p})
 			}
 			n.done(p)
 			if err != nil {
@@ -293,6 +293,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 			return append(dst, v...), nil
 		}
 		tok := n.beginRead(key)
+		start := x.rt.Now()
 		reads := n.takeReads(key)
 		cacheIt := false
 		v, ent, err := x.t.SearchWords(ctx, key, func() ([]race.Slot, []farmem.Addr, error) {
@@ -313,7 +314,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		})
 		n.count(func(s *FlexStats) { s.Proxied++ })
 		ok := err == nil
-		e := cacheEntry{ent: ent, part: p}
+		e := cacheEntry{at: start, ent: ent, part: p}
 		if ok && cacheIt {
 			e.kv, e.value = true, bytes.Clone(v)
 		}
@@ -389,8 +390,60 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 	}
 }
 
+// lease is how long a cached slot address may serve a write: the delete lease, less the
+// clock skew the table allows for.
+func (x *flexIndex) lease() time.Duration {
+	o := x.k.Options
+	if o.DeleteLease == 0 {
+		o.DeleteLease = DefaultDeleteLease
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = time.Millisecond
+	}
+	return o.DeleteLease - o.ClockSkew
+}
+
+// shortcut tries an Update or Delete through the slot address the node's cache holds for key,
+// learnt less than the lease ago: the new block's write (an update's), then the index RPC;
+// no resolution on the memory nodes. The slot held the key's word when the entry was learnt,
+// and a slot the key left cannot hold another key's word before the lease has run out (the
+// delete lease; a proxied partition never splits, and caches are cleared at every hand-over),
+// so the proxy's expected-word check can only succeed on the key's own slot. ok is false when
+// there is no usable entry or the proxy's copy holds another word: the caller resolves.
+func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeID, epoch uint64, p int, key, value []byte) (ok bool, err error) {
+	e, found := x.n.peek(key)
+	if !found || e.part != p || e.ent.Slot == 0 || !e.ent.Word.Committed() || x.rt.Now().Sub(e.at) >= x.lease() {
+		return false, nil
+	}
+	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word}
+	if kind == wDelete {
+		w.new = x.t.DeleteWord()
+	} else if w.new, err = x.t.WriteBlock(ctx, key, value); err != nil {
+		return false, err
+	}
+	x.n.count(func(s *FlexStats) { s.Proxied++; s.Shortcuts++ })
+	st, _, err := x.commit(ctx, owner, &w)
+	if err != nil {
+		return false, err // unknown outcome: the block is leaked, not freed
+	}
+	if st == stOK {
+		x.t.Retire(ctx, w.expect)
+		return true, nil
+	}
+	x.n.drop(key)
+	if kind != wDelete {
+		_ = x.t.FreeBlock(w.new)
+	}
+	return false, nil
+}
+
 // proxied runs one attempt of a write through the proxy.
 func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID, epoch uint64, p int, key, value []byte) (done, retry, full bool, err error) {
+	if kind != wInsert {
+		if ok, err := x.shortcut(ctx, kind, owner, epoch, p, key, value); err != nil || ok {
+			return ok, false, false, err
+		}
+	}
 	var val []byte
 	if kind != wDelete {
 		val = value

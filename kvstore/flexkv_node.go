@@ -43,6 +43,7 @@ type routeState struct {
 
 // cacheEntry is a cached pair (kv) or a cached address, with the slot that named it.
 type cacheEntry struct {
+	at    farmem.Time // when the entry was learnt: its slot address is used for writes until at+DeleteLease
 	kv    bool
 	value []byte
 	ent   race.Entry
@@ -88,6 +89,8 @@ type FlexStats struct {
 	// Proxied counts index operations this node's clients sent to a proxy; Served those this
 	// node's proxy served; Commits its local CASes.
 	Proxied, Served, Commits uint64
+	// Shortcuts counts writes sent with a cached slot address (no resolution).
+	Shortcuts uint64
 	// Conflicts counts proxied writes answered busy or conflict; Invalidations the pairs this
 	// node's cache dropped on a proxy's request; Refused the installs a racing invalidation
 	// cancelled.
@@ -197,6 +200,17 @@ func (n *flexNode) lookup(key []byte) (cacheEntry, bool) {
 // FlushReads is how many reads served from a node's cache without the proxy (pairs and
 // addresses) a key accumulates before the next read of it goes to the proxy with them.
 const FlushReads = 32
+
+// peek returns key's entry without counting a read.
+func (n *flexNode) peek(key []byte) (cacheEntry, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.cache[string(key)]
+	if !ok {
+		return cacheEntry{}, false
+	}
+	return *e, true
+}
 
 // takeReads returns and clears the key's read count, to piggyback on an RPC.
 func (n *flexNode) takeReads(key []byte) uint64 {

@@ -215,6 +215,31 @@ func TestFlexKVCosts(t *testing.T) {
 	x, _ := unval(got)
 	require.Equal(t, uint64(52), x, "no stale value from the cache")
 
+	// A write through the cached slot address, within the delete lease: no resolution.
+	_, err = ss.Get(ctx, key(5))
+	require.NoError(t, err)
+	st0, _ := k.Stats(nodes[0])
+	sb = ss.Stats()
+	require.NoError(t, ss.Update(ctx, key(5), val(53, 64)))
+	st1, _ := k.Stats(nodes[0])
+	if st1.Shortcuts > st0.Shortcuts { // the entry was learnt less than a lease ago
+		require.Equal(t, uint64(2), ss.Stats().Sub(sb).RoundTrips, "the block's write, the index RPC")
+	}
+	// Past the lease the entry's slot is not trusted: the write resolves it.
+	_, err = ss.Get(ctx, key(5))
+	require.NoError(t, err)
+	require.NoError(t, f.Runtime().Sleep(ctx, kvstore.DefaultDeleteLease))
+	st0, _ = k.Stats(nodes[0])
+	sb = ss.Stats()
+	require.NoError(t, ss.Update(ctx, key(5), val(54, 64)))
+	st1, _ = k.Stats(nodes[0])
+	require.Equal(t, st0.Shortcuts, st1.Shortcuts, "an entry older than the lease is not used for a write")
+	require.Equal(t, uint64(3), ss.Stats().Sub(sb).RoundTrips)
+	got, err = other.Get(ctx, key(5))
+	require.NoError(t, err)
+	x, _ = unval(got)
+	require.Equal(t, uint64(54), x)
+
 	// An address-cache hit: a key on the memory nodes, read twice.
 	var q []byte
 	for i := range uint64(32) {

@@ -252,6 +252,30 @@ func (r *Resolution) Others() []Slot {
 	return out
 }
 
+// WriteBlock allocates and writes a new KV block of key and value (and its copies), one round
+// trip, and returns its committed word: a write whose slot the caller already knows (a
+// cached slot address) publishes it, or frees it with FreeBlock.
+func (t *Table) WriteBlock(ctx context.Context, key, value []byte) (Slot, error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	if err := checkKV(key, value); err != nil {
+		return 0, err
+	}
+	op := t.newOp(key)
+	nb, err := t.makeBlock(ctx, op, value, 0)
+	if err != nil {
+		return 0, err
+	}
+	var b farmem.Batch
+	addBlockWrites(&b, nb)
+	if err := t.m.Do(ctx, &b); err != nil {
+		t.lost()
+		return 0, fmt.Errorf("race: write KV block: %w", err)
+	}
+	return nb.slot, nil
+}
+
 // FreeBlock frees a block Resolve wrote that no slot ever held.
 func (t *Table) FreeBlock(w Slot) error {
 	if w.Empty() {
