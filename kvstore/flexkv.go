@@ -84,8 +84,10 @@ import (
 // A sharer that does not answer an invalidation fails the write (nothing committed); a proxy
 // that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
-// its proxy and caches are cleared at every hand-over. Compute node failure handling and the
-// manager are issue 27's.
+// its proxy and caches are cleared at every hand-over. A hand-over that fails midway (a node
+// that does not answer) leaves the partition paused on the nodes it reached, never served by
+// two paths at once; the next hand-over of the partition completes it. Recovering from a dead
+// compute node and the manager that decides hand-overs are not built here.
 type FlexKV struct {
 	// Params lay out the table at creation (race's defaults, InitialDepth 3, MetaSize
 	// DefaultMetaSize and Replicas DefaultReplicas when zero).
