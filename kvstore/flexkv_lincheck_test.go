@@ -3,6 +3,7 @@ package kvstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,24 +130,42 @@ func TestFlexKVLinearizable(t *testing.T) {
 	}
 }
 
+// flexSim runs the migrating lincheck on a simulated cluster of 2 memory and 3 compute nodes
+// and returns its verdict and a digest of the run (virtual end time and fabric counts).
+func flexSim(t *testing.T, seed uint64) (error, string) {
+	model := sim.ConnectX6()
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
+	model.Tearing, model.Jitter = true, 300*time.Nanosecond
+	sm, err := sim.New(model, seed)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sm.Close() })
+	var verdict error
+	var digest string
+	sm.Run(func() {
+		k := flexKind()
+		s, err := kvstore.Open(context.Background(), sm, kvstore.Options{Index: k, Alloc: shortLeases})
+		require.NoError(t, err)
+		w := flexMix
+		w.ops *= stressScale()
+		verdict = lincheckFlex(t, sm, k, s, w, 9, 50*time.Microsecond)
+		digest = fmt.Sprintf("%v %v", sm.Now(), sm.Stats())
+		require.NoError(t, s.Close())
+	})
+	return verdict, digest
+}
+
+// TestFlexKVSimDeterministic: one seed, one run.
+func TestFlexKVSimDeterministic(t *testing.T) {
+	_, a := flexSim(t, 5)
+	_, b := flexSim(t, 5)
+	require.Equal(t, a, b)
+}
+
 // TestFlexKVLinearizableSim: the same on the simulator (deterministic, virtual time), with
 // the allocator's short leases, so blocks are reused soon after they are replaced.
 func TestFlexKVLinearizableSim(t *testing.T) {
 	for seed := range uint64(2 * stressScale()) {
-		model := sim.ConnectX6()
-		model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
-		model.Tearing, model.Jitter = true, 300*time.Nanosecond
-		sm, err := sim.New(model, seed+1)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = sm.Close() })
-		var verdict error
-		sm.Run(func() {
-			k := flexKind()
-			s, err := kvstore.Open(context.Background(), sm, kvstore.Options{Index: k, Alloc: shortLeases})
-			require.NoError(t, err)
-			defer func() { require.NoError(t, s.Close()) }()
-			verdict = lincheckFlex(t, sm, k, s, flexMix, 9, 50*time.Microsecond)
-		})
+		verdict, _ := flexSim(t, seed+1)
 		require.NoError(t, verdict, "seed %d", seed+1)
 	}
 }
