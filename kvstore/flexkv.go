@@ -81,7 +81,10 @@ import (
 //
 // # Limits
 //
-// A sharer that does not answer an invalidation fails the write (nothing committed); a proxy
+// A proxy's write holds a handler while its invalidations' Calls run: if every handler of two
+// nodes were so held, each invalidating the other, they would wait for each other (the
+// paper's proxies have the same shape; a node's MaxHandlers bounds the writes it serves at
+// once). A sharer that does not answer an invalidation fails the write (nothing committed); a proxy
 // that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
 // its proxy and caches are cleared at every hand-over. A hand-over that fails midway (a node
@@ -598,14 +601,24 @@ func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) er
 	if len(cs) == 0 {
 		return fmt.Errorf("kvstore: flexkv: no compute node: %w", farmem.ErrInvalid)
 	}
-	rep, err := x.m.Call(ctx, cs[0], farmem.OwnerFlexKV.Method(flexHandOver), ctlReq{p: p, owner: owner, root: x.t.Root()}.enc())
-	if err != nil {
-		return fmt.Errorf("kvstore: flexkv: hand-over of partition %d: %w", p, err)
+	var d time.Duration
+	for {
+		rep, err := x.m.Call(ctx, cs[0], farmem.OwnerFlexKV.Method(flexHandOver), ctlReq{p: p, owner: owner, root: x.t.Root()}.enc())
+		if err != nil {
+			return fmt.Errorf("kvstore: flexkv: hand-over of partition %d: %w", p, err)
+		}
+		if len(rep) == 1 && rep[0] == stBusy {
+			// Another hand-over is running: wait here, not in the coordinator's handler.
+			if err := backoff(ctx, x.rt, &d); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(rep) != 1 || rep[0] != stOK {
+			return fmt.Errorf("kvstore: flexkv: hand-over of partition %d to %v: %w", p, owner, ErrHandOver)
+		}
+		return nil
 	}
-	if len(rep) != 1 || rep[0] != stOK {
-		return fmt.Errorf("kvstore: flexkv: hand-over of partition %d to %v: %w", p, owner, ErrHandOver)
-	}
-	return nil
 }
 
 // HandOver moves partition p of a FlexKV store to compute node owner's proxy, or back to the

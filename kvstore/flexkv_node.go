@@ -705,7 +705,7 @@ func (n *flexNode) onResume(ctx context.Context, m farmem.Memory, _ farmem.Clien
 }
 
 // onHandOver runs a hand-over of partition c.p to c.owner (0: the memory nodes) under the
-// coordinator's latch: pause every compute node (each drains its clients' operations on the
+// coordinator's latch (answering busy, for the requester to retry, while another runs): pause every compute node (each drains its clients' operations on the
 // partition and clears its cache), have the new owner load it, resume every node with the new
 // owner. If the load is refused (a split holds the partition) the partition goes back to the
 // memory nodes and the reply says so.
@@ -718,8 +718,14 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 	if err != nil {
 		return nil, err
 	}
-	if err := latch.Lock(ctx); err != nil {
+	// Never wait for the latch in a handler: handlers are few, and the hand-over in progress
+	// needs one on this node for its own pause. The requester retries.
+	got, err := latch.TryLock(ctx)
+	if err != nil {
 		return nil, err
+	}
+	if !got {
+		return []byte{stBusy}, nil
 	}
 	defer func() { _ = latch.Unlock(context.WithoutCancel(ctx)) }()
 	n.mu.Lock()
