@@ -169,3 +169,13 @@ func TestFlexKVLinearizableSim(t *testing.T) {
 		require.NoError(t, verdict, "seed %d", seed+1)
 	}
 }
+
+// TestAcesoLinearizable: the baseline (address caches over RACE on the memory nodes, CIDER
+// synchronizing updates) on a local fabric with tearing and strict mode.
+func TestAcesoLinearizable(t *testing.T) {
+	w := flexMix
+	w.ops *= stressScale()
+	k := flexKind()
+	k.NoProxy = true
+	require.NoError(t, lincheckLocalWith(t, w, 1, 8, 21, kvstore.Options{Index: k}))
+}

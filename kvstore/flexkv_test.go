@@ -2,12 +2,11 @@ package kvstore_test
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
@@ -318,6 +317,26 @@ func TestFlexKVStaleAddress(t *testing.T) {
 	st, _ := k.Stats(nodes[0])
 	require.Positive(t, st.AddrStale, "stale addresses were detected")
 	require.Positive(t, st.AddrHits+st.Misses)
-	_ = errors.New
-	_ = time.Second
+}
+
+// TestFlexKVKeepsSync: partitions on the memory nodes keep the store's synchronizer (here
+// the far MCS lock: a locked update's round trips); proxied ones commit at the proxy.
+func TestFlexKVKeepsSync(t *testing.T) {
+	ctx := context.Background()
+	k := &kvstore.FlexKV{}
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 3}})
+	s := openStore(t, f, kvstore.Options{Index: k, Alloc: quietAlloc, Sync: kvstore.MCS(qlock.Options{})})
+	require.Equal(t, "mcs", s.Sync())
+	nodes := f.Topology().ComputeNodes()
+	ss := sessionOn(t, f, s, nodes[0])
+	require.NoError(t, ss.Insert(ctx, key(1), val(1, 16)))
+	require.NoError(t, ss.Update(ctx, key(1), val(2, 16)))
+	sb := ss.Stats()
+	require.NoError(t, ss.Update(ctx, key(1), val(3, 16)))
+	require.Equal(t, uint64(kvstore.LockedUpdateRoundTrips), ss.Stats().Sub(sb).RoundTrips, "the MCS lock on the memory nodes")
+	require.NoError(t, s.HandOver(ctx, k.PartitionOf(key(1)), nodes[1]))
+	before := f.Stats()
+	require.NoError(t, ss.Update(ctx, key(1), val(4, 16)))
+	d := f.Stats().Sub(before)
+	require.Zero(t, d.Verbs[farmem.TargetMemory][farmem.OpCAS]+d.Verbs[farmem.TargetMemory][farmem.OpMaskedCAS], "no lock, no CAS at the memory nodes: %v", d)
 }
