@@ -2,6 +2,7 @@ package kvstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -339,4 +340,62 @@ func TestFlexKVKeepsSync(t *testing.T) {
 	require.NoError(t, ss.Update(ctx, key(1), val(4, 16)))
 	d := f.Stats().Sub(before)
 	require.Zero(t, d.Verbs[farmem.TargetMemory][farmem.OpCAS]+d.Verbs[farmem.TargetMemory][farmem.OpMaskedCAS], "no lock, no CAS at the memory nodes: %v", d)
+}
+
+// lossyCalls is a client whose next index-write Calls (FlexKV's method 2) lose their reply
+// (the proxy ran them) or their request (it did not), as a failed transport would report.
+type lossyCalls struct {
+	farmem.Memory
+	loseReply, loseRequest int
+}
+
+func (l *lossyCalls) Call(ctx context.Context, node farmem.NodeID, method uint16, req []byte) ([]byte, error) {
+	if method == farmem.OwnerFlexKV.Method(2) {
+		switch {
+		case l.loseRequest > 0:
+			l.loseRequest--
+			return nil, fmt.Errorf("request lost: %w", farmem.ErrNodeDown)
+		case l.loseReply > 0:
+			l.loseReply--
+			if _, err := l.Memory.Call(ctx, node, method, req); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("reply lost: %w", farmem.ErrNodeDown)
+		}
+	}
+	return l.Memory.Call(ctx, node, method, req)
+}
+
+// TestFlexKVUnknownCommit: a commit whose outcome is unknown is sent again with the same
+// words; the proxy's copy holding the new word tells the client its first attempt committed,
+// and a lost request commits on the second; either way the update took effect once.
+func TestFlexKVUnknownCommit(t *testing.T) {
+	ctx := context.Background()
+	k := &kvstore.FlexKV{}
+	f, s := flexLocal(t, k, local.Options{})
+	nodes := f.Topology().ComputeNodes()
+	require.NoError(t, s.Insert(ctx, key(1), val(1, 16)))
+	require.NoError(t, s.HandOver(ctx, k.PartitionOf(key(1)), nodes[1]))
+	m, err := f.Open(ctx, nodes[2])
+	require.NoError(t, err)
+	defer m.Close()
+	lossy := &lossyCalls{Memory: m}
+	ss, err := s.SessionOn(ctx, lossy)
+	require.NoError(t, err)
+	defer ss.Close()
+	for i, c := range []struct{ reply, request int }{{1, 0}, {0, 1}, {2, 1}} {
+		lossy.loseReply, lossy.loseRequest = c.reply, c.request
+		v := uint64(10 + i)
+		require.NoError(t, ss.Update(ctx, key(1), val(v, 16)), "case %+v", c)
+		got, err := s.Get(ctx, key(1))
+		require.NoError(t, err)
+		x, _ := unval(got)
+		require.Equal(t, v, x, "case %+v", c)
+		require.Zero(t, lossy.loseReply+lossy.loseRequest, "every loss was met")
+	}
+	// A delete whose reply is lost reports success once, and the key is gone.
+	lossy.loseReply = 1
+	require.NoError(t, ss.Delete(ctx, key(1)))
+	_, err = s.Get(ctx, key(1))
+	require.ErrorIs(t, err, kvstore.ErrNotFound)
 }
