@@ -501,7 +501,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 		}
 	}
 	x.n.count(func(s *FlexStats) { s.Proxied++ })
-	st, cur, err := x.commit(ctx, owner, &w)
+	st, _, err := x.commit(ctx, owner, &w)
 	switch {
 	case err != nil:
 		// Unknown outcome: the new block may be in place; it is leaked rather than freed.
@@ -512,8 +512,8 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 		}
 		return true, false, false, nil
 	}
+	// Busy, conflict (the copy holds another word) or stale: nothing committed.
 	_ = x.t.FreeBlock(res.New)
-	_ = cur
 	return false, true, false, nil
 }
 
