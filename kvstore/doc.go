@@ -98,6 +98,10 @@
 // descriptor and a store opens only with them (ErrMismatch), since synchronizers keep lock
 // entries in the index.
 //
+// FlexKV (a NodeKind) is RACE with FlexKV's index proxying and coherent compute-side caches;
+// with NoProxy it is the Aceso-like baseline (see its doc). Store.HandOver moves its
+// partitions between proxies and the memory nodes while operations go on.
+//
 // An index kind with state of its own on each compute node (a cache shared by the node's
 // clients, a proxy, a directory serving peers' Calls and messages) implements NodeKind: Open
 // opens that state once per compute node the fabric hosts, through package farmem/nodestate,

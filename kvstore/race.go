@@ -28,7 +28,7 @@ type Race struct {
 // Name implements IndexKind: "race".
 func (Race) Name() string { return "race" }
 
-// Limits implements IndexKind: a key and value together of at most race.MaxKV bytes (16296).
+// Limits implements IndexKind: a key and value together of at most race.MaxKV bytes (16288; 16296 before race layout version 2).
 func (Race) Limits() Limits { return Limits{MaxKey: race.MaxKV, MaxKV: race.MaxKV} }
 
 // Create implements IndexKind.

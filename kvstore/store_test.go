@@ -84,7 +84,7 @@ func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	lim := s.Limits()
 	require.Equal(t, race.MaxKV, lim.MaxKV)
-	require.Equal(t, 16296, lim.MaxKV, "the documented limit")
+	require.Equal(t, 16288, lim.MaxKV, "the documented limit")
 
 	k := bytes.Repeat([]byte("k"), 100)
 	big := make([]byte, lim.MaxKV-len(k))

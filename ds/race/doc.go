@@ -75,6 +75,50 @@
 // their directory after any adoption. An operation in flight across an adoption is not
 // defended against. Table.Locate tells where a key's slot and block live.
 //
+// # Proxying and address caches
+//
+// Layout version 2 (older roots are refused with ErrBadRoot, naming the version) gives every KV
+// block a random 32-bit stamp, covered by its checksum, and a valid word outside it. A writer
+// under Options.Invalidate sets the valid word of the block it replaces or deletes before its
+// CAS, in the round trip that reads the block (so uncontended costs do not change; a block of
+// another key sharing the fingerprint is invalidated too, costing its cached readers a miss,
+// and a write that then fails leaves a committed block invalid, with the same cost). An
+// address cache keeps an Entry (the committed word, the block's stamp, the slot's address)
+// from SearchEntry, and SearchCached reads the block alone, one round trip, accepting it only
+// if it validates, holds the key and the stamp, and is valid: it was then the committed value
+// while it was read, since writers invalidate before they commit and a block is reused only
+// after it was replaced (and then carries another stamp). Plain Search ignores the valid word.
+//
+// For an index proxy: partitions are the subtables at the fixed directory depth
+// Params.InitialDepth (Layout.PartitionOf: the low bits of the key's first hash) and all their
+// descendants; ReadPartition reads one whole, refusing (ErrBusy) while a split holds it;
+// Layout.Place names a key's candidate slots in whichever subtable holds it; Resolve is the
+// slot-resolved lookup (the slot's address and its expected word, the new block written in
+// the same round trip); SearchWords reads the blocks of words a proxy returned, pinned.
+//
+// Delete lease: with Options.DeleteLease a Delete leaves a tombstone (MakeTombstone) holding
+// the time from which an Insert may reuse the slot, DeleteLease·(1+DriftBound) plus ClockSkew
+// after the delete; a split keeps tombstones in the old half. A slot address cached less than
+// DeleteLease ago (by the clock of the client that cached it) therefore names the key's slot or
+// its tombstone, never another key's, provided clocks drift by at most DriftBound and differ by
+// at most ClockSkew. Every client honours a tombstone, whatever its own options.
+//
+// # Replication
+//
+// With Params.Replicas (recorded in the root, so every client agrees) each KV block is
+// allocated at one offset of the allocator's symmetric area and written to its primary memory
+// node (chosen by the key's second hash, so load spreads) and to the next Replicas-1 memory
+// nodes in id order, each copy checksummed for its own address, all in the batch that writes
+// the block; a slot names the primary. Readers read the primary only. Copies of a block that a
+// committed slot names never disagree in their checksummed bytes: a block is written whole to
+// every copy before the CAS that publishes it, and never changed after. Only the valid word
+// differs: writers invalidate the primary's, the one address caches read; a backup's valid
+// word means nothing. Copies of a block no slot ever named (a writer that died between its
+// write and its CAS) may disagree or be partial; no reader follows them. Rebuilding a lost
+// primary from its backups is not built: a restarted primary's keys fail with ErrNodeLost as
+// without replication. Blocks are freed and retired through the symmetric area, so a
+// replicated table's KV data is bounded by alloc.FormatOptions.SymmetricSize.
+//
 // # Costs
 //
 // Round trips are the constants SearchRoundTrips, InsertRoundTrips, UpdateRoundTrips,

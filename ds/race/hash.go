@@ -26,7 +26,21 @@ func fmix(x uint64) uint64 {
 // inputs, the same in every process (unlike hash/maphash), since the layout of the table in far
 // memory depends on it.
 func hash64(seed uint64, b []byte) uint64 {
-	h := seed ^ uint64(len(b))*mulA
+	return hashTail(seed^uint64(len(b))*mulA, b)
+}
+
+// hash64Parts is hash64 of the concatenation of a and b, where len(a) is a multiple of 8.
+func hash64Parts(seed uint64, a, b []byte) uint64 {
+	h := seed ^ uint64(len(a)+len(b))*mulA
+	for ; len(a) >= 8; a = a[8:] {
+		k := binary.LittleEndian.Uint64(a)
+		h = bits.RotateLeft64(h^(k*mulB), 29) * mulC
+	}
+	return hashTail(h, b)
+}
+
+// hashTail folds b into the running hash h and finalizes it.
+func hashTail(h uint64, b []byte) uint64 {
 	for len(b) >= 8 {
 		k := binary.LittleEndian.Uint64(b)
 		h = bits.RotateLeft64(h^(k*mulB), 29) * mulC

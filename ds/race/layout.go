@@ -57,7 +57,10 @@ func unpackAddr(p uint64) farmem.Addr {
 //	bit  46      tentative: an insert not yet committed; readers ignore it
 //	bits 45..0   the KV block's packed address (node id 8 bits, offset/64 38 bits)
 //
-// The word 0 is an empty slot; the frozen bit alone is an empty slot frozen by a split.
+// The word 0 is an empty slot; the frozen bit alone is an empty slot frozen by a split. A word
+// of length 0 with nonzero address bits is a tombstone (MakeTombstone): a deleted key's slot
+// under the delete lease, whose address bits hold the time (in 2^16 ns) from which an insert
+// may reuse it.
 type Slot uint64
 
 // Slot bits.
@@ -106,14 +109,36 @@ func (s Slot) Tentative() bool { return s&SlotTentative != 0 }
 // Plain returns the word without its frozen bit: what the slot holds for readers.
 func (s Slot) Plain() Slot { return s &^ SlotFrozen }
 
-// Empty reports whether the slot holds no block (frozen or not).
-func (s Slot) Empty() bool { return s.Plain() == 0 }
+// Empty reports whether the slot holds no block (frozen or not): the word 0 or a tombstone.
+func (s Slot) Empty() bool { return s.Units() == 0 }
+
+// Tombstone reports whether the slot holds a delete's tombstone (frozen or not): no block, and
+// the fabric time from which an Insert may reuse the slot (ReusableAt).
+func (s Slot) Tombstone() bool { return s.Units() == 0 && s&^SlotFrozen != 0 }
+
+// ReusableAt returns a tombstone's reuse time (0 for other words).
+func (s Slot) ReusableAt() farmem.Time {
+	if !s.Tombstone() {
+		return 0
+	}
+	return farmem.Time((uint64(s) & ptrMask) << lockUnitShift)
+}
+
+// MakeTombstone returns the tombstone a delete leaves in a slot when the table keeps a delete
+// lease: no block, and the slot reusable by an Insert from reuseAt on (rounded up to 2^16 ns).
+func MakeTombstone(reuseAt farmem.Time) Slot {
+	u := (uint64(reuseAt) + 1<<lockUnitShift - 1) >> lockUnitShift
+	return Slot(max(u&ptrMask, 1))
+}
 
 // Committed reports whether the slot holds a committed KV block (frozen or not): what Search sees.
 func (s Slot) Committed() bool { return !s.Empty() && !s.Tentative() && s.Units() != 0 }
 
 // String formats the slot for dumps.
 func (s Slot) String() string {
+	if s.Tombstone() {
+		return fmt.Sprintf("tombstone(until %d)", s.ReusableAt())
+	}
 	if s.Plain() == 0 {
 		if s.Frozen() {
 			return "empty(frozen)"
@@ -147,8 +172,10 @@ const (
 
 	// Magic is the first word of a table root: the bytes "farmRACE" as a little-endian word.
 	Magic uint64 = 0x454341526d726166
-	// LayoutVersion is the layout version this package writes and reads.
-	LayoutVersion = 1
+	// LayoutVersion is the layout version this package writes and reads. Version 2 added the
+	// stamp and the valid word to KV blocks; a version 1 table is refused (ErrBadRoot), since
+	// its blocks cannot be read with this layout: recreate it.
+	LayoutVersion = 2
 )
 
 // Subtable layout. The header area is 5 Units: the header, lock and parent words, then one
@@ -265,7 +292,16 @@ type Params struct {
 	MetaSize int
 	// Seed seeds the key hash.
 	Seed uint64
+	// Replicas is how many copies of every KV block are written (0 or 1: one; at most
+	// MaxReplicas): at one offset of the allocator's symmetric area on the block's primary
+	// memory node (chosen by the key's hash) and the next ones in id order, in the round trip
+	// that writes the block, before any slot names it. Readers read the primary only (see the
+	// package doc, "Replication"). With fewer memory nodes than Replicas, one copy per node.
+	Replicas int
 }
+
+// MaxReplicas is the most copies of a KV block a table keeps.
+const MaxReplicas = 8
 
 func (p *Params) setDefaults() error {
 	if p.Groups == 0 {
@@ -291,6 +327,8 @@ func (p *Params) setDefaults() error {
 		return fmt.Errorf("race: initial depth %d (want 0..min(16, MaxDepth)): %w", p.InitialDepth, farmem.ErrInvalid)
 	case p.FingerprintBits < 1 || p.FingerprintBits > 8:
 		return fmt.Errorf("race: %d fingerprint bits (want 1..8): %w", p.FingerprintBits, farmem.ErrInvalid)
+	case p.Replicas < 0 || p.Replicas > MaxReplicas:
+		return fmt.Errorf("race: %d replicas (want 0..%d): %w", p.Replicas, MaxReplicas, farmem.ErrInvalid)
 	case p.MetaSize < 0 || p.MetaSize > 64 || p.MetaSize%8 != 0:
 		return fmt.Errorf("race: metadata of %d bytes per slot (want a multiple of 8 up to 64): %w", p.MetaSize, farmem.ErrInvalid)
 	}
@@ -302,7 +340,7 @@ func encodeRootConst(p Params) []byte {
 	b := make([]byte, RootSize)
 	binary.LittleEndian.PutUint64(b[rootMagicOff:], Magic)
 	params := uint64(LayoutVersion) | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
-		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48
+		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48 | uint64(p.Replicas)<<56
 	binary.LittleEndian.PutUint64(b[rootParamsOff:], params)
 	binary.LittleEndian.PutUint64(b[rootGroupsOff:], uint64(p.Groups))
 	binary.LittleEndian.PutUint64(b[rootSeedOff:], p.Seed)
@@ -338,9 +376,12 @@ func DecodeRoot(b []byte) (Root, error) {
 	}
 	params := le.Uint64(b[rootParamsOff:])
 	if v := params & 0xff; v != LayoutVersion {
+		if v == 1 {
+			return r, fmt.Errorf("race: layout version 1 (KV blocks without a stamp and valid word, written before version 2): this package reads only version %d; recreate the table: %w", LayoutVersion, ErrBadRoot)
+		}
 		return r, fmt.Errorf("race: layout version %d (want %d): %w", v, LayoutVersion, ErrBadRoot)
 	}
-	if params>>56 != 0 || le.Uint64(b[rootGroupsOff:]) > 1<<20 {
+	if params>>56 > MaxReplicas || le.Uint64(b[rootGroupsOff:]) > 1<<20 {
 		return r, fmt.Errorf("race: reserved bits set in root parameters: %w", ErrBadRoot)
 	}
 	r.Params = Params{
@@ -350,6 +391,7 @@ func DecodeRoot(b []byte) (Root, error) {
 		MetaSize:        int(params >> 24 & 0xffff),
 		MaxDepth:        int(params >> 40 & 0xff),
 		InitialDepth:    int(params >> 48 & 0xff),
+		Replicas:        int(params >> 56),
 		Seed:            le.Uint64(b[rootSeedOff:]),
 	}
 	p := r.Params

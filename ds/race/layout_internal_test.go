@@ -2,6 +2,7 @@ package race
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -70,7 +71,7 @@ func TestHeaderWords(t *testing.T) {
 
 func TestBlock(t *testing.T) {
 	a := farmem.MakeAddr(2, 64*Unit)
-	b := encodeBlock(a, []byte("key"), []byte("value"), 12345)
+	b := encodeBlock(a, []byte("key"), []byte("value"), 12345, 77)
 	require.Equal(t, blockSize(3, 5), uint64(len(b)))
 	blk, err := DecodeBlock(a, b)
 	require.NoError(t, err)
@@ -80,17 +81,26 @@ func TestBlock(t *testing.T) {
 	// Another address, any flipped bit, a short buffer: rejected.
 	_, err = DecodeBlock(a.Add(Unit), b)
 	require.ErrorIs(t, err, ErrCorrupt)
+	require.Equal(t, uint32(77), blk.Stamp)
+	require.False(t, blk.Invalid)
 	for i := range len(b) * 8 {
 		c := bytes.Clone(b)
 		c[i/8] ^= 1 << (i % 8)
-		_, err := DecodeBlock(a, c)
+		blk, err := DecodeBlock(a, c)
+		if i/8 >= ValidOffset && i/8 < ValidOffset+8 {
+			// The valid word is outside the checksum: any nonzero value marks the block invalid.
+			require.NoError(t, err, "bit %d", i)
+			require.True(t, blk.Invalid, "bit %d", i)
+			require.Equal(t, "value", string(blk.Value))
+			continue
+		}
 		require.ErrorIs(t, err, ErrCorrupt, "bit %d", i)
 	}
 	_, err = DecodeBlock(a, b[:len(b)-1])
 	require.ErrorIs(t, err, ErrCorrupt)
 	// A torn block: the first half of one write, the second of another.
-	o := encodeBlock(a, []byte("key"), []byte("VALUE"), 12345)
-	torn := append(bytes.Clone(b[:20]), o[20:]...) // "key"+"v" then "ALUE" and o's checksum
+	o := encodeBlock(a, []byte("key"), []byte("VALUE"), 12345, 77)
+	torn := append(bytes.Clone(b[:28]), o[28:]...) // "key"+"v" then "ALUE" and o's checksum
 	_, err = DecodeBlock(a, torn)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
@@ -114,6 +124,13 @@ func TestRoot(t *testing.T) {
 	require.Equal(t, p, r.Params)
 	require.Equal(t, 2, r.GlobalDepth)
 	require.Equal(t, uint64(5), r.Splits)
+	// A version 1 root (blocks without a stamp and valid word) is refused, saying so.
+	v1 := bytes.Clone(b)
+	v1[rootParamsOff] = 1
+	binary.LittleEndian.PutUint64(v1[rootSumOff:], hash64(Magic, v1[:rootSumOff]))
+	_, err = DecodeRoot(v1)
+	require.ErrorIs(t, err, ErrBadRoot)
+	require.ErrorContains(t, err, "layout version 1")
 	b[rootSeedOff] ^= 1
 	_, err = DecodeRoot(b)
 	require.ErrorIs(t, err, ErrBadRoot)
@@ -122,7 +139,7 @@ func TestRoot(t *testing.T) {
 
 func FuzzDecodeBlock(f *testing.F) {
 	a := farmem.MakeAddr(1, Unit)
-	f.Add(uint64(a), encodeBlock(a, []byte("k"), []byte("v"), 1))
+	f.Add(uint64(a), encodeBlock(a, []byte("k"), []byte("v"), 1, 5))
 	f.Add(uint64(a), []byte{})
 	f.Add(uint64(0), make([]byte, 64))
 	f.Fuzz(func(t *testing.T, addr uint64, b []byte) {
@@ -133,8 +150,10 @@ func FuzzDecodeBlock(f *testing.F) {
 			}
 			return
 		}
-		again := encodeBlock(farmem.Addr(addr), blk.Key, blk.Value, blk.Deadline)
-		if !bytes.Equal(again, b[:len(again)]) {
+		again := encodeBlock(farmem.Addr(addr), blk.Key, blk.Value, blk.Deadline, blk.Stamp)
+		want := bytes.Clone(b[:len(again)])
+		clear(want[ValidOffset : ValidOffset+8]) // outside the checksum; encoded as 0
+		if !bytes.Equal(again, want) {
 			t.Fatalf("a valid block does not re-encode to itself")
 		}
 	})

@@ -33,6 +33,9 @@ type opState struct {
 	meta  []slotMeta // prefetched metadata entries of the last learn that read them
 	// waited is the subtable whose split lock this operation last found free while waiting.
 	waited farmem.Addr
+	// invalidate makes learn set the valid word of every committed block it reads (an Update
+	// or Delete under Options.Invalidate: one of them is the block it replaces).
+	invalidate bool
 }
 
 // blockInfo is what a block holds, as far as an operation cares.
@@ -40,6 +43,7 @@ type blockInfo struct {
 	isKey    bool
 	value    []byte // only with keepValue: a copy, the caller's
 	deadline farmem.Time
+	stamp    uint32
 }
 
 // knownBlock is an entry of opState.known.
@@ -129,13 +133,16 @@ func (t *Table) hashOf(key []byte) keyHash {
 }
 
 // initOp sets op's key and what derives from it.
-func (t *Table) initOp(op *opState, key []byte) {
-	op.key, op.k = key, t.hashOf(key)
-	op.fp = uint8(op.k.h2>>slotFPShift) >> (8 - t.p.FingerprintBits)
-	twoG := 2 * t.geo.groups
+func (t *Table) initOp(op *opState, key []byte) { initOp(&t.p, &t.geo, op, key) }
+
+// initOp sets op's key and what derives from it, for a table of parameters p and geometry geo.
+func initOp(p *Params, geo *geometry, op *opState, key []byte) {
+	op.key, op.k = key, hashKey(p.Seed, key)
+	op.fp = uint8(op.k.h2>>slotFPShift) >> (8 - p.FingerprintBits)
+	twoG := 2 * geo.groups
 	first := reduce(uint32(op.k.h1>>32), twoG)
 	second := reduce(uint32(op.k.h2), twoG)
-	perB := t.geo.perB
+	perB := geo.perB
 	start := func(mb uint64) uint64 { return (mb/2)*3*perB + (mb%2)*perB }
 	op.ranges = [2]uint64{start(first), start(second)}
 	if op.ranges[1] < op.ranges[0] {
@@ -201,7 +208,7 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 		st := t.subtableFor(op.k.h1)
 		b := t.batch()
 		if nb != nil {
-			b.Write(nb.addr, nb.bytes)
+			addBlockWrites(b, nb)
 		}
 		t.addReads(b, op, st)
 		t.stats.Lookups++
@@ -277,10 +284,16 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		n := int(w.Size())
 		buf := blocks[off : off+n : off+n]
 		off += n
-		b.Read(w.Addr(), buf)
-		ps = append(ps, pendingBlock{w, buf})
+		ri := b.Read(w.Addr(), buf)
+		if op.invalidate && w.Committed() {
+			// After the read (same node, in order); a block of another key with the same
+			// fingerprint is invalidated too, which costs its address-cache readers a miss.
+			b.Write(w.Addr().Add(ValidOffset), invalidBytes[:])
+		}
+		ps = append(ps, pendingBlock{w, buf, ri})
 	}
 	sc.ps = ps
+	blockOps := len(b.Ops)
 	var mbuf []byte
 	if metaSize > 0 {
 		mbuf = grow(sc.meta, metaSize*len(js))
@@ -293,14 +306,14 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		return nil
 	}
 	lostErr := t.m.Do(ctx, b)
-	if lostErr != nil && !onlyBlocksDown(b, len(ps)) {
+	if lostErr != nil && !onlyBlocksDown(b, blockOps) {
 		t.lost()
 		return fmt.Errorf("race: read KV blocks: %w", lostErr)
 	}
 	stale := false
-	for k, p := range ps {
+	for _, p := range ps {
 		if lostErr != nil {
-			if _, err := b.Result(k); err != nil {
+			if _, err := b.Result(p.op); err != nil {
 				continue // in lost memory: unknown
 			}
 		}
@@ -310,7 +323,7 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 			stale = true
 			continue
 		}
-		info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline}
+		info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline, stamp: blk.Stamp}
 		if info.isKey && op.keepValue {
 			if op.dst == nil {
 				info.value = make([]byte, len(blk.Value))
@@ -345,6 +358,9 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 	}
 	return nil
 }
+
+// invalidBytes is InvalidWord's bytes.
+var invalidBytes = [8]byte{byte(InvalidWord)}
 
 // onlyBlocksDown reports whether every failed op of b is one of its first n (the block reads)
 // and failed because its node is down or lost its memory (farmem.ErrNodeDown, which

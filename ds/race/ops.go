@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 )
@@ -19,6 +20,34 @@ type newBlock struct {
 	deadline farmem.Time
 	written  bool
 	visible  bool // a slot has held it: other clients may have read it
+	// reps are the block's copies on other memory nodes (Params.Replicas), written with it.
+	reps []replica
+}
+
+// replica is one copy of a new block: its address and bytes (encoded for that address).
+type replica struct {
+	addr  farmem.Addr
+	bytes []byte
+}
+
+// replicated reports whether the table keeps several copies of each block (then every block
+// is in the allocator's symmetric area).
+func (t *Table) replicated() bool { return t.p.Replicas > 1 && len(t.memNodes) > 1 }
+
+// addBlockWrites appends the writes of nb and its copies to b.
+func addBlockWrites(b *farmem.Batch, nb *newBlock) {
+	b.Write(nb.addr, nb.bytes)
+	for _, r := range nb.reps {
+		b.Write(r.addr, r.bytes)
+	}
+}
+
+// freeBlockAt frees a block no slot ever held (all its copies).
+func (t *Table) freeBlockAt(a farmem.Addr, size uint64) error {
+	if t.replicated() {
+		return t.a.FreeSymmetric(alloc.SymOffset(a.Offset()), size)
+	}
+	return t.a.Free(a, size)
 }
 
 // makeBlock allocates and encodes (but does not write) a block of op's key and val, in the
@@ -26,18 +55,36 @@ type newBlock struct {
 func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline farmem.Time) (*newBlock, error) {
 	n := blockSize(len(op.key), len(val))
 	size := (n + Unit - 1) &^ (Unit - 1)
-	a, err := t.a.Alloc(ctx, size, Unit)
-	if err != nil {
-		return nil, fmt.Errorf("race: allocate KV block: %w", err)
+	var a farmem.Addr
+	var primary int
+	if t.replicated() {
+		o, err := t.a.AllocSymmetric(ctx, size, Unit)
+		if err != nil {
+			return nil, fmt.Errorf("race: allocate replicated KV block: %w", err)
+		}
+		primary = int(op.k.h2>>8) % len(t.memNodes)
+		a = o.On(t.memNodes[primary])
+	} else {
+		var err error
+		if a, err = t.a.Alloc(ctx, size, Unit); err != nil {
+			return nil, fmt.Errorf("race: allocate KV block: %w", err)
+		}
 	}
 	s, err := MakeSlot(op.fp, n, a)
 	if err != nil {
-		_ = t.a.Free(a, size)
+		_ = t.freeBlockAt(a, size)
 		return nil, err
 	}
 	sc := t.scr
 	sc.enc = grow(sc.enc, int(size))
-	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline), size: size, slot: s, deadline: deadline}
+	stamp := t.stamp()
+	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline, stamp), size: size, slot: s, deadline: deadline}
+	if t.replicated() {
+		for i := 1; i < min(t.p.Replicas, len(t.memNodes)); i++ {
+			ra := farmem.MakeAddr(t.memNodes[(primary+i)%len(t.memNodes)], a.Offset())
+			sc.nb.reps = append(sc.nb.reps, replica{ra, encodeBlock(ra, op.key, val, deadline, stamp)})
+		}
+	}
 	return &sc.nb, nil
 }
 
@@ -49,7 +96,7 @@ func (t *Table) dropBlock(ctx context.Context, nb *newBlock) {
 	case nb.visible:
 		t.retire(ctx, nb.slot)
 	default:
-		_ = t.a.Free(nb.addr, nb.size)
+		_ = t.freeBlockAt(nb.addr, nb.size)
 	}
 }
 
@@ -232,13 +279,14 @@ const (
 func (t *Table) pickEmpty(op *opState, v *view) int {
 	var best uint64
 	bestN := 0
+	now := t.rt.Now()
 	for r, start := range op.ranges {
 		if r == 1 && op.same {
 			break
 		}
 		n := 0
 		for j, i := range v.idx {
-			if i >= start && i < start+2*t.geo.perB && v.words[j] == 0 {
+			if i >= start && i < start+2*t.geo.perB && t.free(v.words[j], now) {
 				n++
 			}
 		}
@@ -251,7 +299,7 @@ func (t *Table) pickEmpty(op *opState, v *view) int {
 	}
 	k := t.rt.Rand().IntN(bestN)
 	for j, i := range v.idx {
-		if i >= best && i < best+2*t.geo.perB && v.words[j] == 0 {
+		if i >= best && i < best+2*t.geo.perB && t.free(v.words[j], now) {
 			if k == 0 {
 				return j
 			}
@@ -261,20 +309,26 @@ func (t *Table) pickEmpty(op *opState, v *view) int {
 	return -1 // unreachable: bestN empty slots were counted
 }
 
+// free reports whether an insert may take a slot holding w at now: it is empty and not
+// frozen, and a tombstone's delete lease has run out (plus ClockSkew).
+func (t *Table) free(w Slot, now farmem.Time) bool {
+	return w == 0 || w.Tombstone() && !w.Frozen() && w.ReusableAt().Add(t.opts.ClockSkew) < now
+}
+
 // tryInsert CASes slot v.idx[x] from empty to nb's tentative word, re-reading the buckets in the
 // same batch, and then settles the insert (resolve).
 func (t *Table) tryInsert(ctx context.Context, op *opState, nb *newBlock, v *view, x int) (insertResult, error) {
 	i := v.idx[x]
 	tw := nb.slot | SlotTentative
 	b := t.batch()
-	b.CAS(t.geo.slotAddr(v.st, i), 0, uint64(tw))
+	b.CAS(t.geo.slotAddr(v.st, i), uint64(v.words[x]), uint64(tw))
 	t.addReads(b, op, v.st)
 	t.stats.Lookups++
 	if err := t.m.Do(ctx, b); err != nil {
 		t.lost()
 		return restart, fmt.Errorf("race: CAS tentative slot: %w", err)
 	}
-	if prev, _ := b.Result(0); prev != 0 {
+	if prev, _ := b.Result(0); prev != uint64(v.words[x]) {
 		t.stats.Conflicts++
 		return restart, nil
 	}
@@ -465,6 +519,7 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte) error {
 	op := t.newOp(key)
+	op.invalidate = t.opts.Invalidate
 	if err := t.pin(ctx); err != nil {
 		return err
 	}
@@ -541,4 +596,13 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	}
 	t.dropBlock(ctx, c.blk)
 	return fmt.Errorf("race: %v: no progress after %d attempts: %w", kind, maxAttempts, ErrCorrupt)
+}
+
+// stamp returns a new block's stamp: a hash of the client's id, a count of the blocks this
+// handle made and the fabric time, so that two blocks written at one address (reused after a
+// deferred free) differ with probability 1-2^-32 without drawing on the runtime's random
+// source.
+func (t *Table) stamp() uint32 {
+	t.stamps++
+	return uint32(fmix(uint64(t.id)<<48 ^ t.stamps ^ uint64(t.rt.Now())*mulA))
 }

@@ -46,6 +46,7 @@ type viewBuf struct {
 type pendingBlock struct {
 	w   Slot
 	buf []byte
+	op  int // the index of its read in the batch
 }
 
 // lost drops the scratch after a failed Do: the transport may still own its batch and buffers.

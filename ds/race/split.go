@@ -485,8 +485,8 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 			continue
 		}
 		var v Slot
-		if w.Committed() && hashes[blockKey(w)]>>d&1 == 0 {
-			v = w.Plain()
+		if w.Committed() && hashes[blockKey(w)]>>d&1 == 0 || w.Tombstone() {
+			v = w.Plain() // a tombstone keeps its delete lease in the old half
 		}
 		b.CAS(t.geo.slotAddr(st, uint64(i)), uint64(w), uint64(v))
 	}

@@ -2,8 +2,11 @@ package race
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"time"
 
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
@@ -44,7 +47,7 @@ func (c *change) String() string        { return fmt.Sprintf("%v of slot %v", c.
 // time, when the plan deferred the write).
 func (c *change) newWord(ctx context.Context) (Slot, error) {
 	if c.kind == ptrsync.Delete {
-		return 0, nil
+		return c.t.deleteWord(), nil
 	}
 	if c.blk == nil {
 		nb, err := c.t.makeBlock(ctx, c.op, c.value, 0)
@@ -54,7 +57,9 @@ func (c *change) newWord(ctx context.Context) (Slot, error) {
 		c.blk = nb
 	}
 	if !c.blk.written {
-		if err := c.t.m.Write(ctx, c.blk.addr, c.blk.bytes); err != nil {
+		var b farmem.Batch
+		addBlockWrites(&b, c.blk)
+		if err := c.t.m.Do(ctx, &b); err != nil {
 			c.t.lost()
 			return 0, fmt.Errorf("race: write KV block: %w", err)
 		}
@@ -68,6 +73,15 @@ func (c *change) Install(ctx context.Context, expected uint64) (uint64, uint64, 
 	nw, err := c.newWord(ctx)
 	if err != nil {
 		return 0, 0, err
+	}
+	if c.t.opts.Invalidate && Slot(expected) != c.old && Slot(expected).Committed() {
+		// A word the lookup did not invalidate (a lost CAS's winner, a hint): invalidate its
+		// block before replacing it (Same confirmed it while pinned, so it is not reused).
+		var vb [8]byte
+		binary.LittleEndian.PutUint64(vb[:], InvalidWord)
+		if err := c.t.m.Write(ctx, Slot(expected).Addr().Add(ValidOffset), vb[:]); err != nil {
+			return 0, 0, fmt.Errorf("race: invalidate block: %w", err)
+		}
 	}
 	prev, err := c.t.m.CAS(ctx, c.slot, expected, uint64(nw))
 	if err != nil {
@@ -95,4 +109,13 @@ func (c *change) Same(ctx context.Context, w uint64) (bool, error) {
 		return false, nil
 	}
 	return j == 0, err
+}
+
+// deleteWord is the word a Delete installs: 0, or a tombstone under a delete lease.
+func (t *Table) deleteWord() Slot {
+	if t.opts.DeleteLease <= 0 {
+		return 0
+	}
+	lease := t.opts.DeleteLease + time.Duration(float64(t.opts.DeleteLease)*DriftBound)
+	return MakeTombstone(t.rt.Now().Add(lease + t.opts.ClockSkew))
 }

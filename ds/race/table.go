@@ -57,7 +57,20 @@ type Options struct {
 	// Backoff is the first pause when waiting for another client (a split, a competing insert);
 	// pauses double up to 1ms (default 2µs).
 	Backoff time.Duration
+	// DeleteLease, when positive, makes Delete leave a tombstone instead of an empty slot: no
+	// Insert reuses the slot until DeleteLease·(1+DriftBound) plus ClockSkew after the delete
+	// (FlexKV's T_lease, 200ms in the paper), so that a slot address cached by any client less
+	// than DeleteLease ago names the key's slot or a tombstone, never another key's. Every
+	// client respects a tombstone whatever its own options (the reuse time is in the word).
+	DeleteLease time.Duration
+	// Invalidate makes Update and Delete set the valid word of the block they replace before
+	// their CAS (see the package doc, "Address caches"): needed by any client of a table that
+	// address caches read. It adds no round trip uncontended.
+	Invalidate bool
 }
+
+// DriftBound is the relative clock drift a delete lease allows for (FlexKV's δ = 10⁻⁴).
+const DriftBound = 1e-4
 
 func (o *Options) setDefaults() error {
 	if o.Sync == nil {
@@ -75,7 +88,7 @@ func (o *Options) setDefaults() error {
 	if o.Backoff == 0 {
 		o.Backoff = 2 * time.Microsecond
 	}
-	if o.Lease < 0 || o.ClockSkew < 0 || o.PinBudget < 0 || o.Backoff < 0 || o.Lease <= 2*o.ClockSkew {
+	if o.Lease < 0 || o.ClockSkew < 0 || o.PinBudget < 0 || o.Backoff < 0 || o.DeleteLease < 0 || o.Lease <= 2*o.ClockSkew {
 		return fmt.Errorf("race: options %+v: %w", *o, farmem.ErrInvalid)
 	}
 	return nil
@@ -138,10 +151,14 @@ type Table struct {
 
 	pinAt  farmem.Time
 	pinned bool
+	stamps uint64 // blocks made (stamp)
 	stats  Stats
 	closed bool
 	rootB  [8]byte
 	scr    *scratch
+
+	// memNodes are the fabric's memory nodes, ascending (replicas' placement).
+	memNodes []farmem.NodeID
 
 	// A block reserved for the next directory doubling (reserveDir), and its size.
 	spareDir     farmem.Addr
@@ -248,6 +265,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("race: open %v: %w", root, err)
 	}
 	t.p = r.Params
+	t.memNodes = m.Topology().MemoryNodes()
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
 	if t.lockSize < 0 || t.lockSize > t.p.MetaSize || t.lockSize%8 != 0 {
 		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",
@@ -389,6 +407,10 @@ func (t *Table) retire(ctx context.Context, s Slot) {
 	}
 	// Retire fails only when the allocator is closed or the home node is down; the block is
 	// then leaked, which is safe.
+	if t.replicated() {
+		_ = t.a.RetireSymmetric(ctx, alloc.SymOffset(s.Addr().Offset()), s.Size())
+		return
+	}
 	_ = t.a.Retire(ctx, s.Addr(), s.Size())
 }
 

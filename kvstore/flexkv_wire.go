@@ -1,0 +1,183 @@
+package kvstore
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+)
+
+// FlexKV's methods, in farmem.OwnerFlexKV's block.
+const (
+	flexSearch   = 1 // index read: the key's committed fingerprint matches in the proxy's copy
+	flexWrite    = 2 // index write: commit a slot change with the proxy's local CAS
+	flexInval    = 3 // drop a key's cached pair (sent by a proxy to a sharer; the reply is the ack)
+	flexPause    = 4 // stop routing a partition, drain it, clear the node's cache
+	flexLoad     = 5 // take a partition over: load its subtables from the memory nodes
+	flexResume   = 6 // route a partition to its new owner
+	flexHandOver = 7 // run a hand-over (on the coordinator, the lowest compute node)
+)
+
+// Replies' status bytes.
+const (
+	stOK       = 0
+	stConflict = 1 // the slot holds another word (the reply carries it): resolve again
+	stBusy     = 2 // a write of the key or the slot is in flight at the proxy: retry
+	stStale    = 3 // the partition is not this proxy's in the request's epoch: route again
+	stFull     = 4 // hand-over refused (race.ErrBusy)
+)
+
+// Write kinds.
+const (
+	wInsert = 1
+	wUpdate = 2
+	wDelete = 3
+)
+
+var le = binary.LittleEndian
+
+var errWire = fmt.Errorf("kvstore: flexkv: malformed message: %w", farmem.ErrInvalid)
+
+// reader decodes a message without panicking.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) u64() uint64 {
+	if len(r.b) < 8 {
+		r.bad = true
+		return 0
+	}
+	v := le.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) u8() uint8 {
+	if len(r.b) < 1 {
+		r.bad = true
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) rest() []byte { b := r.b; r.b = nil; return b }
+
+// noCacheFlag in a search request's read increments asks for the key's slots only: a writer
+// confirming an answer of the memory nodes' copy, which neither counts as a read nor caches.
+const noCacheFlag = 1 << 63
+
+// searchReq: epoch, partition, read increments, key.
+func encSearch(epoch uint64, p int, reads uint64, key []byte) []byte {
+	b := le.AppendUint64(nil, epoch)
+	b = le.AppendUint64(b, uint64(p))
+	b = le.AppendUint64(b, reads)
+	return append(b, key...)
+}
+
+// searchResp: status, cacheIt, n, then n pairs (word, slot address).
+func encSearchResp(st uint8, cacheIt bool, words []race.Slot, slots []farmem.Addr) []byte {
+	b := []byte{st, 0, uint8(len(words))}
+	if cacheIt {
+		b[1] = 1
+	}
+	for i := range words {
+		b = le.AppendUint64(b, uint64(words[i]))
+		b = le.AppendUint64(b, uint64(slots[i]))
+	}
+	return b
+}
+
+func decSearchResp(b []byte) (st uint8, cacheIt bool, words []race.Slot, slots []farmem.Addr, err error) {
+	r := reader{b: b}
+	st, ci, n := r.u8(), r.u8(), int(r.u8())
+	for range n {
+		words = append(words, race.Slot(r.u64()))
+		slots = append(slots, farmem.Addr(r.u64()))
+	}
+	if r.bad {
+		return 0, false, nil, nil, errWire
+	}
+	return st, ci == 1, words, slots, nil
+}
+
+// writeReq is an index write.
+type writeReq struct {
+	epoch  uint64
+	p      int
+	kind   uint8
+	slot   farmem.Addr // the slot on the memory node
+	expect race.Slot
+	new    race.Slot
+	others []race.Slot // an insert's committed fingerprint matches the client found not the key
+	key    []byte
+}
+
+func (w *writeReq) enc() []byte {
+	b := le.AppendUint64(nil, w.epoch)
+	b = le.AppendUint64(b, uint64(w.p))
+	b = append(b, w.kind, uint8(len(w.others)))
+	b = le.AppendUint64(b, uint64(w.slot))
+	b = le.AppendUint64(b, uint64(w.expect))
+	b = le.AppendUint64(b, uint64(w.new))
+	for _, o := range w.others {
+		b = le.AppendUint64(b, uint64(o))
+	}
+	return append(b, w.key...)
+}
+
+func decWrite(b []byte) (writeReq, error) {
+	r := reader{b: b}
+	w := writeReq{epoch: r.u64(), p: int(r.u64())}
+	w.kind = r.u8()
+	n := int(r.u8())
+	w.slot, w.expect, w.new = farmem.Addr(r.u64()), race.Slot(r.u64()), race.Slot(r.u64())
+	for range n {
+		w.others = append(w.others, race.Slot(r.u64()))
+	}
+	w.key = r.rest()
+	if r.bad || w.kind < wInsert || w.kind > wDelete || len(w.key) == 0 || w.p < 0 {
+		return w, errWire
+	}
+	return w, nil
+}
+
+// status-and-word reply.
+func encWord(st uint8, w race.Slot) []byte { return le.AppendUint64([]byte{st}, uint64(w)) }
+
+func decWord(b []byte) (uint8, race.Slot, error) {
+	r := reader{b: b}
+	st, w := r.u8(), race.Slot(r.u64())
+	if r.bad {
+		return 0, 0, errWire
+	}
+	return st, w, nil
+}
+
+// control messages: partition, epoch, owner, root.
+type ctlReq struct {
+	p     int
+	epoch uint64
+	owner farmem.NodeID
+	root  farmem.Addr
+}
+
+func (c ctlReq) enc() []byte {
+	b := le.AppendUint64(nil, uint64(c.p))
+	b = le.AppendUint64(b, c.epoch)
+	b = le.AppendUint64(b, uint64(c.owner))
+	return le.AppendUint64(b, uint64(c.root))
+}
+
+func decCtl(b []byte) (ctlReq, error) {
+	r := reader{b: b}
+	c := ctlReq{p: int(r.u64()), epoch: r.u64(), owner: farmem.NodeID(r.u64()), root: farmem.Addr(r.u64())}
+	if r.bad || c.p < 0 {
+		return c, errWire
+	}
+	return c, nil
+}
