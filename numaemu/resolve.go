@@ -89,8 +89,21 @@ type Verification struct {
 	Failed  int         // pages with another error (-EFAULT and the like)
 }
 
-// On reports whether every page is present on node.
-func (v Verification) On(node int) bool { return v.Pages > 0 && v.PerNode[node] == v.Pages }
+// On reports whether the pages are on node: at least one is present there, none is present on
+// another node, and no query failed. Pages absent at the query (a file's page cache reclaimed
+// under memory pressure since it was populated) are not evidence against the placement; they
+// are counted in Absent.
+func (v Verification) On(node int) bool {
+	if v.Pages == 0 || v.Failed > 0 || v.PerNode[node] == 0 {
+		return false
+	}
+	for n, c := range v.PerNode {
+		if n != node && c > 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // String summarises the verification.
 func (v Verification) String() string {

@@ -84,3 +84,22 @@ func TestNodeMask(t *testing.T) {
 	// The kernel reads maxnode-1 bits: a 1024-node mask is passed as 1025.
 	require.Equal(t, uintptr(1025), maxnodeArg(MaxNodes))
 }
+
+// A verification holds when the present pages are all on the node; absent pages (reclaimed
+// since they were populated) do not count against it, while a page elsewhere, a failed query,
+// or no page present at all does.
+func TestVerificationOn(t *testing.T) {
+	for _, c := range []struct {
+		v    Verification
+		want bool
+	}{
+		{Verification{Pages: 4, PerNode: map[int]int{0: 4}}, true},
+		{Verification{Pages: 4, PerNode: map[int]int{0: 3}, Absent: 1}, true},
+		{Verification{Pages: 4, PerNode: map[int]int{0: 3, 1: 1}}, false},
+		{Verification{Pages: 4, PerNode: map[int]int{0: 3}, Failed: 1}, false},
+		{Verification{Pages: 4, PerNode: map[int]int{}, Absent: 4}, false},
+		{Verification{}, false},
+	} {
+		require.Equal(t, c.want, c.v.On(0), "%v", c.v)
+	}
+}

@@ -322,8 +322,10 @@ func TestHangOnEstablishedConnection(t *testing.T) {
 	start := time.Now()
 	_, err = m.FAA(ctx, a, 1)
 	require.ErrorIs(t, err, farmem.ErrNodeDown)
-	require.Less(t, time.Since(start), 100*time.Millisecond*3/2+100*time.Millisecond)
-	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, 100*time.Millisecond, "reported down before the down timeout")
+	// Not the connection's own (minutes-long) TCP timeout; generous for a loaded machine.
+	require.Less(t, took, 10*100*time.Millisecond)
 	var b farmem.Batch
 	b.FAA(a, 1)
 	require.NoError(t, servers[0].Resume())

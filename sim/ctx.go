@@ -120,6 +120,20 @@ func (s *Sim) simAncestor(ctx context.Context) (sc *simCtx, same bool) {
 	return nil, false
 }
 
+// linked reports whether ctx, which finds simulator context sc among its values but is not a
+// view of it, still ends when sc does. context.WithoutCancel keeps a context's values but cuts
+// its cancellation and deadline, so a context below it finds sc by value without being bound
+// to it; a context derived from sc with the chain intact reports a deadline no later than sc's.
+// Without a deadline on sc there is nothing to tell them apart by, and ctx counts as linked.
+func linked(ctx context.Context, sc *simCtx) bool {
+	if sc.deadline == 0 {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	scd, _ := sc.Deadline()
+	return ok && !d.After(scd)
+}
+
 // withTimeout implements Runtime.WithTimeout; the token must be held.
 func (s *Sim) withTimeout(parent context.Context, d time.Duration, clk clock) (context.Context, context.CancelFunc) {
 	if parent == nil {
@@ -131,6 +145,9 @@ func (s *Sim) withTimeout(parent context.Context, d time.Duration, clk clock) (c
 		dl = s.nowNs + int64(d)
 	}
 	anc, same := s.simAncestor(parent)
+	if anc != nil && !same && !linked(parent, anc) {
+		anc = nil // a simulator context above a cut (context.WithoutCancel): not a parent
+	}
 	if anc != nil && anc.deadline != 0 && anc.deadline < dl {
 		dl = anc.deadline
 	}
@@ -194,6 +211,9 @@ func (s *Sim) watchCtx(p *proc, ctx context.Context) {
 		return
 	}
 	sc, same := s.simAncestor(ctx)
+	if sc != nil && !same && !linked(ctx, sc) {
+		sc = nil
+	}
 	if sc != nil {
 		if sc.Err() != nil {
 			s.wakeProc(p, wakeCtx)

@@ -292,3 +292,32 @@ func TestCallErrors(t *testing.T) {
 		require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	})
 }
+
+// A context below context.WithoutCancel finds the simulated context above by value but is not
+// bound to it: it outlives that context's virtual deadline, both as a Wait's context and as the
+// parent of a new timeout, which gets its own deadline rather than the cut-off one.
+func TestContextWithoutCancel(t *testing.T) {
+	s := simple(t, 1, 1)
+	c := open1(t, s, 1)
+	rt := c.Runtime()
+	s.Run(func() {
+		ctx, cancel := rt.WithTimeout(context.Background(), 10*time.Microsecond)
+		defer cancel()
+		cut := context.WithoutCancel(ctx)
+		took := timeOf(s, func() { require.NoError(t, rt.Sleep(cut, 50*time.Microsecond)) })
+		require.Equal(t, 50*time.Microsecond, took, "a sleep on the cut context outlived the deadline above the cut")
+		require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		below, stop := context.WithCancel(cut)
+		defer stop()
+		took = timeOf(s, func() { require.NoError(t, rt.Sleep(below, 20*time.Microsecond)) })
+		require.Equal(t, 20*time.Microsecond, took)
+		own, cancelOwn := rt.WithTimeout(cut, 30*time.Microsecond)
+		defer cancelOwn()
+		require.NoError(t, own.Err(), "a timeout below the cut does not inherit the ended context's deadline")
+		took = timeOf(s, func() {
+			_, err := c.Wait(own, c.Info().Slice, func(v uint64) bool { return v == 1 })
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+		require.Equal(t, 30*time.Microsecond, took)
+	})
+}

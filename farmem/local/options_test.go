@@ -83,7 +83,9 @@ func TestSlotsExhausted(t *testing.T) {
 }
 
 func TestLatencyAndParallelNodes(t *testing.T) {
-	const lat = 2 * time.Millisecond
+	// Long enough that a loaded machine's scheduling delays (milliseconds) cannot make three
+	// parallel waits look like one after another (which would take 3*lat).
+	const lat = 100 * time.Millisecond
 	f, m := newFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 3}, Latency: lat})
 	_ = f
 	ctx := context.Background()
