@@ -64,6 +64,7 @@ type Register struct {
 
 	mu        sync.Mutex
 	lockCache map[farmem.ClientID][]uint64 // per writer, per replica: a lower bound of its lock word
+	mine      []uint64                     // own GUESSED timestamps, ascending, some replica's lock word may still be below
 
 	stats      Stats
 	lockRounds atomic.Uint64
@@ -204,6 +205,9 @@ func (r *Register) Write(ctx context.Context, value []byte) error {
 		if ok && lockBufs != nil {
 			r.raiseLock(r.id, i, binary.LittleEndian.Uint64(lockBufs[i]))
 		}
+	}
+	if w != 0 && lockBufs != nil {
+		r.noteGuess(w.TS())
 	}
 	if err != nil {
 		return fmt.Errorf("swarm: write: %w", err)

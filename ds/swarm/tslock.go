@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -92,27 +93,35 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 		rounds++
 		b := new(farmem.Batch)
-		idx := make([]int, r.n)
-		exp := make([]uint64, r.n)
+		// Per replica, the CASes of this round in posting order, with the value each expects:
+		// the word last seen, then (for this handle's own lock) the larger words the replica
+		// may hold by now (see candidates). They apply in order at the replica, so the first
+		// whose expectation holds installs want and the others fail harmlessly.
+		idx := make([][]int, r.n)
+		exp := make([][]uint64, r.n)
 		for _, i := range todo {
-			exp[i] = seen[i]
-			idx[i] = b.CAS(r.lockAddr(i, c), seen[i], want)
+			for _, e := range r.candidates(c, seen[i], ts) {
+				exp[i] = append(exp[i], e)
+				idx[i] = append(idx[i], b.CAS(r.lockAddr(i, c), e, want))
+			}
 		}
 		p := r.m.Post(ctx, b)
 		absorb := func(p *farmem.Pending, apply func(i int, w uint64)) {
 			for _, i := range todo {
-				if !p.OpDone(idx[i]) {
-					continue
+				for j, k := range idx[i] {
+					if !p.OpDone(k) {
+						continue
+					}
+					prev, err := b.Result(k)
+					if err != nil {
+						continue
+					}
+					w := prev
+					if prev == exp[i][j] {
+						w = want
+					}
+					apply(i, w)
 				}
-				prev, err := b.Result(idx[i])
-				if err != nil {
-					continue
-				}
-				w := prev
-				if prev == exp[i] {
-					w = want
-				}
-				apply(i, w)
 			}
 		}
 		if err := p.Then(func(p *farmem.Pending) {
@@ -135,4 +144,48 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 	}
 	return true, nil
+}
+
+// maxCandidates bounds the CASes one round of a TRYLOCK sends to one replica.
+const maxCandidates = 16
+
+// candidates returns the values, ascending, that one round of TRYLOCK(ts, ·) on writer c's
+// lock expects on a replica whose word was last seen holding last: last itself and, when c is
+// this handle's own writer, every word the replica may have moved to since without reaching
+// ts: a read-mode or write-mode lock on one of this writer's own earlier timestamps above
+// last's (only readers that read those tuples, and this writer, lock this word). With them
+// all in one batch, the writer's TRYLOCK takes one round whatever readers pinned meanwhile
+// (each CAS is one iteration of Appendix B's loop, pipelined; each expects a timestamp below
+// ts, so none overwrites ts or a larger one). At most maxCandidates: the most recent ones.
+func (r *Register) candidates(c farmem.ClientID, last, ts uint64) []uint64 {
+	out := []uint64{last}
+	if c != r.id {
+		return out
+	}
+	var more []uint64
+	for _, t := range r.mine {
+		if t < ts && lockWord(t, modeRead) > last {
+			more = append(more, lockWord(t, modeRead))
+		}
+		if t < ts && lockWord(t, modeWrite) > last {
+			more = append(more, lockWord(t, modeWrite))
+		}
+	}
+	if len(more) > maxCandidates-1 {
+		more = more[len(more)-(maxCandidates-1):]
+	}
+	return append(out, more...)
+}
+
+// noteGuess records ts, a timestamp this writer published GUESSED, as a value its lock words
+// may take, and forgets those no replica's cached word is below any more.
+func (r *Register) noteGuess(ts uint64) {
+	low := lockTS(slices.Min(r.cachedLock(r.id)))
+	kept := r.mine[:0]
+	for _, t := range r.mine {
+		if t >= low {
+			kept = append(kept, t)
+		}
+	}
+	r.mine = append(kept, ts)
 }
