@@ -35,7 +35,8 @@ type ReplicatedStats struct {
 	// those whose value came from an in-place copy; Chased those that read an out-of-place
 	// buffer; Retries the reads that started over (every buffer they chased had been
 	// reused); LeaseRestarts those that started over because the lease ran out before a verb
-	// that depended on the tag read; WriteBacks the reads whose write-back posted a batch.
+	// that depended on the tag read (both also count a WriteRead's read half that fell back to
+	// a full read for those reasons); WriteBacks the reads whose write-back posted a batch.
 	Reads, Empty, InPlace, Chased, Retries, LeaseRestarts, WriteBacks uint64
 	// Stragglers counts replica replies handled by completion hooks, after the operation
 	// that posted them had returned.
@@ -64,6 +65,7 @@ type Replicated struct {
 	id     farmem.ClientID
 	writer bool
 	wi     uint64 // this client's metadata word index
+	own    bool   // no other writer maps to word wi (OwnWord)
 	reuse  time.Duration
 	opts   ReplicatedOptions
 
@@ -74,6 +76,9 @@ type Replicated struct {
 	mu    sync.Mutex // guards known and word; never held across a verb
 	known []Tag      // per replica: the largest tag the replica is known to hold
 	word  []Tag      // per replica: the last value seen in this client's metadata word
+
+	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
+	pendingWB *WriteBack // the write-back handed over
 
 	posted []Tag // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
 
@@ -178,6 +183,7 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
+	r.own = r.writer && ownWord(topo, r.id, h.p.Writers, h.p.Words)
 	r.reuse = h.p.Lease + h.p.Skew + topo.DownTimeout
 	// The metadata words and the lane's identity words of every replica.
 	b = new(farmem.Batch)
@@ -610,13 +616,20 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 		val, _, ok := r.inPlace(p, parts, m)
 		if !ok {
 			if r.rt.Now().Sub(start) > r.h.p.Lease {
+				r.stats.LeaseRestarts++
 				break
 			}
 			if val, ok = r.chase(ctx, m); !ok {
+				r.stats.Retries++
 				break
 			}
 		}
-		err := r.writeBack(ctx, m, sealRecord(make([]byte, r.l.recSize), r.seed, m, val), start)
+		rec := sealRecord(make([]byte, r.l.recSize), r.seed, m, val)
+		if r.deferWB && r.rt.Now().Sub(start) <= r.h.p.Lease {
+			r.pendingWB = &WriteBack{r: r, v: m, rec: rec, start: start}
+			return t, m, done, nil
+		}
+		err := r.writeBack(ctx, m, rec, start)
 		if errors.Is(err, errRestart) {
 			break
 		}

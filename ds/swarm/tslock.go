@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/farmem/farmem/ds/maxreg"
+
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -62,7 +64,14 @@ func (r *Register) raiseLock(c farmem.ClientID, i int, w uint64) {
 // larger timestamp, or ts in the other mode; true otherwise. TRYLOCK(ts, READ) and
 // TRYLOCK(ts, WRITE) never both return true (two majorities share a replica, whose word never
 // switches mode for ts). Rounds: one when the cache is right, more per concurrent locker.
-func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint64) (bool, error) {
+//
+// wb, if not nil, is the write-back of the larger tuple the writer's read returned: its ops go
+// into the first round's batch, ahead of the CASes on each replica, so a replica's word holds
+// (ts, WRITE) only after the write-back applied there (see the package doc's Round trips). In
+// read mode every round also reads each replica's metadata words after the CASes there, so a
+// reader that finds ts locked in write mode on a replica also learns the tuple written back
+// there before it.
+func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint64, wb *maxreg.WriteBack) (bool, error) {
 	if c == 0 || int(c) > r.p.Writers {
 		return false, fmt.Errorf("%w: client %d has no timestamp lock", ErrNotWriter, c)
 	}
@@ -71,6 +80,9 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 	out := func(i int) bool { return lockTS(seen[i]) >= ts }
 	rounds := uint64(0)
 	defer func() {
+		if mode == modeWrite {
+			r.maxWLock = max(r.maxWLock, rounds)
+		}
 		for {
 			cur := r.lockRounds.Load()
 			if rounds <= cur || r.lockRounds.CompareAndSwap(cur, rounds) {
@@ -99,15 +111,42 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		// whose expectation holds installs want and the others fail harmlessly.
 		idx := make([][]int, r.n)
 		exp := make([][]uint64, r.n)
+		if wb != nil && rounds == 1 {
+			for i := range r.n {
+				wb.Add(i, b)
+			}
+		}
+		var probe *maxreg.Probe
+		if mode == modeRead {
+			probe = r.rep.NewProbe()
+		}
 		for _, i := range todo {
 			for _, e := range r.candidates(c, seen[i], ts) {
 				exp[i] = append(exp[i], e)
 				idx[i] = append(idx[i], b.CAS(r.lockAddr(i, c), e, want))
 			}
+			if probe != nil {
+				probe.Add(i, b)
+			}
+		}
+		carried := wb
+		if rounds != 1 {
+			carried = nil
 		}
 		p := r.m.Post(ctx, b)
+		// A replica's results count once all its ops are done: its word seen then comes with
+		// the write-back or the probe that the same batch carried.
 		absorb := func(p *farmem.Pending, apply func(i int, w uint64)) {
+			if carried != nil {
+				carried.Absorb(p, false)
+			}
+			if probe != nil {
+				probe.Absorb(p, false)
+			}
 			for _, i := range todo {
+				if !p.NodeDone(r.locks[i].Node()) {
+					continue
+				}
 				for j, k := range idx[i] {
 					if !p.OpDone(k) {
 						continue
@@ -125,6 +164,12 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 			}
 		}
 		if err := p.Then(func(p *farmem.Pending) {
+			if carried != nil {
+				carried.Absorb(p, true)
+			}
+			if probe != nil {
+				probe.Absorb(p, true)
+			}
 			absorb(p, func(i int, w uint64) { r.raiseLock(c, i, w) })
 		}); err != nil {
 			return false, err
