@@ -17,6 +17,7 @@ type WriteBack struct {
 	rec   []byte
 	start farmem.Time
 	parts []install
+	sure  []bool // per replica: Sure, as decided when Add put its ops in
 	b     *farmem.Batch
 }
 
@@ -74,6 +75,7 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 		for j := range wb.parts {
 			wb.parts[j] = install{write: -1, cas: -1, read: -1}
 		}
+		wb.sure = make([]bool, r.n)
 		wb.b = b
 		r.stats.WriteBacks++
 		r.stats.Rounds++
@@ -81,14 +83,22 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.known[i] >= wb.v {
+		wb.sure[i] = true
 		return
 	}
 	pt := &wb.parts[i]
-	pt.write = b.Write(r.addrs[i]+farmem.Addr(r.l.slotOff(wb.v)), wb.rec)
 	pt.expect = max(r.word[i], r.posted[i])
+	wb.sure[i] = r.own && !r.unsure[i] && pt.expect&^VerifiedBit == r.word[i]&^VerifiedBit
+	pt.write = b.Write(r.addrs[i]+farmem.Addr(r.l.slotOff(wb.v)), wb.rec)
 	pt.cas = b.MaskedCAS(r.addrs[i]+metaOff+farmem.Addr(8*r.wi), uint64(pt.expect), ^uint64(VerifiedBit), uint64(wb.v), ^uint64(0))
 	r.posted[i] = max(r.posted[i], wb.v)
 }
+
+// Sure reports whether replica i will hold the tag once it completes a batch the write-back
+// was added to: it is known to hold it already, or this handle owns its metadata word
+// (OwnWord), has no CAS in flight there and has seen the word since its last failed CAS, so
+// the CAS's expectation is the word's value. (A CAS reported failed never applies later.)
+func (wb *WriteBack) Sure(i int) bool { return wb.sure != nil && wb.sure[i] }
 
 // Absorb takes in the results of the batch the write-back was added to (idempotent; hook is
 // true when called from the batch's completion hook).

@@ -80,7 +80,8 @@ type Replicated struct {
 	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
 	pendingWB *WriteBack // the write-back handed over
 
-	posted []Tag // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
+	unsure []bool // per replica: a CAS of this handle failed there and the word was not seen since (under mu)
+	posted []Tag  // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
 
 	stats      ReplicatedStats // the owner goroutine's counters
 	stragglers atomic.Uint64   // counted by completion hooks
@@ -180,7 +181,7 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
 		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
 		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots),
-		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n)}
+		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
 	r.own = r.writer && ownWord(topo, r.id, h.p.Writers, h.p.Words)
@@ -329,6 +330,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		if pt.cas >= 0 && p.OpDone(pt.cas) {
 			if _, err := b.Result(pt.cas); err != nil {
 				r.posted[i] = 0 // failed (maybe unapplied): expect the word seen next time
+				r.unsure[i] = true
 			}
 		}
 		if (pt.cas < 0 && pt.read < 0) || !p.NodeDone(a.Node()) {
@@ -340,6 +342,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		if !hook {
 			pt.seen = true
 		}
+		r.unsure[i] = false // the word's value is seen below (a failed op never applies later)
 		if pt.cas >= 0 {
 			prev, _ := b.Result(pt.cas)
 			if Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit {

@@ -79,6 +79,23 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 	seen := r.cachedLock(c)
 	out := func(i int) bool { return lockTS(seen[i]) >= ts }
 	rounds := uint64(0)
+	outCount := func() int {
+		n := 0
+		for i := range r.n {
+			if out(i) {
+				n++
+			}
+		}
+		return n
+	}
+	pendingCAS := func(p *farmem.Pending, cas []int) bool {
+		for _, i := range cas {
+			if !p.NodeDone(r.locks[i].Node()) {
+				return true
+			}
+		}
+		return false
+	}
 	defer func() {
 		if mode == modeWrite {
 			r.maxWLock = max(r.maxWLock, rounds)
@@ -120,7 +137,14 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		if mode == modeRead {
 			probe = r.rep.NewProbe()
 		}
+		var cas []int // the replicas this round CASes
 		for _, i := range todo {
+			if wb != nil && rounds == 1 && !wb.Sure(i) {
+				// The write-back may not install m there: the lock waits for a later round,
+				// so that a replica never holds (ts, WRITE) without m.
+				continue
+			}
+			cas = append(cas, i)
 			for _, e := range r.candidates(c, seen[i], ts) {
 				exp[i] = append(exp[i], e)
 				idx[i] = append(idx[i], b.CAS(r.lockAddr(i, c), e, want))
@@ -136,14 +160,14 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		p := r.m.Post(ctx, b)
 		// A replica's results count once all its ops are done: its word seen then comes with
 		// the write-back or the probe that the same batch carried.
-		absorb := func(p *farmem.Pending, apply func(i int, w uint64)) {
+		absorb := func(p *farmem.Pending, hook bool, apply func(i int, w uint64)) {
 			if carried != nil {
-				carried.Absorb(p, false)
+				carried.Absorb(p, hook)
 			}
 			if probe != nil {
-				probe.Absorb(p, false)
+				probe.Absorb(p, hook)
 			}
-			for _, i := range todo {
+			for _, i := range cas {
 				if !p.NodeDone(r.locks[i].Node()) {
 					continue
 				}
@@ -164,23 +188,33 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 			}
 		}
 		if err := p.Then(func(p *farmem.Pending) {
-			if carried != nil {
-				carried.Absorb(p, true)
-			}
-			if probe != nil {
-				probe.Absorb(p, true)
-			}
-			absorb(p, func(i int, w uint64) { r.raiseLock(c, i, w) })
+			absorb(p, true, func(i int, w uint64) { r.raiseLock(c, i, w) })
 		}); err != nil {
 			return false, err
 		}
-		err := p.WaitNodes(ctx, min(r.maj-left, len(todo)))
-		absorb(p, func(i int, w uint64) {
-			seen[i] = max(seen[i], w)
-			r.raiseLock(c, i, w)
-		})
-		if err != nil {
-			return false, fmt.Errorf("%w: %w", errLock, err)
+		// Wait for as many replicas as could complete the majority; when some of them did not
+		// leave their loop (or carried only the write-back), wait on for the round's other
+		// CASes before posting another round: each replica's loop is its own (Appendix B).
+		nodes := len(cas)
+		for i := range r.n {
+			if !slices.Contains(cas, i) && slices.ContainsFunc(b.Ops, func(op farmem.Op) bool { return op.Addr.Node() == r.locks[i].Node() }) {
+				nodes++
+			}
+		}
+		k := min(r.maj-left, nodes)
+		for {
+			err := p.WaitNodes(ctx, k)
+			absorb(p, false, func(i int, w uint64) {
+				seen[i] = max(seen[i], w)
+				r.raiseLock(c, i, w)
+			})
+			if err != nil && k == min(r.maj-left, nodes) {
+				return false, fmt.Errorf("%w: %w", errLock, err)
+			}
+			if err != nil || k >= nodes || outCount() >= r.maj || !pendingCAS(p, cas) {
+				break
+			}
+			k++
 		}
 	}
 	for i := range r.n {
