@@ -143,6 +143,14 @@
 //     buffer it chased was reused, or if its lease ran out (below).
 //   - WriteRead (Safe-Guess's first round trip): a write and a read in one batch; if the
 //     read half found a larger tag, that tag is written back as a read's would be.
+//     WriteReadDeferred instead hands that write-back (a WriteBack, its value already found)
+//     to the caller, who carries it in its next batch ahead of its own ops on each replica
+//     (Safe-Guess's lock round), then finishes it (no round trip once a majority completed
+//     that batch). WriteBack.Sure tells on which replicas completing that batch surely
+//     installs the tag: those known to hold it, or, when the handle owns its metadata word
+//     (OwnWord: no other writer lane maps to it), those whose word's value it knows exactly.
+//   - Probe: a read of replicas' metadata words carried in a caller's batch, raising what the
+//     handle knows each replica holds.
 //   - Mark: the VERIFIED bit of a GUESSED tag, a CAS of its writer's word from the tag to
 //     tag|VERIFIED on every replica, in the background (a Refresher's goroutine from
 //     Runtime.Go, or unsignaled); a word is only ever raised, so a late mark changes nothing

@@ -35,7 +35,8 @@ type ReplicatedStats struct {
 	// those whose value came from an in-place copy; Chased those that read an out-of-place
 	// buffer; Retries the reads that started over (every buffer they chased had been
 	// reused); LeaseRestarts those that started over because the lease ran out before a verb
-	// that depended on the tag read; WriteBacks the reads whose write-back posted a batch.
+	// that depended on the tag read (both also count a WriteRead's read half that fell back to
+	// a full read for those reasons); WriteBacks the reads whose write-back posted a batch.
 	Reads, Empty, InPlace, Chased, Retries, LeaseRestarts, WriteBacks uint64
 	// Stragglers counts replica replies handled by completion hooks, after the operation
 	// that posted them had returned.
@@ -64,6 +65,7 @@ type Replicated struct {
 	id     farmem.ClientID
 	writer bool
 	wi     uint64 // this client's metadata word index
+	own    bool   // no other writer maps to word wi (OwnWord)
 	reuse  time.Duration
 	opts   ReplicatedOptions
 
@@ -75,7 +77,11 @@ type Replicated struct {
 	known []Tag      // per replica: the largest tag the replica is known to hold
 	word  []Tag      // per replica: the last value seen in this client's metadata word
 
-	posted []Tag // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
+	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
+	pendingWB *WriteBack // the write-back handed over
+
+	unsure []bool // per replica: a CAS of this handle failed there and the word was not seen since (under mu)
+	posted []Tag  // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
 
 	stats      ReplicatedStats // the owner goroutine's counters
 	stragglers atomic.Uint64   // counted by completion hooks
@@ -175,9 +181,10 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
 		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
 		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots),
-		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n)}
+		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
+	r.own = r.writer && ownWord(topo, r.id, h.p.Writers, h.p.Words)
 	r.reuse = h.p.Lease + h.p.Skew + topo.DownTimeout
 	// The metadata words and the lane's identity words of every replica.
 	b = new(farmem.Batch)
@@ -323,6 +330,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		if pt.cas >= 0 && p.OpDone(pt.cas) {
 			if _, err := b.Result(pt.cas); err != nil {
 				r.posted[i] = 0 // failed (maybe unapplied): expect the word seen next time
+				r.unsure[i] = true
 			}
 		}
 		if (pt.cas < 0 && pt.read < 0) || !p.NodeDone(a.Node()) {
@@ -334,6 +342,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		if !hook {
 			pt.seen = true
 		}
+		r.unsure[i] = false // the word's value is seen below (a failed op never applies later)
 		if pt.cas >= 0 {
 			prev, _ := b.Result(pt.cas)
 			if Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit {
@@ -610,13 +619,20 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 		val, _, ok := r.inPlace(p, parts, m)
 		if !ok {
 			if r.rt.Now().Sub(start) > r.h.p.Lease {
+				r.stats.LeaseRestarts++
 				break
 			}
 			if val, ok = r.chase(ctx, m); !ok {
+				r.stats.Retries++
 				break
 			}
 		}
-		err := r.writeBack(ctx, m, sealRecord(make([]byte, r.l.recSize), r.seed, m, val), start)
+		rec := sealRecord(make([]byte, r.l.recSize), r.seed, m, val)
+		if r.deferWB && r.rt.Now().Sub(start) <= r.h.p.Lease {
+			r.pendingWB = &WriteBack{r: r, v: m, rec: rec, start: start}
+			return t, m, done, nil
+		}
+		err := r.writeBack(ctx, m, rec, start)
 		if errors.Is(err, errRestart) {
 			break
 		}

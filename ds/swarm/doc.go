@@ -29,8 +29,10 @@
 // v) is written to M while M is read, in one round trip (maxreg.Replicated.WriteRead). If the
 // read returns w, no write that completed before this one began is above w (write-read
 // monotonicity of M), so w's timestamp was fresh: done, and a background CAS marks w VERIFIED
-// (maxreg.Replicated.Mark). Otherwise the larger tuple m read is first written back to a
-// majority, so that M's read is complete before the lock: Lemma C.5's case (ii) uses the
+// (maxreg.Replicated.Mark). Otherwise the larger tuple m read is written back to a majority,
+// before the lock or, with an own metadata word, in the lock's first batch ahead of its CASes
+// (see Round trips for why that keeps the proof), so that M's read is complete before the
+// lock takes effect: Lemma C.5's case (ii) uses the
 // read-read monotonicity of this read, so the weak read the authors' code uses here (and the
 // paper's Appendix A admits its proof does not cover) is not used. Then the correction is
 // raised so that the next guess exceeds m (the artifact's resynchronization), and
@@ -64,29 +66,67 @@
 // if any word seen holds a larger timestamp or ts in the other mode. A word never goes back
 // nor switches mode for one timestamp, and two majorities share a replica, so the two modes
 // never both succeed. Each failed CAS returns a strictly larger word, so the loop ends: one
-// round trip when the handle's cache of the word is right; every concurrent locker can cost
-// one more.
+// round trip when one of the round's expectations is right (a writer's own lock pipelines
+// every value its word can hold, see Round trips); a reader's can take one more per
+// concurrent locker.
 //
 // # Round trips
 //
 // Write, fast path: 1 (the write and the read in one batch; the mark is unsignaled or a
-// Refresher's). Slow path: 1, then the write-back of the larger tuple m when a majority does
-// not hold it yet (its value from an in-place copy the read returned, else from its buffer:
-// +1; the write-back: +1), then the TRYLOCK's rounds L, then the rewrite when the lock is won
-// (+1). L is 1 when the handle's cache of its own lock words is right; each failed CAS
-// returns a strictly larger word, and the only words between the cached one and (w.ts,
-// WRITE) are read-mode locks that readers took on this writer's earlier guesses, so L <= 1 +
-// the number of readers concurrently locking. A WriteRead whose lease ran out before its
-// write-back (a client stalled longer than Params.Lease) falls back to a full read (up to 3
-// more). So an update takes at most 4 + L round trips, 3 + L in the common slow path, and
-// the paper's "at most 4" (§7.8) holds when L = 1 and m needs no chase. Measured on the
-// simulator (the package's lincheck test: six and nine clients, clocks up to 30µs apart and
-// 100 ppm drift, paused clients, replicas at different distances, one replica crashing
-// midway), over 1678 writes: 751 in 1 round trip, 809 in 3, 30 in 4, 87 in 5, 1 in 7 (the
-// most); TRYLOCK took at most 2 rounds. The first batch also reads the writer's own lock words
-// (8 bytes per replica), so that the TRYLOCK starts from their current values; the 5-round-
-// trip writes are mostly a write-back plus a TRYLOCK whose first answer came from a replica
-// that had not answered that batch.
+// Refresher's). Slow path: 1; then m's value when a majority does not hold m yet (from an
+// in-place copy the read returned, else from m's buffer: the chase, +1, In-n-Out's second
+// round trip); then the write-back of m and the TRYLOCK; then the rewrite when the lock is
+// won (+1).
+//
+// The TRYLOCK(w.ts, WRITE) takes one round: the first batch read the writer's own lock words,
+// and each round sends, per replica, one CAS per value the word can hold below (w.ts, ·) —
+// the value last seen, then a lock in either mode on each of this writer's own guesses above
+// it (only readers that read those guesses, and the writer, lock this word) — in ascending
+// order, pipelined: the first whose expectation holds installs (w.ts, WRITE), the others
+// fail. Each is one iteration of Appendix B's per-replica loop and expects a timestamp below
+// w.ts, so the lock's safety argument is unchanged. (Up to 16 such values: beyond that, an
+// older word left by a reader costs a second round.) A round waits for its other replicas
+// before posting another, as each replica's loop in Appendix B is its own.
+//
+// Where the write-back goes. The proof needs it complete before TRYLOCK(WRITE) only through
+// Lemma C.5's case (ii): a reader whose read-mode lock failed because the writer locked w.ts in
+// write mode must read a tuple above w next, which holds when m is at a majority first. When
+// the writer owns its metadata word (maxreg.Replicated.OwnWord: no other writer lane maps to
+// it, the paper's recommended one word per writer), the write-back rides in the TRYLOCK's
+// first batch instead, ahead of the CASes on each replica, and the lock CASes only the
+// replicas where it surely installs m (already known to hold it, or the word's value known
+// exactly: no CAS of its own in flight or failed since last seen). So no replica ever holds
+// (w.ts, WRITE) without m, and a read-mode TRYLOCK reads each replica's metadata words right
+// behind its CASes there: a reader that sees (w.ts, WRITE) on a replica learns in the same
+// batch that the replica holds m or more, and its next M read returns a tuple above w — the
+// lemma's conclusion, so the 2n+1 bound stands. A won lock needs a majority of replicas out
+// of their loops, each of which (m was written back ahead of its CAS) holds m, so the read
+// half is complete before the rewrite, as in the paper; the write-back is finished at a
+// majority (usually no round trip) before the rewrite, and a pinned write needs none.
+//
+// So, when the lease holds: with its own metadata word, an update takes at most 1 + 1 (chase)
+// + 1 (write-back with TRYLOCK) + 1 (rewrite) = 4 round trips, the paper's §7.8 bound;
+// with a shared metadata word (Params.Words below the writer lanes' spread), the write-back
+// is a round trip of its own (a word-mate's CAS can make it miss a replica that then holds
+// the lock), and the bound is 5 — it is the paper's algorithm's own count once In-n-Out's
+// chase is counted, as the paper's 4 counts M's read as one round trip (Appendix C.3 takes
+// M.READ as 1 or 2, the 2 being the write-back). Schedule for the 5: W2's tuple m reaches one
+// replica B only (its in-place copy, refreshed after W2's majority, is not there yet); W1's
+// guess w < m is written to A and B while M is read there: m > w, on B alone, no valid
+// in-place copy (chase B: +1), write-back to A (+1), TRYLOCK (+1), rewrite (+1): 5. A
+// WriteRead whose lease ran out before its write-back (a client stalled longer than
+// Params.Lease) falls back to a full read (1, +1 chase, +1 write-back), so such an update
+// takes up to 7. The Appendix B worst case (a TRYLOCK of w.ts + 1 rounds) no longer arises
+// for the writer, whose candidate CASes cover every word its lock can hold.
+//
+// Measured on the simulator (the package's lincheck test: nine clients, clocks up to 30µs
+// apart and 100 ppm drift, paused clients, replicas at different distances, one replica
+// crashing midway; 1678 writes, AMD EPYC, -race). Before this scheme (separate write-back,
+// one expectation per CAS): 751 in 1 round trip, 809 in 3, 30 in 4, 87 in 5, 1 in 7,
+// TRYLOCK(WRITE) up to 2 rounds. Shared words (16 words, 128 lanes): 741 in 1, 839 in 3, 16
+// in 4, 81 in 5 (chase + write-back), 1 in 7 (lease ran out); TRYLOCK(WRITE) 1 round. Own
+// words (256): 765 in 1, 823 in 3, 87 in 4, 3 in 6 (all three after a lease ran out); every
+// timely update within 4.
 //
 // Read: 1 when the first M read is one round trip and VERIFIED; each iteration is one M read
 // (1, +1 chase, +1 write-back) and at most one TRYLOCK; at most 2n+1 iterations. Measured

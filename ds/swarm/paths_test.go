@@ -2,6 +2,7 @@ package swarm_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -64,12 +65,17 @@ func isLockPost(v farmemtest.Verb, mode uint64) bool {
 	if !v.Posted || len(v.Batch.Ops) == 0 {
 		return false
 	}
+	cas := false
 	for _, op := range v.Batch.Ops {
+		if op.Kind == farmem.OpRead && mode == 0 {
+			continue // a read-mode round also reads the metadata words behind its CASes
+		}
 		if op.Kind != farmem.OpCAS || op.Swap&1 != mode {
 			return false
 		}
+		cas = true
 	}
-	return true
+	return cas
 }
 
 // scriptPaths sets up the race the slow paths need: W2 (the fastest clock) writes m, which
@@ -117,7 +123,9 @@ func scriptPaths(t *testing.T, seed uint64, onHold func(s *sim.Sim, w1, r *handl
 			require.ErrorIs(t, err, farmem.ErrNodeDown, "W2 reaches only B")
 		})
 		require.NoError(t, s.Runtime().Sleep(ctx, 5*time.Microsecond))
+		before := w1.m.Stats()
 		require.NoError(t, w1.r.Write(ctx, encode(1)))
+		w1WriteRT = w1.m.Stats().Sub(before).RoundTrips
 		require.True(t, held, "W1's guess was not stale")
 		require.NoError(t, g.Wait())
 		if after != nil {
@@ -125,6 +133,33 @@ func scriptPaths(t *testing.T, seed uint64, onHold func(s *sim.Sim, w1, r *handl
 		}
 	})
 	return w1, w2, r
+}
+
+// w1WriteRT is the round trips of W1's write in the last scriptPaths.
+var w1WriteRT uint64
+
+// TestSlowPathRoundTrips is the package doc's schedule for a slow-path update's round trips:
+// W2's tuple m reaches replica B alone, with no in-place copy; W1's guess w < m reads m on B
+// (stale), chases m's buffer there, writes m back to A, locks w.ts in write mode (no reader
+// interferes) and rewrites: 5 round trips with shared metadata words (the write-back is its
+// own round trip), 4, the paper's §7.8 bound, with a word per writer lane (the write-back
+// rides in the lock's first batch).
+func TestSlowPathRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		words int
+		want  uint64
+	}{{16, 5}, {256, 4}} {
+		t.Run(fmt.Sprintf("words=%d", tc.words), func(t *testing.T) {
+			defer func(p maxreg.Params) { params = p }(params)
+			params.Words = tc.words
+			w1, _, _ := scriptPaths(t, 13, func(*sim.Sim, *handle, *handle) {}, nil)
+			st := w1.r.Stats()
+			require.Equal(t, uint64(1), st.Unpublished, "W1 un-published its stale guess")
+			t.Logf("W1: %d round trips; %+v; max register %+v", w1WriteRT, st, w1.r.Replicated().Stats())
+			require.Equal(t, uint64(1), st.MaxWriteLockRounds)
+			require.Equal(t, tc.want, w1WriteRT, "W1's round trips")
+		})
+	}
 }
 
 // TestReaderPinsStaleGuess: a reader reads a stale guess twice (on replicas the tuple that

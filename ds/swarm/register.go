@@ -44,8 +44,9 @@ type Stats struct {
 	// failed (the read went on). Empty: the empty register.
 	Reads, Verified, Locked, Second, ReadLockFailed, Empty uint64
 	// MaxReadIterations is the most iterations of the read loop one read took;
-	// MaxLockRounds the most rounds of CASes one TRYLOCK took.
-	MaxReadIterations, MaxLockRounds uint64
+	// MaxLockRounds the most rounds of CASes one TRYLOCK took; MaxWriteLockRounds the most
+	// one of this writer's write-mode TRYLOCKs took.
+	MaxReadIterations, MaxLockRounds, MaxWriteLockRounds uint64
 }
 
 // Register is one client's handle on a Safe-Guess register: it belongs to that client's
@@ -64,9 +65,11 @@ type Register struct {
 
 	mu        sync.Mutex
 	lockCache map[farmem.ClientID][]uint64 // per writer, per replica: a lower bound of its lock word
+	mine      []uint64                     // own GUESSED timestamps, ascending, some replica's lock word may still be below
 
 	stats      Stats
 	lockRounds atomic.Uint64
+	maxWLock   uint64 // the most rounds a write-mode TRYLOCK took (owner goroutine)
 	closed     bool
 }
 
@@ -158,6 +161,7 @@ func Open(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, opts Option
 func (r *Register) Stats() Stats {
 	s := r.stats
 	s.MaxLockRounds = r.lockRounds.Load()
+	s.MaxWriteLockRounds = r.maxWLock
 	return s
 }
 
@@ -199,11 +203,24 @@ func (r *Register) Write(ctx context.Context, value []byte) error {
 			b.Read(r.lockAddr(i, r.id), lockBufs[i])
 		}
 	}
-	w, m, done, err := r.rep.WriteReadWith(ctx, value, false, guess, extra)
+	var (
+		w, m maxreg.Tag
+		done []bool
+		wb   *maxreg.WriteBack
+		err  error
+	)
+	if r.rep.OwnWord() {
+		w, m, done, wb, err = r.rep.WriteReadDeferred(ctx, value, false, guess, extra)
+	} else {
+		w, m, done, err = r.rep.WriteReadWith(ctx, value, false, guess, extra)
+	}
 	for i, ok := range done {
 		if ok && lockBufs != nil {
 			r.raiseLock(r.id, i, binary.LittleEndian.Uint64(lockBufs[i]))
 		}
+	}
+	if w != 0 && lockBufs != nil {
+		r.noteGuess(w.TS())
 	}
 	if err != nil {
 		return fmt.Errorf("swarm: write: %w", err)
@@ -215,12 +232,26 @@ func (r *Register) Write(ctx context.Context, value []byte) error {
 		return nil
 	}
 	r.stats.Stale++
-	if m.TS() >= w.TS() {
-		r.skew += m.TS() - w.TS() + 1
+	if wb != nil && !wb.Fresh() {
+		// m's lease ran out: its buffers may be reused, so the read is completed apart.
+		if m, err = wb.Finish(ctx); err != nil {
+			return fmt.Errorf("swarm: write: %w", err)
+		}
+		wb = nil
 	}
-	ok, err := r.tryLock(ctx, r.id, w.TS(), modeWrite)
+	ok, err := r.tryLock(ctx, r.id, w.TS(), modeWrite, wb)
 	if err != nil {
 		return fmt.Errorf("swarm: write: %w", err)
+	}
+	if ok && wb != nil {
+		// Usually no round trip: the lock's first round carried the write-back, and the
+		// replicas that left the lock's loop in it hold m.
+		if m, err = wb.Finish(ctx); err != nil {
+			return fmt.Errorf("swarm: write: %w", err)
+		}
+	}
+	if m.TS() >= w.TS() {
+		r.skew += m.TS() - w.TS() + 1
 	}
 	if !ok {
 		r.stats.Writes++
@@ -278,7 +309,7 @@ func (r *Register) Read(ctx context.Context) ([]byte, error) {
 				r.stats.Second++
 				return s.val, nil
 			}
-			ok, err := r.tryLock(ctx, c, m.TS(), modeRead)
+			ok, err := r.tryLock(ctx, c, m.TS(), modeRead, nil)
 			if err != nil {
 				return nil, fmt.Errorf("swarm: read: %w", err)
 			}

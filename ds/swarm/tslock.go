@@ -3,6 +3,9 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"github.com/farmem/farmem/ds/maxreg"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -61,7 +64,14 @@ func (r *Register) raiseLock(c farmem.ClientID, i int, w uint64) {
 // larger timestamp, or ts in the other mode; true otherwise. TRYLOCK(ts, READ) and
 // TRYLOCK(ts, WRITE) never both return true (two majorities share a replica, whose word never
 // switches mode for ts). Rounds: one when the cache is right, more per concurrent locker.
-func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint64) (bool, error) {
+//
+// wb, if not nil, is the write-back of the larger tuple the writer's read returned: its ops go
+// into the first round's batch, ahead of the CASes on each replica, so a replica's word holds
+// (ts, WRITE) only after the write-back applied there (see the package doc's Round trips). In
+// read mode every round also reads each replica's metadata words after the CASes there, so a
+// reader that finds ts locked in write mode on a replica also learns the tuple written back
+// there before it.
+func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint64, wb *maxreg.WriteBack) (bool, error) {
 	if c == 0 || int(c) > r.p.Writers {
 		return false, fmt.Errorf("%w: client %d has no timestamp lock", ErrNotWriter, c)
 	}
@@ -69,7 +79,27 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 	seen := r.cachedLock(c)
 	out := func(i int) bool { return lockTS(seen[i]) >= ts }
 	rounds := uint64(0)
+	outCount := func() int {
+		n := 0
+		for i := range r.n {
+			if out(i) {
+				n++
+			}
+		}
+		return n
+	}
+	pendingCAS := func(p *farmem.Pending, cas []int) bool {
+		for _, i := range cas {
+			if !p.NodeDone(r.locks[i].Node()) {
+				return true
+			}
+		}
+		return false
+	}
 	defer func() {
+		if mode == modeWrite {
+			r.maxWLock = max(r.maxWLock, rounds)
+		}
 		for {
 			cur := r.lockRounds.Load()
 			if rounds <= cur || r.lockRounds.CompareAndSwap(cur, rounds) {
@@ -92,41 +122,99 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 		rounds++
 		b := new(farmem.Batch)
-		idx := make([]int, r.n)
-		exp := make([]uint64, r.n)
+		// Per replica, the CASes of this round in posting order, with the value each expects:
+		// the word last seen, then (for this handle's own lock) the larger words the replica
+		// may hold by now (see candidates). They apply in order at the replica, so the first
+		// whose expectation holds installs want and the others fail harmlessly.
+		idx := make([][]int, r.n)
+		exp := make([][]uint64, r.n)
+		if wb != nil && rounds == 1 {
+			for i := range r.n {
+				wb.Add(i, b)
+			}
+		}
+		var probe *maxreg.Probe
+		if mode == modeRead {
+			probe = r.rep.NewProbe()
+		}
+		var cas []int // the replicas this round CASes
 		for _, i := range todo {
-			exp[i] = seen[i]
-			idx[i] = b.CAS(r.lockAddr(i, c), seen[i], want)
+			if wb != nil && rounds == 1 && !wb.Sure(i) {
+				// The write-back may not install m there: the lock waits for a later round,
+				// so that a replica never holds (ts, WRITE) without m.
+				continue
+			}
+			cas = append(cas, i)
+			for _, e := range r.candidates(c, seen[i], ts) {
+				exp[i] = append(exp[i], e)
+				idx[i] = append(idx[i], b.CAS(r.lockAddr(i, c), e, want))
+			}
+			if probe != nil {
+				probe.Add(i, b)
+			}
+		}
+		carried := wb
+		if rounds != 1 {
+			carried = nil
 		}
 		p := r.m.Post(ctx, b)
-		absorb := func(p *farmem.Pending, apply func(i int, w uint64)) {
-			for _, i := range todo {
-				if !p.OpDone(idx[i]) {
+		// A replica's results count once all its ops are done: its word seen then comes with
+		// the write-back or the probe that the same batch carried.
+		absorb := func(p *farmem.Pending, hook bool, apply func(i int, w uint64)) {
+			if carried != nil {
+				carried.Absorb(p, hook)
+			}
+			if probe != nil {
+				probe.Absorb(p, hook)
+			}
+			for _, i := range cas {
+				if !p.NodeDone(r.locks[i].Node()) {
 					continue
 				}
-				prev, err := b.Result(idx[i])
-				if err != nil {
-					continue
+				for j, k := range idx[i] {
+					if !p.OpDone(k) {
+						continue
+					}
+					prev, err := b.Result(k)
+					if err != nil {
+						continue
+					}
+					w := prev
+					if prev == exp[i][j] {
+						w = want
+					}
+					apply(i, w)
 				}
-				w := prev
-				if prev == exp[i] {
-					w = want
-				}
-				apply(i, w)
 			}
 		}
 		if err := p.Then(func(p *farmem.Pending) {
-			absorb(p, func(i int, w uint64) { r.raiseLock(c, i, w) })
+			absorb(p, true, func(i int, w uint64) { r.raiseLock(c, i, w) })
 		}); err != nil {
 			return false, err
 		}
-		err := p.WaitNodes(ctx, min(r.maj-left, len(todo)))
-		absorb(p, func(i int, w uint64) {
-			seen[i] = max(seen[i], w)
-			r.raiseLock(c, i, w)
-		})
-		if err != nil {
-			return false, fmt.Errorf("%w: %w", errLock, err)
+		// Wait for as many replicas as could complete the majority; when some of them did not
+		// leave their loop (or carried only the write-back), wait on for the round's other
+		// CASes before posting another round: each replica's loop is its own (Appendix B).
+		nodes := len(cas)
+		for i := range r.n {
+			if !slices.Contains(cas, i) && slices.ContainsFunc(b.Ops, func(op farmem.Op) bool { return op.Addr.Node() == r.locks[i].Node() }) {
+				nodes++
+			}
+		}
+		k := min(r.maj-left, nodes)
+		for {
+			err := p.WaitNodes(ctx, k)
+			absorb(p, false, func(i int, w uint64) {
+				seen[i] = max(seen[i], w)
+				r.raiseLock(c, i, w)
+			})
+			if err != nil && k == min(r.maj-left, nodes) {
+				return false, fmt.Errorf("%w: %w", errLock, err)
+			}
+			if err != nil || k >= nodes || outCount() >= r.maj || !pendingCAS(p, cas) {
+				break
+			}
+			k++
 		}
 	}
 	for i := range r.n {
@@ -135,4 +223,48 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 	}
 	return true, nil
+}
+
+// maxCandidates bounds the CASes one round of a TRYLOCK sends to one replica.
+const maxCandidates = 16
+
+// candidates returns the values, ascending, that one round of TRYLOCK(ts, ·) on writer c's
+// lock expects on a replica whose word was last seen holding last: last itself and, when c is
+// this handle's own writer, every word the replica may have moved to since without reaching
+// ts: a read-mode or write-mode lock on one of this writer's own earlier timestamps above
+// last's (only readers that read those tuples, and this writer, lock this word). With them
+// all in one batch, the writer's TRYLOCK takes one round whatever readers pinned meanwhile
+// (each CAS is one iteration of Appendix B's loop, pipelined; each expects a timestamp below
+// ts, so none overwrites ts or a larger one). At most maxCandidates: the most recent ones.
+func (r *Register) candidates(c farmem.ClientID, last, ts uint64) []uint64 {
+	out := []uint64{last}
+	if c != r.id {
+		return out
+	}
+	var more []uint64
+	for _, t := range r.mine {
+		if t < ts && lockWord(t, modeRead) > last {
+			more = append(more, lockWord(t, modeRead))
+		}
+		if t < ts && lockWord(t, modeWrite) > last {
+			more = append(more, lockWord(t, modeWrite))
+		}
+	}
+	if len(more) > maxCandidates-1 {
+		more = more[len(more)-(maxCandidates-1):]
+	}
+	return append(out, more...)
+}
+
+// noteGuess records ts, a timestamp this writer published GUESSED, as a value its lock words
+// may take, and forgets those no replica's cached word is below any more.
+func (r *Register) noteGuess(ts uint64) {
+	low := lockTS(slices.Min(r.cachedLock(r.id)))
+	kept := r.mine[:0]
+	for _, t := range r.mine {
+		if t >= low {
+			kept = append(kept, t)
+		}
+	}
+	r.mine = append(kept, ts)
 }
