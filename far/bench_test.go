@@ -245,6 +245,9 @@ var opaque far.Codec[point64]
 //	elem/read      farcoll.Array.Get of a 64-byte element (one Read and the decode; not atomic
 //	               under a concurrent writer of that element) over the raw Read and inlined decode
 //	elem/read-iface  the same over a raw Read and the decode called through far.Codec
+//	into/read96-iface  Ptr.LoadInto over a raw Read of the record's 96 bytes and the decode
+//	               called through far.Codec: what the torn-read check (with the restoring of
+//	               the displaced bytes) and the typed layer's call cost, and nothing else
 func BenchmarkLoad64Ratio(b *testing.B) {
 	opaque = point64Codec{}
 	c := cxlClient(b)
@@ -259,7 +262,11 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	arr, err := farcoll.NewArray(ctx, c, 4, farcoll.ArrayOptions[point64]{Codec: hand})
 	require.NoError(b, err)
 	require.NoError(b, arr.Set(ctx, c, 1, samplePoint))
-	buf := make([]byte, 80)
+	rec96, err := c.Allocator().Alloc(ctx, 96, 8)
+	require.NoError(b, err)
+	buf := make([]byte, 96)
+	point64Codec{}.Encode(buf, samplePoint)
+	require.NoError(b, m.Write(ctx, rec96, buf))
 	var bt farmem.Batch
 	var sink point64
 	fns := []func(){
@@ -285,6 +292,10 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 			sink = opaque.Decode(buf[:64])
 		},
 		func() { _ = sw.LoadInto(ctx, c, &sink) },
+		func() { // a raw Read as long as the record, and the decode through far.Codec
+			_ = m.Read(ctx, rec96, buf[:96])
+			sink = opaque.Decode(buf[:64])
+		},
 	}
 	best := minPerOp(b, fns)
 	require.Equal(b, samplePoint, sink)
@@ -303,6 +314,8 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	b.ReportMetric(best[6], "typed-into-ns")
 	b.ReportMetric(best[6]/best[0], "into/read")
 	b.ReportMetric(best[6]/best[5], "into/read-iface")
+	b.ReportMetric(best[7], "raw-read96-iface-ns")
+	b.ReportMetric(best[6]/best[7], "into/read96-iface")
 }
 
 // minPerOp runs each fn in turn, b.N times in all spread over rounds, and returns each one's
