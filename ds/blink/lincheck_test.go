@@ -41,7 +41,7 @@ func unbody(b []byte) (uint64, error) {
 
 // workload is a random mix over a small key space of YCSB-style keys of several lengths.
 type workload struct {
-	ops, keys                   int
+	ops, keys                 int
 	scan, get, insert, update int // percent; the rest deletes
 }
 
@@ -137,7 +137,14 @@ func lincheckRun(t *testing.T, r *rig, n int, w workload) {
 		// The tree is large enough to have split: a full scan walks several leaves.
 		ps, err := cs[0].t.Scan(ctx, nil, nil, 0)
 		require.NoError(t, err)
-		t.Logf("%d keys at the end", len(ps))
+		var st blink.Stats
+		for _, c := range cs {
+			st.Splits += c.t.Stats().Splits
+			st.MovesRight += c.t.Stats().MovesRight
+		}
+		t.Logf("%d keys at the end; %+v", len(ps), st)
+		require.Positive(t, st.Splits, "no split")
+		require.Positive(t, st.MovesRight, "no reader moved right")
 	})
 	h.Check(t)
 }

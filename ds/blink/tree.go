@@ -43,7 +43,20 @@ type Tree struct {
 	maxKV  int
 	buf    []byte
 	closed bool
+	stats  Stats
 }
+
+// Stats count one handle's structural events.
+type Stats struct {
+	// Splits counts nodes this handle split (a root split counts one).
+	Splits uint64
+	// MovesRight counts walks sent to a right sibling because a node's high key was at or
+	// below the key sought: a split had moved the key right since the parent was read.
+	MovesRight uint64
+}
+
+// Stats returns the handle's counters.
+func (t *Tree) Stats() Stats { return t.stats }
 
 // Create allocates and formats an empty tree's root line (an empty leaf with an infinite high
 // key) and returns it; c is the cluster cl belongs to. The root line never moves: a root split
@@ -148,6 +161,7 @@ func (t *Tree) descend(ctx context.Context, key []byte, target uint8, excl bool)
 				return nil, nil, errors.Join(fmt.Errorf("blink: %v: finite high key, no sibling: %w", g, ErrCorrupt), gd.Unlock(ctx))
 			}
 			g, lvl = selcc.GCL(n.right), int(n.level)
+			t.stats.MovesRight++
 		case n.level == target:
 			if !excl || gd.Exclusive() {
 				return gd, n, nil
@@ -231,6 +245,7 @@ func (t *Tree) commit(ctx context.Context, gd *selcc.Guard, n *node) error {
 		return errors.Join(err, gd.Unlock(ctx))
 	}
 	r, sep := n.split()
+	t.stats.Splits++
 	sep = bytes.Clone(sep)
 	n.right = uint64(rg)
 	// The right half reaches far memory before the left half points at it.
@@ -276,6 +291,7 @@ func (t *Tree) splitRoot(ctx context.Context, gd *selcc.Guard, n *node) error {
 		return errors.Join(err, gd.Unlock(ctx))
 	}
 	r, sep := n.split()
+	t.stats.Splits++
 	n.right = uint64(rg)
 	if err := t.writeNew(ctx, rg, r); err != nil {
 		return errors.Join(err, gd.Unlock(ctx))
