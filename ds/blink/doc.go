@@ -14,7 +14,7 @@
 // sibling, high key length), the high key, then sorted entries: a leaf's (key length, value
 // length, key, value), an internal node's first child then (key length, key, child) per key;
 // child i covers [key i-1, key i). Keys are at most LineSize/16 bytes and key+value at most
-// about a quarter of the line ([Limits]), so both halves of a split always fit.
+// about a third of the line ([Limits]), so both halves of a split always fit.
 //
 // # Concurrency
 //

@@ -1,7 +1,10 @@
 package blink
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,6 +68,38 @@ func TestSplitLeaf(t *testing.T) {
 		require.Equal(t, uint64(7), r.right)
 		require.False(t, l.covers(sep))
 		require.True(t, l.covers(l.keys[len(l.keys)-1]))
+	}
+}
+
+// TestSplitMixed overflows leaves of random entry sizes within Limits by one entry and checks
+// that both halves fit.
+func TestSplitMixed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, line := range []int{256, 512, 2048, 4096} {
+		mk, mkv := Limits(line)
+		for range 2000 {
+			l := &node{high: bytes.Repeat([]byte{0xff}, mk)}
+			for i := 0; l.size() <= line; i++ {
+				kl := 1 + rng.IntN(mk)
+				if kl < 5 {
+					kl = 5
+				}
+				vl := rng.IntN(mkv - kl + 1)
+				if rng.IntN(2) == 0 {
+					vl = mkv - kl
+				}
+				l.keys = append(l.keys, fmt.Appendf(nil, "%0*d", kl, i))
+				l.vals = append(l.vals, make([]byte, vl))
+			}
+			sort.Slice(l.keys, func(i, j int) bool { return bytes.Compare(l.keys[i], l.keys[j]) < 0 })
+			r, sep := l.split()
+			// The left half's high key is the separator, at most a key's length.
+			require.LessOrEqual(t, len(sep), mk)
+			require.LessOrEqual(t, l.size(), line, "left half of %d", line)
+			require.LessOrEqual(t, r.size(), line, "right half of %d", line)
+			require.NotEmpty(t, l.keys)
+			require.NotEmpty(t, r.keys)
+		}
 	}
 }
 

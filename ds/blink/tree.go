@@ -24,11 +24,14 @@ var (
 )
 
 // Limits returns the longest key and the largest len(key)+len(value) a tree on lines of
-// lineSize bytes accepts: keys up to lineSize/16 bytes, an entry up to a quarter of what a node
-// holds besides its header, so that either half of a split node always fits a line.
+// lineSize bytes accepts: keys up to lineSize/16 bytes, an entry (4 bytes of lengths, key,
+// value) up to a third of what a line holds besides a header and two high keys, so that both
+// halves of a node that overflowed by one entry always fit a line. A 4 KiB line takes keys up
+// to 256 bytes and key+value up to 1,186 bytes (YCSB's 1,000-byte records); a 2 KiB line
+// 128 and 582.
 func Limits(lineSize int) (maxKey, maxKV int) {
 	maxKey = min(lineSize/16, infLen-1)
-	maxKV = (lineSize-hdrSize-maxKey)/4 - 4
+	maxKV = (lineSize-hdrSize-2*maxKey)/3 - 4
 	return maxKey, maxKV
 }
 
