@@ -22,7 +22,8 @@ import (
 // acknowledged write survives its compute node's crash. FastWriteBack selects selcc.WriteBack,
 // the paper's mode: a write to a line the node holds exclusively costs no round trip, but the
 // newest copy of a line may live only in one compute node's cache, and that node's crash loses
-// the acknowledged writes it held.
+// the acknowledged writes it held (possibly the tree's shape with them: new lines that never
+// left its cache).
 //
 // Round trips with a warm cache on one compute node: Get and Scan 0; Insert, Update, Delete 1
 // (the leaf's write-back; 0 with FastWriteBack); each line missed or held by a peer costs what

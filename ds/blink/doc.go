@@ -40,7 +40,9 @@
 // released, before the operation returns, so an acknowledged write survives its compute node's
 // crash. Under selcc.WriteBack a dirty leaf can stay in one compute node's cache (and be
 // forwarded to another writer without a write-back): a crash of that node loses the
-// acknowledged writes it held.
+// acknowledged writes it held, and with them possibly the tree's shape (a split's new lines, or
+// a fresh root, that never left the cache): far memory may then not hold a readable tree at
+// all. Use WriteBack only for a tree that can be rebuilt.
 //
 // # Costs (round trips)
 //
