@@ -21,6 +21,8 @@ var indexKinds = []indexKind{
 		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
 	{name: "hybrid", ordered: true, about: "Dolphin's ART/B+ hybrid tree with a 64 MiB radix cache per node, ordered, binary64 keys only (--set keyformat=binary64)",
 		kind: func() kvstore.IndexKind { return kvstore.Hybrid{CacheBytes: 64 << 20} }},
+	{name: "blink", ordered: true, about: "SELCC's B-link tree over coherently cached 4 KiB lines (128 per node), ordered, any keys up to 256 bytes, write-back before each acknowledgement",
+		kind: func() kvstore.IndexKind { return &kvstore.Blink{} }},
 }
 
 // indexByName returns the entry named name, or a usage error listing the known names.

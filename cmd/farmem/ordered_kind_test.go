@@ -45,5 +45,5 @@ func TestBenchOrderedIndexPlugsIn(t *testing.T) {
 	_, errOut, code = cli(t, "bench", "--transport", "local", "--mem-size", "32MiB", "--records", "300",
 		"--workload", "e", "--peers", "none", "--clients", "1", "--duration", "50ms", "--warmup", "0s")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "choose one with --index: hybrid, heap-ordered")
+	require.Contains(t, errOut, "choose one with --index: hybrid, blink, heap-ordered")
 }

@@ -1,0 +1,71 @@
+package blink_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/blink"
+	"github.com/farmem/farmem/ds/selcc"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/sim"
+)
+
+// TestCrashMidRunSim crashes one of three compute nodes (two clients each) in the middle of a
+// run under WriteBackOnRelease, on sim. The survivors' operations that meet a line the dead
+// node held fail (unknown outcomes) and end their clients; then a survivor repairs the tree's
+// latches, the survivors run the workload again, and one reads every key. The whole history, the dead node's acknowledged writes
+// included, must be linearizable: no acknowledged write is lost.
+func TestCrashMidRunSim(t *testing.T) {
+	for _, seed := range []uint64{1} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := simRig(t, 3, 2, seed, selcc.Options{LineSize: 256, Frames: 32, Durability: selcc.WriteBackOnRelease})
+			s := r.f.(*sim.Sim)
+			w := splitLoad
+			w.ops, w.stopOnDown = 400, true
+			var h *kvHistory
+			r.do(func() {
+				cs := make([]*client, 6)
+				for i := range cs {
+					cs[i] = r.client(t, i)
+				}
+				ctx, cancel := r.f.Runtime().WithTimeout(context.Background(), 10*time.Minute)
+				defer cancel()
+				h = kvModel.NewHistory(r.f.Runtime())
+				dead := r.comp[0]
+				s.At(s.Now().Add(1500*time.Microsecond), func() { _ = s.Crash(dead) })
+				require.NoError(t, farmemtest.Parallel(r.f.Runtime(), len(cs), func(i int) error { return w.run(ctx, cs[i], h, i) }))
+				// Clients 1 and 4 are on the second node, a survivor.
+				n, err := cs[1].t.Repair(ctx, cs[1].m, dead.ComputeID())
+				require.NoError(t, err)
+				t.Logf("repair removed %d holds", n)
+				// The survivors (clients 1, 2, 4, 5) run on, splitting lines the dead node held.
+				w2 := w
+				w2.stopOnDown = false
+				live := []int{1, 2, 4, 5}
+				require.NoError(t, farmemtest.Parallel(r.f.Runtime(), len(live), func(i int) error {
+					return w2.run(ctx, cs[live[i]], h, 10+live[i])
+				}))
+				rec := h.Client(100)
+				for i := range w.keys {
+					k := wkey(i)
+					op := rec.Call(kvModel.Get(k))
+					b, err := cs[1].t.Get(ctx, []byte(k))
+					if errors.Is(err, blink.ErrNotFound) {
+						op.End(kvModel.Missing(), nil)
+						continue
+					}
+					require.NoError(t, err, "get %s after the repair", k)
+					x, err := unbody(b)
+					require.NoError(t, err)
+					op.End(kvModel.Found(x), nil)
+				}
+			})
+			h.Check(t)
+		})
+	}
+}
