@@ -119,8 +119,8 @@ type FlexStats struct {
 	// (the sharer's pair lease having run out).
 	AckTimeouts uint64
 	// Conflicts counts proxied writes answered busy or conflict; Invalidations the pairs this
-	// node's cache dropped on a proxy's request; Refused the installs a racing invalidation
-	// cancelled.
+	// node's cache dropped on a proxy's invalidation or before its own client's write; Refused
+	// the installs a racing invalidation or write cancelled.
 	Conflicts, Invalidations, Refused uint64
 	// HandOvers counts hand-overs this node coordinated.
 	HandOvers uint64
@@ -673,7 +673,7 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, from farmem.Cli
 		held = false
 		return n.finish(ctx, m, pw)
 	}
-	n.sendInvals(ctx, m, sharers, ticket, w.key, now)
+	n.sendInvals(ctx, m, sharers, ticket, w.key)
 	return encWord(stPending, race.Slot(ticket)), nil
 }
 
@@ -712,11 +712,18 @@ func (n *flexNode) claimLocked(t uint64, pw *pendingWrite, now farmem.Time) bool
 
 // finish commits a write that no sharer can contradict any more: it sets the replaced block's
 // valid word and writes the slot through to the memory node, then commits with the local CAS,
-// and releases the write's locks. Every step is idempotent: on an error the write is left
-// pending again (locks held) for the next commit Call.
+// and releases the write's locks. Every step is idempotent: on an error a pending write is
+// left pending (locks held) for the next commit Call; one committing in its own handler
+// releases its locks.
 func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite) ([]byte, error) {
 	w := pw.w
 	fail := func(err error) ([]byte, error) {
+		if pw.ticket == 0 {
+			// Committed in its own handler: nothing is pending, release the locks (the
+			// writer's resend finds the outcome through the expected-old check).
+			n.unlock(pw.pp, w)
+			return nil, err
+		}
 		n.mu.Lock()
 		pw.finishing = false
 		n.mu.Unlock()
@@ -807,7 +814,7 @@ func sameSet(a, b []race.Slot) bool {
 // sendInvals sends a one-way invalidation of key (with the write's ticket) to every remote
 // sharer. A send that fails (a node down, its inbox full past the pair lease) is left to the
 // deadline: the write commits once the pairs granted have expired.
-func (n *flexNode) sendInvals(ctx context.Context, m farmem.Memory, sharers uint32, ticket uint64, key []byte, _ farmem.Time) {
+func (n *flexNode) sendInvals(ctx context.Context, m farmem.Memory, sharers uint32, ticket uint64, key []byte) {
 	msg := append(le.AppendUint64(nil, ticket), key...)
 	sctx, cancel := m.Runtime().WithTimeout(ctx, n.kind.pairLease())
 	defer cancel()
