@@ -40,10 +40,10 @@ import (
 //     key's and the slot's write locks (a write finding either taken is answered busy and
 //     retried, as a lost CAS), checks its copy holds the expected word (for an insert also that
 //     the key's candidate slots hold exactly the other keys' matches the client saw, so two
-//     inserts of one key cannot both commit), invalidates the sharers' cached pairs (a Call
-//     each, whose reply is the acknowledgement), sets the replaced block's valid word and
-//     writes the slot through to the memory node (plain writes, one round trip), and commits
-//     with a local CAS on its copy: the commit point. A proxied update issues no atomic to a
+//     inserts of one key cannot both commit), invalidates the sharers' cached pairs (see
+//     "Invalidation"), sets the replaced block's valid word and writes the slot through to
+//     the memory node (plain writes, one round trip), and commits with a local CAS on its
+//     copy: the commit point. A proxied update issues no atomic to a
 //     memory node. A commit whose reply is lost is sent again with the same words: the
 //     expected-old check makes it idempotent (the copy holding the new word means committed).
 //
@@ -59,8 +59,37 @@ import (
 // are never sharers) unless a write of the key is in flight. A write takes the sharers, empties
 // the list (the writer does not join it) and invalidates them all before it commits. A read
 // marks its key in flight before its RPC; an invalidation arriving before the reply cancels
-// the install (the race the paper names). Addresses need no directory: every writer, on a
-// proxy or on the memory nodes, sets the replaced block's valid word before its commit.
+// the install (the race the paper names). A pair is served for PairLease from just before
+// the read that fetched it; then its entry serves as an address. Addresses need no directory:
+// every writer, on a proxy or on the memory nodes, sets the replaced block's valid word
+// before its commit.
+//
+// # Invalidation
+//
+// Invalidations are one-way messages with a one-way acknowledgement, as the paper specifies,
+// and no handler ever waits for another node's handler. A write that will commit takes the
+// key's sharers. The writer's own node needs no message: before the write's RPC it turned
+// its pair into an address, and it installs no pair of the key until the reply (reads begun
+// meanwhile are cancelled), so the proxy drops the writer's bit (only for a request younger
+// than PairLease less twice the clock skew; a write that failed with an unknown outcome keeps
+// its node from installing the key's pair for PairLease after, which covers a late request).
+// The proxy's own pair is dropped in place. With no other sharer the write commits in its
+// handler. Otherwise the proxy records the write as pending (a ticket; its key and slot locks
+// held), sends each sharer an invalidation (Memory.Send), and answers the writer "pending"
+// with the ticket: the handler returns. A sharer drops the pair, cancels the installs of its
+// reads in flight and sends back an acknowledgement (Memory.Send), which clears its bit in
+// the proxy's record. The writer polls with commit Calls (backing off from 2µs to 1ms); the
+// poll that finds every bit clear commits the write (write-through, local CAS) and answers
+// ok. So a write costs the writer one extra round trip when another node shares the key.
+// A sharer that is down, silent, or whose message or acknowledgement is lost (Send is at most
+// once) is waited out: the write commits at its deadline, the last grant of the key plus
+// PairLease plus twice the clock skew, when no pair granted before the write is served any
+// more (Stats AckTimeouts counts these). No read is granted the pair while the write is
+// pending. A later write meeting a ready pending write of the key or slot commits it (a
+// writer that gave up); a pending write of a partition handed over is dropped uncommitted
+// (its writer, if still polling, is told stale and resolves again; the hand-over's drain
+// makes that a writer that gave up). Pairs are therefore never stale, with clocks within
+// Options.ClockSkew.
 //
 // # Hand-over
 //
@@ -81,11 +110,8 @@ import (
 //
 // # Limits
 //
-// A proxy's write holds a handler while its invalidations' Calls run: if every handler of two
-// nodes were so held, each invalidating the other, they would wait for each other (the
-// paper's proxies have the same shape; a node's MaxHandlers bounds the writes it serves at
-// once). A sharer that does not answer an invalidation fails the write (nothing committed); a proxy
-// that fails between its write-through and its commit leaves the memory node's slot ahead of
+// A write whose sharer is silent waits up to PairLease plus twice the clock skew, holding
+// its key (other writes of it are answered busy). A proxy that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
 // its proxy and caches are cleared at every hand-over. A hand-over that fails midway (a node
 // that does not answer) leaves the partition paused on the nodes it reached, never served by
@@ -104,10 +130,32 @@ type FlexKV struct {
 	NoProxy bool
 	// NoKVCache caches addresses only.
 	NoKVCache bool
+	// PairLease bounds how long a node serves a cached pair (from just before the read that
+	// fetched it, by its own clock); past it the entry serves as an address. A write whose
+	// sharer does not acknowledge its invalidation commits once the lease granted last, plus
+	// twice Options.ClockSkew, has passed. Default DefaultPairLease.
+	PairLease time.Duration
 
 	lay   atomic.Pointer[race.Layout]
 	mu    sync.Mutex
 	nodes map[farmem.NodeID]*flexNode
+}
+
+// DefaultPairLease is FlexKV's default PairLease.
+const DefaultPairLease = 100 * time.Millisecond
+
+func (k *FlexKV) pairLease() time.Duration {
+	if k.PairLease > 0 {
+		return k.PairLease
+	}
+	return DefaultPairLease
+}
+
+func (k *FlexKV) clockSkew() time.Duration {
+	if k.Options.ClockSkew > 0 {
+		return k.Options.ClockSkew
+	}
+	return time.Millisecond
 }
 
 // DefaultDeleteLease is the delete lease of FlexKV's slots (the paper's T_lease).
@@ -263,7 +311,7 @@ func (x *flexIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 
 func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
 	n := x.n
-	if e, ok := n.lookup(key); ok {
+	if e, ok := n.lookup(key, x.rt.Now()); ok {
 		if e.kv {
 			return append(dst, e.value...), nil
 		}
@@ -373,7 +421,13 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 			n.drop(key)
 			return mapRace(err)
 		}
-		done, retry, full, err := x.proxied(ctx, kind, owner, epoch, p, key, value)
+		begun := x.rt.Now()
+		n.beginWrite(key)
+		done, retry, full, err := x.proxied(ctx, kind, owner, epoch, p, key, value, begun)
+		// A definite refusal (not found, exists, too large) committed nothing; any other
+		// error may hide a request still on its way to the proxy.
+		definite := errors.Is(err, race.ErrNotFound) || errors.Is(err, race.ErrExists) || errors.Is(err, race.ErrTooLarge)
+		n.endWrite(key, err != nil && !definite, x.rt.Now())
 		n.done(p)
 		switch {
 		case err != nil:
@@ -415,12 +469,12 @@ func (x *flexIndex) lease() time.Duration {
 // delete lease; a proxied partition never splits, and caches are cleared at every hand-over),
 // so the proxy's expected-word check can only succeed on the key's own slot. ok is false when
 // there is no usable entry or the proxy's copy holds another word: the caller resolves.
-func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeID, epoch uint64, p int, key, value []byte) (ok bool, err error) {
+func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeID, epoch uint64, p int, key, value []byte, begun farmem.Time) (ok bool, err error) {
 	e, found := x.n.peek(key)
 	if !found || e.part != p || e.ent.Slot == 0 || !e.ent.Word.Committed() || x.rt.Now().Sub(e.at) >= x.lease() {
 		return false, nil
 	}
-	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word}
+	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word, begun: begun}
 	if kind == wDelete {
 		w.new = x.t.DeleteWord()
 	} else if w.new, err = x.t.WriteBlock(ctx, key, value); err != nil {
@@ -443,9 +497,9 @@ func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeI
 }
 
 // proxied runs one attempt of a write through the proxy.
-func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID, epoch uint64, p int, key, value []byte) (done, retry, full bool, err error) {
+func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID, epoch uint64, p int, key, value []byte, begun farmem.Time) (done, retry, full bool, err error) {
 	if kind != wInsert {
-		if ok, err := x.shortcut(ctx, kind, owner, epoch, p, key, value); err != nil || ok {
+		if ok, err := x.shortcut(ctx, kind, owner, epoch, p, key, value, begun); err != nil || ok {
 			return ok, false, false, err
 		}
 	}
@@ -457,7 +511,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 	if err != nil {
 		return false, false, false, err
 	}
-	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, new: res.New}
+	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, new: res.New, begun: begun}
 	// The memory nodes' copy may be ahead of the proxy's (a write written through and not
 	// committed yet): an answer that ends the operation without a commit (exists, not found)
 	// is confirmed by the proxy, whose copy is the truth, or the attempt is retried.
@@ -567,6 +621,12 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		if err != nil {
 			return 0, 0, err
 		}
+		if st == stPending {
+			st, cur, err = x.await(ctx, owner, uint64(cur))
+			if err != nil {
+				return 0, 0, err
+			}
+		}
 		if firstErr == nil {
 			return st, cur, nil
 		}
@@ -583,6 +643,30 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		break
 	}
 	return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", firstErr)
+}
+
+// await polls a pending write (its ticket) with commit Calls, backing off, until the proxy
+// commits it (ok) or no longer holds it (stale). Only this client waits: no proxy handler is
+// held while the sharers' acknowledgements come in.
+func (x *flexIndex) await(ctx context.Context, owner farmem.NodeID, ticket uint64) (uint8, race.Slot, error) {
+	var d time.Duration
+	req := le.AppendUint64(nil, ticket)
+	for {
+		if err := backoff(ctx, x.rt, &d); err != nil {
+			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
+		}
+		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexCommit), req)
+		if err != nil {
+			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
+		}
+		st, cur, err := decWord(rep)
+		if err != nil {
+			return 0, 0, err
+		}
+		if st != stPending {
+			return st, cur, nil
+		}
+	}
 }
 
 // handOver asks the coordinator (the lowest compute node) to move partition p to owner (0: the

@@ -24,9 +24,10 @@ var flexMix = workload{keys: 6, ops: 200, get: 70, insert: 8, update: 8, put: 6,
 
 // flexKind is the kind the lincheck runs use: 4 partitions, small subtables (inserts fill
 // buckets, so full proxied partitions are handed back and split), a small cache (evictions),
-// a short delete lease (slots reused during the run).
+// a short delete lease (slots reused during the run), a short pair lease (cached pairs expire
+// into addresses, and writes whose acknowledgements are slow commit at their deadline).
 func flexKind() *kvstore.FlexKV {
-	k := &kvstore.FlexKV{CacheEntries: 4}
+	k := &kvstore.FlexKV{CacheEntries: 4, PairLease: time.Millisecond}
 	k.Params.InitialDepth, k.Params.Groups, k.Params.SlotsPerBucket, k.Params.FingerprintBits = 2, 1, 2, 2
 	k.Options.DeleteLease, k.Options.ClockSkew = 300*time.Microsecond, 20*time.Microsecond
 	return k
@@ -105,12 +106,13 @@ func lincheckFlex(t *testing.T, f farmem.Fabric, k *kvstore.FlexKV, s *kvstore.S
 		st.AddrStale += x.AddrStale
 		st.Invalidations += x.Invalidations
 		st.Refused += x.Refused
+		st.AckTimeouts += x.AckTimeouts
 		st.Commits += x.Commits
 		st.Shortcuts += x.Shortcuts
 	}
 	sum, verdict := h.Verify()
-	t.Logf("%v; %d hand-overs; kv hits %d, addr hits %d, stale addrs %d, invalidations %d, refused installs %d, proxy commits %d, writes through cached slots %d",
-		sum, moved, st.KVHits, st.AddrHits, st.AddrStale, st.Invalidations, st.Refused, st.Commits, st.Shortcuts)
+	t.Logf("%v; %d hand-overs; kv hits %d, addr hits %d, stale addrs %d, invalidations %d, refused installs %d, ack timeouts %d, proxy commits %d, writes through cached slots %d",
+		sum, moved, st.KVHits, st.AddrHits, st.AddrStale, st.Invalidations, st.Refused, st.AckTimeouts, st.Commits, st.Shortcuts)
 	require.Positive(t, moved, "partitions migrated under load")
 	require.Positive(t, st.Commits, "proxies committed writes")
 	require.Positive(t, st.KVHits, "pairs were served from caches")

@@ -31,6 +31,27 @@ type flexNode struct {
 	marks   map[string]*readMark
 	epoch   uint64 // the coordinator's last epoch
 	stats   FlexStats
+	pending map[uint64]*pendingWrite // this proxy's writes awaiting acknowledgements, by ticket
+	// noInstall fences keys whose proxied write failed with an unknown outcome: reads begun
+	// before the time install no pair.
+	noInstall map[string]farmem.Time
+	finished  map[uint64]bool // tickets of pending writes committed and not yet polled
+	ticket    uint64          // the last ticket issued
+}
+
+// pendingWrite is a validated proxied write whose key and slot locks are held while the
+// sharers' acknowledgements come in (one-way messages). It commits once every sharer has
+// acknowledged, or once the pairs granted to them have expired (deadline), whichever first;
+// the commit is run by whichever handler first finds it ready: the writer's polling commit
+// Call, or a later write meeting its locks.
+type pendingWrite struct {
+	ticket    uint64
+	w         writeReq
+	pp        *proxyPart
+	local     farmem.Addr // the slot's word in this node's copy
+	waiting   uint32      // sharers not yet acknowledged
+	deadline  farmem.Time // from then no sharer serves a pair granted before the write
+	finishing bool        // a handler is running the commit
 }
 
 // routeState is one partition in a node's active map.
@@ -51,10 +72,12 @@ type cacheEntry struct {
 	reads uint64 // reads served from the cache since the last RPC for the key (piggybacked)
 }
 
-// readMark counts invalidations of a key that arrive while proxied reads of it are in flight.
+// readMark counts invalidations of a key that arrive while proxied reads of it are in flight,
+// and this node's proxied writes of it in flight (no pair is installed while one is).
 type readMark struct {
-	refs  int
-	inval uint64
+	refs   int
+	inval  uint64
+	writes int
 }
 
 // proxyPart is a partition this node proxies: its subtables' slot copies in the node's region
@@ -79,6 +102,7 @@ type proxySub struct {
 type keyMeta struct {
 	sharers       uint32
 	reads, writes uint16
+	granted       farmem.Time // when a sharer was last granted the pair (this node's clock)
 }
 
 // FlexStats count one node's FlexKV work.
@@ -91,9 +115,12 @@ type FlexStats struct {
 	Proxied, Served, Commits uint64
 	// Shortcuts counts writes sent with a cached slot address (no resolution).
 	Shortcuts uint64
+	// AckTimeouts counts writes committed at their deadline with an acknowledgement missing
+	// (the sharer's pair lease having run out).
+	AckTimeouts uint64
 	// Conflicts counts proxied writes answered busy or conflict; Invalidations the pairs this
-	// node's cache dropped on a proxy's request; Refused the installs a racing invalidation
-	// cancelled.
+	// node's cache dropped on a proxy's invalidation or before its own client's write; Refused
+	// the installs a racing invalidation or write cancelled.
 	Conflicts, Invalidations, Refused uint64
 	// HandOvers counts hand-overs this node coordinated.
 	HandOvers uint64
@@ -101,7 +128,7 @@ type FlexStats struct {
 
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
 	n := &flexNode{kind: k, node: env.Node, proxied: map[int]*proxyPart{}, cache: map[string]*cacheEntry{},
-		marks: map[string]*readMark{}, parts: make([]routeState, 1<<k.params().InitialDepth)}
+		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, finished: map[uint64]bool{}, parts: make([]routeState, 1<<k.params().InitialDepth)}
 	area, err := nodearea.Open(ctx, env.Memory)
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: flexkv: node area: %w", err)
@@ -110,7 +137,8 @@ func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, e
 		return nil, fmt.Errorf("kvstore: flexkv: latch: %w", err)
 	}
 	hs := map[uint8]farmem.Handler{flexSearch: n.onSearch, flexWrite: n.onWrite, flexInval: n.onInval,
-		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver}
+		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver,
+		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit}
 	for _, id := range slices.Sorted(func(yield func(uint8) bool) {
 		for id := range hs {
 			if !yield(id) {
@@ -178,12 +206,17 @@ func backoff(ctx context.Context, rt farmem.Runtime, d *time.Duration) error {
 
 // --- the cache (clients) ---
 
-func (n *flexNode) lookup(key []byte) (cacheEntry, bool) {
+func (n *flexNode) lookup(key []byte, now farmem.Time) (cacheEntry, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	e, ok := n.cache[string(key)]
 	if !ok {
 		return cacheEntry{}, false
+	}
+	if e.kv && now.Sub(e.at) >= n.kind.pairLease() {
+		// The pair's lease has run out: a proxy whose invalidation went unanswered may commit
+		// past it. Keep its address (one round trip, checked by the block's valid word).
+		e.kv, e.value = false, nil
 	}
 	if !e.kv && e.reads >= FlushReads && !n.kind.NoKVCache && !n.kind.NoProxy && n.parts[e.part].owner != 0 {
 		// Enough reads of a proxied key went unseen: send them to the proxy with a read RPC,
@@ -281,7 +314,10 @@ func (n *flexNode) endRead(key []byte, tok uint64, install bool, e cacheEntry) {
 	defer n.mu.Unlock()
 	m := n.marks[string(key)]
 	if install {
-		if m.inval == tok {
+		if until, ok := n.noInstall[string(key)]; ok && e.at >= until {
+			delete(n.noInstall, string(key))
+		}
+		if _, fenced := n.noInstall[string(key)]; m.inval == tok && m.writes == 0 && !fenced {
 			n.putLocked(string(key), e)
 		} else {
 			n.stats.Refused++
@@ -292,10 +328,54 @@ func (n *flexNode) endRead(key []byte, tok uint64, install bool, e cacheEntry) {
 	}
 }
 
+// beginWrite starts a proxied write of key by a client of this node. The node invalidates its
+// own pair itself, so the proxy need not message the writer's node: the pair becomes an
+// address (kept for the write's shortcut), the reads in flight may not install theirs, and
+// no read installs one until endWrite, which cancels the installs of the reads begun
+// meanwhile (they may have been granted the old value before the proxy locked the key).
+func (n *flexNode) beginWrite(key []byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if e, ok := n.cache[string(key)]; ok && e.kv {
+		e.kv, e.value = false, nil
+		n.stats.Invalidations++
+	}
+	m := n.marks[string(key)]
+	if m == nil {
+		m = &readMark{}
+		n.marks[string(key)] = m
+	}
+	m.refs++
+	m.writes++
+	m.inval++
+}
+
+// endWrite ends a write begun with beginWrite. When its outcome is unknown (failed), its
+// request may still reach the proxy later, which then trusts this node to hold no pair only
+// while the request is younger than the pair lease less twice the clock skew (see onWrite):
+// so reads begun before now plus the pair lease install no pair.
+func (n *flexNode) endWrite(key []byte, failed bool, now farmem.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if failed {
+		n.noInstall[string(key)] = now.Add(n.kind.pairLease())
+	}
+	m := n.marks[string(key)]
+	m.writes--
+	m.inval++
+	if m.refs--; m.refs == 0 {
+		delete(n.marks, string(key))
+	}
+}
+
 // invalidate drops key's cached pair and marks the reads of it in flight.
 func (n *flexNode) invalidate(key []byte) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.invalidateLocked(key)
+}
+
+func (n *flexNode) invalidateLocked(key []byte) {
 	if e, ok := n.cache[string(key)]; ok && e.kv {
 		delete(n.cache, string(key))
 		n.stats.Invalidations++
@@ -305,11 +385,47 @@ func (n *flexNode) invalidate(key []byte) {
 	}
 }
 
-func (n *flexNode) onInval(_ context.Context, _ farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
-	if len(req) == 0 {
+// onInval is a proxy's one-way invalidation (ticket, key): drop the pair, mark the reads in
+// flight, then acknowledge with a one-way message back to the sending node. It never waits for
+// another node's handler.
+func (n *flexNode) onInval(ctx context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
+	r := reader{b: req}
+	ticket := r.u64()
+	key := r.rest()
+	if r.bad || len(key) == 0 {
 		return nil, errWire
 	}
-	n.invalidate(req)
+	n.invalidate(key)
+	a, err := m.Topology().ClientSlice(from)
+	if err != nil {
+		return nil, err
+	}
+	// Bounded: a lost acknowledgement only delays the write until the pair's lease has passed.
+	sctx, cancel := m.Runtime().WithTimeout(ctx, n.kind.pairLease())
+	defer cancel()
+	if err := m.Send(sctx, a.Node(), farmem.OwnerFlexKV.Method(flexInvalAck), le.AppendUint64(nil, ticket)); err != nil {
+		return nil, fmt.Errorf("kvstore: flexkv: acknowledge invalidation: %w", err)
+	}
+	return nil, nil
+}
+
+// onInvalAck records a sharer's acknowledgement of a pending write's invalidation (a one-way
+// message: it only clears the sharer's bit in the proxy's state).
+func (n *flexNode) onInvalAck(_ context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
+	r := reader{b: req}
+	ticket := r.u64()
+	if r.bad {
+		return nil, errWire
+	}
+	a, err := m.Topology().ClientSlice(from)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	if pw := n.pending[ticket]; pw != nil {
+		pw.waiting &^= sharerBit(a.Node())
+	}
+	n.mu.Unlock()
 	return nil, nil
 }
 
@@ -378,6 +494,7 @@ func (n *flexNode) onSearch(ctx context.Context, m farmem.Memory, from farmem.Cl
 		if a, err := m.Topology().ClientSlice(from); err == nil && sharerBit(a.Node()) != 0 {
 			bit := sharerBit(a.Node())
 			km.sharers |= bit
+			km.granted = m.Runtime().Now()
 			cacheIt = true
 		}
 	}
@@ -446,7 +563,7 @@ func (km *keyMeta) write() {
 // worthy: a key whose write/read ratio is below 1/4 is worth caching.
 func (km *keyMeta) worthy() bool { return 4*uint64(km.writes) < uint64(km.reads) }
 
-func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
 	w, err := decWrite(req)
 	l := n.kind.layout()
 	if err != nil || l == nil {
@@ -465,7 +582,15 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.Client
 	}
 	if pp.keys[string(w.key)] || pp.slots[w.slot] {
 		n.stats.Conflicts++
+		help := n.readyLocked(pp, m.Runtime().Now(), w.key, w.slot)
 		n.mu.Unlock()
+		if help != nil {
+			// An abandoned write whose sharers are done: commit it for its writer, which
+			// learns the outcome by resending (the expected-old check).
+			if _, err := n.finish(ctx, m, help); err != nil {
+				return nil, err
+			}
+		}
 		return encWord(stBusy, 0), nil
 	}
 	pp.keys[string(w.key)], pp.slots[w.slot] = true, true
@@ -477,13 +602,12 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.Client
 		pl = l.Place(w.key)
 	}
 	n.mu.Unlock()
-	unlock := func() {
-		n.mu.Lock()
-		delete(pp.keys, string(w.key))
-		delete(pp.slots, w.slot)
-		n.mu.Unlock()
-	}
-	defer unlock()
+	held := true
+	defer func() {
+		if held {
+			n.unlock(pp, w)
+		}
+	}()
 
 	// The slot's current word, and for an insert the key's candidates: a committed slot with
 	// its fingerprint the client did not see (another insert of the key) is a conflict.
@@ -517,17 +641,91 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.Client
 			return encWord(stConflict, w.expect), nil
 		}
 	}
-	// Invalidate the sharers' cached pairs (each Call's reply is its acknowledgement), then
-	// the replaced block's valid word (address caches) and write the slot through, then
-	// commit with the local CAS. No read adds a sharer while the key is locked; the list is
-	// taken only now that the write will commit, and given back if an invalidation fails.
+	// The write will commit. Take the sharers (no read adds one while the key is locked) and
+	// invalidate them with one-way messages; each answers with a one-way acknowledgement.
+	// This node's own pair is dropped at once. With remote sharers the write is left pending
+	// (its locks held, no handler waiting) and the writer polls it with commit Calls.
+	now := m.Runtime().Now()
 	n.mu.Lock()
 	sharers := km.sharers
 	km.sharers = 0
+	if a, err := m.Topology().ClientSlice(from); err == nil && now.Sub(w.begun) < n.kind.pairLease()-2*n.kind.clockSkew() {
+		// The writer's node dropped its own pair before the write and installs none until
+		// the write's reply, or, if the write failed, until a pair lease after (beginWrite,
+		// endWrite): a request this young needs no invalidation of the writer's node.
+		sharers &^= sharerBit(a.Node())
+	}
+	if bit := sharerBit(n.node); sharers&bit != 0 {
+		sharers &^= bit
+		n.invalidateLocked(w.key)
+	}
+	pw := &pendingWrite{w: w, pp: pp, local: local, waiting: sharers,
+		deadline: km.granted.Add(n.kind.pairLease() + 2*n.kind.clockSkew())}
+	if sharers != 0 {
+		n.ticket++
+		pw.ticket = n.ticket
+		n.pending[n.ticket] = pw
+		held = false // the pending write owns the locks now
+	}
+	ticket := n.ticket
 	n.mu.Unlock()
-	if err := n.invalidateSharers(ctx, m, sharers, w.key); err != nil {
+	if sharers == 0 {
+		held = false
+		return n.finish(ctx, m, pw)
+	}
+	n.sendInvals(ctx, m, sharers, ticket, w.key)
+	return encWord(stPending, race.Slot(ticket)), nil
+}
+
+// unlock releases a write's key and slot locks.
+func (n *flexNode) unlock(pp *proxyPart, w writeReq) {
+	n.mu.Lock()
+	delete(pp.keys, string(w.key))
+	delete(pp.slots, w.slot)
+	n.mu.Unlock()
+}
+
+// readyLocked returns a pending write holding key's or slot's lock that may commit now and
+// that no handler is committing (claimed for the caller), or nil. n.mu is held.
+func (n *flexNode) readyLocked(pp *proxyPart, now farmem.Time, key []byte, slot farmem.Addr) *pendingWrite {
+	for t, pw := range n.pending {
+		if pw.pp == pp && (string(pw.w.key) == string(key) || pw.w.slot == slot) && n.claimLocked(t, pw, now) {
+			return pw
+		}
+	}
+	return nil
+}
+
+// claimLocked claims pending write t for committing if it is ready: every sharer acknowledged,
+// or the deadline passed (a sharer silent, down or its acknowledgement lost: the pairs it may
+// hold have expired by then, so the key is uncached everywhere). n.mu is held.
+func (n *flexNode) claimLocked(t uint64, pw *pendingWrite, now farmem.Time) bool {
+	if pw.finishing || pw.waiting != 0 && now < pw.deadline {
+		return false
+	}
+	if pw.waiting != 0 {
+		n.stats.AckTimeouts++
+	}
+	pw.finishing = true // stays in pending (its writer's polls answered pending) until done
+	return true
+}
+
+// finish commits a write that no sharer can contradict any more: it sets the replaced block's
+// valid word and writes the slot through to the memory node, then commits with the local CAS,
+// and releases the write's locks. Every step is idempotent: on an error a pending write is
+// left pending (locks held) for the next commit Call; one committing in its own handler
+// releases its locks.
+func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite) ([]byte, error) {
+	w := pw.w
+	fail := func(err error) ([]byte, error) {
+		if pw.ticket == 0 {
+			// Committed in its own handler: nothing is pending, release the locks (the
+			// writer's resend finds the outcome through the expected-old check).
+			n.unlock(pw.pp, w)
+			return nil, err
+		}
 		n.mu.Lock()
-		km.sharers |= sharers
+		pw.finishing = false
 		n.mu.Unlock()
 		return nil, err
 	}
@@ -537,18 +735,63 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, _ farmem.Client
 	}
 	wb.Write(w.slot, le.AppendUint64(nil, uint64(w.new)))
 	if err := m.Do(ctx, &wb); err != nil {
-		return nil, fmt.Errorf("kvstore: flexkv: write through: %w", err)
+		return fail(fmt.Errorf("kvstore: flexkv: write through: %w", err))
 	}
-	prev, err := m.CAS(ctx, local, uint64(w.expect), uint64(w.new))
+	prev, err := m.CAS(ctx, pw.local, uint64(w.expect), uint64(w.new))
 	if err != nil {
-		return nil, fmt.Errorf("kvstore: flexkv: commit: %w", err)
+		return fail(fmt.Errorf("kvstore: flexkv: commit: %w", err))
 	}
-	if race.Slot(prev) != w.expect {
+	n.mu.Lock()
+	delete(pw.pp.keys, string(w.key))
+	delete(pw.pp.slots, w.slot)
+	if pw.ticket != 0 {
+		delete(n.pending, pw.ticket)
+		n.finished[pw.ticket] = true
+	}
+	n.mu.Unlock()
+	if race.Slot(prev) != w.expect && race.Slot(prev) != w.new {
 		// Unreachable while the slot's write lock is held: report it rather than hide it.
 		return nil, fmt.Errorf("kvstore: flexkv: slot %v changed under its lock: %w", w.slot, race.ErrCorrupt)
 	}
 	n.count(func(st *FlexStats) { st.Commits++; st.Served++ })
 	return encWord(stOK, w.expect), nil
+}
+
+// onCommit is a writer's poll of its pending write (its ticket): it commits the write if it
+// is ready and answers ok (also when another handler committed it), answers pending while
+// acknowledgements are due, and stale when the ticket is unknown: the write was dropped
+// uncommitted with its partition's hand-over, and the writer routes and resolves again. A
+// committed ticket is remembered until its writer polls it (a writer that gave up leaves
+// one entry behind).
+func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+	r := reader{b: req}
+	ticket := r.u64()
+	if r.bad {
+		return nil, errWire
+	}
+	n.mu.Lock()
+	pw := n.pending[ticket]
+	if pw != nil && n.proxied[pw.w.p] != pw.pp {
+		// The partition was handed over since: its writes never committed (the new owner
+		// loaded the memory nodes' copy, never written by them).
+		delete(n.pending, ticket)
+		pw = nil
+	}
+	if pw == nil {
+		st := byte(stStale)
+		if n.finished[ticket] {
+			delete(n.finished, ticket)
+			st = stOK
+		}
+		n.mu.Unlock()
+		return encWord(st, 0), nil
+	}
+	if !n.claimLocked(ticket, pw, m.Runtime().Now()) {
+		n.mu.Unlock()
+		return encWord(stPending, race.Slot(ticket)), nil
+	}
+	n.mu.Unlock()
+	return n.finish(ctx, m, pw)
 }
 
 func (n *flexNode) count(f func(*FlexStats)) {
@@ -568,26 +811,18 @@ func sameSet(a, b []race.Slot) bool {
 	return slices.Equal(a, b)
 }
 
-// invalidateSharers tells every sharer to drop key, one Call each (this node directly), and
-// returns once all have acknowledged.
-func (n *flexNode) invalidateSharers(ctx context.Context, m farmem.Memory, sharers uint32, key []byte) error {
-	if sharers == 0 {
-		return nil
-	}
+// sendInvals sends a one-way invalidation of key (with the write's ticket) to every remote
+// sharer. A send that fails (a node down, its inbox full past the pair lease) is left to the
+// deadline: the write commits once the pairs granted have expired.
+func (n *flexNode) sendInvals(ctx context.Context, m farmem.Memory, sharers uint32, ticket uint64, key []byte) {
+	msg := append(le.AppendUint64(nil, ticket), key...)
+	sctx, cancel := m.Runtime().WithTimeout(ctx, n.kind.pairLease())
+	defer cancel()
 	for _, node := range m.Topology().ComputeNodes() {
-		bit := sharerBit(node)
-		if bit == 0 || sharers&bit == 0 {
-			continue
-		}
-		if node == n.node {
-			n.invalidate(key)
-			continue
-		}
-		if _, err := m.Call(ctx, node, farmem.OwnerFlexKV.Method(flexInval), key); err != nil {
-			return fmt.Errorf("kvstore: flexkv: invalidate %v: %w", node, err)
+		if bit := sharerBit(node); bit != 0 && sharers&bit != 0 {
+			_ = m.Send(sctx, node, farmem.OwnerFlexKV.Method(flexInval), msg)
 		}
 	}
-	return nil
 }
 
 // --- hand-over ---
@@ -693,6 +928,11 @@ func (n *flexNode) onResume(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	if c.owner != n.node {
 		drop = n.proxied[c.p]
 		delete(n.proxied, c.p)
+		for t, pw := range n.pending {
+			if pw.pp == drop {
+				delete(n.pending, t)
+			}
+		}
 	}
 	n.parts[c.p] = routeState{owner: c.owner, epoch: c.epoch}
 	n.mu.Unlock()

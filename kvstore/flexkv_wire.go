@@ -12,11 +12,13 @@ import (
 const (
 	flexSearch   = 1 // index read: the key's committed fingerprint matches in the proxy's copy
 	flexWrite    = 2 // index write: commit a slot change with the proxy's local CAS
-	flexInval    = 3 // drop a key's cached pair (sent by a proxy to a sharer; the reply is the ack)
+	flexInval    = 3 // drop a key's cached pair (a proxy's one-way message to a sharer)
 	flexPause    = 4 // stop routing a partition, drain it, clear the node's cache
 	flexLoad     = 5 // take a partition over: load its subtables from the memory nodes
 	flexResume   = 6 // route a partition to its new owner
 	flexHandOver = 7 // run a hand-over (on the coordinator, the lowest compute node)
+	flexInvalAck = 8 // a sharer's one-way acknowledgement of an invalidation (the write's ticket)
+	flexCommit   = 9 // a writer's poll of its pending write (the ticket): commit it if ready
 )
 
 // Replies' status bytes.
@@ -26,6 +28,7 @@ const (
 	stBusy     = 2 // a write of the key or the slot is in flight at the proxy: retry
 	stStale    = 3 // the partition is not this proxy's in the request's epoch: route again
 	stFull     = 4 // hand-over refused (race.ErrBusy)
+	stPending  = 5 // the write awaits its sharers' acknowledgements (the reply carries its ticket)
 )
 
 // Write kinds.
@@ -114,6 +117,7 @@ type writeReq struct {
 	expect race.Slot
 	new    race.Slot
 	others []race.Slot // an insert's committed fingerprint matches the client found not the key
+	begun  farmem.Time // when the writer's node dropped its own pair (its clock)
 	key    []byte
 }
 
@@ -124,6 +128,7 @@ func (w *writeReq) enc() []byte {
 	b = le.AppendUint64(b, uint64(w.slot))
 	b = le.AppendUint64(b, uint64(w.expect))
 	b = le.AppendUint64(b, uint64(w.new))
+	b = le.AppendUint64(b, uint64(w.begun))
 	for _, o := range w.others {
 		b = le.AppendUint64(b, uint64(o))
 	}
@@ -136,6 +141,7 @@ func decWrite(b []byte) (writeReq, error) {
 	w.kind = r.u8()
 	n := int(r.u8())
 	w.slot, w.expect, w.new = farmem.Addr(r.u64()), race.Slot(r.u64()), race.Slot(r.u64())
+	w.begun = farmem.Time(r.u64())
 	for range n {
 		w.others = append(w.others, race.Slot(r.u64()))
 	}
