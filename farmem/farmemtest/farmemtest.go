@@ -93,7 +93,7 @@ func Run(t *testing.T, open Open) {
 		{"HandleCollision", testHandleCollision, HealthyDownTimeout},
 		{"Close", testClose, HealthyDownTimeout},
 		{"FaultPartialWait", testPartialWait, PartialWaitDownTimeout},
-		{"FaultQuorum", testQuorum, PartialWaitDownTimeout},
+		{"FaultQuorum", testQuorum, FaultDownTimeout},
 		{"FaultCrash", testCrash, FaultDownTimeout},
 		{"FaultHang", testHang, FaultDownTimeout},
 		{"FaultPartition", testPartition, FaultDownTimeout},
