@@ -495,24 +495,9 @@ func (t *Tree) Update(ctx context.Context, key []byte, v uint64) error {
 		return errBlockMode("Update")
 	}
 	t.st.Updates++
-	var w walk
-	head := make([]byte, leafValsOff(t.s))
-	var lf leaf
-	l, ok, err := t.idu(ctx, k, &w, head, &lf, nil)
+	la, i, _, err := t.enterKey(ctx, k, nil, "update")
 	if err != nil {
-		return fmt.Errorf("hybrid: update: %w", err)
-	}
-	if !ok {
-		if l.idx >= 0 && l.child == nil {
-			t.release(ctx, entAddr(l.entry))
-		}
-		return ErrNotFound
-	}
-	la := entAddr(l.entry)
-	i := lf.find(k)
-	if i < 0 {
-		t.release(ctx, la)
-		return ErrNotFound
+		return err
 	}
 	var b farmem.Batch
 	b.Write(leafValAddr(la, t.s, i), le.AppendUint64(nil, v))
@@ -521,6 +506,33 @@ func (t *Tree) Update(ctx context.Context, key []byte, v uint64) error {
 		return fmt.Errorf("hybrid: update: %w", err)
 	}
 	return nil
+}
+
+// enterKey is the first round trip of an update or delete of k (op names it in errors): the
+// leaf's Spear FAA with its head and keys (and, with x, the rest of the leaf). It returns the
+// leaf's address, k's slot and the leaf as read, with the Spear count held; if k is absent it
+// gives the count back and returns ErrNotFound.
+func (t *Tree) enterKey(ctx context.Context, k uint64, x *extra, op string) (farmem.Addr, int, *leaf, error) {
+	var w walk
+	head := make([]byte, leafValsOff(t.s))
+	lf := new(leaf)
+	l, ok, err := t.idu(ctx, k, &w, head, lf, x)
+	if err != nil {
+		return 0, -1, nil, fmt.Errorf("hybrid: %s: %w", op, err)
+	}
+	if !ok {
+		if l.idx >= 0 && l.child == nil {
+			t.release(ctx, entAddr(l.entry))
+		}
+		return 0, -1, nil, ErrNotFound
+	}
+	la := entAddr(l.entry)
+	i := lf.find(k)
+	if i < 0 {
+		t.release(ctx, la)
+		return 0, -1, nil, ErrNotFound
+	}
+	return la, i, lf, nil
 }
 
 // Delete removes k. Warm cache: 2 round trips (the Spear FAA with the head and keys; the CAS
@@ -535,24 +547,9 @@ func (t *Tree) Delete(ctx context.Context, key []byte) error {
 	if t.blocks {
 		return t.deleteBlock(ctx, k)
 	}
-	var w walk
-	head := make([]byte, leafValsOff(t.s))
-	var lf leaf
-	l, ok, err := t.idu(ctx, k, &w, head, &lf, nil)
+	la, i, _, err := t.enterKey(ctx, k, nil, "delete")
 	if err != nil {
-		return fmt.Errorf("hybrid: delete: %w", err)
-	}
-	if !ok {
-		if l.idx >= 0 && l.child == nil {
-			t.release(ctx, entAddr(l.entry))
-		}
-		return ErrNotFound
-	}
-	la := entAddr(l.entry)
-	i := lf.find(k)
-	if i < 0 {
-		t.release(ctx, la)
-		return ErrNotFound
+		return err
 	}
 	var b farmem.Batch
 	b.CAS(leafKeyAddr(la, i), k, tombstone)

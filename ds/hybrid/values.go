@@ -166,25 +166,11 @@ func (t *Tree) UpdateBytes(ctx context.Context, key, v []byte) error {
 	x.tail = make([]byte, leafSize(t.s)-leafValsOff(t.s))
 	published := false
 	err = t.pinned(ctx, func() error {
-		var w walk
-		head := make([]byte, leafValsOff(t.s))
-		var lf leaf
-		l, ok, err := t.idu(ctx, k, &w, head, &lf, x)
+		la, i, lf, err := t.enterKey(ctx, k, x, "update")
 		if err != nil {
-			return fmt.Errorf("hybrid: update: %w", err)
+			return err
 		}
-		if !ok {
-			if l.idx >= 0 && l.child == nil {
-				t.release(ctx, entAddr(l.entry))
-			}
-			return ErrNotFound
-		}
-		la := entAddr(l.entry)
 		defer t.release(ctx, la)
-		i := lf.find(k)
-		if i < 0 {
-			return ErrNotFound
-		}
 		old := lf.vals[i]
 		if old == 0 {
 			return ErrNotFound // a delete cleared the value after we read the key
@@ -216,26 +202,12 @@ func (t *Tree) UpdateBytes(ctx context.Context, key, v []byte) error {
 // it found if an update swapped it meanwhile; the block swapped out is retired.
 func (t *Tree) deleteBlock(ctx context.Context, k uint64) error {
 	return t.pinned(ctx, func() error {
-		var w walk
-		head := make([]byte, leafValsOff(t.s))
-		var lf leaf
 		x := &extra{tail: make([]byte, leafSize(t.s)-leafValsOff(t.s))}
-		l, ok, err := t.idu(ctx, k, &w, head, &lf, x)
+		la, i, lf, err := t.enterKey(ctx, k, x, "delete")
 		if err != nil {
-			return fmt.Errorf("hybrid: delete: %w", err)
+			return err
 		}
-		if !ok {
-			if l.idx >= 0 && l.child == nil {
-				t.release(ctx, entAddr(l.entry))
-			}
-			return ErrNotFound
-		}
-		la := entAddr(l.entry)
 		defer t.release(ctx, la)
-		i := lf.find(k)
-		if i < 0 {
-			return ErrNotFound
-		}
 		old := lf.vals[i]
 		if old == 0 {
 			return ErrNotFound // another delete cleared the value after we read the key
