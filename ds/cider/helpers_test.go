@@ -14,6 +14,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
@@ -77,7 +78,7 @@ func (e *env) tableOf(n farmem.NodeID) *cider.LocalTable {
 	return e.tables[n]
 }
 
-var aopts = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+var aopts = dstest.AllocOptions
 
 func newLocalEnv(t testing.TB, lo local.Options, keys uint64, rp race.Params) *env {
 	t.Helper()

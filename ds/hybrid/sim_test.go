@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/sim"
@@ -44,7 +45,7 @@ func runSim(t *testing.T, seed uint64, n int, victim smoStep, blocks bool) simOu
 	s, err := sim.New(model, seed)
 	require.NoError(t, err)
 	defer s.Close()
-	ao := alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+	ao := dstest.AllocOptions
 	h := kvModel.NewHistory(s.Runtime())
 	var out simOutcome
 	s.Run(func() {

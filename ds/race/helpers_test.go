@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
@@ -27,28 +27,10 @@ type env struct {
 // newEnv starts a local fabric with strict mode on, formats it and creates a table with p.
 func newEnv(t testing.TB, lo local.Options, p race.Params) *env {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 64 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
+	f, root := dstest.Local(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return race.Create(ctx, m, a, p)
 	})
-	e := &env{f: f, comp: f.Topology().ComputeNodes(),
-		ao: alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}}
-	ctx := context.Background()
-	m, err := f.Open(ctx, e.comp[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, e.ao)
-	require.NoError(t, err)
-	defer a.Close()
-	e.root, err = race.Create(ctx, m, a, p)
-	require.NoError(t, err)
+	e := &env{f: f, root: root, comp: f.Topology().ComputeNodes(), ao: dstest.AllocOptions}
 	return e
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
@@ -41,7 +42,7 @@ func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults 
 	s, err := sim.New(model, seed)
 	require.NoError(t, err)
 	defer s.Close()
-	ao := alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+	ao := dstest.AllocOptions
 	h := kvModel.NewHistory(s.Runtime())
 	var out simOutcome
 	s.Run(func() {

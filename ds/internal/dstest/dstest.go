@@ -1,0 +1,50 @@
+// Package dstest holds set-up shared by the tests of the structures in ds/: a formatted,
+// strict-mode local fabric with one structure created on it. It is imported by _test.go files
+// only.
+package dstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// AllocOptions are the allocator options the structures' tests run with: a 10 s lease
+// refreshed every second (no test outlives a lease by accident), and a retired-block scan at
+// most every millisecond.
+var AllocOptions = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+
+// Local starts a local fabric with lo and strict mode on (64 MiB memory nodes unless lo says
+// otherwise), formats its allocators, and calls create with a client and allocator on the first
+// compute node to build the structure under test, returning the fabric and create's root. The
+// test's cleanup requires no strict-mode violation and closes the fabric.
+func Local(t testing.TB, lo local.Options, create func(context.Context, farmem.Memory, *alloc.Allocator) (farmem.Addr, error)) (*local.Fabric, farmem.Addr) {
+	t.Helper()
+	lo.Strict = true
+	if lo.MemorySize == 0 {
+		lo.MemorySize = 64 << 20
+	}
+	f, err := local.New(lo)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.Zero(t, f.Violations(), "strict-mode violations")
+		_ = f.Close()
+	})
+	ctx := context.Background()
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
+	a, err := alloc.New(ctx, m, AllocOptions)
+	require.NoError(t, err)
+	defer a.Close()
+	root, err := create(ctx, m, a)
+	require.NoError(t, err)
+	return f, root
+}
