@@ -157,6 +157,14 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		if rounds != 1 {
 			carried = nil
 		}
+		// The replicas this round reaches, counted before the post: once posted, the batch's
+		// ops (and their results) belong to the transport until they are done.
+		nodes := len(cas)
+		for i := range r.n {
+			if !slices.Contains(cas, i) && slices.ContainsFunc(b.Ops, func(op farmem.Op) bool { return op.Addr.Node() == r.locks[i].Node() }) {
+				nodes++
+			}
+		}
 		p := r.m.Post(ctx, b)
 		// A replica's results count once all its ops are done: its word seen then comes with
 		// the write-back or the probe that the same batch carried.
@@ -195,12 +203,6 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		// Wait for as many replicas as could complete the majority; when some of them did not
 		// leave their loop (or carried only the write-back), wait on for the round's other
 		// CASes before posting another round: each replica's loop is its own (Appendix B).
-		nodes := len(cas)
-		for i := range r.n {
-			if !slices.Contains(cas, i) && slices.ContainsFunc(b.Ops, func(op farmem.Op) bool { return op.Addr.Node() == r.locks[i].Node() }) {
-				nodes++
-			}
-		}
 		k := min(r.maj-left, nodes)
 		for {
 			err := p.WaitNodes(ctx, k)
