@@ -2,6 +2,7 @@ package maxreg
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 
 	"github.com/farmem/farmem/farmem"
@@ -157,4 +158,18 @@ func (pr *Probe) Absorb(p *farmem.Pending, hook bool) {
 		return
 	}
 	pr.r.absorb(p, pr.b, pr.parts, 0, nil, hook)
+}
+
+// Top returns the largest tag the probe read on replica i, and false if it put no read there
+// or replica i has not completed p, the batch it was added to.
+func (pr *Probe) Top(p *farmem.Pending, i int) (Tag, bool) {
+	pt := pr.parts[i]
+	if pr.b == nil || pt.read < 0 || !p.NodeDone(pr.r.addrs[i].Node()) {
+		return 0, false
+	}
+	var top Tag
+	for w := range pr.r.h.p.Words {
+		top = max(top, Tag(binary.LittleEndian.Uint64(pt.buf[8*w:])))
+	}
+	return top, true
 }

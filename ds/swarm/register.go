@@ -43,6 +43,12 @@ type Stats struct {
 	// tuples of one writer seen, the earlier returned. ReadLockFailed: read-mode locks that
 	// failed (the read went on). Empty: the empty register.
 	Reads, Verified, Locked, Second, ReadLockFailed, Empty uint64
+	// ReadLockProbed counts read-mode locks that found the timestamp locked in write mode on
+	// a replica whose metadata words, read in the same batch right behind the CAS, held a
+	// tuple above the one being locked: the writer's write-back, which rides ahead of its
+	// lock there. The reader's next M read then returns a larger tuple even if the majority
+	// answering it holds none yet (the iteration bound's case; see the package doc).
+	ReadLockProbed uint64
 	// MaxReadIterations is the most iterations of the read loop one read took;
 	// MaxLockRounds the most rounds of CASes one TRYLOCK took; MaxWriteLockRounds the most
 	// one of this writer's write-mode TRYLOCKs took.

@@ -134,6 +134,7 @@ func (ta *tally) add(s swarm.Stats) {
 	x.Second += s.Second
 	x.ReadLockFailed += s.ReadLockFailed
 	x.Empty += s.Empty
+	x.ReadLockProbed += s.ReadLockProbed
 	x.MaxReadIterations = max(x.MaxReadIterations, s.MaxReadIterations)
 	x.MaxLockRounds = max(x.MaxLockRounds, s.MaxLockRounds)
 	x.MaxWriteLockRounds = max(x.MaxWriteLockRounds, s.MaxWriteLockRounds)
@@ -141,8 +142,8 @@ func (ta *tally) add(s swarm.Stats) {
 
 func (ta *tally) String() string {
 	s := ta.st
-	return fmt.Sprintf("writes %d: fast %d, stale guess %d (writer un-published %d, writer found its guess pinned %d); reads %d: verified %d, locked after two reads %d, second tuple %d, read-lock failures %d, empty %d; both locks failed on one timestamp %d; max write round trips %d (histogram %v), max read round trips %d, max read iterations %d, max TRYLOCK rounds %d (write mode %d); writes whose lease held: max %d round trips; %d writes whose read half fell back to a full read: max %d",
-		s.Writes, s.Fast, s.Stale, s.Unpublished, s.Pinned, s.Reads, s.Verified, s.Locked, s.Second, s.ReadLockFailed, s.Empty,
+	return fmt.Sprintf("writes %d: fast %d, stale guess %d (writer un-published %d, writer found its guess pinned %d); reads %d: verified %d, locked after two reads %d, second tuple %d, read-lock failures %d (of which the lock round's metadata read showed a larger tuple %d), empty %d; both locks failed on one timestamp %d; max write round trips %d (histogram %v), max read round trips %d, max read iterations %d, max TRYLOCK rounds %d (write mode %d); writes whose lease held: max %d round trips; %d writes whose read half fell back to a full read: max %d",
+		s.Writes, s.Fast, s.Stale, s.Unpublished, s.Pinned, s.Reads, s.Verified, s.Locked, s.Second, s.ReadLockFailed, s.ReadLockProbed, s.Empty,
 		ta.lockBoth, ta.maxWriteRT, ta.writeRT, ta.maxReadRT, s.MaxReadIterations, s.MaxLockRounds, s.MaxWriteLockRounds, ta.maxTimelyWriteRT, ta.leaseWrites, ta.maxLeaseWriteRT) +
 		fmt.Sprintf("; max register: %d inner writes in %d rounds, %d recycle reads, %d recycle waits, %d chases, %d write-backs, %d lease restarts, %d retries",
 			ta.rep.Writes, ta.rep.Rounds, ta.rep.RecycleReads, ta.rep.RecycleWaits, ta.rep.Chased, ta.rep.WriteBacks, ta.rep.LeaseRestarts, ta.rep.Retries)

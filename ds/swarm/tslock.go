@@ -96,7 +96,11 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 		return false
 	}
+	probed := false // a replica was found locked in write mode with a larger tuple (read mode)
 	defer func() {
+		if probed {
+			r.stats.ReadLockProbed++
+		}
 		if mode == modeWrite {
 			r.maxWLock = max(r.maxWLock, rounds)
 		}
@@ -210,6 +214,9 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 				seen[i] = max(seen[i], w)
 				r.raiseLock(c, i, w)
 			})
+			if probe != nil && !probed {
+				probed = r.probedAbove(p, b, probe, cas, idx, c, ts)
+			}
 			if err != nil && k == min(r.maj-left, nodes) {
 				return false, fmt.Errorf("%w: %w", errLock, err)
 			}
@@ -225,6 +232,31 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 	}
 	return true, nil
+}
+
+// probedAbove reports whether one of the replicas cas of p (a read-mode round of
+// TRYLOCK(ts, READ) on writer c's lock, posted as b, its CASes at idx) is complete, returned
+// (ts, WRITE) from a CAS and, from the probe read behind that CAS, a metadata word above the
+// tuple (ts, c): the writer's write-back reached that replica ahead of its lock, and the
+// probe has raised what the handle knows the replica holds, so the reader's next M read
+// returns a larger tuple whichever majority answers it (the package doc's Round trips).
+func (r *Register) probedAbove(p *farmem.Pending, b *farmem.Batch, probe *maxreg.Probe, cas []int, idx [][]int, c farmem.ClientID, ts uint64) bool {
+	locked := lockWord(ts, modeWrite)
+	for _, i := range cas {
+		if !p.NodeDone(r.locks[i].Node()) {
+			continue
+		}
+		sawWrite := false
+		for _, k := range idx[i] {
+			if prev, err := b.Result(k); err == nil && prev == locked {
+				sawWrite = true
+			}
+		}
+		if top, ok := probe.Top(p, i); sawWrite && ok && top > maxreg.MakeTag(ts, c, true) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxCandidates bounds the CASes one round of a TRYLOCK sends to one replica.
