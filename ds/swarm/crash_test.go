@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
@@ -21,18 +22,27 @@ import (
 // mark), while two writers and two readers keep going. Every other operation completes and
 // the history (the victim's write an unknown outcome) is linearizable.
 // The same with the fastest clock's writer, whose write takes the fast path (the first round
-// trip, the in-place refresh, the background VERIFIED mark).
+// trip, the in-place refresh, the background VERIFIED mark). Both with shared metadata words
+// (16) and with a word per writer (where the write-back of the larger tuple rides in the lock
+// round's batch, so the slow path has other verbs to be cut at).
 func TestClientCrashAtEachStep(t *testing.T) {
-	for _, slow := range []bool{true, false} {
-		var steps []string
-		for k := 1; ; k++ {
-			reached, what := crashAt(t, k, slow)
-			if !reached {
-				break
+	for _, words := range []int{16, ownWords} {
+		t.Run(fmt.Sprintf("words=%d", words), func(t *testing.T) {
+			defer func(p maxreg.Params) { params = p }(params)
+			params.Words = words
+			for _, slow := range []bool{true, false} {
+				var steps []string
+				for k := 1; ; k++ {
+					reached, what := crashAt(t, k, slow)
+					if !reached {
+						break
+					}
+					steps = append(steps, what)
+				}
+				require.NotEmpty(t, steps)
+				t.Logf("slow path %v: crashed at each of %d verbs of the write: %v", slow, len(steps), steps)
 			}
-			steps = append(steps, what)
-		}
-		t.Logf("slow path %v: crashed at each of %d verbs of the write: %v", slow, len(steps), steps)
+		})
 	}
 }
 
