@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
@@ -44,30 +45,19 @@ func newLocal(t testing.TB, tearing bool) *local.Fabric {
 // newSim returns a simulated ConnectX-6 cluster shaped as newLocal's, tearing and jitter on.
 func newSim(t testing.TB, seed uint64) *sim.Sim {
 	t.Helper()
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 1, 2, 16<<20
-	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	s, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return dstest.Sim(t, seed, func(m *sim.Model) {
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 1, 2, 16<<20
+		m.Jitter = 300 * time.Nanosecond
+	})
 }
 
 // create formats f's memory nodes for the allocator and creates a register with p on the
 // first memory node, from a client that it then closes.
 func create(t testing.TB, f farmem.Fabric, p maxreg.Params) farmem.Addr {
 	t.Helper()
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, alloc.Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	addr, err := maxreg.Create(ctx, m, a, f.Topology().MemoryNodes()[0], p)
-	require.NoError(t, err)
-	return addr
+	return dstest.Build(t, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return maxreg.Create(ctx, m, a, f.Topology().MemoryNodes()[0], p)
+	})
 }
 
 // handle is one client's Memory and register handle.
@@ -81,20 +71,10 @@ type handle struct {
 // the handle's Memory.
 func open(t testing.TB, f farmem.Fabric, i int, addr farmem.Addr, opts maxreg.Options, wrap func(farmem.Memory) farmem.Memory) *handle {
 	t.Helper()
-	ctx := context.Background()
-	comp := f.Topology().ComputeNodes()
-	m, err := f.Open(ctx, comp[i%len(comp)])
+	_, hm := dstest.OpenClient(t, f, i, wrap)
+	r, err := maxreg.Open(context.Background(), hm, addr, opts)
 	require.NoError(t, err)
-	hm := m
-	if wrap != nil {
-		hm = wrap(m)
-	}
-	r, err := maxreg.Open(ctx, hm, addr, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = r.Close()
-		_ = m.Close()
-	})
+	t.Cleanup(func() { _ = r.Close() })
 	h := &handle{m: hm, r: r}
 	if c, ok := hm.(*cutter); ok {
 		h.cut = c

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
@@ -24,30 +25,19 @@ var repParams = maxreg.Params{Words: 16, Slots: 4, ValueSize: 48, Writers: 128, 
 // tearing and jitter on, and a short down timeout.
 func newSimN(t testing.TB, seed uint64, n int) *sim.Sim {
 	t.Helper()
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = n, 2, 8<<20
-	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	model.DownTimeout = 200 * time.Microsecond
-	s, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return dstest.Sim(t, seed, func(m *sim.Model) {
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = n, 2, 8<<20
+		m.Jitter = 300 * time.Nanosecond
+		m.DownTimeout = 200 * time.Microsecond
+	})
 }
 
 // createRep formats f's memory nodes and creates a replicated register on all of them.
 func createRep(t testing.TB, f farmem.Fabric, p maxreg.Params) []farmem.Addr {
 	t.Helper()
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, alloc.Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	addrs, err := maxreg.CreateReplicated(ctx, m, a, f.Topology().MemoryNodes(), p)
-	require.NoError(t, err)
-	return addrs
+	return dstest.Build(t, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
+		return maxreg.CreateReplicated(ctx, m, a, f.Topology().MemoryNodes(), p)
+	})
 }
 
 type repHandle struct {
@@ -57,16 +47,10 @@ type repHandle struct {
 
 func openRep(t testing.TB, f farmem.Fabric, i int, addrs []farmem.Addr) *repHandle {
 	t.Helper()
-	ctx := context.Background()
-	comp := f.Topology().ComputeNodes()
-	m, err := f.Open(ctx, comp[i%len(comp)])
+	m, _ := dstest.OpenClient(t, f, i, nil)
+	r, err := maxreg.OpenReplicated(context.Background(), m, addrs, maxreg.ReplicatedOptions{})
 	require.NoError(t, err)
-	r, err := maxreg.OpenReplicated(ctx, m, addrs, maxreg.ReplicatedOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = r.Close()
-		_ = m.Close()
-	})
+	t.Cleanup(func() { _ = r.Close() })
 	return &repHandle{m: m, r: r}
 }
 

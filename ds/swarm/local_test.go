@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
+	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
@@ -33,15 +35,9 @@ func TestLinearizableLocal(t *testing.T) {
 	})
 	ctx := context.Background()
 	p := maxreg.Params{Words: 16, Slots: 8, ValueSize: 32, Writers: 128, Lease: 50 * time.Millisecond, Skew: time.Millisecond}
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, alloc.Options{})
-	require.NoError(t, err)
-	addrs, err := swarm.Create(ctx, m, a, f.Topology().MemoryNodes(), p)
-	require.NoError(t, err)
-	require.NoError(t, a.Close())
-	require.NoError(t, m.Close())
+	addrs := dstest.Build(t, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
+		return swarm.Create(ctx, m, a, f.Topology().MemoryNodes(), p)
+	})
 	const clients = 5
 	hs := make([]*handle, clients)
 	for i := range hs {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
@@ -41,30 +42,19 @@ func newSim(t testing.TB, seed uint64, n int, offset time.Duration, drift float6
 
 func newSimC(t testing.TB, seed uint64, n, comp int, offset time.Duration, drift float64) *sim.Sim {
 	t.Helper()
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = n, comp, 8<<20
-	model.Tearing, model.Jitter = true, 500*time.Nanosecond
-	model.DownTimeout = 200 * time.Microsecond
-	model.ClockOffset, model.ClockDrift = offset, drift
-	s, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return dstest.Sim(t, seed, func(m *sim.Model) {
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = n, comp, 8<<20
+		m.Jitter = 500 * time.Nanosecond
+		m.DownTimeout = 200 * time.Microsecond
+		m.ClockOffset, m.ClockDrift = offset, drift
+	})
 }
 
 func create(t testing.TB, f farmem.Fabric) []farmem.Addr {
 	t.Helper()
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, alloc.Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	addrs, err := swarm.Create(ctx, m, a, f.Topology().MemoryNodes(), params)
-	require.NoError(t, err)
-	return addrs
+	return dstest.Build(t, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
+		return swarm.Create(ctx, m, a, f.Topology().MemoryNodes(), params)
+	})
 }
 
 type handle struct {
@@ -79,20 +69,10 @@ func open(t testing.TB, f farmem.Fabric, i int, addrs []farmem.Addr, wrap func(f
 
 func openWith(t testing.TB, f farmem.Fabric, i int, addrs []farmem.Addr, wrap func(farmem.Memory) farmem.Memory, opts swarm.Options) *handle {
 	t.Helper()
-	ctx := context.Background()
-	comp := f.Topology().ComputeNodes()
-	m, err := f.Open(ctx, comp[i%len(comp)])
+	_, hm := dstest.OpenClient(t, f, i, wrap)
+	r, err := swarm.Open(context.Background(), hm, addrs, opts)
 	require.NoError(t, err)
-	hm := m
-	if wrap != nil {
-		hm = wrap(m)
-	}
-	r, err := swarm.Open(ctx, hm, addrs, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = r.Close()
-		_ = m.Close()
-	})
+	t.Cleanup(func() { _ = r.Close() })
 	return &handle{m: hm, r: r}
 }
 
