@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -66,29 +65,17 @@ func (or *ownRun) read(hd *handle) uint64 {
 func runOwn(t *testing.T, seed uint64, onHold func(or *ownRun), after func(or *ownRun)) *ownRun {
 	defer func(p maxreg.Params) { params = p }(params)
 	params.Words = ownWords
-	// Clocks up to 100µs apart, drifting by up to 100 ppm.
-	s := newSim(t, seed, 3, 100*time.Microsecond, 100)
+	// Clocks up to 100µs apart, drifting by up to 100 ppm (pathSetup).
 	hooks := make([]func(context.Context, farmemtest.Verb), 6)
 	wrap := interposed(hooks)
 	byIndex := map[farmem.ClientID]int{}
-	var hs []*handle
-	s.Run(func() {
-		addrs := create(t, s)
-		for i := range 6 {
-			hs = append(hs, open(t, s, i, addrs, func(m farmem.Memory) farmem.Memory {
-				byIndex[m.Info().ID] = i
-				return wrap(i, m)
-			}))
-		}
+	s, hs := pathSetup(t, seed, func(i int, m farmem.Memory) farmem.Memory {
+		byIndex[m.Info().ID] = i
+		return wrap(i, m)
 	})
 	for _, hd := range hs {
 		require.True(t, hd.r.Replicated().OwnWord(), "client %d shares its metadata word", hd.m.Info().ID)
 	}
-	sort.Slice(hs, func(a, b int) bool {
-		oa, _ := s.ClockOf(hs[a].m.Info().ID)
-		ob, _ := s.ClockOf(hs[b].m.Info().ID)
-		return oa < ob
-	})
 	reg := lincheck.Register[uint64]()
 	or := &ownRun{t: t, s: s, w1: hs[0], w2: hs[5], reg: reg, h: reg.NewHistory(s.Runtime())}
 	for _, hd := range hs[1:5] {

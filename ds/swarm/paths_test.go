@@ -16,10 +16,10 @@ import (
 )
 
 // pathSetup opens six clients on a three-replica simulated cluster whose clocks are up to
-// 100µs apart and returns the cluster, the replicas' addresses and the clients sorted by clock
-// offset, slowest clock first; wrap sees each client's Memory (index in opening order).
+// 100µs apart and drift by up to 100 ppm, and returns the cluster and the clients sorted by
+// clock offset, slowest clock first; wrap sees each client's Memory (index in opening order).
 func pathSetup(t *testing.T, seed uint64, wrap func(i int, m farmem.Memory) farmem.Memory) (*sim.Sim, []*handle) {
-	s := newSim(t, seed, 3, 100*time.Microsecond, 0)
+	s := newSim(t, seed, 3, 100*time.Microsecond, 100)
 	var hs []*handle
 	s.Run(func() {
 		addrs := create(t, s)
