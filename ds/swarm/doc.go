@@ -99,10 +99,16 @@
 // (w.ts, WRITE) without m, and a read-mode TRYLOCK reads each replica's metadata words right
 // behind its CASes there: a reader that sees (w.ts, WRITE) on a replica learns in the same
 // batch that the replica holds m or more, and its next M read returns a tuple above w — the
-// lemma's conclusion, so the 2n+1 bound stands. A won lock needs a majority of replicas out
+// lemma's conclusion, so the 2n+1 bound stands (Stats.ReadLockProbed counts the read-mode
+// locks that learned a larger tuple so). A won lock needs a majority of replicas out
 // of their loops, each of which (m was written back ahead of its CAS) holds m, so the read
 // half is complete before the rewrite, as in the paper; the write-back is finished at a
 // majority (usually no round trip) before the rewrite, and a pinned write needs none.
+//
+// A writer owns its word only if no other writer lane maps to it: with Params' defaults (64
+// words, 128 lanes) every word serves two lanes, so the defaults get the shared-word bound
+// below; Words at least the lanes' spread (128 for 128 lanes on two compute nodes, see
+// maxreg's wordOf) gives every writer its own.
 //
 // So, when the lease holds: with its own metadata word, an update takes at most 1 + 1 (chase)
 // + 1 (write-back with TRYLOCK) + 1 (rewrite) = 4 round trips, the paper's §7.8 bound;
@@ -127,6 +133,13 @@
 // in 4, 81 in 5 (chase + write-back), 1 in 7 (lease ran out); TRYLOCK(WRITE) 1 round. Own
 // words (256): 765 in 1, 823 in 3, 87 in 4, 3 in 6 (all three after a lease ran out); every
 // timely update within 4.
+//
+// Scripted schedules with a word per writer (clocks up to 100µs apart drifting by up to 100
+// ppm, three seeds each) force each slow path: a stale guess un-published (4 round trips), a
+// guess a reader pins, both locks failing on one timestamp, and a reader whose next M read is
+// answered by replicas that do not hold the larger tuple yet, which it learned from its failed
+// lock round's metadata read; there updates took at most 4 round trips and reads at most 4
+// iterations (the bound is 5 for the two writers) and 9 round trips.
 //
 // Read: 1 when the first M read is one round trip and VERIFIED; each iteration is one M read
 // (1, +1 chase, +1 write-back) and at most one TRYLOCK; at most 2n+1 iterations. Measured
