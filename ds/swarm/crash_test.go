@@ -13,6 +13,7 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/sim"
 )
 
 // TestClientCrashAtEachStep: a writer whose clock is the slowest (so its write takes the slow
@@ -33,7 +34,7 @@ func TestClientCrashAtEachStep(t *testing.T) {
 			for _, slow := range []bool{true, false} {
 				var steps []string
 				for k := 1; ; k++ {
-					reached, what := crashAt(t, k, slow)
+					reached, what := crashAt(t, k, slow, nil)
 					if !reached {
 						break
 					}
@@ -46,9 +47,34 @@ func TestClientCrashAtEachStep(t *testing.T) {
 	}
 }
 
-// crashAt runs one crash at the victim's k-th verb of its write; it reports whether the write
-// had a k-th verb, and what that verb was.
-func crashAt(t *testing.T, k int, slow bool) (bool, string) {
+// TestReplicaCrashAtEachStep: as TestClientCrashAtEachStep, but at the victim's k-th verb
+// one memory node crashes (each of the three in turn, for every k), the victim going on: its
+// write completes on the other two, every other operation completes, and the history is
+// linearizable. With a word per writer, on the slow path (the chase, the write-back riding
+// in the lock round, the rewrite) and the fast path.
+func TestReplicaCrashAtEachStep(t *testing.T) {
+	defer func(p maxreg.Params) { params = p }(params)
+	params.Words = ownWords
+	for _, slow := range []bool{true, false} {
+		verbs := 0
+		for j := range 3 {
+			for k := 1; ; k++ {
+				reached, _ := crashAt(t, k, slow, func(s *sim.Sim) error { return s.Crash(s.Topology().MemoryNodes()[j]) })
+				if !reached {
+					break
+				}
+				verbs = max(verbs, k)
+			}
+		}
+		require.NotZero(t, verbs)
+		t.Logf("slow path %v: each replica crashed at each of %d verbs of the write", slow, verbs)
+	}
+}
+
+// crashAt runs one crash at the victim's k-th verb of its write: of the victim itself, or,
+// with crash set, what crash does (the victim going on, its write must then succeed). It
+// reports whether the write had a k-th verb, and what that verb was.
+func crashAt(t *testing.T, k int, slow bool, crash func(*sim.Sim) error) (bool, string) {
 	hooks := make([]func(context.Context, farmemtest.Verb), 6)
 	s, hs := pathSetup(t, 101, interposed(hooks)) // one seed: the same write, cut at each verb
 	victim := hs[0]
@@ -72,7 +98,11 @@ func crashAt(t *testing.T, k int, slow bool) (bool, string) {
 			if n == k {
 				reached = true
 				what = describe(v)
-				require.NoError(t, s.CrashClient(vid))
+				if crash != nil {
+					require.NoError(t, crash(s))
+				} else {
+					require.NoError(t, s.CrashClient(vid))
+				}
 			}
 		}
 		// Warm up: the others write, so that the victim's guess is stale.
@@ -88,6 +118,9 @@ func crashAt(t *testing.T, k int, slow bool) (bool, string) {
 				op := h.Client(int(vid)).Call(reg.Write(0, v))
 				err := victim.r.Write(ctx, encode(v))
 				counting = false
+				if err != nil && crash != nil {
+					return fmt.Errorf("victim's write with one replica down: %w", err)
+				}
 				if err != nil {
 					op.Unknown()
 					if !errors.Is(err, farmem.ErrNodeDown) {
