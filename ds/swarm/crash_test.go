@@ -48,7 +48,7 @@ func TestClientCrashAtEachStep(t *testing.T) {
 }
 
 // TestReplicaCrashAtEachStep: as TestClientCrashAtEachStep, but at the victim's k-th verb
-// one memory node crashes (each of the three in turn, for every k), the victim going on: its
+// one memory node crashes (the three in turn as k grows), the victim going on: its
 // write completes on the other two, every other operation completes, and the history is
 // linearizable. With a word per writer, on the slow path (the chase, the write-back riding
 // in the lock round, the rewrite) and the fast path.
@@ -56,18 +56,17 @@ func TestReplicaCrashAtEachStep(t *testing.T) {
 	defer func(p maxreg.Params) { params = p }(params)
 	params.Words = ownWords
 	for _, slow := range []bool{true, false} {
-		verbs := 0
-		for j := range 3 {
-			for k := 1; ; k++ {
-				reached, _ := crashAt(t, k, slow, func(s *sim.Sim) error { return s.Crash(s.Topology().MemoryNodes()[j]) })
-				if !reached {
-					break
-				}
-				verbs = max(verbs, k)
+		var crashed []string
+		for k := 1; ; k++ {
+			j := (k - 1) % 3 // the replicas in turn
+			reached, what := crashAt(t, k, slow, func(s *sim.Sim) error { return s.Crash(s.Topology().MemoryNodes()[j]) })
+			if !reached {
+				break
 			}
+			crashed = append(crashed, fmt.Sprintf("replica %d at %s", j, what))
 		}
-		require.NotZero(t, verbs)
-		t.Logf("slow path %v: each replica crashed at each of %d verbs of the write", slow, verbs)
+		require.GreaterOrEqual(t, len(crashed), 3, "every replica crashed once")
+		t.Logf("slow path %v: %v", slow, crashed)
 	}
 }
 
@@ -85,6 +84,10 @@ func crashAt(t *testing.T, k int, slow bool, crash func(*sim.Sim) error) (bool, 
 	}
 	vid := victim.m.Info().ID
 	reached, what := false, ""
+	ops := 25 // per other client
+	if crash != nil {
+		ops = 10 // the victim's write is at the start; then a few ops with the replica down
+	}
 	s.Run(func() {
 		ctx := context.Background()
 		reg := lincheck.Register[uint64]()
@@ -134,7 +137,7 @@ func crashAt(t *testing.T, k int, slow bool, crash func(*sim.Sim) error) (bool, 
 			o := others[i-1]
 			id := o.m.Info().ID
 			c := h.Client(int(id))
-			for j := range 25 {
+			for j := range ops {
 				if i <= 2 {
 					v := uint64(id)<<32 | uint64(j+2)
 					op := c.Call(reg.Write(0, v))

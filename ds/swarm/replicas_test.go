@@ -74,7 +74,7 @@ func replicaCrashRun(t *testing.T, f int, mode string, seed uint64) {
 			id := hd.m.Info().ID
 			c := h.Client(int(id))
 			r := hd.m.Runtime().NewRand()
-			for k := range 40 {
+			for k := range 30 {
 				var err error
 				if r.IntN(2) == 0 {
 					v := uint64(id)<<32 | uint64(k+1)
