@@ -150,7 +150,7 @@
 //     installs the tag: those known to hold it, or, when the handle owns its metadata word
 //     (OwnWord: no other writer lane maps to it), those whose word's value it knows exactly.
 //   - Probe: a read of replicas' metadata words carried in a caller's batch, raising what the
-//     handle knows each replica holds.
+//     handle knows each replica holds; Probe.Top tells the caller the largest tag read there.
 //   - Mark: the VERIFIED bit of a GUESSED tag, a CAS of its writer's word from the tag to
 //     tag|VERIFIED on every replica, in the background (a Refresher's goroutine from
 //     Runtime.Go, or unsignaled); a word is only ever raised, so a late mark changes nothing
