@@ -290,8 +290,8 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	}
 	off := a.Offset()
 	c.Counters.CountWait()
-	w := c.f.watch.add(off)
-	defer c.f.watch.remove(off, w)
+	w := c.f.watch.Add(off)
+	defer c.f.watch.Remove(off, w)
 	for {
 		if v := c.f.reg.mem.Load(off); until(v) {
 			return v, nil

@@ -69,7 +69,7 @@ type Fabric struct {
 	srv    *srv
 	ln     net.Listener
 	addr   string
-	watch  waiters
+	watch  transport.Waiters
 	token  uint64
 	static bool
 
@@ -281,7 +281,7 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	f.self = f.cid.Node()
 	f.log = log.With("compute", f.self.String())
 	f.srv.node, f.srv.log = f.self, f.log
-	f.srv.onWrite = f.watch.notify
+	f.srv.onWrite = f.watch.Notify
 	f.srv.calls = f.serveCall
 	f.srv.msgs = f.serveMessage
 	f.inbox = transport.NewInbox(transport.InboxMessages, transport.InboxBytes, f.runMessage)
@@ -614,7 +614,7 @@ func (f *Fabric) Close() error {
 	f.inbox.Close()
 	f.srv.shutdown()
 	f.srv.wait()
-	f.watch.wakeAll()
+	f.watch.WakeAll()
 	f.closePeers()
 	f.bgMu.Lock()
 	f.bgStopped = true
@@ -649,7 +649,7 @@ func (f *Fabric) crash(why error) {
 	for _, c := range f.clients.Clients() {
 		c.crash()
 	}
-	f.watch.wakeAll()
+	f.watch.WakeAll()
 }
 
 // serveCall runs method's handler for a Call from client from, on one of the node's handler
@@ -672,11 +672,11 @@ func (f *Fabric) applyLocal(op *farmem.Op) uint64 {
 		return 0
 	case farmem.OpWrite:
 		mem.WriteAt(op.Buf, off, nil)
-		f.watch.notify(off, uint64(len(op.Buf)))
+		f.watch.Notify(off, uint64(len(op.Buf)))
 		return 0
 	}
 	prev := mem.Atomic(op, off)
-	f.watch.notify(off, 8)
+	f.watch.Notify(off, 8)
 	return prev
 }
 

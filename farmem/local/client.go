@@ -194,15 +194,14 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	}
 	off := a.Offset()
 	c.Counters.CountWait()
-	w := &waiter{ch: make(chan struct{}, 1)}
-	n.watch.add(off, w)
-	defer n.watch.remove(off, w)
+	w := n.watch.Add(off)
+	defer n.watch.Remove(off, w)
 	for {
 		if v := n.mem.Load(off); until(v) {
 			return v, nil
 		}
 		select {
-		case <-w.ch:
+		case <-w:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-c.Done(): // closes only when the client is closed or crashed

@@ -60,6 +60,12 @@
 //   - Shape: [Shape] is the cluster shape every transport's options embed (memory nodes,
 //     compute nodes, client slots, handlers, slice and shared sizes), with visible defaults
 //     ([Shape.EnsureDefaults]), its checks, and the [farmem.Topology] it gives.
+//   - Wait: a transport that serves a region from its own process's memory parks each Wait
+//     on [Waiters] (Add, then Remove) and calls [Waiters.Notify] with the bytes every write or
+//     atomic touches there; the woken Wait re-reads its word. A shared mapping (cxl) or the
+//     simulator wakes its waiters its own way.
+//   - Naming: [MethodName] renders a method id in errors and logs; [RoleOf] is the role a node
+//     id's encoding gives it, for checking what a peer claims.
 //   - Time: [WallRuntime] is the farmem.Runtime of transports on the wall clock.
 //
 // Costs: on a verb's path everything here is a few atomic operations or one short critical
