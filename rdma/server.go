@@ -723,6 +723,12 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 	s := c.s
 	ops, expiry, err := wire.DecodeBatchExpiry(p, c.ops)
 	c.ops = ops
+	if len(p) > cap(c.buf) {
+		// The ops' data point into p, a budget's buffer that goes back to the budget once the
+		// batch is handled: kept in c.ops, the connection would hold it alive outside the
+		// budget until its next batch.
+		defer clear(ops)
+	}
 	if err != nil {
 		return err
 	}
