@@ -266,6 +266,25 @@ func TestQuickStart(t *testing.T) {
 	st, code, statusOut := q.nodeState(ctx, 3)
 	require.Equal(t, "unreachable", st, statusOut)
 	require.Equal(t, 1, code, "status fails while a node is down")
+
+	// With node 3 down, kv still works for what does not need it: a put finds room on the
+	// nodes that answer (a key whose index slot lives on node 3 fails, naming it).
+	step("kv with node 3 down")
+	var put string
+	for i := 0; i < 8 && put == ""; i++ {
+		k := fmt.Sprintf("outage%d", i)
+		_, e, c := q.farmem(ctx, "kv", "--cluster", q.cluster, "put", k, "v"+k)
+		if c != 0 {
+			require.Regexp(t, `n3|node 3`, e, "put %s", k)
+			continue
+		}
+		put = k
+	}
+	require.NotEmpty(t, put, "no put succeeded with node 3 down")
+	t.Logf("with node 3 down: put of %s succeeded", put)
+	o, e, c := q.farmem(ctx, "kv", "--cluster", q.cluster, "get", put)
+	require.Equal(t, 0, c, e)
+	require.Equal(t, "v"+put+"\n", o)
 	_, errOut, code = q.run(ctx, filepath.Join(root, "docs", "start-cluster.sh"), "farmem-cluster", "3")
 	require.Equal(t, 0, code, errOut)
 	statusOut = q.waitState(ctx, 3, "lost")
