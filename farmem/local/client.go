@@ -185,15 +185,11 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 
 // Wait implements farmem.Memory.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.Usable(); err != nil {
-		return 0, err
-	}
 	n := c.node
-	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
+	off, err := transport.AdmitWait(c.Usable(), &c.Counters, a, n.id, n.size, until)
+	if err != nil {
 		return 0, err
 	}
-	off := a.Offset()
-	c.Counters.CountWait()
 	w := n.watch.Add(off)
 	defer n.watch.Remove(off, w)
 	for {

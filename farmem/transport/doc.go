@@ -19,8 +19,9 @@
 //   - Admission: Post calls [Admit] first. It applies the rules every transport shares: a closed
 //     or crashed client refuses the batch, the batch's shape ([CheckBatch]) and every op against
 //     its node's size ([CheckOp]) are checked, and a refused batch applies nothing ([Rejected]:
-//     the bad ops fail with their error, the others with farmem.ErrAborted). Wait's arguments
-//     are checked by [CheckWait], a Call's by [CheckCall]; an op to an unknown node fails with
+//     the bad ops fail with their error, the others with farmem.ErrAborted). Wait is admitted by
+//     [AdmitWait] (the same refusal, its arguments checked by [CheckWait], the Wait counted), a
+//     Call's arguments are checked by [CheckCall]; an op to an unknown node fails with
 //     [NoSuchNode].
 //   - Completion: [NewPendingOn] returns the farmem.Pending that Post hands out, carrying the
 //     client's runtime (which runs its completion hook, farmem.Pending.Then), and the
