@@ -320,8 +320,11 @@ func (f *Fabric) contactMemory(ctx context.Context) error {
 			err := p.control(f).rpc(ctx, wire.CtlInfo, struct{}{}, &st)
 			switch {
 			case err == nil:
-			case errors.Is(err, ErrAuth) || errors.Is(err, ErrRefused) || p.regionSize() == 0:
+			case errors.Is(err, ErrAuth) || errors.Is(err, ErrRefused):
 				errs[i] = fmt.Errorf("rdma: memory node %v at %s: %w", m.ID, m.Addr, err)
+			case p.regionSize() == 0:
+				// err names the node and its address already.
+				errs[i] = fmt.Errorf("rdma: memory node %v is unreachable and the cluster states no size for it: %w", m.ID, err)
 			default:
 				f.log.Warn("memory node unreachable at dial; using the size the cluster file states", "node", m.ID.String(), "err", err)
 			}
