@@ -265,17 +265,12 @@ func (c *client) run(j *job) {
 // node's control block, which every verb that writes the node's region bumps when the bucket
 // has waiters, in whatever process it runs.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.Usable(); err != nil {
-		return 0, err
-	}
 	s := c.f.seg
-	if err := transport.CheckWait(a, c.ClientInfo.Node, s.size, until); err != nil {
+	off, err := transport.AdmitWait(c.Usable(), &c.Counters, a, c.ClientInfo.Node, s.size, until)
+	if err != nil {
 		return 0, err
 	}
-	off := a.Offset()
-	c.Counters.CountWait()
 	var v uint64
-	var err error
 	if gerr := atomics.Guard(func() { v, err = c.wait(ctx, s, off, until) }); gerr != nil {
 		return 0, fmt.Errorf("cxl: wait at %v: %w: %w", a, farmem.ErrNodeDown, gerr)
 	}

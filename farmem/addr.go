@@ -20,14 +20,6 @@ const MaxMemoryNode NodeID = ComputeNodeBit - 1
 // IsCompute reports whether id names a compute node.
 func (id NodeID) IsCompute() bool { return id&ComputeNodeBit != 0 }
 
-// Role reports the role the id's encoding gives the node.
-func (id NodeID) Role() Role {
-	if id.IsCompute() {
-		return RoleCompute
-	}
-	return RoleMemory
-}
-
 // ComputeID returns the dense compute id of a compute node's NodeID, or 0 for a memory node.
 func (id NodeID) ComputeID() ComputeID {
 	if !id.IsCompute() {

@@ -53,11 +53,3 @@ func (o MethodOwner) String() string {
 
 // Method returns method id n of o's block: o in the high byte, n in the low.
 func (o MethodOwner) Method(n uint8) uint16 { return uint16(o)<<8 | uint16(n) }
-
-// OwnerOf returns the owner of method's block.
-func OwnerOf(method uint16) MethodOwner { return MethodOwner(method >> 8) }
-
-// MethodName renders a method id as owner.number, for errors and logs.
-func MethodName(method uint16) string {
-	return fmt.Sprintf("%v.%d", OwnerOf(method), uint8(method))
-}

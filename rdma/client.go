@@ -282,16 +282,12 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 // Wait implements farmem.Memory. It parks on the word and is woken by every write or atomic
 // that lands on it, whether a local client's or a peer's arriving through this node's listener.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.usable(); err != nil {
+	off, err := transport.AdmitWait(c.usable(), &c.Counters, a, c.ClientInfo.Node, c.f.reg.size, until)
+	if err != nil {
 		return 0, err
 	}
-	if err := transport.CheckWait(a, c.ClientInfo.Node, c.f.reg.size, until); err != nil {
-		return 0, err
-	}
-	off := a.Offset()
-	c.Counters.CountWait()
-	w := c.f.watch.add(off)
-	defer c.f.watch.remove(off, w)
+	w := c.f.watch.Add(off)
+	defer c.f.watch.Remove(off, w)
 	for {
 		if v := c.f.reg.mem.Load(off); until(v) {
 			return v, nil

@@ -69,7 +69,7 @@ type Fabric struct {
 	srv    *srv
 	ln     net.Listener
 	addr   string
-	watch  waiters
+	watch  transport.Waiters
 	token  uint64
 	static bool
 
@@ -281,7 +281,7 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	f.self = f.cid.Node()
 	f.log = log.With("compute", f.self.String())
 	f.srv.node, f.srv.log = f.self, f.log
-	f.srv.onWrite = f.watch.notify
+	f.srv.onWrite = f.watch.Notify
 	f.srv.calls = f.serveCall
 	f.srv.msgs = f.serveMessage
 	f.inbox = transport.NewInbox(transport.InboxMessages, transport.InboxBytes, f.runMessage)
@@ -320,8 +320,11 @@ func (f *Fabric) contactMemory(ctx context.Context) error {
 			err := p.control(f).rpc(ctx, wire.CtlInfo, struct{}{}, &st)
 			switch {
 			case err == nil:
-			case errors.Is(err, ErrAuth) || errors.Is(err, ErrRefused) || p.regionSize() == 0:
+			case errors.Is(err, ErrAuth) || errors.Is(err, ErrRefused):
 				errs[i] = fmt.Errorf("rdma: memory node %v at %s: %w", m.ID, m.Addr, err)
+			case p.regionSize() == 0:
+				// err names the node and its address already.
+				errs[i] = fmt.Errorf("rdma: memory node %v is unreachable and the cluster states no size for it: %w", m.ID, err)
 			default:
 				f.log.Warn("memory node unreachable at dial; using the size the cluster file states", "node", m.ID.String(), "err", err)
 			}
@@ -614,7 +617,7 @@ func (f *Fabric) Close() error {
 	f.inbox.Close()
 	f.srv.shutdown()
 	f.srv.wait()
-	f.watch.wakeAll()
+	f.watch.WakeAll()
 	f.closePeers()
 	f.bgMu.Lock()
 	f.bgStopped = true
@@ -649,7 +652,7 @@ func (f *Fabric) crash(why error) {
 	for _, c := range f.clients.Clients() {
 		c.crash()
 	}
-	f.watch.wakeAll()
+	f.watch.WakeAll()
 }
 
 // serveCall runs method's handler for a Call from client from, on one of the node's handler
@@ -672,11 +675,11 @@ func (f *Fabric) applyLocal(op *farmem.Op) uint64 {
 		return 0
 	case farmem.OpWrite:
 		mem.WriteAt(op.Buf, off, nil)
-		f.watch.notify(off, uint64(len(op.Buf)))
+		f.watch.Notify(off, uint64(len(op.Buf)))
 		return 0
 	}
 	prev := mem.Atomic(op, off)
-	f.watch.notify(off, 8)
+	f.watch.Notify(off, 8)
 	return prev
 }
 

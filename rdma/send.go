@@ -40,7 +40,7 @@ func (c *client) Send(ctx context.Context, node farmem.NodeID, method uint16, re
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("rdma: send %s to %v: %w", farmem.MethodName(method), node, err)
+		return fmt.Errorf("rdma: send %s to %v: %w", transport.MethodName(method), node, err)
 	}
 	c.Counters.CountMessage(len(req))
 	return nil
@@ -83,7 +83,7 @@ func (f *Fabric) serveMessage(from farmem.ClientID, method uint16, req []byte, d
 	cancel() // never wait for room: the connection's reader must not block
 	m := transport.Message{From: from, Method: method, Req: req, Done: done}
 	if err := f.inbox.Put(full, f.ctx.Done(), m); err != nil {
-		f.log.Debug("message dropped", "method", farmem.MethodName(method), "from", from, "err", err)
+		f.log.Debug("message dropped", "method", transport.MethodName(method), "from", from, "err", err)
 		done()
 	}
 }

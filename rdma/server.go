@@ -638,7 +638,7 @@ func (c *sconn) handshake() bool {
 	if !c.awaitVoice() {
 		return false
 	}
-	ch := wire.Challenge{Node: s.node, Role: s.node.Role()}
+	ch := wire.Challenge{Node: s.node, Role: transport.RoleOf(s.node)}
 	_, _ = rand.Read(ch.Nonce[:])
 	cp := ch.Append(nil)
 	b, start := wire.BeginFrame(nil, wire.TypeChallenge, 0, 0)
@@ -680,7 +680,7 @@ func (c *sconn) handshake() bool {
 	if busy {
 		return fail(wire.ReasonBusy, "too many connections", "limit", s.lim.maxConns)
 	}
-	w := wire.Welcome{MAC: wire.MAC(s.secret, "server", hp, cp), Node: s.node, Role: s.node.Role(),
+	w := wire.Welcome{MAC: wire.MAC(s.secret, "server", hp, cp), Node: s.node, Role: transport.RoleOf(s.node),
 		Size: s.reg.size, Key: s.key, MaxFrame: s.lim.maxFrame, MaxOutstanding: uint32(s.lim.maxOutstanding), Incarnation: s.inc}
 	b, start = wire.BeginFrame(b[:0], wire.TypeWelcome, 0, 0)
 	b = wire.EndFrame(w.Append(b), start)
@@ -723,6 +723,12 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 	s := c.s
 	ops, expiry, err := wire.DecodeBatchExpiry(p, c.ops)
 	c.ops = ops
+	if len(p) > cap(c.buf) {
+		// The ops' data point into p, a budget's buffer that goes back to the budget once the
+		// batch is handled: kept in c.ops, the connection would hold it alive outside the
+		// budget until its next batch.
+		defer clear(ops)
+	}
 	if err != nil {
 		return err
 	}
@@ -1108,7 +1114,7 @@ func (s *srv) status() NodeStatus {
 	conns := len(s.conns)
 	s.mu.Unlock()
 	st := NodeStatus{
-		Node: s.node, Role: s.node.Role().String(), Size: s.reg.size, Backing: s.reg.desc,
+		Node: s.node, Role: transport.RoleOf(s.node).String(), Size: s.reg.size, Backing: s.reg.desc,
 		Provider: s.provider, Protocol: wire.Version, Started: s.started, Uptime: time.Since(s.started),
 		Conns: conns, Batches: s.batches.Load(), Ops: s.ops.Load(), BytesIn: s.bytesIn.Load(),
 		BytesOut: s.bytesOut.Load(), Refused: s.refused.Load(), Violations: s.violations.Load(),

@@ -301,15 +301,11 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
 	c.gate(p)
-	if err := c.usable(); err != nil {
-		return 0, err
-	}
 	n := c.n
-	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
+	off, err := transport.AdmitWait(c.usable(), &c.ctr, a, n.id, n.size, until)
+	if err != nil {
 		return 0, err
 	}
-	off := a.Offset()
-	c.ctr.CountWait()
 	for {
 		if n.state == stateCrashed {
 			return 0, fmt.Errorf("sim: %v crashed: %w", n.id, farmem.ErrNodeDown)

@@ -79,7 +79,7 @@ func (c *client) Send(ctx context.Context, id farmem.NodeID, method uint16, req 
 		}
 	}
 	if n.state == stateCrashed {
-		return fmt.Errorf("sim: send %s to %v: crashed: %w", farmem.MethodName(method), id, farmem.ErrNodeDown)
+		return fmt.Errorf("sim: send %s to %v: crashed: %w", transport.MethodName(method), id, farmem.ErrNodeDown)
 	}
 	cl := &call{s: s, from: c, to: n, method: method, req: append([]byte(nil), req...), posted: s.nowNs, oneway: true}
 	ms.held++
@@ -140,7 +140,7 @@ func (s *Sim) pumpMessages(n *node) {
 		if h == nil {
 			method := cl.method
 			h = func(context.Context, farmem.Memory, farmem.ClientID, []byte) ([]byte, error) {
-				return nil, fmt.Errorf("sim: method %s on %v: %w", farmem.MethodName(method), n.id, farmem.ErrNoHandler)
+				return nil, fmt.Errorf("sim: method %s on %v: %w", transport.MethodName(method), n.id, farmem.ErrNoHandler)
 			}
 		}
 		s.startHandler(cl, h)

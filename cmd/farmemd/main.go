@@ -34,7 +34,12 @@
 //     buffers a budget keeps idle for reuse count against it too, up to a quarter of it).
 //
 // So a node's buffers stay under 4096×144 KiB + 256×8 KiB + 2×64 MiB, about 710 MiB at the
-// defaults, and about 2×64 MiB + 144 KiB for any one client, however it behaves. A batch whose
+// defaults, and about 2×64 MiB + 144 KiB for any one client, however it behaves. farmemd makes
+// that figure plus 32 MiB (the runtime and the node's tables) the Go collector's soft memory
+// limit, unless a lower one is set, so that large buffers given back do not let the heap grow
+// to twice what is live: the node's resident memory stays within its region's touched pages
+// plus that limit (which the collector may pass by the allocation in progress, at most one
+// largest frame). A batch whose
 // results would exceed the frame limit the node announces (17 MiB) is refused per op with
 // "the batch's results exceed the node's frame limit" before any reply is built; clients split
 // their batches so this never happens to them. A client that sends without reading its replies
@@ -199,6 +204,15 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	if err != nil {
 		return fail("cannot start", err)
 	}
+	conns, unauth := *maxConns, *maxUnauth
+	if conns == 0 {
+		conns = 4096
+	}
+	if unauth == 0 {
+		unauth = 256
+	}
+	memLimit := limitMemory(memoryLimit(conns, unauth, srv.Metrics().BufferLimit))
+	log.Debug("go memory limit", "bytes", memLimit)
 	addr, err := srv.Listen(*listen)
 	if err != nil {
 		_ = srv.Close()

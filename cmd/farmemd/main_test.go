@@ -90,7 +90,7 @@ func startDaemon(t testing.TB, dir string, id farmem.NodeID, size, listen string
 	args := append([]string{"--id", fmt.Sprint(uint16(id)), "--size", size, "--secret-file", secretFile,
 		"--addr-file", addrFile, "--listen", listen, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=daemon")
+	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=daemon", noExitSleep())
 	d := &daemon{id: id, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = d.logs
 	require.NoError(t, cmd.Start())
@@ -300,7 +300,7 @@ type clientReport struct {
 func startClient(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=client")
+	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=client", noExitSleep())
 	var out bytes.Buffer
 	errOut := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = &out, errOut
@@ -335,4 +335,10 @@ func peerMain(args []string) int {
 	}
 	fmt.Println(f.ComputeID())
 	select {}
+}
+
+// noExitSleep is the environment entry that spares a child built with the race detector the
+// second it sleeps at exit by default (its atexit_sleep_ms option), keeping any other options.
+func noExitSleep() string {
+	return "GORACE=" + os.Getenv("GORACE") + " atexit_sleep_ms=0"
 }

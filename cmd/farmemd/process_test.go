@@ -315,7 +315,7 @@ func TestComputeProcessFaults(t *testing.T) {
 
 	start := func() (*daemon, farmem.NodeID) {
 		cmd := exec.Command(os.Args[0], "-cluster", cf)
-		cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=peer")
+		cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=peer", noExitSleep())
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		d := &daemon{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}

@@ -48,6 +48,7 @@ func retryDown(op func() error) error {
 // ErrNotFound), Store.Adopt reports exactly the lost keys, only those are absent afterwards, and
 // new keys are placed on node 2 again.
 func TestRestartUnderStore(t *testing.T) {
+	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts
 	dir := t.TempDir()
 	var ds []*daemon
 	for id := range 3 {
@@ -272,6 +273,7 @@ func TestRestartUnderStore(t *testing.T) {
 // reported down (ErrNodeDown, not ErrNodeLost) and, once resumed with SIGCONT, is usable again
 // by the same client, with the same incarnation and its memory intact, without adoption.
 func TestPauseResumeUnderStore(t *testing.T) {
+	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts
 	dir := t.TempDir()
 	n1 := startDaemon(t, dir, 1, "8MiB", "127.0.0.1:0")
 	n2 := startDaemon(t, dir, 2, "8MiB", "127.0.0.1:0")

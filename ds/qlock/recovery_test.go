@@ -159,8 +159,25 @@ func TestCrashedHolderSim(t *testing.T) {
 
 func TestPausedHolderLocal(t *testing.T) {
 	o := qlock.Options{Lease: 30 * time.Millisecond}
-	pausedHolder(t, localRig(t, local.Options{Jitter: 10 * time.Microsecond}), o, func(m farmem.Memory) {
-		_ = m.Runtime().Sleep(context.Background(), 6*o.Lease)
+	r := localRig(t, local.Options{Jitter: 10 * time.Microsecond})
+	pausedHolder(t, r, o, func(m farmem.Memory) {
+		// Paused for six leases, and then until another client has moved the counter: on the
+		// wall clock of a loaded machine the others may take longer than six leases to reset
+		// the lock, and the pause tests nothing until they have.
+		ctx := context.Background()
+		v0, err := readWord(ctx, m, r.ctr)
+		if err != nil {
+			t.Errorf("read the counter: %v", err)
+			return
+		}
+		_ = m.Runtime().Sleep(ctx, 6*o.Lease)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			if v, err := readWord(ctx, m, r.ctr); err != nil || v != v0 {
+				return
+			}
+			_ = m.Runtime().Sleep(ctx, o.Lease)
+		}
+		t.Errorf("no other client moved the counter in a minute of the holder's pause")
 	})
 }
 

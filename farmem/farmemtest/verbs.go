@@ -18,7 +18,7 @@ const base = 64 << 10
 func testTopology(t *testing.T, open Open) {
 	e := newEnv(t, open, DefaultConfig)
 	for _, n := range e.tp.Nodes {
-		require.Equal(t, n.ID.Role(), n.Role, "node %v", n.ID)
+		require.Equal(t, n.ID.IsCompute(), n.Role == farmem.RoleCompute, "node %v", n.ID)
 		require.NotZero(t, n.Size)
 	}
 	got, ok := e.tp.Node(e.tp.MemoryNodes()[0])

@@ -185,24 +185,19 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 
 // Wait implements farmem.Memory.
 func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) bool) (uint64, error) {
-	if err := c.Usable(); err != nil {
-		return 0, err
-	}
 	n := c.node
-	if err := transport.CheckWait(a, n.id, n.size, until); err != nil {
+	off, err := transport.AdmitWait(c.Usable(), &c.Counters, a, n.id, n.size, until)
+	if err != nil {
 		return 0, err
 	}
-	off := a.Offset()
-	c.Counters.CountWait()
-	w := &waiter{ch: make(chan struct{}, 1)}
-	n.watch.add(off, w)
-	defer n.watch.remove(off, w)
+	w := n.watch.Add(off)
+	defer n.watch.Remove(off, w)
 	for {
 		if v := n.mem.Load(off); until(v) {
 			return v, nil
 		}
 		select {
-		case <-w.ch:
+		case <-w:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-c.Done(): // closes only when the client is closed or crashed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
@@ -36,7 +35,7 @@ type node struct {
 	fenced       atomic.Bool // Fence: lost until Adopt whatever the incarnations say
 
 	// Compute nodes only.
-	watch    watchers
+	watch    transport.Waiters
 	ctx      context.Context // ends when the node crashes or the fabric closes
 	cancel   context.CancelFunc
 	handlers *transport.Handlers[*client]
@@ -75,7 +74,7 @@ func (n *node) setState(s int32) {
 	}
 	if s == stateCrashed && n.cancel != nil {
 		n.cancel()
-		n.watch.wakeAll()
+		n.watch.WakeAll()
 		for _, c := range n.f.clients.Clients() {
 			if c.node == n {
 				c.crash()
@@ -117,7 +116,7 @@ func (n *node) apply(op *farmem.Op, between func()) (uint64, error) {
 			return 0, fmt.Errorf("local: write of %d bytes at %v: %w", len(op.Buf), op.Addr, farmem.ErrAtomicOverlap)
 		}
 		n.mem.WriteAt(op.Buf, off, between)
-		n.watch.notify(off, uint64(len(op.Buf)))
+		n.watch.Notify(off, uint64(len(op.Buf)))
 		return 0, nil
 	default:
 		if n.atomicBits != nil {
@@ -125,7 +124,7 @@ func (n *node) apply(op *farmem.Op, between func()) (uint64, error) {
 			n.atomicBits[w/64].Or(1 << (w % 64))
 		}
 		prev := n.mem.Atomic(op, off)
-		n.watch.notify(off, 8)
+		n.watch.Notify(off, 8)
 		return prev, nil
 	}
 }
@@ -169,81 +168,5 @@ func (f *Fabric) maybeYield() {
 	f.jitterMu.Unlock()
 	if y {
 		runtime.Gosched()
-	}
-}
-
-// watchers are the Waits parked on words of a compute node's region.
-type watchers struct {
-	n  atomic.Int32
-	mu sync.Mutex
-	m  map[uint64]map[*waiter]struct{}
-}
-
-type waiter struct{ ch chan struct{} }
-
-func (w *watchers) add(off uint64, wt *waiter) {
-	w.mu.Lock()
-	if w.m == nil {
-		w.m = make(map[uint64]map[*waiter]struct{})
-	}
-	set := w.m[off]
-	if set == nil {
-		set = make(map[*waiter]struct{})
-		w.m[off] = set
-	}
-	set[wt] = struct{}{}
-	w.n.Add(1)
-	w.mu.Unlock()
-}
-
-func (w *watchers) remove(off uint64, wt *waiter) {
-	w.mu.Lock()
-	if set := w.m[off]; set != nil {
-		delete(set, wt)
-		if len(set) == 0 {
-			delete(w.m, off)
-		}
-	}
-	w.n.Add(-1)
-	w.mu.Unlock()
-}
-
-// notify wakes the waiters on words overlapping [off, off+length).
-func (w *watchers) notify(off, length uint64) {
-	if w.n.Load() == 0 || length == 0 {
-		return
-	}
-	first, last := off&^7, (off+length-1)&^7
-	w.mu.Lock()
-	if words := (last-first)/8 + 1; words > uint64(len(w.m)) {
-		for o, set := range w.m {
-			if o >= first && o <= last {
-				wakeSet(set)
-			}
-		}
-	} else {
-		for o := first; o <= last; o += 8 {
-			if set := w.m[o]; set != nil {
-				wakeSet(set)
-			}
-		}
-	}
-	w.mu.Unlock()
-}
-
-func (w *watchers) wakeAll() {
-	w.mu.Lock()
-	for _, set := range w.m {
-		wakeSet(set)
-	}
-	w.mu.Unlock()
-}
-
-func wakeSet(set map[*waiter]struct{}) {
-	for wt := range set {
-		select {
-		case wt.ch <- struct{}{}:
-		default:
-		}
 	}
 }

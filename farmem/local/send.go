@@ -31,7 +31,7 @@ func (c *client) Send(ctx context.Context, id farmem.NodeID, method uint16, req 
 	}
 	switch c.f.reach(c, n) {
 	case transport.Down:
-		return fmt.Errorf("local: send %s to %v: crashed: %w", farmem.MethodName(method), id, farmem.ErrNodeDown)
+		return fmt.Errorf("local: send %s to %v: crashed: %w", transport.MethodName(method), id, farmem.ErrNodeDown)
 	case transport.Silent:
 		if n.state.Load() != stateHung {
 			c.Counters.CountMessage(len(req)) // lost in the partition
@@ -40,7 +40,7 @@ func (c *client) Send(ctx context.Context, id farmem.NodeID, method uint16, req 
 	}
 	m := transport.Message{From: c.ClientInfo.ID, Method: method, Req: append([]byte(nil), req...)}
 	if err := n.inbox.Put(ctx, n.ctx.Done(), m); err != nil {
-		return fmt.Errorf("local: send %s to %v: %w", farmem.MethodName(method), id, err)
+		return fmt.Errorf("local: send %s to %v: %w", transport.MethodName(method), id, err)
 	}
 	c.Counters.CountMessage(len(req))
 	return nil

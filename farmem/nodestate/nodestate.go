@@ -81,7 +81,7 @@ type Env struct {
 // the method already has a handler on the node.
 func (e *Env) Handle(n uint8, h farmem.Handler) error {
 	if h == nil {
-		return fmt.Errorf("nodestate: nil handler for %s: %w", farmem.MethodName(e.Methods.Method(n)), farmem.ErrInvalid)
+		return fmt.Errorf("nodestate: nil handler for %v.%d: %w", e.Methods, n, farmem.ErrInvalid)
 	}
 	m := e.Methods.Method(n)
 	if err := e.Fabric.Handle(e.Node, m, h); err != nil {

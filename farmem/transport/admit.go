@@ -165,6 +165,21 @@ func CheckWait(a farmem.Addr, self farmem.NodeID, size uint64, until func(uint64
 	return nil
 }
 
+// AdmitWait is Wait's admission, as Admit is Post's: it refuses the Wait of a client that is
+// not usable (usable is its refusal, nil when it is), checks the arguments against the
+// client's own node self of size bytes ([CheckWait]), counts the Wait on c, and returns the
+// word's offset in the node's region.
+func AdmitWait(usable error, c *Counters, a farmem.Addr, self farmem.NodeID, size uint64, until func(uint64) bool) (uint64, error) {
+	if usable != nil {
+		return 0, usable
+	}
+	if err := CheckWait(a, self, size, until); err != nil {
+		return 0, err
+	}
+	c.CountWait()
+	return a.Offset(), nil
+}
+
 // CheckCall validates a Call's target and request: a compute node, and a request of at most
 // farmem.MaxCallBytes.
 func CheckCall(node farmem.NodeID, req []byte) error {

@@ -19,8 +19,9 @@
 //   - Admission: Post calls [Admit] first. It applies the rules every transport shares: a closed
 //     or crashed client refuses the batch, the batch's shape ([CheckBatch]) and every op against
 //     its node's size ([CheckOp]) are checked, and a refused batch applies nothing ([Rejected]:
-//     the bad ops fail with their error, the others with farmem.ErrAborted). Wait's arguments
-//     are checked by [CheckWait], a Call's by [CheckCall]; an op to an unknown node fails with
+//     the bad ops fail with their error, the others with farmem.ErrAborted). Wait is admitted by
+//     [AdmitWait] (the same refusal, its arguments checked by [CheckWait], the Wait counted), a
+//     Call's arguments are checked by [CheckCall]; an op to an unknown node fails with
 //     [NoSuchNode].
 //   - Completion: [NewPendingOn] returns the farmem.Pending that Post hands out, carrying the
 //     client's runtime (which runs its completion hook, farmem.Pending.Then), and the
@@ -60,6 +61,12 @@
 //   - Shape: [Shape] is the cluster shape every transport's options embed (memory nodes,
 //     compute nodes, client slots, handlers, slice and shared sizes), with visible defaults
 //     ([Shape.EnsureDefaults]), its checks, and the [farmem.Topology] it gives.
+//   - Wait: a transport that serves a region from its own process's memory parks each Wait
+//     on [Waiters] (Add, then Remove) and calls [Waiters.Notify] with the bytes every write or
+//     atomic touches there; the woken Wait re-reads its word. A shared mapping (cxl) or the
+//     simulator wakes its waiters its own way.
+//   - Naming: [MethodName] renders a method id in errors and logs; [RoleOf] is the role a node
+//     id's encoding gives it, for checking what a peer claims.
 //   - Time: [WallRuntime] is the farmem.Runtime of transports on the wall clock.
 //
 // Costs: on a verb's path everything here is a few atomic operations or one short critical

@@ -17,12 +17,12 @@ func SetHandler(m map[uint16]farmem.Handler, method uint16, fn farmem.Handler) e
 	_, had := m[method]
 	switch {
 	case fn == nil && !had:
-		return fmt.Errorf("farmem: no handler for method %s to remove: %w", farmem.MethodName(method), farmem.ErrInvalid)
+		return fmt.Errorf("farmem: no handler for method %s to remove: %w", MethodName(method), farmem.ErrInvalid)
 	case fn == nil:
 		delete(m, method)
 	case had:
 		return fmt.Errorf("farmem: method %s already has a handler on this node (remove it first to replace it): %w",
-			farmem.MethodName(method), farmem.ErrInvalid)
+			MethodName(method), farmem.ErrInvalid)
 	default:
 		m[method] = fn
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // The handshake proves, both ways, that each side holds the cluster secret, without sending it:
@@ -110,7 +111,7 @@ func DecodeChallenge(p []byte) (Challenge, error) {
 }
 
 func checkRole(n farmem.NodeID, r farmem.Role) error {
-	if n == 0 || n == farmem.ComputeNodeBit || n.Role() != r {
+	if n == 0 || n == farmem.ComputeNodeBit || transport.RoleOf(n) != r {
 		return malformed("node %v with role %v", n, r)
 	}
 	return nil
