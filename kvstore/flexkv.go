@@ -663,7 +663,11 @@ func (x *flexIndex) await(ctx context.Context, owner farmem.NodeID, ticket uint6
 		if err != nil {
 			return 0, 0, err
 		}
-		if st != stPending {
+		switch st {
+		case stPending:
+		case stForgotten:
+			return 0, 0, errTicketForgotten
+		default:
 			return st, cur, nil
 		}
 	}

@@ -35,7 +35,7 @@ type flexNode struct {
 	// noInstall fences keys whose proxied write failed with an unknown outcome: reads begun
 	// before the time install no pair.
 	noInstall map[string]farmem.Time
-	finished  map[uint64]bool // tickets of pending writes committed and not yet polled
+	finished  ticketBook // tickets of pending writes committed and not yet polled (bounded)
 	ticket    uint64          // the last ticket issued
 }
 
@@ -128,7 +128,7 @@ type FlexStats struct {
 
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
 	n := &flexNode{kind: k, node: env.Node, proxied: map[int]*proxyPart{}, cache: map[string]*cacheEntry{},
-		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, finished: map[uint64]bool{}, parts: make([]routeState, 1<<k.params().InitialDepth)}
+		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, parts: make([]routeState, 1<<k.params().InitialDepth)}
 	area, err := nodearea.Open(ctx, env.Memory)
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: flexkv: node area: %w", err)
@@ -746,7 +746,7 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 	delete(pw.pp.slots, w.slot)
 	if pw.ticket != 0 {
 		delete(n.pending, pw.ticket)
-		n.finished[pw.ticket] = true
+		n.finished.add(pw.ticket, m.Runtime().Now())
 	}
 	n.mu.Unlock()
 	if race.Slot(prev) != w.expect && race.Slot(prev) != w.new {
@@ -761,8 +761,8 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 // is ready and answers ok (also when another handler committed it), answers pending while
 // acknowledgements are due, and stale when the ticket is unknown: the write was dropped
 // uncommitted with its partition's hand-over, and the writer routes and resolves again. A
-// committed ticket is remembered until its writer polls it (a writer that gave up leaves
-// one entry behind).
+// committed ticket is remembered until its writer polls it, within the bounds of ticketBook
+// (past them the poll is answered forgotten: outcome unknown).
 func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 	r := reader{b: req}
 	ticket := r.u64()
@@ -779,9 +779,11 @@ func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	}
 	if pw == nil {
 		st := byte(stStale)
-		if n.finished[ticket] {
-			delete(n.finished, ticket)
+		switch committed, forgotten := n.finished.take(ticket, m.Runtime().Now()); {
+		case committed:
 			st = stOK
+		case forgotten:
+			st = stForgotten
 		}
 		n.mu.Unlock()
 		return encWord(st, 0), nil

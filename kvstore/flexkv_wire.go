@@ -23,12 +23,13 @@ const (
 
 // Replies' status bytes.
 const (
-	stOK       = 0
-	stConflict = 1 // the slot holds another word (the reply carries it): resolve again
-	stBusy     = 2 // a write of the key or the slot is in flight at the proxy: retry
-	stStale    = 3 // the partition is not this proxy's in the request's epoch: route again
-	stFull     = 4 // hand-over refused (race.ErrBusy)
-	stPending  = 5 // the write awaits its sharers' acknowledgements (the reply carries its ticket)
+	stOK        = 0
+	stConflict  = 1 // the slot holds another word (the reply carries it): resolve again
+	stBusy      = 2 // a write of the key or the slot is in flight at the proxy: retry
+	stStale     = 3 // the partition is not this proxy's in the request's epoch: route again
+	stFull      = 4 // hand-over refused (race.ErrBusy)
+	stPending   = 5 // the write awaits its sharers' acknowledgements (the reply carries its ticket)
+	stForgotten = 6 // the polled ticket was forgotten (ticketBook's bounds): outcome unknown
 )
 
 // Write kinds.
