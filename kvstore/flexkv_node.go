@@ -36,7 +36,7 @@ type flexNode struct {
 	// before the time install no pair.
 	noInstall map[string]farmem.Time
 	finished  ticketBook // tickets of pending writes committed and not yet polled (bounded)
-	ticket    uint64          // the last ticket issued
+	ticket    uint64     // the last ticket issued
 }
 
 // pendingWrite is a validated proxied write whose key and slot locks are held while the
