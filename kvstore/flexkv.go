@@ -108,15 +108,28 @@ import (
 // to the memory nodes and retries there, where the subtable splits; re-proxying it is the
 // manager's (or a later HandOver's) business. A proxied partition therefore never splits.
 //
+// # Recovery
+//
+// Each proxy holds a lease per partition from the coordinator (ProxyLease, fabric time) and
+// serves, grants pairs and writes through only while it runs. A client that finds a proxy down
+// asks the coordinator to recover its partitions; once the proxy's lease is fenced (run out,
+// plus three clock skews and the fabric's down timeout, past which nothing it posted can land)
+// the coordinator hands the partition back to the memory nodes without it: the memory nodes'
+// copy holds every write the proxy acknowledged. A hand-over that fails before the new owner
+// has loaded the partition is rolled back, one that fails after it completes (a node left
+// paused asks the coordinator for the route). Counted in
+// FlexStats (Recoveries, RolledBack, ResumesFailed, LeaseRefused).
+//
 // # Limits
 //
 // A write whose sharer is silent waits up to PairLease plus twice the clock skew, holding
 // its key (other writes of it are answered busy). A proxy that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
-// its proxy and caches are cleared at every hand-over. A hand-over that fails midway (a node
-// that does not answer) leaves the partition paused on the nodes it reached, never served by
-// two paths at once; the next hand-over of the partition completes it. Recovering from a dead
-// compute node and the manager that decides hand-overs are not built here.
+// its proxy and caches are cleared at every hand-over. A write whose proxy dies fails with an
+// unknown outcome (its writer first waits, bounded, for the partition's recovery). The
+// coordinator (the lowest compute node) is not recovered, and compute nodes that proxy nothing
+// hold no lease: a dead one makes later hand-overs roll back. The manager that decides
+// hand-overs is not built here.
 type FlexKV struct {
 	// Params lay out the table at creation (race's defaults, InitialDepth 3, MetaSize
 	// DefaultMetaSize and Replicas DefaultReplicas when zero).
@@ -135,6 +148,11 @@ type FlexKV struct {
 	// sharer does not acknowledge its invalidation commits once the lease granted last, plus
 	// twice Options.ClockSkew, has passed. Default DefaultPairLease.
 	PairLease time.Duration
+	// ProxyLease is how long a proxy may serve a partition without renewing its lease with
+	// the coordinator (it renews once half is left); a proxy found down is recovered once its
+	// lease has run out, plus three clock skews and the fabric's down timeout (see "Recovery").
+	// Default DefaultProxyLease.
+	ProxyLease time.Duration
 
 	lay   atomic.Pointer[race.Layout]
 	mu    sync.Mutex
@@ -161,9 +179,10 @@ func (k *FlexKV) clockSkew() time.Duration {
 // DefaultDeleteLease is the delete lease of FlexKV's slots (the paper's T_lease).
 const DefaultDeleteLease = 200 * time.Millisecond
 
-// ErrHandOver: a hand-over could not move the partition (a split held it); it stays on the
-// memory nodes. Retry later.
-var ErrHandOver = errors.New("kvstore: flexkv: partition busy, left on the memory nodes")
+// ErrHandOver: a hand-over could not move the partition (a split held it, or a node could not
+// be paused or could not load it) and was rolled back: the partition stays where it was.
+// Retry later.
+var ErrHandOver = errors.New("kvstore: flexkv: hand-over rolled back, partition left where it was")
 
 // Name implements IndexKind: "flexkv", or "aceso" with NoProxy.
 func (k *FlexKV) Name() string {
@@ -330,7 +349,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 	p := x.lay.PartitionOf(key)
 	var d time.Duration
 	for {
-		owner, epoch, err := n.route(ctx, x.rt, p)
+		owner, epoch, err := n.route(ctx, x.m, p)
 		if err != nil {
 			return dst, err
 		}
@@ -350,7 +369,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		reads := n.takeReads(key)
 		cacheIt := false
 		v, ent, err := x.t.SearchWords(ctx, key, func() ([]race.Slot, []farmem.Addr, error) {
-			rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, reads, key))
+			rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, reads, key))
 			reads = 0
 			if err != nil {
 				return nil, nil, fmt.Errorf("kvstore: flexkv: search RPC: %w", err)
@@ -375,6 +394,13 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		n.done(p)
 		if errors.Is(err, errStaleRoute) {
 			if err := backoff(ctx, x.rt, &d); err != nil {
+				return dst, err
+			}
+			continue
+		}
+		if errors.Is(err, errProxyDown) && ctx.Err() == nil {
+			// Nothing was read: wait for the partition's recovery (bounded), then again.
+			if err := x.awaitRecovery(ctx, p, owner, epoch); err != nil {
 				return dst, err
 			}
 			continue
@@ -404,7 +430,7 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 	p := x.lay.PartitionOf(key)
 	var d time.Duration
 	for {
-		owner, epoch, err := n.route(ctx, x.rt, p)
+		owner, epoch, err := n.route(ctx, x.m, p)
 		if err != nil {
 			return err
 		}
@@ -430,6 +456,11 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		n.endWrite(key, err != nil && !definite, x.rt.Now())
 		n.done(p)
 		switch {
+		case errors.Is(err, errProxyDown) && ctx.Err() == nil:
+			// The outcome is unknown; before returning, have the partition recovered (bounded),
+			// so that the next operations find it.
+			_ = x.awaitRecovery(ctx, p, owner, epoch)
+			return err
 		case err != nil:
 			return mapRace(err)
 		case done:
@@ -575,7 +606,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 // whose blocks are then read (two round trips).
 func (x *flexIndex) present(ctx context.Context, owner farmem.NodeID, epoch uint64, p int, key []byte) (bool, error) {
 	_, _, err := x.t.SearchWords(ctx, key, func() ([]race.Slot, []farmem.Addr, error) {
-		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, noCacheFlag, key))
+		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, noCacheFlag, key))
 		if err != nil {
 			return nil, nil, fmt.Errorf("kvstore: flexkv: search RPC: %w", err)
 		}
@@ -604,7 +635,7 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 	var firstErr error
 	var d time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
-		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexWrite), req)
+		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexWrite), req)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -655,7 +686,7 @@ func (x *flexIndex) await(ctx context.Context, owner farmem.NodeID, ticket uint6
 		if err := backoff(ctx, x.rt, &d); err != nil {
 			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
 		}
-		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexCommit), req)
+		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexCommit), req)
 		if err != nil {
 			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
 		}
@@ -712,7 +743,7 @@ func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) er
 // HandOver moves partition p of a FlexKV store to compute node owner's proxy, or back to the
 // memory nodes with owner 0 (see FlexKV, "Hand-over"), while operations go on. It fails with
 // farmem.ErrInvalid on a store of another kind or the Aceso baseline, and with ErrHandOver if
-// a split held the partition (it is then on the memory nodes).
+// it was rolled back (a split held the partition, or a node failed to pause or load it).
 func (s *Store) HandOver(ctx context.Context, p int, owner farmem.NodeID) error {
 	return s.with(ctx, func(idx Index) error {
 		x, ok := idx.(*flexIndex)
