@@ -35,8 +35,8 @@ type flexNode struct {
 	// noInstall fences keys whose proxied write failed with an unknown outcome: reads begun
 	// before the time install no pair.
 	noInstall map[string]farmem.Time
-	finished  ticketBook // tickets of pending writes committed and not yet polled (bounded)
-	ticket    uint64     // the last ticket issued
+	finished  ticketBook  // tickets of pending writes committed and not yet polled (bounded)
+	ticket    uint64      // the last ticket issued
 	coord     []coordPart // on the coordinator: each partition's settled route and lease
 }
 
@@ -58,9 +58,9 @@ type pendingWrite struct {
 
 // routeState is one partition in a node's active map.
 type routeState struct {
-	owner    farmem.NodeID // 0: on the memory nodes
-	epoch    uint64
-	paused   bool
+	owner  farmem.NodeID // 0: on the memory nodes
+	epoch  uint64
+	paused bool
 	// pausedFor is the attempt epoch of the hand-over that paused the partition here.
 	pausedFor uint64
 	// pausedAt is when it was paused (this node's clock): a node paused longer than the down
