@@ -334,9 +334,9 @@ func (n *flexNode) onRecover(ctx context.Context, m farmem.Memory, _ farmem.Clie
 // held: pause every compute node but dead (each drains its clients' operations on the
 // partition and clears its cache), have the new owner load it, resume every node but dead
 // with the new route. A pause or load that fails rolls it back (every node resumed with the
-// old route; status stFull); with dead set (a recovery, to the memory nodes) a node whose
-// pause fails with farmem.ErrNodeDown is skipped instead, and the resume waits out the pairs
-// it may hold. Once the route is decided a failed resume leaves its node paused until it asks
+// old route; status stFull); when the partition goes from a proxy to the memory nodes (a
+// recovery, dead set, among them) a node other than a live proxy whose pause fails with
+// farmem.ErrNodeDown is skipped instead, and the resume waits out the pairs it may hold. Once the route is decided a failed resume leaves its node paused until it asks
 // for the route.
 func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, dead farmem.NodeID) (byte, error) {
 	rt := m.Runtime()
@@ -380,7 +380,11 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 			continue
 		}
 		if _, err := call(node, flexPause, next); err != nil {
-			if dead != 0 && errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
+			// A node that cannot be paused may be skipped when the partition leaves a proxy for
+			// the memory nodes and the node is not that proxy, or its lease is fenced (a
+			// recovery): its clients only send RPCs to the proxy, which will refuse them.
+			skippable := dead != 0 || c.owner == 0 && old.owner != 0 && node != old.owner
+			if skippable && errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
 				skipped = true
 				continue
 			}

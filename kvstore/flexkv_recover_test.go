@@ -1,0 +1,218 @@
+package kvstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/sim"
+)
+
+// opSpan is one operation's key, partition, virtual span and error.
+type opSpan struct {
+	part       int
+	write      bool
+	start, end farmem.Time
+	err        error
+}
+
+// spanKV records the span of every operation it passes to kv.
+type spanKV struct {
+	kv
+	rt  farmem.Runtime
+	k   *kvstore.FlexKV
+	mu  *sync.Mutex
+	out *[]opSpan
+}
+
+func (s spanKV) rec(key []byte, write bool, f func() error) error {
+	start := s.rt.Now()
+	err := f()
+	if errors.Is(err, kvstore.ErrNotFound) || errors.Is(err, kvstore.ErrExists) {
+		err = nil
+	}
+	s.mu.Lock()
+	*s.out = append(*s.out, opSpan{part: s.k.PartitionOf(key), write: write, start: start, end: s.rt.Now(), err: err})
+	s.mu.Unlock()
+	return err
+}
+
+func (s spanKV) Get(ctx context.Context, key []byte) (v []byte, err error) {
+	_ = s.rec(key, false, func() error { v, err = s.kv.Get(ctx, key); return err })
+	return v, err
+}
+func (s spanKV) Insert(ctx context.Context, key, value []byte) (err error) {
+	_ = s.rec(key, true, func() error { err = s.kv.Insert(ctx, key, value); return err })
+	return err
+}
+func (s spanKV) Update(ctx context.Context, key, value []byte) (err error) {
+	_ = s.rec(key, true, func() error { err = s.kv.Update(ctx, key, value); return err })
+	return err
+}
+func (s spanKV) Put(ctx context.Context, key, value []byte) (err error) {
+	_ = s.rec(key, true, func() error { err = s.kv.Put(ctx, key, value); return err })
+	return err
+}
+func (s spanKV) Delete(ctx context.Context, key []byte) (err error) {
+	_ = s.rec(key, true, func() error { err = s.kv.Delete(ctx, key); return err })
+	return err
+}
+
+// TestFlexKVDeadProxySim: a proxy's compute node crashes mid-run under a lincheck with proxying
+// and KV caching (its own clients crash with it). The history, ended by a read of every key
+// from a survivor (an acknowledged write lost would contradict them), linearizes; the
+// coordinator recovered each partition the dead node proxied; and the survivors' operations on
+// those partitions succeed again within the stated bound of virtual time after the crash:
+// ProxyLease + fence delay (3 skews + down timeout) + a down timeout (a pause, an in-flight
+// call failing) + 2 ms (backoffs and hand-over work).
+func TestFlexKVDeadProxySim(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		deadProxySim(t, seed)
+	}
+}
+
+func deadProxySim(t *testing.T, seed uint64) {
+	model := sim.ConnectX6()
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
+	model.Tearing, model.Jitter = true, 300*time.Nanosecond
+	sm, err := sim.New(model, seed)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sm.Close() })
+	sm.Run(func() {
+		ctx := context.Background()
+		rt := sm.Runtime()
+		nodes := sm.Topology().ComputeNodes()
+		coord, live, dead := nodes[0], nodes[1], nodes[2]
+		k := flexKind()
+		k.ProxyLease = 2 * time.Millisecond
+		s, err := kvstore.Open(ctx, sm, kvstore.Options{Index: k, Alloc: shortLeases, Nodes: []farmem.NodeID{coord, live}})
+		require.NoError(t, err)
+		// The partitions of the workload's keys: all but one on the doomed node, that one on a
+		// survivor.
+		parts := map[int]bool{}
+		for i := range flexMix.keys {
+			parts[k.PartitionOf(key(i))] = true
+		}
+		owned := map[int]bool{}
+		kept := -1
+		for p := range k.Partitions() {
+			switch {
+			case !parts[p]:
+			case kept < 0:
+				kept = p
+				require.NoError(t, s.HandOver(ctx, p, live))
+			default:
+				owned[p] = true
+				require.NoError(t, s.HandOver(ctx, p, dead))
+			}
+		}
+		require.NotEmpty(t, owned)
+
+		h := kvModel.NewHistory(rt)
+		var mu sync.Mutex
+		var spans []opSpan
+		var crashAt farmem.Time
+		const workers = 9
+		w := flexMix
+		w.ops = 1500
+		err = farmemtest.Parallel(rt, workers+1, func(g int) error {
+			if g == workers {
+				if err := rt.Sleep(ctx, time.Millisecond); err != nil {
+					return err
+				}
+				crashAt = rt.Now()
+				for p := range owned {
+					// An insert into a full proxied partition may have handed it back already.
+					if k.Owner(coord, p) != dead {
+						delete(owned, p)
+					}
+				}
+				return sm.Crash(dead)
+			}
+			node := nodes[g%len(nodes)]
+			m, err := sm.Open(ctx, node)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			ss, err := s.SessionOn(ctx, m)
+			if err != nil {
+				return err
+			}
+			defer ss.Close()
+			ww := w
+			if node == dead {
+				ww.unknown = 1 // its ops fail from the crash on
+				return ww.run(ctx, ss, g, rt.NewRand(), h)
+			}
+			ww.unknown = 50
+			return ww.run(ctx, spanKV{kv: ss, rt: rt, k: k, mu: &mu, out: &spans}, g, rt.NewRand(), h)
+		})
+		require.NoError(t, err)
+		// A survivor reads every key: these reads end the history.
+		rec := h.Client(workers)
+		for i := range flexMix.keys {
+			op := rec.Call(kvModel.Get(i))
+			got, err := s.Get(ctx, key(i))
+			switch {
+			case errors.Is(err, kvstore.ErrNotFound):
+				op.End(kvModel.Missing(), nil)
+			case err != nil:
+				require.NoError(t, err, "key %d after the recovery", i)
+			default:
+				x, err := unval(got)
+				require.NoError(t, err)
+				op.End(kvModel.Found(x), nil)
+			}
+		}
+		sum, verdict := h.Verify()
+		require.NoError(t, verdict, "seed %d", seed)
+
+		st, _ := k.Stats(coord)
+		for p := range owned {
+			require.Equal(t, farmem.NodeID(0), k.Owner(coord, p), "partition %d back on the memory nodes", p)
+			require.Equal(t, farmem.NodeID(0), k.Owner(live, p))
+		}
+		require.NotEmpty(t, owned, "the dead node proxied partitions when it crashed")
+		require.Equal(t, uint64(len(owned)), st.Recoveries, "each dead partition recovered once")
+
+		// Resumption: the first write (reads may be served by caches meanwhile) on each dead
+		// partition that began after the crash and succeeded ended within the bound, and no
+		// operation begun after the bound failed.
+		bound := k.ProxyLease + 3*k.Options.ClockSkew + 2*sm.Topology().DownTimeout + 2*time.Millisecond
+		var failed, after int
+		for p := range owned {
+			var first farmem.Time
+			for _, sp := range spans {
+				if sp.part != p || sp.start < crashAt {
+					continue
+				}
+				after++
+				if sp.err != nil {
+					failed++
+					require.Less(t, sp.start, crashAt.Add(bound), "an operation begun after the bound failed: %v", sp.err)
+					continue
+				}
+				if sp.write && (first == 0 || sp.end < first) {
+					first = sp.end
+				}
+			}
+			require.NotZero(t, first, "partition %d written again (crash at %v, end %v, %d ops after, %d failed, %v)", p, crashAt, rt.Now(), after, failed, st)
+			took := first.Sub(crashAt)
+			t.Logf("seed %d: partition %d written again %v after the crash (bound %v)", seed, p, took, bound)
+			require.LessOrEqual(t, took, bound, "partition %d", p)
+		}
+		t.Logf("seed %d: %v; survivors' ops on the dead partitions after the crash: %d, failed %d; hand-overs %d, recoveries %d",
+			seed, sum, after, failed, st.HandOvers, st.Recoveries)
+		if err := s.Close(); err != nil {
+			require.ErrorIs(t, err, farmem.ErrNodeDown, "only the dead node's state cannot be released")
+		}
+	})
+}
