@@ -137,6 +137,8 @@ type FlexStats struct {
 	// could not resume (they resume by asking for the route), Recoveries the partitions it
 	// took back from a proxy found down once its lease was fenced.
 	HandOvers, RolledBack, ResumesFailed, Recoveries uint64
+	// Loads counts partitions this node loaded to proxy them.
+	Loads uint64
 	// LeaseRefused counts index RPCs this node's proxy answered stale because its lease on
 	// the partition had run out and could not be renewed.
 	LeaseRefused uint64
@@ -962,6 +964,7 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	n.mu.Lock()
 	old := n.proxied[c.p]
 	n.proxied[c.p] = pp
+	n.stats.Loads++
 	n.mu.Unlock()
 	if old != nil {
 		n.freeCopies(ctx, area, old)

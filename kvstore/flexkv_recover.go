@@ -470,3 +470,18 @@ func (x *flexIndex) awaitRecovery(ctx context.Context, p int, owner farmem.NodeI
 		}
 	}
 }
+
+// Paused reports whether partition p is paused in node's active map: a hand-over is running,
+// or one could not resume the node (its operations on p then wait until it learns the route
+// from the coordinator).
+func (k *FlexKV) Paused(node farmem.NodeID, p int) bool {
+	k.mu.Lock()
+	n := k.nodes[node]
+	k.mu.Unlock()
+	if n == nil || p < 0 || p >= len(n.parts) {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.parts[p].paused
+}
