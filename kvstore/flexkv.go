@@ -667,13 +667,13 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		case st == stBusy:
 			// Perhaps our first attempt, still running: ask again.
 			if err := backoff(ctx, x.rt, &d); err != nil {
-				return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", firstErr)
+				return 0, 0, unknownOutcome(firstErr)
 			}
 			continue
 		}
 		break
 	}
-	return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", firstErr)
+	return 0, 0, unknownOutcome(firstErr)
 }
 
 // await polls a pending write (its ticket) with commit Calls, backing off, until the proxy
@@ -684,11 +684,11 @@ func (x *flexIndex) await(ctx context.Context, owner farmem.NodeID, ticket uint6
 	req := le.AppendUint64(nil, ticket)
 	for {
 		if err := backoff(ctx, x.rt, &d); err != nil {
-			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
+			return 0, 0, unknownOutcome(err)
 		}
 		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexCommit), req)
 		if err != nil {
-			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
+			return 0, 0, unknownOutcome(err)
 		}
 		st, cur, err := decWord(rep)
 		if err != nil {

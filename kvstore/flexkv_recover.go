@@ -48,7 +48,7 @@ import (
 // unknown outcome.
 
 // DefaultProxyLease is FlexKV's default ProxyLease.
-const DefaultProxyLease = 50 * time.Millisecond
+const DefaultProxyLease = 200 * time.Millisecond
 
 func (k *FlexKV) proxyLease() time.Duration {
 	if k.ProxyLease > 0 {
@@ -96,7 +96,8 @@ func (n *flexNode) settledLocked(p int) routeResp {
 
 // leased reports whether this proxy may serve pp (partition p) now, and until when, renewing
 // the lease first (a Call to the coordinator, or in place on it) when less than half is left.
-// A renewal that fails leaves the lease as it was.
+// A renewal that fails leaves the lease as it was; with less than a quarter left the proxy
+// serves nothing until a renewal succeeds.
 func (n *flexNode) leased(ctx context.Context, m farmem.Memory, p int, pp *proxyPart) (farmem.Time, bool) {
 	rt := m.Runtime()
 	lease := n.kind.proxyLease()
@@ -113,7 +114,8 @@ func (n *flexNode) leased(ctx context.Context, m farmem.Memory, p int, pp *proxy
 		pp.until = max(pp.until, now.Add(lease))
 	}
 	until = pp.until
-	valid := rt.Now() < until
+	// A quarter of the lease must be left: enough for the write-through it may cover.
+	valid := rt.Now() < until.Add(-lease/4)
 	if refused && !valid && n.proxied[p] == pp {
 		// The coordinator no longer counts this node the partition's owner (a recovery took
 		// it, or a hand-over this node missed): forget the copy and its pending writes.
@@ -484,4 +486,14 @@ func (k *FlexKV) Paused(node farmem.NodeID, p int) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.parts[p].paused
+}
+
+// unknownOutcome is the error of a proxied write whose outcome is unknown (the proxy did not
+// answer, or failed after it may have written through): it wraps farmem.ErrNodeDown, whose
+// documented meaning is exactly that, and the cause.
+func unknownOutcome(cause error) error {
+	if errors.Is(cause, farmem.ErrNodeDown) {
+		return fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", cause)
+	}
+	return fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w: %w", farmem.ErrNodeDown, cause)
 }

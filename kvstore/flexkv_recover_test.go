@@ -73,8 +73,8 @@ func (s spanKV) Delete(ctx context.Context, key []byte) (err error) {
 // ProxyLease + fence delay (3 skews + down timeout) + a down timeout (a pause, an in-flight
 // call failing) + 2 ms (backoffs and hand-over work).
 func TestFlexKVDeadProxySim(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
-		deadProxySim(t, seed)
+	for seed := range uint64(stressScale()) {
+		deadProxySim(t, seed+1)
 	}
 }
 
@@ -82,6 +82,7 @@ func deadProxySim(t *testing.T, seed uint64) {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
+	model.DownTimeout = 2 * time.Millisecond
 	sm, err := sim.New(model, seed)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sm.Close() })
@@ -121,10 +122,10 @@ func deadProxySim(t *testing.T, seed uint64) {
 		var crashAt farmem.Time
 		const workers = 9
 		w := flexMix
-		w.ops = 1500
+		w.ops = 600
 		err = farmemtest.Parallel(rt, workers+1, func(g int) error {
 			if g == workers {
-				if err := rt.Sleep(ctx, time.Millisecond); err != nil {
+				if err := rt.Sleep(ctx, 500*time.Microsecond); err != nil {
 					return err
 				}
 				crashAt = rt.Now()
