@@ -211,6 +211,10 @@ func (k *FlexKV) params() race.Params {
 
 // DefaultReplicas is how many copies of each KV block FlexKV and the Aceso baseline keep, as
 // the paper's evaluation does (race.Params.Replicas; one per memory node when there are fewer).
+// A Get whose block's primary memory node is down reads a backup copy (an address-cache hit
+// then goes through the index); copies of a published block never disagree in their
+// checksummed bytes, a copy that fails validation is skipped for the next. Updates and deletes
+// of such a key fail with farmem.ErrNodeDown (the primary's valid word cannot be cleared).
 const DefaultReplicas = 3
 
 func (k *FlexKV) cacheEntries() int {
@@ -335,10 +339,12 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 			return append(dst, e.value...), nil
 		}
 		v, ok, err := x.t.SearchCached(ctx, key, e.ent)
-		if err != nil {
+		if err != nil && (!errors.Is(err, farmem.ErrNodeDown) || ctx.Err() != nil) {
 			return dst, err
 		}
-		if ok {
+		// A block whose primary's node is down is read through the index, which falls back
+		// to a backup copy (race's Replication); the cached address is dropped.
+		if ok && err == nil {
 			n.count(func(s *FlexStats) { s.AddrHits++ })
 			return append(dst, v...), nil
 		}
