@@ -119,3 +119,51 @@ func TestFlexKVBackupReadsSim(t *testing.T) {
 		backupReads(t, sm, s, k, sm.Crash)
 	})
 }
+
+// TestFlexKVBackupDisagreeLocal: when the copies disagree (a backup damaged), a reader whose
+// primary is down skips the copy that fails validation and reads the next; with every backup
+// damaged the read fails with ErrNodeDown, never a wrong value.
+func TestFlexKVBackupDisagreeLocal(t *testing.T) {
+	ctx := context.Background()
+	k := &kvstore.FlexKV{}
+	f, s := flexLocal(t, k, local.Options{})
+	mns := f.Topology().MemoryNodes()
+	dead := mns[2]
+	// Two keys whose blocks' primaries are on the node to crash and whose slots are not.
+	var picked []uint64
+	var locs []kvstore.Location
+	for i := uint64(0); len(picked) < 2 && i < 500; i++ {
+		require.NoError(t, s.Insert(ctx, key(i), val(i, 40)))
+		loc, err := s.Locate(ctx, key(i))
+		require.NoError(t, err)
+		if loc.Block.Node() == dead && loc.Subtable.Node() != dead {
+			picked = append(picked, i)
+			locs = append(locs, loc)
+		}
+	}
+	require.Len(t, picked, 2)
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	defer m.Close()
+	// The copies sit on the next memory nodes in id order, at the block's offset.
+	backup := func(loc kvstore.Location, i int) farmem.Addr {
+		return farmem.MakeAddr(mns[i%len(mns)], loc.Block.Offset())
+	}
+	garbage := make([]byte, 32)
+	for j := range garbage {
+		garbage[j] = byte(0xa5 ^ j)
+	}
+	// Key 0: its first backup damaged; key 1: both.
+	require.NoError(t, m.Write(ctx, backup(locs[0], 0), garbage))
+	require.NoError(t, m.Write(ctx, backup(locs[1], 0), garbage))
+	require.NoError(t, m.Write(ctx, backup(locs[1], 1), garbage))
+	require.NoError(t, f.Crash(dead))
+	ss := sessionOn(t, f, s, f.Topology().ComputeNodes()[1])
+	got, err := ss.Get(ctx, key(picked[0]))
+	require.NoError(t, err)
+	x, err := unval(got)
+	require.NoError(t, err)
+	require.Equal(t, picked[0], x, "the second backup's copy")
+	_, err = ss.Get(ctx, key(picked[1]))
+	require.ErrorIs(t, err, farmem.ErrNodeDown, "no valid copy left")
+}
