@@ -216,6 +216,7 @@ func (n *flexNode) adopt(p int, r routeResp) {
 		n.dropProxiedLocked(p)
 	}
 	ps.owner, ps.epoch, ps.paused = r.owner, r.epoch, false
+	ps.resumedFor = max(ps.resumedFor, r.ended)
 	clear(n.cache)
 	n.fifo = n.fifo[:0]
 }
