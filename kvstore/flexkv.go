@@ -354,6 +354,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 	n.count(func(s *FlexStats) { s.Misses++ })
 	p := x.lay.PartitionOf(key)
 	var d time.Duration
+	var since farmem.Time // when the operation's retries began
 	for {
 		owner, epoch, err := n.route(ctx, x.m, p)
 		if err != nil {
@@ -399,6 +400,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		n.endRead(key, tok, ok, e)
 		n.done(p)
 		if errors.Is(err, errStaleRoute) {
+			x.retried(ctx, p, &since)
 			if err := backoff(ctx, x.rt, &d); err != nil {
 				return dst, err
 			}
@@ -435,6 +437,7 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 	n := x.n
 	p := x.lay.PartitionOf(key)
 	var d time.Duration
+	var since farmem.Time // when the operation's retries began
 	for {
 		owner, epoch, err := n.route(ctx, x.m, p)
 		if err != nil {
@@ -479,6 +482,7 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 				return err
 			}
 		case retry:
+			x.retried(ctx, p, &since)
 			if err := backoff(ctx, x.rt, &d); err != nil {
 				return err
 			}

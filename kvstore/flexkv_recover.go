@@ -498,3 +498,18 @@ func unknownOutcome(cause error) error {
 	}
 	return fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w: %w", farmem.ErrNodeDown, cause)
 }
+
+// retried notes a retry of an operation on partition p (a stale answer, a busy or conflicting
+// slot): once its retries have gone on for a down timeout, and every down timeout after, the
+// node asks the coordinator for the settled route. A node that a recovery could not reach
+// (a proxy that hung and came back, its clients with it) learns the new route this way.
+func (x *flexIndex) retried(ctx context.Context, p int, since *farmem.Time) {
+	now := x.rt.Now()
+	switch {
+	case *since == 0:
+		*since = now
+	case now.Sub(*since) >= x.m.Topology().DownTimeout:
+		*since = now
+		x.n.askRoute(ctx, x.m, p)
+	}
+}
