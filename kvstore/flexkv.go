@@ -668,6 +668,9 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 				return 0, 0, err
 			}
 		}
+		if st == stForgotten {
+			return 0, 0, errTicketForgotten
+		}
 		if firstErr == nil {
 			return st, cur, nil
 		}

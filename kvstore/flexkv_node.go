@@ -94,6 +94,8 @@ type readMark struct {
 type proxyPart struct {
 	epoch uint64
 	until farmem.Time // this proxy's lease on the partition, by its clock
+	// writing counts write-throughs in flight: dropping the partition waits for them.
+	writing int
 	subs  []proxySub
 	keys  map[string]bool      // keys with a write in flight
 	slots map[farmem.Addr]bool // slots (memory-node addresses) with a write in flight
@@ -779,6 +781,19 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 		n.mu.Unlock()
 		return encWord(stPending, race.Slot(pw.ticket)), nil
 	}
+	n.mu.Lock()
+	if n.proxied[w.p] != pw.pp {
+		// Dropped meanwhile (handed over): nothing may be written through any more. A write
+		// whose earlier write-through failed may have landed: its outcome is unknown.
+		st := byte(stStale)
+		if pw.posted {
+			st = stForgotten
+		}
+		n.mu.Unlock()
+		return encWord(st, 0), nil
+	}
+	pw.pp.writing++
+	n.mu.Unlock()
 	var wb farmem.Batch
 	if w.expect.Committed() {
 		wb.Write(w.expect.Addr().Add(race.ValidOffset), le.AppendUint64(nil, race.InvalidWord))
@@ -787,6 +802,9 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 	lctx, cancel := m.Runtime().WithTimeout(ctx, until.Sub(m.Runtime().Now()))
 	err := m.Do(lctx, &wb)
 	cancel()
+	n.mu.Lock()
+	pw.pp.writing--
+	n.mu.Unlock()
 	if err != nil {
 		n.mu.Lock()
 		pw.posted = true
@@ -1011,6 +1029,19 @@ func (n *flexNode) onResume(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	ps.owner, ps.epoch, ps.paused, ps.resumedFor = c.owner, c.epoch, false, c.attempt
 	n.mu.Unlock()
 	if drop != nil {
+		// Its write-throughs in flight land before the coordinator resumes anyone else.
+		var d time.Duration
+		for {
+			n.mu.Lock()
+			left := drop.writing
+			n.mu.Unlock()
+			if left == 0 {
+				break
+			}
+			if err := backoff(ctx, m.Runtime(), &d); err != nil {
+				return nil, err
+			}
+		}
 		if area, err := nodearea.Open(ctx, m); err == nil {
 			n.freeCopies(ctx, area, drop)
 		}

@@ -401,13 +401,8 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 			return rollback(fmt.Errorf("load on %v: %v", c.owner, err))
 		}
 	}
-	// The route is decided: from here the hand-over completes.
-	if skipped {
-		// A node not paused may serve pairs the dead owner granted: wait them out.
-		if err := rt.Sleep(ctx, n.kind.pairLease()+2*n.kind.clockSkew()); err != nil {
-			return rollback(err)
-		}
-	}
+	// The route is decided: from here the hand-over completes (nodes it cannot resume learn
+	// the route by asking the coordinator).
 	route := coordPart{owner: c.owner, epoch: attempt}
 	if c.owner != 0 {
 		// The new owner's view of its lease began when it received the load, before now.
@@ -415,11 +410,37 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 	}
 	n.mu.Lock()
 	cp := &n.coord[c.p]
+	oldUntil := cp.until
 	cp.owner, cp.epoch, cp.until, cp.revoked = route.owner, route.epoch, route.until, false
 	n.mu.Unlock()
 	failed := 0
+	stop := func(err error) (byte, error) {
+		end()
+		n.count(func(s *FlexStats) { s.ResumesFailed += uint64(failed) })
+		return 0, fmt.Errorf("kvstore: flexkv: hand-over of partition %d: %w", c.p, err)
+	}
+	first := farmem.NodeID(0)
+	if old.owner != 0 && old.owner != c.owner && old.owner != dead {
+		// The old owner drops its copy before any other node is resumed: a node the hand-over
+		// skipped may still send it requests, which its stale copy must not answer once
+		// others write. If it cannot be told, its lease (no longer renewable) is waited out.
+		first = old.owner
+		if _, err := call(first, flexResume, next); err != nil {
+			failed++
+			if err := rt.Sleep(ctx, oldUntil.Add(n.fenceDelay(m)).Sub(rt.Now())); err != nil {
+				return stop(fmt.Errorf("waiting out %v's lease: %w", first, err))
+			}
+		}
+	}
+	if skipped {
+		// A node not paused may serve pairs the old owner granted until it stopped serving
+		// (just before, or at its fence): wait them out.
+		if err := rt.Sleep(ctx, n.kind.pairLease()+2*n.kind.clockSkew()); err != nil {
+			return stop(fmt.Errorf("waiting out cached pairs: %w", err))
+		}
+	}
 	for _, node := range nodes {
-		if node == dead {
+		if node == dead || node == first {
 			continue
 		}
 		if _, err := call(node, flexResume, next); err != nil {
