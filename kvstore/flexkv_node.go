@@ -96,10 +96,10 @@ type proxyPart struct {
 	until farmem.Time // this proxy's lease on the partition, by its clock
 	// writing counts write-throughs in flight: dropping the partition waits for them.
 	writing int
-	subs  []proxySub
-	keys  map[string]bool      // keys with a write in flight
-	slots map[farmem.Addr]bool // slots (memory-node addresses) with a write in flight
-	meta  map[string]*keyMeta
+	subs    []proxySub
+	keys    map[string]bool      // keys with a write in flight
+	slots   map[farmem.Addr]bool // slots (memory-node addresses) with a write in flight
+	meta    map[string]*keyMeta
 }
 
 // proxySub is one subtable of a proxied partition.
