@@ -149,9 +149,10 @@ type FlexKV struct {
 	// twice Options.ClockSkew, has passed. Default DefaultPairLease.
 	PairLease time.Duration
 	// ProxyLease is how long a proxy may serve a partition without renewing its lease with
-	// the coordinator (it renews once half is left); a proxy found down is recovered once its
-	// lease has run out, plus three clock skews and the fabric's down timeout (see "Recovery").
-	// Default DefaultProxyLease.
+	// the coordinator (it renews once half is left: one Call per partition per half lease
+	// while it serves, none while idle); a proxy found down is recovered once its lease has
+	// run out, plus three clock skews and the fabric's down timeout (see "Recovery"), so it
+	// bounds how long a dead proxy's partitions stay unwritable. Default DefaultProxyLease.
 	ProxyLease time.Duration
 
 	lay   atomic.Pointer[race.Layout]
