@@ -39,13 +39,25 @@ import (
 // back: every node is resumed with the old route. Once the new owner has loaded the partition
 // the hand-over completes: a node whose resume fails stays paused until it asks the
 // coordinator for the settled route, which a node paused for longer than the fabric's down
-// timeout does, every down timeout. A pause or resume arriving late (from an attempt that
-// ended) is recognized by the attempt's epoch and cannot undo a later one.
+// timeout does, every down timeout (and so does an operation that keeps being retried for a
+// down timeout: a node a recovery skipped, such as a hung proxy that came back). A pause or
+// resume arriving late (from an attempt that ended) is recognized by the attempt's epoch and
+// cannot undo a later one. A hand-over moving a partition from the memory nodes to a proxy,
+// or between proxies, never skips a node (its clients may be CAS users of the slots); one
+// moving it from a proxy to the memory nodes skips a node that is down other than the proxy
+// itself (its clients only send RPCs to the proxy). The old proxy is resumed first and drops
+// its copy once its write-throughs in flight have landed; if it cannot be told, its lease,
+// no longer renewable, is waited out to its fence before any other node resumes.
 //
-// Limits: the coordinator is not recovered (its death stops hand-overs and recoveries);
-// compute nodes that proxy nothing hold no lease, so a dead one makes later hand-overs roll
-// back (the partition keeps being served where it is); writes whose proxy died fail with an
-// unknown outcome.
+// Safety rests on the fabric's stated bounds: clocks within Options.ClockSkew, and an op
+// posted by a node applied, if ever, within the down timeout of its posting.
+//
+// Limits: recovery is run by the coordinator at any client's request, not by the client
+// itself; the coordinator is not recovered (its death stops hand-overs and recoveries);
+// compute nodes that proxy nothing hold no lease, so a dead one makes later hand-overs to a
+// proxy roll back (the partition keeps being served where it is); writes whose proxy died fail
+// with an unknown outcome; a partition left on the memory nodes waits out the synchronizer's
+// lock leases of the dead node's clients (race.Options.Lease).
 
 // DefaultProxyLease is FlexKV's default ProxyLease.
 const DefaultProxyLease = 200 * time.Millisecond
