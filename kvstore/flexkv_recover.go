@@ -56,8 +56,8 @@ import (
 // itself; the coordinator is not recovered (its death stops hand-overs and recoveries);
 // compute nodes that proxy nothing hold no lease, so a dead one makes later hand-overs to a
 // proxy roll back (the partition keeps being served where it is); writes whose proxy died fail
-// with an unknown outcome; a partition left on the memory nodes waits out the synchronizer's
-// lock leases of the dead node's clients (race.Options.Lease).
+// with an unknown outcome; writes of a partition on the memory nodes may wait out the leases
+// of the dead node's clients' split locks and tentative inserts (race.Options.Lease).
 
 // DefaultProxyLease is FlexKV's default ProxyLease.
 const DefaultProxyLease = 200 * time.Millisecond

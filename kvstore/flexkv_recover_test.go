@@ -274,8 +274,8 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 		t.Logf("seed %d: %v; survivors' ops on the dead partitions after the crash: %d, failed %d; hand-overs %d (%d by the migrator, %d rolled back), recoveries %d",
 			seed, sum, after, failed, st.HandOvers, moved, refused, st.Recoveries)
 		require.Positive(t, moved, "the survivor's partition migrated")
-		// (A partition left on the memory nodes may wait out a CIDER lock the dead node's
-		// clients held: the run goes on for that lock's lease.)
+		// (Writes of a partition on the memory nodes may wait out a dead client's tentative
+		// insert or split lock: the run can go on for race.Options.Lease.)
 		t.Logf("seed %d: ran until %v after the crash", seed, rt.Now().Sub(crashAt))
 		if err := s.Close(); err != nil {
 			require.False(t, hang, "%v", err)
