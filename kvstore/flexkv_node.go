@@ -1071,6 +1071,14 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 		return []byte{stBusy}, nil
 	}
 	defer func() { _ = latch.Unlock(context.WithoutCancel(ctx)) }()
+	n.mu.Lock()
+	if n.coord[c.p].busy {
+		// A recovery of the partition is running (recoveries take no latch).
+		n.mu.Unlock()
+		return []byte{stBusy}, nil
+	}
+	n.coord[c.p].busy = true
+	n.mu.Unlock()
 	st, err := n.runHandOver(ctx, m, c, 0)
 	if err != nil {
 		return nil, err

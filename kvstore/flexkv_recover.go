@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/farmem/farmem/alloc/nodearea"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -307,24 +306,8 @@ func (n *flexNode) onRecover(ctx context.Context, m farmem.Memory, _ farmem.Clie
 		defer n.mu.Unlock()
 		return n.settledLocked(c.p).enc()
 	}
-	n.mu.Lock()
-	cp := n.coord[c.p]
-	n.mu.Unlock()
-	if cp.busy || cp.owner != c.owner || cp.epoch != c.epoch {
-		return answer(), nil
-	}
-	latch, err := nodearea.NewLatch(m, n.latch)
-	if err != nil {
-		return nil, err
-	}
-	got, err := latch.TryLock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !got {
-		return routeResp{st: stBusy}.enc(), nil
-	}
-	defer func() { _ = latch.Unlock(context.WithoutCancel(ctx)) }()
+	// No latch: a recovery claims only its partition (busy), so a hand-over of another
+	// partition draining slowly does not hold it up.
 	now := m.Runtime().Now()
 	n.mu.Lock()
 	cpp := &n.coord[c.p]
@@ -336,7 +319,7 @@ func (n *flexNode) onRecover(ctx context.Context, m farmem.Memory, _ farmem.Clie
 		n.mu.Unlock()
 		return routeResp{st: stBusy, owner: c.owner, epoch: c.epoch}.enc(), nil
 	}
-	cpp.revoked = true
+	cpp.revoked, cpp.busy = true, true
 	n.stats.Recoveries++
 	n.mu.Unlock()
 	if _, err := n.runHandOver(ctx, m, ctlReq{p: c.p}, c.owner); err != nil {
@@ -345,21 +328,20 @@ func (n *flexNode) onRecover(ctx context.Context, m farmem.Memory, _ farmem.Clie
 	return answer(), nil
 }
 
-// runHandOver moves partition c.p to c.owner (0: the memory nodes), the coordinator's latch
-// held: pause every compute node but dead (each drains its clients' operations on the
+// runHandOver moves partition c.p to c.owner (0: the memory nodes), the partition claimed
+// (busy) by the caller: pause every compute node but dead (each drains its clients' operations on the
 // partition and clears its cache), have the new owner load it, resume every node but dead
 // with the new route. A pause or load that fails rolls it back (every node resumed with the
 // old route; status stFull); when the partition goes from a proxy to the memory nodes (a
 // recovery, dead set, among them) a node other than a live proxy whose pause fails with
-// farmem.ErrNodeDown is skipped instead, and the resume waits out the pairs it may hold. Once the route is decided a failed resume leaves its node paused until it asks
-// for the route.
+// farmem.ErrNodeDown is skipped instead, and the resume waits out the pairs it may hold. Once
+// the route is decided a failed resume leaves its node paused until it asks for the route.
 func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, dead farmem.NodeID) (byte, error) {
 	rt := m.Runtime()
 	n.mu.Lock()
 	n.epoch++
 	attempt := n.epoch<<16 | uint64(n.node.ComputeID())
-	old := n.coord[c.p]
-	n.coord[c.p].busy = true
+	old := n.coord[c.p] // claimed (busy) by the caller
 	n.stats.HandOvers++
 	n.mu.Unlock()
 	next := ctlReq{p: c.p, epoch: attempt, owner: c.owner, root: c.root, attempt: attempt}

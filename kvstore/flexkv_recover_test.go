@@ -70,7 +70,7 @@ func (s spanKV) Delete(ctx context.Context, key []byte) (err error) {
 // and KV caching (its own clients crash with it). The history, ended by a read of every key
 // from a survivor (an acknowledged write lost would contradict them), linearizes; the
 // coordinator recovered each partition the dead node proxied; and the survivors' operations on
-// those partitions succeed again within the stated bound of virtual time after the crash:
+// those partitions are held no longer than the stated bound of virtual time after the crash:
 // ProxyLease + fence delay (3 skews + down timeout) + a down timeout (a pause, an in-flight
 // call failing) + 2 ms (backoffs and hand-over work), plus four down timeouts when the node
 // hangs (calls to it time out instead of failing at once, and a commit in flight sends four).
@@ -81,9 +81,11 @@ func TestFlexKVDeadProxySim(t *testing.T) {
 }
 
 // TestFlexKVHungProxySim: the same with the proxy's node hung instead of crashed, and resumed
-// once its partitions have been recovered: the zombie proxy (its handlers and clients frozen
-// mid-operation, then running on) lands no write-through past its fence, serves nothing with
-// its revoked lease, and its clients learn the new routes; the history linearizes.
+// after the longest recovery: the zombie proxy (its handlers and clients frozen mid-operation,
+// then running on) lands no write-through past its fence, serves nothing with its revoked
+// lease, and its clients learn the new routes; the history linearizes. A partition no
+// survivor needed through the proxy during the hang is not recovered: the proxy renews its
+// lease when it comes back and serves on.
 func TestFlexKVHungProxySim(t *testing.T) {
 	for seed := range uint64(stressScale()) {
 		deadProxySim(t, seed+1, true)
@@ -233,30 +235,48 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 			ls, _ := k.Stats(live)
 			t.Logf("seed %d: the zombie proxy refused %d index RPCs for want of its lease; kv hits on survivors %d", seed, zs.LeaseRefused, st.KVHits+ls.KVHits)
 		}
+		recovered := 0
 		for p := range owned {
-			require.Equal(t, farmem.NodeID(0), k.Owner(coord, p), "partition %d back on the memory nodes", p)
+			o := k.Owner(coord, p)
+			if hang && o == dead {
+				// No survivor's call to it timed out long enough for its lease to be fenced
+				// before it came back: it renewed its lease and proxies on.
+				require.Equal(t, dead, k.Owner(live, p))
+				continue
+			}
+			require.Equal(t, farmem.NodeID(0), o, "partition %d back on the memory nodes", p)
 			require.Equal(t, farmem.NodeID(0), k.Owner(live, p))
+			recovered++
 		}
 		require.NotEmpty(t, owned, "the dead node proxied partitions when it crashed")
-		require.Equal(t, uint64(len(owned)), st.Recoveries, "each dead partition recovered once")
+		require.Equal(t, uint64(recovered), st.Recoveries, "each recovered partition recovered once")
+		if !hang {
+			require.Equal(t, len(owned), recovered, "every dead partition recovered")
+		}
 
-		// Resumption: the first write (reads may be served by caches meanwhile) on each dead
-		// partition that began after the crash and succeeded ended within the bound, and no
-		// operation begun after the bound failed.
+		// Resumption: no operation on a dead partition begun after the crash is held past the
+		// bound (one begun later takes at most opSlack: a few round trips, backoffs and a
+		// pending write's wait for its sharers), none begun after the bound fails, and each
+		// partition is written again.
 		bound := k.ProxyLease + 3*k.Options.ClockSkew + 2*sm.Topology().DownTimeout + 2*time.Millisecond
 		if hang {
 			// A hung node is found down only when a call to it times out, and the recovery's
 			// pause drains a commit in flight whose four sends each time out.
 			bound += 4 * sm.Topology().DownTimeout
 		}
+		const opSlack = 2 * time.Millisecond
 		var failed, after int
 		for p := range owned {
 			var first farmem.Time
+			var held time.Duration
 			for _, sp := range spans {
 				if sp.part != p || sp.start < crashAt {
 					continue
 				}
 				after++
+				resumed := max(sp.start, crashAt.Add(bound))
+				require.LessOrEqual(t, sp.end, resumed.Add(opSlack), "partition %d: an operation begun %v after the crash ended %v after it", p, sp.start.Sub(crashAt), sp.end.Sub(crashAt))
+				held = max(held, sp.end.Sub(sp.start))
 				if sp.err != nil {
 					failed++
 					require.Less(t, sp.start, crashAt.Add(bound), "an operation begun after the bound failed: %v", sp.err)
@@ -267,16 +287,15 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 				}
 			}
 			require.NotZero(t, first, "partition %d written again (crash at %v, end %v, %d ops after, %d failed, %v)", p, crashAt, rt.Now(), after, failed, st)
-			took := first.Sub(crashAt)
-			t.Logf("seed %d: partition %d written again %v after the crash (bound %v)", seed, p, took, bound)
-			require.LessOrEqual(t, took, bound, "partition %d", p)
+			t.Logf("seed %d: partition %d: bound %v; longest operation begun after the crash %v; first write again %v after it", seed, p, bound, held, first.Sub(crashAt))
 		}
-		t.Logf("seed %d: %v; survivors' ops on the dead partitions after the crash: %d, failed %d; hand-overs %d (%d by the migrator, %d rolled back), recoveries %d",
-			seed, sum, after, failed, st.HandOvers, moved, refused, st.Recoveries)
+		t.Logf("seed %d: %v; survivors' ops on the dead partitions after the crash: %d, failed %d; hand-overs %d (%d by the migrator, %d rolled back), recoveries %d of %d partitions",
+			seed, sum, after, failed, st.HandOvers, moved, refused, st.Recoveries, len(owned))
 		require.Positive(t, moved, "the survivor's partition migrated")
 		// (Writes of a partition on the memory nodes may wait out a dead client's tentative
 		// insert or split lock: the run can go on for race.Options.Lease.)
 		t.Logf("seed %d: ran until %v after the crash", seed, rt.Now().Sub(crashAt))
+
 		if err := s.Close(); err != nil {
 			require.False(t, hang, "%v", err)
 			require.ErrorIs(t, err, farmem.ErrNodeDown, "only the dead node's state cannot be released")
