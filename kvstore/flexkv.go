@@ -125,8 +125,10 @@ import (
 // A write whose sharer is silent waits up to PairLease plus twice the clock skew, holding
 // its key (other writes of it are answered busy). A proxy that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
-// its proxy and caches are cleared at every hand-over. A write whose proxy dies fails with an
-// unknown outcome (its writer first waits, bounded, for the partition's recovery). The
+// its proxy and caches are cleared at every hand-over. A write whose proxy dies waits, bounded,
+// for the partition's recovery, then reads its slot on the memory nodes: its own new word
+// means it committed, the word it expected that it never will (it is sent again); otherwise
+// (and for deletes) it fails with an unknown outcome. The
 // coordinator (the lowest compute node) is not recovered, and compute nodes that proxy nothing
 // hold no lease: a dead one makes later hand-overs roll back. The manager that decides
 // hand-overs is not built here.
@@ -320,6 +322,9 @@ type flexIndex struct {
 	m   farmem.Memory
 	rt  farmem.Runtime
 	lay *race.Layout
+	// unknown is the last proxied write attempt whose commit ended with an unknown outcome
+	// (nil if none): settled on the memory nodes once its partition has another route.
+	unknown *writeReq
 }
 
 var errStaleRoute = errors.New("kvstore: flexkv: stale route")
@@ -459,6 +464,7 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		}
 		begun := x.rt.Now()
 		n.beginWrite(key)
+		x.unknown = nil
 		done, retry, full, err := x.proxied(ctx, kind, owner, epoch, p, key, value, begun)
 		// A definite refusal (not found, exists, too large) committed nothing; any other
 		// error may hide a request still on its way to the proxy.
@@ -467,10 +473,19 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		n.done(p)
 		switch {
 		case errors.Is(err, errProxyDown) && ctx.Err() == nil:
-			// The outcome is unknown; before returning, have the partition recovered (bounded),
-			// so that the next operations find it.
-			_ = x.awaitRecovery(ctx, p, owner, epoch)
-			return err
+			// The outcome is unknown: have the partition recovered (bounded wait), then
+			// settle it on the memory nodes if it can be.
+			if x.awaitRecovery(ctx, p, owner, epoch) != nil {
+				return err
+			}
+			switch committed, known := x.settle(ctx, p, owner, epoch); {
+			case !known:
+				return err
+			case committed:
+				n.drop(key)
+				return nil
+			}
+			// It never took effect and never will: write again.
 		case err != nil:
 			return mapRace(err)
 		case done:
@@ -525,6 +540,7 @@ func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeI
 	x.n.count(func(s *FlexStats) { s.Proxied++; s.Shortcuts++ })
 	st, _, err := x.commit(ctx, owner, &w)
 	if err != nil {
+		x.unknown = &w
 		return false, err // unknown outcome: the block is leaked, not freed
 	}
 	if st == stOK {
@@ -601,6 +617,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 	switch {
 	case err != nil:
 		// Unknown outcome: the new block may be in place; it is leaked rather than freed.
+		x.unknown = &w
 		return false, false, false, err
 	case st == stOK:
 		if kind != wInsert {

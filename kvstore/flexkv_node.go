@@ -141,6 +141,9 @@ type FlexStats struct {
 	HandOvers, RolledBack, ResumesFailed, Recoveries uint64
 	// Loads counts partitions this node loaded to proxy them.
 	Loads uint64
+	// Settled counts this node's writes whose proxy failed with their outcome unknown and
+	// that were settled on the memory nodes once the partition had another route.
+	Settled uint64
 	// LeaseRefused counts index RPCs this node's proxy answered stale because its lease on
 	// the partition had run out and could not be renewed.
 	LeaseRefused uint64

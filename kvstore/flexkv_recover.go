@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -54,8 +55,9 @@ import (
 // Limits: recovery is run by the coordinator at any client's request, not by the client
 // itself; the coordinator is not recovered (its death stops hand-overs and recoveries);
 // compute nodes that proxy nothing hold no lease, so a dead one makes later hand-overs to a
-// proxy roll back (the partition keeps being served where it is); writes whose proxy died fail
-// with an unknown outcome; writes of a partition on the memory nodes may wait out the leases
+// proxy roll back (the partition keeps being served where it is); a write whose proxy died
+// and that cannot be settled on the memory nodes afterwards (see settle) fails with an unknown
+// outcome; writes of a partition on the memory nodes may wait out the leases
 // of the dead node's clients' split locks and tentative inserts (race.Options.Lease).
 
 // DefaultProxyLease is FlexKV's default ProxyLease.
@@ -527,4 +529,44 @@ func (x *flexIndex) retried(ctx context.Context, p int, since *farmem.Time) {
 		*since = now
 		x.n.askRoute(ctx, x.m, p)
 	}
+}
+
+// settle decides the outcome of the write attempt in x.unknown, whose proxy (owner, in epoch)
+// failed, once this node routes partition p otherwise: the old proxy can then write nothing
+// through any more (a recovery fenced it, or a hand-over dropped its copy after its
+// write-throughs in flight had landed and before this node resumed). The memory node's slot
+// then tells: holding the attempt's new word (a block address no other write uses), it
+// committed (the replaced block is retired); holding the word it expected (which cannot
+// come back once replaced: that block is retired only by whoever replaced it), it did not and
+// never will (its block is freed, and the caller writes again). Anything else, a delete (its
+// word is not unique), or no other route yet: unknown. One round trip.
+func (x *flexIndex) settle(ctx context.Context, p int, owner farmem.NodeID, epoch uint64) (committed, known bool) {
+	w := x.unknown
+	x.unknown = nil
+	if w == nil || w.kind == wDelete {
+		return false, false
+	}
+	x.n.mu.Lock()
+	ps := x.n.parts[p]
+	x.n.mu.Unlock()
+	if ps.paused || ps.owner == owner && ps.epoch == epoch {
+		return false, false
+	}
+	var b [8]byte
+	if err := x.m.Read(ctx, w.slot, b[:]); err != nil {
+		return false, false
+	}
+	switch race.Slot(le.Uint64(b[:])) {
+	case w.new:
+		if w.kind != wInsert {
+			x.t.Retire(ctx, w.expect)
+		}
+		x.n.count(func(s *FlexStats) { s.Settled++ })
+		return true, true
+	case w.expect:
+		_ = x.t.FreeBlock(w.new)
+		x.n.count(func(s *FlexStats) { s.Settled++ })
+		return false, true
+	}
+	return false, false
 }

@@ -294,7 +294,8 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 		require.Positive(t, moved, "the survivor's partition migrated")
 		// (Writes of a partition on the memory nodes may wait out a dead client's tentative
 		// insert or split lock: the run can go on for race.Options.Lease.)
-		t.Logf("seed %d: ran until %v after the crash", seed, rt.Now().Sub(crashAt))
+		ls, _ := k.Stats(live)
+		t.Logf("seed %d: ran until %v after the crash; writes settled on the memory nodes after their proxy failed: %d", seed, rt.Now().Sub(crashAt), st.Settled+ls.Settled)
 
 		if err := s.Close(); err != nil {
 			require.False(t, hang, "%v", err)
