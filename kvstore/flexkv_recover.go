@@ -536,10 +536,12 @@ func (x *flexIndex) retried(ctx context.Context, p int, since *farmem.Time) {
 // through any more (a recovery fenced it, or a hand-over dropped its copy after its
 // write-throughs in flight had landed and before this node resumed). The memory node's slot
 // then tells: holding the attempt's new word (a block address no other write uses), it
-// committed (the replaced block is retired); holding the word it expected (which cannot
-// come back once replaced: that block is retired only by whoever replaced it), it did not and
-// never will (its block is freed, and the caller writes again). Anything else, a delete (its
-// word is not unique), or no other route yet: unknown. One round trip.
+// committed (the replaced block is retired); holding the word it expected, a block or a
+// tombstone (which cannot come back once replaced: a block is retired only by whoever
+// replaced it, a tombstone carries its time), it did not and never will (its block is freed,
+// and the caller writes again). Anything else, an expected empty slot (a split empties the
+// slots it moves), a delete (its word is not unique), or no other route yet: unknown. One
+// round trip.
 func (x *flexIndex) settle(ctx context.Context, p int, owner farmem.NodeID, epoch uint64) (committed, known bool) {
 	w := x.unknown
 	x.unknown = nil
@@ -564,6 +566,11 @@ func (x *flexIndex) settle(ctx context.Context, p int, owner farmem.NodeID, epoc
 		x.n.count(func(s *FlexStats) { s.Settled++ })
 		return true, true
 	case w.expect:
+		if w.expect.Empty() {
+			// An empty slot can be empty again (a split clears the slots it moves), so it
+			// tells nothing.
+			return false, false
+		}
 		_ = x.t.FreeBlock(w.new)
 		x.n.count(func(s *FlexStats) { s.Settled++ })
 		return false, true
