@@ -155,7 +155,7 @@ func (x *raceIndex) Purge(ctx context.Context, node farmem.NodeID) (race.PurgeRe
 	return x.t.Purge(ctx, node)
 }
 
-// Locate returns where key's index entry and value live (RACE index only; ErrNotSupported
+// Locate returns where key's index entry and value live (RACE and FlexKV only; ErrNotSupported
 // otherwise; ErrNotFound if absent): a diagnostic for tools and for tests that must know which
 // node holds what. Cost: a Get's.
 func (s *Store) Locate(ctx context.Context, key []byte) (Location, error) {
@@ -164,12 +164,12 @@ func (s *Store) Locate(ctx context.Context, key []byte) (Location, error) {
 	}
 	var loc Location
 	err := s.with(ctx, func(idx Index) error {
-		x, ok := idx.(*raceIndex)
+		x, ok := idx.(interface{ Table() *race.Table })
 		if !ok {
 			return fmt.Errorf("kvstore: locate: the %s index: %w", s.opts.Index.Name(), farmem.ErrNotSupported)
 		}
 		var err error
-		loc, err = x.t.Locate(ctx, key)
+		loc, err = x.Table().Locate(ctx, key)
 		return mapRace(err)
 	})
 	return loc, err

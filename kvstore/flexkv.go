@@ -108,15 +108,30 @@ import (
 // to the memory nodes and retries there, where the subtable splits; re-proxying it is the
 // manager's (or a later HandOver's) business. A proxied partition therefore never splits.
 //
+// # Recovery
+//
+// Each proxy holds a lease per partition from the coordinator (ProxyLease, fabric time) and
+// serves, grants pairs and writes through only while it runs. A client that finds a proxy down
+// asks the coordinator to recover its partitions; once the proxy's lease is fenced (run out,
+// plus three clock skews and the fabric's down timeout, past which nothing it posted can land)
+// the coordinator hands the partition back to the memory nodes without it: the memory nodes'
+// copy holds every write the proxy acknowledged. A hand-over that fails before the new owner
+// has loaded the partition is rolled back, one that fails after it completes (a node left
+// paused asks the coordinator for the route). Counted in
+// FlexStats (Recoveries, RolledBack, ResumesFailed, LeaseRefused).
+//
 // # Limits
 //
 // A write whose sharer is silent waits up to PairLease plus twice the clock skew, holding
 // its key (other writes of it are answered busy). A proxy that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
-// its proxy and caches are cleared at every hand-over. A hand-over that fails midway (a node
-// that does not answer) leaves the partition paused on the nodes it reached, never served by
-// two paths at once; the next hand-over of the partition completes it. Recovering from a dead
-// compute node and the manager that decides hand-overs are not built here.
+// its proxy and caches are cleared at every hand-over. A write whose proxy dies waits, bounded,
+// for the partition's recovery, then reads its slot on the memory nodes: its own new word
+// means it committed, the word it expected that it never will (it is sent again); otherwise
+// (and for deletes) it fails with an unknown outcome. The
+// coordinator (the lowest compute node) is not recovered, and compute nodes that proxy nothing
+// hold no lease: a dead one makes later hand-overs roll back. The manager that decides
+// hand-overs is not built here.
 type FlexKV struct {
 	// Params lay out the table at creation (race's defaults, InitialDepth 3, MetaSize
 	// DefaultMetaSize and Replicas DefaultReplicas when zero).
@@ -135,6 +150,12 @@ type FlexKV struct {
 	// sharer does not acknowledge its invalidation commits once the lease granted last, plus
 	// twice Options.ClockSkew, has passed. Default DefaultPairLease.
 	PairLease time.Duration
+	// ProxyLease is how long a proxy may serve a partition without renewing its lease with
+	// the coordinator (it renews once half is left: one Call per partition per half lease
+	// while it serves, none while idle); a proxy found down is recovered once its lease has
+	// run out, plus three clock skews and the fabric's down timeout (see "Recovery"), so it
+	// bounds how long a dead proxy's partitions stay unwritable. Default DefaultProxyLease.
+	ProxyLease time.Duration
 
 	lay   atomic.Pointer[race.Layout]
 	mu    sync.Mutex
@@ -161,9 +182,10 @@ func (k *FlexKV) clockSkew() time.Duration {
 // DefaultDeleteLease is the delete lease of FlexKV's slots (the paper's T_lease).
 const DefaultDeleteLease = 200 * time.Millisecond
 
-// ErrHandOver: a hand-over could not move the partition (a split held it); it stays on the
-// memory nodes. Retry later.
-var ErrHandOver = errors.New("kvstore: flexkv: partition busy, left on the memory nodes")
+// ErrHandOver: a hand-over could not move the partition (a split held it, or a node could not
+// be paused or could not load it) and was rolled back: the partition stays where it was.
+// Retry later.
+var ErrHandOver = errors.New("kvstore: flexkv: hand-over rolled back, partition left where it was")
 
 // Name implements IndexKind: "flexkv", or "aceso" with NoProxy.
 func (k *FlexKV) Name() string {
@@ -192,6 +214,10 @@ func (k *FlexKV) params() race.Params {
 
 // DefaultReplicas is how many copies of each KV block FlexKV and the Aceso baseline keep, as
 // the paper's evaluation does (race.Params.Replicas; one per memory node when there are fewer).
+// A Get whose block's primary memory node is down reads a backup copy (an address-cache hit
+// then goes through the index); copies of a published block never disagree in their
+// checksummed bytes, a copy that fails validation is skipped for the next. Updates and deletes
+// of such a key fail with farmem.ErrNodeDown (the primary's valid word cannot be cleared).
 const DefaultReplicas = 3
 
 func (k *FlexKV) cacheEntries() int {
@@ -296,6 +322,9 @@ type flexIndex struct {
 	m   farmem.Memory
 	rt  farmem.Runtime
 	lay *race.Layout
+	// unknown is the last proxied write attempt whose commit ended with an unknown outcome
+	// (nil if none): settled on the memory nodes once its partition has another route.
+	unknown *writeReq
 }
 
 var errStaleRoute = errors.New("kvstore: flexkv: stale route")
@@ -316,10 +345,12 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 			return append(dst, e.value...), nil
 		}
 		v, ok, err := x.t.SearchCached(ctx, key, e.ent)
-		if err != nil {
+		if err != nil && (!errors.Is(err, farmem.ErrNodeDown) || ctx.Err() != nil) {
 			return dst, err
 		}
-		if ok {
+		// A block whose primary's node is down is read through the index, which falls back
+		// to a backup copy (race's Replication); the cached address is dropped.
+		if ok && err == nil {
 			n.count(func(s *FlexStats) { s.AddrHits++ })
 			return append(dst, v...), nil
 		}
@@ -329,8 +360,9 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 	n.count(func(s *FlexStats) { s.Misses++ })
 	p := x.lay.PartitionOf(key)
 	var d time.Duration
+	var since farmem.Time // when the operation's retries began
 	for {
-		owner, epoch, err := n.route(ctx, x.rt, p)
+		owner, epoch, err := n.route(ctx, x.m, p)
 		if err != nil {
 			return dst, err
 		}
@@ -350,7 +382,7 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		reads := n.takeReads(key)
 		cacheIt := false
 		v, ent, err := x.t.SearchWords(ctx, key, func() ([]race.Slot, []farmem.Addr, error) {
-			rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, reads, key))
+			rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, reads, key))
 			reads = 0
 			if err != nil {
 				return nil, nil, fmt.Errorf("kvstore: flexkv: search RPC: %w", err)
@@ -374,7 +406,15 @@ func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, err
 		n.endRead(key, tok, ok, e)
 		n.done(p)
 		if errors.Is(err, errStaleRoute) {
+			x.retried(ctx, p, &since)
 			if err := backoff(ctx, x.rt, &d); err != nil {
+				return dst, err
+			}
+			continue
+		}
+		if errors.Is(err, errProxyDown) && ctx.Err() == nil {
+			// Nothing was read: wait for the partition's recovery (bounded), then again.
+			if err := x.awaitRecovery(ctx, p, owner, epoch); err != nil {
 				return dst, err
 			}
 			continue
@@ -403,8 +443,9 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 	n := x.n
 	p := x.lay.PartitionOf(key)
 	var d time.Duration
+	var since farmem.Time // when the operation's retries began
 	for {
-		owner, epoch, err := n.route(ctx, x.rt, p)
+		owner, epoch, err := n.route(ctx, x.m, p)
 		if err != nil {
 			return err
 		}
@@ -423,6 +464,7 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		}
 		begun := x.rt.Now()
 		n.beginWrite(key)
+		x.unknown = nil
 		done, retry, full, err := x.proxied(ctx, kind, owner, epoch, p, key, value, begun)
 		// A definite refusal (not found, exists, too large) committed nothing; any other
 		// error may hide a request still on its way to the proxy.
@@ -430,6 +472,20 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		n.endWrite(key, err != nil && !definite, x.rt.Now())
 		n.done(p)
 		switch {
+		case errors.Is(err, errProxyDown) && ctx.Err() == nil:
+			// The outcome is unknown: have the partition recovered (bounded wait), then
+			// settle it on the memory nodes if it can be.
+			if x.awaitRecovery(ctx, p, owner, epoch) != nil {
+				return err
+			}
+			switch committed, known := x.settle(ctx, p, owner, epoch); {
+			case !known:
+				return err
+			case committed:
+				n.drop(key)
+				return nil
+			}
+			// It never took effect and never will: write again.
 		case err != nil:
 			return mapRace(err)
 		case done:
@@ -442,6 +498,7 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 				return err
 			}
 		case retry:
+			x.retried(ctx, p, &since)
 			if err := backoff(ctx, x.rt, &d); err != nil {
 				return err
 			}
@@ -483,6 +540,7 @@ func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeI
 	x.n.count(func(s *FlexStats) { s.Proxied++; s.Shortcuts++ })
 	st, _, err := x.commit(ctx, owner, &w)
 	if err != nil {
+		x.unknown = &w
 		return false, err // unknown outcome: the block is leaked, not freed
 	}
 	if st == stOK {
@@ -559,6 +617,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 	switch {
 	case err != nil:
 		// Unknown outcome: the new block may be in place; it is leaked rather than freed.
+		x.unknown = &w
 		return false, false, false, err
 	case st == stOK:
 		if kind != wInsert {
@@ -575,7 +634,7 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 // whose blocks are then read (two round trips).
 func (x *flexIndex) present(ctx context.Context, owner farmem.NodeID, epoch uint64, p int, key []byte) (bool, error) {
 	_, _, err := x.t.SearchWords(ctx, key, func() ([]race.Slot, []farmem.Addr, error) {
-		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, noCacheFlag, key))
+		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexSearch), encSearch(epoch, p, noCacheFlag, key))
 		if err != nil {
 			return nil, nil, fmt.Errorf("kvstore: flexkv: search RPC: %w", err)
 		}
@@ -604,7 +663,7 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 	var firstErr error
 	var d time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
-		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexWrite), req)
+		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexWrite), req)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -627,6 +686,9 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 				return 0, 0, err
 			}
 		}
+		if st == stForgotten {
+			return 0, 0, errTicketForgotten
+		}
 		if firstErr == nil {
 			return st, cur, nil
 		}
@@ -636,13 +698,13 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		case st == stBusy:
 			// Perhaps our first attempt, still running: ask again.
 			if err := backoff(ctx, x.rt, &d); err != nil {
-				return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", firstErr)
+				return 0, 0, unknownOutcome(firstErr)
 			}
 			continue
 		}
 		break
 	}
-	return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", firstErr)
+	return 0, 0, unknownOutcome(firstErr)
 }
 
 // await polls a pending write (its ticket) with commit Calls, backing off, until the proxy
@@ -653,17 +715,21 @@ func (x *flexIndex) await(ctx context.Context, owner farmem.NodeID, ticket uint6
 	req := le.AppendUint64(nil, ticket)
 	for {
 		if err := backoff(ctx, x.rt, &d); err != nil {
-			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
+			return 0, 0, unknownOutcome(err)
 		}
-		rep, err := x.m.Call(ctx, owner, farmem.OwnerFlexKV.Method(flexCommit), req)
+		rep, err := x.callProxy(ctx, owner, farmem.OwnerFlexKV.Method(flexCommit), req)
 		if err != nil {
-			return 0, 0, fmt.Errorf("kvstore: flexkv: commit outcome unknown: %w", err)
+			return 0, 0, unknownOutcome(err)
 		}
 		st, cur, err := decWord(rep)
 		if err != nil {
 			return 0, 0, err
 		}
-		if st != stPending {
+		switch st {
+		case stPending:
+		case stForgotten:
+			return 0, 0, errTicketForgotten
+		default:
 			return st, cur, nil
 		}
 	}
@@ -708,7 +774,7 @@ func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) er
 // HandOver moves partition p of a FlexKV store to compute node owner's proxy, or back to the
 // memory nodes with owner 0 (see FlexKV, "Hand-over"), while operations go on. It fails with
 // farmem.ErrInvalid on a store of another kind or the Aceso baseline, and with ErrHandOver if
-// a split held the partition (it is then on the memory nodes).
+// it was rolled back (a split held the partition, or a node failed to pause or load it).
 func (s *Store) HandOver(ctx context.Context, p int, owner farmem.NodeID) error {
 	return s.with(ctx, func(idx Index) error {
 		x, ok := idx.(*flexIndex)

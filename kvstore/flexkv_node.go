@@ -35,8 +35,9 @@ type flexNode struct {
 	// noInstall fences keys whose proxied write failed with an unknown outcome: reads begun
 	// before the time install no pair.
 	noInstall map[string]farmem.Time
-	finished  map[uint64]bool // tickets of pending writes committed and not yet polled
-	ticket    uint64          // the last ticket issued
+	finished  ticketBook  // tickets of pending writes committed and not yet polled (bounded)
+	ticket    uint64      // the last ticket issued
+	coord     []coordPart // on the coordinator: each partition's settled route and lease
 }
 
 // pendingWrite is a validated proxied write whose key and slot locks are held while the
@@ -52,14 +53,22 @@ type pendingWrite struct {
 	waiting   uint32      // sharers not yet acknowledged
 	deadline  farmem.Time // from then no sharer serves a pair granted before the write
 	finishing bool        // a handler is running the commit
+	posted    bool        // a write-through of it failed: it may land (outcome unknown)
 }
 
 // routeState is one partition in a node's active map.
 type routeState struct {
-	owner    farmem.NodeID // 0: on the memory nodes
-	epoch    uint64
-	paused   bool
-	inflight int // this node's operations routed to the partition and not finished
+	owner  farmem.NodeID // 0: on the memory nodes
+	epoch  uint64
+	paused bool
+	// pausedFor is the attempt epoch of the hand-over that paused the partition here.
+	pausedFor uint64
+	// pausedAt is when it was paused (this node's clock): a node paused longer than the down
+	// timeout asks the coordinator for the settled route.
+	pausedAt farmem.Time
+	// resumedFor is the attempt epoch of the last hand-over whose route this node applied.
+	resumedFor uint64
+	inflight   int // this node's operations routed to the partition and not finished
 }
 
 // cacheEntry is a cached pair (kv) or a cached address, with the slot that named it.
@@ -84,10 +93,13 @@ type readMark struct {
 // (the index buffer) and the per-key directory (the metadata buffer).
 type proxyPart struct {
 	epoch uint64
-	subs  []proxySub
-	keys  map[string]bool      // keys with a write in flight
-	slots map[farmem.Addr]bool // slots (memory-node addresses) with a write in flight
-	meta  map[string]*keyMeta
+	until farmem.Time // this proxy's lease on the partition, by its clock
+	// writing counts write-throughs in flight: dropping the partition waits for them.
+	writing int
+	subs    []proxySub
+	keys    map[string]bool      // keys with a write in flight
+	slots   map[farmem.Addr]bool // slots (memory-node addresses) with a write in flight
+	meta    map[string]*keyMeta
 }
 
 // proxySub is one subtable of a proxied partition.
@@ -122,13 +134,24 @@ type FlexStats struct {
 	// node's cache dropped on a proxy's invalidation or before its own client's write; Refused
 	// the installs a racing invalidation or write cancelled.
 	Conflicts, Invalidations, Refused uint64
-	// HandOvers counts hand-overs this node coordinated.
-	HandOvers uint64
+	// HandOvers counts hand-overs this node coordinated (recoveries included), RolledBack
+	// those it rolled back (a pause or load failed), ResumesFailed the nodes a completed one
+	// could not resume (they resume by asking for the route), Recoveries the partitions it
+	// took back from a proxy found down once its lease was fenced.
+	HandOvers, RolledBack, ResumesFailed, Recoveries uint64
+	// Loads counts partitions this node loaded to proxy them.
+	Loads uint64
+	// Settled counts this node's writes whose proxy failed with their outcome unknown and
+	// that were settled on the memory nodes once the partition had another route.
+	Settled uint64
+	// LeaseRefused counts index RPCs this node's proxy answered stale because its lease on
+	// the partition had run out and could not be renewed.
+	LeaseRefused uint64
 }
 
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
 	n := &flexNode{kind: k, node: env.Node, proxied: map[int]*proxyPart{}, cache: map[string]*cacheEntry{},
-		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, finished: map[uint64]bool{}, parts: make([]routeState, 1<<k.params().InitialDepth)}
+		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, parts: make([]routeState, 1<<k.params().InitialDepth), coord: make([]coordPart, 1<<k.params().InitialDepth)}
 	area, err := nodearea.Open(ctx, env.Memory)
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: flexkv: node area: %w", err)
@@ -138,7 +161,8 @@ func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, e
 	}
 	hs := map[uint8]farmem.Handler{flexSearch: n.onSearch, flexWrite: n.onWrite, flexInval: n.onInval,
 		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver,
-		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit}
+		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit, flexRenew: n.onRenew, flexRoute: n.onRoute,
+		flexRecover: n.onRecover}
 	for _, id := range slices.Sorted(func(yield func(uint8) bool) {
 		for id := range hs {
 			if !yield(id) {
@@ -167,9 +191,13 @@ func (n *flexNode) Stats() FlexStats {
 // --- routing (clients) ---
 
 // route admits an operation on partition p: it waits while p is paused, counts the operation
-// in flight and returns p's owner and epoch. Every route is followed by done.
-func (n *flexNode) route(ctx context.Context, rt farmem.Runtime, p int) (farmem.NodeID, uint64, error) {
+// in flight and returns p's owner and epoch. Every route is followed by done. A partition
+// paused for longer than the fabric's down timeout (a hand-over that could not resume this
+// node) asks the coordinator for its settled route, then again every down timeout.
+func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.NodeID, uint64, error) {
+	rt := m.Runtime()
 	var d time.Duration
+	var asked farmem.Time
 	for {
 		n.mu.Lock()
 		ps := &n.parts[p]
@@ -179,7 +207,14 @@ func (n *flexNode) route(ctx context.Context, rt farmem.Runtime, p int) (farmem.
 			n.mu.Unlock()
 			return o, e, nil
 		}
+		since := ps.pausedAt
 		n.mu.Unlock()
+		now := rt.Now()
+		if down := m.Topology().DownTimeout; now.Sub(since) >= down && now.Sub(asked) >= down {
+			asked = now
+			n.askRoute(ctx, m, p)
+			continue
+		}
 		if err := backoff(ctx, rt, &d); err != nil {
 			return 0, 0, err
 		}
@@ -511,6 +546,12 @@ func (n *flexNode) onSearch(ctx context.Context, m farmem.Memory, from farmem.Cl
 	if err := m.Do(ctx, &b); err != nil {
 		return nil, fmt.Errorf("kvstore: flexkv: read local index: %w", err)
 	}
+	// Served only while this proxy's lease runs (checked after the read: the copy was current
+	// when read, since the partition is recovered only after the lease has run out).
+	if _, ok := n.leased(ctx, m, p, pp); !ok {
+		n.count(func(st *FlexStats) { st.LeaseRefused++ })
+		return encSearchResp(stStale, false, nil, nil), nil
+	}
 	var words []race.Slot
 	var slots []farmem.Addr
 	for i, c := range pl.Candidates {
@@ -729,12 +770,48 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 		n.mu.Unlock()
 		return nil, err
 	}
+	// The write-through is posted only while this proxy's lease runs (its context ends with
+	// the lease), so that a proxy recovered as dead lands nothing past its fence.
+	until, ok := n.leased(ctx, m, w.p, pw.pp)
+	if !ok {
+		n.count(func(st *FlexStats) { st.LeaseRefused++ })
+		if pw.ticket == 0 {
+			n.unlock(pw.pp, w)
+			return encWord(stStale, 0), nil
+		}
+		n.mu.Lock()
+		pw.finishing = false
+		n.mu.Unlock()
+		return encWord(stPending, race.Slot(pw.ticket)), nil
+	}
+	n.mu.Lock()
+	if n.proxied[w.p] != pw.pp {
+		// Dropped meanwhile (handed over): nothing may be written through any more. A write
+		// whose earlier write-through failed may have landed: its outcome is unknown.
+		st := byte(stStale)
+		if pw.posted {
+			st = stForgotten
+		}
+		n.mu.Unlock()
+		return encWord(st, 0), nil
+	}
+	pw.pp.writing++
+	n.mu.Unlock()
 	var wb farmem.Batch
 	if w.expect.Committed() {
 		wb.Write(w.expect.Addr().Add(race.ValidOffset), le.AppendUint64(nil, race.InvalidWord))
 	}
 	wb.Write(w.slot, le.AppendUint64(nil, uint64(w.new)))
-	if err := m.Do(ctx, &wb); err != nil {
+	lctx, cancel := m.Runtime().WithTimeout(ctx, until.Sub(m.Runtime().Now()))
+	err := m.Do(lctx, &wb)
+	cancel()
+	n.mu.Lock()
+	pw.pp.writing--
+	n.mu.Unlock()
+	if err != nil {
+		n.mu.Lock()
+		pw.posted = true
+		n.mu.Unlock()
 		return fail(fmt.Errorf("kvstore: flexkv: write through: %w", err))
 	}
 	prev, err := m.CAS(ctx, pw.local, uint64(w.expect), uint64(w.new))
@@ -746,7 +823,7 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 	delete(pw.pp.slots, w.slot)
 	if pw.ticket != 0 {
 		delete(n.pending, pw.ticket)
-		n.finished[pw.ticket] = true
+		n.finished.add(pw.ticket, m.Runtime().Now())
 	}
 	n.mu.Unlock()
 	if race.Slot(prev) != w.expect && race.Slot(prev) != w.new {
@@ -761,8 +838,8 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 // is ready and answers ok (also when another handler committed it), answers pending while
 // acknowledgements are due, and stale when the ticket is unknown: the write was dropped
 // uncommitted with its partition's hand-over, and the writer routes and resolves again. A
-// committed ticket is remembered until its writer polls it (a writer that gave up leaves
-// one entry behind).
+// committed ticket is remembered until its writer polls it, within the bounds of ticketBook
+// (past them the poll is answered forgotten: outcome unknown).
 func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 	r := reader{b: req}
 	ticket := r.u64()
@@ -773,15 +850,18 @@ func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	pw := n.pending[ticket]
 	if pw != nil && n.proxied[pw.w.p] != pw.pp {
 		// The partition was handed over since: its writes never committed (the new owner
-		// loaded the memory nodes' copy, never written by them).
-		delete(n.pending, ticket)
+		// loaded the memory nodes' copy, never written by them), unless a write-through
+		// failed (then the answer is forgotten: outcome unknown).
+		n.dropPendingLocked(ticket, pw)
 		pw = nil
 	}
 	if pw == nil {
 		st := byte(stStale)
-		if n.finished[ticket] {
-			delete(n.finished, ticket)
+		switch committed, forgotten := n.finished.take(ticket, m.Runtime().Now()); {
+		case committed:
 			st = stOK
+		case forgotten:
+			st = stForgotten
 		}
 		n.mu.Unlock()
 		return encWord(st, 0), nil
@@ -833,7 +913,13 @@ func (n *flexNode) onPause(ctx context.Context, m farmem.Memory, _ farmem.Client
 		return nil, errWire
 	}
 	n.mu.Lock()
-	n.parts[c.p].paused = true
+	ps := &n.parts[c.p]
+	if c.attempt < ps.pausedFor || c.attempt <= ps.resumedFor {
+		// A late pause of an attempt that has ended (or older than the one pausing): ignore.
+		n.mu.Unlock()
+		return nil, nil
+	}
+	ps.paused, ps.pausedFor, ps.pausedAt = true, c.attempt, m.Runtime().Now()
 	n.mu.Unlock()
 	var d time.Duration
 	for {
@@ -860,6 +946,8 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
 	}
+	// The lease runs from the load's receipt: the coordinator's view of it starts later.
+	until := m.Runtime().Now().Add(n.kind.proxyLease())
 	subs, err := race.ReadPartition(ctx, m, c.root, c.p)
 	if errors.Is(err, race.ErrBusy) {
 		return []byte{stFull}, nil
@@ -871,7 +959,7 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	if err != nil {
 		return nil, err
 	}
-	pp := &proxyPart{epoch: c.epoch, keys: map[string]bool{}, slots: map[farmem.Addr]bool{}, meta: map[string]*keyMeta{}}
+	pp := &proxyPart{epoch: c.epoch, until: until, keys: map[string]bool{}, slots: map[farmem.Addr]bool{}, meta: map[string]*keyMeta{}}
 	var b farmem.Batch
 	for _, s := range subs {
 		size := 8 * uint64(len(s.Words))
@@ -897,6 +985,7 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	n.mu.Lock()
 	old := n.proxied[c.p]
 	n.proxied[c.p] = pp
+	n.stats.Loads++
 	n.mu.Unlock()
 	if old != nil {
 		n.freeCopies(ctx, area, old)
@@ -924,19 +1013,38 @@ func (n *flexNode) onResume(ctx context.Context, m farmem.Memory, _ farmem.Clien
 		return nil, errWire
 	}
 	n.mu.Lock()
+	ps := &n.parts[c.p]
+	if c.attempt < ps.pausedFor || c.attempt <= ps.resumedFor {
+		// Late: a later attempt paused the partition here, or this node has applied this
+		// attempt's route or a later one already.
+		n.mu.Unlock()
+		return nil, nil
+	}
 	var drop *proxyPart
 	if c.owner != n.node {
-		drop = n.proxied[c.p]
-		delete(n.proxied, c.p)
-		for t, pw := range n.pending {
-			if pw.pp == drop {
-				delete(n.pending, t)
-			}
-		}
+		drop = n.dropProxiedLocked(c.p)
 	}
-	n.parts[c.p] = routeState{owner: c.owner, epoch: c.epoch}
+	if !ps.paused && ps.owner != c.owner {
+		// Not paused by this attempt (a recovery skipped the node): its cache was not cleared.
+		clear(n.cache)
+		n.fifo = n.fifo[:0]
+	}
+	ps.owner, ps.epoch, ps.paused, ps.resumedFor = c.owner, c.epoch, false, c.attempt
 	n.mu.Unlock()
 	if drop != nil {
+		// Its write-throughs in flight land before the coordinator resumes anyone else.
+		var d time.Duration
+		for {
+			n.mu.Lock()
+			left := drop.writing
+			n.mu.Unlock()
+			if left == 0 {
+				break
+			}
+			if err := backoff(ctx, m.Runtime(), &d); err != nil {
+				return nil, err
+			}
+		}
 		if area, err := nodearea.Open(ctx, m); err == nil {
 			n.freeCopies(ctx, area, drop)
 		}
@@ -945,10 +1053,8 @@ func (n *flexNode) onResume(ctx context.Context, m farmem.Memory, _ farmem.Clien
 }
 
 // onHandOver runs a hand-over of partition c.p to c.owner (0: the memory nodes) under the
-// coordinator's latch (answering busy, for the requester to retry, while another runs): pause every compute node (each drains its clients' operations on the
-// partition and clears its cache), have the new owner load it, resume every node with the new
-// owner. If the load is refused (a split holds the partition) the partition goes back to the
-// memory nodes and the reply says so.
+// coordinator's latch (answering busy, for the requester to retry, while another runs); see
+// runHandOver. The reply is stOK, or stFull when it was rolled back.
 func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 	c, err := decCtl(req)
 	if err != nil || c.p >= len(n.parts) {
@@ -969,33 +1075,16 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 	}
 	defer func() { _ = latch.Unlock(context.WithoutCancel(ctx)) }()
 	n.mu.Lock()
-	n.epoch++
-	c.epoch = n.epoch<<16 | uint64(n.node.ComputeID())
-	n.stats.HandOvers++
+	if n.coord[c.p].busy {
+		// A recovery of the partition is running (recoveries take no latch).
+		n.mu.Unlock()
+		return []byte{stBusy}, nil
+	}
+	n.coord[c.p].busy = true
 	n.mu.Unlock()
-	nodes := m.Topology().ComputeNodes()
-	call := func(node farmem.NodeID, method uint8, r ctlReq) ([]byte, error) {
-		return m.Call(ctx, node, farmem.OwnerFlexKV.Method(method), r.enc())
+	st, err := n.runHandOver(ctx, m, c, 0)
+	if err != nil {
+		return nil, err
 	}
-	for _, node := range nodes {
-		if _, err := call(node, flexPause, c); err != nil {
-			return nil, fmt.Errorf("kvstore: flexkv: pause partition %d on %v: %w", c.p, node, err)
-		}
-	}
-	status := byte(stOK)
-	if c.owner != 0 {
-		rep, err := call(c.owner, flexLoad, c)
-		if err != nil || len(rep) != 1 || rep[0] != stOK {
-			// Refused (busy) or failed: the partition stays on the memory nodes, whose copy is
-			// the truth (every proxy writes through before it commits).
-			status = stFull
-			c.owner = 0
-		}
-	}
-	for _, node := range nodes {
-		if _, err := call(node, flexResume, c); err != nil {
-			return nil, fmt.Errorf("kvstore: flexkv: resume partition %d on %v: %w", c.p, node, err)
-		}
-	}
-	return []byte{status}, nil
+	return []byte{st}, nil
 }

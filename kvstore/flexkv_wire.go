@@ -10,25 +10,29 @@ import (
 
 // FlexKV's methods, in farmem.OwnerFlexKV's block.
 const (
-	flexSearch   = 1 // index read: the key's committed fingerprint matches in the proxy's copy
-	flexWrite    = 2 // index write: commit a slot change with the proxy's local CAS
-	flexInval    = 3 // drop a key's cached pair (a proxy's one-way message to a sharer)
-	flexPause    = 4 // stop routing a partition, drain it, clear the node's cache
-	flexLoad     = 5 // take a partition over: load its subtables from the memory nodes
-	flexResume   = 6 // route a partition to its new owner
-	flexHandOver = 7 // run a hand-over (on the coordinator, the lowest compute node)
-	flexInvalAck = 8 // a sharer's one-way acknowledgement of an invalidation (the write's ticket)
-	flexCommit   = 9 // a writer's poll of its pending write (the ticket): commit it if ready
+	flexSearch   = 1  // index read: the key's committed fingerprint matches in the proxy's copy
+	flexWrite    = 2  // index write: commit a slot change with the proxy's local CAS
+	flexInval    = 3  // drop a key's cached pair (a proxy's one-way message to a sharer)
+	flexPause    = 4  // stop routing a partition, drain it, clear the node's cache
+	flexLoad     = 5  // take a partition over: load its subtables from the memory nodes
+	flexResume   = 6  // route a partition to its new owner
+	flexHandOver = 7  // run a hand-over (on the coordinator, the lowest compute node)
+	flexInvalAck = 8  // a sharer's one-way acknowledgement of an invalidation (the write's ticket)
+	flexCommit   = 9  // a writer's poll of its pending write (the ticket): commit it if ready
+	flexRenew    = 10 // a proxy renews its lease on a partition (on the coordinator)
+	flexRoute    = 11 // a node asks the coordinator for a partition's settled route
+	flexRecover  = 12 // a client that found a partition's proxy down asks the coordinator to un-proxy it
 )
 
 // Replies' status bytes.
 const (
-	stOK       = 0
-	stConflict = 1 // the slot holds another word (the reply carries it): resolve again
-	stBusy     = 2 // a write of the key or the slot is in flight at the proxy: retry
-	stStale    = 3 // the partition is not this proxy's in the request's epoch: route again
-	stFull     = 4 // hand-over refused (race.ErrBusy)
-	stPending  = 5 // the write awaits its sharers' acknowledgements (the reply carries its ticket)
+	stOK        = 0
+	stConflict  = 1 // the slot holds another word (the reply carries it): resolve again
+	stBusy      = 2 // a write of the key or the slot is in flight at the proxy: retry
+	stStale     = 3 // the partition is not this proxy's in the request's epoch: route again
+	stFull      = 4 // hand-over refused (race.ErrBusy)
+	stPending   = 5 // the write awaits its sharers' acknowledgements (the reply carries its ticket)
+	stForgotten = 6 // the polled ticket was forgotten (ticketBook's bounds): outcome unknown
 )
 
 // Write kinds.
@@ -164,26 +168,57 @@ func decWord(b []byte) (uint8, race.Slot, error) {
 	return st, w, nil
 }
 
-// control messages: partition, epoch, owner, root.
+// control messages: partition, epoch, owner, root, attempt.
 type ctlReq struct {
 	p     int
 	epoch uint64
 	owner farmem.NodeID
 	root  farmem.Addr
+	// attempt is the epoch of the hand-over sending a pause or resume: a rolled-back one
+	// resumes with the old route (epoch) and its own attempt.
+	attempt uint64
 }
 
 func (c ctlReq) enc() []byte {
 	b := le.AppendUint64(nil, uint64(c.p))
 	b = le.AppendUint64(b, c.epoch)
 	b = le.AppendUint64(b, uint64(c.owner))
-	return le.AppendUint64(b, uint64(c.root))
+	b = le.AppendUint64(b, uint64(c.root))
+	return le.AppendUint64(b, c.attempt)
 }
 
 func decCtl(b []byte) (ctlReq, error) {
 	r := reader{b: b}
-	c := ctlReq{p: int(r.u64()), epoch: r.u64(), owner: farmem.NodeID(r.u64()), root: farmem.Addr(r.u64())}
+	c := ctlReq{p: int(r.u64()), epoch: r.u64(), owner: farmem.NodeID(r.u64()), root: farmem.Addr(r.u64()), attempt: r.u64()}
 	if r.bad || c.p < 0 {
 		return c, errWire
 	}
 	return c, nil
+}
+
+// routeResp is the coordinator's answer to a route query or a recovery request: its status
+// (ok: settled; busy: a hand-over of the partition is running or, for a recovery, the dead
+// owner's lease is not fenced yet), the partition's route (owner, epoch), and the epoch of the
+// last hand-over attempt that ended (a node paused by an attempt no later than it may resume
+// with the route).
+type routeResp struct {
+	st    uint8
+	owner farmem.NodeID
+	epoch uint64
+	ended uint64
+}
+
+func (r routeResp) enc() []byte {
+	b := le.AppendUint64([]byte{r.st}, uint64(r.owner))
+	b = le.AppendUint64(b, r.epoch)
+	return le.AppendUint64(b, r.ended)
+}
+
+func decRoute(b []byte) (routeResp, error) {
+	r := reader{b: b}
+	x := routeResp{st: r.u8(), owner: farmem.NodeID(r.u64()), epoch: r.u64(), ended: r.u64()}
+	if r.bad {
+		return x, errWire
+	}
+	return x, nil
 }

@@ -109,12 +109,18 @@
 // allocated at one offset of the allocator's symmetric area and written to its primary memory
 // node (chosen by the key's second hash, so load spreads) and to the next Replicas-1 memory
 // nodes in id order, each copy checksummed for its own address, all in the batch that writes
-// the block; a slot names the primary. Readers read the primary only. Copies of a block that a
-// committed slot names never disagree in their checksummed bytes: a block is written whole to
-// every copy before the CAS that publishes it, and never changed after. Only the valid word
-// differs: writers invalidate the primary's, the one address caches read; a backup's valid
-// word means nothing. Copies of a block no slot ever named (a writer that died between its
-// write and its CAS) may disagree or be partial; no reader follows them. Rebuilding a lost
+// the block; a slot names the primary. Readers read the primary; when its memory node is down
+// (farmem.ErrNodeDown, not ErrNodeLost) a lookup that found the slot reads the backups in turn
+// (one round trip each, counted in Stats.BackupReads) and takes the first copy that validates
+// for its own address. Copies of a block that a committed slot names never disagree in their
+// checksummed bytes: a block is written whole to every copy before the CAS that publishes it,
+// and never changed after, so any valid copy is the block and a copy that fails validation is
+// skipped (the next is tried; with none left the read fails as without replication). Only the
+// valid word differs: writers invalidate the primary's, the one address caches read
+// (SearchCached reads the primary only); a backup's valid word means nothing. So writers do
+// not fall back: an update or delete whose old block's primary is down fails with
+// ErrNodeDown. Copies of a block no slot ever named (a writer that died between its write and
+// its CAS) may disagree or be partial; no reader follows them. Rebuilding a lost
 // primary from its backups is not built: a restarted primary's keys fail with ErrNodeLost as
 // without replication. Blocks are freed and retired through the symmetric area, so a
 // replicated table's KV data is bounded by alloc.FormatOptions.SymmetricSize.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -290,7 +291,7 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 			// fingerprint is invalidated too, which costs its address-cache readers a miss.
 			b.Write(w.Addr().Add(ValidOffset), invalidBytes[:])
 		}
-		ps = append(ps, pendingBlock{w, buf, ri})
+		ps = append(ps, pendingBlock{w: w, buf: buf, op: ri})
 	}
 	sc.ps = ps
 	blockOps := len(b.Ops)
@@ -311,13 +312,41 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		return fmt.Errorf("race: read KV blocks: %w", lostErr)
 	}
 	stale := false
-	for _, p := range ps {
-		if lostErr != nil {
-			if _, err := b.Result(p.op); err != nil {
-				continue // in lost memory: unknown
+	var failed []bool
+	if lostErr != nil {
+		failed = make([]bool, len(ps))
+		var down []bool
+		for i, p := range ps {
+			_, err := b.Result(p.op)
+			failed[i] = err != nil
+			if err != nil && !errors.Is(err, farmem.ErrNodeLost) {
+				down = append(down, true)
+			} else {
+				down = append(down, false)
 			}
 		}
-		blk, err := t.decode(p.w.Addr(), p.buf)
+		if t.replicated() && !op.invalidate {
+			// Readers only: a writer must invalidate the primary's valid word, which address
+			// caches read, so it fails as without replication.
+			t.readBackups(ctx, ps, down)
+		}
+		lostErr = nil
+		for i := range ps {
+			if failed[i] && ps[i].backup == 0 {
+				_, lostErr = b.Result(ps[i].op)
+				break
+			}
+		}
+	}
+	for i, p := range ps {
+		at := p.w.Addr()
+		if failed != nil && failed[i] {
+			if p.backup == 0 {
+				continue // in lost memory, or no copy answered: unknown
+			}
+			at = p.backup
+		}
+		blk, err := t.decode(at, p.buf)
 		if err != nil {
 			t.stats.BadBlocks++
 			stale = true
@@ -357,6 +386,51 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		return fmt.Errorf("race: read KV blocks: %w", lostErr)
 	}
 	return nil
+}
+
+// readBackups reads, for each block read of ps that failed because its node is down (and not
+// because it restarted and lost its memory: those keys fail with farmem.ErrNodeLost until
+// Adopt), a backup copy: the copies on the next memory nodes in id order, one after another
+// (one round trip each), taking the first that validates for its own address; it records the
+// copy's address in the pending block. Copies of a block a committed slot names never disagree
+// in their checksummed bytes (each is written whole before the CAS that publishes the block,
+// and never changed after), so any valid copy is the block; a copy that fails validation is
+// one no committed slot named (a writer died between its writes and its CAS) and is skipped.
+// A backup's valid word means nothing and is not read by anyone. A block without a copy that
+// answered stays unknown.
+func (t *Table) readBackups(ctx context.Context, ps []pendingBlock, down []bool) {
+	for i := range ps {
+		if down[i] {
+			_ = t.readBackup(ctx, &ps[i])
+		}
+	}
+}
+
+// readBackup reads a backup copy of p's block into p.buf (see readBackups).
+func (t *Table) readBackup(ctx context.Context, p *pendingBlock) error {
+	a := p.w.Addr()
+	primary := slices.Index(t.memNodes, a.Node())
+	if primary < 0 {
+		return fmt.Errorf("race: block %v on no memory node: %w", a, ErrCorrupt)
+	}
+	err := fmt.Errorf("race: no backup copy of block %v: %w", a, farmem.ErrNodeDown)
+	// A fresh buffer: the failed read's may still be the transport's.
+	buf := make([]byte, len(p.buf))
+	for i := 1; i < min(t.p.Replicas, len(t.memNodes)); i++ {
+		ra := farmem.MakeAddr(t.memNodes[(primary+i)%len(t.memNodes)], a.Offset())
+		if rerr := t.m.Read(ctx, ra, buf); rerr != nil {
+			err = rerr
+			continue
+		}
+		if _, derr := t.decode(ra, buf); derr != nil {
+			t.stats.BadBlocks++
+			continue
+		}
+		t.stats.BackupReads++
+		p.backup, p.buf = ra, buf
+		return nil
+	}
+	return err
 }
 
 // invalidBytes is InvalidWord's bytes.

@@ -44,9 +44,10 @@ type viewBuf struct {
 
 // pendingBlock is a KV block learn reads: its slot word (block key) and where its bytes land.
 type pendingBlock struct {
-	w   Slot
-	buf []byte
-	op  int // the index of its read in the batch
+	w      Slot
+	buf    []byte
+	op     int         // the index of its read in the batch
+	backup farmem.Addr // the backup copy read instead, its primary's node being down (or 0)
 }
 
 // lost drops the scratch after a failed Do: the transport may still own its batch and buffers.

@@ -116,6 +116,9 @@ type Stats struct {
 	Walks uint64
 	// BadBlocks counts KV blocks that failed validation (checksum or length).
 	BadBlocks uint64
+	// BackupReads counts KV blocks read from a backup copy (Params.Replicas) because their
+	// primary's memory node was down.
+	BackupReads uint64
 	// Conflicts counts CASes on slots that found another word, and Kills the tentative slots of
 	// other inserters of the same key this client removed.
 	Conflicts, Kills uint64
