@@ -142,7 +142,7 @@ func TestSingleWriterCXL(t *testing.T) {
 			t.Cleanup(func() { _ = c2.Close() })
 			p, err := far.NewPtr(ctx, c, wideOf(0), far.PtrOptions[wide]{Mode: far.SingleWriter})
 			require.NoError(t, err)
-			const loads = 20000
+			const loads = 5000
 			var stop atomic.Bool
 			var stored atomic.Uint64
 			var wg sync.WaitGroup
