@@ -254,8 +254,9 @@ func TestLoadAllocs(t *testing.T) {
 //	batch      the three Reads in one batch (version, value, version) and the decode by hand:
 //	           what a single-writer load costs on a Memory that does not read in address order
 //	binary     Ptr.LoadInto with the default Binary codec (reflect)
-//	elem       farcoll.Array.Get of a 64-byte element (one Read and Decode; not atomic under a
-//	           concurrent writer of that element), compared with raw-value
+//	elem-into  farcoll.Array.GetInto of a 64-byte element (one Read and DecodeInto; not atomic
+//	           under a concurrent writer of that element)
+//	elem       farcoll.Array.Get, the same returning the value (compared with raw-value)
 //
 // Reported: ns/op is the time of one round (b.N is the number of rounds); each variant's
 // median time per call over the rounds (<v>-ns), and the median over
@@ -278,8 +279,8 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	rec, val := sw.Addr(), sw.Addr().Add(8) // the record, and the value inside it
 	buf := make([]byte, 80)
 	var bt farmem.Batch
-	var sinks [7]point64
-	names := []string{"raw", "raw-value", "into", "load", "batch", "binary", "elem"}
+	var sinks [8]point64
+	names := []string{"raw", "raw-value", "into", "load", "batch", "binary", "elem", "elem-into"}
 	fns := []func(){
 		func() {
 			_ = m.Read(ctx, val, buf[:64])
@@ -303,6 +304,7 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 		},
 		func() { _ = swb.LoadInto(ctx, c, &sinks[5]) },
 		func() { sinks[6], _ = arr.Get(ctx, c, 1) },
+		func() { _ = arr.GetInto(ctx, c, 1, &sinks[7]) },
 	}
 	per := interleaved(b, fns)
 	for i, s := range sinks {
@@ -327,6 +329,7 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 	b.ReportMetric(median(ratio(4, 0)), "batch/raw")
 	b.ReportMetric(median(ratio(5, 0)), "binary/raw")
 	b.ReportMetric(median(ratio(6, 1)), "elem/raw-value")
+	b.ReportMetric(median(ratio(7, 0)), "elem-into/raw")
 }
 
 // loadRound is how many calls of one variant a round of interleaved runs: long enough for the

@@ -39,6 +39,19 @@ type DecoderInto[T any] interface {
 	DecodeInto(src []byte, dst *T)
 }
 
+// Decoder decodes values of T in place with a Codec, for structures built on far that decode
+// into their caller's variables (as far/farcoll's Array does): DecodeInto uses the codec's
+// DecodeInto when it has one (DecoderInto) and assigns what Decode returns otherwise, and in
+// either case the compiler does not move the caller's variable to the heap. The zero Decoder
+// is not usable; a Decoder is a small value, safe for concurrent use as its codec is.
+type Decoder[T any] struct{ c intoCodec[T] }
+
+// NewDecoder returns the Decoder of codec (which must not be nil).
+func NewDecoder[T any](codec Codec[T]) Decoder[T] { return Decoder[T]{withInto(codec)} }
+
+// DecodeInto sets *dst from src[:Size()]. dst does not escape.
+func (d Decoder[T]) DecodeInto(src []byte, dst *T) { d.c.DecodeInto(src, noescape(dst)) }
+
 // intoCodec is a Codec with DecodeInto: what a Ptr holds. A codec without the method is
 // wrapped in byValue.
 type intoCodec[T any] interface {
