@@ -238,10 +238,10 @@ func (p Ptr[T]) Load(ctx context.Context, c *Client) (v T, err error) {
 		return p.loadOther(ctx, c)
 	}
 	if !c.ordered {
-		err = p.loadSW(ctx, c, noescape(&v))
+		err = p.loadBatched(ctx, c, noescape(&v))
 		return v, err
 	}
-	// As LoadInto.
+	// As LoadInto, decoding into the result.
 	n := p.size
 	rec := c.scratch(swRecordSize(n))
 	for {
@@ -270,10 +270,10 @@ func (p Ptr[T]) LoadInto(ctx context.Context, c *Client, dst *T) error {
 		return err
 	}
 	if !c.ordered {
-		return p.loadSW(ctx, c, noescape(dst))
+		return p.loadBatched(ctx, c, noescape(dst))
 	}
-	// The single-writer load on a Memory that reads in address order, the hot path: loadSW's
-	// loop, one call fewer.
+	// The single-writer load on a Memory that reads in address order, the hot path: one Read
+	// of the record, again while it is torn.
 	n := p.size
 	rec := c.scratch(swRecordSize(n))
 	for {
@@ -288,22 +288,17 @@ func (p Ptr[T]) LoadInto(ctx context.Context, c *Client, dst *T) error {
 	}
 }
 
-// loadSW is the single-writer load: the record read whole (one Read where the client's
-// Memory reads in address order, else a batch of three), again while it is torn, and the
-// value decoded from it in place into *dst, which the caller has hidden from escape analysis.
-func (p Ptr[T]) loadSW(ctx context.Context, c *Client, dst *T) error {
+// loadBatched is the single-writer load on a Memory that does not read in address order:
+// the record read as H, the value and T, three Reads in one batch, again while it is torn,
+// and the value decoded from it in place into *dst, which the caller has hidden from escape
+// analysis.
+func (p Ptr[T]) loadBatched(ctx context.Context, c *Client, dst *T) error {
 	n := p.size
 	rec := c.scratch(swRecordSize(n))
 	for {
-		var err error
-		if c.ordered {
-			err = c.m.Read(ctx, p.a, rec)
-		} else {
-			b := c.batch()
-			swReads(b, p.a, rec, false)
-			err = c.m.Do(ctx, b)
-		}
-		if err != nil {
+		b := c.batch()
+		swReads(b, p.a, rec, false)
+		if err := c.m.Do(ctx, b); err != nil {
 			return err
 		}
 		if swValid(rec) {
