@@ -37,7 +37,7 @@ func TestArrayAllocs(t *testing.T) {
 		}
 		var warm [8]pair
 		require.NoError(t, a.ReadRange(ctx, c, 0, warm[:]))
-		require.Zero(t, testing.AllocsPerRun(50, func() {
+		require.Zero(t, testing.AllocsPerRun(200, func() {
 			var v pair
 			var vs [4]pair
 			if a.GetInto(ctx, c, 2, &v) != nil || v != (pair{2, 1}) || a.ReadRange(ctx, c, 4, vs[:]) != nil || vs[3] != (pair{7, 1}) {
