@@ -258,7 +258,9 @@ func TestLoadAllocs(t *testing.T) {
 //	           under a concurrent writer of that element)
 //	elem       farcoll.Array.Get, the same returning the value (compared with raw-value)
 //
-// Reported: ns/op is the time of one round (b.N is the number of rounds); each variant's
+// Reported: ns/op is the time of one round (b.N is the number of rounds), B/op and allocs/op
+// its allocations (TestLoadAllocs and TestLoadIntoStack assert that a load allocates
+// nothing); each variant's
 // median time per call over the rounds (<v>-ns), and the median over
 // the rounds of each round's ratio to its raw counterpart (<v>/raw, load/raw-value,
 // elem/raw-value), with the 10th and 90th percentiles of into/raw (into/raw-p10, into/raw-p90):
@@ -306,6 +308,7 @@ func BenchmarkLoad64Ratio(b *testing.B) {
 		func() { sinks[6], _ = arr.Get(ctx, c, 1) },
 		func() { _ = arr.GetInto(ctx, c, 1, &sinks[7]) },
 	}
+	b.ReportAllocs() // per round of 8*loadRound calls
 	per := interleaved(b, fns)
 	for i, s := range sinks {
 		require.Equal(b, samplePoint, s, names[i])
