@@ -46,7 +46,9 @@ type Options struct {
 //
 // A client also remembers, per out-of-place pointer, the block it last saw there, so that its
 // next Store swaps from it in one round trip; and, per single-writer pointer it owns, the
-// version word. These are hints and ownership records, never shared.
+// version word. These are hints and ownership records, never shared. It asks the Memory once
+// whether it reads in address order (farmem.OrderedReader), which decides how it reads
+// single-writer records.
 type Client struct {
 	m      farmem.Memory
 	al     *alloc.Allocator
@@ -58,6 +60,9 @@ type Client struct {
 	seen   map[farmem.Addr]farmem.Addr // out-of-place cells: the block last seen there
 	stats  ClientStats
 	closed bool
+	// ordered: m reads in address order (farmem.OrderedReader), so a single-writer record is
+	// read with one Read rather than three.
+	ordered bool
 }
 
 // ClientStats count what a client's operations did beyond their verbs (farmem.Stats counts
@@ -87,12 +92,14 @@ func NewClient(ctx context.Context, m farmem.Memory, opts Options) (*Client, err
 	if err != nil {
 		return nil, fmt.Errorf("far: allocator: %w", err)
 	}
+	or, ok := m.(farmem.OrderedReader)
 	return &Client{
-		m:      m,
-		al:     al,
-		lkOpts: opts.Lock,
-		owned:  map[farmem.Addr]uint64{},
-		seen:   map[farmem.Addr]farmem.Addr{},
+		ordered: ok && or.ReadsInAddressOrder(),
+		m:       m,
+		al:      al,
+		lkOpts:  opts.Lock,
+		owned:   map[farmem.Addr]uint64{},
+		seen:    map[farmem.Addr]farmem.Addr{},
 	}, nil
 }
 

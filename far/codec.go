@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"sync"
+	"unsafe"
 )
 
 // Codec encodes values of T in exactly Size bytes of far memory. Encode writes v into
@@ -22,6 +23,72 @@ type Codec[T any] interface {
 	Size() int
 	Encode(dst []byte, v T)
 	Decode(src []byte) T
+}
+
+// DecoderInto is an optional method of a Codec: DecodeInto sets *dst from src[:Size()], as
+// *dst = Decode(src) does, but writes the fields in place instead of returning the value
+// through the stack, which for a value of a few words spares two copies per load (Go moves a
+// large call result through a temporary, and an assignment copies it again). Ptr's loads use
+// it when the codec has it, and every codec of Binary has it.
+//
+// DecodeInto must not keep dst, or anything derived from it, past its return, nor hand it to
+// another goroutine: a typed load passes the caller's own variable, which may live on the
+// caller's stack, without making the compiler move it to the heap (so that a load allocates
+// nothing). It may read and write *dst freely during the call.
+type DecoderInto[T any] interface {
+	DecodeInto(src []byte, dst *T)
+}
+
+// Decoder decodes values of T in place with a Codec, for structures built on far that decode
+// into their caller's variables (as far/farcoll's Array does): DecodeInto uses the codec's
+// DecodeInto when it has one (DecoderInto) and assigns what Decode returns otherwise, and in
+// either case the compiler does not move the caller's variable to the heap. The zero Decoder
+// is not usable; a Decoder is a small value, safe for concurrent use as its codec is.
+type Decoder[T any] struct{ c intoCodec[T] }
+
+// NewDecoder returns the Decoder of codec (which must not be nil).
+func NewDecoder[T any](codec Codec[T]) Decoder[T] { return Decoder[T]{withInto(codec)} }
+
+// DecodeInto sets *dst from src[:Size()]. dst does not escape.
+func (d Decoder[T]) DecodeInto(src []byte, dst *T) { d.c.DecodeInto(src, noescape(dst)) }
+
+// intoCodec is a Codec with DecodeInto: what a Ptr holds. A codec without the method is
+// wrapped in byValue.
+type intoCodec[T any] interface {
+	Codec[T]
+	DecoderInto[T]
+}
+
+// byValue gives a Codec without DecodeInto the method, by assignment.
+type byValue[T any] struct{ Codec[T] }
+
+func (b byValue[T]) DecodeInto(src []byte, dst *T) { *dst = b.Decode(src) }
+
+// withInto returns codec as an intoCodec (wrapping it if it has no DecodeInto).
+func withInto[T any](codec Codec[T]) intoCodec[T] {
+	if ic, ok := codec.(intoCodec[T]); ok {
+		return ic
+	}
+	return byValue[T]{codec}
+}
+
+// unwrapInto returns the codec a program gave, from what withInto made of it.
+func unwrapInto[T any](ic intoCodec[T]) Codec[T] {
+	if b, ok := ic.(byValue[T]); ok {
+		return b.Codec
+	}
+	return ic
+}
+
+// noescape returns p, hidden from the compiler's escape analysis, for a pointer handed to a
+// DecoderInto through the interface: the compiler cannot see the callee, so it would assume
+// that the pointer is kept and move the caller's variable to the heap (an allocation per
+// load). The contract of DecoderInto (dst is not kept past the call) is what makes this safe;
+// the pointer travels as an integer only inside this function, with no call and so no stack
+// move in between, and stays a real pointer in the caller and the callee.
+func noescape[T any](p *T) *T {
+	u := uintptr(unsafe.Pointer(p))
+	return *(**T)(unsafe.Pointer(&u))
 }
 
 // CheckType reports whether T can live in far memory: a fixed-size type that holds no Go
@@ -145,27 +212,31 @@ func checkSettable(t reflect.Type, path string) error {
 
 type u64Codec struct{}
 
-func (u64Codec) Size() int                   { return 8 }
-func (u64Codec) Encode(dst []byte, v uint64) { binary.LittleEndian.PutUint64(dst, v) }
-func (u64Codec) Decode(src []byte) uint64    { return binary.LittleEndian.Uint64(src) }
+func (u64Codec) Size() int                          { return 8 }
+func (u64Codec) Encode(dst []byte, v uint64)        { binary.LittleEndian.PutUint64(dst, v) }
+func (u64Codec) Decode(src []byte) uint64           { return binary.LittleEndian.Uint64(src) }
+func (u64Codec) DecodeInto(src []byte, dst *uint64) { *dst = binary.LittleEndian.Uint64(src) }
 
 type i64Codec struct{}
 
-func (i64Codec) Size() int                  { return 8 }
-func (i64Codec) Encode(dst []byte, v int64) { binary.LittleEndian.PutUint64(dst, uint64(v)) }
-func (i64Codec) Decode(src []byte) int64    { return int64(binary.LittleEndian.Uint64(src)) }
+func (i64Codec) Size() int                         { return 8 }
+func (i64Codec) Encode(dst []byte, v int64)        { binary.LittleEndian.PutUint64(dst, uint64(v)) }
+func (i64Codec) Decode(src []byte) int64           { return int64(binary.LittleEndian.Uint64(src)) }
+func (i64Codec) DecodeInto(src []byte, dst *int64) { *dst = int64(binary.LittleEndian.Uint64(src)) }
 
 type u32Codec struct{}
 
-func (u32Codec) Size() int                   { return 4 }
-func (u32Codec) Encode(dst []byte, v uint32) { binary.LittleEndian.PutUint32(dst, v) }
-func (u32Codec) Decode(src []byte) uint32    { return binary.LittleEndian.Uint32(src) }
+func (u32Codec) Size() int                          { return 4 }
+func (u32Codec) Encode(dst []byte, v uint32)        { binary.LittleEndian.PutUint32(dst, v) }
+func (u32Codec) Decode(src []byte) uint32           { return binary.LittleEndian.Uint32(src) }
+func (u32Codec) DecodeInto(src []byte, dst *uint32) { *dst = binary.LittleEndian.Uint32(src) }
 
 type i32Codec struct{}
 
-func (i32Codec) Size() int                  { return 4 }
-func (i32Codec) Encode(dst []byte, v int32) { binary.LittleEndian.PutUint32(dst, uint32(v)) }
-func (i32Codec) Decode(src []byte) int32    { return int32(binary.LittleEndian.Uint32(src)) }
+func (i32Codec) Size() int                         { return 4 }
+func (i32Codec) Encode(dst []byte, v int32)        { binary.LittleEndian.PutUint32(dst, uint32(v)) }
+func (i32Codec) Decode(src []byte) int32           { return int32(binary.LittleEndian.Uint32(src)) }
+func (i32Codec) DecodeInto(src []byte, dst *int32) { *dst = int32(binary.LittleEndian.Uint32(src)) }
 
 type f64Codec struct{}
 
@@ -175,6 +246,9 @@ func (f64Codec) Encode(dst []byte, v float64) {
 }
 func (f64Codec) Decode(src []byte) float64 {
 	return math.Float64frombits(binary.LittleEndian.Uint64(src))
+}
+func (f64Codec) DecodeInto(src []byte, dst *float64) {
+	*dst = math.Float64frombits(binary.LittleEndian.Uint64(src))
 }
 
 type boolCodec struct{}
@@ -186,7 +260,8 @@ func (boolCodec) Encode(dst []byte, v bool) {
 		dst[0] = 1
 	}
 }
-func (boolCodec) Decode(src []byte) bool { return src[0] != 0 }
+func (boolCodec) Decode(src []byte) bool           { return src[0] != 0 }
+func (boolCodec) DecodeInto(src []byte, dst *bool) { *dst = src[0] != 0 }
 
 // reflectCodec is Binary's codec for composite types: a plan compiled once from T's type, run
 // over a pooled scratch value so that nothing is allocated per call.
@@ -244,6 +319,12 @@ func (c *reflectCodec[T]) Decode(src []byte) T {
 	v := *p
 	c.pool.Put(p)
 	return v
+}
+
+// DecodeInto decodes into *dst through reflect, with no scratch value and no copy. dst is not
+// kept: reflect.ValueOf(dst) lives only for the call.
+func (c *reflectCodec[T]) DecodeInto(src []byte, dst *T) {
+	c.plan.decode(src[:c.size], reflect.ValueOf(dst).Elem())
 }
 
 // encode writes v at the start of b (n.size bytes).

@@ -8,9 +8,10 @@ const (
 	// is a Load then a CAS, plus one per lost CAS.
 	WordLoadRoundTrips, WordStoreRoundTrips, WordUpdateRoundTrips = 1, 1, 2
 
-	// SingleWriter: Load is one Read of the pointer's record (versions, stamped value), plus
-	// one per torn read; Store three Writes in one batch (the owner only); Update a Load then
-	// a Store.
+	// SingleWriter: Load reads the pointer's record (version, value, version) in one batch,
+	// plus one per torn read: one Read where the Memory reads in address order
+	// (farmem.OrderedReader), three elsewhere; Store is three Writes in one batch (the owner
+	// only); Update a Load then a Store.
 	SingleWriterLoadRoundTrips, SingleWriterStoreRoundTrips, SingleWriterUpdateRoundTrips = 1, 1, 2
 
 	// OutOfPlace: Load reads the cell, then the block; Store writes the new block and CASes
@@ -29,7 +30,8 @@ const (
 	StaleStoreRoundTrips = 1
 
 	// LoadManyRoundTrips is LoadMany over Word and SingleWriter pointers, on any nodes, per
-	// farmem.MaxBatchOps pointers: one Read per pointer, all in one batch.
+	// farmem.MaxBatchOps/3 pointers: each pointer's reads (one, or three for a single-writer
+	// record where the Memory does not read in address order), all in one batch.
 	LoadManyRoundTrips = 1
 	// LoadManyIndirectRoundTrips is LoadMany when any pointer is OutOfPlace or Locked: every
 	// cell, then every block.

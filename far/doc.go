@@ -26,6 +26,8 @@
 // and uint. Go's type system cannot express "holds no pointers", so this is checked at
 // construction, not at compile time. Binary is the default codec: encoding/binary's packed
 // little-endian layout, without unsafe; a hand-written Codec can replace it for hot types.
+// A codec that also has DecodeInto (DecoderInto) decodes in place into the caller's variable,
+// which is what makes Ptr.LoadInto of a large T cost little more than the Read itself.
 //
 // # Pointer modes
 //
@@ -37,14 +39,14 @@
 //
 //	mode          layout                               Update         writers
 //	Word          [value word]                         CAS loop       any
-//	SingleWriter  [H][stamped value][T]                Load, Store    one owner
+//	SingleWriter  [H][value][T]                        Load, Store    one owner
 //	OutOfPlace    [cell] -> immutable block [value]    CAS loop       any, lock-free
 //	Locked        [qlock entry 16][cell] -> block      FIFO lock      any
 //
 // LoadMany reads many pointers in LoadManyRoundTrips, or LoadManyIndirectRoundTrips if any
 // is OutOfPlace or Locked.
 //
-// SingleWriter loads with one Read (see "Single-writer loads"); a torn load is read again
+// SingleWriter loads in one round trip (see "Single-writer loads"); a torn load is read again
 // (the count is in ClientStats.TornRetries).
 //
 // OutOfPlace never overwrites a value: a store writes a new block and swaps the cell to it
@@ -60,49 +62,47 @@
 //
 // # Single-writer loads
 //
-// A SingleWriter pointer is a record: H, the value's words, the displaced-byte words, T. H and
-// T hold the 64-bit version of the store that wrote the record (the owner counts its stores,
-// so a version is never reused); every other word carries the version's low byte (the stamp)
-// in its top byte, and the value bytes it displaces are kept seven to a word. A store is three
-// Writes in one batch, in this order: T, the stamped words, H. A load is one Read of the whole
-// record; it decodes the value if H == T and every stamp is H's low byte, and reads again
-// otherwise. A store is linearized at its Write of H, a load at its read of H's word. What a
-// load needs is that every word it returns is store v's, where v is the H it read, and no
-// transport makes a Read of more than 8 bytes atomic: each aligned word of it is atomic, no
-// more. Two arguments cover the two kinds of transport.
+// A SingleWriter pointer is a record: H, the value's words as the codec wrote them, T. H and T
+// hold the 64-bit version of the store that wrote the record (the owner counts its stores, so
+// a version is never reused). A store is three Writes in one batch, in this order: T, the
+// value, H. A load reads the record and decodes the value straight from it if H == T, and
+// reads again otherwise. A store is linearized at its Write of H, a load at its read of H's
+// word. What a load needs is that every word of the value it returns is store v's, where v is
+// the H it read; no transport makes a Read of more than 8 bytes atomic (each aligned word of it
+// is atomic, no more), so how the load reads depends on the order in which the transport
+// copies a long Read, which the client asks its Memory once (farmem.OrderedReader).
 //
-// Reads copied in address order. cxl copies a Read word by word in ascending order with
-// plain loads (assembly MOVs; sync/atomic loads in the pure-Go build and for short or
+// Reads copied in address order: one Read. cxl copies a Read word by word in ascending order
+// with plain loads (assembly MOVs; sync/atomic loads in the pure-Go build and for short or
 // unaligned accesses), and x86-TSO keeps loads in order with loads and stores with stores;
-// local and farmemd's tcp server copy with ascending sync/atomic loads. The reader thus loads
-// H first and T last, the reverse of the owner's order, and the owner's three Writes become
-// visible in batch order (the contract's order of one batch: program-ordered stores on cxl,
-// with a write-back and fence after each Write under the Uncached policy). If H == T == v,
-// the load of H saw store v's last Write, so every later load sees store v or a later one; the
-// load of T did not see store v+1's first Write, so no earlier load saw any of store v+1 or
-// later. Every word is store v's, however long the reader is paused in the middle of its copy:
-// the stamps are not needed.
+// local copies with ascending sync/atomic loads. The reader thus loads H first and T last, the
+// reverse of the owner's order, and the owner's three Writes become visible in batch order
+// (the contract's order of one batch: program-ordered stores on cxl). If H == T == v, the load
+// of H saw store v's last Write, so every later load sees store v or a later one; the load of
+// T did not see store v+1's first Write, so no earlier load saw any of store v+1 or later.
+// Every word is store v's, however long the reader is paused in the middle of its copy.
 //
-// Reads copied in any order. A NIC's DMA does not promise address order, nor do the
-// simulator (which lands a long access's pieces in a random order on purpose) and cxl's
-// Uncached policy across hosts without coherence (lines are refetched in any order after the
-// flush). Then H and T alone prove nothing, and the stamps do the work: while one Read stays
-// in progress across fewer than 256 of the owner's stores, every word it returns comes from a
-// window of fewer than 256 consecutive versions, in which equal stamps mean equal versions, so
-// every word is store v's. This bound (256 stores, each a round trip of the owner, during one
-// Read, which a NIC or the simulator serves in a bounded time) is the only timing assumption
-// of the mode; a wider stamp would move it, at the cost of more displaced bytes.
+// Reads copied in any order: three Reads in one batch. A NIC's DMA does not promise address
+// order, nor do the simulator (which lands a long access's pieces in a random order on
+// purpose) and cxl's Uncached policy (lines are fetched again after a flush in no promised
+// order). There the load reads H, the value and T as three Reads of one batch to the record's
+// node, still one round trip: the contract orders the ops of one batch to one node (each
+// executes after, and observes the effects of, every earlier one), on the reader's side as on
+// the owner's, and the argument above holds op by op. Neither way rests on a timing
+// assumption.
 //
-// The record costs 8*(k + ceil(k/7) + 2) bytes for a value of k words (96 bytes for 64), and
-// the check is a pass over its words; the benchmark beside the raw verbs is in docs/typed.md.
+// The record costs 8*(k+2) bytes for a value of k words (80 bytes for 64), the check is one
+// comparison, and the value is decoded in place (with the codec's DecodeInto, into the
+// caller's variable): the benchmark beside the raw verbs is in docs/typed.md.
 //
 // # Limits
 //
 //   - A value is at most farmem.MaxOpBytes-8 bytes; a pointer's blocks are on its own node.
 //   - SingleWriter's single writer is a discipline (Ptr.Own), not enforced across clients.
 //     A store that fails half way leaves the record torn, and loads read again until the
-//     owner's next store; on a transport whose reads are not copied in address order, a load
-//     assumes fewer than 256 of the owner's stores overlap one of its Reads.
+//     owner's next store. A Memory that claims farmem.OrderedReader wrongly breaks the
+//     one-Read load; a wrapper of a Memory that does not pass the method on only costs the
+//     three-Read load.
 //   - An OutOfPlace or Locked update by a client paused past its allocator lease (alloc's
 //     Options.Lease, default 1s) may apply fn to a block that was reused meanwhile: the lease
 //     is the bound the allocator gives every reader.

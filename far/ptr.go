@@ -21,10 +21,11 @@ const (
 	// Update is a CAS loop.
 	Word Mode = iota + 1
 	// SingleWriter: one client (the owner, see Ptr.Own) stores; any client loads. The value
-	// lives in a record framed by two copies of a version and with the version's low byte in
-	// every word; a store writes the trailing version, the value and the leading version in one
-	// batch, and a load is one Read of the record, read again if the copies or the stamps
-	// disagree (a torn read). See the package doc, "Single-writer loads".
+	// lives in a record framed by two copies of a version; a store writes the trailing
+	// version, the value and the leading version in one batch, and a load reads the record in
+	// one batch (one Read where the client's Memory reads in address order, three elsewhere),
+	// again if the two copies disagree (a torn read). See the package doc, "Single-writer
+	// loads".
 	SingleWriter
 	// OutOfPlace: the value lives in an immutable block; a cell word holds the block's address
 	// and is only ever changed by CAS. Store writes a new block and CASes the cell in one batch
@@ -76,8 +77,8 @@ type PtrOptions[T any] struct {
 type Ptr[T any] struct {
 	a     farmem.Addr
 	mode  Mode
-	size  int // codec.Size(), kept to spare an interface call per operation
-	codec Codec[T]
+	size  int          // codec.Size(), kept to spare an interface call per operation
+	codec intoCodec[T] // the program's codec, with DecodeInto (byValue if it had none)
 }
 
 // NewPtr allocates a pointer holding init and returns it. Costs: one round trip (the
@@ -91,7 +92,7 @@ func NewPtr[T any](ctx context.Context, c *Client, init T, opts PtrOptions[T]) (
 	}
 	n := codec.Size()
 	var p Ptr[T]
-	p.mode, p.codec, p.size = mode, codec, n
+	p.mode, p.codec, p.size = mode, withInto(codec), n
 	switch mode {
 	case Word:
 		a, err := c.alloc(ctx, opts.Node, 8)
@@ -167,7 +168,7 @@ func PtrAt[T any](a farmem.Addr, mode Mode, codec Codec[T]) (Ptr[T], error) {
 	if a.Offset()%8 != 0 {
 		return Ptr[T]{}, fmt.Errorf("far: pointer at %v: %w", a, farmem.ErrMisaligned)
 	}
-	return Ptr[T]{a: a, mode: mode, size: codec.Size(), codec: codec}, nil
+	return Ptr[T]{a: a, mode: mode, size: codec.Size(), codec: withInto(codec)}, nil
 }
 
 func ptrSetup[T any](codec Codec[T], mode Mode) (Codec[T], Mode, error) {
@@ -213,7 +214,12 @@ func (p Ptr[T]) Mode() Mode { return p.mode }
 func (p Ptr[T]) IsNil() bool { return p.a == 0 }
 
 // Codec returns the pointer's codec.
-func (p Ptr[T]) Codec() Codec[T] { return p.codec }
+func (p Ptr[T]) Codec() Codec[T] {
+	if p.codec == nil {
+		return nil
+	}
+	return unwrapInto(p.codec)
+}
 
 func (p Ptr[T]) cell() farmem.Addr {
 	if p.mode == Locked {
@@ -226,29 +232,35 @@ func (p Ptr[T]) cell() farmem.Addr {
 // read), OutOfPlaceLoadRoundTrips or LockedLoadRoundTrips (no lock), plus the allocator's pin
 // when the client's epoch announcement is older than its Refresh. It allocates nothing once
 // the client's scratch buffer has grown (with Binary's composite codec, nothing once its pool
-// is warm).
+// is warm). For a T of more than a few words, LoadInto costs less.
 func (p Ptr[T]) Load(ctx context.Context, c *Client) (v T, err error) {
 	if p.mode != SingleWriter || p.a == 0 {
 		return p.loadOther(ctx, c)
 	}
-	// SingleWriter, the hot path: one Read of the record, again while it is torn.
+	if !c.ordered {
+		err = p.loadBatched(ctx, c, noescape(&v))
+		return v, err
+	}
+	// As LoadInto, decoding into the result.
 	n := p.size
 	rec := c.scratch(swRecordSize(n))
 	for {
 		if err = c.m.Read(ctx, p.a, rec); err != nil {
 			return v, err
 		}
-		if swOpen(rec, (n+7)/8) {
-			v = p.codec.Decode(rec[8 : 8+n])
+		if swValid(rec) {
+			p.codec.DecodeInto(rec[8:8+n], noescape(&v))
 			return v, nil
 		}
 		c.stats.TornRetries++
 	}
 }
 
-// LoadInto is Load that sets *dst (left as it was on error): for a large T it spares the
-// copies that returning T by value costs, which for a SingleWriter pointer to a few words are
-// a noticeable part of a load on cxl. Costs and linearizability as Load.
+// LoadInto is Load that sets *dst (left as it was on error), with the codec's DecodeInto when
+// it has one (DecoderInto): the fields are written in place, with none of the copies of
+// returning a large T by value. dst does not escape: a variable of the caller's stays on its
+// stack. Costs and linearizability as Load. This is the cheapest typed load of a
+// SingleWriter pointer: one Read of the record, the check, the decode.
 func (p Ptr[T]) LoadInto(ctx context.Context, c *Client, dst *T) error {
 	if p.mode != SingleWriter || p.a == 0 {
 		v, err := p.loadOther(ctx, c)
@@ -257,14 +269,40 @@ func (p Ptr[T]) LoadInto(ctx context.Context, c *Client, dst *T) error {
 		}
 		return err
 	}
+	if !c.ordered {
+		return p.loadBatched(ctx, c, noescape(dst))
+	}
+	// The single-writer load on a Memory that reads in address order, the hot path: one Read
+	// of the record, again while it is torn.
 	n := p.size
 	rec := c.scratch(swRecordSize(n))
 	for {
 		if err := c.m.Read(ctx, p.a, rec); err != nil {
 			return err
 		}
-		if swOpen(rec, (n+7)/8) {
-			*dst = p.codec.Decode(rec[8 : 8+n])
+		if swValid(rec) {
+			p.codec.DecodeInto(rec[8:8+n], noescape(dst))
+			return nil
+		}
+		c.stats.TornRetries++
+	}
+}
+
+// loadBatched is the single-writer load on a Memory that does not read in address order:
+// the record read as H, the value and T, three Reads in one batch, again while it is torn,
+// and the value decoded from it in place into *dst, which the caller has hidden from escape
+// analysis.
+func (p Ptr[T]) loadBatched(ctx context.Context, c *Client, dst *T) error {
+	n := p.size
+	rec := c.scratch(swRecordSize(n))
+	for {
+		b := c.batch()
+		swReads(b, p.a, rec, false)
+		if err := c.m.Do(ctx, b); err != nil {
+			return err
+		}
+		if swValid(rec) {
+			p.codec.DecodeInto(rec[8:8+n], dst)
 			return nil
 		}
 		c.stats.TornRetries++
@@ -352,7 +390,7 @@ func (p Ptr[T]) Store(ctx context.Context, c *Client, v T) error {
 		p.codec.Encode(rec[8:8+n], v)
 		swSeal(rec, n, s+1)
 		end := len(rec) - 8
-		// T, then the stamped words, then H: a reader that copies the record in address order
+		// T, then the value, then H: a reader that copies the record in address order
 		// reads H first and T last, the reverse of this order (package doc).
 		b := c.batch()
 		b.Write(p.a.Add(uint64(end)), rec[end:])
@@ -670,13 +708,14 @@ func (p Ptr[T]) Free(ctx context.Context, c *Client) error {
 	return c.al.Retire(ctx, p.a, head)
 }
 
-// maxLoadMany is how many pointers one batch of LoadMany reads (one op each).
-const maxLoadMany = farmem.MaxBatchOps
+// maxLoadMany is how many pointers one batch of LoadMany reads (at most three ops each: a
+// single-writer record read as H, value, T).
+const maxLoadMany = farmem.MaxBatchOps / 3
 
 // LoadMany loads every pointer of ps into out (len(out) must be at least len(ps)). Pointers
 // of every mode and on any nodes may be mixed; their reads go out together, so the call costs
 // LoadManyRoundTrips when no pointer is OutOfPlace or Locked and LoadManyIndirectRoundTrips
-// otherwise, plus one per round of torn single-writer reads, per farmem.MaxBatchOps pointers.
+// otherwise, plus one per round of torn single-writer reads, per farmem.MaxBatchOps/3 pointers.
 func LoadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T) error {
 	if len(out) < len(ps) {
 		return fmt.Errorf("far: LoadMany: %d pointers into %d values: %w", len(ps), len(out), farmem.ErrInvalid)
@@ -740,7 +779,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 			case p.mode == Word:
 				b.Read(p.a, s[16:24])
 			case p.mode == SingleWriter:
-				b.Read(p.a, s[:swRecordSize(n)])
+				swReads(b, p.a, s[:swRecordSize(n)], c.ordered)
 			case pending[i] == 1:
 				b.Read(p.cell(), s[0:8])
 			default:
@@ -760,7 +799,7 @@ func loadMany[T any](ctx context.Context, c *Client, ps []Ptr[T], out []T, strid
 			case p.mode == Word:
 				out[i], pending[i] = p.codec.Decode(s[16:24]), 0
 			case p.mode == SingleWriter:
-				if swOpen(s[:swRecordSize(n)], (n+7)/8) {
+				if swValid(s[:swRecordSize(n)]) {
 					out[i], pending[i] = p.codec.Decode(s[8:8+n]), 0
 				} else {
 					c.stats.TornRetries++

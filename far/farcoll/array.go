@@ -53,6 +53,7 @@ type Array[T any] struct {
 	per    int
 	segs   []farmem.Addr
 	codec  far.Codec[T]
+	dec    far.Decoder[T] // codec's, decoding in place
 }
 
 // NewArray allocates an array of n elements, each set to T's zero value: one round trip for
@@ -70,7 +71,7 @@ func NewArray[T any](ctx context.Context, c *far.Client, n int, opts ArrayOption
 	if len(nodes) > maxSegments {
 		return nil, fmt.Errorf("farcoll: array over %d nodes (at most %d): %w", len(nodes), maxSegments, farmem.ErrInvalid)
 	}
-	a := &Array[T]{n: n, size: codec.Size(), codec: codec}
+	a := &Array[T]{n: n, size: codec.Size(), codec: codec, dec: far.NewDecoder(codec)}
 	a.stride = (a.size + 7) &^ 7
 	if len(nodes) == 0 {
 		nodes = []farmem.NodeID{0}
@@ -175,7 +176,7 @@ func ArrayAt[T any](ctx context.Context, c *far.Client, desc farmem.Addr, codec 
 			return nil, err
 		}
 	}
-	a.desc, a.codec = desc, codec
+	a.desc, a.codec, a.dec = desc, codec, far.NewDecoder(codec)
 	for i := range nsegs {
 		s := farmem.Addr(le.Uint64(buf[arrayHead+8*i:]))
 		if s == 0 || s.Offset()%8 != 0 {
@@ -237,16 +238,24 @@ func (a *Array[T]) check(from, n int) error {
 }
 
 // Get returns element i: one Read of its slot, one round trip.
-func (a *Array[T]) Get(ctx context.Context, c *far.Client, i int) (T, error) {
-	var zero T
+func (a *Array[T]) Get(ctx context.Context, c *far.Client, i int) (v T, err error) {
+	err = a.GetInto(ctx, c, i, &v)
+	return v, err
+}
+
+// GetInto is Get that sets *dst (left as it was on error), decoding in place with the
+// codec's DecodeInto when it has one (far.DecoderInto): for a large T it spares the copies of
+// returning the value. dst does not escape.
+func (a *Array[T]) GetInto(ctx context.Context, c *far.Client, i int, dst *T) error {
 	if err := a.check(i, 1); err != nil {
-		return zero, err
+		return err
 	}
 	buf := c.Scratch(a.stride)
 	if err := c.Memory().Read(ctx, a.at(i), buf); err != nil {
-		return zero, err
+		return err
 	}
-	return a.codec.Decode(buf), nil
+	a.dec.DecodeInto(buf, dst)
+	return nil
 }
 
 // Set stores v in element i: one Write of its slot, one round trip.
@@ -278,7 +287,7 @@ func (a *Array[T]) ReadRange(ctx context.Context, c *far.Client, from int, out [
 		return err
 	}
 	for i := range out {
-		out[i] = a.codec.Decode(buf[i*a.stride:])
+		a.dec.DecodeInto(buf[i*a.stride:], &out[i])
 	}
 	return nil
 }

@@ -114,6 +114,9 @@ func TestArray(t *testing.T) {
 		var got pair
 		require.Equal(t, uint64(1), rtts(t, c, func() error { got, err = a.Get(ctx, c, 50); return err }))
 		require.Equal(t, pair{50, 1}, got)
+		var into pair
+		require.Equal(t, uint64(1), rtts(t, c, func() error { return a.GetInto(ctx, c, 51, &into) }))
+		require.Equal(t, pair{51, 1}, into)
 
 		b, err := farcoll.ArrayAt[pair](ctx, c, a.Addr(), nil)
 		require.NoError(t, err)
