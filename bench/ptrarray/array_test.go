@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,7 +65,10 @@ func open(t *testing.T, nodes int, keys uint64, s ptrsync.Synchronizer) (farmem.
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)
 	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, alloc.Options{})
+	// A long lease and refresh: an announcement older than Refresh (10 ms by default) costs
+	// the next Pin a round trip, which a slow, loaded machine would add to the counts the
+	// tests assert.
+	a, err := alloc.New(ctx, m, alloc.Options{Lease: 10 * time.Second, Refresh: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = a.Close()
