@@ -122,8 +122,9 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	op := t.newOp(key)
 	op.keepValue = true
 	op.dst = dst
+	op.matchOnly = true
 	for {
-		if err := t.pin(ctx); err != nil {
+		if err := t.pinRead(ctx); err != nil {
 			return dst, err
 		}
 		val, err := t.search(ctx, op)
