@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
 
 	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/ds/race"
@@ -100,7 +101,7 @@ func benchLimit(b *testing.B, n int) {
 		buf := make([]byte, 0, limitValue)
 		rng := uint64(0x9e3779b97f4a7c15)
 		before := s.Stats()
-		ns, allocs, ops := paired(b, nil, func() {
+		ns, cpu, allocs, ops := paired(b, nil, func() {
 			rng = xorshift(rng)
 			if buf, err = ss.AppendGet(ctx, buf[:0], keys[rng%uint64(n)]); err != nil {
 				b.Fatal(err)
@@ -113,11 +114,16 @@ func benchLimit(b *testing.B, n int) {
 		b.ReportMetric(ns[0]/ns[1], "x-limit")
 		b.ReportMetric(ns[2], "storesum-ns/op")
 		b.ReportMetric(ns[0]/ns[2], "x-storesum")
+		b.ReportMetric(cpu[0], "cpu-ns/op")
+		b.ReportMetric(cpu[1], "limit-cpu-ns/op")
+		b.ReportMetric(cpu[2], "storesum-cpu-ns/op")
+		b.ReportMetric(cpu[0]/cpu[1], "x-limit-cpu")
+		b.ReportMetric(cpu[0]/cpu[2], "x-storesum-cpu")
 	})
 	b.Run("put", func(b *testing.B) {
 		rng := uint64(0x2545f4914f6cdd1d)
 		before := s.Stats()
-		ns, allocs, ops := paired(b, nil, func() {
+		ns, cpu, allocs, ops := paired(b, nil, func() {
 			rng = xorshift(rng)
 			if err := ss.Put(ctx, keys[rng%uint64(n)], value); err != nil {
 				b.Fatal(err)
@@ -129,6 +135,9 @@ func benchLimit(b *testing.B, n int) {
 		b.ReportMetric(allocs, "mallocs/op")
 		b.ReportMetric(ns[1], "putlimit-ns/op")
 		b.ReportMetric(ns[0]/ns[1], "x-putlimit")
+		b.ReportMetric(cpu[0], "cpu-ns/op")
+		b.ReportMetric(cpu[1], "putlimit-cpu-ns/op")
+		b.ReportMetric(cpu[0]/cpu[1], "x-putlimit-cpu")
 	})
 	next := uint64(n)
 	b.Run("insert", func(b *testing.B) {
@@ -144,7 +153,7 @@ func benchLimit(b *testing.B, n int) {
 			fresh = fresh[:0]
 		}
 		before := s.Stats()
-		ns, allocs, ops := paired(b, func() {
+		ns, cpu, allocs, ops := paired(b, func() {
 			if len(fresh) >= batch {
 				d = d.Add(s.Stats().Sub(before))
 				drop()
@@ -162,6 +171,7 @@ func benchLimit(b *testing.B, n int) {
 		drop()
 		report(b, d, ops)
 		b.ReportMetric(ns[0], "ns/op")
+		b.ReportMetric(cpu[0], "cpu-ns/op")
 		b.ReportMetric(allocs, "mallocs/op")
 	})
 }
@@ -171,19 +181,25 @@ const pairedChunk = 64
 
 // paired runs, per iteration of b.Loop, pairedChunk calls of each of ops in turn, timing each
 // chunk, so that the loops share whatever else the machine runs; then untimed, if not nil. It
-// returns each op's ns per call, the allocations per call of ops[0] (the limit loops allocate
-// nothing), and the number of calls of ops[0].
-func paired(b *testing.B, untimed func(), ops ...func()) (ns []float64, allocs float64, calls int) {
+// returns each op's wall-clock and thread-CPU ns per call (the goroutine is locked to its
+// thread meanwhile: on a loaded machine the CPU time is the steadier measure of work done, as
+// long as the operations do not sleep), the allocations per call of ops[0] (the limit loops
+// allocate nothing), and the number of calls of ops[0].
+func paired(b *testing.B, untimed func(), ops ...func()) (ns, cpu []float64, allocs float64, calls int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	el := make([]time.Duration, len(ops))
+	ct := make([]time.Duration, len(ops))
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mallocs := ms.Mallocs
 	for b.Loop() {
 		for k, op := range ops {
-			t := time.Now()
+			t, c := time.Now(), threadCPU()
 			for range pairedChunk {
 				op()
 			}
+			ct[k] += threadCPU() - c
 			el[k] += time.Since(t)
 		}
 		if untimed != nil {
@@ -194,10 +210,20 @@ func paired(b *testing.B, untimed func(), ops ...func()) (ns []float64, allocs f
 	}
 	runtime.ReadMemStats(&ms)
 	calls = b.N * pairedChunk
-	for _, e := range el {
-		ns = append(ns, float64(e.Nanoseconds())/float64(calls))
+	for k := range ops {
+		ns = append(ns, float64(el[k].Nanoseconds())/float64(calls))
+		cpu = append(cpu, float64(ct[k].Nanoseconds())/float64(calls))
 	}
-	return ns, float64(ms.Mallocs-mallocs) / float64(calls), calls
+	return ns, cpu, float64(ms.Mallocs-mallocs) / float64(calls), calls
+}
+
+// threadCPU returns the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		panic(err)
+	}
+	return time.Duration(ts.Nano())
 }
 
 // xorshift is a step of Marsaglia's xorshift64.
