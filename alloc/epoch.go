@@ -21,6 +21,7 @@ type epochState struct {
 	cached    uint64      // the global epoch as last read
 	retired   []retired   // blocks retired, not yet reusable, in retirement order
 	lastScan  farmem.Time
+	seen      farmem.Time // the latest clock reading of Pin, Unpin and announce (see PinCoarse)
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
@@ -84,7 +85,13 @@ func (a *Allocator) Pin(ctx context.Context) error {
 		ep.depth++
 		return nil
 	}
-	now := a.rt.Now()
+	return a.pinAt(ctx, a.rt.Now())
+}
+
+// pinAt is the outermost Pin at time now.
+func (a *Allocator) pinAt(ctx context.Context, now farmem.Time) error {
+	ep := &a.ep
+	ep.seen = max(ep.seen, now)
 	if !ep.announced || now.Sub(ep.annAt) >= a.opts.Refresh {
 		if err := a.announce(ctx, now); err != nil {
 			return err
@@ -116,6 +123,7 @@ func (a *Allocator) announce(ctx context.Context, now farmem.Time) error {
 		}
 		a.stats.Refreshes++
 		ep.announced, ep.annE, ep.annAt, ep.deadline, ep.word = true, e, now, deadline, w
+		ep.seen = max(ep.seen, now)
 		g := le64(buf)
 		ep.cached = max(ep.cached, g)
 		a.stats.Epoch = ep.cached
@@ -153,6 +161,7 @@ func (a *Allocator) Unpin() error {
 		return nil
 	}
 	now := a.rt.Now()
+	ep.seen = max(ep.seen, now)
 	var err error
 	if !a.valid(now) {
 		err = fmt.Errorf("alloc: client %d: lease ended %v ago: %w", a.id, now.Sub(ep.deadline), ErrPinExpired)

@@ -3,7 +3,6 @@ package atomics
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"unsafe"
@@ -246,15 +245,9 @@ func Guard(f func()) (err error) {
 	defer func() {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
-			if a, ok := r.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("%w at %#x: %v", ErrFault, a.Addr(), r)
-				return
+			if err = FaultOf(r); err == nil {
+				panic(r)
 			}
-			if re, ok := r.(runtime.Error); ok && strings.Contains(re.Error(), "invalid memory address") {
-				err = fmt.Errorf("%w: %v", ErrFault, r)
-				return
-			}
-			panic(r)
 		}
 	}()
 	f()

@@ -41,14 +41,23 @@ func KVSession(ss *kvstore.Session, ordered bool) Session {
 	return base
 }
 
-type kvSession struct{ ss *kvstore.Session }
+type kvSession struct {
+	ss  *kvstore.Session
+	buf []byte // Read's value, reused (Session.Read's value lives until the next call)
+}
 
+// Read reads the value into the session's buffer with AppendGet: no allocation once the
+// buffer has grown to the largest value.
 func (k *kvSession) Read(ctx context.Context, key []byte) ([]byte, error) {
-	v, err := k.ss.Get(ctx, key)
+	v, err := k.ss.AppendGet(ctx, k.buf[:0], key)
 	if errors.Is(err, kvstore.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	k.buf = v
+	return v, nil
 }
 
 // Insert and Update report the store's ErrExists and ErrNotFound as the harness's too, as Read

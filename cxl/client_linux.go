@@ -3,6 +3,7 @@ package cxl
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -120,24 +121,27 @@ func bulk(off uint64, n int) bool { return n >= 64 && off&7 == 0 && n&7 == 0 }
 // exec runs one checked op on s: the liveness check of a peer compute node, the injected
 // latency, and the op itself, with a memory fault (a truncated file) turned into an error.
 func (c *client) exec(s *seg, op *farmem.Op) (val uint64, err error) {
+	if gerr := atomics.Guard(func() { val, err = c.execUnguarded(s, op) }); gerr != nil {
+		return 0, faultErr(op, gerr)
+	}
+	return val, err
+}
+
+// execUnguarded is exec for a caller that guards against memory faults itself.
+func (c *client) execUnguarded(s *seg, op *farmem.Op) (uint64, error) {
 	f := c.f
 	if f.inject > 0 {
 		f.injector.Delay(f.inject)
 	}
-	down := false
-	if gerr := atomics.Guard(func() {
-		if s.cid != 0 && s.cid != f.cid && !c.m.leaseLive(s) {
-			down = true
-			return
-		}
-		val = s.apply(op, f.uncached)
-	}); gerr != nil {
-		return 0, fmt.Errorf("cxl: %s at %v: %w: %w", op.Kind, op.Addr, farmem.ErrNodeDown, gerr)
-	}
-	if down {
+	if s.cid != 0 && s.cid != f.cid && !c.m.leaseLive(s) {
 		return 0, fmt.Errorf("cxl: %s at %v: compute node down: %w", op.Kind, op.Addr, farmem.ErrNodeDown)
 	}
-	return val, nil
+	return s.apply(op, f.uncached), nil
+}
+
+// faultErr is the error of an op that met a memory fault.
+func faultErr(op *farmem.Op, gerr error) error {
+	return fmt.Errorf("cxl: %s at %v: %w: %w", op.Kind, op.Addr, farmem.ErrNodeDown, gerr)
 }
 
 // inline reports whether a batch may run in the caller: no fault set in this process and
@@ -180,19 +184,50 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 
 // runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
 // and returns the first signaled op's error, as transport.Err would report it. The batch is
-// checked and counted.
+// checked and counted. One fault guard covers the whole batch (see runGuarded).
 func (c *client) runInline(b *farmem.Batch) error {
 	var first error
-	for i := range b.Ops {
-		op := &b.Ops[i]
-		val, err := c.exec(c.m.seg(op.Addr.Node()), op)
-		c.Counters.CountResult(op, val, err)
-		transport.SetResult(op, val, err)
-		if err != nil && first == nil && !op.Unsignaled {
-			first = err
-		}
+	for i := 0; i < len(b.Ops); {
+		i = c.runGuarded(b, i, &first)
 	}
 	return first
+}
+
+// runGuarded applies b's ops from i on, as runInline does, under one fault guard: the
+// goroutine's panic-on-fault is set for the run and the caller's setting restored after it.
+// An op that meets a memory fault (a truncated file) completes with an error wrapping
+// farmem.ErrNodeDown and atomics.ErrFault, and the run stops after it; it returns the index of
+// the next op to apply. Other panics propagate, with the setting restored.
+func (c *client) runGuarded(b *farmem.Batch, i int, first *error) (next int) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			gerr := atomics.FaultOf(r)
+			if gerr == nil {
+				panic(r)
+			}
+			op := &b.Ops[next]
+			c.complete(op, 0, faultErr(op, gerr), first)
+			next++
+		}
+	}()
+	for next = i; next < len(b.Ops); next++ {
+		op := &b.Ops[next]
+		val, err := c.execUnguarded(c.m.seg(op.Addr.Node()), op)
+		c.complete(op, val, err, first)
+	}
+	return next
+}
+
+// complete records an inline op's outcome, and its error in first if it is the batch's first
+// signaled failure.
+func (c *client) complete(op *farmem.Op, val uint64, err error, first *error) {
+	c.Counters.CountResult(op, val, err)
+	transport.SetResult(op, val, err)
+	if err != nil && *first == nil && !op.Unsignaled {
+		*first = err
+	}
 }
 
 // Post implements farmem.Memory. A batch is checked whole before anything of it is applied.

@@ -37,6 +37,9 @@ type opState struct {
 	// invalidate makes learn set the valid word of every committed block it reads (an Update
 	// or Delete under Options.Invalidate: one of them is the block it replaces).
 	invalidate bool
+	// matchOnly makes decodeView keep only the committed slots with op's fingerprint (a
+	// Search looks at nothing else).
+	matchOnly bool
 }
 
 // blockInfo is what a block holds, as far as an operation cares.
@@ -167,27 +170,45 @@ func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 }
 
 // decodeView builds the view of what addReads read, in vb's storage (the view's slices are
-// valid until the next decode into vb).
+// valid until the next decode into vb). With op.matchOnly it keeps only the committed slots
+// with op's fingerprint.
 func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	le := binary.LittleEndian
 	n := 2 * t.geo.perB
 	buf := t.scr.bkt
 	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
 	idx, words := vb.idx[:0], vb.words[:0]
+	// ranges[1] > ranges[0] unless op.same: the second range's slots below ranges[0]+n are
+	// in the first already.
+	from := n
+	if !op.same {
+		from = 0
+		if end := op.ranges[0] + n; op.ranges[1] < end {
+			from = end - op.ranges[1]
+		}
+	}
+	if op.matchOnly {
+		for j := range n {
+			if w := Slot(le.Uint64(buf[8*j:])); w.Fingerprint() == op.fp && w.Committed() {
+				idx, words = append(idx, op.ranges[0]+j), append(words, w)
+			}
+		}
+		for j := from; j < n; j++ {
+			if w := Slot(le.Uint64(buf[8*(n+j):])); w.Fingerprint() == op.fp && w.Committed() {
+				idx, words = append(idx, op.ranges[1]+j), append(words, w)
+			}
+		}
+		vb.idx, vb.words = idx, words
+		v.idx, v.words = idx, words
+		return v
+	}
 	for j := range n {
 		idx = append(idx, op.ranges[0]+j)
 		words = append(words, Slot(le.Uint64(buf[8*j:])))
 	}
-	if !op.same {
-		// ranges[1] > ranges[0]: the second range's slots below ranges[0]+n are in already.
-		var from uint64
-		if end := op.ranges[0] + n; op.ranges[1] < end {
-			from = end - op.ranges[1]
-		}
-		for j := from; j < n; j++ {
-			idx = append(idx, op.ranges[1]+j)
-			words = append(words, Slot(le.Uint64(buf[8*(n+j):])))
-		}
+	for j := from; j < n; j++ {
+		idx = append(idx, op.ranges[1]+j)
+		words = append(words, Slot(le.Uint64(buf[8*(n+j):])))
 	}
 	vb.idx, vb.words = idx, words
 	v.idx, v.words = idx, words

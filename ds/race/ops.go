@@ -122,8 +122,9 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	op := t.newOp(key)
 	op.keepValue = true
 	op.dst = dst
+	op.matchOnly = true
 	for {
-		if err := t.pin(ctx); err != nil {
+		if err := t.pinRead(ctx); err != nil {
 			return dst, err
 		}
 		val, err := t.search(ctx, op)
@@ -599,10 +600,14 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 }
 
 // stamp returns a new block's stamp: a hash of the client's id, a count of the blocks this
-// handle made and the fabric time, so that two blocks written at one address (reused after a
-// deferred free) differ with probability 1-2^-32 without drawing on the runtime's random
-// source.
+// handle made and the fabric time (the start of the pinned section it is made in: no clock
+// reading of its own), so that two blocks written at one address (reused after a deferred
+// free) differ with probability 1-2^-32 without drawing on the runtime's random source.
 func (t *Table) stamp() uint32 {
 	t.stamps++
-	return uint32(fmix(uint64(t.id)<<48 ^ t.stamps ^ uint64(t.rt.Now())*mulA))
+	at := t.pinAt
+	if !t.pinned {
+		at = t.rt.Now()
+	}
+	return uint32(fmix(uint64(t.id)<<48 ^ t.stamps ^ uint64(at)*mulA))
 }

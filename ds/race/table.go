@@ -367,12 +367,27 @@ func (t *Table) usable() error {
 	return nil
 }
 
-// pin starts an operation's pinned section.
+// pin starts an operation's pinned section: one clock reading serves the allocator's pin and
+// the section's start (pinAt).
 func (t *Table) pin(ctx context.Context) error {
-	if err := t.a.Pin(ctx); err != nil {
+	now := t.rt.Now()
+	if err := t.a.PinAt(ctx, now); err != nil {
 		return fmt.Errorf("race: pin: %w", err)
 	}
-	t.pinAt, t.pinned = t.rt.Now(), true
+	t.pinAt, t.pinned = now, true
+	return nil
+}
+
+// pinRead starts the pinned section of an operation that never CASes on what it read (a
+// Search) with no clock reading: alloc.Allocator.PinCoarse, whose Unpin reads the clock and
+// reports a lease that ran out, which makes the operation read again (see PinCoarse for the
+// tolerance). pinAt is then a lower bound of the section's start.
+func (t *Table) pinRead(ctx context.Context) error {
+	at, err := t.a.PinCoarse(ctx)
+	if err != nil {
+		return fmt.Errorf("race: pin: %w", err)
+	}
+	t.pinAt, t.pinned = at, true
 	return nil
 }
 

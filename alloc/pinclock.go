@@ -1,0 +1,59 @@
+package alloc
+
+import (
+	"context"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// PinAt is Pin for a caller that has just read the runtime's clock: now is that reading, and
+// the outermost Pin uses it instead of reading the clock again (a section usually needs the
+// time of its start for its own budget too). A now earlier than the real time only makes Pin
+// refresh the announcement later; see PinCoarse for why that never makes a section unsafe.
+func (a *Allocator) PinAt(ctx context.Context, now farmem.Time) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ep := &a.ep
+	if ep.depth > 0 {
+		ep.depth++
+		return nil
+	}
+	return a.pinAt(ctx, now)
+}
+
+// PinCoarse is Pin without a clock read: the outermost PinCoarse decides whether the
+// announcement needs refreshing by the latest clock reading of this allocator's Pin,
+// Unpin or announcement, instead of the runtime's clock; it reads the clock only to write an
+// announcement (a round trip then follows anyway). With Unpin's own reading, a section costs one
+// clock read. It returns the latest clock reading after it, a lower bound of the section's start.
+//
+// Tolerance: the reading lags the clock by the time since the allocator's last operation (the caller's
+// idle time between sections). The lag never makes a section unsafe: what makes it safe is that
+// the announcement stood, unexpired, throughout, and Unpin establishes that with a fresh clock
+// reading: the lease's deadline is fixed when it is announced (only a new announcement or
+// Renew moves it, later), and the clock is monotonic, so a lease valid at Unpin was valid at
+// every instant of the section; otherwise Unpin returns ErrPinExpired and the caller reads
+// again, as after any pin that outlived its lease. The lag only delays a refresh that was
+// due: after an Unpin the announcement is either withdrawn or younger than Refresh, so an idle
+// time of up to Lease-Refresh-ClockSkew minus the section's length costs nothing, and a longer
+// one costs the section after it a retry (the retry's PinCoarse, at Unpin's fresh reading,
+// refreshes). It also refreshes whenever the lease has run out by that reading, so retries end.
+func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
+	if err := a.usable(); err != nil {
+		return 0, err
+	}
+	ep := &a.ep
+	if ep.depth > 0 {
+		ep.depth++
+		return ep.seen, nil
+	}
+	if !ep.announced || ep.seen.Sub(ep.annAt) >= a.opts.Refresh || !a.valid(ep.seen) {
+		if err := a.announce(ctx, a.rt.Now()); err != nil {
+			return 0, err
+		}
+	}
+	ep.depth = 1
+	ep.lapsed = false
+	return ep.seen, nil
+}

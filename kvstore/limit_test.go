@@ -1,0 +1,357 @@
+package kvstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
+
+	"github.com/farmem/farmem/cxl"
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// limitRecords lists the store sizes BenchmarkLimit runs at. The 10^6 size (a heap of about
+// 1.2 GiB with 1,000-byte values, loaded in about a minute) is opt-in:
+//
+//	go test -run '^$' -bench Limit -benchmem -count 5 ./kvstore/ -limit.records 1e4,1e5,1e6
+var limitRecords = flag.String("limit.records", "1e4,1e5", "comma-separated record counts of BenchmarkLimit")
+
+// limitValue is the value size of BenchmarkLimit's records.
+const limitValue = 1000
+
+// BenchmarkLimit sets the store's uncontended operations over cxl (one Session) beside the
+// physical limit of their memory work, measured in the same run, interleaved with them in
+// chunks of 64 operations (so that both see the same load of the machine), over a region of the
+// store's far-heap size. Per store size n (records of an 11-byte key and a 1,000-byte value):
+//
+//   - get: AppendGet of a random loaded key into a reused buffer (ns/op, mallocs/op), beside
+//     the Get's unavoidable work: copy two 128-byte bucket groups at random positions of the
+//     region, then, at a position that depends on a word of them, a block of the store's block
+//     size into the caller's buffer, and checksum it with xxh3 (limit-ns/op; x-limit = get ÷
+//     limit); and the same with the store's own block validation, race.DecodeBlock, in place of
+//     xxh3 (storesum-ns/op, x-storesum).
+//   - put: Put of a random loaded key (an update), beside Put's unavoidable work: build the new
+//     block with its xxh3 checksum and copy it to a random position, copy the two bucket
+//     groups, then the old block a word of them leads to, checksum it, and CAS a bucket word
+//     (putlimit-ns/op, x-putlimit).
+//   - insert: Insert of fresh keys; every n/10 of them (at least 1,000) are deleted again,
+//     untimed and uncounted, so that the store stays at about n records.
+//
+// The region is a Go heap slice of the bytes the load wrote to far memory (heap-MiB), holding
+// at every block position a copy of a block the store wrote (found by scanning the memory
+// node), so that DecodeBlock validates it whole. Round trips per operation (rtt/op) come from
+// the store's counters. Take ratios from one run; run it with -count 5 and use the median.
+func BenchmarkLimit(b *testing.B) {
+	for _, f := range strings.Split(*limitRecords, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		require.NoError(b, err)
+		n := int(x)
+		b.Run(fmt.Sprintf("n=%s", strings.TrimSpace(f)), func(b *testing.B) { benchLimit(b, n) })
+	}
+}
+
+func benchLimit(b *testing.B, n int) {
+	ctx := context.Background()
+	size := uint64(n)*2600 + 256<<20
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: size}})
+	require.NoError(b, err)
+	defer r.Close()
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(b, err)
+	defer f.Close()
+	s, err := kvstore.Open(ctx, f, kvstore.Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	ss, err := s.Session(ctx)
+	require.NoError(b, err)
+	defer ss.Close()
+
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = key(uint64(i))
+	}
+	value := val(7, limitValue)
+	before := s.Stats()
+	for i := range keys {
+		require.NoError(b, ss.Insert(ctx, keys[i], value))
+	}
+	heap := s.Stats().Sub(before).BytesOut
+	lr := newLimitRegion(b, ctx, f, s.Root().Node(), heap)
+
+	report := func(b *testing.B, d farmem.Stats, ops int) {
+		b.ReportMetric(float64(d.RoundTrips)/float64(ops), "rtt/op")
+		b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+	}
+	b.Run("get", func(b *testing.B) {
+		buf := make([]byte, 0, limitValue)
+		k := key(0)
+		rng := uint64(0x9e3779b97f4a7c15)
+		before := s.Stats()
+		ns, cpu, allocs, ops := paired(b, nil, func() {
+			rng = xorshift(rng)
+			setKey(k, rng%uint64(n))
+			if buf, err = ss.AppendGet(ctx, buf[:0], k); err != nil {
+				b.Fatal(err)
+			}
+		}, lr.getXXH3, lr.getStoreSum)
+		report(b, s.Stats().Sub(before), ops)
+		b.ReportMetric(ns[0], "ns/op")
+		b.ReportMetric(allocs, "mallocs/op")
+		b.ReportMetric(ns[1], "limit-ns/op")
+		b.ReportMetric(ns[0]/ns[1], "x-limit")
+		b.ReportMetric(ns[2], "storesum-ns/op")
+		b.ReportMetric(ns[0]/ns[2], "x-storesum")
+		b.ReportMetric(cpu[0], "cpu-ns/op")
+		b.ReportMetric(cpu[1], "limit-cpu-ns/op")
+		b.ReportMetric(cpu[2], "storesum-cpu-ns/op")
+		b.ReportMetric(cpu[0]/cpu[1], "x-limit-cpu")
+		b.ReportMetric(cpu[0]/cpu[2], "x-storesum-cpu")
+	})
+	b.Run("put", func(b *testing.B) {
+		k := key(0)
+		rng := uint64(0x2545f4914f6cdd1d)
+		before := s.Stats()
+		ns, cpu, allocs, ops := paired(b, nil, func() {
+			rng = xorshift(rng)
+			setKey(k, rng%uint64(n))
+			if err := ss.Put(ctx, k, value); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { lr.put(keys[0], value) })
+		lr.fill() // the new blocks overwrote block images the Get's DecodeBlock loop reads
+		report(b, s.Stats().Sub(before), ops)
+		b.ReportMetric(ns[0], "ns/op")
+		b.ReportMetric(allocs, "mallocs/op")
+		b.ReportMetric(ns[1], "putlimit-ns/op")
+		b.ReportMetric(ns[0]/ns[1], "x-putlimit")
+		b.ReportMetric(cpu[0], "cpu-ns/op")
+		b.ReportMetric(cpu[1], "putlimit-cpu-ns/op")
+		b.ReportMetric(cpu[0]/cpu[1], "x-putlimit-cpu")
+	})
+	next := uint64(n)
+	b.Run("insert", func(b *testing.B) {
+		// Every n/10 inserts (at least 1,000) are deleted again, untimed and uncounted, so
+		// that the store stays at about n records.
+		batch := max(n/10, 1000)
+		var fresh [][]byte
+		var d farmem.Stats
+		drop := func() {
+			for _, k := range fresh {
+				require.NoError(b, ss.Delete(ctx, k))
+			}
+			fresh = fresh[:0]
+		}
+		before := s.Stats()
+		ns, cpu, allocs, ops := paired(b, func() {
+			if len(fresh) >= batch {
+				d = d.Add(s.Stats().Sub(before))
+				drop()
+				before = s.Stats()
+			}
+		}, func() {
+			k := key(next)
+			next++
+			if err := ss.Insert(ctx, k, value); err != nil {
+				b.Fatal(err)
+			}
+			fresh = append(fresh, k)
+		})
+		d = d.Add(s.Stats().Sub(before))
+		drop()
+		report(b, d, ops)
+		b.ReportMetric(ns[0], "ns/op")
+		b.ReportMetric(cpu[0], "cpu-ns/op")
+		b.ReportMetric(allocs, "mallocs/op")
+	})
+}
+
+// pairedChunk is how many operations paired runs of each loop between clock reads.
+const pairedChunk = 64
+
+// paired runs, per iteration of b.Loop, pairedChunk calls of each of ops in turn, timing each
+// chunk, so that the loops share whatever else the machine runs; then untimed, if not nil. It
+// returns each op's wall-clock and thread-CPU ns per call (the goroutine is locked to its
+// thread meanwhile: on a loaded machine the CPU time is the steadier measure of work done, as
+// long as the operations do not sleep), the allocations per call of ops[0] (the limit loops
+// allocate nothing), and the number of calls of ops[0].
+func paired(b *testing.B, untimed func(), ops ...func()) (ns, cpu []float64, allocs float64, calls int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	el := make([]time.Duration, len(ops))
+	ct := make([]time.Duration, len(ops))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mallocs := ms.Mallocs
+	for b.Loop() {
+		for k, op := range ops {
+			t, c := time.Now(), threadCPU()
+			for range pairedChunk {
+				op()
+			}
+			ct[k] += threadCPU() - c
+			el[k] += time.Since(t)
+		}
+		if untimed != nil {
+			b.StopTimer()
+			untimed()
+			b.StartTimer()
+		}
+	}
+	runtime.ReadMemStats(&ms)
+	calls = b.N * pairedChunk
+	for k := range ops {
+		ns = append(ns, float64(el[k].Nanoseconds())/float64(calls))
+		cpu = append(cpu, float64(ct[k].Nanoseconds())/float64(calls))
+	}
+	return ns, cpu, float64(ms.Mallocs-mallocs) / float64(calls), calls
+}
+
+// threadCPU returns the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		panic(err)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// setKey makes k, a key of key's form, the key of index i: the caller's key is in its cache,
+// as it would be in an application that just made it.
+func setKey(k []byte, i uint64) { binary.BigEndian.PutUint64(k[3:], i) }
+
+// xorshift is a step of Marsaglia's xorshift64.
+func xorshift(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
+}
+
+// limitRegion is the memory the limit loops run over: a Go slice of the store's heap size
+// holding, every stride bytes, a copy of one genuine block (valid at addr).
+type limitRegion struct {
+	mem    []byte
+	img    []byte      // the block image
+	addr   farmem.Addr // the address the block image is valid at
+	blen   int         // the block's length
+	stride int
+	groups uint64    // 128-byte bucket groups in mem
+	blocks uint64    // block positions in mem
+	dst    []byte    // the caller's buffer
+	nb     []byte    // Put's new block
+	bkt    [256]byte // the bucket groups
+	rng    uint64
+	sink   uint64
+}
+
+// newLimitRegion scans the memory node for a block of limitValue bytes that DecodeBlock accepts
+// and fills a region of heap bytes with copies of it.
+func newLimitRegion(b *testing.B, ctx context.Context, f *cxl.Fabric, node farmem.NodeID, heap uint64) *limitRegion {
+	m, err := f.Open(ctx, f.ID())
+	require.NoError(b, err)
+	defer m.Close()
+	var hdr [4]byte
+	binary.LittleEndian.PutUint16(hdr[0:], 11)
+	binary.LittleEndian.PutUint16(hdr[2:], limitValue)
+	const chunk = 1 << 20
+	buf := make([]byte, chunk)
+	var img []byte
+	var at farmem.Addr
+	for off := uint64(0); img == nil; off += chunk - 4096 {
+		require.NoError(b, m.Read(ctx, farmem.MakeAddr(node, off), buf), "no block found")
+		for i := 0; i+4096 <= len(buf) && img == nil; i += race.Unit {
+			if !bytes.Equal(buf[i:i+4], hdr[:]) || !bytes.Equal(buf[i+24:i+27], []byte("key")) {
+				continue
+			}
+			a := farmem.MakeAddr(node, off+uint64(i))
+			if blk, err := race.DecodeBlock(a, buf[i:i+2048]); err == nil {
+				n := 24 + len(blk.Key) + len(blk.Value)
+				n = (n+7)&^7 + 8
+				img, at = append([]byte(nil), buf[i:i+n]...), a
+			}
+		}
+	}
+	stride := (len(img) + race.Unit - 1) &^ (race.Unit - 1)
+	size := max(heap, uint64(4*stride)) &^ 127
+	lr := &limitRegion{mem: make([]byte, size), img: img, addr: at, blen: len(img), stride: stride,
+		groups: size / 128, blocks: (size - uint64(stride)) / uint64(stride), dst: make([]byte, 0, stride),
+		nb: make([]byte, len(img)), rng: 0x6a09e667f3bcc909}
+	lr.fill()
+	return lr
+}
+
+// fill copies the block image to every block position.
+func (lr *limitRegion) fill() {
+	for p := 0; p+lr.stride <= len(lr.mem); p += lr.stride {
+		copy(lr.mem[p:], lr.img)
+	}
+}
+
+// getXXH3 is one round of the Get's memory work, the block checked with xxh3.
+func (lr *limitRegion) getXXH3() {
+	blk := lr.getBlock()
+	lr.sink += xxh3.Hash(blk[:lr.blen-8])
+}
+
+// getStoreSum is one round of the Get's memory work, the block checked with race.DecodeBlock.
+func (lr *limitRegion) getStoreSum() {
+	d, err := race.DecodeBlock(lr.addr, lr.getBlock())
+	if err != nil {
+		panic(err)
+	}
+	lr.sink += uint64(len(d.Value))
+}
+
+// getBlock copies two bucket groups at random positions, then the block a word of them leads
+// to, into the caller's buffer.
+func (lr *limitRegion) getBlock() []byte {
+	lr.rng = xorshift(lr.rng)
+	rng := lr.rng
+	g1, g2 := (rng>>1)%lr.groups*128, bits.RotateLeft64(rng, 32)%lr.groups*128
+	copy(lr.bkt[:128], lr.mem[g1:g1+128])
+	copy(lr.bkt[128:], lr.mem[g2:g2+128])
+	w := binary.LittleEndian.Uint64(lr.bkt[8*(rng&31):])
+	p := (w ^ rng) % lr.blocks * uint64(lr.stride)
+	lr.dst = append(lr.dst[:0], lr.mem[p:p+uint64(lr.blen)]...)
+	return lr.dst
+}
+
+// put is one round of Put's memory work: build the new block (header, key, value, xxh3
+// checksum) and copy it to a random position, copy the two bucket groups, then the old block
+// a word of them leads to, checksum it, and CAS a bucket word.
+func (lr *limitRegion) put(key, value []byte) {
+	lr.rng = xorshift(lr.rng)
+	rng := lr.rng
+	nb := lr.nb
+	binary.LittleEndian.PutUint64(nb[0:], uint64(len(key))|uint64(len(value))<<16|rng<<32)
+	binary.LittleEndian.PutUint64(nb[8:], rng)
+	binary.LittleEndian.PutUint64(nb[16:], 0)
+	copy(nb[24+copy(nb[24:], key):], value)
+	binary.LittleEndian.PutUint64(nb[lr.blen-8:], xxh3.Hash(nb[:lr.blen-8]))
+	q := bits.RotateLeft64(rng, 17) % lr.blocks * uint64(lr.stride)
+	copy(lr.mem[q:q+uint64(lr.blen)], nb)
+	g1, g2 := (rng>>1)%lr.groups*128, bits.RotateLeft64(rng, 32)%lr.groups*128
+	copy(lr.bkt[:128], lr.mem[g1:g1+128])
+	copy(lr.bkt[128:], lr.mem[g2:g2+128])
+	w := binary.LittleEndian.Uint64(lr.bkt[8*(rng&31):])
+	p := (w ^ rng) % lr.blocks * uint64(lr.stride)
+	lr.dst = append(lr.dst[:0], lr.mem[p:p+uint64(lr.blen)]...)
+	lr.sink += xxh3.Hash(lr.dst[:lr.blen-8])
+	word := (*uint64)(unsafe.Pointer(&lr.mem[g1+8*(rng&15)]))
+	atomic.CompareAndSwapUint64(word, w, w)
+}
