@@ -56,13 +56,9 @@
 //     prefetcher may refetch the line at any moment after the fence, so the guarantee is only that
 //     a later load returns memory's value as of some time after the flush began.
 //   - [SFence], [MFence] and [LFence] are the bare instructions.
-//   - [LoadWords], [StoreWords] and the Region copies move each aligned 8-byte word whole, in
-//     ascending order, so a concurrent writer can interleave with a long copy only at word
-//     boundaries; a copy as a whole is not atomic. They move one word per instruction, except
-//     that on a CPU with AVX [Region.ReadBytes] and [Region.WriteBytes] of four words or more
-//     move 32 bytes per instruction (VMOVDQU, which reads and writes every aligned word within
-//     it whole: a vector access is split, if at all, only at a cache-line boundary), about
-//     twice as fast from memory as a word per instruction.
+//   - [LoadWords], [StoreWords] and the Region copies move one aligned 8-byte word per
+//     instruction, in ascending order, so a concurrent writer can interleave with a long copy
+//     only at word boundaries; a copy as a whole is not atomic.
 //
 // # The Uncached discipline on one coherent host
 //

@@ -2,11 +2,7 @@
 
 package atomics
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
+import "unsafe"
 
 // Implemented in atomics_amd64.s.
 
@@ -32,17 +28,6 @@ func asmFAA(p *uint64, delta uint64) uint64
 //
 //go:noescape
 func asmCopy(dst, src unsafe.Pointer, n uintptr)
-
-// asmCopy32 moves n words from src to dst (both 8-byte aligned) 32 bytes per VMOVDQU (AVX), in
-// ascending order, the last n%4 words one MOVQ each. Every aligned word is read and written
-// whole: an x86 processor performs a vector access that stays within a cache line as one
-// access and splits one that crosses a line at the line boundary, and an aligned word never
-// straddles a line. (The vendors' manuals promise atomicity of the whole only for aligned
-// 16-byte accesses on AVX processors; word granularity is what the Region copies need.) It
-// moves data from memory about twice as fast as one MOVQ per word on a miss.
-//
-//go:noescape
-func asmCopy32(dst, src unsafe.Pointer, n uintptr)
 
 // asmCopyNT moves n words from src to dst with MOVNTI, then SFENCE.
 //
@@ -85,23 +70,10 @@ func copyInWordsNT(dst, src *uint64, n uintptr) {
 
 // amd64 is little-endian, so a word copy into bytes is the byte layout the package promises.
 func copyOutBytes(dst *byte, src *uint64, n uintptr) {
-	wordCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n)
+	asmCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n)
 }
 func copyInBytes(dst *uint64, src *byte, n uintptr) {
-	wordCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n)
-}
-
-// wideCopy is whether Region.ReadBytes and Region.WriteBytes use asmCopy32 (the CPU and OS support AVX).
-var wideCopy = cpu.X86.HasAVX
-
-// wordCopy moves n words from src to dst, asmCopy32 when the CPU has AVX and there are four
-// words or more, else asmCopy.
-func wordCopy(dst, src unsafe.Pointer, n uintptr) {
-	if wideCopy && n >= 4 {
-		asmCopy32(dst, src, n)
-		return
-	}
-	asmCopy(dst, src, n)
+	asmCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n)
 }
 func copyInBytesNT(dst *uint64, src *byte, n uintptr) {
 	asmCopyNT(unsafe.Pointer(dst), unsafe.Pointer(src), n)

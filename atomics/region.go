@@ -144,8 +144,7 @@ func (r Region) WriteWordsNT(off uint64, src []uint64) error {
 	return nil
 }
 
-// ReadBytes copies len(dst) bytes at off into dst word by word (each aligned word whole, 32
-// bytes per instruction on a CPU with AVX: see the package doc), each word little-endian. off
+// ReadBytes copies len(dst) bytes at off into dst word by word, each word little-endian. off
 // and len(dst) must be multiples of 8 (byte-granular access to shared words is
 // internal/wordmem's job).
 func (r Region) ReadBytes(off uint64, dst []byte) error {
