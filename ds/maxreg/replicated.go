@@ -73,8 +73,13 @@ type Replicated struct {
 	slotTS []uint64      // per slot of its lane: the timestamp it last wrote there (0: never)
 	freeAt []farmem.Time // per slot: when it may be reused (client clock); 0: not superseded yet
 
-	mu    sync.Mutex // guards known and word; never held across a verb
+	mu    sync.Mutex // guards known, word, lateLast and lateSlot; never held across a verb
 	known []Tag      // per replica: the largest tag the replica is known to hold
+
+	// What Open's batch returned from replicas that answered after Open did (the completion
+	// hook's goroutine): folded into last and slotTS by the owner goroutine (mergeLate).
+	lateLast uint64
+	lateSlot []uint64
 	word  []Tag      // per replica: the last value seen in this client's metadata word
 
 	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
@@ -180,7 +185,7 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	topo := m.Topology()
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
 		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
-		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots),
+		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots), lateSlot: make([]uint64, h.p.Slots),
 		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
@@ -210,10 +215,23 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	if err := p.Then(func(p *farmem.Pending) { r.absorbOpen(p, metas, ids) }); err != nil {
 		return nil, err
 	}
+	r.mergeLate()
 	return r, nil
 }
 
-// absorbOpen takes in what Open's second batch returned from the replicas done so far.
+// mergeLate folds the own timestamps that Open's stragglers reported into last and slotTS.
+// Only the owner goroutine calls it (Open, and stamp before it picks a timestamp).
+func (r *Replicated) mergeLate() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = max(r.last, r.lateLast)
+	for s, ts := range r.lateSlot {
+		r.slotTS[s] = max(r.slotTS[s], ts)
+	}
+}
+
+// absorbOpen takes in what Open's second batch returned from the replicas done so far; the
+// writer's own timestamps go to lateLast and lateSlot, for mergeLate.
 func (r *Replicated) absorbOpen(p *farmem.Pending, metas [][]byte, ids [][][]byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -228,13 +246,13 @@ func (r *Replicated) absorbOpen(p *farmem.Pending, metas [][]byte, ids [][][]byt
 				r.word[i] = max(r.word[i], t)
 			}
 			if t.Client() == r.id {
-				r.last = max(r.last, t.TS())
+				r.lateLast = max(r.lateLast, t.TS())
 			}
 		}
 		for s, w := range ids[i] {
 			if t := Tag(binary.LittleEndian.Uint64(w)); t.Client() == r.id && t.TS() > 0 {
-				r.last = max(r.last, t.TS())
-				r.slotTS[s] = max(r.slotTS[s], t.TS())
+				r.lateLast = max(r.lateLast, t.TS())
+				r.lateSlot[s] = max(r.lateSlot[s], t.TS())
 			}
 		}
 	}
@@ -464,6 +482,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 // read returns is superseded); if the best one is superseded but too recently, it sleeps.
 func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
 	S := uint64(r.h.p.Slots)
+	r.mergeLate()
 	for tries := 0; ; tries++ {
 		now := r.rt.Now()
 		base := max(r.last+1, r.ticks(), minTS)
