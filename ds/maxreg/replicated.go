@@ -80,7 +80,7 @@ type Replicated struct {
 	// hook's goroutine): folded into last and slotTS by the owner goroutine (mergeLate).
 	lateLast uint64
 	lateSlot []uint64
-	word  []Tag      // per replica: the last value seen in this client's metadata word
+	word     []Tag // per replica: the last value seen in this client's metadata word
 
 	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
 	pendingWB *WriteBack // the write-back handed over
