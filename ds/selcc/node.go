@@ -74,6 +74,7 @@ type node struct {
 	free    []*frame
 	tick    uint64
 	holdoff map[GCL]farmem.Time // spin-wait for starving writers: no local S acquire before
+	orphans map[GCL][]orphan    // unanswered messages that may have given this node a hold
 
 	stats nodeStats
 }
@@ -473,7 +474,10 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		return replyDrop, nil
 	case v.kind == peerRd && f.memo == memoM:
 		// Case 2: write the dirty range back, then downgrade to S for both in one FAA
-		// (ordered after the write in one batch), then forward.
+		// (ordered after the write in one batch), then forward. Under the group codec the
+		// holder downgrades only itself and acknowledges; the reader adds its own count with
+		// its next attempt (a count granted by a holder that dies before forwarding could not
+		// be told apart from its group's: see orphan).
 		var b farmem.Batch
 		if f.hi > f.lo {
 			buf := make([]byte, f.hi-f.lo)
@@ -481,6 +485,15 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 				return 0, err
 			}
 			b.Write(v.gcl.Body().Add(uint64(f.lo)), buf)
+		}
+		if !exactSharers(cd) {
+			b.FAA(v.gcl.Latch(), cd.Shared(n.id)-cd.Exclusive(n.id))
+			if err := doAll(ctx, m, &b); err != nil {
+				return 0, err
+			}
+			f.memo, f.lo, f.hi = memoS, 0, 0
+			n.stats.handled.Add(1)
+			return replyAck, nil
 		}
 		b.FAA(v.gcl.Latch(), DowngradeDelta(cd, n.id, v.from))
 		if err := doAll(ctx, m, &b); err != nil {

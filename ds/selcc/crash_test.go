@@ -1,0 +1,274 @@
+package selcc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/selcc"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+)
+
+// crashCase is how the victim node is caught when it crashes.
+type crashCase struct {
+	name string
+	// hold: the victim's first client takes the hot line (exclusively if excl) and keeps the
+	// guard while the node crashes; otherwise every client of the victim runs the mixed load
+	// and the crash comes at a seeded random instant, often inside a hand-over or a downgrade
+	// the victim serves or asks for.
+	hold, excl bool
+	wr         float64 // share of exclusive operations
+	hot        bool    // every operation on the hottest line (it moves by hand-over all the time)
+}
+
+// TestCrashHolderSim crashes one of four compute nodes (two clients each) under contention on
+// three hot lines, on sim, with several seeds: while it holds the hottest line exclusively (a
+// guard held), while it holds it shared, and at a random instant of a mixed load (inside
+// hand-overs, downgrades and invalidations to or from it). A survivor repairs the dead node's
+// holds shortly after the crash (the fencing delay). Asserted: every survivor completes its
+// whole load, never waits longer than a bound in virtual time for an operation after the
+// repair, and loses no write: each line's far counter, incremented under exclusive guards
+// (WriteBackOnRelease), ends between the acknowledged increments and those plus the victim's
+// unacknowledged ones; after Close every latch word is zero (no hold left behind).
+func TestCrashHolderSim(t *testing.T) {
+	cases := []crashCase{
+		{name: "exclusive", hold: true, excl: true, wr: 0.5},
+		{name: "shared", hold: true, wr: 0.7},
+		{name: "mixed", wr: 0.4},
+		{name: "handover", wr: 1, hot: true},
+	}
+	// In seeds 17, 19, 20 and 22 the victim dies inside a hand-over it serves for a survivor
+	// (after its FAA, before the forward), so the survivor's hold is an orphan (see the
+	// package's Recovery section); in seed 3 a survivor's upgrade fails on the dead sharer.
+	// -selcc.long runs seeds 1-40.
+	seeds := []uint64{1, 3, 17, 19, 20, 22}
+	if *long {
+		seeds = nil
+		for s := uint64(1); s <= 40; s++ {
+			seeds = append(seeds, s)
+		}
+	}
+	for _, c := range cases {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("%s/seed%d", c.name, seed), func(t *testing.T) { crashHolder(t, c, seed) })
+		}
+	}
+}
+
+const (
+	crashNodes     = 4
+	crashPerNode   = 2
+	crashLines     = 3
+	crashOps       = 60                     // per survivor client
+	crashFence     = 50 * time.Microsecond  // from the crash to the repair
+	crashProgress  = 2 * time.Millisecond   // the longest wait for one operation after the repair
+	crashReplyWait = 300 * time.Microsecond // Options.ReplyTimeout
+)
+
+func crashHolder(t *testing.T, c crashCase, seed uint64) {
+	r := simRig(t, simModel(crashNodes, crashPerNode), seed, selcc.Options{LineSize: 64, Frames: 4, EvictBatch: 2,
+		Durability: selcc.WriteBackOnRelease, ReplyTimeout: crashReplyWait})
+	gs := r.lines(t, crashLines)
+	n := crashNodes * crashPerNode
+	ms := make([]farmem.Memory, n)
+	cls := make([]*selcc.Client, n)
+	for i := range n {
+		ms[i], cls[i] = r.client(t, i)
+	}
+	dead := r.comp[1] // clients 1 and 5
+	isVictim := func(i int) bool { return i%crashNodes == 1 }
+	acked := make([]atomic.Int64, len(gs))
+	var unacked atomic.Int64 // the victim's increments whose Unlock did not return
+	sw := newSWMR(len(gs))   // survivors only: the victim's guard dies held
+	var crashed, repaired atomic.Int64
+	var maxWait atomic.Int64
+	downs := atomic.Int64{}
+
+	// op runs one operation of client i on line li: an increment under an exclusive guard or
+	// a read under a shared one (checking for tears).
+	op := func(ctx context.Context, i, li int, excl bool, hold time.Duration) error {
+		cl, rt := cls[i], ms[i].Runtime()
+		victim := isVictim(i)
+		if excl {
+			gd, err := cl.Lock(ctx, gs[li])
+			if err != nil {
+				return err
+			}
+			if !victim {
+				sw.enter(li, true)
+			}
+			v, err := gd.ReadUint64(ctx, 0)
+			if err == nil {
+				err = gd.WriteUint64(ctx, 0, v+1)
+			}
+			if err == nil {
+				err = gd.WriteUint64(ctx, 8, v+1)
+			}
+			if err != nil {
+				return err
+			}
+			if hold > 0 {
+				_ = rt.Sleep(ctx, hold)
+			}
+			if !victim {
+				sw.exit(li, true)
+			} else {
+				unacked.Add(1)
+			}
+			if err := gd.Unlock(ctx); err != nil {
+				return err
+			}
+			if victim {
+				unacked.Add(-1)
+			}
+			acked[li].Add(1)
+			return nil
+		}
+		gd, err := cl.RLock(ctx, gs[li])
+		if err != nil {
+			return err
+		}
+		if !victim {
+			sw.enter(li, false)
+		}
+		a, err := gd.ReadUint64(ctx, 0)
+		if err != nil {
+			return err
+		}
+		b, err := gd.ReadUint64(ctx, 8)
+		if err != nil {
+			return err
+		}
+		if a != b {
+			sw.torn.Add(1)
+		}
+		if hold > 0 {
+			_ = rt.Sleep(ctx, hold)
+		}
+		if !victim {
+			sw.exit(li, false)
+		}
+		return gd.Unlock(ctx)
+	}
+
+	r.do(func() {
+		rt := r.f.Runtime()
+		ctx, cancel := rt.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		rnd := rt.NewRand()
+		crashAt := rt.Now().Add(time.Duration(100+rnd.IntN(400)) * time.Microsecond)
+		crash := func() {
+			if crashed.CompareAndSwap(0, int64(r.s.Now())) {
+				if err := r.s.Crash(dead); err != nil {
+					t.Error(err)
+				}
+				r.s.At(r.s.Now().Add(crashFence), func() {
+					rt.Go(func() {
+						_, err := cls[0].Repair(context.Background(), dead.ComputeID(), gs)
+						if err == nil {
+							repaired.Store(int64(r.s.Now()))
+						}
+					})
+				})
+			}
+		}
+		if !c.hold {
+			r.s.At(crashAt, crash)
+		}
+		err := farmemtest.Parallel(rt, n, func(i int) error {
+			rnd := ms[i].Runtime().NewRand()
+			if isVictim(i) {
+				if c.hold && i == 1 {
+					// Warm up, then take the hot line and die holding it.
+					for range 5 {
+						if err := op(ctx, i, rnd.IntN(len(gs)), rnd.Float64() < 0.5, 0); err != nil {
+							return nil
+						}
+					}
+					var gd *selcc.Guard
+					var err error
+					if c.excl {
+						gd, err = cls[i].Lock(ctx, gs[0])
+					} else {
+						gd, err = cls[i].RLock(ctx, gs[0])
+					}
+					if err != nil {
+						return err
+					}
+					if c.excl {
+						v, _ := gd.ReadUint64(ctx, 0)
+						_ = gd.WriteUint64(ctx, 0, v+1) // never acknowledged
+					}
+					r.s.At(r.s.Now().Add(time.Microsecond), crash)
+					_ = ms[i].Runtime().Sleep(ctx, time.Millisecond)
+					return nil
+				}
+				for {
+					li := rnd.IntN(len(gs))
+					if c.hot {
+						li = 0
+					}
+					if err := op(ctx, i, li, rnd.Float64() < c.wr, 0); err != nil {
+						return nil // dies with its node
+					}
+				}
+			}
+			last := farmem.Time(0)
+			for k := 0; k < crashOps; {
+				li := rnd.IntN(len(gs))
+				if c.hot || rnd.IntN(2) == 0 {
+					li = 0 // the hottest line
+				}
+				start := ms[i].Runtime().Now()
+				err := op(ctx, i, li, rnd.Float64() < c.wr, time.Duration(rnd.IntN(3))*time.Microsecond)
+				now := ms[i].Runtime().Now()
+				if rp := farmem.Time(repaired.Load()); rp != 0 {
+					// the wait counted from the repair at the latest
+					from := max(start, rp)
+					if last > from {
+						from = last
+					}
+					if d := int64(now - from); d > maxWait.Load() {
+						maxWait.Store(d)
+					}
+				}
+				if err != nil {
+					if !errors.Is(err, farmem.ErrNodeDown) {
+						return fmt.Errorf("client %d: %w", i, err)
+					}
+					// A line the dead node held, before its repair: retry.
+					downs.Add(1)
+					if err := ms[i].Runtime().Sleep(ctx, 5*time.Microsecond); err != nil {
+						return fmt.Errorf("client %d after %d operations: %w", i, k, err)
+					}
+					continue
+				}
+				last = now
+				k++
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	})
+	require.NotZero(t, crashed.Load(), "the victim never crashed")
+	require.NotZero(t, repaired.Load(), "the repair did not run or failed")
+	require.Zero(t, sw.violations.Load(), "SWMR violated among the survivors")
+	require.Zero(t, sw.torn.Load(), "torn reads")
+	require.LessOrEqual(t, time.Duration(maxWait.Load()), crashProgress, "a survivor waited too long after the repair")
+	r.do(func() { _ = r.c.Close() }) // the dead node's part fails: it is down
+	latches, ctrs := r.farWords(t, gs)
+	for i := range gs {
+		require.Zero(t, latches[i], "line %d's latch after close: a hold was left behind", i)
+		lo := uint64(acked[i].Load())
+		require.GreaterOrEqual(t, ctrs[i], lo, "line %d lost acknowledged writes", i)
+		require.LessOrEqual(t, ctrs[i], lo+uint64(unacked.Load()), "line %d has writes nobody made", i)
+	}
+	t.Logf("crash at %v, repair at %v; %d operations met the dead node before its repair; longest wait after it %v",
+		time.Duration(crashed.Load()), time.Duration(repaired.Load()), downs.Load(), time.Duration(maxWait.Load()))
+}
