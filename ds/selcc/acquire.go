@@ -67,6 +67,12 @@ func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 		if err := cl.acquire(ctx, g, f, excl); err != nil {
 			cl.fail(ctx, f)
 			cl.unlatch(ctx, l, true)
+			if errors.Is(err, errFenced) {
+				if err := cl.waitFence(ctx, g); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return nil, err
 		}
 		if excl {
@@ -220,6 +226,9 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			if err := cl.waitHoldoff(octx, g); err != nil {
 				return err
 			}
+			if err := cl.checkFence(g); err != nil {
+				return err
+			}
 			var b farmem.Batch
 			i := b.CAS(g.Latch(), 0, cd.Exclusive(me))
 			b.Read(g.Body(), buf)
@@ -232,6 +241,9 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			}
 		default:
 			if err := cl.waitHoldoff(octx, g); err != nil {
+				return err
+			}
+			if err := cl.checkFence(g); err != nil {
 				return err
 			}
 			var b farmem.Batch

@@ -75,6 +75,7 @@ type node struct {
 	tick    uint64
 	holdoff map[GCL]farmem.Time // spin-wait for starving writers: no local S acquire before
 	orphans map[GCL][]orphan    // unanswered messages that may have given this node a hold
+	fences  map[GCL]farmem.Time // a repair's census: no count of the line added before
 
 	stats nodeStats
 }
@@ -126,7 +127,7 @@ func (v invalidation) encode() []byte {
 }
 
 func decodeInvalidation(b []byte) (invalidation, error) {
-	if len(b) != msgLen || (b[0] != peerRd && b[0] != peerWr) || b[1] != 0 {
+	if len(b) != msgLen || b[0] < peerRd || b[0] > peerUnfence || b[1] != 0 {
 		return invalidation{}, fmt.Errorf("selcc: malformed invalidation (%d bytes): %w", len(b), farmem.ErrInvalid)
 	}
 	return invalidation{
@@ -395,6 +396,21 @@ func (n *node) onInvalidate(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	if err != nil {
 		return nil, err
 	}
+	switch v.kind {
+	case peerCensus:
+		ok, err := n.census(ctx, m, v.gcl)
+		if err != nil {
+			return nil, err
+		}
+		status := uint64(replyAck)
+		if !ok {
+			status = replyDrop
+		}
+		return nil, n.reply(ctx, m, v, status)
+	case peerUnfence:
+		n.unfence(v.gcl)
+		return nil, nil
+	}
 	status, err := n.invalidate(ctx, m, v)
 	if err != nil {
 		return nil, err
@@ -470,6 +486,10 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 	case v.kind == peerRd && f.memo == memoM && !n.c.opts.NoPriorityMatching && v.prio < f.earned:
 		// Priority matching (§5.3.2): a writer that waited k retries for the line keeps it
 		// against readers that have waited fewer.
+		n.stats.dropped.Add(1)
+		return replyDrop, nil
+	case v.kind == peerRd && f.memo == memoM && n.fenced(v.gcl, m.Runtime().Now()) != 0:
+		// A repair's census fences the line: a downgrade would add this node's count.
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
 	case v.kind == peerRd && f.memo == memoM:
