@@ -310,3 +310,118 @@ func crashHolder(t *testing.T, c crashCase, sh crashShape, seed uint64) {
 		time.Duration(farmem.Time(crashed.Load())-start), removed.Load(), time.Duration(farmem.Time(repaired.Load())-start),
 		downs.Load(), time.Duration(maxWait.Load()))
 }
+
+// TestGroupRepairExact is the property of the group codec's online repair, over random
+// holdings of two lines among 64 compute nodes (many of them in the dead node's group):
+// whatever the dead node held (a share, the exclusive hold, nothing) and whoever else shares,
+// Repair removes exactly the dead node's part. After it, the holder field names the live
+// exclusive holder or no one, every other group's count is exactly its live sharers (a member
+// that holds nothing never decrements; no live count is removed), the dead node's group's count
+// is zero (its live members gave their shares up to the census), a live writer then gets each
+// line, and after Close every word is zero.
+func TestGroupRepairExact(t *testing.T) {
+	seeds := uint64(6)
+	if *long {
+		seeds = 40
+	}
+	const nodes = 64
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := simRig(t, simModel(nodes, 1), seed, selcc.Options{LineSize: 64, Frames: 4, ReplyTimeout: time.Millisecond})
+			gs := r.lines(t, 2)
+			cd := r.c.Options().Codec.(selcc.Groups)
+			cls := make([]*selcc.Client, nodes)
+			for i := range nodes {
+				_, cls[i] = r.client(t, i)
+			}
+			rnd := r.f.Runtime().NewRand()
+			deadIdx := rnd.IntN(nodes)
+			dead := r.comp[deadIdx].ComputeID()
+			group := func(id farmem.ComputeID) int { return int(id-1) % 8 }
+			// holders[l]: compute index -> true (shared) for line l; excl[l]: the M holder or -1
+			holders := []map[int]bool{{}, {}}
+			excl := []int{-1, -1}
+			r.do(func() {
+				ctx := context.Background()
+				for l, g := range gs {
+					if rnd.IntN(3) == 0 {
+						x := rnd.IntN(nodes)
+						if rnd.IntN(2) == 0 {
+							x = deadIdx
+						}
+						gd, err := cls[x].Lock(ctx, g)
+						require.NoError(t, err)
+						require.NoError(t, gd.Unlock(ctx))
+						excl[l] = x
+						continue
+					}
+					for range 1 + rnd.IntN(12) {
+						x := rnd.IntN(nodes)
+						if rnd.IntN(2) == 0 { // the dead node's group, often the dead node
+							x = (deadIdx + 8*rnd.IntN(nodes/8)) % nodes
+						}
+						gd, err := cls[x].RLock(ctx, g)
+						require.NoError(t, err)
+						require.NoError(t, gd.Unlock(ctx))
+						holders[l][x] = true
+					}
+				}
+			})
+			want := 0
+			for l := range gs {
+				if excl[l] == deadIdx || holders[l][deadIdx] {
+					want++
+				}
+			}
+			require.NoError(t, r.s.Crash(r.comp[deadIdx]))
+			live := (deadIdx + 1) % nodes
+			r.do(func() {
+				n, err := cls[live].Repair(context.Background(), dead, gs)
+				require.NoError(t, err)
+				require.Equal(t, want, n, "holds removed")
+			})
+			for l := range gs {
+				inGroup := 0
+				for x := range holders[l] {
+					if x != deadIdx && group(r.comp[x].ComputeID()) == group(dead) {
+						inGroup++
+					}
+				}
+				t.Logf("line %d: dead %v shared %v, exclusive holder index %d (dead %d); %d sharers, %d live in the dead node's group",
+					l, dead, holders[l][deadIdx], excl[l], deadIdx, len(holders[l]), inGroup)
+			}
+			latches, _ := r.farWords(t, gs)
+			for l := range gs {
+				w := latches[l]
+				if x := excl[l]; x >= 0 && x != deadIdx {
+					require.Equal(t, r.comp[x].ComputeID(), cd.Holder(w), "line %d: the live holder", l)
+				} else {
+					require.Zero(t, cd.Holder(w), "line %d: holder after the repair", l)
+				}
+				var count [8]int
+				for x := range holders[l] {
+					if x != deadIdx {
+						count[group(r.comp[x].ComputeID())]++
+					}
+				}
+				count[group(dead)] = 0
+				for gi := range 8 {
+					require.Equal(t, count[gi], cd.Count(w, gi), "line %d, group %d (the dead node's: %d)", l, gi, group(dead))
+				}
+			}
+			r.do(func() {
+				ctx := context.Background()
+				for _, g := range gs {
+					gd, err := cls[live].Lock(ctx, g)
+					require.NoError(t, err, "a live writer after the repair")
+					require.NoError(t, gd.Unlock(ctx))
+				}
+				_ = r.c.Close()
+			})
+			latches, _ = r.farWords(t, gs)
+			for l := range gs {
+				require.Zero(t, latches[l], "line %d's word after Close", l)
+			}
+		})
+	}
+}

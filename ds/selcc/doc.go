@@ -144,8 +144,12 @@
 // A compute node that dies holding latches keeps them until a repair scan: [Client.Repair]
 // removes the dead node's exclusive hold and (bitmap codec) shared bit from each listed line,
 // one FAA each, while the cluster runs (the FAAs commute with everyone's transitions). Under
-// the group codec a count does not say who holds it, so the dead node's shares are restored by
-// [Cluster.Recount] on a quiesced cluster whose nodes are all hosted in the process. Only a
+// the group codec a count does not say who holds it: for a line whose count in the dead node's
+// group is not zero, Repair first fences the line on the group's live members (a census: each
+// gives its own share up under its frame's latch and adds none while the fence stands, at most
+// ReplyTimeout), so the count it then reads is the dead node's alone, and removes that. Both
+// are exact: never below the real sharers, and a node that holds nothing never decrements.
+// [Cluster.Recount] remains the check of a quiesced cluster hosted in one process. Only a
 // node that is really gone may be repaired; its dirty lines are lost (see Durability). Until
 // then a survivor's acquisition that meets the dead node's hold fails with farmem.ErrNodeDown
 // (at once if the fabric knows the node is down, after ReplyTimeout if it is silent); after
