@@ -198,7 +198,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			return err
 		}
 		if f.memo == memoI {
-			if err := cl.settleOrphans(ctx, g, excl); err != nil {
+			if err := cl.settleOrphans(ctx, g, excl, gs); err != nil {
 				return err
 			}
 		}

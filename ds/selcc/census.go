@@ -23,11 +23,14 @@ import (
 // 3) and its downgrade for a reader (case 2, which under the group codec adds only its own
 // count). The census handler sets the fence first, then try-locks the member's frame for the
 // line: every acquisition, release and downgrade of the line runs under that frame's
-// exclusive latch, so either one is under way (the try-lock fails: the member answers "busy"
-// and the repairer asks again later) or none is, and none can start on the line while the
-// fence stands (acquisitions wait for it before their atomic; the handler drops invalidations
-// that would downgrade). An acquisition that had not yet mapped a frame when the fence went up
-// maps it afterwards and then waits for the fence. So when the last answer is in, no live
+// exclusive latch, so either one is under way (the member answers "busy" and the repairer asks
+// again later) or none is, and none can start on the line while the fence stands (an
+// acquisition that meets it before its atomic gives its frame back and waits holding no latch;
+// the handler drops invalidations that would downgrade). Hits change no count: if shared
+// guards hold the frame, the handler reads the memo under a shared latch, and a share is given
+// up by the last of those readers as it leaves (the member answers busy until then). An
+// acquisition that had not yet mapped a frame when the fence went up maps it afterwards and
+// then meets the fence. So when the last answer is in, no live
 // member of the group has a count in the word or can add one until the fence falls, and the
 // READ that follows sees the dead members' counts alone. The fence lasts ReplyTimeout from its
 // arrival; the repairer trusts its READ only if it completed within ReplyTimeout of sending the

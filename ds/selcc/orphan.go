@@ -75,7 +75,7 @@ func (n *node) setOrphans(g GCL, os []orphan) {
 // settleOrphans settles this node's orphans on g before an attempt (the caller holds the
 // frame mapping g latched X, with memo I): one READ of the word, and one FAA per landed hold.
 // It fails with farmem.ErrNodeDown if a shared attempt must wait for a shared orphan.
-func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool) error {
+func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grantState) error {
 	os := cl.n.orphansOf(g)
 	if len(os) == 0 {
 		return nil
@@ -84,6 +84,18 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool) error {
 	w, err := cl.word(ctx, g.Latch())
 	if err != nil {
 		return err
+	}
+	if gs.opened && cd.Holder(w) == me {
+		// This acquisition's own grant may be what named this node (a holder claims the word
+		// before its hand-over FAA): read after the latch word, a grant still open means the
+		// hold came from elsewhere. If claimed, the loop's poll takes the line; settle later.
+		gw, err := cl.readWord(ctx, cl.grant)
+		if err != nil {
+			return err
+		}
+		if gw>>8 == gs.first && gw&0xff != grantOpen {
+			return nil
+		}
 	}
 	var keep []orphan
 	var wait farmem.ComputeID
