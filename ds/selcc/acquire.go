@@ -159,7 +159,7 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 	if !gs.opened {
 		return err
 	}
-	st, cerr := cl.closeGrant(octx, g, gs.first)
+	st, cerr := cl.closeGrant(octx, g, f, gs.first)
 	if st != 0 {
 		// A holder handed the line over before the close: it is ours, whatever ended the loop.
 		cl.granted(f, st)
@@ -298,7 +298,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			// continuous readers on sim.
 		}
 		if gs.opened {
-			st, err := cl.pollGrant(ctx, g, gs.first)
+			st, err := cl.pollGrant(ctx, g, f, gs.first)
 			if err != nil {
 				return err
 			}
