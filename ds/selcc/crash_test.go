@@ -69,10 +69,10 @@ func TestCrashHolderSimGroups(t *testing.T) {
 	cases := []crashCase{
 		{name: "shared", hold: true, wr: 0.3},
 		{name: "exclusive", hold: true, excl: true, wr: 0.3},
-		{name: "mixed", wr: 0.3},
 	}
 	seeds := []uint64{2}
 	if *long {
+		cases = append(cases, crashCase{name: "mixed", wr: 0.3})
 		seeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
 	}
 	for _, c := range cases {
