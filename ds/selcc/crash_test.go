@@ -337,7 +337,7 @@ func TestGroupRepairExact(t *testing.T) {
 				_, cls[i] = r.client(t, i)
 			}
 			rnd := r.f.Runtime().NewRand()
-			deadIdx := rnd.IntN(nodes)
+			deadIdx := 1 + rnd.IntN(nodes-1) // not the first node: the checks read through it
 			dead := r.comp[deadIdx].ComputeID()
 			group := func(id farmem.ComputeID) int { return int(id-1) % 8 }
 			// holders[l]: compute index -> true (shared) for line l; excl[l]: the M holder or -1
