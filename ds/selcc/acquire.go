@@ -65,8 +65,14 @@ func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 		}
 		// f is latched X and mapped to g; its memo does not allow the access.
 		if err := cl.acquire(ctx, g, f, excl); err != nil {
-			cl.abandon(f)
+			cl.fail(ctx, f)
 			cl.unlatch(ctx, l, true)
+			if errors.Is(err, errFenced) {
+				if err := cl.waitFence(ctx, g); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return nil, err
 		}
 		if excl {
@@ -122,8 +128,24 @@ func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, 
 	}
 }
 
-// abandon unmaps f (latched X) after a failed acquisition.
-func (cl *Client) abandon(f *frame) {
+// fail ends a failed acquisition of f (latched X). A failed acquisition can still leave the
+// node holding the line: an upgrade that failed (its peer was down) keeps the share the frame
+// had, and a grant or fetch that failed after its atomic landed holds what the memo says. That
+// hold is released here (one ordered batch, as an eviction), never just forgotten: a frame
+// unmapped with its hold still in the word leaves a share or an exclusive hold no invalidation
+// can remove (the node has no frame to serve it with), and every writer of the line then spins.
+// If the release itself fails the frame stays mapped with its memo, so the hold stays
+// accountable (served by the handler, released by eviction).
+func (cl *Client) fail(ctx context.Context, f *frame) {
+	if f.memo != memoI {
+		var b farmem.Batch
+		if err := cl.n.releaseOps(detached(ctx), cl.m, &b, f); err != nil {
+			return
+		}
+		if err := doAll(detached(ctx), cl.m, &b); err != nil {
+			return
+		}
+	}
 	f.memo, f.lo, f.hi = memoI, 0, 0
 	cl.n.unmap(f)
 }
@@ -137,7 +159,7 @@ func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) erro
 	if !gs.opened {
 		return err
 	}
-	st, cerr := cl.closeGrant(octx, gs.first)
+	st, cerr := cl.closeGrant(octx, g, f, gs.first)
 	if st != 0 {
 		// A holder handed the line over before the close: it is ours, whatever ended the loop.
 		cl.granted(f, st)
@@ -175,6 +197,11 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 		if err := octx.Err(); err != nil {
 			return err
 		}
+		if f.memo == memoI {
+			if err := cl.settleOrphans(ctx, g, excl, gs); err != nil {
+				return err
+			}
+		}
 		var prev uint64
 		switch {
 		case excl && f.memo == memoS:
@@ -199,6 +226,9 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			if err := cl.waitHoldoff(octx, g); err != nil {
 				return err
 			}
+			if err := cl.checkFence(g); err != nil {
+				return err
+			}
 			var b farmem.Batch
 			i := b.CAS(g.Latch(), 0, cd.Exclusive(me))
 			b.Read(g.Body(), buf)
@@ -211,6 +241,9 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			}
 		default:
 			if err := cl.waitHoldoff(octx, g); err != nil {
+				return err
+			}
+			if err := cl.checkFence(g); err != nil {
 				return err
 			}
 			var b farmem.Batch
@@ -257,12 +290,15 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 				}
 				return nil
 			}
+			if !excl && st == replyAck {
+				continue // the holder downgraded itself (group codec): retry at once
+			}
 			// After acknowledgements too the writer backs off before its retry: retrying at
 			// once (before the readers' spin waiting has built up) starved a writer among
 			// continuous readers on sim.
 		}
 		if gs.opened {
-			st, err := cl.pollGrant(ctx, gs.first)
+			st, err := cl.pollGrant(ctx, g, f, gs.first)
 			if err != nil {
 				return err
 			}
@@ -317,7 +353,9 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		case err == nil:
 			sent[i] = true
 		case errors.Is(err, farmem.ErrNodeDown):
-			// A holder that is down keeps its hold until Repair removes it.
+			// A holder that is down keeps its hold until Repair removes it. The message may
+			// still have been delivered: its answer may hand this node a hold.
+			cl.orphaned(g, t, kind)
 			down = fmt.Errorf("selcc: %v holds %v and is down (Repair clears its holds): %w", t.Node(), g, err)
 		case errors.Is(err, farmem.ErrInvalid):
 			// a stale or garbage id: nothing to wait for
@@ -340,10 +378,12 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		}
 		w, err := cl.m.Wait(wctx, cl.flag.Add(8*uint64(i)), func(w uint64) bool { return w>>8 == seq })
 		if err != nil {
-			// A forward may still land in f: never reuse it.
+			// A forward may still land in f: never reuse it. The hold it comes with is an
+			// orphan until settled.
 			cl.n.mu.Lock()
 			f.dead = true
 			cl.n.mu.Unlock()
+			cl.orphaned(g, targets[i], kind)
 			if errors.Is(err, context.DeadlineExceeded) {
 				return 0, fmt.Errorf("selcc: %v did not answer an invalidation of %v: %w", targets[i].Node(), g, farmem.ErrNodeDown)
 			}
@@ -362,6 +402,17 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		return 0, down
 	}
 	return result, nil
+}
+
+// orphaned records that t may answer this client's message of kind about g with a hold after
+// the client stopped waiting (see orphan).
+func (cl *Client) orphaned(g GCL, t farmem.ComputeID, kind uint8) {
+	switch {
+	case kind == peerWr:
+		cl.n.addOrphan(g, orphan{from: t, excl: true})
+	case exactSharers(cl.o.Codec):
+		cl.n.addOrphan(g, orphan{from: t})
+	}
 }
 
 // waitHoldoff waits while this node keeps its own clients off g: after its shared hold went

@@ -57,7 +57,8 @@
 //     requester's frame and its reply flag in one batch (no write-back: the line is marked
 //     dirty at the new holder);
 //   - PeerRd, held M (case 2): writes the dirty range back and downgrades both to S in one
-//     ordered batch, then forwards the line;
+//     ordered batch, then forwards the line (group codec: downgrades only itself and
+//     acknowledges; the reader retries at once, see Recovery);
 //   - PeerWr, held S (case 3): releases its own share and acknowledges; the writer retries;
 //   - anything else, or the latch busy: answers "dropped"; the requester backs off and retries
 //     (resend interval Backoff/k at its k-th retry: priority aging).
@@ -143,9 +144,35 @@
 // A compute node that dies holding latches keeps them until a repair scan: [Client.Repair]
 // removes the dead node's exclusive hold and (bitmap codec) shared bit from each listed line,
 // one FAA each, while the cluster runs (the FAAs commute with everyone's transitions). Under
-// the group codec a count does not say who holds it, so the dead node's shares are restored by
-// [Cluster.Recount] on a quiesced cluster whose nodes are all hosted in the process. Only a
-// node that is really gone may be repaired; its dirty lines are lost (see Durability).
+// the group codec a count does not say who holds it: for a line whose count in the dead node's
+// group is not zero, Repair first fences the line on the group's live members (a census: each
+// gives its own share up under its frame's latch and adds none while the fence stands, at most
+// ReplyTimeout), so the count it then reads is the dead node's alone, and removes that. Both
+// are exact: never below the real sharers, and a node that holds nothing never decrements.
+// [Cluster.Recount] remains the check of a quiesced cluster hosted in one process. Only a
+// node that is really gone may be repaired; its dirty lines are lost (see Durability). Until
+// then a survivor's acquisition that meets the dead node's hold fails with farmem.ErrNodeDown
+// (at once if the fabric knows the node is down, after ReplyTimeout if it is silent); after
+// the repair it succeeds.
+//
+// A crash also leaves holds on the survivors' side, which Repair cannot see; the engine
+// settles them itself:
+//
+//   - A survivor's acquisition that fails keeps nothing it got: an upgrade that failed on a
+//     dead sharer releases the share its frame still had (rather than forgetting it with the
+//     frame), and a fetch whose local copy failed releases the latch it took.
+//   - A survivor whose message went unanswered (the peer died, or stayed silent past
+//     ReplyTimeout) may still have been given the line: the dead holder's hand-over FAA (or
+//     downgrade, or claimed grant) may have landed before its forward was lost. The word then
+//     names a node that has no frame for the line, and every invalidation to it would be
+//     dropped forever. The survivor records such an orphan, and its node settles it under the
+//     frame's exclusive latch before its next attempt on the line: released with one FAA if it
+//     landed (the holder field, and the bitmap's bit, say exactly whether it did), kept while its
+//     source still holds the line (it may still land), forgotten otherwise. A shared attempt
+//     waits (fails with farmem.ErrNodeDown) while a shared orphan may still land, since the
+//     node's bit would be added twice. Under the group codec a holder answers a PeerRd by
+//     downgrading only itself (the reader then adds its own count, one more round trip than
+//     the bitmap's case 2), so no share is ever granted that the reader could not account for.
 //
 // # SEL mode
 //
@@ -163,7 +190,8 @@
 //	case 1 (writer vs M)                           requester 1 and a message; holder 2 (FAA,
 //	                                               then the forward): 3 in all, as an RPC directory
 //	case 2 (reader vs M)                           requester 2 (attempt, undo) and a message;
-//	                                               holder 2 (write-back+downgrade, forward): 4
+//	                                               holder 2 (write-back+downgrade, forward): 4;
+//	                                               group codec: holder 1, requester +1 (retry)
 //	case 3 (writer vs S)                           requester 1, messages, each sharer's FAA and
 //	                                               acknowledgement, then the retried CAS+READ
 //	release                                        0 (WriteBackOnRelease: +1 if dirty)
@@ -176,8 +204,9 @@
 //
 // Lines are not freed (a freed line's latch word would be plain-written by the allocator's
 // free list). At most 255 compute nodes. A peer that stays silent past ReplyTimeout costs the
-// requester's node a frame (quarantined) and, if it did hand the line over late, leaves the
-// line held by the requester's node with no frame, until a Repair of that node. Consistency is
+// requester's node a frame (quarantined: a late forward may still land in it); a hold it
+// handed over late is settled as an orphan (see Recovery), its forwarded data dropped (under
+// WriteBack, a write only that peer had is lost as if it had died). Consistency is
 // sequential for data-race-free use: every access inside a guard.
 //
 // # Runtime

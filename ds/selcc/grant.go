@@ -45,13 +45,19 @@ func (cl *Client) setGrant(ctx context.Context, v uint64) error {
 
 // awaitGrant waits (bounded by ReplyTimeout) for a claimed grant word of the acquisition first
 // to carry the line, and returns its final state.
-func (cl *Client) awaitGrant(ctx context.Context, first uint64) (uint64, error) {
+func (cl *Client) awaitGrant(ctx context.Context, g GCL, f *frame, first uint64) (uint64, error) {
 	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
 	defer cancel()
 	w, err := cl.m.Wait(wctx, cl.grant, func(w uint64) bool {
 		return w>>8 != first || w&0xff == grantData || w&0xff == grantDataDirty
 	})
 	if err != nil {
+		// The claimer's hand-over FAA may still land (or has): an orphan until settled; and
+		// its forward may still land in f: never reuse it.
+		cl.n.addOrphan(g, orphan{excl: true})
+		cl.n.mu.Lock()
+		f.dead = true
+		cl.n.mu.Unlock()
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, fmt.Errorf("selcc: a hand-over claimed for this client never came: %w", farmem.ErrNodeDown)
 		}
@@ -65,14 +71,14 @@ func (cl *Client) awaitGrant(ctx context.Context, first uint64) (uint64, error) 
 
 // pollGrant reports a hand-over to the acquisition first: grantData or grantDataDirty once the
 // line is in the frame (waiting if a holder has claimed the word), 0 otherwise.
-func (cl *Client) pollGrant(ctx context.Context, first uint64) (uint64, error) {
+func (cl *Client) pollGrant(ctx context.Context, g GCL, f *frame, first uint64) (uint64, error) {
 	w, err := cl.readWord(ctx, cl.grant)
 	if err != nil || w>>8 != first {
 		return 0, err
 	}
 	switch w & 0xff {
 	case grantClaimed:
-		return cl.awaitGrant(ctx, first)
+		return cl.awaitGrant(ctx, g, f, first)
 	case grantData, grantDataDirty:
 		return w & 0xff, nil
 	}
@@ -81,7 +87,7 @@ func (cl *Client) pollGrant(ctx context.Context, first uint64) (uint64, error) {
 
 // closeGrant ends the acquisition first's grant: it returns the hand-over's final state if one
 // was claimed or done before the close, 0 otherwise; the word is closed either way.
-func (cl *Client) closeGrant(ctx context.Context, first uint64) (uint64, error) {
+func (cl *Client) closeGrant(ctx context.Context, g GCL, f *frame, first uint64) (uint64, error) {
 	ctx = detached(ctx)
 	open := first<<8 | grantOpen
 	prev, err := cl.m.CAS(ctx, cl.grant, open, grantClosed)
@@ -92,7 +98,7 @@ func (cl *Client) closeGrant(ctx context.Context, first uint64) (uint64, error) 
 	if prev>>8 == first {
 		switch prev & 0xff {
 		case grantClaimed:
-			if st, err = cl.awaitGrant(ctx, first); err != nil {
+			if st, err = cl.awaitGrant(ctx, g, f, first); err != nil {
 				return 0, err
 			}
 		case grantData, grantDataDirty:

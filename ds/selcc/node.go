@@ -74,6 +74,8 @@ type node struct {
 	free    []*frame
 	tick    uint64
 	holdoff map[GCL]farmem.Time // spin-wait for starving writers: no local S acquire before
+	orphans map[GCL][]orphan    // unanswered messages that may have given this node a hold
+	fences  map[GCL]farmem.Time // a repair's census: no count of the line added before
 
 	stats nodeStats
 }
@@ -125,7 +127,7 @@ func (v invalidation) encode() []byte {
 }
 
 func decodeInvalidation(b []byte) (invalidation, error) {
-	if len(b) != msgLen || (b[0] != peerRd && b[0] != peerWr) || b[1] != 0 {
+	if len(b) != msgLen || b[0] < peerRd || b[0] > peerUnfence || b[1] != 0 {
 		return invalidation{}, fmt.Errorf("selcc: malformed invalidation (%d bytes): %w", len(b), farmem.ErrInvalid)
 	}
 	return invalidation{
@@ -394,6 +396,21 @@ func (n *node) onInvalidate(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	if err != nil {
 		return nil, err
 	}
+	switch v.kind {
+	case peerCensus:
+		ok, err := n.census(ctx, m, v.gcl)
+		if err != nil {
+			return nil, err
+		}
+		status := uint64(replyAck)
+		if !ok {
+			status = replyDrop
+		}
+		return nil, n.reply(ctx, m, v, status)
+	case peerUnfence:
+		n.unfence(v.gcl)
+		return nil, nil
+	}
 	status, err := n.invalidate(ctx, m, v)
 	if err != nil {
 		return nil, err
@@ -471,9 +488,16 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		// against readers that have waited fewer.
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
+	case v.kind == peerRd && f.memo == memoM && n.fenced(v.gcl, m.Runtime().Now()) != 0:
+		// A repair's census fences the line: a downgrade would add this node's count.
+		n.stats.dropped.Add(1)
+		return replyDrop, nil
 	case v.kind == peerRd && f.memo == memoM:
 		// Case 2: write the dirty range back, then downgrade to S for both in one FAA
-		// (ordered after the write in one batch), then forward.
+		// (ordered after the write in one batch), then forward. Under the group codec the
+		// holder downgrades only itself and acknowledges; the reader adds its own count with
+		// its next attempt (a count granted by a holder that dies before forwarding could not
+		// be told apart from its group's: see orphan).
 		var b farmem.Batch
 		if f.hi > f.lo {
 			buf := make([]byte, f.hi-f.lo)
@@ -481,6 +505,15 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 				return 0, err
 			}
 			b.Write(v.gcl.Body().Add(uint64(f.lo)), buf)
+		}
+		if !exactSharers(cd) {
+			b.FAA(v.gcl.Latch(), cd.Shared(n.id)-cd.Exclusive(n.id))
+			if err := doAll(ctx, m, &b); err != nil {
+				return 0, err
+			}
+			f.memo, f.lo, f.hi = memoS, 0, 0
+			n.stats.handled.Add(1)
+			return replyAck, nil
 		}
 		b.FAA(v.gcl.Latch(), DowngradeDelta(cd, n.id, v.from))
 		if err := doAll(ctx, m, &b); err != nil {

@@ -17,16 +17,21 @@ import (
 // Durability); a peer that was waiting for dead's answer fails with farmem.ErrNodeDown after
 // Options.ReplyTimeout and may retry after the repair.
 //
-// With the bitmap codec the scan is exact. With the group codec the holder field is exact but a
-// group's count does not say which members hold it, so dead's shared holds are removed only
-// when its group's count exceeds what the group's live members hold: that needs every other
-// member's cache, which only a process hosting them all has ([Cluster.Recount] on a quiesced
-// cluster); Repair reports farmem.ErrInvalid for such a line and leaves its count alone.
+// With the bitmap codec the scan is exact and costs one FAA per hold. With the group codec the
+// holder field is exact, but a group's count does not say which members hold it: for a line
+// whose count in dead's group is not zero, Repair runs a fenced census of the group's live
+// members (each gives its own share of the line up and adds none until the census ends; one
+// message and one answer each, plus a READ), after which the count is dead's alone, and
+// removes it. That is exact too: it never removes a live member's count, and a member that
+// holds nothing never decrements. It fails with farmem.ErrNodeDown if another member of the
+// group does not answer (repair it as well), with ErrBusy if the members kept the line busy at
+// every census (the word is then unchanged: call again), and with farmem.ErrInvalid if the
+// census finds more than one dead count. One Repair at a time per line. [Cluster.Recount]
+// remains the check (and repair) of a quiesced cluster hosted in one process.
 func (cl *Client) Repair(ctx context.Context, dead farmem.ComputeID, lines []GCL) (int, error) {
 	cd := cl.o.Codec
 	_, exact := cd.(Bitmap)
 	removed := 0
-	var inexact int
 	for _, g := range lines {
 		w, err := cl.word(ctx, g.Latch())
 		if err != nil {
@@ -37,24 +42,28 @@ func (cl *Client) Repair(ctx context.Context, dead farmem.ComputeID, lines []GCL
 				return removed, err
 			}
 			removed++
-			continue
+			w += ReleaseExclusiveDelta(cd, dead)
+			// It may have had a share attempt under way too (before its undo): go on.
 		}
-		for _, s := range cd.Sharers(w, nil) {
-			if s != dead {
+		if !exact {
+			if gc, ok := cd.(Groups); ok && gc.Count(w, int(uint64(dead-1)%groupCount)) == 0 {
 				continue
 			}
-			if !exact {
-				inexact++
-				break
+			ok, err := cl.repairGroup(ctx, dead, g)
+			if err != nil {
+				return removed, err
 			}
+			if ok {
+				removed++
+			}
+			continue
+		}
+		if w&cd.Shared(dead) != 0 {
 			if _, err := cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cd, dead)); err != nil {
 				return removed, err
 			}
 			removed++
 		}
-	}
-	if inexact > 0 {
-		return removed, fmt.Errorf("selcc: %d lines have a non-empty count in %v's group: the group codec needs Recount: %w", inexact, dead.Node(), farmem.ErrInvalid)
 	}
 	return removed, nil
 }

@@ -1,0 +1,135 @@
+package selcc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// An orphan is a hold that may have been given to this node by a peer whose answer never came:
+// an exclusive holder that crashed (or stalled past ReplyTimeout) between its hand-over FAA and
+// the forward, one that claimed this client's grant word and never forwarded, or (bitmap codec)
+// one that downgraded for this node's PeerRd and never forwarded. The word may then name this
+// node while no frame of it holds the line; the handler would drop every invalidation for it
+// (no frame), and the node's own next acquisition would find itself in the way (a CAS that
+// fails on its own hold, or a second share that carries into the next node's bit). So the
+// requester records the unanswered message, and the node settles it before its next attempt
+// on the line (under the frame's exclusive latch, so no other transition of this node on the
+// line runs meanwhile).
+//
+// Settling is exact because only this node's own acquisitions and its peers' answers to its
+// own messages ever put this node's hold into the word, and the holder field is exact:
+//
+//   - an exclusive orphan landed iff the holder field names this node: released with one FAA
+//     (the dead peer's unwritten data is lost with it, as Durability says);
+//   - it can still land while the holder field names its source (the source still holds M): it
+//     stays recorded; the acquisition goes on (its CAS cannot succeed meanwhile, and a hand-over
+//     landing later is released at the next attempt);
+//   - otherwise it never will (its source does not hold the line any more): it is forgotten.
+//   - A shared orphan (bitmap only) landed iff this node's bit is set, since a downgrade adds it
+//     in the same FAA that takes the holder field off its source; while the source still holds M
+//     it could land at any moment, and a shared attempt then would add the node's bit twice (a
+//     carry), so shared acquisitions of the line fail with farmem.ErrNodeDown until it settles
+//     (the source answers late, or is repaired).
+//
+// The group codec never makes shared orphans: its holders downgrade only themselves on a PeerRd
+// (the reader adds its own count with its next attempt), since a group count cannot tell whether
+// a given member's count landed.
+type orphan struct {
+	from farmem.ComputeID // the peer that may hand over; 0: any holder (a claimed grant)
+	excl bool
+}
+
+// addOrphan records an unanswered message of this node about g.
+func (n *node) addOrphan(g GCL, o orphan) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.orphans == nil {
+		n.orphans = map[GCL][]orphan{}
+	}
+	for _, x := range n.orphans[g] {
+		if x == o {
+			return
+		}
+	}
+	n.orphans[g] = append(n.orphans[g], o)
+}
+
+func (n *node) orphansOf(g GCL) []orphan {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]orphan(nil), n.orphans[g]...)
+}
+
+func (n *node) setOrphans(g GCL, os []orphan) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(os) == 0 {
+		delete(n.orphans, g)
+		return
+	}
+	n.orphans[g] = os
+}
+
+// settleOrphans settles this node's orphans on g before an attempt (the caller holds the
+// frame mapping g latched X, with memo I): one READ of the word, and one FAA per landed hold.
+// It fails with farmem.ErrNodeDown if a shared attempt must wait for a shared orphan.
+func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grantState) error {
+	os := cl.n.orphansOf(g)
+	if len(os) == 0 {
+		return nil
+	}
+	cd, me := cl.o.Codec, cl.me
+	w, err := cl.word(ctx, g.Latch())
+	if err != nil {
+		return err
+	}
+	if gs.opened && cd.Holder(w) == me {
+		// This acquisition's own grant may be what named this node (a holder claims the word
+		// before its hand-over FAA): read after the latch word, a grant still open means the
+		// hold came from elsewhere. If claimed, the loop's poll takes the line; settle later.
+		gw, err := cl.readWord(ctx, cl.grant)
+		if err != nil {
+			return err
+		}
+		if gw>>8 == gs.first && gw&0xff != grantOpen {
+			return nil
+		}
+	}
+	var keep []orphan
+	var wait farmem.ComputeID
+	for _, o := range os {
+		h := cd.Holder(w)
+		switch {
+		case o.excl && h == me:
+			if _, err := cl.m.FAA(ctx, g.Latch(), ReleaseExclusiveDelta(cd, me)); err != nil {
+				return err
+			}
+			w += ReleaseExclusiveDelta(cd, me)
+		case o.excl && (o.from == 0 && h != 0 || o.from != 0 && h == o.from):
+			keep = append(keep, o)
+		case o.excl:
+		case w&cd.Shared(me) != 0 && exactSharers(cd):
+			if _, err := cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cd, me)); err != nil {
+				return err
+			}
+			w += ReleaseSharedDelta(cd, me)
+		case h == o.from:
+			keep = append(keep, o)
+			wait = o.from
+		}
+	}
+	cl.n.setOrphans(g, keep)
+	if wait != 0 && !excl {
+		return fmt.Errorf("selcc: %v has not answered an earlier PeerRd of %v and still holds it (Repair clears its holds): %w", wait.Node(), g, farmem.ErrNodeDown)
+	}
+	return nil
+}
+
+// exactSharers reports whether cd's Sharers is exact (the bitmap), so a node's share can be
+// told apart from its group's.
+func exactSharers(cd Codec) bool {
+	_, ok := cd.(Bitmap)
+	return ok
+}
