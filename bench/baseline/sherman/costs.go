@@ -8,6 +8,9 @@ const (
 	// UpdateRoundTrips: the lock CAS; the leaf's read; the value and checksum writes with the
 	// release CAS in one ordered batch.
 	UpdateRoundTrips = 3
+	// HandedRoundTrips: an update, insert or delete handed the lock by a local holder
+	// (Options.Locks): the read; the write.
+	HandedRoundTrips = 2
 	// InsertRoundTrips and DeleteRoundTrips: as an update, the write being the leaf's body.
 	InsertRoundTrips = 3
 	DeleteRoundTrips = 3

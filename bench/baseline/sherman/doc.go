@@ -6,7 +6,8 @@
 //
 //	root, err := sherman.Create(ctx, m, a, sherman.Params{Codec: sherman.Fixed8()}) // once
 //	cache := sherman.NewCache(64 << 20)                                            // per compute node
-//	t, err := sherman.Open(ctx, m, a, root, sherman.Options{Cache: cache})         // per client
+//	locks := sherman.NewLockTable()                                                // per compute node
+//	t, err := sherman.Open(ctx, m, a, root, sherman.Options{Cache: cache, Locks: locks}) // per client
 //	err = t.Insert(ctx, k, 70) // ErrExists if present
 //	v, err := t.Get(ctx, k)    // ErrNotFound if absent
 //	ps, err := t.Scan(ctx, from, to, 100)
@@ -25,13 +26,14 @@
 //     update writes only the value and the node's checksum (Sherman writes back only the
 //     changed entry).
 //   - Range scans read every leaf the cached parents name in the range in one batch.
+//   - Sherman's hierarchical lock (Options.Locks, a LockTable per compute node): a compute
+//     node's writers of one node queue locally, and the holder hands the remote lock to the
+//     next (at most MaxHandovers times in a row), who skips the lock CAS.
 //
 // # What it omits
 //
-//   - Sherman's hierarchical on-chip lock (a local lock table that queues a compute node's
-//     writers and hands a lock over without a remote release, and lock words in the NIC's
-//     on-chip memory): here every writer retries the remote CAS, and lock words are host
-//     memory. Under skew that makes writes slower than Sherman's.
+//   - Lock words in the NIC's on-chip memory: here they are host memory, so a lock CAS costs
+//     what any atomic costs in the transport's model.
 //   - Per-entry versions: a node carries a CRC-64 of its contents (word 8) instead, and a
 //     reader whose checksum fails (a torn read) reads again. Leaves are sorted, so an insert
 //     or delete writes the whole node (Sherman writes one unsorted entry).
@@ -40,7 +42,8 @@
 //
 // # Layout
 //
-// A node of S bytes: 0 the lock word (CAS only: 0 free, else the holder's client id + 1); 8
+// A node of S bytes: 0 the lock word (CAS only: 0 free, else the holder's compute node id + 1, so a lock
+// handed over locally is released by its last holder); 8
 // the CRC-64 (ECMA) of bytes 16 to S; 16 meta (level, fence flags, entry count); 24 the right
 // sibling; 32 the low fence, then the high fence (Width bytes each); then the entries: a
 // leaf's (key, value) pairs sorted by key, an internal node's first child, then (separator,

@@ -58,19 +58,27 @@ type client struct {
 }
 
 func openClient(t testing.TB, ctx context.Context, f farmem.Fabric, node farmem.NodeID, root farmem.Addr, cache *sherman.Cache) *client {
+	return openClientOpts(t, ctx, f, node, root, sherman.Options{Cache: cache})
+}
+
+func openClientOpts(t testing.TB, ctx context.Context, f farmem.Fabric, node farmem.NodeID, root farmem.Addr, o sherman.Options) *client {
 	t.Helper()
 	m, err := f.Open(ctx, node)
 	require.NoError(t, err)
 	a, err := alloc.New(ctx, m, allocOpts)
 	require.NoError(t, err)
-	tr, err := sherman.Open(ctx, m, a, root, sherman.Options{Cache: cache})
+	tr, err := sherman.Open(ctx, m, a, root, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tr.Close(); _ = a.Close(); _ = m.Close() })
 	return &client{m: m, a: a, tree: tr}
 }
 
 func (e *env) open(t testing.TB, i int, cache *sherman.Cache) *client {
-	return openClient(t, context.Background(), e.f, e.comp[i%len(e.comp)], e.root, cache)
+	return e.openLocks(t, i, cache, nil)
+}
+
+func (e *env) openLocks(t testing.TB, i int, cache *sherman.Cache, locks *sherman.LockTable) *client {
+	return openClientOpts(t, context.Background(), e.f, e.comp[i%len(e.comp)], e.root, sherman.Options{Cache: cache, Locks: locks})
 }
 
 func k8(k uint64) []byte { return binary.BigEndian.AppendUint64(nil, k) }
@@ -159,6 +167,8 @@ func sumStats(cs []*client) sherman.Stats {
 		s.Deletes += x.Deletes
 		s.Scans += x.Scans
 		s.LockRetries += x.LockRetries
+		s.LocalWaits += x.LocalWaits
+		s.Handovers += x.Handovers
 		s.TornReads += x.TornReads
 		s.SiblingHops += x.SiblingHops
 		s.Splits += x.Splits

@@ -96,6 +96,12 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 type Options struct {
 	// Cache is the compute node's cache of internal nodes (nil caches nothing).
 	Cache *Cache
+	// Locks is the compute node's local lock table (Sherman's hierarchical lock; nil: every
+	// writer retries the remote CAS alone).
+	Locks *LockTable
+	// LatchOffset is where in the client's slice of its compute node's region the handle
+	// keeps its latch word (the local lock's; an aligned word, default 0).
+	LatchOffset uint64
 }
 
 // Stats count a handle's work beyond the verbs (which farmem.Stats counts).
@@ -104,6 +110,9 @@ type Stats struct {
 	Gets, Inserts, Updates, Deletes, Scans uint64
 	// LockRetries: lock CASes that found the node locked.
 	LockRetries uint64
+	// LocalWaits: lock acquisitions queued behind a local holder; Handovers of those that
+	// were handed the remote lock (no CAS).
+	LocalWaits, Handovers uint64
 	// TornReads: node reads whose checksum failed (a concurrent write), read again.
 	TornReads uint64
 	// SiblingHops: walks sent right past a node's high fence (a split the walk's copy missed).
@@ -119,7 +128,10 @@ type Tree struct {
 	root  farmem.Addr
 	l     layout
 	cache *Cache
-	me    uint64 // lock word value while this handle holds a lock
+	me    uint64 // lock word value while this handle's compute node holds a lock
+	locks *LockTable
+	latch farmem.Addr // this handle's latch word (with locks)
+	seq   uint64      // its last wait's ticket
 	st    Stats
 }
 
@@ -137,7 +149,15 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if err := p.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().ID) + 1}, nil
+	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks}
+	if o.Locks != nil {
+		info := m.Info()
+		if o.LatchOffset%8 != 0 || o.LatchOffset+8 > info.SliceSize {
+			return nil, fmt.Errorf("%w: latch offset %d in a %d-byte slice", ErrParams, o.LatchOffset, info.SliceSize)
+		}
+		t.latch = info.Slice + farmem.Addr(o.LatchOffset)
+	}
+	return t, nil
 }
 
 // Close releases nothing the handle does not own (its Memory and allocator are the caller's).
@@ -294,6 +314,12 @@ func (t *Tree) Get(ctx context.Context, k []byte) (uint64, error) {
 // lock takes the node's lock word by CAS, retrying while another holds it (each retry a round
 // trip; after 16 in a row it waits 1µs doubling to 32µs between tries).
 func (t *Tree) lock(ctx context.Context, a farmem.Addr) error {
+	if t.locks != nil {
+		handed, err := t.localAcquire(ctx, a)
+		if err != nil || handed {
+			return err
+		}
+	}
 	wait := time.Microsecond
 	for tries := 0; ; tries++ {
 		prev, err := t.m.CAS(ctx, a+offLock, 0, t.me)
@@ -313,13 +339,10 @@ func (t *Tree) lock(ctx context.Context, a farmem.Addr) error {
 	}
 }
 
-// unlockAsync releases a node's lock with an unsignaled CAS (applied before this client's
-// next verb to the node).
+// unlockAsync releases a node's lock unchanged: an unsignaled CAS (applied before this
+// client's next verb to the node), or a hand-over to a local waiter.
 func (t *Tree) unlockAsync(ctx context.Context, a farmem.Addr) error {
-	var b farmem.Batch
-	b.Unsignaled(b.CAS(a+offLock, t.me, 0))
-	t.m.Post(ctx, &b)
-	return nil
+	return t.release(ctx, a, &farmem.Batch{}, false)
 }
 
 // lockedLeaf returns k's leaf read under its lock (lock CAS, then the read: two round trips
@@ -372,8 +395,7 @@ func (t *Tree) writeUnlock(ctx context.Context, n *node) error {
 	buf := t.l.encode(n)
 	var b farmem.Batch
 	b.Write(n.addr+offSum, buf[offSum:])
-	b.CAS(n.addr+offLock, t.me, 0)
-	return t.m.Do(ctx, &b)
+	return t.release(ctx, n.addr, &b, true)
 }
 
 // Update sets present key k's value: lock CAS, leaf read, then the value and checksum writes
@@ -400,8 +422,7 @@ func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
 	var b farmem.Batch
 	b.Write(n.addr+farmem.Addr(off), buf[off:off+8])
 	b.Write(n.addr+offSum, buf[offSum:offSum+8])
-	b.CAS(n.addr+offLock, t.me, 0)
-	return t.m.Do(ctx, &b)
+	return t.release(ctx, n.addr, &b, true)
 }
 
 // Insert adds absent key k: lock CAS, leaf read, the leaf's write with the release

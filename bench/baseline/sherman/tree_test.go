@@ -171,19 +171,24 @@ func TestLinearizableLocal(t *testing.T) {
 		name   string
 		p      sherman.Params
 		budget int64
+		locks  bool
 		key    func(i int) []byte
 	}{
-		{"fixed8/tinycache", sherman.Params{NodeSize: 128}, 600, func(i int) []byte { return k8(uint64(i) + 1) }},
-		{"fixed8/nocache", sherman.Params{NodeSize: 128}, 0, func(i int) []byte { return k8(uint64(i) + 1) }},
-		{"bytes/cache", sherman.Params{Codec: sherman.Bytes(12), NodeSize: 256}, 1 << 20, func(i int) []byte { return []byte(fmt.Sprintf("k%04d", i)) }},
+		{"fixed8/tinycache/locks", sherman.Params{NodeSize: 128}, 600, true, func(i int) []byte { return k8(uint64(i) + 1) }},
+		{"fixed8/nocache", sherman.Params{NodeSize: 128}, 0, false, func(i int) []byte { return k8(uint64(i) + 1) }},
+		{"bytes/cache/locks", sherman.Params{Codec: sherman.Bytes(12), NodeSize: 256}, 1 << 20, true, func(i int) []byte { return []byte(fmt.Sprintf("k%04d", i)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, tc.p)
 			caches := []*sherman.Cache{sherman.NewCache(tc.budget), sherman.NewCache(tc.budget)}
 			const n = 6
+			var locks [2]*sherman.LockTable
+			if tc.locks {
+				locks = [2]*sherman.LockTable{sherman.NewLockTable(), sherman.NewLockTable()}
+			}
 			cs := make([]*client, n)
 			for i := range cs {
-				cs[i] = e.open(t, i, caches[i%2])
+				cs[i] = e.openLocks(t, i, caches[i%2], locks[i%2])
 			}
 			h := kvModel.NewHistory(e.f.Runtime())
 			w := workload{ops: 400, span: 300, scan: 10, get: 20, insert: 45, update: 15, key: tc.key}
@@ -203,6 +208,9 @@ func TestLinearizableLocal(t *testing.T) {
 			require.NotZero(t, st.Splits)
 			require.NotZero(t, st.RootGrowths)
 			require.NotZero(t, st.LockRetries, "no lock contention")
+			if tc.locks {
+				require.NotZero(t, st.Handovers, "no lock handed over")
+			}
 		})
 	}
 }
@@ -230,12 +238,13 @@ func TestLinearizableSim(t *testing.T) {
 			root, err := sherman.Create(ctx, m0, c0, sherman.Params{NodeSize: 128})
 			require.NoError(t, err)
 			caches := []*sherman.Cache{sherman.NewCache(800), sherman.NewCache(1 << 20)}
+			locks := []*sherman.LockTable{sherman.NewLockTable(), sherman.NewLockTable()}
 			const n = 6
 			cs := make([]*client, n)
 			for i := range cs {
-				cs[i] = openClient(t, ctx, s, comp[i%2], root, caches[i%2])
+				cs[i] = openClientOpts(t, ctx, s, comp[i%2], root, sherman.Options{Cache: caches[i%2], Locks: locks[i%2]})
 			}
-			w := workload{ops: 300, span: 200, scan: 10, get: 25, insert: 45, update: 10, key: func(i int) []byte { return k8(uint64(i) + 1) }}
+			w := workload{ops: 300, span: 100, scan: 10, get: 25, insert: 45, update: 10, key: func(i int) []byte { return k8(uint64(i) + 1) }}
 			errs := make([]error, n)
 			require.NoError(t, s.Parallel(n, func(i int) { errs[i] = w.run(ctx, cs[i], h) }))
 			for i, err := range errs {
@@ -248,6 +257,7 @@ func TestLinearizableSim(t *testing.T) {
 		t.Logf("seed %d: %v; %+v", seed, sum, st)
 		require.NoError(t, verdict, "seed %d", seed)
 		require.NotZero(t, st.Splits)
+		require.NotZero(t, st.Handovers)
 		return digest, st
 	}
 	first, _ := run(1)
