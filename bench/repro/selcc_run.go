@@ -73,6 +73,9 @@ func (c SelccConfig) clusterOptions(system string, frames, perNode int) selcc.Op
 // then a fresh cluster in the point's mode, clients closed-loop on it, a warm-up until
 // throughput converges (see Measure) and a window of enough operations.
 func runSelccSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error) {
+	if sp.system == Sherman {
+		return runShermanSeed(cfg, sp, seed)
+	}
 	tree := sp.fig == figTree || sp.fig == figAblation
 	perNode := (sp.clients + 7) / 8
 	var keys [][]byte
