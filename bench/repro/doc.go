@@ -26,6 +26,20 @@
 // sets the paper's surviving figures beside the run's, with each ratio's interval and band and a
 // sentence on each difference.
 //
+// # SELCC
+//
+// [RunSelcc] reproduces SELCC's §7.1.2-7.2.3 on [SelccModel] (sim.ConnectX3, 8 compute nodes of
+// up to 8 clients, 8 memory nodes, 2 KB GCLs): Fig. 13 and 14, the microbenchmarks over GCLs
+// (locality; zipf 0.99) against SEL (ds/selcc's no-cache mode), with the hit ratio of Fig. 14's
+// read-intensive point at several GCL counts at one cache fraction; Fig. 17, the B-link tree of
+// ds/blink under YCSB against the same tree over SEL and the Sherman-like tree of
+// bench/baseline/sherman; and Fig. 18, the ablation (selcc's NoForwarding, EvictBatch 1,
+// NoDirtyBounds). The data is scaled down at the paper's cache-to-data fractions (1/6 of the
+// GCLs, 1/5 of the tree), and [SelccResult.WritePaper] sets each headline ratio, with its
+// interval and its band over the unpinned costs, beside the paper's and the targets,
+// with a sentence on each difference. [SelccQuick] pins the code (about 12 s of CPU);
+// [SelccFull] is what ds/selcc/README.md shows.
+//
 // Measurement ([Measure]): each point runs on a fresh cluster once per seed. The warm-up lasts
 // until three successive steps of virtual time agree on throughput within a tolerance (capped;
 // a point that reaches the cap is starred in the tables); the window then lasts until it holds a

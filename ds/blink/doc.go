@@ -52,6 +52,14 @@
 // with no conflicting holder; more under contention). A split adds the new line's allocation
 // (as package alloc documents) and its write-back, and the separator's walk.
 //
+// # The SEL baseline
+//
+// The same tree over a cluster opened with selcc.Options{Mode: selcc.SEL} is the paper's "B-tree
+// over SEL" (§7.2): no cache; each node on a walk costs two round trips (the latch atomic with
+// the line's READ, then the release with the changed range's WRITE), so every Get, Update,
+// Insert or Delete on a tree of h levels costs 2h, however warm the client, and writes reach far
+// memory at once. Same transport, same lines, same byte accounting as SELCC.
+//
 // # Limits
 //
 // No merges, no node reclamation; a separator lost to a lack of far memory (or a crash between

@@ -179,7 +179,9 @@
 // Options.Mode = SEL is the paper's baseline on the same latch words: each access takes the
 // global latch and reads the line in one round trip and releases it (writing the dirty range
 // back) in another: 2 round trips per access. A node's clients serialize on a striped local
-// latch, since the node has one share per line. Cached and SEL clusters must not share lines.
+// latch, since the node has one share per line; a client that already holds a guard takes an
+// exclusive one without waiting for a stripe (a try only), so nested guards cannot deadlock on
+// stripes. Cached and SEL clusters must not share lines.
 //
 // # Costs (round trips on the caller's critical path)
 //

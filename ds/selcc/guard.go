@@ -76,6 +76,9 @@ func (gd *Guard) Write(ctx context.Context, off int, src []byte) error {
 		return err
 	}
 	gd.f.lo, gd.f.hi = widen(gd.f.lo, gd.f.hi, off, off+len(src))
+	if gd.cl.o.NoDirtyBounds {
+		gd.f.lo, gd.f.hi = 0, gd.cl.o.LineSize
+	}
 	return nil
 }
 
@@ -188,7 +191,7 @@ func (cl *Client) giveUp(ctx context.Context, f *frame) error {
 	f.pendOK = false
 	cl.n.mu.Unlock()
 	handed := false
-	if ok && f.memo == memoM {
+	if ok && f.memo == memoM && !cl.o.NoForwarding {
 		// Priority hand-over: the highest-priority writer kept waiting gets the line.
 		var err error
 		if handed, err = cl.handOver(ctx, f, p); err != nil {

@@ -467,6 +467,8 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 	}
 	cd := n.c.opts.Codec
 	switch {
+	case n.c.opts.NoForwarding && f.memo == memoM && (v.kind == peerWr || v.kind == peerRd && (n.c.opts.NoPriorityMatching || v.prio >= f.earned)):
+		return n.releaseUnforwarded(ctx, m, v, f)
 	case v.kind == peerWr && f.memo == memoM:
 		// Case 1: hand ownership over with one FAA, then forward the line (dirty: it was not
 		// written back).

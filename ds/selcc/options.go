@@ -99,6 +99,13 @@ type Options struct {
 	// Stripes is the number of local latches SEL mode serializes a node's clients with (the
 	// node holds one shared bit per line; default 64).
 	Stripes int
+	// NoForwarding and NoDirtyBounds turn two of the paper's optimizations off, for its
+	// ablation (§7.2.3; the third, batched eviction, is EvictBatch 1). Without forwarding an M
+	// holder asked for its line writes it back and releases it (PeerWr) or downgrades (PeerRd)
+	// and acknowledges, and the requester retries its atomic and READ: one more round trip
+	// and a write-back per conflict. Without dirty bounds a write marks the whole line dirty, so
+	// every write-back carries LineSize bytes. Neither changes correctness.
+	NoForwarding, NoDirtyBounds bool
 }
 
 func (o Options) withDefaults(t *farmem.Topology) (Options, error) {

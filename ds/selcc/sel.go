@@ -17,13 +17,28 @@ func (cl *Client) stripe(g GCL) (nodearea.Latch, error) {
 
 // selAcquire is SEL's acquisition: the latch atomic and the body's read in one batch (one
 // round trip), retried with backoff while a conflicting holder is in; no message is sent.
+//
+// The stripe latch is what keeps a node's shared acquisitions to one share per line, so a
+// shared acquisition always takes it. An exclusive one needs it only as a local queue (the
+// CAS from 0 admits one holder whoever else of the node tries): a client that already holds a
+// guard (a B-link split holds its node while it writes the fresh right half) only tries it and
+// goes on without it if it is busy, since two clients each holding one stripe and waiting for
+// the other's would deadlock, as would one client whose two lines hash to one stripe.
 func (cl *Client) selAcquire(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 	cd, me := cl.o.Codec, cl.me
 	l, err := cl.stripe(g)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.Lock(ctx); err != nil {
+	if excl && cl.selOpen > 0 {
+		ok, err := l.TryLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			l = nodearea.Latch{}
+		}
+	} else if err := l.Lock(ctx); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, cl.o.LineSize)
@@ -40,6 +55,7 @@ func (cl *Client) selAcquire(ctx context.Context, g GCL, excl bool) (*Guard, err
 		if err == nil {
 			prev, _ := b.Result(i)
 			if excl && prev == 0 || !excl && cd.Holder(prev) == 0 {
+				cl.selOpen++
 				return &Guard{cl: cl, g: g, excl: excl, l: l, buf: buf}, nil
 			}
 			if !excl {
@@ -50,7 +66,9 @@ func (cl *Client) selAcquire(ctx context.Context, g GCL, excl bool) (*Guard, err
 			err = cl.backoff(ctx, 1)
 		}
 		if err != nil {
-			cl.unlatch(ctx, l, true)
+			if l != (nodearea.Latch{}) {
+				cl.unlatch(ctx, l, true)
+			}
 			return nil, err
 		}
 	}
@@ -69,6 +87,10 @@ func (cl *Client) selRelease(ctx context.Context, gd *Guard) error {
 		b.FAA(gd.g.Latch(), ReleaseSharedDelta(cd, cl.me))
 	}
 	err := doAll(ctx, cl.m, &b)
+	cl.selOpen--
+	if gd.l == (nodearea.Latch{}) {
+		return err
+	}
 	if e := gd.l.Unlock(detached(ctx)); err == nil {
 		err = e
 	}

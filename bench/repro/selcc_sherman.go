@@ -1,0 +1,135 @@
+package repro
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/baseline/sherman"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/sim"
+)
+
+// Sherman is the Sherman-like B+ tree (bench/baseline/sherman) in Fig. 17: its own 1 KB nodes,
+// a cache of internal nodes per compute node with SELCC's cache bytes (frames of 2 KB), its
+// hierarchical lock, 3-round-trip CAS-locked writes, and keys in its byte codec.
+const Sherman = "sherman"
+
+// shermanMaxKey is the longest YCSB key (user and a 64-bit hash's decimal digits).
+const shermanMaxKey = 24
+
+// runShermanSeed runs one Fig. 17 point on the Sherman-like tree: the records inserted by the
+// point's clients (each its share, in record order), then the same closed loop as the other
+// systems.
+func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error) {
+	perNode := (sp.clients + 7) / 8
+	keys, pairs := treeKeys(sp.size) // pairs only size the model's memory
+	lines := treeLinesBound(pairs, cfg.TreeFill)
+	frames := lines / cfg.TreeCacheDiv
+	memSize := max(uint64(64<<20), (uint64(lines)*(selccLine+8)*3/8+(1<<20)-1)/(1<<20)*(1<<20))
+	model := SelccModel(perNode, 1, memSize)
+	cfg.Costs.apply(&model)
+	s, err := sim.New(model, seed)
+	if err != nil {
+		return selccRun{}, err
+	}
+	defer s.Close()
+	comp := s.Topology().ComputeNodes()
+	out := selccRun{lines: lines, frames: frames}
+	next := func(r *rand.Rand) int { return r.IntN(sp.size) }
+	if sp.dist == Zipf {
+		kd, err := newKeyDist(Scrambled, uint64(sp.size), 0.99)
+		if err != nil {
+			return out, err
+		}
+		next = func(r *rand.Rand) int { return int(kd.Next(r)) }
+	}
+	var runErr error
+	s.Run(func() {
+		ctx := context.Background()
+		m0, err := s.Open(ctx, comp[0])
+		if err != nil {
+			runErr = err
+			return
+		}
+		if err := alloc.FormatAll(ctx, m0, alloc.FormatOptions{}); err != nil {
+			runErr = err
+			return
+		}
+		a0, err := alloc.New(ctx, m0, selccAlloc)
+		if err != nil {
+			runErr = err
+			return
+		}
+		root, err := sherman.Create(ctx, m0, a0, sherman.Params{Codec: sherman.Bytes(shermanMaxKey)})
+		_ = a0.Close()
+		_ = m0.Close()
+		if err != nil {
+			runErr = err
+			return
+		}
+		caches := map[farmem.NodeID]*sherman.Cache{}
+		locks := map[farmem.NodeID]*sherman.LockTable{}
+		type loadClient struct {
+			m farmem.Memory
+			t *sherman.Tree
+		}
+		lcs := make([]*loadClient, sp.clients)
+		for i := range lcs {
+			n := comp[i%len(comp)]
+			if caches[n] == nil {
+				caches[n], locks[n] = sherman.NewCache(int64(frames)*selccLine), sherman.NewLockTable()
+			}
+			m, err := s.Open(ctx, n)
+			if err != nil {
+				runErr = err
+				return
+			}
+			defer m.Close()
+			a, err := alloc.New(ctx, m, selccAlloc)
+			if err != nil {
+				runErr = err
+				return
+			}
+			defer a.Close()
+			t, err := sherman.Open(ctx, m, a, root, sherman.Options{Cache: caches[n], Locks: locks[n]})
+			if err != nil {
+				runErr = err
+				return
+			}
+			lcs[i] = &loadClient{m: m, t: t}
+		}
+		// Load: client i inserts records i, i+n, i+2n, ... (the keys are hashed, so each
+		// client's inserts scatter over the key order).
+		errs := make([]error, len(lcs))
+		if err := s.Parallel(len(lcs), func(i int) {
+			for k := i; k < sp.size && errs[i] == nil; k += len(lcs) {
+				errs[i] = lcs[i].t.Insert(ctx, keys[k], uint64(k))
+			}
+		}); err != nil {
+			runErr = err
+			return
+		}
+		for _, e := range errs {
+			if e != nil {
+				runErr = e
+				return
+			}
+		}
+		runErr = measureLoop(s, cfg.Measure, &out, func(i int) *loadClient { return lcs[i] }, len(lcs),
+			func(lc *loadClient) farmem.Memory { return lc.m },
+			func(ctx context.Context, lc *loadClient, r *rand.Rand) error {
+				k := keys[next(r)]
+				if r.IntN(100) < sp.reads {
+					_, err := lc.t.Get(ctx, k)
+					return err
+				}
+				return lc.t.Update(ctx, k, r.Uint64())
+			})
+	})
+	if runErr != nil {
+		return out, runErr
+	}
+	out.tput = float64(out.ops) / out.window.Seconds()
+	return out, nil
+}
