@@ -40,7 +40,9 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Runs a paper's experiments in the simulator and prints their tables. Deterministic: the same
 flags print the same bytes. Papers: cider (CIDER §5.2-5.4, the client sweep with three seeds,
 its factor analysis, its headline ratios rerun over the model's unpinned costs and a table beside the paper's figures;
-budgeted at under 30 minutes on 2 cores, about 20 s with --quick).
+budgeted at under 30 minutes on 2 cores, about 20 s with --quick); dolphin (Dolphin §IV: Table II
+and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio over the model's
+unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply).
 
 `)
 		fs.PrintDefaults()
@@ -63,8 +65,10 @@ budgeted at under 30 minutes on 2 cores, about 20 s with --quick).
 		return usageErr("want one paper")
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
+	case paper == "dolphin":
+		return runReproDolphin(ctx, *quick, *seeds, *workers, *out, *quiet, stdout, stderr)
 	case paper != "cider":
-		return usageErr("unknown paper %q (want cider)", paper)
+		return usageErr("unknown paper %q (want cider or dolphin)", paper)
 	}
 	cfg := repro.CiderFull()
 	if *quick {
