@@ -72,21 +72,24 @@ type DolphinConfig struct {
 	Band []Variant
 	// Workers is how many seeds run at once (the output does not depend on it).
 	Workers int
+	// Workloads limits the figures' points to these workloads (nil: all five; Fig. 6 runs
+	// with YCSBA).
+	Workloads []string
 }
 
 // PaperBudget is the byte budget per million keys equivalent to mb megabytes for the paper's
 // 512 million keys.
 func PaperBudget(mb float64) float64 { return mb * 1e6 / 512 }
 
-// DolphinFull is the full comparison: N = 2^17 keys for the throughput figures, Table II at
-// 2^16, 2^18 and 2^20 keys, the paper's cluster (4 memory nodes, 4 compute nodes of 18
-// clients), Fig. 6 at the paper's 50, 100, 200, 400 and 800 MB scaled to N, three seeds, and
-// the band.
+// DolphinFull is the full comparison: N = 2^15 keys for the throughput figures, Table II at
+// 2^15, 2^17 and 2^19 keys, the paper's cluster (4 memory nodes, 4 compute nodes of 18
+// clients), Fig. 6 at the paper's 50, 200 and 800 MB scaled to N, three seeds, and the band.
+// Budgeted at about 20 minutes of one core (each point's seed loads its own cluster).
 func DolphinFull() DolphinConfig {
 	return DolphinConfig{
-		Keys: 1 << 17, TableKeys: []uint64{1 << 16, 1 << 18, 1 << 20},
+		Keys: 1 << 15, TableKeys: []uint64{1 << 15, 1 << 17, 1 << 19},
 		MemoryNodes: 4, ComputeNodes: 4, ClientsPerNode: 18,
-		Budgets:    []float64{PaperBudget(50), PaperBudget(100), PaperBudget(200), PaperBudget(400), PaperBudget(800)},
+		Budgets:    []float64{PaperBudget(50), PaperBudget(200), PaperBudget(800)},
 		FullBudget: PaperBudget(2000), ScanSpan: 200,
 		Seeds: []uint64{1, 2, 3},
 		Measure: Measure{Step: 200 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 20 * time.Millisecond,
@@ -115,7 +118,7 @@ func DolphinIndexes() []string { return []string{Dolphin, ShermanLike, SMARTLike
 
 func (c DolphinConfig) check() error {
 	switch {
-	case c.Keys < 1024 || len(c.TableKeys) == 0 || c.MemoryNodes < 1 || c.ComputeNodes < 1 || c.ClientsPerNode < 1:
+	case c.Keys < 256 || len(c.TableKeys) == 0 || c.MemoryNodes < 1 || c.ComputeNodes < 1 || c.ClientsPerNode < 1:
 		return fmt.Errorf("%w: keys %d, table keys %v, shape %d/%d/%d", ErrConfig, c.Keys, c.TableKeys, c.MemoryNodes, c.ComputeNodes, c.ClientsPerNode)
 	case len(c.Seeds) == 0 || len(c.Budgets) == 0 || c.FullBudget <= 0 || c.ScanSpan == 0:
 		return fmt.Errorf("%w: seeds %v, budgets %v, full budget %v, scan span %d", ErrConfig, c.Seeds, c.Budgets, c.FullBudget, c.ScanSpan)
@@ -233,6 +236,9 @@ func (c DolphinConfig) specs() []pointSpec {
 	seen := map[pointSpec]bool{}
 	dedup := out[:0]
 	for _, s := range out {
+		if c.Workloads != nil && !slices.Contains(c.Workloads, s.workload) {
+			continue
+		}
 		if !seen[s] {
 			seen[s] = true
 			dedup = append(dedup, s)
@@ -274,6 +280,9 @@ func RunDolphin(ctx context.Context, cfg DolphinConfig, progress io.Writer) (*Do
 		res.Points = append(res.Points, p)
 	}
 	for _, v := range cfg.Band {
+		if cfg.Workloads != nil && !slices.Contains(cfg.Workloads, YCSBA) {
+			break
+		}
 		for _, ix := range []string{Dolphin, ShermanLike} {
 			p, err := runDolphinPoint(ctx, cfg, pointSpec{ix, YCSBA, Zipf, cfg.FullBudget, v}, progress)
 			if err != nil {
@@ -645,7 +654,12 @@ func runDolphinSeed(cfg DolphinConfig, ps pointSpec, seed uint64) (dolphinSeedRu
 			runErr = errs[0]
 			return
 		}
-		r, err := measure(s, cfg.Measure, ops, out.hist)
+		ms := cfg.Measure
+		if ps.workload == LoadMix || ps.workload == RangeWrite {
+			// Inserts draw from the N absent keys: keep the window within a quarter of them.
+			ms.MinOps = min(ms.MinOps, cfg.Keys/4)
+		}
+		r, err := measure(s, ms, ops, out.hist)
 		if err != nil {
 			runErr = err
 			return
@@ -731,14 +745,15 @@ type measured struct {
 }
 
 // measure runs the clients' operations until stop: the warm-up until cfg's convergence (or
-// its cap), then the window; it runs inside the simulation.
+// its cap), then the window; it runs inside the simulation. A client that runs out of keys to
+// insert ends the window (or the warm-up) at once, so no window counts idle clients.
 func measure(s *sim.Sim, ms Measure, ops []func(context.Context) error, hist *hdrhistogram.Histogram) (measured, error) {
 	ctx := context.Background()
 	rt := s.Runtime()
 	var out measured
 	var done, errCount uint64
 	var firstErr error
-	measuring, stop := false, false
+	measuring, stop, exhausted := false, false, false
 	g := s.NewGroup()
 	for _, op := range ops {
 		g.Go(func() {
@@ -746,6 +761,7 @@ func measure(s *sim.Sim, ms Measure, ops []func(context.Context) error, hist *hd
 				start := rt.Now()
 				err := op(ctx)
 				if errors.Is(err, errExhausted) {
+					exhausted = true
 					return
 				}
 				done++
@@ -775,7 +791,7 @@ func measure(s *sim.Sim, ms Measure, ops []func(context.Context) error, hist *hd
 			n := done - last
 			last = done
 			elapsed := rt.Now().Sub(t0)
-			if elapsed >= ms.MaxWarmup {
+			if elapsed >= ms.MaxWarmup || exhausted {
 				break
 			}
 			if n < ms.StepOps {
@@ -799,7 +815,7 @@ func measure(s *sim.Sim, ms Measure, ops []func(context.Context) error, hist *hd
 		for {
 			_ = rt.Sleep(ctx, ms.Step)
 			w := rt.Now().Sub(from)
-			if (w >= ms.MinWindow && out.ops >= ms.MinOps) || w >= ms.MaxWindow {
+			if (w >= ms.MinWindow && out.ops >= ms.MinOps) || w >= ms.MaxWindow || exhausted {
 				break
 			}
 		}
