@@ -152,7 +152,9 @@ func fmtD(p DolphinPoint) string {
 	return s
 }
 
-func ratioCell(a, b DolphinPoint) string { return fmt.Sprintf("%.2f", a.Throughput/math.Max(1, b.Throughput)) }
+func ratioCell(a, b DolphinPoint) string {
+	return fmt.Sprintf("%.2f", a.Throughput/math.Max(1, b.Throughput))
+}
 
 // DolphinRatioCI is a's throughput over b's: the mean over seeds of the per-seed ratios with
 // its 95% confidence half-width.
