@@ -144,7 +144,9 @@
 // 64µs, counted in Stats.DrainReads; an IDU that finds the hold undoes its FAA and re-reads
 // the leaf's Spear and SMO words with the same backoff). It then reads the frozen leaf, writes
 // the replacement in one new block (one leaf for a compaction; two for a split, plus a new
-// special node when the parent is an ordinary node), records the block in the plan word by
+// special node when the parent is an ordinary node) on its own preferred memory node (the
+// allocator's placement, so the leaves of a loaded tree spread over the memory nodes, where a
+// new prefix's first leaf sits on its parent's node), records the block in the plan word by
 // CAS, marks the leaf dead with an FAA, and publishes: a split's upper leaf into an empty
 // slot of the special parent, then the old slot swapped to the replacement. Readers of a dead
 // leaf go back to its parent (one node read, not a restart from the root) and, if the parent

@@ -165,7 +165,9 @@ func (t *Tree) buildPlan(ctx context.Context, la farmem.Addr, lf *leaf, p *node,
 			kind, size = planNewSpecial, 2*ls+nodeSize
 		}
 	}
-	blk, err := t.a.AllocOn(ctx, p.addr.Node(), size, 64)
+	// On the client's preferred memory node (the allocator's placement), so leaves spread over
+	// the nodes; the block is written before the plan records it.
+	blk, err := t.a.Alloc(ctx, size, 64)
 	if err != nil {
 		return 0, 0, 0, err
 	}

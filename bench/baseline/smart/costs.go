@@ -10,7 +10,9 @@ const (
 	UpdateRoundTrips = 3
 	DeleteRoundTrips = 3
 	// InsertRoundTrips: a key whose last node is cached and has a free slot: the node read
-	// again (a copy is not trusted for absence); the leaf's write with the slot's CAS.
+	// again (a copy is not trusted for absence); the leaf's write with the slot's CAS, in one
+	// batch when the allocator places the leaf on the node's memory node (one more round trip,
+	// the write before the CAS, when it does not).
 	InsertRoundTrips = 2
 	// ScanRoundTrips: a scan whose range lies under one cached node whose slots name leaves:
 	// the node read again; its leaves in the range in one batch (one READ each).

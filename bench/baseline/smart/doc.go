@@ -13,7 +13,8 @@
 // # What it keeps of SMART
 //
 //   - A leaf per key (32 bytes: a lock word, the key, the value, a dead flag), so a key's read
-//     fetches 24 bytes, not a 1 KB leaf.
+//     fetches 24 bytes, not a 1 KB leaf. Leaves and nodes go where the client's allocator
+//     places them, spread over the memory nodes as SMART's are.
 //   - Internal nodes whose slots are 8-byte child words carrying the child's partial key byte
 //     and its node class (4, 16, 48 or 256 slots, ART's node types), so a reader fetches only
 //     the class's bytes; a node is allocated whole and grows in place, a reader finding its

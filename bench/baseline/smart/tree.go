@@ -328,18 +328,15 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 				}
 				continue
 			}
-			la, err := t.a.AllocOn(ctx, n.addr.Node(), leafBytes, 64)
+			la, err := t.a.Alloc(ctx, leafBytes, 64)
 			if err != nil {
 				return err
 			}
 			nw := word(la, kindLeaf, p)
-			var b farmem.Batch
-			b.Write(la, encodeLeaf(k, v))
-			i := b.CAS(n.slotAddr(empty), 0, nw)
-			if err := t.m.Do(ctx, &b); err != nil {
+			prev, err := t.publish(ctx, []blockWrite{{la, encodeLeaf(k, v)}}, n.slotAddr(empty), 0, nw)
+			if err != nil {
 				return err
 			}
-			prev, _ := b.Result(i)
 			n = n.with(empty, prev)
 			if prev == 0 {
 				t.cache.put(n.with(empty, nw))
@@ -357,18 +354,16 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 					return fmt.Errorf("%w: %#x", ErrExists, k)
 				}
 				// Replace the dead leaf.
-				la, err := t.a.AllocOn(ctx, n.addr.Node(), leafBytes, 64)
+				la, err := t.a.Alloc(ctx, leafBytes, 64)
 				if err != nil {
 					return err
 				}
 				nw := word(la, kindLeaf, p)
-				var b farmem.Batch
-				b.Write(la, encodeLeaf(k, v))
-				i := b.CAS(n.slotAddr(at), w, nw)
-				if err := t.m.Do(ctx, &b); err != nil {
+				prev, err := t.publish(ctx, []blockWrite{{la, encodeLeaf(k, v)}}, n.slotAddr(at), w, nw)
+				if err != nil {
 					return err
 				}
-				if prev, _ := b.Result(i); prev == w {
+				if prev == w {
 					t.cache.put(n.with(at, nw))
 					return nil
 				}
@@ -414,25 +409,50 @@ func (t *Tree) splitAbove(ctx context.Context, n *node, at int, w, other, k, v u
 		return false, fmt.Errorf("smart: bad split of %#x and %#x at depth %d under %d", other, k, d, n.depth)
 	}
 	t.st.Splits++
-	la, err := t.a.AllocOn(ctx, n.addr.Node(), leafBytes, 64)
+	la, err := t.a.Alloc(ctx, leafBytes, 64)
 	if err != nil {
 		return false, err
 	}
-	na, err := t.a.AllocOn(ctx, n.addr.Node(), nodeBytes, 64)
+	na, err := t.a.Alloc(ctx, nodeBytes, 64)
 	if err != nil {
 		return false, err
 	}
 	children := []uint64{withPartial(w, keyByte(other, d)), word(la, kindLeaf, keyByte(k, d))}
-	var b farmem.Batch
-	b.Write(la, encodeLeaf(k, v))
-	b.Write(na, encodeNode(d, k&prefixMask(d), children))
 	nw := word(na, 2, keyByte(k, n.depth))
-	i := b.CAS(n.slotAddr(at), w, nw)
+	prev, err := t.publish(ctx, []blockWrite{{la, encodeLeaf(k, v)}, {na, encodeNode(d, k&prefixMask(d), children)}}, n.slotAddr(at), w, nw)
+	return prev == w, err
+}
+
+// blockWrite is a new block's contents.
+type blockWrite struct {
+	a farmem.Addr
+	b []byte
+}
+
+// publish writes new blocks and then CASes slot from old to new, returning the word found: one
+// ordered batch when every block is on the slot's memory node, else the writes (one batch,
+// nodes in parallel) and then the CAS, a round trip each (blocks are allocated where the
+// client's allocator places them, spreading leaves over the memory nodes as SMART's allocator
+// does).
+func (t *Tree) publish(ctx context.Context, ws []blockWrite, slot farmem.Addr, old, new uint64) (uint64, error) {
+	var b farmem.Batch
+	same := true
+	for _, w := range ws {
+		b.Write(w.a, w.b)
+		same = same && w.a.Node() == slot.Node()
+	}
+	if !same {
+		if err := t.m.Do(ctx, &b); err != nil {
+			return 0, err
+		}
+		b.Reset()
+	}
+	i := b.CAS(slot, old, new)
 	if err := t.m.Do(ctx, &b); err != nil {
-		return false, err
+		return 0, err
 	}
 	prev, _ := b.Result(i)
-	return prev == w, nil
+	return prev, nil
 }
 
 // Pair is a key and its value.
