@@ -40,6 +40,17 @@
 // with a sentence on each difference. [SelccQuick] pins the code (about 12 s of CPU);
 // [SelccFull] is what ds/selcc/README.md shows.
 //
+// # Dolphin
+//
+// [RunDolphin] is the Dolphin paper's §IV: Table II (each index's compute-side cache, measured
+// from the cache itself after a load, per million keys at several key counts) and Figs. 6-8
+// (YCSB A against the cache budget, YCSB A and C and LOAD at the paper's 2,000 MB, range-only
+// and range-write), for ds/hybrid against bench/baseline/sherman and bench/baseline/smart, on
+// [DolphinModel] (sim.ConnectX6, the paper's 4 memory nodes and 4 compute nodes of 18
+// clients), dense keys at 50% fill, budgets scaled per million keys. The YCSB A full-cache
+// points are rerun over the band of unpinned costs, and [DolphinResult.WritePaper] sets the
+// paper's figures beside the run's. Each point's seed loads its own cluster.
+//
 // Measurement ([Measure]): each point runs on a fresh cluster once per seed. The warm-up lasts
 // until three successive steps of virtual time agree on throughput within a tolerance (capped;
 // a point that reaches the cap is starred in the tables); the window then lasts until it holds a

@@ -16,12 +16,12 @@ import (
 // The figures, access patterns and systems of the SELCC reproduction, by name.
 const (
 	// Locality is §7.1.2's pattern (Fig. 13): each access goes to the previous access's GCL
-	// with probability 1/2, else to a uniformly drawn one. Zipf is §7.1.3's (Fig. 14): a
-	// Zipfian of theta 0.99 over the GCLs' ranks (bench/generator.Permuted). Uniform draws
+	// with probability 1/2, else to a uniformly drawn one. SelccZipf is §7.1.3's (Fig. 14): a
+	// Zipfian of theta 0.99 over the GCLs' ranks (bench/generator.Permuted). SelccUniform draws
 	// every record alike (Fig. 17a, 18); the B-tree's Zipf is YCSB's scrambled Zipfian (17b).
-	Locality = "locality"
-	Zipf     = "zipf"
-	Uniform  = "uniform"
+	Locality     = "locality"
+	SelccZipf    = "zipf"
+	SelccUniform = "uniform"
 
 	// SELCC is ds/selcc's coherent cache (the paper's write-back mode); SEL the same latch
 	// words with no cache (selcc.SEL); Sherman (in Fig. 17 only) the Sherman-like tree.
@@ -261,19 +261,19 @@ func (c SelccConfig) specs() []selccSpec {
 		if !slices.Contains(c.MicroReads, 100) {
 			// A diagnostic the paper omits: read-only at the largest count, no invalidations.
 			for _, sys := range []string{SELCC, SEL} {
-				out = append(out, selccSpec{figZipf, Zipf, sys, 100, c.top(), c.Lines})
+				out = append(out, selccSpec{figZipf, SelccZipf, sys, 100, c.top(), c.Lines})
 			}
 		}
-		micro(figZipf, Zipf)
+		micro(figZipf, SelccZipf)
 	}
 	if c.has(figScale) && slices.Contains(c.MicroReads, 95) {
 		for _, n := range c.ScaleLines {
-			out = append(out, selccSpec{figScale, Zipf, SELCC, 95, c.top(), n})
+			out = append(out, selccSpec{figScale, SelccZipf, SELCC, 95, c.top(), n})
 		}
 	}
 	if c.has(figTree) {
 		systems := []string{SELCC, SEL, Sherman}
-		for _, d := range []string{Uniform, Zipf} {
+		for _, d := range []string{SelccUniform, SelccZipf} {
 			for _, rd := range c.TreeReads {
 				for _, s := range systems {
 					out = append(out, selccSpec{figTree, d, s, rd, c.top(), c.Records})
@@ -284,7 +284,7 @@ func (c SelccConfig) specs() []selccSpec {
 	if c.has(figAblation) {
 		for _, rd := range c.TreeReads {
 			for _, s := range []string{AblNone, AblForward, AblBatch, AblDirty} {
-				out = append(out, selccSpec{figAblation, Uniform, s, rd, c.top(), c.Records})
+				out = append(out, selccSpec{figAblation, SelccUniform, s, rd, c.top(), c.Records})
 			}
 		}
 	}
@@ -298,7 +298,7 @@ func (c SelccConfig) headlineSpecs() []selccSpec {
 	for _, s := range c.specs() {
 		switch {
 		case (s.fig == figLocality || s.fig == figZipf) && s.reads == 95 && s.clients == c.top(),
-			s.fig == figTree && s.dist == Uniform && s.system != Sherman && s.reads == 95:
+			s.fig == figTree && s.dist == SelccUniform && s.system != Sherman && s.reads == 95:
 			out = append(out, s)
 		}
 	}

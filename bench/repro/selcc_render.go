@@ -65,12 +65,12 @@ func (r *SelccResult) WriteText(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "reads\tclients\tselcc Mops\tsel Mops\tselcc/sel\thits\tselcc rt/op\tsel rt/op\tmsg/op\t")
 		reads := slices.Clone(c.MicroReads)
-		if fig == figZipf && r.Point(fig, Zipf, SELCC, 100, c.top(), 0).System != "" && !slices.Contains(reads, 100) {
+		if fig == figZipf && r.Point(fig, SelccZipf, SELCC, 100, c.top(), 0).System != "" && !slices.Contains(reads, 100) {
 			reads = append([]int{100}, reads...)
 		}
 		dist := Locality
 		if fig == figZipf {
-			dist = Zipf
+			dist = SelccZipf
 		}
 		for _, rd := range reads {
 			for _, n := range c.Clients {
@@ -95,7 +95,7 @@ func (r *SelccResult) WriteText(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "GCLs\tMiB\tframes/node\thits\tMops\trt/op\tmsg/op\t")
 		for _, n := range c.ScaleLines {
-			p := r.Point(figScale, Zipf, SELCC, 95, c.top(), n)
+			p := r.Point(figScale, SelccZipf, SELCC, 95, c.top(), n)
 			fmt.Fprintf(tw, "%d\t%.1f\t%d\t%.1f%%\t%s\t%.2f\t%.3f\t\n", n, float64(n)*selccLine/(1<<20), p.Frames, 100*p.HitRatio(), fmtSelcc(p),
 				p.RoundTripsPerOp(), p.MessagesPerOp())
 		}
@@ -104,14 +104,14 @@ func (r *SelccResult) WriteText(w io.Writer) error {
 		}
 	}
 	if c.has(figTree) {
-		p0 := r.Point(figTree, Uniform, SELCC, c.TreeReads[0], c.top(), 0)
+		p0 := r.Point(figTree, SelccUniform, SELCC, c.TreeReads[0], c.top(), 0)
 		fmt.Fprintf(w, "\nFig. 17 (B-link tree under YCSB, %d clients): %d records (YCSB keys, 8-byte values) bulk-loaded %.0f%% full into %d GCLs, "+
 			"a cache of %d GCLs (1/%d) per compute node; reads are Gets, writes Updates; zipf is YCSB's scrambled zipfian 0.99. "+
 			"The Sherman-like tree: 1 KB nodes, a cache of internal nodes with the same bytes, its hierarchical lock.\n",
 			c.top(), c.Records, 100*c.TreeFill, p0.Lines, p0.Frames, c.TreeCacheDiv)
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "dist\treads\tselcc Mops\tsel Mops\tsherman Mops\tselcc/sel\tselcc/sherman\thits\tselcc rt/op\tsel rt/op\tsherman rt/op\t")
-		for _, d := range []string{Uniform, Zipf} {
+		for _, d := range []string{SelccUniform, SelccZipf} {
 			for _, rd := range c.TreeReads {
 				a, b, s := r.Point(figTree, d, SELCC, rd, c.top(), 0), r.Point(figTree, d, SEL, rd, c.top(), 0), r.Point(figTree, d, Sherman, rd, c.top(), 0)
 				fmt.Fprintf(tw, "%s\t%d%%\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%.2f\t\n", d, rd, fmtSelcc(a), fmtSelcc(b), fmtSelcc(s),
@@ -131,7 +131,7 @@ func (r *SelccResult) WriteText(w io.Writer) error {
 		for _, rd := range c.TreeReads {
 			var ps []SelccPoint
 			for _, s := range []string{AblNone, AblForward, AblBatch, AblDirty} {
-				ps = append(ps, r.Point(figAblation, Uniform, s, rd, c.top(), 0))
+				ps = append(ps, r.Point(figAblation, SelccUniform, s, rd, c.top(), 0))
 			}
 			gain := func(a, b SelccPoint) string {
 				if a.System == "" || b.System == "" {
@@ -170,7 +170,7 @@ func (r *SelccResult) headlines() []selccHeadline {
 	}
 	var hs []selccHeadline
 	if c.has(figZipf) {
-		hs = append(hs, selccHeadline{"Fig. 14 zipf 0.99, 95% reads: SELCC / SEL", "3.09x", ">= 2.5x", pt(figZipf, Zipf, SELCC, 95), pt(figZipf, Zipf, SEL, 95), 2.5})
+		hs = append(hs, selccHeadline{"Fig. 14 zipf 0.99, 95% reads: SELCC / SEL", "3.09x", ">= 2.5x", pt(figZipf, SelccZipf, SELCC, 95), pt(figZipf, SelccZipf, SEL, 95), 2.5})
 	}
 	if c.has(figLocality) {
 		for _, x := range []struct {
@@ -185,19 +185,19 @@ func (r *SelccResult) headlines() []selccHeadline {
 	if c.has(figTree) {
 		for _, rd := range c.TreeReads {
 			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 uniform, %d%% reads: SELCC / SEL", rd), "4.99-6.34x", ">= 4x",
-				pt(figTree, Uniform, SELCC, rd), pt(figTree, Uniform, SEL, rd), 4})
+				pt(figTree, SelccUniform, SELCC, rd), pt(figTree, SelccUniform, SEL, rd), 4})
 		}
 		for _, rd := range c.TreeReads {
 			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 uniform, %d%% reads: SELCC / Sherman-like", rd), "1.42-1.76x", ">= 1.3x",
-				pt(figTree, Uniform, SELCC, rd), pt(figTree, Uniform, Sherman, rd), 1.3})
+				pt(figTree, SelccUniform, SELCC, rd), pt(figTree, SelccUniform, Sherman, rd), 1.3})
 		}
 		for _, rd := range c.TreeReads {
 			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 zipf, %d%% reads: SELCC / SEL", rd), "5.03-15.3x", "-",
-				pt(figTree, Zipf, SELCC, rd), pt(figTree, Zipf, SEL, rd), 0})
+				pt(figTree, SelccZipf, SELCC, rd), pt(figTree, SelccZipf, SEL, rd), 0})
 		}
 		for _, rd := range c.TreeReads {
 			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 zipf, %d%% reads: SELCC / Sherman-like", rd), "1.61-4.00x", "-",
-				pt(figTree, Zipf, SELCC, rd), pt(figTree, Zipf, Sherman, rd), 0})
+				pt(figTree, SelccZipf, SELCC, rd), pt(figTree, SelccZipf, Sherman, rd), 0})
 		}
 	}
 	return hs
@@ -244,7 +244,7 @@ func (r *SelccResult) WritePaper(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%.2fx ± %.2f\t%s\t%s\t\n", h.name, h.paper, m, half, band, met)
 	}
 	if c.has(figZipf) {
-		p := r.Point(figZipf, Zipf, SELCC, 95, c.top(), 0)
+		p := r.Point(figZipf, SelccZipf, SELCC, 95, c.top(), 0)
 		met := "NOT met"
 		if hr := p.HitRatio(); hr >= 0.5 && hr <= 0.7 {
 			met = "met"
@@ -271,8 +271,8 @@ func (r *SelccResult) explain(w io.Writer) {
 	c := r.Config
 	top := c.top()
 	if c.has(figZipf) {
-		a, b := r.Point(figZipf, Zipf, SELCC, 95, top, 0), r.Point(figZipf, Zipf, SEL, 95, top, 0)
-		ro, rs := r.Point(figZipf, Zipf, SELCC, 100, top, 0), r.Point(figZipf, Zipf, SEL, 100, top, 0)
+		a, b := r.Point(figZipf, SelccZipf, SELCC, 95, top, 0), r.Point(figZipf, SelccZipf, SEL, 95, top, 0)
+		ro, rs := r.Point(figZipf, SelccZipf, SELCC, 100, top, 0), r.Point(figZipf, SelccZipf, SEL, 100, top, 0)
 		if m, _ := SelccRatio(a, b); m < 2.5 && a.System != "" {
 			fmt.Fprintf(w, "- Fig. 14: SELCC / SEL is %.2fx, not the paper's 3.09x, at a hit ratio of %.1f%% (the paper's 60.7%%).", m, 100*a.HitRatio())
 			if ro.System != "" && rs.System != "" {
@@ -312,7 +312,7 @@ func (r *SelccResult) explain(w io.Writer) {
 	if c.has(figScale) && len(c.ScaleLines) > 1 {
 		lo, hi := 1.0, 0.0
 		for _, n := range c.ScaleLines {
-			h := r.Point(figScale, Zipf, SELCC, 95, top, n).HitRatio()
+			h := r.Point(figScale, SelccZipf, SELCC, 95, top, n).HitRatio()
 			lo, hi = math.Min(lo, h), math.Max(hi, h)
 		}
 		fmt.Fprintf(w, "- Hit ratio against scale: from %d to %d GCLs at a cache of 1/%d, the hit ratio stays within %.1f%%-%.1f%%: at a fixed "+
@@ -321,7 +321,7 @@ func (r *SelccResult) explain(w io.Writer) {
 	}
 	if c.has(figAblation) {
 		rd := c.TreeReads[0]
-		a, b := r.Point(figAblation, Uniform, AblBatch, rd, top, 0), r.Point(figAblation, Uniform, AblForward, rd, top, 0)
+		a, b := r.Point(figAblation, SelccUniform, AblBatch, rd, top, 0), r.Point(figAblation, SelccUniform, AblForward, rd, top, 0)
 		if a.System != "" && b.System != "" {
 			m, _ := SelccRatio(a, b)
 			fmt.Fprintf(w, "- Fig. 18: batched eviction gains %+.0f%% at %d%% reads where the paper's gains are 6-17%%: here a miss that finds the "+
@@ -333,7 +333,7 @@ func (r *SelccResult) explain(w io.Writer) {
 	}
 	if c.has(figTree) {
 		for _, rd := range c.TreeReads {
-			a, s := r.Point(figTree, Uniform, SELCC, rd, top, 0), r.Point(figTree, Uniform, Sherman, rd, top, 0)
+			a, s := r.Point(figTree, SelccUniform, SELCC, rd, top, 0), r.Point(figTree, SelccUniform, Sherman, rd, top, 0)
 			if a.System == "" || s.System == "" {
 				continue
 			}
@@ -343,7 +343,7 @@ func (r *SelccResult) explain(w io.Writer) {
 					"lookups cost no virtual time, where each SELCC node visit pays its frame latch and a 2 KB copy at DRAM cost; its writes are "+
 					"2-3 round trips under its hierarchical lock to SELCC's miss and write-back.\n", rd, m, s.RoundTripsPerOp(), a.RoundTripsPerOp())
 			}
-			b := r.Point(figTree, Uniform, SEL, rd, top, 0)
+			b := r.Point(figTree, SelccUniform, SEL, rd, top, 0)
 			if m, _ := SelccRatio(a, b); b.System != "" && m < 4 {
 				fmt.Fprintf(w, "- Fig. 17 uniform %d%% reads: SELCC / SEL is %.2fx, below 4x (the paper: 4.99-6.34x): SELCC's writes make %.2f round "+
 					"trips and %.2f messages per operation: a leaf other compute nodes read is held S there, so its writer invalidates them "+

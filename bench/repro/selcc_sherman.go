@@ -37,7 +37,7 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 	comp := s.Topology().ComputeNodes()
 	out := selccRun{lines: lines, frames: frames}
 	next := func(r *rand.Rand) int { return r.IntN(sp.size) }
-	if sp.dist == Zipf {
+	if sp.dist == SelccZipf {
 		kd, err := newKeyDist(Scrambled, uint64(sp.size), 0.99)
 		if err != nil {
 			return out, err

@@ -40,8 +40,11 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Runs a paper's experiments in the simulator and prints their tables. Deterministic: the same
 flags print the same bytes. Papers: cider (CIDER §5.2-5.4, the client sweep with three seeds,
 its factor analysis, its headline ratios rerun over the model's unpinned costs and a table beside the paper's figures;
-budgeted at under 30 minutes on 2 cores, about 20 s with --quick); selcc (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18
-against SEL and the Sherman-like tree, with --seeds, --workers, --out).
+budgeted at under 30 minutes on 2 cores, about 20 s with --quick); dolphin (Dolphin §IV: Table II
+and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio over the model's
+unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply); selcc
+(SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
+--workers, --out).
 
 `)
 		fs.PrintDefaults()
@@ -66,8 +69,10 @@ against SEL and the Sherman-like tree, with --seeds, --workers, --out).
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	case paper == "selcc":
 		return runReproSelcc(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
+	case paper == "dolphin":
+		return runReproDolphin(ctx, *quick, *seeds, *workers, *out, *quiet, stdout, stderr)
 	case paper != "cider":
-		return usageErr("unknown paper %q (want cider or selcc)", paper)
+		return usageErr("unknown paper %q (want cider, dolphin or selcc)", paper)
 	}
 	cfg := repro.CiderFull()
 	if *quick {

@@ -36,9 +36,12 @@ const (
 	// InsertRoundTrips and DeleteRoundTrips (an insert's block rides with its first round
 	// trip; a delete CASes the value word to 0 beside the tombstone).
 	UpdateBytesRoundTrips = 2
-	// ScanRoundTrips: a scan whose range lies in one cached special node's 256 keys: the node
-	// read again; its leaves in range, in one batch (ScanBytes adds one for the blocks).
-	ScanRoundTrips = 2
+	// ScanRoundTrips: a scan whose range the cached special nodes cover (any number of them:
+	// Scan(100) at 50% fill spans 2 to 4 leaves): every leaf in range, in one batch, its head
+	// and keys then its values (ScanBytes adds one for the blocks). A leaf found dead or a
+	// gap between the leaves' ranges (a copy older than a split) falls back to the walk: the
+	// node read again, then its leaves.
+	ScanRoundTrips = 1
 	// ColdLevelRoundTrips is what each uncached level adds: one node read (two if its child
 	// word names a smaller type than the node has grown to).
 	ColdLevelRoundTrips = 1

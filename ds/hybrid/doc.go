@@ -72,11 +72,15 @@
 // unsignaled CAS. A child node is checked by depth and full prefix; a cached copy is never
 // trusted for an absence (it is re-read), and a leaf is checked by its dead bit and key range.
 //
-// Scan (and ScanBytes) starts at the deepest cached node on its first key's path, read again,
-// walks its subtree in key order with fresh reads (sibling leaves in one batch) and goes on
-// past its range; a leaf found dead sends it back to the leaf's parent, read again, for that
-// leaf's range. It is not atomic: each key's report is what a Get at some instant within the
-// scan would return. A range inside one cached special node costs 2 round trips.
+// Scan (and ScanBytes) first tries the paper's one round: when the cached special nodes (or a
+// cached node's leaf child) cover the whole range, every leaf they name in it is read in one
+// batch, and the answer stands if every leaf read is live and their ranges tile the range (a
+// live leaf is the home of its range when read). Otherwise it starts at the deepest cached
+// node on its first key's path, read again, walks its subtree in key order with fresh reads
+// (sibling leaves in one batch) and goes on past its range; a leaf found dead sends it back to
+// the leaf's parent, read again, for that leaf's range. It is not atomic: each key's report is
+// what a Get at some instant within the scan would return. A warm Scan(100) at 50% fill costs
+// 1 round trip of 2 to 4 leaves (ScanRoundTrips).
 //
 // Get reads the leaf's head and keys, then its values, in one ordered batch: a committed key
 // was read before its value, which was written before the key was committed. Update and
@@ -140,7 +144,9 @@
 // 64µs, counted in Stats.DrainReads; an IDU that finds the hold undoes its FAA and re-reads
 // the leaf's Spear and SMO words with the same backoff). It then reads the frozen leaf, writes
 // the replacement in one new block (one leaf for a compaction; two for a split, plus a new
-// special node when the parent is an ordinary node), records the block in the plan word by
+// special node when the parent is an ordinary node) on its own preferred memory node (the
+// allocator's placement, so the leaves of a loaded tree spread over the memory nodes, where a
+// new prefix's first leaf sits on its parent's node), records the block in the plan word by
 // CAS, marks the leaf dead with an FAA, and publishes: a split's upper leaf into an empty
 // slot of the special parent, then the old slot swapped to the replacement. Readers of a dead
 // leaf go back to its parent (one node read, not a restart from the root) and, if the parent
@@ -172,6 +178,6 @@
 // (between its first and last round trip) blocks SMOs of that leaf: inserts into it, once
 // full, fail with ErrBusy. Leases assume clocks within Options.Lease of each other. At most
 // 255 memory nodes and 256 TiB per node (ErrPointerRange); block values at most MaxValue bytes.
-// Scans read internal nodes one per round trip (the paper batches a whole level's reads per
-// memory node); nodes never shrink.
+// A scan the cache does not cover reads internal nodes one per round trip (the paper batches a
+// whole level's reads per memory node); nodes never shrink.
 package hybrid

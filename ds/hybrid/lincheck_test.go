@@ -194,6 +194,8 @@ func sumStats(cs []*client) hybrid.Stats {
 		s.SMOWaitReads += x.SMOWaitReads
 		s.Helps += x.Helps
 		s.TentativeWaits += x.TentativeWaits
+		s.CachedScans += x.CachedScans
+		s.ScanFallbacks += x.ScanFallbacks
 		s.RevMismatches += x.RevMismatches
 	}
 	return s
@@ -254,6 +256,9 @@ func TestLinearizableLocal(t *testing.T) {
 			require.NotZero(t, st.Backtracks, "no stale path")
 			if tc.churn {
 				require.NotZero(t, st.Compactions, "no compaction")
+			}
+			if tc.budget > 0 {
+				require.NotZero(t, st.CachedScans, "no scan answered from the cached leaves")
 			}
 		})
 	}

@@ -84,17 +84,36 @@ func TestRoundTrips(t *testing.T) {
 	}, nil)
 	cost("get, refreshed", hybrid.GetRoundTrips, verbs{read: 2}, func() error { _, err := c.tree.Get(ctx, key(sp+0x43)); return err }, nil)
 	leaves := len(audit(t, c).Leaves) - 2 // those under the special node
-	cost("scan 256 keys' range", hybrid.ScanRoundTrips, verbs{read: 1 + 2*uint64(leaves)}, func() error {
+	cost("scan 256 keys' range", hybrid.ScanRoundTrips, verbs{read: 2 * uint64(leaves)}, func() error {
 		ps, err := c.tree.Scan(ctx, sp, sp+256, 0)
 		require.Len(t, ps, 64+1+40)
 		return err
 	}, nil)
-	cost("scan, limit 10", hybrid.ScanRoundTrips, verbs{read: 1 + 2}, func() error {
+	cost("scan, limit 10", hybrid.ScanRoundTrips, verbs{read: 2 * 2}, func() error {
 		ps, err := c.tree.Scan(ctx, sp+0x41, sp+256, 10)
 		require.Len(t, ps, 10)
 		require.Equal(t, uint64(sp+0x41), ps[0].Key)
 		return err
 	}, nil)
+	// Scan(100) at the paper's 50% fill, across two special nodes' ranges: one round of 2 to
+	// 4 leaves (head and values each).
+	const dense = 0x0b00000000000000
+	for i := range uint64(512) {
+		require.NoError(t, c.tree.Insert(ctx, key(dense+2*i+1), i))
+	}
+	for i := range uint64(512) {
+		_, err := c.tree.Get(ctx, key(dense+2*i+1))
+		require.NoError(t, err)
+	}
+	before := c.m.Stats()
+	ps, err := c.tree.Scan(ctx, dense+200, dense+400, 0)
+	require.NoError(t, err)
+	require.Len(t, ps, 100)
+	d := c.m.Stats().Sub(before)
+	require.Equal(t, uint64(hybrid.ScanRoundTrips), d.RoundTrips, "scan 100: %v", d)
+	require.GreaterOrEqual(t, d.VerbsOf(farmem.OpRead), uint64(2*2), "scan 100: %v", d)
+	require.LessOrEqual(t, d.VerbsOf(farmem.OpRead), uint64(2*4), "scan 100: %v", d)
+	t.Logf("scan 100 at 50%% fill: %d round trip, %d leaves, %d bytes in", d.RoundTrips, d.VerbsOf(farmem.OpRead)/2, d.BytesIn)
 	t.Logf("cache: %+v", cache.Stats())
 }
 

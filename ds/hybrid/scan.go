@@ -102,6 +102,12 @@ func (t *Tree) scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 		to = MaxKey + 1
 	}
 	s := &scanner{t: t, from: max(from, 1), to: to, limit: limit}
+	if s.from >= s.to {
+		return nil, nil
+	}
+	if ok, err := t.scanCached(ctx, s); ok || err != nil {
+		return s.out, err
+	}
 	// Piece by piece: the deepest node on the path of the next key to report (a cached copy
 	// names it; it is read again, since a copy may miss children), whose subtree holds every
 	// key of its prefix, then on past its range.

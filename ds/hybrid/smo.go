@@ -165,7 +165,12 @@ func (t *Tree) buildPlan(ctx context.Context, la farmem.Addr, lf *leaf, p *node,
 			kind, size = planNewSpecial, 2*ls+nodeSize
 		}
 	}
-	blk, err := t.a.AllocOn(ctx, p.addr.Node(), size, 64)
+	// On the client's own memory node (the allocator's placement, Nodes[(id-1) % len(Nodes)],
+	// asked for explicitly: the allocator would reuse room in the chunks of the new-prefix
+	// leaves, all on their parents' node), so leaves spread over the memory nodes; the block is
+	// written before the plan records it.
+	mns := t.m.Topology().MemoryNodes()
+	blk, err := t.a.AllocOn(ctx, mns[(int(t.m.Info().ID)-1)%len(mns)], size, 64)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -72,6 +72,9 @@ type Stats struct {
 	RevMismatches uint64
 	// TentativeWaits: re-reads while another inserter of the same key was undecided.
 	TentativeWaits uint64
+	// CachedScans: scans answered in one round from the cached nodes' leaves; ScanFallbacks:
+	// scans whose cached leaves showed a change (dead, or a gap), which then walked the tree.
+	CachedScans, ScanFallbacks uint64
 }
 
 // Tree is one client's handle on a tree. It belongs to one goroutine.

@@ -18,16 +18,19 @@ const CacheEntryOverhead = 40
 // Cache is the compute-side cache of internal nodes, shared by every handle of one compute
 // node: copies of internal nodes (all levels above the leaves, as read by walks), indexed per
 // level by their low fence, so a lookup finds the lowest cached node whose fences cover a key
-// (a leaf's parent when warm: the leaf's address with no round trip). Each copy is charged
-// CacheEntryOverhead plus two fence keys, the first child pointer and, per separator, the
-// codec's Width and an 8-byte pointer: full keys, which is what Sherman's cache pays and
-// Dolphin's does not. Past the budget the oldest copies are evicted first (FIFO). A copy is
+// (a leaf's parent when warm: the leaf's address with no round trip). Each copy holds the
+// node's page (NodeSize bytes, as Sherman's cache holds internal pages) and is charged
+// CacheEntryOverhead plus the page; CacheStats.Entries also reports the bytes of the keys and
+// pointers in use (two fences, the first child and, per separator, the codec's Width and an
+// 8-byte pointer: full keys, which is what Sherman's cache pays and Dolphin's does not). Past
+// the budget the oldest copies are evicted first (FIFO). A copy is
 // never trusted past a leaf's fences: a leaf reached through a stale copy is checked and the
 // walk goes right by sibling pointers. A Go mutex guards the index, never held across a verb.
 type Cache struct {
 	budget int64
 
 	mu     sync.Mutex
+	width  int // the codec's, set by the first put
 	used   int64
 	byAddr map[farmem.Addr]*node
 	levels [][]*node // per level (index 0 is level 1), sorted by low fence
@@ -45,8 +48,11 @@ func NewCache(budget int64) *Cache {
 // and Misses lookups that found a covering node or none; Evictions copies dropped for the
 // budget, Drops copies dropped as stale.
 type CacheStats struct {
-	Entries                        int
-	Bytes, Budget                  int64
+	Entries       int
+	Bytes, Budget int64
+	// InUse is what the cached copies' fences, separators and pointers take, overhead
+	// included (the pages' unused room excluded).
+	InUse                          int64
 	Hits, Misses, Evictions, Drops uint64
 }
 
@@ -54,7 +60,11 @@ type CacheStats struct {
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return CacheStats{Entries: len(c.byAddr), Bytes: c.used, Budget: c.budget, Hits: c.hits.Load(),
+	var inUse int64
+	for _, n := range c.byAddr {
+		inUse += CacheEntryOverhead + int64(2*c.width+8) + int64(len(n.keys)*(c.width+8))
+	}
+	return CacheStats{Entries: len(c.byAddr), Bytes: c.used, Budget: c.budget, InUse: inUse, Hits: c.hits.Load(),
 		Misses: c.misses.Load(), Evictions: c.evictions.Load(), Drops: c.drops.Load()}
 }
 
@@ -69,9 +79,7 @@ func (c *Cache) Close() error {
 	return nil
 }
 
-func cost(n *node, width int) int64 {
-	return CacheEntryOverhead + int64(2*width+8) + int64(len(n.keys)*(width+8))
-}
+func cost(n *node, _ int) int64 { return CacheEntryOverhead + int64(len(n.raw)) }
 
 // lowLess orders fences with nil (minus infinity) first.
 func lowCmp(a, b []byte) int {
@@ -120,6 +128,7 @@ func (c *Cache) put(n *node, width int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.width = width
 	if old := c.byAddr[n.addr]; old != nil {
 		c.remove(old, width)
 	} else {

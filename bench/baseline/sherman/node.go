@@ -33,6 +33,7 @@ type node struct {
 	low, high []byte // nil: minus / plus infinity
 	keys      [][]byte
 	vals      []uint64
+	raw       []byte // the page as read or written (held by the cache)
 }
 
 func (n *node) leaf() bool { return n.level == 0 }
@@ -129,7 +130,7 @@ func sound(b []byte) bool { return le.Uint64(b[offSum:]) == crc64.Checksum(b[off
 func (l layout) decode(a farmem.Addr, b []byte) (*node, bool) {
 	w := l.codec.Width
 	meta := le.Uint64(b[offMeta:])
-	n := &node{addr: a, level: int(meta & 0xff), sibling: farmem.Addr(le.Uint64(b[offSibling:]))}
+	n := &node{addr: a, level: int(meta & 0xff), sibling: farmem.Addr(le.Uint64(b[offSibling:])), raw: b}
 	flags, count := int(meta>>8&0xff), int(meta>>16&0xffff)
 	capacity := l.leafCap
 	if n.level > 0 {

@@ -244,7 +244,7 @@ func (t *Tree) locate(ctx context.Context, k []byte, lvl int, useCache bool) (fa
 		if n.level == lvl {
 			return cur, nil, nil
 		}
-		t.cache.put(n, t.l.codec.Width)
+		t.cachePut(n)
 		if n.level == lvl+1 {
 			return n.child(k), nil, nil
 		}
@@ -507,8 +507,9 @@ func (t *Tree) split(ctx context.Context, n *node) error {
 		return err
 	}
 	if !n.leaf() {
-		t.cache.put(n, t.l.codec.Width)
-		t.cache.put(right, t.l.codec.Width)
+		n.raw = nil // changed since read
+		t.cachePut(n)
+		t.cachePut(right)
 	}
 	return t.post(ctx, n.level+1, n.addr, sep, ra)
 }
@@ -536,7 +537,7 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 			}
 			if prev == uint64(left) {
 				t.st.RootGrowths++
-				t.cache.put(nr, t.l.codec.Width)
+				t.cachePut(nr)
 				return nil
 			}
 			continue // another split of left grew the root first (the block is leaked)
@@ -555,9 +556,21 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 			if err := t.writeUnlock(ctx, p); err != nil {
 				return err
 			}
-			t.cache.put(p, t.l.codec.Width)
+			p.raw = nil // changed since read
+			t.cachePut(p)
 			return nil
 		}
 		return t.split(ctx, p)
 	}
+}
+
+// cachePut caches internal node n with its page (encoded again if n changed since read).
+func (t *Tree) cachePut(n *node) {
+	if t.cache == nil || n.leaf() {
+		return
+	}
+	if len(n.raw) != t.l.size {
+		n.raw = t.l.encode(n)
+	}
+	t.cache.put(n, t.l.codec.Width)
 }
