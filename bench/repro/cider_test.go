@@ -15,6 +15,7 @@ import (
 // TestCiderDeterministic runs a small sweep on RACE with three synchronizers and the factor
 // analysis twice, the second time with its seeds run at once, and requires the same bytes (the quick configuration's golden pins the full quick run).
 func TestCiderDeterministic(t *testing.T) {
+	t.Parallel()
 	c := repro.CiderQuick()
 	c.Structs, c.Syncs, c.Clients, c.Band = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{16}, nil
 	c.ArrayKeys, c.RaceKeys = 1<<12, 1<<9
@@ -37,6 +38,7 @@ func TestCiderDeterministic(t *testing.T) {
 // MCS and CIDER at the largest count), carries its variant, and a costlier atomic unit moves
 // the optimistic throughput at the same point (the variant is applied, not only named).
 func TestCiderBandRerunsHeadlinePoints(t *testing.T) {
+	t.Parallel()
 	c := repro.CiderQuick()
 	c.Structs, c.Syncs, c.Clients = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{8, 32}
 	c.ArrayKeys, c.RaceKeys, c.Seeds, c.Factor = 1<<12, 1<<9, []uint64{1}, false

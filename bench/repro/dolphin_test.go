@@ -30,6 +30,7 @@ func tinyDolphin() repro.DolphinConfig {
 // seed, whatever runs beside it); the band's points carry their variant, and the tables hold
 // every figure the paper is compared on.
 func TestDolphinDeterministic(t *testing.T) {
+	t.Parallel()
 	c := tinyDolphin()
 	c.Seeds, c.Workers = []uint64{1, 1}, 2
 	r1, err := repro.RunDolphin(context.Background(), c, nil)

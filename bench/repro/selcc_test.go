@@ -25,6 +25,7 @@ func tinySelcc() repro.SelccConfig {
 // TestSelccDeterministic runs Fig. 17 of a tiny configuration (the three systems) with one
 // worker and with two seeds at once, and requires the same bytes.
 func TestSelccDeterministic(t *testing.T) {
+	t.Parallel()
 	c := tinySelcc()
 	c.Seeds, c.Figures, c.Clients = []uint64{1, 2}, []string{"17"}, []int{4}
 	r1, err := repro.RunSelcc(context.Background(), c, nil)
@@ -44,6 +45,7 @@ func TestSelccDeterministic(t *testing.T) {
 // level of the tree (600 records make two levels: a few leaves under the root); SELCC some hits
 // at every point; the Sherman-like tree about one per read (a warm cache of internal nodes).
 func TestSelccRoundTrips(t *testing.T) {
+	t.Parallel()
 	r, err := repro.RunSelcc(context.Background(), tinySelcc(), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer

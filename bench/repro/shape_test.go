@@ -2,7 +2,7 @@ package repro_test
 
 import (
 	"context"
-	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,19 +34,36 @@ func TestCiderShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds of simulation")
 	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	t.Parallel()
 	ctx := context.Background()
-	run := func(c repro.CiderConfig) *repro.CiderResult {
-		r, err := repro.RunCider(ctx, c, nil)
-		require.NoError(t, err)
+	// The three sweeps are independent: run them at once (each is deterministic on its own).
+	var low, high, rr *repro.CiderResult
+	var wg sync.WaitGroup
+	for _, w := range []struct {
+		dst *(*repro.CiderResult)
+		c   repro.CiderConfig
+	}{
+		{&low, shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.CIDER}, []int{16, 32})},
+		{&high, shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{192})},
+		{&rr, shapeConfig([]string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{128})},
+	} {
+		wg.Go(func() {
+			r, err := repro.RunCider(ctx, w.c, nil)
+			if err == nil {
+				*w.dst = r
+			} else {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	require.False(t, t.Failed())
+	for _, r := range []*repro.CiderResult{low, high, rr} {
 		for _, p := range r.Points {
 			require.Zero(t, p.Errors, "%s %s %d", p.Struct, p.Sync, p.Clients)
 			require.Positive(t, p.Ops, "%s %s %d", p.Struct, p.Sync, p.Clients)
 		}
-		return r
 	}
-	low := run(shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.CIDER}, []int{16, 32}))
-	high := run(shapeConfig([]string{repro.Array}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{192}))
 	at := func(k string, n int) repro.CiderPoint {
 		r := low
 		if n == 192 {
@@ -66,7 +83,6 @@ func TestCiderShape(t *testing.T) {
 	require.Positive(t, c.Counters.Batches, "no batch was combined")
 	require.Less(t, c.MemoryVerbsPerOp(), at(repro.MCS, 192).MemoryVerbsPerOp(), "CIDER spends fewer memory-node verbs per op than MCS")
 
-	rr := run(shapeConfig([]string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{128}))
 	ro, rc := rr.Point(repro.RACE, repro.WriteIntensive, repro.Optimistic, 128), rr.Point(repro.RACE, repro.WriteIntensive, repro.CIDER, 128)
 	require.Greater(t, rc.Throughput, 4*ro.Throughput, "CIDER on RACE at 128 clients")
 }
