@@ -8,6 +8,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // Errors of the package. Each wraps farmem.ErrInvalid: they report a misuse, refused before
@@ -47,7 +48,7 @@ type Options struct {
 // A client also remembers, per out-of-place pointer, the block it last saw there, so that its
 // next Store swaps from it in one round trip; and, per single-writer pointer it owns, the
 // version word. These are hints and ownership records, never shared. It asks the Memory once
-// whether it reads in address order (farmem.OrderedReader), which decides how it reads
+// whether it reads in address order (transport.OrderedReader), which decides how it reads
 // single-writer records.
 type Client struct {
 	m      farmem.Memory
@@ -60,7 +61,7 @@ type Client struct {
 	seen   map[farmem.Addr]farmem.Addr // out-of-place cells: the block last seen there
 	stats  ClientStats
 	closed bool
-	// ordered: m reads in address order (farmem.OrderedReader), so a single-writer record is
+	// ordered: m reads in address order (transport.OrderedReader), so a single-writer record is
 	// read with one Read rather than three.
 	ordered bool
 }
@@ -92,7 +93,7 @@ func NewClient(ctx context.Context, m farmem.Memory, opts Options) (*Client, err
 	if err != nil {
 		return nil, fmt.Errorf("far: allocator: %w", err)
 	}
-	or, ok := m.(farmem.OrderedReader)
+	or, ok := m.(transport.OrderedReader)
 	return &Client{
 		ordered: ok && or.ReadsInAddressOrder(),
 		m:       m,

@@ -10,7 +10,7 @@ const (
 
 	// SingleWriter: Load reads the pointer's record (version, value, version) in one batch,
 	// plus one per torn read: one Read where the Memory reads in address order
-	// (farmem.OrderedReader), three elsewhere; Store is three Writes in one batch (the owner
+	// (transport.OrderedReader), three elsewhere; Store is three Writes in one batch (the owner
 	// only); Update a Load then a Store.
 	SingleWriterLoadRoundTrips, SingleWriterStoreRoundTrips, SingleWriterUpdateRoundTrips = 1, 1, 2
 

@@ -70,7 +70,7 @@
 // word. What a load needs is that every word of the value it returns is store v's, where v is
 // the H it read; no transport makes a Read of more than 8 bytes atomic (each aligned word of it
 // is atomic, no more), so how the load reads depends on the order in which the transport
-// copies a long Read, which the client asks its Memory once (farmem.OrderedReader).
+// copies a long Read, which the client asks its Memory once (transport.OrderedReader).
 //
 // Reads copied in address order: one Read. cxl copies a Read word by word in ascending order
 // with plain loads (assembly MOVs; sync/atomic loads in the pure-Go build and for short or
@@ -100,7 +100,7 @@
 //   - A value is at most farmem.MaxOpBytes-8 bytes; a pointer's blocks are on its own node.
 //   - SingleWriter's single writer is a discipline (Ptr.Own), not enforced across clients.
 //     A store that fails half way leaves the record torn, and loads read again until the
-//     owner's next store. A Memory that claims farmem.OrderedReader wrongly breaks the
+//     owner's next store. A Memory that claims transport.OrderedReader wrongly breaks the
 //     one-Read load; a wrapper of a Memory that does not pass the method on only costs the
 //     three-Read load.
 //   - An OutOfPlace or Locked update by a client paused past its allocator lease (alloc's

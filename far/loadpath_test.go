@@ -13,6 +13,7 @@ import (
 	"github.com/farmem/farmem/far"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // cxlPolicyClient opens a far.Client on a fresh cxl region with the given access policy, and
@@ -46,7 +47,7 @@ func TestSingleWriterReadPath(t *testing.T) {
 	check := func(t *testing.T, c *far.Client, wantReads uint64) {
 		t.Helper()
 		m := c.Memory()
-		or, ok := m.(farmem.OrderedReader)
+		or, ok := m.(transport.OrderedReader)
 		require.Equal(t, wantReads == 1, ok && or.ReadsInAddressOrder(), "the Memory's claim")
 		p, err := far.NewPtr(ctx, c, q(3), far.PtrOptions[quad]{Mode: far.SingleWriter})
 		require.NoError(t, err)

@@ -42,7 +42,7 @@ func brokenLoad(ctx context.Context, c *far.Client, p far.Ptr[wide], check strin
 // words of one Read is enough on local, whose long reads copy in address order (the ordered
 // argument of the package doc), and not on sim, whose long reads land in pieces in a random
 // order as a NIC's DMA may: that is why Ptr.Load reads the record there as three Reads in one
-// batch, and why it asks the Memory (farmem.OrderedReader) before it reads with one.
+// batch, and why it asks the Memory (transport.OrderedReader) before it reads with one.
 func TestSingleWriterWeakChecksFail(t *testing.T) {
 	for fname, mk := range fabrics(t) {
 		for _, check := range []string{"none", "versions"} {

@@ -14,7 +14,7 @@ import (
 //
 // The owner writes a record as three Writes in one batch: T first, then the value, then H. A
 // load takes the record as valid when H == T; it reads it with one Read where the client's
-// Memory reads in address order (farmem.OrderedReader), and with a batch of three Reads (H,
+// Memory reads in address order (transport.OrderedReader), and with a batch of three Reads (H,
 // the value, T) elsewhere. Why either is linearizable is argued in the package doc
 // ("Single-writer loads").
 

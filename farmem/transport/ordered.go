@@ -1,6 +1,7 @@
-package farmem
+package transport
 
-// OrderedReader is an optional method of a Memory. ReadsInAddressOrder reports true when every
+// OrderedReader is an optional method of a Memory (a transport implements it; package far asks
+// for it). ReadsInAddressOrder reports true when every
 // Read of this Memory copies its words in ascending address order, each word's load ordered
 // after the previous one's as seen by other clients' stores (plain loads under x86-TSO, or
 // sequentially consistent atomic loads), and when a batch's Writes to one node become visible
