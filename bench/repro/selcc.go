@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -342,22 +341,12 @@ func RunSelcc(ctx context.Context, cfg SelccConfig, progress io.Writer) (*SelccR
 func runSelccPoint(ctx context.Context, cfg SelccConfig, sp selccSpec, progress io.Writer) (SelccPoint, error) {
 	start := time.Now()
 	p := SelccPoint{Fig: sp.fig, Dist: sp.dist, System: sp.system, Reads: sp.reads, Clients: sp.clients, Size: sp.size, Converged: true}
-	runs := make([]selccRun, len(cfg.Seeds))
-	errs := make([]error, len(cfg.Seeds))
-	sem := make(chan struct{}, max(1, cfg.Workers))
-	var wg sync.WaitGroup
-	for i, seed := range cfg.Seeds {
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			runs[i], errs[i] = runSelccSeed(cfg, sp, seed)
-		}()
+	runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (selccRun, error) {
+		return runSelccSeed(cfg, sp, seed)
+	})
+	if err != nil {
+		return p, err
 	}
-	wg.Wait()
 	for i, r := range runs {
 		if errs[i] != nil {
 			return p, fmt.Errorf("repro: fig. %s, %s, %s, %d%% reads, %d clients, seed %d: %w", sp.fig, sp.dist, sp.system, sp.reads, sp.clients, cfg.Seeds[i], errs[i])

@@ -13,12 +13,7 @@ import (
 // SelccRatio is a over b at one point: the mean over seeds of the per-seed ratios (same seed,
 // same draws) with its 95% confidence half-width.
 func SelccRatio(a, b SelccPoint) (mean, half float64) {
-	k := min(len(a.PerSeed), len(b.PerSeed))
-	rs := make([]float64, 0, k)
-	for i := range k {
-		rs = append(rs, a.PerSeed[i]/math.Max(1, b.PerSeed[i]))
-	}
-	return MeanCI(rs)
+	return seedRatios(a.PerSeed, b.PerSeed)
 }
 
 func fmtSelcc(p SelccPoint) string {
