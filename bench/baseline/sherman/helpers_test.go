@@ -6,18 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/baseline/internal/basetest"
 	"github.com/farmem/farmem/bench/baseline/sherman"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 )
 
-var allocOpts = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+var allocOpts = basetest.AllocOptions
 
 // env is a formatted strict-mode local fabric holding one tree.
 type env struct {
@@ -28,26 +28,9 @@ type env struct {
 
 func newEnv(t testing.TB, lo local.Options, p sherman.Params) *env {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 64 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
+	f, root := basetest.LocalFabric(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return sherman.Create(ctx, m, a, p)
 	})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, allocOpts)
-	require.NoError(t, err)
-	defer a.Close()
-	root, err := sherman.Create(ctx, m, a, p)
-	require.NoError(t, err)
 	return &env{f: f, root: root, comp: f.Topology().ComputeNodes()}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/baseline/internal/basetest"
 	"github.com/farmem/farmem/bench/baseline/smart"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
@@ -19,7 +20,7 @@ import (
 	"github.com/farmem/farmem/sim"
 )
 
-var allocOpts = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+var allocOpts = basetest.AllocOptions
 
 type client struct {
 	m    farmem.Memory
@@ -41,27 +42,7 @@ func openClient(t testing.TB, ctx context.Context, f farmem.Fabric, node farmem.
 // localTree starts a strict-mode local fabric holding an empty tree.
 func localTree(t testing.TB, lo local.Options) (*local.Fabric, farmem.Addr) {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 64 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
-	})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, allocOpts)
-	require.NoError(t, err)
-	defer a.Close()
-	root, err := smart.Create(ctx, m, a)
-	require.NoError(t, err)
-	return f, root
+	return basetest.LocalFabric(t, lo, smart.Create)
 }
 
 // TestSequential checks the tree against a map under random inserts, updates and deletes of
@@ -134,34 +115,23 @@ func TestRoundTrips(t *testing.T) {
 	for i := range uint64(1000) {
 		require.NoError(t, c.tree.Insert(ctx, 2*i+2, i))
 	}
-	type verbs struct{ read, write, cas uint64 }
+	type verbs = basetest.Verbs
 	cost := func(name string, wantRTT uint64, want verbs, f func() error, wantErr error) {
 		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
-		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
-		got := verbs{d.VerbsOf(farmem.OpRead), d.VerbsOf(farmem.OpWrite), d.VerbsOf(farmem.OpCAS)}
-		require.Equal(t, want, got, "%s: verbs (%v)", name, d)
-		t.Logf("%-10s %d round trips, %5d bytes in, %4d bytes out", name, d.RoundTrips, d.BytesIn, d.BytesOut)
+		basetest.Cost(t, c.m, name, wantRTT, want, f, wantErr)
 	}
 	_, err := c.tree.Get(ctx, 600)
 	require.NoError(t, err)
-	cost("get", smart.GetRoundTrips, verbs{read: 1}, func() error {
+	cost("get", smart.GetRoundTrips, verbs{Read: 1}, func() error {
 		v, err := c.tree.Get(ctx, 600)
 		require.Equal(t, uint64(299), v)
 		return err
 	}, nil)
-	cost("update", smart.UpdateRoundTrips, verbs{read: 1, write: 1, cas: 2}, func() error { return c.tree.Update(ctx, 600, 5) }, nil)
-	cost("insert", smart.InsertRoundTrips, verbs{read: 1, write: 1, cas: 1}, func() error { return c.tree.Insert(ctx, 601, 6) }, nil)
-	cost("delete", smart.DeleteRoundTrips, verbs{read: 1, write: 1, cas: 2}, func() error { return c.tree.Delete(ctx, 601) }, nil)
+	cost("update", smart.UpdateRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Update(ctx, 600, 5) }, nil)
+	cost("insert", smart.InsertRoundTrips, verbs{Read: 1, Write: 1, CAS: 1}, func() error { return c.tree.Insert(ctx, 601, 6) }, nil)
+	cost("delete", smart.DeleteRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Delete(ctx, 601) }, nil)
 	// 50 keys of one last node: the node again, then 50 leaves in one batch.
-	cost("scan 50", smart.ScanRoundTrips, verbs{read: 1 + 50}, func() error {
+	cost("scan 50", smart.ScanRoundTrips, verbs{Read: 1 + 50}, func() error {
 		ps, err := c.tree.Scan(ctx, 1024+2, 1024+102, 0)
 		require.Len(t, ps, 50)
 		return err
