@@ -138,9 +138,7 @@ func flexSim(t *testing.T, seed uint64) (error, string) {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	sm, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, seed)
 	var verdict error
 	var digest string
 	sm.Run(func() {

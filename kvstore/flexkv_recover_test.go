@@ -97,9 +97,7 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
 	model.DownTimeout = 2 * time.Millisecond
-	sm, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, seed)
 	sm.Run(func() {
 		ctx := context.Background()
 		rt := sm.Runtime()
