@@ -2,7 +2,6 @@ package smart_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -140,70 +139,33 @@ func TestRoundTrips(t *testing.T) {
 
 var kvModel = lincheck.KV[uint64, uint64]()
 
-type kvHistory = lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
+type kvHistory = basetest.History[uint64]
 
 // keyOf spreads indices over prefixes diverging at bytes 0, 3 and 6.
 func keyOf(i int) uint64 { return uint64(i%3)<<56 | uint64(i%2)<<32 | uint64(i/6)<<4 | 1 }
 
+// runMix runs ops operations of the mix over keyOf(i), i < span, on c's tree as c's client,
+// recording them in h (see basetest.Mix): a scan reaches up to 200 past its key, with a limit
+// of 0, 4 or 8.
 func runMix(ctx context.Context, c *client, h *kvHistory, ops, span int) error {
-	id := uint64(c.m.Info().ID)
-	rec := h.Client(int(id))
-	rng := c.m.Runtime().Rand()
-	for n := range ops {
-		i := rng.IntN(span)
-		k := keyOf(i)
-		v := id<<32 | uint64(n+1)
-		var op lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
-		var out lincheck.KVOutput[uint64, uint64]
-		var err error
-		switch p := rng.IntN(100); {
-		case p < 10:
+	mix := basetest.Mix[uint64]{Ops: ops, Span: span, Scan: 10, Get: 25, Insert: 40, Update: 13, Key: keyOf,
+		ScanEnd: func(rng *rand.Rand, _ int, k uint64) (uint64, int) {
 			to := k + 1 + rng.Uint64N(200)
-			limit := rng.IntN(3) * 4
-			op = rec.Call(kvModel.Scan(k, to, limit))
-			var got []smart.Pair
-			got, err = c.tree.Scan(ctx, k, to, limit)
+			return to, rng.IntN(3) * 4
+		}}
+	tr := c.tree
+	return mix.Run(ctx, c.m, basetest.Tree[uint64]{
+		Get: tr.Get, Insert: tr.Insert, Update: tr.Update, Delete: tr.Delete,
+		Scan: func(ctx context.Context, from, to uint64, limit int) ([]lincheck.Pair[uint64, uint64], error) {
+			got, err := tr.Scan(ctx, from, to, limit)
 			var ps []lincheck.Pair[uint64, uint64]
 			for _, p := range got {
 				ps = append(ps, lincheck.Pair[uint64, uint64]{Key: p.Key, Value: p.Value})
 			}
-			out = kvModel.Pairs(ps)
-		case p < 35:
-			op = rec.Call(kvModel.Get(k))
-			var got uint64
-			got, err = c.tree.Get(ctx, k)
-			out = kvModel.Found(got)
-			if errors.Is(err, smart.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		case p < 75:
-			op = rec.Call(kvModel.Insert(k, v))
-			err = c.tree.Insert(ctx, k, v)
-			out = kvModel.OK()
-			if errors.Is(err, smart.ErrExists) {
-				out, err = kvModel.Exists(), nil
-			}
-		case p < 88:
-			op = rec.Call(kvModel.Update(k, v))
-			err = c.tree.Update(ctx, k, v)
-			out = kvModel.OK()
-			if errors.Is(err, smart.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		default:
-			op = rec.Call(kvModel.Delete(k))
-			err = c.tree.Delete(ctx, k)
-			out = kvModel.OK()
-			if errors.Is(err, smart.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		}
-		op.End(out, err)
-		if err != nil {
-			return fmt.Errorf("op %d: %w", n, err)
-		}
-	}
-	return nil
+			return ps, err
+		},
+		ErrNotFound: smart.ErrNotFound, ErrExists: smart.ErrExists,
+	}, kvModel, h)
 }
 
 func sum(cs []*client) smart.Stats {
