@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -182,16 +181,7 @@ func TestLinearizableLocal(t *testing.T) {
 			}
 			h := kvModel.NewHistory(e.f.Runtime())
 			w := workload{ops: 400, span: 300, scan: 10, get: 20, insert: 45, update: 15, key: tc.key}
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i, c := range cs {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = w.run(context.Background(), c, h) }()
-			}
-			wg.Wait()
-			for i, err := range errs {
-				require.NoError(t, err, "client %d", i)
-			}
+			basetest.Parallel(t, n, func(i int) error { return w.run(context.Background(), cs[i], h) })
 			st := sumStats(cs)
 			t.Logf("%+v", st)
 			h.Check(t)

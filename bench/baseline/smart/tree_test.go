@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -197,16 +196,7 @@ func TestLinearizableLocal(t *testing.T) {
 				cs[i] = openClient(t, context.Background(), f, comp[i%2], root, caches[i%2])
 			}
 			h := kvModel.NewHistory(f.Runtime())
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i, c := range cs {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = runMix(context.Background(), c, h, 400, 60) }()
-			}
-			wg.Wait()
-			for i, err := range errs {
-				require.NoError(t, err, "client %d", i)
-			}
+			basetest.Parallel(t, n, func(i int) error { return runMix(context.Background(), cs[i], h, 400, 60) })
 			st := sum(cs)
 			t.Logf("%+v", st)
 			h.Check(t)

@@ -7,6 +7,7 @@ package basetest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,4 +70,20 @@ func Cost(t testing.TB, m farmem.Memory, name string, wantRTT uint64, want Verbs
 	got := Verbs{d.VerbsOf(farmem.OpRead), d.VerbsOf(farmem.OpWrite), d.VerbsOf(farmem.OpCAS)}
 	require.Equal(t, want, got, "%s: verbs (%v)", name, d)
 	t.Logf("%-16s %d round trips, %5d bytes in, %4d bytes out", name, d.RoundTrips, d.BytesIn, d.BytesOut)
+}
+
+// Parallel runs f(0), ..., f(n-1) at once in goroutines of their own and, once all have
+// returned, asserts that none failed (naming the client that did).
+func Parallel(t testing.TB, n int, f func(i int) error) {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f(i) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "client %d", i)
+	}
 }
