@@ -185,16 +185,11 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 			}
 			defer left.Add(-1)
 			node := nodes[g%len(nodes)]
-			m, err := sm.Open(ctx, node)
+			ss, end, err := openSession(ctx, sm, s, node)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			ss, err := s.SessionOn(ctx, m)
-			if err != nil {
-				return err
-			}
-			defer ss.Close()
+			defer end()
 			ww := w
 			if node == dead && !hang {
 				ww.unknown = 1 // its ops fail from the crash on
