@@ -162,7 +162,6 @@ func (c CiderConfig) check() error {
 			return bad("synchronizer %q (want %s, %s, %s or %s)", s, Optimistic, Spin, MCS, CIDER)
 		}
 	}
-	m := c.Measure
 	switch {
 	case len(c.Structs) == 0 || len(c.Mixes) == 0 || len(c.Syncs) == 0 || len(c.Clients) == 0:
 		return bad("nothing to run")
@@ -178,10 +177,8 @@ func (c CiderConfig) check() error {
 		return bad("band %v: each variant sets a positive cost", c.Band)
 	case c.Theta <= 0 || c.Theta >= 1:
 		return bad("theta %v: want (0, 1)", c.Theta)
-	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
-		return bad("warm-up: step %v, %v to %v, tolerance %v", m.Step, m.MinWarmup, m.MaxWarmup, m.Tolerance)
-	case m.MinWindow <= 0 || m.MaxWindow < m.MinWindow:
-		return bad("window %v to %v", m.MinWindow, m.MaxWindow)
+	case c.Measure.check() != nil:
+		return c.Measure.check()
 	}
 	return nil
 }

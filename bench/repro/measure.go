@@ -2,6 +2,7 @@ package repro
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -32,6 +33,17 @@ func runSeeds[R any](ctx context.Context, seeds []uint64, workers int, run func(
 	}
 	wg.Wait()
 	return runs, errs, nil
+}
+
+// check reports a warm-up or window that cannot end or cannot converge, wrapping ErrConfig.
+func (m Measure) check() error {
+	switch {
+	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
+		return fmt.Errorf("%w: warm-up: step %v, %v to %v, tolerance %v", ErrConfig, m.Step, m.MinWarmup, m.MaxWarmup, m.Tolerance)
+	case m.MinWindow <= 0 || m.MaxWindow < m.MinWindow:
+		return fmt.Errorf("%w: window %v to %v", ErrConfig, m.MinWindow, m.MaxWindow)
+	}
+	return nil
 }
 
 // warmUp is the controller's warm-up of a closed-loop measurement, run inside the simulation

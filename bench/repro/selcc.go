@@ -120,7 +120,6 @@ func (c SelccConfig) check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 	}
-	m := c.Measure
 	pct := func(xs []int) bool {
 		return !slices.ContainsFunc(xs, func(x int) bool { return x < 0 || x > 100 })
 	}
@@ -150,10 +149,8 @@ func (c SelccConfig) check() error {
 		return c.Costs.check()
 	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
 		return bad("band %v: each variant sets a positive cost", c.Band)
-	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
-		return bad("warm-up: step %v, %v to %v, tolerance %v", m.Step, m.MinWarmup, m.MaxWarmup, m.Tolerance)
-	case m.MinWindow <= 0 || m.MaxWindow < m.MinWindow:
-		return bad("window %v to %v", m.MinWindow, m.MaxWindow)
+	case c.Measure.check() != nil:
+		return c.Measure.check()
 	}
 	return nil
 }
