@@ -845,16 +845,11 @@ func ciderSetup(s *sim.Sim, comp []farmem.NodeID, st string, keys uint64) (farme
 	loaders := min(32, len(comp)*4)
 	tabs := make([]*race.Table, loaders)
 	for i := range tabs {
-		m, err := s.Open(ctx, comp[i%len(comp)])
+		m, a, done, err := openClient(ctx, s, comp[i%len(comp)], ciderAlloc)
 		if err != nil {
 			return 0, err
 		}
-		defer m.Close()
-		a, err := alloc.New(ctx, m, ciderAlloc)
-		if err != nil {
-			return 0, err
-		}
-		defer a.Close()
+		defer done()
 		if tabs[i], err = race.Open(ctx, m, a, root, race.Options{}); err != nil {
 			return 0, err
 		}

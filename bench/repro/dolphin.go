@@ -514,18 +514,12 @@ func loadIndex(s *sim.Sim, comp []farmem.NodeID, index string, keys, seed uint64
 	perm := rand.New(rand.NewPCG(seed, 0x10ad)).Perm(int(keys))
 	errs := make([]error, clients)
 	if err := s.Parallel(clients, func(c int) {
-		m, err := s.Open(ctx, comp[c%len(comp)])
+		m, a, done, err := openClient(ctx, s, comp[c%len(comp)], dolphinAlloc)
 		if err != nil {
 			errs[c] = err
 			return
 		}
-		defer m.Close()
-		a, err := alloc.New(ctx, m, dolphinAlloc)
-		if err != nil {
-			errs[c] = err
-			return
-		}
-		defer a.Close()
+		defer done()
 		ix, err := openIndex(ctx, m, a, root, index, nc)
 		if err != nil {
 			errs[c] = err
@@ -565,18 +559,12 @@ func cacheBytes(cfg DolphinConfig, index string, keys uint64) (int64, int64, int
 			return
 		}
 		ctx := context.Background()
-		m, err := s.Open(ctx, comp[0])
+		m, a, done, err := openClient(ctx, s, comp[0], dolphinAlloc)
 		if err != nil {
 			runErr = err
 			return
 		}
-		defer m.Close()
-		a, err := alloc.New(ctx, m, dolphinAlloc)
-		if err != nil {
-			runErr = err
-			return
-		}
-		defer a.Close()
+		defer done()
 		ix, err := openIndex(ctx, m, a, root, index, nc)
 		if err != nil {
 			runErr = err

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/sim"
 )
 
 // runSeeds runs one point's seeds: run once per seed, at most workers (at least one) at once,
@@ -102,6 +104,22 @@ func measureWindow(ctx context.Context, rt farmem.Runtime, ms Measure, from farm
 			return
 		}
 	}
+}
+
+// openClient opens node's Memory on s and an allocator of opts on it, as one client of a
+// reproduction; closing closes the allocator, then the Memory. On an error it closes what it
+// opened.
+func openClient(ctx context.Context, s *sim.Sim, node farmem.NodeID, opts alloc.Options) (farmem.Memory, *alloc.Allocator, func(), error) {
+	m, err := s.Open(ctx, node)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, err := alloc.New(ctx, m, opts)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, nil, err
+	}
+	return m, a, func() { _ = a.Close(); _ = m.Close() }, nil
 }
 
 // seedRatios is a over b, seed by seed (same seed, same draws; a zero b counts as one): the
