@@ -77,15 +77,25 @@ func expiredAt(w uint64, now farmem.Time, skew time.Duration) bool {
 // trip to the home node (an atomic swap of the client's slot and a Read of the global epoch, in
 // one batch), rarely a second if the global epoch moved meanwhile.
 func (a *Allocator) Pin(ctx context.Context) error {
-	if err := a.usable(); err != nil {
+	if outer, err := a.nestPin(); !outer {
 		return err
 	}
-	ep := &a.ep
-	if ep.depth > 0 {
-		ep.depth++
-		return nil
-	}
 	return a.pinAt(ctx, a.rt.Now())
+}
+
+// nestPin is the start of every Pin: it fails on a closed allocator and, inside a section,
+// counts one more nesting level; it reports whether the caller is the outermost Pin, which
+// goes on to announce. It stands in for the usable check the Pins made first, so a pin still
+// makes one call before its own work.
+func (a *Allocator) nestPin() (outer bool, err error) {
+	if a.closed {
+		return false, a.usable()
+	}
+	if a.ep.depth == 0 {
+		return true, nil
+	}
+	a.ep.depth++
+	return false, nil
 }
 
 // pinAt is the outermost Pin at time now.

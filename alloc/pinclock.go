@@ -11,13 +11,8 @@ import (
 // time of its start for its own budget too). A now earlier than the real time only makes Pin
 // refresh the announcement later; see PinCoarse for why that never makes a section unsafe.
 func (a *Allocator) PinAt(ctx context.Context, now farmem.Time) error {
-	if err := a.usable(); err != nil {
+	if outer, err := a.nestPin(); !outer {
 		return err
-	}
-	ep := &a.ep
-	if ep.depth > 0 {
-		ep.depth++
-		return nil
 	}
 	return a.pinAt(ctx, now)
 }
@@ -40,12 +35,11 @@ func (a *Allocator) PinAt(ctx context.Context, now farmem.Time) error {
 // one costs the section after it a retry (the retry's PinCoarse, at Unpin's fresh reading,
 // refreshes). It also refreshes whenever the lease has run out by that reading, so retries end.
 func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
-	if err := a.usable(); err != nil {
-		return 0, err
-	}
 	ep := &a.ep
-	if ep.depth > 0 {
-		ep.depth++
+	if outer, err := a.nestPin(); !outer {
+		if err != nil {
+			return 0, err
+		}
 		return ep.seen, nil
 	}
 	if !ep.announced || ep.seen.Sub(ep.annAt) >= a.opts.Refresh || !a.valid(ep.seen) {

@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -65,49 +64,25 @@ func TestBlinkIndex(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := h.Client(c + 1)
+			r := recorder[string]{s: s, kv: kv, rec: h.Client(c + 1),
+				enc: func(k string) []byte { return []byte(k) }, dec: func(b []byte) string { return string(b) },
+				val: func(v uint64) []byte { return binary.LittleEndian.AppendUint64(make([]byte, 0, 40), v)[:40] }}
 			for n := range 300 {
 				i := k((n*7 + c*13) % 151)
 				v := uint64(c)<<32 | uint64(n+1)
 				switch n % 5 {
 				case 0:
-					op := rec.Call(kv.Get(i))
-					got, err := s.Get(ctx, []byte(i))
-					out := kv.Missing()
-					if err == nil {
-						out = kv.Found(binary.LittleEndian.Uint64(got))
-					} else if errors.Is(err, kvstore.ErrNotFound) {
-						err = nil
-					}
-					op.End(out, err)
+					_ = r.get(ctx, i)
 				case 1, 2:
-					op := rec.Call(kv.Insert(i, v))
-					err := s.Insert(ctx, []byte(i), binary.LittleEndian.AppendUint64(make([]byte, 0, 40), v)[:40])
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrExists) {
-						out, err = kv.Exists(), nil
-					}
-					op.End(out, err)
+					_ = r.insert(ctx, i, v)
 				case 3:
-					op := rec.Call(kv.Delete(i))
-					err := s.Delete(ctx, []byte(i))
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrNotFound) {
-						out, err = kv.Missing(), nil
-					}
-					op.End(out, err)
+					_ = r.delete(ctx, i)
 				case 4:
 					from, to := k(n%151), k((n+40)%151)
 					if to < from {
 						from, to = to, from
 					}
-					op := rec.Call(kv.Scan(from, to, 0))
-					got, err := s.Scan(ctx, []byte(from), []byte(to), 0)
-					var out []lincheck.Pair[string, uint64]
-					for _, p := range got {
-						out = append(out, lincheck.Pair[string, uint64]{Key: string(p.Key), Value: binary.LittleEndian.Uint64(p.Value)})
-					}
-					op.End(kv.Pairs(out), err)
+					_ = r.scan(ctx, from, to)
 				}
 			}
 		}()

@@ -108,9 +108,7 @@ func TestFlexKVBackupReadsSim(t *testing.T) {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 3, 64<<20
 	model.Tearing = true
-	sm, err := sim.New(model, 3)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, 3)
 	sm.Run(func() {
 		k := &kvstore.FlexKV{}
 		s, err := kvstore.Open(context.Background(), sm, kvstore.Options{Index: k, Alloc: shortLeases})

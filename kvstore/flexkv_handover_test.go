@@ -37,9 +37,7 @@ func TestFlexKVHandOverFaultsSim(t *testing.T) {
 func handOverFault(t *testing.T, step string) {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
-	sm, err := sim.New(model, 11)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, 11)
 	sm.Run(func() {
 		ctx := context.Background()
 		rt := sm.Runtime()

@@ -20,9 +20,7 @@ func flexInvalSim(t *testing.T, maxHandlers int, body func(sm *sim.Sim, k *kvsto
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
 	model.ClientsPerNode, model.MaxHandlers = 12, maxHandlers
-	sm, err := sim.New(model, 7)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, 7)
 	sm.Run(func() {
 		k := &kvstore.FlexKV{}
 		s, err := kvstore.Open(context.Background(), sm, kvstore.Options{Index: k, Alloc: shortLeases})

@@ -85,16 +85,11 @@ func lincheckFlex(t *testing.T, f farmem.Fabric, k *kvstore.FlexKV, s *kvstore.S
 		if g%4 == 3 {
 			return w.run(ctx, s, g, rng, h)
 		}
-		m, err := f.Open(ctx, nodes[g%len(nodes)])
+		ss, end, err := openSession(ctx, f, s, nodes[g%len(nodes)])
 		if err != nil {
 			return err
 		}
-		defer m.Close()
-		ss, err := s.SessionOn(ctx, m)
-		if err != nil {
-			return err
-		}
-		defer ss.Close()
+		defer end()
 		return w.run(ctx, ss, g, rng, h)
 	})
 	require.NoError(t, err)
@@ -138,9 +133,7 @@ func flexSim(t *testing.T, seed uint64) (error, string) {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	sm, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, seed)
 	var verdict error
 	var digest string
 	sm.Run(func() {

@@ -97,9 +97,7 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
 	model.DownTimeout = 2 * time.Millisecond
-	sm, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
+	sm := startSim(t, model, seed)
 	sm.Run(func() {
 		ctx := context.Background()
 		rt := sm.Runtime()
@@ -187,16 +185,11 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 			}
 			defer left.Add(-1)
 			node := nodes[g%len(nodes)]
-			m, err := sm.Open(ctx, node)
+			ss, end, err := openSession(ctx, sm, s, node)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			ss, err := s.SessionOn(ctx, m)
-			if err != nil {
-				return err
-			}
-			defer ss.Close()
+			defer end()
 			ww := w
 			if node == dead && !hang {
 				ww.unknown = 1 // its ops fail from the crash on

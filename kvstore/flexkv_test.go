@@ -26,11 +26,9 @@ func flexLocal(t *testing.T, k *kvstore.FlexKV, lo local.Options) (*local.Fabric
 // sessionOn opens a session on a client of node.
 func sessionOn(t *testing.T, f farmem.Fabric, s *kvstore.Store, node farmem.NodeID) *kvstore.Session {
 	t.Helper()
-	m, err := f.Open(context.Background(), node)
+	ss, end, err := openSession(context.Background(), f, s, node)
 	require.NoError(t, err)
-	ss, err := s.SessionOn(context.Background(), m)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ss.Close(); _ = m.Close() })
+	t.Cleanup(end)
 	return ss
 }
 

@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -33,57 +32,22 @@ func TestHybridIndexScans(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := h.Client(c + 1)
+			r := recorder[uint64]{s: s, kv: kv, rec: h.Client(c + 1), enc: k, dec: binary.BigEndian.Uint64, val: le8}
 			for n := range 250 {
 				i := base + 1 + uint64((n*37+c*101)%384)
 				v := uint64(c)<<32 | uint64(n+1)
 				var err error
 				switch n % 6 {
 				case 0, 1:
-					op := rec.Call(kv.Insert(i, v))
-					err = s.Insert(ctx, k(i), binary.LittleEndian.AppendUint64(nil, v))
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrExists) {
-						out, err = kv.Exists(), nil
-					}
-					op.End(out, err)
+					err = r.insert(ctx, i, v)
 				case 2:
-					op := rec.Call(kv.Update(i, v))
-					err = s.Update(ctx, k(i), binary.LittleEndian.AppendUint64(nil, v))
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrNotFound) {
-						out, err = kv.Missing(), nil
-					}
-					op.End(out, err)
+					err = r.update(ctx, i, v)
 				case 3:
-					op := rec.Call(kv.Delete(i))
-					err = s.Delete(ctx, k(i))
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrNotFound) {
-						out, err = kv.Missing(), nil
-					}
-					op.End(out, err)
+					err = r.delete(ctx, i)
 				case 4:
-					op := rec.Call(kv.Get(i))
-					var got []byte
-					got, err = s.Get(ctx, k(i))
-					out := kv.Missing()
-					if err == nil {
-						out = kv.Found(binary.LittleEndian.Uint64(got))
-					} else if errors.Is(err, kvstore.ErrNotFound) {
-						err = nil
-					}
-					op.End(out, err)
+					err = r.get(ctx, i)
 				default:
-					from, to := i, i+200
-					op := rec.Call(kv.Scan(from, to, 0))
-					var ps []kvstore.Pair
-					ps, err = s.Scan(ctx, k(from), k(to), 0)
-					var got []lincheck.Pair[uint64, uint64]
-					for _, p := range ps {
-						got = append(got, lincheck.Pair[uint64, uint64]{Key: binary.BigEndian.Uint64(p.Key), Value: binary.LittleEndian.Uint64(p.Value)})
-					}
-					op.End(kv.Pairs(got), err)
+					err = r.scan(ctx, i, i+200)
 				}
 				if err != nil {
 					errs[c] = err

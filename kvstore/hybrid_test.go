@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -67,37 +66,17 @@ func TestHybridIndex(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := h.Client(c + 1)
+			r := recorder[uint64]{s: s, kv: kv, rec: h.Client(c + 1), enc: k, val: le8}
 			for n := range 300 {
 				i := 1 + uint64((n*7+c*13)%97)
 				v := uint64(c)<<32 | uint64(n+1)
 				switch n % 4 {
 				case 0:
-					op := rec.Call(kv.Get(i))
-					got, err := s.Get(ctx, k(i))
-					out := kv.Missing()
-					if err == nil {
-						out = kv.Found(binary.LittleEndian.Uint64(got))
-					} else if errors.Is(err, kvstore.ErrNotFound) {
-						err = nil
-					}
-					op.End(out, err)
+					_ = r.get(ctx, i)
 				case 1, 2:
-					op := rec.Call(kv.Insert(i, v))
-					err := s.Insert(ctx, k(i), binary.LittleEndian.AppendUint64(nil, v))
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrExists) {
-						out, err = kv.Exists(), nil
-					}
-					op.End(out, err)
+					_ = r.insert(ctx, i, v)
 				case 3:
-					op := rec.Call(kv.Delete(i))
-					err := s.Delete(ctx, k(i))
-					out := kv.OK()
-					if errors.Is(err, kvstore.ErrNotFound) {
-						out, err = kv.Missing(), nil
-					}
-					op.End(out, err)
+					_ = r.delete(ctx, i)
 				}
 			}
 		}()

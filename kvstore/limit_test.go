@@ -110,17 +110,7 @@ func benchLimit(b *testing.B, n int) {
 			}
 		}, lr.getXXH3, lr.getStoreSum)
 		report(b, s.Stats().Sub(before), ops)
-		b.ReportMetric(ns[0], "ns/op")
-		b.ReportMetric(allocs, "mallocs/op")
-		b.ReportMetric(ns[1], "limit-ns/op")
-		b.ReportMetric(ns[0]/ns[1], "x-limit")
-		b.ReportMetric(ns[2], "storesum-ns/op")
-		b.ReportMetric(ns[0]/ns[2], "x-storesum")
-		b.ReportMetric(cpu[0], "cpu-ns/op")
-		b.ReportMetric(cpu[1], "limit-cpu-ns/op")
-		b.ReportMetric(cpu[2], "storesum-cpu-ns/op")
-		b.ReportMetric(cpu[0]/cpu[1], "x-limit-cpu")
-		b.ReportMetric(cpu[0]/cpu[2], "x-storesum-cpu")
+		reportPaired(b, ns, cpu, allocs, "limit", "storesum")
 	})
 	b.Run("put", func(b *testing.B) {
 		k := key(0)
@@ -135,13 +125,7 @@ func benchLimit(b *testing.B, n int) {
 		}, func() { lr.put(keys[0], value) })
 		lr.fill() // the new blocks overwrote block images the Get's DecodeBlock loop reads
 		report(b, s.Stats().Sub(before), ops)
-		b.ReportMetric(ns[0], "ns/op")
-		b.ReportMetric(allocs, "mallocs/op")
-		b.ReportMetric(ns[1], "putlimit-ns/op")
-		b.ReportMetric(ns[0]/ns[1], "x-putlimit")
-		b.ReportMetric(cpu[0], "cpu-ns/op")
-		b.ReportMetric(cpu[1], "putlimit-cpu-ns/op")
-		b.ReportMetric(cpu[0]/cpu[1], "x-putlimit-cpu")
+		reportPaired(b, ns, cpu, allocs, "putlimit")
 	})
 	next := uint64(n)
 	b.Run("insert", func(b *testing.B) {
@@ -174,10 +158,23 @@ func benchLimit(b *testing.B, n int) {
 		d = d.Add(s.Stats().Sub(before))
 		drop()
 		report(b, d, ops)
-		b.ReportMetric(ns[0], "ns/op")
-		b.ReportMetric(cpu[0], "cpu-ns/op")
-		b.ReportMetric(allocs, "mallocs/op")
+		reportPaired(b, ns, cpu, allocs)
 	})
+}
+
+// reportPaired reports paired's results: the store's ns/op, cpu-ns/op and mallocs/op and, for
+// each reference loop (paired's i+1st) named names[i], its ns and CPU per op and the store's
+// ratios to them (x-name, x-name-cpu).
+func reportPaired(b *testing.B, ns, cpu []float64, allocs float64, names ...string) {
+	b.ReportMetric(ns[0], "ns/op")
+	b.ReportMetric(cpu[0], "cpu-ns/op")
+	b.ReportMetric(allocs, "mallocs/op")
+	for i, name := range names {
+		b.ReportMetric(ns[i+1], name+"-ns/op")
+		b.ReportMetric(ns[0]/ns[i+1], "x-"+name)
+		b.ReportMetric(cpu[i+1], name+"-cpu-ns/op")
+		b.ReportMetric(cpu[0]/cpu[i+1], "x-"+name+"-cpu")
+	}
 }
 
 // pairedChunk is how many operations paired runs of each loop between clock reads.

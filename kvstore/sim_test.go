@@ -22,10 +22,7 @@ func newSim(t testing.TB, seed uint64) *sim.Sim {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	s, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return startSim(t, model, seed)
 }
 
 // shortLeases are allocator options with leases short enough that a paused client outlives its

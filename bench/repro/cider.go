@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -163,7 +162,6 @@ func (c CiderConfig) check() error {
 			return bad("synchronizer %q (want %s, %s, %s or %s)", s, Optimistic, Spin, MCS, CIDER)
 		}
 	}
-	m := c.Measure
 	switch {
 	case len(c.Structs) == 0 || len(c.Mixes) == 0 || len(c.Syncs) == 0 || len(c.Clients) == 0:
 		return bad("nothing to run")
@@ -179,10 +177,8 @@ func (c CiderConfig) check() error {
 		return bad("band %v: each variant sets a positive cost", c.Band)
 	case c.Theta <= 0 || c.Theta >= 1:
 		return bad("theta %v: want (0, 1)", c.Theta)
-	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
-		return bad("warm-up: step %v, %v to %v, tolerance %v", m.Step, m.MinWarmup, m.MaxWarmup, m.Tolerance)
-	case m.MinWindow <= 0 || m.MaxWindow < m.MinWindow:
-		return bad("window %v to %v", m.MinWindow, m.MaxWindow)
+	case c.Measure.check() != nil:
+		return c.Measure.check()
 	}
 	return nil
 }
@@ -438,22 +434,12 @@ func runCiderPoint(ctx context.Context, cfg CiderConfig, gen keyDist, keys uint6
 	p := CiderPoint{Struct: st, Mix: mx, Sync: k, Clients: n, Converged: true, LocalWC: localWC}
 	// The seeds' runs are independent simulations: Workers of them run at once, and their
 	// results are folded in seed order, so the output does not depend on Workers.
-	runs := make([]seedRun, len(cfg.Seeds))
-	errs := make([]error, len(cfg.Seeds))
-	sem := make(chan struct{}, max(1, cfg.Workers))
-	var wg sync.WaitGroup
-	for i, seed := range cfg.Seeds {
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			runs[i], errs[i] = runCiderSeed(cfg, seed, gen, keys, st, k, mx, n, localWC)
-		}()
+	runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (seedRun, error) {
+		return runCiderSeed(cfg, seed, gen, keys, st, k, mx, n, localWC)
+	})
+	if err != nil {
+		return p, err
 	}
-	wg.Wait()
 	var hist *hdrhistogram.Histogram
 	for i, r := range runs {
 		if err := errs[i]; err != nil {
@@ -780,35 +766,7 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 		}
 		g.Go(func() {
 			ms := cfg.Measure
-			t0 := rt.Now()
-			step := ms.Step
-			var rates []float64
-			last := done
-			for {
-				_ = rt.Sleep(ctx, step)
-				n := done - last
-				last = done
-				elapsed := rt.Now().Sub(t0)
-				if elapsed >= ms.MaxWarmup {
-					break
-				}
-				if n < ms.StepOps {
-					if step < 16*ms.Step {
-						step *= 2
-					}
-					rates = rates[:0]
-					continue
-				}
-				rates = append(rates, float64(n))
-				if k := len(rates); k >= 3 && elapsed >= ms.MinWarmup {
-					lo, hi := slices.Min(rates[k-3:]), slices.Max(rates[k-3:])
-					if hi <= (1+ms.Tolerance)*lo {
-						out.converged = true
-						break
-					}
-				}
-			}
-			out.warmup = rt.Now().Sub(t0)
+			out.converged, out.warmup = warmUp(ctx, rt, ms, &done, nil, true)
 			s.ResetStats()
 			for _, lc := range lcs {
 				lc.base, _ = syncStats(lc.sync)
@@ -818,13 +776,7 @@ func runCiderSeed(cfg CiderConfig, seed uint64, gen keyDist, keys uint64, st, sy
 			}
 			from := rt.Now()
 			measuring = true
-			for {
-				_ = rt.Sleep(ctx, ms.Step)
-				w := rt.Now().Sub(from)
-				if (w >= ms.MinWindow && out.ops >= ms.MinOps) || w >= ms.MaxWindow {
-					break
-				}
-			}
+			measureWindow(ctx, rt, ms, from, &out.ops, nil)
 			measuring, stop = false, true
 			out.window = rt.Now().Sub(from)
 			out.fabric = s.Report().Stats
@@ -893,16 +845,11 @@ func ciderSetup(s *sim.Sim, comp []farmem.NodeID, st string, keys uint64) (farme
 	loaders := min(32, len(comp)*4)
 	tabs := make([]*race.Table, loaders)
 	for i := range tabs {
-		m, err := s.Open(ctx, comp[i%len(comp)])
+		m, a, done, err := openClient(ctx, s, comp[i%len(comp)], ciderAlloc)
 		if err != nil {
 			return 0, err
 		}
-		defer m.Close()
-		a, err := alloc.New(ctx, m, ciderAlloc)
-		if err != nil {
-			return 0, err
-		}
-		defer a.Close()
+		defer done()
 		if tabs[i], err = race.Open(ctx, m, a, root, race.Options{}); err != nil {
 			return 0, err
 		}

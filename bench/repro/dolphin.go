@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -297,22 +296,12 @@ func RunDolphin(ctx context.Context, cfg DolphinConfig, progress io.Writer) (*Do
 func runDolphinPoint(ctx context.Context, cfg DolphinConfig, s pointSpec, progress io.Writer) (DolphinPoint, error) {
 	start := time.Now()
 	p := DolphinPoint{Index: s.index, Workload: s.workload, Dist: s.dist, Budget: s.budget, Converged: true, Costs: s.costs}
-	runs := make([]dolphinSeedRun, len(cfg.Seeds))
-	errs := make([]error, len(cfg.Seeds))
-	sem := make(chan struct{}, max(1, cfg.Workers))
-	var wg sync.WaitGroup
-	for i, seed := range cfg.Seeds {
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			runs[i], errs[i] = runDolphinSeed(cfg, s, seed)
-		}()
+	runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (dolphinSeedRun, error) {
+		return runDolphinSeed(cfg, s, seed)
+	})
+	if err != nil {
+		return p, err
 	}
-	wg.Wait()
 	var hist *hdrhistogram.Histogram
 	var cache float64
 	for i, r := range runs {
@@ -525,18 +514,12 @@ func loadIndex(s *sim.Sim, comp []farmem.NodeID, index string, keys, seed uint64
 	perm := rand.New(rand.NewPCG(seed, 0x10ad)).Perm(int(keys))
 	errs := make([]error, clients)
 	if err := s.Parallel(clients, func(c int) {
-		m, err := s.Open(ctx, comp[c%len(comp)])
+		m, a, done, err := openClient(ctx, s, comp[c%len(comp)], dolphinAlloc)
 		if err != nil {
 			errs[c] = err
 			return
 		}
-		defer m.Close()
-		a, err := alloc.New(ctx, m, dolphinAlloc)
-		if err != nil {
-			errs[c] = err
-			return
-		}
-		defer a.Close()
+		defer done()
 		ix, err := openIndex(ctx, m, a, root, index, nc)
 		if err != nil {
 			errs[c] = err
@@ -576,18 +559,12 @@ func cacheBytes(cfg DolphinConfig, index string, keys uint64) (int64, int64, int
 			return
 		}
 		ctx := context.Background()
-		m, err := s.Open(ctx, comp[0])
+		m, a, done, err := openClient(ctx, s, comp[0], dolphinAlloc)
 		if err != nil {
 			runErr = err
 			return
 		}
-		defer m.Close()
-		a, err := alloc.New(ctx, m, dolphinAlloc)
-		if err != nil {
-			runErr = err
-			return
-		}
-		defer a.Close()
+		defer done()
 		ix, err := openIndex(ctx, m, a, root, index, nc)
 		if err != nil {
 			runErr = err
@@ -782,43 +759,11 @@ func measure(s *sim.Sim, ms Measure, ops []func(context.Context) error, hist *hd
 	}
 	var window time.Duration
 	g.Go(func() {
-		t0 := rt.Now()
-		step := ms.Step
-		var rates []float64
-		last := done
-		for {
-			_ = rt.Sleep(ctx, step)
-			n := done - last
-			last = done
-			elapsed := rt.Now().Sub(t0)
-			if elapsed >= ms.MaxWarmup || exhausted {
-				break
-			}
-			if n < ms.StepOps {
-				if step < 16*ms.Step {
-					step *= 2
-				}
-				rates = rates[:0]
-				continue
-			}
-			rates = append(rates, float64(n)/float64(step))
-			if k := len(rates); k >= 3 && elapsed >= ms.MinWarmup {
-				if slices.Max(rates[k-3:]) <= (1+ms.Tolerance)*slices.Min(rates[k-3:]) {
-					out.converged = true
-					break
-				}
-			}
-		}
+		out.converged, _ = warmUp(ctx, rt, ms, &done, &exhausted, false)
 		s.ResetStats()
 		from := rt.Now()
 		measuring = true
-		for {
-			_ = rt.Sleep(ctx, ms.Step)
-			w := rt.Now().Sub(from)
-			if (w >= ms.MinWindow && out.ops >= ms.MinOps) || w >= ms.MaxWindow || exhausted {
-				break
-			}
-		}
+		measureWindow(ctx, rt, ms, from, &out.ops, &exhausted)
 		measuring, stop = false, true
 		window = rt.Now().Sub(from)
 		out.fabric = s.Report().Stats

@@ -159,12 +159,7 @@ func ratioCell(a, b DolphinPoint) string {
 // DolphinRatioCI is a's throughput over b's: the mean over seeds of the per-seed ratios with
 // its 95% confidence half-width.
 func DolphinRatioCI(a, b DolphinPoint) (mean, half float64) {
-	k := min(len(a.PerSeed), len(b.PerSeed))
-	rs := make([]float64, 0, k)
-	for i := range k {
-		rs = append(rs, a.PerSeed[i]/math.Max(1, b.PerSeed[i]))
-	}
-	return MeanCI(rs)
+	return seedRatios(a.PerSeed, b.PerSeed)
 }
 
 // HeadlineBand is the YCSB A full-cache Dolphin ÷ Sherman-like ratio's lowest and highest

@@ -51,12 +51,7 @@ func (r *CiderResult) writeFactor(w io.Writer) error {
 // RatioCI is CIDER's throughput over another synchronizer's at one point: the mean over seeds
 // of the per-seed ratios (same seed, same draws) with its 95% confidence half-width.
 func RatioCI(cd, other CiderPoint) (mean, half float64) {
-	k := min(len(cd.PerSeed), len(other.PerSeed))
-	rs := make([]float64, 0, k)
-	for i := range k {
-		rs = append(rs, cd.PerSeed[i]/math.Max(1, other.PerSeed[i]))
-	}
-	return MeanCI(rs)
+	return seedRatios(cd.PerSeed, other.PerSeed)
 }
 
 // Headline is the largest CIDER over optimistic ratio of the sweep (over structures, mixes and

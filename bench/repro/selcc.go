@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -121,7 +120,6 @@ func (c SelccConfig) check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 	}
-	m := c.Measure
 	pct := func(xs []int) bool {
 		return !slices.ContainsFunc(xs, func(x int) bool { return x < 0 || x > 100 })
 	}
@@ -151,10 +149,8 @@ func (c SelccConfig) check() error {
 		return c.Costs.check()
 	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
 		return bad("band %v: each variant sets a positive cost", c.Band)
-	case m.Step <= 0 || m.MinWarmup < 0 || m.MaxWarmup < m.MinWarmup || m.Tolerance <= 0:
-		return bad("warm-up: step %v, %v to %v, tolerance %v", m.Step, m.MinWarmup, m.MaxWarmup, m.Tolerance)
-	case m.MinWindow <= 0 || m.MaxWindow < m.MinWindow:
-		return bad("window %v to %v", m.MinWindow, m.MaxWindow)
+	case c.Measure.check() != nil:
+		return c.Measure.check()
 	}
 	return nil
 }
@@ -342,22 +338,12 @@ func RunSelcc(ctx context.Context, cfg SelccConfig, progress io.Writer) (*SelccR
 func runSelccPoint(ctx context.Context, cfg SelccConfig, sp selccSpec, progress io.Writer) (SelccPoint, error) {
 	start := time.Now()
 	p := SelccPoint{Fig: sp.fig, Dist: sp.dist, System: sp.system, Reads: sp.reads, Clients: sp.clients, Size: sp.size, Converged: true}
-	runs := make([]selccRun, len(cfg.Seeds))
-	errs := make([]error, len(cfg.Seeds))
-	sem := make(chan struct{}, max(1, cfg.Workers))
-	var wg sync.WaitGroup
-	for i, seed := range cfg.Seeds {
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			runs[i], errs[i] = runSelccSeed(cfg, sp, seed)
-		}()
+	runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (selccRun, error) {
+		return runSelccSeed(cfg, sp, seed)
+	})
+	if err != nil {
+		return p, err
 	}
-	wg.Wait()
 	for i, r := range runs {
 		if errs[i] != nil {
 			return p, fmt.Errorf("repro: fig. %s, %s, %s, %d%% reads, %d clients, seed %d: %w", sp.fig, sp.dist, sp.system, sp.reads, sp.clients, cfg.Seeds[i], errs[i])

@@ -13,12 +13,7 @@ import (
 // SelccRatio is a over b at one point: the mean over seeds of the per-seed ratios (same seed,
 // same draws) with its 95% confidence half-width.
 func SelccRatio(a, b SelccPoint) (mean, half float64) {
-	k := min(len(a.PerSeed), len(b.PerSeed))
-	rs := make([]float64, 0, k)
-	for i := range k {
-		rs = append(rs, a.PerSeed[i]/math.Max(1, b.PerSeed[i]))
-	}
-	return MeanCI(rs)
+	return seedRatios(a.PerSeed, b.PerSeed)
 }
 
 func fmtSelcc(p SelccPoint) string {
@@ -183,21 +178,19 @@ func (r *SelccResult) headlines() []selccHeadline {
 		}
 	}
 	if c.has(figTree) {
-		for _, rd := range c.TreeReads {
-			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 uniform, %d%% reads: SELCC / SEL", rd), "4.99-6.34x", ">= 4x",
-				pt(figTree, SelccUniform, SELCC, rd), pt(figTree, SelccUniform, SEL, rd), 4})
-		}
-		for _, rd := range c.TreeReads {
-			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 uniform, %d%% reads: SELCC / Sherman-like", rd), "1.42-1.76x", ">= 1.3x",
-				pt(figTree, SelccUniform, SELCC, rd), pt(figTree, SelccUniform, Sherman, rd), 1.3})
-		}
-		for _, rd := range c.TreeReads {
-			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 zipf, %d%% reads: SELCC / SEL", rd), "5.03-15.3x", "-",
-				pt(figTree, SelccZipf, SELCC, rd), pt(figTree, SelccZipf, SEL, rd), 0})
-		}
-		for _, rd := range c.TreeReads {
-			hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 zipf, %d%% reads: SELCC / Sherman-like", rd), "1.61-4.00x", "-",
-				pt(figTree, SelccZipf, SELCC, rd), pt(figTree, SelccZipf, Sherman, rd), 0})
+		for _, x := range []struct {
+			name, dist, other, vs, paper, targ string
+			min                                float64
+		}{
+			{"uniform", SelccUniform, SEL, "SEL", "4.99-6.34x", ">= 4x", 4},
+			{"uniform", SelccUniform, Sherman, "Sherman-like", "1.42-1.76x", ">= 1.3x", 1.3},
+			{"zipf", SelccZipf, SEL, "SEL", "5.03-15.3x", "-", 0},
+			{"zipf", SelccZipf, Sherman, "Sherman-like", "1.61-4.00x", "-", 0},
+		} {
+			for _, rd := range c.TreeReads {
+				hs = append(hs, selccHeadline{fmt.Sprintf("Fig. 17 %s, %d%% reads: SELCC / %s", x.name, rd, x.vs), x.paper, x.targ,
+					pt(figTree, x.dist, SELCC, rd), pt(figTree, x.dist, x.other, rd), x.min})
+			}
 		}
 	}
 	return hs

@@ -261,45 +261,11 @@ func measureLoop[C any](s *sim.Sim, ms Measure, out *selccRun, client func(int) 
 		})
 	}
 	g.Go(func() {
-		t0 := rt.Now()
-		step := ms.Step
-		var rates []float64
-		last := done
-		for {
-			_ = rt.Sleep(ctx, step)
-			k := done - last
-			last = done
-			elapsed := rt.Now().Sub(t0)
-			if elapsed >= ms.MaxWarmup {
-				break
-			}
-			if k < ms.StepOps {
-				if step < 16*ms.Step {
-					step *= 2
-				}
-				rates = rates[:0]
-				continue
-			}
-			rates = append(rates, float64(k)/float64(step))
-			if j := len(rates); j >= 3 && elapsed >= ms.MinWarmup {
-				lo, hi := slices.Min(rates[j-3:]), slices.Max(rates[j-3:])
-				if hi <= (1+ms.Tolerance)*lo {
-					out.converged = true
-					break
-				}
-			}
-		}
-		out.warmup = rt.Now().Sub(t0)
+		out.converged, out.warmup = warmUp(ctx, rt, ms, &done, nil, false)
 		s.ResetStats()
 		from := rt.Now()
 		measuring = true
-		for {
-			_ = rt.Sleep(ctx, ms.Step)
-			w := rt.Now().Sub(from)
-			if (w >= ms.MinWindow && out.ops >= ms.MinOps) || w >= ms.MaxWindow {
-				break
-			}
-		}
+		measureWindow(ctx, rt, ms, from, &out.ops, nil)
 		measuring, stop = false, true
 		out.window = rt.Now().Sub(from)
 		out.fabric = s.Report().Stats

@@ -80,18 +80,12 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 			if caches[n] == nil {
 				caches[n], locks[n] = sherman.NewCache(int64(frames)*selccLine), sherman.NewLockTable()
 			}
-			m, err := s.Open(ctx, n)
+			m, a, done, err := openClient(ctx, s, n, selccAlloc)
 			if err != nil {
 				runErr = err
 				return
 			}
-			defer m.Close()
-			a, err := alloc.New(ctx, m, selccAlloc)
-			if err != nil {
-				runErr = err
-				return
-			}
-			defer a.Close()
+			defer done()
 			t, err := sherman.Open(ctx, m, a, root, sherman.Options{Cache: caches[n], Locks: locks[n]})
 			if err != nil {
 				runErr = err

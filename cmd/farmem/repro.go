@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -79,13 +78,9 @@ unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, 
 		cfg = repro.CiderQuick()
 	}
 	if *seeds != "" {
-		cfg.Seeds = nil
-		for _, f := range strings.Split(*seeds, ",") {
-			n, err := strconv.ParseUint(f, 10, 64)
-			if err != nil {
-				return usageErr("--seeds %q: %v", *seeds, err)
-			}
-			cfg.Seeds = append(cfg.Seeds, n)
+		var err error
+		if cfg.Seeds, err = parseUints("--seeds", *seeds); err != nil {
+			return err
 		}
 	}
 	list := func(s string, dst *[]string) {
@@ -121,12 +116,9 @@ unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, 
 	}
 	var keyCounts []uint64
 	if *keys != "" {
-		for _, f := range strings.Split(*keys, ",") {
-			n, err := strconv.ParseUint(f, 10, 64)
-			if err != nil {
-				return usageErr("--keys %q: %v", *keys, err)
-			}
-			keyCounts = append(keyCounts, n)
+		var err error
+		if keyCounts, err = parseUints("--keys", *keys); err != nil {
+			return err
 		}
 	}
 	if *out != "" {
@@ -172,17 +164,7 @@ unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, 
 
 // writeReproFiles writes a result's text tables, JSON and one SVG per plot into dir.
 func writeReproFiles(dir, name string, res *repro.CiderResult) error {
-	write := func(file string, fill func(io.Writer) error) error {
-		f, err := os.Create(filepath.Join(dir, file))
-		if err != nil {
-			return err
-		}
-		if err := fill(f); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
-	}
+	write := func(file string, fill func(io.Writer) error) error { return writeOutFile(dir, file, fill) }
 	if err := write(name+".txt", res.WriteText); err != nil {
 		return err
 	}

@@ -3,21 +3,20 @@ package sherman_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
-	"fmt"
+	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/baseline/internal/basetest"
 	"github.com/farmem/farmem/bench/baseline/sherman"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 )
 
-var allocOpts = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+var allocOpts = basetest.AllocOptions
 
 // env is a formatted strict-mode local fabric holding one tree.
 type env struct {
@@ -28,26 +27,9 @@ type env struct {
 
 func newEnv(t testing.TB, lo local.Options, p sherman.Params) *env {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 64 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
+	f, root := basetest.LocalFabric(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return sherman.Create(ctx, m, a, p)
 	})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, allocOpts)
-	require.NoError(t, err)
-	defer a.Close()
-	root, err := sherman.Create(ctx, m, a, p)
-	require.NoError(t, err)
 	return &env{f: f, root: root, comp: f.Topology().ComputeNodes()}
 }
 
@@ -85,7 +67,7 @@ func k8(k uint64) []byte { return binary.BigEndian.AppendUint64(nil, k) }
 
 var kvModel = lincheck.KV[string, uint64]()
 
-type kvHistory = lincheck.History[lincheck.KVInput[string, uint64], lincheck.KVOutput[string, uint64]]
+type kvHistory = basetest.History[string]
 
 // workload is a random mix over keys drawn by key(i), i < span.
 type workload struct {
@@ -95,66 +77,35 @@ type workload struct {
 	key                       func(i int) []byte
 }
 
+// run performs w on c's tree as c's client, recording it in h (see basetest.Mix): a scan
+// reaches up to 30 keys further, with a limit of 0, 8 or 16.
 func (w workload) run(ctx context.Context, c *client, h *kvHistory) error {
-	id := uint64(c.m.Info().ID)
-	rec := h.Client(int(id))
-	rng := c.m.Runtime().Rand()
-	for n := range w.ops {
-		i := rng.IntN(w.span)
-		k := w.key(i)
-		v := id<<32 | uint64(n+1)
-		p := rng.IntN(100)
-		var op lincheck.Op[lincheck.KVInput[string, uint64], lincheck.KVOutput[string, uint64]]
-		var out lincheck.KVOutput[string, uint64]
-		var err error
-		switch {
-		case p < w.scan:
-			to := w.key(min(w.span, i+1+rng.IntN(30)))
-			limit := rng.IntN(3) * 8
-			op = rec.Call(kvModel.Scan(string(k), string(to), limit))
-			var got []sherman.Pair
-			got, err = c.tree.Scan(ctx, k, to, limit)
+	key := func(i int) string { return string(w.key(i)) }
+	mix := basetest.Mix[string]{Ops: w.ops, Span: w.span, Scan: w.scan, Get: w.get, Insert: w.insert, Update: w.update, Key: key,
+		ScanEnd: func(rng *rand.Rand, i int, _ string) (string, int) {
+			to := key(min(w.span, i+1+rng.IntN(30)))
+			return to, rng.IntN(3) * 8
+		}}
+	return mix.Run(ctx, c.m, treeOps(c.tree), kvModel, h)
+}
+
+// treeOps is tr as a mix drives it, its byte-string keys as the model's strings.
+func treeOps(tr *sherman.Tree) basetest.Tree[string] {
+	return basetest.Tree[string]{
+		Get:    func(ctx context.Context, k string) (uint64, error) { return tr.Get(ctx, []byte(k)) },
+		Insert: func(ctx context.Context, k string, v uint64) error { return tr.Insert(ctx, []byte(k), v) },
+		Update: func(ctx context.Context, k string, v uint64) error { return tr.Update(ctx, []byte(k), v) },
+		Delete: func(ctx context.Context, k string) error { return tr.Delete(ctx, []byte(k)) },
+		Scan: func(ctx context.Context, from, to string, limit int) ([]lincheck.Pair[string, uint64], error) {
+			got, err := tr.Scan(ctx, []byte(from), []byte(to), limit)
 			var ps []lincheck.Pair[string, uint64]
 			for _, p := range got {
 				ps = append(ps, lincheck.Pair[string, uint64]{Key: string(p.Key), Value: p.Value})
 			}
-			out = kvModel.Pairs(ps)
-		case p < w.scan+w.get:
-			op = rec.Call(kvModel.Get(string(k)))
-			var got uint64
-			got, err = c.tree.Get(ctx, k)
-			out = kvModel.Found(got)
-			if errors.Is(err, sherman.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		case p < w.scan+w.get+w.insert:
-			op = rec.Call(kvModel.Insert(string(k), v))
-			err = c.tree.Insert(ctx, k, v)
-			out = kvModel.OK()
-			if errors.Is(err, sherman.ErrExists) {
-				out, err = kvModel.Exists(), nil
-			}
-		case p < w.scan+w.get+w.insert+w.update:
-			op = rec.Call(kvModel.Update(string(k), v))
-			err = c.tree.Update(ctx, k, v)
-			out = kvModel.OK()
-			if errors.Is(err, sherman.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		default:
-			op = rec.Call(kvModel.Delete(string(k)))
-			err = c.tree.Delete(ctx, k)
-			out = kvModel.OK()
-			if errors.Is(err, sherman.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		}
-		op.End(out, err)
-		if err != nil {
-			return fmt.Errorf("op %d: %w", n, err)
-		}
+			return ps, err
+		},
+		ErrNotFound: sherman.ErrNotFound, ErrExists: sherman.ErrExists,
 	}
-	return nil
 }
 
 func sumStats(cs []*client) sherman.Stats {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/bench/baseline/internal/basetest"
 	"github.com/farmem/farmem/bench/baseline/sherman"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
@@ -118,33 +118,22 @@ func TestRoundTrips(t *testing.T) {
 	require.ErrorIs(t, err, sherman.ErrNotFound)
 	require.NotZero(t, cache.Stats().Entries)
 
-	type verbs struct{ read, write, cas uint64 }
+	type verbs = basetest.Verbs
 	cost := func(name string, wantRTT uint64, want verbs, f func() error, wantErr error) {
 		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
-		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
-		got := verbs{d.VerbsOf(farmem.OpRead), d.VerbsOf(farmem.OpWrite), d.VerbsOf(farmem.OpCAS)}
-		require.Equal(t, want, got, "%s: verbs (%v)", name, d)
-		t.Logf("%-16s %d round trips, %5d bytes in, %4d bytes out", name, d.RoundTrips, d.BytesIn, d.BytesOut)
+		basetest.Cost(t, c.m, name, wantRTT, want, f, wantErr)
 	}
-	cost("get", sherman.GetRoundTrips, verbs{read: 1}, func() error {
+	cost("get", sherman.GetRoundTrips, verbs{Read: 1}, func() error {
 		v, err := c.tree.Get(ctx, k8(1000))
 		require.Equal(t, uint64(499), v)
 		return err
 	}, nil)
-	cost("update", sherman.UpdateRoundTrips, verbs{read: 1, write: 2, cas: 2}, func() error { return c.tree.Update(ctx, k8(1000), 7) }, nil)
-	cost("update absent", sherman.AbsentRoundTrips, verbs{read: 1, cas: 2}, func() error { return c.tree.Update(ctx, k8(1001), 7) }, sherman.ErrNotFound)
-	cost("insert", sherman.InsertRoundTrips, verbs{read: 1, write: 1, cas: 2}, func() error { return c.tree.Insert(ctx, k8(1001), 8) }, nil)
-	cost("insert present", sherman.AbsentRoundTrips, verbs{read: 1, cas: 2}, func() error { return c.tree.Insert(ctx, k8(1001), 8) }, sherman.ErrExists)
-	cost("delete", sherman.DeleteRoundTrips, verbs{read: 1, write: 1, cas: 2}, func() error { return c.tree.Delete(ctx, k8(1001)) }, nil)
-	cost("get after update", sherman.GetRoundTrips, verbs{read: 1}, func() error {
+	cost("update", sherman.UpdateRoundTrips, verbs{Read: 1, Write: 2, CAS: 2}, func() error { return c.tree.Update(ctx, k8(1000), 7) }, nil)
+	cost("update absent", sherman.AbsentRoundTrips, verbs{Read: 1, CAS: 2}, func() error { return c.tree.Update(ctx, k8(1001), 7) }, sherman.ErrNotFound)
+	cost("insert", sherman.InsertRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Insert(ctx, k8(1001), 8) }, nil)
+	cost("insert present", sherman.AbsentRoundTrips, verbs{Read: 1, CAS: 2}, func() error { return c.tree.Insert(ctx, k8(1001), 8) }, sherman.ErrExists)
+	cost("delete", sherman.DeleteRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Delete(ctx, k8(1001)) }, nil)
+	cost("get after update", sherman.GetRoundTrips, verbs{Read: 1}, func() error {
 		v, err := c.tree.Get(ctx, k8(1000))
 		require.Equal(t, uint64(7), v)
 		return err
@@ -192,16 +181,7 @@ func TestLinearizableLocal(t *testing.T) {
 			}
 			h := kvModel.NewHistory(e.f.Runtime())
 			w := workload{ops: 400, span: 300, scan: 10, get: 20, insert: 45, update: 15, key: tc.key}
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i, c := range cs {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = w.run(context.Background(), c, h) }()
-			}
-			wg.Wait()
-			for i, err := range errs {
-				require.NoError(t, err, "client %d", i)
-			}
+			basetest.Parallel(t, n, func(i int) error { return w.run(context.Background(), cs[i], h) })
 			st := sumStats(cs)
 			t.Logf("%+v", st)
 			h.Check(t)

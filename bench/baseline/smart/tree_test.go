@@ -2,16 +2,15 @@ package smart_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/baseline/internal/basetest"
 	"github.com/farmem/farmem/bench/baseline/smart"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
@@ -19,7 +18,7 @@ import (
 	"github.com/farmem/farmem/sim"
 )
 
-var allocOpts = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+var allocOpts = basetest.AllocOptions
 
 type client struct {
 	m    farmem.Memory
@@ -41,27 +40,7 @@ func openClient(t testing.TB, ctx context.Context, f farmem.Fabric, node farmem.
 // localTree starts a strict-mode local fabric holding an empty tree.
 func localTree(t testing.TB, lo local.Options) (*local.Fabric, farmem.Addr) {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 64 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
-	})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, allocOpts)
-	require.NoError(t, err)
-	defer a.Close()
-	root, err := smart.Create(ctx, m, a)
-	require.NoError(t, err)
-	return f, root
+	return basetest.LocalFabric(t, lo, smart.Create)
 }
 
 // TestSequential checks the tree against a map under random inserts, updates and deletes of
@@ -134,34 +113,23 @@ func TestRoundTrips(t *testing.T) {
 	for i := range uint64(1000) {
 		require.NoError(t, c.tree.Insert(ctx, 2*i+2, i))
 	}
-	type verbs struct{ read, write, cas uint64 }
+	type verbs = basetest.Verbs
 	cost := func(name string, wantRTT uint64, want verbs, f func() error, wantErr error) {
 		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
-		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
-		got := verbs{d.VerbsOf(farmem.OpRead), d.VerbsOf(farmem.OpWrite), d.VerbsOf(farmem.OpCAS)}
-		require.Equal(t, want, got, "%s: verbs (%v)", name, d)
-		t.Logf("%-10s %d round trips, %5d bytes in, %4d bytes out", name, d.RoundTrips, d.BytesIn, d.BytesOut)
+		basetest.Cost(t, c.m, name, wantRTT, want, f, wantErr)
 	}
 	_, err := c.tree.Get(ctx, 600)
 	require.NoError(t, err)
-	cost("get", smart.GetRoundTrips, verbs{read: 1}, func() error {
+	cost("get", smart.GetRoundTrips, verbs{Read: 1}, func() error {
 		v, err := c.tree.Get(ctx, 600)
 		require.Equal(t, uint64(299), v)
 		return err
 	}, nil)
-	cost("update", smart.UpdateRoundTrips, verbs{read: 1, write: 1, cas: 2}, func() error { return c.tree.Update(ctx, 600, 5) }, nil)
-	cost("insert", smart.InsertRoundTrips, verbs{read: 1, write: 1, cas: 1}, func() error { return c.tree.Insert(ctx, 601, 6) }, nil)
-	cost("delete", smart.DeleteRoundTrips, verbs{read: 1, write: 1, cas: 2}, func() error { return c.tree.Delete(ctx, 601) }, nil)
+	cost("update", smart.UpdateRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Update(ctx, 600, 5) }, nil)
+	cost("insert", smart.InsertRoundTrips, verbs{Read: 1, Write: 1, CAS: 1}, func() error { return c.tree.Insert(ctx, 601, 6) }, nil)
+	cost("delete", smart.DeleteRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Delete(ctx, 601) }, nil)
 	// 50 keys of one last node: the node again, then 50 leaves in one batch.
-	cost("scan 50", smart.ScanRoundTrips, verbs{read: 1 + 50}, func() error {
+	cost("scan 50", smart.ScanRoundTrips, verbs{Read: 1 + 50}, func() error {
 		ps, err := c.tree.Scan(ctx, 1024+2, 1024+102, 0)
 		require.Len(t, ps, 50)
 		return err
@@ -170,70 +138,33 @@ func TestRoundTrips(t *testing.T) {
 
 var kvModel = lincheck.KV[uint64, uint64]()
 
-type kvHistory = lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
+type kvHistory = basetest.History[uint64]
 
 // keyOf spreads indices over prefixes diverging at bytes 0, 3 and 6.
 func keyOf(i int) uint64 { return uint64(i%3)<<56 | uint64(i%2)<<32 | uint64(i/6)<<4 | 1 }
 
+// runMix runs ops operations of the mix over keyOf(i), i < span, on c's tree as c's client,
+// recording them in h (see basetest.Mix): a scan reaches up to 200 past its key, with a limit
+// of 0, 4 or 8.
 func runMix(ctx context.Context, c *client, h *kvHistory, ops, span int) error {
-	id := uint64(c.m.Info().ID)
-	rec := h.Client(int(id))
-	rng := c.m.Runtime().Rand()
-	for n := range ops {
-		i := rng.IntN(span)
-		k := keyOf(i)
-		v := id<<32 | uint64(n+1)
-		var op lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
-		var out lincheck.KVOutput[uint64, uint64]
-		var err error
-		switch p := rng.IntN(100); {
-		case p < 10:
+	mix := basetest.Mix[uint64]{Ops: ops, Span: span, Scan: 10, Get: 25, Insert: 40, Update: 13, Key: keyOf,
+		ScanEnd: func(rng *rand.Rand, _ int, k uint64) (uint64, int) {
 			to := k + 1 + rng.Uint64N(200)
-			limit := rng.IntN(3) * 4
-			op = rec.Call(kvModel.Scan(k, to, limit))
-			var got []smart.Pair
-			got, err = c.tree.Scan(ctx, k, to, limit)
+			return to, rng.IntN(3) * 4
+		}}
+	tr := c.tree
+	return mix.Run(ctx, c.m, basetest.Tree[uint64]{
+		Get: tr.Get, Insert: tr.Insert, Update: tr.Update, Delete: tr.Delete,
+		Scan: func(ctx context.Context, from, to uint64, limit int) ([]lincheck.Pair[uint64, uint64], error) {
+			got, err := tr.Scan(ctx, from, to, limit)
 			var ps []lincheck.Pair[uint64, uint64]
 			for _, p := range got {
 				ps = append(ps, lincheck.Pair[uint64, uint64]{Key: p.Key, Value: p.Value})
 			}
-			out = kvModel.Pairs(ps)
-		case p < 35:
-			op = rec.Call(kvModel.Get(k))
-			var got uint64
-			got, err = c.tree.Get(ctx, k)
-			out = kvModel.Found(got)
-			if errors.Is(err, smart.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		case p < 75:
-			op = rec.Call(kvModel.Insert(k, v))
-			err = c.tree.Insert(ctx, k, v)
-			out = kvModel.OK()
-			if errors.Is(err, smart.ErrExists) {
-				out, err = kvModel.Exists(), nil
-			}
-		case p < 88:
-			op = rec.Call(kvModel.Update(k, v))
-			err = c.tree.Update(ctx, k, v)
-			out = kvModel.OK()
-			if errors.Is(err, smart.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		default:
-			op = rec.Call(kvModel.Delete(k))
-			err = c.tree.Delete(ctx, k)
-			out = kvModel.OK()
-			if errors.Is(err, smart.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		}
-		op.End(out, err)
-		if err != nil {
-			return fmt.Errorf("op %d: %w", n, err)
-		}
-	}
-	return nil
+			return ps, err
+		},
+		ErrNotFound: smart.ErrNotFound, ErrExists: smart.ErrExists,
+	}, kvModel, h)
 }
 
 func sum(cs []*client) smart.Stats {
@@ -265,16 +196,7 @@ func TestLinearizableLocal(t *testing.T) {
 				cs[i] = openClient(t, context.Background(), f, comp[i%2], root, caches[i%2])
 			}
 			h := kvModel.NewHistory(f.Runtime())
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i, c := range cs {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = runMix(context.Background(), c, h, 400, 60) }()
-			}
-			wg.Wait()
-			for i, err := range errs {
-				require.NoError(t, err, "client %d", i)
-			}
+			basetest.Parallel(t, n, func(i int) error { return runMix(context.Background(), cs[i], h, 400, 60) })
 			st := sum(cs)
 			t.Logf("%+v", st)
 			h.Check(t)
