@@ -133,6 +133,7 @@ type Tree struct {
 	latch farmem.Addr // this handle's latch word (with locks)
 	seq   uint64      // its last wait's ticket
 	st    Stats
+	lc    farmem.LocalCost // the price of a cache access (localcost.go)
 }
 
 // Open returns a handle on the tree whose root block is root.
@@ -149,7 +150,8 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if err := p.setDefaults(); err != nil {
 		return nil, err
 	}
-	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks}
+	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks,
+		lc: farmem.LocalCostOf(m)}
 	if o.Locks != nil {
 		info := m.Info()
 		if o.LatchOffset%8 != 0 || o.LatchOffset+8 > info.SliceSize {
@@ -257,7 +259,14 @@ func (t *Tree) cacheLookup(k []byte, lvl int, useCache bool) *node {
 		return nil
 	}
 	c := t.cache.lookup(k)
-	if c == nil || c.level < lvl {
+	if c == nil {
+		if t.caching() {
+			t.chargeLocal(0)
+		}
+		return nil
+	}
+	t.chargeLocal(len(c.raw))
+	if c.level < lvl {
 		return nil
 	}
 	return c
@@ -573,4 +582,7 @@ func (t *Tree) cachePut(n *node) {
 		n.raw = t.l.encode(n)
 	}
 	t.cache.put(n, t.l.codec.Width)
+	if t.caching() {
+		t.chargeLocal(len(n.raw))
+	}
 }
