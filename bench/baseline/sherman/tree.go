@@ -407,23 +407,37 @@ func (t *Tree) writeUnlock(ctx context.Context, n *node) error {
 	return t.release(ctx, n.addr, &b, true)
 }
 
+// lockedSlot checks k, counts the operation in count, locks and reads k's leaf, and returns
+// it with k's slot (where k is or would go). When k's presence is not want, it releases the
+// lock (unsignaled) and returns ErrNotFound or ErrExists (AbsentRoundTrips).
+func (t *Tree) lockedSlot(ctx context.Context, k []byte, want bool, count *uint64) (*node, int, error) {
+	if err := t.l.codec.valid(k); err != nil {
+		return nil, 0, err
+	}
+	*count++
+	n, err := t.lockedLeaf(ctx, k)
+	if err != nil {
+		return nil, 0, err
+	}
+	i, eq := n.search(k)
+	if eq != want {
+		if err := t.unlockAsync(ctx, n.addr); err != nil {
+			return nil, 0, err
+		}
+		if want {
+			return nil, 0, fmt.Errorf("%w: %x", ErrNotFound, k)
+		}
+		return nil, 0, fmt.Errorf("%w: %x", ErrExists, k)
+	}
+	return n, i, nil
+}
+
 // Update sets present key k's value: lock CAS, leaf read, then the value and checksum writes
 // with the release in one batch (UpdateRoundTrips).
 func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
-	if err := t.l.codec.valid(k); err != nil {
-		return err
-	}
-	t.st.Updates++
-	n, err := t.lockedLeaf(ctx, k)
+	n, i, err := t.lockedSlot(ctx, k, true, &t.st.Updates)
 	if err != nil {
 		return err
-	}
-	i, eq := n.search(k)
-	if !eq {
-		if err := t.unlockAsync(ctx, n.addr); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: %x", ErrNotFound, k)
 	}
 	n.vals[i] = v
 	buf := t.l.encode(n)
@@ -437,20 +451,9 @@ func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
 // Insert adds absent key k: lock CAS, leaf read, the leaf's write with the release
 // (InsertRoundTrips), or a split when the leaf is full.
 func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
-	if err := t.l.codec.valid(k); err != nil {
-		return err
-	}
-	t.st.Inserts++
-	n, err := t.lockedLeaf(ctx, k)
+	n, i, err := t.lockedSlot(ctx, k, false, &t.st.Inserts)
 	if err != nil {
 		return err
-	}
-	i, eq := n.search(k)
-	if eq {
-		if err := t.unlockAsync(ctx, n.addr); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: %x", ErrExists, k)
 	}
 	n.keys = slices.Insert(n.keys, i, bytes.Clone(k))
 	n.vals = slices.Insert(n.vals, i, v)
@@ -463,20 +466,9 @@ func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
 // Delete removes present key k: lock CAS, leaf read, the leaf's write with the release
 // (DeleteRoundTrips). Leaves are never merged.
 func (t *Tree) Delete(ctx context.Context, k []byte) error {
-	if err := t.l.codec.valid(k); err != nil {
-		return err
-	}
-	t.st.Deletes++
-	n, err := t.lockedLeaf(ctx, k)
+	n, i, err := t.lockedSlot(ctx, k, true, &t.st.Deletes)
 	if err != nil {
 		return err
-	}
-	i, eq := n.search(k)
-	if !eq {
-		if err := t.unlockAsync(ctx, n.addr); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: %x", ErrNotFound, k)
 	}
 	n.keys = slices.Delete(n.keys, i, i+1)
 	n.vals = slices.Delete(n.vals, i, i+1)
