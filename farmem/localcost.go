@@ -22,6 +22,14 @@ func (c LocalCost) Of(n int) time.Duration {
 	return d
 }
 
+// Charge accounts one access touching n bytes to rt's caller (Runtime.Compute), when it
+// costs anything. Call it outside any Go lock: on the simulator it parks the caller.
+func (c LocalCost) Charge(rt Runtime, n int) {
+	if d := c.Of(n); d > 0 {
+		rt.Compute(d)
+	}
+}
+
 // LocalPricer is implemented by a Memory whose fabric prices its client's CPU accesses to its
 // own region instead of running them in real time (the simulator): LocalCost is that price.
 // Real transports do not implement it; the work a structure does in Go memory there is real
@@ -31,8 +39,7 @@ type LocalPricer interface {
 }
 
 // LocalCostOf returns m's LocalCost if m is a LocalPricer, and the zero LocalCost otherwise.
-// A structure charges an access to its Go-memory state with m.Runtime().Compute(c.Of(bytes)),
-// outside any Go lock (Compute may park the caller in virtual time).
+// A structure charges an access to its Go-memory state with c.Charge(m.Runtime(), bytes).
 func LocalCostOf(m Memory) LocalCost {
 	if p, ok := m.(LocalPricer); ok {
 		return p.LocalCost()

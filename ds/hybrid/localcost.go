@@ -15,11 +15,7 @@ package hybrid
 // mutex is released (Compute may park the caller in virtual time).
 
 // chargeLocal charges one local access touching n bytes.
-func (t *Tree) chargeLocal(n int) {
-	if d := t.lc.Of(n); d > 0 {
-		t.rt.Compute(d)
-	}
-}
+func (t *Tree) chargeLocal(n int) { t.lc.Charge(t.rt, n) }
 
 // caching reports whether the tree has a cache that holds anything.
 func (t *Tree) caching() bool { return t.cache != nil && t.cache.budget > 0 }

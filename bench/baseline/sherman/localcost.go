@@ -15,11 +15,7 @@ package sherman
 // Charges are made after the cache's mutex is released (Compute may park the caller).
 
 // chargeLocal charges one local access touching n bytes.
-func (t *Tree) chargeLocal(n int) {
-	if d := t.lc.Of(n); d > 0 {
-		t.m.Runtime().Compute(d)
-	}
-}
+func (t *Tree) chargeLocal(n int) { t.lc.Charge(t.m.Runtime(), n) }
 
 // chargeCopies charges one local access plus the pages of copies.
 func (t *Tree) chargeCopies(copies []*node) {

@@ -15,11 +15,7 @@ package smart
 // mutex is released (Compute may park the caller).
 
 // chargeLocal charges one local access touching n bytes.
-func (t *Tree) chargeLocal(n int) {
-	if d := t.lc.Of(n); d > 0 {
-		t.m.Runtime().Compute(d)
-	}
-}
+func (t *Tree) chargeLocal(n int) { t.lc.Charge(t.m.Runtime(), n) }
 
 // caching reports whether the tree has a cache that holds anything.
 func (t *Tree) caching() bool { return t.cache != nil && t.cache.budget > 0 }
