@@ -36,14 +36,13 @@ func (n *node) viaNIC(op *farmem.Op) bool {
 	return transport.IsAtomic(op.Kind) && n.nicReached(op.Addr.Offset())
 }
 
-// localCost is the CPU time of op as a CPU access to the caller's own region.
+// localCost is the CPU time of op as a CPU access to the caller's own region: Model.LocalCost
+// (the price a structure keeping state in Go memory charges itself through Runtime.Compute),
+// its bandwidth term on a Read's or Write's bytes.
 func (s *Sim) localCost(op *farmem.Op) time.Duration {
-	d := s.m.LocalAccess
-	if d == 0 {
-		return s.m.OpCPU
+	lc := s.m.LocalCost()
+	if op.Kind == farmem.OpRead || op.Kind == farmem.OpWrite {
+		return lc.Of(len(op.Buf))
 	}
-	if s.m.LocalBandwidth > 0 && (op.Kind == farmem.OpRead || op.Kind == farmem.OpWrite) {
-		d += time.Duration(float64(len(op.Buf))*1e9/s.m.LocalBandwidth + 0.5)
-	}
-	return d
+	return lc.Access
 }

@@ -332,8 +332,9 @@ func (r *SelccResult) explain(w io.Writer) {
 			}
 			if m, _ := SelccRatio(a, s); m < 1.3 {
 				fmt.Fprintf(w, "- Fig. 17 uniform %d%% reads: SELCC / Sherman-like is %.2fx, not 1.42-1.76x: the Sherman-like tree makes %.2f round trips "+
-					"per operation to SELCC's %.2f, reads 1 KB nodes to SELCC's 2 KB lines, and its cache of internal nodes is a Go structure whose "+
-					"lookups cost no virtual time, where each SELCC node visit pays its frame latch and a 2 KB copy at DRAM cost; its writes are "+
+					"per operation to SELCC's %.2f, reads 1 KB nodes to SELCC's 2 KB lines, and its cache of internal nodes names a leaf's parent "+
+					"in one visit (one local access and its 1 KB page at the model's DRAM cost, what a SELCC frame read of the same bytes pays), "+
+					"where SELCC walks its cached lines from the root, each visit a frame latch and a 2 KB copy; its writes are "+
 					"2-3 round trips under its hierarchical lock to SELCC's miss and write-back.\n", rd, m, s.RoundTripsPerOp(), a.RoundTripsPerOp())
 			}
 			b := r.Point(figTree, SelccUniform, SEL, rd, top, 0)

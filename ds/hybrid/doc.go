@@ -164,6 +164,13 @@
 // reader that came through a fresh parent repairs the hint. A stale special node costs two
 // extra round trips (the dead leaf, the special node), never a wrong answer.
 //
+// The copies live in Go memory, so on a fabric that prices its clients' CPU accesses instead
+// of running them in real time (the simulator: farmem.LocalPricer), each lookup pays one
+// local access plus the bytes of the copy it returns, and each copy put pays one access plus
+// its bytes (farmem.LocalCost, charged with Runtime.Compute): what a cache in the compute
+// node's own region would pay in verbs, and the rule the Sherman-like and SMART-like
+// baselines (bench/baseline) follow, so the comparisons charge every cache alike.
+//
 // # Runtime
 //
 // Time and sleeps come only from the client's farmem.Runtime; the package starts no goroutine

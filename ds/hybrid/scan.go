@@ -114,7 +114,7 @@ func (t *Tree) scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 	for cur := s.from; cur < s.to && !s.full(); {
 		var n *node
 		var err error
-		if c := t.cache.lookup(cur); c != nil {
+		if c := t.cacheLookup(cur); c != nil {
 			n, err = t.readNode(ctx, c.addr, c.typ, 0, 0)
 		} else {
 			n, err = t.readNode(ctx, t.node0, 0, 0, 0)
@@ -122,7 +122,7 @@ func (t *Tree) scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 		if err != nil {
 			return nil, fmt.Errorf("hybrid: scan: %w", err)
 		}
-		t.cache.put(n)
+		t.cachePut(n)
 		hi := uint64(MaxKey + 1)
 		if n.depth > 0 {
 			hi = n.prefix + 1<<(64-8*n.depth)

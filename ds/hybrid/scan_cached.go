@@ -27,7 +27,7 @@ func (t *Tree) scanCached(ctx context.Context, s *scanner) (ok bool, err error) 
 	}
 	end := s.from
 	for cur := s.from; cur < s.to && len(ws) < most; {
-		c := t.cache.lookup(cur)
+		c := t.cacheLookup(cur)
 		if c == nil {
 			return false, nil
 		}

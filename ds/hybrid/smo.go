@@ -334,7 +334,7 @@ func (t *Tree) publish(ctx context.Context, la farmem.Addr, min, plan uint64, hi
 			return err
 		}
 		if prev == cur || prev == repl {
-			t.cache.put(p.with(idx, repl))
+			t.cachePut(p.with(idx, repl))
 			return nil
 		}
 	}

@@ -89,6 +89,7 @@ type Tree struct {
 	cache  *Cache
 	lease  time.Duration
 	st     Stats
+	lc     farmem.LocalCost // the price of a cache access (localcost.go)
 }
 
 // Create builds an empty tree (a root block and an empty root node, type 4, depth 0) and
@@ -144,7 +145,8 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("%w: no tree root at %v", ErrCorrupt, root)
 	}
 	return &Tree{m: m, a: a, rt: m.Runtime(), root: root, node0: farmem.Addr(le.Uint64(rb[rootNodeOff:])),
-		s: s, blocks: le.Uint64(rb[rootFlagsOff:])&flagBlocks != 0, cache: opts.Cache, lease: opts.Lease}, nil
+		s: s, blocks: le.Uint64(rb[rootFlagsOff:])&flagBlocks != 0, cache: opts.Cache, lease: opts.Lease,
+		lc: farmem.LocalCostOf(m)}, nil
 }
 
 // Close releases the handle (not the client or its allocator). It is idempotent.
@@ -192,7 +194,7 @@ func (t *Tree) rootNode(ctx context.Context) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.cache.put(n)
+	t.cachePut(n)
 	return n, nil
 }
 
@@ -229,12 +231,12 @@ func (t *Tree) descend(ctx context.Context, k uint64, w *walk) (loc, error) {
 		if n, err = t.readNode(ctx, w.start.addr, w.start.typ, 0, 0); err != nil {
 			return loc{}, err
 		}
-		t.cache.put(n)
+		t.cachePut(n)
 		fresh, w.refresh = true, false
 	case w.start != nil:
 		n = w.start
 	default:
-		if n = t.cache.lookup(k); n == nil {
+		if n = t.cacheLookup(k); n == nil {
 			var err error
 			if n, err = t.rootNode(ctx); err != nil {
 				return loc{}, err
@@ -250,7 +252,7 @@ func (t *Tree) descend(ctx context.Context, k uint64, w *walk) (loc, error) {
 				if n, err = t.readNode(ctx, n.addr, n.typ, 0, 0); err != nil {
 					return loc{}, err
 				}
-				t.cache.put(n)
+				t.cachePut(n)
 				fresh = true
 				continue
 			}
@@ -269,7 +271,7 @@ func (t *Tree) descend(ctx context.Context, k uint64, w *walk) (loc, error) {
 				if n, err = t.readNode(ctx, n.addr, n.typ, 0, 0); err != nil {
 					return loc{}, err
 				}
-				t.cache.put(n)
+				t.cachePut(n)
 				fresh = true
 				continue
 			}
@@ -283,7 +285,7 @@ func (t *Tree) descend(ctx context.Context, k uint64, w *walk) (loc, error) {
 				t.m.Post(ctx, &b)
 			}
 		}
-		t.cache.put(c)
+		t.cachePut(c)
 		n, fresh = c, true
 	}
 }

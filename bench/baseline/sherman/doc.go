@@ -20,7 +20,10 @@
 //   - Full-key separators in internal nodes, and a compute-side cache (Cache, a byte budget,
 //     FIFO eviction) of internal nodes indexed by key range: a warm cache names a key's leaf
 //     with no round trip. Its bytes are what the cache itself holds, charged per copy: full
-//     keys of the codec's width per separator, plus the pointer.
+//     keys of the codec's width per separator, plus the pointer. In the simulator each
+//     lookup pays one local access plus the page it returns, and each copy put its page
+//     (farmem.LocalCost through Runtime.Compute), the price ds/hybrid's cache pays and a
+//     ds/selcc frame read of the same bytes costs.
 //   - Writes under an exclusive lock word per node taken by CAS: lock, read, then the write
 //     and the release in one ordered batch: 3 round trips per update, insert or delete. An
 //     update writes only the value and the node's checksum (Sherman writes back only the

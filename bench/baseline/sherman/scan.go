@@ -33,7 +33,11 @@ func (t *Tree) Scan(ctx context.Context, from, to []byte, limit int) ([]Pair, er
 		most = 2*limit/max(1, t.l.leafCap) + 2
 	}
 	var addrs []farmem.Addr
-	for _, p := range t.cache.covering(from, to, 64) {
+	parents := t.cache.covering(from, to, 64)
+	if t.caching() {
+		t.chargeCopies(parents)
+	}
+	for _, p := range parents {
 		for i := range p.vals {
 			if len(addrs) >= most {
 				break

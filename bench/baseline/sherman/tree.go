@@ -133,6 +133,7 @@ type Tree struct {
 	latch farmem.Addr // this handle's latch word (with locks)
 	seq   uint64      // its last wait's ticket
 	st    Stats
+	lc    farmem.LocalCost // the price of a cache access (localcost.go)
 }
 
 // Open returns a handle on the tree whose root block is root.
@@ -149,7 +150,8 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if err := p.setDefaults(); err != nil {
 		return nil, err
 	}
-	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks}
+	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks,
+		lc: farmem.LocalCostOf(m)}
 	if o.Locks != nil {
 		info := m.Info()
 		if o.LatchOffset%8 != 0 || o.LatchOffset+8 > info.SliceSize {
@@ -257,7 +259,14 @@ func (t *Tree) cacheLookup(k []byte, lvl int, useCache bool) *node {
 		return nil
 	}
 	c := t.cache.lookup(k)
-	if c == nil || c.level < lvl {
+	if c == nil {
+		if t.caching() {
+			t.chargeLocal(0)
+		}
+		return nil
+	}
+	t.chargeLocal(len(c.raw))
+	if c.level < lvl {
 		return nil
 	}
 	return c
@@ -398,23 +407,37 @@ func (t *Tree) writeUnlock(ctx context.Context, n *node) error {
 	return t.release(ctx, n.addr, &b, true)
 }
 
+// lockedSlot checks k, counts the operation in count, locks and reads k's leaf, and returns
+// it with k's slot (where k is or would go). When k's presence is not want, it releases the
+// lock (unsignaled) and returns ErrNotFound or ErrExists (AbsentRoundTrips).
+func (t *Tree) lockedSlot(ctx context.Context, k []byte, want bool, count *uint64) (*node, int, error) {
+	if err := t.l.codec.valid(k); err != nil {
+		return nil, 0, err
+	}
+	*count++
+	n, err := t.lockedLeaf(ctx, k)
+	if err != nil {
+		return nil, 0, err
+	}
+	i, eq := n.search(k)
+	if eq != want {
+		if err := t.unlockAsync(ctx, n.addr); err != nil {
+			return nil, 0, err
+		}
+		if want {
+			return nil, 0, fmt.Errorf("%w: %x", ErrNotFound, k)
+		}
+		return nil, 0, fmt.Errorf("%w: %x", ErrExists, k)
+	}
+	return n, i, nil
+}
+
 // Update sets present key k's value: lock CAS, leaf read, then the value and checksum writes
 // with the release in one batch (UpdateRoundTrips).
 func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
-	if err := t.l.codec.valid(k); err != nil {
-		return err
-	}
-	t.st.Updates++
-	n, err := t.lockedLeaf(ctx, k)
+	n, i, err := t.lockedSlot(ctx, k, true, &t.st.Updates)
 	if err != nil {
 		return err
-	}
-	i, eq := n.search(k)
-	if !eq {
-		if err := t.unlockAsync(ctx, n.addr); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: %x", ErrNotFound, k)
 	}
 	n.vals[i] = v
 	buf := t.l.encode(n)
@@ -428,20 +451,9 @@ func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
 // Insert adds absent key k: lock CAS, leaf read, the leaf's write with the release
 // (InsertRoundTrips), or a split when the leaf is full.
 func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
-	if err := t.l.codec.valid(k); err != nil {
-		return err
-	}
-	t.st.Inserts++
-	n, err := t.lockedLeaf(ctx, k)
+	n, i, err := t.lockedSlot(ctx, k, false, &t.st.Inserts)
 	if err != nil {
 		return err
-	}
-	i, eq := n.search(k)
-	if eq {
-		if err := t.unlockAsync(ctx, n.addr); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: %x", ErrExists, k)
 	}
 	n.keys = slices.Insert(n.keys, i, bytes.Clone(k))
 	n.vals = slices.Insert(n.vals, i, v)
@@ -454,20 +466,9 @@ func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
 // Delete removes present key k: lock CAS, leaf read, the leaf's write with the release
 // (DeleteRoundTrips). Leaves are never merged.
 func (t *Tree) Delete(ctx context.Context, k []byte) error {
-	if err := t.l.codec.valid(k); err != nil {
-		return err
-	}
-	t.st.Deletes++
-	n, err := t.lockedLeaf(ctx, k)
+	n, i, err := t.lockedSlot(ctx, k, true, &t.st.Deletes)
 	if err != nil {
 		return err
-	}
-	i, eq := n.search(k)
-	if !eq {
-		if err := t.unlockAsync(ctx, n.addr); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: %x", ErrNotFound, k)
 	}
 	n.keys = slices.Delete(n.keys, i, i+1)
 	n.vals = slices.Delete(n.vals, i, i+1)
@@ -573,4 +574,7 @@ func (t *Tree) cachePut(n *node) {
 		n.raw = t.l.encode(n)
 	}
 	t.cache.put(n, t.l.codec.Width)
+	if t.caching() {
+		t.chargeLocal(len(n.raw))
+	}
 }

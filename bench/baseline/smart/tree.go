@@ -72,6 +72,7 @@ type Tree struct {
 	cache *Cache
 	me    uint64
 	st    Stats
+	lc    farmem.LocalCost // the price of a cache access (localcost.go)
 }
 
 // Open returns a handle on the tree whose root block is root.
@@ -83,7 +84,8 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if le.Uint64(b) != rootMagic {
 		return nil, fmt.Errorf("%w: no tree at %v", ErrParams, root)
 	}
-	return &Tree{m: m, a: a, root: farmem.Addr(le.Uint64(b[8:])), cache: o.Cache, me: uint64(m.Info().ID) + 1}, nil
+	return &Tree{m: m, a: a, root: farmem.Addr(le.Uint64(b[8:])), cache: o.Cache, me: uint64(m.Info().ID) + 1,
+		lc: farmem.LocalCostOf(m)}, nil
 }
 
 // Close is a no-op (the Memory and allocator are the caller's). It is idempotent.
@@ -119,7 +121,7 @@ func (t *Tree) refresh(ctx context.Context, n *node) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.cache.put(f)
+	t.cachePut(f)
 	return f, nil
 }
 
@@ -139,14 +141,14 @@ func (t *Tree) readLeaf(ctx context.Context, a farmem.Addr) (leafRead, error) {
 
 // start returns the deepest cached node on k's path (cached true) or the root read.
 func (t *Tree) start(ctx context.Context, k uint64) (*node, bool, error) {
-	if n := t.cache.lookup(k); n != nil {
+	if n := t.cacheLookup(k); n != nil {
 		return n, true, nil
 	}
 	n, err := t.readRoot(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	t.cache.put(n)
+	t.cachePut(n)
 	return n, false, nil
 }
 
@@ -175,7 +177,7 @@ func (t *Tree) findLeaf(ctx context.Context, k uint64) (farmem.Addr, leafRead, e
 				return 0, leafRead{}, err
 			}
 			if c.prefix == k&prefixMask(c.depth) {
-				t.cache.put(c)
+				t.cachePut(c)
 				n, cached = c, false
 				continue
 			}
@@ -256,7 +258,7 @@ func (t *Tree) lockedLeaf(ctx context.Context, k uint64) (farmem.Addr, error) {
 				return 0, err
 			}
 			if c.prefix == k&prefixMask(c.depth) {
-				t.cache.put(c)
+				t.cachePut(c)
 				n, cached = c, false
 				continue
 			}
@@ -339,7 +341,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 			}
 			n = n.with(empty, prev)
 			if prev == 0 {
-				t.cache.put(n.with(empty, nw))
+				t.cachePut(n.with(empty, nw))
 				return nil
 			}
 			continue // lost the slot: look again (the leaf block is leaked)
@@ -364,7 +366,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 					return err
 				}
 				if prev == w {
-					t.cache.put(n.with(at, nw))
+					t.cachePut(n.with(at, nw))
 					return nil
 				}
 				if n, err = t.readNode(ctx, n.addr, 5); err != nil {
@@ -386,7 +388,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 			return err
 		}
 		if c.prefix == k&prefixMask(c.depth) {
-			t.cache.put(c)
+			t.cachePut(c)
 			n = c
 			continue
 		}
@@ -470,7 +472,7 @@ func (t *Tree) Scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 	}
 	common := min(bits.LeadingZeros64(from^(to-1))/8, 7)
 	var level []*node
-	if c := t.cache.lookupAt(from, common); c != nil {
+	if c := t.cacheLookupAt(from, common); c != nil {
 		f, err := t.readNode(ctx, c.addr, classOf(c.count()+1)+2)
 		if err != nil {
 			return nil, err
