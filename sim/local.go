@@ -42,7 +42,7 @@ func (n *node) viaNIC(op *farmem.Op) bool {
 func (s *Sim) localCost(op *farmem.Op) time.Duration {
 	lc := s.m.LocalCost()
 	if op.Kind == farmem.OpRead || op.Kind == farmem.OpWrite {
-		return lc.Of(len(op.Buf))
+		return lc.For(len(op.Buf))
 	}
 	return lc.Access
 }

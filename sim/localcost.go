@@ -1,18 +1,18 @@
 package sim
 
-import "github.com/farmem/farmem/farmem"
+import "github.com/farmem/farmem/farmem/localcost"
 
 // LocalCost returns the model's price of a CPU access to a compute node's own region (the
 // price of a verb to it, as localCost charges it): LocalAccess plus the bytes at
 // LocalBandwidth, or OpCPU with no bandwidth term when LocalAccess is zero.
-func (m Model) LocalCost() farmem.LocalCost {
+func (m Model) LocalCost() localcost.Price {
 	if m.LocalAccess == 0 {
-		return farmem.LocalCost{Access: m.OpCPU}
+		return localcost.Price{Access: m.OpCPU}
 	}
-	return farmem.LocalCost{Access: m.LocalAccess, Bandwidth: m.LocalBandwidth}
+	return localcost.Price{Access: m.LocalAccess, Bandwidth: m.LocalBandwidth}
 }
 
-// LocalCost implements farmem.LocalPricer: a structure keeping compute-side state in Go
+// LocalCost implements localcost.Pricer: a structure keeping compute-side state in Go
 // memory (a cache of node copies) charges its accesses to it at this price through
 // Runtime.Compute, as a verb to the client's own region is charged.
-func (c *client) LocalCost() farmem.LocalCost { return c.s.m.LocalCost() }
+func (c *client) LocalCost() localcost.Price { return c.s.m.LocalCost() }

@@ -165,9 +165,9 @@
 // extra round trips (the dead leaf, the special node), never a wrong answer.
 //
 // The copies live in Go memory, so on a fabric that prices its clients' CPU accesses instead
-// of running them in real time (the simulator: farmem.LocalPricer), each lookup pays one
+// of running them in real time (the simulator: localcost.Pricer), each lookup pays one
 // local access plus the bytes of the copy it returns, and each copy put pays one access plus
-// its bytes (farmem.LocalCost, charged with Runtime.Compute): what a cache in the compute
+// its bytes (localcost.Price, charged with Runtime.Compute): what a cache in the compute
 // node's own region would pay in verbs, and the rule the Sherman-like and SMART-like
 // baselines (bench/baseline) follow, so the comparisons charge every cache alike.
 //

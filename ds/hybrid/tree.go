@@ -8,6 +8,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/localcost"
 )
 
 // Params fix a tree's layout at Create.
@@ -89,7 +90,7 @@ type Tree struct {
 	cache  *Cache
 	lease  time.Duration
 	st     Stats
-	lc     farmem.LocalCost // the price of a cache access (localcost.go)
+	lc     localcost.Price // the price of a cache access (localcost.go)
 }
 
 // Create builds an empty tree (a root block and an empty root node, type 4, depth 0) and
@@ -146,7 +147,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	}
 	return &Tree{m: m, a: a, rt: m.Runtime(), root: root, node0: farmem.Addr(le.Uint64(rb[rootNodeOff:])),
 		s: s, blocks: le.Uint64(rb[rootFlagsOff:])&flagBlocks != 0, cache: opts.Cache, lease: opts.Lease,
-		lc: farmem.LocalCostOf(m)}, nil
+		lc: localcost.Of(m)}, nil
 }
 
 // Close releases the handle (not the client or its allocator). It is idempotent.

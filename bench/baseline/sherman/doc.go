@@ -22,7 +22,7 @@
 //     with no round trip. Its bytes are what the cache itself holds, charged per copy: full
 //     keys of the codec's width per separator, plus the pointer. In the simulator each
 //     lookup pays one local access plus the page it returns, and each copy put its page
-//     (farmem.LocalCost through Runtime.Compute), the price ds/hybrid's cache pays and a
+//     (localcost.Price through Runtime.Compute), the price ds/hybrid's cache pays and a
 //     ds/selcc frame read of the same bytes costs.
 //   - Writes under an exclusive lock word per node taken by CAS: lock, read, then the write
 //     and the release in one ordered batch: 3 round trips per update, insert or delete. An

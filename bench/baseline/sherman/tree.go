@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/localcost"
 )
 
 // Errors. Each is wrapped with %w.
@@ -133,7 +134,7 @@ type Tree struct {
 	latch farmem.Addr // this handle's latch word (with locks)
 	seq   uint64      // its last wait's ticket
 	st    Stats
-	lc    farmem.LocalCost // the price of a cache access (localcost.go)
+	lc    localcost.Price // the price of a cache access (localcost.go)
 }
 
 // Open returns a handle on the tree whose root block is root.
@@ -151,7 +152,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, err
 	}
 	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks,
-		lc: farmem.LocalCostOf(m)}
+		lc: localcost.Of(m)}
 	if o.Locks != nil {
 		info := m.Info()
 		if o.LatchOffset%8 != 0 || o.LatchOffset+8 > info.SliceSize {

@@ -24,7 +24,7 @@
 //   - The compute-side radix cache (Cache) of internal nodes down to the ones whose slots name
 //     leaves: one 8-byte pointer per key, which is what SMART's cache pays and Dolphin's does
 //     not; a warm Get costs one round trip. In the simulator each lookup pays one local
-//     access plus the copy it returns, and each copy put its bytes (farmem.LocalCost through
+//     access plus the copy it returns, and each copy put its bytes (localcost.Price through
 //     Runtime.Compute), the price ds/hybrid's cache pays for the same bytes.
 //   - Updates and deletes under the leaf's lock word: the lock CAS, the leaf's read, then the
 //     write with the release in one ordered batch: 3 round trips (UpdateRoundTrips).

@@ -3,7 +3,7 @@ package smart
 // The cache's copies live in Go memory, which the simulator does not time, while a cache in a
 // compute node's region (ds/selcc's frames) pays for every access with a verb to it. So that
 // the baselines and the systems they are compared with pay one price for the same bytes, the
-// tree charges its cache accesses through Runtime.Compute at the fabric's farmem.LocalCost
+// tree charges its cache accesses through Runtime.Compute at the fabric's localcost.Price
 // (zero on real transports, where the work is real), under the rule ds/hybrid and
 // bench/baseline/sherman follow too:
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/localcost"
 )
 
 // Errors, each wrapped with %w.
@@ -72,7 +73,7 @@ type Tree struct {
 	cache *Cache
 	me    uint64
 	st    Stats
-	lc    farmem.LocalCost // the price of a cache access (localcost.go)
+	lc    localcost.Price // the price of a cache access (localcost.go)
 }
 
 // Open returns a handle on the tree whose root block is root.
@@ -85,7 +86,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("%w: no tree at %v", ErrParams, root)
 	}
 	return &Tree{m: m, a: a, root: farmem.Addr(le.Uint64(b[8:])), cache: o.Cache, me: uint64(m.Info().ID) + 1,
-		lc: farmem.LocalCostOf(m)}, nil
+		lc: localcost.Of(m)}, nil
 }
 
 // Close is a no-op (the Memory and allocator are the caller's). It is idempotent.
