@@ -12,12 +12,12 @@ import (
 	"github.com/farmem/farmem/bench/repro"
 )
 
-// TestCiderDeterministic runs a small sweep on RACE with three synchronizers and the factor
+// TestCiderDeterministic runs a small sweep on RACE with two synchronizers and the factor
 // analysis twice, the second time with its seeds run at once, and requires the same bytes (the quick configuration's golden pins the full quick run).
 func TestCiderDeterministic(t *testing.T) {
 	t.Parallel()
 	c := repro.CiderQuick()
-	c.Structs, c.Syncs, c.Clients, c.Band = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{16}, nil
+	c.Structs, c.Syncs, c.Clients, c.Band = []string{repro.RACE}, []string{repro.Optimistic, repro.CIDER}, []int{16}, nil
 	c.ArrayKeys, c.RaceKeys = 1<<12, 1<<9
 	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
 		StepOps: 50, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 200}
@@ -40,7 +40,7 @@ func TestCiderDeterministic(t *testing.T) {
 func TestCiderBandRerunsHeadlinePoints(t *testing.T) {
 	t.Parallel()
 	c := repro.CiderQuick()
-	c.Structs, c.Syncs, c.Clients = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{8, 32}
+	c.Structs, c.Syncs, c.Clients = []string{repro.RACE}, []string{repro.Optimistic, repro.MCS, repro.CIDER}, []int{8, 16}
 	c.ArrayKeys, c.RaceKeys, c.Seeds, c.Factor = 1<<12, 1<<9, []uint64{1}, false
 	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
 		StepOps: 50, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 200}
@@ -56,9 +56,9 @@ func TestCiderBandRerunsHeadlinePoints(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s/%d", p.Sync, p.Clients))
 		}
 		want := []string{fmt.Sprintf("%s/%d", repro.Optimistic, at.Clients), fmt.Sprintf("%s/%d", repro.CIDER, at.Clients),
-			fmt.Sprintf("%s/%d", repro.MCS, 32)}
-		if at.Clients != 32 {
-			want = append(want, fmt.Sprintf("%s/%d", repro.CIDER, 32))
+			fmt.Sprintf("%s/%d", repro.MCS, 16)}
+		if at.Clients != 16 {
+			want = append(want, fmt.Sprintf("%s/%d", repro.CIDER, 16))
 		}
 		require.Equal(t, want, got)
 	}

@@ -86,6 +86,7 @@ func (p *procFaults) CrashClient(c farmem.ClientID) error { return p.in.CrashCli
 // TestConformanceProcesses runs the conformance suite with every memory node a farmemd
 // process on loopback and the compute nodes in this process.
 func TestConformanceProcesses(t *testing.T) {
+	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts and fault windows
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		dir := t.TempDir()
 		ds := make([]*daemon, cfg.MemoryNodes)
