@@ -14,7 +14,6 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/bench/ptrarray"
 	"github.com/farmem/farmem/ds/cider"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
@@ -22,6 +21,7 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 	"github.com/farmem/farmem/sim"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 )
 
 // env is a formatted local fabric (strict mode on) holding one tree.

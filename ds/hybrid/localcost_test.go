@@ -9,8 +9,8 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/dstest"
 	"github.com/farmem/farmem/sim"
 )
 

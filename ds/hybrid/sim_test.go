@@ -10,9 +10,9 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/internal/dstest"
 	"github.com/farmem/farmem/sim"
 )
 

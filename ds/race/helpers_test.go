@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 )
 
 // env is a formatted local fabric holding one table.

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/internal/dstest"
 	"github.com/farmem/farmem/sim"
 )
 

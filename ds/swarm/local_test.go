@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/ds/internal/dstest"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 )
 
 // TestLinearizableLocal: the same register on the local transport, where clients are real

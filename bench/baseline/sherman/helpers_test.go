@@ -14,9 +14,10 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 )
 
-var allocOpts = basetest.AllocOptions
+var allocOpts = dstest.AllocOptions
 
 // env is a formatted strict-mode local fabric holding one tree.
 type env struct {
@@ -27,7 +28,7 @@ type env struct {
 
 func newEnv(t testing.TB, lo local.Options, p sherman.Params) *env {
 	t.Helper()
-	f, root := basetest.LocalFabric(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+	f, root := dstest.Local(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return sherman.Create(ctx, m, a, p)
 	})
 	return &env{f: f, root: root, comp: f.Topology().ComputeNodes()}

@@ -15,10 +15,11 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 	"github.com/farmem/farmem/sim"
 )
 
-var allocOpts = basetest.AllocOptions
+var allocOpts = dstest.AllocOptions
 
 type client struct {
 	m    farmem.Memory
@@ -40,7 +41,7 @@ func openClient(t testing.TB, ctx context.Context, f farmem.Fabric, node farmem.
 // localTree starts a strict-mode local fabric holding an empty tree.
 func localTree(t testing.TB, lo local.Options) (*local.Fabric, farmem.Addr) {
 	t.Helper()
-	return basetest.LocalFabric(t, lo, smart.Create)
+	return dstest.Local(t, lo, smart.Create)
 }
 
 // TestSequential checks the tree against a map under random inserts, updates and deletes of

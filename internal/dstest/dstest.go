@@ -1,6 +1,6 @@
-// Package dstest holds set-up shared by the tests of the structures in ds/: a formatted,
-// strict-mode local fabric with one structure created on it. It is imported by _test.go files
-// only.
+// Package dstest holds set-up shared by the tests of the structures in ds/ and of the baselines
+// in bench/baseline: a formatted, strict-mode local fabric with one structure created on it. It is
+// imported by _test.go files only.
 package dstest
 
 import (
