@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,9 +180,14 @@ func TestREADMEs(t *testing.T) {
 			if testing.Short() {
 				continue
 			}
-			quick := runCommand(t, root, b.Quick, 5*time.Minute)
-			require.Equal(t, g.Quick, quick, "%s:%d: %q prints something else than when the block was made: "+
-				"the figures are stale; regenerate them (go test ./internal/figures -run TestREADMEs -update %s)", rel, b.Line, b.Quick, b.Golden)
+			// The quick runs are independent processes: they run as parallel subtests (at most
+			// -parallel at once), after the files are all parsed.
+			t.Run(fmt.Sprintf("%s:%d", rel, b.Line), func(t *testing.T) {
+				t.Parallel()
+				quick := runCommand(t, root, b.Quick, 5*time.Minute)
+				require.Equal(t, g.Quick, quick, "%s:%d: %q prints something else than when the block was made: "+
+					"the figures are stale; regenerate them (go test ./internal/figures -run TestREADMEs -update %s)", rel, b.Line, b.Quick, b.Golden)
+			})
 		}
 	}
 }
