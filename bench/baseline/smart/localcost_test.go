@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/baseline/internal/basetest"
 	"github.com/farmem/farmem/bench/baseline/smart"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/sim"
@@ -62,12 +63,5 @@ func warmCostTimes(t *testing.T, local time.Duration, budget int64) (get, scan t
 // ds/selcc's frames): raising the model's LocalAccess by 1ms makes each exactly 1ms slower. A
 // cache of budget 0 costs nothing.
 func TestCacheVisitsPayLocalAccess(t *testing.T) {
-	get, scan := warmCostTimes(t, sim.DRAMAccess, 1<<20)
-	slowGet, slowScan := warmCostTimes(t, sim.DRAMAccess+time.Millisecond, 1<<20)
-	require.Equal(t, time.Millisecond, slowGet-get, "warm Get: %v, with a 1ms dearer local access: %v", get, slowGet)
-	require.Equal(t, time.Millisecond, slowScan-scan, "warm scan: %v, with a 1ms dearer local access: %v", scan, slowScan)
-	get0, scan0 := warmCostTimes(t, sim.DRAMAccess, 0)
-	slowGet0, slowScan0 := warmCostTimes(t, sim.DRAMAccess+time.Millisecond, 0)
-	require.Equal(t, get0, slowGet0)
-	require.Equal(t, scan0, slowScan0)
+	basetest.RequireCacheVisitsCharged(t, sim.DRAMAccess, warmCostTimes)
 }

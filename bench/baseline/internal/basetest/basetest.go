@@ -1,12 +1,14 @@
 // Package basetest holds what the baseline trees' tests (bench/baseline/...) share beyond
 // internal/dstest's fabric set-up: a check of one operation's round trips and verbs and one
-// operation mix for linearizability checks. It is for tests only (it asserts with testify and
+// operation mix for linearizability checks, and the check that cache visits pay the simulator's
+// local-access price. It is for tests only (it asserts with testify and
 // fails the test given).
 package basetest
 
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +50,21 @@ func Parallel(t testing.TB, n int, f func(i int) error) {
 	for i, err := range errs {
 		require.NoError(t, err, "client %d", i)
 	}
+}
+
+// RequireCacheVisitsCharged asserts the baselines' rule for their caches in the simulator:
+// warm(t, access, budget) returns the virtual time of a warm Get and of a warm scan on a model
+// whose local access costs access, with a cache of budget bytes. With a cache, a local access
+// dearer by 1ms makes each exactly 1ms slower (one charged cache visit each); with a budget of
+// 0 it changes nothing.
+func RequireCacheVisitsCharged(t *testing.T, base time.Duration, warm func(t *testing.T, access time.Duration, budget int64) (get, scan time.Duration)) {
+	t.Helper()
+	get, scan := warm(t, base, 1<<20)
+	slowGet, slowScan := warm(t, base+time.Millisecond, 1<<20)
+	require.Equal(t, time.Millisecond, slowGet-get, "warm Get: %v, with a 1ms dearer local access: %v", get, slowGet)
+	require.Equal(t, time.Millisecond, slowScan-scan, "warm scan: %v, with a 1ms dearer local access: %v", scan, slowScan)
+	get0, scan0 := warm(t, base, 0)
+	slowGet0, slowScan0 := warm(t, base+time.Millisecond, 0)
+	require.Equal(t, get0, slowGet0)
+	require.Equal(t, scan0, slowScan0)
 }
