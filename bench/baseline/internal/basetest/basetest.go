@@ -1,8 +1,7 @@
 // Package basetest holds what the baseline trees' tests (bench/baseline/...) share beyond
 // internal/dstest's fabric set-up: a check of one operation's round trips and verbs and one
 // operation mix for linearizability checks, and the check that cache visits pay the simulator's
-// local-access price. It is for tests only (it asserts with testify and
-// fails the test given).
+// local-access price. It is for tests only (it asserts with testify and fails the test given).
 package basetest
 
 import (
