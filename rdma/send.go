@@ -115,7 +115,7 @@ func (c *sconn) msg(h wire.Header, p []byte) error {
 		}
 		c.reply(h.ID, nil, nil)
 		if err := c.flush(); err != nil {
-			_ = c.nc.Close()
+			c.abort()
 		}
 	})
 	return nil

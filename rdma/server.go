@@ -293,7 +293,7 @@ func (s *srv) shutdown() {
 		_ = ln.Close()
 	}
 	for _, c := range conns {
-		_ = c.nc.Close()
+		c.abort()
 	}
 	s.faultChanged()
 }
@@ -358,6 +358,23 @@ type sconn struct {
 
 	wmu sync.Mutex
 	out []byte
+
+	// raw: the connection is served inside a raw read (serve_unix.go), which its own goroutine
+	// must leave before the connection can be closed; aborted: it was told to close.
+	raw, aborted atomic.Bool
+}
+
+// abort closes the connection, from any goroutine (its own included, even in the middle of a
+// frame). A connection served inside a raw read cannot be closed from within it (Close waits
+// for the read to end), so it is woken with a past deadline and marked, and its goroutine
+// closes it as it leaves the read; it serves nothing more meanwhile.
+func (c *sconn) abort() {
+	c.aborted.Store(true)
+	if c.raw.Load() {
+		_ = c.nc.SetDeadline(time.Unix(1, 0))
+		return
+	}
+	_ = c.nc.Close()
 }
 
 func (c *sconn) run() {
@@ -378,11 +395,14 @@ func (c *sconn) run() {
 	if !c.handshake() {
 		return
 	}
+	if c.serveRaw() {
+		return
+	}
 	// The handshake's small reader may hold bytes the client sent after its auth; the
 	// connection's reader takes them first.
 	var src io.Reader = c.nc
 	if n := c.br.Buffered(); n > 0 {
-		src = io.MultiReader(io.LimitReader(c.br, int64(n)), c.nc)
+		src = io.MultiReader(io.LimitReader(c.br, int64(n)), src)
 	}
 	c.br = bufio.NewReaderSize(src, connReadBuf)
 	c.buf = make([]byte, 0, frameBuf)
@@ -392,44 +412,52 @@ func (c *sconn) run() {
 			c.readFailed(err)
 			return
 		}
-		switch st := s.state.Load(); {
-		case st == stateCrashed:
-			release()
-			return
-		case s.silent(c.client):
-			release()
-			c.dropped.Store(true)
-			continue
-		}
-		err = c.handle(h, p)
-		release()
-		if err != nil {
-			if errors.Is(err, errWrite) {
-				s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
-				return
-			}
-			c.violation(err)
-			return
-		}
-		if c.crashing {
-			// The node is crashed before the partial batch's reply leaves: a request the client
-			// sends once it has the reply is never served.
-			s.crashThen(func() { _ = c.flush() })
-			return
-		}
-		// Replies are written when the client has nothing more queued, and whenever they reach
-		// outFlushAt: a client that sends without reading meets a full socket here, and the
-		// connection stops reading its requests until it drains its replies.
-		if c.br.Buffered() == 0 || c.queued() >= outFlushAt {
-			if err := c.flush(); err != nil {
-				s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
-				return
-			}
-		}
-		if s.state.Load() == stateCrashed {
+		if !c.serveFrame(h, p, release, c.br.Buffered() == 0) {
 			return
 		}
 	}
+}
+
+// serveFrame serves one request frame, then writes the queued replies if idle (nothing more of
+// the client's is buffered) or if they reached outFlushAt. release returns the frame's buffer.
+// It reports whether the connection goes on.
+func (c *sconn) serveFrame(h wire.Header, p []byte, release func(), idle bool) bool {
+	s := c.s
+	switch st := s.state.Load(); {
+	case st == stateCrashed:
+		release()
+		return false
+	case s.silent(c.client):
+		release()
+		c.dropped.Store(true)
+		return true
+	}
+	err := c.handle(h, p)
+	release()
+	if err != nil {
+		if errors.Is(err, errWrite) {
+			s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
+			return false
+		}
+		c.violation(err)
+		return false
+	}
+	if c.crashing {
+		// The node is crashed before the partial batch's reply leaves: a request the client
+		// sends once it has the reply is never served.
+		s.crashThen(func() { _ = c.flush() })
+		return false
+	}
+	// Replies are written when the client has nothing more queued, and whenever they reach
+	// outFlushAt: a client that sends without reading meets a full socket here, and the
+	// connection stops reading its requests until it drains its replies.
+	if idle || c.queued() >= outFlushAt {
+		if err := c.flush(); err != nil {
+			s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
+			return false
+		}
+	}
+	return s.state.Load() != stateCrashed
 }
 
 // errWrite marks a failure to write a reply (the client does not read, or is gone).
@@ -530,11 +558,25 @@ func (c *sconn) flushLocked(extra []byte) error {
 	pending := int64(len(c.out) + len(extra))
 	s.writing.Add(pending)
 	defer s.writing.Add(-pending)
+	out := c.out
+	if len(extra) == 0 {
+		// First one write that does not wait: the socket takes a queue of this size at once
+		// unless the client has stopped reading, and then no deadline timer is armed for it.
+		n, ok, err := tryWrite(c.nc, out)
+		s.bytesOut.Add(uint64(n))
+		switch {
+		case err != nil:
+			return c.flushed(err)
+		case ok && n == len(out):
+			return c.flushed(nil)
+		}
+		out = out[n:]
+	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(s.lim.writeTimeout))
 	var err error
 	if len(extra) == 0 {
 		var n int
-		n, err = c.nc.Write(c.out)
+		n, err = c.nc.Write(out)
 		s.bytesOut.Add(uint64(n))
 	} else {
 		// One writev for the queue and the large reply.
@@ -543,6 +585,17 @@ func (c *sconn) flushLocked(extra []byte) error {
 		n, err = bufs.WriteTo(c.nc)
 		s.bytesOut.Add(uint64(n))
 	}
+	if err == nil {
+		// The no-wait write of a later flush must not meet this deadline once it is past.
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
+	return c.flushed(err)
+}
+
+// flushed empties the reply queue after a flush that ended with err (c.wmu held), and
+// returns err marked as a failure to write.
+func (c *sconn) flushed(err error) error {
+	s := c.s
 	if cap(c.out) > maxSmallQueue {
 		c.out = nil
 	} else {
@@ -723,7 +776,7 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 	s := c.s
 	ops, expiry, err := wire.DecodeBatchExpiry(p, c.ops)
 	c.ops = ops
-	if len(p) > cap(c.buf) {
+	if len(p) > frameBuf {
 		// The ops' data point into p, a budget's buffer that goes back to the budget once the
 		// batch is handled: kept in c.ops, the connection would hold it alive outside the
 		// budget until its next batch.
@@ -981,7 +1034,7 @@ func (c *sconn) call(h wire.Header, p []byte) error {
 		}
 		c.reply(h.ID, err, reply)
 		if err := c.flush(); err != nil {
-			_ = c.nc.Close()
+			c.abort()
 		}
 	}()
 	return nil
@@ -1045,7 +1098,7 @@ func (s *srv) endSilence() {
 	}
 	s.mu.Unlock()
 	for _, c := range stale {
-		_ = c.nc.Close()
+		c.abort()
 	}
 	s.faultChanged()
 }

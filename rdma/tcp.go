@@ -70,8 +70,9 @@ type tcpQP struct {
 	nc       net.Conn // set once the handshake is done; writes go here
 	wbuf     []byte
 	pend     []byte        // frames posted while connecting
-	out      []byte        // frames queued for the writer goroutine
+	out      []byte        // frames queued for the writer goroutine, or for the reader
 	flushing bool          // the writer owns a flush: frames go to out
+	rflush   bool          // a reader holds the role and writes out before it waits on the socket
 	kick     chan struct{} // wakes the writer
 
 	dead        atomic.Bool
@@ -166,8 +167,13 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr))
 		return
 	}
+	// The handshake's reader may hold bytes the node sent after its Welcome; they come first.
+	var src io.Reader = nc
+	if n := br.Buffered(); n > 0 {
+		src = io.MultiReader(io.LimitReader(br, int64(n)), src)
+	}
 	q.rmu.Lock()
-	q.br = bufio.NewReaderSize(progressReader{br, q}, readBufSize)
+	q.br = bufio.NewReaderSize(progressReader{src, q}, readBufSize)
 	q.rbuf = make([]byte, 0, 16<<10)
 	q.rmu.Unlock()
 	q.up.Store(true)
@@ -179,19 +185,69 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 // canceled context can interrupt between frames.
 const readBufSize = 64 << 10
 
-// progressReader notes every chunk received as a sign of life, so a long answer streaming in
-// is not mistaken for a silent node.
+// progressReader is the socket under a connection's read buffer, read by the holder of the
+// reader role when the buffer is empty. Before it reads (and may wait) it writes the frames
+// posted meanwhile, all in one system call, as a pipelining client flushes before it blocks;
+// and it notes every chunk received as a sign of life, so a long answer streaming in is not
+// mistaken for a silent node.
 type progressReader struct {
-	r *bufio.Reader
+	r io.Reader
 	q *tcpQP
 }
 
 func (p progressReader) Read(b []byte) (int, error) {
+	p.q.readerFlush(false)
 	n, err := p.r.Read(b)
 	if n > 0 {
 		p.q.lastRecv.Store(nanotime())
 	}
+	p.q.wmu.Lock()
+	p.q.rflush = true
+	p.q.wmu.Unlock()
 	return n, err
+}
+
+// readerFlush is called by the holder of the reader role before it waits on the socket
+// (holding false) and as it leaves the role: from then on posters hand their frames to the
+// writer goroutine, and what was queued for the reader is written now, in one system call
+// that does not wait (what the socket does not take goes to the writer goroutine).
+func (q *tcpQP) readerFlush(holding bool) {
+	q.wmu.Lock()
+	q.rflush = holding
+	if len(q.out) == 0 || q.flushing || q.nc == nil || q.dead.Load() {
+		q.wmu.Unlock()
+		return
+	}
+	n, ok, err := tryWrite(q.nc, q.out)
+	switch {
+	case err != nil:
+		q.out = q.out[:0]
+		q.wmu.Unlock()
+		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
+		return
+	case ok && n == len(q.out):
+		q.out = q.out[:0]
+	default:
+		q.out = q.out[:copy(q.out, q.out[n:])]
+		q.flushing = true
+		q.kick <- struct{}{}
+	}
+	q.wmu.Unlock()
+}
+
+// holdReader marks the reader role taken (q.rmu held): frames posted from now on wait in the
+// output buffer for the reader to write them before it next waits on the socket.
+func (q *tcpQP) holdReader() {
+	q.reading.Store(true)
+	q.wmu.Lock()
+	q.rflush = true
+	q.wmu.Unlock()
+}
+
+// dropReader marks the reader role free (q.rmu held) and writes what waits for the reader.
+func (q *tcpQP) dropReader() {
+	q.reading.Store(false)
+	q.readerFlush(false)
 }
 
 // post implements qp: the background reader collects the answers.
@@ -504,8 +560,10 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 
 // writeLocked sends a frame (q.wmu held). With nothing else in flight it writes it at once,
 // the lowest latency for a lone verb; with requests outstanding it appends it to the output
-// buffer for the writer goroutine, so pipelined frames share write calls. Either way frames
-// leave in posting order. buf is kept as the scratch buffer unless it grew large.
+// buffer, so pipelined frames share write calls: a reader holding the role (often the poster
+// itself, waiting on an earlier batch) writes the buffer before it waits on the socket, and
+// otherwise the writer goroutine does. Either way frames leave in posting order. buf is kept
+// as the scratch buffer unless it grew large.
 func (q *tcpQP) writeLocked(buf []byte) error {
 	var err error
 	switch {
@@ -513,13 +571,13 @@ func (q *tcpQP) writeLocked(buf []byte) error {
 		err = q.deadErr()
 	case q.nc == nil:
 		q.pend = append(q.pend, buf...)
-	case !q.flushing && q.outstanding.Load() <= 1:
+	case !q.flushing && len(q.out) == 0 && q.outstanding.Load() <= 1:
 		if _, werr := q.nc.Write(buf); werr != nil {
 			err = fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr)
 		}
 	default:
 		q.out = append(q.out, buf...)
-		if !q.flushing {
+		if !q.flushing && !q.rflush {
 			q.flushing = true
 			q.kick <- struct{}{}
 		}
@@ -603,16 +661,16 @@ func (q *tcpQP) bgReader() {
 			return
 		}
 		q.rmu.Lock()
-		q.reading.Store(true)
+		q.holdReader()
 		for q.outstanding.Load() > 0 && !q.dead.Load() {
 			if err := q.readOne(); err != nil {
-				q.reading.Store(false)
+				q.dropReader()
 				q.rmu.Unlock()
 				q.fail(err)
 				return
 			}
 		}
-		q.reading.Store(false)
+		q.dropReader()
 		q.rmu.Unlock()
 	}
 }
@@ -637,9 +695,9 @@ func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
-	q.reading.Store(true)
+	q.holdReader()
 	err := q.readFor(ctx, done)
-	q.reading.Store(false)
+	q.dropReader()
 	q.rmu.Unlock()
 	// Requests still outstanding are read by their own waiters, by the background reader if
 	// post kicked it, or at the latest when the monitor finds them without a reader.
