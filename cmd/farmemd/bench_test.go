@@ -22,17 +22,24 @@ import (
 
 // TestLoopbackBench measures farmemd on loopback beside redis-server in the same run: latency
 // per verb, and throughput with 1, 8 and 64 outstanding batches against the same number of
-// pipelined GETs. Run it with bench.sh (which installs redis-server when missing); it is skipped
-// unless FARMEM_BENCH=1.
+// pipelined GETs, each farmem measurement interleaved with its redis reference and the whole
+// comparison repeated, so the ratios come with their spread. Beside the times it counts the
+// read and write system calls per operation of each process (from /proc/<pid>/io, where the
+// kernel counts them). Run it with bench.sh (which installs redis-server when missing); it is
+// skipped unless FARMEM_BENCH=1.
 func TestLoopbackBench(t *testing.T) {
 	if os.Getenv("FARMEM_BENCH") != "1" {
 		t.Skip("set FARMEM_BENCH=1 (or run cmd/farmemd/bench.sh)")
 	}
 	redisBin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "redis-server is needed beside farmemd: bench.sh installs it")
-	n := 20000
+	n, reps := 10000, 5
 	if s := os.Getenv("FARMEM_BENCH_OPS"); s != "" {
 		n, err = strconv.Atoi(s)
+		require.NoError(t, err)
+	}
+	if s := os.Getenv("FARMEM_BENCH_REPS"); s != "" {
+		reps, err = strconv.Atoi(s)
 		require.NoError(t, err)
 	}
 	window := time.Second
@@ -45,84 +52,222 @@ func TestLoopbackBench(t *testing.T) {
 	require.NoError(t, err)
 	base := farmem.MakeAddr(1, 64<<10)
 
-	rc := startRedis(t, redisBin)
+	rc, redisPid := startRedis(t, redisBin)
 	require.NoError(t, rc.set("k8", strings.Repeat("x", 8)))
 	require.NoError(t, rc.set("k4k", strings.Repeat("x", 4096)))
+	farmemd, redisd := d.cmd.Process.Pid, redisPid
+	self := os.Getpid()
 
 	// Latency per verb, one at a time.
 	buf8, buf4k := make([]byte, 8), make([]byte, 4096)
 	verbs := []struct {
 		name string
+		size int
 		do   func() error
 	}{
-		{"read 8B", func() error { return m.Read(ctx, base, buf8) }},
-		{"read 4KiB", func() error { return m.Read(ctx, base, buf4k) }},
-		{"write 8B", func() error { return m.Write(ctx, base.Add(8192), buf8) }},
-		{"cas", func() error { _, err := m.CAS(ctx, base.Add(16384), 0, 0); return err }},
-		{"faa", func() error { _, err := m.FAA(ctx, base.Add(16392), 1); return err }},
-		{"masked cas", func() error {
+		{"read 8B", 8, func() error { return m.Read(ctx, base, buf8) }},
+		{"read 4KiB", 4096, func() error { return m.Read(ctx, base, buf4k) }},
+		{"write 8B", 8, func() error { return m.Write(ctx, base.Add(8192), buf8) }},
+		{"cas", 8, func() error { _, err := m.CAS(ctx, base.Add(16384), 0, 0); return err }},
+		{"faa", 8, func() error { _, err := m.FAA(ctx, base.Add(16392), 1); return err }},
+		{"masked cas", 8, func() error {
 			_, err := m.MaskedCAS(ctx, base.Add(16400), 0, 0xff, 1, 0xff00)
 			return err
 		}},
 	}
-	// Each farmem row is measured in rounds interleaved with rounds of its redis reference, so
-	// background load on the machine weighs on both alike.
-	t.Logf("loopback, %d ops per row, interleaved with as many redis GETs; farmemd and redis-server are separate processes", n)
-	t.Logf("%-12s %9s %9s %9s | %-10s %9s %9s | %s", "verb", "p50", "p99", "mean", "vs", "p50", "mean", "p50 ratio")
-	for _, v := range verbs {
-		size := 8
-		if v.name == "read 4KiB" {
-			size = 4096
-		}
-		key := fmt.Sprintf("k%d", size)
+	key := func(size int) string {
 		if size == 4096 {
-			key = "k4k"
+			return "k4k"
 		}
-		l, r := interleaved(t, n, v.do, func() error { return rc.get(key, size) })
-		t.Logf("%-12s %9v %9v %9v | GET %-6s %9v %9v | %.2fx", v.name, l.p50, l.p99, l.mean,
-			fmt.Sprintf("%dB", size), r.p50, r.mean, float64(l.p50)/float64(r.p50))
+		return "k8"
+	}
+	ks := []int{1, 8, 64}
+	type lat struct{ l, r []time.Duration }
+	lats := make([]lat, len(verbs))
+	p50Ratios := make([][]float64, len(verbs))
+	var fRates, rRates, tRatios [3][]float64
+	// System calls per operation: farmem's client and node, redis's client and server.
+	var sysLat, sysTput [4]ioCount
+	var latOps, tputOps [2]float64
+	for range reps {
+		// Each farmem row is measured in rounds interleaved with rounds of its redis reference,
+		// so background load on the machine weighs on both alike.
+		for i, v := range verbs {
+			var sc [4]ioCount
+			l, r := interleaved(t, n, v.do, func() error { return rc.get(key(v.size), v.size) },
+				func(first, before bool) {
+					if i != 0 {
+						return
+					}
+					if first {
+						sc[0].mark(t, self, before)
+						sc[1].mark(t, farmemd, before)
+					} else {
+						sc[2].mark(t, self, before)
+						sc[3].mark(t, redisd, before)
+					}
+				})
+			if i == 0 {
+				for j := range sc {
+					sysLat[j].add(sc[j])
+				}
+				latOps[0] += float64(len(l))
+				latOps[1] += float64(len(r))
+			}
+			lats[i].l = append(lats[i].l, l...)
+			lats[i].r = append(lats[i].r, r...)
+			p50Ratios[i] = append(p50Ratios[i], float64(summarize(l).p50)/float64(summarize(r).p50))
+		}
+		// Throughput with k batches (one 8-byte read each) outstanding, against k pipelined
+		// GETs, in alternating windows.
+		for j, k := range ks {
+			var fOps, rOps float64
+			const rounds = 5
+			for range rounds {
+				var sc [4]ioCount
+				sc[0].mark(t, self, true)
+				sc[1].mark(t, farmemd, true)
+				rate, ops := farmemThroughput(t, m, base, k, window/rounds)
+				sc[0].mark(t, self, false)
+				sc[1].mark(t, farmemd, false)
+				fOps += rate
+				sc[2].mark(t, self, true)
+				sc[3].mark(t, redisd, true)
+				rrate, rops := rc.throughput(t, "k8", 8, k, window/rounds)
+				sc[2].mark(t, self, false)
+				sc[3].mark(t, redisd, false)
+				rOps += rrate
+				if k == 64 {
+					for x := range sc {
+						sysTput[x].add(sc[x])
+					}
+					tputOps[0] += float64(ops)
+					tputOps[1] += float64(rops)
+				}
+			}
+			fRates[j] = append(fRates[j], fOps/rounds)
+			rRates[j] = append(rRates[j], rOps/rounds)
+			tRatios[j] = append(tRatios[j], fOps/rOps)
+		}
 	}
 
-	// Throughput with k batches (one 8-byte read each) outstanding, against k pipelined GETs,
-	// in alternating windows.
-	t.Logf("%-12s %14s %14s %8s", "outstanding", "farmem read/s", "redis GET/s", "ratio")
-	for _, k := range []int{1, 8, 64} {
-		var fOps, rOps float64
-		const rounds = 5
-		for range rounds {
-			fOps += farmemThroughput(t, m, base, k, window/rounds)
-			rOps += rc.throughput(t, "k8", 8, k, window/rounds)
-		}
-		t.Logf("%-12d %14.0f %14.0f %7.2fx", k, fOps/rounds, rOps/rounds, fOps/rOps)
+	t.Logf("loopback, %d repetitions of %d ops per latency row interleaved with as many redis GETs, and of 1 s per throughput row in alternating windows; farmemd and redis-server are separate processes", reps, n)
+	t.Logf("%-12s %9s %9s %9s | %-10s %9s %9s | %s", "verb", "p50", "p99", "mean", "vs", "p50", "mean", "p50 ratio: median [min-max]")
+	for i, v := range verbs {
+		l, r := summarize(lats[i].l), summarize(lats[i].r)
+		t.Logf("%-12s %9v %9v %9v | GET %-6s %9v %9v | %s", v.name, l.p50, l.p99, l.mean,
+			fmt.Sprintf("%dB", v.size), r.p50, r.mean, spread(p50Ratios[i]))
 	}
+	t.Logf("%-12s %14s %14s  %s", "outstanding", "farmem read/s", "redis GET/s", "ratio: median [min-max]")
+	for j, k := range ks {
+		t.Logf("%-12d %14.0f %14.0f  %s", k, median(fRates[j]), median(rRates[j]), spread(tRatios[j]))
+	}
+	t.Logf("read+write system calls per op    client         server")
+	t.Logf("  farmem read 8B, one at a time  %-14s %s", sysLat[0].per(latOps[0]), sysLat[1].per(latOps[0]))
+	t.Logf("  redis GET, one at a time       %-14s %s", sysLat[2].per(latOps[1]), sysLat[3].per(latOps[1]))
+	t.Logf("  farmem read 8B, 64 outstanding %-14s %s", sysTput[0].per(tputOps[0]), sysTput[1].per(tputOps[0]))
+	t.Logf("  redis GET, 64 outstanding      %-14s %s", sysTput[2].per(tputOps[1]), sysTput[3].per(tputOps[1]))
 	st := m.Stats()
 	t.Logf("farmem client stats: %v", st)
+}
+
+// ioCount accumulates a process's read and write system calls between marks.
+type ioCount struct{ r, w, r0, w0 uint64 }
+
+// mark starts (before) or ends a counted stretch of pid's system calls.
+func (c *ioCount) mark(t *testing.T, pid int, before bool) {
+	r, w := procIO(t, pid)
+	if before {
+		c.r0, c.w0 = r, w
+		return
+	}
+	c.r += r - c.r0
+	c.w += w - c.w0
+}
+
+func (c *ioCount) add(o ioCount) { c.r, c.w = c.r+o.r, c.w+o.w }
+
+func (c ioCount) per(ops float64) string {
+	if ops == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f+%.2f", float64(c.r)/ops, float64(c.w)/ops)
+}
+
+// procIO returns the read and write system calls pid has made (syscr and syscw of
+// /proc/<pid>/io; 0, 0 where the file is missing).
+func procIO(t *testing.T, pid int) (r, w uint64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, val, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "syscr":
+			r = v
+		case "syscw":
+			w = v
+		}
+	}
+	return r, w
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// spread formats ratios as their median and range.
+func spread(xs []float64) string {
+	return fmt.Sprintf("%.2fx [%.2f-%.2f]", median(xs), slices.Min(xs), slices.Max(xs))
 }
 
 type latencyStats struct{ p50, p99, mean time.Duration }
 
 // interleaved measures n calls of a and of b, alternating rounds of 500, after a warm-up.
-func interleaved(t *testing.T, n int, a, b func() error) (latencyStats, latencyStats) {
+// around, if not nil, is called before and after each round (first: a's round).
+func interleaved(t *testing.T, n int, a, b func() error, around func(first, before bool)) (la, lb []time.Duration) {
 	for range 200 {
 		require.NoError(t, a())
 		require.NoError(t, b())
 	}
-	la, lb := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	la, lb = make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 	for len(la) < n {
 		for _, c := range []struct {
-			do func() error
-			ls *[]time.Duration
-		}{{a, &la}, {b, &lb}} {
+			do    func() error
+			ls    *[]time.Duration
+			first bool
+		}{{a, &la, true}, {b, &lb, false}} {
+			if around != nil {
+				around(c.first, true)
+			}
 			for range min(500, n-len(*c.ls)) {
 				start := time.Now()
-				require.NoError(t, c.do())
+				err := c.do()
 				*c.ls = append(*c.ls, time.Since(start))
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if around != nil {
+				around(c.first, false)
 			}
 		}
 	}
-	return summarize(la), summarize(lb)
+	return la, lb
 }
-
 func summarize(ls []time.Duration) latencyStats {
 	slices.Sort(ls)
 	var sum time.Duration
@@ -133,8 +278,9 @@ func summarize(ls []time.Duration) latencyStats {
 	return latencyStats{p50: r(ls[len(ls)/2]), p99: r(ls[len(ls)*99/100]), mean: r(sum / time.Duration(len(ls)))}
 }
 
-// farmemThroughput keeps k one-read batches outstanding for the window and returns reads/s.
-func farmemThroughput(t *testing.T, m farmem.Memory, a farmem.Addr, k int, window time.Duration) float64 {
+// farmemThroughput keeps k one-read batches outstanding for the window and returns reads/s and
+// the reads done.
+func farmemThroughput(t *testing.T, m farmem.Memory, a farmem.Addr, k int, window time.Duration) (float64, int) {
 	ctx := context.Background()
 	bs := make([]farmem.Batch, k)
 	ps := make([]*farmem.Pending, k)
@@ -145,9 +291,14 @@ func farmemThroughput(t *testing.T, m farmem.Memory, a farmem.Addr, k int, windo
 	done := 0
 	start := time.Now()
 	for i := 0; ; i = (i + 1) % k {
-		require.NoError(t, ps[i].Wait(ctx, 0))
-		_, err := bs[i].Result(0)
-		require.NoError(t, err)
+		// (t.Fatal rather than require in the timed loops: require's t.Helper walks the stack
+		// on every call, a cost of the harness and not of what is measured)
+		if err := ps[i].Wait(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bs[i].Result(0); err != nil {
+			t.Fatal(err)
+		}
 		done++
 		if time.Since(start) >= window {
 			break
@@ -158,7 +309,7 @@ func farmemThroughput(t *testing.T, m farmem.Memory, a farmem.Addr, k int, windo
 	for j := range ps { // drain
 		require.NoError(t, ps[j].Wait(ctx, 0))
 	}
-	return float64(done) / elapsed.Seconds()
+	return float64(done) / elapsed.Seconds(), done + k
 }
 
 // redisConn is a minimal RESP client: enough for SET and GET.
@@ -168,7 +319,7 @@ type redisConn struct {
 	bw *bufio.Writer
 }
 
-func startRedis(t *testing.T, bin string) *redisConn {
+func startRedis(t *testing.T, bin string) (*redisConn, int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -185,7 +336,7 @@ func startRedis(t *testing.T, bin string) *redisConn {
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "redis-server did not start")
 	t.Cleanup(func() { _ = nc.Close() })
-	return &redisConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc)}
+	return &redisConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc)}, cmd.Process.Pid
 }
 
 func (r *redisConn) writeCmd(args ...string) {
@@ -231,8 +382,9 @@ func (r *redisConn) get(k string, n int) error {
 	return r.readBulk(n)
 }
 
-// throughput keeps window GETs outstanding on the connection (pipelining) for d.
-func (r *redisConn) throughput(t *testing.T, k string, n, window int, d time.Duration) float64 {
+// throughput keeps window GETs outstanding on the connection (pipelining) for d, and returns
+// GETs/s and the GETs done.
+func (r *redisConn) throughput(t *testing.T, k string, n, window int, d time.Duration) (float64, int) {
 	for range window {
 		r.writeCmd("GET", k)
 		require.NoError(t, r.bw.Flush())
@@ -240,7 +392,9 @@ func (r *redisConn) throughput(t *testing.T, k string, n, window int, d time.Dur
 	done := 0
 	start := time.Now()
 	for {
-		require.NoError(t, r.readBulk(n))
+		if err := r.readBulk(n); err != nil {
+			t.Fatal(err)
+		}
 		done++
 		if time.Since(start) >= d {
 			break
@@ -249,7 +403,9 @@ func (r *redisConn) throughput(t *testing.T, k string, n, window int, d time.Dur
 		// Like farmem's queue pair with requests in flight, send what is queued before
 		// blocking on a reply, so pipelined requests share write calls.
 		if r.br.Buffered() == 0 {
-			require.NoError(t, r.bw.Flush())
+			if err := r.bw.Flush(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	elapsed := time.Since(start)
@@ -257,5 +413,5 @@ func (r *redisConn) throughput(t *testing.T, k string, n, window int, d time.Dur
 	for range window - 1 {
 		require.NoError(t, r.readBulk(n))
 	}
-	return float64(done) / elapsed.Seconds()
+	return float64(done) / elapsed.Seconds(), done + window - 1
 }
