@@ -2,8 +2,17 @@
 
 package rdma
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // tryWrite cannot write without waiting here: ok is false, and the caller writes some other
 // way.
 func tryWrite(nc net.Conn, b []byte) (n int, ok bool, err error) { return 0, false, nil }
+
+// sockRaw returns nil: the reader role reads through the net.Conn.
+func sockRaw(nc net.Conn) syscall.RawConn { return nil }
+
+// rawRead is not used where sockRaw returns nil.
+func (q *tcpQP) rawRead(b []byte) (int, error) { return q.conn.Read(b) }

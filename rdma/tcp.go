@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -58,6 +59,7 @@ type tcpQP struct {
 
 	rmu     sync.Mutex // the reader role
 	br      *bufio.Reader
+	rc      syscall.RawConn // the socket, for rawRead (nil: read through the net.Conn)
 	rbuf    []byte
 	rs      wire.Results
 	up      atomic.Bool   // the connection is set up: br may be read
@@ -69,11 +71,13 @@ type tcpQP struct {
 	wmu      sync.Mutex
 	nc       net.Conn // set once the handshake is done; writes go here
 	wbuf     []byte
-	pend     []byte        // frames posted while connecting
-	out      []byte        // frames queued for the writer goroutine, or for the reader
-	flushing bool          // the writer owns a flush: frames go to out
-	rflush   bool          // a reader holds the role and writes out before it waits on the socket
-	kick     chan struct{} // wakes the writer
+	pend     []byte // frames posted while connecting
+	out      []byte // frames queued for the writer goroutine, or for the reader
+	flushing bool   // the writer owns a flush: frames go to out
+	rflush   bool   // a reader holds the role and writes out before it waits on the socket
+	// outReplies counts the frames in out that hold a slot (their answer will come back).
+	outReplies int32
+	kick       chan struct{} // wakes the writer
 
 	dead        atomic.Bool
 	outstanding atomic.Int32
@@ -171,6 +175,8 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 	var src io.Reader = nc
 	if n := br.Buffered(); n > 0 {
 		src = io.MultiReader(io.LimitReader(br, int64(n)), src)
+	} else {
+		q.rc = sockRaw(nc)
 	}
 	q.rmu.Lock()
 	q.br = bufio.NewReaderSize(progressReader{src, q}, readBufSize)
@@ -196,8 +202,14 @@ type progressReader struct {
 }
 
 func (p progressReader) Read(b []byte) (int, error) {
-	p.q.readerFlush(false)
-	n, err := p.r.Read(b)
+	var n int
+	var err error
+	if p.q.rc != nil {
+		n, err = p.q.rawRead(b)
+	} else {
+		p.q.readerFlush(false)
+		n, err = p.r.Read(b)
+	}
 	if n > 0 {
 		p.q.lastRecv.Store(nanotime())
 	}
@@ -219,6 +231,7 @@ func (q *tcpQP) readerFlush(holding bool) {
 		return
 	}
 	n, ok, err := tryWrite(q.nc, q.out)
+	q.outReplies = 0
 	switch {
 	case err != nil:
 		q.out = q.out[:0]
@@ -288,8 +301,18 @@ func (p *readingParker) Unpark() {
 	}
 }
 
-// do implements qp: the caller reads the answer itself if no one else is reading.
+// do implements qp: the caller reads the answer itself if no one else is reading. Taking the
+// reader role before it sends, it hands its frame to its own read of the socket, which writes
+// it and then waits for the answer without a read that would find nothing (rawRead).
 func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error {
+	if q.up.Load() && q.rmu.TryLock() {
+		q.holdReader()
+		q.send(ctx, b, nil, s)
+		err := q.readFor(ctx, done)
+		q.dropReader()
+		q.rmu.Unlock()
+		return err
+	}
 	q.send(ctx, b, nil, s)
 	return q.await(ctx, done)
 }
@@ -553,7 +576,7 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 		buf = wire.AppendOp(buf, &b.Ops[at(k)], key)
 	}
 	buf = wire.EndFrame(buf, start)
-	err := q.writeLocked(buf)
+	err := q.writeLocked(buf, id != 0)
 	q.wmu.Unlock()
 	return err
 }
@@ -564,19 +587,22 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 // itself, waiting on an earlier batch) writes the buffer before it waits on the socket, and
 // otherwise the writer goroutine does. Either way frames leave in posting order. buf is kept
 // as the scratch buffer unless it grew large.
-func (q *tcpQP) writeLocked(buf []byte) error {
+func (q *tcpQP) writeLocked(buf []byte, reply bool) error {
 	var err error
 	switch {
 	case q.dead.Load():
 		err = q.deadErr()
 	case q.nc == nil:
 		q.pend = append(q.pend, buf...)
-	case !q.flushing && len(q.out) == 0 && q.outstanding.Load() <= 1:
+	case !q.flushing && !q.rflush && len(q.out) == 0 && q.outstanding.Load() <= 1:
 		if _, werr := q.nc.Write(buf); werr != nil {
 			err = fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr)
 		}
 	default:
 		q.out = append(q.out, buf...)
+		if reply {
+			q.outReplies++
+		}
 		if !q.flushing && !q.rflush {
 			q.flushing = true
 			q.kick <- struct{}{}
@@ -610,7 +636,7 @@ func (q *tcpQP) writer(nc net.Conn) {
 				break
 			}
 			buf := q.out
-			q.out = spare[:0]
+			q.out, q.outReplies = spare[:0], 0
 			q.wmu.Unlock()
 			if _, err := nc.Write(buf); err != nil {
 				q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
@@ -635,7 +661,7 @@ func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, r
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeCall, 0, id)
 	buf = wire.EndFrame(wire.AppendCall(buf, method, from, req), start)
-	err = q.writeLocked(buf)
+	err = q.writeLocked(buf, true)
 	q.wmu.Unlock()
 	if err != nil {
 		q.fail(err)
