@@ -77,6 +77,23 @@
 // once delivery allows, and acknowledged. A message to the client's own node joins the inbox
 // directly, waiting for room.
 //
+// # System calls
+//
+// On the tcp provider a round trip costs one write and one read system call on each side. A
+// memory node serves each connection inside one raw read of its socket (syscall.RawConn), as an
+// event loop does: it reads what arrived, serves every whole frame, writes their replies in one
+// write, and waits for the poller's next readiness event before it reads again, so it never
+// makes the read that finds nothing that Go's net.Conn makes before it waits (the poller is edge
+// triggered: a byte arriving after a read that drained the socket raises a new event). A lone
+// verb's goroutine takes its connection's reader role before it sends: its read of the socket
+// writes the frame and, the frame holding every outstanding request, waits for the answer's
+// readiness event before reading. Pipelined frames share writes: frames posted while a reader
+// holds the role wait in the connection's output buffer and leave together when it next waits
+// on the socket, and otherwise the connection's writer goroutine writes everything queued in
+// one call; replies are written when no whole request is left to serve. None of this changes
+// the node's bounds above: its's first write of a reply queue arms no timer, and one the socket
+// does not take at once is written within the write timeout.
+//
 // A node that stops answering is detected by the client after the down timeout (quiet
 // connections are pinged, so a slow Call handler is not taken for a dead node); a refused or
 // reset connection fails at once. Nothing waits longer than the down timeout plus an eighth of
