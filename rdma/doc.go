@@ -91,8 +91,8 @@
 // holds the role wait in the connection's output buffer and leave together when it next waits
 // on the socket, and otherwise the connection's writer goroutine writes everything queued in
 // one call; replies are written when no whole request is left to serve. None of this changes
-// the node's bounds above: its's first write of a reply queue arms no timer, and one the socket
-// does not take at once is written within the write timeout.
+// the node's bounds above: its first write of a reply queue arms no timer, and a queue the
+// socket does not take at once is written within the write timeout.
 //
 // A node that stops answering is detected by the client after the down timeout (quiet
 // connections are pinged, so a slow Call handler is not taken for a dead node); a refused or
