@@ -87,8 +87,10 @@ func TestLoopbackBench(t *testing.T) {
 	p50Ratios := make([][]float64, len(verbs))
 	var fRates, rRates, tRatios [3][]float64
 	// System calls per operation: farmem's client and node, redis's client and server.
-	var sysLat, sysTput [4]ioCount
-	var latOps, tputOps [2]float64
+	var sysLat [4]ioCount
+	var sysTput [3][4]ioCount
+	var latOps [2]float64
+	var tputOps [3][2]float64
 	for range reps {
 		// Each farmem row is measured in rounds interleaved with rounds of its redis reference,
 		// so background load on the machine weighs on both alike.
@@ -137,13 +139,11 @@ func TestLoopbackBench(t *testing.T) {
 				sc[2].mark(t, self, false)
 				sc[3].mark(t, redisd, false)
 				rOps += rrate
-				if k == 64 {
-					for x := range sc {
-						sysTput[x].add(sc[x])
-					}
-					tputOps[0] += float64(ops)
-					tputOps[1] += float64(rops)
+				for x := range sc {
+					sysTput[j][x].add(sc[x])
 				}
+				tputOps[j][0] += float64(ops)
+				tputOps[j][1] += float64(rops)
 			}
 			fRates[j] = append(fRates[j], fOps/rounds)
 			rRates[j] = append(rRates[j], rOps/rounds)
@@ -165,8 +165,10 @@ func TestLoopbackBench(t *testing.T) {
 	t.Logf("read+write system calls per op    client         server")
 	t.Logf("  farmem read 8B, one at a time  %-14s %s", sysLat[0].per(latOps[0]), sysLat[1].per(latOps[0]))
 	t.Logf("  redis GET, one at a time       %-14s %s", sysLat[2].per(latOps[1]), sysLat[3].per(latOps[1]))
-	t.Logf("  farmem read 8B, 64 outstanding %-14s %s", sysTput[0].per(tputOps[0]), sysTput[1].per(tputOps[0]))
-	t.Logf("  redis GET, 64 outstanding      %-14s %s", sysTput[2].per(tputOps[1]), sysTput[3].per(tputOps[1]))
+	for j, k := range ks {
+		t.Logf("  farmem read 8B, %2d outstanding %-14s %s", k, sysTput[j][0].per(tputOps[j][0]), sysTput[j][1].per(tputOps[j][0]))
+		t.Logf("  redis GET, %2d outstanding      %-14s %s", k, sysTput[j][2].per(tputOps[j][1]), sysTput[j][3].per(tputOps[j][1]))
+	}
 	st := m.Stats()
 	t.Logf("farmem client stats: %v", st)
 }
