@@ -96,6 +96,7 @@ type qslot struct {
 	sink   sink
 	call   *callWait
 	expiry int64 // a batch frame's expiry, Unix nanoseconds
+	at     int64 // its post's time (nanotime), or 0: the clock is read when it takes its slot
 }
 
 type callWait struct {
@@ -321,8 +322,8 @@ func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan str
 // find this connection's window of outstanding requests full (a hung node) wait in its backlog,
 // sent in order by a goroutine as slots free, so the client goes on posting to other nodes.
 func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
-	expiry := time.Now().Add(q.f.down).UnixNano()
-	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: expiry}, false)
+	now := time.Now() // one clock read: the expiry's wall time, and the post's monotonic time
+	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: now.Add(q.f.down).UnixNano(), at: int64(now.Sub(epoch))}, false)
 }
 
 // deferred is the rest of a send, from its op lo on, waiting in a queue pair's backlog.
@@ -333,6 +334,7 @@ type deferred struct {
 	s      sink
 	lo     int
 	expiry int64 // the requests' expiry (wire.AppendBatchHeader), from the post's time
+	at     int64 // the post's time (nanotime)
 }
 
 // sendFrom sends d's ops from d.lo on. With drain false (the poster) it defers the rest to the
@@ -374,8 +376,9 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 			hi++
 		}
 		var id, seq uint64
-		sl := qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s, expiry: d.expiry}
+		sl := qslot{b: b, idx: idx, lo: lo, hi: hi, sink: s, expiry: d.expiry, at: d.at}
 		if drain {
+			sl.at = 0 // it takes its slot now, long after its post
 			if signaled {
 				var err error
 				if id, seq, err = q.acquire(d.ctx, sl); err != nil {
@@ -522,7 +525,11 @@ func (q *tcpQP) takeLocked(sl qslot) (id, seq uint64, ok bool) {
 	sl.seq = q.seq
 	q.slots[i] = sl
 	if q.outstanding.Load() == 0 {
-		q.lastRecv.Store(nanotime())
+		at := sl.at
+		if at == 0 {
+			at = nanotime()
+		}
+		q.lastRecv.Store(at)
 	}
 	q.outstanding.Add(1)
 	return uint64(sl.gen)<<32 | uint64(i), sl.seq, true
@@ -817,7 +824,7 @@ func (q *tcpQP) readOne() error {
 			return q.readErr(err)
 		}
 	}
-	q.lastRecv.Store(nanotime())
+	// (lastRecv was set as the frame's bytes arrived: progressReader)
 	q.pinged.Store(false)
 	switch h.Type {
 	case wire.TypeResult:
