@@ -850,7 +850,7 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 			kbytes[o.Kind] += uint64(o.Len)
 			var dst []byte
 			b, dst = wire.AppendRead(b, int(o.Len))
-			mem.ReadAt(dst, o.Off, nil)
+			readWords(mem, dst, o.Off)
 		case farmem.OpWrite:
 			kbytes[o.Kind] += uint64(o.Len)
 			mem.WriteAt(o.Data, o.Off, nil)
