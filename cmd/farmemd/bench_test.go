@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func TestLoopbackBench(t *testing.T) {
 		// GETs, in alternating windows.
 		for j, k := range ks {
 			var fOps, rOps float64
-			const rounds = 5
+			const rounds = 20 // short windows, so load on the machine weighs on both alike
 			for range rounds {
 				var sc [4]ioCount
 				sc[0].mark(t, self, true)
@@ -151,7 +152,8 @@ func TestLoopbackBench(t *testing.T) {
 		}
 	}
 
-	t.Logf("loopback, %d repetitions of %d ops per latency row interleaved with as many redis GETs, and of 1 s per throughput row in alternating windows; farmemd and redis-server are separate processes", reps, n)
+	t.Logf("cpu: %s, %d cores", cpuModel(), runtime.NumCPU())
+	t.Logf("loopback, %d repetitions of %d ops per latency row interleaved with as many redis GETs, and of 1 s per throughput row in 20 alternating windows; farmemd and redis-server are separate processes", reps, n)
 	t.Logf("%-12s %9s %9s %9s | %-10s %9s %9s | %s", "verb", "p50", "p99", "mean", "vs", "p50", "mean", "p50 ratio: median [min-max]")
 	for i, v := range verbs {
 		l, r := summarize(lats[i].l), summarize(lats[i].r)
@@ -171,6 +173,20 @@ func TestLoopbackBench(t *testing.T) {
 	}
 	st := m.Stats()
 	t.Logf("farmem client stats: %v", st)
+}
+
+// cpuModel names the machine's processor (/proc/cpuinfo), or "unknown".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(val)
+		}
+	}
+	return "unknown"
 }
 
 // ioCount accumulates a process's read and write system calls between marks.
