@@ -135,6 +135,8 @@ type Allocator struct {
 
 	ep       epochState
 	restarts restartState
+	rep      *replicaState // the metadata nodes, when the header says r > 1 (replica.go)
+	tableOff uint64        // the epoch table's offset on each metadata node
 
 	// What a handover gave this allocator on nodes outside its set: relayed at Close.
 	foreign        []arenaState
@@ -184,12 +186,28 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 		return w
 	}
-	hdrs, word, down, err := readHeadersDegraded(ctx, m, readable, wordAt(guess))
+	hdrs, word, down, blank, err := readHeadersDegraded(ctx, m, readable, wordAt(guess))
 	if err != nil {
 		return nil, err
 	}
-	home := hdrs[firstRead(readable, hdrs)].Home
-	if _, ok := hdrs[home]; !ok {
+	first := hdrs[firstRead(readable, hdrs)]
+	home := first.Home
+	replicated := first.Replicas > 1
+	if len(blank) > 0 && !replicated {
+		_, _, err := readHeaders(ctx, m, blank[:1], 0)
+		return nil, err
+	}
+	// Adopted, not formatted again yet: laid out like a lost node, used once formatted.
+	lost = append(lost, blank...)
+	if replicated {
+		// The metadata is on a majority of the metadata nodes: the home node's header and
+		// handover word are not needed (any header carries the parameters; the words are
+		// read from the metadata nodes below).
+		word = 0
+		if _, ok := hdrs[home]; !ok {
+			down = append(down, home)
+		}
+	} else if _, ok := hdrs[home]; !ok {
 		h, w, err := readHeaders(ctx, m, []farmem.NodeID{home}, wordAt(home))
 		if err != nil {
 			return nil, err
@@ -203,6 +221,9 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		word = w
 	}
 	hh := hdrs[home]
+	if replicated {
+		hh = first
+	}
 	if err := layoutLost(m, hdrs, hh, append(lost, down...)); err != nil {
 		return nil, err
 	}
@@ -237,6 +258,14 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	a.initRestarts()
 	for _, n := range lost {
 		a.restarts.unchecked[n] = true
+	}
+	if err := a.initReplicas(hh, hdrs); err != nil {
+		return nil, err
+	}
+	if a.rep != nil {
+		if word, err = a.takeRep(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if word != 0 {
 		if err := a.adopt(ctx, word, hdrs); err != nil {
