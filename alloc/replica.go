@@ -505,3 +505,18 @@ func (a *Allocator) putBackRep(ctx context.Context, w uint64) bool {
 	_, err := a.waitQuorum(ctx, a.m.Post(ctx, b), func(i int) bool { prev, _ := b.Result(ops[i]); return prev == 0 })
 	return err == nil
 }
+
+// MetaNodes returns the nodes holding the allocator's shared metadata: the home node alone,
+// or the r metadata nodes (see the package function MetaNodes). No verb.
+func (a *Allocator) MetaNodes() []farmem.NodeID {
+	if a.rep == nil {
+		return []farmem.NodeID{a.home}
+	}
+	return slices.Clone(a.rep.nodes)
+}
+
+// EpochWordOffset is the offset of a node's global epoch word. On a metadata node it is 0
+// only while the node is not restored after a restart (Reformat writes it last), so
+// structures that keep their own words beside the allocator's on the metadata nodes can use
+// it, read in the same batch, to skip a node that is not restored yet.
+const EpochWordOffset = offEpoch
