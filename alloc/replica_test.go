@@ -217,3 +217,49 @@ func TestReplicasFormatOptions(t *testing.T) {
 	require.Equal(t, 3, got.Replicas)
 	require.Equal(t, []farmem.NodeID{2, 3, 1}, MetaNodes(c.f.Topology(), Header{Home: 2, Replicas: 3}))
 }
+
+// Round trips with r = 3 against r = 1, measured on the same shape: a symmetric chunk claim,
+// New (nothing to adopt, and adopting), a pin, a scan, a retire without a pin, and Close.
+func TestReplicatedRoundTrips(t *testing.T) {
+	for _, r := range []int{1, 3} {
+		t.Run(fmt.Sprint("r", r), func(t *testing.T) {
+			ctx := context.Background()
+			c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 1 << 20, ComputeNodes: 1, ClientsPerNode: 16}}, replicaFormat(r))
+			m := c.client(t, 0)
+			rt := func(f func()) uint64 {
+				before := m.Stats()
+				f()
+				return m.Stats().Sub(before).RoundTrips
+			}
+			want := map[int][6]uint64{
+				1: {NewRoundTrips, ChunkClaimRoundTrips, PinRoundTrips, ScanRoundTrips, CloseRoundTrips, NewAdoptRoundTrips},
+				3: {NewReplicatedRoundTrips, ChunkClaimRoundTrips, PinRoundTrips, ScanRoundTrips, CloseReplicatedRoundTrips, NewReplicatedAdoptRoundTrips},
+			}[r]
+			var a *Allocator
+			require.Equal(t, want[0], rt(func() {
+				var err error
+				a, err = New(ctx, m, longLeases)
+				require.NoError(t, err)
+			}), "New")
+			require.Equal(t, want[1], rt(func() {
+				_, err := a.AllocSymmetric(ctx, 4<<10, 0)
+				require.NoError(t, err)
+			}), "symmetric chunk claim")
+			require.Equal(t, want[2], rt(func() { require.NoError(t, a.Pin(ctx)) }), "pin")
+			require.NoError(t, a.Unpin())
+			require.Equal(t, want[3], rt(func() {
+				_, err := a.Reclaim(ctx)
+				require.NoError(t, err)
+			}), "scan")
+			_, err := a.Alloc(ctx, 512, 0)
+			require.NoError(t, err)
+			require.Equal(t, want[4], rt(func() { require.NoError(t, a.Close()) }), "close handing over")
+			require.Equal(t, want[5], rt(func() {
+				b, err := New(ctx, m, longLeases)
+				require.NoError(t, err)
+				require.Equal(t, 1, b.Adopted().Records)
+				require.NoError(t, b.Close())
+			})-want[4], "new adopting")
+		})
+	}
+}

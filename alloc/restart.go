@@ -29,8 +29,9 @@ import (
 //
 // What this does not cover: a handover record written before the restart and adopted by a New
 // after it may still name blocks of the old incarnation (the record does not carry
-// incarnations); and an allocator's home node is a single point of failure: its restart loses
-// the epoch table, the handover table and the symmetric bump word, which nothing rebuilds.
+// incarnations); and without replicated metadata the home node is a single point of failure:
+// its restart loses the epoch table, the handover table and the symmetric bump word, which
+// nothing rebuilds (with Header.Replicas > 1, Reformat restores them from its peers).
 
 // restartState is what an allocator knows of its nodes' incarnations, by node id.
 type restartState struct {

@@ -61,9 +61,13 @@ type Location = race.Location
 // "Restarted memory nodes"). Each process with a Store on the fabric calls Adopt for its own
 // fabric (the fence is per fabric); the first to do so reports the loss.
 //
-// Limits: the home node (the store's root word, descriptor and the allocator's shared tables)
-// is a single point of failure: Adopt refuses it (ErrInvalid), and a store whose home node
-// restarted is lost. A store with replication is refused (ErrNotSupported): repopulating a node
+// With replicated metadata (Options.Replicas > 1) Adopt works on any node, the home node
+// included, while the store runs, and repopulates the node through the index's Repopulator
+// when it has one (see Repopulator and the package doc, "Restarted memory nodes").
+//
+// Limits without replicated metadata: the home node (the store's root word, descriptor and
+// the allocator's shared tables) is a single point of failure: Adopt refuses it (ErrInvalid),
+// and a store whose home node restarted is lost. A store with replication is refused (ErrNotSupported): repopulating a node
 // from replicas is the replicator's job. Only the RACE index can purge (others:
 // ErrNotSupported). Adopt is meant to run while no other client splits the index; operations
 // may run meanwhile (those on lost keys keep failing until step 4 removes them).
