@@ -278,3 +278,33 @@ func probe(t *testing.T, f farmem.Fabric) farmem.Memory {
 	t.Cleanup(func() { _ = m.Close() })
 	return m
 }
+
+// TestReplicatedMetaCreateFirstNodeDown: a store is created on a fresh fabric whose first
+// node is down (formatted on the majority that answers), runs, and once that node restarts
+// empty it is adopted: restored, not formatted fresh.
+func TestReplicatedMetaCreateFirstNodeDown(t *testing.T) {
+	ctx := context.Background()
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1}})
+	require.NoError(t, f.Crash(1))
+	s := openStore(t, f, metaOptions(3))
+	for i := range 16 {
+		require.NoError(t, s.Put(ctx, key(uint64(i)), val(uint64(i), 24)))
+	}
+	m := probe(t, f)
+	require.NoError(t, f.Restart(1))
+	rep, err := s.Adopt(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), rep.Generation)
+	h1, err := alloc.Open(ctx, m, 1)
+	require.NoError(t, err)
+	h2, err := alloc.Open(ctx, m, 2)
+	require.NoError(t, err)
+	require.Equal(t, h2.SymBump, h1.SymBump, "restored from its peers, not formatted fresh")
+	require.Equal(t, rawWord(t, m, 2, kvstore.RootOffset), rawWord(t, m, 1, kvstore.RootOffset))
+	require.NoError(t, f.Crash(3))
+	for i := range 16 {
+		got, err := s.Get(ctx, key(uint64(i)))
+		require.NoError(t, err)
+		require.Equal(t, val(uint64(i), 24), got)
+	}
+}

@@ -236,7 +236,11 @@ func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
 			return nil, err
 		}
 	}
-	if err := s.format(ctx, m, err == nil); err != nil {
+	replicas := s.opts.Format.Replicas
+	if err == nil {
+		replicas = hh.Replicas
+	}
+	if err := s.format(ctx, m, err == nil, hh.Home, replicas); err != nil {
 		return nil, err
 	}
 	a, err := alloc.New(ctx, m, s.opts.Alloc)
@@ -283,20 +287,32 @@ func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
 // On a fabric formatted before (formatted: the home node's header was found), a node that does
 // not answer is skipped: it was formatted with the others, and the store works without it for
 // whatever does not live there.
-func (s *Store) format(ctx context.Context, m farmem.Memory, formatted bool) error {
+//
+// With replicated metadata (replicas > 1, from the headers found or, on a fresh fabric, the
+// options), a node that does not answer is skipped even on a fresh fabric (the majority
+// formatted serves; the node is restored when it answers), and a node found unformatted on a
+// formatted fabric is restored from its peers (alloc.Reformat) rather than formatted fresh,
+// since fresh symmetric bump and epoch words would be behind the others' (fresh formatting is
+// the fallback when no majority of its peers is formatted yet: a fabric being created).
+func (s *Store) format(ctx context.Context, m farmem.Memory, formatted bool, home farmem.NodeID, replicas int) error {
 	for _, n := range m.Topology().MemoryNodes() {
 		if farmem.StatusOf(m, n).State == farmem.NodeLost {
 			continue // formatted again by Store.Adopt
 		}
 		for attempt := 0; ; attempt++ {
 			_, err := alloc.Open(ctx, m, n)
-			if err == nil || formatted && errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
+			if err == nil || (formatted || replicas > 1) && errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
 				break
 			}
 			switch {
 			case errors.Is(err, alloc.ErrNotFormatted) || errors.Is(err, alloc.ErrHalfFormatted):
 				if s.opts.NoCreate {
 					return fmt.Errorf("%w: %w", ErrNoStore, err)
+				}
+				if formatted && replicas > 1 {
+					if err = alloc.Reformat(ctx, m, home, n); err == nil {
+						continue
+					}
 				}
 				if err = alloc.Format(ctx, m, n, s.opts.Format); err == nil {
 					continue // check it
