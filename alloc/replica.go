@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -20,7 +22,8 @@ import (
 //     of the CASes succeeded. Each word only grows, and a CAS succeeds only from a value at
 //     most M, so of two claims that both reached a majority, the later one, on a node both
 //     reached, saw the earlier's end: the ranges are disjoint. A word of 0 is a node not
-//     restored yet (Restore): it never counts and is never CASed.
+//     restored yet (Reformat): it never counts and is never CASed. Claims that split the
+//     nodes' votes retry after a random pause (from the client's Runtime), doubling up to 1ms.
 //   - the global epoch: each node's copy only grows, and a value appears on a node only by a
 //     scan's advance or by copying a value that exists (write-back, Restore). A pin succeeds
 //     when its announcement and then the epoch, read on each of q nodes, give the same value
@@ -90,6 +93,8 @@ type replicaState struct {
 	symSeen []uint64
 	// gSeen is each node's global epoch copy as last seen (0: unknown).
 	gSeen []uint64
+	// rng draws the pauses of contended symmetric claims (from the client's Runtime).
+	rng *rand.Rand
 }
 
 // index returns the position of node n among the metadata nodes, or -1.
@@ -162,7 +167,19 @@ const maxSymRounds = 64
 func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, error) {
 	rs := a.rep
 	ar := a.sym
-	for range maxSymRounds {
+	backoff := time.Microsecond
+	for round := range maxSymRounds {
+		if round > 0 {
+			// Claims that split the nodes' votes retry after a random pause, so that one of
+			// them wins the next round.
+			if rs.rng == nil {
+				rs.rng = a.rt.NewRand()
+			}
+			if err := a.rt.Sleep(ctx, time.Duration(rs.rng.Int64N(int64(backoff)))+1); err != nil {
+				return 0, err
+			}
+			backoff = min(2*backoff, time.Millisecond)
+		}
 		m := uint64(0)
 		for _, v := range rs.symSeen {
 			m = max(m, v)
