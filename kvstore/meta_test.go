@@ -308,3 +308,30 @@ func TestReplicatedMetaCreateFirstNodeDown(t *testing.T) {
 		require.Equal(t, val(uint64(i), 24), got)
 	}
 }
+
+// TestReplicatedMetaRoundTrips measures, on one shape, the round trips of opening an existing
+// store and of adopting a restarted node (not the home node) with r = 1 and r = 3 on four
+// memory nodes, and checks the r = 3 Open against r = 1's.
+func TestReplicatedMetaRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	measure := func(r int) (open, adopt uint64) {
+		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1}})
+		o := kvstore.Options{Replicas: r, Alloc: quietAlloc}
+		s := openStore(t, f, o)
+		require.NoError(t, s.Put(ctx, key(1), val(1, 24)))
+		require.NoError(t, s.Close())
+		before := f.Stats().RoundTrips
+		s2 := openStore(t, f, o)
+		open = f.Stats().RoundTrips - before
+		require.NoError(t, f.Restart(2)) // not the home node: r = 1 can adopt it too
+		before = f.Stats().RoundTrips
+		_, err := s2.Adopt(ctx, 2)
+		require.NoError(t, err)
+		adopt = f.Stats().RoundTrips - before
+		return open, adopt
+	}
+	o1, a1 := measure(1)
+	o3, a3 := measure(3)
+	t.Logf("round trips: Open %d (r = 1) vs %d (r = 3); Adopt of node 2 %d (r = 1) vs %d (r = 3, a metadata node)", o1, o3, a1, a3)
+	require.Equal(t, o1+2, o3, "r = 3 Open costs two round trips more than r = 1 (the allocator reads its handover words on their own)")
+}
