@@ -186,14 +186,18 @@ func decided(w []uint64, got []int, q int) (uint64, bool) {
 }
 
 // findOrCreateRep is findOrCreate over the metadata nodes (see above).
-func findOrCreateRep(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID, lease, skew time.Duration, create func(ctx context.Context) (Descriptor, uint64, error)) (Descriptor, RootWord, error) {
+//
+// It also returns the nodes that answered with an empty root word once the store was found:
+// nodes whose allocator metadata is restored (or formatted late) but whose store words are
+// not, which the caller restores (Store.restoreMeta).
+func findOrCreateRep(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID, lease, skew time.Duration, create func(ctx context.Context) (Descriptor, uint64, error)) (Descriptor, RootWord, []farmem.NodeID, error) {
 	rt := m.Runtime()
 	q := len(nodes)/2 + 1
 	backoff := 2 * time.Microsecond
 	for {
 		w, got, err := readWords(ctx, m, nodes, q, RootOffset)
 		if err != nil {
-			return Descriptor{}, 0, fmt.Errorf("kvstore: read root words: %w", err)
+			return Descriptor{}, 0, nil, fmt.Errorf("kvstore: read root words: %w", err)
 		}
 		v, ok := decided(w, got, q)
 		rw := RootWord(v)
@@ -201,9 +205,15 @@ func findOrCreateRep(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID
 		case ok && rw.State() == RootReady:
 			writeBack(m, nodes, RootOffset, w, got, v)
 			d, err := readDescriptorRep(ctx, m, nodes, w, v)
-			return d, rw, err
+			var bare []farmem.NodeID
+			for _, i := range got {
+				if w[i] == 0 {
+					bare = append(bare, nodes[i])
+				}
+			}
+			return d, rw, bare, err
 		case ok && rw.State() == RootInvalid:
-			return Descriptor{}, 0, fmt.Errorf("kvstore: root words hold %#x: %w", v, ErrBadRoot)
+			return Descriptor{}, 0, nil, fmt.Errorf("kvstore: root words hold %#x: %w", v, ErrBadRoot)
 		}
 		// Claimable: empty, or a claim whose lease ran out. Ready words are never claimed.
 		now := rt.Now()
@@ -218,28 +228,28 @@ func findOrCreateRep(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID
 			}
 		}
 		if free >= q && ok && rw.State() == RootEmpty && create == nil {
-			return Descriptor{}, 0, fmt.Errorf("%w (root words empty on a majority)", ErrNoStore)
+			return Descriptor{}, 0, nil, fmt.Errorf("%w (root words empty on a majority)", ErrNoStore)
 		}
 		if free >= q && create != nil {
 			claim := claimWord(m.Info().ID, now.Add(lease))
 			won, _, err := casWords(ctx, m, nodes, RootOffset, w, uint64(claim), func(i int) bool { return !slices.Contains(got, i) || !claimable(i) })
 			if err != nil {
-				return Descriptor{}, 0, fmt.Errorf("kvstore: claim root words: %w", err)
+				return Descriptor{}, 0, nil, fmt.Errorf("kvstore: claim root words: %w", err)
 			}
 			if len(won) >= q {
 				d, off, err := create(ctx)
 				if err != nil {
 					// Give the claim back so that others need not wait for the lease.
 					_, _, _ = casWords(ctx, m, nodes, RootOffset, fill(len(nodes), uint64(claim)), 0, nil)
-					return Descriptor{}, 0, err
+					return Descriptor{}, 0, nil, err
 				}
 				ready, err := readyWord(farmem.MakeAddr(nodes[0], off))
 				if err != nil {
-					return Descriptor{}, 0, err
+					return Descriptor{}, 0, nil, err
 				}
 				won, prev, err := casWords(ctx, m, nodes, RootOffset, fill(len(nodes), uint64(claim)), uint64(ready), nil)
 				if err != nil {
-					return Descriptor{}, 0, fmt.Errorf("kvstore: publish root words: %w", err)
+					return Descriptor{}, 0, nil, fmt.Errorf("kvstore: publish root words: %w", err)
 				}
 				if len(won) >= q {
 					// Write back on the others: from what they answered, or, for nodes that
@@ -257,7 +267,7 @@ func findOrCreateRep(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID
 					if len(b.Ops) > 0 {
 						m.Post(context.Background(), b)
 					}
-					return d, ready, nil
+					return d, ready, nil, nil
 				}
 				// Our lease ran out and another client took the claim over on a majority:
 				// what we built is leaked, and the store is theirs.
@@ -265,7 +275,7 @@ func findOrCreateRep(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID
 			continue
 		}
 		if err := rt.Sleep(ctx, backoff); err != nil {
-			return Descriptor{}, 0, err
+			return Descriptor{}, 0, nil, err
 		}
 		backoff = min(2*backoff, time.Millisecond)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,7 +254,17 @@ func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
 		if !s.opts.NoCreate {
 			create = func(ctx context.Context) (Descriptor, uint64, error) { return s.createRep(ctx, m, a) }
 		}
-		s.desc, s.rootWord, err = findOrCreateRep(ctx, m, s.meta, s.opts.Lease, s.opts.ClockSkew, create)
+		var bare []farmem.NodeID
+		s.desc, s.rootWord, bare, err = findOrCreateRep(ctx, m, s.meta, s.opts.Lease, s.opts.ClockSkew, create)
+		// A metadata node formatted (restored) late, by format above, has no store words yet:
+		// copy them, best effort (until then readers find no majority on it alone, and a
+		// later Open or Adopt tries again).
+		for _, n := range bare {
+			if err == nil {
+				peers := slices.DeleteFunc(slices.Clone(s.meta), func(x farmem.NodeID) bool { return x == n })
+				_ = s.restoreMeta(ctx, m, n, peers)
+			}
+		}
 	} else {
 		var create creator
 		if !s.opts.NoCreate {
