@@ -44,7 +44,7 @@ func rawWord(t *testing.T, m farmem.Memory, n farmem.NodeID, off uint64) uint64 
 // disagree with the record fail with ErrMismatch.
 func TestReplicatedMetaOpen(t *testing.T) {
 	ctx := context.Background()
-	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2, MemorySize: 4 << 20}})
 	s := openStore(t, f, metaOptions(3))
 	for i := range 32 {
 		require.NoError(t, s.Put(ctx, key(uint64(i)), val(uint64(i), 24)))
@@ -87,7 +87,7 @@ func TestReplicatedMetaOpen(t *testing.T) {
 // node only, and Open fails with ErrMismatch when asked for replicas.
 func TestUnreplicatedMetaUnchanged(t *testing.T) {
 	ctx := context.Background()
-	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 4 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	info, err := kvstore.Inspect(ctx, probe(t, f))
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func (x repopIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 // node crashes and a new Open still finds the store (the restored node counts in the majority).
 func TestReplicatedMetaAdopt(t *testing.T) {
 	ctx := context.Background()
-	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2, MemorySize: 4 << 20}})
 	var calls []farmem.NodeID
 	o := metaOptions(3)
 	o.Index = repopKind{mu: &sync.Mutex{}, calls: &calls}
@@ -183,7 +183,7 @@ func TestReplicatedMetaAdopt(t *testing.T) {
 // metadata node crashes; no operation fails.
 func TestReplicatedMetaLincheckLocal(t *testing.T) {
 	ctx := context.Background()
-	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: 3})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2, MemorySize: 4 << 20}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: 3})
 	o := metaOptions(3)
 	stores := []*kvstore.Store{openStore(t, f, o), openStore(t, f, o)}
 	rt := f.Runtime()
@@ -284,7 +284,7 @@ func probe(t *testing.T, f farmem.Fabric) farmem.Memory {
 // empty it is adopted: restored, not formatted fresh.
 func TestReplicatedMetaCreateFirstNodeDown(t *testing.T) {
 	ctx := context.Background()
-	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1}})
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 4 << 20}})
 	require.NoError(t, f.Crash(1))
 	s := openStore(t, f, metaOptions(3))
 	for i := range 16 {
@@ -315,7 +315,7 @@ func TestReplicatedMetaCreateFirstNodeDown(t *testing.T) {
 func TestReplicatedMetaRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	measure := func(r int) (open, adopt uint64) {
-		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1}})
+		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 4 << 20}})
 		o := kvstore.Options{Replicas: r, Alloc: quietAlloc}
 		s := openStore(t, f, o)
 		require.NoError(t, s.Put(ctx, key(1), val(1, 24)))
