@@ -333,5 +333,5 @@ func TestReplicatedMetaRoundTrips(t *testing.T) {
 	o1, a1 := measure(1)
 	o3, a3 := measure(3)
 	t.Logf("round trips: Open %d (r = 1) vs %d (r = 3); Adopt of node 2 %d (r = 1) vs %d (r = 3, a metadata node)", o1, o3, a1, a3)
-	require.Equal(t, o1+2, o3, "r = 3 Open costs two round trips more than r = 1 (the allocator reads its handover words on their own)")
+	require.Equal(t, o1+2, o3, "r = 3 Open costs two round trips more than r = 1: its allocator reads, then takes, the handover words it adopts on their own (alloc.NewReplicatedAdoptRoundTrips against NewAdoptRoundTrips)")
 }
