@@ -152,7 +152,11 @@ type Allocator struct {
 // one more (a CAS taking the word and the head's Read, in one batch), and one more if the
 // record spans several segments. The client's id must be at most the MaxClients the nodes were
 // formatted with (ErrNoSpace otherwise). A corrupt record does not fail New: it is reported in
-// Adopted().Err and nothing of it is adopted.
+// Adopted().Err and nothing of it is adopted. With replicated metadata (Header.Replicas > 1)
+// New needs no particular node: it takes the parameters from any header it reads, lays out
+// the nodes that do not answer or are not formatted again yet, and reads and takes its
+// handover words on a majority of the metadata nodes (NewReplicatedRoundTrips,
+// NewReplicatedAdoptRoundTrips).
 func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
