@@ -424,7 +424,8 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 
 // AllocSymmetric returns a block of size bytes aligned to align at the same offset on every
 // formatted memory node, from the symmetric area. Symmetric chunks are claimed with one FAA on
-// the home node's symmetric bump word and carved like any others; the symmetric area is disjoint
+// the home node's symmetric bump word (with replicated metadata, by a maximum over a majority
+// of the metadata nodes' words: see the package doc) and carved like any others; the symmetric area is disjoint
 // from every node's heap, so no regular allocation ever returns an offset a symmetric one has.
 func (a *Allocator) AllocSymmetric(ctx context.Context, size, align uint64) (SymOffset, error) {
 	if err := a.usable(); err != nil {
