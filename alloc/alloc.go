@@ -135,6 +135,8 @@ type Allocator struct {
 
 	ep       epochState
 	restarts restartState
+	rep      *replicaState // the metadata nodes, when the header says r > 1 (replica.go)
+	tableOff uint64        // the epoch table's offset on each metadata node
 
 	// What a handover gave this allocator on nodes outside its set: relayed at Close.
 	foreign        []arenaState
@@ -150,7 +152,11 @@ type Allocator struct {
 // one more (a CAS taking the word and the head's Read, in one batch), and one more if the
 // record spans several segments. The client's id must be at most the MaxClients the nodes were
 // formatted with (ErrNoSpace otherwise). A corrupt record does not fail New: it is reported in
-// Adopted().Err and nothing of it is adopted.
+// Adopted().Err and nothing of it is adopted. With replicated metadata (Header.Replicas > 1)
+// New needs no particular node: it takes the parameters from any header it reads, lays out
+// the nodes that do not answer or are not formatted again yet, and reads and takes its
+// handover words on a majority of the metadata nodes (NewReplicatedRoundTrips,
+// NewReplicatedAdoptRoundTrips).
 func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -184,12 +190,28 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 		return w
 	}
-	hdrs, word, down, err := readHeadersDegraded(ctx, m, readable, wordAt(guess))
+	hdrs, word, down, blank, err := readHeadersDegraded(ctx, m, readable, wordAt(guess))
 	if err != nil {
 		return nil, err
 	}
-	home := hdrs[firstRead(readable, hdrs)].Home
-	if _, ok := hdrs[home]; !ok {
+	first := hdrs[firstRead(readable, hdrs)]
+	home := first.Home
+	replicated := first.Replicas > 1
+	if len(blank) > 0 && !replicated {
+		_, _, err := readHeaders(ctx, m, blank[:1], 0)
+		return nil, err
+	}
+	// Adopted, not formatted again yet: laid out like a lost node, used once formatted.
+	lost = append(lost, blank...)
+	if replicated {
+		// The metadata is on a majority of the metadata nodes: the home node's header and
+		// handover word are not needed (any header carries the parameters; the words are
+		// read from the metadata nodes below).
+		word = 0
+		if _, ok := hdrs[home]; !ok {
+			down = append(down, home)
+		}
+	} else if _, ok := hdrs[home]; !ok {
 		h, w, err := readHeaders(ctx, m, []farmem.NodeID{home}, wordAt(home))
 		if err != nil {
 			return nil, err
@@ -203,6 +225,9 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		word = w
 	}
 	hh := hdrs[home]
+	if replicated {
+		hh = first
+	}
 	if err := layoutLost(m, hdrs, hh, append(lost, down...)); err != nil {
 		return nil, err
 	}
@@ -237,6 +262,14 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	a.initRestarts()
 	for _, n := range lost {
 		a.restarts.unchecked[n] = true
+	}
+	if err := a.initReplicas(hh, hdrs); err != nil {
+		return nil, err
+	}
+	if a.rep != nil {
+		if word, err = a.takeRep(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if word != 0 {
 		if err := a.adopt(ctx, word, hdrs); err != nil {
@@ -391,7 +424,8 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 
 // AllocSymmetric returns a block of size bytes aligned to align at the same offset on every
 // formatted memory node, from the symmetric area. Symmetric chunks are claimed with one FAA on
-// the home node's symmetric bump word and carved like any others; the symmetric area is disjoint
+// the home node's symmetric bump word (with replicated metadata, by a maximum over a majority
+// of the metadata nodes' words: see the package doc) and carved like any others; the symmetric area is disjoint
 // from every node's heap, so no regular allocation ever returns an offset a symmetric one has.
 func (a *Allocator) AllocSymmetric(ctx context.Context, size, align uint64) (SymOffset, error) {
 	if err := a.usable(); err != nil {

@@ -35,6 +35,9 @@ type arena struct {
 	pool      farmem.Addr // the node's free-chunk pool head word (0 for the symmetric area)
 	st        *Stats
 	forget    func(off, n uint64) // makes a recycled range's words plain data (Allocator.forgetter)
+	// claimFn, if set, stands for the FAA on the bump word: the replicated symmetric claim
+	// (replica.go). It returns the claimed range's start, as the FAA's previous value.
+	claimFn func(ctx context.Context, delta uint64) (uint64, error)
 }
 
 func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64, st *Stats) *arena {
@@ -165,7 +168,13 @@ func (ar *arena) claim(ctx context.Context, m farmem.Memory, n uint64, rebuild b
 		}
 	}
 	if !ar.exhausted && n <= (ar.limit-ar.base)/ar.chunk {
-		prev, err := m.FAA(ctx, ar.bump, n*ar.chunk)
+		var prev uint64
+		var err error
+		if ar.claimFn != nil {
+			prev, err = ar.claimFn(ctx, n*ar.chunk)
+		} else {
+			prev, err = m.FAA(ctx, ar.bump, n*ar.chunk)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("alloc: %s: claim chunk: %w", ar.name, err)
 		}

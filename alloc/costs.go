@@ -54,4 +54,19 @@ const (
 	// ChainRoundTrips is what Close adds per retry when its handover word was taken: a Read of
 	// the word and the CAS, chaining its record to the one there.
 	ChainRoundTrips = 2
+
+	// With replicated metadata (Header.Replicas = r > 1), the operations on the metadata wait
+	// for a majority of the r metadata nodes and keep the round trips above (a symmetric
+	// chunk claim CASes the bump words from the values last seen: one round trip, one more per
+	// claim of another client since, or when a word is not known yet), except these:
+	//
+	// NewReplicatedRoundTrips is New with nothing to adopt: the headers, then the handover
+	// words of the metadata nodes.
+	NewReplicatedRoundTrips = 2
+	// NewReplicatedAdoptRoundTrips is New adopting a record stored in one block: then the
+	// CASes taking the words on a majority, then the record's Read.
+	NewReplicatedAdoptRoundTrips = 4
+	// CloseReplicatedRoundTrips is Close handing over: the record's Writes, then the CASes
+	// publishing it on a majority.
+	CloseReplicatedRoundTrips = 2
 )

@@ -3,6 +3,7 @@ package alloc
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -13,14 +14,19 @@ import (
 // it does lost ones, and Alloc skips them while they do not answer). The home node's header and
 // the handover word must be read: a down home node fails New. Cost: one round trip when every
 // node answers; otherwise one per node, one for the word.
-func readHeadersDegraded(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID, wordAt farmem.Addr) (map[farmem.NodeID]Header, uint64, []farmem.NodeID, error) {
-	hdrs, word, err := readHeaders(ctx, m, nodes, wordAt)
-	if err == nil || !errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrNodeLost) || len(nodes) < 2 {
-		return hdrs, word, nil, err
+//
+// A node adopted after a restart and not formatted again yet (ErrNotFormatted,
+// ErrHalfFormatted) is returned in unformatted, read one by one like a down node; New accepts
+// it only with replicated metadata (Reformat restores it while the others serve).
+func readHeadersDegraded(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID, wordAt farmem.Addr) (hdrs map[farmem.NodeID]Header, word uint64, down, unformatted []farmem.NodeID, err error) {
+	hdrs, word, err = readHeaders(ctx, m, nodes, wordAt)
+	blank := errors.Is(err, ErrNotFormatted) || errors.Is(err, ErrHalfFormatted)
+	if err == nil || !blank && (!errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrNodeLost)) || len(nodes) < 2 {
+		return hdrs, word, nil, nil, err
 	}
 	first := err
+	word = 0
 	hdrs = make(map[farmem.NodeID]Header, len(nodes))
-	var down []farmem.NodeID
 	for _, n := range nodes {
 		h, _, err := readHeaders(ctx, m, []farmem.NodeID{n}, 0)
 		switch {
@@ -28,19 +34,23 @@ func readHeadersDegraded(ctx context.Context, m farmem.Memory, nodes []farmem.No
 			hdrs[n] = h[n]
 		case errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost):
 			down = append(down, n)
+		case errors.Is(err, ErrNotFormatted) || errors.Is(err, ErrHalfFormatted):
+			unformatted = append(unformatted, n)
 		default:
-			return nil, 0, nil, err
+			return nil, 0, nil, nil, err
 		}
 	}
 	if len(hdrs) == 0 {
-		return nil, 0, nil, first
+		return nil, 0, nil, nil, first
 	}
-	if wordAt != 0 {
+	// The word is on the lowest node read: if that node is down, New needs it only when the
+	// metadata is not replicated, and then finds the home node down.
+	if wordAt != 0 && !slices.Contains(down, wordAt.Node()) && !slices.Contains(unformatted, wordAt.Node()) {
 		if _, word, err = readHeaders(ctx, m, nil, wordAt); err != nil {
-			return nil, 0, nil, err
+			return nil, 0, nil, nil, err
 		}
 	}
-	return hdrs, word, down, nil
+	return hdrs, word, down, unformatted, nil
 }
 
 // firstRead returns the first of nodes whose header hdrs holds.

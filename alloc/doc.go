@@ -16,7 +16,8 @@
 //
 // Constants are written with plain writes, every other word only with atomics. The global
 // epoch, the tables in use and the symmetric bump word are those of one home node (by default
-// the lowest memory node), named in every header.
+// the lowest memory node), named in every header; with replicated metadata, those of the r
+// metadata nodes from the home node on (see "Replicated metadata").
 //
 // [Format] is idempotent and race-free: a CAS of a hash of its options claims the node (other
 // options get [ErrFormatConflict], nothing written), each atomic word is initialised by CAS
@@ -67,7 +68,8 @@
 // holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
 // expires and scans clear it. A reader paused past its lease gets [ErrPinExpired] from Unpin
 // and must retry. Leases assume clocks and verb delivery within Options.ClockSkew. If the home
-// node is down, pins and scans fail with farmem.ErrNodeDown; allocation goes on.
+// node is down (with replicated metadata: a majority of the metadata nodes), pins and scans
+// fail with farmem.ErrNodeDown; allocation goes on.
 //
 // # Handover
 //
@@ -79,6 +81,36 @@
 // checksum and every block against the headers before adopting anything. A corrupt record is
 // reported in Adopted().Err wrapping [ErrBadHandover] and its blocks are lost; an unreadable
 // one is put back for a later New.
+//
+// # Replicated metadata
+//
+// FormatOptions.Replicas = r = 2f+1 (recorded in every header, [MetaNodes] naming the nodes)
+// keeps the shared words on r memory nodes, at the offsets the home node alone uses when r =
+// 1, and every operation on them reaches a majority of f+1, so allocation, epochs, handover,
+// New and Format work with any f of the r nodes down, the home node included:
+//
+//   - symmetric allocation chooses its offset by a maximum over a majority of the nodes'
+//     symmetric bump words: it CASes every node from the value it last saw to M+n, M the
+//     largest, and owns [M, M+n) once a majority of the CASes succeeded (words only grow, so
+//     two claims that both reached a majority met on a node, where the later saw the earlier's
+//     end). A node's own bump word stays on that node: its chunks are lost with it anyway.
+//   - the global epoch is a max register of per-node copies that only grow: a pin succeeds
+//     when a majority read back the epoch it announced, all of them the same; a scan advances
+//     from g only when a majority read g and no live announcement older; retires and scans
+//     read the largest copy of a majority, and write the largest back on nodes behind. The
+//     single-node argument then holds on the node that any two majorities share.
+//   - announcements go to every node's epoch table; a scan honours the oldest it reads on any
+//     node of its majority.
+//   - a handover word is published with CASes on every node (done once a majority
+//     succeeded) and taken with CASes to 0 that must succeed on a majority, so two allocators
+//     never both adopt a record.
+//
+// A metadata node that restarts is skipped while fenced and while its epoch word is 0;
+// [Reformat] restores it from a majority of its peers (largest bump word and epoch, oldest
+// live announcement per slot, handover words all peers agree on) and writes its epoch word
+// last, after which it counts again. A record published on a majority some of whose nodes
+// restart before a New takes it may become untakable: its blocks leak. r = 1 keeps the bytes,
+// verbs and round trips of the unreplicated layout.
 //
 // # Costs
 //
@@ -94,7 +126,8 @@
 // # Limits
 //
 // A crashed client, one whose Close failed, or an adopter that crashed after taking a record
-// leaks what its allocator held until the nodes are formatted again. Free blocks go only to the
+// leaks what its allocator held until the nodes are formatted again. Without replicated
+// metadata the home node is a single point of failure. Free blocks go only to the
 // same client id (within a process, also through [Allocator.Absorb]); whole chunks go to every
 // client through the pool, and a chunk is rebuilt only when one allocator holds all its blocks
 // free. The symmetric area has no pool, and the bump word never moves back.

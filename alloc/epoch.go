@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -119,6 +120,9 @@ func (a *Allocator) pinAt(ctx context.Context, now farmem.Time) error {
 // to be at least g. The loop ends: after the first round the announced epoch is at most one
 // behind, and it is not passed again.
 func (a *Allocator) announce(ctx context.Context, now farmem.Time) error {
+	if a.rep != nil {
+		return a.announceRep(ctx, now)
+	}
 	ep := &a.ep
 	buf := make([]byte, 8)
 	for range maxAnnounce {
@@ -178,7 +182,11 @@ func (a *Allocator) Unpin() error {
 	}
 	if ep.announced && now.Sub(ep.annAt) >= a.opts.Refresh {
 		b := &farmem.Batch{}
-		b.Unsignaled(b.MaskedCAS(a.slotAddr, 0, 0, 0, math.MaxUint64))
+		if a.rep != nil {
+			a.withdrawRep(b)
+		} else {
+			b.Unsignaled(b.MaskedCAS(a.slotAddr, 0, 0, 0, math.MaxUint64))
+		}
 		a.m.Post(context.Background(), b)
 		ep.announced = false
 	}
@@ -204,11 +212,22 @@ func (a *Allocator) Renew(ctx context.Context) error {
 	}
 	deadline := now.Add(a.opts.Lease)
 	w := encodeSlot(ep.annE, deadline)
-	prev, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, w, math.MaxUint64)
-	if err != nil {
-		return fmt.Errorf("alloc: renew: %w", err)
+	var prevs []uint64
+	if a.rep != nil {
+		var err error
+		if prevs, err = a.slotsRep(ctx, w); err != nil {
+			return fmt.Errorf("alloc: renew: %w", err)
+		}
+	} else {
+		prev, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, w, math.MaxUint64)
+		if err != nil {
+			return fmt.Errorf("alloc: renew: %w", err)
+		}
+		prevs = []uint64{prev}
 	}
-	if prev != ep.word {
+	// With replicated metadata, a node that shows another word (cleared by a scan, or one
+	// that missed an announcement) lapses the pin: conservative, the caller retries.
+	if slices.ContainsFunc(prevs, func(p uint64) bool { return p != ep.word }) {
 		ep.word = w
 		ep.lapsed = true
 		return fmt.Errorf("alloc: client %d: announcement was cleared before renewal: %w", a.id, ErrPinExpired)
@@ -226,7 +245,11 @@ func (a *Allocator) Quiesce(ctx context.Context) error {
 	if a.ep.depth > 0 {
 		return fmt.Errorf("alloc: quiesce while pinned: %w", farmem.ErrInvalid)
 	}
-	if _, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, 0, math.MaxUint64); err != nil {
+	if a.rep != nil {
+		if _, err := a.slotsRep(ctx, 0); err != nil {
+			return fmt.Errorf("alloc: quiesce: %w", err)
+		}
+	} else if _, err := a.m.MaskedCAS(ctx, a.slotAddr, 0, 0, 0, math.MaxUint64); err != nil {
 		return fmt.Errorf("alloc: quiesce: %w", err)
 	}
 	a.ep.announced = false
@@ -271,6 +294,14 @@ func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) err
 	var tag uint64
 	if a.valid(a.rt.Now()) {
 		tag = ep.annE + 1
+	} else if a.rep != nil {
+		g, err := a.readEpochRep(ctx)
+		if err != nil {
+			return fmt.Errorf("alloc: retire: read epoch: %w", err)
+		}
+		tag = g
+		ep.cached = max(ep.cached, tag)
+		a.stats.Epoch = ep.cached
 	} else {
 		buf := make([]byte, 8)
 		if err := a.m.Read(ctx, a.epochAddr, buf); err != nil {
@@ -312,6 +343,13 @@ func (a *Allocator) Reclaim(ctx context.Context) (int, error) {
 // any client that could reach it announced at most t before reaching it, and still does if it
 // can. If every live announcement is at least g, the epoch advances to g+1.
 func (a *Allocator) scan(ctx context.Context) (int, error) {
+	if a.rep != nil {
+		horizon, err := a.scanRep(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return a.reuseBelow(horizon), nil
+	}
 	ep := &a.ep
 	// now is taken before the table is read: a slot is taken as expired only if it had expired
 	// before it was read, so an owner cannot have renewed it unseen.
@@ -354,7 +392,12 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	}
 	ep.cached = max(ep.cached, g)
 	a.stats.Epoch = ep.cached
+	return a.reuseBelow(horizon), nil
+}
 
+// reuseBelow makes the retired blocks tagged below horizon reusable and returns how many.
+func (a *Allocator) reuseBelow(horizon uint64) int {
+	ep := &a.ep
 	freed := 0
 	kept := ep.retired[:0]
 	for _, r := range ep.retired {
@@ -368,5 +411,5 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	clear(ep.retired[len(kept):])
 	ep.retired = kept
 	a.stats.Reclaimed += uint64(freed)
-	return freed, nil
+	return freed
 }

@@ -26,8 +26,14 @@ type FormatOptions struct {
 	// allocator (default: the largest client id the topology's compute nodes can have).
 	MaxClients int
 	// Home is the node holding the global epoch, the epoch table and the symmetric bump pointer
-	// (default: the lowest memory node).
+	// (default: the lowest memory node); with Replicas above 1, the first of the metadata nodes.
 	Home farmem.NodeID
+	// Replicas is the number of memory nodes holding the allocator's shared metadata (default
+	// 1: the home node alone, a single point of failure). An odd r = 2f+1 up to
+	// MaxMetaReplicas and at most the number of memory nodes keeps it on the r nodes from Home
+	// on (MetaNodes) and survives any f of them down (see the package doc, "Replicated
+	// metadata").
+	Replicas int
 }
 
 func (o FormatOptions) withDefaults(t *farmem.Topology) (FormatOptions, error) {
@@ -66,6 +72,13 @@ func (o FormatOptions) withDefaults(t *farmem.Topology) (FormatOptions, error) {
 	if !slices.Contains(mem, o.Home) {
 		return o, fmt.Errorf("alloc: home %v is not a memory node of the topology: %w", o.Home, farmem.ErrInvalid)
 	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Replicas < 1 || o.Replicas > MaxMetaReplicas || o.Replicas%2 == 0 || o.Replicas > len(mem) {
+		return o, fmt.Errorf("alloc: %d metadata replicas, want an odd number in [1, %d] and at most the %d memory nodes: %w",
+			o.Replicas, MaxMetaReplicas, len(mem), farmem.ErrInvalid)
+	}
 	return o, nil
 }
 
@@ -79,7 +92,7 @@ func Layout(t *farmem.Topology, node farmem.NodeID, opts FormatOptions) (Header,
 	if err != nil {
 		return Header{}, err
 	}
-	return layoutOf(node, info.Size, o.ChunkSize, o.MaxClients, o.SymmetricSize, o.Home)
+	return layoutOf(node, info.Size, o.ChunkSize, o.MaxClients, o.SymmetricSize, o.Home, o.Replicas)
 }
 
 // Format formats memory node node through m's verbs, with no memory-node CPU. It is idempotent
@@ -102,6 +115,12 @@ func Format(ctx context.Context, m farmem.Memory, node farmem.NodeID, opts Forma
 	if err != nil {
 		return err
 	}
+	return formatWith(ctx, m, node, h, nil)
+}
+
+// formatWith is Format of header h, with the atomic words init gives (restore.go) in place of
+// a fresh node's.
+func formatWith(ctx context.Context, m farmem.Memory, node farmem.NodeID, h Header, init *restored) error {
 	consts := h.constantBytes()
 	claim := claimOf(consts)
 	base := farmem.MakeAddr(node, 0)
@@ -154,9 +173,18 @@ func Format(ctx context.Context, m farmem.Memory, node farmem.NodeID, opts Forma
 
 	var b farmem.Batch
 	b.Write(base.Add(offConst), consts)
-	b.CAS(base.Add(offEpoch), 0, 1)
+	epoch, symBump := uint64(1), h.SymBase
+	if init != nil {
+		// The copied tables land before the epoch and symmetric words, which tell clients
+		// that the node's metadata is usable (replica.go).
+		for _, w := range init.words {
+			b.CAS(base.Add(w.off), 0, w.val)
+		}
+		epoch, symBump = max(epoch, init.epoch), max(symBump, init.symBump)
+	}
+	b.CAS(base.Add(offEpoch), 0, epoch)
 	b.CAS(base.Add(offBump), 0, h.HeapBase)
-	b.CAS(base.Add(offSymBump), 0, h.SymBase)
+	b.CAS(base.Add(offSymBump), 0, symBump)
 	im := b.CAS(base.Add(offMagic), 0, Magic)
 	if err := m.Do(ctx, &b); err != nil {
 		return fmt.Errorf("alloc: format %v: %w", node, err)

@@ -316,6 +316,9 @@ func (a *Allocator) planRecord(h *handover) ([]byte, recordPlan, []candidate, bo
 // costs.
 func (a *Allocator) handOver(ctx context.Context) error {
 	withdraw := func(b *farmem.Batch) { b.MaskedCAS(a.slotAddr, 0, 0, 0, ^uint64(0)) }
+	if a.rep != nil {
+		withdraw = a.withdrawRep
+	}
 	h := a.snapshot()
 	if h.empty() {
 		var b farmem.Batch
@@ -364,6 +367,13 @@ func (a *Allocator) handOver(ctx context.Context) error {
 	}
 	withdraw(&b)
 	word := plan.word()
+	if a.rep != nil {
+		// Replicated handover words: the record first, then the words on a majority.
+		if err := a.m.Do(ctx, &b); err != nil {
+			return fmt.Errorf("hand over: write record: %w", err)
+		}
+		return a.publishRep(ctx, plan.head, word)
+	}
 	ip := b.CAS(a.handAddr, 0, word)
 	if err := a.m.Do(ctx, &b); err != nil {
 		return fmt.Errorf("hand over: write record: %w", err)
@@ -442,7 +452,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 		valid := inNode(t, head, read)
 		var b farmem.Batch
 		ic := -1
-		if first {
+		if first && a.rep == nil { // replicated words were taken already (takeRep)
 			ic = b.CAS(a.handAddr, w, 0)
 		}
 		buf := make([]byte, read)
@@ -453,7 +463,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 		if len(b.Ops) > 0 {
 			err = a.m.Do(ctx, &b)
 		}
-		if first {
+		if ic >= 0 {
 			prev, cerr := b.Result(ic)
 			if cerr != nil {
 				return fmt.Errorf("alloc: take handover record: %w", cerr)
@@ -519,6 +529,12 @@ func (a *Allocator) putBack(ctx context.Context, w uint64, cause error) {
 		a.adoption.Err = fmt.Errorf("alloc: read handover record: %w: %w", cause, ErrBadHandover)
 		return
 	}
+	if a.rep != nil {
+		if !a.putBackRep(ctx, w) {
+			a.adoption.Err = fmt.Errorf("%w (and it could not be put back: the record is lost)", a.adoption.Err)
+		}
+		return
+	}
 	if prev, err := a.m.CAS(ctx, a.handAddr, 0, w); err != nil || prev != 0 {
 		a.adoption.Err = fmt.Errorf("%w (and it could not be put back: the record is lost)", a.adoption.Err)
 	}
@@ -534,7 +550,13 @@ func inNode(t *farmem.Topology, addr farmem.Addr, n uint64) bool {
 // the bump word New read (nothing past it was ever claimed).
 func (a *Allocator) bounds(node farmem.NodeID, ar *arena, hdrs map[farmem.NodeID]Header) (uint64, uint64) {
 	if node == 0 {
-		return ar.base, min(ar.limit, hdrs[a.home].SymBump)
+		bump := hdrs[a.home].SymBump
+		if a.rep != nil {
+			for _, n := range a.rep.nodes {
+				bump = max(bump, hdrs[n].SymBump)
+			}
+		}
+		return ar.base, min(ar.limit, bump)
 	}
 	return ar.base, min(ar.limit, hdrs[node].Bump)
 }

@@ -111,6 +111,13 @@ type Header struct {
 	Home farmem.NodeID
 	// HandoverOff is the offset of the handover table (always HandoverOffset).
 	HandoverOff uint64
+	// Replicas is r, the number of metadata nodes (1, or an odd number up to
+	// MaxMetaReplicas): the r memory nodes from Home on, in id order (MetaNodes), each holding
+	// a copy of the symmetric bump word, the global epoch, the epoch table and the handover
+	// table, kept on a majority (see the package doc, "Replicated metadata"). It is stored in
+	// bits 16..23 of the home word of the constants, 0 for r = 1, so a header with r = 1 is the
+	// bytes it was before replication existed.
+	Replicas int
 
 	// Bump is the next chunk the heap hands out (past HeapLimit once exhausted).
 	Bump uint64
@@ -126,10 +133,10 @@ type Header struct {
 }
 
 // layoutOf computes the header of node id of size bytes from the format parameters.
-func layoutOf(id farmem.NodeID, size, chunk uint64, maxClients int, symSize uint64, home farmem.NodeID) (Header, error) {
+func layoutOf(id farmem.NodeID, size, chunk uint64, maxClients int, symSize uint64, home farmem.NodeID, replicas int) (Header, error) {
 	h := Header{
 		Version: Version, Node: id, Size: size, ChunkSize: chunk, MaxClients: maxClients,
-		SymSize: symSize, Home: home, HandoverOff: HandoverOffset,
+		SymSize: symSize, Home: home, HandoverOff: HandoverOffset, Replicas: replicas,
 	}
 	if maxClients >= 1 && maxClients <= 0xffff {
 		h.TableOff = tableOffFor(maxClients)
@@ -163,6 +170,8 @@ func (h Header) checkParams(sentinel error) error {
 		return bad("size %d exceeds 48 bits", h.Size)
 	case h.MaxClients < 1 || h.MaxClients > 0xffff:
 		return bad("%d clients outside [1, 65535]", h.MaxClients)
+	case h.Replicas < 1 || h.Replicas > MaxMetaReplicas || h.Replicas%2 == 0:
+		return bad("%d metadata replicas, want an odd number in [1, %d]", h.Replicas, MaxMetaReplicas)
 	case h.HandoverOff != HandoverOffset:
 		return bad("handover table at %#x, want %#x", h.HandoverOff, HandoverOffset)
 	case h.TableOff != tableOffFor(h.MaxClients):
@@ -182,7 +191,7 @@ func (h Header) check() error {
 	if err := h.checkParams(ErrBadHeader); err != nil {
 		return err
 	}
-	want, err := layoutOf(h.Node, h.Size, h.ChunkSize, h.MaxClients, h.SymSize, h.Home)
+	want, err := layoutOf(h.Node, h.Size, h.ChunkSize, h.MaxClients, h.SymSize, h.Home, h.Replicas)
 	if err != nil {
 		return fmt.Errorf("alloc: header of %v: %v: %w", h.Node, err, ErrBadHeader)
 	}
@@ -196,7 +205,7 @@ func (h Header) check() error {
 // constants returns the constants block as the words the header stores.
 func (h Header) constants() [nConst]uint64 {
 	return [nConst]uint64{h.Version, uint64(h.Node), h.Size, h.ChunkSize, uint64(h.MaxClients), h.TableOff,
-		h.SymBase, h.SymSize, h.HeapBase, h.HeapLimit, uint64(h.Home), h.HandoverOff}
+		h.SymBase, h.SymSize, h.HeapBase, h.HeapLimit, homeWord(h.Home, h.Replicas), h.HandoverOff}
 }
 
 func (h Header) constantBytes() []byte {
@@ -270,14 +279,15 @@ func DecodeHeader(b []byte) (Header, error) {
 	if claim != claimOf(b[offConst:offConst+8*nConst]) {
 		return Header{}, fmt.Errorf("alloc: header checksum %#x does not match its fields: %w", claim, ErrBadHeader)
 	}
-	if w[1] > 0xffff || w[10] > 0xffff || w[4] > 0xffff {
+	if w[1] > 0xffff || w[10] > 0xffffff || w[4] > 0xffff {
 		return Header{}, fmt.Errorf("alloc: header fields out of range: %w", ErrBadHeader)
 	}
+	home, replicas := splitHomeWord(w[10])
 	h := Header{
 		Version: w[0], Node: farmem.NodeID(w[1]), Size: w[2], ChunkSize: w[3], MaxClients: int(w[4]),
-		TableOff: w[5], SymBase: w[6], SymSize: w[7], HeapBase: w[8], HeapLimit: w[9], Home: farmem.NodeID(w[10]),
-		HandoverOff: w[11],
-		Bump:        word(offBump), SymBump: word(offSymBump), Epoch: word(offEpoch),
+		TableOff: w[5], SymBase: w[6], SymSize: w[7], HeapBase: w[8], HeapLimit: w[9], Home: home,
+		HandoverOff: w[11], Replicas: replicas,
+		Bump: word(offBump), SymBump: word(offSymBump), Epoch: word(offEpoch),
 		Pool: word(offPool), PoolChunks: int64(word(offPoolN)),
 	}
 	if err := h.check(); err != nil {

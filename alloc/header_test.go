@@ -12,7 +12,7 @@ import (
 
 func validHeader(t testing.TB) Header {
 	t.Helper()
-	h, err := layoutOf(2, 16<<20, 64<<10, 128, 2<<20, 1)
+	h, err := layoutOf(2, 16<<20, 64<<10, 128, 2<<20, 1, 1)
 	require.NoError(t, err)
 	h.Bump, h.SymBump, h.Epoch = h.HeapBase+3*h.ChunkSize, h.SymBase, 7
 	return h

@@ -29,8 +29,9 @@ import (
 //
 // What this does not cover: a handover record written before the restart and adopted by a New
 // after it may still name blocks of the old incarnation (the record does not carry
-// incarnations); and an allocator's home node is a single point of failure: its restart loses
-// the epoch table, the handover table and the symmetric bump word, which nothing rebuilds.
+// incarnations); and without replicated metadata the home node is a single point of failure:
+// its restart loses the epoch table, the handover table and the symmetric bump word, which
+// nothing rebuilds (with Header.Replicas > 1, Reformat restores them from its peers).
 
 // restartState is what an allocator knows of its nodes' incarnations, by node id.
 type restartState struct {
@@ -121,24 +122,6 @@ func lostErr(n farmem.NodeID, st farmem.NodeStatus) error {
 	return fmt.Errorf("alloc: %v restarted (incarnation %#x, this fabric holds %#x) and is fenced until adopted: %w", n, st.Seen, st.Incarnation, farmem.ErrNodeLost)
 }
 
-// Reformat formats node again after it restarted and was adopted (its memory is zero), with the
-// parameters the home node's header records, so the node's layout matches the other nodes'
-// and allocators opened before the restart keep working with it. home is the allocator's home
-// node (Allocator.Home); it cannot be node: the home node holds the shared tables, and its
-// loss is not recoverable (ErrInvalid). Cost: the home header's Read and Format's round trips.
-// Reformatting a node already formatted with the same parameters writes nothing (Format's
-// idempotence), so several clients adopting the same restart may all call it.
-func Reformat(ctx context.Context, m farmem.Memory, home, node farmem.NodeID) error {
-	if node == home {
-		return fmt.Errorf("alloc: reformat %v: it is the home node, whose tables are lost with it: %w", node, farmem.ErrInvalid)
-	}
-	hh, err := Open(ctx, m, home)
-	if err != nil {
-		return fmt.Errorf("alloc: reformat %v: %w", node, err)
-	}
-	return Format(ctx, m, node, FormatOptions{ChunkSize: hh.ChunkSize, SymmetricSize: hh.SymSize, MaxClients: hh.MaxClients, Home: hh.Home})
-}
-
 // splitLost separates the nodes the fabric reports lost from the others.
 func splitLost(m farmem.Memory, nodes []farmem.NodeID) (readable, lost []farmem.NodeID) {
 	for _, n := range nodes {
@@ -156,14 +139,17 @@ func splitLost(m farmem.Memory, nodes []farmem.NodeID) (readable, lost []farmem.
 // cannot be replaced.
 func layoutLost(m farmem.Memory, hdrs map[farmem.NodeID]Header, hh Header, lost []farmem.NodeID) error {
 	for _, n := range lost {
-		if n == hh.Home {
+		if _, ok := hdrs[n]; ok {
+			continue
+		}
+		if n == hh.Home && hh.Replicas == 1 {
 			return fmt.Errorf("alloc: the home node %v lost its memory: %w", n, farmem.ErrNodeLost)
 		}
 		info, ok := m.Topology().Node(n)
 		if !ok {
 			return fmt.Errorf("alloc: %v is not in the topology: %w", n, farmem.ErrInvalid)
 		}
-		h, err := layoutOf(n, info.Size, hh.ChunkSize, hh.MaxClients, hh.SymSize, hh.Home)
+		h, err := layoutOf(n, info.Size, hh.ChunkSize, hh.MaxClients, hh.SymSize, hh.Home, hh.Replicas)
 		if err != nil {
 			return err
 		}

@@ -61,9 +61,13 @@ type Location = race.Location
 // "Restarted memory nodes"). Each process with a Store on the fabric calls Adopt for its own
 // fabric (the fence is per fabric); the first to do so reports the loss.
 //
-// Limits: the home node (the store's root word, descriptor and the allocator's shared tables)
-// is a single point of failure: Adopt refuses it (ErrInvalid), and a store whose home node
-// restarted is lost. A store with replication is refused (ErrNotSupported): repopulating a node
+// With replicated metadata (Options.Replicas > 1) Adopt works on any node, the home node
+// included, while the store runs, and repopulates the node through the index's Repopulator
+// when it has one (see Repopulator and the package doc, "Restarted memory nodes").
+//
+// Limits without replicated metadata: the home node (the store's root word, descriptor and
+// the allocator's shared tables) is a single point of failure: Adopt refuses it (ErrInvalid),
+// and a store whose home node restarted is lost. A store with replication is refused (ErrNotSupported): repopulating a node
 // from replicas is the replicator's job. Only the RACE index can purge (others:
 // ErrNotSupported). Adopt is meant to run while no other client splits the index; operations
 // may run meanwhile (those on lost keys keep failing until step 4 removes them).
@@ -74,6 +78,9 @@ func (s *Store) Adopt(ctx context.Context, node farmem.NodeID) (AdoptReport, err
 	}
 	if info, ok := s.fabric.Topology().Node(node); !ok || info.Role != farmem.RoleMemory {
 		return rep, fmt.Errorf("kvstore: adopt %v: not a memory node: %w", node, farmem.ErrInvalid)
+	}
+	if len(s.meta) > 1 {
+		return s.adoptRep(ctx, node)
 	}
 	if node == s.home {
 		return rep, fmt.Errorf("kvstore: adopt %v: it is the store's home node (root and allocator tables), which cannot be recovered: %w", node, farmem.ErrInvalid)
@@ -193,7 +200,12 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeState, error) {
 	if err != nil {
 		return nil, err
 	}
-	gens, err := Generations(ctx, c.m, s.home)
+	var gens map[farmem.NodeID]GenWord
+	if len(s.meta) > 1 {
+		gens, err = generationsRep(ctx, c.m, s.meta)
+	} else {
+		gens, err = Generations(ctx, c.m, s.home)
+	}
 	s.release(c, err)
 	if err != nil {
 		return nil, err
@@ -216,11 +228,15 @@ func (s *Store) Home() farmem.NodeID { return s.home }
 // met (a CAS from 0). Open runs it before it formats anything (so a restarted node is not
 // formatted behind the store's back) and again once the store is found. Cost: one round trip
 // each, and one more the first time.
-func (s *Store) checkGenerations(ctx context.Context, m farmem.Memory, home farmem.NodeID) error {
+func (s *Store) checkGenerations(ctx context.Context, m farmem.Memory, meta []farmem.NodeID) error {
 	r, ok := m.(farmem.Restarts)
 	if !ok {
 		return nil
 	}
+	if len(meta) > 1 {
+		return s.checkGenerationsRep(ctx, m, r, meta)
+	}
+	home := meta[0]
 	gens, err := Generations(ctx, m, home)
 	if err != nil {
 		return err

@@ -52,6 +52,23 @@
 // CAS; a claim whose lease ran out is taken over. One GenWord per memory node, from GenOffset,
 // records its generation and incarnation. Inspect reads all this without opening anything.
 //
+// # Replicated metadata
+//
+// Options.Replicas = r = 2f+1 (chosen at creation, recorded in the allocator's headers and in
+// the descriptor; 0 takes the record, another value fails with ErrMismatch) keeps the root
+// word, the descriptor and the generation table at the same offsets on each of the
+// allocator's r metadata nodes (alloc.MetaNodes), with the allocator's own shared words (alloc,
+// "Replicated metadata"). The root word is decided by majority: a creator claims it with CASes
+// that must succeed on a majority, publishes with CASes from its claim on a majority and
+// writes the ready word back on the others; a ready word is never claimed over, so at most one
+// is ever on a majority, and readers take the word a majority holds. The descriptor is one
+// block of the symmetric area, a copy per node checksummed for its own address. A generation
+// word is the largest a majority holds, raised by CASes on a majority. Open (finding the home
+// header on the first memory node that answers), operations and Adopt then work with any f of
+// the r nodes down, the first included. Cost over r = 1: Open's root and generation reads
+// wait for a majority in the same round trips; creation adds a round trip for the descriptor's
+// copies; allocation costs are the allocator's. r = 1 keeps today's layout and round trips.
+//
 // # Memory
 //
 // Every Update and Put writes a new KV block out of place and retires the one it replaced
@@ -76,9 +93,17 @@
 // and bumps its generation; its AdoptReport counts the lost entries. Open fences a node whose
 // incarnation differs from the recorded one. Locate and Nodes say where keys live.
 //
-// Limits: the home node is a single point of failure (Adopt refuses it); Adopt is meant for a
-// quiet store; a restart before any Open recorded the node's incarnation looks like a fresh
-// node; replicated stores are not repopulated.
+// With replicated metadata any node can be adopted, the home node included, while the store
+// runs: a metadata node first gets the store's and the allocator's words from a majority of
+// its peers (it counts in quorums only once restored; meanwhile clients use the others), then
+// an index that implements Repopulator copies its slots and values onto the node; an index
+// that does not loses the keys there, purged and reported as without replication. See
+// Store.Adopt.
+//
+// Limits: without replicated metadata the home node is a single point of failure (Adopt
+// refuses it); Adopt is meant for a quiet store unless the index repopulates; a restart before
+// any Open recorded the node's incarnation looks like a fresh node; stores over several index
+// instances (Options.Replication) are not repopulated.
 //
 // # Closing
 //

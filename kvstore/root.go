@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -115,6 +114,7 @@ const (
 	dCreated  = 56
 	dCreator  = 64
 	dSync     = 72
+	dMeta     = 88 // the metadata replication factor; 0 for 1, so r = 1 descriptors keep their bytes
 	dRoots    = 96
 	dSum      = DescriptorSize - 8
 )
@@ -223,7 +223,15 @@ type Descriptor struct {
 	// Created is the fabric time the store was created, Creator the client that created it.
 	Created farmem.Time
 	Creator farmem.ClientID
+	// Replicas is the store's replication factor r: its root word, descriptor and generation
+	// table are on the allocator's r metadata nodes (alloc.MetaNodes), kept on a majority.
+	// 0 (what a store created before replication reads as) and 1 both mean one copy, on the
+	// home node.
+	Replicas int
 }
+
+// replicas is d's replication factor, 1 for 0.
+func (d Descriptor) replicas() int { return max(1, d.Replicas) }
 
 // Encode returns the DescriptorSize bytes of d as stored at address at (the checksum covers the
 // address, so a descriptor copied elsewhere does not validate).
@@ -246,6 +254,12 @@ func (d Descriptor) Encode(at farmem.Addr) ([]byte, error) {
 	le.PutUint64(b[dReplicas:], uint64(len(d.Roots)))
 	le.PutUint64(b[dCreated:], uint64(d.Created))
 	le.PutUint64(b[dCreator:], uint64(d.Creator))
+	if d.Replicas < 0 || d.Replicas > alloc.MaxMetaReplicas {
+		return nil, fmt.Errorf("kvstore: replication factor %d: %w", d.Replicas, farmem.ErrInvalid)
+	}
+	if d.Replicas > 1 {
+		le.PutUint64(b[dMeta:], uint64(d.Replicas))
+	}
 	for i, r := range d.Roots {
 		if r == 0 {
 			return nil, fmt.Errorf("kvstore: nil index root %d: %w", i, farmem.ErrInvalid)
@@ -316,6 +330,11 @@ func DecodeDescriptor(at farmem.Addr, b []byte) (Descriptor, error) {
 		return bad("creator %d", c)
 	}
 	d.Creator = farmem.ClientID(c)
+	if r := le.Uint64(b[dMeta:]); r > alloc.MaxMetaReplicas || r == 1 || r > 1 && r%2 == 0 {
+		return bad("replication factor %d", r)
+	} else {
+		d.Replicas = int(r)
+	}
 	for i := range uint64(MaxReplicas) {
 		r := farmem.Addr(le.Uint64(b[dRoots+8*i:]))
 		switch {
@@ -327,7 +346,7 @@ func DecodeDescriptor(at farmem.Addr, b []byte) (Descriptor, error) {
 			d.Roots = append(d.Roots, r)
 		}
 	}
-	if !allZero(b[dCreator+8:dSync]) || !allZero(b[dSync+nameLen:dRoots]) || !allZero(b[dRoots+8*MaxReplicas:dSum]) {
+	if !allZero(b[dCreator+8:dSync]) || !allZero(b[dSync+nameLen:dMeta]) || !allZero(b[dRoots+8*MaxReplicas:dSum]) {
 		return bad("reserved bytes are not zero")
 	}
 	return d, nil
@@ -359,11 +378,29 @@ type Info struct {
 // wrapping ErrNoStore and the allocator's error; a root word that says "empty" or "claimed"
 // is returned as found, with no error.
 func Inspect(ctx context.Context, m farmem.Memory) (Info, error) {
-	home, err := homeOf(ctx, m)
+	hh, err := homeHeader(ctx, m)
 	if err != nil {
 		return Info{}, err
 	}
+	home := hh.Home
 	info := Info{Home: home, Root: farmem.MakeAddr(home, RootOffset)}
+	if hh.Replicas > 1 {
+		// Replicated: the root word a majority of the metadata nodes holds.
+		nodes := alloc.MetaNodes(m.Topology(), hh)
+		w, got, err := readWords(ctx, m, nodes, len(nodes)/2+1, RootOffset)
+		if err != nil {
+			return info, fmt.Errorf("kvstore: read root words: %w", err)
+		}
+		v, ok := decided(w, got, len(nodes)/2+1)
+		if !ok {
+			return info, fmt.Errorf("kvstore: the root words of %v disagree (a creation or restore in progress): %w", nodes, farmem.ErrNodeDown)
+		}
+		info.Word = RootWord(v)
+		if info.Word.State() == RootReady {
+			info.Descriptor, err = readDescriptorRep(ctx, m, nodes, w, v)
+		}
+		return info, err
+	}
 	var w [8]byte
 	if err := m.Read(ctx, info.Root, w[:]); err != nil {
 		return info, fmt.Errorf("kvstore: read root word: %w", err)
@@ -377,25 +414,6 @@ func Inspect(ctx context.Context, m farmem.Memory) (Info, error) {
 		return info, fmt.Errorf("kvstore: root word at %v is %#x: %w", info.Root, uint64(info.Word), ErrBadRoot)
 	}
 	return info, nil
-}
-
-// homeOf reads the lowest memory node's header and returns the allocator's home node.
-func homeOf(ctx context.Context, m farmem.Memory) (farmem.NodeID, error) {
-	nodes := m.Topology().MemoryNodes()
-	if len(nodes) == 0 {
-		return 0, fmt.Errorf("kvstore: the fabric has no memory node: %w", farmem.ErrInvalid)
-	}
-	h, err := alloc.Open(ctx, m, nodes[0])
-	if err != nil {
-		if errors.Is(err, alloc.ErrNotFormatted) || errors.Is(err, alloc.ErrHalfFormatted) {
-			return 0, fmt.Errorf("%w: %w", ErrNoStore, err)
-		}
-		return 0, err
-	}
-	if h.Home.IsCompute() || h.Home == 0 {
-		return 0, fmt.Errorf("kvstore: home node %v: %w", h.Home, ErrBadRoot)
-	}
-	return h.Home, nil
 }
 
 func readDescriptor(ctx context.Context, m farmem.Memory, a farmem.Addr) (Descriptor, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,17 @@ type Options struct {
 	// MaxClients bounds the clients the store opens (default 0: as many as the fabric gives;
 	// once it refuses one, the store waits for one of its own to be free).
 	MaxClients int
+	// Replicas is the store's replication factor r for its metadata: 1 keeps the root word,
+	// descriptor, generation table and the allocator's shared tables on the home node (a
+	// single point of failure); an odd r = 2f+1 (at most the number of memory nodes and
+	// alloc.MaxMetaReplicas) keeps them on r memory nodes, on a majority, so the store opens
+	// and runs with any f of them down, the first included (see "Replicated metadata" in the
+	// package doc). It is chosen when the store is created, by formatting the nodes with it
+	// (Format.Replicas is set from it), and recorded in the nodes' headers and the
+	// descriptor. 0 takes what the store records (1 for a new store); any other value that
+	// differs from the record fails Open with ErrMismatch. Replicating the index itself is the
+	// index kind's affair.
+	Replicas int
 	// NoCreate makes Open fail with ErrNoStore, writing nothing, when the fabric holds no store
 	// (instead of formatting it and creating one).
 	NoCreate bool
@@ -101,6 +113,12 @@ func (o Options) withDefaults(f farmem.Fabric) (Options, error) {
 		}
 		o.Format.MaxClients = min(0xffff, max(int(top), MinComputeNodes)*max(1, t.ClientsPerNode))
 	}
+	if o.Replicas < 0 || o.Replicas > alloc.MaxMetaReplicas || o.Replicas > 1 && o.Replicas%2 == 0 {
+		return o, fmt.Errorf("kvstore: replication factor %d, want an odd number up to %d: %w", o.Replicas, alloc.MaxMetaReplicas, farmem.ErrInvalid)
+	}
+	if o.Replicas != 0 && o.Format.Replicas == 0 {
+		o.Format.Replicas = o.Replicas
+	}
 	if o.Lease <= 0 {
 		o.Lease = time.Second
 	}
@@ -119,8 +137,11 @@ type Store struct {
 	opts   Options
 	desc   Descriptor
 	home   farmem.NodeID
-	limits Limits
-	rt     farmem.Runtime
+	meta   []farmem.NodeID // the metadata nodes: [home] for r = 1 (meta.go)
+	// rootWord is the ready root word found, with replicated metadata (Adopt restores it).
+	rootWord RootWord
+	limits   Limits
+	rt       farmem.Runtime
 
 	closed atomic.Bool
 
@@ -192,7 +213,7 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 		_ = s.closeNodes()
 		return nil, err
 	}
-	if err := s.checkGenerations(ctx, m, s.home); err != nil {
+	if err := s.checkGenerations(ctx, m, s.meta); err != nil {
 		_, _ = c.close()
 		_ = m.Close()
 		_ = s.closeNodes()
@@ -206,26 +227,51 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Store, erro
 
 // setUp formats the fabric if need be, finds or creates the store, and returns m's client.
 func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
-	home, err := homeOf(ctx, m)
+	hh, err := homeHeader(ctx, m)
 	if err == nil {
+		if s.opts.Replicas != 0 && s.opts.Replicas != hh.Replicas {
+			return nil, fmt.Errorf("kvstore: the fabric is formatted with %d metadata replicas, the options say %d: %w", hh.Replicas, s.opts.Replicas, ErrMismatch)
+		}
 		// Before formatting: a node that restarted unacknowledged must not be formatted here.
-		if err := s.checkGenerations(ctx, m, home); err != nil {
+		if err := s.checkGenerations(ctx, m, alloc.MetaNodes(m.Topology(), hh)); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.format(ctx, m, err == nil); err != nil {
+	replicas := s.opts.Format.Replicas
+	if err == nil {
+		replicas = hh.Replicas
+	}
+	if err := s.format(ctx, m, err == nil, hh.Home, replicas); err != nil {
 		return nil, err
 	}
 	a, err := alloc.New(ctx, m, s.opts.Alloc)
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: allocator: %w", err)
 	}
-	s.home = a.Home()
-	var create creator
-	if !s.opts.NoCreate {
-		create = func(ctx context.Context) (Descriptor, farmem.Addr, error) { return s.create(ctx, m, a) }
+	s.home, s.meta = a.Home(), a.MetaNodes()
+	if len(s.meta) > 1 {
+		var create func(ctx context.Context) (Descriptor, uint64, error)
+		if !s.opts.NoCreate {
+			create = func(ctx context.Context) (Descriptor, uint64, error) { return s.createRep(ctx, m, a) }
+		}
+		var bare []farmem.NodeID
+		s.desc, s.rootWord, bare, err = findOrCreateRep(ctx, m, s.meta, s.opts.Lease, s.opts.ClockSkew, create)
+		// A metadata node formatted (restored) late, by format above, has no store words yet:
+		// copy them, best effort (until then readers find no majority on it alone, and a
+		// later Open or Adopt tries again).
+		for _, n := range bare {
+			if err == nil {
+				peers := slices.DeleteFunc(slices.Clone(s.meta), func(x farmem.NodeID) bool { return x == n })
+				_ = s.restoreMeta(ctx, m, n, peers)
+			}
+		}
+	} else {
+		var create creator
+		if !s.opts.NoCreate {
+			create = func(ctx context.Context) (Descriptor, farmem.Addr, error) { return s.create(ctx, m, a) }
+		}
+		s.desc, err = findOrCreate(ctx, m, farmem.MakeAddr(s.home, RootOffset), s.opts.Lease, s.opts.ClockSkew, create)
 	}
-	s.desc, err = findOrCreate(ctx, m, farmem.MakeAddr(s.home, RootOffset), s.opts.Lease, s.opts.ClockSkew, create)
 	if err == nil {
 		err = s.checkDescriptor()
 	}
@@ -252,20 +298,32 @@ func (s *Store) setUp(ctx context.Context, m farmem.Memory) (*conn, error) {
 // On a fabric formatted before (formatted: the home node's header was found), a node that does
 // not answer is skipped: it was formatted with the others, and the store works without it for
 // whatever does not live there.
-func (s *Store) format(ctx context.Context, m farmem.Memory, formatted bool) error {
+//
+// With replicated metadata (replicas > 1, from the headers found or, on a fresh fabric, the
+// options), a node that does not answer is skipped even on a fresh fabric (the majority
+// formatted serves; the node is restored when it answers), and a node found unformatted on a
+// formatted fabric is restored from its peers (alloc.Reformat) rather than formatted fresh,
+// since fresh symmetric bump and epoch words would be behind the others' (fresh formatting is
+// the fallback when no majority of its peers is formatted yet: a fabric being created).
+func (s *Store) format(ctx context.Context, m farmem.Memory, formatted bool, home farmem.NodeID, replicas int) error {
 	for _, n := range m.Topology().MemoryNodes() {
 		if farmem.StatusOf(m, n).State == farmem.NodeLost {
 			continue // formatted again by Store.Adopt
 		}
 		for attempt := 0; ; attempt++ {
 			_, err := alloc.Open(ctx, m, n)
-			if err == nil || formatted && errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
+			if err == nil || (formatted || replicas > 1) && errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
 				break
 			}
 			switch {
 			case errors.Is(err, alloc.ErrNotFormatted) || errors.Is(err, alloc.ErrHalfFormatted):
 				if s.opts.NoCreate {
 					return fmt.Errorf("%w: %w", ErrNoStore, err)
+				}
+				if formatted && replicas > 1 {
+					if err = alloc.Reformat(ctx, m, home, n); err == nil {
+						continue
+					}
 				}
 				if err = alloc.Format(ctx, m, n, s.opts.Format); err == nil {
 					continue // check it
@@ -290,20 +348,9 @@ const formatRetries = 8
 // create builds the index instances and the descriptor, and returns the descriptor and its
 // address (not yet published).
 func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (Descriptor, farmem.Addr, error) {
-	syncName := DefaultSync().Name()
-	if s.opts.Sync != nil {
-		syncName = s.opts.Sync.Name()
-	}
-	d := Descriptor{
-		Version: Version, Index: s.opts.Index.Name(), Replication: s.opts.Replication.Name(),
-		Sync: syncName, Created: m.Runtime().Now(), Creator: m.Info().ID,
-	}
-	for i := range s.opts.Replication.Replicas() {
-		root, err := s.opts.Index.Create(ctx, IndexEnv{Memory: m, Alloc: a})
-		if err != nil {
-			return Descriptor{}, 0, fmt.Errorf("kvstore: create index instance %d: %w", i, err)
-		}
-		d.Roots = append(d.Roots, root)
+	d, err := s.newDescriptor(ctx, m, a)
+	if err != nil {
+		return Descriptor{}, 0, err
 	}
 	at, err := a.AllocOn(ctx, a.Home(), DescriptorSize, 64) // beside the root word: no second node the store needs
 	if err != nil {
@@ -319,10 +366,53 @@ func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator)
 	return d, at, nil
 }
 
+// newDescriptor creates the index instances and returns the descriptor naming them.
+func (s *Store) newDescriptor(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (Descriptor, error) {
+	syncName := DefaultSync().Name()
+	if s.opts.Sync != nil {
+		syncName = s.opts.Sync.Name()
+	}
+	d := Descriptor{
+		Version: Version, Index: s.opts.Index.Name(), Replication: s.opts.Replication.Name(),
+		Sync: syncName, Created: m.Runtime().Now(), Creator: m.Info().ID,
+	}
+	if r := len(a.MetaNodes()); r > 1 {
+		d.Replicas = r
+	}
+	for i := range s.opts.Replication.Replicas() {
+		root, err := s.opts.Index.Create(ctx, IndexEnv{Memory: m, Alloc: a})
+		if err != nil {
+			return Descriptor{}, fmt.Errorf("kvstore: create index instance %d: %w", i, err)
+		}
+		d.Roots = append(d.Roots, root)
+	}
+	return d, nil
+}
+
+// createRep is create for replicated metadata: the descriptor goes to a symmetric block, one
+// copy per metadata node; it returns the block's offset.
+func (s *Store) createRep(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (Descriptor, uint64, error) {
+	d, err := s.newDescriptor(ctx, m, a)
+	if err != nil {
+		return Descriptor{}, 0, err
+	}
+	off, err := a.AllocSymmetric(ctx, DescriptorSize, 64)
+	if err != nil {
+		return Descriptor{}, 0, fmt.Errorf("kvstore: allocate descriptor: %w", err)
+	}
+	if err := createDescriptorRep(ctx, m, s.meta, d, uint64(off)); err != nil {
+		return Descriptor{}, 0, err
+	}
+	return d, uint64(off), nil
+}
+
 // checkDescriptor checks that the store found is one the options can open, and settles the
 // synchronizer.
 func (s *Store) checkDescriptor() error {
 	d := s.desc
+	if d.replicas() != len(s.meta) {
+		return fmt.Errorf("kvstore: the store records %d metadata replicas, its nodes' headers %d: %w", d.replicas(), len(s.meta), ErrBadRoot)
+	}
 	if d.Index != s.opts.Index.Name() || d.Replication != s.opts.Replication.Name() || len(d.Roots) != s.opts.Replication.Replicas() {
 		return fmt.Errorf("kvstore: the store has index %q, replication %q over %d instances; the options say %q, %q over %d: %w",
 			d.Index, d.Replication, len(d.Roots), s.opts.Index.Name(), s.opts.Replication.Name(), s.opts.Replication.Replicas(), ErrMismatch)
