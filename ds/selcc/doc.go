@@ -91,9 +91,9 @@
 // held by guards are pinned) in one batch, whatever memory nodes they live on: one round trip
 // for the batch, each dirty range written back before its release FAA. As in the paper
 // (§5.2), a background evictor keeps the free list filled: when a client takes a frame and
-// leaves fewer than 2·EvictBatch free, the node starts its evictor (at most one at a time, on
-// the node's own client, in a goroutine from Runtime.Go), which evicts batches until
-// 2·EvictBatch frames are free and ends; a miss then finds a free frame and pays nothing for
+// leaves fewer than L = min(2·EvictBatch, Frames/8) free, the node starts its evictor (at most
+// one at a time, on the node's own client, in a goroutine from Runtime.Go), which evicts
+// batches until L frames are free and ends (a cache of fewer than 8 frames has none); a miss then finds a free frame and pays nothing for
 // eviction. A miss that finds no free frame (the evictor fell behind, or with EvictBatch 1,
 // the ablation's "no batching") evicts a batch itself, on its critical path. Dirty bounds are kept per
 // frame (the union of the ranges written since the line was fetched); only that range is

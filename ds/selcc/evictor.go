@@ -9,13 +9,15 @@ import (
 // list and, when it falls below a threshold L, release L − l_f least-recently-used frames in
 // batches grouped into one work request per memory node, so that a miss normally finds a
 // free frame and pays no eviction on its critical path. Here a client that takes a frame and
-// leaves fewer than L = 2·EvictBatch free starts one evictor (at most one runs per node, on
+// leaves fewer than L = min(2·EvictBatch, Frames/8) free starts one evictor (at most one runs per node, on
 // the node's own client, in a goroutine the fabric schedules); it evicts batches of up to
 // EvictBatch victims, one round trip each, until L frames are free, and ends. A miss that finds
 // no free frame at all (the evictor fell behind) still evicts a batch itself.
 
-// lowWater is the free-list length L below which the background evictor runs.
-func (n *node) lowWater() int { return 2 * n.c.opts.EvictBatch }
+// lowWater is the free-list length L below which the background evictor runs: two batches,
+// but at most an eighth of the frames, so that the evictor of a small cache does not keep
+// emptying it (0 turns the evictor off: misses evict for themselves).
+func (n *node) lowWater() int { return min(2*n.c.opts.EvictBatch, n.c.opts.Frames/8) }
 
 // freeLen returns the free list's length.
 func (n *node) freeLen() int {

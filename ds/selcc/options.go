@@ -62,7 +62,8 @@ type Options struct {
 	// LineSize+64 bytes of the node's shared area.
 	Frames int
 	// EvictBatch is how many victims one eviction releases at once, in one batch (default
-	// Frames/4, at least 1); the background evictor keeps 2·EvictBatch frames free.
+	// Frames/4, at least 1); the background evictor keeps min(2·EvictBatch, Frames/8) frames
+	// free.
 	EvictBatch int
 	// Gamma is the hand-over budget γ: once invalidations of a line were dropped because local
 	// clients held it, and local clients then waited for its local latch more than γ times
