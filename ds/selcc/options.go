@@ -94,7 +94,9 @@ type Options struct {
 	// writers that retried this often. A writer that merely found sharers and retried once or
 	// twice is ordinary contention, not starvation; treating it as starving would make every
 	// contended write refuse the readers that follow it and hold their nodes off the line
-	// (default 20, the first starvation level of the paper's artifact).
+	// (default 20, as the paper's artifact: its storage/rdma.cc gives a writer starvation
+	// level 0 below 20 retries, and only a writer with a nonzero level records a priority
+	// for priority matching and spin waiting).
 	StarvationTries int
 	// NoPriorityMatching turns off priority matching (§5.3.2): by default a node that needed k
 	// retries to get a line exclusive keeps it against readers whose invalidation carries a
