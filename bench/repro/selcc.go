@@ -157,12 +157,16 @@ func (c SelccConfig) check() error {
 
 // SelccModel is the simulated testbed: sim.ConnectX3 (the SELCC testbed's 56 Gb/s ConnectX-3
 // NICs and 16-core compute nodes; see its doc for what is sourced and what assumed) with 8
-// memory nodes of memSize bytes and 8 compute nodes of up to 16 clients, two invalidation
-// handlers each, and a shared area for frames cached GCLs of 2 KB.
+// memory nodes of memSize bytes and 8 compute nodes of up to 16 clients, and a shared area for
+// frames cached GCLs of 2 KB. Each compute node runs selccHandlers invalidation handlers at once:
+// one per peer compute node, as the paper's artifact starts one message-handling worker per
+// peer (storage/rdma.cc, Cross_Computes_RPC_Threads_Creator, with NUM_QP_ACCROSS_COMPUTE = 1
+// in port/port_posix.h); each runs on the node's cores beside its clients.
 func SelccModel(perNode, frames int, memSize uint64) sim.Model {
 	m := sim.ConnectX3()
 	m.MemoryNodes, m.MemorySize = 8, memSize
-	m.ComputeNodes, m.ClientsPerNode, m.MaxHandlers = 8, perNode+3, 2
+	m.ComputeNodes, m.MaxHandlers = 8, selccHandlers
+	m.ClientsPerNode = perNode + selccHandlers + 1 // and the cache's own client
 	m.SliceSize = 4 << 10
 	m.SharedSize = uint64(frames)*(selccLine+64) + 1<<20
 	return m
@@ -170,6 +174,10 @@ func SelccModel(perNode, frames int, memSize uint64) sim.Model {
 
 // selccLine is the GCL size of every figure (the paper's default, §3 footnote 4).
 const selccLine = 2048
+
+// selccHandlers is the invalidation handlers per compute node: one per peer of 8 (see
+// SelccModel).
+const selccHandlers = 8 - 1
 
 // SelccPoint is what one point measured in its windows, over every seed.
 type SelccPoint struct {

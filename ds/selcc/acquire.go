@@ -90,6 +90,7 @@ func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, 
 	n := cl.n
 	for try := 1; ; try++ {
 		f := n.takeFree()
+		n.kickEvictor()
 		if f == nil {
 			vs := n.victims(cl.o.EvictBatch)
 			if len(vs) == 0 && n.allDead() {
@@ -210,7 +211,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 				return err
 			}
 			if p == cd.Shared(me) {
-				f.memo, f.earned = memoM, uint32(try)
+				f.memo, f.earned = memoM, cl.earned(try)
 				return nil
 			}
 			if upFails++; upFails >= cl.o.UpgradeTries {
@@ -236,7 +237,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 				return err
 			}
 			if prev, _ = b.Result(i); prev == 0 {
-				f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, uint32(try)
+				f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, cl.earned(try)
 				return cl.m.Write(ctx, f.body, buf)
 			}
 		default:
@@ -281,7 +282,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			switch st {
 			case replyData, replyDataDirty:
 				if excl {
-					f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, uint32(try)
+					f.memo, f.lo, f.hi, f.earned = memoM, 0, 0, cl.earned(try)
 					if st == replyDataDirty {
 						f.hi = cl.o.LineSize
 					}
@@ -311,6 +312,15 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			return err
 		}
 	}
+}
+
+// earned is the priority a writer that got its line at its try-th attempt keeps it with
+// against readers (priority matching): its retry count if it starved, else none.
+func (cl *Client) earned(try int) uint32 {
+	if cl.n.starving(uint32(try)) {
+		return uint32(try)
+	}
+	return 0
 }
 
 // targets decodes whom to invalidate from a failed attempt's word: the exclusive holder if

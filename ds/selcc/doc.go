@@ -87,11 +87,15 @@
 //
 // # Eviction
 //
-// A miss that finds no free frame evicts up to EvictBatch least-recently-used frames it can
-// latch at once (frames held by guards are pinned) in one batch, whatever memory nodes they
-// live on: one round trip for the batch, each dirty range written back before its release FAA.
-// There is no background evictor (no goroutine to own a client between operations), so a miss
-// on a full cache pays that round trip, amortized over the batch. Dirty bounds are kept per
+// Eviction releases up to EvictBatch least-recently-used frames it can latch at once (frames
+// held by guards are pinned) in one batch, whatever memory nodes they live on: one round trip
+// for the batch, each dirty range written back before its release FAA. As in the paper
+// (§5.2), a background evictor keeps the free list filled: when a client takes a frame and
+// leaves fewer than L = min(2·EvictBatch, Frames/8) free, the node starts its evictor (at most
+// one at a time, on the node's own client, in a goroutine from Runtime.Go), which evicts
+// batches until L frames are free and ends (a cache of fewer than 8 frames has none); a miss then finds a free frame and pays nothing for
+// eviction. A miss that finds no free frame (the evictor fell behind, or with EvictBatch 1,
+// the ablation's "no batching") evicts a batch itself, on its critical path. Dirty bounds are kept per
 // frame (the union of the ranges written since the line was fetched); only that range is
 // written back.
 //
@@ -113,18 +117,26 @@
 // closes the word with a CAS and, if it finds it claimed, waits for the line. So a hand-over
 // never reaches a writer that stopped waiting.
 //
-// Writers starved by readers: a reader node that drops a PeerWr of priority p ≥ 2 because its
-// readers hold the frame gives its share up at the next local shared release, and a node that
-// gives a share to such a writer keeps its own readers off the line for p·WriterHoldoff (spin
-// waiting; p capped at 64). Priority matching: a node that needed k retries to get a line M
-// drops PeerRds of priority below k, so a writer that starved is not robbed at once.
+// Writers starved by readers: a writer starves once its retry count reaches StarvationTries
+// (default 20: the paper's artifact, storage/rdma.cc, raises a writer's starvation level
+// above 0 only from 20 retries, and the paper applies both remedies to "high-priority"
+// messages of starved writers only). A reader node that drops a
+// starving writer's PeerWr (priority p) because its readers hold the frame gives its share up
+// at the next local shared release, and a node that gives a share to such a writer keeps its
+// own readers off the line for p·WriterHoldoff (spin waiting; p capped at 64). Priority
+// matching: a writer that starved, needing k retries to get a line M, drops PeerRds of
+// priority below k, so it is not robbed at once. A writer that merely found sharers and
+// retried once or twice gets neither: treating every contended write as starving made each
+// write to a hot line refuse the readers after it (measured under zipf 0.99 with 5% writes:
+// four of five PeerRds dropped, each costing the reader a message round and a backoff).
 //
-// Measured on sim (ConnectX6 model, 4 nodes × 4 clients, one hot line, seeds 1-5): writers
-// only, 4 ms, γ = 256 gives a Jain index of 0.98-1.00 over the nodes' throughputs and γ = ∞
-// 0.25 (one node keeps the line) with about 8% more operations; one writing node among three
-// reading nodes, 1 ms, completes 324-537 operations (a reading node about 2,000-2,700) with
-// spin waiting and priority matching, 4-271 without; a single writing client completes
-// 341-942 with priority matching, 111-572 without.
+// Measured on sim (ConnectX6 model, 4 nodes × 4 clients, one hot line, seed 1, after
+// StarvationTries became 20; the figures before it, over seeds 1-5, were of the same order):
+// writers only, 4 ms, γ = 256 gives a Jain index of 0.995 over the nodes' throughputs and
+// γ = ∞ 0.25 (one node keeps the line) with about 9% more operations; one writing node among
+// three reading nodes, 1 ms, completes 307 operations (a reading node about 2,800-3,000) with
+// spin waiting and priority matching, 4 without; a single writing client completes 636 with
+// priority matching, 122 without.
 //
 // # Durability
 //
@@ -187,7 +199,7 @@
 //
 //	hit (memo allows the access)                   0
 //	miss, no conflicting holder                    1 (latch atomic + body READ in one batch)
-//	miss, cache full                               +1 for the eviction batch
+//	miss, cache full, evictor behind               +1 for the eviction batch
 //	upgrade S→M, no other sharer                   1
 //	case 1 (writer vs M)                           requester 1 and a message; holder 2 (FAA,
 //	                                               then the forward): 3 in all, as an RPC directory

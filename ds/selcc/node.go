@@ -78,6 +78,9 @@ type node struct {
 	fences  map[GCL]farmem.Time // a repair's census: no count of the line added before
 
 	stats nodeStats
+
+	evicting atomic.Bool // the background evictor runs (and owns m)
+	closing  atomic.Bool // Close began: no evictor starts
 }
 
 type nodeStats struct {
@@ -173,6 +176,7 @@ func openNode(ctx context.Context, c *Cluster, env *nodestate.Env) (*node, error
 
 // Close releases every line the node holds (writing dirty ones back), in batches.
 func (n *node) Close() error {
+	n.stopEvictor()
 	ctx := context.Background()
 	var errs []error
 	for {
@@ -445,7 +449,7 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		// Local clients hold it (or another client is releasing it): drop, and turn on the
 		// lease counters; remember a writer's priority for spin-waiting readers.
 		f.contended.Store(true)
-		if v.kind == peerWr && v.prio >= 2 && n.c.opts.WriterHoldoff > 0 {
+		if v.kind == peerWr && n.starving(v.prio) && n.c.opts.WriterHoldoff > 0 {
 			// Spin waiting: the next local shared release gives a shared hold up.
 			for p := f.yieldPrio.Load(); v.prio > p && !f.yieldPrio.CompareAndSwap(p, v.prio); p = f.yieldPrio.Load() {
 			}
@@ -557,10 +561,14 @@ func (n *node) forward(ctx context.Context, m farmem.Memory, f *frame, v invalid
 	return doAll(ctx, m, &b)
 }
 
+// starving reports whether a writer's message of priority prio (its retry count) is a
+// starving writer's (Options.StarvationTries).
+func (n *node) starving(prio uint32) bool { return prio >= uint32(n.c.opts.StarvationTries) }
+
 // setHoldoff keeps this node's readers off g for a while after a writer with priority prio
 // took its shared hold away (spin waiting against writer starvation).
 func (n *node) setHoldoff(m farmem.Memory, g GCL, prio uint32) {
-	if prio < 2 || n.c.opts.WriterHoldoff == 0 {
+	if !n.starving(prio) || n.c.opts.WriterHoldoff == 0 {
 		return
 	}
 	n.holdOff(m, g, n.c.opts.WriterHoldoff*timeDuration(min(prio, 64)))

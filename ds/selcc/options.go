@@ -61,8 +61,9 @@ type Options struct {
 	// Frames is the number of cache frames per compute node (default 256); each takes
 	// LineSize+64 bytes of the node's shared area.
 	Frames int
-	// EvictBatch is how many victims a miss that finds no free frame evicts at once, in one
-	// batch (default Frames/4, at least 1).
+	// EvictBatch is how many victims one eviction releases at once, in one batch (default
+	// Frames/4, at least 1); the background evictor keeps min(2·EvictBatch, Frames/8) frames
+	// free.
 	EvictBatch int
 	// Gamma is the hand-over budget γ: once invalidations of a line were dropped because local
 	// clients held it, and local clients then waited for its local latch more than γ times
@@ -88,6 +89,15 @@ type Options struct {
 	// its shared hold to that writer keeps its own readers from taking the line again (spin
 	// waiting, §5.3.2; default 1µs, capped at 64 units; negative turns spin waiting off).
 	WriterHoldoff time.Duration
+	// StarvationTries is the retry count from which a writer counts as starving (§5.3.2: its
+	// invalidations are "high-priority"): spin waiting and priority matching act only for
+	// writers that retried this often. A writer that merely found sharers and retried once or
+	// twice is ordinary contention, not starvation; treating it as starving would make every
+	// contended write refuse the readers that follow it and hold their nodes off the line
+	// (default 20, as the paper's artifact: its storage/rdma.cc gives a writer starvation
+	// level 0 below 20 retries, and only a writer with a nonzero level records a priority
+	// for priority matching and spin waiting).
+	StarvationTries int
 	// NoPriorityMatching turns off priority matching (§5.3.2): by default a node that needed k
 	// retries to get a line exclusive keeps it against readers whose invalidation carries a
 	// priority (their retry count) below k, so a writer that starved is not robbed at once.
@@ -152,6 +162,9 @@ func (o Options) withDefaults(t *farmem.Topology) (Options, error) {
 	}
 	if o.UpgradeTries <= 0 {
 		o.UpgradeTries = 2
+	}
+	if o.StarvationTries <= 0 {
+		o.StarvationTries = 20
 	}
 	if o.WriterHoldoff == 0 {
 		o.WriterHoldoff = time.Microsecond
