@@ -8,14 +8,20 @@ import "github.com/farmem/farmem/farmem"
 // per counter that changes instead of one or two per op. On a batch of a few reads that is
 // three additions (verbs, round trip, bytes received) in place of two per op and one more.
 func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
-	var verbs [farmem.NumTargets][farmem.NumOpKinds]uint64
 	var out, in, unsignaled, failed uint64
 	rt := false
+	// Verbs are added per run of ops of one target and kind (a batch is usually one run).
+	runT, runK, run := farmem.Target(0), farmem.OpKind(0), uint64(0)
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		t := TargetOf(op.Addr.Node(), self)
 		if op.Kind < farmem.NumOpKinds {
-			verbs[t][op.Kind]++
+			if run > 0 && (t != runT || op.Kind != runK) {
+				c.verbs[runT][runK].Add(run)
+				run = 0
+			}
+			runT, runK = t, op.Kind
+			run++
 		}
 		switch op.Kind {
 		case farmem.OpWrite:
@@ -46,12 +52,8 @@ func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
 			in += 8
 		}
 	}
-	for t := range verbs {
-		for k, n := range verbs[t] {
-			if n != 0 {
-				c.verbs[t][k].Add(n)
-			}
-		}
+	if run > 0 {
+		c.verbs[runT][runK].Add(run)
 	}
 	if out != 0 {
 		c.bytesOut.Add(out)
