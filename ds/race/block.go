@@ -27,9 +27,9 @@ import (
 //	last 8    checksum of the block's address and every byte before the checksum but the
 //	          valid word. Version 3 (sum3): XXH3-64 of the bytes from 24 on, folded with the
 //	          address and the first two words by the multiply-rotate rounds of the key hash and a
-//	          64-bit finalizer (about 30 ns per KiB, the header a few ns). Version 2 (sum2):
-//	          the key hash's own loop over the whole, the valid word read as 0 (about 150 ns
-//	          per KiB).
+//	          64-bit finalizer: three to five times faster than version 2's on a 1 KiB block
+//	          (on an AMD EPYC, 87 ns against 234 to 331 under load; 30 against 150 quiet).
+//	          Version 2 (sum2): the key hash's own loop over the whole, the valid word read as 0.
 //
 // The slot records the block's length in Units; bytes past the checksum are not part of it.
 // Layout version 2 added the stamp and the valid word (version 1 blocks had a 16-byte header);
