@@ -27,8 +27,8 @@ import (
 //	last 8    checksum of the block's address and every byte before the checksum but the
 //	          valid word. Version 3 (sum3): XXH3-64 of the bytes from 24 on, folded with the
 //	          address and the first two words by the multiply-rotate rounds of the key hash and a
-//	          64-bit finalizer: three to five times faster than version 2's on a 1 KiB block
-//	          (on an AMD EPYC, 87 ns against 234 to 331 under load; 30 against 150 quiet).
+//	          64-bit finalizer: about three times faster than version 2's on a 1 KiB block (87
+//	          ns against 234 to 331 on a loaded 2-core AMD EPYC).
 //	          Version 2 (sum2): the key hash's own loop over the whole, the valid word read as 0.
 //
 // The slot records the block's length in Units; bytes past the checksum are not part of it.

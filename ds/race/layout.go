@@ -174,7 +174,7 @@ const (
 	Magic uint64 = 0x454341526d726166
 	// LayoutVersion is the layout version this package writes. Version 2 added the stamp and
 	// the valid word to KV blocks; version 3 changed only their checksum (to one built on
-	// XXH3-64, three to five times faster; see DecodeBlock's layout). A version 2 table is read and
+	// XXH3-64, about three times faster; see DecodeBlock's layout). A version 2 table is read and
 	// written as before, its blocks in the version 2 format (Root.Version says which), so
 	// binaries of both versions can share it; a version 1 table is refused (ErrBadRoot), since
 	// its blocks cannot be read with this layout: recreate it.
