@@ -161,6 +161,11 @@ type Worker struct {
 
 	load, run tally
 	steps     atomic.Uint64
+	// last is the session's costs after the worker's previous operation (valid when haveLast):
+	// the costs before the next one, since the worker uses its session for nothing else in
+	// between. One Costs reading per operation, not two.
+	last     farmem.Stats
+	haveLast bool
 }
 
 // NewWorker returns a worker running d's workload on s.
@@ -200,7 +205,8 @@ func cloneGen(g generator.Generator) generator.Generator {
 	return g // stateless: Uniform, Hotspot, nil
 }
 
-// Session returns the worker's session.
+// Session returns the worker's session. Verbs issued on it between two operations of the
+// worker are counted in the costs of the next one.
 func (wk *Worker) Session() Session { return wk.sess }
 
 // Steps returns how many operations Step has executed (measured or not); it may be read from
@@ -237,10 +243,7 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 			return fmt.Errorf("bench: load key %d: %w", k, err)
 		}
 		val := wk.value()
-		var before farmem.Stats
-		if wk.cost != nil {
-			before = wk.cost.Costs()
-		}
+		before := wk.costBefore()
 		start := wk.now()
 		err = wk.sess.Insert(ctx, wk.key, val)
 		end := wk.now()
@@ -257,10 +260,7 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 // into the worker's run phase if it ends inside the measured window.
 func (wk *Worker) Step(ctx context.Context) error {
 	op := wk.d.chooseOp(wk.r)
-	var before farmem.Stats
-	if wk.cost != nil {
-		before = wk.cost.Costs()
-	}
+	before := wk.costBefore()
 	start := wk.now()
 	if !wk.started {
 		wk.startAt(start)
@@ -269,17 +269,32 @@ func (wk *Worker) Step(ctx context.Context) error {
 	end := wk.now()
 	wk.lastEnd = end
 	wk.steps.Add(1)
+	cost := wk.costSince(before)
 	if end >= wk.from && (wk.to == 0 || end <= wk.to) {
-		wk.run.record(op, end-start, err, wk.costSince(before))
+		wk.run.record(op, end-start, err, cost)
 	}
 	return err
 }
 
+// costBefore returns the session's costs before an operation: those after the previous one.
+func (wk *Worker) costBefore() farmem.Stats {
+	if wk.cost == nil {
+		return farmem.Stats{}
+	}
+	if !wk.haveLast {
+		wk.last, wk.haveLast = wk.cost.Costs(), true
+	}
+	return wk.last
+}
+
+// costSince returns the costs of the operation that began at before, and keeps the costs after
+// it for the next one.
 func (wk *Worker) costSince(before farmem.Stats) farmem.Stats {
 	if wk.cost == nil {
 		return farmem.Stats{}
 	}
-	return wk.cost.Costs().Sub(before)
+	wk.last = wk.cost.Costs()
+	return wk.last.Sub(before)
 }
 
 func (wk *Worker) do(ctx context.Context, op Op) error {

@@ -175,16 +175,18 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 	if c.inline() && ctx.Err() == nil && transport.Admissible(b, c.Usable(), c.m.sizeOf) {
-		// What Post does inline, without a Pending.
-		c.Counters.CountBatch(b, c.ClientInfo.Node)
-		return c.runInline(b)
+		// What Post does inline, without a Pending; counted once it has run.
+		err := c.runInline(b)
+		c.Counters.CountDone(b, c.ClientInfo.Node)
+		return err
 	}
 	return transport.Finish(ctx, c.Post(ctx, b))
 }
 
 // runInline applies b's ops in the caller, in batch order, leaving each op's outcome in the op,
 // and returns the first signaled op's error, as transport.Err would report it. The batch is
-// checked and counted. One fault guard covers the whole batch (see runGuarded).
+// checked; the caller counts it and its outcomes. One fault guard covers the whole batch (see
+// runGuarded).
 func (c *client) runInline(b *farmem.Batch) error {
 	var first error
 	for i := 0; i < len(b.Ops); {
@@ -220,10 +222,9 @@ func (c *client) runGuarded(b *farmem.Batch, i int, first *error) (next int) {
 	return next
 }
 
-// complete records an inline op's outcome, and its error in first if it is the batch's first
-// signaled failure.
+// complete records an inline op's outcome (not counted), and its error in first if it is the
+// batch's first signaled failure.
 func (c *client) complete(op *farmem.Op, val uint64, err error, first *error) {
-	c.Counters.CountResult(op, val, err)
 	transport.SetResult(op, val, err)
 	if err != nil && *first == nil && !op.Unsignaled {
 		*first = err
@@ -248,6 +249,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		_ = c.runInline(b)
 		for i := range b.Ops {
 			val, err := b.Result(i)
+			c.Counters.CountResult(&b.Ops[i], val, err)
 			comp.Complete(i, val, err)
 		}
 		return p

@@ -262,9 +262,6 @@ func newLimitRegion(b *testing.B, ctx context.Context, f *cxl.Fabric, node farme
 	m, err := f.Open(ctx, f.ID())
 	require.NoError(b, err)
 	defer m.Close()
-	var hdr [4]byte
-	binary.LittleEndian.PutUint16(hdr[0:], 11)
-	binary.LittleEndian.PutUint16(hdr[2:], limitValue)
 	const chunk = 1 << 20
 	buf := make([]byte, chunk)
 	var img []byte
@@ -272,7 +269,9 @@ func newLimitRegion(b *testing.B, ctx context.Context, f *cxl.Fabric, node farme
 	for off := uint64(0); img == nil; off += chunk - 4096 {
 		require.NoError(b, m.Read(ctx, farmem.MakeAddr(node, off), buf), "no block found")
 		for i := 0; i+4096 <= len(buf) && img == nil; i += race.Unit {
-			if !bytes.Equal(buf[i:i+4], hdr[:]) || !bytes.Equal(buf[i+24:i+27], []byte("key")) {
+			// The key and value lengths (the value's without the checksum format bit).
+			kl, vl := binary.LittleEndian.Uint16(buf[i:]), binary.LittleEndian.Uint16(buf[i+2:])&0x7fff
+			if kl != 11 || vl != limitValue || !bytes.Equal(buf[i+24:i+27], []byte("key")) {
 				continue
 			}
 			a := farmem.MakeAddr(node, off+uint64(i))

@@ -3,6 +3,9 @@ package race
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -11,7 +14,8 @@ import (
 // while a slot can point at it, except for its valid word):
 //
 //	[0, 2)    key length (uint16)
-//	[2, 4)    value length (uint16; MaxKV fits)
+//	[2, 4)    value length (low 15 bits; MaxKV fits), and in bit 15 the checksum format: set
+//	          in a version 3 block, clear in a version 2 block
 //	[4, 8)    stamp (uint32): chosen at random when the block is written, so that an address
 //	          cache can tell this block from a later block at the same address
 //	[8, 16)   insert lease deadline (fabric time, ns): how long the block's tentative slot is
@@ -20,11 +24,19 @@ import (
 //	          about to replace or delete it sets it nonzero with a plain Write (InvalidWord).
 //	          It is outside the checksum and never the target of an atomic.
 //	[24, ...) key, then value, then zeros up to a multiple of 8
-//	last 8    checksum: hash of every byte before it, the valid word read as 0, and of the
-//	          block's own address
+//	last 8    checksum of the block's address and every byte before the checksum but the
+//	          valid word. Version 3 (sum3): XXH3-64 of the bytes from 24 on, folded with the
+//	          address and the first two words by the multiply-rotate rounds of the key hash and a
+//	          64-bit finalizer: about three times faster than version 2's on a 1 KiB block (87
+//	          ns against 234 to 331 on a loaded 2-core AMD EPYC).
+//	          Version 2 (sum2): the key hash's own loop over the whole, the valid word read as 0.
 //
 // The slot records the block's length in Units; bytes past the checksum are not part of it.
-// Layout version 2 added the stamp and the valid word (version 1 blocks had a 16-byte header).
+// Layout version 2 added the stamp and the valid word (version 1 blocks had a 16-byte header);
+// version 3 changed only the checksum, so both have the same size and DecodeBlock reads both,
+// telling them apart by the format bit. A table writes the blocks of its root's version (a
+// version 2 table, created by an older binary, keeps writing version 2 blocks, so older
+// binaries can still share it).
 const (
 	blockHeader   = 24
 	blockTrailer  = 8
@@ -38,6 +50,8 @@ const (
 	// MaxKey is the longest key.
 	MaxKey  = 1<<16 - 1
 	sumSeed = 0x6b7652414345636b // "kcECARvk"
+	// sum3Flag is the format bit of a version 3 block, in its value length field.
+	sum3Flag = 1 << 15
 )
 
 // blockSize returns the bytes of a block holding a key and value of these lengths.
@@ -54,7 +68,8 @@ func checkKV(key, val []byte) error {
 	return nil
 }
 
-// encodeBlock returns the bytes of a block at addr (its blockSize, in a buffer of whole Units).
+// encodeBlock returns the bytes of a version 3 block at addr (its blockSize, in a buffer of
+// whole Units).
 func encodeBlock(addr farmem.Addr, key, val []byte, deadline farmem.Time, stamp uint32) []byte {
 	n := blockSize(len(key), len(val))
 	return encodeBlockInto(make([]byte, (n+Unit-1)&^(Unit-1)), addr, key, val, deadline, stamp)
@@ -63,24 +78,47 @@ func encodeBlock(addr farmem.Addr, key, val []byte, deadline farmem.Time, stamp 
 // encodeBlockInto is encodeBlock into buf (at least blockSize bytes; its contents do not
 // matter), and returns buf[:blockSize].
 func encodeBlockInto(buf []byte, addr farmem.Addr, key, val []byte, deadline farmem.Time, stamp uint32) []byte {
+	return encodeBlockVersion(buf, addr, key, val, deadline, stamp, 3)
+}
+
+// encodeBlockVersion is encodeBlockInto in the block format of layout version 2 or 3.
+func encodeBlockVersion(buf []byte, addr farmem.Addr, key, val []byte, deadline farmem.Time, stamp uint32, version int) []byte {
 	n := blockSize(len(key), len(val))
 	b := buf[:n]
 	le := binary.LittleEndian
+	vl := uint16(len(val))
+	if version >= 3 {
+		vl |= sum3Flag
+	}
 	le.PutUint16(b[0:], uint16(len(key)))
-	le.PutUint16(b[2:], uint16(len(val)))
+	le.PutUint16(b[2:], vl)
 	le.PutUint32(b[4:], stamp)
 	le.PutUint64(b[8:], uint64(deadline))
 	le.PutUint64(b[ValidOffset:], 0)
 	copy(b[blockHeader:], key)
 	copy(b[blockHeader+len(key):], val)
 	clear(b[blockHeader+len(key)+len(val) : n-8])
-	le.PutUint64(b[n-8:], blockSum(addr, b[:n-8]))
+	if version >= 3 {
+		le.PutUint64(b[n-8:], sum3(addr, b[:n-8]))
+	} else {
+		le.PutUint64(b[n-8:], sum2(addr, b[:n-8]))
+	}
 	return b
 }
 
-// blockSum is the checksum of a block's bytes before its checksum, its valid word read as 0.
-// It never writes to b.
-func blockSum(addr farmem.Addr, b []byte) uint64 {
+// sum3 is the version 3 checksum of a block's bytes before its checksum (at least
+// blockHeader of them); the valid word is not read.
+func sum3(addr farmem.Addr, b []byte) uint64 {
+	le := binary.LittleEndian
+	h := sumSeed ^ uint64(addr)*mulA
+	h = bits.RotateLeft64(h^(le.Uint64(b[0:])*mulB), 29) * mulC
+	h = bits.RotateLeft64(h^(le.Uint64(b[8:])*mulB), 29) * mulC
+	return fmix(h ^ xxh3.Hash(b[blockHeader:]))
+}
+
+// sum2 is the version 2 checksum of a block's bytes before its checksum, its valid word read
+// as 0. It never writes to b.
+func sum2(addr farmem.Addr, b []byte) uint64 {
 	if binary.LittleEndian.Uint64(b[ValidOffset:]) == 0 {
 		return hash64(sumSeed^uint64(addr), b)
 	}
@@ -112,7 +150,8 @@ func DecodeBlock(addr farmem.Addr, b []byte) (Block, error) {
 		return blk, fmt.Errorf("race: block at %v: %d bytes: %w", addr, len(b), ErrCorrupt)
 	}
 	le := binary.LittleEndian
-	kl, vl := int(le.Uint16(b[0:])), int(le.Uint16(b[2:]))
+	kl, vl := int(le.Uint16(b[0:])), int(le.Uint16(b[2:])&^sum3Flag)
+	v3 := le.Uint16(b[2:])&sum3Flag != 0
 	if kl+vl > MaxKV {
 		return blk, fmt.Errorf("race: block at %v: bad header: %w", addr, ErrCorrupt)
 	}
@@ -125,7 +164,13 @@ func DecodeBlock(addr farmem.Addr, b []byte) (Block, error) {
 			return blk, fmt.Errorf("race: block at %v: nonzero padding: %w", addr, ErrCorrupt)
 		}
 	}
-	if le.Uint64(b[n-8:]) != blockSum(addr, b[:n-8]) {
+	var sum uint64
+	if v3 {
+		sum = sum3(addr, b[:n-8])
+	} else {
+		sum = sum2(addr, b[:n-8])
+	}
+	if le.Uint64(b[n-8:]) != sum {
 		return blk, fmt.Errorf("race: block at %v: checksum mismatch: %w", addr, ErrCorrupt)
 	}
 	blk.Key = b[blockHeader : blockHeader+kl : blockHeader+kl]

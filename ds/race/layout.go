@@ -172,10 +172,15 @@ const (
 
 	// Magic is the first word of a table root: the bytes "farmRACE" as a little-endian word.
 	Magic uint64 = 0x454341526d726166
-	// LayoutVersion is the layout version this package writes and reads. Version 2 added the
-	// stamp and the valid word to KV blocks; a version 1 table is refused (ErrBadRoot), since
+	// LayoutVersion is the layout version this package writes. Version 2 added the stamp and
+	// the valid word to KV blocks; version 3 changed only their checksum (to one built on
+	// XXH3-64, about three times faster; see DecodeBlock's layout). A version 2 table is read and
+	// written as before, its blocks in the version 2 format (Root.Version says which), so
+	// binaries of both versions can share it; a version 1 table is refused (ErrBadRoot), since
 	// its blocks cannot be read with this layout: recreate it.
-	LayoutVersion = 2
+	LayoutVersion = 3
+	// oldestLayoutVersion is the oldest layout version this package reads.
+	oldestLayoutVersion = 2
 )
 
 // Subtable layout. The header area is 5 Units: the header, lock and parent words, then one
@@ -351,6 +356,9 @@ func encodeRootConst(p Params) []byte {
 // Root is a decoded table root.
 type Root struct {
 	Params Params
+	// Version is the table's layout version (2 or 3): the format of the KV blocks its clients
+	// write.
+	Version int
 	// Dir is the current directory and GlobalDepth its depth (2^GlobalDepth entries).
 	Dir         farmem.Addr
 	GlobalDepth int
@@ -375,12 +383,13 @@ func DecodeRoot(b []byte) (Root, error) {
 		return r, fmt.Errorf("race: root checksum mismatch: %w", ErrBadRoot)
 	}
 	params := le.Uint64(b[rootParamsOff:])
-	if v := params & 0xff; v != LayoutVersion {
+	if v := params & 0xff; v < oldestLayoutVersion || v > LayoutVersion {
 		if v == 1 {
-			return r, fmt.Errorf("race: layout version 1 (KV blocks without a stamp and valid word, written before version 2): this package reads only version %d; recreate the table: %w", LayoutVersion, ErrBadRoot)
+			return r, fmt.Errorf("race: layout version 1 (KV blocks without a stamp and valid word, written before version 2): this package reads only versions %d to %d; recreate the table: %w", oldestLayoutVersion, LayoutVersion, ErrBadRoot)
 		}
-		return r, fmt.Errorf("race: layout version %d (want %d): %w", v, LayoutVersion, ErrBadRoot)
+		return r, fmt.Errorf("race: layout version %d (want %d to %d): %w", v, oldestLayoutVersion, LayoutVersion, ErrBadRoot)
 	}
+	r.Version = int(params & 0xff)
 	if params>>56 > MaxReplicas || le.Uint64(b[rootGroupsOff:]) > 1<<20 {
 		return r, fmt.Errorf("race: reserved bits set in root parameters: %w", ErrBadRoot)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,9 +72,22 @@ func TestHeaderWords(t *testing.T) {
 }
 
 func TestBlock(t *testing.T) {
+	for _, version := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { testBlock(t, version) })
+	}
+}
+
+// testBlock checks a block of one layout version: it decodes, and any change to it but its
+// valid word, its address included, is rejected.
+func testBlock(t *testing.T, version int) {
 	a := farmem.MakeAddr(2, 64*Unit)
-	b := encodeBlock(a, []byte("key"), []byte("value"), 12345, 77)
+	enc := func(key, val string) []byte {
+		n := blockSize(len(key), len(val))
+		return encodeBlockVersion(make([]byte, n), a, []byte(key), []byte(val), 12345, 77, version)
+	}
+	b := enc("key", "value")
 	require.Equal(t, blockSize(3, 5), uint64(len(b)))
+	require.Equal(t, version == 3, b[3]&0x80 != 0, "format bit")
 	blk, err := DecodeBlock(a, b)
 	require.NoError(t, err)
 	require.Equal(t, "key", string(blk.Key))
@@ -99,10 +114,19 @@ func TestBlock(t *testing.T) {
 	_, err = DecodeBlock(a, b[:len(b)-1])
 	require.ErrorIs(t, err, ErrCorrupt)
 	// A torn block: the first half of one write, the second of another.
-	o := encodeBlock(a, []byte("key"), []byte("VALUE"), 12345, 77)
+	o := enc("key", "VALUE")
 	torn := append(bytes.Clone(b[:28]), o[28:]...) // "key"+"v" then "ALUE" and o's checksum
 	_, err = DecodeBlock(a, torn)
 	require.ErrorIs(t, err, ErrCorrupt)
+	// A large block (XXH3's long-input path), torn at every 64-byte boundary: rejected.
+	long := strings.Repeat("0123456789abcdef", 120)
+	l1, l2 := enc("key", long), enc("key", strings.ToUpper(long))
+	_, err = DecodeBlock(a, l1)
+	require.NoError(t, err)
+	for cut := 64; cut < len(l1)-8; cut += 64 {
+		_, err := DecodeBlock(a, append(bytes.Clone(l1[:cut]), l2[cut:]...))
+		require.ErrorIs(t, err, ErrCorrupt, "torn at %d", cut)
+	}
 }
 
 func TestRoot(t *testing.T) {
@@ -131,6 +155,14 @@ func TestRoot(t *testing.T) {
 	_, err = DecodeRoot(v1)
 	require.ErrorIs(t, err, ErrBadRoot)
 	require.ErrorContains(t, err, "layout version 1")
+	require.Equal(t, LayoutVersion, r.Version)
+	// A version 2 root is read, saying so; a version from the future is refused.
+	r2, err := DecodeRoot(withVersion(b, 2))
+	require.NoError(t, err)
+	require.Equal(t, 2, r2.Version)
+	require.Equal(t, p, r2.Params)
+	_, err = DecodeRoot(withVersion(b, LayoutVersion+1))
+	require.ErrorIs(t, err, ErrBadRoot)
 	b[rootSeedOff] ^= 1
 	_, err = DecodeRoot(b)
 	require.ErrorIs(t, err, ErrBadRoot)
@@ -140,6 +172,7 @@ func TestRoot(t *testing.T) {
 func FuzzDecodeBlock(f *testing.F) {
 	a := farmem.MakeAddr(1, Unit)
 	f.Add(uint64(a), encodeBlock(a, []byte("k"), []byte("v"), 1, 5))
+	f.Add(uint64(a), encodeBlockVersion(make([]byte, Unit), a, []byte("k"), []byte("v"), 1, 5, 2))
 	f.Add(uint64(a), []byte{})
 	f.Add(uint64(0), make([]byte, 64))
 	f.Fuzz(func(t *testing.T, addr uint64, b []byte) {
@@ -150,7 +183,12 @@ func FuzzDecodeBlock(f *testing.F) {
 			}
 			return
 		}
-		again := encodeBlock(farmem.Addr(addr), blk.Key, blk.Value, blk.Deadline, blk.Stamp)
+		version := 2
+		if b[3]&0x80 != 0 {
+			version = 3
+		}
+		buf := make([]byte, blockSize(len(blk.Key), len(blk.Value)))
+		again := encodeBlockVersion(buf, farmem.Addr(addr), blk.Key, blk.Value, blk.Deadline, blk.Stamp, version)
 		want := bytes.Clone(b[:len(again)])
 		clear(want[ValidOffset : ValidOffset+8]) // outside the checksum; encoded as 0
 		if !bytes.Equal(again, want) {
@@ -180,8 +218,16 @@ func FuzzDecodeRoot(f *testing.F) {
 		if err := r.Params.setDefaults(); err != nil {
 			t.Fatalf("decoded invalid params %+v: %v", r.Params, err)
 		}
-		if !bytes.Equal(encodeRootConst(r.Params)[:rootDirOff], b[:rootDirOff]) {
+		if !bytes.Equal(withVersion(encodeRootConst(r.Params), r.Version)[:rootDirOff], b[:rootDirOff]) {
 			t.Fatalf("decoded root does not re-encode to itself")
 		}
 	})
+}
+
+// withVersion returns a copy of the root bytes b with layout version v, its checksum updated.
+func withVersion(b []byte, v int) []byte {
+	c := bytes.Clone(b)
+	c[rootParamsOff] = byte(v)
+	binary.LittleEndian.PutUint64(c[rootSumOff:], hash64(Magic, c[:rootSumOff]))
+	return c
 }

@@ -188,14 +188,21 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 		}
 	}
 	if op.matchOnly {
+		// A slot's fingerprint is its word's top byte (little-endian: its last byte), so a
+		// word is decoded only when that byte matches.
+		b := buf[:16*n]
 		for j := range n {
-			if w := Slot(le.Uint64(buf[8*j:])); w.Fingerprint() == op.fp && w.Committed() {
-				idx, words = append(idx, op.ranges[0]+j), append(words, w)
+			if b[8*j+7] == op.fp {
+				if w := Slot(le.Uint64(b[8*j:])); w.Committed() {
+					idx, words = append(idx, op.ranges[0]+j), append(words, w)
+				}
 			}
 		}
 		for j := from; j < n; j++ {
-			if w := Slot(le.Uint64(buf[8*(n+j):])); w.Fingerprint() == op.fp && w.Committed() {
-				idx, words = append(idx, op.ranges[1]+j), append(words, w)
+			if b[8*(n+j)+7] == op.fp {
+				if w := Slot(le.Uint64(b[8*(n+j):])); w.Committed() {
+					idx, words = append(idx, op.ranges[1]+j), append(words, w)
+				}
 			}
 		}
 		vb.idx, vb.words = idx, words

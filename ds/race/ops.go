@@ -78,11 +78,12 @@ func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline
 	sc := t.scr
 	sc.enc = grow(sc.enc, int(size))
 	stamp := t.stamp()
-	sc.nb = newBlock{addr: a, bytes: encodeBlockInto(sc.enc, a, op.key, val, deadline, stamp), size: size, slot: s, deadline: deadline}
+	sc.nb = newBlock{addr: a, bytes: encodeBlockVersion(sc.enc, a, op.key, val, deadline, stamp, t.version), size: size, slot: s, deadline: deadline}
 	if t.replicated() {
 		for i := 1; i < min(t.p.Replicas, len(t.memNodes)); i++ {
 			ra := farmem.MakeAddr(t.memNodes[(primary+i)%len(t.memNodes)], a.Offset())
-			sc.nb.reps = append(sc.nb.reps, replica{ra, encodeBlock(ra, op.key, val, deadline, stamp)})
+			rb := encodeBlockVersion(make([]byte, size), ra, op.key, val, deadline, stamp, t.version)
+			sc.nb.reps = append(sc.nb.reps, replica{ra, rb})
 		}
 	}
 	return &sc.nb, nil

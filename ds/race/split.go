@@ -310,8 +310,8 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	}
 	// 1. Freeze: set the frozen bit of every slot, learning its final value.
 	frozen := make([]Slot, len(s.words))
-	var b farmem.Batch
-	var pos []int
+	b := farmem.Batch{Ops: make([]farmem.Op, 0, len(s.words))}
+	pos := make([]int, 0, len(s.words))
 	for i, w := range s.words {
 		if w.Frozen() {
 			frozen[i] = w
@@ -403,10 +403,10 @@ func (t *Table) dropSpareDir() {
 // words whose block it has not read yet: one round trip. The blocks of frozen slots cannot be
 // retired while frozen, so they are read safely; one that fails validation is a corrupt table.
 func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]uint64) error {
-	var b farmem.Batch
+	// The blocks to read, each once, then one buffer for all of them.
 	var ws []Slot
-	var bufs [][]byte
 	seen := make(map[Slot]bool)
+	total := uint64(0)
 	for _, w := range words {
 		if !w.Committed() || !w.Frozen() {
 			continue
@@ -416,12 +416,19 @@ func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]u
 			continue
 		}
 		seen[k] = true
-		buf := make([]byte, w.Size())
-		b.Read(w.Addr(), buf)
-		ws, bufs = append(ws, k), append(bufs, buf)
+		ws = append(ws, k)
+		total += w.Size()
 	}
 	if len(ws) == 0 {
 		return nil
+	}
+	all := make([]byte, total)
+	b := farmem.Batch{Ops: make([]farmem.Op, 0, len(ws))}
+	bufs := make([][]byte, len(ws))
+	for i, w := range ws {
+		n := w.Size()
+		bufs[i], all = all[:n:n], all[n:]
+		b.Read(w.Addr(), bufs[i])
 	}
 	if err := doChunked(ctx, t.m, &b); err != nil {
 		return fmt.Errorf("race: read blocks to split: %w", err)
@@ -479,7 +486,7 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 	if err := t.renew(ctx, la, word); err != nil {
 		return err
 	}
-	var b farmem.Batch
+	b := farmem.Batch{Ops: make([]farmem.Op, 0, len(s.words))}
 	for i, w := range s.words {
 		if !w.Frozen() {
 			continue

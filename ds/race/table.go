@@ -141,6 +141,7 @@ type Table struct {
 	id       farmem.ClientID
 	root     farmem.Addr
 	p        Params
+	version  int // the root's layout version: the format of the blocks the handle writes
 	geo      geometry
 	opts     Options
 	sync     ptrsync.Synchronizer
@@ -267,7 +268,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if err != nil {
 		return nil, fmt.Errorf("race: open %v: %w", root, err)
 	}
-	t.p = r.Params
+	t.p, t.version = r.Params, r.Version
 	t.memNodes = m.Topology().MemoryNodes()
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
 	if t.lockSize < 0 || t.lockSize > t.p.MetaSize || t.lockSize%8 != 0 {

@@ -1,0 +1,73 @@
+package transport
+
+import "github.com/farmem/farmem/farmem"
+
+// CountDone counts a batch that a client on compute node self has already run to completion in
+// its own goroutine (a transport that applies a batch inline, each op's outcome left in the
+// op): what CountBatch and then CountResult of every op would count, with one atomic addition
+// per counter that changes instead of one or two per op. On a batch of a few reads that is
+// three additions (verbs, round trip, bytes received) in place of two per op and one more.
+func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
+	var out, in, unsignaled, failed uint64
+	rt := false
+	// Verbs are added per run of ops of one target and kind (a batch is usually one run).
+	runT, runK, run := farmem.Target(0), farmem.OpKind(0), uint64(0)
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		t := TargetOf(op.Addr.Node(), self)
+		if op.Kind < farmem.NumOpKinds {
+			if run > 0 && (t != runT || op.Kind != runK) {
+				c.verbs[runT][runK].Add(run)
+				run = 0
+			}
+			runT, runK = t, op.Kind
+			run++
+		}
+		switch op.Kind {
+		case farmem.OpWrite:
+			out += uint64(len(op.Buf))
+		case farmem.OpCAS, farmem.OpMaskedCAS:
+			out += 16
+		case farmem.OpFAA:
+			out += 8
+		}
+		if op.Unsignaled {
+			unsignaled++
+			continue
+		}
+		rt = rt || t != farmem.TargetLocal
+		val, err := b.Result(i)
+		if err != nil {
+			continue
+		}
+		switch op.Kind {
+		case farmem.OpRead:
+			in += uint64(len(op.Buf))
+		case farmem.OpCAS, farmem.OpMaskedCAS:
+			in += 8
+			if _, ok := Apply(op, val); !ok {
+				failed++
+			}
+		case farmem.OpFAA:
+			in += 8
+		}
+	}
+	if run > 0 {
+		c.verbs[runT][runK].Add(run)
+	}
+	if out != 0 {
+		c.bytesOut.Add(out)
+	}
+	if in != 0 {
+		c.bytesIn.Add(in)
+	}
+	if unsignaled != 0 {
+		c.unsignaled.Add(unsignaled)
+	}
+	if failed != 0 {
+		c.failedCAS.Add(failed)
+	}
+	if rt {
+		c.roundTrips.Add(1)
+	}
+}
