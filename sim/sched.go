@@ -300,18 +300,25 @@ func (s *Sim) next() *proc {
 // block gives the token away until p is resumed. p must be parked.
 func (s *Sim) block(p *proc) {
 	p.blocking = true
+	if p.yield != nil {
+		// A coroutine: its driver picks the next proc, running the due events on its own
+		// stack, and resumes p when its turn comes (at once if p is picked).
+		p.yield(blocked)
+		p.blocking = false
+		return
+	}
 	q := s.next()
 	p.blocking = false
 	if q == p {
 		return
 	}
-	if p.yield != nil {
-		// A coroutine: its driver runs q, and resumes p when its turn comes.
-		p.yield(q)
-		return
-	}
 	s.drive(p, q)
 }
+
+// blocked is what a coroutine yields to its driver when it blocks: the driver then picks the
+// next proc itself. The events run on the driver's stack, one stack warm in the caches,
+// instead of on the stack of whichever proc blocked.
+var blocked = new(proc)
 
 // drive runs the simulation from goroutine x, which holds the token but is parked, until x is
 // resumed: it resumes the coroutines picked to run, one after the other, and gives the token
@@ -328,8 +335,11 @@ func (s *Sim) drive(x, q *proc) {
 		}
 		s.cur.Store(q)
 		next, ok := q.resume()
-		if !ok {
+		switch {
+		case !ok:
 			next, s.exited = s.exited, nil
+		case next == blocked:
+			next = s.next() // q is parked, and marked blocking until it runs again
 		}
 		q = next
 	}
@@ -513,7 +523,7 @@ func (s *Sim) nextKey() uint64 {
 func (s *Sim) pushEvent(at int64, kind evKind, obj unsafe.Pointer, arg uint64) {
 	rel := uint64(min(max(at-int64(Epoch), 0), horizon))
 	if kind != evTimer && rel < s.heap.cursor+wheelSize && rel >= s.heap.cursor {
-		s.heap.pushWheel(event{prio: rel << tieBits, kind: kind, obj: obj, arg: arg})
+		s.heap.pushWheel(rel, kind, obj, arg)
 		return
 	}
 	s.heap.heap.push(mkEvent(at, s.nextKey(), kind, obj, arg))
