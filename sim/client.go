@@ -12,29 +12,35 @@ import (
 
 // client is one simulated client: a farmem.Memory.
 type client struct {
-	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	// Fields a single verb touches come first, its group among them, so that it reads and
+	// writes few cache lines; what only faults, messages and reports use comes last.
+	transport.Verbs // Do (the single verbs are its own: verbs.go)
 	s               *Sim
 	n               *node // its compute node
 	info            farmem.ClientInfo
-	rt              *rtime
-	ctr             transport.Counters
-	handler         bool
-	lastMsg         lastArrive // send.go
 
 	closed, crashed bool
 	paused          bool
-	frozen          []*proc // procs woken while the client or its node was paused
-	parked          *proc   // procs parked on this client
+	sgBusy          bool
+	parked          *proc // procs parked on this client
 	inflight        *group
-	qpm, qpc        []*qp // queue pairs to memory nodes and compute nodes, by id
+	qpm             []*qp // queue pairs to memory nodes, by id
 
-	lat  latStats
-	base farmem.Stats // Stats at the start of the statistics window
+	lat latStats
+
+	ctr transport.Counters
 
 	// sg is the group of its single verbs, kept with the client for locality; while it is
 	// still in flight (its verb abandoned on a context), a pooled group serves.
-	sg     group
-	sgBusy bool
+	sg group
+
+	rt      *rtime
+	handler bool
+	lastMsg lastArrive // send.go
+	frozen  []*proc    // procs woken while the client or its node was paused
+	qpc     []*qp      // queue pairs to compute nodes, by id
+
+	base farmem.Stats // Stats at the start of the statistics window
 }
 
 var _ farmem.Memory = (*client)(nil)

@@ -38,12 +38,7 @@ type event struct {
 	kind evKind
 }
 
-func (e *event) at() int64 { return int64(Epoch) + int64(e.prio>>tieBits) }
-
-func (e *event) proc() *proc   { return (*proc)(e.obj) }
 func (e *event) timer() *timer { return (*timer)(e.obj) }
-func (e *event) group() *group { return (*group)(e.obj) }
-func (e *event) call() *call   { return (*call)(e.obj) }
 
 // mkEvent builds an event at virtual time at with tie-break key.
 func mkEvent(at int64, key uint64, kind evKind, obj unsafe.Pointer, arg uint64) event {
@@ -310,23 +305,22 @@ func (q *evQueue) bucketTime(b uint64) uint64 {
 	return q.cursor + (b-q.cursor)&(wheelSize-1)
 }
 
-// pop removes and returns the earliest event; the queue must not be empty.
-func (q *evQueue) pop() event {
+// pop removes the earliest event and returns its time (in ns since Epoch), what it does and
+// on what; the queue must not be empty. Its parts come back in registers, not as an event
+// copied through memory.
+func (q *evQueue) pop() (rel uint64, kind evKind, obj unsafe.Pointer, arg uint64) {
 	h := &q.heap
-	if q.n == 0 {
-		e := h.pop()
-		q.cursor = e.prio >> tieBits
-		return e
+	if q.n > 0 {
+		b := q.firstBucket()
+		t := q.bucketTime(b)
+		if h.len() == 0 || h.h[0].prio>>tieBits >= t {
+			w := q.takeWheel(b)
+			q.n--
+			q.cursor = t
+			return t, w.kind, w.obj, w.arg
+		}
 	}
-	b := q.firstBucket()
-	t := q.bucketTime(b)
-	if h.len() > 0 && h.h[0].prio>>tieBits < t {
-		e := h.pop()
-		q.cursor = e.prio >> tieBits
-		return e
-	}
-	w := q.takeWheel(b)
-	q.n--
-	q.cursor = t
-	return event{prio: t << tieBits, obj: w.obj, arg: w.arg, kind: w.kind}
+	e := h.pop()
+	q.cursor = e.prio >> tieBits
+	return q.cursor, e.kind, e.obj, e.arg
 }

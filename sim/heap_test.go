@@ -33,8 +33,7 @@ func TestWheelTieOrder(t *testing.T) {
 			model[rel] = append(model[rel], arg)
 			continue
 		}
-		e := q.pop()
-		at := e.prio >> tieBits
+		at, _, _, got := q.pop()
 		bk := model[at]
 		require.NotEmpty(t, bk, "popped at %d from an empty bucket", at)
 		for tm, b := range model {
@@ -44,7 +43,7 @@ func TestWheelTieOrder(t *testing.T) {
 		if len(bk) > 1 {
 			i = draw(len(bk))
 		}
-		require.Equal(t, bk[i], e.arg)
+		require.Equal(t, bk[i], got)
 		bk[i] = bk[len(bk)-1]
 		model[at] = bk[:len(bk)-1]
 	}

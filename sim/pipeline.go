@@ -11,32 +11,22 @@ import (
 // the unit that crosses the fabric: it departs, arrives, has its ops applied in order at the
 // target, and comes back. Groups are recycled, so a single verb allocates nothing.
 type group struct {
-	s     *Sim
+	// Fields a single verb touches come first, so that it reads and writes few cache lines.
 	c     *client
 	n     *node
 	q     *qp
-	ops   []farmem.Op
-	idx   []int // indices in ops of this group's ops, in batch order
-	vals  []uint64
-	errs  []error
-	ready []int64 // when each op may take effect: the start of its service at the target
-	fin   []int64 // when each op's service ends
-	end   int64   // when the group's service ends: its answer leaves then
-	k     int     // ops applied so far
-	limit int     // ops to apply before the target crashes (crash-after), or -1
-	chunk int     // tearing: pieces of op k applied so far
-	t0    int64   // tearing: when op k's first piece applied
-	perm  []uint8 // tearing: the order op k's pieces are applied in
+	k     int   // ops applied so far
+	limit int   // ops to apply before the target crashes (crash-after), or -1
+	end   int64 // when the group's service ends: its answer leaves then
 
-	batch  bool
-	comp   transport.Completer
+	posted int64
+	arrive int64
 	waiter *proc
 	wseq   uint64
 
-	posted   int64
-	arrive   int64
 	signaled int
 
+	batch     bool
 	inFabric  bool // fabric events may still reference it
 	delivered bool // its outcome has reached the client
 	held      bool // a single verb's proc has not read its result yet
@@ -46,12 +36,25 @@ type group struct {
 	anext, pnext *group // the queue pair's arrival and apply chains
 	iprev, inext *group // the client's in-flight list
 
+	ops   []farmem.Op
+	idx   []int // indices in ops of this group's ops, in batch order
+	vals  []uint64
+	errs  []error
+	ready []int64 // when each op may take effect: the start of its service at the target
+	fin   []int64 // when each op's service ends
+
 	one    [1]farmem.Op
 	idx1   [1]int
 	val1   [1]uint64
 	err1   [1]error
 	ready1 [1]int64
 	fin1   [1]int64
+
+	s     *Sim
+	comp  transport.Completer
+	chunk int     // tearing: pieces of op k applied so far
+	t0    int64   // tearing: when op k's first piece applied
+	perm  []uint8 // tearing: the order op k's pieces are applied in
 	// storage of batch groups, kept across reuse
 	bidx   []int
 	bvals  []uint64

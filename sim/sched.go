@@ -96,7 +96,7 @@ type proc struct {
 	wprev, wnext *proc
 }
 
-// ring is a FIFO of procs.
+// ring is a FIFO of procs. Its buffer's length is a power of two.
 type ring struct {
 	buf  []*proc
 	head int
@@ -107,11 +107,11 @@ func (r *ring) push(p *proc) {
 	if r.n == len(r.buf) {
 		nb := make([]*proc, max(16, 2*len(r.buf)))
 		for i := range r.n {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+			nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 		}
 		r.buf, r.head = nb, 0
 	}
-	r.buf[(r.head+r.n)%len(r.buf)] = p
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = p
 	r.n++
 }
 
@@ -121,7 +121,7 @@ func (r *ring) pop() *proc {
 	}
 	p := r.buf[r.head]
 	r.buf[r.head] = nil
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	return p
 }
@@ -289,11 +289,11 @@ func (s *Sim) next() *proc {
 			}
 			return nil
 		}
-		e := s.heap.pop()
-		if at := e.at(); at > s.nowNs {
+		rel, kind, obj, arg := s.heap.pop()
+		if at := int64(Epoch) + int64(rel); at > s.nowNs {
 			s.nowNs = at
 		}
-		s.handle(&e)
+		s.handle(kind, obj, arg)
 	}
 }
 
@@ -542,22 +542,22 @@ func (s *Sim) pushCall(at int64, c *call, stage uint64) {
 }
 
 // handle runs one event's effect.
-func (s *Sim) handle(e *event) {
-	switch e.kind {
+func (s *Sim) handle(kind evKind, obj unsafe.Pointer, arg uint64) {
+	switch kind {
 	case evResume:
-		s.wakeSeq(e.proc(), e.arg, wakeEvent)
+		s.wakeSeq((*proc)(obj), arg, wakeEvent)
 	case evTimer:
-		e.timer().fire()
+		(*timer)(obj).fire()
 	case evArrive:
-		s.arrive(e.group())
+		s.arrive((*group)(obj))
 	case evApply:
-		s.applyNext(e.group())
+		s.applyNext((*group)(obj))
 	case evReply:
-		s.reply(e.group())
+		s.reply((*group)(obj))
 	case evDown:
-		s.downTimeout(e.group())
+		s.downTimeout((*group)(obj))
 	case evCall:
-		s.callStep(e.call(), e.arg)
+		s.callStep((*call)(obj), arg)
 	}
 }
 
