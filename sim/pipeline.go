@@ -16,6 +16,7 @@ type group struct {
 	n     *node
 	q     *qp
 	k     int   // ops applied so far
+	chunk int   // tearing: pieces of op k applied so far
 	limit int   // ops to apply before the target crashes (crash-after), or -1
 	end   int64 // when the group's service ends: its answer leaves then
 
@@ -50,11 +51,10 @@ type group struct {
 	ready1 [1]int64
 	fin1   [1]int64
 
-	s     *Sim
-	comp  transport.Completer
-	chunk int     // tearing: pieces of op k applied so far
-	t0    int64   // tearing: when op k's first piece applied
-	perm  []uint8 // tearing: the order op k's pieces are applied in
+	s    *Sim
+	comp transport.Completer
+	t0   int64   // tearing: when op k's first piece applied
+	perm []uint8 // tearing: the order op k's pieces are applied in
 	// storage of batch groups, kept across reuse
 	bidx   []int
 	bvals  []uint64

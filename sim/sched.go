@@ -13,16 +13,19 @@ import (
 
 // The scheduler. Exactly one goroutine runs simulation code at a time: the holder of the
 // token. Goroutines the simulator runs (procs) hold it from the moment they are resumed until
-// they block in the simulator again; then the blocking goroutine itself pops events, runs
-// their effects inline, and picks the next proc to resume (or keeps the token, when that proc
-// is itself). There is no scheduler goroutine.
+// they block in the simulator again; then due events are popped, their effects run inline,
+// and the next proc to resume is picked (possibly the blocking one itself). There is no
+// scheduler goroutine.
 //
-// The procs the simulator starts are coroutines (iter.Pull): a blocking one yields the proc it
-// picked to the goroutine that resumed it, its driver, which resumes that one in turn. The
-// driver is a goroutine from outside (Run's, or one inside a call) waiting in the simulator;
-// it passes the token to another such goroutine with a channel send. A switch between procs is
-// thus two coroutine switches, which the runtime does without its scheduler (a channel send
-// costs about twice as much, and on several Ps wakes an idle one each time).
+// The procs the simulator starts are coroutines (iter.Pull): a blocking one yields to the
+// goroutine that resumed it, its driver, which runs the due events and resumes the proc they
+// made ready. The driver is a goroutine from outside (Run's, or one inside a call) waiting in
+// the simulator; it runs the events itself when it blocks, and passes the token to another
+// such goroutine with a channel send. A switch between procs is thus two coroutine switches,
+// which the runtime does without its scheduler (a channel send costs about twice as much, and
+// on several Ps wakes an idle one each time). The events run on the driver's stack rather than
+// on the blocking proc's: with hundreds of procs, each one's stack is cold by the time it
+// runs again, and the event handlers' frames would add cache misses to every verb.
 //
 // Virtual time advances only while an anchor waits in the simulator: Run's goroutine, or a
 // goroutine the simulator did not start while it is inside a blocking call. Procs run only
@@ -62,16 +65,21 @@ const (
 
 // proc is a goroutine taking part in the simulation.
 type proc struct {
-	s    *Sim
-	g    atomic.Uintptr // identity of its goroutine (curg)
-	wake chan struct{}  // goroutines from outside: receives the token
-	// procs the simulator started are coroutines: resume runs one until it yields the proc to
-	// run next (ok false: it returned, and left that proc in Sim.exited); yield is its side.
+	// What a switch and a wake read come first, to share a cache line or two.
+	g atomic.Uintptr // identity of its goroutine (curg)
+	// procs the simulator started are coroutines: resume runs one until it yields (the proc to
+	// run next, or blocked; ok false: it returned, and left the proc to run next in
+	// Sim.exited); yield is its side.
 	resume func() (*proc, bool)
 	yield  func(*proc) bool
 	seq    uint64 // park sequence: wake events carry it, stale ones are ignored
 	parked bool
 	reason wakeReason
+	// blocking is set while p is blocked and its driver (or p itself) dispatches events to pick
+	// the next proc: a wake then makes it ready.
+	blocking bool
+	kind     parkKind
+	listed   bool
 	// adopted procs are goroutines the simulator did not start, inside one call.
 	adopted bool
 	// main is Run's goroutine.
@@ -79,21 +87,20 @@ type proc struct {
 	// foreign procs were started by a goroutine from outside the simulation (not Run's),
 	// which may wait for them outside the simulator; see the watchdog.
 	foreign bool
-	// blocking is set while p dispatches events in block: a wake then makes it ready.
-	blocking bool
 
 	// Registration while parked: a context's waiters, a client's parked procs, a word's
 	// watchers. unlink removes all of them when the proc is woken.
 	ctx          *simCtx
-	cprev, cnext *proc
 	stop         func() bool // stops a context.AfterFunc on a context foreign to the simulator
 	client       *client     // the client it parked on last (kept after waking, for pauses)
-	kind         parkKind
-	listed       bool
-	lprev, lnext *proc
 	wn           *cnode
+	cprev, cnext *proc
+	lprev, lnext *proc
 	woff         uint64
 	wprev, wnext *proc
+
+	s    *Sim
+	wake chan struct{} // goroutines from outside: receives the token
 }
 
 // ring is a FIFO of procs. Its buffer's length is a power of two.
