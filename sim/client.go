@@ -187,7 +187,7 @@ func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 	reason := s.await(p, ctx)
 	g.held = false
 	if g.delivered {
-		val, err := g.vals[0], g.errs[0]
+		val, err := g.val1[0], g.err1[0]
 		s.maybeRecycle(g)
 		return val, err
 	}
