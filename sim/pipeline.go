@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/transport"
@@ -217,6 +218,13 @@ func (s *Sim) send(g *group, at int64) {
 		s.failFrom(g, 0, s.downErr(g, "crashed"))
 		s.replyAt(g, s.nowNs)
 		return
+	}
+	for k := range g.size() {
+		// The word the op will reach, into the cache ahead of its arrival (a hint: no effect
+		// on the simulation).
+		if off := g.opAt(k).Addr.Offset() >> 3; off < uint64(len(g.n.words)) {
+			prefetch(unsafe.Pointer(&g.n.words[off]))
+		}
 	}
 	src := c.n
 	t := src.nic.issueAt(at, int64(src.model.Issue)*int64(g.size()), 0)
