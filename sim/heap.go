@@ -34,7 +34,6 @@ type event struct {
 	key  uint64
 	arg  uint64
 	obj  unsafe.Pointer // *proc, *timer, *group or *call, by kind
-	next uint32         // next slot in its wheel bucket, plus one; 0 ends the list
 	kind evKind
 }
 
