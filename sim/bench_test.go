@@ -87,9 +87,10 @@ func runSpeedBatch(tb testing.TB, ops, batch int) uint64 {
 }
 
 // BenchmarkVerbs512 measures the simulator's speed: simulated verbs per second of wall time
-// with 512 clients (the issue asks for at least a million on 2 cores). One b.N is one verb.
+// with 512 clients (issue 28 asks for at least two million on one core, under 500 ns of CPU
+// per verb). One b.N is one verb.
 //
-//	go test -run '^$' -bench Verbs512 -benchtime 2000000x ./sim/
+//	go test -run '^$' -bench 'Verbs512$' -cpu 1 ./sim/
 func BenchmarkVerbs512(b *testing.B) {
 	b.ReportAllocs()
 	start, cpu0 := time.Now(), cpuTime()

@@ -12,29 +12,35 @@ import (
 
 // client is one simulated client: a farmem.Memory.
 type client struct {
-	transport.Verbs // Read, Write, CAS, FAA, MaskedCAS and Do
+	// Fields a single verb touches come first, its group among them, so that it reads and
+	// writes few cache lines; what only faults, messages and reports use comes last.
+	transport.Verbs // Do (the single verbs are its own: verbs.go)
 	s               *Sim
 	n               *node // its compute node
 	info            farmem.ClientInfo
-	rt              *rtime
-	ctr             transport.Counters
-	handler         bool
-	lastMsg         lastArrive // send.go
 
 	closed, crashed bool
 	paused          bool
-	frozen          []*proc // procs woken while the client or its node was paused
-	parked          *proc   // procs parked on this client
+	sgBusy          bool
+	parked          *proc // procs parked on this client
 	inflight        *group
-	qpm, qpc        []*qp // queue pairs to memory nodes and compute nodes, by id
+	qpm             []*qp // queue pairs to memory nodes, by id
 
-	lat  latStats
-	base farmem.Stats // Stats at the start of the statistics window
+	lat latStats
+
+	ctr transport.Counters
 
 	// sg is the group of its single verbs, kept with the client for locality; while it is
 	// still in flight (its verb abandoned on a context), a pooled group serves.
-	sg     group
-	sgBusy bool
+	sg group
+
+	rt      *rtime
+	handler bool
+	lastMsg lastArrive // send.go
+	frozen  []*proc    // procs woken while the client or its node was paused
+	qpc     []*qp      // queue pairs to compute nodes, by id
+
+	base farmem.Stats // Stats at the start of the statistics window
 }
 
 var _ farmem.Memory = (*client)(nil)
@@ -143,31 +149,20 @@ func (c *client) check(op *farmem.Op) (*node, error) {
 // runOne is single for a value op (the runner of transport.Verbs).
 func (c *client) runOne(ctx context.Context, op farmem.Op) (uint64, error) { return c.single(ctx, &op) }
 
-// single runs a one-op batch and returns its result. It allocates nothing.
+// single runs a one-op batch and returns its result. It allocates nothing. Its rare paths (the
+// checks that fail, a CPU access to the own region) are calls, so that its frame stays small:
+// a simulated goroutine's stack is cold when it resumes, and each line of it a verb writes is a
+// cache miss.
 func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 	s := c.s
 	p, adopted := s.enter()
 	defer s.exit(p, adopted)
-	c.gate(p)
-	if err := c.usable(); err != nil {
-		return 0, err
-	}
-	n, err := c.check(op)
+	n, err := c.admitOne(ctx, p, op)
 	if err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	c.ctr.CountOp(op, c.info.Node)
 	if n == c.n && !n.viaNIC(op) {
-		// A CPU access to the caller's own region: no NIC, no link (Model.LocalAccess).
-		if d := s.localCost(op); d > 0 {
-			s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, d), c)
-		}
-		val := n.apply(op, 0, uint64(len(op.Buf)))
-		c.ctr.CountResult(op, val, nil)
-		return val, nil
+		return c.singleLocal(p, n, op)
 	}
 	at := s.nowNs
 	if s.m.OpCPU > 0 {
@@ -192,13 +187,47 @@ func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 	reason := s.await(p, ctx)
 	g.held = false
 	if g.delivered {
-		val, err := g.vals[0], g.errs[0]
+		val, err := g.val1[0], g.err1[0]
 		s.maybeRecycle(g)
 		return val, err
 	}
 	g.waiter = nil
 	s.maybeRecycle(g)
 	return 0, c.wakeErr(ctx, reason)
+}
+
+// admitOne waits while c is paused, checks that c may run op now, and counts it; it returns
+// op's target.
+//
+//go:noinline
+func (c *client) admitOne(ctx context.Context, p *proc, op *farmem.Op) (*node, error) {
+	c.gate(p)
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	n, err := c.check(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.ctr.CountOp(op, c.info.Node)
+	return n, nil
+}
+
+// singleLocal runs op as a CPU access to the caller's own region n: no NIC, no link
+// (Model.LocalAccess).
+//
+//go:noinline
+func (c *client) singleLocal(p *proc, n *node, op *farmem.Op) (uint64, error) {
+	s := c.s
+	if d := s.localCost(op); d > 0 {
+		s.sleepUntil(p, c.n.c.cpu.run(s.nowNs, d), c)
+	}
+	val := n.apply(op, 0, uint64(len(op.Buf)))
+	c.ctr.CountResult(op, val, nil)
+	return val, nil
 }
 
 // wakeErr is the error a blocking call returns when woken for reason r instead of by what it

@@ -34,16 +34,10 @@ type event struct {
 	key  uint64
 	arg  uint64
 	obj  unsafe.Pointer // *proc, *timer, *group or *call, by kind
-	next uint32         // next slot in its wheel bucket, plus one; 0 ends the list
 	kind evKind
 }
 
-func (e *event) at() int64 { return int64(Epoch) + int64(e.prio>>tieBits) }
-
-func (e *event) proc() *proc   { return (*proc)(e.obj) }
 func (e *event) timer() *timer { return (*timer)(e.obj) }
-func (e *event) group() *group { return (*group)(e.obj) }
-func (e *event) call() *call   { return (*call)(e.obj) }
 
 // mkEvent builds an event at virtual time at with tie-break key.
 func mkEvent(at int64, key uint64, kind evKind, obj unsafe.Pointer, arg uint64) event {
@@ -186,13 +180,36 @@ func (h *evHeap) remove(i int) {
 // each, a bitmap to find the next nonempty one. Every event in the wheel is due in [cursor,
 // cursor + wheelSize), so buckets never alias. The events of one bucket are due at the same
 // instant; they leave it in a random order drawn from the seed (swap-remove of a random
-// element), which is how the wheel breaks ties by the seed at constant cost.
+// element of the bucket, seen as an array in push order), which is how the wheel breaks ties
+// by the seed at constant cost.
+//
+// The wheel is laid out for the caches, since a simulated verb pushes and pops two or three
+// events: a bucket is a 4-byte head (its events, latest first, in a list of nodes), and the
+// nodes, each an event without its time (which is its bucket's), come from one slice recycled
+// through a free list, so the nodes in use stay few and warm. Buckets hold a handful of events
+// at most (the simultaneous ones), so walking one is short.
 const wheelSize = 1 << 14
 
+// wevent is an event in the wheel: an event without its time, which is its bucket's, and
+// without a key, which the wheel does not use.
+type wevent struct {
+	obj  unsafe.Pointer
+	arg  uint64
+	kind evKind
+}
+
+// wnode holds one wheel event, or links free nodes.
+type wnode struct {
+	ev   wevent
+	next uint32 // the next (earlier pushed) node of its bucket, or the next free node, plus one
+}
+
 type evQueue struct {
-	heap   evHeap // far events and timers; its pool holds the wheel's events too
-	bucket [wheelSize][]uint32
+	heap   evHeap // far events and timers
+	head   [wheelSize]uint32
 	bits   [wheelSize / 64]uint64
+	nodes  []wnode
+	free   uint32 // first free node, plus one; 0: none
 	n      int    // events in the wheel
 	cursor uint64 // the current instant, in ns since Epoch
 	rng    uint64 // tie-break state, seeded
@@ -200,22 +217,70 @@ type evQueue struct {
 
 func (q *evQueue) len() int { return q.n + q.heap.len() }
 
-// pushWheel queues e, due before cursor + wheelSize, in the wheel.
-func (q *evQueue) pushWheel(e event) {
-	h := &q.heap
-	var slot uint32
-	if k := len(h.free); k > 0 {
-		slot = h.free[k-1]
-		h.free = h.free[:k-1]
-		h.pool[slot] = e
+// pushWheel queues an event due at rel (ns since Epoch), before cursor + wheelSize, in the
+// wheel.
+func (q *evQueue) pushWheel(rel uint64, kind evKind, obj unsafe.Pointer, arg uint64) {
+	x := q.free
+	if x != 0 {
+		q.free = q.nodes[x-1].next
 	} else {
-		slot = uint32(len(h.pool))
-		h.pool = append(h.pool, e)
+		q.nodes = append(q.nodes, wnode{})
+		x = uint32(len(q.nodes))
 	}
-	b := (e.prio >> tieBits) & (wheelSize - 1)
-	q.bucket[b] = append(q.bucket[b], slot)
+	b := rel & (wheelSize - 1)
+	q.nodes[x-1] = wnode{ev: wevent{obj: obj, arg: arg, kind: kind}, next: q.head[b]}
+	q.head[b] = x
 	q.bits[b/64] |= 1 << (b % 64)
 	q.n++
+}
+
+// takeWheel unlinks and returns the event of bucket b that leaves first: the element at a
+// random index of the bucket seen as an array in push order, the last element taking its
+// place. The list runs from the last element to the first, so array index i is list position
+// len-1-i.
+func (q *evQueue) takeWheel(b uint64) wevent {
+	h := q.head[b]
+	hn := &q.nodes[h-1]
+	x := h
+	if hn.next == 0 {
+		q.head[b] = 0
+		q.bits[b/64] &^= 1 << (b % 64)
+	} else {
+		n := 0
+		for y := h; y != 0; y = q.nodes[y-1].next {
+			n++
+		}
+		// xorshift64*, seeded: which of the simultaneous events goes first.
+		q.rng ^= q.rng >> 12
+		q.rng ^= q.rng << 25
+		q.rng ^= q.rng >> 27
+		i := int(((q.rng * 2685821657736338717) >> 32) * uint64(n) >> 32)
+		if pos := n - 1 - i; pos == 0 {
+			// The last element itself: it just leaves.
+			q.head[b] = hn.next
+		} else {
+			prev := h
+			for k := 1; k < pos; k++ {
+				prev = q.nodes[prev-1].next
+			}
+			x = q.nodes[prev-1].next
+			after := q.nodes[x-1].next
+			// The last element (the head) takes x's place.
+			if prev == h {
+				hn.next = after // [h, x, rest...] becomes [h, rest...]
+			} else {
+				// [h, a, ..., prev, x, rest...] becomes [a, ..., prev, h, rest...]
+				q.head[b] = hn.next
+				q.nodes[prev-1].next = h
+				hn.next = after
+			}
+		}
+	}
+	xn := &q.nodes[x-1]
+	ev := xn.ev
+	*xn = wnode{next: q.free}
+	q.free = x
+	return ev
 }
 
 // firstBucket returns the first nonempty bucket at or after the cursor, circularly.
@@ -239,38 +304,22 @@ func (q *evQueue) bucketTime(b uint64) uint64 {
 	return q.cursor + (b-q.cursor)&(wheelSize-1)
 }
 
-// pop removes and returns the earliest event; the queue must not be empty.
-func (q *evQueue) pop() event {
+// pop removes the earliest event and returns its time (in ns since Epoch), what it does and
+// on what; the queue must not be empty. Its parts come back in registers, not as an event
+// copied through memory.
+func (q *evQueue) pop() (rel uint64, kind evKind, obj unsafe.Pointer, arg uint64) {
 	h := &q.heap
-	if q.n == 0 {
-		e := h.pop()
-		q.cursor = e.prio >> tieBits
-		return e
+	if q.n > 0 {
+		b := q.firstBucket()
+		t := q.bucketTime(b)
+		if h.len() == 0 || h.h[0].prio>>tieBits >= t {
+			w := q.takeWheel(b)
+			q.n--
+			q.cursor = t
+			return t, w.kind, w.obj, w.arg
+		}
 	}
-	b := q.firstBucket()
-	t := q.bucketTime(b)
-	if h.len() > 0 && h.h[0].prio>>tieBits < t {
-		e := h.pop()
-		q.cursor = e.prio >> tieBits
-		return e
-	}
-	bk := q.bucket[b]
-	i := 0
-	if len(bk) > 1 {
-		// xorshift64*, seeded: which of the simultaneous events goes first.
-		q.rng ^= q.rng >> 12
-		q.rng ^= q.rng << 25
-		q.rng ^= q.rng >> 27
-		i = int(((q.rng * 2685821657736338717) >> 32) * uint64(len(bk)) >> 32)
-	}
-	slot := bk[i]
-	bk[i] = bk[len(bk)-1]
-	q.bucket[b] = bk[:len(bk)-1]
-	if len(bk) == 1 {
-		q.bits[b/64] &^= 1 << (b % 64)
-	}
-	q.n--
-	q.cursor = t
-	h.free = append(h.free, slot)
-	return h.pool[slot] // left in the pool until reused: it holds no more than one stale pointer
+	e := h.pop()
+	q.cursor = e.prio >> tieBits
+	return q.cursor, e.kind, e.obj, e.arg
 }

@@ -78,13 +78,20 @@ type ClientLoad struct {
 	MeanLatency time.Duration
 }
 
+// loadClient is one load client. It fits one cache line (a closed loop touches it on every
+// operation); what only an open loop needs is apart.
 type loadClient struct {
-	m       farmem.Memory
-	op      OpFunc
-	ops     uint64
-	errs    uint64
-	latSum  int64
-	arrival int64 // open loop: the arrival being served
+	m      farmem.Memory
+	op     OpFunc
+	ops    uint64
+	errs   uint64
+	latSum int64
+	open   *openClient
+}
+
+// openClient is a load client's state in an open loop.
+type openClient struct {
+	arrival int64 // the arrival being served
 	busy    bool
 	waiter  *proc
 	wseq    uint64
@@ -131,7 +138,7 @@ func (s *Sim) openLoad(n int, nodes []farmem.NodeID, start StartFunc) (*loadRun,
 		if err != nil {
 			return nil, err
 		}
-		l.clients = append(l.clients, &loadClient{m: m})
+		l.clients = append(l.clients, &loadClient{m: m, open: &openClient{}})
 	}
 	var errs []error
 	err := s.Parallel(n, func(i int) {
@@ -260,31 +267,31 @@ func (s *Sim) RunOpenLoop(cfg OpenLoop) (*LoadResult, error) {
 			g.Go(func() {
 				p := s.cur.Load()
 				for {
-					for !c.busy {
+					for !c.open.busy {
 						if closing {
 							return
 						}
-						c.waiter, c.wseq = p, s.prepark(p)
+						c.open.waiter, c.open.wseq = p, s.prepark(p)
 						p.client = nil
 						s.await(p, nil)
 					}
 					err := c.op(ctx)
-					l.record(c, c.arrival, s.nowNs, err)
+					l.record(c, c.open.arrival, s.nowNs, err)
 					if len(queue) > 0 {
-						c.arrival = queue[0]
+						c.open.arrival = queue[0]
 						queue = queue[1:]
 						continue
 					}
-					c.busy = false
+					c.open.busy = false
 					idle = append(idle, c)
 				}
 			})
 		}
 		wake := func(c *loadClient) {
-			if c.waiter != nil {
-				w := c.waiter
-				c.waiter = nil
-				s.wakeSeq(w, c.wseq, wakeEvent)
+			if c.open.waiter != nil {
+				w := c.open.waiter
+				c.open.waiter = nil
+				s.wakeSeq(w, c.open.wseq, wakeEvent)
 			}
 		}
 		rnd := s.newRand()
@@ -302,7 +309,7 @@ func (s *Sim) RunOpenLoop(cfg OpenLoop) (*LoadResult, error) {
 				}
 				c := idle[len(idle)-1]
 				idle = idle[:len(idle)-1]
-				c.busy, c.arrival = true, s.nowNs
+				c.open.busy, c.open.arrival = true, s.nowNs
 				wake(c)
 			}
 			closing = true

@@ -13,16 +13,19 @@ import (
 
 // The scheduler. Exactly one goroutine runs simulation code at a time: the holder of the
 // token. Goroutines the simulator runs (procs) hold it from the moment they are resumed until
-// they block in the simulator again; then the blocking goroutine itself pops events, runs
-// their effects inline, and picks the next proc to resume (or keeps the token, when that proc
-// is itself). There is no scheduler goroutine.
+// they block in the simulator again; then due events are popped, their effects run inline,
+// and the next proc to resume is picked (possibly the blocking one itself). There is no
+// scheduler goroutine.
 //
-// The procs the simulator starts are coroutines (iter.Pull): a blocking one yields the proc it
-// picked to the goroutine that resumed it, its driver, which resumes that one in turn. The
-// driver is a goroutine from outside (Run's, or one inside a call) waiting in the simulator;
-// it passes the token to another such goroutine with a channel send. A switch between procs is
-// thus two coroutine switches, which the runtime does without its scheduler (a channel send
-// costs about twice as much, and on several Ps wakes an idle one each time).
+// The procs the simulator starts are coroutines (iter.Pull): a blocking one yields to the
+// goroutine that resumed it, its driver, which runs the due events and resumes the proc they
+// made ready. The driver is a goroutine from outside (Run's, or one inside a call) waiting in
+// the simulator; it runs the events itself when it blocks, and passes the token to another
+// such goroutine with a channel send. A switch between procs is thus two coroutine switches,
+// which the runtime does without its scheduler (a channel send costs about twice as much, and
+// on several Ps wakes an idle one each time). The events run on the driver's stack rather than
+// on the blocking proc's: with hundreds of procs, each one's stack is cold by the time it
+// runs again, and the event handlers' frames would add cache misses to every verb.
 //
 // Virtual time advances only while an anchor waits in the simulator: Run's goroutine, or a
 // goroutine the simulator did not start while it is inside a blocking call. Procs run only
@@ -62,16 +65,21 @@ const (
 
 // proc is a goroutine taking part in the simulation.
 type proc struct {
-	s    *Sim
-	g    atomic.Uintptr // identity of its goroutine (curg)
-	wake chan struct{}  // goroutines from outside: receives the token
-	// procs the simulator started are coroutines: resume runs one until it yields the proc to
-	// run next (ok false: it returned, and left that proc in Sim.exited); yield is its side.
+	// What a switch and a wake read come first, to share a cache line or two.
+	g atomic.Uintptr // identity of its goroutine (curg)
+	// procs the simulator started are coroutines: resume runs one until it yields (the proc to
+	// run next, or blocked; ok false: it returned, and left the proc to run next in
+	// Sim.exited); yield is its side.
 	resume func() (*proc, bool)
 	yield  func(*proc) bool
 	seq    uint64 // park sequence: wake events carry it, stale ones are ignored
 	parked bool
 	reason wakeReason
+	// blocking is set while p is blocked and its driver (or p itself) dispatches events to pick
+	// the next proc: a wake then makes it ready.
+	blocking bool
+	kind     parkKind
+	listed   bool
 	// adopted procs are goroutines the simulator did not start, inside one call.
 	adopted bool
 	// main is Run's goroutine.
@@ -79,24 +87,23 @@ type proc struct {
 	// foreign procs were started by a goroutine from outside the simulation (not Run's),
 	// which may wait for them outside the simulator; see the watchdog.
 	foreign bool
-	// blocking is set while p dispatches events in block: a wake then makes it ready.
-	blocking bool
 
 	// Registration while parked: a context's waiters, a client's parked procs, a word's
 	// watchers. unlink removes all of them when the proc is woken.
 	ctx          *simCtx
-	cprev, cnext *proc
 	stop         func() bool // stops a context.AfterFunc on a context foreign to the simulator
 	client       *client     // the client it parked on last (kept after waking, for pauses)
-	kind         parkKind
-	listed       bool
-	lprev, lnext *proc
 	wn           *cnode
+	cprev, cnext *proc
+	lprev, lnext *proc
 	woff         uint64
 	wprev, wnext *proc
+
+	s    *Sim
+	wake chan struct{} // goroutines from outside: receives the token
 }
 
-// ring is a FIFO of procs.
+// ring is a FIFO of procs. Its buffer's length is a power of two.
 type ring struct {
 	buf  []*proc
 	head int
@@ -107,11 +114,11 @@ func (r *ring) push(p *proc) {
 	if r.n == len(r.buf) {
 		nb := make([]*proc, max(16, 2*len(r.buf)))
 		for i := range r.n {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+			nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 		}
 		r.buf, r.head = nb, 0
 	}
-	r.buf[(r.head+r.n)%len(r.buf)] = p
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = p
 	r.n++
 }
 
@@ -121,7 +128,7 @@ func (r *ring) pop() *proc {
 	}
 	p := r.buf[r.head]
 	r.buf[r.head] = nil
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	return p
 }
@@ -289,29 +296,36 @@ func (s *Sim) next() *proc {
 			}
 			return nil
 		}
-		e := s.heap.pop()
-		if at := e.at(); at > s.nowNs {
+		rel, kind, obj, arg := s.heap.pop()
+		if at := int64(Epoch) + int64(rel); at > s.nowNs {
 			s.nowNs = at
 		}
-		s.handle(&e)
+		s.handle(kind, obj, arg)
 	}
 }
 
 // block gives the token away until p is resumed. p must be parked.
 func (s *Sim) block(p *proc) {
 	p.blocking = true
+	if p.yield != nil {
+		// A coroutine: its driver picks the next proc, running the due events on its own
+		// stack, and resumes p when its turn comes (at once if p is picked).
+		p.yield(blocked)
+		p.blocking = false
+		return
+	}
 	q := s.next()
 	p.blocking = false
 	if q == p {
 		return
 	}
-	if p.yield != nil {
-		// A coroutine: its driver runs q, and resumes p when its turn comes.
-		p.yield(q)
-		return
-	}
 	s.drive(p, q)
 }
+
+// blocked is what a coroutine yields to its driver when it blocks: the driver then picks the
+// next proc itself. The events run on the driver's stack, one stack warm in the caches,
+// instead of on the stack of whichever proc blocked.
+var blocked = new(proc)
 
 // drive runs the simulation from goroutine x, which holds the token but is parked, until x is
 // resumed: it resumes the coroutines picked to run, one after the other, and gives the token
@@ -328,8 +342,11 @@ func (s *Sim) drive(x, q *proc) {
 		}
 		s.cur.Store(q)
 		next, ok := q.resume()
-		if !ok {
+		switch {
+		case !ok:
 			next, s.exited = s.exited, nil
+		case next == blocked:
+			next = s.next() // q is parked, and marked blocking until it runs again
 		}
 		q = next
 	}
@@ -513,7 +530,7 @@ func (s *Sim) nextKey() uint64 {
 func (s *Sim) pushEvent(at int64, kind evKind, obj unsafe.Pointer, arg uint64) {
 	rel := uint64(min(max(at-int64(Epoch), 0), horizon))
 	if kind != evTimer && rel < s.heap.cursor+wheelSize && rel >= s.heap.cursor {
-		s.heap.pushWheel(event{prio: rel << tieBits, kind: kind, obj: obj, arg: arg})
+		s.heap.pushWheel(rel, kind, obj, arg)
 		return
 	}
 	s.heap.heap.push(mkEvent(at, s.nextKey(), kind, obj, arg))
@@ -532,22 +549,22 @@ func (s *Sim) pushCall(at int64, c *call, stage uint64) {
 }
 
 // handle runs one event's effect.
-func (s *Sim) handle(e *event) {
-	switch e.kind {
+func (s *Sim) handle(kind evKind, obj unsafe.Pointer, arg uint64) {
+	switch kind {
 	case evResume:
-		s.wakeSeq(e.proc(), e.arg, wakeEvent)
+		s.wakeSeq((*proc)(obj), arg, wakeEvent)
 	case evTimer:
-		e.timer().fire()
+		(*timer)(obj).fire()
 	case evArrive:
-		s.arrive(e.group())
+		s.arrive((*group)(obj))
 	case evApply:
-		s.applyNext(e.group())
+		s.applyNext((*group)(obj))
 	case evReply:
-		s.reply(e.group())
+		s.reply((*group)(obj))
 	case evDown:
-		s.downTimeout(e.group())
+		s.downTimeout((*group)(obj))
 	case evCall:
-		s.callStep(e.call(), e.arg)
+		s.callStep((*call)(obj), arg)
 	}
 }
 
