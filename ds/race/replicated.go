@@ -107,3 +107,25 @@ func (t *Table) Replicated() *replmem.Memory {
 	rm, _ := t.m.(*replmem.Memory)
 	return rm
 }
+
+// Round trips of a replicated table's operations (Params.IndexReplicas > 1), uncontended,
+// with ptrsync.Optimistic and every replica up, asserted exactly in the package's tests
+// beside the unreplicated ones. A plain read or write of the table's memory is one round trip
+// to every replica at once, as unreplicated; each CAS of a word (a slot, a header, a lock) is
+// ReplicatedCASRoundTrips; reads that follow a CAS in one batch take a round trip of their own.
+const (
+	// ReplicatedCASRoundTrips: the lock round (a CAS of the word's control word and a read of
+	// its state on every replica) and the write round (the new value and the release).
+	ReplicatedCASRoundTrips = 2
+	// ReplicatedSearchRoundTrips: the buckets and header; the KV block (as unreplicated).
+	ReplicatedSearchRoundTrips = SearchRoundTrips
+	// ReplicatedSearchAbsentRoundTrips: the buckets and header.
+	ReplicatedSearchAbsentRoundTrips = SearchAbsentRoundTrips
+	// ReplicatedInsertRoundTrips: the block's write with the lookup; the tentative CAS; the
+	// re-read; the commit CAS.
+	ReplicatedInsertRoundTrips = 1 + ReplicatedCASRoundTrips + 1 + ReplicatedCASRoundTrips
+	// ReplicatedUpdateRoundTrips: the block's write with the lookup; the key's block; the CAS.
+	ReplicatedUpdateRoundTrips = 2 + ReplicatedCASRoundTrips
+	// ReplicatedDeleteRoundTrips: the lookup; the key's block; the CAS.
+	ReplicatedDeleteRoundTrips = 2 + ReplicatedCASRoundTrips
+)
