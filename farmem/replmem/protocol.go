@@ -40,6 +40,7 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 		}
 	}
 	written := false
+	wver := r.nextVersion(0)
 	var backoff time.Duration
 	disagree := 0
 	for range maxAttempts {
@@ -54,7 +55,7 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 				n := Stride * len(op.Buf)
 				if op.Kind == farmem.OpWrite {
 					if !written {
-						pb.Write(pa, spread(op.Buf))
+						pb.Write(pa, spread(op.Buf, wver))
 					}
 					continue
 				}
@@ -134,13 +135,25 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 	return fail(fmt.Errorf("%w: replicas never agreed", ErrNoQuorum))
 }
 
-// spread lays src's words out at the stride: value, then zero control, version and pending.
-func spread(src []byte) []byte {
+// spread lays src's words out at the stride: value, control and version words holding ver,
+// zero pending value.
+func spread(src []byte, ver uint64) []byte {
 	out := make([]byte, Stride*len(src))
 	for w := 0; w < len(src)/8; w++ {
-		copy(out[stride*w:stride*w+8], src[8*w:8*w+8])
+		o := stride * w
+		copy(out[o:o+8], src[8*w:8*w+8])
+		le.PutUint64(out[o+ctlOff:], ver)
+		le.PutUint64(out[o+verOff:], ver)
 	}
 	return out
+}
+
+// nextVersion returns a version no write of this handle used before: a counter above its last
+// one and above its clock (in 2^16 ns units), and its client id.
+func (r *Memory) nextVersion(floor uint64) uint64 {
+	k := max(r.last, uint64(r.rt.Now())>>16, floor) + 1
+	r.last = k
+	return versionWord(k, r.id)
 }
 
 // gather copies the values of a strided read into dst.
@@ -314,13 +327,12 @@ func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uin
 		}
 		now := r.rt.Now()
 		// The version this round will write: above every counter this handle knows of.
-		k := max(r.last, uint64(now)>>16)
+		var floor uint64
 		for _, c := range exp {
-			k = max(k, counterOf(c))
+			floor = max(floor, counterOf(c))
 		}
-		k++
-		r.last = k
-		newVer := versionWord(k, r.id)
+		newVer := r.nextVersion(floor)
+		k := counterOf(newVer)
 		lw := lockedBit | newVer
 		ts := r.targets()
 		var lb farmem.Batch
