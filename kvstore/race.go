@@ -23,6 +23,12 @@ type Race struct {
 	Params race.Params
 	// Options configure each client's handle; the store sets Sync from Options.Sync.
 	Options race.Options
+	// Replicas, 3, 5 or 7, replicates the index on that many memory nodes when the store is
+	// created (race.Params.IndexReplicas; 0 or 1: not replicated, unless Params asks): the
+	// index then survives any (Replicas-1)/2 of them crashed, the first one included, at the
+	// costs race's package doc states (see "Replicated index"). The count is recorded in the
+	// table's root, and an existing store's table keeps its own.
+	Replicas int
 }
 
 // Name implements IndexKind: "race".
@@ -36,6 +42,9 @@ func (r Race) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
 	p := r.Params
 	if p.MetaSize == 0 {
 		p.MetaSize = DefaultMetaSize
+	}
+	if p.IndexReplicas == 0 && r.Replicas > 1 {
+		p.IndexReplicas = r.Replicas
 	}
 	return race.Create(ctx, c.Memory, c.Alloc, p)
 }

@@ -79,7 +79,7 @@ func TestReplicatedRoundTrips(t *testing.T) {
 	r3 := measureOps(t, c3, map[string]uint64{
 		"insert": race.ReplicatedInsertRoundTrips, "search": race.ReplicatedSearchRoundTrips,
 		"search absent": race.ReplicatedSearchAbsentRoundTrips,
-		"update": race.ReplicatedUpdateRoundTrips, "delete": race.ReplicatedDeleteRoundTrips,
+		"update":        race.ReplicatedUpdateRoundTrips, "delete": race.ReplicatedDeleteRoundTrips,
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-14s %11s %11s %11s %15s %15s\n", "op", "RTT r=1/r=3", "verbs", "CAS", "bytes out", "bytes in")

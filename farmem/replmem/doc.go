@@ -17,8 +17,9 @@
 // Stride·o (Stride = 4) on every replica: its value, its control word, its version word and
 // a pending value. A version is a counter (47 bits) and the client id of its writer (16 bits),
 // ordered as an unsigned word, and unique: a writer takes a counter above every counter it
-// knows of for the word, above its own last one and above its clock, so no two writes share
-// a version. The control word holds the replica's version while the word is free, and the
+// knows of for the word, above its own last one and above its clock (in units of 16µs), so no
+// two writes share a version, and a word laid out again after its memory was freed and reused
+// gets versions above its previous life's. The control word holds the replica's version while the word is free, and the
 // locked bit with the version its holder will write while it is locked. The version word
 // holds the version of the replica's value, or a dirty bit with the version of the pending
 // value while a holder overwrites the value. All-zero is version 0 of value 0: the state of
@@ -39,6 +40,10 @@
 // an identity write on each word that disagrees (see below), which locks a majority and brings
 // it to the latest version.
 //
+// A word no write ever laid out (the unused tail of a block) reads as whatever f+1 replicas
+// agree on, version 0 included; every word whose value matters was written to f+1 replicas
+// at a version above 0.
+//
 // Write (plain writes: fresh memory only, before anything names it): the bytes laid out with
 // zero control, version and pending words, to every replica not suspected down, in one round
 // trip; done once f+1 replicas applied it.
@@ -50,7 +55,10 @@
 //     the same batch, a read of the replica's group of words. A replica where the CAS succeeded
 //     is locked; with fewer than f+1 locked, the client unlocks them, waits with randomized
 //     backoff and tries again (obstruction-free, as any quorum lock is: see Limits).
-//  2. With f+1 locked, the latest state is the largest version among them: each locked
+//  2. With f+1 locked replicas holding a version other than 0 (a replica at version 0 never
+//     had the word written: it lost its memory or missed the write that laid the word out,
+//     and it is locked and written like the others but never counted), the latest state is
+//     the largest version among them: each locked
 //     replica's (version, value) is (version word, value), or (version, pending value) when
 //     the version word is dirty. The operation applies to that value.
 //  3. Write round: on every locked replica, in one ordered batch, the pending value, the

@@ -148,10 +148,17 @@ func spread(src []byte, ver uint64) []byte {
 	return out
 }
 
+// clockShift makes a version's counter at least the fabric time in units of 2^14 ns (16µs),
+// so that 47 bits of Unix time last until 2043, and a word written anew after its memory was
+// freed and reused gets a version above those of its previous life (reuse comes an allocator
+// lease after the last write, far more than the clock skew and than the counters a burst of
+// writes to one word can add above the clock).
+const clockShift = 14
+
 // nextVersion returns a version no write of this handle used before: a counter above its last
 // one and above its clock (in 2^16 ns units), and its client id.
 func (r *Memory) nextVersion(floor uint64) uint64 {
-	k := max(r.last, uint64(r.rt.Now())>>16, floor) + 1
+	k := max(r.last, uint64(r.rt.Now())>>clockShift, floor) + 1
 	r.last = k
 	return versionWord(k, r.id)
 }
@@ -411,13 +418,22 @@ func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uin
 			}
 			return r.m.Do(ctx, &rb)
 		}
-		if len(got) <= r.f {
+		// A replica holding version 0 has never had the word written (it lost its memory, or
+		// missed the write that laid the word out): it is locked like the others and written
+		// below, but does not count toward the majority.
+		voters := 0
+		for _, s := range got {
+			if v, _ := state(s.g); v != 0 {
+				voters++
+			}
+		}
+		if voters <= r.f {
 			r.stats.LockRetries++
 			_ = restore()
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}
-			if answered <= r.f {
+			if answered <= r.f || len(got) > r.f {
 				if short++; short >= 3 {
 					return 0, fmt.Errorf("%w: %d replicas answered", ErrNoQuorum, answered)
 				}

@@ -65,7 +65,9 @@ type Options struct {
 	Backoff time.Duration
 	// Suspect is how long a replica that failed with farmem.ErrNodeDown is left out of this
 	// client's batches before it is tried again (default 20ms), so that a crashed replica
-	// costs one down timeout per Suspect period, not one per operation.
+	// costs one down timeout per Suspect period, not one per operation. On a fabric with
+	// restarts (farmem.Restarts), every replica is tried again as soon as the fabric adopts a
+	// node.
 	Suspect time.Duration
 }
 
@@ -109,6 +111,8 @@ type Memory struct {
 	seen   map[uint64]farmem.Time   // lock words of others, when first seen
 	susp   []farmem.Time            // per replica: left out until then
 	last   uint64                   // the last counter this handle wrote
+	// adoptions is the fabric's adoption count (farmem.Restarts) when susp was last cleared.
+	adoptions uint64
 	stats  Stats
 	closed bool
 }
@@ -176,6 +180,13 @@ func (r *Memory) virtual(a farmem.Addr) bool { return a.Node() == r.o.Virtual }
 // targets returns the replicas a round goes to: those not suspected, or all of them when
 // fewer than f+1 are not.
 func (r *Memory) targets() []int {
+	if rs, ok := r.m.(farmem.Restarts); ok {
+		// A node adopted since is reachable again: stop leaving it out.
+		if n := rs.Adoptions(); n != r.adoptions {
+			r.adoptions = n
+			clear(r.susp)
+		}
+	}
 	now := r.rt.Now()
 	var ts []int
 	for i := range r.o.Nodes {

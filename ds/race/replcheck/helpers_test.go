@@ -45,7 +45,7 @@ func replEnv(t testing.TB, nodes, r int, p race.Params) *env {
 // replEnvWith is replEnv, with tearing and jitter on if noisy is set.
 func replEnvWith(t testing.TB, nodes, r int, p race.Params, noisy bool) *env {
 	t.Helper()
-	lo := local.Options{Shape: transport.Shape{MemoryNodes: nodes, ComputeNodes: 2, MemorySize: 64 << 20}}
+	lo := local.Options{Shape: transport.Shape{MemoryNodes: nodes, ComputeNodes: 2, MemorySize: 16 << 20}}
 	if noisy {
 		lo.Tearing, lo.Jitter = true, 5*time.Microsecond
 	}
@@ -56,7 +56,7 @@ func replEnvWith(t testing.TB, nodes, r int, p race.Params, noisy bool) *env {
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)
 	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 32 << 20}))
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 8 << 20}))
 	a, err := alloc.New(ctx, m, replAlloc)
 	require.NoError(t, err)
 	defer a.Close()

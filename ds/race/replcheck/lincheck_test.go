@@ -18,7 +18,7 @@ import (
 
 // replLoad is the workload of the replicated tables' checks: 32 keys over small subtables, so
 // that the run splits and doubles the directory while nodes crash.
-var replLoad = workload{keys: 32, ops: 150, search: 40, insert: 25, update: 15, maxVal: 60, unknown: 1}
+var replLoad = workload{keys: 32, ops: 120, search: 40, insert: 25, update: 15, maxVal: 60, unknown: 1}
 
 // replLayout is the layout of the replicated tables' checks: two bucket groups of two-slot
 // buckets and four-bit fingerprints.
@@ -107,7 +107,7 @@ func TestReplicatedLinearizableSim(t *testing.T) {
 		crash []int
 	}{{3, []int{0}}, {3, []int{2}}, {5, []int{0, 3}}} {
 		for seed := range uint64(1) {
-			o := runReplSim(t, seed+1, tc.r, tc.crash, replLoad, 6)
+			o := runReplSim(t, seed+1, tc.r, tc.crash, replLoad, 4)
 			t.Logf("r=%d crash %v seed %d: %v; splits %d, doublings %d", tc.r, tc.crash, seed+1, o.summary, o.splits, o.doublings)
 			require.NoError(t, o.verdict)
 			require.Zero(t, o.summary.Unknown+o.summary.Failed, "operations failed while a minority of replicas was down")
@@ -153,7 +153,7 @@ func TestReplicatedLinearizableLocal(t *testing.T) {
 				defer wg.Done()
 				w := replLoad
 				for phase := range 3 {
-					w.ops = 30
+					w.ops = 20
 					if err := w.run(ctx, c, h, phase*1000); err != nil {
 						errs[i] = err
 						return
