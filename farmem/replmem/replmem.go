@@ -102,19 +102,19 @@ type Stats struct {
 // addresses on Options.Virtual are replicated on Options.Nodes, and whose other addresses pass
 // through to the client's Memory. Like that Memory, it belongs to one goroutine.
 type Memory struct {
-	m      farmem.Memory
-	rt     farmem.Runtime
-	o      Options
-	f      int
-	id     farmem.ClientID
-	ctl    map[farmem.Addr][]uint64 // the last control words seen, per logical word
-	seen   map[uint64]farmem.Time   // lock words of others, when first seen
-	susp   []farmem.Time            // per replica: left out until then
-	last   uint64                   // the last counter this handle wrote
+	m    farmem.Memory
+	rt   farmem.Runtime
+	o    Options
+	f    int
+	id   farmem.ClientID
+	ctl  map[farmem.Addr][]uint64 // the last control words seen, per logical word
+	seen map[uint64]farmem.Time   // lock words of others, when first seen
+	susp []farmem.Time            // per replica: left out until then
+	last uint64                   // the last counter this handle wrote
 	// adoptions is the fabric's adoption count (farmem.Restarts) when susp was last cleared.
 	adoptions uint64
-	stats  Stats
-	closed bool
+	stats     Stats
+	closed    bool
 }
 
 // New returns a replicated view of client m's memory. m stays the caller's (Close does not
