@@ -77,6 +77,10 @@ func (s symAlloc) Retire(ctx context.Context, a farmem.Addr, size uint64) error 
 	return s.RetireSymmetric(ctx, alloc.SymOffset(replmem.Stride*a.Offset()), physSize(size))
 }
 
+// IndexReplicasOf returns how many replicas the table at root has (1: not replicated), from
+// the root's address alone (see VirtualNodeBase).
+func IndexReplicasOf(root farmem.Addr) int { return indexReplicas(root) }
+
 // indexReplicas returns how many replicas the table at root has (1: not replicated).
 func indexReplicas(root farmem.Addr) int {
 	if n := root.Node(); n > VirtualNodeBase && n <= VirtualNodeBase+7 && (n-VirtualNodeBase)%2 == 1 {

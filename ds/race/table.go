@@ -266,6 +266,9 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	}
 	var ta allocator = a
 	if r := indexReplicas(root); r > 1 {
+		if _, ok := opts.Sync.(*ptrsync.Optimistic); !ok {
+			return nil, fmt.Errorf("race: a replicated table needs the optimistic synchronizer, not %T: %w", opts.Sync, farmem.ErrInvalid)
+		}
 		rm, ra, err := replicate(m, a, r, 0, opts.ClockSkew)
 		if err != nil {
 			return nil, err
