@@ -12,6 +12,8 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/sim"
 )
@@ -30,8 +32,9 @@ type replRun struct {
 	verdict           error
 	splits, doublings uint64
 	digest            string
-	// suspected counts replicas the clients found down (replmem.Stats.Suspected).
-	suspected uint64
+	// suspected counts replicas the clients found down (replmem.Stats.Suspected), takeovers
+	// the replica locks they took over from a client that stopped.
+	suspected, takeovers uint64
 }
 
 // runReplSim runs w with n clients on a simulated ConnectX-6 cluster of r+1 memory nodes (the
@@ -39,6 +42,12 @@ type replRun struct {
 // crashing the replicas at positions crash (0 is the first replica) at staggered times during
 // the run, and checks the history.
 func runReplSim(t *testing.T, seed uint64, r int, crash []int, w workload, n int) replRun {
+	return runReplSimWith(t, seed, r, crash, w, n, nil)
+}
+
+// runReplSimWith is runReplSim with client 0's Memory seen through wrap0 (given the simulator
+// and the client), if set.
+func runReplSimWith(t *testing.T, seed uint64, r int, crash []int, w workload, n int, wrap0 func(*sim.Sim, farmem.Memory) farmem.Memory) replRun {
 	t.Helper()
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = r+1, 2, 64<<20
@@ -67,7 +76,11 @@ func runReplSim(t *testing.T, seed uint64, r int, crash []int, w workload, n int
 			a, err := alloc.New(ctx, m, replAlloc)
 			require.NoError(t, err)
 			c := &client{m: m, a: a}
-			c.tab, err = race.Open(ctx, m, a, root, race.Options{Lease: 20 * time.Millisecond})
+			tm := m
+			if i == 0 && wrap0 != nil {
+				tm = wrap0(s, m)
+			}
+			c.tab, err = race.Open(ctx, tm, a, root, race.Options{Lease: 20 * time.Millisecond})
 			require.NoError(t, err)
 			cs[i] = c
 		}
@@ -84,14 +97,17 @@ func runReplSim(t *testing.T, seed uint64, r int, crash []int, w workload, n int
 		for i, err := range errs {
 			require.NoError(t, err, "client %d", i)
 		}
-		after, err := cs[0].tab.Info(ctx)
+		after, err := cs[n-1].tab.Info(ctx)
 		require.NoError(t, err)
 		out.splits, out.doublings = after.Splits-info.Splits, after.Doublings-info.Doublings
 		out.digest = fmt.Sprintf("%v %v", s.Now(), s.Stats())
-		for _, c := range cs {
+		for i, c := range cs {
 			out.suspected += c.tab.Replicated().ProtocolStats().Suspected
+			out.takeovers += c.tab.Replicated().ProtocolStats().Takeovers
 			require.NoError(t, c.tab.Close())
-			require.NoError(t, c.a.Close())
+			if err := c.a.Close(); wrap0 == nil || i > 0 {
+				require.NoError(t, err)
+			}
 		}
 	})
 	out.summary, out.verdict = h.Verify()
@@ -182,4 +198,36 @@ func TestReplicatedLinearizableLocal(t *testing.T) {
 		}
 		require.NotZero(t, suspected, "no client met the crashed replicas")
 	}
+}
+
+// TestReplicatedClientDiesSim: client 0 dies holding the replica locks of a word (right after
+// a lock round of its that won a majority), while the first replica crashes: the others take
+// its locks over once their lease expires, the history is linearizable, and only the dead
+// client's last operation has an unknown outcome.
+func TestReplicatedClientDiesSim(t *testing.T) {
+	wrap := func(s *sim.Sim, m farmem.Memory) farmem.Memory {
+		var fired atomic.Bool
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if err != nil || fired.Load() || v.Single || v.Posted || v.Waited {
+				return
+			}
+			won := 0
+			for i, op := range v.Batch.Ops {
+				if prev, e := v.Batch.Result(i); op.Kind == farmem.OpCAS && op.Swap>>63 == 1 && e == nil && prev == op.Cmp {
+					won++
+				}
+			}
+			if won >= 2 {
+				fired.Store(true)
+				require.NoError(t, s.CrashClient(m.Info().ID))
+			}
+		}}
+	}
+	w := replLoad
+	w.ops = 80
+	o := runReplSimWith(t, 3, 3, []int{0}, w, 4, wrap)
+	t.Logf("%v; takeovers %d", o.summary, o.takeovers)
+	require.NoError(t, o.verdict)
+	require.LessOrEqual(t, o.summary.Unknown+o.summary.Failed, 1)
+	require.NotZero(t, o.takeovers, "nobody took the dead client's locks over")
 }
