@@ -16,7 +16,7 @@ func TestReplicatedBasic(t *testing.T) {
 	c := e.open(t, 0, race.Options{})
 	ctx := context.Background()
 	require.Equal(t, race.VirtualNodeBase+3, e.root.Node())
-	const n = 150
+	const n = 100
 	for i := range uint64(n) {
 		require.NoError(t, c.tab.Insert(ctx, key(i), val(i, 24)), "insert %d", i)
 	}

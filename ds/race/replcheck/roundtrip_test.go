@@ -1,4 +1,4 @@
-package race_test
+package replcheck_test
 
 import (
 	"context"
@@ -22,16 +22,13 @@ type opCost struct {
 }
 
 // measureOps runs, uncontended on a fresh table, an insert, a search, an absent search, an
-// update and a delete of keys placed in buckets no other key uses (the fingerprint matching
-// no other slot), asserting each one's round trips against want (by name), and returns their
-// costs.
+// update and a delete of a key (whose fingerprint matches no other slot of its buckets in
+// these tables: the hash is deterministic), asserting each one's round trips against want (by
+// name), and returns their costs.
 func measureOps(t *testing.T, c *client, want map[string]uint64) []opCost {
 	t.Helper()
 	ctx := context.Background()
-	used := map[string]bool{}
-	warm := placed(t, c.tab, 7, 7, 1, used)
-	k1 := placed(t, c.tab, 1, 4, 0x42, used)
-	other := placed(t, c.tab, 2, 5, 0x42, used)
+	warm, k1, other := []byte("round-trips/warm"), []byte("round-trips/key"), []byte("round-trips/absent")
 	require.NoError(t, c.tab.Insert(ctx, warm, []byte("warm")))
 	// One update and delete first, so the allocator's size classes are warm.
 	require.NoError(t, c.tab.Update(ctx, warm, []byte("warm2")))
@@ -68,7 +65,7 @@ func measureOps(t *testing.T, c *client, want map[string]uint64) []opCost {
 // by side: round trips, verbs and bytes per operation.
 func TestReplicatedRoundTrips(t *testing.T) {
 	const groups = 4
-	plain := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1}}, race.Params{Groups: groups})
+	plain := plainEnv(t, race.Params{Groups: groups})
 	c1 := plain.open(t, 0, race.Options{})
 	r1 := measureOps(t, c1, map[string]uint64{
 		"insert": race.InsertRoundTrips, "search": race.SearchRoundTrips, "search absent": race.SearchAbsentRoundTrips,
@@ -92,24 +89,12 @@ func TestReplicatedRoundTrips(t *testing.T) {
 	t.Log(b.String())
 }
 
-// replEnv is a local fabric of nodes memory nodes (strict mode off: the replication protocol
-// writes its control words plainly when it lays out fresh memory) with a table replicated on
-// r of them.
-func replEnv(t testing.TB, nodes, r int, p race.Params) *env {
+// plainEnv is a local fabric of four memory nodes with strict mode on and an unreplicated
+// table.
+func plainEnv(t testing.TB, p race.Params) *env {
 	t.Helper()
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: nodes, ComputeNodes: 1, MemorySize: 64 << 20}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 32 << 20}))
-	a, err := alloc.New(ctx, m, dstest.AllocOptions)
-	require.NoError(t, err)
-	defer a.Close()
-	p.IndexReplicas = r
-	root, err := race.Create(ctx, m, a, p)
-	require.NoError(t, err)
-	return &env{f: f, root: root, comp: f.Topology().ComputeNodes(), ao: dstest.AllocOptions}
+	f, root := dstest.Local(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1}}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return race.Create(ctx, m, a, p)
+	})
+	return &env{f: f, root: root, comp: f.Topology().ComputeNodes()}
 }
