@@ -26,8 +26,9 @@ const repopulateTries = 4
 // Repopulate copies to memory node node, one of a replicated table's replicas that restarted
 // empty (once the fabric lets clients reach it again) or missed writes while it was
 // unreachable, every word it should hold: the root, the directory, every subtable the
-// directory or a child word names, and the KV block of every slot, each from f+1 other
-// replicas that agree on it (replmem.Memory.Repopulate), while other clients use the table.
+// directory or a child word names, and the KV block of every slot, each from the other
+// replicas (the largest version they hold: replmem.Memory.Repopulate), while other clients use
+// the table.
 //
 // What concurrent clients do meanwhile: they include node in their batches as soon as it
 // answers. Its words hold version 0 until copied (or written), and a word at version 0 never
@@ -38,7 +39,7 @@ const repopulateTries = 4
 // answers). A word that is being written when Repopulate reads it is read again (up to
 // repopulateTries times), then left to the next write or repairing read. Once Repopulate
 // returns, node holds every word of the table it walked at a version at least as recent as the
-// one the others agreed on when it was copied, and counts in the quorums again: with node
+// latest one the others held when it was copied, and counts in the quorums again: with node
 // repopulated, the table again survives f other replicas crashing. It walks the table twice,
 // Options.PinBudget apart, so that the second walk finds what operations begun before node was
 // reachable published late (a block they wrote to the others only). Not covered: such an

@@ -14,8 +14,8 @@ const copyChunk = 128
 // CopyReport counts what Repopulate did.
 type CopyReport struct {
 	// Words is the words examined, Copied those written to the node, Current those it held
-	// at the latest version already, Skipped those no f+1 other replicas agreed on (being
-	// written) that it left to the next write or read of them.
+	// at the latest version already, Skipped those being written (locked) that it left to the
+	// next write or read of them.
 	Words, Copied, Current, Skipped uint64
 }
 
@@ -25,16 +25,19 @@ func (c CopyReport) Add(o CopyReport) CopyReport {
 }
 
 // Repopulate copies to replica node every word of the logical range [a, a+n) whose latest
-// version it lacks, from f+1 other replicas that agree on it, while other clients use the
-// words. Per chunk of words it takes three round trips: a read of the range on every replica,
+// version it lacks, from the other replicas (the largest version they hold), while other
+// clients use the words. Per chunk of words it takes three round trips: a read of the range on every replica,
 // a lock round on node alone (a CAS of each lagging word's control word there, and a read of
 // its group after it), and a write round (the words written as a write round of an atomic
 // writes them, each released at the version copied). Locking node's copy alone suffices: the
-// copy is a committed version, and a concurrent write either includes node in its lock set
-// (then it waits for the copy's lock, or comes after it and finds the copy older than what
-// the others hold) or commits without it, leaving it lagging as any write may. A word the
-// other replicas disagree on (a write in progress) is skipped and counted: the write brings
-// node up to date if it locks it, and any later write or repairing read of the word does.
+// largest version the others hold is the latest committed one or a later write already
+// released on one of them (its holder had a majority locked, so a write that began after it
+// carries a larger version: copying it completes it, as a lock round that found it would); a
+// concurrent write either includes node in its lock set (then it waits for the copy's lock, or
+// comes after it and finds the copy older than what the others hold) or commits without it,
+// leaving it lagging as any write may. A word locked everywhere it was read (a write in
+// progress) is skipped and counted: the write brings node up to date if it locks it, and any
+// later write or repairing read of the word does.
 //
 // Until it is repopulated, a node that lost its memory holds version 0 everywhere, which no
 // lock round counts toward its majority, so concurrent operations stay correct without it:
@@ -90,7 +93,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 		_, err := rb.Result(3 * x)
 		return rep, fmt.Errorf("replmem: repopulate %v: %w", r.o.Nodes[x], err)
 	}
-	// Per word: the version and value f+1 other replicas agree on, and node's control word.
+	// Per word: the latest version and value the other replicas hold, and node's control word.
 	type want struct {
 		w        int
 		ver, val uint64
@@ -106,32 +109,30 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 			}
 			return c1, le.Uint64(bufs[i].v[o:]), true
 		}
+		// The largest version among the other replicas: the latest committed one (it is on
+		// f+1 replicas, one of them answering unless more than f are lost or down), or a later
+		// write whose holder released it there, which the copy completes.
 		var ver, val uint64
-		found := false
+		found, busy := false, false
 		for i := range r.o.Nodes {
-			if i == x {
+			if i == x || !ok[i] {
 				continue
 			}
 			c, v, good := consistent(i)
-			if !good || c == 0 {
+			if !good {
+				busy = true
 				continue
 			}
-			agree := 0
-			for j := range r.o.Nodes {
-				if j == x {
-					continue
-				}
-				if cj, vj, gj := consistent(j); gj && cj == c && vj == v {
-					agree++
-				}
-			}
-			if agree > r.f {
+			if c != 0 && (!found || c > ver) {
 				ver, val, found = c, v, true
-				break
 			}
 		}
 		if !found {
-			rep.Skipped++
+			if busy {
+				rep.Skipped++
+			} else {
+				rep.Current++ // never written on any other replica: nothing to copy
+			}
 			continue
 		}
 		nc := le.Uint64(bufs[x].c3[o+ctlOff:])
