@@ -295,7 +295,11 @@ func (r *Memory) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swa
 // protocol's rounds depend on each other), so the Pending it returns is already done.
 func (r *Memory) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	_ = r.Do(ctx, b)
-	p, _ := transport.NewPending(b, nil)
+	p, c := transport.NewPending(b, nil)
+	for i := range b.Ops {
+		v, err := b.Result(i)
+		c.Complete(i, v, err)
+	}
 	return p
 }
 

@@ -105,6 +105,14 @@ func TestCounterSim(t *testing.T) {
 		var b [8]byte
 		require.NoError(t, r0.Read(ctx, word, b[:]))
 		require.Equal(t, uint64(clients*adds), binary.LittleEndian.Uint64(b[:]))
+		// Post runs the batch before it returns: its Pending is done, with the results.
+		var pb farmem.Batch
+		pb.FAA(word, 0)
+		p := r0.Post(ctx, &pb)
+		require.NoError(t, p.Wait(ctx, 0))
+		got, err := pb.Result(0)
+		require.NoError(t, err)
+		require.Equal(t, uint64(clients*adds), got)
 		require.NoError(t, s.Crash(mem[1]))
 		_, err = r0.FAA(ctx, word, 1)
 		require.ErrorIs(t, err, replmem.ErrNoQuorum)
