@@ -150,8 +150,9 @@
 // version 0, count in no majority.
 //
 // Round trips, uncontended (ReplicatedSearchRoundTrips and those beside it, asserted beside
-// the unreplicated ones): Search 2 (1 absent), Insert 6, Update 4, Delete 4, against 2 (1), 3,
-// 3 and 3 unreplicated; each slot CAS costs a lock round and a write round. Bytes grow more:
+// the unreplicated ones): Search 2 (1 absent), Insert 5, Update 4, Delete 4, against 2 (1), 3,
+// 3 and 3 unreplicated; each slot CAS costs a lock round and a write round (reads batched
+// after it ride the write round). Bytes grow more:
 // a read brings three copies of each word's group from every replica (36 times the bytes
 // with three replicas), a write Stride times the bytes to each. During a crash, a client
 // waits for the crashed replica once per replmem.Options.Suspect (the fabric's down timeout),

@@ -116,7 +116,7 @@ func (t *Table) Replicated() *replmem.Memory {
 // with ptrsync.Optimistic and every replica up, asserted exactly in the package's tests
 // beside the unreplicated ones. A plain read or write of the table's memory is one round trip
 // to every replica at once, as unreplicated; each CAS of a word (a slot, a header, a lock) is
-// ReplicatedCASRoundTrips; reads that follow a CAS in one batch take a round trip of their own.
+// ReplicatedCASRoundTrips, the reads that follow it in a batch riding its second round trip.
 const (
 	// ReplicatedCASRoundTrips: the lock round (a CAS of the word's control word and a read of
 	// its state on every replica) and the write round (the new value and the release).
@@ -125,9 +125,9 @@ const (
 	ReplicatedSearchRoundTrips = SearchRoundTrips
 	// ReplicatedSearchAbsentRoundTrips: the buckets and header.
 	ReplicatedSearchAbsentRoundTrips = SearchAbsentRoundTrips
-	// ReplicatedInsertRoundTrips: the block's write with the lookup; the tentative CAS; the
-	// re-read; the commit CAS.
-	ReplicatedInsertRoundTrips = 1 + ReplicatedCASRoundTrips + 1 + ReplicatedCASRoundTrips
+	// ReplicatedInsertRoundTrips: the block's write with the lookup; the tentative CAS with
+	// the re-read (in its write round); the commit CAS.
+	ReplicatedInsertRoundTrips = 1 + ReplicatedCASRoundTrips + ReplicatedCASRoundTrips
 	// ReplicatedUpdateRoundTrips: the block's write with the lookup; the key's block; the CAS.
 	ReplicatedUpdateRoundTrips = 2 + ReplicatedCASRoundTrips
 	// ReplicatedDeleteRoundTrips: the lookup; the key's block; the CAS.

@@ -112,7 +112,10 @@
 // each replica (that is 36 times over three replicas); a plain write one round trip and Stride
 // times the bytes to each replica; an atomic two round trips and 2 CASes, 1 read and up to 4
 // writes per locked replica. Memory: Stride times the logical size on each replica. A batch
-// mixing atomics and plain ops takes a round trip per run of plain ops and two per atomic.
+// mixing atomics and plain ops takes a round trip per run of plain ops and two per atomic;
+// reads that follow an atomic in the batch go in its write round, after the release on each
+// replica, and cost nothing more when f+1 replicas agree on them there (else they are read
+// again in a round of their own).
 //
 // # Limits
 //

@@ -325,12 +325,20 @@ func state(g []byte) (ver, val uint64) {
 // value with a new version to every locked replica (ok) or write the largest version's value
 // back (not ok). It returns the value it found.
 func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uint64, bool)) (uint64, error) {
+	v, _, err := r.rmwThen(ctx, a, apply, nil, nil)
+	return v, err
+}
+
+// rmwThen is rmw that also reads, in its write round and after it on each replica, the ops
+// follow of b (reads on the virtual node), and sets their results if f+1 replicas agree on
+// them there (as a plain read would require); it reports whether they did.
+func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) (uint64, bool), b *farmem.Batch, follow []int) (uint64, bool, error) {
 	exp := r.controls(a)
 	var backoff time.Duration
 	short := 0 // consecutive rounds in which at most f replicas answered
 	for range maxAttempts {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		now := r.rt.Now()
 		// The version this round will write: above every counter this handle knows of.
@@ -431,17 +439,17 @@ func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uin
 			r.stats.LockRetries++
 			_ = restore()
 			if err := ctx.Err(); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			if answered <= r.f || len(got) > r.f {
 				if short++; short >= 3 {
-					return 0, fmt.Errorf("%w: %d replicas answered", ErrNoQuorum, answered)
+					return 0, false, fmt.Errorf("%w: %d replicas answered", ErrNoQuorum, answered)
 				}
 			} else {
 				short = 0
 			}
 			if err := r.sleep(ctx, &backoff); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			continue
 		}
@@ -487,7 +495,47 @@ func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uin
 			}
 			casAt[n] = wb.CAS(pa.Add(ctlOff), lw, ver)
 		}
+		// The following reads, on every replica of the round, after its release there.
+		var rbufs [][]readBufs
+		var ridx [][]int
+		if len(follow) > 0 {
+			ts = r.targets() // without the replicas the lock round found down
+			rbufs, ridx = make([][]readBufs, len(ts)), make([][]int, len(ts))
+			for k, i := range ts {
+				for _, j := range follow {
+					op := &b.Ops[j]
+					n := Stride * len(op.Buf)
+					rb := readBufs{make([]byte, n), make([]byte, n), make([]byte, n)}
+					pa := r.Phys(i, op.Addr)
+					ridx[k] = append(ridx[k], wb.Read(pa, rb.c1), wb.Read(pa, rb.v), wb.Read(pa, rb.c3))
+					rbufs[k] = append(rbufs[k], rb)
+				}
+			}
+		}
 		_ = r.m.Do(ctx, &wb)
+		served := false
+		if len(follow) > 0 {
+			okR := make([]bool, len(ts))
+			for k := range ts {
+				okR[k] = true
+				for _, x := range ridx[k] {
+					if _, err := wb.Result(x); err != nil {
+						okR[k] = false
+						break
+					}
+				}
+			}
+			if ref := r.agree(ts, okR, rbufs); ref >= 0 {
+				served = true
+				for n, j := range follow {
+					op := &b.Ops[j]
+					gather(op.Buf, rbufs[ref][n].v)
+					r.remember(op.Addr, ts, okR, rbufs, n)
+					transport.SetResult(op, 0, nil)
+					r.stats.Reads++
+				}
+			}
+		}
 		done := 0
 		for n, s := range got {
 			prev, err := wb.Result(casAt[n])
@@ -501,9 +549,9 @@ func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uin
 			}
 		}
 		if !ok || done > r.f {
-			return bestVal, nil
+			return bestVal, served, nil
 		}
-		return bestVal, fmt.Errorf("%w: the write reached %d replicas, outcome unknown", ErrNoQuorum, done)
+		return bestVal, false, fmt.Errorf("%w: the write reached %d replicas, outcome unknown", ErrNoQuorum, done)
 	}
-	return 0, fmt.Errorf("%w: no lock round succeeded", ErrNoQuorum)
+	return 0, false, fmt.Errorf("%w: no lock round succeeded", ErrNoQuorum)
 }

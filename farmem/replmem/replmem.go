@@ -339,9 +339,10 @@ func (r *Memory) Do(ctx context.Context, b *farmem.Batch) error {
 			seg = seg[:0]
 		}
 	}
+	served := make([]bool, len(b.Ops))
 	for i := range b.Ops {
 		op := &b.Ops[i]
-		if !r.virtual(op.Addr) {
+		if !r.virtual(op.Addr) || served[i] {
 			continue
 		}
 		switch op.Kind {
@@ -349,9 +350,26 @@ func (r *Memory) Do(ctx context.Context, b *farmem.Batch) error {
 			seg = append(seg, i)
 		default:
 			flush()
-			v, err := r.atomic(ctx, op)
+			// The reads that follow the atomic in the batch ride its write round.
+			var follow []int
+			for j := i + 1; j < len(b.Ops); j++ {
+				fo := &b.Ops[j]
+				if !r.virtual(fo.Addr) {
+					continue
+				}
+				if fo.Kind != farmem.OpRead || checkWords(fo.Addr, len(fo.Buf)) != nil {
+					break
+				}
+				follow = append(follow, j)
+			}
+			v, ok, err := r.atomic(ctx, op, b, follow)
 			transport.SetResult(op, v, err)
 			note(err)
+			if ok {
+				for _, j := range follow {
+					served[j] = true
+				}
+			}
 		}
 	}
 	flush()
@@ -366,26 +384,28 @@ func (r *Memory) Do(ctx context.Context, b *farmem.Batch) error {
 	return first
 }
 
-// atomic runs one CAS, MaskedCAS or FAA on a replicated word.
-func (r *Memory) atomic(ctx context.Context, op *farmem.Op) (uint64, error) {
+// atomic runs one CAS, MaskedCAS or FAA on a replicated word, and the reads follow of b in
+// its write round if they agree there (it reports whether they did: their results are set).
+func (r *Memory) atomic(ctx context.Context, op *farmem.Op, b *farmem.Batch, follow []int) (uint64, bool, error) {
 	if err := checkWords(op.Addr, 8); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	r.stats.Atomics++
+	var f func(uint64) (uint64, bool)
 	switch op.Kind {
 	case farmem.OpCAS:
 		cmp, swap := op.Cmp, op.Swap
-		return r.rmw(ctx, op.Addr, func(old uint64) (uint64, bool) { return swap, old == cmp })
+		f = func(old uint64) (uint64, bool) { return swap, old == cmp }
 	case farmem.OpMaskedCAS:
 		cmp, cm, swap, sm := op.Cmp, op.CmpMask, op.Swap, op.SwapMask
-		return r.rmw(ctx, op.Addr, func(old uint64) (uint64, bool) {
-			return old&^sm | swap&sm, old&cm == cmp&cm
-		})
+		f = func(old uint64) (uint64, bool) { return old&^sm | swap&sm, old&cm == cmp&cm }
 	case farmem.OpFAA:
 		d := op.Swap
-		return r.rmw(ctx, op.Addr, func(old uint64) (uint64, bool) { return old + d, true })
+		f = func(old uint64) (uint64, bool) { return old + d, true }
+	default:
+		return 0, false, fmt.Errorf("replmem: op kind %v: %w", op.Kind, farmem.ErrInvalid)
 	}
-	return 0, fmt.Errorf("replmem: op kind %v: %w", op.Kind, farmem.ErrInvalid)
+	return r.rmwThen(ctx, op.Addr, f, b, follow)
 }
 
 // Wait implements farmem.Memory (the caller's own region: passed through).
