@@ -23,6 +23,15 @@ type Race struct {
 	Params race.Params
 	// Options configure each client's handle; the store sets Sync from Options.Sync.
 	Options race.Options
+	// Replicas, 3, 5 or 7, replicates the index on that many memory nodes when the store is
+	// created (race.Params.IndexReplicas; 0 or 1: not replicated, unless Params asks): the
+	// index then survives any (Replicas-1)/2 of them crashed, the first one included, at the
+	// costs race's package doc states (see "Replicated index"). The count is recorded in the
+	// table's root, and an existing store's table keeps its own. A replicated index changes
+	// its pointers with the Optimistic synchronizer only (Options.Sync = Optimistic): the
+	// others keep their lock state in memory they reach with their own client, outside the
+	// replicated memory, and Open refuses them.
+	Replicas int
 }
 
 // Name implements IndexKind: "race".
@@ -37,6 +46,9 @@ func (r Race) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
 	if p.MetaSize == 0 {
 		p.MetaSize = DefaultMetaSize
 	}
+	if p.IndexReplicas == 0 && r.Replicas > 1 {
+		p.IndexReplicas = r.Replicas
+	}
 	return race.Create(ctx, c.Memory, c.Alloc, p)
 }
 
@@ -45,6 +57,9 @@ func (r Race) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, er
 	o := r.Options
 	if c.Sync != nil {
 		o.Sync = c.Sync
+	}
+	if err := checkReplicatedSync(root, o.Sync); err != nil {
+		return nil, err
 	}
 	t, err := race.Open(ctx, c.Memory, c.Alloc, root, o)
 	if err != nil {

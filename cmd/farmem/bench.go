@@ -136,6 +136,12 @@ so inserts are ordered) instead of YCSB's "user..." names.
 	if bf.idx, err = indexByName(bf.index); err != nil {
 		return err
 	}
+	if bf.idx, bf.set, err = bf.idx.withOptions(bf.set); err != nil {
+		return err
+	}
+	if syncOpt == nil && bf.idx.replicated {
+		syncOpt = kvstore.Optimistic // the only synchronizer of a replicated index
+	}
 	// The plot's path is checked before the benchmark runs, not after: the file is created now
 	// and removed again if the run fails.
 	var svg *os.File

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/farmem/farmem/kvstore"
@@ -12,17 +13,53 @@ type indexKind struct {
 	ordered bool   // the kind scans (an OrderedIndex), so workload E runs on it
 	about   string // for --help
 	kind    func() kvstore.IndexKind
+	// replicated: --set replicas asked for a replicated index (it needs --sync optimistic,
+	// the default then).
+	replicated bool
 }
 
 // indexKinds is the table of the store's index kinds, by --index name, the default first. An
 // ordered kind (Dolphin's hybrid tree, SELCC's B-link tree) is added here with ordered true.
 var indexKinds = []indexKind{
-	{name: "race", about: "RACE extendible hashing, a hash index: no scans",
+	{name: "race", about: "RACE extendible hashing, a hash index: no scans; --set replicas=3 (or 5, 7) replicates it on that many memory nodes",
 		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
 	{name: "hybrid", ordered: true, about: "Dolphin's ART/B+ hybrid tree with a 64 MiB radix cache per node, ordered, binary64 keys only (--set keyformat=binary64)",
 		kind: func() kvstore.IndexKind { return kvstore.Hybrid{CacheBytes: 64 << 20} }},
 	{name: "blink", ordered: true, about: "SELCC's B-link tree over coherently cached 4 KiB lines (128 per node), ordered, any keys up to 256 bytes, write-back before each acknowledgement",
 		kind: func() kvstore.IndexKind { return &kvstore.Blink{} }},
+}
+
+// withOptions takes from set the --set entries that configure the index kind rather than the
+// workload (replicas=N: a RACE index replicated on N memory nodes, see kvstore.Race.Replicas)
+// and returns the kind with them applied and the entries left for the workload.
+func (k indexKind) withOptions(set []string) (indexKind, multiFlag, error) {
+	var rest multiFlag
+	replicas := 0
+	for _, kv := range set {
+		name, v, _ := strings.Cut(kv, "=")
+		if name != "replicas" {
+			rest = append(rest, kv)
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 7 || n > 1 && n%2 == 0 {
+			return k, nil, usageErr("--set replicas=%s: want 1, 3, 5 or 7", v)
+		}
+		if k.name != "race" {
+			return k, nil, usageErr("--set replicas: only the race index is replicated")
+		}
+		replicas = n
+	}
+	if replicas > 1 {
+		base := k.kind
+		k.kind = func() kvstore.IndexKind {
+			r := base().(kvstore.Race)
+			r.Replicas = replicas
+			return r
+		}
+		k.replicated = true
+	}
+	return k, rest, nil
 }
 
 // indexByName returns the entry named name, or a usage error listing the known names.

@@ -127,6 +127,39 @@
 // without replication. Blocks are freed and retired through the symmetric area, so a
 // replicated table's KV data is bounded by alloc.FormatOptions.SymmetricSize.
 //
+// # Replicated index
+//
+// With Params.IndexReplicas = 2f+1 (3, 5 or 7) the whole table lives on the highest 2f+1 memory
+// nodes (so that, given more, the lowest one, which holds the allocator's shared words, is not
+// among them) and survives any f of them crashed, the first one included: every operation
+// completes, no value is lost or stale. Its root address names the virtual node
+// VirtualNodeBase+r, so every client knows from the root alone; Create records the count in the
+// root too. Open wraps the client's Memory in a farmem/replmem view of those nodes, and the
+// table's code runs unchanged on it: root, directory, subtables, splits, directory doublings
+// and KV blocks are all replicated, since every word the table reads, writes or CASes is a
+// replicated word. The protocol and the argument that it is linearizable are replmem's (its
+// package doc): plain reads take f+1 replicas agreeing on every word of the batch (so a
+// lookup's slots and header keep their order), plain writes reach f+1 replicas, and each
+// atomic locks its word on a majority of replicas, takes the largest version among them and
+// writes the result with a new version before releasing, with leases against dead clients. The
+// table's own protocol (tentative inserts, frozen slots, leased split locks) is linearizable
+// over linearizable words, so the replicated table is linearizable. Memory is allocated in
+// the allocator's symmetric area, replmem.Stride times the logical size on each replica (so a
+// replicated table's size is bounded by alloc.FormatOptions.SymmetricSize/Stride); it excludes
+// Params.Replicas (KV block copies), and it needs the Optimistic synchronizer (Open refuses
+// the others, whose lock state lives outside the table's memory). Purge does not apply to it:
+// a replica that restarted empty is brought back by Repopulate, and meanwhile its words, at
+// version 0, count in no majority.
+//
+// Round trips, uncontended (ReplicatedSearchRoundTrips and those beside it, asserted beside
+// the unreplicated ones): Search 2 (1 absent), Insert 5, Update 4, Delete 4, against 2 (1), 3,
+// 3 and 3 unreplicated; each slot CAS costs a lock round and a write round (reads batched
+// after it ride the write round). Bytes grow more:
+// a read brings three copies of each word's group from every replica (36 times the bytes
+// with three replicas), a write Stride times the bytes to each. During a crash, a client
+// waits for the crashed replica once per replmem.Options.Suspect (the fabric's down timeout),
+// then leaves it out; no operation fails.
+//
 // # Costs
 //
 // Round trips are the constants SearchRoundTrips, InsertRoundTrips, UpdateRoundTrips,

@@ -160,7 +160,7 @@ func (s Slot) String() string {
 const (
 	rootMagicOff     = 0
 	rootParamsOff    = 8
-	rootGroupsOff    = 16
+	rootGroupsOff    = 16 // Groups, and IndexReplicas from bit rootIndexReplicasShift
 	rootSeedOff      = 24
 	rootSumOff       = 32
 	rootDirOff       = 40 // atomic: packed directory address | global depth << 56
@@ -303,6 +303,12 @@ type Params struct {
 	// that writes the block, before any slot names it. Readers read the primary only (see the
 	// package doc, "Replication"). With fewer memory nodes than Replicas, one copy per node.
 	Replicas int
+	// IndexReplicas, 3, 5 or 7 (0 or 1: not replicated), replicates the whole table on
+	// IndexReplicas memory nodes, so that it survives any (IndexReplicas-1)/2 of them
+	// crashed (the highest IndexReplicas memory nodes): every word and block of it, root, directory, subtables and KV blocks, is a
+	// replicated word of package farmem/replmem (see the package doc, "Replicated index").
+	// It excludes Replicas.
+	IndexReplicas int
 }
 
 // MaxReplicas is the most copies of a KV block a table keeps.
@@ -334,6 +340,10 @@ func (p *Params) setDefaults() error {
 		return fmt.Errorf("race: %d fingerprint bits (want 1..8): %w", p.FingerprintBits, farmem.ErrInvalid)
 	case p.Replicas < 0 || p.Replicas > MaxReplicas:
 		return fmt.Errorf("race: %d replicas (want 0..%d): %w", p.Replicas, MaxReplicas, farmem.ErrInvalid)
+	case p.IndexReplicas < 0 || p.IndexReplicas > 7 || p.IndexReplicas > 1 && p.IndexReplicas%2 == 0:
+		return fmt.Errorf("race: %d index replicas (want 0, 1, 3, 5 or 7): %w", p.IndexReplicas, farmem.ErrInvalid)
+	case p.IndexReplicas > 1 && p.Replicas > 1:
+		return fmt.Errorf("race: a replicated index (%d) keeps its blocks on every replica; Replicas (%d) must be 0: %w", p.IndexReplicas, p.Replicas, farmem.ErrInvalid)
 	case p.MetaSize < 0 || p.MetaSize > 64 || p.MetaSize%8 != 0:
 		return fmt.Errorf("race: metadata of %d bytes per slot (want a multiple of 8 up to 64): %w", p.MetaSize, farmem.ErrInvalid)
 	}
@@ -347,7 +357,7 @@ func encodeRootConst(p Params) []byte {
 	params := uint64(LayoutVersion) | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
 		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48 | uint64(p.Replicas)<<56
 	binary.LittleEndian.PutUint64(b[rootParamsOff:], params)
-	binary.LittleEndian.PutUint64(b[rootGroupsOff:], uint64(p.Groups))
+	binary.LittleEndian.PutUint64(b[rootGroupsOff:], uint64(p.Groups)|uint64(p.IndexReplicas)<<rootIndexReplicasShift)
 	binary.LittleEndian.PutUint64(b[rootSeedOff:], p.Seed)
 	binary.LittleEndian.PutUint64(b[rootSumOff:], hash64(Magic, b[:rootSumOff]))
 	return b
@@ -390,11 +400,13 @@ func DecodeRoot(b []byte) (Root, error) {
 		return r, fmt.Errorf("race: layout version %d (want %d to %d): %w", v, oldestLayoutVersion, LayoutVersion, ErrBadRoot)
 	}
 	r.Version = int(params & 0xff)
-	if params>>56 > MaxReplicas || le.Uint64(b[rootGroupsOff:]) > 1<<20 {
+	groups := le.Uint64(b[rootGroupsOff:])
+	if params>>56 > MaxReplicas || groups&(1<<rootIndexReplicasShift-1) > 1<<20 || groups>>rootIndexReplicasShift > 7 {
 		return r, fmt.Errorf("race: reserved bits set in root parameters: %w", ErrBadRoot)
 	}
 	r.Params = Params{
-		Groups:          int(le.Uint64(b[rootGroupsOff:])),
+		Groups:          int(groups & (1<<rootIndexReplicasShift - 1)),
+		IndexReplicas:   int(groups >> rootIndexReplicasShift),
 		SlotsPerBucket:  int(params >> 8 & 0xff),
 		FingerprintBits: int(params >> 16 & 0xff),
 		MetaSize:        int(params >> 24 & 0xffff),

@@ -136,7 +136,7 @@ type Stats struct {
 // root, and the handles share nothing but far memory.
 type Table struct {
 	m        farmem.Memory
-	a        *alloc.Allocator
+	a        allocator
 	rt       farmem.Runtime
 	id       farmem.ClientID
 	root     farmem.Addr
@@ -177,6 +177,19 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 	if err := p.setDefaults(); err != nil {
 		return 0, err
 	}
+	if p.IndexReplicas > 1 {
+		rm, ra, err := replicate(m, a, p.IndexReplicas, 0, 0)
+		if err != nil {
+			return 0, err
+		}
+		return create(ctx, rm, ra, p)
+	}
+	return create(ctx, m, a, p)
+}
+
+// create is Create on memory m with allocator a (a replicated view and its allocator for a
+// replicated table).
+func create(ctx context.Context, m farmem.Memory, a allocator, p Params) (farmem.Addr, error) {
 	geo := newGeometry(uint64(p.Groups), uint64(p.SlotsPerBucket), uint64(p.MetaSize))
 	n := uint64(1) << p.InitialDepth
 	dirSize := max(n*8, Unit)
@@ -252,7 +265,18 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if a == nil {
 		return nil, fmt.Errorf("race: open without an allocator: %w", farmem.ErrInvalid)
 	}
-	t := &Table{m: m, a: a, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
+	var ta allocator = a
+	if r := indexReplicas(root); r > 1 {
+		if _, ok := opts.Sync.(*ptrsync.Optimistic); !ok {
+			return nil, fmt.Errorf("race: a replicated table needs the optimistic synchronizer, not %T: %w", opts.Sync, farmem.ErrInvalid)
+		}
+		rm, ra, err := replicate(m, a, r, 0, opts.ClockSkew)
+		if err != nil {
+			return nil, err
+		}
+		m, ta = rm, ra
+	}
+	t := &Table{m: m, a: ta, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
 		scr: new(scratch), adoptions: adoptionsOf(m)}
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
@@ -270,6 +294,9 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	}
 	t.p, t.version = r.Params, r.Version
 	t.memNodes = m.Topology().MemoryNodes()
+	if rm := t.Replicated(); rm != nil {
+		t.memNodes = []farmem.NodeID{rm.Virtual()}
+	}
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
 	if t.lockSize < 0 || t.lockSize > t.p.MetaSize || t.lockSize%8 != 0 {
 		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",

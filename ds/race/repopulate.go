@@ -1,0 +1,152 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/replmem"
+)
+
+// RepopulateReport says what Table.Repopulate copied.
+type RepopulateReport struct {
+	// Subtables and Blocks count the subtables and KV blocks it visited (besides the root and
+	// directory).
+	Subtables, Blocks int
+	// Words counts the words examined and copied (see replmem.CopyReport).
+	Words replmem.CopyReport
+}
+
+// repopulateTries is how often Repopulate copies a range again while words of it were being
+// written (skipped).
+const repopulateTries = 4
+
+// Repopulate copies to memory node node, one of a replicated table's replicas that restarted
+// empty (once the fabric lets clients reach it again) or missed writes while it was
+// unreachable, every word it should hold: the root, the directory, every subtable the
+// directory or a child word names, and the KV block of every slot, each from the other
+// replicas (the largest version they hold: replmem.Memory.Repopulate), while other clients use
+// the table.
+//
+// What concurrent clients do meanwhile: they include node in their batches as soon as it
+// answers. Its words hold version 0 until copied (or written), and a word at version 0 never
+// counts toward a lock round's majority, so every operation stays linearizable and completes
+// as long as f+1 of the other replicas are up: reads agree on the others' copies, writes lock
+// node's copy with the others' and bring it up to date. Words written while Repopulate runs
+// reach node through their writes (new subtables and blocks are written to every replica that
+// answers). A word that is being written when Repopulate reads it is read again (up to
+// repopulateTries times), then left to the next write or repairing read. Once Repopulate
+// returns, node holds every word of the table it walked at a version at least as recent as the
+// latest one the others held when it was copied, and counts in the quorums again: with node
+// repopulated, the table again survives f other replicas crashing. It walks the table twice,
+// Options.PinBudget apart, so that the second walk finds what operations begun before node was
+// reachable published late (a block they wrote to the others only). Not covered: such an
+// operation that publishes its block more than a pin budget after Repopulate began (an Update
+// that kept retrying with the block it wrote before); that block's words stay on the other
+// replicas only until rewritten, so with another replica down its key fails with ErrNoQuorum
+// (never a wrong value).
+//
+// Cost: three round trips per 128 words of each subtable, directory and root, and per KV
+// block, with their reads from every replica; plus a read of each subtable's slots.
+// It fails with farmem.ErrInvalid on an unreplicated table or a node that holds no replica.
+func (t *Table) Repopulate(ctx context.Context, node farmem.NodeID) (RepopulateReport, error) {
+	var rep RepopulateReport
+	if err := t.usable(); err != nil {
+		return rep, err
+	}
+	rm := t.Replicated()
+	if rm == nil || !slices.Contains(rm.Replicas(), node) {
+		return rep, fmt.Errorf("race: repopulate %v: not a replica of the table: %w", node, farmem.ErrInvalid)
+	}
+	copyRange := func(a farmem.Addr, n uint64) error {
+		var last replmem.CopyReport
+		for try := range repopulateTries {
+			c, err := rm.Repopulate(ctx, node, a, int(n))
+			if err != nil {
+				return fmt.Errorf("race: repopulate %v at %v: %w", node, a, err)
+			}
+			if try == 0 {
+				rep.Words.Words += c.Words
+			}
+			rep.Words.Copied += c.Copied
+			last = c
+			if c.Skipped == 0 {
+				break
+			}
+		}
+		rep.Words.Current += last.Current
+		rep.Words.Skipped += last.Skipped
+		return nil
+	}
+	// Two passes, a pin budget apart: the second copies what the first could not see yet,
+	// the words of operations that began before node was reachable again.
+	for pass := range 2 {
+		if pass == 1 {
+			rep.Subtables, rep.Blocks = 0, 0
+			if err := t.rt.Sleep(ctx, t.opts.PinBudget+t.opts.ClockSkew); err != nil {
+				return rep, err
+			}
+		}
+		if err := t.repopulatePass(ctx, copyRange, &rep); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// repopulatePass is one walk of Repopulate over the table, copying each range with copyRange.
+func (t *Table) repopulatePass(ctx context.Context, copyRange func(farmem.Addr, uint64) error, rep *RepopulateReport) error {
+	if err := copyRange(t.root, RootSize); err != nil {
+		return err
+	}
+	info, err := t.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if err := copyRange(info.Dir, max(uint64(8)<<info.GlobalDepth, Unit)); err != nil {
+		return err
+	}
+	// Every subtable the directory names, and their descendants through child words.
+	dir := make([]byte, max(8<<info.GlobalDepth, Unit))
+	if err := t.m.Read(ctx, info.Dir, dir[:8<<info.GlobalDepth]); err != nil {
+		return fmt.Errorf("race: repopulate: read directory: %w", err)
+	}
+	seen := map[farmem.Addr]bool{}
+	var queue []farmem.Addr
+	for i := range 1 << info.GlobalDepth {
+		if st := unpackAddr(binary.LittleEndian.Uint64(dir[8*i:])); st != 0 && !seen[st] {
+			seen[st] = true
+			queue = append(queue, st)
+		}
+	}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		if err := copyRange(st, t.geo.size); err != nil {
+			return err
+		}
+		rep.Subtables++
+		s, err := t.readSubtable(ctx, st, true)
+		if err != nil {
+			return err
+		}
+		for _, c := range s.child {
+			if ch := unpackAddr(c); ch != 0 && !seen[ch] {
+				seen[ch] = true
+				queue = append(queue, ch)
+			}
+		}
+		for _, w := range s.words {
+			if w.Empty() {
+				continue
+			}
+			if err := copyRange(w.Addr(), w.Size()); err != nil {
+				return err
+			}
+			rep.Blocks++
+		}
+	}
+	return nil
+}
