@@ -28,6 +28,7 @@ const CacheEntryOverhead = 40
 // walk goes right by sibling pointers. A Go mutex guards the index, never held across a verb.
 type Cache struct {
 	budget int64
+	ranged *rangeIndex // NewShermanCache's index by fence range (nil: one copy per node)
 
 	mu     sync.Mutex
 	width  int // the codec's, set by the first put
@@ -52,7 +53,10 @@ type CacheStats struct {
 	Bytes, Budget int64
 	// InUse is what the cached copies' fences, separators and pointers take, overhead
 	// included (the pages' unused room excluded).
-	InUse                          int64
+	InUse int64
+	// Superseded counts present copies of a node that has another present copy under other
+	// fences (a copy from before the node split; NewShermanCache only).
+	Superseded                     int
 	Hits, Misses, Evictions, Drops uint64
 }
 
@@ -60,6 +64,9 @@ type CacheStats struct {
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		return c.rangedStats()
+	}
 	var inUse int64
 	for _, n := range c.byAddr {
 		inUse += CacheEntryOverhead + int64(2*c.width+8) + int64(len(n.keys)*(c.width+8))
@@ -75,6 +82,9 @@ func (c *Cache) Close() error {
 	}
 	c.mu.Lock()
 	c.byAddr, c.levels, c.fifo, c.used = make(map[farmem.Addr]*node), nil, nil, 0
+	if c.ranged != nil {
+		c.ranged = newRangeIndex()
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -101,6 +111,9 @@ func (c *Cache) lookup(k []byte) *node {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		return c.rangedLookup(k)
+	}
 	for _, lv := range c.levels {
 		i, _ := slices.BinarySearchFunc(lv, k, func(n *node, k []byte) int {
 			if lowCmp(n.low, k) <= 0 {
@@ -129,6 +142,10 @@ func (c *Cache) put(n *node, width int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.width = width
+	if c.ranged != nil {
+		c.rangedPut(n, cs)
+		return
+	}
 	if old := c.byAddr[n.addr]; old != nil {
 		c.remove(old, width)
 	} else {
@@ -176,6 +193,10 @@ func (c *Cache) drop(n *node, width int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		c.rangedDrop(n)
+		return
+	}
 	if c.byAddr[n.addr] == n {
 		c.remove(n, width)
 		c.drops.Add(1)
@@ -190,6 +211,9 @@ func (c *Cache) covering(from, to []byte, most int) []*node {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		return c.rangedCovering(from, to, most)
+	}
 	if len(c.levels) == 0 {
 		return nil
 	}
