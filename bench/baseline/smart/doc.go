@@ -16,9 +16,10 @@
 //     fetches 24 bytes, not a 1 KB leaf. Leaves and nodes go where the client's allocator
 //     places them, spread over the memory nodes as SMART's are.
 //   - Internal nodes whose slots are 8-byte child words carrying the child's partial key byte
-//     and its node class (4, 16, 48 or 256 slots, ART's node types), so a reader fetches only
-//     the class's bytes; a node is allocated whole and grows in place, a reader finding its
-//     last slot filled reads the rest. Path compression: a node's header holds its depth and
+//     and kind (leaf or node), in SMART's node classes (4, 8, 16, 32, 64, 128 or 256 slots:
+//     the cache charges a copy its class's slots); a node is allocated whole and grows in
+//     place, a reader fetches its first class and, finding its last slot filled, the rest
+//     (SMART records the class in the parent's entry, so its reader fetches it in one read). Path compression: a node's header holds its depth and
 //     full prefix, and a key that leaves a child's prefix gets a new node above the child
 //     (one CAS on the parent's slot), so nodes are never rewritten.
 //   - The compute-side radix cache (Cache) of internal nodes down to the ones whose slots name

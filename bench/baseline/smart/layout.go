@@ -10,15 +10,20 @@ import (
 var le = binary.LittleEndian
 
 // Child words (8 bytes, CAS only once published): bits 0-44 the child's offset / 8, 45-52 its
-// memory node, 53-55 its kind (0 empty, 1 leaf, 2-5 a node of class 4, 16, 48 or 256 children:
-// how much of it a reader fetches), 56-63 its partial byte.
+// memory node, 53-55 its kind (0 empty, 1 leaf, 2 a node: a reader fetches its first class, 4
+// children, and the whole node if that class's last slot is filled), 56-63 its partial byte.
 const (
 	kindEmpty = 0
 	kindLeaf  = 1
 )
 
-// classes are the node sizes a reader fetches, as ART's node types.
-var classes = [...]int{4, 16, 48, 256}
+// classes are the node sizes a reader fetches and the cache charges: SMART's node types
+// (its "homogeneous adaptive internal node", TREE_ENABLE_FINE_GRAIN_NODE, on in SMART's
+// build), every power of two from 4 to 256 children, not ART's 4, 16, 48 and 256.
+var classes = [...]int{4, 8, 16, 32, 64, 128, 256}
+
+// kindWhole is the kind readNode takes for a whole node (the largest class).
+const kindWhole = len(classes) + 1
 
 func classOf(n int) int {
 	for i, c := range classes {

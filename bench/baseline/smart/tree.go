@@ -113,7 +113,9 @@ func (t *Tree) readNode(ctx context.Context, a farmem.Addr, kind int) (*node, er
 	return n, nil
 }
 
-func (t *Tree) readRoot(ctx context.Context) (*node, error) { return t.readNode(ctx, t.root, 5) }
+func (t *Tree) readRoot(ctx context.Context) (*node, error) {
+	return t.readNode(ctx, t.root, kindWhole)
+}
 
 // refresh reads n again (a cached copy that cannot be trusted) and caches the copy.
 func (t *Tree) refresh(ctx context.Context, n *node) (*node, error) {
