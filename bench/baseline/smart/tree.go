@@ -328,7 +328,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 				if len(n.slots) == nodeSlots {
 					return fmt.Errorf("smart: node %v full", n.addr)
 				}
-				if n, err = t.readNode(ctx, n.addr, 5); err != nil { // the slots past those read
+				if n, err = t.readNode(ctx, n.addr, kindWhole); err != nil { // the slots past those read
 					return err
 				}
 				continue
@@ -372,7 +372,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 					t.cachePut(n.with(at, nw))
 					return nil
 				}
-				if n, err = t.readNode(ctx, n.addr, 5); err != nil {
+				if n, err = t.readNode(ctx, n.addr, kindWhole); err != nil {
 					return err
 				}
 				continue
@@ -381,7 +381,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 			if err != nil || ok {
 				return err
 			}
-			if n, err = t.readNode(ctx, n.addr, 5); err != nil {
+			if n, err = t.readNode(ctx, n.addr, kindWhole); err != nil {
 				return err
 			}
 			continue
@@ -399,7 +399,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 		if err != nil || ok {
 			return err
 		}
-		if n, err = t.readNode(ctx, n.addr, 5); err != nil {
+		if n, err = t.readNode(ctx, n.addr, kindWhole); err != nil {
 			return err
 		}
 	}
@@ -528,7 +528,7 @@ func (t *Tree) Scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 			n := decodeNode(a, bufs[i])
 			if n.partial() {
 				var err error
-				if n, err = t.readNode(ctx, a, 5); err != nil {
+				if n, err = t.readNode(ctx, a, kindWhole); err != nil {
 					return nil, err
 				}
 			}
