@@ -2,6 +2,7 @@ package sherman
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ const CacheEntryOverhead = 40
 // CacheEntryOverhead plus the page; CacheStats.Entries also reports the bytes of the keys and
 // pointers in use (two fences, the first child and, per separator, the codec's Width and an
 // 8-byte pointer: full keys, which is what Sherman's cache pays and Dolphin's does not). Past
-// the budget the oldest copies are evicted first (FIFO). A copy is
+// the budget the oldest copies are evicted first (FIFO; NewShermanCache's evicts as Sherman's
+// does). A copy is
 // never trusted past a leaf's fences: a leaf reached through a stale copy is checked and the
 // walk goes right by sibling pointers. A Go mutex guards the index, never held across a verb.
 type Cache struct {
@@ -130,8 +132,9 @@ func (c *Cache) lookup(k []byte) *node {
 	return nil
 }
 
-// put caches a fresh copy of internal node n, replacing an older copy of it.
-func (c *Cache) put(n *node, width int) {
+// put caches a fresh copy of internal node n, replacing an older copy of it; rng is the
+// filing handle's random source (NewShermanCache's eviction draws from it).
+func (c *Cache) put(n *node, width int, rng *rand.Rand) {
 	if c == nil || n.leaf() {
 		return
 	}
@@ -143,7 +146,7 @@ func (c *Cache) put(n *node, width int) {
 	defer c.mu.Unlock()
 	c.width = width
 	if c.ranged != nil {
-		c.rangedPut(n, cs)
+		c.rangedPut(n, cs, rng)
 		return
 	}
 	if old := c.byAddr[n.addr]; old != nil {

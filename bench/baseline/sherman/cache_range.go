@@ -2,6 +2,7 @@ package sherman
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/farmem/farmem/farmem"
@@ -20,14 +21,24 @@ import (
 //     the key and its copy is present; so a copy from before a split is shadowed once both
 //     halves are filed, still charged and never found. CacheStats.Superseded counts such
 //     copies (several copies of one node).
+//
 //   - A dropped or evicted copy leaves its entry (no bytes), as Sherman invalidates an entry
 //     by clearing its page pointer and never removes the skip-list node: a lookup that finds
 //     it misses.
+//
 //   - Copies are filed only from nodes a walk reads (Sherman adds a page in page_search), not
 //     from the nodes a split or a separator's insertion writes.
 //
-// Each copy is charged CacheEntryOverhead plus its page, as NewCache's; eviction is FIFO
-// over copies (Sherman samples two entries and evicts the less used). This is the cache the
+//   - Past the budget, two present copies are drawn at random (with replacement, from the
+//     random source of the handle whose filing went over: its fabric Runtime's, so a
+//     simulated run is a function of its seed) and the one with fewer lookup hits since it
+//     was filed is evicted (the second on a tie), as Sherman's evict_one compares two random
+//     entries' index_cache_freq. Sherman draws an entry by a random key, so an entry's
+//     chance follows the width of its range; here each present copy is equally likely (the
+//     level-1 ranges of a dense key space are of like width; the upper levels' few copies
+//     are drawn more often than by key).
+//
+// Each copy is charged CacheEntryOverhead plus its page, as NewCache's. This is the cache the
 // Dolphin comparison gives the Sherman-like tree: Table II counts what it holds.
 func NewShermanCache(budget int64) *Cache {
 	c := NewCache(budget)
@@ -38,8 +49,8 @@ func NewShermanCache(budget int64) *Cache {
 // rangeIndex is a Sherman-like cache's index: per level, entries sorted by (high fence
 // ascending, plus infinity last; low fence descending, minus infinity last).
 type rangeIndex struct {
-	levels [][]*rentry
-	fifo   []*rentry // filing order of present copies (an entry refiled after a drop is queued again)
+	levels  [][]*rentry
+	present []*rentry // the entries holding a copy, in no order (eviction's sample)
 }
 
 // rentry is one fence range's entry: its copy, or nil once dropped or evicted.
@@ -47,7 +58,17 @@ type rentry struct {
 	level     int
 	low, high []byte
 	n         *node
-	queued    bool // in fifo
+	hits      uint64 // lookups that found this copy since it was filed
+	pos       int    // index in present while n is not nil
+}
+
+// unfile clears e's copy (held, under mu).
+func (r *rangeIndex) unfile(c *Cache, e *rentry) {
+	c.used -= cost(e.n, 0)
+	e.n = nil
+	last := r.present[len(r.present)-1]
+	r.present[e.pos], last.pos = last, e.pos
+	r.present = r.present[:len(r.present)-1]
 }
 
 func newRangeIndex() *rangeIndex { return &rangeIndex{} }
@@ -89,6 +110,7 @@ func (c *Cache) rangedLookup(k []byte) *node {
 	for _, lv := range c.ranged.levels {
 		if i := firstAbove(lv, k); i < len(lv) {
 			if e := lv[i]; e.n != nil && lowCmp(e.low, k) <= 0 {
+				e.hits++
 				c.hits.Add(1)
 				return e.n
 			}
@@ -98,8 +120,8 @@ func (c *Cache) rangedLookup(k []byte) *node {
 	return nil
 }
 
-// rangedPut files copy n (held, under mu) of cs bytes.
-func (c *Cache) rangedPut(n *node, cs int64) {
+// rangedPut files copy n (held, under mu) of cs bytes, evicting with rng's draws.
+func (c *Cache) rangedPut(n *node, cs int64, rng *rand.Rand) {
 	r := c.ranged
 	for len(r.levels) < n.level {
 		r.levels = append(r.levels, nil)
@@ -110,27 +132,22 @@ func (c *Cache) rangedPut(n *node, cs int64) {
 	if found {
 		e = lv[i]
 		if e.n != nil {
-			c.used -= cost(e.n, 0)
+			r.unfile(c, e)
 		}
 	} else {
 		e = &rentry{level: n.level, low: n.low, high: n.high}
 		r.levels[n.level-1] = slices.Insert(lv, i, e)
 	}
-	e.n = n
+	e.n, e.hits, e.pos = n, 0, len(r.present)
+	r.present = append(r.present, e)
 	c.used += cs
-	if !e.queued {
-		e.queued = true
-		r.fifo = append(r.fifo, e)
-	}
-	for c.used > c.budget && len(r.fifo) > 0 {
-		v := r.fifo[0]
-		r.fifo = r.fifo[1:]
-		v.queued = false
-		if v.n != nil {
-			c.used -= cost(v.n, 0)
-			v.n = nil
-			c.evictions.Add(1)
+	for c.used > c.budget && len(r.present) > 0 {
+		a, b := r.present[rng.IntN(len(r.present))], r.present[rng.IntN(len(r.present))]
+		if a.hits < b.hits {
+			b = a
 		}
+		r.unfile(c, b)
+		c.evictions.Add(1)
 	}
 }
 
@@ -141,8 +158,7 @@ func (c *Cache) rangedDrop(n *node) {
 	}
 	lv := c.ranged.levels[n.level-1]
 	if i, found := slices.BinarySearchFunc(lv, n, func(e *rentry, n *node) int { return rangeCmp(e.low, e.high, n.low, n.high) }); found && lv[i].n == n {
-		c.used -= cost(n, 0)
-		lv[i].n = nil
+		c.ranged.unfile(c, lv[i])
 		c.drops.Add(1)
 	}
 }

@@ -17,16 +17,17 @@
 //   - Nodes of 1 KB (Params.NodeSize) with both fence keys and a right-sibling pointer (a
 //     B-link tree: a walk that finds a key at or past a node's high fence goes right, so a
 //     stale cached copy costs reads, never a wrong answer).
-//   - Full-key separators in internal nodes, and a compute-side cache (Cache, a byte budget,
-//     FIFO eviction) of internal nodes indexed by key range: a warm cache names a key's leaf
+//   - Full-key separators in internal nodes, and a compute-side cache (Cache, a byte budget)
+//     of internal nodes indexed by key range: a warm cache names a key's leaf
 //     with no round trip. Its bytes are what the cache itself holds, charged per copy: full
 //     keys of the codec's width per separator, plus the pointer. In the simulator each
 //     lookup pays one local access plus the page it returns, and each copy put its page
 //     (localcost.Price through Runtime.Compute), the price ds/hybrid's cache pays and a
 //     ds/selcc frame read of the same bytes costs. NewShermanCache files the copies as
 //     Sherman's own cache does (by fence range, keeping a node's copy from before its split
-//     beside its halves' until a lookup through it fails; only pages walks read), where
-//     NewCache keeps one copy per node and also files the pages the tree writes.
+//     beside its halves' until a lookup through it fails; only pages walks read; past the
+//     budget, the less hit of two random copies evicted), where NewCache keeps one copy per
+//     node, also files the pages the tree writes, and evicts oldest first.
 //   - Writes under an exclusive lock word per node taken by CAS: lock, read, then the write
 //     and the release in one ordered batch: 3 round trips per update, insert or delete. An
 //     update writes only the value and the node's checksum (Sherman writes back only the

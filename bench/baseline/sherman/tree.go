@@ -596,7 +596,7 @@ func (t *Tree) cachePut(n *node) {
 	if len(n.raw) != t.l.size {
 		n.raw = t.l.encode(n)
 	}
-	t.cache.put(n, t.l.codec.Width)
+	t.cache.put(n, t.l.codec.Width, t.m.Runtime().Rand())
 	if t.caching() {
 		t.chargeLocal(len(n.raw))
 	}
