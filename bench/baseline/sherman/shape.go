@@ -8,7 +8,8 @@ import (
 )
 
 // LevelShape is one level of a tree: Nodes nodes holding Entries entries (a leaf's keys, an
-// internal node's children), each holding at most Capacity.
+// internal node's children), each with room for Capacity (a node splits on reaching it, as
+// Sherman's do, so it holds at most Capacity-1).
 type LevelShape struct {
 	Level, Nodes, Entries, Capacity int
 }

@@ -48,3 +48,39 @@ func TestShape(t *testing.T) {
 	require.InDelta(t, 0.5, fill["ascending"], 0.05)
 	require.Greater(t, fill["random"], 0.6)
 }
+
+// TestSplitAtCapacity checks Sherman's split rule: a node splits when an insert brings it to
+// its capacity (kLeafCardinality entries, kInternalCardinality separators in Sherman's
+// code), so a leaf holds at most its capacity less one, and an internal node one separator
+// less than it has room for.
+func TestSplitAtCapacity(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, sherman.Params{NodeSize: 256, EntryVersions: true})
+	c := e.open(t, 0, sherman.NewShermanCache(1<<20))
+	leafCap := c.tree.LeafCapacity()
+	for k := range leafCap - 1 {
+		require.NoError(t, c.tree.Insert(ctx, k8(uint64(k)+1), 1))
+	}
+	require.Zero(t, c.tree.Stats().Splits, "%d entries fit", leafCap-1)
+	require.NoError(t, c.tree.Insert(ctx, k8(uint64(leafCap)), 1))
+	require.Equal(t, uint64(1), c.tree.Stats().Splits, "the insert reaching %d entries splits", leafCap)
+
+	// Ascending keys: each full leaf splits at its middle and the root collects a separator
+	// per split. The root has room for innerSlots-1 separators (innerSlots children); the
+	// split that posts its (innerSlots-1)th splits it, growing the tree a level above
+	// innerSlots leaves.
+	sh, err := c.tree.Shape(ctx)
+	require.NoError(t, err)
+	require.Len(t, sh, 2)
+	innerSlots := sh[0].Capacity // children: separators + 1
+	for k := leafCap + 1; ; k++ {
+		require.NoError(t, c.tree.Insert(ctx, k8(uint64(k)), 1))
+		if sh, err = c.tree.Shape(ctx); err != nil || len(sh) > 2 {
+			break
+		}
+		require.LessOrEqual(t, sh[0].Entries, innerSlots-1, "the root never holds %d separators: %+v", innerSlots-1, sh)
+	}
+	require.NoError(t, err)
+	require.Len(t, sh, 3, "%+v", sh)
+	require.Equal(t, innerSlots, sh[2].Nodes, "the root split when it reached %d separators", innerSlots-1)
+}

@@ -468,7 +468,8 @@ func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
 }
 
 // Insert adds absent key k: lock CAS, leaf read, the leaf's write with the release
-// (InsertRoundTrips), or a split when the leaf is full.
+// (InsertRoundTrips), or a split when the insert fills the leaf (Sherman's rule: a leaf holds at
+// most its capacity less one entry, an internal node its room less one separator).
 func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
 	n, i, err := t.lockedSlot(ctx, k, false, &t.st.Inserts)
 	if err != nil {
@@ -476,7 +477,7 @@ func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
 	}
 	n.keys = slices.Insert(n.keys, i, bytes.Clone(k))
 	n.vals = slices.Insert(n.vals, i, v)
-	if len(n.keys) <= t.l.leafCap {
+	if len(n.keys) < t.l.leafCap { // Sherman splits a leaf that reaches kLeafCardinality
 		return t.writeUnlock(ctx, n)
 	}
 	return t.split(ctx, n)
@@ -574,7 +575,7 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 		i, _ := p.search(sep)
 		p.keys = slices.Insert(p.keys, i, bytes.Clone(sep))
 		p.vals = slices.Insert(p.vals, i+1, uint64(right))
-		if len(p.keys) <= t.l.innerCap {
+		if len(p.keys) < t.l.innerCap { // and an internal node that reaches kInternalCardinality
 			if err := t.writeUnlock(ctx, p); err != nil {
 				return err
 			}
