@@ -22,6 +22,14 @@ import (
 //     halves are filed, still charged and never found. CacheStats.Superseded counts such
 //     copies (several copies of one node).
 //
+//   - A level-1 copy (a leaf's parent, the level Sherman caches) filed while its range's
+//     entry holds one is dropped and the present copy kept, as Sherman's add_to_cache does
+//     when its skip-list insert conflicts: a present copy is replaced only after a lookup
+//     through it fails. Above level 1, which Sherman does not cache (its walks start at the
+//     root), the newer copy replaces the older: no lookup through an upper copy drops it,
+//     so a kept stale copy there would stay for good and cost the walks through it sibling
+//     hops Sherman's fresh root reads do not pay.
+//
 //   - A dropped or evicted copy leaves its entry (no bytes), as Sherman invalidates an entry
 //     by clearing its page pointer and never removes the skip-list node: a lookup that finds
 //     it misses.
@@ -131,6 +139,9 @@ func (c *Cache) rangedPut(n *node, cs int64, rng *rand.Rand) {
 	var e *rentry
 	if found {
 		e = lv[i]
+		if e.n != nil && n.level == 1 {
+			return // Sherman keeps the present copy of a range and drops the newer read
+		}
 		if e.n != nil {
 			r.unfile(c, e)
 		}

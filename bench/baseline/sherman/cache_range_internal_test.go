@@ -53,8 +53,19 @@ func TestShermanCacheKeepsSupersededCopies(t *testing.T) {
 
 	fresh := page(1, nil, kb(50))
 	c.put(fresh, 8, nil)
-	require.Same(t, fresh, c.lookup(kb(30)), "a copy of the same range replaces the older one")
+	require.Same(t, left, c.lookup(kb(30)), "a present copy of the same range is kept, the newer read dropped (Sherman's add_to_cache)")
 	require.Equal(t, 3*per, c.Stats().Bytes)
+
+	// Above level 1 (which Sherman does not cache) a newer copy of a range replaces the older:
+	// no lookup through an upper copy drops it, so a kept stale copy would stay for good.
+	up := page(9, nil, nil)
+	up.level = 2
+	c.put(up, 8, nil)
+	up2 := page(9, nil, nil)
+	up2.level = 2
+	c.put(up2, 8, nil)
+	require.Same(t, up2, c.lookup(kb(200)), "no level-1 copy covers 200: the level-2 copy, the newer")
+	require.Equal(t, 4*per, c.Stats().Bytes)
 }
 
 // TestShermanCacheEvictsWithinBudget checks the budget: a filing past it evicts one copy, an
