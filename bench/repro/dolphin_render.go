@@ -314,7 +314,7 @@ func (r *DolphinResult) explain(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- Table II: dolphin's cache holds %d nodes, %.0f bytes each on average (a special node per 256-key prefix, charged 40 bytes plus 8 per "+
 		"slot of its type), %.2f bytes per key (%.2f-%.2f over N); sherman-like's holds whole 1 KB pages plus 40 bytes (Sherman's cache copies whole pages) of "+
-		"leaves holding Sherman's 54 entries, filed by fence range as Sherman's cache files them, and its bytes per key swing from %.2f to %.2f along "+
+		"leaves of Sherman's 54 entries (split on reaching them, as Sherman's are), filed by fence range as Sherman's cache files them, and its bytes per key swing from %.2f to %.2f along "+
 		"each doubling of N: its leaves' parents, made together, fill together and split in one wave (from %.0f%% to %.0f%% full in the lines above). "+
 		"Its mean over the last doubling is %.2f bytes per key, %.2fx dolphin's; the paper's Sherman (%.2f bytes per key) lies %s that swing, and "+
 		"the paper states neither its N's phase in the wave nor its accounting rule.\n",
@@ -343,7 +343,8 @@ func (r *DolphinResult) explain(w io.Writer) {
 		dR.RoundTripsPerOp(), shR.RoundTripsPerOp(), smR.RoundTripsPerOp(), dR.MemoryVerbsPerOp(), shR.MemoryVerbsPerOp(), smR.MemoryVerbsPerOp())
 	dL, smL := r.Point(Dolphin, LoadMix, Zipf, full), r.Point(SMARTLike, LoadMix, Zipf, full)
 	fmt.Fprintf(w, "- LOAD: dolphin pays %.2f round trips and %.1f memory verbs per insert (3 warm, plus its leaves' splits under the Spear lock), "+
-		"smart-like %.2f and %.1f (a node read, then the leaf's write and its slot's CAS: 2 warm when the leaf lands on the node's memory node, else 3); "+
+		"smart-like %.2f and %.1f (a node read, then the leaf's write and its slot's CAS: 2 warm when the leaf lands on the node's memory node, else 3, "+
+		"and one more, the parent's CAS, when the node enters a larger class); "+
 		"the paper's SMART loses by invalidating cached nodes it re-reads, which our copies, replaced on each read, do not pay.\n", dL.RoundTripsPerOp(), dL.MemoryVerbsPerOp(), smL.RoundTripsPerOp(), smL.MemoryVerbsPerOp())
 	smA := r.Point(SMARTLike, YCSBA, Zipf, full)
 	fmt.Fprintf(w, "- smart-like at the paper's 2,000 MB-equivalent holds %.0f B/Mkey of its %.0f B/Mkey index cache (the rest is evicted, FIFO), "+
