@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -51,7 +52,11 @@ type DolphinConfig struct {
 	// Keys is N, the keys loaded before each throughput point: dense keys at 50% fill, one of
 	// each pair {2i+1, 2i+2} for i < N (chosen by the seed), so keys lie in [1, 2N].
 	Keys uint64
-	// TableKeys are the key counts Table II is measured at (one load each, seed 1).
+	// TableKeys are the key counts Table II is measured at (one load each, seed 1), in
+	// ascending order. Its ratios are of the means over the counts in the last doubling,
+	// [largest/2, largest) (the largest alone if none): a B+ tree's per-key cache varies
+	// along each doubling of N (its leaves' parents fill up, then split in a wave), so one
+	// count would stand for a phase of that wave, not the tree.
 	TableKeys []uint64
 	// MemoryNodes, ComputeNodes and ClientsPerNode shape the cluster (the paper: 4, 4, 18).
 	MemoryNodes, ComputeNodes, ClientsPerNode int
@@ -81,12 +86,13 @@ type DolphinConfig struct {
 func PaperBudget(mb float64) float64 { return mb * 1e6 / 512 }
 
 // DolphinFull is the full comparison: N = 2^15 keys for the throughput figures, Table II at
-// 2^15, 2^17 and 2^19 keys, the paper's cluster (4 memory nodes, 4 compute nodes of 18
-// clients), Fig. 6 at the paper's 50, 200 and 800 MB scaled to N, three seeds, and the band.
-// Budgeted at about 20 minutes of one core (each point's seed loads its own cluster).
+// 2^15 keys and at four counts along the doubling from 2^17 to 2^18 (2^17 times 2^(j/4)) and
+// 2^18, the paper's cluster (4 memory nodes, 4 compute nodes of 18 clients), Fig. 6 at the
+// paper's 50, 200 and 800 MB scaled to N, three seeds, and the band. Budgeted at about 20
+// minutes of one core (each point's seed loads its own cluster).
 func DolphinFull() DolphinConfig {
 	return DolphinConfig{
-		Keys: 1 << 15, TableKeys: []uint64{1 << 15, 1 << 17, 1 << 19},
+		Keys: 1 << 15, TableKeys: doubling(1<<15, 1<<17, 4),
 		MemoryNodes: 4, ComputeNodes: 4, ClientsPerNode: 18,
 		Budgets:    []float64{PaperBudget(50), PaperBudget(200), PaperBudget(800)},
 		FullBudget: PaperBudget(2000), ScanSpan: 200,
@@ -102,7 +108,7 @@ func DolphinFull() DolphinConfig {
 // band at two variants. Its figures pin the code; they reproduce nothing.
 func DolphinQuick() DolphinConfig {
 	c := DolphinFull()
-	c.Keys, c.TableKeys = 1<<13, []uint64{1 << 12, 1 << 13}
+	c.Keys, c.TableKeys = 1<<13, doubling(0, 1<<12, 2)
 	c.ComputeNodes, c.ClientsPerNode = 2, 8
 	c.Budgets = []float64{PaperBudget(100), PaperBudget(800)}
 	c.Seeds = []uint64{1, 2}
@@ -112,12 +118,25 @@ func DolphinQuick() DolphinConfig {
 	return c
 }
 
+// doubling returns first (if nonzero), then steps counts spread evenly in log scale from
+// from (inclusive) to 2*from (exclusive), then 2*from.
+func doubling(first, from uint64, steps int) []uint64 {
+	var out []uint64
+	if first != 0 {
+		out = append(out, first)
+	}
+	for j := range steps {
+		out = append(out, uint64(math.Round(float64(from)*math.Exp2(float64(j)/float64(steps)))))
+	}
+	return append(out, 2*from)
+}
+
 // DolphinIndexes lists the indexes, Dolphin first.
 func DolphinIndexes() []string { return []string{Dolphin, ShermanLike, SMARTLike} }
 
 func (c DolphinConfig) check() error {
 	switch {
-	case c.Keys < 256 || len(c.TableKeys) == 0 || c.MemoryNodes < 1 || c.ComputeNodes < 1 || c.ClientsPerNode < 1:
+	case c.Keys < 256 || len(c.TableKeys) == 0 || !slices.IsSorted(c.TableKeys) || c.MemoryNodes < 1 || c.ComputeNodes < 1 || c.ClientsPerNode < 1:
 		return fmt.Errorf("%w: keys %d, table keys %v, shape %d/%d/%d", ErrConfig, c.Keys, c.TableKeys, c.MemoryNodes, c.ComputeNodes, c.ClientsPerNode)
 	case len(c.Seeds) == 0 || len(c.Budgets) == 0 || c.FullBudget <= 0 || c.ScanSpan == 0:
 		return fmt.Errorf("%w: seeds %v, budgets %v, full budget %v, scan span %d", ErrConfig, c.Seeds, c.Budgets, c.FullBudget, c.ScanSpan)
@@ -181,6 +200,17 @@ type CacheRow struct {
 	// Bytes at each of TableKeys; Entries the cached nodes; InUse (sherman-like only) the
 	// bytes of its pages' fences, separators and pointers in use.
 	Bytes, Entries, InUse []int64
+	// Superseded (sherman-like only) counts the cached copies of a node taken before its
+	// split, kept beside its halves' as Sherman's cache keeps them.
+	Superseded []int64
+	// Shape (sherman-like only) is the tree's levels after the load, at each of TableKeys.
+	Shape [][]sherman.LevelShape
+}
+
+// tableCell is one index's Table II measurement at one key count.
+type tableCell struct {
+	bytes, entries, inUse, superseded int64
+	shape                             []sherman.LevelShape
 }
 
 // DolphinResult is a run's figures.
@@ -257,16 +287,17 @@ func RunDolphin(ctx context.Context, cfg DolphinConfig, progress io.Writer) (*Do
 		row := CacheRow{Index: ix}
 		for _, n := range cfg.TableKeys {
 			start := time.Now()
-			b, e, u, err := cacheBytes(cfg, ix, n)
+			tc, err := cacheBytes(cfg, ix, n)
 			if err != nil {
 				return nil, fmt.Errorf("repro: table II, %s, %d keys: %w", ix, n, err)
 			}
-			row.Bytes, row.Entries = append(row.Bytes, b), append(row.Entries, e)
+			row.Bytes, row.Entries = append(row.Bytes, tc.bytes), append(row.Entries, tc.entries)
 			if ix == ShermanLike {
-				row.InUse = append(row.InUse, u)
+				row.InUse, row.Superseded = append(row.InUse, tc.inUse), append(row.Superseded, tc.superseded)
+				row.Shape = append(row.Shape, tc.shape)
 			}
 			if progress != nil {
-				fmt.Fprintf(progress, "table II %-12s %8d keys: %d bytes (%v)\n", ix, n, b, time.Since(start).Round(time.Millisecond))
+				fmt.Fprintf(progress, "table II %-12s %8d keys: %d bytes (%v)\n", ix, n, tc.bytes, time.Since(start).Round(time.Millisecond))
 			}
 		}
 		res.Table = append(res.Table, row)
@@ -424,7 +455,7 @@ func newNodeCaches(comp []farmem.NodeID, index string, budget int64) *nodeCaches
 		case Dolphin:
 			nc.dolphin[n] = hybrid.NewCache(budget)
 		case ShermanLike:
-			nc.sherman[n], nc.locks[n] = sherman.NewCache(budget), sherman.NewLockTable()
+			nc.sherman[n], nc.locks[n] = sherman.NewShermanCache(budget), sherman.NewLockTable()
 		case SMARTLike:
 			nc.smart[n] = smart.NewCache(budget)
 		}
@@ -435,7 +466,14 @@ func newNodeCaches(comp []farmem.NodeID, index string, budget int64) *nodeCaches
 // bytes returns the compute nodes' mean cache bytes and the first node's entries and bytes in
 // use (sherman-like's; the others' bytes).
 func (nc *nodeCaches) bytes(comp []farmem.NodeID) (mean, entries, inUse int64) {
-	var sum int64
+	tc := nc.table(comp)
+	return tc.bytes, tc.entries, tc.inUse
+}
+
+// table returns the compute nodes' mean cache bytes and the first node's entries, and for
+// sherman-like its bytes in use and superseded copies.
+func (nc *nodeCaches) table(comp []farmem.NodeID) tableCell {
+	var sum, entries, inUse, superseded int64
 	for i, n := range comp {
 		var b, e int64
 		switch {
@@ -446,7 +484,7 @@ func (nc *nodeCaches) bytes(comp []farmem.NodeID) (mean, entries, inUse int64) {
 			st := nc.sherman[n].Stats()
 			b, e = st.Bytes, int64(st.Entries)
 			if i == 0 {
-				inUse = st.InUse
+				inUse, superseded = st.InUse, int64(st.Superseded)
 			}
 		case nc.smart[n] != nil:
 			st := nc.smart[n].Stats()
@@ -457,7 +495,7 @@ func (nc *nodeCaches) bytes(comp []farmem.NodeID) (mean, entries, inUse int64) {
 			entries = e
 		}
 	}
-	return sum / int64(len(comp)), entries, inUse
+	return tableCell{bytes: sum / int64(len(comp)), entries: entries, inUse: inUse, superseded: superseded}
 }
 
 func createIndex(ctx context.Context, m farmem.Memory, a *alloc.Allocator, index string) (farmem.Addr, error) {
@@ -465,7 +503,7 @@ func createIndex(ctx context.Context, m farmem.Memory, a *alloc.Allocator, index
 	case Dolphin:
 		return hybrid.Create(ctx, m, a, hybrid.Params{})
 	case ShermanLike:
-		return sherman.Create(ctx, m, a, sherman.Params{Codec: sherman.Fixed8()})
+		return sherman.Create(ctx, m, a, sherman.Params{Codec: sherman.Fixed8(), EntryVersions: true})
 	case SMARTLike:
 		return smart.Create(ctx, m, a)
 	}
@@ -540,17 +578,17 @@ func loadIndex(s *sim.Sim, comp []farmem.NodeID, index string, keys, seed uint64
 
 // cacheBytes loads keys into index on one seed with unbounded caches, reads every key from
 // one client of the first compute node (so its cache holds every internal node it can), and
-// returns that node's cache bytes and entries.
-func cacheBytes(cfg DolphinConfig, index string, keys uint64) (int64, int64, int64, error) {
+// returns that node's cache bytes and entries (and sherman-like's tree shape, walked after).
+func cacheBytes(cfg DolphinConfig, index string, keys uint64) (tableCell, error) {
 	model := DolphinModel(cfg, keys)
 	s, err := sim.New(model, 1)
 	if err != nil {
-		return 0, 0, 0, err
+		return tableCell{}, err
 	}
 	defer s.Close()
 	comp := s.Topology().ComputeNodes()
 	nc := newNodeCaches(comp, index, 1<<40)
-	var b, e, u int64
+	var tc tableCell
 	var runErr error
 	s.Run(func() {
 		root, err := loadIndex(s, comp, index, keys, 1, len(comp)*cfg.ClientsPerNode, nc)
@@ -576,9 +614,12 @@ func cacheBytes(cfg DolphinConfig, index string, keys uint64) (int64, int64, int
 				return
 			}
 		}
-		b, e, u = nc.bytes(comp[:1])
+		tc = nc.table(comp[:1])
+		if sh, ok := ix.(shermanIx); ok {
+			tc.shape, runErr = sh.t.Shape(ctx)
+		}
 	})
-	return b, e, u, runErr
+	return tc, runErr
 }
 
 // runDolphinSeed runs one point on one seed: a fresh cluster, the load, then the workload

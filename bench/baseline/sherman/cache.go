@@ -2,6 +2,7 @@ package sherman
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,11 +24,13 @@ const CacheEntryOverhead = 40
 // CacheEntryOverhead plus the page; CacheStats.Entries also reports the bytes of the keys and
 // pointers in use (two fences, the first child and, per separator, the codec's Width and an
 // 8-byte pointer: full keys, which is what Sherman's cache pays and Dolphin's does not). Past
-// the budget the oldest copies are evicted first (FIFO). A copy is
+// the budget the oldest copies are evicted first (FIFO; NewShermanCache's evicts as Sherman's
+// does). A copy is
 // never trusted past a leaf's fences: a leaf reached through a stale copy is checked and the
 // walk goes right by sibling pointers. A Go mutex guards the index, never held across a verb.
 type Cache struct {
 	budget int64
+	ranged *rangeIndex // NewShermanCache's index by fence range (nil: one copy per node)
 
 	mu     sync.Mutex
 	width  int // the codec's, set by the first put
@@ -52,7 +55,10 @@ type CacheStats struct {
 	Bytes, Budget int64
 	// InUse is what the cached copies' fences, separators and pointers take, overhead
 	// included (the pages' unused room excluded).
-	InUse                          int64
+	InUse int64
+	// Superseded counts present copies of a node that has another present copy under other
+	// fences (a copy from before the node split; NewShermanCache only).
+	Superseded                     int
 	Hits, Misses, Evictions, Drops uint64
 }
 
@@ -60,6 +66,9 @@ type CacheStats struct {
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		return c.rangedStats()
+	}
 	var inUse int64
 	for _, n := range c.byAddr {
 		inUse += CacheEntryOverhead + int64(2*c.width+8) + int64(len(n.keys)*(c.width+8))
@@ -75,6 +84,9 @@ func (c *Cache) Close() error {
 	}
 	c.mu.Lock()
 	c.byAddr, c.levels, c.fifo, c.used = make(map[farmem.Addr]*node), nil, nil, 0
+	if c.ranged != nil {
+		c.ranged = newRangeIndex()
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -101,6 +113,9 @@ func (c *Cache) lookup(k []byte) *node {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		return c.rangedLookup(k)
+	}
 	for _, lv := range c.levels {
 		i, _ := slices.BinarySearchFunc(lv, k, func(n *node, k []byte) int {
 			if lowCmp(n.low, k) <= 0 {
@@ -117,8 +132,9 @@ func (c *Cache) lookup(k []byte) *node {
 	return nil
 }
 
-// put caches a fresh copy of internal node n, replacing an older copy of it.
-func (c *Cache) put(n *node, width int) {
+// put caches a fresh copy of internal node n, replacing an older copy of it; rng is the
+// filing handle's random source (NewShermanCache's eviction draws from it).
+func (c *Cache) put(n *node, width int, rng *rand.Rand) {
 	if c == nil || n.leaf() {
 		return
 	}
@@ -129,6 +145,10 @@ func (c *Cache) put(n *node, width int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.width = width
+	if c.ranged != nil {
+		c.rangedPut(n, cs, rng)
+		return
+	}
 	if old := c.byAddr[n.addr]; old != nil {
 		c.remove(old, width)
 	} else {
@@ -176,6 +196,10 @@ func (c *Cache) drop(n *node, width int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		c.rangedDrop(n)
+		return
+	}
 	if c.byAddr[n.addr] == n {
 		c.remove(n, width)
 		c.drops.Add(1)
@@ -190,6 +214,9 @@ func (c *Cache) covering(from, to []byte, most int) []*node {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ranged != nil {
+		return c.rangedCovering(from, to, most)
+	}
 	if len(c.levels) == 0 {
 		return nil
 	}

@@ -17,13 +17,17 @@
 //   - Nodes of 1 KB (Params.NodeSize) with both fence keys and a right-sibling pointer (a
 //     B-link tree: a walk that finds a key at or past a node's high fence goes right, so a
 //     stale cached copy costs reads, never a wrong answer).
-//   - Full-key separators in internal nodes, and a compute-side cache (Cache, a byte budget,
-//     FIFO eviction) of internal nodes indexed by key range: a warm cache names a key's leaf
+//   - Full-key separators in internal nodes, and a compute-side cache (Cache, a byte budget)
+//     of internal nodes indexed by key range: a warm cache names a key's leaf
 //     with no round trip. Its bytes are what the cache itself holds, charged per copy: full
 //     keys of the codec's width per separator, plus the pointer. In the simulator each
 //     lookup pays one local access plus the page it returns, and each copy put its page
 //     (localcost.Price through Runtime.Compute), the price ds/hybrid's cache pays and a
-//     ds/selcc frame read of the same bytes costs.
+//     ds/selcc frame read of the same bytes costs. NewShermanCache files the copies as
+//     Sherman's own cache does (by fence range, keeping a node's copy from before its split
+//     beside its halves' until a lookup through it fails; only pages walks read; past the
+//     budget, the less hit of two random copies evicted), where NewCache keeps one copy per
+//     node, also files the pages the tree writes, and evicts oldest first.
 //   - Writes under an exclusive lock word per node taken by CAS: lock, read, then the write
 //     and the release in one ordered batch: 3 round trips per update, insert or delete. An
 //     update writes only the value and the node's checksum (Sherman writes back only the
@@ -38,7 +42,8 @@
 //   - Lock words in the NIC's on-chip memory: here they are host memory, so a lock CAS costs
 //     what any atomic costs in the transport's model.
 //   - Per-entry versions: a node carries a CRC-64 of its contents (word 8) instead, and a
-//     reader whose checksum fails (a torn read) reads again. Leaves are sorted, so an insert
+//     reader whose checksum fails (a torn read) reads again. Params.EntryVersions reserves
+//     their room, so a 1 KB leaf of 8-byte keys holds Sherman's 54 entries, not 61. Leaves are sorted, so an insert
 //     or delete writes the whole node (Sherman writes one unsorted entry).
 //   - Merges, node reclamation, lock leases and crash recovery: a client that dies holding a
 //     lock blocks that node for good.

@@ -138,3 +138,12 @@ func openAlloc(t testing.TB, ctx context.Context, m farmem.Memory) *alloc.Alloca
 	require.NoError(t, err)
 	return a
 }
+
+// newCache returns a cache of budget bytes: Sherman's (NewShermanCache) if ranged, else one
+// copy per node (NewCache).
+func newCache(ranged bool, budget int64) *sherman.Cache {
+	if ranged {
+		return sherman.NewShermanCache(budget)
+	}
+	return sherman.NewCache(budget)
+}

@@ -77,9 +77,17 @@ type layout struct {
 	innerCap int // separators of an internal node
 }
 
-func newLayout(c Codec, size int) layout {
+// entryVersionBytes is the room Sherman's two 4-bit entry versions take in a packed leaf
+// entry (Params.EntryVersions).
+const entryVersionBytes = 2
+
+func newLayout(c Codec, size int, versions bool) layout {
 	h := offFences + 2*c.Width
-	return layout{codec: c, size: size, leafCap: (size - h) / (c.Width + 8), innerCap: (size - h - 8) / (c.Width + 8)}
+	leafEntry := c.Width + 8
+	if versions {
+		leafEntry += entryVersionBytes
+	}
+	return layout{codec: c, size: size, leafCap: (size - h) / leafEntry, innerCap: (size - h - 8) / (c.Width + 8)}
 }
 
 func (l layout) entriesOff() int { return offFences + 2*l.codec.Width }

@@ -36,6 +36,13 @@ type Params struct {
 	// NodeSize is every node's bytes (DefaultNodeSize if zero; a multiple of 64, room for at
 	// least 4 entries).
 	NodeSize int
+	// EntryVersions gives each leaf entry the room of Sherman's two per-entry version bytes
+	// (its LeafEntry is a 4-bit front version, the key, the value and a 4-bit rear version,
+	// packed: 18 bytes for 8-byte keys, so a 1 KB leaf holds 54 entries, Sherman's
+	// kLeafCardinality, where 61 fit without them). The bytes are reserved, not used: the
+	// node's checksum detects torn reads here. It changes only how many keys a leaf holds,
+	// and so how many leaves and parents a tree of N keys has.
+	EntryVersions bool
 }
 
 func (p *Params) setDefaults() error {
@@ -48,18 +55,19 @@ func (p *Params) setDefaults() error {
 	if err := p.Codec.check(); err != nil {
 		return err
 	}
-	if p.NodeSize%64 != 0 || p.NodeSize > 1<<16 || newLayout(p.Codec, p.NodeSize).innerCap < 4 {
+	if l := newLayout(p.Codec, p.NodeSize, p.EntryVersions); p.NodeSize%64 != 0 || p.NodeSize > 1<<16 || l.innerCap < 4 || l.leafCap < 4 {
 		return fmt.Errorf("%w: node size %d for key width %d", ErrParams, p.NodeSize, p.Codec.Width)
 	}
 	return nil
 }
 
 // Root block layout: 0 magic, 8 width, 16 fixed length, 24 max length, 32 node size, 40 the
-// root node's address (CAS only).
+// root node's address (CAS only), 48 1 if leaf entries reserve version bytes.
 const (
-	rootMagic  = 0x5348524d_4e425431 // "SHRMNBT1"
-	rootBlock  = 64
-	offRootPtr = 40
+	rootMagic   = 0x5348524d_4e425431 // "SHRMNBT1"
+	rootBlock   = 64
+	offRootPtr  = 40
+	offVersions = 48
 )
 
 // Create allocates an empty tree (a root block and one empty leaf) and returns the root
@@ -68,7 +76,7 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 	if err := p.setDefaults(); err != nil {
 		return 0, err
 	}
-	l := newLayout(p.Codec, p.NodeSize)
+	l := newLayout(p.Codec, p.NodeSize, p.EntryVersions)
 	leaf, err := a.Alloc(ctx, uint64(l.size), 64)
 	if err != nil {
 		return 0, err
@@ -84,6 +92,9 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 	le.PutUint64(rb[24:], uint64(p.Codec.MaxLen))
 	le.PutUint64(rb[32:], uint64(p.NodeSize))
 	le.PutUint64(rb[offRootPtr:], uint64(leaf))
+	if p.EntryVersions {
+		le.PutUint64(rb[offVersions:], 1)
+	}
 	var b farmem.Batch
 	b.Write(leaf, l.encode(&node{}))
 	b.Write(root, rb)
@@ -147,11 +158,11 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		return nil, fmt.Errorf("%w: no tree at %v", ErrParams, root)
 	}
 	c := Codec{Width: int(le.Uint64(rb[8:])), Fixed: int(le.Uint64(rb[16:])), MaxLen: int(le.Uint64(rb[24:]))}
-	p := Params{Codec: c, NodeSize: int(le.Uint64(rb[32:]))}
+	p := Params{Codec: c, NodeSize: int(le.Uint64(rb[32:])), EntryVersions: le.Uint64(rb[offVersions:]) == 1}
 	if err := p.setDefaults(); err != nil {
 		return nil, err
 	}
-	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks,
+	t := &Tree{m: m, a: a, root: root, l: newLayout(c, p.NodeSize, p.EntryVersions), cache: o.Cache, me: uint64(m.Info().Node) + 1, locks: o.Locks,
 		lc: localcost.Of(m)}
 	if o.Locks != nil {
 		info := m.Info()
@@ -394,6 +405,13 @@ func (t *Tree) lockedAt(ctx context.Context, k []byte, lvl int) (*node, error) {
 				useCache = false
 				break
 			}
+			if lvl > 0 && t.cache != nil && !t.cache.cachesWrites() {
+				// Sherman files every internal page its walks read: a separator's insertion
+				// reads the parent (its copy before the insertion).
+				if c, ok := t.l.decode(a, n.raw); ok {
+					t.cachePut(c)
+				}
+			}
 			return n, nil
 		}
 	}
@@ -450,7 +468,8 @@ func (t *Tree) Update(ctx context.Context, k []byte, v uint64) error {
 }
 
 // Insert adds absent key k: lock CAS, leaf read, the leaf's write with the release
-// (InsertRoundTrips), or a split when the leaf is full.
+// (InsertRoundTrips), or a split when the insert fills the leaf (Sherman's rule: a leaf holds at
+// most its capacity less one entry, an internal node its room less one separator).
 func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
 	n, i, err := t.lockedSlot(ctx, k, false, &t.st.Inserts)
 	if err != nil {
@@ -458,7 +477,7 @@ func (t *Tree) Insert(ctx context.Context, k []byte, v uint64) error {
 	}
 	n.keys = slices.Insert(n.keys, i, bytes.Clone(k))
 	n.vals = slices.Insert(n.vals, i, v)
-	if len(n.keys) <= t.l.leafCap {
+	if len(n.keys) < t.l.leafCap { // Sherman splits a leaf that reaches kLeafCardinality
 		return t.writeUnlock(ctx, n)
 	}
 	return t.split(ctx, n)
@@ -508,7 +527,7 @@ func (t *Tree) split(ctx context.Context, n *node) error {
 	if err := t.writeUnlock(ctx, n); err != nil {
 		return err
 	}
-	if !n.leaf() {
+	if !n.leaf() && t.cache.cachesWrites() {
 		n.raw = nil // changed since read
 		t.cachePut(n)
 		t.cachePut(right)
@@ -539,7 +558,9 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 			}
 			if prev == uint64(left) {
 				t.st.RootGrowths++
-				t.cachePut(nr)
+				if t.cache.cachesWrites() {
+					t.cachePut(nr)
+				}
 				return nil
 			}
 			continue // another split of left grew the root first (the block is leaked)
@@ -554,12 +575,14 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 		i, _ := p.search(sep)
 		p.keys = slices.Insert(p.keys, i, bytes.Clone(sep))
 		p.vals = slices.Insert(p.vals, i+1, uint64(right))
-		if len(p.keys) <= t.l.innerCap {
+		if len(p.keys) < t.l.innerCap { // and an internal node that reaches kInternalCardinality
 			if err := t.writeUnlock(ctx, p); err != nil {
 				return err
 			}
-			p.raw = nil // changed since read
-			t.cachePut(p)
+			if t.cache.cachesWrites() {
+				p.raw = nil // changed since read
+				t.cachePut(p)
+			}
 			return nil
 		}
 		return t.split(ctx, p)
@@ -574,7 +597,7 @@ func (t *Tree) cachePut(n *node) {
 	if len(n.raw) != t.l.size {
 		n.raw = t.l.encode(n)
 	}
-	t.cache.put(n, t.l.codec.Width)
+	t.cache.put(n, t.l.codec.Width, t.m.Runtime().Rand())
 	if t.caching() {
 		t.chargeLocal(len(n.raw))
 	}

@@ -21,18 +21,21 @@ import (
 // inserts, updates and deletes, with both codecs, and full scans against the sorted map.
 func TestSequential(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		p     sherman.Params
-		key   func(i int) []byte
-		cache int64
+		name   string
+		p      sherman.Params
+		key    func(i int) []byte
+		cache  int64
+		ranged bool // NewShermanCache
 	}{
-		{"fixed8", sherman.Params{NodeSize: 128}, func(i int) []byte { return k8(uint64(i) * 7) }, 1 << 20},
-		{"bytes", sherman.Params{Codec: sherman.Bytes(16), NodeSize: 256}, func(i int) []byte { return []byte(fmt.Sprintf("user%d", i)) }, 1 << 20},
-		{"nocache", sherman.Params{NodeSize: 128}, func(i int) []byte { return k8(uint64(i)) }, 0},
+		{"fixed8", sherman.Params{NodeSize: 128}, func(i int) []byte { return k8(uint64(i) * 7) }, 1 << 20, false},
+		{"fixed8/sherman", sherman.Params{NodeSize: 128, EntryVersions: true}, func(i int) []byte { return k8(uint64(i) * 7) }, 1 << 20, true},
+		{"fixed8/sherman/tinycache", sherman.Params{NodeSize: 128, EntryVersions: true}, func(i int) []byte { return k8(uint64(i) * 7) }, 600, true},
+		{"bytes", sherman.Params{Codec: sherman.Bytes(16), NodeSize: 256}, func(i int) []byte { return []byte(fmt.Sprintf("user%d", i)) }, 1 << 20, false},
+		{"nocache", sherman.Params{NodeSize: 128}, func(i int) []byte { return k8(uint64(i)) }, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 1}}, tc.p)
-			c := e.open(t, 0, sherman.NewCache(tc.cache))
+			c := e.open(t, 0, newCache(tc.ranged, tc.cache))
 			ctx := context.Background()
 			want := map[string]uint64{}
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -162,14 +165,17 @@ func TestLinearizableLocal(t *testing.T) {
 		budget int64
 		locks  bool
 		key    func(i int) []byte
+		ranged bool // NewShermanCache
 	}{
-		{"fixed8/tinycache/locks", sherman.Params{NodeSize: 128}, 600, true, func(i int) []byte { return k8(uint64(i) + 1) }},
-		{"fixed8/nocache", sherman.Params{NodeSize: 128}, 0, false, func(i int) []byte { return k8(uint64(i) + 1) }},
-		{"bytes/cache/locks", sherman.Params{Codec: sherman.Bytes(12), NodeSize: 256}, 1 << 20, true, func(i int) []byte { return []byte(fmt.Sprintf("k%04d", i)) }},
+		{"fixed8/tinycache/locks", sherman.Params{NodeSize: 128}, 600, true, func(i int) []byte { return k8(uint64(i) + 1) }, false},
+		{"fixed8/nocache", sherman.Params{NodeSize: 128}, 0, false, func(i int) []byte { return k8(uint64(i) + 1) }, false},
+		{"bytes/cache/locks", sherman.Params{Codec: sherman.Bytes(12), NodeSize: 256}, 1 << 20, true, func(i int) []byte { return []byte(fmt.Sprintf("k%04d", i)) }, false},
+		{"fixed8/shermancache/locks", sherman.Params{NodeSize: 128, EntryVersions: true}, 1 << 20, true, func(i int) []byte { return k8(uint64(i) + 1) }, true},
+		{"fixed8/shermancache/tiny", sherman.Params{NodeSize: 128, EntryVersions: true}, 600, false, func(i int) []byte { return k8(uint64(i) + 1) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, tc.p)
-			caches := []*sherman.Cache{sherman.NewCache(tc.budget), sherman.NewCache(tc.budget)}
+			caches := []*sherman.Cache{newCache(tc.ranged, tc.budget), newCache(tc.ranged, tc.budget)}
 			const n = 6
 			var locks [2]*sherman.LockTable
 			if tc.locks {

@@ -14,7 +14,7 @@ const CacheEntryOverhead = 40
 // the nodes whose slots name the leaves (one 8-byte pointer per key), shared by every handle of
 // one compute node and keyed by (depth, prefix). A lookup returns the deepest copy on a key's
 // path, so a warm cache names a key's leaf with no round trip. Each copy is charged
-// CacheEntryOverhead plus 8 bytes per slot of its node class (4, 16, 48 or 256 children);
+// CacheEntryOverhead plus 8 bytes per slot of its node class (SMART's: 4, 8, 16, 32, 64, 128 or 256 children);
 // past the budget the oldest copies go first (FIFO). A copy is never trusted for an absence
 // or a dead leaf: the node is read again. A Go mutex guards the map, never held across a verb.
 type Cache struct {

@@ -14,6 +14,9 @@ const (
 	// batch when the allocator places the leaf on the node's memory node (one more round trip,
 	// the write before the CAS, when it does not).
 	InsertRoundTrips = 2
+	// InsertGrowRoundTrips: such an insert that takes the node into a larger class (SMART's
+	// node type), one more: the CAS recording the class in the parent's slot.
+	InsertGrowRoundTrips = 3
 	// ScanRoundTrips: a scan whose range lies under one cached node whose slots name leaves:
 	// the node read again; its leaves in the range in one batch (one READ each).
 	ScanRoundTrips = 2

@@ -16,11 +16,14 @@
 //     fetches 24 bytes, not a 1 KB leaf. Leaves and nodes go where the client's allocator
 //     places them, spread over the memory nodes as SMART's are.
 //   - Internal nodes whose slots are 8-byte child words carrying the child's partial key byte
-//     and its node class (4, 16, 48 or 256 slots, ART's node types), so a reader fetches only
-//     the class's bytes; a node is allocated whole and grows in place, a reader finding its
-//     last slot filled reads the rest. Path compression: a node's header holds its depth and
-//     full prefix, and a key that leaves a child's prefix gets a new node above the child
-//     (one CAS on the parent's slot), so nodes are never rewritten.
+//     and kind (leaf, or a node and its class), in SMART's node classes (4, 8, 16, 32, 64,
+//     128 or 256 slots: the cache charges a copy its class's slots). A node is allocated
+//     whole and grows in place; the insert that takes it into a larger class records the
+//     class in the parent's child word with a CAS (SMART records the node type in the
+//     parent's entry), so a reader fetches a node once, sized to its class (the whole node
+//     only when a word lags, its last slot found filled). Path compression: a node's header
+//     holds its depth and full prefix, and a key that leaves a child's prefix gets a new node
+//     above the child (one CAS on the parent's slot), so nodes are never rewritten.
 //   - The compute-side radix cache (Cache) of internal nodes down to the ones whose slots name
 //     leaves: one 8-byte pointer per key, which is what SMART's cache pays and Dolphin's does
 //     not; a warm Get costs one round trip. In the simulator each lookup pays one local

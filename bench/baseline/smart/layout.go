@@ -9,16 +9,23 @@ import (
 
 var le = binary.LittleEndian
 
-// Child words (8 bytes, CAS only once published): bits 0-44 the child's offset / 8, 45-52 its
-// memory node, 53-55 its kind (0 empty, 1 leaf, 2-5 a node of class 4, 16, 48 or 256 children:
-// how much of it a reader fetches), 56-63 its partial byte.
+// Child words (8 bytes, CAS only once published): bits 0-43 the child's offset / 8, 44-51 its
+// memory node, 52-55 its kind (0 empty, 1 leaf, 2+i a node of class classes[i]: a reader
+// fetches that class's slots, and the whole node only if that class's last slot is filled,
+// which a word not yet brought up to date by the node's growth can cause), 56-63 its partial
+// byte. The kind plays the part of the node type in SMART's parent entry.
 const (
 	kindEmpty = 0
 	kindLeaf  = 1
 )
 
-// classes are the node sizes a reader fetches, as ART's node types.
-var classes = [...]int{4, 16, 48, 256}
+// classes are the node sizes a reader fetches and the cache charges: SMART's node types
+// (its "homogeneous adaptive internal node", TREE_ENABLE_FINE_GRAIN_NODE, on in SMART's
+// build), every power of two from 4 to 256 children, not ART's 4, 16, 48 and 256.
+var classes = [...]int{4, 8, 16, 32, 64, 128, 256}
+
+// kindWhole is the kind readNode takes for a whole node (the largest class).
+const kindWhole = len(classes) + 1
 
 func classOf(n int) int {
 	for i, c := range classes {
@@ -29,15 +36,23 @@ func classOf(n int) int {
 	return len(classes) - 1
 }
 
+// kindOf is the child-word kind of a node holding n children.
+func kindOf(n int) int { return classOf(n) + 2 }
+
+// classSlots is the slots a reader fetches for a node word of kind k.
+func classSlots(k int) int { return classes[min(max(k-2, 0), len(classes)-1)] }
+
 func word(a farmem.Addr, kind int, partial byte) uint64 {
-	return uint64(a.Offset())/8 | uint64(a.Node())<<45 | uint64(kind)<<53 | uint64(partial)<<56
+	return uint64(a.Offset())/8 | uint64(a.Node())<<44 | uint64(kind)<<52 | uint64(partial)<<56
 }
 
 func wordAddr(w uint64) farmem.Addr {
-	return farmem.MakeAddr(farmem.NodeID(w>>45&0xff), (w&(1<<45-1))*8)
+	return farmem.MakeAddr(farmem.NodeID(w>>44&0xff), (w&(1<<44-1))*8)
 }
 
-func wordKind(w uint64) int     { return int(w >> 53 & 7) }
+func withKind(w uint64, k int) uint64 { return w&^(0xf<<52) | uint64(k)<<52 }
+
+func wordKind(w uint64) int     { return int(w >> 52 & 0xf) }
 func wordPartial(w uint64) byte { return byte(w >> 56) }
 func withPartial(w uint64, p byte) uint64 {
 	return w&(1<<56-1) | uint64(p)<<56
@@ -74,6 +89,11 @@ type node struct {
 	depth  int
 	prefix uint64
 	slots  []uint64 // as read: a prefix of the 256 slots
+	// from is the parent's slot that named the node when it was reached (0 for the root, or
+	// unknown), and fromWord the word it held then: an insert that grows the node past that
+	// word's class brings the word up to date with a CAS.
+	from     farmem.Addr
+	fromWord uint64
 }
 
 // find returns the child word with partial p, its slot index, and the first empty slot (-1 if

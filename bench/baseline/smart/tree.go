@@ -95,10 +95,11 @@ func (t *Tree) Close() error { return nil }
 // Stats returns the handle's counters.
 func (t *Tree) Stats() Stats { return t.st }
 
-// readNode reads the node child word w names (class-sized, whole if it may have grown).
+// readNode reads the node at a, sized to the class kind names (a child word's kind), and the
+// whole node if that class's last slot is filled (the node grew past a word not yet brought up
+// to date).
 func (t *Tree) readNode(ctx context.Context, a farmem.Addr, kind int) (*node, error) {
-	size := nodeHeader + 8*classes[min(max(kind-2, 0), len(classes)-1)]
-	b := make([]byte, size)
+	b := make([]byte, nodeHeader+8*classSlots(kind))
 	if err := t.m.Read(ctx, a, b); err != nil {
 		return nil, err
 	}
@@ -113,17 +114,77 @@ func (t *Tree) readNode(ctx context.Context, a farmem.Addr, kind int) (*node, er
 	return n, nil
 }
 
-func (t *Tree) readRoot(ctx context.Context) (*node, error) { return t.readNode(ctx, t.root, 5) }
+func (t *Tree) readRoot(ctx context.Context) (*node, error) {
+	return t.readNode(ctx, t.root, kindWhole)
+}
+
+// reread reads n again at the given kind, keeping what n knows of its parent's slot.
+func (t *Tree) reread(ctx context.Context, n *node, kind int) (*node, error) {
+	f, err := t.readNode(ctx, n.addr, kind)
+	if err != nil {
+		return nil, err
+	}
+	f.from, f.fromWord = n.from, n.fromWord
+	return f, nil
+}
 
 // refresh reads n again (a cached copy that cannot be trusted) and caches the copy.
 func (t *Tree) refresh(ctx context.Context, n *node) (*node, error) {
 	t.st.Refreshes++
-	f, err := t.readNode(ctx, n.addr, classOf(n.count()+1)+2)
+	f, err := t.reread(ctx, n, kindOf(n.count()+1))
 	if err != nil {
 		return nil, err
 	}
 	t.cachePut(f)
 	return f, nil
+}
+
+// readChild reads the node that n's slot at names by word w: once, sized to the class w
+// records. If the node had outgrown that class (read whole, a second read), the word in n's
+// copy is brought up to date and the copy cached again, so this compute node's next read
+// through it is a single one.
+func (t *Tree) readChild(ctx context.Context, n *node, at int, w uint64) (*node, error) {
+	c, err := t.readNode(ctx, wordAddr(w), wordKind(w))
+	if err != nil {
+		return nil, err
+	}
+	c.from, c.fromWord = n.slotAddr(at), w
+	if k := kindOf(c.count()); k > wordKind(w) {
+		t.cachePut(n.with(at, withKind(w, k)))
+	}
+	return c, nil
+}
+
+// recordClass brings the word in n's parent's slot up to date once n holds count children
+// (SMART records a node's type in its parent's entry when the node changes type): a CAS, a
+// round trip, paid by the insert that takes a node into a larger class, retried while the
+// slot still names n with a smaller class. A slot that no longer names n (a node was put
+// above it) is left alone: readers through it read n whole until its next growth. It returns
+// n's copy knowing the word it wrote (for the cache), and updates the parent's cached copy.
+func (t *Tree) recordClass(ctx context.Context, n *node, count int) (*node, error) {
+	want := kindOf(count)
+	if n.from == 0 || wordKind(n.fromWord) >= want {
+		return n, nil
+	}
+	w := n.fromWord
+	for wordAddr(w) == n.addr && wordKind(w) < want {
+		prev, err := t.m.CAS(ctx, n.from, w, withKind(w, want))
+		if err != nil {
+			return n, err
+		}
+		if prev == w {
+			if p := t.cacheLookupAt(n.prefix, n.depth-1); p != nil && p.addr <= n.from && n.from < p.addr+nodeBytes {
+				if i := int(n.from-p.addr-nodeHeader) / 8; i < len(p.slots) && p.slots[i] == w {
+					t.cachePut(p.with(i, withKind(w, want)))
+				}
+			}
+			c := *n
+			c.fromWord = withKind(w, want)
+			return &c, nil
+		}
+		w = prev
+	}
+	return n, nil
 }
 
 // leafRead is a leaf's key, value and dead flag.
@@ -161,7 +222,7 @@ func (t *Tree) findLeaf(ctx context.Context, k uint64) (farmem.Addr, leafRead, e
 		return 0, leafRead{}, err
 	}
 	for {
-		w, _, _ := n.find(keyByte(k, n.depth))
+		w, at, _ := n.find(keyByte(k, n.depth))
 		switch {
 		case w == 0:
 		case wordKind(w) == kindLeaf:
@@ -173,7 +234,7 @@ func (t *Tree) findLeaf(ctx context.Context, k uint64) (farmem.Addr, leafRead, e
 				return wordAddr(w), lr, nil
 			}
 		default:
-			c, err := t.readNode(ctx, wordAddr(w), wordKind(w))
+			c, err := t.readChild(ctx, n, at, w)
 			if err != nil {
 				return 0, leafRead{}, err
 			}
@@ -237,7 +298,7 @@ func (t *Tree) lockedLeaf(ctx context.Context, k uint64) (farmem.Addr, error) {
 		return 0, err
 	}
 	for {
-		w, _, _ := n.find(keyByte(k, n.depth))
+		w, at, _ := n.find(keyByte(k, n.depth))
 		switch {
 		case w == 0:
 		case wordKind(w) == kindLeaf:
@@ -254,7 +315,7 @@ func (t *Tree) lockedLeaf(ctx context.Context, k uint64) (farmem.Addr, error) {
 			}
 			t.unlockAsync(ctx, a)
 		default:
-			c, err := t.readNode(ctx, wordAddr(w), wordKind(w))
+			c, err := t.readChild(ctx, n, at, w)
 			if err != nil {
 				return 0, err
 			}
@@ -326,7 +387,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 				if len(n.slots) == nodeSlots {
 					return fmt.Errorf("smart: node %v full", n.addr)
 				}
-				if n, err = t.readNode(ctx, n.addr, 5); err != nil { // the slots past those read
+				if n, err = t.reread(ctx, n, kindWhole); err != nil { // the slots past those read
 					return err
 				}
 				continue
@@ -342,8 +403,9 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 			}
 			n = n.with(empty, prev)
 			if prev == 0 {
-				t.cachePut(n.with(empty, nw))
-				return nil
+				n, err = t.recordClass(ctx, n.with(empty, nw), empty+1) // slots fill in order
+				t.cachePut(n)
+				return err
 			}
 			continue // lost the slot: look again (the leaf block is leaked)
 		}
@@ -370,7 +432,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 					t.cachePut(n.with(at, nw))
 					return nil
 				}
-				if n, err = t.readNode(ctx, n.addr, 5); err != nil {
+				if n, err = t.reread(ctx, n, kindWhole); err != nil {
 					return err
 				}
 				continue
@@ -379,12 +441,12 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 			if err != nil || ok {
 				return err
 			}
-			if n, err = t.readNode(ctx, n.addr, 5); err != nil {
+			if n, err = t.reread(ctx, n, kindWhole); err != nil {
 				return err
 			}
 			continue
 		}
-		c, err := t.readNode(ctx, wordAddr(w), wordKind(w))
+		c, err := t.readChild(ctx, n, at, w)
 		if err != nil {
 			return err
 		}
@@ -397,7 +459,7 @@ func (t *Tree) Insert(ctx context.Context, k, v uint64) error {
 		if err != nil || ok {
 			return err
 		}
-		if n, err = t.readNode(ctx, n.addr, 5); err != nil {
+		if n, err = t.reread(ctx, n, kindWhole); err != nil {
 			return err
 		}
 	}
@@ -421,7 +483,7 @@ func (t *Tree) splitAbove(ctx context.Context, n *node, at int, w, other, k, v u
 		return false, err
 	}
 	children := []uint64{withPartial(w, keyByte(other, d)), word(la, kindLeaf, keyByte(k, d))}
-	nw := word(na, 2, keyByte(k, n.depth))
+	nw := word(na, kindOf(len(children)), keyByte(k, n.depth))
 	prev, err := t.publish(ctx, []blockWrite{{la, encodeLeaf(k, v)}, {na, encodeNode(d, k&prefixMask(d), children)}}, n.slotAddr(at), w, nw)
 	return prev == w, err
 }
@@ -474,7 +536,7 @@ func (t *Tree) Scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 	common := min(bits.LeadingZeros64(from^(to-1))/8, 7)
 	var level []*node
 	if c := t.cacheLookupAt(from, common); c != nil {
-		f, err := t.readNode(ctx, c.addr, classOf(c.count()+1)+2)
+		f, err := t.readNode(ctx, c.addr, kindOf(c.count()+1))
 		if err != nil {
 			return nil, err
 		}
@@ -515,7 +577,7 @@ func (t *Tree) Scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 		bufs := make([][]byte, len(next))
 		var b farmem.Batch
 		for i, a := range next {
-			bufs[i] = make([]byte, nodeHeader+8*classes[min(max(kinds[i]-2, 0), len(classes)-1)])
+			bufs[i] = make([]byte, nodeHeader+8*classSlots(kinds[i]))
 			b.Read(a, bufs[i])
 		}
 		if err := t.m.Do(ctx, &b); err != nil {
@@ -526,7 +588,7 @@ func (t *Tree) Scan(ctx context.Context, from, to uint64, limit int) ([]Pair, er
 			n := decodeNode(a, bufs[i])
 			if n.partial() {
 				var err error
-				if n, err = t.readNode(ctx, a, 5); err != nil {
+				if n, err = t.readNode(ctx, a, kindWhole); err != nil {
 					return nil, err
 				}
 			}

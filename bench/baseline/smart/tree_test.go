@@ -127,8 +127,12 @@ func TestRoundTrips(t *testing.T) {
 		return err
 	}, nil)
 	cost("update", smart.UpdateRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Update(ctx, 600, 5) }, nil)
-	cost("insert", smart.InsertRoundTrips, verbs{Read: 1, Write: 1, CAS: 1}, func() error { return c.tree.Insert(ctx, 601, 6) }, nil)
-	cost("delete", smart.DeleteRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Delete(ctx, 601) }, nil)
+	// 3 joins the 127 keys 2, 4, ..., 254 of its last node (class 128 still).
+	cost("insert", smart.InsertRoundTrips, verbs{Read: 1, Write: 1, CAS: 1}, func() error { return c.tree.Insert(ctx, 3, 6) }, nil)
+	cost("delete", smart.DeleteRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Delete(ctx, 3) }, nil)
+	// 601 is the 129th key of its last node (512, 514, ..., 766): the node enters class 256,
+	// which one CAS records in its parent's slot.
+	cost("insert, grows", smart.InsertGrowRoundTrips, verbs{Read: 1, Write: 1, CAS: 2}, func() error { return c.tree.Insert(ctx, 601, 6) }, nil)
 	// 50 keys of one last node: the node again, then 50 leaves in one batch.
 	cost("scan 50", smart.ScanRoundTrips, verbs{Read: 1 + 50}, func() error {
 		ps, err := c.tree.Scan(ctx, 1024+2, 1024+102, 0)
