@@ -340,6 +340,7 @@ func (x *flexIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 
 func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
 	n := x.n
+	n.touch(x.lay.PartitionOf(key), true)
 	if e, ok := n.lookup(key, x.rt.Now()); ok {
 		if e.kv {
 			return append(dst, e.value...), nil
@@ -442,6 +443,7 @@ func (x *flexIndex) Insert(ctx context.Context, key, value []byte) error {
 func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) error {
 	n := x.n
 	p := x.lay.PartitionOf(key)
+	n.touch(p, false)
 	var d time.Duration
 	var since farmem.Time // when the operation's retries began
 	for {

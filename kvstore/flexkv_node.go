@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/farmem/farmem/alloc/nodearea"
@@ -38,6 +39,8 @@ type flexNode struct {
 	finished  ticketBook  // tickets of pending writes committed and not yet polled (bounded)
 	ticket    uint64      // the last ticket issued
 	coord     []coordPart // on the coordinator: each partition's settled route and lease
+	mgr       mgrCounters  // the manager's counters and memory split (flexkv_manager_node.go)
+	mgrLease  managerLease // on the coordinator: the manager's lease
 }
 
 // pendingWrite is a validated proxied write whose key and slot locks are held while the
@@ -152,6 +155,7 @@ type FlexStats struct {
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
 	n := &flexNode{kind: k, node: env.Node, proxied: map[int]*proxyPart{}, cache: map[string]*cacheEntry{},
 		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, parts: make([]routeState, 1<<k.params().InitialDepth), coord: make([]coordPart, 1<<k.params().InitialDepth)}
+	n.mgr.parts = make([]atomic.Uint32, len(n.parts))
 	area, err := nodearea.Open(ctx, env.Memory)
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: flexkv: node area: %w", err)
@@ -162,7 +166,7 @@ func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, e
 	hs := map[uint8]farmem.Handler{flexSearch: n.onSearch, flexWrite: n.onWrite, flexInval: n.onInval,
 		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver,
 		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit, flexRenew: n.onRenew, flexRoute: n.onRoute,
-		flexRecover: n.onRecover}
+		flexRecover: n.onRecover, flexMgrStats: n.onMgrStats, flexMgrSplit: n.onMgrSplit, flexMgrElect: n.onMgrElect}
 	for _, id := range slices.Sorted(func(yield func(uint8) bool) {
 		for id := range hs {
 			if !yield(id) {
@@ -304,12 +308,8 @@ func (n *flexNode) putLocked(k string, e cacheEntry) {
 		n.fifo = append(n.fifo, k)
 	}
 	n.cache[k] = &e
-	for len(n.cache) > n.kind.cacheEntries() && len(n.fifo) > 0 {
-		old := n.fifo[0]
-		n.fifo = n.fifo[1:]
-		delete(n.cache, old)
-	}
-	if len(n.fifo) > 4*n.kind.cacheEntries() {
+	n.evictLocked()
+	if len(n.fifo) > 4*n.capacity() {
 		// Drop names of entries gone since (invalidated or replaced).
 		live := n.fifo[:0]
 		seen := map[string]bool{}
@@ -986,6 +986,7 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	old := n.proxied[c.p]
 	n.proxied[c.p] = pp
 	n.stats.Loads++
+	n.resplitLocked()
 	n.mu.Unlock()
 	if old != nil {
 		n.freeCopies(ctx, area, old)

@@ -242,6 +242,7 @@ func (n *flexNode) dropProxiedLocked(p int) *proxyPart {
 		return nil
 	}
 	delete(n.proxied, p)
+	n.resplitLocked()
 	for t, pw := range n.pending {
 		if pw.pp == drop {
 			n.dropPendingLocked(t, pw)
