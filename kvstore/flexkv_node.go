@@ -197,7 +197,9 @@ func (n *flexNode) Stats() FlexStats {
 // route admits an operation on partition p: it waits while p is paused, counts the operation
 // in flight and returns p's owner and epoch. Every route is followed by done. A partition
 // paused for longer than the fabric's down timeout (a hand-over that could not resume this
-// node) asks the coordinator for its settled route, then again every down timeout.
+// node) asks the coordinator for its settled route, then again every down timeout; when that
+// Call fails with farmem.ErrNodeDown or farmem.ErrClosed (the coordinator unreachable, or this
+// client's own node crashed) the operation fails with it, having done nothing.
 func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.NodeID, uint64, error) {
 	rt := m.Runtime()
 	var d time.Duration
@@ -216,7 +218,12 @@ func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.No
 		now := rt.Now()
 		if down := m.Topology().DownTimeout; now.Sub(since) >= down && now.Sub(asked) >= down {
 			asked = now
-			n.askRoute(ctx, m, p)
+			if err := n.askRoute(ctx, m, p); errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrClosed) {
+				// Paused past the down timeout and the coordinator unreachable (or this
+				// client's own node crashed): report it rather than wait without bound.
+				// Nothing of the operation was done.
+				return 0, 0, fmt.Errorf("kvstore: flexkv: partition %d paused and its route unknown: %w", p, err)
+			}
 			continue
 		}
 		if err := backoff(ctx, rt, &d); err != nil {
