@@ -154,4 +154,3 @@ func managerSim(t *testing.T, seed uint64) {
 		}
 	})
 }
-

@@ -36,9 +36,9 @@ type flexNode struct {
 	// noInstall fences keys whose proxied write failed with an unknown outcome: reads begun
 	// before the time install no pair.
 	noInstall map[string]farmem.Time
-	finished  ticketBook  // tickets of pending writes committed and not yet polled (bounded)
-	ticket    uint64      // the last ticket issued
-	coord     []coordPart // on the coordinator: each partition's settled route and lease
+	finished  ticketBook   // tickets of pending writes committed and not yet polled (bounded)
+	ticket    uint64       // the last ticket issued
+	coord     []coordPart  // on the coordinator: each partition's settled route and lease
 	mgr       mgrCounters  // the manager's counters and memory split (flexkv_manager_node.go)
 	mgrLease  managerLease // on the coordinator: the manager's lease
 }
