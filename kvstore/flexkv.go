@@ -11,6 +11,7 @@ import (
 
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/localcost"
 	"github.com/farmem/farmem/farmem/nodestate"
 )
 
@@ -311,7 +312,7 @@ func (k *FlexKV) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index,
 		return nil, fmt.Errorf("kvstore: flexkv: the table has %d partitions, the kind %d: %w", l.Partitions(), len(n.parts), ErrMismatch)
 	}
 	k.lay.CompareAndSwap(nil, l)
-	return &flexIndex{k: k, n: n, t: t, m: c.Memory, rt: c.Memory.Runtime(), lay: l}, nil
+	return &flexIndex{k: k, n: n, t: t, m: c.Memory, rt: c.Memory.Runtime(), lay: l, price: localcost.Of(c.Memory)}, nil
 }
 
 // flexIndex is one client's handle.
@@ -322,6 +323,10 @@ type flexIndex struct {
 	m   farmem.Memory
 	rt  farmem.Runtime
 	lay *race.Layout
+	// price is what a CPU access to the node's own memory costs on a fabric that does not
+	// run CPU work in real time (the simulator): each cache lookup pays one, touching the key
+	// (and a pair served from the cache, its bytes), as a cache in the node's region would.
+	price localcost.Price
 	// unknown is the last proxied write attempt whose commit ended with an unknown outcome
 	// (nil if none): settled on the memory nodes once its partition has another route.
 	unknown *writeReq
@@ -341,7 +346,9 @@ func (x *flexIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
 	n := x.n
 	n.touch(x.lay.PartitionOf(key), true)
-	if e, ok := n.lookup(key, x.rt.Now()); ok {
+	e, ok := n.lookup(key, x.rt.Now())
+	x.price.Charge(x.rt, len(key)+len(e.value))
+	if ok {
 		if e.kv {
 			return append(dst, e.value...), nil
 		}

@@ -33,6 +33,11 @@ type ManagerOptions struct {
 	// Static assigns partitions to compute nodes by number (partition p to the p mod C-th node)
 	// once, with no hotness detection (the ablation's "+Proxy" step).
 	Static bool
+	// Window is how many periods of access counts make a partition's hotness (default 1: the
+	// paper's window of Δ). A period short enough to sample few accesses per partition makes
+	// the ranks of cold partitions noise, which Algorithm 1 reads as displacement; a window
+	// of several periods smooths it.
+	Window int
 	// Lease is the manager's lease at the coordinator (default three periods): a manager that
 	// stops renewing it is replaced once it runs out.
 	Lease time.Duration
@@ -58,6 +63,9 @@ func (o ManagerOptions) withDefaults() ManagerOptions {
 	}
 	if o.Lease <= 0 {
 		o.Lease = 3 * o.Period
+	}
+	if o.Window <= 0 {
+		o.Window = 1
 	}
 	return o
 }
@@ -206,6 +214,7 @@ type manager struct {
 	served    map[farmem.NodeID]uint64
 	readShare float64 // the read share when the knob's round started (-1: none yet)
 	started   bool
+	window    [][]uint64 // the last Window periods' access counts per partition
 }
 
 // period runs one period's work with the pool's client x.
@@ -287,6 +296,19 @@ func (mg *manager) period(ctx context.Context, x *flexIndex) error {
 	}
 	if all > 0 {
 		tr.Proxied = float64(onProxy) / float64(all)
+	}
+	// Hotness over the sliding window of periods.
+	if all > 0 {
+		mg.window = append(mg.window, hot)
+		if len(mg.window) > mg.o.Window {
+			mg.window = mg.window[1:]
+		}
+		hot = make([]uint64, parts)
+		for _, h := range mg.window {
+			for p, c := range h {
+				hot[p] += c
+			}
+		}
 	}
 	if span > 0 {
 		tr.Throughput = float64(tr.Ops) / span.Seconds()
