@@ -104,7 +104,8 @@ func TestAssignByRank(t *testing.T) {
 	require.Equal(t, P, len(lists3[0])+len(lists3[1]))
 }
 
-// TestOffloaded: each node offloads the head of its list at the ratio.
+// TestOffloaded: the ratio's share of the partitions, taken rank by rank from the heads of
+// the lists.
 func TestOffloaded(t *testing.T) {
 	nodes := []farmem.NodeID{farmem.ComputeID(1).Node(), farmem.ComputeID(2).Node()}
 	lists := [][]int{{3, 0, 4, 1, 8}, {2, 5, 6, 7, 9}}
@@ -112,7 +113,12 @@ func TestOffloaded(t *testing.T) {
 	want := make([]farmem.NodeID, 10)
 	want[3], want[0], want[2], want[5] = nodes[0], nodes[0], nodes[1], nodes[1]
 	require.Equal(t, want, o)
+	o = kvstore.Offloaded(10, nodes, lists, 0.3) // 3: both heads, then node 1's second
+	want[5] = 0
+	require.Equal(t, want, o)
 	require.Equal(t, make([]farmem.NodeID, 10), kvstore.Offloaded(10, nodes, lists, 0))
+	all := kvstore.Offloaded(10, nodes, lists, 1)
+	require.NotContains(t, all, farmem.NodeID(0))
 	s := kvstore.AssignStatic(10, nodes)
 	require.Equal(t, [][]int{{0, 2, 4, 6, 8}, {1, 3, 5, 7, 9}}, s)
 }
