@@ -336,7 +336,10 @@ func (mg *manager) period(ctx context.Context, x *flexIndex) error {
 		if mg.oldRanks != nil {
 			tr.Displacement = Displacement(ranks, mg.oldRanks)
 		}
-		if !mg.started || changedNodes || Reassign(ranks, mg.oldRanks, len(live), mg.o.Threshold) {
+		// The displacement is read once the window is full: a filling window's ranks move
+		// with its length, not with the workload.
+		full := len(mg.window) >= mg.o.Window
+		if !mg.started || changedNodes || full && Reassign(ranks, mg.oldRanks, len(live), mg.o.Threshold) {
 			mg.lists, mg.listNodes, tr.Reassigned = AssignByRank(hot, live, cst.owners), live, true
 		}
 		if all > 0 {
