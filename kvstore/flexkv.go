@@ -131,8 +131,9 @@ import (
 // means it committed, the word it expected that it never will (it is sent again); otherwise
 // (and for deletes) it fails with an unknown outcome. The
 // coordinator (the lowest compute node) is not recovered, and compute nodes that proxy nothing
-// hold no lease: a dead one makes later hand-overs roll back. The manager that decides
-// hand-overs is not built here.
+// hold no lease: a dead one makes later hand-overs roll back. Store.RunManager is FlexKV's
+// manager: it decides the hand-overs (rank-aware hotness, the offload-ratio knob) and the split
+// of each node's memory between its local index and its cache.
 type FlexKV struct {
 	// Params lay out the table at creation (race's defaults, InitialDepth 3, MetaSize
 	// DefaultMetaSize and Replicas DefaultReplicas when zero).
