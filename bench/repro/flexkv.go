@@ -226,7 +226,9 @@ type FlexPoint struct {
 	// CV is the coefficient of variation of the proxies' load (index RPCs served per compute
 	// node) over the manager's periods in the window, Proxied the share of accesses that fell
 	// on proxied partitions (both means over seeds; FlexKV's variants only).
-	CV, Proxied    float64
+	CV, Proxied float64
+	// Periods counts the manager periods CV and Proxied are read over (every seed's).
+	Periods        int
 	Warmup, Window time.Duration
 	Converged      bool
 }
@@ -250,7 +252,8 @@ type FlexSwitch struct {
 	Seed    uint64
 	Samples []FlexSwitchSample
 	// SettledBefore and SettledAfter are the ratios the knob settled at before and after the
-	// switch (-1: it did not), AfterPeriods how many periods after the switch it took.
+	// switch (-1: it did not; after the switch, a round begun after it), AfterPeriods how many
+	// periods after the switch that took.
 	SettledBefore, SettledAfter float64
 	AfterPeriods                int
 	// Wall is how long the run took (progress only; it is not printed in the tables).
@@ -393,6 +396,7 @@ func runFlexPoint(ctx context.Context, cfg FlexConfig, sp flexSpec, progress io.
 				p.Settled++
 			}
 		}
+		p.Periods += len(r.periodsCV)
 		if len(r.periodsCV) > 0 {
 			cvs = append(cvs, r.cv)
 			prox = append(prox, r.proxied)
@@ -726,17 +730,31 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 		defer fc.shut()
 		rt := s.Runtime()
 		t0 := rt.Now()
-		workload := "B"
-		switched := -1
+		// A period is labelled by when it ended (its trace comes after the hand-overs it ran).
+		// After the switch the knob must start a round (the read share changed) and settle it:
+		// AfterPeriods counts the periods from the first that ended after the switch to the
+		// one that settled the new round.
+		first, restarted := -1, false
 		mo.Trace = func(p kvstore.ManagerPeriod) {
-			smp := FlexSwitchSample{At: p.At.Sub(t0), Workload: workload, Throughput: p.Throughput, Ratio: p.Ratio, Next: p.Next, Settled: p.Settled, Reassigned: p.Reassigned}
-			out.Samples = append(out.Samples, smp)
-			if p.Settled && switched < 0 && out.SettledBefore < 0 {
-				out.SettledBefore = p.Next
+			at := p.At.Sub(t0)
+			smp := FlexSwitchSample{At: at, Workload: "B", Throughput: p.Throughput, Ratio: p.Ratio, Next: p.Next, Settled: p.Settled, Reassigned: p.Reassigned}
+			if at >= cfg.SwitchAt {
+				smp.Workload = "A"
+				if first < 0 {
+					first = len(out.Samples)
+				}
 			}
-			if p.Settled && switched >= 0 && out.SettledAfter < 0 {
+			out.Samples = append(out.Samples, smp)
+			switch {
+			case first < 0:
+				if p.Settled && out.SettledBefore < 0 {
+					out.SettledBefore = p.Next
+				}
+			case !p.Settled:
+				restarted = true
+			case restarted && out.SettledAfter < 0:
 				out.SettledAfter = p.Next
-				out.AfterPeriods = len(out.Samples) - switched
+				out.AfterPeriods = len(out.Samples) - first
 			}
 		}
 		mctx, stopManager := context.WithCancel(ctx)
@@ -756,9 +774,7 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 		g.Go(func() {
 			defer stopManager()
 			_ = rt.Sleep(ctx, cfg.SwitchAt)
-			workload = "A"
 			mix, _ = flexMix("A")
-			switched = len(out.Samples)
 			_ = rt.Sleep(ctx, cfg.SwitchEnd-cfg.SwitchAt)
 			stop = true
 		})
