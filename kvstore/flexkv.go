@@ -123,6 +123,11 @@ import (
 //
 // # Limits
 //
+// The coordinator's hand-over handler and its own pause (which waits for its clients' index
+// RPCs to drain) each hold a Call handler, so a compute node needs more than two for those
+// RPCs to be served meanwhile (the simulator's MaxHandlers): with two, a hand-over
+// coordinated by a node that proxies a partition its own clients are using waits forever.
+//
 // A write whose sharer is silent waits up to PairLease plus twice the clock skew, holding
 // its key (other writes of it are answered busy). A proxy that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
