@@ -14,11 +14,11 @@ import (
 // tinyFlex is a configuration of Fig. 11 and 16 small enough for the race detector.
 func tinyFlex() repro.FlexConfig {
 	c := repro.FlexQuick()
-	c.Keys, c.Depth, c.Clients, c.InFlight = 400, 4, []int{4}, 1
+	c.Keys, c.Depth, c.Clients, c.InFlight = 200, 3, []int{2}, 1
 	c.Figures, c.Seeds, c.Band = []string{"11"}, []uint64{1, 2}, nil
-	c.Period = 300 * time.Microsecond
-	c.Measure = repro.Measure{Step: 100 * time.Microsecond, MinWarmup: 600 * time.Microsecond, MaxWarmup: time.Millisecond,
-		StepOps: 10, Tolerance: 0.5, MinWindow: 100 * time.Microsecond, MaxWindow: 300 * time.Microsecond, MinOps: 50}
+	c.Period = 150 * time.Microsecond
+	c.Measure = repro.Measure{Step: 50 * time.Microsecond, MinWarmup: 300 * time.Microsecond, MaxWarmup: 500 * time.Microsecond,
+		StepOps: 5, Tolerance: 0.5, MinWindow: 50 * time.Microsecond, MaxWindow: 200 * time.Microsecond, MinOps: 30}
 	return c
 }
 
