@@ -125,7 +125,9 @@
 //
 // FlexKV (a NodeKind) is RACE with FlexKV's index proxying and coherent compute-side caches;
 // with NoProxy it is the Aceso-like baseline (see its doc). Store.HandOver moves its
-// partitions between proxies and the memory nodes while operations go on.
+// partitions between proxies and the memory nodes while operations go on; Store.RunManager
+// runs FlexKV's manager (Algorithms 1 and 2: which partitions each compute node proxies, and
+// how each node's memory is split between its local index and its cache).
 //
 // An index kind with state of its own on each compute node (a cache shared by the node's
 // clients, a proxy, a directory serving peers' Calls and messages) implements NodeKind: Open

@@ -11,6 +11,7 @@ import (
 
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/localcost"
 	"github.com/farmem/farmem/farmem/nodestate"
 )
 
@@ -122,6 +123,11 @@ import (
 //
 // # Limits
 //
+// The coordinator's hand-over handler and its own pause (which waits for its clients' index
+// RPCs to drain) each hold a Call handler, so a compute node needs more than two for those
+// RPCs to be served meanwhile (the simulator's MaxHandlers): with two, a hand-over
+// coordinated by a node that proxies a partition its own clients are using waits forever.
+//
 // A write whose sharer is silent waits up to PairLease plus twice the clock skew, holding
 // its key (other writes of it are answered busy). A proxy that fails between its write-through and its commit leaves the memory node's slot ahead of
 // its copy until the partition is handed back (the paper's redo). The directory is lost with
@@ -130,8 +136,9 @@ import (
 // means it committed, the word it expected that it never will (it is sent again); otherwise
 // (and for deletes) it fails with an unknown outcome. The
 // coordinator (the lowest compute node) is not recovered, and compute nodes that proxy nothing
-// hold no lease: a dead one makes later hand-overs roll back. The manager that decides
-// hand-overs is not built here.
+// hold no lease: a dead one makes later hand-overs roll back. Store.RunManager is FlexKV's
+// manager: it decides the hand-overs (rank-aware hotness, the offload-ratio knob) and the split
+// of each node's memory between its local index and its cache.
 type FlexKV struct {
 	// Params lay out the table at creation (race's defaults, InitialDepth 3, MetaSize
 	// DefaultMetaSize and Replicas DefaultReplicas when zero).
@@ -311,7 +318,7 @@ func (k *FlexKV) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index,
 		return nil, fmt.Errorf("kvstore: flexkv: the table has %d partitions, the kind %d: %w", l.Partitions(), len(n.parts), ErrMismatch)
 	}
 	k.lay.CompareAndSwap(nil, l)
-	return &flexIndex{k: k, n: n, t: t, m: c.Memory, rt: c.Memory.Runtime(), lay: l}, nil
+	return &flexIndex{k: k, n: n, t: t, m: c.Memory, rt: c.Memory.Runtime(), lay: l, price: localcost.Of(c.Memory)}, nil
 }
 
 // flexIndex is one client's handle.
@@ -322,6 +329,10 @@ type flexIndex struct {
 	m   farmem.Memory
 	rt  farmem.Runtime
 	lay *race.Layout
+	// price is what a CPU access to the node's own memory costs on a fabric that does not
+	// run CPU work in real time (the simulator): each cache lookup pays one, touching the key
+	// (and a pair served from the cache, its bytes), as a cache in the node's region would.
+	price localcost.Price
 	// unknown is the last proxied write attempt whose commit ended with an unknown outcome
 	// (nil if none): settled on the memory nodes once its partition has another route.
 	unknown *writeReq
@@ -340,7 +351,10 @@ func (x *flexIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 
 func (x *flexIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
 	n := x.n
-	if e, ok := n.lookup(key, x.rt.Now()); ok {
+	n.touch(x.lay.PartitionOf(key), true)
+	e, ok := n.lookup(key, x.rt.Now())
+	x.price.Charge(x.rt, len(key)+len(e.value))
+	if ok {
 		if e.kv {
 			return append(dst, e.value...), nil
 		}
@@ -442,6 +456,7 @@ func (x *flexIndex) Insert(ctx context.Context, key, value []byte) error {
 func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) error {
 	n := x.n
 	p := x.lay.PartitionOf(key)
+	n.touch(p, false)
 	var d time.Duration
 	var since farmem.Time // when the operation's retries began
 	for {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/farmem/farmem/alloc/nodearea"
@@ -35,9 +36,11 @@ type flexNode struct {
 	// noInstall fences keys whose proxied write failed with an unknown outcome: reads begun
 	// before the time install no pair.
 	noInstall map[string]farmem.Time
-	finished  ticketBook  // tickets of pending writes committed and not yet polled (bounded)
-	ticket    uint64      // the last ticket issued
-	coord     []coordPart // on the coordinator: each partition's settled route and lease
+	finished  ticketBook   // tickets of pending writes committed and not yet polled (bounded)
+	ticket    uint64       // the last ticket issued
+	coord     []coordPart  // on the coordinator: each partition's settled route and lease
+	mgr       mgrCounters  // the manager's counters and memory split (flexkv_manager_node.go)
+	mgrLease  managerLease // on the coordinator: the manager's lease
 }
 
 // pendingWrite is a validated proxied write whose key and slot locks are held while the
@@ -152,6 +155,7 @@ type FlexStats struct {
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
 	n := &flexNode{kind: k, node: env.Node, proxied: map[int]*proxyPart{}, cache: map[string]*cacheEntry{},
 		marks: map[string]*readMark{}, pending: map[uint64]*pendingWrite{}, noInstall: map[string]farmem.Time{}, parts: make([]routeState, 1<<k.params().InitialDepth), coord: make([]coordPart, 1<<k.params().InitialDepth)}
+	n.mgr.parts = make([]atomic.Uint32, len(n.parts))
 	area, err := nodearea.Open(ctx, env.Memory)
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: flexkv: node area: %w", err)
@@ -162,7 +166,7 @@ func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, e
 	hs := map[uint8]farmem.Handler{flexSearch: n.onSearch, flexWrite: n.onWrite, flexInval: n.onInval,
 		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver,
 		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit, flexRenew: n.onRenew, flexRoute: n.onRoute,
-		flexRecover: n.onRecover}
+		flexRecover: n.onRecover, flexMgrStats: n.onMgrStats, flexMgrSplit: n.onMgrSplit, flexMgrElect: n.onMgrElect}
 	for _, id := range slices.Sorted(func(yield func(uint8) bool) {
 		for id := range hs {
 			if !yield(id) {
@@ -193,7 +197,9 @@ func (n *flexNode) Stats() FlexStats {
 // route admits an operation on partition p: it waits while p is paused, counts the operation
 // in flight and returns p's owner and epoch. Every route is followed by done. A partition
 // paused for longer than the fabric's down timeout (a hand-over that could not resume this
-// node) asks the coordinator for its settled route, then again every down timeout.
+// node) asks the coordinator for its settled route, then again every down timeout; when that
+// Call fails with farmem.ErrNodeDown or farmem.ErrClosed (the coordinator unreachable, or this
+// client's own node crashed) the operation fails with it, having done nothing.
 func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.NodeID, uint64, error) {
 	rt := m.Runtime()
 	var d time.Duration
@@ -212,7 +218,12 @@ func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.No
 		now := rt.Now()
 		if down := m.Topology().DownTimeout; now.Sub(since) >= down && now.Sub(asked) >= down {
 			asked = now
-			n.askRoute(ctx, m, p)
+			if err := n.askRoute(ctx, m, p); errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrClosed) {
+				// Paused past the down timeout and the coordinator unreachable (or this
+				// client's own node crashed): report it rather than wait without bound.
+				// Nothing of the operation was done.
+				return 0, 0, fmt.Errorf("kvstore: flexkv: partition %d paused and its route unknown: %w", p, err)
+			}
 			continue
 		}
 		if err := backoff(ctx, rt, &d); err != nil {
@@ -304,12 +315,8 @@ func (n *flexNode) putLocked(k string, e cacheEntry) {
 		n.fifo = append(n.fifo, k)
 	}
 	n.cache[k] = &e
-	for len(n.cache) > n.kind.cacheEntries() && len(n.fifo) > 0 {
-		old := n.fifo[0]
-		n.fifo = n.fifo[1:]
-		delete(n.cache, old)
-	}
-	if len(n.fifo) > 4*n.kind.cacheEntries() {
+	n.evictLocked()
+	if len(n.fifo) > 4*n.capacity() {
 		// Drop names of entries gone since (invalidated or replaced).
 		live := n.fifo[:0]
 		seen := map[string]bool{}
@@ -986,6 +993,7 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	old := n.proxied[c.p]
 	n.proxied[c.p] = pp
 	n.stats.Loads++
+	n.resplitLocked()
 	n.mu.Unlock()
 	if old != nil {
 		n.freeCopies(ctx, area, old)

@@ -242,6 +242,7 @@ func (n *flexNode) dropProxiedLocked(p int) *proxyPart {
 		return nil
 	}
 	delete(n.proxied, p)
+	n.resplitLocked()
 	for t, pw := range n.pending {
 		if pw.pp == drop {
 			n.dropPendingLocked(t, pw)
@@ -260,19 +261,21 @@ func (n *flexNode) dropPendingLocked(t uint64, pw *pendingWrite) {
 	}
 }
 
-// askRoute asks the coordinator for partition p's settled route and adopts it.
-func (n *flexNode) askRoute(ctx context.Context, m farmem.Memory, p int) {
+// askRoute asks the coordinator for partition p's settled route and adopts it. It returns the
+// Call's error (the coordinator, or this client's own node, unreachable).
+func (n *flexNode) askRoute(ctx context.Context, m farmem.Memory, p int) error {
 	c, err := coordinator(m)
 	if err != nil {
-		return
+		return err
 	}
 	rep, err := m.Call(ctx, c, farmem.OwnerFlexKV.Method(flexRoute), ctlReq{p: p}.enc())
 	if err != nil {
-		return
+		return err
 	}
 	if r, err := decRoute(rep); err == nil {
 		n.adopt(p, r)
 	}
+	return nil
 }
 
 // recoverPart asks the coordinator to recover partition p from owner, found down, in epoch, and
@@ -527,7 +530,7 @@ func (x *flexIndex) retried(ctx context.Context, p int, since *farmem.Time) {
 		*since = now
 	case now.Sub(*since) >= x.m.Topology().DownTimeout:
 		*since = now
-		x.n.askRoute(ctx, x.m, p)
+		_ = x.n.askRoute(ctx, x.m, p)
 	}
 }
 

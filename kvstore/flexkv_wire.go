@@ -22,6 +22,9 @@ const (
 	flexRenew    = 10 // a proxy renews its lease on a partition (on the coordinator)
 	flexRoute    = 11 // a node asks the coordinator for a partition's settled route
 	flexRecover  = 12 // a client that found a partition's proxy down asks the coordinator to un-proxy it
+	flexMgrStats = 13 // the manager reads a node's access counters (and resets them)
+	flexMgrSplit = 14 // the manager sets a node's memory budget for index and cache
+	flexMgrElect = 15 // a manager takes or renews the manager's lease (on the coordinator)
 )
 
 // Replies' status bytes.

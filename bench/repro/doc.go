@@ -51,6 +51,18 @@
 // points are rerun over the band of unpinned costs, and [DolphinResult.WritePaper] sets the
 // paper's figures beside the run's. Each point's seed loads its own cluster.
 //
+// # FlexKV
+//
+// [RunFlex] is FlexKV's §5.2-5.3 on [FlexModel] (sim.ConnectX3, 20 compute nodes of up to 16
+// clients with several operations in flight each, 3 memory nodes, 128-byte pairs kept three
+// times, each compute node's index and cache in 5% of the data): Fig. 11 (YCSB A-D over the
+// client count for FlexKV run by kvstore's manager, the Aceso-like store and plain RACE),
+// Fig. 16 (the ablation), Fig. 18 (B switching to A: the knob's ratio and throughput per
+// period) and Fig. 19 (the proxies' load balance with and without Algorithm 1). The key count
+// and the manager's period are scaled down to the simulator's speed (the package README of
+// kvstore states both); [FlexResult.WritePaper] sets the paper's surviving ratios beside the
+// run's. [FlexQuick] pins the code; [FlexFull] is what kvstore/README.md shows.
+//
 // Measurement ([Measure]): each point runs on a fresh cluster once per seed. The warm-up lasts
 // until three successive steps of virtual time agree on throughput within a tolerance (capped;
 // a point that reaches the cap is starred in the tables); the window then lasts until it holds a

@@ -25,6 +25,7 @@ type fabricFlags struct {
 	region    string
 	cluster   string
 	memNodes  int
+	compute   int // compute ids of a region this command creates (0: cxl's default, 8)
 	memSize   string
 	policy    string
 	profile   string
@@ -57,6 +58,7 @@ func (ff *fabricFlags) register(fs *flag.FlagSet, u flagUse) {
 	fs.StringVar(&ff.cluster, "cluster", "", "tcp: the cluster file naming the farmemd memory nodes (see docs/cluster.md)")
 	if u.creates {
 		fs.IntVar(&ff.memNodes, "mem-nodes", 2, "memory nodes of a region or cluster this command creates")
+		fs.IntVar(&ff.compute, "compute-nodes", 0, "cxl: compute ids of a region this command creates, i.e. processes that attach at once (default 8); a FlexKV store hands partitions over only while every one of them is attached")
 		fs.StringVar(&ff.memSize, "mem-size", ff.memSize, "size of each memory node this command creates")
 	}
 	if u.tuning {
@@ -180,7 +182,7 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 		}
 		oo.Profile = &p
 	}
-	ro := cxl.Options{Shape: cxl.Shape{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots}}
+	ro := cxl.Options{Shape: cxl.Shape{MemoryNodes: ff.memNodes, MemorySize: size, ClientsPerNode: slots, ComputeNodes: ff.compute}}
 	var (
 		r    *cxl.Region
 		err  error

@@ -27,6 +27,10 @@ var indexKinds = []indexKind{
 		kind: func() kvstore.IndexKind { return kvstore.Hybrid{CacheBytes: 64 << 20} }},
 	{name: "blink", ordered: true, about: "SELCC's B-link tree over coherently cached 4 KiB lines (128 per node), ordered, any keys up to 256 bytes, write-back before each acknowledgement",
 		kind: func() kvstore.IndexKind { return &kvstore.Blink{} }},
+	{name: "flexkv", about: "RACE with FlexKV's index proxying and KV cache, run by its manager in every process (one acts, by lease): no scans",
+		kind: func() kvstore.IndexKind { return &kvstore.FlexKV{} }},
+	{name: "aceso", about: "FlexKV's Aceso-like baseline: RACE on the memory nodes with an address cache, no proxying: no scans",
+		kind: func() kvstore.IndexKind { return &kvstore.FlexKV{NoProxy: true} }},
 }
 
 // withOptions takes from set the --set entries that configure the index kind rather than the

@@ -43,7 +43,8 @@ budgeted at under 30 minutes on 2 cores, about 20 s with --quick); dolphin (Dolp
 and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio over the model's
 unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply); selcc
 (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
---workers, --out).
+--workers, --out); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
+store and plain RACE, with --quick, --seeds, --workers, --out).
 
 `)
 		fs.PrintDefaults()
@@ -70,8 +71,10 @@ unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, 
 		return runReproSelcc(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
 	case paper == "dolphin":
 		return runReproDolphin(ctx, *quick, *seeds, *workers, *out, *quiet, stdout, stderr)
+	case paper == "flexkv":
+		return runReproFlex(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
 	case paper != "cider":
-		return usageErr("unknown paper %q (want cider, dolphin or selcc)", paper)
+		return usageErr("unknown paper %q (want cider, dolphin, flexkv or selcc)", paper)
 	}
 	cfg := repro.CiderFull()
 	if *quick {

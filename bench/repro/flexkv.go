@@ -1,0 +1,785 @@
+package repro
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/bench/generator"
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/sim"
+)
+
+// The systems, ablation steps and figures of the FlexKV reproduction, by name.
+const (
+	// FlexSys is FlexKV as configured (proxying, rank-aware hotness, KV cache, adaptive split,
+	// all run by kvstore's manager); AcesoSys the Aceso-like baseline (kvstore.FlexKV with
+	// NoProxy: RACE on the memory nodes, one CAS per update, the same address cache);
+	// RaceSys plain RACE (kvstore.Race, no cache).
+	FlexSys  = "flexkv"
+	AcesoSys = "aceso"
+	RaceSys  = "race"
+	// The ablation's steps (Fig. 16): Base is FlexKV with its address cache only (no proxy);
+	// +Proxy statically offloads the first 20% of the partitions; +Rank Hotness offloads the
+	// hottest 20% (Algorithm 1); +KV Cache caches pairs; +Adaptive Split tunes the ratio
+	// (Algorithm 2), which is FlexSys.
+	AblBase     = "base"
+	AblProxy    = "+proxy"
+	AblRank     = "+rank hotness"
+	AblKVCache  = "+kv cache"
+	AblAdaptive = "+adaptive split"
+
+	figFlexYCSB     = "11"
+	figFlexAblation = "16"
+	figFlexSwitch   = "18"
+)
+
+// FlexConfig is one run of the FlexKV reproduction (§5.2-5.3): Fig. 11 (YCSB A-D throughput
+// over the client count for FlexKV, the Aceso-like baseline and plain RACE), Fig. 16 (the
+// ablation at the largest count), Fig. 18 (workload B switching to A: the offload ratio and
+// throughput per period) and Fig. 19 (the proxies' load balance, from the ablation's +Proxy
+// and +Rank Hotness steps on YCSB A), in sim on FlexModel.
+type FlexConfig struct {
+	// Keys is the number of 128-byte pairs loaded (the paper: 10M); each compute node's memory
+	// for index and cache is MemoryShare of the data (the paper: 64 MB, about 5%).
+	Keys        int
+	MemoryShare float64
+	// Depth is the table's initial directory depth: 2^Depth partitions (the paper: 8192).
+	Depth uint8
+	// Clients are Fig. 11's client counts (spread over the 20 compute nodes, InFlight
+	// operations each: the paper's coroutines); Fig. 16, 18 and 19 run at the largest.
+	Clients  []int
+	InFlight int
+	// Workloads are the YCSB letters of Fig. 11 and 16 (A, B, C, D).
+	Workloads []string
+	// Period is the manager's Δ and Step its δ (the paper: 1 s and 0.1); SwitchAt and
+	// SwitchEnd bound Fig. 18's run (B until SwitchAt, then A until SwitchEnd).
+	Period              time.Duration
+	Step                float64
+	SwitchAt, SwitchEnd time.Duration
+	// Figures selects what runs, of "11", "16", "18" (19 comes with 16; default all).
+	Figures []string
+	// Seeds, Workers, Measure, Costs and Band are as in CiderConfig; the Band reruns Fig. 11's
+	// points at the largest client count for BandWorkloads (default all).
+	Seeds         []uint64
+	Workers       int
+	Measure       Measure
+	Costs         Variant
+	Band          []Variant
+	BandWorkloads []string
+}
+
+// FlexFull is the full reproduction, scaled to what the simulator runs in minutes on the
+// project's 2-core machine: 8,000 keys (each node's 5% is 400 pairs' worth), 64 partitions,
+// 20 and 60 clients with 4 in flight each (the paper: up to 200 with 8), Δ = 2 ms of virtual
+// time with a hotness window of 8 periods, Fig. 18 over 30 periods (B for 15, then A), three
+// seeds, warm-ups of at least 8 periods (the hotness window filled and a knob round begun) detected
+// in 1 ms steps within 10%, windows of at least 5,000 operations and 2 ms, and the atomic/WRITE
+// cost ratio swept on workload A.
+func FlexFull() FlexConfig {
+	return FlexConfig{
+		Keys: 8000, MemoryShare: 0.05, Depth: 6,
+		Clients: []int{20, 60}, InFlight: 4, Workloads: []string{"A", "B", "C", "D"},
+		Period: 2 * time.Millisecond, Step: 0.1, SwitchAt: 30 * time.Millisecond, SwitchEnd: 60 * time.Millisecond,
+		Seeds: []uint64{1, 2, 3},
+		Measure: Measure{Step: time.Millisecond, MinWarmup: 16 * time.Millisecond, MaxWarmup: 30 * time.Millisecond,
+			StepOps: 500, Tolerance: 0.1, MinWindow: 2 * time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 5000},
+		Band: []Variant{{AtomicRatio: 5}, {AtomicRatio: 20}}, BandWorkloads: []string{"A"},
+	}
+}
+
+// FlexQuick pins the code behind the figures in seconds: 2,000 keys, 32 partitions, 20
+// clients with 2 in flight, workload A, a short Fig. 18, two seeds, one band variant. It
+// reproduces nothing.
+func FlexQuick() FlexConfig {
+	c := FlexFull()
+	c.Keys, c.Depth, c.Clients, c.InFlight = 2000, 5, []int{20}, 2
+	c.Workloads = []string{"A"}
+	c.Period, c.SwitchAt, c.SwitchEnd = time.Millisecond, 4*time.Millisecond, 8*time.Millisecond
+	c.Seeds = []uint64{1, 2}
+	c.Measure = Measure{Step: 500 * time.Microsecond, MinWarmup: 4 * time.Millisecond, MaxWarmup: 6 * time.Millisecond,
+		StepOps: 100, Tolerance: 0.3, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
+	c.Band = []Variant{{AtomicRatio: 20}}
+	return c
+}
+
+func (c FlexConfig) has(fig string) bool {
+	return len(c.Figures) == 0 || slices.Contains(c.Figures, fig)
+}
+
+func (c FlexConfig) top() int { return c.Clients[len(c.Clients)-1] }
+
+func (c FlexConfig) check() error {
+	bad := func(format string, a ...any) error { return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...)) }
+	for _, f := range c.Figures {
+		if !slices.Contains([]string{figFlexYCSB, figFlexAblation, figFlexSwitch}, f) {
+			return bad("figure %q (want 11, 16 or 18)", f)
+		}
+	}
+	for _, w := range c.Workloads {
+		if _, err := flexMix(w); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(c.Seeds) == 0:
+		return bad("no seeds")
+	case len(c.Clients) == 0 || !slices.IsSorted(c.Clients) || c.Clients[0] < 1 || c.top() > 20*16:
+		return bad("client counts %v: want ascending, 1 to 320", c.Clients)
+	case c.InFlight < 1 || c.InFlight > 16:
+		return bad("%d in flight per client", c.InFlight)
+	case c.Keys < 100 || !(c.MemoryShare > 0 && c.MemoryShare < 1):
+		return bad("%d keys, memory share %v", c.Keys, c.MemoryShare)
+	case c.Depth < 1 || c.Depth > 12:
+		return bad("depth %d", c.Depth)
+	case c.Period <= 0 || !(c.Step > 0 && c.Step <= 0.5) || c.SwitchAt <= 0 || c.SwitchEnd <= c.SwitchAt:
+		return bad("period %v, step %v, switch %v to %v", c.Period, c.Step, c.SwitchAt, c.SwitchEnd)
+	case c.Costs.check() != nil:
+		return c.Costs.check()
+	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
+		return bad("band %v: each variant sets a positive cost", c.Band)
+	case c.Measure.check() != nil:
+		return c.Measure.check()
+	}
+	return nil
+}
+
+// flexWorkload is a YCSB core workload's mix: the percentages of updates and inserts (the
+// rest searches).
+type flexWorkload struct{ update, insert int }
+
+func flexMix(w string) (flexWorkload, error) {
+	switch w {
+	case "A":
+		return flexWorkload{update: 50}, nil
+	case "B":
+		return flexWorkload{update: 5}, nil
+	case "C":
+		return flexWorkload{}, nil
+	case "D":
+		return flexWorkload{insert: 5}, nil
+	}
+	return flexWorkload{}, fmt.Errorf("%w: workload %q (want A, B, C or D)", ErrConfig, w)
+}
+
+// flexPair is the pair size (the paper's 128 bytes: a 16-byte key slot and the value).
+const (
+	flexPair  = 128
+	flexValue = flexPair - 24 // the key is YCSB's "user" and up to 19 digits
+	flexNodes = 20
+	flexMNs   = 3
+)
+
+// FlexModel is the simulated testbed: sim.ConnectX3 (the paper's 56 Gb/s ConnectX-3 NICs and
+// 16-core E5-2650v2 machines; see its doc for what is sourced and what assumed) with 3 memory
+// nodes and 20 compute nodes of perNode client slots, 4 Call handlers per compute node (the
+// paper's 2 proxy threads, §5.4, and 2 for the control plane: with 2 in all, the coordinator's
+// hand-over handler and its own pause, which waits for its clients' index RPCs to drain, hold
+// both and the RPCs never run), compute-side memory accesses at DRAM's cost, and a shared
+// area of shared bytes per compute node for the proxied partitions' copies.
+func FlexModel(perNode int, memSize, shared uint64) sim.Model {
+	m := sim.ConnectX3()
+	m.MemoryNodes, m.MemorySize = flexMNs, memSize
+	m.ComputeNodes, m.ClientsPerNode, m.MaxHandlers = flexNodes, perNode+8, 4
+	m.SliceSize = 8 << 10
+	m.SharedSize = shared
+	m.LocalAccess, m.LocalBandwidth = sim.DRAMAccess, sim.DRAMBandwidth
+	return m
+}
+
+// flexSpec is one point: a figure, a workload, a system or ablation step, a client count.
+type flexSpec struct {
+	fig, workload, system string
+	clients               int
+	variant               Variant
+}
+
+// FlexPoint is what one point measured in its windows, over every seed.
+type FlexPoint struct {
+	// Fig is "11" or "16", Workload the YCSB letter, System the system or ablation step,
+	// Clients the client count (each with FlexConfig.InFlight operations in flight), Variant
+	// the band's costs (empty: the model's).
+	Fig, Workload, System string
+	Clients               int
+	Variant               string `json:",omitempty"`
+	// Ops counts operations that ended in the windows, Errors failed ones.
+	Ops, Errors uint64
+	// Throughput is the mean over seeds of each window's operations per second of virtual
+	// time, ThroughputCI its 95% half-width, PerSeed the seeds' values.
+	Throughput, ThroughputCI float64
+	PerSeed                  []float64
+	// KVHits, AddrHits, Misses are the caches' counts over the windows; MemoryCAS the CASes
+	// (and other atomics) that reached memory nodes, per operation.
+	KVHits, AddrHits, Misses uint64
+	AtomicsPerOp             float64
+	// Ratio is the index-offload ratio in force at the window's end (FlexKV), per seed;
+	// Settled how many seeds' knobs had settled by the window.
+	Ratio   []float64
+	Settled int
+	// CV is the coefficient of variation of the proxies' load (index RPCs served per compute
+	// node) over the manager's periods in the window, Proxied the share of accesses that fell
+	// on proxied partitions (both means over seeds; FlexKV's variants only).
+	CV, Proxied float64
+	// Periods counts the manager periods CV and Proxied are read over (every seed's).
+	Periods        int
+	Warmup, Window time.Duration
+	Converged      bool
+}
+
+// FlexSwitchSample is one manager period of Fig. 18.
+type FlexSwitchSample struct {
+	// At is the period's end since the start of the run, Workload the workload running,
+	// Throughput the period's operations per second, Ratio the offload ratio in force during
+	// it, Next the one the knob chose, Settled whether its round had ended.
+	At         time.Duration
+	Workload   string
+	Throughput float64
+	Ratio      float64
+	Next       float64
+	Settled    bool
+	Reassigned bool
+}
+
+// FlexSwitch is Fig. 18 for one seed.
+type FlexSwitch struct {
+	Seed    uint64
+	Samples []FlexSwitchSample
+	// SettledBefore and SettledAfter are the ratios the knob settled at before and after the
+	// switch (-1: it did not; after the switch, a round begun after it), AfterPeriods how many
+	// periods after the switch that took.
+	SettledBefore, SettledAfter float64
+	AfterPeriods                int
+	// Wall is how long the run took (progress only; it is not printed in the tables).
+	Wall time.Duration `json:"-"`
+}
+
+// FlexResult is a run's points.
+type FlexResult struct {
+	Config  FlexConfig
+	Model   string
+	Points  []FlexPoint
+	Band    []FlexPoint
+	Switch  []FlexSwitch
+	KeyNote string
+}
+
+// Point returns the point of fig, workload, system and clients (zero if absent).
+func (r *FlexResult) Point(fig, workload, system string, clients int) FlexPoint {
+	for _, p := range r.Points {
+		if p.Fig == fig && p.Workload == workload && p.System == system && p.Clients == clients {
+			return p
+		}
+	}
+	return FlexPoint{}
+}
+
+// RunFlex runs the configured figures; progress (if not nil) gets a line per point.
+func RunFlex(ctx context.Context, cfg FlexConfig, progress io.Writer) (*FlexResult, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	res := &FlexResult{Config: cfg, Model: FlexModel(1, 0, 0).Name}
+	var specs []flexSpec
+	if cfg.has(figFlexYCSB) {
+		for _, w := range cfg.Workloads {
+			for _, sys := range []string{FlexSys, AcesoSys, RaceSys} {
+				for _, n := range cfg.Clients {
+					specs = append(specs, flexSpec{fig: figFlexYCSB, workload: w, system: sys, clients: n})
+				}
+			}
+		}
+	}
+	if cfg.has(figFlexAblation) {
+		for _, w := range cfg.Workloads {
+			for _, st := range []string{AblBase, AblProxy, AblRank, AblKVCache} {
+				specs = append(specs, flexSpec{fig: figFlexAblation, workload: w, system: st, clients: cfg.top()})
+			}
+		}
+	}
+	for _, sp := range specs {
+		p, err := runFlexPoint(ctx, cfg, sp, progress)
+		if err != nil {
+			return nil, err
+		}
+		res.Points = append(res.Points, p)
+	}
+	if cfg.has(figFlexYCSB) {
+		bw := cfg.BandWorkloads
+		if len(bw) == 0 {
+			bw = cfg.Workloads
+		}
+		for _, v := range cfg.Band {
+			for _, w := range bw {
+				if !slices.Contains(cfg.Workloads, w) {
+					continue
+				}
+				for _, sys := range []string{FlexSys, AcesoSys, RaceSys} {
+					p, err := runFlexPoint(ctx, cfg, flexSpec{fig: figFlexYCSB, workload: w, system: sys, clients: cfg.top(), variant: v}, progress)
+					if err != nil {
+						return nil, err
+					}
+					res.Band = append(res.Band, p)
+				}
+			}
+		}
+	}
+	if cfg.has(figFlexSwitch) {
+		runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (FlexSwitch, error) {
+			return runFlexSwitch(cfg, seed)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range runs {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("repro: flexkv fig. 18, seed %d: %w", cfg.Seeds[i], errs[i])
+			}
+			if progress != nil {
+				fmt.Fprintf(progress, "flexkv fig 18 seed %d: settled %.1f then %.1f (%d periods after the switch), %v wall\n",
+					r.Seed, r.SettledBefore, r.SettledAfter, r.AfterPeriods, r.Wall.Round(time.Millisecond))
+			}
+			res.Switch = append(res.Switch, r)
+		}
+	}
+	return res, nil
+}
+
+// flexRun is one seed's run of a point.
+type flexRun struct {
+	ops, errs              uint64
+	tput                   float64
+	kv, addr, miss         uint64
+	atomics                uint64
+	ratio                  float64
+	settled                bool
+	cv, proxied            float64
+	warmup, window         time.Duration
+	converged              bool
+	periodsCV, periodsProx []float64
+}
+
+func runFlexPoint(ctx context.Context, cfg FlexConfig, sp flexSpec, progress io.Writer) (FlexPoint, error) {
+	start := time.Now()
+	runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (flexRun, error) { return runFlexSeed(cfg, sp, seed) })
+	if err != nil {
+		return FlexPoint{}, err
+	}
+	p := FlexPoint{Fig: sp.fig, Workload: sp.workload, System: sp.system, Clients: sp.clients, Converged: true}
+	if !sp.variant.IsZero() {
+		p.Variant = sp.variant.String()
+	}
+	var cvs, prox []float64
+	for i, r := range runs {
+		if errs[i] != nil {
+			return p, fmt.Errorf("repro: flexkv %s %s %s at %d clients, seed %d: %w", sp.fig, sp.workload, sp.system, sp.clients, cfg.Seeds[i], errs[i])
+		}
+		p.Ops += r.ops
+		p.Errors += r.errs
+		p.PerSeed = append(p.PerSeed, r.tput)
+		p.KVHits += r.kv
+		p.AddrHits += r.addr
+		p.Misses += r.miss
+		p.AtomicsPerOp += float64(r.atomics)
+		p.Warmup = max(p.Warmup, r.warmup)
+		p.Window = max(p.Window, r.window)
+		p.Converged = p.Converged && r.converged
+		if sp.system == FlexSys || sp.system == AblAdaptive {
+			p.Ratio = append(p.Ratio, r.ratio)
+			if r.settled {
+				p.Settled++
+			}
+		}
+		p.Periods += len(r.periodsCV)
+		if len(r.periodsCV) > 0 {
+			cvs = append(cvs, r.cv)
+			prox = append(prox, r.proxied)
+		}
+	}
+	p.AtomicsPerOp /= math.Max(1, float64(p.Ops))
+	p.Throughput, p.ThroughputCI = MeanCI(p.PerSeed)
+	if len(cvs) > 0 {
+		p.CV, _ = MeanCI(cvs)
+		p.Proxied, _ = MeanCI(prox)
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "flexkv fig %s %s %-16s %3d clients %s: %.2f Mops/s ± %.2f (%v wall)\n", sp.fig, sp.workload, sp.system, sp.clients,
+			sp.variant, p.Throughput/1e6, p.ThroughputCI/1e6, time.Since(start).Round(time.Millisecond))
+	}
+	return p, nil
+}
+
+// flexKind returns the index kind of a system or ablation step, and the manager's options
+// (nil: no manager).
+func (c FlexConfig) flexKind(system string, budget int64) (kvstore.IndexKind, *kvstore.ManagerOptions) {
+	k := &kvstore.FlexKV{CacheEntries: int(max(1, budget/flexEntry))}
+	k.Params = c.raceParams()
+	// FlexKV's knob starts at 0.5 here (the paper's starts at 0; Fig. 18 does): a round from
+	// the middle explores both directions within the warm-up.
+	mo := &kvstore.ManagerOptions{Period: c.Period, Step: c.Step, NodeMemory: budget, EntryBytes: flexEntry, Window: flexWindow, Ratio: 0.5}
+	switch system {
+	case RaceSys:
+		// Three copies of every pair, as every system of the paper's evaluation keeps.
+		return kvstore.Race{Params: k.Params}, nil
+	case AcesoSys, AblBase:
+		k.NoProxy = true
+		return k, nil
+	case AblProxy:
+		k.NoKVCache = true
+		mo.Static, mo.Fixed, mo.Ratio = true, true, 0.2
+	case AblRank:
+		k.NoKVCache = true
+		mo.Fixed, mo.Ratio = true, 0.2
+	case AblKVCache:
+		mo.Fixed, mo.Ratio = true, 0.2
+	}
+	return k, mo
+}
+
+// flexWindow is the manager's hotness window in periods (see kvstore.ManagerOptions.Window):
+// a period of milliseconds samples a few thousand accesses, too few to rank 2^Depth
+// partitions by themselves.
+const flexWindow = 8
+
+// raceParams lays the table out for the key count: 2^Depth subtables whose capacity is about
+// 2.5 times the keys each holds at the load (a load factor of 40%, as an extendible table
+// settles at between splits), and three copies of every pair.
+func (c FlexConfig) raceParams() race.Params {
+	perPart := float64(c.Keys) / float64(int(1)<<c.Depth)
+	groups := 1
+	for float64(groups*3*8) < 2.5*perPart {
+		groups *= 2
+	}
+	return race.Params{InitialDepth: int(c.Depth), Groups: groups, Replicas: kvstore.DefaultReplicas}
+}
+
+// flexEntry is the bytes a cache entry is charged: the pair and its bookkeeping (key string,
+// FIFO slot, slot address).
+const flexEntry = flexPair + 32
+
+// flexAlloc is every allocator's options (leases long enough never to expire in a run).
+var flexAlloc = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+
+// flexCluster is a loaded store on a fresh simulation, with the point's client memories.
+type flexCluster struct {
+	s     *sim.Sim
+	store *kvstore.Store
+	kind  kvstore.IndexKind
+	keys  [][]byte
+	mems  []farmem.Memory
+	sess  []*kvstore.Session
+	next  int64 // the next key number to insert (workload D)
+	close func()
+}
+
+// openFlexCluster creates the simulation of a point, opens the store of system on it and
+// loads cfg.Keys pairs with the point's clients (each inserting a share). It runs inside the
+// simulation.
+func openFlexCluster(ctx context.Context, s *sim.Sim, cfg FlexConfig, kind kvstore.IndexKind, clients int) (*flexCluster, error) {
+	comp := s.Topology().ComputeNodes()
+	// Small chunks and a large symmetric area: every client claims its own chunks of the
+	// symmetric area (race's replicated blocks), and there are up to 1,600 clients.
+	mem := s.Topology().MemoryNodes()
+	info, _ := s.Topology().Node(mem[0])
+	format := alloc.FormatOptions{ChunkSize: alloc.MinChunkSize, SymmetricSize: info.Size / 2}
+	st, err := kvstore.Open(ctx, s, kvstore.Options{Index: kind, Alloc: flexAlloc, Format: format, Sync: kvstore.Optimistic, Nodes: comp[:1]})
+	if err != nil {
+		return nil, err
+	}
+	fc := &flexCluster{s: s, store: st, kind: kind, next: int64(cfg.Keys)}
+	fc.keys = make([][]byte, cfg.Keys)
+	for i := range fc.keys {
+		fc.keys[i] = generator.AppendKey(nil, int64(i), 0, false)
+	}
+	n := clients * cfg.InFlight
+	for i := range n {
+		m, err := s.Open(ctx, comp[i%len(comp)])
+		if err != nil {
+			fc.shut()
+			return nil, err
+		}
+		fc.mems = append(fc.mems, m)
+		ss, err := st.SessionOn(ctx, m)
+		if err != nil {
+			fc.shut()
+			return nil, err
+		}
+		fc.sess = append(fc.sess, ss)
+	}
+	val := make([]byte, flexValue)
+	g := s.NewGroup()
+	var loadErr error
+	for i, ss := range fc.sess {
+		g.Go(func() {
+			for j := i; j < cfg.Keys; j += n {
+				if err := ss.Insert(ctx, fc.keys[j], val); err != nil && loadErr == nil {
+					loadErr = fmt.Errorf("repro: flexkv load of key %d: %w", j, err)
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		fc.shut()
+		return nil, err
+	}
+	if loadErr != nil {
+		fc.shut()
+		return nil, loadErr
+	}
+	return fc, nil
+}
+
+func (fc *flexCluster) shut() {
+	for _, ss := range fc.sess {
+		_ = ss.Close()
+	}
+	for _, m := range fc.mems {
+		_ = m.Close()
+	}
+	_ = fc.store.Close()
+}
+
+// flexMemory is a point's memory-node size: every pair kept three times (race's replicas) over
+// three nodes, the index and slack for out-of-place updates.
+func flexMemory(keys int) uint64 {
+	need := uint64(keys) * 256 * 8
+	return max(128<<20, (need+(1<<20)-1)/(1<<20)*(1<<20))
+}
+
+// flexShared is each compute node's shared area: room for every partition's copy (the ratio
+// can reach 1) and the node area's own needs.
+func flexShared(keys int) uint64 {
+	return uint64(keys)*64/flexNodes + 4<<20
+}
+
+// runFlexSeed runs one point with one seed: a fresh cluster, the store loaded, the manager
+// started (FlexKV's variants), closed-loop clients, a warm-up until throughput converges
+// (and at least the configured minimum, which covers the knob's first round), then a window.
+func runFlexSeed(cfg FlexConfig, sp flexSpec, seed uint64) (flexRun, error) {
+	mix, err := flexMix(sp.workload)
+	if err != nil {
+		return flexRun{}, err
+	}
+	perNode := (sp.clients*cfg.InFlight + flexNodes - 1) / flexNodes
+	model := FlexModel(perNode, flexMemory(cfg.Keys), flexShared(cfg.Keys))
+	cfg.Costs.apply(&model)
+	sp.variant.apply(&model)
+	s, err := sim.New(model, seed)
+	if err != nil {
+		return flexRun{}, err
+	}
+	defer s.Close()
+	budget := int64(cfg.MemoryShare * float64(cfg.Keys) * flexPair)
+	kind, mo := cfg.flexKind(sp.system, budget)
+	dist, err := newKeyDist(Scrambled, uint64(cfg.Keys), generator.ZipfianTheta)
+	if err != nil {
+		return flexRun{}, err
+	}
+	out := flexRun{}
+	var runErr error
+	s.Run(func() {
+		ctx := context.Background()
+		fc, err := openFlexCluster(ctx, s, cfg, kind, sp.clients)
+		if err != nil {
+			runErr = err
+			return
+		}
+		defer fc.shut()
+		rt := s.Runtime()
+		var periods []kvstore.ManagerPeriod
+		measuring, stop := false, false
+		mctx, stopManager := context.WithCancel(ctx)
+		g := s.NewGroup()
+		if mo != nil {
+			from := rt.Now().Add(3 * cfg.Period)
+			mo.Trace = func(p kvstore.ManagerPeriod) {
+				// The load balance is read over every period after the first assignment
+				// (a window of a few milliseconds holds too few periods).
+				if p.At >= from && !stop {
+					periods = append(periods, p)
+				}
+				out.ratio, out.settled = p.Next, p.Settled
+			}
+			g.Go(func() { _ = fc.store.RunManager(mctx, *mo) })
+		}
+		var done, ops, errs uint64
+		val := make([]byte, flexValue)
+		for i, ss := range fc.sess {
+			g.Go(func() {
+				r := fc.mems[i].Runtime().Rand()
+				for !stop {
+					err := fc.op(ctx, ss, mix, dist, r, val)
+					done++
+					if !measuring {
+						continue
+					}
+					if err != nil {
+						errs++
+						continue
+					}
+					ops++
+				}
+			})
+		}
+		var before kvstore.FlexStats
+		g.Go(func() {
+			defer stopManager()
+			out.converged, out.warmup = warmUp(ctx, rt, cfg.Measure, &done, nil, false)
+			s.ResetStats()
+			before = fc.flexStats()
+			from := rt.Now()
+			measuring = true
+			measureWindow(ctx, rt, cfg.Measure, from, &ops, nil)
+			measuring, stop = false, true
+			out.window = rt.Now().Sub(from)
+			st := s.Report().Stats
+			v := st.Verbs[farmem.TargetMemory]
+			out.atomics = v[farmem.OpCAS] + v[farmem.OpFAA] + v[farmem.OpMaskedCAS]
+			after := fc.flexStats()
+			out.kv, out.addr, out.miss = after.KVHits-before.KVHits, after.AddrHits-before.AddrHits, after.Misses-before.Misses
+		})
+		if err := g.Wait(); err != nil {
+			runErr = err
+			return
+		}
+		out.ops, out.errs = ops, errs
+		for _, p := range periods {
+			if len(p.Served) > 0 {
+				out.periodsCV = append(out.periodsCV, p.CV())
+				out.periodsProx = append(out.periodsProx, p.Proxied)
+			}
+		}
+		out.cv, _ = MeanCI(out.periodsCV)
+		out.proxied, _ = MeanCI(out.periodsProx)
+	})
+	if runErr != nil {
+		return out, runErr
+	}
+	out.tput = float64(out.ops) / out.window.Seconds()
+	return out, nil
+}
+
+// op runs one operation of mix: an update, an insert of a new key (workload D) or a search
+// of a key drawn from dist.
+func (fc *flexCluster) op(ctx context.Context, ss *kvstore.Session, mix flexWorkload, dist keyDist, r *rand.Rand, val []byte) error {
+	x := r.IntN(100)
+	switch {
+	case x < mix.update:
+		return ss.Update(ctx, fc.keys[dist.Next(r)], val)
+	case x < mix.update+mix.insert:
+		k := generator.AppendKey(nil, fc.next, 0, false)
+		fc.next++
+		return ss.Insert(ctx, k, val)
+	}
+	_, err := ss.Get(ctx, fc.keys[dist.Next(r)])
+	return err
+}
+
+// flexStats sums the FlexKV counters of every compute node (zero for other kinds).
+func (fc *flexCluster) flexStats() kvstore.FlexStats {
+	k, ok := fc.kind.(*kvstore.FlexKV)
+	if !ok {
+		return kvstore.FlexStats{}
+	}
+	var sum kvstore.FlexStats
+	for _, n := range fc.s.Topology().ComputeNodes() {
+		st, _ := k.Stats(n)
+		sum.KVHits += st.KVHits
+		sum.AddrHits += st.AddrHits
+		sum.Misses += st.Misses
+		sum.Served += st.Served
+	}
+	return sum
+}
+
+// runFlexSwitch is Fig. 18 for one seed: FlexKV at the largest client count under workload B
+// until SwitchAt, then A until SwitchEnd, the manager's periods recorded.
+func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
+	wall := time.Now()
+	out := FlexSwitch{Seed: seed, SettledBefore: -1, SettledAfter: -1}
+	n := cfg.top()
+	perNode := (n*cfg.InFlight + flexNodes - 1) / flexNodes
+	model := FlexModel(perNode, flexMemory(cfg.Keys), flexShared(cfg.Keys))
+	cfg.Costs.apply(&model)
+	s, err := sim.New(model, seed)
+	if err != nil {
+		return out, err
+	}
+	defer s.Close()
+	budget := int64(cfg.MemoryShare * float64(cfg.Keys) * flexPair)
+	kind, mo := cfg.flexKind(FlexSys, budget)
+	mo.Ratio = 0 // Algorithm 2's start, as in the paper's run
+	dist, err := newKeyDist(Scrambled, uint64(cfg.Keys), generator.ZipfianTheta)
+	if err != nil {
+		return out, err
+	}
+	var runErr error
+	s.Run(func() {
+		ctx := context.Background()
+		fc, err := openFlexCluster(ctx, s, cfg, kind, n)
+		if err != nil {
+			runErr = err
+			return
+		}
+		defer fc.shut()
+		rt := s.Runtime()
+		t0 := rt.Now()
+		// A period is labelled by when it ended (its trace comes after the hand-overs it ran).
+		// After the switch the knob must start a round (the read share changed) and settle it:
+		// AfterPeriods counts the periods from the first that ended after the switch to the
+		// one that settled the new round.
+		first, restarted := -1, false
+		mo.Trace = func(p kvstore.ManagerPeriod) {
+			at := p.At.Sub(t0)
+			smp := FlexSwitchSample{At: at, Workload: "B", Throughput: p.Throughput, Ratio: p.Ratio, Next: p.Next, Settled: p.Settled, Reassigned: p.Reassigned}
+			if at >= cfg.SwitchAt {
+				smp.Workload = "A"
+				if first < 0 {
+					first = len(out.Samples)
+				}
+			}
+			out.Samples = append(out.Samples, smp)
+			switch {
+			case first < 0:
+				if p.Settled && out.SettledBefore < 0 {
+					out.SettledBefore = p.Next
+				}
+			case !p.Settled:
+				restarted = true
+			case restarted && out.SettledAfter < 0:
+				out.SettledAfter = p.Next
+				out.AfterPeriods = len(out.Samples) - first
+			}
+		}
+		mctx, stopManager := context.WithCancel(ctx)
+		g := s.NewGroup()
+		g.Go(func() { _ = fc.store.RunManager(mctx, *mo) })
+		stop := false
+		mix, _ := flexMix("B")
+		val := make([]byte, flexValue)
+		for i, ss := range fc.sess {
+			g.Go(func() {
+				r := fc.mems[i].Runtime().Rand()
+				for !stop {
+					_ = fc.op(ctx, ss, mix, dist, r, val)
+				}
+			})
+		}
+		g.Go(func() {
+			defer stopManager()
+			_ = rt.Sleep(ctx, cfg.SwitchAt)
+			mix, _ = flexMix("A")
+			_ = rt.Sleep(ctx, cfg.SwitchEnd-cfg.SwitchAt)
+			stop = true
+		})
+		runErr = g.Wait()
+	})
+	out.Wall = time.Since(wall)
+	return out, runErr
+}
