@@ -1,6 +1,7 @@
 package repro
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -98,8 +99,8 @@ func (r *SwarmResult) WriteText(w io.Writer) error {
 	c := r.Config
 	var b strings.Builder
 	fmt.Fprintf(&b, "SWARM reproduction: %s; 3 replicas of each object on 3 of the 4 memory nodes (majority 2), 64-byte values; seeds %v\n", r.Model, c.Seeds)
-	fmt.Fprintf(&b, "Model: one-way latency %v and memory-node READ/atomic service %v (calibrated on the paper's RAW medians, 1.6µs update and 1.9µs get), memory-node WRITE service %v (ConnectX-4: 150M msg/s), client CPU %v per verb (unpinned: band below), 8 cores per client server, 12.5 GB/s ports.\n",
-		r.Latency, r.MemRead, r.MemWrite, r.OpCPU)
+	fmt.Fprintf(&b, "Model: one-way latency %v plus up to %v of jitter (the paper's P1-P99 spread of gets) and memory-node READ/atomic service %v (calibrated on the paper's RAW medians, 1.6µs update and 1.9µs get), memory-node WRITE service %v (ConnectX-4: 150M msg/s), client CPU %v per verb (unpinned: band below), 8 cores per client server, 12.5 GB/s ports.\n",
+		r.Latency, r.Jitter, r.MemRead, r.MemWrite, r.OpCPU)
 	fmt.Fprintf(&b, "Objects are keyed directly: in the paper's steady state every key's location is in the client's index cache, so gets and updates go to the replicas with no index access (SWARM-KV's index is not in this run). Keys are YCSB's scrambled Zipfian (0.99). Each client runs its operations one at a time: a warm-up, then the window; the window's two halves' median latencies are printed as its convergence check. Medians are means over seeds of each seed's median ±95%% (Student's t); ratios are means of per-seed ratios ±95%%.\n")
 	if len(r.Fig5) > 0 {
 		fmt.Fprintf(&b, "\nTable 2: round trips per operation, Fig. 5's workload (common = median; p99; max), beside the paper's (common/p99)\n")
@@ -255,4 +256,55 @@ func (a SwarmAgg) OneRoundTripUpdates() float64 {
 		}
 	}
 	return float64(n) / math.Max(1, float64(len(urt)))
+}
+
+// swarmJSONPoint is one point of WriteJSON's output.
+type swarmJSONPoint struct {
+	Figure                         string
+	System                         string
+	Clients, Keys, ReadPct, Words  int
+	Variant                        string `json:",omitempty"`
+	GetMedianUS, UpdateMedianUS    []float64
+	GetRoundTrips, UpdateRoundTrip map[uint64]int
+	Errors                         int
+}
+
+func (a SwarmAgg) jsonPoint(fig, variant string) swarmJSONPoint {
+	gs, ups := a.seedMedians()
+	_, _, grt, urt, errs := a.all()
+	hist := func(xs []uint64) map[uint64]int {
+		h := map[uint64]int{}
+		for _, x := range xs {
+			h[x]++
+		}
+		return h
+	}
+	return swarmJSONPoint{Figure: fig, System: a.System, Clients: a.Clients, Keys: a.Keys, ReadPct: a.Reads, Words: a.Words,
+		Variant: variant, GetMedianUS: gs, UpdateMedianUS: ups, GetRoundTrips: hist(grt), UpdateRoundTrip: hist(urt), Errors: errs}
+}
+
+// WriteJSON writes every point: per-seed medians and round-trip histograms.
+func (r *SwarmResult) WriteJSON(w io.Writer) error {
+	var pts []swarmJSONPoint
+	for _, a := range r.Fig5 {
+		pts = append(pts, a.jsonPoint("5", ""))
+	}
+	for i, row := range r.Band {
+		for _, a := range row {
+			pts = append(pts, a.jsonPoint("5", r.Config.Band[i].String()))
+		}
+	}
+	if r.Fig12 != nil {
+		pts = append(pts, r.Fig12.jsonPoint("12", ""))
+	}
+	for _, a := range r.Fig13 {
+		pts = append(pts, a.jsonPoint("13", ""))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Model  string
+		Seeds  []uint64
+		Points []swarmJSONPoint
+	}{r.Model, r.Config.Seeds, pts})
 }

@@ -12,10 +12,10 @@ import (
 // SwarmResult is a run of the SWARM reproduction.
 type SwarmResult struct {
 	Config SwarmConfig
-	// Model names the testbed model; Latency is its one-way latency, MemRead its memory
+	// Model names the testbed model; Latency is its one-way latency, Jitter its links' spread, MemRead its memory
 	// node's READ and atomic service, MemWrite its WRITE service, OpCPU its client CPU per verb.
-	Model                             string
-	Latency, MemRead, MemWrite, OpCPU time.Duration
+	Model                                     string
+	Latency, Jitter, MemRead, MemWrite, OpCPU time.Duration
 	// Fig5 holds RAW, SWARM and DM-ABD at Fig. 5's point (Table 2 comes from the same runs);
 	// Band the same three rerun at each variant of Config.Band.
 	Fig5 []SwarmAgg
@@ -47,7 +47,7 @@ func RunSwarm(ctx context.Context, c SwarmConfig, progress io.Writer) (*SwarmRes
 		return nil, err
 	}
 	m := SwarmModel(2, 1<<20)
-	res := &SwarmResult{Config: c, Model: m.Name, Latency: m.MemoryLatency, MemRead: m.MemoryNIC.Verb[farmem.OpRead],
+	res := &SwarmResult{Config: c, Model: m.Name, Latency: m.MemoryLatency, Jitter: m.Jitter, MemRead: m.MemoryNIC.Verb[farmem.OpRead],
 		MemWrite: m.MemoryNIC.Verb[farmem.OpWrite], OpCPU: m.OpCPU}
 	point := func(pt swarmPoint, v Variant) (SwarmAgg, error) {
 		start := time.Now()
@@ -63,7 +63,7 @@ func RunSwarm(ctx context.Context, c SwarmConfig, progress io.Writer) (*SwarmRes
 			}
 		}
 		a := SwarmAgg{System: pt.sys, Clients: pt.clients, Keys: pt.keys, Reads: pt.reads, Words: pt.words, Runs: runs}
-		swarmProgress(progress, "swarm: fig %s %s (%v, words %d) in %v\n", pt.fig, a.point(), v, pt.words, time.Since(start).Round(time.Millisecond))
+		swarmProgress(progress, "swarm: fig %s %s, %d words (0: one per writer), %v: %v\n", pt.fig, a.point(), pt.words, v, time.Since(start).Round(time.Millisecond))
 		return a, nil
 	}
 	systems := []string{SysRAW, SysSWARM, SysDMABD}

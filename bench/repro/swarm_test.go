@@ -13,7 +13,7 @@ import (
 // tinySwarm is every figure of the SWARM reproduction small enough for the race detector.
 func tinySwarm() repro.SwarmConfig {
 	c := repro.SwarmQuick()
-	c.Keys, c.Fig13Keys, c.Warmup, c.Ops, c.ContendedWarmup, c.ContendedOps = 20, 20, 20, 60, 10, 30
+	c.Keys, c.Fig13Keys, c.Warmup, c.Ops, c.ContendedWarmup, c.ContendedOps = 12, 12, 10, 40, 5, 20
 	c.Seeds, c.Band, c.Words = []uint64{1}, nil, []int{1, 64}
 	return c
 }
@@ -21,8 +21,8 @@ func tinySwarm() repro.SwarmConfig {
 // TestSwarmRoundTrips runs a tiny configuration of every figure and checks what the
 // protocols must do: Table 2's common case (RAW 1/1, SWARM 1/1, DM-ABD 2/2) at the median,
 // no failed operation, SWARM's contended updates within 4 round trips with a word per writer
-// (Fig. 12), and more one-round-trip updates with a word per writer than with one shared word
-// (Fig. 13).
+// (Fig. 12), and more one-round-trip updates with a word per writer than with one shared word,
+// over 80% of them even with 64 clients on 12 keys (Fig. 13).
 func TestSwarmRoundTrips(t *testing.T) {
 	t.Parallel()
 	r, err := repro.RunSwarm(context.Background(), tinySwarm(), nil)
@@ -44,7 +44,7 @@ func TestSwarmRoundTrips(t *testing.T) {
 	require.Len(t, r.Fig13, 4)
 	for _, i := range []int{0, 2} { // YCSB B, then A: 1 word, then 64
 		require.Less(t, r.Fig13[i].OneRoundTripUpdates(), r.Fig13[i+1].OneRoundTripUpdates())
-		require.Greater(t, r.Fig13[i+1].OneRoundTripUpdates(), 0.9)
+		require.Greater(t, r.Fig13[i+1].OneRoundTripUpdates(), 0.8)
 	}
 }
 
