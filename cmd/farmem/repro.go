@@ -43,7 +43,8 @@ budgeted at under 30 minutes on 2 cores, about 20 s with --quick); dolphin (Dolp
 and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio over the model's
 unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply); selcc
 (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
---workers, --out).
+--workers, --out); swarm (SWARM §7: Table 2, Figs. 5, 12 and 13 against RAW and DM-ABD, with
+--quick, --seeds, --workers, --out).
 
 `)
 		fs.PrintDefaults()
@@ -70,8 +71,10 @@ unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, 
 		return runReproSelcc(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
 	case paper == "dolphin":
 		return runReproDolphin(ctx, *quick, *seeds, *workers, *out, *quiet, stdout, stderr)
+	case paper == "swarm":
+		return runReproSwarm(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
 	case paper != "cider":
-		return usageErr("unknown paper %q (want cider, dolphin or selcc)", paper)
+		return usageErr("unknown paper %q (want cider, dolphin, selcc or swarm)", paper)
 	}
 	cfg := repro.CiderFull()
 	if *quick {
