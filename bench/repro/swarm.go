@@ -110,6 +110,10 @@ const (
 	// 2.8µs, §7.1). The one-way latency is lowered by its mean so that RAW's medians stay
 	// calibrated.
 	swarmJitter = 300 * time.Nanosecond
+	// swarmTick is the timestamp unit of Safe-Guess's guesses: the authors' artifact ticks
+	// every MIN_RTT/3 = 1400ns/3 (swarm-kv's tspointers); ds/maxreg's default is 1µs. Under
+	// contention a coarser tick makes concurrent writers' guesses collide more often.
+	swarmTick = 466 * time.Nanosecond
 	// swarmCores is a client server's cores on the NIC's socket (Table 1: two 8-core Xeon Gold
 	// 6244, the runs on socket 0).
 	swarmCores = 8
@@ -196,7 +200,7 @@ func (pt swarmPoint) params(per int) (maxreg.Params, abd.Params) {
 	if pt.keys == 1 {
 		slots = maxreg.MaxSlots // one key: every update reuses its writer's buffers
 	}
-	sp := maxreg.Params{Words: words, Slots: slots, ValueSize: 64, Writers: writers,
+	sp := maxreg.Params{Words: words, Slots: slots, ValueSize: 64, Writers: writers, Tick: swarmTick,
 		Lease: 100 * time.Microsecond, Skew: 10 * time.Microsecond}
 	return sp, abd.Params{ValueSize: 64, Writers: writers, Slots: slots}
 }
