@@ -36,8 +36,10 @@ type SwarmConfig struct {
 	// Warmup and Ops are each client's operations before and in the window, for Fig. 5;
 	// ContendedWarmup and ContendedOps for Figs. 12 and 13.
 	Warmup, Ops, ContendedWarmup, ContendedOps int
-	// Words are Fig. 13's metadata words per key (the paper: 1, 4, 16, 64).
-	Words []int
+	// Words are Fig. 13's metadata words per key (the paper: 1, 4, 16, 64), Fig13Clients its
+	// clients (the paper: 64; at most 64).
+	Words        []int
+	Fig13Clients int
 	// Figures selects what runs, of "5" (with Table 2), "12", "13" (default all).
 	Figures []string
 	// Seeds and Workers are as in CiderConfig; Band lists the unpinned costs Fig. 5's
@@ -52,7 +54,7 @@ type SwarmConfig struct {
 // CPU per verb (50ns and 200ns).
 func SwarmFull() SwarmConfig {
 	return SwarmConfig{Keys: 1000, Fig13Keys: 500, Warmup: 1000, Ops: 4000, ContendedWarmup: 300, ContendedOps: 1000,
-		Words: []int{1, 4, 16, 64}, Seeds: []uint64{1, 2, 3},
+		Words: []int{1, 4, 16, 64}, Fig13Clients: 64, Seeds: []uint64{1, 2, 3},
 		Band: []Variant{{OpCPU: 50 * time.Nanosecond}, {OpCPU: 200 * time.Nanosecond}}}
 }
 
@@ -85,6 +87,8 @@ func (c SwarmConfig) check() error {
 		return bad("operations per client: warm-up %d/%d, window %d/%d", c.Warmup, c.ContendedWarmup, c.Ops, c.ContendedOps)
 	case slices.ContainsFunc(c.Words, func(w int) bool { return w < 1 || w > 64 }):
 		return bad("words %v: want 1 to 64", c.Words)
+	case c.Fig13Clients < 1 || c.Fig13Clients > 64:
+		return bad("Fig. 13 with %d clients: want 1 to 64", c.Fig13Clients)
 	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
 		return bad("band %v: each variant sets a positive cost", c.Band)
 	}

@@ -167,7 +167,7 @@ func (r *SwarmResult) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "(gets' third column is 3 or more round trips; the most an update took: %d; errors: %d)\n", swarmQuantile(urt, 1), errs)
 	}
 	if len(r.Fig13) > 0 {
-		fmt.Fprintf(&b, "\nFig. 13: the max substitute, SWARM, 64 clients (16 per client server), %d keys, %d operations per client after %d of warm-up: share of one-round-trip updates and medians by metadata words per key\n", c.Fig13Keys, c.ContendedOps, c.ContendedWarmup)
+		fmt.Fprintf(&b, "\nFig. 13: the max substitute, SWARM, %d clients (%d per client server), %d keys, %d operations per client after %d of warm-up: share of one-round-trip updates and medians by metadata words per key\n", c.Fig13Clients, (c.Fig13Clients+3)/4, c.Fig13Keys, c.ContendedOps, c.ContendedWarmup)
 		tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "workload\twords\t1-RT updates\tpaper\tget p50 µs\t1-RT update p50 µs\terrors\t")
 		for _, a := range r.Fig13 {

@@ -20,7 +20,7 @@ type SwarmResult struct {
 	// Band the same three rerun at each variant of Config.Band.
 	Fig5 []SwarmAgg
 	Band [][]SwarmAgg
-	// Fig12 is SWARM with 16 clients on one key, YCSB A; Fig13 SWARM with 64 clients at each
+	// Fig12 is SWARM with 16 clients on one key, YCSB A; Fig13 SWARM with Fig13Clients at each
 	// of Config.Words, on YCSB B then YCSB A.
 	Fig12 *SwarmAgg
 	Fig13 []SwarmAgg
@@ -97,7 +97,7 @@ func RunSwarm(ctx context.Context, c SwarmConfig, progress io.Writer) (*SwarmRes
 	if c.has("13") {
 		for _, reads := range []int{95, 50} {
 			for _, w := range c.Words {
-				a, err := point(swarmPoint{fig: "13", sys: SysSWARM, clients: 64, keys: c.Fig13Keys, reads: reads, words: w,
+				a, err := point(swarmPoint{fig: "13", sys: SysSWARM, clients: c.Fig13Clients, keys: c.Fig13Keys, reads: reads, words: w,
 					warmup: c.ContendedWarmup, ops: c.ContendedOps}, Variant{})
 				if err != nil {
 					return nil, err
