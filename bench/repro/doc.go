@@ -63,6 +63,16 @@
 // kvstore states both); [FlexResult.WritePaper] sets the paper's surviving ratios beside the
 // run's. [FlexQuick] pins the code; [FlexFull] is what kvstore/README.md shows.
 //
+// # SWARM
+//
+// [RunSwarm] is the SWARM paper's §7 on [SwarmModel] (ConnectX-6 clients, ConnectX-4 memory
+// nodes, one switch hop; calibrated on the paper's RAW medians): Table 2 and Fig. 5 (4 clients,
+// YCSB B), Fig. 12 (16 clients on one key) and Fig. 13 (64 clients, 1-64 metadata words) for
+// ds/swarm's register against RAW and DM-ABD (bench/baseline/abd), objects keyed directly (the
+// paper's steady state, every location cached). Latency medians per seed, ratios with their
+// intervals and a band over the CPU per verb; [SwarmResult.WriteText] sets the paper's figures
+// beside them. It counts operations, not virtual time, for its warm-up and window.
+//
 // Measurement ([Measure]): each point runs on a fresh cluster once per seed. The warm-up lasts
 // until three successive steps of virtual time agree on throughput within a tolerance (capped;
 // a point that reaches the cap is starred in the tables); the window then lasts until it holds a

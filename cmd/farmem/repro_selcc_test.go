@@ -17,5 +17,5 @@ func TestReproSelccUsage(t *testing.T) {
 	require.Contains(t, errOut, "--workers")
 	_, errOut, code = cli(t, "repro", "nosuch")
 	require.Equal(t, 2, code, errOut)
-	require.Contains(t, errOut, "cider, dolphin, flexkv or selcc")
+	require.Contains(t, errOut, "cider, dolphin, flexkv, selcc or swarm")
 }

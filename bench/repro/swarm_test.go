@@ -1,0 +1,85 @@
+package repro_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/bench/repro"
+)
+
+// tinySwarm is every figure of the SWARM reproduction small enough for the race detector.
+func tinySwarm() repro.SwarmConfig {
+	c := repro.SwarmQuick()
+	c.Keys, c.Fig13Keys, c.Warmup, c.Ops, c.ContendedWarmup, c.ContendedOps = 12, 12, 10, 40, 5, 20
+	c.Seeds, c.Band, c.Words, c.Fig13Clients = []uint64{1}, nil, []int{1, 16}, 16
+	return c
+}
+
+// TestSwarmRoundTrips runs a tiny configuration of every figure and checks what the
+// protocols must do: Table 2's common case (RAW 1/1, SWARM 1/1, DM-ABD 2/2) at the median,
+// no failed operation, SWARM's contended updates within 4 round trips with a word per writer
+// (Fig. 12), and more one-round-trip updates with a word per writer than with one shared word,
+// over 80% of them with 16 clients on 12 keys (Fig. 13).
+func TestSwarmRoundTrips(t *testing.T) {
+	t.Parallel()
+	r, err := repro.RunSwarm(context.Background(), tinySwarm(), nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, r.WriteText(&out))
+	t.Log("\n" + out.String())
+	want := map[string][2]uint64{repro.SysRAW: {1, 1}, repro.SysSWARM: {1, 1}, repro.SysDMABD: {2, 2}}
+	require.Len(t, r.Fig5, 3)
+	for _, a := range r.Fig5 {
+		g, u, errs := a.MedianRoundTrips()
+		require.Zero(t, errs, a.System)
+		require.Equal(t, want[a.System], [2]uint64{g, u}, a.System)
+	}
+	require.NotNil(t, r.Fig12)
+	_, _, errs := r.Fig12.MedianRoundTrips()
+	require.Zero(t, errs)
+	require.LessOrEqual(t, r.Fig12.MaxUpdateRoundTrips(), uint64(4))
+	require.Len(t, r.Fig13, 4)
+	for _, i := range []int{0, 2} { // YCSB B, then A: 1 word, then 16 (one per client)
+		require.Less(t, r.Fig13[i].OneRoundTripUpdates(), r.Fig13[i+1].OneRoundTripUpdates())
+		require.Greater(t, r.Fig13[i+1].OneRoundTripUpdates(), 0.8)
+	}
+}
+
+// TestSwarmDeterministic: the same configuration prints the same bytes, one seed at a time
+// or both at once.
+func TestSwarmDeterministic(t *testing.T) {
+	t.Parallel()
+	c := tinySwarm()
+	c.Figures, c.Seeds = []string{"5"}, []uint64{1, 2}
+	r1, err := repro.RunSwarm(context.Background(), c, nil)
+	require.NoError(t, err)
+	c.Workers = 2
+	r2, err := repro.RunSwarm(context.Background(), c, nil)
+	require.NoError(t, err)
+	var a, b bytes.Buffer
+	require.NoError(t, r1.WriteText(&a))
+	require.NoError(t, r2.WriteText(&b))
+	require.Equal(t, a.String(), b.String())
+	require.Contains(t, a.String(), "Beside the paper")
+}
+
+// A configuration that cannot run is ErrConfig, before anything runs.
+func TestSwarmConfigErrors(t *testing.T) {
+	for name, f := range map[string]func(*repro.SwarmConfig){
+		"no seeds": func(c *repro.SwarmConfig) { c.Seeds = nil },
+		"keys":     func(c *repro.SwarmConfig) { c.Keys = 1 },
+		"ops":      func(c *repro.SwarmConfig) { c.Ops = 0 },
+		"words":    func(c *repro.SwarmConfig) { c.Words = []int{65} },
+		"clients":  func(c *repro.SwarmConfig) { c.Fig13Clients = 65 },
+		"figure":   func(c *repro.SwarmConfig) { c.Figures = []string{"11"} },
+		"variant":  func(c *repro.SwarmConfig) { c.Band = []repro.Variant{{}} },
+	} {
+		c := repro.SwarmQuick()
+		f(&c)
+		_, err := repro.RunSwarm(context.Background(), c, nil)
+		require.ErrorIs(t, err, repro.ErrConfig, name)
+	}
+}
