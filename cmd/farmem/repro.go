@@ -44,8 +44,8 @@ and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio 
 unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply); selcc
 (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
 --workers, --out); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
-store and plain RACE, with --quick, --seeds, --workers, --out); swarm (SWARM §7: Table 2, Figs. 5, 12 and 13 against RAW and DM-ABD, with
---quick, --seeds, --workers, --out).
+store and plain RACE, with --quick, --seeds, --workers, --out); swarm (SWARM §7: Table 2 and
+Figs. 5, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers, --out).
 
 `)
 		fs.PrintDefaults()
