@@ -137,7 +137,7 @@ func (r *ring) pop() *proc {
 // and whether the goroutine was adopted for this call (then the caller must call exit).
 func (s *Sim) enter() (*proc, bool) {
 	g := curg()
-	if c := s.cur.Load(); c != nil && c.g.Load() == g {
+	if c := s.cur.Load(); c != nil && (c.g.Load() == g || s.stand.Load() == g) {
 		return c, false
 	}
 	return s.adopt(g), true
@@ -346,7 +346,11 @@ func (s *Sim) drive(x, q *proc) {
 		case !ok:
 			next, s.exited = s.exited, nil
 		case next == blocked:
-			next = s.next() // q is parked, and marked blocking until it runs again
+			// q is parked, and marked blocking until it runs again; the events due run here,
+			// on this stack, as q's (what they call into the simulator is q's call).
+			s.stand.Store(curg())
+			next = s.next()
+			s.stand.Store(0)
 		}
 		q = next
 	}

@@ -25,11 +25,15 @@ type Sim struct {
 	rt   *rtime
 
 	// Scheduler state; the token protects what is not atomic or under mu.
-	nowNs        int64
-	heap         evQueue
-	seq          uint64
-	ready        ring
-	cur          atomic.Pointer[proc]
+	nowNs int64
+	heap  evQueue
+	seq   uint64
+	ready ring
+	cur   atomic.Pointer[proc]
+	// stand is the goroutine running due events on behalf of cur, a coroutine that blocked
+	// (drive runs them on its own stack): calls into the simulator from those events are
+	// cur's, as if cur ran them itself.
+	stand        atomic.Uintptr
 	anchors      int // anchors waiting (see sched.go)
 	procs        int
 	foreignProcs int // procs and timers started from outside, alive
