@@ -277,7 +277,7 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 		return nil, "", err
 	}
 	defer f.Close()
-	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt, Index: bf.idx.kind()})
+	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt, Replicas: bf.idx.replicas, Index: bf.idx.kind()})
 	if err != nil {
 		return nil, "", fmt.Errorf("open the store: %w", err)
 	}
@@ -406,7 +406,7 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 		return bench.Row{}, "", err
 	}
 	defer s.Close()
-	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, MaxClients: 1, Index: bf.idx.kind()})
+	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, Replicas: bf.idx.replicas, MaxClients: 1, Index: bf.idx.kind()})
 	if err != nil {
 		return bench.Row{}, "", fmt.Errorf("open the store: %w", err)
 	}
