@@ -112,8 +112,8 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 			rt := f.Runtime()
 			h := kvModel.NewHistory(rt)
 			w := mix
-			w.ops = 100
-			w.unknown = 1 // no unknown outcome is expected: the first fails the test below
+			w.ops = 300 / tc.r // r = 5's rounds cost more: fewer operations keep it a few seconds
+			w.unknown = 1      // no unknown outcome is expected: the first fails the test below
 			phase := func(name string, fault func()) {
 				begin, total := n.Load(), int64(6*w.ops)
 				done := make(chan int64)
@@ -242,4 +242,43 @@ func readAll(ctx context.Context, s *kvstore.Store, g int, keys uint64, h *histo
 		op.End(out, nil)
 	}
 	return nil
+}
+
+// TestReplicatedMetaUnreplicatedIndexAdopt: replicated metadata with an unreplicated RACE index
+// (Race.Replicas 1) over every memory node: Adopt of a restarted node that held index entries
+// restores the metadata and, the index answering that it has nothing replicated there, purges
+// the entries that pointed into it and reports them lost.
+func TestReplicatedMetaUnreplicatedIndexAdopt(t *testing.T) {
+	ctx := context.Background()
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 4 << 20}})
+	o := kvstore.Options{Replicas: 3, Alloc: quietAlloc, Index: kvstore.Race{Replicas: 1}}
+	o.Alloc.Nodes = []farmem.NodeID{1}
+	s := openStore(t, f, o) // the table and half the values on node 1
+	require.Equal(t, farmem.NodeID(1), s.Descriptor().Roots[0].Node(), "the index is not replicated")
+	o.Alloc.Nodes = []farmem.NodeID{2}
+	s2 := openStore(t, f, o) // the other half of the values on node 2
+	const n = 20
+	for i := range uint64(n) {
+		st := s
+		if i%2 == 1 {
+			st = s2
+		}
+		require.NoError(t, st.Put(ctx, key(i), val(i, 24)))
+	}
+	require.NoError(t, f.Restart(2))
+	rep, err := s.Adopt(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), rep.Generation)
+	require.Equal(t, n/2, rep.Lost, "the entries into node 2 purged and reported")
+	lost := 0
+	for i := range uint64(n) {
+		got, err := s.Get(ctx, key(i))
+		if errors.Is(err, kvstore.ErrNotFound) {
+			lost++
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, val(i, 24), got)
+	}
+	require.Equal(t, rep.Lost, lost, "exactly the purged keys are gone")
 }
