@@ -3,6 +3,7 @@ package kvstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -18,8 +19,10 @@ import (
 // running, and returns once the node holds them (from then on the index counts the node in
 // its quorums again). It is called once per adoption, with a client of the store, after the
 // node was formatted again; it must be idempotent (several processes may adopt the same
-// restart). An index kind that does not implement it loses what lived on the node: Adopt
-// purges and reports it, as with an unreplicated store.
+// restart). An index kind that does not implement it, or whose Repopulate returns an error
+// wrapping farmem.ErrInvalid (the index holds nothing replicated on node: an unreplicated
+// RACE index under replicated metadata, or a node outside a replicated one's replicas), loses
+// what lived on the node: Adopt purges and reports it, as with an unreplicated store.
 type Repopulator interface {
 	Repopulate(ctx context.Context, node farmem.NodeID) error
 }
@@ -36,8 +39,9 @@ type Repopulator interface {
 //     largest read) and the root word the store found; then its allocator metadata is
 //     restored (alloc.Reformat), whose epoch word, written last, makes clients count the node
 //     in their quorums again. Any other node is formatted again (alloc.Reformat);
-//  4. the index repopulates the node (Repopulator), or, if it cannot, purges the entries that
-//     pointed into it and reports them (Lost), as without replication;
+//  4. the index repopulates the node (Repopulator), or, if it cannot (no Repopulator, or one
+//     answering farmem.ErrInvalid: nothing of the index is replicated there), purges the
+//     entries that pointed into it and reports them (Lost), as without replication;
 //  5. the node's generation is raised on a majority, recording the incarnation.
 //
 // Meanwhile clients run: quorum reads and writes of the metadata skip the node (fenced until
@@ -96,12 +100,19 @@ func (s *Store) adoptRepOn(ctx context.Context, c *conn, node farmem.NodeID, was
 	if err := alloc.Reformat(ctx, c.m, s.home, node); err != nil {
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
 	}
+	purge := true
 	if rp, ok := c.idx.(Repopulator); ok {
-		if err := rp.Repopulate(ctx, node); err != nil {
+		switch err := rp.Repopulate(ctx, node); {
+		case err == nil:
+			purge = false
+		case !errors.Is(err, farmem.ErrInvalid):
 			return rep, fmt.Errorf("kvstore: adopt %v: repopulate: %w", node, err)
 		}
-	} else if err := s.purgeInto(ctx, c, node, &rep); err != nil {
-		return rep, err
+	}
+	if purge {
+		if err := s.purgeInto(ctx, c, node, &rep); err != nil {
+			return rep, err
+		}
 	}
 	g, err := setGenRep(ctx, c.m, s.meta, node, makeGenWord(gw.Generation()+1, st.Incarnation))
 	if err != nil {

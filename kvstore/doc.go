@@ -69,6 +69,19 @@
 // wait for a majority in the same round trips; creation adds a round trip for the descriptor's
 // copies; allocation costs are the allocator's. r = 1 keeps today's layout and round trips.
 //
+// The same factor replicates the RACE index (Race.Replicas 0 takes Options.Replicas; another
+// value above 1 fails Open with farmem.ErrInvalid; 1 keeps the index unreplicated) on the same
+// r metadata nodes (race.IndexReplicaNodes), so one knob makes every word of the store survive
+// any f of those nodes: no node is special. The index then needs the Optimistic synchronizer
+// (recorded at creation when Options.Sync is nil; a lock-based one fails Open), and a store
+// that formats the fabric gives the symmetric area, where such an index keeps all its words,
+// three quarters of the smallest node (Format.SymmetricSize 0). Round trips per operation,
+// uncontended, every node up, r = 1 against r = 3 (race's Replicated constants, asserted):
+// Get 2/2, absent Get 1/1, Insert 3/5, Update and Put of a present key 3/4, Put of an absent
+// key 4/6, Delete 3/4; verbs some 10 times and bytes some 33 times those of r = 1, over three
+// nodes. While a node is down, each client waits for it once per replmem suspicion period and
+// then leaves it out; no operation fails.
+//
 // # Memory
 //
 // Every Update and Put writes a new KV block out of place and retires the one it replaced
@@ -96,14 +109,23 @@
 // With replicated metadata any node can be adopted, the home node included, while the store
 // runs: a metadata node first gets the store's and the allocator's words from a majority of
 // its peers (it counts in quorums only once restored; meanwhile clients use the others), then
-// an index that implements Repopulator copies its slots and values onto the node; an index
-// that does not loses the keys there, purged and reported as without replication. See
-// Store.Adopt.
+// an index that implements Repopulator copies its slots and values onto the node (a replicated
+// RACE index: every subtable, directory and KV block from the other replicas); an index that
+// does not, or whose Repopulate answers farmem.ErrInvalid (an unreplicated RACE index), loses
+// the keys there, purged and reported as without replication. Clients keep running
+// throughout: until the node is restored its words count in no quorum, and they see no error.
+// See Store.Adopt.
 //
 // Limits: without replicated metadata the home node is a single point of failure (Adopt
 // refuses it); Adopt is meant for a quiet store unless the index repopulates; a restart before
 // any Open recorded the node's incarnation looks like a fresh node; stores over several index
-// instances (Options.Replication) are not repopulated.
+// instances (Options.Replication) are not repopulated. With a replicated index: a KV block an
+// operation begun before the adoption publishes more than a pin budget after Repopulate began
+// stays off the adopted node until rewritten (with another replica down, that key fails with
+// ErrNoQuorum, never a wrong value), as does a word a writer held through all of Repopulate's
+// retries. With replicated metadata: an allocator handover record published on a majority of
+// which some nodes restart before it is taken may be lost (its blocks leak), and a creator that
+// stalls past Options.Lease while creating the store loses its claim and leaks what it built.
 //
 // # Closing
 //

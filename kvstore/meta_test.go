@@ -24,11 +24,11 @@ import (
 // or values needs a replicated index (a Repopulator).
 
 // metaOptions are store options with r metadata replicas over the first r of r+1 memory nodes,
-// the index and the values on the last one.
+// the index (unreplicated: Race.Replicas 1) and the values on the last one.
 func metaOptions(r int) kvstore.Options {
 	ao := quietAlloc
 	ao.Nodes = []farmem.NodeID{farmem.NodeID(r + 1)}
-	return kvstore.Options{Replicas: r, Alloc: ao}
+	return kvstore.Options{Replicas: r, Alloc: ao, Index: kvstore.Race{Replicas: 1}}
 }
 
 // rawWord reads the word at off of node n.

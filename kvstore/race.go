@@ -24,13 +24,18 @@ type Race struct {
 	// Options configure each client's handle; the store sets Sync from Options.Sync.
 	Options race.Options
 	// Replicas, 3, 5 or 7, replicates the index on that many memory nodes when the store is
-	// created (race.Params.IndexReplicas; 0 or 1: not replicated, unless Params asks): the
-	// index then survives any (Replicas-1)/2 of them crashed, the first one included, at the
-	// costs race's package doc states (see "Replicated index"). The count is recorded in the
-	// table's root, and an existing store's table keeps its own. A replicated index changes
-	// its pointers with the Optimistic synchronizer only (Options.Sync = Optimistic): the
-	// others keep their lock state in memory they reach with their own client, outside the
-	// replicated memory, and Open refuses them.
+	// created (race.Params.IndexReplicas; 1: not replicated): the index then survives any
+	// (Replicas-1)/2 of them crashed, the first one included, at the costs race's package doc
+	// states (see "Replicated index"). 0 takes the store's factor, Options.Replicas (so that
+	// one knob replicates the metadata and the index, on the same nodes:
+	// race.IndexReplicaNodes); any other value above 1 must equal Options.Replicas when that
+	// is above 1, or Open fails with farmem.ErrInvalid. Under unreplicated metadata the index's
+	// replicas are the highest Replicas memory nodes. The count is recorded in the table's
+	// root, and an existing store's table keeps its own. A replicated index changes its
+	// pointers with the Optimistic synchronizer only: a store created with one and no
+	// Options.Sync records Optimistic; the others keep their lock state in memory they reach
+	// with their own client, outside the replicated memory, and Open refuses them with
+	// farmem.ErrInvalid.
 	Replicas int
 }
 

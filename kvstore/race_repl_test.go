@@ -61,6 +61,6 @@ func TestRaceReplicasRefuseLocks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 16 << 20}))
 	require.NoError(t, m.Close())
-	_, err = kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Replicas: 3}})
+	_, err = kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc, Sync: kvstore.DefaultSync(), Index: kvstore.Race{Replicas: 3}})
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 }

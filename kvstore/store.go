@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/nodestate"
 )
@@ -118,6 +119,10 @@ func (o Options) withDefaults(f farmem.Fabric) (Options, error) {
 	}
 	if o.Replicas != 0 && o.Format.Replicas == 0 {
 		o.Format.Replicas = o.Replicas
+	}
+	o, err := o.withIndexReplicas(f.Topology())
+	if err != nil {
+		return o, err
 	}
 	if o.Lease <= 0 {
 		o.Lease = time.Second
@@ -385,9 +390,16 @@ func (s *Store) newDescriptor(ctx context.Context, m farmem.Memory, a *alloc.All
 			return Descriptor{}, fmt.Errorf("kvstore: create index instance %d: %w", i, err)
 		}
 		d.Roots = append(d.Roots, root)
+		if s.opts.Sync == nil && race.IndexReplicasOf(root) > 1 {
+			d.Sync = Optimistic.Name() // the only synchronizer a replicated index takes
+		}
 	}
 	return d, nil
 }
+
+// symDescriptorSize is the size of the symmetric block holding a replicated descriptor:
+// DescriptorSize rounded up to 256 bytes (see createRep).
+const symDescriptorSize = (DescriptorSize + 255) &^ 255
 
 // createRep is create for replicated metadata: the descriptor goes to a symmetric block, one
 // copy per metadata node; it returns the block's offset.
@@ -396,7 +408,10 @@ func (s *Store) createRep(ctx context.Context, m farmem.Memory, a *alloc.Allocat
 	if err != nil {
 		return Descriptor{}, 0, err
 	}
-	off, err := a.AllocSymmetric(ctx, DescriptorSize, 64)
+	// A block of symDescriptorSize, not DescriptorSize: the allocator carves every size class
+	// from its current symmetric chunk in turn, and a replicated index's blocks (multiples
+	// of 256 bytes) must keep finding it at a 256-byte boundary.
+	off, err := a.AllocSymmetric(ctx, symDescriptorSize, 64)
 	if err != nil {
 		return Descriptor{}, 0, fmt.Errorf("kvstore: allocate descriptor: %w", err)
 	}

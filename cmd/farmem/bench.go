@@ -37,6 +37,7 @@ type benchFlags struct {
 	svg       string
 	metric    string
 	set       multiFlag
+	replicas  int
 }
 
 // multiFlag collects a repeated flag.
@@ -66,6 +67,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
 	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
 	fs.Var(&bf.set, "set", "override a workload property, name=value (repeatable)")
+	fs.IntVar(&bf.replicas, "replicas", 0, "the store's replication factor r, 1, 3, 5 or 7: its metadata and its RACE index on r memory nodes, surviving any (r-1)/2 of them crashed (the same as --set replicas=r)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem bench [flags]
        farmem bench --cluster FILE [--process I/N] [--skip-load]
@@ -135,6 +137,9 @@ so inserts are ordered) instead of YCSB's "user..." names.
 	}
 	if bf.idx, err = indexByName(bf.index); err != nil {
 		return err
+	}
+	if bf.replicas != 0 {
+		bf.set = append(bf.set, fmt.Sprintf("replicas=%d", bf.replicas))
 	}
 	if bf.idx, bf.set, err = bf.idx.withOptions(bf.set); err != nil {
 		return err
@@ -277,7 +282,7 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 		return nil, "", err
 	}
 	defer f.Close()
-	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt, Index: bf.idx.kind()})
+	store, err := kvstore.Open(ctx, f.Fabric, kvstore.Options{Sync: syncOpt, Replicas: bf.idx.replicas, Index: bf.idx.kind()})
 	if err != nil {
 		return nil, "", fmt.Errorf("open the store: %w", err)
 	}
@@ -407,7 +412,7 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 		return bench.Row{}, "", err
 	}
 	defer s.Close()
-	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, MaxClients: 1, Index: bf.idx.kind()})
+	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, Replicas: bf.idx.replicas, MaxClients: 1, Index: bf.idx.kind()})
 	if err != nil {
 		return bench.Row{}, "", fmt.Errorf("open the store: %w", err)
 	}

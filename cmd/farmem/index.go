@@ -16,12 +16,15 @@ type indexKind struct {
 	// replicated: --set replicas asked for a replicated index (it needs --sync optimistic,
 	// the default then).
 	replicated bool
+	// replicas is --set replicas=N: the store's replication factor (kvstore.Options.Replicas),
+	// which replicates its metadata and its RACE index on the same N memory nodes.
+	replicas int
 }
 
 // indexKinds is the table of the store's index kinds, by --index name, the default first. An
 // ordered kind (Dolphin's hybrid tree, SELCC's B-link tree) is added here with ordered true.
 var indexKinds = []indexKind{
-	{name: "race", about: "RACE extendible hashing, a hash index: no scans; --set replicas=3 (or 5, 7) replicates it on that many memory nodes",
+	{name: "race", about: "RACE extendible hashing, a hash index: no scans; --set replicas=3 (or 5, 7) replicates it and the store's metadata on that many memory nodes",
 		kind: func() kvstore.IndexKind { return kvstore.Race{} }},
 	{name: "hybrid", ordered: true, about: "Dolphin's ART/B+ hybrid tree with a 64 MiB radix cache per node, ordered, binary64 keys only (--set keyformat=binary64)",
 		kind: func() kvstore.IndexKind { return kvstore.Hybrid{CacheBytes: 64 << 20} }},
@@ -34,7 +37,8 @@ var indexKinds = []indexKind{
 }
 
 // withOptions takes from set the --set entries that configure the index kind rather than the
-// workload (replicas=N: a RACE index replicated on N memory nodes, see kvstore.Race.Replicas)
+// workload (replicas=N: the store's metadata and its RACE index replicated on N memory
+// nodes, see kvstore.Options.Replicas)
 // and returns the kind with them applied and the entries left for the workload.
 func (k indexKind) withOptions(set []string) (indexKind, multiFlag, error) {
 	var rest multiFlag
@@ -55,13 +59,7 @@ func (k indexKind) withOptions(set []string) (indexKind, multiFlag, error) {
 		replicas = n
 	}
 	if replicas > 1 {
-		base := k.kind
-		k.kind = func() kvstore.IndexKind {
-			r := base().(kvstore.Race)
-			r.Replicas = replicas
-			return r
-		}
-		k.replicated = true
+		k.replicas, k.replicated = replicas, true // Race.Replicas 0 takes Options.Replicas
 	}
 	return k, rest, nil
 }

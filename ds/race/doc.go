@@ -129,9 +129,12 @@
 //
 // # Replicated index
 //
-// With Params.IndexReplicas = 2f+1 (3, 5 or 7) the whole table lives on the highest 2f+1 memory
-// nodes (so that, given more, the lowest one, which holds the allocator's shared words, is not
-// among them) and survives any f of them crashed, the first one included: every operation
+// With Params.IndexReplicas = 2f+1 (3, 5 or 7) the whole table lives on 2f+1 memory nodes
+// (IndexReplicaNodes): the allocator's metadata nodes when the fabric was formatted with as
+// many (alloc.FormatOptions.Replicas, as a kvstore store with Options.Replicas does), else the
+// highest 2f+1 memory nodes (so that, given more, the lowest one, which then holds the
+// allocator's unreplicated shared words, is not among them). It survives any f of them
+// crashed, the first one included: every operation
 // completes, no value is lost or stale. Its root address names the virtual node
 // VirtualNodeBase+r, so every client knows from the root alone; Create records the count in the
 // root too. Open wraps the client's Memory in a farmem/replmem view of those nodes, and the

@@ -305,7 +305,9 @@ type Params struct {
 	Replicas int
 	// IndexReplicas, 3, 5 or 7 (0 or 1: not replicated), replicates the whole table on
 	// IndexReplicas memory nodes, so that it survives any (IndexReplicas-1)/2 of them
-	// crashed (the highest IndexReplicas memory nodes): every word and block of it, root, directory, subtables and KV blocks, is a
+	// crashed (IndexReplicaNodes: the allocator's metadata nodes if there are as many, else
+	// the highest IndexReplicas memory nodes): every word and block of it, root, directory,
+	// subtables and KV blocks, is a
 	// replicated word of package farmem/replmem (see the package doc, "Replicated index").
 	// It excludes Replicas.
 	IndexReplicas int

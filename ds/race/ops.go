@@ -79,6 +79,16 @@ func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline
 	sc.enc = grow(sc.enc, int(size))
 	stamp := t.stamp()
 	sc.nb = newBlock{addr: a, bytes: encodeBlockVersion(sc.enc, a, op.key, val, deadline, stamp, t.version), size: size, slot: s, deadline: deadline}
+	if indexReplicas(t.root) > 1 {
+		// A replicated table writes the block's whole extent, the Unit-rounded size readers
+		// read: a tail left from the block's previous life would be what it was on the
+		// replicas that saw that life and version 0 on one repopulated since (which never
+		// copied a freed block), and such a replica and one other could then never agree on
+		// the read (replmem reads need f+1 replicas agreeing on every word).
+		tail := sc.enc[len(sc.nb.bytes):size]
+		clear(tail)
+		sc.nb.bytes = sc.enc[:size]
+	}
 	if t.replicated() {
 		for i := 1; i < min(t.p.Replicas, len(t.memNodes)); i++ {
 			ra := farmem.MakeAddr(t.memNodes[(primary+i)%len(t.memNodes)], a.Offset())

@@ -89,16 +89,33 @@ func indexReplicas(root farmem.Addr) int {
 	return 1
 }
 
-// replicate returns client m's replicated view and allocator for a table replicated on r
-// memory nodes: the r highest memory nodes of the fabric (so that, given more than r memory
-// nodes, the lowest one, which holds the allocator's shared words, is not among them).
-func replicate(m farmem.Memory, a *alloc.Allocator, r int, lease time.Duration, skew time.Duration) (*replmem.Memory, allocator, error) {
-	nodes := m.Topology().MemoryNodes()
+// IndexReplicaNodes returns the memory nodes a table replicated on r nodes lives on, for a
+// client whose allocator is a: the allocator's metadata nodes (alloc.Allocator.MetaNodes) when
+// the fabric was formatted with r of them, so that the index and the allocator's shared words
+// are replicated on the same nodes and survive the same crashes; otherwise the r highest
+// memory nodes of the fabric (so that, given more than r memory nodes, the lowest one, which
+// then holds the allocator's unreplicated shared words, is not among them). The choice
+// depends only on the nodes' headers, so every client makes the same one.
+func IndexReplicaNodes(t *farmem.Topology, a *alloc.Allocator, r int) ([]farmem.NodeID, error) {
+	if meta := a.MetaNodes(); r > 1 && len(meta) == r {
+		return meta, nil
+	}
+	nodes := t.MemoryNodes()
 	if len(nodes) < r {
-		return nil, nil, fmt.Errorf("race: %d index replicas on %d memory nodes: %w", r, len(nodes), farmem.ErrInvalid)
+		return nil, fmt.Errorf("race: %d index replicas on %d memory nodes: %w", r, len(nodes), farmem.ErrInvalid)
+	}
+	return nodes[len(nodes)-r:], nil
+}
+
+// replicate returns client m's replicated view and allocator for a table replicated on r
+// memory nodes (IndexReplicaNodes).
+func replicate(m farmem.Memory, a *alloc.Allocator, r int, lease time.Duration, skew time.Duration) (*replmem.Memory, allocator, error) {
+	nodes, err := IndexReplicaNodes(m.Topology(), a, r)
+	if err != nil {
+		return nil, nil, err
 	}
 	virt := VirtualNodeBase + farmem.NodeID(r)
-	rm, err := replmem.New(m, replmem.Options{Nodes: nodes[len(nodes)-r:], Virtual: virt, Lease: lease, ClockSkew: skew})
+	rm, err := replmem.New(m, replmem.Options{Nodes: nodes, Virtual: virt, Lease: lease, ClockSkew: skew})
 	if err != nil {
 		return nil, nil, fmt.Errorf("race: replicated index: %w", err)
 	}

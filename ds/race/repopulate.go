@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/replmem"
@@ -19,9 +20,13 @@ type RepopulateReport struct {
 	Words replmem.CopyReport
 }
 
-// repopulateTries is how often Repopulate copies a range again while words of it were being
-// written (skipped).
-const repopulateTries = 4
+// repopulateTries is how often Repopulate copies a range while words of it were being
+// written (skipped); from the second try on it first pauses Options.Backoff, doubling up to
+// repopulateMaxPause, so that a writer slowed down (a loaded machine) has released its words.
+const repopulateTries = 10
+
+// repopulateMaxPause bounds Repopulate's pause between two copies of a range.
+const repopulateMaxPause = 4 * time.Millisecond
 
 // Repopulate copies to memory node node, one of a replicated table's replicas that restarted
 // empty (once the fabric lets clients reach it again) or missed writes while it was
@@ -36,8 +41,11 @@ const repopulateTries = 4
 // as long as f+1 of the other replicas are up: reads agree on the others' copies, writes lock
 // node's copy with the others' and bring it up to date. Words written while Repopulate runs
 // reach node through their writes (new subtables and blocks are written to every replica that
-// answers). A word that is being written when Repopulate reads it is read again (up to
-// repopulateTries times), then left to the next write or repairing read. Once Repopulate
+// answers; a replicated table writes a KV block's whole Unit-rounded extent, so no word a
+// reader reads is left from the block's previous life, which Repopulate never copied). A word
+// that is being written when Repopulate reads it is read again, after a pause doubling from
+// Options.Backoff (up to repopulateTries times, some 20ms of pauses in all), then left to the
+// next write or repairing read (RepopulateReport.Words.Skipped counts those). Once Repopulate
 // returns, node holds every word of the table it walked at a version at least as recent as the
 // latest one the others held when it was copied, and counts in the quorums again: with node
 // repopulated, the table again survives f other replicas crashing. It walks the table twice,
@@ -62,7 +70,14 @@ func (t *Table) Repopulate(ctx context.Context, node farmem.NodeID) (RepopulateR
 	}
 	copyRange := func(a farmem.Addr, n uint64) error {
 		var last replmem.CopyReport
+		pause := t.opts.Backoff
 		for try := range repopulateTries {
+			if try > 0 {
+				if err := t.rt.Sleep(ctx, pause); err != nil {
+					return err
+				}
+				pause = min(2*pause, repopulateMaxPause)
+			}
 			c, err := rm.Repopulate(ctx, node, a, int(n))
 			if err != nil {
 				return fmt.Errorf("race: repopulate %v at %v: %w", node, a, err)

@@ -1,0 +1,284 @@
+package kvstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/sim"
+)
+
+// A store with Options.Replicas = r and the RACE index: its metadata and its index on the same
+// r memory nodes, and no other memory node, so that every node a test crashes holds both.
+
+// replOptions are store options with r replicas of the metadata and the index.
+func replOptions(r int) kvstore.Options {
+	return kvstore.Options{Replicas: r, Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 2}}}
+}
+
+// newReplLocal is a local fabric of r memory nodes of 8 MiB, not strict (a replicated index
+// lays out fresh words with plain writes where atomics later act).
+func newReplLocal(t *testing.T, r int, lo local.Options) *local.Fabric {
+	t.Helper()
+	lo.Shape = local.Shape{MemoryNodes: r, ComputeNodes: 2, MemorySize: 8 << 20}
+	f, err := local.New(lo)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// TestReplicatedStoreOneKnob: Options.Replicas = 3 alone replicates the index on the metadata
+// nodes, with the optimistic synchronizer recorded; an index asking for another factor is
+// refused at Open, as is a synchronizer a replicated index cannot take.
+func TestReplicatedStoreOneKnob(t *testing.T) {
+	ctx := context.Background()
+	f := newReplLocal(t, 3, local.Options{})
+	s := openStore(t, f, replOptions(3))
+	d := s.Descriptor()
+	require.Equal(t, race.VirtualNodeBase+3, d.Roots[0].Node(), "the index is replicated")
+	require.Equal(t, 3, d.Replicas)
+	require.Equal(t, kvstore.Optimistic.Name(), d.Sync)
+	semantics(t, s, "one knob")
+
+	o := replOptions(3)
+	o.Index = kvstore.Race{Replicas: 5}
+	_, err := kvstore.Open(ctx, f, o)
+	require.ErrorIs(t, err, farmem.ErrInvalid, "disagreeing factors")
+	f2 := newReplLocal(t, 3, local.Options{})
+	o = replOptions(3)
+	o.Sync = kvstore.DefaultSync()
+	_, err = kvstore.Open(ctx, f2, o)
+	require.ErrorIs(t, err, farmem.ErrInvalid, "a lock-based synchronizer")
+}
+
+// counted is a kv that counts the operations begun through it.
+type counted struct {
+	kv
+	n *atomic.Int64
+}
+
+func (c counted) Get(ctx context.Context, k []byte) ([]byte, error) {
+	c.n.Add(1)
+	return c.kv.Get(ctx, k)
+}
+
+func (c counted) Insert(ctx context.Context, k, v []byte) error {
+	c.n.Add(1)
+	return c.kv.Insert(ctx, k, v)
+}
+
+func (c counted) Update(ctx context.Context, k, v []byte) error {
+	c.n.Add(1)
+	return c.kv.Update(ctx, k, v)
+}
+
+func (c counted) Put(ctx context.Context, k, v []byte) error {
+	c.n.Add(1)
+	return c.kv.Put(ctx, k, v)
+}
+
+func (c counted) Delete(ctx context.Context, k []byte) error {
+	c.n.Add(1)
+	return c.kv.Delete(ctx, k)
+}
+
+// TestReplicatedStoreLincheckLocal: the metadata and the index on all r memory nodes, no other:
+// a linearizable history from goroutines of two stores while f nodes, the home node first,
+// crash mid-run, then (restarted) are adopted, their index words repopulated, while the
+// goroutines run, then f other nodes crash; no operation fails, and a read of every key at the
+// end (with only the adopted nodes and the rest) finds no acknowledged write lost. r = 3 and
+// r = 5.
+func TestReplicatedStoreLincheckLocal(t *testing.T) {
+	for _, tc := range []struct {
+		r             int
+		first, second []farmem.NodeID
+	}{{3, []farmem.NodeID{1}, []farmem.NodeID{2}}, {5, []farmem.NodeID{1, 4}, []farmem.NodeID{2, 3}}} {
+		t.Run(fmt.Sprint("r=", tc.r), func(t *testing.T) {
+			ctx := context.Background()
+			f := newReplLocal(t, tc.r, local.Options{Tearing: true, Jitter: 5 * time.Microsecond, Seed: 3})
+			o := replOptions(tc.r)
+			var n atomic.Int64
+			stores := []*kvstore.Store{openStore(t, f, o), openStore(t, f, o)}
+			rt := f.Runtime()
+			h := kvModel.NewHistory(rt)
+			w := mix
+			w.ops = 300 / tc.r // r = 5's rounds cost more: fewer operations keep it a few seconds
+			w.unknown = 1      // no unknown outcome is expected: the first fails the test below
+			phase := func(name string, fault func()) {
+				begin, total := n.Load(), int64(6*w.ops)
+				done := make(chan int64)
+				go func() {
+					for n.Load()-begin < total/4 {
+						time.Sleep(50 * time.Microsecond)
+					}
+					at := n.Load() - begin
+					fault()
+					done <- at
+				}()
+				err := farmemtest.Parallel(rt, 6, func(g int) error {
+					return w.run(ctx, counted{kv: stores[g%2], n: &n}, g, rt.NewRand(), h)
+				})
+				at := <-done
+				require.NoError(t, err, name)
+				require.Less(t, at, total, "%s: the fault came with operations left to run", name)
+			}
+			var reps []kvstore.AdoptReport
+			phase("crash", func() {
+				for _, x := range tc.first {
+					require.NoError(t, f.Crash(x))
+				}
+			})
+			phase("adopt", func() {
+				for _, x := range tc.first {
+					require.NoError(t, f.Restart(x))
+					for _, s := range stores {
+						rep, err := s.Adopt(ctx, x)
+						require.NoError(t, err)
+						reps = append(reps, rep)
+					}
+				}
+			})
+			phase("crash others", func() {
+				for _, x := range tc.second {
+					require.NoError(t, f.Crash(x))
+				}
+			})
+			// Every key read once more: a lost acknowledged write would make the history not
+			// linearizable.
+			require.NoError(t, readAll(ctx, stores[0], 100, mix.keys, h))
+			sum, verdict := h.Verify()
+			t.Logf("r = %d: %v; adoptions %+v", tc.r, sum, reps)
+			require.NoError(t, verdict)
+			require.Zero(t, sum.Failed+sum.Unknown, "operations failed")
+			for i, rep := range reps {
+				require.Equal(t, i%2 == 1, rep.Already, "adopted once, by the first store")
+				require.Zero(t, rep.Lost, "repopulated, not purged")
+			}
+		})
+	}
+}
+
+// TestReplicatedStoreSim: on the simulator, r = 3 with the home node crashed mid-run and
+// r = 5 with two of five crashed, the metadata and the index on every memory node: a
+// linearizable history, no failed operation, deterministic.
+func TestReplicatedStoreSim(t *testing.T) {
+	for _, tc := range []struct {
+		r    int
+		down []farmem.NodeID
+	}{{3, []farmem.NodeID{1}}, {3, []farmem.NodeID{3}}, {5, []farmem.NodeID{1, 4}}} {
+		run := func() (string, error) {
+			model := sim.ConnectX6()
+			model.MemoryNodes, model.ComputeNodes, model.MemorySize = tc.r, 2, 8<<20
+			model.Tearing = true
+			s := startSim(t, model, 5)
+			h := kvModel.NewHistory(s.Runtime())
+			w := mix
+			w.ops, w.unknown = 80, 1
+			var digest string
+			s.Run(func() {
+				ctx := context.Background()
+				st, err := kvstore.Open(ctx, s, replOptions(tc.r))
+				require.NoError(t, err)
+				start := s.Now()
+				for i, n := range tc.down {
+					s.At(start.Add(time.Duration(150*(i+1))*time.Microsecond), func() { _ = s.Crash(n) })
+				}
+				require.NoError(t, s.Parallel(6, func(g int) {
+					require.NoError(t, w.run(ctx, st, g, s.Runtime().NewRand(), h))
+				}))
+				last := start.Add(time.Duration(150*len(tc.down)) * time.Microsecond)
+				require.Greater(t, s.Now(), last, "the crashes came mid-run")
+				require.NoError(t, readAll(ctx, st, 100, w.keys, h), "every key read at the end")
+				st2, err := kvstore.Open(ctx, s, replOptions(tc.r))
+				require.NoError(t, err, "open again with the nodes down")
+				require.NoError(t, st2.Close())
+				digest = fmt.Sprint(s.Now(), st.Stats())
+				require.NoError(t, st.Close())
+			})
+			sum, verdict := h.Verify()
+			t.Logf("r = %d, down %v: %v", tc.r, tc.down, sum)
+			if verdict == nil && sum.Failed+sum.Unknown > 0 {
+				verdict = fmt.Errorf("%d failed, %d unknown: %w", sum.Failed, sum.Unknown, farmem.ErrNodeDown)
+			}
+			return digest, verdict
+		}
+		d1, err := run()
+		require.NoError(t, err, "r = %d", tc.r)
+		d2, err := run()
+		require.NoError(t, err)
+		require.Equal(t, d1, d2, "deterministic")
+	}
+}
+
+// readAll reads every key of a workload over keys as history client g, recording each Get.
+func readAll(ctx context.Context, s *kvstore.Store, g int, keys uint64, h *history) error {
+	rec := h.Client(g)
+	for k := range keys {
+		op := rec.Call(kvModel.Get(k))
+		got, err := s.Get(ctx, key(k))
+		out := kvModel.Missing()
+		switch {
+		case err == nil:
+			x, err := unval(got)
+			if err != nil {
+				return err
+			}
+			out = kvModel.Found(x)
+		case errors.Is(err, kvstore.ErrNotFound):
+		default:
+			op.End(out, err)
+			return fmt.Errorf("read key %d: %w", k, err)
+		}
+		op.End(out, nil)
+	}
+	return nil
+}
+
+// TestReplicatedMetaUnreplicatedIndexAdopt: replicated metadata with an unreplicated RACE index
+// (Race.Replicas 1) over every memory node: Adopt of a restarted node that held index entries
+// restores the metadata and, the index answering that it has nothing replicated there, purges
+// the entries that pointed into it and reports them lost.
+func TestReplicatedMetaUnreplicatedIndexAdopt(t *testing.T) {
+	ctx := context.Background()
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 4 << 20}})
+	o := kvstore.Options{Replicas: 3, Alloc: quietAlloc, Index: kvstore.Race{Replicas: 1}}
+	o.Alloc.Nodes = []farmem.NodeID{1}
+	s := openStore(t, f, o) // the table and half the values on node 1
+	require.Equal(t, farmem.NodeID(1), s.Descriptor().Roots[0].Node(), "the index is not replicated")
+	o.Alloc.Nodes = []farmem.NodeID{2}
+	s2 := openStore(t, f, o) // the other half of the values on node 2
+	const n = 20
+	for i := range uint64(n) {
+		st := s
+		if i%2 == 1 {
+			st = s2
+		}
+		require.NoError(t, st.Put(ctx, key(i), val(i, 24)))
+	}
+	require.NoError(t, f.Restart(2))
+	rep, err := s.Adopt(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), rep.Generation)
+	require.Equal(t, n/2, rep.Lost, "the entries into node 2 purged and reported")
+	lost := 0
+	for i := range uint64(n) {
+		got, err := s.Get(ctx, key(i))
+		if errors.Is(err, kvstore.ErrNotFound) {
+			lost++
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, val(i, 24), got)
+	}
+	require.Equal(t, rep.Lost, lost, "exactly the purged keys are gone")
+}
