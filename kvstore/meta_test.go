@@ -182,6 +182,7 @@ func TestReplicatedMetaAdopt(t *testing.T) {
 // the home node crashes, then (once restarted) is adopted while they run, then another
 // metadata node crashes; no operation fails.
 func TestReplicatedMetaLincheckLocal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2, MemorySize: 4 << 20}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: 3})
 	o := metaOptions(3)
@@ -194,9 +195,9 @@ func TestReplicatedMetaLincheckLocal(t *testing.T) {
 	phase := func(fault func()) {
 		done := make(chan struct{})
 		go func() {
+			defer close(done) // also when fault fails
 			time.Sleep(2 * time.Millisecond)
 			fault()
-			close(done)
 		}()
 		err := farmemtest.Parallel(rt, 6, func(g int) error {
 			return w.run(ctx, stores[g%2], g, rt.NewRand(), h)
@@ -225,6 +226,7 @@ func TestReplicatedMetaLincheckLocal(t *testing.T) {
 // TestReplicatedMetaSim: on the simulator, r = 3 with the home node crashed mid-run and r = 5
 // with two nodes crashed: a linearizable history, no failed operation, deterministic.
 func TestReplicatedMetaSim(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		r    int
 		down []farmem.NodeID
@@ -313,6 +315,7 @@ func TestReplicatedMetaCreateFirstNodeDown(t *testing.T) {
 // store and of adopting a restarted node (not the home node) with r = 1 and r = 3 on four
 // memory nodes, and checks the r = 3 Open against r = 1's.
 func TestReplicatedMetaRoundTrips(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	measure := func(r int) (open, adopt uint64) {
 		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 4 << 20}})

@@ -99,6 +99,7 @@ func (c counted) Delete(ctx context.Context, k []byte) error {
 // end (with only the adopted nodes and the rest) finds no acknowledged write lost. r = 3 and
 // r = 5.
 func TestReplicatedStoreLincheckLocal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		r             int
 		first, second []farmem.NodeID
@@ -172,6 +173,7 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 // r = 5 with two of five crashed, the metadata and the index on every memory node: a
 // linearizable history, no failed operation, deterministic.
 func TestReplicatedStoreSim(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		r    int
 		down []farmem.NodeID
