@@ -28,9 +28,37 @@ import (
 // 1 and 3 alone; a second process then finds the store on them.
 func TestReplicatedStoreKill9(t *testing.T) {
 	t.Parallel() // its own farmemd processes
+	replicatedKill9(t, 3)
+}
+
+// TestReplicatedMetaKill9: the same with four farmemd processes and an unreplicated index
+// (Race.Replicas = 1) whose slots and values live on node 4, which is never killed: what is
+// killed holds the store's and the allocator's replicated metadata only, and Adopt restores it
+// and finds nothing of the index's to purge.
+func TestReplicatedMetaKill9(t *testing.T) {
+	t.Parallel() // its own farmemd processes
+	replicatedKill9(t, 1)
+}
+
+// replicatedKill9 runs the scenario with r = 3 metadata on nodes 1-3 and the RACE index
+// replicated on them (indexReplicas 3) or unreplicated on a fourth node (indexReplicas 1).
+func replicatedKill9(t *testing.T, indexReplicas int) {
 	dir := t.TempDir()
+	nodes := 3
+	opts := kvstore.Options{
+		Replicas: 3,
+		Alloc:    alloc.Options{Lease: 30 * time.Second, Refresh: time.Second},
+		Index:    kvstore.Race{Params: race.Params{Groups: 8}},
+	}
+	reopen := kvstore.Options{NoCreate: true}
+	if indexReplicas == 1 {
+		nodes = 4
+		opts.Alloc.Nodes = []farmem.NodeID{4}
+		opts.Index = kvstore.Race{Params: race.Params{Groups: 8}, Replicas: 1}
+		reopen.Alloc.Nodes = opts.Alloc.Nodes
+	}
 	var ds []*daemon
-	for id := range 3 {
+	for id := range nodes {
 		ds = append(ds, startDaemon(t, dir, farmem.NodeID(id+1), "16MiB", "127.0.0.1:0"))
 	}
 	// Sizes stated, so that a process dialing while a node is down can lay it out.
@@ -43,14 +71,14 @@ func TestReplicatedStoreKill9(t *testing.T) {
 	require.NoError(t, os.WriteFile(cf, []byte(sized.String()), 0o644))
 	f := dial(t, cf, rdma.Options{})
 	ctx := context.Background()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{
-		Replicas: 3,
-		Alloc:    alloc.Options{Lease: 30 * time.Second, Refresh: time.Second},
-		Index:    kvstore.Race{Params: race.Params{Groups: 8}},
-	})
+	s, err := kvstore.Open(ctx, f, opts)
 	require.NoError(t, err)
 	defer s.Close()
-	require.Equal(t, race.VirtualNodeBase+3, s.Descriptor().Roots[0].Node(), "the index is replicated")
+	if indexReplicas > 1 {
+		require.Equal(t, race.VirtualNodeBase+3, s.Descriptor().Roots[0].Node(), "the index is replicated")
+	} else {
+		require.Equal(t, farmem.NodeID(4), s.Descriptor().Roots[0].Node(), "the index lives on node 4")
+	}
 
 	const writers, keysPer = 3, 64
 	var stop atomic.Bool
@@ -99,7 +127,7 @@ func TestReplicatedStoreKill9(t *testing.T) {
 	rep, err := s.Adopt(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), rep.Generation)
-	require.Zero(t, rep.Lost, "repopulated, not purged")
+	require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
 	phase("node 1 adopted")
 	ds[1].kill9()
 	phase("node 2 killed")
@@ -123,7 +151,7 @@ func TestReplicatedStoreKill9(t *testing.T) {
 	require.Zero(t, lost, "lost acknowledged writes")
 	// A second process finds the store from nodes 1 (restored) and 3.
 	f2 := dial(t, cf, rdma.Options{})
-	s2, err := kvstore.Open(ctx, f2, kvstore.Options{NoCreate: true})
+	s2, err := kvstore.Open(ctx, f2, reopen)
 	require.NoError(t, err)
 	v, err := s2.Get(ctx, []byte("w0-k1"))
 	require.NoError(t, err)
