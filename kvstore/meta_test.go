@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
-	"github.com/farmem/farmem/sim"
 )
 
 // Replicated store metadata, tested with an unreplicated RACE index kept off the metadata
@@ -231,44 +229,8 @@ func TestReplicatedMetaSim(t *testing.T) {
 		r    int
 		down []farmem.NodeID
 	}{{3, []farmem.NodeID{1}}, {5, []farmem.NodeID{1, 3}}} {
-		run := func() (string, error) {
-			model := sim.ConnectX6()
-			model.MemoryNodes, model.ComputeNodes, model.MemorySize = tc.r+1, 2, 16<<20
-			model.Tearing = true
-			s := startSim(t, model, 5)
-			h := kvModel.NewHistory(s.Runtime())
-			w := mix
-			w.ops, w.unknown = 100, 1
-			var digest string
-			s.Run(func() {
-				ctx := context.Background()
-				st, err := kvstore.Open(ctx, s, metaOptions(tc.r))
-				require.NoError(t, err)
-				start := s.Now()
-				for i, n := range tc.down {
-					s.At(start.Add(time.Duration(200*(i+1))*time.Microsecond), func() { _ = s.Crash(n) })
-				}
-				require.NoError(t, s.Parallel(6, func(g int) {
-					require.NoError(t, w.run(ctx, st, g, s.Runtime().NewRand(), h))
-				}))
-				// Open again with the nodes down.
-				st2, err := kvstore.Open(ctx, s, metaOptions(tc.r))
-				require.NoError(t, err)
-				require.NoError(t, st2.Close())
-				digest = fmt.Sprint(s.Now(), st.Stats())
-				require.NoError(t, st.Close())
-			})
-			sum, verdict := h.Verify()
-			if verdict == nil && sum.Failed+sum.Unknown > 0 {
-				verdict = farmem.ErrNodeDown
-			}
-			return digest, verdict
-		}
-		d1, err := run()
-		require.NoError(t, err, "r = %d", tc.r)
-		d2, err := run()
-		require.NoError(t, err)
-		require.Equal(t, d1, d2, "deterministic")
+		crashedSim{memNodes: tc.r + 1, memSize: 16 << 20, opts: metaOptions(tc.r), down: tc.down,
+			gap: 200 * time.Microsecond, ops: 100}.check(t)
 	}
 }
 
