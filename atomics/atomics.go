@@ -59,6 +59,10 @@ type Features struct {
 	CLFLUSHOPT  bool   // CPUID.(7,0):EBX[23]
 	CLWB        bool   // CPUID.(7,0):EBX[24]
 	NonTemporal bool   // MOVNTI (SSE2, CPUID.1:EDX[26])
+	// Wide: 16-byte aligned SSE loads and stores are single-copy atomic, which both vendors'
+	// manuals state for processors that report AVX (CPUID.1:ECX[28]); the copies then move
+	// aligned 16-byte pairs of words.
+	Wide bool
 }
 
 var features = detect()
@@ -118,6 +122,9 @@ func (f Features) String() string {
 		if f.Has(d) {
 			b.WriteString(" " + d.String())
 		}
+	}
+	if f.Asm && f.Wide {
+		b.WriteString(" wide")
 	}
 	return b.String()
 }

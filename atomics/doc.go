@@ -56,9 +56,13 @@
 //     prefetcher may refetch the line at any moment after the fence, so the guarantee is only that
 //     a later load returns memory's value as of some time after the flush began.
 //   - [SFence], [MFence] and [LFence] are the bare instructions.
-//   - [LoadWords], [StoreWords] and the Region copies move one aligned 8-byte word per
-//     instruction, in ascending order, so a concurrent writer can interleave with a long copy
-//     only at word boundaries; a copy as a whole is not atomic.
+//   - [LoadWords], [StoreWords] and the Region copies move the shared side's aligned words in
+//     ascending order, each in one instruction: one 8-byte word, or, on a CPU whose 16-byte
+//     aligned SSE accesses are single-copy atomic ([Features].Wide: both vendors state it for
+//     processors with AVX), an aligned 16-byte pair of words (copies of 4 words or more), so a
+//     concurrent writer can interleave with a long copy only at word boundaries; a copy as a
+//     whole is not atomic. The pairs halve the instructions of a long copy and double the bytes
+//     each load or store has in flight.
 //
 // # The Uncached discipline on one coherent host
 //

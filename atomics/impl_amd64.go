@@ -29,6 +29,17 @@ func asmFAA(p *uint64, delta uint64) uint64
 //go:noescape
 func asmCopy(dst, src unsafe.Pointer, n uintptr)
 
+// asmCopyWideSrc and asmCopyWideDst move n words from src to dst in ascending order, in
+// aligned 16-byte pairs on the side they name (src: loads; dst: stores), with a single word
+// first if that side is not 16-byte aligned and a single word last (wide_amd64.s). Only for a
+// CPU whose 16-byte aligned SSE accesses are single-copy atomic (Features.Wide).
+//
+//go:noescape
+func asmCopyWideSrc(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func asmCopyWideDst(dst, src unsafe.Pointer, n uintptr)
+
 // asmCopyNT moves n words from src to dst with MOVNTI, then SFENCE.
 //
 //go:noescape
@@ -62,18 +73,52 @@ func sfence()                               { asmSFence() }
 func mfence()                               { asmMFence() }
 func lfence()                               { asmLFence() }
 
-func copyOutWords(dst, src *uint64, n uintptr) { asmCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n) }
-func copyInWords(dst, src *uint64, n uintptr)  { asmCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n) }
+// The copies out of and into shared words move aligned 16-byte pairs where the CPU makes such
+// accesses single-copy atomic (Features.Wide): a pair is then read or written whole, which
+// keeps each of its words untorn, and the copy takes half the instructions, with twice the
+// bytes in flight per load or store (a 1 KiB block out of cache: about a third of the word
+// loop's time on the development machine). The side that is not shared memory (the caller's
+// buffer) may have any alignment.
+func copyOutWords(dst, src *uint64, n uintptr) {
+	copyOut(unsafe.Pointer(dst), unsafe.Pointer(src), n)
+}
+func copyInWords(dst, src *uint64, n uintptr) { copyIn(unsafe.Pointer(dst), unsafe.Pointer(src), n) }
+
+// copyOut moves n words from shared src to private dst.
+func copyOut(dst, src unsafe.Pointer, n uintptr) {
+	if wide && n >= wideMin {
+		asmCopyWideSrc(dst, src, n)
+		return
+	}
+	asmCopy(dst, src, n)
+}
+
+// copyIn moves n words from private src to shared dst.
+func copyIn(dst, src unsafe.Pointer, n uintptr) {
+	if wide && n >= wideMin {
+		asmCopyWideDst(dst, src, n)
+		return
+	}
+	asmCopy(dst, src, n)
+}
+
+// wideMin is the shortest copy, in words, that goes through the 16-byte loops: below it the
+// alignment head and tail cost more than the pairs save.
+const wideMin = 4
+
+// wide is features.Wide, read on every copy.
+var wide = features.Wide
+
 func copyInWordsNT(dst, src *uint64, n uintptr) {
 	asmCopyNT(unsafe.Pointer(dst), unsafe.Pointer(src), n)
 }
 
 // amd64 is little-endian, so a word copy into bytes is the byte layout the package promises.
 func copyOutBytes(dst *byte, src *uint64, n uintptr) {
-	asmCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n)
+	copyOut(unsafe.Pointer(dst), unsafe.Pointer(src), n)
 }
 func copyInBytes(dst *uint64, src *byte, n uintptr) {
-	asmCopy(unsafe.Pointer(dst), unsafe.Pointer(src), n)
+	copyIn(unsafe.Pointer(dst), unsafe.Pointer(src), n)
 }
 func copyInBytesNT(dst *uint64, src *byte, n uintptr) {
 	asmCopyNT(unsafe.Pointer(dst), unsafe.Pointer(src), n)
@@ -105,8 +150,9 @@ func detect() Features {
 	}
 	f.Vendor = string(v[:])
 	if maxLeaf >= 1 {
-		_, b1, _, d1 := cpuid(1, 0)
+		_, b1, c1, d1 := cpuid(1, 0)
 		f.CLFLUSH = d1&(1<<19) != 0
+		f.Wide = c1&(1<<28) != 0        // AVX
 		f.NonTemporal = d1&(1<<26) != 0 // SSE2 carries MOVNTI
 		if f.CLFLUSH {
 			if sz := int(b1>>8&0xff) * 8; sz >= 16 && sz&(sz-1) == 0 {
