@@ -22,7 +22,7 @@ type epochState struct {
 	cached    uint64      // the global epoch as last read
 	retired   []retired   // blocks retired, not yet reusable, in retirement order
 	lastScan  farmem.Time
-	seen      farmem.Time // the latest clock reading of Pin, Unpin and announce (see PinCoarse)
+	seen      farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
@@ -174,7 +174,13 @@ func (a *Allocator) Unpin() error {
 	if ep.depth > 0 {
 		return nil
 	}
-	now := a.rt.Now()
+	return a.unpinAt(a.rt.Now())
+}
+
+// unpinAt is the outermost Unpin's work with the clock reading now, taken after the section's
+// last access.
+func (a *Allocator) unpinAt(now farmem.Time) error {
+	ep := &a.ep
 	ep.seen = max(ep.seen, now)
 	var err error
 	if !a.valid(now) {
@@ -292,7 +298,9 @@ func (a *Allocator) RetireSymmetric(ctx context.Context, o SymOffset, size uint6
 func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) error {
 	ep := &a.ep
 	var tag uint64
-	if a.valid(a.rt.Now()) {
+	now := a.rt.Now()
+	ep.seen = max(ep.seen, now)
+	if a.valid(now) {
 		tag = ep.annE + 1
 	} else if a.rep != nil {
 		g, err := a.readEpochRep(ctx)

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -50,4 +51,27 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 	ep.depth = 1
 	ep.lapsed = false
 	return ep.seen, nil
+}
+
+// UnpinSeen is Unpin at the latest clock reading of this allocator instead of a fresh one, for
+// a section whose last access came before that reading: a section that ends with a Retire
+// (which reads the clock after the unlink it follows) costs one clock reading less. Its
+// verdict is Unpin's for that instant: the lease's deadline is fixed while the section runs
+// and the clock is monotonic, so a lease valid then was valid at every earlier instant of the
+// section; the announcement's refresh and withdrawal are decided by the same reading. On a
+// section whose last access came after the latest reading its verdict could miss an expiry:
+// call Unpin there.
+func (a *Allocator) UnpinSeen() error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ep := &a.ep
+	if ep.depth == 0 {
+		return fmt.Errorf("alloc: unpin without pin: %w", farmem.ErrInvalid)
+	}
+	ep.depth--
+	if ep.depth > 0 {
+		return nil
+	}
+	return a.unpinAt(ep.seen)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,7 +43,7 @@ func TestSearchReadsTheClockOnce(t *testing.T) {
 	defer m.Close()
 	var n atomic.Int64
 	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: &n}}
-	a, err := alloc.New(ctx, cm, e.ao)
+	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
 	require.NoError(t, err)
 	defer a.Close()
 	tab, err := race.Open(ctx, cm, a, e.root, race.Options{})
@@ -68,4 +69,67 @@ func TestSearchReadsTheClockOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "value", string(got))
 	require.EqualValues(t, 1, n.Load()-before, "clock readings of an AppendSearch")
+}
+
+// An Update and a Delete read the clock twice: the synchronizer's deadline check before the
+// CAS, and the allocator's Retire after it, whose reading serves the Unpin; the pin takes the
+// allocator's last reading.
+func TestChangeReadsTheClockTwice(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{})
+	ctx := context.Background()
+	m, err := e.f.Open(ctx, e.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	var n atomic.Int64
+	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: &n}}
+	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
+	require.NoError(t, err)
+	defer a.Close()
+	tab, err := race.Open(ctx, cm, a, e.root, race.Options{})
+	require.NoError(t, err)
+	defer tab.Close()
+
+	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
+	require.NoError(t, tab.Update(ctx, []byte("key"), []byte("v1"))) // the first pin may announce
+	before := n.Load()
+	require.NoError(t, tab.Update(ctx, []byte("key"), []byte("v2")))
+	require.EqualValues(t, 2, n.Load()-before, "clock readings of an Update")
+	before = n.Load()
+	require.NoError(t, tab.Delete(ctx, []byte("key")))
+	require.EqualValues(t, 2, n.Load()-before, "clock readings of a Delete")
+	got, err := tab.Search(ctx, []byte("key"))
+	require.ErrorIs(t, err, race.ErrNotFound, "got %q", got)
+	require.Zero(t, tab.Stats().Repins)
+}
+
+// A change whose pin takes a reading older than PinBudget (the client sat idle) finds its
+// deadline passed at the CAS, re-pins and looks again, and commits.
+func TestChangeAfterIdleRepins(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{})
+	ctx := context.Background()
+	m, err := e.f.Open(ctx, e.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	a, err := alloc.New(ctx, m, e.ao)
+	require.NoError(t, err)
+	defer a.Close()
+	const budget = 20 * time.Millisecond
+	tab, err := race.Open(ctx, m, a, e.root, race.Options{PinBudget: budget})
+	require.NoError(t, err)
+	defer tab.Close()
+
+	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
+	require.NoError(t, m.Runtime().Sleep(ctx, 3*budget))
+	require.NoError(t, tab.Update(ctx, []byte("key"), []byte("v1")))
+	require.GreaterOrEqual(t, tab.Stats().Repins, uint64(1))
+	got, err := tab.Search(ctx, []byte("key"))
+	require.NoError(t, err)
+	require.Equal(t, "v1", string(got))
+}
+
+// steadyPins returns o with a lease and refresh long enough that no pin of a test on a slow,
+// busy machine finds its announcement due for a refresh (which reads the clock once more).
+func steadyPins(o alloc.Options) alloc.Options {
+	o.Lease, o.Refresh = 10*time.Minute, 5*time.Minute
+	return o
 }

@@ -53,6 +53,19 @@
 // own. Open refuses a synchronizer whose LockSize exceeds Params.MetaSize. A split does not move
 // lock entries: the new slot's starts zero.
 //
+// # Clock readings
+//
+// A Search pins with no clock reading (alloc.Allocator.PinCoarse) and reads the clock once, at
+// Unpin, which confirms the lease held throughout. An Update or Delete pins the same way, so
+// its section's start (the budget's origin) is the allocator's latest reading, a lower bound;
+// the synchronizer reads the clock before each CAS to check the budget (ptrsync.Target's
+// Deadline), and a committed change ends with the allocator's Retire, whose reading, taken
+// after the CAS, also serves the Unpin (alloc.Allocator.UnpinSeen): two readings per
+// uncontended change instead of five. The lower bound only makes the budget end early: a
+// change that starts after the client sat idle longer than PinBudget finds its deadline passed
+// at its first CAS and re-pins and looks again once (3 more round trips), which bounds the cost
+// of the coarse start to operations that follow an idle time far longer than themselves.
+//
 // # Resizing
 //
 // A subtable splits when an insert finds both candidate buckets full. The splitter takes the

@@ -532,10 +532,21 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte) error {
 	op := t.newOp(key)
 	op.invalidate = t.opts.Invalidate
-	if err := t.pin(ctx); err != nil {
+	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
+	// the deadline below is, if anything, early), Commit's deadline check before each CAS is
+	// the one reading before it, and a committed change ends with the reading of its retire:
+	// two readings in all (see the package doc, "Clock readings").
+	if err := t.pinRead(ctx); err != nil {
 		return err
 	}
-	defer t.unpin()
+	retired := false
+	defer func() {
+		if retired {
+			t.unpinSeen()
+		} else {
+			t.unpin()
+		}
+	}()
 	c := &t.scr.change
 	*c = change{kind: kind, key: key, value: value, t: t, op: op}
 	plan := t.sync.Plan(kind, ptrsync.KeyHash(key))
@@ -578,13 +589,6 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			}
 			continue
 		}
-		if ok, err := t.fresh(ctx, op); err != nil || !ok {
-			if err != nil {
-				t.dropBlock(ctx, c.blk)
-				return err
-			}
-			continue
-		}
 		i := v.idx[j]
 		c.subtable, c.index, c.slot, c.meta, c.metaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.metaOf(i)
 		c.old = w
@@ -598,11 +602,21 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			if c.blk != nil {
 				c.blk.visible = true
 			}
-			t.retire(ctx, Slot(res.Replaced))
+			// The allocator's Retire reads the clock after the CAS: the section's end.
+			retired = t.retire(ctx, Slot(res.Replaced))
 			return nil
 		case ptrsync.Combined:
 			t.dropBlock(ctx, c.blk)
 			return nil
+		}
+		// Commit checks the deadline (the pinned section's budget) before every CAS and
+		// returns Retry past it: then re-pin, as fresh does, before looking again.
+		if ok, err := t.fresh(ctx, op); err != nil || !ok {
+			if err != nil {
+				t.dropBlock(ctx, c.blk)
+				return err
+			}
+			continue
 		}
 		t.stats.Conflicts++
 	}
@@ -611,8 +625,8 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 }
 
 // stamp returns a new block's stamp: a hash of the client's id, a count of the blocks this
-// handle made and the fabric time (the start of the pinned section it is made in: no clock
-// reading of its own), so that two blocks written at one address (reused after a deferred
+// handle made and the fabric time (the pinned section's pinAt, the start or a lower bound of
+// it: no clock reading of its own), so that two blocks written at one address (reused after a deferred
 // free) differ with probability 1-2^-32 without drawing on the runtime's random source.
 func (t *Table) stamp() uint32 {
 	t.stamps++

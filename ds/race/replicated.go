@@ -32,6 +32,7 @@ type allocator interface {
 	PinAt(ctx context.Context, now farmem.Time) error
 	PinCoarse(ctx context.Context) (farmem.Time, error)
 	Unpin() error
+	UnpinSeen() error
 }
 
 // symAlloc allocates a replicated table's memory: a block of n bytes at logical offset o on

@@ -432,6 +432,20 @@ func (t *Table) unpin() bool {
 	return true
 }
 
+// unpinSeen is unpin for a section whose last access was followed by a clock reading of the
+// allocator's (a successful Retire): alloc.Allocator.UnpinSeen, with no reading of its own.
+func (t *Table) unpinSeen() bool {
+	if !t.pinned {
+		return true
+	}
+	t.pinned = false
+	if err := t.a.UnpinSeen(); err != nil {
+		t.stats.PinExpired++
+		return false
+	}
+	return true
+}
+
 // fresh is called before a CAS that depends on blocks op read while pinned: if the operation
 // has been pinned longer than PinBudget it re-pins, forgets what it learnt about blocks (a
 // word's block may be reused once unpinned), and reports false; the caller must look again
@@ -446,18 +460,21 @@ func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
 	return false, t.pin(ctx)
 }
 
-// retire hands back the block a replaced slot word pointed at.
-func (t *Table) retire(ctx context.Context, s Slot) {
+// retire hands back the block a replaced slot word pointed at. It reports whether the
+// allocator read the clock for it (then after every access before it: see unpinSeen).
+func (t *Table) retire(ctx context.Context, s Slot) bool {
 	if s.Empty() {
-		return
+		return false
 	}
 	// Retire fails only when the allocator is closed or the home node is down; the block is
 	// then leaked, which is safe.
+	var err error
 	if t.replicated() {
-		_ = t.a.RetireSymmetric(ctx, alloc.SymOffset(s.Addr().Offset()), s.Size())
-		return
+		err = t.a.RetireSymmetric(ctx, alloc.SymOffset(s.Addr().Offset()), s.Size())
+	} else {
+		err = t.a.Retire(ctx, s.Addr(), s.Size())
 	}
-	_ = t.a.Retire(ctx, s.Addr(), s.Size())
+	return err == nil
 }
 
 // sleep pauses for the current backoff and doubles it.
