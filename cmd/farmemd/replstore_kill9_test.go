@@ -30,7 +30,7 @@ import (
 // from nodes 1 and 2 alone; a second process then finds the store on them. With
 // -farmemd.long-faults it also runs with node 2 killed first.
 func TestReplicatedStoreKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
+	t.Parallel()                        // its own farmemd processes
 	pauseFor := 1500 * time.Millisecond // past the 1 s down timeout
 	orders := [][3]farmem.NodeID{{1, 2, 3}}
 	if *longFaults {
