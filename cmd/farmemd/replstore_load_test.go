@@ -168,6 +168,28 @@ func (l *storeLoad) recovery(t *testing.T, what string, base time.Duration, faul
 	return -1
 }
 
+// snapshot returns each writer's last acknowledged version of each key.
+func (l *storeLoad) snapshot() [][]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([][]int, len(l.acked))
+	for w := range l.acked {
+		out[w] = slices.Clone(l.acked[w])
+	}
+	return out
+}
+
+// everyKeyWritten reports whether every writer has had a write of each of its keys
+// acknowledged.
+func (l *storeLoad) everyKeyWritten() bool {
+	for _, ks := range l.snapshot() {
+		if slices.Contains(ks, 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // verify halts the load and checks that no operation failed and that every acknowledged
 // write reads back from s, which serves every writer's keys.
 func (l *storeLoad) verify(t *testing.T, s *kvstore.Store) {
