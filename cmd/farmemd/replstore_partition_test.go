@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,29 +59,43 @@ func TestReplicatedStorePartition(t *testing.T) {
 const partitionDown = 500 * time.Millisecond
 
 func startInProcessPartition(t *testing.T, k storeKind) *partitionCluster {
-	cl := &rdma.Cluster{DownTimeout: partitionDown}
-	var servers []*rdma.Server
-	for id := range 3 {
-		s, err := rdma.NewServer(rdma.ServerOptions{Node: farmem.NodeID(id + 1), Size: procNodeSize, Secret: []byte(secret), Logger: quietLogger()})
-		require.NoError(t, err)
-		addr, err := s.Listen("127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		servers = append(servers, s)
-		cl.Memory = append(cl.Memory, rdma.NodeAddr{ID: s.Node(), Addr: addr})
-	}
+	servers, addrs := startServers(t, 1, 2, 3)
+	cl := &rdma.Cluster{DownTimeout: partitionDown, Memory: addrs}
 	pc := &partitionCluster{}
 	for i := range pc.fabs {
-		f, err := rdma.Dial(context.Background(), cl, rdma.Options{Secret: []byte(secret), Logger: quietLogger()})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = f.Close() })
-		pc.fabs[i] = f
+		pc.fabs[i] = dialCluster(t, cl)
 	}
 	in := rdma.NewInjector(servers, pc.fabs[:])
 	pc.cut = func(node farmem.NodeID, from ...int) error { return in.PartitionNodes(node, pc.hosted(from)...) }
 	pc.heal = func(node farmem.NodeID, from ...int) error { return in.HealNodes(node, pc.hosted(from)...) }
 	openPartitionStores(t, pc, k)
 	return pc
+}
+
+// startServers starts in-process memory nodes of procNodeSize on loopback.
+func startServers(t *testing.T, ids ...farmem.NodeID) ([]*rdma.Server, []rdma.NodeAddr) {
+	var servers []*rdma.Server
+	var addrs []rdma.NodeAddr
+	for _, id := range ids {
+		s, err := rdma.NewServer(rdma.ServerOptions{Node: id, Size: procNodeSize, Secret: clusterSecret(), Logger: quietLogger()})
+		require.NoError(t, err)
+		addr, err := s.Listen("127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		servers = append(servers, s)
+		addrs = append(addrs, rdma.NodeAddr{ID: id, Addr: addr})
+	}
+	return servers, addrs
+}
+
+// clusterSecret is the cluster secret as farmemd reads it from its secret file.
+func clusterSecret() []byte { return []byte(strings.TrimSpace(secret)) }
+
+func dialCluster(t *testing.T, cl *rdma.Cluster) *rdma.Fabric {
+	f, err := rdma.Dial(context.Background(), cl, rdma.Options{Secret: clusterSecret(), Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }
 
 func openPartitionStores(t *testing.T, pc *partitionCluster, k storeKind) {
