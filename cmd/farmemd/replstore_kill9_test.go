@@ -144,7 +144,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 		case kill:
 			fault := time.Now()
 			c.node(st.node).kill9()
-			l.phase(t, fmt.Sprintf("node %d killed", st.node), time.Second)
+			l.phase(t, fmt.Sprintf("node %d killed", st.node), 600*time.Millisecond)
 			l.recovery(t, fmt.Sprintf("SIGKILL of node %d", st.node), base, fault, time.Now())
 		case restart:
 			c.restart(t, st.node)

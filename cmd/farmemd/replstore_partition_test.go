@@ -115,7 +115,7 @@ func replicatedPartition(t *testing.T, pc *partitionCluster) {
 		cutFor = 5 * time.Second
 	}
 	a, b := pc.stores[0], pc.stores[1]
-	l := startLoad([]*kvstore.Store{a, a, b, b}, 16) // writers 0 and 1 on A, 2 and 3 on B
+	l := startLoad([]*kvstore.Store{a, a, b, b}, 8) // writers 0 and 1 on A, 2 and 3 on B
 	defer l.halt()
 	start := time.Now()
 	l.phase(t, "all connected", 500*time.Millisecond)
@@ -156,7 +156,7 @@ func replicatedPartition(t *testing.T, pc *partitionCluster) {
 	// Every key written again with all nodes connected (A's and B's fabrics find node 2 again
 	// as the writers use it), then read through node 3 once more: now every acknowledged write
 	// must read back.
-	l2 := startLoad([]*kvstore.Store{a, a, b, b}, 16)
+	l2 := startLoad([]*kvstore.Store{a, a, b, b}, 8)
 	defer l2.halt()
 	t0 = time.Now()
 	require.Eventually(t, func() bool { return l2.everyKeyWritten() }, time.Minute, 10*time.Millisecond)
