@@ -147,25 +147,51 @@ const recoveryBin = 50 * time.Millisecond
 
 // recovery reports how long after fault the median latency came back to base's level (within
 // a quarter: the bins are short and the machine shared): the start of the first bin of
-// recoveryBin, from fault on and before to, whose operations' median is at most 1.25 base,
-// and the worst bin's median before it. It logs what it found and returns -1 if no bin came
-// back. It measures; it asserts nothing (a slower machine moves every number).
+// recoveryBin, from fault on and before to, whose operations (by start) have a median of at
+// most 1.25 base (-1 if none did). It logs that, the worst median of the non-empty bins before
+// it, the slowest operation in flight at the fault or started after it, and the throughput
+// from fault to to against that of as long a time before the fault. It measures; it asserts
+// nothing (a slower machine moves every number).
 func (l *storeLoad) recovery(t *testing.T, what string, base time.Duration, fault, to time.Time) time.Duration {
 	var worst time.Duration
+	back := time.Duration(-1)
 	for at := fault; at.Before(to); at = at.Add(recoveryBin) {
 		p, n := l.p50(at, at.Add(recoveryBin))
-		if n > 0 && p <= base*5/4 {
-			t.Logf("%s: p50 back to the pre-fault level (%v) %v after the fault (bins of %v; worst bin p50 before it %v)",
-				what, base, at.Sub(fault), recoveryBin, worst)
-			return at.Sub(fault)
-		}
 		if n == 0 {
-			p = to.Sub(at) // no operation started in the bin: stalled
+			continue
+		}
+		if p <= base*5/4 {
+			back = at.Sub(fault)
+			break
 		}
 		worst = max(worst, p)
 	}
-	t.Logf("%s: p50 not back to the pre-fault level (%v) within %v (worst bin p50 %v)", what, base, to.Sub(fault), worst)
-	return -1
+	span := to.Sub(fault)
+	var slowest time.Duration
+	var slowestAt time.Duration
+	during, before := 0, 0
+	l.mu.Lock()
+	for _, s := range l.samples {
+		end := s.at.Add(s.lat)
+		if !end.Before(fault) && s.at.Before(to) && s.lat > slowest {
+			slowest, slowestAt = s.lat, s.at.Sub(fault)
+		}
+		switch {
+		case !end.Before(fault) && end.Before(to):
+			during++
+		case !end.Before(fault.Add(-span)) && end.Before(fault):
+			before++
+		}
+	}
+	l.mu.Unlock()
+	if back >= 0 {
+		t.Logf("%s: p50 back to the pre-fault level (%v) %v after the fault (bins of %v; worst bin p50 before it %v)", what, base, back, recoveryBin, worst)
+	} else {
+		t.Logf("%s: p50 not back to the pre-fault level (%v) within %v (worst bin p50 %v)", what, base, span, worst)
+	}
+	t.Logf("%s: slowest operation %v (started %v from the fault); %d operations returned in the %v from the fault, %d in as long before it",
+		what, slowest.Round(time.Millisecond), slowestAt.Round(time.Millisecond), during, span.Round(time.Millisecond), before)
+	return back
 }
 
 // snapshot returns each writer's last acknowledged version of each key.
