@@ -120,8 +120,9 @@
 // refused after their expiry. The bound holds on the tcp provider; on ibverbs the NIC applies
 // work requests without the node's CPU, and a request is bounded only by the queue pair's
 // retry timeout. [Injector] injects transport.FaultInjector's faults into
-// in-process Servers and Fabrics; nodes started with ServerOptions.AllowFaults accept
-// [RemoteFault].
+// in-process Servers and Fabrics, and cuts a node off from whole compute processes
+// (Injector.PartitionNodes, a partition of the data path); nodes started with
+// ServerOptions.AllowFaults accept [RemoteFault].
 //
 // # Providers
 //

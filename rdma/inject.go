@@ -15,6 +15,8 @@ import (
 //	            compute node does the same and its clients, Waits and handlers end
 //	Hang        the node reads and drops every frame (fail-silent) until Resume
 //	Partition   the node drops one client's frames until Heal
+//	PartitionNodes the node drops the frames of every client of some compute processes
+//	            until HealNodes (see PartitionNodes)
 //	CrashAfter  the next batch frame applies n ops, answers for them, then the node crashes
 //	CrashClient one client fails stop; its node's other clients go on
 //

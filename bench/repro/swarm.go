@@ -24,8 +24,9 @@ const (
 )
 
 // SwarmConfig is one run of the SWARM reproduction (`farmem repro swarm`): Table 2 and Fig. 5
-// (4 clients, YCSB B), Fig. 12 (16 clients on one key, YCSB A) and Fig. 13 (64 clients,
-// 1/4/16/64 metadata words, YCSB B and A), on SwarmModel. The objects are keyed directly: the
+// (4 clients, YCSB B), Fig. 11 (16 clients, YCSB B: a throughput and latency timeline across a
+// memory node's failure, fail-stop and fail-silent), Fig. 12 (16 clients on one key, YCSB A)
+// and Fig. 13 (64 clients, 1/4/16/64 metadata words, YCSB B and A), on SwarmModel. The objects are keyed directly: the
 // paper's index caches hold every key's location in its steady state (§7, "index caches large
 // enough"), so a get or update there goes to the object's replicas with no index access; the
 // SWARM-KV index kind is not part of this run.
@@ -40,7 +41,12 @@ type SwarmConfig struct {
 	// clients (the paper: 64; at most 64).
 	Words        []int
 	Fig13Clients int
-	// Figures selects what runs, of "5" (with Table 2), "12", "13" (default all).
+	// Fig11Clients run Fig. 11 (YCSB B over Keys keys, spread over the 4 client servers; at
+	// most 64): Fig11Warmup of virtual time, then a window of Fig11Span binned by Fig11Bin, a
+	// third of the way through which a memory node fails (once stopping, once silent).
+	Fig11Clients                     int
+	Fig11Warmup, Fig11Span, Fig11Bin time.Duration
+	// Figures selects what runs, of "5" (with Table 2), "11", "12", "13" (default all).
 	Figures []string
 	// Seeds and Workers are as in CiderConfig; Band lists the unpinned costs Fig. 5's
 	// ratios are rerun at (each variant sets one; see SwarmModel).
@@ -50,11 +56,13 @@ type SwarmConfig struct {
 }
 
 // SwarmFull is the full reproduction: 1,000 keys (Fig. 13: 500), 4,000 operations per client
-// after 1,000 of warm-up (Figs. 12 and 13: 1,000 after 300), three seeds, and the band of the
-// CPU per verb (50ns and 200ns).
+// after 1,000 of warm-up (Figs. 12 and 13: 1,000 after 300), Fig. 11 with 16 clients over
+// 6ms in bins of 500µs after 500µs of warm-up, three seeds, and the band of the CPU per verb
+// (50ns and 200ns).
 func SwarmFull() SwarmConfig {
 	return SwarmConfig{Keys: 1000, Fig13Keys: 500, Warmup: 1000, Ops: 4000, ContendedWarmup: 300, ContendedOps: 1000,
 		Words: []int{1, 4, 16, 64}, Fig13Clients: 64, Seeds: []uint64{1, 2, 3},
+		Fig11Clients: 16, Fig11Warmup: 500 * time.Microsecond, Fig11Span: 6 * time.Millisecond, Fig11Bin: 500 * time.Microsecond,
 		Band: []Variant{{OpCPU: 50 * time.Nanosecond}, {OpCPU: 200 * time.Nanosecond}}}
 }
 
@@ -63,6 +71,7 @@ func SwarmFull() SwarmConfig {
 func SwarmQuick() SwarmConfig {
 	c := SwarmFull()
 	c.Keys, c.Fig13Keys, c.Warmup, c.Ops, c.ContendedWarmup, c.ContendedOps = 100, 50, 100, 300, 50, 150
+	c.Fig11Clients, c.Fig11Warmup, c.Fig11Span, c.Fig11Bin = 8, 100*time.Microsecond, 1500*time.Microsecond, 150*time.Microsecond
 	c.Seeds, c.Band = []uint64{1, 2}, c.Band[1:]
 	return c
 }
@@ -74,8 +83,8 @@ func (c SwarmConfig) has(fig string) bool {
 func (c SwarmConfig) check() error {
 	bad := func(format string, a ...any) error { return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...)) }
 	for _, f := range c.Figures {
-		if !slices.Contains([]string{"5", "12", "13"}, f) {
-			return bad("figure %q (want 5, 12 or 13)", f)
+		if !slices.Contains([]string{"5", "11", "12", "13"}, f) {
+			return bad("figure %q (want 5, 11, 12 or 13)", f)
 		}
 	}
 	switch {
@@ -89,6 +98,10 @@ func (c SwarmConfig) check() error {
 		return bad("words %v: want 1 to 64", c.Words)
 	case c.Fig13Clients < 1 || c.Fig13Clients > 64:
 		return bad("Fig. 13 with %d clients: want 1 to 64", c.Fig13Clients)
+	case c.has("11") && (c.Fig11Clients < 1 || c.Fig11Clients > 64):
+		return bad("Fig. 11 with %d clients: want 1 to 64", c.Fig11Clients)
+	case c.has("11") && (c.Fig11Bin <= 0 || c.Fig11Span < 3*c.Fig11Bin || c.Fig11Warmup < 0):
+		return bad("Fig. 11's window %v in bins of %v after %v: want at least 3 bins", c.Fig11Span, c.Fig11Bin, c.Fig11Warmup)
 	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
 		return bad("band %v: each variant sets a positive cost", c.Band)
 	}
@@ -172,6 +185,11 @@ type swarmPoint struct {
 	words   int // SWARM's metadata words per key
 	warmup  int
 	ops     int
+	// Fig. 11: fault ("crash" or "hang") fails a memory node a third of the way through a
+	// window of span (virtual time) that follows warmupSpan of operations; bin is the
+	// timeline's bin. Without a fault the point runs warmup and ops operations per client.
+	fault                 string
+	warmupSpan, span, bin time.Duration
 }
 
 // swarmRun is what one seed of a point measured in its window.
@@ -182,6 +200,8 @@ type swarmRun struct {
 	// halves are the window's two halves' median latencies (all operations), the warm-up's
 	// convergence check.
 	halves [2]time.Duration
+	// timeline is Fig. 11's window, bin by bin (operations by the time they returned).
+	timeline []swarmBin
 }
 
 // swarmObjects builds a point's objects: each key's replicas on 3 of the 4 memory nodes
@@ -223,11 +243,31 @@ func runSwarmPoint(ctx context.Context, pt swarmPoint, seed uint64, v Variant) (
 	defer s.Close()
 	var run swarmRun
 	var runErr error
-	s.Run(func() { run, runErr = swarmSim(ctx, s, pt, sp, ap) })
+	s.Run(func() {
+		if pt.fault != "" {
+			run, runErr = swarmTimelineSim(ctx, s, pt, sp, ap)
+			return
+		}
+		run, runErr = swarmSim(ctx, s, pt, sp, ap)
+	})
 	return run, runErr
 }
 
-func swarmSim(ctx context.Context, s *sim.Sim, pt swarmPoint, sp maxreg.Params, ap abd.Params) (swarmRun, error) {
+// swarmClient is one client of a point: its Memory and its handles of the objects it used.
+type swarmClient struct {
+	m    farmem.Memory
+	objs map[int]abd.Object
+}
+
+// swarmEnv is a point's objects, built and loaded (every key written once), and its clients.
+type swarmEnv struct {
+	cs     []*swarmClient
+	object func(c *swarmClient, k int) (abd.Object, error)
+	close  func()
+}
+
+// swarmSetup builds pt's objects and clients and writes every key once.
+func swarmSetup(ctx context.Context, s *sim.Sim, pt swarmPoint, sp maxreg.Params, ap abd.Params) (*swarmEnv, error) {
 	nodes := s.Topology().MemoryNodes()
 	comp := s.Topology().ComputeNodes()
 	m, a, closeBuild, err := func() (farmem.Memory, *alloc.Allocator, func(), error) {
@@ -247,7 +287,7 @@ func swarmSim(ctx context.Context, s *sim.Sim, pt swarmPoint, sp maxreg.Params, 
 		return m, a, func() { _ = a.Close(); _ = m.Close() }, nil
 	}()
 	if err != nil {
-		return swarmRun{}, err
+		return nil, err
 	}
 	addrs := make([][]farmem.Addr, pt.keys)
 	for k := range pt.keys {
@@ -264,26 +304,26 @@ func swarmSim(ctx context.Context, s *sim.Sim, pt swarmPoint, sp maxreg.Params, 
 		}
 		if err != nil {
 			closeBuild()
-			return swarmRun{}, fmt.Errorf("creating key %d: %w", k, err)
+			return nil, fmt.Errorf("creating key %d: %w", k, err)
 		}
 	}
 	closeBuild()
 
 	// Clients: pt.clients, spread over the 4 compute nodes, each with its own handles.
-	type client struct {
-		m    farmem.Memory
-		objs map[int]abd.Object
-	}
-	cs := make([]*client, pt.clients)
+	env := &swarmEnv{close: func() {}}
+	cs := make([]*swarmClient, pt.clients)
 	for i := range cs {
 		cm, err := s.Open(ctx, comp[i%len(comp)])
 		if err != nil {
-			return swarmRun{}, err
+			env.close()
+			return nil, err
 		}
-		defer cm.Close()
-		cs[i] = &client{m: cm, objs: map[int]abd.Object{}}
+		prev := env.close
+		env.close = func() { _ = cm.Close(); prev() }
+		cs[i] = &swarmClient{m: cm, objs: map[int]abd.Object{}}
 	}
-	object := func(c *client, k int) (abd.Object, error) {
+	env.cs = cs
+	object := func(c *swarmClient, k int) (abd.Object, error) {
 		if o, ok := c.objs[k]; ok {
 			return o, nil
 		}
@@ -320,8 +360,20 @@ func swarmSim(ctx context.Context, s *sim.Sim, pt swarmPoint, sp maxreg.Params, 
 		}
 		return nil
 	}); err != nil {
-		return swarmRun{}, fmt.Errorf("load: %w", err)
+		env.close()
+		return nil, fmt.Errorf("load: %w", err)
 	}
+	env.object = object
+	return env, nil
+}
+
+func swarmSim(ctx context.Context, s *sim.Sim, pt swarmPoint, sp maxreg.Params, ap abd.Params) (swarmRun, error) {
+	env, err := swarmSetup(ctx, s, pt, sp, ap)
+	if err != nil {
+		return swarmRun{}, err
+	}
+	defer env.close()
+	cs, object := env.cs, env.object
 	type rec struct {
 		get bool
 		lat time.Duration

@@ -16,6 +16,8 @@ type SwarmResult struct {
 	// node's READ and atomic service, MemWrite its WRITE service, OpCPU its client CPU per verb.
 	Model                                     string
 	Latency, Jitter, MemRead, MemWrite, OpCPU time.Duration
+	// DownTimeout is the model's: when a silent node's verbs fail.
+	DownTimeout time.Duration
 	// Fig5 holds RAW, SWARM and DM-ABD at Fig. 5's point (Table 2 comes from the same runs);
 	// Band the same three rerun at each variant of Config.Band.
 	Fig5 []SwarmAgg
@@ -24,6 +26,9 @@ type SwarmResult struct {
 	// of Config.Words, on YCSB B then YCSB A.
 	Fig12 *SwarmAgg
 	Fig13 []SwarmAgg
+	// Fig11 is SWARM's timeline across a memory node's failure: one point per fault
+	// (FaultCrash, FaultHang).
+	Fig11 []SwarmAgg
 }
 
 // SwarmAgg is one point over every seed.
@@ -32,6 +37,8 @@ type SwarmAgg struct {
 	// one per writer) describe the point.
 	System                      string
 	Clients, Keys, Reads, Words int
+	// Fault is Fig. 11's fault (FaultCrash or FaultHang), "" elsewhere.
+	Fault string
 	// Runs is each seed's window.
 	Runs []swarmRun
 }
@@ -48,7 +55,7 @@ func RunSwarm(ctx context.Context, c SwarmConfig, progress io.Writer) (*SwarmRes
 	}
 	m := SwarmModel(2, 1<<20)
 	res := &SwarmResult{Config: c, Model: m.Name, Latency: m.MemoryLatency, Jitter: m.Jitter, MemRead: m.MemoryNIC.Verb[farmem.OpRead],
-		MemWrite: m.MemoryNIC.Verb[farmem.OpWrite], OpCPU: m.OpCPU}
+		MemWrite: m.MemoryNIC.Verb[farmem.OpWrite], OpCPU: m.OpCPU, DownTimeout: m.DownTimeout}
 	point := func(pt swarmPoint, v Variant) (SwarmAgg, error) {
 		start := time.Now()
 		runs, errs, err := runSeeds(ctx, c.Seeds, c.Workers, func(seed uint64) (swarmRun, error) {
@@ -62,7 +69,7 @@ func RunSwarm(ctx context.Context, c SwarmConfig, progress io.Writer) (*SwarmRes
 				return SwarmAgg{}, fmt.Errorf("repro: swarm: %s seed %d: %w", pt.sys, c.Seeds[i], e)
 			}
 		}
-		a := SwarmAgg{System: pt.sys, Clients: pt.clients, Keys: pt.keys, Reads: pt.reads, Words: pt.words, Runs: runs}
+		a := SwarmAgg{System: pt.sys, Clients: pt.clients, Keys: pt.keys, Reads: pt.reads, Words: pt.words, Fault: pt.fault, Runs: runs}
 		swarmProgress(progress, "swarm: fig %s %s, %d words (0: one per writer), %v: %v\n", pt.fig, a.point(), pt.words, v, time.Since(start).Round(time.Millisecond))
 		return a, nil
 	}
@@ -85,6 +92,16 @@ func RunSwarm(ctx context.Context, c SwarmConfig, progress io.Writer) (*SwarmRes
 				row = append(row, a)
 			}
 			res.Band = append(res.Band, row)
+		}
+	}
+	if c.has("11") {
+		for _, f := range []string{FaultCrash, FaultHang} {
+			a, err := point(swarmPoint{fig: "11", sys: SysSWARM, clients: c.Fig11Clients, keys: c.Keys, reads: 95,
+				fault: f, warmupSpan: c.Fig11Warmup, span: c.Fig11Span, bin: c.Fig11Bin}, Variant{})
+			if err != nil {
+				return nil, err
+			}
+			res.Fig11 = append(res.Fig11, a)
 		}
 	}
 	if c.has("12") {

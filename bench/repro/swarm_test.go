@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +16,7 @@ func tinySwarm() repro.SwarmConfig {
 	c := repro.SwarmQuick()
 	c.Keys, c.Fig13Keys, c.Warmup, c.Ops, c.ContendedWarmup, c.ContendedOps = 12, 12, 10, 40, 5, 20
 	c.Seeds, c.Band, c.Words, c.Fig13Clients = []uint64{1}, nil, []int{1, 16}, 16
+	c.Fig11Clients, c.Fig11Warmup, c.Fig11Span, c.Fig11Bin = 4, 20*time.Microsecond, 300*time.Microsecond, 50*time.Microsecond
 	return c
 }
 
@@ -48,12 +50,12 @@ func TestSwarmRoundTrips(t *testing.T) {
 	}
 }
 
-// TestSwarmDeterministic: the same configuration prints the same bytes, one seed at a time
-// or both at once.
+// TestSwarmDeterministic: the same configuration (Figs. 5 and 11) prints the same bytes, one
+// seed at a time or both at once.
 func TestSwarmDeterministic(t *testing.T) {
 	t.Parallel()
 	c := tinySwarm()
-	c.Figures, c.Seeds = []string{"5"}, []uint64{1, 2}
+	c.Figures, c.Seeds = []string{"5", "11"}, []uint64{1, 2}
 	r1, err := repro.RunSwarm(context.Background(), c, nil)
 	require.NoError(t, err)
 	c.Workers = 2
@@ -69,17 +71,44 @@ func TestSwarmDeterministic(t *testing.T) {
 // A configuration that cannot run is ErrConfig, before anything runs.
 func TestSwarmConfigErrors(t *testing.T) {
 	for name, f := range map[string]func(*repro.SwarmConfig){
-		"no seeds": func(c *repro.SwarmConfig) { c.Seeds = nil },
-		"keys":     func(c *repro.SwarmConfig) { c.Keys = 1 },
-		"ops":      func(c *repro.SwarmConfig) { c.Ops = 0 },
-		"words":    func(c *repro.SwarmConfig) { c.Words = []int{65} },
-		"clients":  func(c *repro.SwarmConfig) { c.Fig13Clients = 65 },
-		"figure":   func(c *repro.SwarmConfig) { c.Figures = []string{"11"} },
-		"variant":  func(c *repro.SwarmConfig) { c.Band = []repro.Variant{{}} },
+		"no seeds":      func(c *repro.SwarmConfig) { c.Seeds = nil },
+		"keys":          func(c *repro.SwarmConfig) { c.Keys = 1 },
+		"ops":           func(c *repro.SwarmConfig) { c.Ops = 0 },
+		"words":         func(c *repro.SwarmConfig) { c.Words = []int{65} },
+		"clients":       func(c *repro.SwarmConfig) { c.Fig13Clients = 65 },
+		"figure":        func(c *repro.SwarmConfig) { c.Figures = []string{"14"} },
+		"fig11 clients": func(c *repro.SwarmConfig) { c.Fig11Clients = 0 },
+		"fig11 bins":    func(c *repro.SwarmConfig) { c.Fig11Span = 2 * c.Fig11Bin },
+		"variant":       func(c *repro.SwarmConfig) { c.Band = []repro.Variant{{}} },
 	} {
 		c := repro.SwarmQuick()
 		f(&c)
 		_, err := repro.RunSwarm(context.Background(), c, nil)
 		require.ErrorIs(t, err, repro.ErrConfig, name)
 	}
+}
+
+// TestSwarmFig11: a memory node fails a third of the way through Fig. 11's window, stopping
+// or silent: no operation fails, and every bin of the window, the ones after the failure
+// included, has operations returning in it (no loss of availability); the timeline prints.
+func TestSwarmFig11(t *testing.T) {
+	t.Parallel()
+	c := tinySwarm()
+	c.Figures = []string{"11"}
+	r, err := repro.RunSwarm(context.Background(), c, nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, r.WriteText(&out))
+	t.Log("\n" + out.String())
+	require.Len(t, r.Fig11, 2)
+	for _, a := range r.Fig11 {
+		bins, errs := a.Timeline()
+		require.Zero(t, errs, a.Fault)
+		require.Len(t, bins, int(c.Fig11Span/c.Fig11Bin), a.Fault)
+		for i, n := range bins {
+			require.Positive(t, n, "%s: bin %d returned no operation", a.Fault, i)
+		}
+	}
+	require.Contains(t, out.String(), "Fig. 11")
+	require.Contains(t, out.String(), "Paper (§7.7, Fig. 11")
 }

@@ -45,7 +45,7 @@ unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, 
 (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
 --workers, --out); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
 store and plain RACE, with --quick, --seeds, --workers, --out); swarm (SWARM §7: Table 2 and
-Figs. 5, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers, --out).
+Figs. 5, 11, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers, --out).
 
 `)
 		fs.PrintDefaults()

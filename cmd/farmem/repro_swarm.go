@@ -7,7 +7,7 @@ import (
 	"github.com/farmem/farmem/bench/repro"
 )
 
-// runReproSwarm is `farmem repro swarm`: the SWARM paper's Table 2 and Figs. 5, 12 and 13
+// runReproSwarm is `farmem repro swarm`: the SWARM paper's Table 2 and Figs. 5, 11, 12 and 13
 // (repro.RunSwarm), full or quick, with --seeds, --workers, --out and -q.
 func runReproSwarm(ctx context.Context, quick bool, seeds string, workers int, quiet bool, out string, stdout, stderr io.Writer) error {
 	cfg := repro.SwarmFull()

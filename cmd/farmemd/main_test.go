@@ -82,6 +82,13 @@ func writeSecret(t testing.TB, dir, name, text string) string {
 // startDaemon starts farmemd as a separate process and waits until it listens.
 func startDaemon(t testing.TB, dir string, id farmem.NodeID, size, listen string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonUnder(t, nil, dir, id, size, listen, extra...)
+}
+
+// startDaemonUnder is startDaemon with the process started by the command wrap (its
+// arguments then farmemd's; none: farmemd itself), such as ip netns exec.
+func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID, size, listen string, extra ...string) *daemon {
+	t.Helper()
 	secretFile := filepath.Join(dir, "secret")
 	if _, err := os.Stat(secretFile); err != nil {
 		writeSecret(t, dir, "secret", secret)
@@ -90,6 +97,9 @@ func startDaemon(t testing.TB, dir string, id farmem.NodeID, size, listen string
 	args := append([]string{"--id", fmt.Sprint(uint16(id)), "--size", size, "--secret-file", secretFile,
 		"--addr-file", addrFile, "--listen", listen, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
+	if len(wrap) > 0 {
+		cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], os.Args[0]), args...)...)
+	}
 	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=daemon", noExitSleep())
 	d := &daemon{id: id, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = d.logs

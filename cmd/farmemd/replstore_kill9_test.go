@@ -6,8 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,140 +19,184 @@ import (
 	"github.com/farmem/farmem/rdma"
 )
 
-// TestReplicatedStoreKill9: three farmemd processes, a store with Options.Replicas = 3 alone:
-// its metadata and its RACE index (slots, directory, values) on all three, no other node.
-// Writers run throughout: node 1 (the home node) is SIGKILLed, restarted empty at its address
-// and adopted (metadata restored, index repopulated from nodes 2 and 3) while they run, then
-// node 2 is SIGKILLed. No operation fails and every acknowledged write reads back, from nodes
-// 1 and 3 alone; a second process then finds the store on them.
+// TestReplicatedStoreKill9: three farmemd processes, a store of each replicated kind alone on
+// them (its metadata and its index replicated on all three, no other node). Writers run
+// throughout, and after each fault the time until the median latency is back to its
+// pre-fault level is logged: node 1 (the home node) is SIGKILLed, restarted empty at its
+// address and adopted (metadata restored, index repopulated from nodes 2 and 3); node 2 is
+// paused with SIGSTOP past the down timeout and continued, then SIGKILLed: the next crash,
+// which the adopted node must carry. No operation fails and every acknowledged write reads
+// back, from nodes 1 and 3 alone; a second process then finds the store on them. With
+// -farmemd.long-faults the pause lasts 5 s, node 2 is then restarted and adopted in its turn
+// and node 3 SIGKILLed (a second process then reads from nodes 1 and 2), and it all runs again
+// with node 2 killed first.
 func TestReplicatedStoreKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
-	replicatedKill9(t, 3)
-}
-
-// TestReplicatedMetaKill9: the same with four farmemd processes and an unreplicated index
-// (Race.Replicas = 1) whose slots and values live on node 4, which is never killed: what is
-// killed holds the store's and the allocator's replicated metadata only, and Adopt restores it
-// and finds nothing of the index's to purge.
-func TestReplicatedMetaKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
-	replicatedKill9(t, 1)
-}
-
-// replicatedKill9 runs the scenario with r = 3 metadata on nodes 1-3 and the RACE index
-// replicated on them (indexReplicas 3) or unreplicated on a fourth node (indexReplicas 1).
-func replicatedKill9(t *testing.T, indexReplicas int) {
-	dir := t.TempDir()
-	nodes := 3
-	opts := kvstore.Options{
-		Replicas: 3,
-		Alloc:    alloc.Options{Lease: 30 * time.Second, Refresh: time.Second},
-		Index:    kvstore.Race{Params: race.Params{Groups: 8}},
+	t.Parallel()                        // its own farmemd processes
+	pauseFor := 1500 * time.Millisecond // past the 1 s down timeout
+	orders := [][3]farmem.NodeID{{1, 2, 3}}
+	if *longFaults {
+		pauseFor = 5 * time.Second
+		orders = append(orders, [3]farmem.NodeID{2, 3, 1})
 	}
-	reopen := kvstore.Options{NoCreate: true}
-	if indexReplicas == 1 {
-		nodes = 4
-		opts.Alloc.Nodes = []farmem.NodeID{4}
-		opts.Index = kvstore.Race{Params: race.Params{Groups: 8}, Replicas: 1}
-		reopen.Alloc.Nodes = opts.Alloc.Nodes
-	}
-	var ds []*daemon
-	for id := range nodes {
-		ds = append(ds, startDaemon(t, dir, farmem.NodeID(id+1), "16MiB", "127.0.0.1:0"))
-	}
-	// Sizes stated, so that a process dialing while a node is down can lay it out.
-	var sized strings.Builder
-	for _, d := range ds {
-		fmt.Fprintf(&sized, "memory %d %s size=%d\n", d.id, d.addr, 16<<20)
-	}
-	sized.WriteString("secret-file secret\ndown-timeout 1s\n")
-	cf := filepath.Join(dir, "cluster-sized")
-	require.NoError(t, os.WriteFile(cf, []byte(sized.String()), 0o644))
-	f := dial(t, cf, rdma.Options{})
-	ctx := context.Background()
-	s, err := kvstore.Open(ctx, f, opts)
-	require.NoError(t, err)
-	defer s.Close()
-	if indexReplicas > 1 {
-		require.Equal(t, race.VirtualNodeBase+3, s.Descriptor().Roots[0].Node(), "the index is replicated")
-	} else {
-		require.Equal(t, farmem.NodeID(4), s.Descriptor().Roots[0].Node(), "the index lives on node 4")
-	}
-
-	const writers, keysPer = 3, 64
-	var stop atomic.Bool
-	var ops, failed atomic.Int64
-	var firstErr atomic.Value
-	acked := make([][]int, writers) // per writer, per key: the last acknowledged version
-	var wg sync.WaitGroup
-	for w := range writers {
-		acked[w] = make([]int, keysPer)
-		wg.Go(func() {
-			for v := 1; !stop.Load(); v++ {
-				k := v % keysPer
-				key := fmt.Appendf(nil, "w%d-k%d", w, k)
-				err := s.Put(ctx, key, restartVal(w*1_000_000+v, 24))
-				ops.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("put %s: %v", key, err))
-					continue
+	for _, k := range replicatedKinds() {
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("%s/kill-%d", k.name, o[0]), func(t *testing.T) {
+				steps := []faultStep{{kill, o[0]}, {restart, o[0]}, {pause, o[1]}, {kill, o[1]}}
+				if *longFaults {
+					steps = append(steps, faultStep{restart, o[1]}, faultStep{kill, o[2]})
 				}
-				acked[w][k] = v
-				got, err := s.Get(ctx, key)
-				ops.Add(1)
-				switch {
-				case err != nil:
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("get %s: %v", key, err))
-				case string(got) != string(restartVal(w*1_000_000+v, 24)):
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("get %s: not the value just written", key))
-				}
-			}
-		})
-	}
-	phase := func(name string) {
-		before := ops.Load()
-		time.Sleep(300 * time.Millisecond)
-		t.Logf("%s: %d operations, %d failed so far", name, ops.Load()-before, failed.Load())
-	}
-	phase("all up")
-	ds[0].kill9()
-	phase("node 1 killed")
-	d1 := startDaemon(t, dir, 1, "16MiB", ds[0].addr)
-	require.Equal(t, ds[0].addr, d1.addr)
-	phase("node 1 restarted empty")
-	rep, err := s.Adopt(ctx, 1)
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), rep.Generation)
-	require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
-	phase("node 1 adopted")
-	ds[1].kill9()
-	phase("node 2 killed")
-	stop.Store(true)
-	wg.Wait()
-	lost := 0
-	for w := range writers {
-		for k, v := range acked[w] {
-			if v == 0 {
-				continue
-			}
-			got, err := s.Get(ctx, fmt.Appendf(nil, "w%d-k%d", w, k))
-			if err != nil || string(got) != string(restartVal(w*1_000_000+v, 24)) {
-				lost++
-				t.Logf("writer %d key %d: %v", w, k, err)
-			}
+				replicatedKill9(t, kill9Scenario{opts: k.opts(), nodes: 3, steps: steps, pauseFor: pauseFor})
+			})
 		}
 	}
-	t.Logf("%d operations, %d failed (first: %v), %d acknowledged writes lost", ops.Load(), failed.Load(), firstErr.Load(), lost)
-	require.Zero(t, failed.Load(), "failed operations")
-	require.Zero(t, lost, "lost acknowledged writes")
-	// A second process finds the store from nodes 1 (restored) and 3.
-	f2 := dial(t, cf, rdma.Options{})
+}
+
+// TestReplicatedMetaKill9: four farmemd processes and an unreplicated index
+// (Race.Replicas = 1) whose slots and values live on node 4, which is never killed: what is
+// killed holds the store's and the allocator's replicated metadata only, and Adopt restores it
+// and finds nothing of the index's to purge. Node 1 is killed, restarted and adopted, then
+// node 2 is killed.
+func TestReplicatedMetaKill9(t *testing.T) {
+	t.Parallel() // its own farmemd processes
+	opts := replicatedKinds()[0].opts()
+	opts.Alloc.Nodes = []farmem.NodeID{4}
+	opts.Index = kvstore.Race{Params: race.Params{Groups: 8}, Replicas: 1}
+	replicatedKill9(t, kill9Scenario{opts: opts, nodes: 4, steps: []faultStep{{kill, 1}, {restart, 1}, {kill, 2}}})
+}
+
+// faultAction is what a faultStep does to a farmemd process.
+type faultAction int
+
+const (
+	kill    faultAction = iota // SIGKILL
+	restart                    // start it again, empty, at its address, and adopt it
+	pause                      // SIGSTOP for the scenario's pauseFor, then SIGCONT
+)
+
+type faultStep struct {
+	do   faultAction
+	node farmem.NodeID
+}
+
+// kill9Scenario is a run of replicatedKill9: the store's options, the farmemd processes it
+// runs on (nodes 1..nodes) and the faults, in order, while writers run.
+type kill9Scenario struct {
+	opts     kvstore.Options
+	nodes    int
+	steps    []faultStep
+	pauseFor time.Duration
+}
+
+// procCluster is farmemd processes and a cluster file stating their sizes, so that a process
+// dialing while one of them is down can lay it out.
+type procCluster struct {
+	dir string
+	ds  []*daemon // ds[i] is node i+1
+	cf  string
+}
+
+const procNodeSize = 16 << 20
+
+func startProcCluster(t *testing.T, nodes int) *procCluster {
+	c := &procCluster{dir: t.TempDir()}
+	for id := range nodes {
+		c.ds = append(c.ds, startDaemon(t, c.dir, farmem.NodeID(id+1), fmt.Sprint(procNodeSize), "127.0.0.1:0"))
+	}
+	var sized strings.Builder
+	for _, d := range c.ds {
+		fmt.Fprintf(&sized, "memory %d %s size=%d\n", d.id, d.addr, procNodeSize)
+	}
+	sized.WriteString("secret-file secret\ndown-timeout 1s\n")
+	c.cf = filepath.Join(c.dir, "cluster-sized")
+	require.NoError(t, os.WriteFile(c.cf, []byte(sized.String()), 0o644))
+	return c
+}
+
+func (c *procCluster) node(id farmem.NodeID) *daemon { return c.ds[id-1] }
+
+// restart starts node id again, empty, at its address.
+func (c *procCluster) restart(t *testing.T, id farmem.NodeID) {
+	old := c.node(id)
+	d := startDaemon(t, c.dir, id, fmt.Sprint(procNodeSize), old.addr)
+	require.Equal(t, old.addr, d.addr)
+	c.ds[id-1] = d
+}
+
+func replicatedKill9(t *testing.T, sc kill9Scenario) {
+	c := startProcCluster(t, sc.nodes)
+	f := dial(t, c.cf, rdma.Options{})
+	ctx := context.Background()
+	s, err := kvstore.Open(ctx, f, sc.opts)
+	require.NoError(t, err)
+	defer s.Close()
+	if r, ok := sc.opts.Index.(kvstore.Race); ok && r.Replicas == 1 {
+		require.Equal(t, farmem.NodeID(4), s.Descriptor().Roots[0].Node(), "the index lives on node 4")
+	} else {
+		require.Equal(t, race.VirtualNodeBase+3, s.Descriptor().Roots[0].Node(), "the index is replicated")
+	}
+
+	l := startLoad([]*kvstore.Store{s, s, s}, 64)
+	defer l.halt()
+	start := time.Now()
+	l.phase(t, "all up", 500*time.Millisecond)
+	base, n := l.p50(start, time.Now())
+	t.Logf("pre-fault p50 %v over %d operations", base, n)
+
+	for _, st := range sc.steps {
+		switch st.do {
+		case kill:
+			fault := time.Now()
+			c.node(st.node).kill9()
+			l.phase(t, fmt.Sprintf("node %d killed", st.node), 600*time.Millisecond)
+			l.recovery(t, fmt.Sprintf("SIGKILL of node %d", st.node), base, fault, time.Now())
+		case restart:
+			c.restart(t, st.node)
+			l.phase(t, fmt.Sprintf("node %d restarted empty", st.node), 300*time.Millisecond)
+			// A pooled client that has not used the node since it died meets the old
+			// connection's end first (ErrNodeDown, not ErrNodeLost): Adopt is retried then.
+			var rep kvstore.AdoptReport
+			tries := 0
+			require.NoError(t, retryDown(func() (err error) {
+				tries++
+				rep, err = s.Adopt(ctx, st.node)
+				return err
+			}))
+			if tries > 1 {
+				t.Logf("adopt of node %d took %d tries", st.node, tries)
+			}
+			require.Equal(t, uint64(1), rep.Generation)
+			require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
+			l.phase(t, fmt.Sprintf("node %d adopted", st.node), 300*time.Millisecond)
+		case pause:
+			p := c.node(st.node)
+			fault := time.Now()
+			require.NoError(t, p.stop())
+			l.phase(t, fmt.Sprintf("node %d stopped", st.node), sc.pauseFor)
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
+			cont := time.Now()
+			l.recovery(t, fmt.Sprintf("SIGSTOP of node %d", st.node), base, fault, cont)
+			// The next fault needs it back in the fabric: it re-dials with backoff.
+			require.Eventually(t, func() bool {
+				st, err := f.NodeStatus(st.node)
+				return err == nil && st.State == farmem.NodeUp
+			}, 30*time.Second, 10*time.Millisecond)
+			t.Logf("node %d back in the fabric %v after SIGCONT", st.node, time.Since(cont).Round(time.Millisecond))
+			l.phase(t, fmt.Sprintf("node %d continued", st.node), 300*time.Millisecond)
+		}
+	}
+	l.verify(t, s)
+
+	// A second process finds the store on the nodes left, if it can join: joining needs the
+	// registry node (the lowest id), which the last fault may have killed.
+	if last := sc.steps[len(sc.steps)-1]; last.do == kill && last.node == 1 {
+		t.Logf("no second process: node 1, the cluster's registry, is down, and a process cannot join without it")
+		return
+	}
+	reopen := kvstore.Options{NoCreate: true, Alloc: alloc.Options{Nodes: sc.opts.Alloc.Nodes}}
+	f2 := dial(t, c.cf, rdma.Options{})
 	s2, err := kvstore.Open(ctx, f2, reopen)
 	require.NoError(t, err)
-	v, err := s2.Get(ctx, []byte("w0-k1"))
+	v, err := s2.Get(ctx, loadKey(0, 1))
 	require.NoError(t, err)
 	require.NotEmpty(t, v)
 	require.NoError(t, s2.Close())

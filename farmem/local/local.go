@@ -2,7 +2,8 @@
 // process on the Go heap, so the race detector sees every access a structure makes around them.
 // It is the transport of unit tests: it can add latency and jitter, tear long reads for real,
 // report plain writes over atomic words (strict mode), inject every fault of
-// [transport.FaultInjector], and restart a memory node with new, zeroed memory and a new
+// [transport.FaultInjector] and partitions of a node from whole compute nodes
+// (Fabric.PartitionNodes), and restart a memory node with new, zeroed memory and a new
 // incarnation (Fabric.Restart; farmem.Restarts: the node is fenced with farmem.ErrNodeLost
 // until Adopt).
 //
