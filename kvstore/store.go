@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/nodestate"
 )
@@ -122,6 +121,9 @@ func (o Options) withDefaults(f farmem.Fabric) (Options, error) {
 	}
 	o, err := o.withIndexReplicas(f.Topology())
 	if err != nil {
+		return o, err
+	}
+	if err := checkMatrix(o, o.syncToCreate()); err != nil {
 		return o, err
 	}
 	if o.Lease <= 0 {
@@ -373,10 +375,7 @@ func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator)
 
 // newDescriptor creates the index instances and returns the descriptor naming them.
 func (s *Store) newDescriptor(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (Descriptor, error) {
-	syncName := DefaultSync().Name()
-	if s.opts.Sync != nil {
-		syncName = s.opts.Sync.Name()
-	}
+	syncName := s.opts.syncToCreate()
 	d := Descriptor{
 		Version: Version, Index: s.opts.Index.Name(), Replication: s.opts.Replication.Name(),
 		Sync: syncName, Created: m.Runtime().Now(), Creator: m.Info().ID,
@@ -390,9 +389,6 @@ func (s *Store) newDescriptor(ctx context.Context, m farmem.Memory, a *alloc.All
 			return Descriptor{}, fmt.Errorf("kvstore: create index instance %d: %w", i, err)
 		}
 		d.Roots = append(d.Roots, root)
-		if s.opts.Sync == nil && race.IndexReplicasOf(root) > 1 {
-			d.Sync = Optimistic.Name() // the only synchronizer a replicated index takes
-		}
 	}
 	return d, nil
 }
@@ -442,7 +438,7 @@ func (s *Store) checkDescriptor() error {
 	case s.opts.Sync.Name() != d.Sync:
 		return fmt.Errorf("kvstore: the store's synchronizer is %q, the options say %q: %w", d.Sync, s.opts.Sync.Name(), ErrMismatch)
 	}
-	return nil
+	return checkMatrix(s.opts, d.Sync) // a store recorded before the matrix refused its combination
 }
 
 // attach opens the index handles of client m (with allocator a, or a new one) and combines them.
