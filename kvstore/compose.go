@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
@@ -70,7 +71,7 @@ var matrix = []KindRow{
 	{
 		Index: "race", Paper: "RACE hashing (Zuo et al., ATC'21)",
 		Syncs:         []string{"cider", "optimistic", "mcs", "spin"},
-		SyncWhy:       "RACE's slots are far pointers changed by CAS: it needs a synchronizer; a replicated index (Replicas > 1) takes optimistic only, since the lock-based ones keep their lock words outside the replicated memory",
+		SyncWhy:       "RACE's slots are far pointers changed by CAS through a synchronizer",
 		IndexReplicas: []int{1, 3, 5, 7},
 		ReplicasWhy:   "Race.Replicas (0: Options.Replicas) replicates the index on the store's metadata nodes; another factor than the store's (except 1) is refused",
 		refuse:        refuseRace,
@@ -170,6 +171,25 @@ func (e *RefusalError) Error() string {
 
 // Unwrap returns farmem.ErrInvalid.
 func (e *RefusalError) Unwrap() error { return farmem.ErrInvalid }
+
+// Check returns the RefusalError (or the replication factor's error, also wrapping
+// farmem.ErrInvalid) that Open would return for o's combination of index kind (nil: Race{}),
+// synchronizer (nil: the kind's default), replication factors and kind options, or nil if the
+// matrix allows it. It reads no fabric: a store that exists may still be refused for what it
+// records, or fail with ErrMismatch.
+func Check(o Options) error {
+	if o.Index == nil {
+		o.Index = Race{}
+	}
+	if o.Replicas < 0 || o.Replicas > alloc.MaxMetaReplicas || o.Replicas > 1 && o.Replicas%2 == 0 {
+		return fmt.Errorf("kvstore: replication factor %d, want an odd number up to %d: %w", o.Replicas, alloc.MaxMetaReplicas, farmem.ErrInvalid)
+	}
+	o, err := o.withIndexReplicas(&farmem.Topology{})
+	if err != nil {
+		return err
+	}
+	return checkMatrix(o, o.syncToCreate())
+}
 
 // checkMatrix refuses the combination of o (after defaults) and the synchronizer named sync
 // that the matrix does not allow.

@@ -45,6 +45,10 @@ type Workload struct {
 	Unknown int
 	// Key encodes key i (nil: Key).
 	Key func(i uint64) []byte
+	// Tolerate reports whether an operation's error is an outcome of the faults a test
+	// injects (recorded as an unknown outcome) rather than a failure of the run; errors
+	// wrapping farmem.ErrNodeDown always are (nil: only those).
+	Tolerate func(error) bool
 }
 
 // Key returns the key of index i: "key" and 8 big-endian bytes.
@@ -87,7 +91,7 @@ func Unval(b []byte) (uint64, error) {
 // Run performs w's operations on s as goroutine g, recording them in h: each write's value is
 // unique (g in the high bits, a counter in the low ones). It returns early, with nil, once
 // Unknown operations had an unknown outcome, and with an error on any failure that is not
-// farmem.ErrNodeDown (or a value that does not decode).
+// farmem.ErrNodeDown or tolerated (or a value that does not decode).
 func (w Workload) Run(ctx context.Context, s KV, g int, rng *rand.Rand, h *History) error {
 	keyOf := w.Key
 	if keyOf == nil {
@@ -141,7 +145,7 @@ func (w Workload) Run(ctx context.Context, s KV, g int, rng *rand.Rand, h *Histo
 				return nil
 			}
 		}
-		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && (w.Tolerate == nil || !w.Tolerate(err)) && ctx.Err() == nil {
 			return fmt.Errorf("goroutine %d: %w", g, err)
 		}
 	}
