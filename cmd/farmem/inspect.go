@@ -164,5 +164,5 @@ func inspectStore(ctx context.Context, m farmem.Memory, w io.Writer) error {
 	fmt.Fprintf(w, "  index %s, replication %s, layout version %d\n", d.Index, d.Replication, d.Version)
 	fmt.Fprintf(w, "  roots %v\n", d.Roots)
 	fmt.Fprintf(w, "  created %s by client %d\n", time.Unix(0, int64(d.Created)).Format(time.RFC3339), d.Creator)
-	return nil
+	return inspectConfiguration(ctx, m, in, w)
 }
