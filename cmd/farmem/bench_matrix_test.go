@@ -20,9 +20,9 @@ func TestBenchEveryAllowedCombination(t *testing.T) {
 			t.Parallel()
 			// FlexKV and its baseline keep three copies of each KV block in the symmetric
 			// area, which updates fill until their epochs let the blocks be reused.
-			size, clients := "16MiB", "2"
+			size, clients := "8MiB", "2"
 			if c.idx.name == "flexkv" || c.idx.name == "aceso" {
-				size = "48MiB"
+				size = "24MiB"
 			}
 			if c.idx.name == "blink" {
 				// One client: over cxl the race detector reports SELCC's frame fields
@@ -31,7 +31,7 @@ func TestBenchEveryAllowedCombination(t *testing.T) {
 				clients = "1"
 			}
 			args := []string{"bench", "--transport", "cxl", "--mem-nodes", "3", "--mem-size", size, "--records", "200",
-				"--workload", "a", "--set", "keyformat=binary64", "--clients", clients, "--duration", "20ms", "--warmup", "0s",
+				"--workload", "a", "--set", "keyformat=binary64", "--clients", clients, "--duration", "40ms", "--warmup", "0s",
 				"--peers", "none", "--index", c.idx.name, "--sync", c.sync, "--replicas", strconv.Itoa(max(1, c.idx.replicas))}
 			out, errOut, code := cli(t, args...)
 			require.Equal(t, 0, code, "%v\n%s\n%s", c, out, errOut)
@@ -57,7 +57,7 @@ func TestBenchRefusedCombination(t *testing.T) {
 		{"--index", "blink", "--sync", "optimistic"},
 		{"--index", "race", "--sync", "mcs", "--replicas", "3"},
 	} {
-		all := append([]string{"bench", "--transport", "cxl", "--mem-nodes", "3", "--mem-size", "16MiB", "--records", "10",
+		all := append([]string{"bench", "--transport", "local", "--mem-nodes", "3", "--mem-size", "8MiB", "--records", "10",
 			"--duration", "10ms", "--warmup", "0s", "--peers", "none"}, args...)
 		out, errOut, code := cli(t, all...)
 		require.NotEqual(t, 0, code, "%v\n%s", args, out)
@@ -95,7 +95,7 @@ func TestBenchMatrixAndInspect(t *testing.T) {
 
 	region := filepath.Join(t.TempDir(), "blink.region")
 	out, errOut, code = cli(t, "bench", "--region", region, "--mem-size", "32MiB", "--records", "100", "--index", "blink",
-		"--workload", "c", "--clients", "1", "--duration", "20ms", "--warmup", "0s", "--peers", "none")
+		"--workload", "c", "--clients", "1", "--duration", "10ms", "--warmup", "0s", "--peers", "none")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
 	out, errOut, code = cli(t, "inspect", "--region", region)
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
