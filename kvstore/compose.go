@@ -60,13 +60,18 @@ type KindRow struct {
 	Cache string
 	// Ordered: the kind scans (an OrderedIndex).
 	Ordered bool
-	// refuse holds the kind's own refusals beyond the columns above (nil: none): it gets the
-	// options after defaults and the synchronizer's name.
+	// Own lists the kind's own refusals beyond the columns above, for the table of refusals;
+	// refuse enforces them.
+	Own []Refusal
+	// refuse holds the kind's own refusals (nil: none): it gets the options after defaults and
+	// the synchronizer's name.
 	refuse func(o Options, sync string) error
 }
 
 // matrix is the options matrix, the default kind first. A kind added to the store adds its
-// row here (SWARM-KV's takes its refusals from its own function).
+// row here: its columns, its own refusals as lines (Own) and as a function (refuse). SWARM-KV's
+// row is one more entry whose refuse wraps the function of its refusals that its kind exports,
+// and whose Own lines state them.
 var matrix = []KindRow{
 	{
 		Index: "race", Paper: "RACE hashing (Zuo et al., ATC'21)",
@@ -74,7 +79,11 @@ var matrix = []KindRow{
 		SyncWhy:       "RACE's slots are far pointers changed by CAS through a synchronizer",
 		IndexReplicas: []int{1, 3, 5, 7},
 		ReplicasWhy:   "Race.Replicas (0: Options.Replicas) replicates the index on the store's metadata nodes; another factor than the store's (except 1) is refused",
-		refuse:        refuseRace,
+		Own: []Refusal{
+			{"race", "Race.Replicas > 1 with sync cider, mcs, spin", "the lock words of CIDER, MCS and the spinlock live outside the replicated memory: use optimistic"},
+			{"race", "Race.Replicas r > 1 with Options.Replicas s > 1, r != s", "one factor replicates metadata and index on the same nodes; Race.Replicas 1 keeps the index unreplicated"},
+		},
+		refuse: refuseRace,
 	},
 	{
 		Index: "hybrid", Paper: "Dolphin's hybrid ART/B+ tree",
@@ -102,6 +111,7 @@ var matrix = []KindRow{
 		ReplicasWhy:   "a proxy writes slots through to one memory node's copy, not to a replicated index's quorum: Options.Replicas > 1 and Params.IndexReplicas > 1 are refused (KV blocks keep FlexKV's own copies, Params.Replicas)",
 		Proxy:         true, KVCache: true,
 		Cache:  "pairs and addresses per compute node (FlexKV.CacheEntries; NoKVCache: addresses only)",
+		Own:    []Refusal{{"flexkv", "Params.IndexReplicas > 1", flexReplicatedWhy}},
 		refuse: refuseFlexKV,
 	},
 	{
@@ -111,6 +121,7 @@ var matrix = []KindRow{
 		IndexReplicas: []int{1},
 		ReplicasWhy:   "as flexkv",
 		Cache:         "addresses per compute node (FlexKV.CacheEntries)",
+		Own:           []Refusal{{"aceso", "Params.IndexReplicas > 1", flexReplicatedWhy}},
 		refuse:        refuseFlexKV,
 	},
 }
@@ -121,6 +132,9 @@ func Matrix() []KindRow {
 	out := slices.Clone(matrix)
 	for i := range out {
 		out[i].refuse = nil
+		out[i].Syncs = slices.Clone(out[i].Syncs)
+		out[i].IndexReplicas = slices.Clone(out[i].IndexReplicas)
+		out[i].Own = slices.Clone(out[i].Own)
 	}
 	return out
 }
@@ -234,9 +248,10 @@ func refuseFlexKV(o Options, sync string) error {
 	if !ok || k.Params.IndexReplicas <= 1 {
 		return nil
 	}
-	return &RefusalError{Index: k.Name(), Option: fmt.Sprintf("index replicas %d", k.Params.IndexReplicas),
-		Why: "a proxy writes slots through to one memory node's copy, not to a replicated index's quorum"}
+	return &RefusalError{Index: k.Name(), Option: fmt.Sprintf("index replicas %d", k.Params.IndexReplicas), Why: flexReplicatedWhy}
 }
+
+const flexReplicatedWhy = "a proxy writes slots through to one memory node's copy, not to a replicated index's quorum"
 
 // Refusal is one line of the table of refusals: a kind, the option it refuses, and why.
 type Refusal struct {
@@ -262,13 +277,7 @@ func Refusals() []Refusal {
 		if !slices.Contains(r.IndexReplicas, 3) {
 			out = append(out, Refusal{r.Index, "Options.Replicas 3, 5, 7", r.ReplicasWhy})
 		}
-		switch r.Index {
-		case "race":
-			out = append(out, Refusal{r.Index, "Race.Replicas > 1 with sync cider, mcs, spin", "the lock words of CIDER, MCS and the spinlock live outside the replicated memory: use optimistic"},
-				Refusal{r.Index, "Race.Replicas r > 1 with Options.Replicas s > 1, r != s", "one factor replicates metadata and index on the same nodes; Race.Replicas 1 keeps the index unreplicated"})
-		case "flexkv", "aceso":
-			out = append(out, Refusal{r.Index, "Params.IndexReplicas > 1", "a proxy writes slots through to one memory node's copy, not to a replicated index's quorum"})
-		}
+		out = append(out, r.Own...)
 	}
 	return out
 }
