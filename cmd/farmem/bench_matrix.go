@@ -56,9 +56,11 @@ func matrixCombos() []matrixCombo {
 // replicas itself, and needs a fresh store per run.
 func (bf *benchFlags) matrixFlags(fs *flag.FlagSet) error {
 	var bad []string
-	workload := false
+	workload, compute := false, false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "compute-nodes":
+			compute = true
 		case "index", "sync", "replicas", "sweep", "svg", "metric", "json", "process", "skip-load", "region", "cluster", "peers":
 			bad = append(bad, "--"+f.Name)
 		case "workload":
@@ -70,6 +72,11 @@ func (bf *benchFlags) matrixFlags(fs *flag.FlagSet) error {
 	}
 	if !workload {
 		bf.workloads = "a,b,c,e"
+	}
+	if !compute {
+		// One process runs every store: a region of one compute id lets FlexKV hand its
+		// partitions over (it does only while every compute id's process is attached).
+		bf.fabric.compute = 1
 	}
 	return nil
 }
