@@ -39,6 +39,7 @@ type benchFlags struct {
 	set       multiFlag
 	replicas  int
 	matrix    bool
+	kvCache   bool
 }
 
 // multiFlag collects a repeated flag.
@@ -68,6 +69,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
 	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
 	fs.Var(&bf.set, "set", "override a workload property, name=value (repeatable)")
+	fs.BoolVar(&bf.kvCache, "kv-cache", true, "flexkv: cache pairs on the compute nodes as well as addresses (false: addresses only)")
 	fs.BoolVar(&bf.matrix, "matrix", false, "run every combination of --index, --sync and --replicas (1, 3) that the store's options matrix allows, on each workload (default a,b,c,e; e only on ordered kinds), with binary64 keys and no peers, on a fresh fabric per run (on cxl of one compute id unless --compute-nodes says otherwise, so that FlexKV proxies), and print one table of Mops/s, round trips, verbs and bytes per operation")
 	fs.IntVar(&bf.replicas, "replicas", 0, "the store's replication factor r, 1, 3, 5 or 7: its metadata and its RACE index on r memory nodes, surviving any (r-1)/2 of them crashed (the same as --set replicas=r)")
 	fs.Usage = func() {
@@ -144,6 +146,9 @@ so inserts are ordered) instead of YCSB's "user..." names.
 		return err
 	}
 	if bf.idx, err = indexByName(bf.index); err != nil {
+		return err
+	}
+	if bf.idx, err = bf.idx.withKVCache(bf.kvCache); err != nil {
 		return err
 	}
 	if bf.replicas != 0 {

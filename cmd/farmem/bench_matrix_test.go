@@ -56,12 +56,13 @@ func TestBenchRefusedCombination(t *testing.T) {
 		{"--index", "hybrid", "--sync", "cider"},
 		{"--index", "blink", "--sync", "optimistic"},
 		{"--index", "race", "--sync", "mcs", "--replicas", "3"},
+		{"--index", "aceso", "--kv-cache=false"},
 	} {
 		all := append([]string{"bench", "--transport", "local", "--mem-nodes", "3", "--mem-size", "8MiB", "--records", "10",
 			"--duration", "10ms", "--warmup", "0s", "--peers", "none"}, args...)
 		out, errOut, code := cli(t, all...)
 		require.NotEqual(t, 0, code, "%v\n%s", args, out)
-		require.Contains(t, errOut, "refuses", "%v", args)
+		require.Regexp(t, "refuses|keeps no KV cache", errOut, "%v", args)
 	}
 }
 
