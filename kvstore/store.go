@@ -438,7 +438,12 @@ func (s *Store) checkDescriptor() error {
 	case s.opts.Sync.Name() != d.Sync:
 		return fmt.Errorf("kvstore: the store's synchronizer is %q, the options say %q: %w", d.Sync, s.opts.Sync.Name(), ErrMismatch)
 	}
-	return checkMatrix(s.opts, d.Sync) // a store recorded before the matrix refused its combination
+	if err := checkMatrix(s.opts, d.Sync); err != nil {
+		// A store created before the matrix refused its combination (a hybrid tree recorded
+		// with CIDER): it opens no more; make it again.
+		return fmt.Errorf("kvstore: the store records synchronizer %q: %w", d.Sync, err)
+	}
+	return nil
 }
 
 // attach opens the index handles of client m (with allocator a, or a new one) and combines them.
