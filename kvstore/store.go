@@ -23,8 +23,9 @@ type Options struct {
 	Index IndexKind
 	// Sync builds each index handle's pointer synchronizer. A store has one, recorded by name
 	// when it is created (synchronizers keep lock entries in the index and do not share them):
-	// nil creates a store with DefaultSync() (CIDER) and opens an existing one with the one it
-	// records (SyncByName); a Sync whose name differs from the recorded one is ErrMismatch.
+	// nil creates a store with the index kind's default (DefaultSyncOf: CIDER for RACE) and
+	// opens an existing one with the one it records (SyncByName); a Sync whose name differs
+	// from the recorded one is ErrMismatch, one the kind does not take (Matrix) a RefusalError.
 	Sync Sync
 	// Replication combines index instances (default NoReplication{}). Like Index, it is fixed
 	// when the store is created.
