@@ -199,6 +199,10 @@ func TestMatrixLocal(t *testing.T) {
 			conf := s.Configuration()
 			require.Equal(t, c.index, conf.Index)
 			require.Equal(t, max(1, c.replicas), conf.MetaReplicas)
+			require.Equal(t, max(1, c.replicas), conf.IndexReplicas, "only RACE is replicated, on the metadata's nodes")
+			require.Equal(t, c.index == "flexkv", conf.Proxy)
+			require.Equal(t, c.index == "hybrid" || c.index == "blink", conf.Ordered)
+			require.Equal(t, conf.Ordered, s.Ordered())
 			h := kvstoretest.Model.NewHistory(f.Runtime())
 			err = farmemtest.Parallel(f.Runtime(), 6, func(g int) error {
 				if g%2 == 0 {
