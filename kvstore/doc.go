@@ -145,6 +145,17 @@
 // descriptor and a store opens only with them (ErrMismatch), since synchronizers keep lock
 // entries in the index.
 //
+// # The options matrix
+//
+// Not every kind takes every option: Matrix is the one table of which index kind takes which
+// synchronizer, replication factor, proxying and KV cache, and which compute-side cache it
+// keeps (the package README renders it with its refusals). Open refuses any other combination
+// before writing anything, with a RefusalError wrapping farmem.ErrInvalid that says why; Check
+// answers the same without a fabric. A nil Options.Sync takes the kind's default (DefaultSyncOf:
+// CIDER for RACE and FlexKV, optimistic for Dolphin's tree, whose large-value pointer words it
+// CASes itself, None for SELCC's B-link tree, which changes no far pointer by CAS). Describe
+// and Store.Configuration read a store's configuration back from its descriptor.
+//
 // FlexKV (a NodeKind) is RACE with FlexKV's index proxying and coherent compute-side caches;
 // with NoProxy it is the Aceso-like baseline (see its doc). Store.HandOver moves its
 // partitions between proxies and the memory nodes while operations go on; Store.RunManager

@@ -2,8 +2,6 @@ package kvstore_test
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
 // quietAlloc are allocator options under which a test's pins cost no round trip (announcements
@@ -45,37 +44,14 @@ func openStore(t testing.TB, f farmem.Fabric, o kvstore.Options) *kvstore.Store 
 	return s
 }
 
-// key returns the key of index i: "key" and 8 big-endian bytes.
-func key(i uint64) []byte {
-	b := make([]byte, 11)
-	copy(b, "key")
-	binary.BigEndian.PutUint64(b[3:], i)
-	return b
-}
+// key returns the key of index i: "key" and 8 big-endian bytes (kvstoretest.Key).
+func key(i uint64) []byte { return kvstoretest.Key(i) }
 
-// val returns a value of n bytes (at least 8) carrying v in its first 8.
-func val(v uint64, n int) []byte {
-	b := make([]byte, max(n, 8))
-	binary.LittleEndian.PutUint64(b, v)
-	for i := 8; i < len(b); i++ {
-		b[i] = byte(v) ^ byte(i)
-	}
-	return b
-}
+// val returns a value of n bytes (at least 8) carrying v in its first 8 (kvstoretest.Val).
+func val(v uint64, n int) []byte { return kvstoretest.Val(v, n) }
 
-// unval returns the v a value of val carries, checking the rest of it.
-func unval(b []byte) (uint64, error) {
-	if len(b) < 8 {
-		return 0, fmt.Errorf("value of %d bytes", len(b))
-	}
-	v := binary.LittleEndian.Uint64(b)
-	for i := 8; i < len(b); i++ {
-		if b[i] != byte(v)^byte(i) {
-			return 0, fmt.Errorf("value %d corrupt at byte %d", v, i)
-		}
-	}
-	return v, nil
-}
+// unval returns the v a value of val carries, checking the rest of it (kvstoretest.Unval).
+func unval(b []byte) (uint64, error) { return kvstoretest.Unval(b) }
 
 // heapUsed returns the bytes handed out from the heaps of every memory node (bump pointers).
 func heapUsed(t testing.TB, ctx context.Context, m farmem.Memory) uint64 {

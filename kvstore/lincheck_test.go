@@ -3,7 +3,6 @@ package kvstore_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -17,12 +16,13 @@ import (
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
 // kvModel is the map histories are checked against.
-var kvModel = lincheck.KV[uint64, uint64]()
+var kvModel = kvstoretest.Model
 
-type history = lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
+type history = kvstoretest.History
 
 // workload is a random mix of the five operations over a small key space.
 type workload struct {
@@ -44,61 +44,10 @@ func stressScale() int {
 }
 
 // run performs w's operations on s as goroutine g (values are unique per write: g in the high
-// bits, a counter in the low ones), recording them in h.
+// bits, a counter in the low ones), recording them in h: kvstoretest.Workload.Run.
 func (w workload) run(ctx context.Context, s kv, g int, rng *rand.Rand, h *history) error {
-	rec := h.Client(g)
-	unknown := 0
-	for n := range w.ops {
-		k := rng.Uint64N(w.keys)
-		v := uint64(g+1)<<32 | uint64(n+1)
-		body := val(v, 8+rng.IntN(w.maxVal))
-		p := rng.IntN(100)
-		var (
-			op  lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
-			out = kvModel.OK()
-			err error
-		)
-		switch {
-		case p < w.get:
-			op = rec.Call(kvModel.Get(k))
-			var got []byte
-			got, err = s.Get(ctx, key(k))
-			if err == nil {
-				var x uint64
-				if x, err = unval(got); err != nil {
-					return err
-				}
-				out = kvModel.Found(x)
-			}
-		case p < w.get+w.insert:
-			op = rec.Call(kvModel.Insert(k, v))
-			err = s.Insert(ctx, key(k), body)
-		case p < w.get+w.insert+w.update:
-			op = rec.Call(kvModel.Update(k, v))
-			err = s.Update(ctx, key(k), body)
-		case p < w.get+w.insert+w.update+w.put:
-			op = rec.Call(kvModel.Put(k, v))
-			err = s.Put(ctx, key(k), body)
-		default:
-			op = rec.Call(kvModel.Delete(k))
-			err = s.Delete(ctx, key(k))
-		}
-		switch {
-		case errors.Is(err, kvstore.ErrNotFound):
-			out, err = kvModel.Missing(), nil
-		case errors.Is(err, kvstore.ErrExists):
-			out, err = kvModel.Exists(), nil
-		}
-		if op.End(out, err) == lincheck.Unknown {
-			if unknown++; unknown >= w.unknown {
-				return nil
-			}
-		}
-		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
-			return fmt.Errorf("goroutine %d: %w", g, err)
-		}
-	}
-	return nil
+	return kvstoretest.Workload{Keys: w.keys, Ops: w.ops, Get: w.get, Insert: w.insert, Update: w.update, Put: w.put,
+		MaxVal: w.maxVal, Unknown: w.unknown}.Run(ctx, s, g, rng, h)
 }
 
 // lincheckLocal runs w with goroutines spread over nStores stores of one local fabric (tearing,

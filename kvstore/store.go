@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
-	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/nodestate"
 )
@@ -24,8 +23,9 @@ type Options struct {
 	Index IndexKind
 	// Sync builds each index handle's pointer synchronizer. A store has one, recorded by name
 	// when it is created (synchronizers keep lock entries in the index and do not share them):
-	// nil creates a store with DefaultSync() (CIDER) and opens an existing one with the one it
-	// records (SyncByName); a Sync whose name differs from the recorded one is ErrMismatch.
+	// nil creates a store with the index kind's default (DefaultSyncOf: CIDER for RACE) and
+	// opens an existing one with the one it records (SyncByName); a Sync whose name differs
+	// from the recorded one is ErrMismatch, one the kind does not take (Matrix) a RefusalError.
 	Sync Sync
 	// Replication combines index instances (default NoReplication{}). Like Index, it is fixed
 	// when the store is created.
@@ -122,6 +122,9 @@ func (o Options) withDefaults(f farmem.Fabric) (Options, error) {
 	}
 	o, err := o.withIndexReplicas(f.Topology())
 	if err != nil {
+		return o, err
+	}
+	if err := checkMatrix(o, o.syncToCreate()); err != nil {
 		return o, err
 	}
 	if o.Lease <= 0 {
@@ -373,10 +376,7 @@ func (s *Store) create(ctx context.Context, m farmem.Memory, a *alloc.Allocator)
 
 // newDescriptor creates the index instances and returns the descriptor naming them.
 func (s *Store) newDescriptor(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (Descriptor, error) {
-	syncName := DefaultSync().Name()
-	if s.opts.Sync != nil {
-		syncName = s.opts.Sync.Name()
-	}
+	syncName := s.opts.syncToCreate()
 	d := Descriptor{
 		Version: Version, Index: s.opts.Index.Name(), Replication: s.opts.Replication.Name(),
 		Sync: syncName, Created: m.Runtime().Now(), Creator: m.Info().ID,
@@ -390,9 +390,6 @@ func (s *Store) newDescriptor(ctx context.Context, m farmem.Memory, a *alloc.All
 			return Descriptor{}, fmt.Errorf("kvstore: create index instance %d: %w", i, err)
 		}
 		d.Roots = append(d.Roots, root)
-		if s.opts.Sync == nil && race.IndexReplicasOf(root) > 1 {
-			d.Sync = Optimistic.Name() // the only synchronizer a replicated index takes
-		}
 	}
 	return d, nil
 }
@@ -441,6 +438,11 @@ func (s *Store) checkDescriptor() error {
 		s.opts.Sync = sy
 	case s.opts.Sync.Name() != d.Sync:
 		return fmt.Errorf("kvstore: the store's synchronizer is %q, the options say %q: %w", d.Sync, s.opts.Sync.Name(), ErrMismatch)
+	}
+	if err := checkMatrix(s.opts, d.Sync); err != nil {
+		// A store created before the matrix refused its combination (a hybrid tree recorded
+		// with CIDER): it opens no more; make it again.
+		return fmt.Errorf("kvstore: the store records synchronizer %q: %w", d.Sync, err)
 	}
 	return nil
 }

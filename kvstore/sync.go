@@ -58,8 +58,12 @@ func SyncNames() []string {
 	return names
 }
 
-// SyncByName returns a new Sync by its name (see SyncNames), for command lines.
+// SyncByName returns a new Sync by its name (see SyncNames, and "none": None), for command
+// lines.
 func SyncByName(name string) (Sync, error) {
+	if name == None.Name() {
+		return None, nil // for the kinds that take no synchronizer (Matrix)
+	}
 	for _, f := range syncs {
 		if s := f(); s.Name() == name {
 			return s, nil

@@ -38,6 +38,8 @@ type benchFlags struct {
 	metric    string
 	set       multiFlag
 	replicas  int
+	matrix    bool
+	kvCache   bool
 }
 
 // multiFlag collects a repeated flag.
@@ -61,12 +63,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&bf.records, "records", 0, "records to load (default the workload's recordcount)")
 	fs.StringVar(&bf.sweep, "sweep", "", "run once per value of a parameter, e.g. clients=1,2,4,8")
 	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster); a workload that scans gets their ordered twins, gomap/btree and redis/zset")
-	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+" (default the store's)")
+	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+", or none for an index that takes none (default the store's, or the index kind's for a new store; kvstore's options matrix says which kind takes which)")
 	fs.StringVar(&bf.index, "index", indexKinds[0].name, indexUsage())
 	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of a table")
 	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
 	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
 	fs.Var(&bf.set, "set", "override a workload property, name=value (repeatable)")
+	fs.BoolVar(&bf.kvCache, "kv-cache", true, "flexkv: cache pairs on the compute nodes as well as addresses (false: addresses only)")
+	fs.BoolVar(&bf.matrix, "matrix", false, "run every combination of --index, --sync and --replicas (1, 3) that the store's options matrix allows, on each workload (default a,b,c,e; e only on ordered kinds), with binary64 keys and no peers, on a fresh fabric per run (on cxl of one compute id unless --compute-nodes says otherwise, so that FlexKV proxies), and print one table of Mops/s, round trips, verbs and bytes per operation")
 	fs.IntVar(&bf.replicas, "replicas", 0, "the store's replication factor r, 1, 3, 5 or 7: its metadata and its RACE index on r memory nodes, surviving any (r-1)/2 of them crashed (the same as --set replicas=r)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem bench [flags]
@@ -131,11 +135,20 @@ so inserts are ordered) instead of YCSB's "user..." names.
 			return usageErr("on sim, --sweep takes clients only")
 		}
 	}
+	if bf.matrix {
+		if err := bf.matrixFlags(fs); err != nil {
+			return err
+		}
+		return bf.runMatrix(ctx, stdout, stderr)
+	}
 	syncOpt, err := bf.syncOption()
 	if err != nil {
 		return err
 	}
 	if bf.idx, err = indexByName(bf.index); err != nil {
+		return err
+	}
+	if bf.idx, err = bf.idx.withKVCache(bf.kvCache); err != nil {
 		return err
 	}
 	if bf.replicas != 0 {
@@ -227,7 +240,7 @@ func (bf *benchFlags) syncOption() (kvstore.Sync, error) {
 	}
 	s, err := kvstore.SyncByName(bf.sync)
 	if err != nil {
-		return nil, usageErr("--sync %q: want one of %s", bf.sync, strings.Join(kvstore.SyncNames(), ", "))
+		return nil, usageErr("--sync %q: want one of %s, none", bf.sync, strings.Join(kvstore.SyncNames(), ", "))
 	}
 	return s, nil
 }
@@ -406,13 +419,19 @@ func (bf *benchFlags) simPoint(ctx context.Context, w *bench.Workload, clients i
 	model.MemoryNodes, model.MemorySize = bf.fabric.memNodes, size
 	model.MaxHandlers = 2
 	model.ClientsPerNode = simClientsPerNode + model.MaxHandlers + 1 // one slot for the store's setup client
+	kind := bf.idx.kind()
+	if _, ok := kind.(kvstore.NodeKind); ok {
+		// and the kind's node state on each compute node (farmem/nodestate): one client, two
+		// for blink, whose SELCC cluster keeps node state of its own.
+		model.ClientsPerNode += 2
+	}
 	model.ComputeNodes = max(1, (clients+simClientsPerNode-1)/simClientsPerNode)
 	s, err := sim.New(model, bf.fabric.seed)
 	if err != nil {
 		return bench.Row{}, "", err
 	}
 	defer s.Close()
-	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, Replicas: bf.idx.replicas, MaxClients: 1, Index: bf.idx.kind()})
+	store, err := kvstore.Open(ctx, s, kvstore.Options{Sync: syncOpt, Replicas: bf.idx.replicas, MaxClients: 1, Index: kind})
 	if err != nil {
 		return bench.Row{}, "", fmt.Errorf("open the store: %w", err)
 	}

@@ -34,7 +34,7 @@ func helpFlags(t *testing.T, text string) map[string]string {
 // with at most one default.
 func TestHelpListsHonouredFlags(t *testing.T) {
 	want := map[string][]string{
-		"bench": {"clients", "cluster", "compute-nodes", "duration", "index", "json", "mem-nodes", "mem-size", "metric", "peers", "policy",
+		"bench": {"clients", "cluster", "compute-nodes", "duration", "index", "json", "kv-cache", "matrix", "mem-nodes", "mem-size", "metric", "peers", "policy",
 			"process", "profile", "records", "region", "replicas", "seed", "set", "skip-load", "svg", "sweep", "sync", "transport",
 			"warmup", "workload"},
 		"kv":      {"cluster", "compute-nodes", "mem-nodes", "mem-size", "region", "transport"},

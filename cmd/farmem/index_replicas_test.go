@@ -5,12 +5,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/kvstore"
 )
 
 // TestIndexReplicasOption: --set replicas=3 sets the store's replication factor (its metadata
 // and, through Race.Replicas left 0, its RACE index) and is not passed on to the workload; bad
-// counts and other kinds are refused.
+// counts are refused, and other kinds by the options matrix.
 func TestIndexReplicasOption(t *testing.T) {
 	k, err := indexByName("race")
 	require.NoError(t, err)
@@ -27,6 +28,7 @@ func TestIndexReplicasOption(t *testing.T) {
 	}
 	h, err := indexByName("hybrid")
 	require.NoError(t, err)
-	_, _, err = h.withOptions([]string{"replicas=3"})
-	require.Error(t, err)
+	h3, _, err := h.withOptions([]string{"replicas=3"})
+	require.NoError(t, err, "kvstore's options matrix refuses it, at Open")
+	require.ErrorIs(t, kvstore.Check(kvstore.Options{Index: h3.kind(), Replicas: h3.replicas}), farmem.ErrInvalid)
 }

@@ -21,7 +21,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	ff.register(fs, flagUse{transports: "cxl or tcp", region: "cxl: the region file to read"})
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: farmem inspect (--region PATH | --cluster FILE)\n\nShows a region's header and compute nodes (cxl), each memory node's allocator header, its\nincarnation, state and store generation (restarts), and the key-value store found on the\nfabric. It attaches as a compute node to read them and writes nothing else.\n`farmem status` is the shorter health view, and works with memory nodes down.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: farmem inspect (--region PATH | --cluster FILE)\n\nShows a region's header and compute nodes (cxl), each memory node's allocator header, its\nincarnation, state and store generation (restarts), and the key-value store found on the\nfabric: its configuration (index kind, synchronizer, metadata and index replicas, proxying,\ncaches: kvstore's options matrix) and each memory node's part in it. It attaches as a compute node to read them and writes nothing else.\n`farmem status` is the shorter health view, and works with memory nodes down.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -164,5 +164,5 @@ func inspectStore(ctx context.Context, m farmem.Memory, w io.Writer) error {
 	fmt.Fprintf(w, "  index %s, replication %s, layout version %d\n", d.Index, d.Replication, d.Version)
 	fmt.Fprintf(w, "  roots %v\n", d.Roots)
 	fmt.Fprintf(w, "  created %s by client %d\n", time.Unix(0, int64(d.Created)).Format(time.RFC3339), d.Creator)
-	return nil
+	return inspectConfiguration(ctx, m, in, w)
 }
