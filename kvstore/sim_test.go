@@ -100,6 +100,7 @@ func lincheckSim(t *testing.T, seed uint64) simRun {
 // TestLinearizableSim checks histories on the simulator over several seeds, with paused and
 // crashed clients.
 func TestLinearizableSim(t *testing.T) {
+	t.Parallel() // its own simulation: deterministic beside other tests
 	for seed := range uint64(2 * stressScale()) {
 		r := lincheckSim(t, seed+1)
 		t.Logf("seed %d: %v", seed+1, r.summary)
@@ -110,6 +111,7 @@ func TestLinearizableSim(t *testing.T) {
 // TestSimDeterministic: the store takes time, randomness and scheduling only from the fabric,
 // so one seed gives one run.
 func TestSimDeterministic(t *testing.T) {
+	t.Parallel() // its own simulation: deterministic beside other tests
 	a, b := lincheckSim(t, 7), lincheckSim(t, 7)
 	require.Equal(t, a.digest, b.digest)
 	a.summary.Elapsed, b.summary.Elapsed = 0, 0 // the checker's own time
@@ -172,6 +174,7 @@ func updateLoop(t *testing.T, ao alloc.Options, rounds, memNodes int, pooled boo
 // Over several memory nodes the pool case is not tested here: see
 // TestBoundedMemoryAcrossNodes.
 func TestBoundedMemory(t *testing.T) {
+	t.Parallel() // its own simulation: deterministic beside other tests
 	const warm = 60
 	rounds := warm + 60*stressScale()
 	for _, c := range []struct {
@@ -197,6 +200,7 @@ func TestBoundedMemory(t *testing.T) {
 // preferred one, or the heap grows until the preferred node is full. 90 rounds after the
 // warm-up (about 1.1 MB of new blocks); KVSTORE_STRESS=n runs n times as many.
 func TestBoundedMemoryAcrossNodes(t *testing.T) {
+	t.Parallel() // its own simulation: deterministic beside other tests
 	const warm = 60
 	rounds := warm + 90*stressScale()
 	used := updateLoop(t, shortLeases, rounds, 2, true)
