@@ -105,6 +105,7 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 		first, second []farmem.NodeID
 	}{{3, []farmem.NodeID{1}, []farmem.NodeID{2}}, {5, []farmem.NodeID{1, 4}, []farmem.NodeID{2, 3}}} {
 		t.Run(fmt.Sprint("r=", tc.r), func(t *testing.T) {
+			t.Parallel() // each on its own fabric
 			ctx := context.Background()
 			f := newReplLocal(t, tc.r, local.Options{Tearing: true, Jitter: 5 * time.Microsecond, Seed: 3})
 			o := replOptions(tc.r)
@@ -115,44 +116,62 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 			w := mix
 			w.ops = 300 / tc.r // r = 5's rounds cost more: fewer operations keep it a few seconds
 			w.unknown = 1      // no unknown outcome is expected: the first fails the test below
-			phase := func(name string, fault func()) {
+			// The fault runs on its own goroutine and returns its error rather than failing
+			// the test there (a require off the test goroutine ends that goroutine only, and
+			// the phase would wait for it forever).
+			phase := func(name string, fault func() error) {
 				begin, total := n.Load(), int64(6*w.ops)
-				done := make(chan int64)
+				type faulted struct {
+					at  int64
+					err error
+				}
+				done := make(chan faulted, 1)
 				go func() {
 					for n.Load()-begin < total/4 {
 						time.Sleep(50 * time.Microsecond)
 					}
 					at := n.Load() - begin
-					fault()
-					done <- at
+					done <- faulted{at, fault()}
 				}()
 				err := farmemtest.Parallel(rt, 6, func(g int) error {
 					return w.run(ctx, counted{kv: stores[g%2], n: &n}, g, rt.NewRand(), h)
 				})
-				at := <-done
+				fr := <-done
+				require.NoError(t, fr.err, "%s: the fault", name)
 				require.NoError(t, err, name)
-				require.Less(t, at, total, "%s: the fault came with operations left to run", name)
+				require.Less(t, fr.at, total, "%s: the fault came with operations left to run", name)
 			}
 			var reps []kvstore.AdoptReport
-			phase("crash", func() {
+			phase("crash", func() error {
 				for _, x := range tc.first {
-					require.NoError(t, f.Crash(x))
+					if err := f.Crash(x); err != nil {
+						return err
+					}
 				}
+				return nil
 			})
-			phase("adopt", func() {
+			phase("adopt", func() error {
 				for _, x := range tc.first {
-					require.NoError(t, f.Restart(x))
+					if err := f.Restart(x); err != nil {
+						return err
+					}
 					for _, s := range stores {
 						rep, err := s.Adopt(ctx, x)
-						require.NoError(t, err)
+						if err != nil {
+							return err
+						}
 						reps = append(reps, rep)
 					}
 				}
+				return nil
 			})
-			phase("crash others", func() {
+			phase("crash others", func() error {
 				for _, x := range tc.second {
-					require.NoError(t, f.Crash(x))
+					if err := f.Crash(x); err != nil {
+						return err
+					}
 				}
+				return nil
 			})
 			// Every key read once more: a lost acknowledged write would make the history not
 			// linearizable.

@@ -100,6 +100,7 @@ func lincheckSim(t *testing.T, seed uint64) simRun {
 // TestLinearizableSim checks histories on the simulator over several seeds, with paused and
 // crashed clients.
 func TestLinearizableSim(t *testing.T) {
+	t.Parallel() // its own simulation: deterministic beside other tests
 	for seed := range uint64(2 * stressScale()) {
 		r := lincheckSim(t, seed+1)
 		t.Logf("seed %d: %v", seed+1, r.summary)
@@ -110,6 +111,7 @@ func TestLinearizableSim(t *testing.T) {
 // TestSimDeterministic: the store takes time, randomness and scheduling only from the fabric,
 // so one seed gives one run.
 func TestSimDeterministic(t *testing.T) {
+	t.Parallel() // its own simulation: deterministic beside other tests
 	a, b := lincheckSim(t, 7), lincheckSim(t, 7)
 	require.Equal(t, a.digest, b.digest)
 	a.summary.Elapsed, b.summary.Elapsed = 0, 0 // the checker's own time
@@ -162,15 +164,19 @@ func updateLoop(t *testing.T, ao alloc.Options, rounds, memNodes int, pooled boo
 }
 
 // TestBoundedMemory: updates of a fixed key set retire the blocks they replace and the
-// allocator reuses them, so the heap stops growing: after a warm-up, 90 more rounds of 64
-// updates (about 1.1 MB of new blocks) leave the bump pointers where they were, with clients
+// allocator reuses them, so the heap stops growing: after a warm-up of 60 rounds (it stops
+// growing after some 43), 60 more rounds of 64 updates (about 0.7 MB of new blocks, over
+// twice the 256 KiB a chunk claim adds) leave the bump pointers where they were, with clients
 // of the store's pool as well as sessions. With the allocator never scanning for reusable
-// blocks (the broken variant) the same run grows by what it wrote.
+// blocks (the broken variant) the same run grows by what it wrote. KVSTORE_STRESS=n runs n
+// times the rounds after the warm-up.
 //
 // Over several memory nodes the pool case is not tested here: see
 // TestBoundedMemoryAcrossNodes.
 func TestBoundedMemory(t *testing.T) {
-	const rounds, warm = 150, 60
+	t.Parallel() // its own simulation: deterministic beside other tests
+	const warm = 60
+	rounds := warm + 60*stressScale()
 	for _, c := range []struct {
 		name     string
 		memNodes int
@@ -191,9 +197,12 @@ func TestBoundedMemory(t *testing.T) {
 // TestBoundedMemoryAcrossNodes is TestBoundedMemory with the store's pool over two memory
 // nodes: a pooled client replaces blocks that clients preferring the other node allocated, and
 // the allocator must reuse its free blocks on another node before it claims a new chunk on its
-// preferred one, or the heap grows until the preferred node is full.
+// preferred one, or the heap grows until the preferred node is full. 90 rounds after the
+// warm-up (about 1.1 MB of new blocks); KVSTORE_STRESS=n runs n times as many.
 func TestBoundedMemoryAcrossNodes(t *testing.T) {
-	const rounds, warm = 300, 60
+	t.Parallel() // its own simulation: deterministic beside other tests
+	const warm = 60
+	rounds := warm + 90*stressScale()
 	used := updateLoop(t, shortLeases, rounds, 2, true)
 	t.Logf("heap in use after rounds 1, %d, %d: %d, %d, %d bytes", warm, rounds, used[0], used[warm-1], used[rounds-1])
 	require.Equal(t, used[warm-1], used[rounds-1], "the heap grew after the warm-up")

@@ -2,6 +2,7 @@ package repro_test
 
 import (
 	"context"
+	"flag"
 	"sync"
 	"testing"
 	"time"
@@ -11,14 +12,24 @@ import (
 	"github.com/farmem/farmem/bench/repro"
 )
 
-// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), one seed, a warm-up of 1 to 3 ms and a window of at least
-// 500 operations.
+// long runs the CIDER shape sweep with the measurement it was first asserted with (a warm-up
+// of 1 to 3 ms in 250 µs steps, a window of at least 250 µs and 500 operations): about 1.5x the
+// default's CPU, which with the race detector is most of this package's test time.
+var long = flag.Bool("repro.long", false, "run the CIDER shape sweep with its longer measurement")
+
+// shapeConfig is a small sweep: 16Ki array keys (4Ki on RACE), one seed, and a short
+// measurement: a warm-up of 0.5 to 2 ms in 125 µs steps, a window of at least 125 µs and 300
+// operations (up to 1 ms). With -repro.long the measurement is the longer one above.
 func shapeConfig(structs, syncs []string, clients []int) repro.CiderConfig {
 	c := repro.CiderQuick()
 	c.Structs, c.Mixes, c.Syncs, c.Clients = structs, []string{repro.WriteIntensive}, syncs, clients
 	c.ArrayKeys, c.RaceKeys = 1<<14, 1<<12
-	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 3 * time.Millisecond,
-		StepOps: 100, Tolerance: 0.2, MinWindow: 250 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
+	c.Measure = repro.Measure{Step: 125 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
+		StepOps: 100, Tolerance: 0.2, MinWindow: 125 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 300}
+	if *long {
+		c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: time.Millisecond, MaxWarmup: 3 * time.Millisecond,
+			StepOps: 100, Tolerance: 0.2, MinWindow: 250 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
+	}
 	c.Seeds, c.Tracked, c.Factor, c.Band = []uint64{1}, 256, false, nil
 	// The steady state: under Algorithm 1's crediting CIDER may take longer than this test's
 	// warm-up to leave the start-up collapse at 192 clients.
