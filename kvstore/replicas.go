@@ -28,6 +28,9 @@ const replicatedIndexSymFraction = 4 // a quarter of each node left outside it
 // withIndexReplicas settles the RACE index's replication factor against Options.Replicas (see
 // above) and sizes the symmetric area for a replicated index.
 func (o Options) withIndexReplicas(t *farmem.Topology) (Options, error) {
+	if o, isSwarm, err := o.withSwarm(t); isSwarm {
+		return o, err // SWARM-KV's replicated index and objects (swarm.go)
+	}
 	r, ok := o.Index.(Race)
 	if !ok {
 		return o, nil

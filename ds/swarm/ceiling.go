@@ -1,0 +1,59 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/farmem/farmem/ds/maxreg"
+)
+
+// ErrCeiling: WriteBelow found a tuple at or above its ceiling and did not write (see
+// WriteBelow).
+var ErrCeiling = errors.New("swarm: the register holds a tuple at or above the write's ceiling")
+
+// WriteBelow is Write for a register whose tuples at or above timestamp ceiling are final: a
+// store's tombstones (WriteFinal) that no later write may overtake. It runs Write's protocol,
+// except that where Write would re-execute above a larger tuple m it read (the slow path,
+// after winning the write-mode timestamp lock, so that no reader did or will return its
+// guessed tuple) and m's timestamp is at least ceiling, it returns ErrCeiling instead: the
+// write had no effect. A guessed tuple that a reader pinned before the lock is the write
+// (it returns nil, linearized below m). Before any verb it also returns ErrCeiling if a
+// replica is already known to hold such a tuple, or if the handle's own timestamps reached
+// the ceiling (its client wrote a final tuple), so that it never publishes a guess above one.
+// Round trips as Write's, fewer when it stops. ceiling must be above 0.
+func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64) error {
+	if ceiling == 0 {
+		return fmt.Errorf("%w: ceiling 0", ErrBadParams)
+	}
+	for _, t := range r.rep.Known() {
+		if t.TS() >= ceiling {
+			return ErrCeiling
+		}
+	}
+	if r.rep.LastTS() >= ceiling {
+		return ErrCeiling
+	}
+	return r.write(ctx, value, ceiling)
+}
+
+// WriteFinal writes value VERIFIED with a timestamp of at least ts (at most maxreg.MaxTS
+// once the writer's slot rule is applied: ts at most maxreg.MaxTS-maxreg.MaxSlots+1 always
+// fits), with no guess and no lock: a write at a timestamp no guess reaches (a store's
+// tombstone, at the ceiling WriteBelow is given), which readers return at once. It is
+// linearizable with Write's and WriteBelow's writes because its timestamp is above every
+// timestamp they can guess or re-execute with, so it is the maximum from the moment a
+// majority holds it. One round trip, plus In-n-Out's (a lost CAS on a shared metadata word).
+func (r *Register) WriteFinal(ctx context.Context, value []byte, ts uint64) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if _, err := r.rep.WriteAbove(ctx, value, true, ts); err != nil {
+		return fmt.Errorf("swarm: final write: %w", err)
+	}
+	return nil
+}
+
+// FinalTS is the smallest timestamp WriteFinal can always take (whatever the writer's slot
+// rule): the ceiling a store's tombstones are written at.
+const FinalTS = maxreg.MaxTS - maxreg.MaxSlots + 1
