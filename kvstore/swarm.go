@@ -580,7 +580,7 @@ func (x *swarmIndex) create(ctx context.Context, value []byte) (*swarmObj, error
 		_ = x.a.RetireSymmetric(ctx, off, bs)
 		return nil, err
 	}
-	if err := swarm.Format(ctx, x.m, x.addrs(off), x.p); err != nil {
+	if err := swarm.FormatQuorum(ctx, x.m, x.addrs(off), x.p); err != nil {
 		return fail(err)
 	}
 	o, err := x.open(ctx, off)

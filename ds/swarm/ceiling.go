@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/farmem/farmem/ds/maxreg"
+	"github.com/farmem/farmem/farmem"
 )
 
 // ErrCeiling: WriteBelow found a tuple at or above its ceiling and did not write (see
@@ -57,3 +58,61 @@ func (r *Register) WriteFinal(ctx context.Context, value []byte, ts uint64) erro
 // FinalTS is the smallest timestamp WriteFinal can always take (whatever the writer's slot
 // rule): the ceiling a store's tombstones are written at.
 const FinalTS = maxreg.MaxTS - maxreg.MaxSlots + 1
+
+// FormatQuorum is Format for a register created while up to f of its 2f+1 replicas may be
+// down (maxreg.FormatReplicatedQuorum, which says what a replica skipped then holds): the
+// timestamp-lock words of each replica that answers are zeroed, then the In-n-Out replicas
+// formatted; it succeeds once a majority of replicas has both.
+func FormatQuorum(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, p maxreg.Params) error {
+	p = withWriters(p)
+	base := maxreg.Size(p)
+	if base == 0 {
+		return fmt.Errorf("%w: %+v", ErrBadParams, p)
+	}
+	locked := make([]bool, len(addrs))
+	var last error
+	for i, a := range addrs {
+		err := zeroLocks(ctx, m, a+farmem.Addr(base), p.Writers)
+		switch {
+		case err == nil:
+			locked[i] = true
+		case errors.Is(err, farmem.ErrNodeDown):
+			last = err
+		default:
+			return fmt.Errorf("swarm: format: %w", err)
+		}
+	}
+	ok, err := maxreg.FormatReplicatedQuorum(ctx, m, addrs, p)
+	if err != nil {
+		return fmt.Errorf("swarm: format: %w", err)
+	}
+	n := 0
+	for i := range addrs {
+		if ok[i] && locked[i] {
+			n++
+		}
+	}
+	if n < len(addrs)/2+1 {
+		return fmt.Errorf("swarm: format: %d of %d replicas formatted: %w: %w", n, len(addrs), maxreg.ErrNoQuorum, last)
+	}
+	return nil
+}
+
+// zeroLocks zeroes n timestamp-lock words from at with atomics (they are only ever written
+// by atomics).
+func zeroLocks(ctx context.Context, m farmem.Memory, at farmem.Addr, n int) error {
+	b := new(farmem.Batch)
+	for w := range uint64(n) {
+		b.MaskedCAS(at+farmem.Addr(8*w), 0, 0, 0, ^uint64(0))
+		if len(b.Ops) == farmem.MaxBatchOps {
+			if err := m.Do(ctx, b); err != nil {
+				return err
+			}
+			b = new(farmem.Batch)
+		}
+	}
+	if len(b.Ops) > 0 {
+		return m.Do(ctx, b)
+	}
+	return nil
+}
