@@ -215,3 +215,26 @@ func TestSwarmLincheckSim(t *testing.T) {
 			gap: 150 * time.Microsecond, ops: 60, strict: true}.check(t)
 	}
 }
+
+// TestSwarmAdoptRefused: a replica's node that restarted empty is not adopted (the objects'
+// replicas are not rebuilt): Adopt says so before touching it, the node stays fenced, and the
+// store keeps its keys and its answers on the other two.
+func TestSwarmAdoptRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newSwarmLocal(t, local.Options{})
+	s := openStore(t, f, swarmOptions())
+	for i := range uint64(4) {
+		require.NoError(t, s.Insert(ctx, key(i), val(i, 16)))
+	}
+	require.NoError(t, f.Restart(2))
+	_, err := s.Adopt(ctx, 2)
+	require.ErrorIs(t, err, farmem.ErrNotSupported)
+	require.Equal(t, farmem.NodeLost, farmem.StatusOf(f, 2).State, "still fenced")
+	for i := range uint64(4) {
+		got, err := s.Get(ctx, key(i))
+		require.NoError(t, err)
+		require.Equal(t, val(i, 16), got)
+	}
+	semantics(t, s, "after a refused adoption")
+}
