@@ -30,7 +30,8 @@ import (
 // them), mapping each key to its object's offset, plus one reserved entry recording the
 // objects' parameters (maxreg.Params), so that every process opens objects alike. An object
 // is one symmetric block per replica: the register (swarm.Size) and, after it, one life word
-// in the index's replicated memory (a replmem word: LIVE, then DEAD once a Delete won it).
+// in the index's replicated memory (a replmem word: ALIVE; DEAD once a Delete won the object;
+// UNLINKED once one client won the right to remove its index entry).
 // Each client handle caches the objects it has located (key → offset and an open register
 // handle, with the register's per-replica caches: SWARM-KV's location cache), one entry per
 // key touched, unbounded.
@@ -45,18 +46,22 @@ import (
 //     the index. It cannot overtake a tombstone (swarm.Register.WriteBelow): a write that
 //     meets one unpublishes its guess and had no effect, and the update retries as a Get does.
 //   - Insert: a new object is allocated, formatted, written (its value, then its life word
-//     LIVE), then published in the index with RACE's Insert, which decides among racing
+//     ALIVE), then published in the index with RACE's Insert, which decides among racing
 //     inserters. If the key is indexed already: ErrExists when its object is live (the new
-//     object is retired); if that object holds a tombstone, its deleter has not unlinked it
-//     yet, and the insert waits and retries (see Limits).
-//   - Delete: the object's life word is CASed LIVE→DEAD in the replicated memory: the one
+//     object is retired); if that object holds a tombstone, the insert helps unlink it (below)
+//     and tries again.
+//   - Delete: the object's life word is CASed ALIVE→DEAD in the replicated memory: the one
 //     Delete that wins it (two racing deletes of one object cannot both succeed, and a max
 //     register cannot tell them apart) writes the tombstone, a VERIFIED tuple at
-//     swarm.FinalTS that no write can overtake (swarm.Register.WriteFinal), then removes the
-//     index entry; it alone ever removes an entry naming that object, and inserts never
-//     replace one, so the removal needs no condition. A Delete that loses makes sure the
-//     tombstone is in (reading it, or writing one), then returns ErrNotFound, or, if it came
-//     through a stale cache and the index names another object, retries on that one.
+//     swarm.FinalTS that no write can overtake (swarm.Register.WriteFinal), then unlinks. A
+//     Delete that loses makes sure the tombstone is in (reading it, or writing one), then
+//     returns ErrNotFound, or, if it came through a stale cache and the index names another
+//     object, retries on that one.
+//   - Unlink: whoever CASes the life word DEAD→UNLINKED (the Delete that won, or an Insert
+//     that found the tombstone, if its deleter stalled or died) removes the index entry. That
+//     client alone ever removes an entry naming the object, and inserts never replace one, so
+//     the removal needs no condition (RACE's Delete is unconditional) and can never remove a
+//     later object's entry.
 //
 // Linearization: Insert at its RACE insert; Delete at the first tombstone the object's
 // register orders (within the winner's interval, since losers write theirs only after the
@@ -71,7 +76,7 @@ import (
 // adds the index's Search (2) and the register's Open (2). Insert: the object's format
 // (swarm.Format: its lock words and its replicas' headers), Open, a write, the life word's
 // replicated write, and the index's replicated Insert (race.ReplicatedInsertRoundTrips);
-// Delete: the life word's CAS (2), the tombstone (1) and the index's Delete
+// Delete: the life word's two CASes (2 each), the tombstone (1) and the index's Delete
 // (race.ReplicatedDeleteRoundTrips). A crashed replica costs no round trip once suspected:
 // the register waits for a majority, the index's memory for f+1 replicas.
 //
@@ -100,10 +105,14 @@ import (
 // store of many keys needs Params sized to its clients; a writer makes at most Slots writes
 // of one key per maxreg ReuseDelay (the register's buffer recycling). Deleted objects and
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
-// built). A deleter that dies between its life word and the entry's removal leaves the key
-// impossible to insert again (Insert waits, then fails with an error wrapping
-// farmem.ErrNotSupported). Objects are not rebuilt on a memory node that restarted empty:
-// see Repopulate.
+// built). A client that dies between winning an object's unlinking and removing its entry
+// leaves the key impossible to insert again (Insert waits about a second, then fails with an
+// error wrapping farmem.ErrNotSupported). Objects are not rebuilt on a memory node that
+// restarted empty: Store.Adopt refuses such a node (farmem.ErrNotSupported) before touching
+// it, and it stays fenced while the store runs on the other replicas, one crash fewer
+// tolerated. A replica unreachable while an object was created (paused or cut off, not
+// crashed) holds an unformatted block there (maxreg.FormatReplicatedQuorum): the store does not
+// survive such a node coming back yet.
 type Swarm struct {
 	// Replicas is 2f+1, 3, 5 or 7: the index and every object on that many memory nodes (the
 	// store's metadata nodes). 0 takes Options.Replicas when above 1, else 3; the store's
@@ -136,10 +145,12 @@ const (
 	swarmLive byte = 1
 )
 
-// Life word values (in the index's replicated memory).
+// Life word values (in the index's replicated memory): ALIVE, then DEAD (a Delete won the
+// object), then UNLINKED (one client won the right to remove the index entry naming it).
 const (
-	swarmAlive uint64 = 1
-	swarmDead  uint64 = 2
+	swarmAlive    uint64 = 1
+	swarmDead     uint64 = 2
+	swarmUnlinked uint64 = 3
 )
 
 // swarmParamsKey is the reserved index key holding the objects' parameters; user keys are
@@ -530,7 +541,11 @@ func (x *swarmIndex) Insert(ctx context.Context, key, value []byte) error {
 			x.cache[string(key)] = o
 			return nil
 		}
-		if !errors.Is(err, race.ErrExists) {
+		switch {
+		case errors.Is(err, farmem.ErrNoSpace):
+			x.discard(ctx, o) // the index is unchanged
+			return mapRace(err)
+		case !errors.Is(err, race.ErrExists):
 			// The entry may have been published (an unknown outcome): the object is kept.
 			_ = o.reg.Close()
 			return mapRace(err)
@@ -553,9 +568,18 @@ func (x *swarmIndex) Insert(ctx context.Context, key, value []byte) error {
 			return ErrExists
 		}
 		x.drop(key, old)
+		// Its tombstone is in (the read returned it): help its deleter remove the entry.
+		won, err := x.unlink(ctx, key, old)
+		if err != nil {
+			_ = o.reg.Close()
+			return err
+		}
+		if won {
+			continue
+		}
 		if waits++; waits > maxInsertWaits {
 			_ = o.reg.Close()
-			return fmt.Errorf("kvstore: swarm: insert: the key's deleted object is still indexed (its deleter died before unlinking it?): %w", farmem.ErrNotSupported)
+			return fmt.Errorf("kvstore: swarm: insert: the key's deleted object is still indexed (the client unlinking it died?): %w", farmem.ErrNotSupported)
 		}
 		if err := x.m.Runtime().Sleep(ctx, backoff); err != nil {
 			_ = o.reg.Close()
@@ -633,12 +657,10 @@ func (x *swarmIndex) Delete(ctx context.Context, key []byte) error {
 				return err
 			}
 			x.drop(key, o)
-			if err := x.t.Delete(ctx, x.ikey(key)); err != nil {
-				return fmt.Errorf("kvstore: swarm: unlink a deleted key: %w", mapRace(err))
-			}
-			return nil
+			_, err := x.unlink(ctx, key, o)
+			return err
 		}
-		if prev != swarmDead {
+		if prev != swarmDead && prev != swarmUnlinked {
 			return fmt.Errorf("kvstore: swarm: object at %#x has life word %#x: %w", uint64(o.off), prev, ErrBadRoot)
 		}
 		// Another Delete won: its tombstone (or ours) is in before we answer.
@@ -651,6 +673,21 @@ func (x *swarmIndex) Delete(ctx context.Context, key []byte) error {
 		}
 		// Through a stale cache: the index may name a newer object (the loop's lookup).
 	}
+}
+
+// unlink removes key's index entry, which names o, a deleted object whose tombstone is in,
+// if this client wins o's life word from DEAD to UNLINKED: the one client that does is the
+// only one ever to remove an entry naming o (inserts never replace an entry), so the removal
+// needs no condition. It reports whether it won; a loser leaves the removal to the winner.
+func (x *swarmIndex) unlink(ctx context.Context, key []byte, o *swarmObj) (bool, error) {
+	prev, err := x.rm.CAS(ctx, x.lifeAddr(o), swarmDead, swarmUnlinked)
+	if err != nil || prev != swarmDead {
+		return false, err
+	}
+	if err := x.t.Delete(ctx, x.ikey(key)); err != nil {
+		return true, fmt.Errorf("kvstore: swarm: unlink a deleted key: %w", mapRace(err))
+	}
+	return true, nil
 }
 
 // Close implements Index: the register handles and the table.
