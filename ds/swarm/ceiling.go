@@ -19,21 +19,33 @@ var ErrCeiling = errors.New("swarm: the register holds a tuple at or above the w
 // after winning the write-mode timestamp lock, so that no reader did or will return its
 // guessed tuple) and m's timestamp is at least ceiling, it returns ErrCeiling instead: the
 // write had no effect. A guessed tuple that a reader pinned before the lock is the write
-// (it returns nil, linearized below m). Before any verb it also returns ErrCeiling if a
-// replica is already known to hold such a tuple, or if the handle's own timestamps reached
-// the ceiling (its client wrote a final tuple), so that it never publishes a guess above one.
-// Round trips as Write's, fewer when it stops. ceiling must be above 0.
+// (it returns nil, linearized below m). When the handle already knows of such a tuple on a
+// replica, or its own timestamps reached the ceiling (its client wrote a final tuple), it
+// reads the register first (a read writes what it returns back to a majority) and returns
+// ErrCeiling if the read returned one, so that it never publishes a guess above one nor
+// answers from a tuple a single replica holds. Round trips as Write's, or a read's when it
+// stops there. ceiling must be above 0.
 func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64) error {
 	if ceiling == 0 {
 		return fmt.Errorf("%w: ceiling 0", ErrBadParams)
 	}
+	above := r.rep.LastTS() >= ceiling
 	for _, t := range r.rep.Known() {
-		if t.TS() >= ceiling {
+		above = above || t.TS() >= ceiling
+	}
+	if above {
+		// What the handle knows may be one replica's: a read makes it a majority's (its
+		// write-back) before the write is refused.
+		m, _, err := r.rep.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("swarm: write: %w", err)
+		}
+		if m.TS() >= ceiling {
 			return ErrCeiling
 		}
-	}
-	if r.rep.LastTS() >= ceiling {
-		return ErrCeiling
+		if r.rep.LastTS() >= ceiling {
+			return fmt.Errorf("swarm: write: this client's timestamps reached the ceiling %d, which the register does not hold: %w", ceiling, maxreg.ErrExhausted)
+		}
 	}
 	return r.write(ctx, value, ceiling)
 }
@@ -42,9 +54,10 @@ func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64)
 // once the writer's slot rule is applied: ts at most maxreg.MaxTS-maxreg.MaxSlots+1 always
 // fits), with no guess and no lock: a write at a timestamp no guess reaches (a store's
 // tombstone, at the ceiling WriteBelow is given), which readers return at once. It is
-// linearizable with Write's and WriteBelow's writes because its timestamp is above every
-// timestamp they can guess or re-execute with, so it is the maximum from the moment a
-// majority holds it. One round trip, plus In-n-Out's (a lost CAS on a shared metadata word).
+// linearizable with WriteBelow's writes (given that ceiling) because its timestamp is above
+// every timestamp they can guess or re-execute with, so it is the maximum from the moment a
+// majority holds it. A plain Write's slow path may still re-execute above it (up to
+// maxreg.MaxTS): a protocol that needs it final writes with WriteBelow only. One round trip, plus In-n-Out's (a lost CAS on a shared metadata word).
 func (r *Register) WriteFinal(ctx context.Context, value []byte, ts uint64) error {
 	if r.closed {
 		return ErrClosed
