@@ -33,10 +33,10 @@ var indexKinds = []indexKind{
 		kind: func() kvstore.IndexKind { return &kvstore.Blink{} }},
 	{name: "flexkv", about: "RACE with FlexKV's index proxying and KV cache, run by its manager in every process (one acts, by lease): no scans",
 		kind: func() kvstore.IndexKind { return &kvstore.FlexKV{} }},
-	{name: "swarm", about: "SWARM-KV: a replicated RACE index of keys to Safe-Guess objects on the same memory nodes, surviving any f of 2f+1 crashed (--set replicas=3, the default, or 5, 7; needs that many --mem-nodes): no scans",
-		kind: func() kvstore.IndexKind { return kvstore.Swarm{} }, replicas: 3, replicated: true},
 	{name: "aceso", about: "FlexKV's Aceso-like baseline: RACE on the memory nodes with an address cache, no proxying: no scans",
 		kind: func() kvstore.IndexKind { return &kvstore.FlexKV{NoProxy: true} }},
+	{name: "swarm", about: "SWARM-KV: a replicated RACE index of keys to Safe-Guess objects on the same memory nodes, surviving any f of 2f+1 crashed (--set replicas=3, the default, or 5, 7; needs that many --mem-nodes): no scans",
+		kind: func() kvstore.IndexKind { return kvstore.Swarm{} }, replicas: 3, replicated: true},
 }
 
 // withOptions takes from set the --set entries that configure the index kind rather than the
