@@ -25,12 +25,17 @@ func swarmOptions() kvstore.Options {
 	return kvstore.Options{Alloc: quietAlloc, Index: kvstore.Swarm{Params: swarmParams}}
 }
 
-// newSwarmLocal is a local fabric of three memory nodes, not strict (the index's replicated
+// newSwarmLocal is a local fabric of three memory nodes (of lo's MemorySize, default 16
+// MiB), not strict (the index's replicated
 // memory lays out fresh words with plain writes where atomics later act), with few client
 // slots per compute node so that objects (a lane per writer) stay small.
 func newSwarmLocal(t *testing.T, lo local.Options) *local.Fabric {
 	t.Helper()
-	lo.Shape = local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 48 << 20, ClientsPerNode: 16}
+	size := lo.MemorySize
+	if size == 0 {
+		size = 16 << 20
+	}
+	lo.Shape = local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: size, ClientsPerNode: 16}
 	// The objects' buffers are reused a maxreg ReuseDelay (its Lease, Skew and this) after
 	// they were superseded: a short one keeps rewrites of one key from waiting long.
 	lo.DownTimeout = 20 * time.Millisecond
@@ -224,7 +229,8 @@ func TestSwarmLincheckSim(t *testing.T) {
 func TestSwarmAdoptRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newSwarmLocal(t, local.Options{})
+	// Small nodes: a restart zeroes the node's memory, which is slow under the race detector.
+	f := newSwarmLocal(t, local.Options{Shape: local.Shape{MemorySize: 4 << 20}})
 	s := openStore(t, f, swarmOptions())
 	for i := range uint64(4) {
 		require.NoError(t, s.Insert(ctx, key(i), val(i, 16)))
