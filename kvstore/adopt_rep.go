@@ -60,6 +60,9 @@ func (s *Store) adoptRep(ctx context.Context, node farmem.NodeID) (AdoptReport, 
 	if int(node) > MaxGenNodes {
 		return rep, fmt.Errorf("kvstore: adopt %v: no generation word: %w", node, farmem.ErrInvalid)
 	}
+	if err := s.swarmAdoptable(node); err != nil {
+		return rep, err // before the fabric adopts it: the node stays fenced (swarm_adopt.go)
+	}
 	wasLost := farmem.StatusOf(s.fabric, node).State == farmem.NodeLost
 	if err := adoptNode(ctx, s.fabric, node); err != nil {
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)

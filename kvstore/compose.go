@@ -124,6 +124,28 @@ var matrix = []KindRow{
 		Own:           []Refusal{{"aceso", "Params.IndexReplicas > 1", flexReplicatedWhy}},
 		refuse:        refuseFlexKV,
 	},
+	{
+		Index: "swarm", Paper: "SWARM-KV (replicated In-n-Out objects, SWARM)",
+		Syncs:         []string{"optimistic"},
+		SyncWhy:       "updates write the key's replicated object and never reach the index, a replicated RACE table that only the optimistic synchronizer changes (lock words of the others live outside the replicated memory)",
+		IndexReplicas: []int{3, 5, 7},
+		ReplicasWhy:   "the index, the objects and the store's metadata live on the same 2f+1 memory nodes: 3, 5 or 7 (the zero value takes 3)",
+		Cache:         "key-to-object location cache per client",
+		Own: []Refusal{
+			{"swarm", "Options.Replicas 1, or a factor other than Swarm.Replicas", "one factor replicates metadata, index and objects on the same nodes"},
+			{"swarm", "Options.Replication over several instances", "the kind replicates its index and objects itself"},
+			{"swarm", "Index.Replicas > 1", "the index's KV blocks are replicated with it, not copied"},
+			{"swarm", "Params.ValueSize 1", "no room for a value beside the tombstone marker"},
+			{"swarm", "fewer memory nodes than replicas", "every object has a copy on each of the 2f+1 nodes"},
+			{"swarm", "a KV cache (FlexKV's)", "updates bypass the index, so no cache beside it could be invalidated: FlexKV's cache is a kind of its own, never composed with this one"},
+		},
+		refuse: func(o Options, _ string) error {
+			if s, ok := swarmKind(o.Index); ok {
+				return s.Refuse(o, nil)
+			}
+			return nil
+		},
+	},
 }
 
 // Matrix returns the options matrix: one row per index kind the store knows, the default
@@ -198,7 +220,7 @@ func Check(o Options) error {
 	if o.Replicas < 0 || o.Replicas > alloc.MaxMetaReplicas || o.Replicas > 1 && o.Replicas%2 == 0 {
 		return fmt.Errorf("kvstore: replication factor %d, want an odd number up to %d: %w", o.Replicas, alloc.MaxMetaReplicas, farmem.ErrInvalid)
 	}
-	o, err := o.withIndexReplicas(&farmem.Topology{})
+	o, err := o.withIndexReplicas(nil)
 	if err != nil {
 		return err
 	}
@@ -337,6 +359,9 @@ func Describe(d Descriptor) Configuration {
 			break // only RACE roots encode a replication factor
 		}
 		c.IndexReplicas = max(c.IndexReplicas, race.IndexReplicasOf(root))
+	}
+	if d.Index == "swarm" {
+		c.IndexReplicas = c.MetaReplicas // the index lives on the metadata's nodes
 	}
 	if r, ok := rowOf(d.Index); ok {
 		c.Proxy, c.KVCache, c.Cache, c.Ordered = r.Proxy, r.KVCache, r.Cache, r.Ordered

@@ -156,6 +156,17 @@
 // CASes itself, None for SELCC's B-link tree, which changes no far pointer by CAS). Describe
 // and Store.Configuration read a store's configuration back from its descriptor.
 //
+// Swarm is SWARM-KV: a RACE index replicated on the store's 2f+1 metadata nodes maps keys to
+// Safe-Guess objects (ds/swarm over ds/maxreg) at one offset of the symmetric area on the same
+// nodes, so a warm Get and a warm Update take one round trip each and never touch the index;
+// deletes write tombstones that no update can overtake and that clients with stale location
+// caches see. Because updates bypass the index, Open refuses (farmem.ErrInvalid, decided in
+// Swarm.Refuse) fewer than 3 replicas or a store factor other than the kind's, a synchronizer
+// other than Optimistic, an Options.Replication over several instances, and objects with no
+// room for a value; no value cache can sit beside it (FlexKV's KV cache is a kind of its own).
+// Adopt refuses a restarted node holding its replicas (objects are not rebuilt yet): the node
+// stays fenced. See Swarm.
+//
 // FlexKV (a NodeKind) is RACE with FlexKV's index proxying and coherent compute-side caches;
 // with NoProxy it is the Aceso-like baseline (see its doc). Store.HandOver moves its
 // partitions between proxies and the memory nodes while operations go on; Store.RunManager

@@ -26,8 +26,11 @@ import (
 const replicatedIndexSymFraction = 4 // a quarter of each node left outside it
 
 // withIndexReplicas settles the RACE index's replication factor against Options.Replicas (see
-// above) and sizes the symmetric area for a replicated index.
+// above) and sizes the symmetric area for a replicated index (t nil: Check, no fabric to size it for).
 func (o Options) withIndexReplicas(t *farmem.Topology) (Options, error) {
+	if o, isSwarm, err := o.withSwarm(t); isSwarm {
+		return o, err // SWARM-KV's replicated index and objects (swarm.go)
+	}
 	r, ok := o.Index.(Race)
 	if !ok {
 		return o, nil
@@ -43,7 +46,7 @@ func (o Options) withIndexReplicas(t *farmem.Topology) (Options, error) {
 	case o.Replicas > 1 && ir > 1 && ir != o.Replicas:
 		return o, fmt.Errorf("kvstore: the RACE index asks for %d replicas, the store for %d (Options.Replicas): leave Race.Replicas 0 to replicate the index on the store's metadata nodes, or set it to 1 for an unreplicated index: %w", ir, o.Replicas, farmem.ErrInvalid)
 	}
-	if ir > 1 && o.Format.SymmetricSize == 0 {
+	if ir > 1 && o.Format.SymmetricSize == 0 && t != nil {
 		smallest := uint64(farmem.MaxOffset + 1)
 		for _, id := range t.MemoryNodes() {
 			if n, ok := t.Node(id); ok {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -34,11 +35,13 @@ var indexKinds = []indexKind{
 		kind: func() kvstore.IndexKind { return &kvstore.FlexKV{} }},
 	{name: "aceso", about: "FlexKV's Aceso-like baseline: RACE on the memory nodes with an address cache, no proxying: no scans",
 		kind: func() kvstore.IndexKind { return &kvstore.FlexKV{NoProxy: true} }},
+	{name: "swarm", about: "SWARM-KV: a replicated RACE index of keys to Safe-Guess objects on the same memory nodes, surviving any f of 2f+1 crashed (--set replicas=3, the default, or 5, 7; needs that many --mem-nodes): no scans",
+		kind: func() kvstore.IndexKind { return kvstore.Swarm{} }, replicas: 3, replicated: true},
 }
 
 // withOptions takes from set the --set entries that configure the index kind rather than the
 // workload (replicas=N: the store's metadata and its RACE index replicated on N memory
-// nodes, see kvstore.Options.Replicas)
+// nodes, see kvstore.Options.Replicas; for swarm, its index and objects, 3 by default)
 // and returns the kind with them applied and the entries left for the workload.
 func (k indexKind) withOptions(set []string) (indexKind, multiFlag, error) {
 	var rest multiFlag
@@ -53,12 +56,18 @@ func (k indexKind) withOptions(set []string) (indexKind, multiFlag, error) {
 		if err != nil || n < 1 || n > 7 || n > 1 && n%2 == 0 {
 			return k, nil, usageErr("--set replicas=%s: want 1, 3, 5 or 7", v)
 		}
+		if k.name == "swarm" && n < 3 {
+			return k, nil, usageErr("--set replicas=%d: the swarm index needs 3, 5 or 7 (its objects' majority is at least 2)", n)
+		}
 		replicas = n
 	}
 	if replicas > 1 {
 		// Race.Replicas 0 takes Options.Replicas; kvstore's options matrix refuses the kinds
 		// that are not replicated, at Open.
-		k.replicas, k.replicated = replicas, k.name == "race"
+		k.replicas, k.replicated = replicas, k.name == "race" || k.name == "swarm"
+	}
+	if k.name == "swarm" {
+		k = k.swarmSized(rest)
 	}
 	return k, rest, nil
 }
@@ -103,4 +112,25 @@ func orderedIndexNames() string {
 		return "none is built yet"
 	}
 	return "choose one with --index: " + strings.Join(s, ", ")
+}
+
+// swarmSized sizes the swarm kind's objects for the workload's values (the --set entries
+// valuesize, or fieldcount × fieldlength, YCSB's defaults 10 × 100 otherwise), with four
+// record slots per writer: each object keeps a lane of records per client slot of the
+// fabric on each replica (kvstore.Swarm's Limits), so its size follows the values'.
+func (k indexKind) swarmSized(set []string) indexKind {
+	props := map[string]int{"fieldcount": 10, "fieldlength": 100}
+	for _, kv := range set {
+		name, v, _ := strings.Cut(kv, "=")
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			props[name] = n
+		}
+	}
+	vs := props["fieldcount"] * props["fieldlength"]
+	if props["valuesize"] > 0 {
+		vs = props["valuesize"]
+	}
+	vs = min(vs+1, maxreg.MaxValueSize) // the kind's marker byte
+	k.kind = func() kvstore.IndexKind { return kvstore.Swarm{Params: maxreg.Params{ValueSize: vs, Slots: 4}} }
+	return k
 }

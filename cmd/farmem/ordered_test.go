@@ -80,7 +80,7 @@ func TestBenchWorkloadENoStoreCanRun(t *testing.T) {
 func TestBenchIndexAndKeyFormatErrors(t *testing.T) {
 	_, errOut, code := cli(t, "bench", "--index", "btree")
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, `--index "btree": no such index kind (known: race, hybrid, blink, flexkv, aceso)`)
+	require.Contains(t, errOut, `--index "btree": no such index kind (known: race, hybrid, blink, flexkv, aceso, swarm)`)
 	_, errOut, code = cli(t, "bench", "--set", "keyformat=int64")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `"int64" is not one of string, binary64`)

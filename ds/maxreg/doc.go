@@ -238,6 +238,7 @@
 //
 // Values are at most Params.ValueSize bytes, fixed at creation. Only clients with ids
 // 1..Params.Writers may write (ErrNotWriter); any client may read. One handle per client per
-// register. There is no delete or tombstone (SWARM-KV's all-ones tag would be MakeTag(MaxTS,
-// 0xffff, true)). A register is never freed by this package.
+// register. There is no delete or tombstone of its own: ds/swarm's WriteFinal writes one as a
+// tag at the top of the timestamp range (swarm.FinalTS), which SWARM-KV (kvstore's Swarm
+// kind) uses. A register is never freed by this package.
 package maxreg

@@ -159,6 +159,16 @@
 // held across a verb (the lock caches' mutex guards only memory), so the package runs
 // unchanged on the simulator.
 //
+// # Final tuples (tombstones)
+//
+// WriteFinal writes a VERIFIED tuple at a timestamp no guess reaches (FinalTS, the top of the
+// 47-bit range less MaxSlots), and WriteBelow is Write that never re-executes above such a
+// tuple: where Write's slow path would rewrite above a tuple m at or above its ceiling, it
+// returns ErrCeiling instead, its guess unpublished by the won write-mode lock (so the write
+// had no effect; a guess a reader pinned first is the write, below m). Together they are a
+// tombstone that no later write overtakes (SWARM-KV's deletes, kvstore's Swarm kind). FormatQuorum
+// formats a register on a majority of its replicas when the others are down.
+//
 // # Limits
 //
 // Writers are clients with ids 1..Params.Writers; values at most Params.ValueSize bytes. A

@@ -193,6 +193,12 @@ func (r *Register) Close() error {
 // above m, VERIFIED (Unpublished, one more round trip); if it fails, a reader pinned w as
 // fresh and the write is done (Pinned). An error leaves the write's outcome unknown.
 func (r *Register) Write(ctx context.Context, value []byte) error {
+	return r.write(ctx, value, 0)
+}
+
+// write is Write; with ceiling above 0, it does not re-execute above a tuple whose timestamp
+// is at least ceiling (see WriteBelow).
+func (r *Register) write(ctx context.Context, value []byte, ceiling uint64) error {
 	if r.closed {
 		return ErrClosed
 	}
@@ -263,6 +269,11 @@ func (r *Register) Write(ctx context.Context, value []byte) error {
 		r.stats.Writes++
 		r.stats.Pinned++
 		return nil
+	}
+	if ceiling > 0 && m.TS() >= ceiling {
+		// w is unpublished (the lock is won: no reader did or will return it) and the
+		// write is not re-executed above m.
+		return ErrCeiling
 	}
 	if _, err := r.rep.WriteAbove(ctx, value, true, m.TS()+1); err != nil {
 		return fmt.Errorf("swarm: write: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
+	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/qlock"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
@@ -46,6 +47,8 @@ func kindOf(t testing.TB, name string) kvstore.IndexKind {
 		return &kvstore.FlexKV{}
 	case "aceso":
 		return &kvstore.FlexKV{NoProxy: true}
+	case "swarm":
+		return kvstore.Swarm{Params: maxreg.Params{ValueSize: 64, Slots: 4, Words: 8}}
 	}
 	t.Fatalf("the matrix has a kind %q this test does not build: add it to kindOf", name)
 	return nil
@@ -79,6 +82,7 @@ var wantAllowed = []string{
 	"hybrid/optimistic/r1", "blink/none/r1",
 	"flexkv/cider/r1", "flexkv/optimistic/r1", "flexkv/mcs/r1", "flexkv/spin/r1",
 	"aceso/cider/r1", "aceso/optimistic/r1", "aceso/mcs/r1", "aceso/spin/r1",
+	"swarm/optimistic/r1", "swarm/optimistic/r3",
 }
 
 // split classifies the cross product by kvstore.Check.
@@ -198,8 +202,12 @@ func TestMatrixLocal(t *testing.T) {
 			require.Equal(t, c.sync, s.Sync())
 			conf := s.Configuration()
 			require.Equal(t, c.index, conf.Index)
-			require.Equal(t, max(1, c.replicas), conf.MetaReplicas)
-			require.Equal(t, max(1, c.replicas), conf.IndexReplicas, "only RACE is replicated, on the metadata's nodes")
+			want := max(1, c.replicas)
+			if c.index == "swarm" {
+				want = max(3, c.replicas) // the kind's default factor
+			}
+			require.Equal(t, want, conf.MetaReplicas)
+			require.Equal(t, want, conf.IndexReplicas, "RACE and SWARM-KV replicate the index on the metadata's nodes")
 			require.Equal(t, c.index == "flexkv", conf.Proxy)
 			require.Equal(t, c.index == "hybrid" || c.index == "blink", conf.Ordered)
 			require.Equal(t, conf.Ordered, s.Ordered())

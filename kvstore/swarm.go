@@ -1,0 +1,710 @@
+package kvstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/maxreg"
+	"github.com/farmem/farmem/ds/ptrsync"
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/ds/swarm"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/replmem"
+)
+
+// Swarm is SWARM-KV (§5 of "SWARM: Replicating Shared Disaggregated-Memory Data in No Time"):
+// a replicated index maps each key to an object, a Safe-Guess register (ds/swarm) over
+// In-n-Out replicas (ds/maxreg) placed at one offset of the allocator's symmetric area on the
+// 2f+1 memory nodes of the index, and the value lives in the object. The zero value is usable
+// (3 replicas, the defaults below); select it with Options.Index = Swarm{} (or &Swarm{}), or
+// `--index swarm --set replicas=3` on the command line.
+//
+// # Index and objects
+//
+// The index is a RACE table replicated on the store's Replicas metadata nodes
+// (race.Params.IndexReplicas over farmem/replmem: linearizable words surviving any f of
+// them), mapping each key to its object's offset, plus one reserved entry recording the
+// objects' parameters (maxreg.Params), so that every process opens objects alike. An object
+// is one symmetric block per replica: the register (swarm.Size) and, after it, one life word
+// in the index's replicated memory (a replmem word: ALIVE; DEAD once a Delete won the object;
+// UNLINKED once one client won the right to remove its index entry).
+// Each client handle caches the objects it has located (key → offset and an open register
+// handle, with the register's per-replica caches: SWARM-KV's location cache), one entry per
+// key touched, unbounded.
+//
+// # Operations
+//
+//   - Get: the cached object's register read (Safe-Guess READ: 1 round trip when its tuple
+//     is VERIFIED and an in-place copy is valid). A tombstone read through the cache drops
+//     the entry and locates the key again in the index (a client with a stale cache sees the
+//     deletion and retries); read through a fresh lookup it means ErrNotFound.
+//   - Update: the register's write (Safe-Guess WRITE, 1 round trip on its fast path), never
+//     the index. It cannot overtake a tombstone (swarm.Register.WriteBelow): a write that
+//     meets one unpublishes its guess and had no effect, and the update retries as a Get does.
+//   - Insert: a new object is allocated, formatted, written (its value, then its life word
+//     ALIVE), then published in the index with RACE's Insert, which decides among racing
+//     inserters. If the key is indexed already: ErrExists when its object is live (the new
+//     object is retired); if that object holds a tombstone, the insert helps unlink it (below)
+//     and tries again.
+//   - Delete: the object's life word is CASed ALIVE→DEAD in the replicated memory: the one
+//     Delete that wins it (two racing deletes of one object cannot both succeed, and a max
+//     register cannot tell them apart) writes the tombstone, a VERIFIED tuple at
+//     swarm.FinalTS that no write can overtake (swarm.Register.WriteFinal), then unlinks. A
+//     Delete that loses makes sure the tombstone is in (reading it, or writing one), then
+//     returns ErrNotFound, or, if it came through a stale cache and the index names another
+//     object, retries on that one.
+//   - Unlink: whoever CASes the life word DEAD→UNLINKED (the Delete that won, or an Insert
+//     that found the tombstone, if its deleter stalled or died) removes the index entry. That
+//     client alone ever removes an entry naming the object, and inserts never replace one, so
+//     the removal needs no condition (RACE's Delete is unconditional) and can never remove a
+//     later object's entry.
+//
+// Linearization: Insert at its RACE insert; Delete at the first tombstone the object's
+// register orders (within the winner's interval, since losers write theirs only after the
+// winner's CAS); Get and Update at their register operation, or, when they find a
+// tombstone through a fresh lookup, at a moment between the tombstone and the entry's
+// removal. Deleted objects are never reused, so a stale cache always finds the tombstone.
+//
+// # Round trips
+//
+// With the key's object cached, uncontended, every node up: Get 1 (SwarmGetRoundTrips),
+// Update and Put of a present key 1 (SwarmUpdateRoundTrips). On a cache miss a Get or Update
+// adds the index's Search (2) and the register's Open (2). Insert: the object's format
+// (swarm.Format: its lock words and its replicas' headers), Open, a write, the life word's
+// replicated write, and the index's replicated Insert (race.ReplicatedInsertRoundTrips);
+// Delete: the life word's two CASes (2 each), the tombstone (1) and the index's Delete
+// (race.ReplicatedDeleteRoundTrips). A crashed replica costs no round trip once suspected:
+// the register waits for a majority, the index's memory for f+1 replicas.
+//
+// # Refusals
+//
+// Updates never touch the index, so the store refuses at Open, with errors wrapping
+// farmem.ErrInvalid, what cannot be coherent with it (Swarm.Refuse, the one place they are
+// decided): fewer than 3 replicas (Options.Replicas or Replicas 1: the objects need a
+// majority of 2f+1 ≥ 3; the store's metadata factor must equal the kind's, since the index
+// lives on the metadata nodes); fewer memory nodes than replicas; a synchronizer other than
+// Optimistic (the index is a replicated RACE table, whose pointer changes only the
+// optimistic synchronizer makes; lock-based synchronizers keep lock state outside the
+// replicated memory, and updates, which never reach the index, would not take their locks
+// anyway); an Options.Replication over several instances (the kind replicates internally);
+// and objects whose values cannot hold the kind's own marker byte. No value cache can sit
+// beside the index: the kind is the index, and a kind that caches values beside RACE (FlexKV's
+// KV cache, which updates of the objects would bypass) cannot be combined with it.
+//
+// # Limits
+//
+// Values are at most Params.ValueSize-1 bytes (a marker byte tells values from tombstones);
+// keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients with
+// ids 1..Params.Writers write (the default covers every client slot of the topology's compute
+// nodes at creation); others fail with an error wrapping farmem.ErrInvalid. Each object
+// reserves a lane of Params.Slots records per writer on each replica (swarm.Size), so a
+// store of many keys needs Params sized to its clients; a writer makes at most Slots writes
+// of one key per maxreg ReuseDelay (the register's buffer recycling). Deleted objects and
+// their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
+// built). A client that dies between winning an object's unlinking and removing its entry
+// leaves the key impossible to insert again (Insert waits about a second, then fails with an
+// error wrapping farmem.ErrNotSupported). Objects are not rebuilt on a memory node that
+// restarted empty: Store.Adopt refuses such a node (farmem.ErrNotSupported) before touching
+// it, and it stays fenced while the store runs on the other replicas, one crash fewer
+// tolerated. A replica unreachable while an object was created (paused or cut off, not
+// crashed) holds an unformatted block there (maxreg.FormatReplicatedQuorum): the store does not
+// survive such a node coming back yet.
+type Swarm struct {
+	// Replicas is 2f+1, 3, 5 or 7: the index and every object on that many memory nodes (the
+	// store's metadata nodes). 0 takes Options.Replicas when above 1, else 3; the store's
+	// Options.Replicas 0 is then set to it.
+	Replicas int
+	// Params are the objects' register parameters, recorded at creation (an existing store
+	// keeps its own). Zero fields take: ValueSize DefaultSwarmValueSize, Writers every client
+	// slot of the topology's compute nodes (at least 1), Words min(Writers, 64), and
+	// maxreg's defaults for the rest.
+	Params maxreg.Params
+	// Index lays out the index's RACE table at creation (race's defaults; IndexReplicas is
+	// set from Replicas).
+	Index race.Params
+}
+
+// DefaultSwarmValueSize is Swarm's object value size when Params.ValueSize is 0: values up to
+// 1023 bytes (YCSB's default 1000-byte records fit).
+const DefaultSwarmValueSize = 1024
+
+// Round trips of a Swarm store's operations on a client whose location cache holds the key,
+// uncontended, every replica up (asserted in the package's tests).
+const (
+	SwarmGetRoundTrips    = 1
+	SwarmUpdateRoundTrips = 1
+)
+
+// Values of an object's register: a marker byte, then the value.
+const (
+	swarmTomb byte = 0
+	swarmLive byte = 1
+)
+
+// Life word values (in the index's replicated memory): ALIVE, then DEAD (a Delete won the
+// object), then UNLINKED (one client won the right to remove the index entry naming it).
+const (
+	swarmAlive    uint64 = 1
+	swarmDead     uint64 = 2
+	swarmUnlinked uint64 = 3
+)
+
+// swarmParamsKey is the reserved index key holding the objects' parameters; user keys are
+// prefixed with swarmKeyPrefix.
+var swarmParamsKey = []byte{0}
+
+const swarmKeyPrefix byte = 1
+
+// Name implements IndexKind: "swarm".
+func (Swarm) Name() string { return "swarm" }
+
+// Limits implements IndexKind: keys as RACE's less the prefix byte, values below the
+// objects' ValueSize (the one Params asks for; an existing store's own is checked per call).
+func (s Swarm) Limits() Limits {
+	mk := min(race.MaxKey, race.MaxKV-swarmRefSize) - 1
+	vs := s.Params.ValueSize
+	if vs == 0 {
+		vs = DefaultSwarmValueSize
+	}
+	return Limits{MaxKey: mk, MaxKV: mk + vs - 1}
+}
+
+// replicas returns the kind's factor against the store's (o: Options.Replicas).
+func (s Swarm) replicas(o int) int {
+	switch {
+	case s.Replicas != 0:
+		return s.Replicas
+	case o > 1:
+		return o
+	}
+	return 3
+}
+
+// Refuse returns nil if o (the store's options, as given to Open, with Index a Swarm) can be
+// coherent with SWARM-KV, else a *RefusalError (wrapping farmem.ErrInvalid) saying why (see "Refusals"
+// in the type's doc). t is the fabric's topology (nil: the memory-node count is not checked).
+func (s Swarm) Refuse(o Options, t *farmem.Topology) error {
+	bad := func(option, format string, a ...any) error {
+		return &RefusalError{Index: "swarm", Option: option, Why: fmt.Sprintf(format, a...)}
+	}
+	r := s.replicas(o.Replicas)
+	switch {
+	case r < 3 || r > 7 || r%2 == 0:
+		return bad(fmt.Sprintf("replicas %d", r), "SWARM-KV's objects and index need 2f+1 = 3, 5 or 7 memory nodes (a majority of at least 2)")
+	case o.Replicas == 1:
+		return bad("Options.Replicas 1", "the index lives on the store's metadata nodes, which must be the objects' %d replicas", r)
+	case o.Replicas > 1 && o.Replicas != r:
+		return bad(fmt.Sprintf("replicas %d with Swarm.Replicas %d", o.Replicas, r), "one factor replicates metadata, index and objects on the same nodes: leave one of them 0")
+	case o.Sync != nil && o.Sync.Name() != Optimistic.Name():
+		return bad("sync "+o.Sync.Name(), "the index is a replicated RACE table, changed only by the optimistic synchronizer, and updates never reach it (Options.Sync = kvstore.Optimistic or nil)")
+	case o.Replication != nil && o.Replication.Replicas() != 1:
+		return bad(fmt.Sprintf("Options.Replication %s over %d instances", o.Replication.Name(), o.Replication.Replicas()), "the kind replicates its index and objects itself")
+	case s.Params.ValueSize == 1:
+		return bad("Params.ValueSize 1", "it leaves no room for a value beside the tombstone marker")
+	case s.Index.Replicas > 1:
+		return bad(fmt.Sprintf("Index.Replicas %d", s.Index.Replicas), "the index's KV blocks are replicated with it, not copied")
+	}
+	if t != nil {
+		if n := len(t.MemoryNodes()); n < r {
+			return bad(fmt.Sprintf("replicas %d", r), "the fabric has %d memory nodes", n)
+		}
+	}
+	return nil
+}
+
+// swarmKind returns o's Index as a Swarm, if it is one.
+func swarmKind(k IndexKind) (Swarm, bool) {
+	switch x := k.(type) {
+	case Swarm:
+		return x, true
+	case *Swarm:
+		if x != nil {
+			return *x, true
+		}
+	}
+	return Swarm{}, false
+}
+
+// withSwarm settles a Swarm store's options (Refuse, then Options.Replicas and the symmetric
+// area, where the index and the objects live: as a replicated RACE index's).
+func (o Options) withSwarm(t *farmem.Topology) (Options, bool, error) {
+	s, ok := swarmKind(o.Index)
+	if !ok {
+		return o, false, nil
+	}
+	if err := s.Refuse(o, t); err != nil {
+		return o, true, err
+	}
+	if t == nil {
+		// Check: no fabric to size the symmetric area for.
+		s.Replicas = s.replicas(o.Replicas)
+		o.Index = s
+		o.Replicas = s.Replicas
+		return o, true, nil
+	}
+	r := s.replicas(o.Replicas)
+	s.Replicas = r
+	o.Index = s
+	if o.Replicas == 0 {
+		o.Replicas = r
+		if o.Format.Replicas == 0 {
+			o.Format.Replicas = r
+		}
+	}
+	if o.Format.SymmetricSize == 0 {
+		smallest := uint64(farmem.MaxOffset + 1)
+		for _, id := range t.MemoryNodes() {
+			if n, ok := t.Node(id); ok {
+				smallest = min(smallest, n.Size)
+			}
+		}
+		o.Format.SymmetricSize = smallest - smallest/replicatedIndexSymFraction
+	}
+	return o, true, nil
+}
+
+// objectParams returns the objects' parameters for a store created on t.
+func (s Swarm) objectParams(t *farmem.Topology) maxreg.Params {
+	p := s.Params
+	if p.ValueSize == 0 {
+		p.ValueSize = DefaultSwarmValueSize
+	}
+	if p.Writers == 0 {
+		var top farmem.ComputeID
+		for _, n := range t.ComputeNodes() {
+			top = max(top, n.ComputeID())
+		}
+		p.Writers = min(maxreg.MaxWriters, max(1, int(top)*max(1, t.ClientsPerNode)))
+	}
+	if p.Words == 0 {
+		p.Words = min(p.Writers, maxreg.DefaultWords)
+	}
+	return p
+}
+
+// Create implements IndexKind: the replicated RACE table, with the objects' parameters in
+// its reserved entry; returns the table's root.
+func (s Swarm) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
+	ip := s.Index
+	ip.IndexReplicas = s.replicas(0)
+	p := s.objectParams(c.Memory.Topology())
+	if swarm.Size(p) == 0 {
+		return 0, fmt.Errorf("kvstore: swarm: object parameters %+v: %w", p, farmem.ErrInvalid)
+	}
+	root, err := race.Create(ctx, c.Memory, c.Alloc, ip)
+	if err != nil {
+		return 0, err
+	}
+	t, err := race.Open(ctx, c.Memory, c.Alloc, root, race.Options{Sync: ptrsync.NewOptimistic()})
+	if err != nil {
+		return 0, err
+	}
+	defer t.Close()
+	if err := t.Insert(ctx, swarmParamsKey, encodeSwarmParams(p)); err != nil {
+		return 0, fmt.Errorf("kvstore: swarm: record the object parameters: %w", err)
+	}
+	return root, nil
+}
+
+// Open implements IndexKind.
+func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, error) {
+	if err := checkReplicatedSync(root, c.Sync); err != nil {
+		return nil, err
+	}
+	r := race.IndexReplicasOf(root)
+	if r < 3 {
+		return nil, fmt.Errorf("kvstore: swarm: the index at %v is not replicated: %w", root, ErrBadRoot)
+	}
+	sy := c.Sync
+	if sy == nil {
+		sy = ptrsync.NewOptimistic()
+	}
+	t, err := race.Open(ctx, c.Memory, c.Alloc, root, race.Options{Sync: sy})
+	if err != nil {
+		return nil, err
+	}
+	enc, err := t.Search(ctx, swarmParamsKey)
+	if err == nil {
+		var p maxreg.Params
+		if p, err = decodeSwarmParams(enc); err == nil {
+			rm := t.Replicated()
+			x := &swarmIndex{m: c.Memory, a: c.Alloc, t: t, rm: rm, p: p, nodes: rm.Replicas(),
+				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}
+			return x, nil
+		}
+	}
+	_ = t.Close()
+	return nil, fmt.Errorf("kvstore: swarm: the object parameters: %w", err)
+}
+
+// swarmObjectSize returns the register's bytes on each replica, rounded to 256 (the
+// symmetric area's granule a replicated index keeps its blocks aligned to).
+func swarmObjectSize(p maxreg.Params) uint64 { return (swarm.Size(p) + 255) &^ 255 }
+
+// swarmBlockSize is an object's symmetric block: the register and the life word's group.
+func swarmBlockSize(p maxreg.Params) uint64 { return swarmObjectSize(p) + 256 }
+
+// Encoding of the reserved entry: a version, then the parameters.
+const swarmParamsVersion = 1
+
+func encodeSwarmParams(p maxreg.Params) []byte {
+	b := make([]byte, 1, 1+4*4+3*8)
+	b[0] = swarmParamsVersion
+	for _, v := range []int{p.Words, p.Slots, p.ValueSize, p.Writers} {
+		b = binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	for _, d := range []time.Duration{p.Tick, p.Lease, p.Skew} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(d))
+	}
+	return b
+}
+
+func decodeSwarmParams(b []byte) (maxreg.Params, error) {
+	if len(b) != 1+4*4+3*8 || b[0] != swarmParamsVersion {
+		return maxreg.Params{}, fmt.Errorf("kvstore: swarm: parameters record of %d bytes, version %d: %w", len(b), b[0], ErrBadRoot)
+	}
+	u := func(i int) int { return int(binary.LittleEndian.Uint32(b[1+4*i:])) }
+	d := func(i int) time.Duration { return time.Duration(binary.LittleEndian.Uint64(b[17+8*i:])) }
+	return maxreg.Params{Words: u(0), Slots: u(1), ValueSize: u(2), Writers: u(3), Tick: d(0), Lease: d(1), Skew: d(2)}, nil
+}
+
+// swarmRefSize is an index entry's value: the object's symmetric offset.
+const swarmRefSize = 8
+
+// swarmObj is a cached object: its offset and this client's register handle on it.
+type swarmObj struct {
+	off alloc.SymOffset
+	reg *swarm.Register
+}
+
+// swarmIndex is one client's handle on a Swarm store: the index table and the location
+// cache.
+type swarmIndex struct {
+	m     farmem.Memory
+	a     *alloc.Allocator
+	t     *race.Table
+	rm    *replmem.Memory
+	p     maxreg.Params
+	nodes []farmem.NodeID
+	size  uint64
+	cache map[string]*swarmObj
+}
+
+func (x *swarmIndex) ikey(key []byte) []byte {
+	return append([]byte{swarmKeyPrefix}, key...)
+}
+
+// lifeAddr is the object's life word on the index's virtual node.
+func (x *swarmIndex) lifeAddr(o *swarmObj) farmem.Addr {
+	return farmem.MakeAddr(x.rm.Virtual(), (uint64(o.off)+x.size)/replmem.Stride)
+}
+
+func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
+	as := make([]farmem.Addr, len(x.nodes))
+	for i, n := range x.nodes {
+		as[i] = off.On(n)
+	}
+	return as
+}
+
+// open opens this client's handle on the object at off.
+func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
+	reg, err := swarm.Open(ctx, x.m, x.addrs(off), swarm.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &swarmObj{off: off, reg: reg}, nil
+}
+
+// drop forgets key's cache entry if it is o.
+func (x *swarmIndex) drop(key []byte, o *swarmObj) {
+	if c, ok := x.cache[string(key)]; ok && c == o {
+		delete(x.cache, string(key))
+		_ = o.reg.Close()
+	}
+}
+
+// locate returns key's object, from the cache (cached true) or the index (then cached);
+// ErrNotFound if the index has no entry.
+func (x *swarmIndex) locate(ctx context.Context, key []byte) (o *swarmObj, cached bool, err error) {
+	if o, ok := x.cache[string(key)]; ok {
+		return o, true, nil
+	}
+	o, err = x.lookup(ctx, key)
+	return o, false, err
+}
+
+// lookup reads key's entry in the index and opens (and caches) its object.
+func (x *swarmIndex) lookup(ctx context.Context, key []byte) (*swarmObj, error) {
+	ref, err := x.t.Search(ctx, x.ikey(key))
+	if err != nil {
+		return nil, mapRace(err)
+	}
+	if len(ref) != swarmRefSize {
+		return nil, fmt.Errorf("kvstore: swarm: an index entry of %d bytes: %w", len(ref), ErrBadRoot)
+	}
+	off := alloc.SymOffset(binary.LittleEndian.Uint64(ref))
+	if c, ok := x.cache[string(key)]; ok {
+		if c.off == off {
+			return c, nil
+		}
+		x.drop(key, c)
+	}
+	o, err := x.open(ctx, off)
+	if err != nil {
+		return nil, err
+	}
+	x.cache[string(key)] = o
+	return o, nil
+}
+
+// read reads o's register: its value, or deleted (a tombstone).
+func (x *swarmIndex) read(ctx context.Context, o *swarmObj) (val []byte, deleted bool, err error) {
+	v, err := o.reg.Read(ctx)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case len(v) == 0:
+		// An object is indexed only once its value is at a majority.
+		return nil, false, fmt.Errorf("kvstore: swarm: an indexed object at %#x is empty: %w", uint64(o.off), ErrBadRoot)
+	case v[0] == swarmTomb:
+		return nil, true, nil
+	}
+	return v[1:], false, nil
+}
+
+func (x *swarmIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
+	for {
+		o, cached, err := x.locate(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		v, deleted, err := x.read(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		if !deleted {
+			return v, nil
+		}
+		x.drop(key, o)
+		if !cached {
+			return nil, ErrNotFound
+		}
+	}
+}
+
+func (x *swarmIndex) checkValue(value []byte) error {
+	if len(value)+1 > x.p.ValueSize {
+		return fmt.Errorf("%w: a value of %d bytes, the store's objects hold at most %d", ErrTooLarge, len(value), x.p.ValueSize-1)
+	}
+	return nil
+}
+
+func (x *swarmIndex) Update(ctx context.Context, key, value []byte) error {
+	if err := x.checkValue(value); err != nil {
+		return err
+	}
+	v := append([]byte{swarmLive}, value...)
+	for {
+		o, cached, err := x.locate(ctx, key)
+		if err != nil {
+			return err
+		}
+		err = o.reg.WriteBelow(ctx, v, swarm.FinalTS)
+		if !errors.Is(err, swarm.ErrCeiling) {
+			return err
+		}
+		x.drop(key, o)
+		if !cached {
+			return ErrNotFound
+		}
+	}
+}
+
+// maxInsertWaits bounds how often an Insert finds the key's entry naming a deleted object
+// whose deleter has not unlinked it yet, backing off between tries (up to about a second).
+const maxInsertWaits = 1000
+
+func (x *swarmIndex) Insert(ctx context.Context, key, value []byte) error {
+	if err := x.checkValue(value); err != nil {
+		return err
+	}
+	o, err := x.create(ctx, value)
+	if err != nil {
+		return err
+	}
+	ref := binary.LittleEndian.AppendUint64(nil, uint64(o.off))
+	backoff := time.Microsecond
+	for waits := 0; ; {
+		err := x.t.Insert(ctx, x.ikey(key), ref)
+		if err == nil {
+			if c, ok := x.cache[string(key)]; ok {
+				x.drop(key, c)
+			}
+			x.cache[string(key)] = o
+			return nil
+		}
+		switch {
+		case errors.Is(err, farmem.ErrNoSpace):
+			x.discard(ctx, o) // the index is unchanged
+			return mapRace(err)
+		case !errors.Is(err, race.ErrExists):
+			// The entry may have been published (an unknown outcome): the object is kept.
+			_ = o.reg.Close()
+			return mapRace(err)
+		}
+		old, err := x.lookup(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			continue // unlinked meanwhile
+		}
+		if err != nil {
+			_ = o.reg.Close()
+			return err
+		}
+		_, deleted, err := x.read(ctx, old)
+		if err != nil {
+			_ = o.reg.Close()
+			return err
+		}
+		if !deleted {
+			x.discard(ctx, o)
+			return ErrExists
+		}
+		x.drop(key, old)
+		// Its tombstone is in (the read returned it): help its deleter remove the entry.
+		won, err := x.unlink(ctx, key, old)
+		if err != nil {
+			_ = o.reg.Close()
+			return err
+		}
+		if won {
+			continue
+		}
+		if waits++; waits > maxInsertWaits {
+			_ = o.reg.Close()
+			return fmt.Errorf("kvstore: swarm: insert: the key's deleted object is still indexed (the client unlinking it died?): %w", farmem.ErrNotSupported)
+		}
+		if err := x.m.Runtime().Sleep(ctx, backoff); err != nil {
+			_ = o.reg.Close()
+			return err
+		}
+		backoff = min(2*backoff, time.Millisecond)
+	}
+}
+
+// create allocates, formats and writes a new object holding value, LIVE, not yet indexed.
+func (x *swarmIndex) create(ctx context.Context, value []byte) (*swarmObj, error) {
+	bs := swarmBlockSize(x.p)
+	off, err := x.a.AllocSymmetric(ctx, bs, 64)
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: swarm: allocate an object: %w", err)
+	}
+	if uint64(off)%256 != 0 {
+		_ = x.a.FreeSymmetric(off, bs)
+		return nil, fmt.Errorf("kvstore: swarm: object block at %#x is not 256-aligned: %w", uint64(off), farmem.ErrInvalid)
+	}
+	fail := func(err error) (*swarmObj, error) {
+		_ = x.a.RetireSymmetric(ctx, off, bs)
+		return nil, err
+	}
+	if err := swarm.FormatQuorum(ctx, x.m, x.addrs(off), x.p); err != nil {
+		return fail(err)
+	}
+	o, err := x.open(ctx, off)
+	if err != nil {
+		return fail(err)
+	}
+	if err := o.reg.Write(ctx, append([]byte{swarmLive}, value...)); err != nil {
+		_ = o.reg.Close()
+		return fail(err)
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], swarmAlive)
+	if err := x.rm.Write(ctx, x.lifeAddr(o), w[:]); err != nil {
+		_ = o.reg.Close()
+		return fail(err)
+	}
+	return o, nil
+}
+
+// discard retires an object that no index entry ever named.
+func (x *swarmIndex) discard(ctx context.Context, o *swarmObj) {
+	_ = o.reg.Close()
+	_ = x.a.RetireSymmetric(ctx, o.off, swarmBlockSize(x.p))
+}
+
+// tombstone makes sure o holds a tombstone: read first (a helper's tombstone may be in),
+// written if not.
+func (x *swarmIndex) tombstone(ctx context.Context, o *swarmObj, read bool) error {
+	if read {
+		_, deleted, err := x.read(ctx, o)
+		if err != nil || deleted {
+			return err
+		}
+	}
+	return o.reg.WriteFinal(ctx, []byte{swarmTomb}, swarm.FinalTS)
+}
+
+func (x *swarmIndex) Delete(ctx context.Context, key []byte) error {
+	for {
+		o, cached, err := x.locate(ctx, key)
+		if err != nil {
+			return err
+		}
+		prev, err := x.rm.CAS(ctx, x.lifeAddr(o), swarmAlive, swarmDead)
+		if err != nil {
+			return err
+		}
+		if prev == swarmAlive {
+			if err := x.tombstone(ctx, o, false); err != nil {
+				return err
+			}
+			x.drop(key, o)
+			_, err := x.unlink(ctx, key, o)
+			return err
+		}
+		if prev != swarmDead && prev != swarmUnlinked {
+			return fmt.Errorf("kvstore: swarm: object at %#x has life word %#x: %w", uint64(o.off), prev, ErrBadRoot)
+		}
+		// Another Delete won: its tombstone (or ours) is in before we answer.
+		if err := x.tombstone(ctx, o, true); err != nil {
+			return err
+		}
+		x.drop(key, o)
+		if !cached {
+			return ErrNotFound
+		}
+		// Through a stale cache: the index may name a newer object (the loop's lookup).
+	}
+}
+
+// unlink removes key's index entry, which names o, a deleted object whose tombstone is in,
+// if this client wins o's life word from DEAD to UNLINKED: the one client that does is the
+// only one ever to remove an entry naming o (inserts never replace an entry), so the removal
+// needs no condition. It reports whether it won; a loser leaves the removal to the winner.
+func (x *swarmIndex) unlink(ctx context.Context, key []byte, o *swarmObj) (bool, error) {
+	prev, err := x.rm.CAS(ctx, x.lifeAddr(o), swarmDead, swarmUnlinked)
+	if err != nil || prev != swarmDead {
+		return false, err
+	}
+	if err := x.t.Delete(ctx, x.ikey(key)); err != nil {
+		return true, fmt.Errorf("kvstore: swarm: unlink a deleted key: %w", mapRace(err))
+	}
+	return true, nil
+}
+
+// Close implements Index: the register handles and the table.
+func (x *swarmIndex) Close() error {
+	for k, o := range x.cache {
+		_ = o.reg.Close()
+		delete(x.cache, k)
+	}
+	return x.t.Close()
+}
+
+// Table returns the index's RACE table (for Audit, Info and Stats).
+func (x *swarmIndex) Table() *race.Table { return x.t }
