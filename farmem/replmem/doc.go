@@ -101,9 +101,13 @@
 // quorum applied W1 before W2, and read y after W2 and x after that).
 //
 // With at most f replicas down every operation completes: reads and writes wait for the
-// answering majority (a replica that fails with farmem.ErrNodeDown is left out of this
-// client's batches for Options.Suspect, so a crashed node costs one down timeout per period,
-// not per operation). With more than f down, operations fail with ErrNoQuorum (wrapping
+// answering majority. A replica that fails with farmem.ErrNodeDown is suspected and left out
+// of rounds for Options.Suspect, doubling on each failed try up to Options.SuspectMax; when
+// the period passes, one round tries it (the probe) while the others keep leaving it out, and
+// a success clears the suspicion. The suspicion lives in a Health, which the handles of one
+// process share (Options.Health), so a crashed, hung or cut-off node costs the process one
+// down timeout per probe period, not one per handle or per operation. Which replicas a round
+// asks is the only thing suspicion decides: quorums are counted the same way whoever is asked. With more than f down, operations fail with ErrNoQuorum (wrapping
 // farmem.ErrNodeDown: the outcome is unknown) and never return a wrong value.
 //
 // # Costs
