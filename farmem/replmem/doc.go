@@ -44,6 +44,13 @@
 // agree on, version 0 included; every word whose value matters was written to f+1 replicas
 // at a version above 0.
 //
+// A read whose f+1 agreeing replicas hold a word above version 0 that another answering
+// replica holds free at version 0 has met a hole: that replica missed the write that laid the
+// word out (it was suspected, cut off or paused then, or restarted empty and is not yet
+// repopulated). Such a copy counts in no majority, so the word would live on f+1 replicas
+// only and one more crash would make it unreadable. The read copies its range to that
+// replica (Repopulate: three round trips more, once per hole) before it returns.
+//
 // Write (plain writes: fresh memory only, before anything names it): the bytes laid out with
 // zero control, version and pending words, to every replica not suspected down, in one round
 // trip; done once f+1 replicas applied it.
@@ -128,8 +135,13 @@
 // answering). A read that meets a word locked by a client that died waits a lease before it
 // repairs it. Leases assume clients' clocks and verb delivery within ClockSkew (the fabric's
 // late-application bound). A replica that returns after missing writes (a hung node, or one
-// restarted empty) is brought back by copying (ds/race's Table.Repopulate), or healed word by
-// word by the writes and repairs that meet it. Plain writes store control words with ordinary
+// restarted empty) is brought back by copying (ds/race's Table.Repopulate), or healed range by
+// range by the writes, repairs and reads that meet it. Until then a word laid out while it was
+// away is on f+1 replicas only (its copy there is at version 0, which no majority counts), and
+// another crash before a read or a copy reaches the word makes the word unreadable
+// (ErrNoQuorum): never stale. Copies it holds at an older version above 0 vote, and only cost
+// the reads that meet them a repair. Suspicion is per Health: a partition that cuts a replica
+// off from some compute nodes only is met by each of them separately. Plain writes store control words with ordinary
 // writes, so the local transport's strict mode must be off for replicated memory. Post runs
 // the batch to completion before returning.
 package replmem

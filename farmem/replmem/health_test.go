@@ -144,3 +144,62 @@ func TestSharedHealthHungReplica(t *testing.T) {
 	require.Greater(t, own.suspected, bound, "handles on their own each pay per period")
 	require.Greater(t, sh.ops, own.ops, "shared suspicion leaves the handles more time for work")
 }
+
+// TestReadHealsHole: a block laid out while one replica is cut off from the writer (a sim
+// partition) is on the other two only, the cut-off replica holding version 0 there. After
+// the partition heals and the suspicion clears, a read of the block finds the hole and copies
+// the block to that replica, so it survives another replica's crash; a second block written
+// during the cut and not read before that crash is unreadable (ErrNoQuorum), never stale.
+func TestReadHealsHole(t *testing.T) {
+	model := sim.ConnectX6()
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 1, 16<<20
+	model.DownTimeout = hungDown
+	s, err := sim.New(model, 5)
+	require.NoError(t, err)
+	defer s.Close()
+	s.Run(func() {
+		ctx := context.Background()
+		comp := s.Topology().ComputeNodes()
+		mem := s.Topology().MemoryNodes()
+		m, err := s.Open(ctx, comp[0])
+		require.NoError(t, err)
+		require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
+		a, err := alloc.New(ctx, m, alloc.Options{})
+		require.NoError(t, err)
+		const size = 64
+		block := func() farmem.Addr {
+			o, err := a.AllocSymmetric(ctx, replmem.Stride*size, 64)
+			require.NoError(t, err)
+			return farmem.MakeAddr(0xF3, uint64(o)/replmem.Stride)
+		}
+		healed, lost := block(), block()
+		r, err := replmem.New(m, replmem.Options{Nodes: mem, Virtual: 0xF3})
+		require.NoError(t, err)
+		img := make([]byte, size)
+		for i := range img {
+			img[i] = byte(i + 1)
+		}
+		require.NoError(t, s.Partition(m.Info().ID, mem[2]))
+		require.NoError(t, r.Write(ctx, healed, img))
+		require.NoError(t, r.Write(ctx, lost, img))
+		require.NotZero(t, r.ProtocolStats().Suspected, "the writes met the partition")
+		require.NoError(t, s.Heal(m.Info().ID, mem[2]))
+		// Past the suspicion: the next round probes the replica and finds it back.
+		require.NoError(t, s.Runtime().Sleep(ctx, 50*time.Millisecond))
+		got := make([]byte, size)
+		require.NoError(t, r.Read(ctx, healed, got))
+		require.Equal(t, img, got)
+		st := r.ProtocolStats()
+		require.Equal(t, uint64(1), st.Heals, "the read found the hole")
+		require.Equal(t, uint64(size/8), st.Healed)
+		require.NoError(t, r.Read(ctx, healed, got))
+		require.Equal(t, uint64(1), r.ProtocolStats().Heals, "once healed, no hole is left")
+
+		require.NoError(t, s.Crash(mem[0]))
+		clear(got)
+		require.NoError(t, r.Read(ctx, healed, got), "the healed block is on two live replicas")
+		require.Equal(t, img, got)
+		err = r.Read(ctx, lost, got)
+		require.ErrorIs(t, err, replmem.ErrNoQuorum, "the unhealed block is on one live replica")
+	})
+}

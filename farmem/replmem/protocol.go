@@ -106,6 +106,9 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 				if op.Kind == farmem.OpRead {
 					gather(op.Buf, bufs[ref][k].v)
 					r.remember(op.Addr, ts, ok, bufs, k)
+					for _, q := range holes(ts, ok, bufs, ref, k) {
+						r.heal(ctx, r.o.Nodes[ts[q]], op.Addr, len(op.Buf))
+					}
 					k++
 				}
 			}

@@ -103,8 +103,13 @@ type Stats struct {
 	// LockRetries counts lock rounds that got no majority; Takeovers the expired locks taken
 	// over.
 	LockRetries, Takeovers uint64
-	// Suspected counts replicas set aside after a farmem.ErrNodeDown.
+	// Suspected counts the verbs to a replica that failed with farmem.ErrNodeDown: each a
+	// down timeout waited for (unless the node failed at once, as a crashed one may), and
+	// each reported to the Health (see Health for which of them set or renew a suspicion).
 	Suspected uint64
+	// Heals counts the reads that found a replica with a hole (a word written on the others
+	// that it holds at version 0) and copied the range to it; Healed the words copied.
+	Heals, Healed uint64
 }
 
 // Memory is one client's view of a replicated virtual memory node: a farmem.Memory whose
