@@ -69,7 +69,8 @@ func (h *Health) Stats() HealthStats {
 	return s
 }
 
-// Suspected reports whether node is suspected down at now (whether or not its period passed).
+// Suspected reports whether node is suspected down now (whether or not its period has passed:
+// a suspicion ends only when a verb to the node succeeds, or with an adoption).
 func (h *Health) Suspected(node farmem.NodeID) bool {
 	v, ok := h.nodes.Load(node)
 	return ok && v.(*nodeHealth).suspected.Load()
