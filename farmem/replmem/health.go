@@ -190,7 +190,7 @@ func (n *nodeHealth) clearLocked(count bool) {
 
 // note reports to the Health the outcome of a verb to replica i sent at sent: a success clears
 // a suspicion, farmem.ErrNodeDown sets or renews one (counted in Stats.Suspected); other
-// errors say nothing of reachability.
+// errors say nothing of reachability, and give back a probe taken.
 func (r *Memory) note(i int, sent farmem.Time, err error) {
 	switch {
 	case err == nil:
@@ -198,5 +198,19 @@ func (r *Memory) note(i int, sent farmem.Time, err error) {
 	case errors.Is(err, farmem.ErrNodeDown):
 		r.stats.Suspected++
 		r.hs[i].down(r.rt.Now(), sent, r.o.Suspect, r.o.SuspectMax)
+	default:
+		r.hs[i].unclaim()
 	}
+}
+
+// unclaim gives back a probe whose verb ended with an error that says nothing of reachability
+// (a canceled context, a closed client), so that the next round probes instead of every round
+// waiting for the probe's deadline.
+func (n *nodeHealth) unclaim() {
+	if !n.suspected.Load() {
+		return
+	}
+	n.mu.Lock()
+	n.probing = false
+	n.mu.Unlock()
 }
