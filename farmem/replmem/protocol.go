@@ -402,16 +402,13 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 			for _, s := range ss {
 				prev, err := lb.Result(s.cas)
 				if err == nil {
+					answered++
 					_, err = lb.Result(s.rd)
 				}
 				r.note(s.i, posted, err)
 				if err != nil {
-					if _, cerr := lb.Result(s.cas); cerr == nil {
-						answered++
-					}
 					continue
 				}
-				answered++
 				if prev == s.from {
 					if isLocked(s.from) {
 						r.stats.Takeovers++
