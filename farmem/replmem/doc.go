@@ -49,7 +49,9 @@
 // word out (it was suspected, cut off or paused then, or restarted empty and is not yet
 // repopulated). Such a copy counts in no majority, so the word would live on f+1 replicas
 // only and one more crash would make it unreadable. The read copies its range to that
-// replica (Repopulate: three round trips more, once per hole) before it returns.
+// replica (Repopulate: three round trips more, once per hole) before it returns. A handle also
+// remembers, in its Health, the ranges it wrote while a replica was left out (up to 16384 per
+// replica), and once the replica is back copies one of them per batch it runs.
 //
 // Write (plain writes: fresh memory only, before anything names it): the bytes laid out with
 // zero control, version and pending words, to every replica not suspected down, in one round
@@ -136,10 +138,13 @@
 // repairs it. Leases assume clients' clocks and verb delivery within ClockSkew (the fabric's
 // late-application bound). A replica that returns after missing writes (a hung node, or one
 // restarted empty) is brought back by copying (ds/race's Table.Repopulate), or healed range by
-// range by the writes, repairs and reads that meet it. Until then a word laid out while it was
-// away is on f+1 replicas only (its copy there is at version 0, which no majority counts), and
-// another crash before a read or a copy reaches the word makes the word unreadable
-// (ErrNoQuorum): never stale. Copies it holds at an older version above 0 vote, and only cost
+// range by the writes, repairs, reads and catch-up copies that meet it. Until then a word laid
+// out while it was away is on f+1 replicas only (its copy there is at version 0, which no
+// majority counts), and another crash before a read or a copy reaches the word makes the word
+// unreadable (ErrNoQuorum): never stale. Catch-up copies come from the handles that wrote
+// (one range per batch, so a long absence takes as many batches as ranges were written, and
+// ranges beyond 16384 are left to reads and Repopulate), and a handle that stops running
+// leaves its ranges uncopied. Copies it holds at an older version above 0 vote, and only cost
 // the reads that meet them a repair. Suspicion is per Health: a partition that cuts a replica
 // off from some compute nodes only is met by each of them separately. Plain writes store control words with ordinary
 // writes, so the local transport's strict mode must be off for replicated memory. Post runs

@@ -2,6 +2,7 @@ package replmem
 
 import (
 	"context"
+	"slices"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -32,9 +33,41 @@ func holes(ts []int, ok []bool, bufs [][]readBufs, ref, k int) []int {
 	return out
 }
 
+// missed records, for every replica the round ts left out or that failed it (ok), the ranges of
+// the writes of seg it carried: the replica holds them at version 0 (see catchUp).
+func (r *Memory) missed(b *farmem.Batch, seg []int, ts []int, ok []bool) {
+	for i := range r.o.Nodes {
+		k := slices.Index(ts, i)
+		if k >= 0 && ok[k] {
+			continue
+		}
+		for _, j := range seg {
+			if op := &b.Ops[j]; op.Kind == farmem.OpWrite && len(op.Buf) > 0 {
+				r.hs[i].addMissed(span{op.Addr, len(op.Buf)})
+			}
+		}
+	}
+}
+
+// catchUp copies to a replica one range it missed (a write laid it out while the replica was
+// suspected or failed), if its Health holds one of this memory's and the replica is not
+// suspected: one range per batch, so that a replica back from a pause or a partition regains
+// what it missed while the handles keep working, at three round trips per range.
+func (r *Memory) catchUp(ctx context.Context) {
+	for i, n := range r.hs {
+		if n.missedN.Load() == 0 || n.suspected.Load() {
+			continue
+		}
+		if sp, ok := n.takeMissed(r.o.Virtual); ok {
+			r.heal(ctx, r.o.Nodes[i], sp.a, sp.n)
+			return
+		}
+	}
+}
+
 // heal copies the logical range [a, a+n) to replica node where it lacks the latest version
-// (Repopulate: three round trips), after a read found a hole there. It is best effort: the
-// read already has its answer, and an error leaves the hole to the next read of it.
+// (Repopulate: three round trips), after a read found a hole there or a write missed it. It is
+// best effort: an error leaves the hole to the next read of it.
 func (r *Memory) heal(ctx context.Context, node farmem.NodeID, a farmem.Addr, n int) {
 	rep, err := r.Repopulate(ctx, node, a, n)
 	r.stats.Healed += rep.Copied

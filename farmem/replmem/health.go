@@ -2,6 +2,7 @@ package replmem
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,9 @@ type HealthStats struct {
 	Probes uint64
 	// Cleared counts suspicions lifted by a verb that succeeded.
 	Cleared uint64
+	// Missed is the ranges written while a node was left out and not yet copied to it;
+	// Dropped those not remembered (beyond 16384 per node).
+	Missed, Dropped uint64
 }
 
 // Stats returns the Health's counters.
@@ -63,6 +67,8 @@ func (h *Health) Stats() HealthStats {
 		s.Resuspicions += n.resuspicions
 		s.Probes += n.probes
 		s.Cleared += n.cleared
+		s.Missed += uint64(len(n.missed))
+		s.Dropped += n.dropped
 		n.mu.Unlock()
 		return true
 	})
@@ -97,6 +103,7 @@ func (h *Health) adoptions(n uint64) {
 	}
 	h.nodes.Range(func(_, v any) bool {
 		v.(*nodeHealth).clear(false)
+		v.(*nodeHealth).dropMissed()
 		return true
 	})
 }
@@ -114,6 +121,54 @@ type nodeHealth struct {
 	probing bool
 
 	suspicions, resuspicions, probes, cleared uint64
+
+	// missed are ranges written while the node was left out (guarded by mu; missedN mirrors
+	// their number): at most maxMissed, beyond which they are dropped and counted.
+	missed  []span
+	missedN atomic.Int64
+	dropped uint64
+}
+
+// span is a logical range of a replicated memory.
+type span struct {
+	a farmem.Addr
+	n int
+}
+
+// maxMissed bounds the ranges a node's entry remembers for it (16 bytes each).
+const maxMissed = 1 << 14
+
+func (n *nodeHealth) addMissed(s span) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.missed) >= maxMissed {
+		n.dropped++
+		return
+	}
+	n.missed = append(n.missed, s)
+	n.missedN.Store(int64(len(n.missed)))
+}
+
+// takeMissed removes and returns the latest range on virtual node v, if any.
+func (n *nodeHealth) takeMissed(v farmem.NodeID) (span, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k := len(n.missed) - 1; k >= 0; k-- {
+		if s := n.missed[k]; s.a.Node() == v {
+			n.missed = slices.Delete(n.missed, k, k+1)
+			n.missedN.Store(int64(len(n.missed)))
+			return s, true
+		}
+	}
+	return span{}, false
+}
+
+// dropMissed forgets the ranges (the node restarted: its owner copies it whole).
+func (n *nodeHealth) dropMissed() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.missed = nil
+	n.missedN.Store(0)
 }
 
 // admit reports whether a round built at now includes the node: yes when it is not suspected;

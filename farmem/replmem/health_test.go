@@ -145,12 +145,14 @@ func TestSharedHealthHungReplica(t *testing.T) {
 	require.Greater(t, sh.ops, own.ops, "shared suspicion leaves the handles more time for work")
 }
 
-// TestReadHealsHole: a block laid out while one replica is cut off from the writer (a sim
-// partition) is on the other two only, the cut-off replica holding version 0 there. After
-// the partition heals and the suspicion clears, a read of the block finds the hole and copies
-// the block to that replica, so it survives another replica's crash; a second block written
-// during the cut and not read before that crash is unreadable (ErrNoQuorum), never stale.
-func TestReadHealsHole(t *testing.T) {
+// TestHolesHealed: blocks laid out while one replica is cut off from the writers (a sim
+// partition) are on the other two only, the cut-off replica holding version 0 there. After the
+// partition heals and a probe finds the replica back, a read of a block finds its hole and
+// copies it, and the writer's handle copies what its writes missed, one range per batch; so
+// those blocks survive another replica's crash. A block written during the cut by a handle
+// that never runs again, and not read before that crash, is unreadable (ErrNoQuorum), never
+// stale.
+func TestHolesHealed(t *testing.T) {
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 1, 16<<20
 	model.DownTimeout = hungDown
@@ -172,33 +174,46 @@ func TestReadHealsHole(t *testing.T) {
 			require.NoError(t, err)
 			return farmem.MakeAddr(0xF3, uint64(o)/replmem.Stride)
 		}
-		healed, lost := block(), block()
-		r, err := replmem.New(m, replmem.Options{Nodes: mem, Virtual: 0xF3})
+		read, written, lost := block(), block(), block()
+		h := new(replmem.Health)
+		r, err := replmem.New(m, replmem.Options{Nodes: mem, Virtual: 0xF3, Health: h})
+		require.NoError(t, err)
+		m2, err := s.Open(ctx, comp[0])
+		require.NoError(t, err)
+		r2, err := replmem.New(m2, replmem.Options{Nodes: mem, Virtual: 0xF3})
 		require.NoError(t, err)
 		img := make([]byte, size)
 		for i := range img {
 			img[i] = byte(i + 1)
 		}
 		require.NoError(t, s.Partition(m.Info().ID, mem[2]))
-		require.NoError(t, r.Write(ctx, healed, img))
-		require.NoError(t, r.Write(ctx, lost, img))
+		require.NoError(t, s.Partition(m2.Info().ID, mem[2]))
+		require.NoError(t, r.Write(ctx, read, img))
+		require.NoError(t, r.Write(ctx, written, img))
+		require.NoError(t, r2.Write(ctx, lost, img))
 		require.NotZero(t, r.ProtocolStats().Suspected, "the writes met the partition")
+		require.Equal(t, uint64(2), h.Stats().Missed)
 		require.NoError(t, s.Heal(m.Info().ID, mem[2]))
+		require.NoError(t, s.Heal(m2.Info().ID, mem[2]))
 		// Past the suspicion: the next round probes the replica and finds it back.
 		require.NoError(t, s.Runtime().Sleep(ctx, 50*time.Millisecond))
 		got := make([]byte, size)
-		require.NoError(t, r.Read(ctx, healed, got))
+		require.NoError(t, r.Read(ctx, read, got))
 		require.Equal(t, img, got)
+		require.False(t, h.Suspected(mem[2]))
 		st := r.ProtocolStats()
-		require.Equal(t, uint64(1), st.Heals, "the read found the hole")
-		require.Equal(t, uint64(size/8), st.Healed)
-		require.NoError(t, r.Read(ctx, healed, got))
-		require.Equal(t, uint64(1), r.ProtocolStats().Heals, "once healed, no hole is left")
+		require.Equal(t, uint64(2), st.Heals, "the read's hole, and one range the writes missed")
+		require.Equal(t, uint64(2*size/8), st.Healed, "both blocks copied")
+		require.NoError(t, r.Read(ctx, read, got))
+		require.Zero(t, h.Stats().Missed, "the handle caught up")
+		require.Equal(t, uint64(2*size/8), r.ProtocolStats().Healed, "nothing left to copy")
 
 		require.NoError(t, s.Crash(mem[0]))
-		clear(got)
-		require.NoError(t, r.Read(ctx, healed, got), "the healed block is on two live replicas")
-		require.Equal(t, img, got)
+		for _, b := range []farmem.Addr{read, written} {
+			clear(got)
+			require.NoError(t, r.Read(ctx, b, got), "a healed block is on two live replicas")
+			require.Equal(t, img, got)
+		}
 		err = r.Read(ctx, lost, got)
 		require.ErrorIs(t, err, replmem.ErrNoQuorum, "the unhealed block is on one live replica")
 	})

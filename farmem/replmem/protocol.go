@@ -45,6 +45,7 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 	disagree := 0
 	for range maxAttempts {
 		ts := r.targets()
+		writes := !written
 		var pb farmem.Batch
 		bufs := make([][]readBufs, len(ts))
 		for k, i := range ts {
@@ -94,6 +95,9 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 		}
 		if nok <= r.f {
 			return fail(fmt.Errorf("%w: %d of %d replicas answered: %w", ErrNoQuorum, nok, len(r.o.Nodes), errors.Join(errs...)))
+		}
+		if writes {
+			r.missed(b, seg, ts, ok)
 		}
 		written = true
 		if reads == 0 {

@@ -107,8 +107,9 @@ type Stats struct {
 	// down timeout waited for (unless the node failed at once, as a crashed one may), and
 	// each reported to the Health (see Health for which of them set or renew a suspicion).
 	Suspected uint64
-	// Heals counts the reads that found a replica with a hole (a word written on the others
-	// that it holds at version 0) and copied the range to it; Healed the words copied.
+	// Heals counts the ranges copied to a replica that lacked them: found by a read as a hole
+	// (words written on the others that it holds at version 0), or written while it was left
+	// out (caught up one per batch once it is back); Healed the words copied.
 	Heals, Healed uint64
 }
 
@@ -396,6 +397,7 @@ func (r *Memory) Do(ctx context.Context, b *farmem.Batch) error {
 		}
 		note(err)
 	}
+	r.catchUp(ctx)
 	return first
 }
 
