@@ -81,6 +81,6 @@ func TestReplicatedPartitionLocal(t *testing.T) {
 	for _, c := range cs {
 		heals += c.tab.Replicated().ProtocolStats().Heals
 	}
-	t.Logf("after phase 3 (reads through the replica that missed writes): %v; %d reads healed a hole", sum, heals)
+	t.Logf("after phase 3 (reads through the replica that missed writes): %v; %d ranges copied to a replica that lacked them", sum, heals)
 	require.NoError(t, verdict, "a stale value became visible")
 }
