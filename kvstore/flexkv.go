@@ -304,6 +304,9 @@ func (k *FlexKV) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index,
 	if c.Sync != nil {
 		o.Sync = c.Sync
 	}
+	if o.Health == nil {
+		o.Health = c.Health
+	}
 	o.Invalidate = true
 	if o.DeleteLease == 0 {
 		o.DeleteLease = DefaultDeleteLease

@@ -8,6 +8,7 @@ import (
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/nodestate"
+	"github.com/farmem/farmem/farmem/replmem"
 )
 
 // Index is one client's handle on a map from byte-string keys to byte-string values in far
@@ -76,6 +77,9 @@ type IndexEnv struct {
 	// Node is the state of Memory's compute node, for a NodeKind (what its OpenNode returned
 	// there); nil for other kinds, and in Create.
 	Node nodestate.State
+	// Health is the replica suspicion shared by the store's handles on Memory's compute node
+	// (replmem.Health), for an index replicated with farmem/replmem; nil in Create.
+	Health *replmem.Health
 }
 
 // IndexKind creates and opens one kind of index. The store records Name in its descriptor, and

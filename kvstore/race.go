@@ -63,6 +63,9 @@ func (r Race) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, er
 	if c.Sync != nil {
 		o.Sync = c.Sync
 	}
+	if o.Health == nil {
+		o.Health = c.Health
+	}
 	if err := checkReplicatedSync(root, o.Sync); err != nil {
 		return nil, err
 	}

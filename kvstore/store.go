@@ -12,6 +12,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/nodestate"
+	"github.com/farmem/farmem/farmem/replmem"
 )
 
 // Options configure a Store. The zero value is usable: a RACE index with the default
@@ -168,6 +169,9 @@ type Store struct {
 	closing  int                             // clients taken out of live whose release has not ended
 	ordered  bool                            // the index handles are OrderedIndexes
 	nodes    *nodestate.Set[nodestate.State] // a NodeKind's per-node state (nodekind.go)
+
+	// health is the replica suspicion of each compute node's handles (health.go).
+	health map[farmem.NodeID]*replmem.Health
 }
 
 // conn is one client: its Memory, allocator and index handle.
@@ -475,7 +479,7 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: synchronizer %s: %w", s.opts.Sync.Name(), err))
 		}
-		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy, Node: s.nodeState(m.Info().Node)}, root)
+		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy, Node: s.nodeState(m.Info().Node), Health: s.healthOf(m.Info().Node)}, root)
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: open index instance %d: %w", i, err))
 		}

@@ -172,9 +172,11 @@
 // 3 and 3 unreplicated; each slot CAS costs a lock round and a write round (reads batched
 // after it ride the write round). Bytes grow more:
 // a read brings three copies of each word's group from every replica (36 times the bytes
-// with three replicas), a write Stride times the bytes to each. During a crash, a client
-// waits for the crashed replica once per replmem.Options.Suspect (the fabric's down timeout),
-// then leaves it out; no operation fails.
+// with three replicas), a write Stride times the bytes to each. During a crash, a hang or a
+// partition, a client waits for the lost replica's down timeout, then leaves it out; handles
+// given one Options.Health (a store gives one to all its handles on a compute node) leave it
+// out together and try it again one at a time (replmem.Health), so the node pays one down
+// timeout per probe period, not one per handle; no operation fails.
 //
 // # Costs
 //

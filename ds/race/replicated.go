@@ -109,14 +109,14 @@ func IndexReplicaNodes(t *farmem.Topology, a *alloc.Allocator, r int) ([]farmem.
 }
 
 // replicate returns client m's replicated view and allocator for a table replicated on r
-// memory nodes (IndexReplicaNodes).
-func replicate(m farmem.Memory, a *alloc.Allocator, r int, lease time.Duration, skew time.Duration) (*replmem.Memory, allocator, error) {
+// memory nodes (IndexReplicaNodes), suspecting replicas in h (nil: its own).
+func replicate(m farmem.Memory, a *alloc.Allocator, r int, lease time.Duration, skew time.Duration, h *replmem.Health) (*replmem.Memory, allocator, error) {
 	nodes, err := IndexReplicaNodes(m.Topology(), a, r)
 	if err != nil {
 		return nil, nil, err
 	}
 	virt := VirtualNodeBase + farmem.NodeID(r)
-	rm, err := replmem.New(m, replmem.Options{Nodes: nodes, Virtual: virt, Lease: lease, ClockSkew: skew})
+	rm, err := replmem.New(m, replmem.Options{Nodes: nodes, Virtual: virt, Lease: lease, ClockSkew: skew, Health: h})
 	if err != nil {
 		return nil, nil, fmt.Errorf("race: replicated index: %w", err)
 	}

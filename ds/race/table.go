@@ -10,6 +10,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/replmem"
 )
 
 // Errors of the table. Operations also return the transport's errors (farmem.ErrNodeDown, a
@@ -67,6 +68,12 @@ type Options struct {
 	// their CAS (see the package doc, "Address caches"): needed by any client of a table that
 	// address caches read. It adds no round trip uncontended.
 	Invalidate bool
+	// Health, for a replicated table, is the replicas' suspicion shared by the handles of one
+	// compute node (replmem.Options.Health): made once by whoever opens them (a store makes one
+	// per compute node) and given to each, so that a hung or cut-off replica costs the node one
+	// down timeout per probe period rather than one per handle. Nil gives each handle its own.
+	// An unreplicated table ignores it.
+	Health *replmem.Health
 }
 
 // DriftBound is the relative clock drift a delete lease allows for (FlexKV's δ = 10⁻⁴).
@@ -178,7 +185,7 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 		return 0, err
 	}
 	if p.IndexReplicas > 1 {
-		rm, ra, err := replicate(m, a, p.IndexReplicas, 0, 0)
+		rm, ra, err := replicate(m, a, p.IndexReplicas, 0, 0, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -270,7 +277,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		if _, ok := opts.Sync.(*ptrsync.Optimistic); !ok {
 			return nil, fmt.Errorf("race: a replicated table needs the optimistic synchronizer, not %T: %w", opts.Sync, farmem.ErrInvalid)
 		}
-		rm, ra, err := replicate(m, a, r, 0, opts.ClockSkew)
+		rm, ra, err := replicate(m, a, r, 0, opts.ClockSkew, opts.Health)
 		if err != nil {
 			return nil, err
 		}

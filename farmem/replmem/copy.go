@@ -78,6 +78,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 		rb.Read(pa, bufs[i].v)
 		rb.Read(pa, bufs[i].c3)
 	}
+	sent := r.rt.Now()
 	_ = r.m.Do(ctx, &rb)
 	ok := make([]bool, len(r.o.Nodes))
 	for i := range r.o.Nodes {
@@ -85,7 +86,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 		for k := 3 * i; k < 3*i+3; k++ {
 			if _, err := rb.Result(k); err != nil {
 				ok[i] = false
-				r.failed(i, err)
+				r.note(i, sent, err)
 			}
 		}
 	}
@@ -161,7 +162,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 	}
 	lockAt := r.rt.Now()
 	if err := r.m.Do(ctx, &lb); err != nil {
-		r.failed(x, err)
+		r.note(x, lockAt, err)
 	}
 	var wb farmem.Batch
 	for k, t := range todo {
@@ -205,7 +206,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 		return rep, fmt.Errorf("replmem: repopulate %v: lease ran out before the copy: %w", r.o.Nodes[x], ErrNoQuorum)
 	}
 	if err := r.m.Do(ctx, &wb); err != nil {
-		r.failed(x, err)
+		r.note(x, r.rt.Now(), err)
 		return rep, fmt.Errorf("replmem: repopulate %v: %w", r.o.Nodes[x], err)
 	}
 	return rep, nil

@@ -44,6 +44,15 @@
 // agree on, version 0 included; every word whose value matters was written to f+1 replicas
 // at a version above 0.
 //
+// A read whose f+1 agreeing replicas hold a word above version 0 that another answering
+// replica holds free at version 0 has met a hole: that replica missed the write that laid the
+// word out (it was suspected, cut off or paused then, or restarted empty and is not yet
+// repopulated). Such a copy counts in no majority, so the word would live on f+1 replicas
+// only and one more crash would make it unreadable. The read copies its range to that
+// replica (Repopulate: three round trips more, once per hole) before it returns. A handle also
+// remembers, in its Health, the ranges it wrote while a replica was left out (up to 16384 per
+// replica), and once the replica is back copies one of them per batch it runs.
+//
 // Write (plain writes: fresh memory only, before anything names it): the bytes laid out with
 // zero control, version and pending words, to every replica not suspected down, in one round
 // trip; done once f+1 replicas applied it.
@@ -101,9 +110,13 @@
 // quorum applied W1 before W2, and read y after W2 and x after that).
 //
 // With at most f replicas down every operation completes: reads and writes wait for the
-// answering majority (a replica that fails with farmem.ErrNodeDown is left out of this
-// client's batches for Options.Suspect, so a crashed node costs one down timeout per period,
-// not per operation). With more than f down, operations fail with ErrNoQuorum (wrapping
+// answering majority. A replica that fails with farmem.ErrNodeDown is suspected and left out
+// of rounds for Options.Suspect, doubling on each failed try up to Options.SuspectMax; when
+// the period passes, one round tries it (the probe) while the others keep leaving it out, and
+// a success clears the suspicion. The suspicion lives in a Health, which the handles of one
+// process share (Options.Health), so a crashed, hung or cut-off node costs the process one
+// down timeout per probe period, not one per handle or per operation. Which replicas a round
+// asks is the only thing suspicion decides: quorums are counted the same way whoever is asked. With more than f down, operations fail with ErrNoQuorum (wrapping
 // farmem.ErrNodeDown: the outcome is unknown) and never return a wrong value.
 //
 // # Costs
@@ -124,8 +137,16 @@
 // answering). A read that meets a word locked by a client that died waits a lease before it
 // repairs it. Leases assume clients' clocks and verb delivery within ClockSkew (the fabric's
 // late-application bound). A replica that returns after missing writes (a hung node, or one
-// restarted empty) is brought back by copying (ds/race's Table.Repopulate), or healed word by
-// word by the writes and repairs that meet it. Plain writes store control words with ordinary
+// restarted empty) is brought back by copying (ds/race's Table.Repopulate), or healed range by
+// range by the writes, repairs, reads and catch-up copies that meet it. Until then a word laid
+// out while it was away is on f+1 replicas only (its copy there is at version 0, which no
+// majority counts), and another crash before a read or a copy reaches the word makes the word
+// unreadable (ErrNoQuorum): never stale. Catch-up copies come from the handles that wrote
+// (one range per batch, so a long absence takes as many batches as ranges were written, and
+// ranges beyond 16384 are left to reads and Repopulate), and a handle that stops running
+// leaves its ranges uncopied. Copies it holds at an older version above 0 vote, and only cost
+// the reads that meet them a repair. Suspicion is per Health: a partition that cuts a replica
+// off from some compute nodes only is met by each of them separately. Plain writes store control words with ordinary
 // writes, so the local transport's strict mode must be off for replicated memory. Post runs
 // the batch to completion before returning.
 package replmem

@@ -45,6 +45,7 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 	disagree := 0
 	for range maxAttempts {
 		ts := r.targets()
+		writes := !written
 		var pb farmem.Batch
 		bufs := make([][]readBufs, len(ts))
 		for k, i := range ts {
@@ -66,6 +67,7 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 				bufs[k] = append(bufs[k], rb)
 			}
 		}
+		sent := r.rt.Now()
 		_ = r.m.Do(ctx, &pb)
 		ok := make([]bool, len(ts))
 		nok := 0
@@ -76,13 +78,16 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 			for x := k * per; x < (k+1)*per; x++ {
 				if _, err := pb.Result(x); err != nil {
 					ok[k] = false
-					r.failed(i, err)
+					r.note(i, sent, err)
 					errs = append(errs, fmt.Errorf("%v: %w", r.o.Nodes[i], err))
 					break
 				}
 			}
 			if ok[k] {
 				nok++
+				if per > 0 {
+					r.note(i, sent, nil)
+				}
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -90,6 +95,9 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 		}
 		if nok <= r.f {
 			return fail(fmt.Errorf("%w: %d of %d replicas answered: %w", ErrNoQuorum, nok, len(r.o.Nodes), errors.Join(errs...)))
+		}
+		if writes {
+			r.missed(b, seg, ts, ok)
 		}
 		written = true
 		if reads == 0 {
@@ -102,6 +110,9 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 				if op.Kind == farmem.OpRead {
 					gather(op.Buf, bufs[ref][k].v)
 					r.remember(op.Addr, ts, ok, bufs, k)
+					for _, q := range holes(ts, ok, bufs, ref, k) {
+						r.heal(ctx, r.o.Nodes[ts[q]], op.Addr, len(op.Buf))
+					}
 					k++
 				}
 			}
@@ -376,10 +387,12 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 		var got []sent
 		answered := 0
 		if len(lb.Ops) > 0 {
+			posted := r.rt.Now()
 			_ = r.m.Do(ctx, &lb)
 			for n := 0; n < len(peek); n += 2 {
-				if _, err := lb.Result(peek[n]); err != nil {
-					r.failed(peek[n+1], err)
+				_, err := lb.Result(peek[n])
+				r.note(peek[n+1], posted, err)
+				if err != nil {
 					continue
 				}
 				answered++
@@ -392,13 +405,12 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 			}
 			for _, s := range ss {
 				prev, err := lb.Result(s.cas)
-				if err != nil {
-					r.failed(s.i, err)
-					continue
+				if err == nil {
+					answered++
+					_, err = lb.Result(s.rd)
 				}
-				answered++
-				if _, err := lb.Result(s.rd); err != nil {
-					r.failed(s.i, err)
+				r.note(s.i, posted, err)
+				if err != nil {
 					continue
 				}
 				if prev == s.from {
@@ -512,17 +524,22 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 				}
 			}
 		}
+		posted := r.rt.Now()
 		_ = r.m.Do(ctx, &wb)
 		served := false
 		if len(follow) > 0 {
 			okR := make([]bool, len(ts))
-			for k := range ts {
+			for k, i := range ts {
 				okR[k] = true
 				for _, x := range ridx[k] {
 					if _, err := wb.Result(x); err != nil {
 						okR[k] = false
+						r.note(i, posted, err)
 						break
 					}
+				}
+				if okR[k] {
+					r.note(i, posted, nil)
 				}
 			}
 			if ref := r.agree(ts, okR, rbufs); ref >= 0 {
@@ -539,8 +556,8 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 		done := 0
 		for n, s := range got {
 			prev, err := wb.Result(casAt[n])
+			r.note(s.i, posted, err)
 			if err != nil {
-				r.failed(s.i, err)
 				continue
 			}
 			if prev == lw {

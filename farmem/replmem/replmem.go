@@ -3,7 +3,6 @@ package replmem
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -63,12 +62,22 @@ type Options struct {
 	// Backoff is the first pause after a lost lock round or a read that found no agreeing
 	// quorum; pauses double up to 1ms (default 2µs), with random jitter.
 	Backoff time.Duration
-	// Suspect is how long a replica that failed with farmem.ErrNodeDown is left out of this
-	// client's batches before it is tried again (default 20ms), so that a crashed replica
-	// costs one down timeout per Suspect period, not one per operation. On a fabric with
-	// restarts (farmem.Restarts), every replica is tried again as soon as the fabric adopts a
-	// node.
+	// Suspect is how long a replica that failed with farmem.ErrNodeDown is first left out
+	// of rounds before one round tries it again (default 20ms), so that a crashed or hung
+	// replica costs one down timeout per period, not one per operation. Each failed try
+	// doubles the period, up to SuspectMax; a success resets it. On a fabric with restarts
+	// (farmem.Restarts), every replica is tried again as soon as the fabric adopts a node.
 	Suspect time.Duration
+	// SuspectMax caps the suspicion period (default four times the fabric's down timeout,
+	// farmem.Topology.DownTimeout, and at least Suspect): a replica that stays unreachable
+	// is tried about once per down timeout plus SuspectMax.
+	SuspectMax time.Duration
+	// Health, if set, is shared by the handles of one process (one compute node) on the same
+	// fabric, so that they suspect a replica together: one handle's failure leaves it out of
+	// every handle's rounds, and one handle at a time tries it again (see Health). Nil gives
+	// the handle a Health of its own: each handle then pays a down timeout of its own per
+	// period.
+	Health *Health
 }
 
 // maxAttempts bounds the rounds of one operation.
@@ -94,8 +103,14 @@ type Stats struct {
 	// LockRetries counts lock rounds that got no majority; Takeovers the expired locks taken
 	// over.
 	LockRetries, Takeovers uint64
-	// Suspected counts replicas set aside after a farmem.ErrNodeDown.
+	// Suspected counts the verbs to a replica that failed with farmem.ErrNodeDown: each a
+	// down timeout waited for (unless the node failed at once, as a crashed one may), and
+	// each reported to the Health (see Health for which of them set or renew a suspicion).
 	Suspected uint64
+	// Heals counts the ranges copied to a replica that lacked them: found by a read as a hole
+	// (words written on the others that it holds at version 0), or written while it was left
+	// out (caught up one per batch once it is back); Healed the words copied.
+	Heals, Healed uint64
 }
 
 // Memory is one client's view of a replicated virtual memory node: a farmem.Memory whose
@@ -109,10 +124,11 @@ type Memory struct {
 	id   farmem.ClientID
 	ctl  map[farmem.Addr][]uint64 // the last control words seen, per logical word
 	seen map[uint64]farmem.Time   // lock words of others, when first seen
-	susp []farmem.Time            // per replica: left out until then
-	last uint64                   // the last counter this handle wrote
-	// adoptions is the fabric's adoption count (farmem.Restarts) when susp was last cleared.
-	adoptions uint64
+	hs   []*nodeHealth            // per replica: its suspicion, in o.Health
+	// probeWait is how long a round leaves a suspected replica out while another round's probe
+	// of it has not answered.
+	probeWait time.Duration
+	last      uint64 // the last counter this handle wrote
 	stats     Stats
 	closed    bool
 }
@@ -145,11 +161,22 @@ func New(m farmem.Memory, o Options) (*Memory, error) {
 	if o.Suspect == 0 {
 		o.Suspect = 20 * time.Millisecond
 	}
-	if o.Lease <= 2*o.ClockSkew || o.Backoff < 0 || o.Suspect < 0 {
+	if o.SuspectMax == 0 {
+		o.SuspectMax = max(o.Suspect, 4*topo.DownTimeout)
+	}
+	if o.Lease <= 2*o.ClockSkew || o.Backoff < 0 || o.Suspect < 0 || o.SuspectMax < o.Suspect {
 		return nil, fmt.Errorf("replmem: options %+v: %w", o, farmem.ErrInvalid)
 	}
-	return &Memory{m: m, rt: m.Runtime(), o: o, f: n / 2, id: m.Info().ID,
-		ctl: make(map[farmem.Addr][]uint64), seen: make(map[uint64]farmem.Time), susp: make([]farmem.Time, n)}, nil
+	if o.Health == nil {
+		o.Health = new(Health)
+	}
+	r := &Memory{m: m, rt: m.Runtime(), o: o, f: n / 2, id: m.Info().ID,
+		ctl: make(map[farmem.Addr][]uint64), seen: make(map[uint64]farmem.Time),
+		probeWait: o.SuspectMax + 2*topo.DownTimeout}
+	for _, id := range o.Nodes {
+		r.hs = append(r.hs, o.Health.node(id))
+	}
+	return r, nil
 }
 
 // Replicas returns the replica nodes.
@@ -177,20 +204,17 @@ func (r *Memory) Phys(i int, a farmem.Addr) farmem.Addr {
 // virtual reports whether a is a replicated address.
 func (r *Memory) virtual(a farmem.Addr) bool { return a.Node() == r.o.Virtual }
 
-// targets returns the replicas a round goes to: those not suspected, or all of them when
-// fewer than f+1 are not.
+// targets returns the replicas a round built now goes to: those its Health admits (not
+// suspected, or this round's probe of one), or all of them when fewer than f+1 are admitted.
 func (r *Memory) targets() []int {
 	if rs, ok := r.m.(farmem.Restarts); ok {
 		// A node adopted since is reachable again: stop leaving it out.
-		if n := rs.Adoptions(); n != r.adoptions {
-			r.adoptions = n
-			clear(r.susp)
-		}
+		r.o.Health.adoptions(rs.Adoptions())
 	}
 	now := r.rt.Now()
 	var ts []int
 	for i := range r.o.Nodes {
-		if r.susp[i] <= now {
+		if r.hs[i].admit(now, r.probeWait) {
 			ts = append(ts, i)
 		}
 	}
@@ -201,14 +225,6 @@ func (r *Memory) targets() []int {
 		}
 	}
 	return ts
-}
-
-// failed notes replica i's error: a down node is suspected for Options.Suspect.
-func (r *Memory) failed(i int, err error) {
-	if errors.Is(err, farmem.ErrNodeDown) {
-		r.susp[i] = r.rt.Now().Add(r.o.Suspect)
-		r.stats.Suspected++
-	}
 }
 
 // controls returns the remembered control words of logical word a.
@@ -381,6 +397,7 @@ func (r *Memory) Do(ctx context.Context, b *farmem.Batch) error {
 		}
 		note(err)
 	}
+	r.catchUp(ctx)
 	return first
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/replmem"
 )
 
 // TestReplicatedPartitionLocal: a table replicated on three memory nodes of the local
@@ -26,8 +28,14 @@ func TestReplicatedPartitionLocal(t *testing.T) {
 	e := replEnvWith(t, 4, 3, replLayout, true)
 	const n = 4
 	cs := make([]*client, n)
+	// The clients of a compute node share their suspicion of replicas, as a store's do.
+	healths := map[farmem.NodeID]*replmem.Health{}
 	for i := range cs {
-		cs[i] = e.open(t, i, race.Options{Lease: 20 * time.Millisecond})
+		node := e.comp[i%len(e.comp)]
+		if healths[node] == nil {
+			healths[node] = new(replmem.Health)
+		}
+		cs[i] = e.open(t, i, race.Options{Lease: 20 * time.Millisecond, Health: healths[node]})
 	}
 	ctx := context.Background()
 	h := kvModel.NewHistory(e.f.Runtime())
@@ -60,6 +68,8 @@ func TestReplicatedPartitionLocal(t *testing.T) {
 		suspected += c.tab.Replicated().ProtocolStats().Suspected
 	}
 	require.NotZero(t, suspected, "the cut-off clients met the partition")
+	require.NotZero(t, healths[e.comp[0]].Stats().Suspicions, "the cut-off node's shared Health suspected the replica")
+	require.Zero(t, healths[e.comp[1]].Stats().Suspicions, "the other compute node reaches every replica")
 
 	require.NoError(t, e.f.HealNodes(replicas[2], e.comp[0]))
 	require.NoError(t, e.f.PartitionNodes(replicas[1], e.comp...))
@@ -67,6 +77,10 @@ func TestReplicatedPartitionLocal(t *testing.T) {
 		require.NoError(t, err)
 	}
 	sum, verdict = h.Verify()
-	t.Logf("after phase 3 (reads through the replica that missed writes): %v", sum)
+	var heals uint64
+	for _, c := range cs {
+		heals += c.tab.Replicated().ProtocolStats().Heals
+	}
+	t.Logf("after phase 3 (reads through the replica that missed writes): %v; %d ranges copied to a replica that lacked them", sum, heals)
 	require.NoError(t, verdict, "a stale value became visible")
 }
