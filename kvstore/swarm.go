@@ -323,7 +323,7 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 	if sy == nil {
 		sy = ptrsync.NewOptimistic()
 	}
-	t, err := race.Open(ctx, c.Memory, c.Alloc, root, race.Options{Sync: sy})
+	t, err := race.Open(ctx, c.Memory, c.Alloc, root, race.Options{Sync: sy, Health: c.Health})
 	if err != nil {
 		return nil, err
 	}
