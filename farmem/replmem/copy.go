@@ -37,7 +37,9 @@ func (c CopyReport) Add(o CopyReport) CopyReport {
 // comes after it and finds the copy older than what the others hold) or commits without it,
 // leaving it lagging as any write may. A word locked everywhere it was read (a write in
 // progress) is skipped and counted: the write brings node up to date if it locks it, and any
-// later write or repairing read of the word does.
+// later write or repairing read of the word does. So are the words of a chunk whose lock round
+// ended after the lease (Options.Lease less ClockSkew) had run out, a client stalled between
+// its rounds: their locks are given back unchanged, and the caller copies them again.
 //
 // Until it is repopulated, a node that lost its memory holds version 0 everywhere, which no
 // lock round counts toward its majority, so concurrent operations stay correct without it:
@@ -165,6 +167,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 		r.note(x, lockAt, err)
 	}
 	var wb farmem.Batch
+	copied := uint64(0) // words of this chunk counted in rep.Copied
 	for k, t := range todo {
 		prev, err := lb.Result(2 * k)
 		if err != nil {
@@ -190,6 +193,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 		wb.Write(pa.Add(verOff), vb[:])
 		wb.CAS(pa.Add(ctlOff), lw, t.ver)
 		rep.Copied++
+		copied++
 	}
 	if len(wb.Ops) == 0 {
 		return rep, nil
@@ -203,7 +207,12 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 			}
 		}
 		_ = r.m.Do(ctx, &ub)
-		return rep, fmt.Errorf("replmem: repopulate %v: lease ran out before the copy: %w", r.o.Nodes[x], ErrNoQuorum)
+		// Nothing was written: the words it would have copied are skipped, for the caller to
+		// copy again (a loaded machine stalled this client past its lease, which is no fault
+		// of the replicas).
+		rep.Copied -= copied
+		rep.Skipped += copied
+		return rep, nil
 	}
 	if err := r.m.Do(ctx, &wb); err != nil {
 		r.note(x, r.rt.Now(), err)
