@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/transport"
@@ -24,6 +25,12 @@ type client struct {
 	// abandoned in flight (its context ended).
 	one *farmem.Batch
 	sg  *single
+
+	// lazy lists the queue pairs holding lazy frames of this client's posts (tcpQP.writeLocked),
+	// written by flushLazy before the client blocks; lazyN is its length.
+	lmu   sync.Mutex
+	lazy  []*tcpQP
+	lazyN atomic.Int32
 }
 
 var _ farmem.Memory = (*client)(nil)
@@ -91,6 +98,42 @@ func (c *client) closeQPs(err error) {
 	c.qmu.Unlock()
 	for _, q := range qs {
 		q.close(err)
+	}
+}
+
+// listLazy puts q on the client's lazy list (q.wmu held).
+func (c *client) listLazy(q *tcpQP) {
+	c.lmu.Lock()
+	c.lazy = append(c.lazy, q)
+	c.lazyN.Store(int32(len(c.lazy)))
+	c.lmu.Unlock()
+}
+
+// flushLazy writes the lazy frames the client's posts left on its connections, before the
+// client blocks, so that batches posted to several nodes travel together whichever the client
+// waits on first. keep, if not nil, is the connection the client is about to read itself: its
+// frames are written by that read (and it stays listed). It costs an atomic load when nothing
+// is listed.
+func (c *client) flushLazy(keep *tcpQP) {
+	if c.lazyN.Load() == 0 {
+		return
+	}
+	var buf [8]*tcpQP
+	c.lmu.Lock()
+	qs := append(buf[:0], c.lazy...)
+	clear(c.lazy)
+	c.lazy = c.lazy[:0]
+	for _, q := range qs {
+		if q == keep {
+			c.lazy = append(c.lazy, q)
+		}
+	}
+	c.lazyN.Store(int32(len(c.lazy)))
+	c.lmu.Unlock()
+	for _, q := range qs {
+		if q != keep {
+			q.flushLazy()
+		}
 	}
 }
 
@@ -178,7 +221,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 			park = q.parker()
 			waited = park != nil
 			if !waited {
-				park = transport.NewChanParker()
+				park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 			}
 		}
 		p, comp := transport.NewPendingOn(b, park, c.Runtime())
@@ -195,7 +238,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	var park transport.Parker
 	if remote {
-		park = transport.NewChanParker()
+		park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 	}
 	p, comp := transport.NewPendingOn(b, park, c.Runtime())
 	s := &batchSink{c: c, comp: comp}
@@ -286,6 +329,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err != nil {
 		return 0, err
 	}
+	c.flushLazy(nil)
 	w := c.f.watch.Add(off)
 	defer c.f.watch.Remove(off, w)
 	for {

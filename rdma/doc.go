@@ -87,10 +87,19 @@
 // triggered: a byte arriving after a read that drained the socket raises a new event). A lone
 // verb's goroutine takes its connection's reader role before it sends: its read of the socket
 // writes the frame and, the frame holding every outstanding request, waits for the answer's
-// readiness event before reading. Pipelined frames share writes: frames posted while a reader
-// holds the role wait in the connection's output buffer and leave together when it next waits
-// on the socket, and otherwise the connection's writer goroutine writes everything queued in
-// one call; replies are written when no whole request is left to serve. None of this changes
+// readiness event before reading. A signaled batch to one node posted while no one reads its
+// connection is lazy: it waits in the connection's output buffer, and posting it costs no
+// system call and wakes no goroutine; the buffer is written when the client next blocks in the
+// fabric (a wait on any batch, verb, Call or word; the wait on that batch itself writes it
+// inside its read of the socket, as for a lone verb), by the connection's next reader before it
+// waits on the socket, or with the next other frame. So a client that posts and then waits
+// costs one write and one read per round trip, and one that keeps k batches outstanding costs
+// about one write and one read per k, as a pipelining client that flushes only before it
+// blocks. A batch whose poster never waits in the fabric is written at the latest at the
+// monitor's next look (an eighth of the down timeout). Frames posted while a reader holds the
+// role leave when it next waits on the socket or leaves the role, and otherwise the
+// connection's writer goroutine writes everything queued in one call; replies are written when
+// no whole request is left to serve. None of this changes
 // the node's bounds above: its first write of a reply queue arms no timer, and a queue the
 // socket does not take at once is written within the write timeout.
 //

@@ -118,7 +118,7 @@ func (q *tcpQP) flushRaw(fd int) (wait bool, err error) {
 		return false, nil
 	}
 	replies := q.outReplies
-	q.outReplies = 0
+	q.outReplies, q.outEager = 0, false
 	var n int
 	for {
 		n, err = syscall.Write(fd, q.out)

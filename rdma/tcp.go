@@ -77,6 +77,11 @@ type tcpQP struct {
 	rflush   bool   // a reader holds the role and writes out before it waits on the socket
 	// outReplies counts the frames in out that hold a slot (their answer will come back).
 	outReplies int32
+	// outEager: out holds a frame that must not wait for its poster's next block (one posted
+	// while a reader held the role, or not lazily); without it, every frame in out is lazy
+	// (see writeLocked) and the queue pair is on its client's lazy list.
+	outEager   bool
+	lazyListed bool          // on the client's lazy list (client.flushLazy takes it off)
 	kick       chan struct{} // wakes the writer
 
 	dead        atomic.Bool
@@ -208,7 +213,7 @@ func (p progressReader) Read(b []byte) (int, error) {
 	if p.q.rc != nil {
 		n, err = p.q.rawRead(b)
 	} else {
-		p.q.readerFlush(false)
+		p.q.readerFlush(false, true)
 		n, err = p.r.Read(b)
 	}
 	if n > 0 {
@@ -221,24 +226,49 @@ func (p progressReader) Read(b []byte) (int, error) {
 }
 
 // readerFlush is called by the holder of the reader role before it waits on the socket
-// (holding false) and as it leaves the role: from then on posters hand their frames to the
-// writer goroutine, and what was queued for the reader is written now, in one system call
-// that does not wait (what the socket does not take goes to the writer goroutine).
-func (q *tcpQP) readerFlush(holding bool) {
+// (holding false, all true) and as it leaves the role (both false): from then on posters hand
+// their frames to the writer goroutine, and what was queued for the reader is written now, in
+// one system call that does not wait (what the socket does not take goes to the writer
+// goroutine). Leaving the role, it writes nothing if every frame queued is lazy: those wait for
+// their poster's next block, or the next reader (writeLocked).
+func (q *tcpQP) readerFlush(holding, all bool) {
 	q.wmu.Lock()
 	q.rflush = holding
+	var err error
+	if all || q.outEager {
+		err = q.writeOutLocked()
+	}
+	q.wmu.Unlock()
+	if err != nil {
+		q.fail(err)
+	}
+}
+
+// flushLazy writes the output buffer, for the client's flushLazy: the client is about to block.
+func (q *tcpQP) flushLazy() {
+	q.wmu.Lock()
+	q.lazyListed = false
+	err := q.writeOutLocked()
+	q.wmu.Unlock()
+	if err != nil {
+		q.fail(err)
+	}
+}
+
+// writeOutLocked writes the output buffer, if the writer goroutine does not own it, in one
+// system call that does not wait; what the socket does not take goes to the writer goroutine
+// (q.wmu held). It returns the connection's failure, for the caller to fail it once it has
+// released q.wmu.
+func (q *tcpQP) writeOutLocked() error {
 	if len(q.out) == 0 || q.flushing || q.nc == nil || q.dead.Load() {
-		q.wmu.Unlock()
-		return
+		return nil
 	}
 	n, ok, err := tryWrite(q.nc, q.out)
-	q.outReplies = 0
+	q.outReplies, q.outEager = 0, false
 	switch {
 	case err != nil:
 		q.out = q.out[:0]
-		q.wmu.Unlock()
-		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
-		return
+		return fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
 	case ok && n == len(q.out):
 		q.out = q.out[:0]
 	default:
@@ -246,7 +276,7 @@ func (q *tcpQP) readerFlush(holding bool) {
 		q.flushing = true
 		q.kick <- struct{}{}
 	}
-	q.wmu.Unlock()
+	return nil
 }
 
 // holdReader marks the reader role taken (q.rmu held): frames posted from now on wait in the
@@ -261,12 +291,12 @@ func (q *tcpQP) holdReader() {
 // dropReader marks the reader role free (q.rmu held) and writes what waits for the reader.
 func (q *tcpQP) dropReader() {
 	q.reading.Store(false)
-	q.readerFlush(false)
+	q.readerFlush(false, false)
 }
 
 // post implements qp: the background reader collects the answers.
 func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
-	q.send(ctx, b, idx, s)
+	q.send(ctx, b, idx, s, false)
 	q.kickReader()
 }
 
@@ -281,9 +311,11 @@ func (q *tcpQP) parker() transport.Parker {
 }
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
-// if no one does, by the background reader at the monitor's next look).
+// if no one does, by the background reader at the monitor's next look), and the frame is
+// lazy: while no one reads the connection it waits in the output buffer for the poster's next
+// block (writeLocked).
 func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
-	q.send(ctx, b, idx, s)
+	q.send(ctx, b, idx, s, true)
 }
 
 // readingParker parks a batch's waiter by reading the connection's answers itself when the
@@ -294,6 +326,31 @@ type readingParker struct {
 }
 
 func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p.ch) }
+
+// clientParker is a Pending's parker that no reader of a queue pair serves (a batch to several
+// nodes, or one posted while its connection had a reader): before it blocks, the waiting
+// client writes the lazy frames it left on its connections.
+type clientParker struct {
+	c  *client
+	ch chan struct{}
+}
+
+func (p *clientParker) Park(ctx context.Context) error {
+	p.c.flushLazy(nil)
+	select {
+	case <-p.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *clientParker) Unpark() {
+	select {
+	case p.ch <- struct{}{}:
+	default:
+	}
+}
 
 func (p *readingParker) Unpark() {
 	select {
@@ -306,24 +363,26 @@ func (p *readingParker) Unpark() {
 // reader role before it sends, it hands its frame to its own read of the socket, which writes
 // it and then waits for the answer without a read that would find nothing (rawRead).
 func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error {
+	q.c.flushLazy(q)
 	if q.up.Load() && q.rmu.TryLock() {
 		q.holdReader()
-		q.send(ctx, b, nil, s)
+		q.send(ctx, b, nil, s, false)
 		err := q.readFor(ctx, done)
 		q.dropReader()
 		q.rmu.Unlock()
 		return err
 	}
-	q.send(ctx, b, nil, s)
+	q.send(ctx, b, nil, s, false)
 	return q.await(ctx, done)
 }
 
-// send registers and sends the ops of b at idx. It never blocks on the window: frames that
-// find this connection's window of outstanding requests full (a hung node) wait in its backlog,
-// sent in order by a goroutine as slots free, so the client goes on posting to other nodes.
-func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
+// send registers and sends the ops of b at idx, their frames lazy (writeLocked) if lazy. It
+// never blocks on the window: frames that find this connection's window of outstanding requests
+// full (a hung node) wait in its backlog, sent in order by a goroutine as slots free, so the
+// client goes on posting to other nodes.
+func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink, lazy bool) {
 	now := time.Now() // one clock read: the expiry's wall time, and the post's monotonic time
-	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: now.Add(q.f.down).UnixNano(), at: int64(now.Sub(epoch))}, false)
+	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: now.Add(q.f.down).UnixNano(), at: int64(now.Sub(epoch)), lazy: lazy}, false)
 }
 
 // deferred is the rest of a send, from its op lo on, waiting in a queue pair's backlog.
@@ -335,6 +394,7 @@ type deferred struct {
 	lo     int
 	expiry int64 // the requests' expiry (wire.AppendBatchHeader), from the post's time
 	at     int64 // the post's time (nanotime)
+	lazy   bool  // its frames are lazy, if its poster sends them (not the backlog's goroutine)
 }
 
 // sendFrom sends d's ops from d.lo on. With drain false (the poster) it defers the rest to the
@@ -399,7 +459,7 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 				return
 			}
 		}
-		if err := q.sendBatch(id, seq, b, at, lo, hi, key, d.expiry); err != nil {
+		if err := q.sendBatch(id, seq, b, at, lo, hi, key, d.expiry, d.lazy && !drain); err != nil {
 			failFrom(hi, err) // the frame's own ops are failed with its slot
 			return
 		}
@@ -562,7 +622,7 @@ func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 
 // sendBatch encodes ops [lo, hi) as a Batch frame and writes it, or queues it while the
 // connection is being set up.
-func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32, expiry int64) error {
+func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32, expiry int64, lazy bool) error {
 	unsignaled := false
 	for k := lo; k < hi && !unsignaled; k++ {
 		unsignaled = b.Ops[at(k)].Unsignaled
@@ -583,25 +643,45 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 		buf = wire.AppendOp(buf, &b.Ops[at(k)], key)
 	}
 	buf = wire.EndFrame(buf, start)
-	err := q.writeLocked(buf, id != 0)
+	err := q.writeLocked(buf, id != 0, lazy && id != 0)
 	q.wmu.Unlock()
 	return err
 }
 
-// writeLocked sends a frame (q.wmu held). With nothing else in flight it writes it at once,
-// the lowest latency for a lone verb; with requests outstanding it appends it to the output
-// buffer, so pipelined frames share write calls: a reader holding the role (often the poster
-// itself, waiting on an earlier batch) writes the buffer before it waits on the socket, and
-// otherwise the writer goroutine does. Either way frames leave in posting order. buf is kept
-// as the scratch buffer unless it grew large.
-func (q *tcpQP) writeLocked(buf []byte, reply bool) error {
+// writeLocked sends a frame (q.wmu held). Frames leave in posting order, and pipelined frames
+// share write calls, the way a pipelining client flushes its buffer only before it blocks:
+//
+//   - A lazy frame (a signaled batch to one node, which its poster will wait on) posted while
+//     no one reads the connection is appended to the output buffer, and the queue pair put on
+//     its client's lazy list: the buffer is written by the first of the client's next block in
+//     the fabric (a wait on any batch, verb, Call or word: client.flushLazy; the poster's own
+//     wait writes it inside its read of the socket, and then waits for the answer without a
+//     read that finds nothing), the next reader of the connection (before it waits on the
+//     socket), or any other frame's write. Posting thus costs no system call and wakes no
+//     goroutine. A frame nobody waits for is written at the latest when the monitor's next
+//     look (every eighth of the down timeout) finds it without a reader.
+//   - A frame posted while a reader holds the role waits for that reader to write the buffer
+//     before it next waits on the socket, or as it leaves the role; if it is waiting on the
+//     socket already, the writer goroutine writes it.
+//   - Any other frame is written at once when nothing else is queued or in flight (the lowest
+//     latency for a lone verb), else handed to the writer goroutine.
+//
+// buf is kept as the scratch buffer unless it grew large.
+func (q *tcpQP) writeLocked(buf []byte, reply, lazy bool) error {
 	var err error
 	switch {
 	case q.dead.Load():
 		err = q.deadErr()
 	case q.nc == nil:
 		q.pend = append(q.pend, buf...)
-	case !q.flushing && !q.rflush && len(q.out) == 0 && q.outstanding.Load() <= 1:
+	case lazy && !q.reading.Load() && !q.flushing:
+		q.out = append(q.out, buf...)
+		q.outReplies++
+		if !q.lazyListed {
+			q.lazyListed = true
+			q.c.listLazy(q)
+		}
+	case !lazy && !q.flushing && !q.rflush && len(q.out) == 0 && q.outstanding.Load() <= 1:
 		if _, werr := q.nc.Write(buf); werr != nil {
 			err = fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr)
 		}
@@ -610,6 +690,7 @@ func (q *tcpQP) writeLocked(buf []byte, reply bool) error {
 		if reply {
 			q.outReplies++
 		}
+		q.outEager = true
 		if !q.flushing && !q.rflush {
 			q.flushing = true
 			q.kick <- struct{}{}
@@ -643,7 +724,7 @@ func (q *tcpQP) writer(nc net.Conn) {
 				break
 			}
 			buf := q.out
-			q.out, q.outReplies = spare[:0], 0
+			q.out, q.outReplies, q.outEager = spare[:0], 0, false
 			q.wmu.Unlock()
 			if _, err := nc.Write(buf); err != nil {
 				q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
@@ -668,7 +749,7 @@ func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, r
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeCall, 0, id)
 	buf = wire.EndFrame(wire.AppendCall(buf, method, from, req), start)
-	err = q.writeLocked(buf, true)
+	err = q.writeLocked(buf, true, false)
 	q.wmu.Unlock()
 	if err != nil {
 		q.fail(err)
@@ -719,6 +800,7 @@ func (q *tcpQP) kickReader() {
 // await waits for done: it reads replies itself if no one else does, else lets the background
 // reader deliver. It returns ctx's error if ctx ends first.
 func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
+	q.c.flushLazy(q)
 	if !q.up.Load() || !q.rmu.TryLock() {
 		q.kickReader()
 		select {
