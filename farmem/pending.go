@@ -67,7 +67,8 @@ func (p *Pending) complete(i int, val uint64, err error) {
 		return
 	}
 	if err != nil {
-		p.err.CompareAndSwap(nil, &err)
+		e := err // (only a failure's error escapes to the heap)
+		p.err.CompareAndSwap(nil, &e)
 	}
 	if p.done.Add(1) == int64(p.signaled) {
 		p.fire()

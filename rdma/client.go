@@ -216,16 +216,20 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
 		q, err := c.qp(ctx, first)
 		var park transport.Parker
+		var s *batchSink
 		waited := false
 		if err == nil && remote {
-			park = q.parker()
+			park, s = q.parker()
 			waited = park != nil
 			if !waited {
 				park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 			}
 		}
 		p, comp := transport.NewPendingOn(b, park, c.Runtime())
-		s := &batchSink{c: c, comp: comp}
+		if s == nil {
+			s = new(batchSink)
+		}
+		s.c, s.comp = c, comp
 		switch {
 		case err != nil:
 			failOps(b, nil, 0, len(b.Ops), s, err)

@@ -60,6 +60,7 @@ type tcpQP struct {
 	rmu     sync.Mutex // the reader role
 	br      *bufio.Reader
 	rc      syscall.RawConn // the socket, for rawRead (nil: read through the net.Conn)
+	rr      rawReader
 	rbuf    []byte
 	rs      wire.Results
 	up      atomic.Bool   // the connection is set up: br may be read
@@ -70,6 +71,7 @@ type tcpQP struct {
 
 	wmu      sync.Mutex
 	nc       net.Conn // set once the handshake is done; writes go here
+	rw       *rawWriter
 	wbuf     []byte
 	pend     []byte // frames posted while connecting
 	out      []byte // frames queued for the writer goroutine, or for the reader
@@ -170,7 +172,7 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 		_, werr = nc.Write(q.pend)
 	}
 	q.pend = nil
-	q.nc = nc
+	q.nc, q.rw = nc, newRawWriter(nc)
 	q.wmu.Unlock()
 	go q.writer(nc)
 	if werr != nil {
@@ -263,7 +265,7 @@ func (q *tcpQP) writeOutLocked() error {
 	if len(q.out) == 0 || q.flushing || q.nc == nil || q.dead.Load() {
 		return nil
 	}
-	n, ok, err := tryWrite(q.nc, q.out)
+	n, ok, err := q.rw.try(q.out)
 	q.outReplies, q.outEager = 0, false
 	switch {
 	case err != nil:
@@ -302,12 +304,14 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 
 // parker implements qp: waiting on it reads the connection's answers when no one else does,
 // so a client that posts and waits saves the hand-off from a reader goroutine; while someone
-// is reading, nil (post and a plain Parker: the reader delivers).
-func (q *tcpQP) parker() transport.Parker {
+// is reading, nil (post and a plain Parker: the reader delivers). The batch's sink comes in the
+// same allocation.
+func (q *tcpQP) parker() (transport.Parker, *batchSink) {
 	if q.reading.Load() {
-		return nil
+		return nil, nil
 	}
-	return &readingParker{q: q, ch: make(chan struct{}, 1)}
+	p := &readingParker{q: q}
+	return p, &p.sink
 }
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
@@ -319,13 +323,76 @@ func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s si
 }
 
 // readingParker parks a batch's waiter by reading the connection's answers itself when the
-// reader role is free, as a lone verb does.
+// reader role is free, as a lone verb does. It is a binary semaphore (set) whose channel is
+// made only if the waiter has to block without reading (someone else holds the reader role),
+// so that a batch posted and waited on allocates its parker and sink and nothing more.
 type readingParker struct {
-	q  *tcpQP
-	ch chan struct{}
+	q    *tcpQP
+	sink batchSink
+	set  atomic.Bool
+	ch   atomic.Pointer[chan struct{}]
 }
 
-func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p.ch) }
+func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p) }
+
+func (p *readingParker) Unpark() {
+	p.set.Store(true)
+	if c := p.ch.Load(); c != nil {
+		select {
+		case *c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *readingParker) fired() bool { return p.set.Load() && p.set.Swap(false) }
+
+func (p *readingParker) ready() <-chan struct{} {
+	if c := p.ch.Load(); c != nil {
+		return *c
+	}
+	c := make(chan struct{}, 1)
+	if !p.ch.CompareAndSwap(nil, &c) {
+		return *p.ch.Load()
+	}
+	return c
+}
+
+// waiter is what a goroutine waits for on a connection: fired reports whether it was signaled,
+// consuming the signal, and ready returns a channel sent on when it is, for waiting without
+// reading (a receive from it may also be a stale signal: waiters recheck their condition).
+type waiter interface {
+	fired() bool
+	ready() <-chan struct{}
+}
+
+// chanWaiter is a waiter signaled by a send on a one-slot channel.
+type chanWaiter chan struct{}
+
+func (c chanWaiter) fired() bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c chanWaiter) ready() <-chan struct{} { return c }
+
+// block waits for w without reading, until ctx ends.
+func block(ctx context.Context, w waiter) error {
+	ch := w.ready()
+	if w.fired() {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // clientParker is a Pending's parker that no reader of a queue pair serves (a batch to several
 // nodes, or one posted while its connection had a reader): before it blocks, the waiting
@@ -352,28 +419,21 @@ func (p *clientParker) Unpark() {
 	}
 }
 
-func (p *readingParker) Unpark() {
-	select {
-	case p.ch <- struct{}{}:
-	default:
-	}
-}
-
 // do implements qp: the caller reads the answer itself if no one else is reading. Taking the
 // reader role before it sends, it hands its frame to its own read of the socket, which writes
 // it and then waits for the answer without a read that would find nothing (rawRead).
-func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error {
+func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done chan struct{}) error {
 	q.c.flushLazy(q)
 	if q.up.Load() && q.rmu.TryLock() {
 		q.holdReader()
 		q.send(ctx, b, nil, s, false)
-		err := q.readFor(ctx, done)
+		err := q.readFor(ctx, chanWaiter(done))
 		q.dropReader()
 		q.rmu.Unlock()
 		return err
 	}
 	q.send(ctx, b, nil, s, false)
-	return q.await(ctx, done)
+	return q.await(ctx, chanWaiter(done))
 }
 
 // send registers and sends the ops of b at idx, their frames lazy (writeLocked) if lazy. It
@@ -754,7 +814,7 @@ func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, r
 	if err != nil {
 		q.fail(err)
 	}
-	if err := q.await(ctx, cw.ch); err != nil {
+	if err := q.await(ctx, chanWaiter(cw.ch)); err != nil {
 		return nil, err
 	}
 	return cw.reply, cw.err
@@ -799,16 +859,14 @@ func (q *tcpQP) kickReader() {
 
 // await waits for done: it reads replies itself if no one else does, else lets the background
 // reader deliver. It returns ctx's error if ctx ends first.
-func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
+func (q *tcpQP) await(ctx context.Context, done waiter) error {
 	q.c.flushLazy(q)
+	if done.fired() {
+		return nil
+	}
 	if !q.up.Load() || !q.rmu.TryLock() {
 		q.kickReader()
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return block(ctx, done)
 	}
 	q.holdReader()
 	err := q.readFor(ctx, done)
@@ -820,7 +878,7 @@ func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
 }
 
 // readFor reads replies (q.rmu held) until done, ctx ends, or the connection fails.
-func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
+func (q *tcpQP) readFor(ctx context.Context, done waiter) error {
 	if ctx.Done() != nil {
 		// A canceled context interrupts the read through a deadline; frames are only ever
 		// consumed whole, so the next reader finds the stream intact.
@@ -849,10 +907,9 @@ func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
 		}()
 	}
 	for {
-		select {
-		case <-done:
+		if done.fired() {
+			q.readBuffered()
 			return nil
-		default:
 		}
 		if err := ctx.Err(); err != nil {
 			return err // (a large frame may have cleared the deadline)
@@ -862,8 +919,30 @@ func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
 				return ctx.Err()
 			}
 			q.fail(err)
-			<-done // fail completed it
+			_ = block(context.Background(), done) // fail completed it
 			return nil
+		}
+	}
+}
+
+// readBuffered completes what the whole frames already in the read buffer answer (q.rmu held),
+// so a reader leaving the role hands the batches that were answered in the same read of the
+// socket their results, and their waiters find them done without taking the role in turn. It
+// makes no system call; a connection failure it meets fails the connection.
+func (q *tcpQP) readBuffered() {
+	for {
+		n := q.br.Buffered()
+		if n < wire.HeaderSize {
+			return
+		}
+		hb, _ := q.br.Peek(wire.HeaderSize)
+		h, err := wire.ParseHeader(hb, wire.DefaultMaxFrame)
+		if err != nil || wire.HeaderSize+int(h.Len) > n {
+			return // (readOne reports a bad header to the next reader)
+		}
+		if err := q.readOne(); err != nil {
+			q.fail(err)
+			return
 		}
 	}
 }
