@@ -20,7 +20,8 @@ type Pending struct {
 	b        *Batch
 	signaled int
 	done     atomic.Int64
-	opDone   []atomic.Uint32 // 0 pending, 1 being completed, 2 done
+	opDone   []atomic.Uint32  // 0 pending, 1 being completed, 2 done
+	one      [1]atomic.Uint32 // opDone of a one-op batch, in the same allocation
 	park     kitlink.Parker
 	err      atomic.Pointer[error]
 	rt       Runtime                          // runs the Then hook; nil on a batch refused at Post
@@ -46,7 +47,12 @@ func init() {
 }
 
 func newPending(b *Batch, park kitlink.Parker) *Pending {
-	p := &Pending{b: b, park: park, opDone: make([]atomic.Uint32, len(b.Ops))}
+	p := &Pending{b: b, park: park}
+	if len(b.Ops) == 1 {
+		p.opDone = p.one[:]
+	} else {
+		p.opDone = make([]atomic.Uint32, len(b.Ops))
+	}
 	for i := range b.Ops {
 		if !b.Ops[i].Unsignaled {
 			p.signaled++

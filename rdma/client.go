@@ -31,6 +31,28 @@ type client struct {
 	lmu   sync.Mutex
 	lazy  []*tcpQP
 	lazyN atomic.Int32
+
+	// hints holds, per node id below its length, the client's live queue pair to the node and
+	// the node's region size, for posts to find both without a lock or a map (qp fills it;
+	// closing the client and a lost node clear it).
+	hints [16]atomic.Pointer[qpHint]
+}
+
+// qpHint is a node's entry in client.hints.
+type qpHint struct {
+	q    qp
+	size uint64
+}
+
+// hint returns the queue pair to node and the node's region size if the client's hints hold
+// a live one.
+func (c *client) hint(node farmem.NodeID) (qp, uint64, bool) {
+	if int(node) < len(c.hints) {
+		if h := c.hints[node].Load(); h != nil && h.q.alive() {
+			return h.q, h.size, true
+		}
+	}
+	return nil, 0, false
 }
 
 var _ farmem.Memory = (*client)(nil)
@@ -95,6 +117,9 @@ func (c *client) closeQPs(err error) {
 		qs = append(qs, q)
 	}
 	clear(c.qps)
+	for i := range c.hints {
+		c.hints[i].Store(nil)
+	}
 	c.qmu.Unlock()
 	for _, q := range qs {
 		q.close(err)
@@ -170,6 +195,15 @@ func (c *client) qp(ctx context.Context, node farmem.NodeID) (qp, error) {
 		q = c.f.prov.connect(c, p)
 		c.qps[node] = q
 	}
+	if int(node) < len(c.hints) {
+		if h := c.hints[node].Load(); h == nil || h.q != q {
+			if p := c.f.peer(ctx, node); p != nil {
+				if size := p.regionSize(); size != 0 { // (a node's size, once known, stays)
+					c.hints[node].Store(&qpHint{q: q, size: size})
+				}
+			}
+		}
+	}
 	return q, nil
 }
 
@@ -191,6 +225,9 @@ func (c *client) markLost(node farmem.NodeID, err error) {
 		c.lost = make(map[farmem.NodeID]error)
 	}
 	c.lost[node] = err
+	if int(node) < len(c.hints) {
+		c.hints[node].Store(nil)
+	}
 	c.qmu.Unlock()
 }
 
@@ -199,7 +236,20 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if err := ctx.Err(); err != nil {
 		return transport.Rejected(b, err, nil)
 	}
-	b, rej := transport.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
+	var hq qp
+	var hnode farmem.NodeID
+	var hsize uint64
+	hit := false
+	if b != nil && len(b.Ops) > 0 {
+		hnode = b.Ops[0].Addr.Node()
+		hq, hsize, hit = c.hint(hnode)
+	}
+	b, rej := transport.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) {
+		if hit && n == hnode {
+			return hsize, nil
+		}
+		return c.f.sizeOf(ctx, n)
+	})
 	if rej != nil {
 		return rej
 	}
@@ -214,7 +264,10 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	if oneNode && first != self {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
-		q, err := c.qp(ctx, first)
+		q, err := hq, error(nil)
+		if !hit {
+			q, err = c.qp(ctx, first)
+		}
 		var park transport.Parker
 		var s *batchSink
 		waited := false
@@ -295,7 +348,11 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		return 0, err
 	}
 	node := op.Addr.Node()
-	size, err := c.f.sizeOf(ctx, node)
+	q, size, hit := c.hint(node)
+	var err error
+	if !hit {
+		size, err = c.f.sizeOf(ctx, node)
+	}
 	if err == nil {
 		err = transport.CheckOp(&op, size)
 	}
@@ -308,9 +365,10 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.Counters.CountResult(&op, val, nil)
 		return val, nil
 	}
-	q, err := c.qp(ctx, node)
-	if err != nil {
-		return 0, err
+	if !hit {
+		if q, err = c.qp(ctx, node); err != nil {
+			return 0, err
+		}
 	}
 	if c.one == nil {
 		c.one = &farmem.Batch{Ops: make([]farmem.Op, 1)}

@@ -109,6 +109,7 @@ type peer struct {
 	mu     sync.Mutex
 	key    uint32
 	known  bool
+	keyA   atomic.Uint64 // key | 1<<32 once known, for keyInfo without the lock (setKey)
 	ready  chan struct{} // closed once the key is known
 	warned bool
 	ctl    *ctlConn
@@ -130,7 +131,7 @@ func (p *peer) learn(w wire.Welcome) {
 		return
 	}
 	if !p.known {
-		p.key, p.known = w.Key, true
+		p.setKey(w.Key)
 		if p.size == 0 {
 			p.size = w.Size
 		}
@@ -143,10 +144,15 @@ func (p *peer) learn(w wire.Welcome) {
 	}
 }
 
+// setKey records the node's region key (p.mu held).
+func (p *peer) setKey(key uint32) {
+	p.key, p.known = key, true
+	p.keyA.Store(uint64(key) | 1<<32)
+}
+
 func (p *peer) keyInfo() (uint32, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.key, p.known
+	v := p.keyA.Load()
+	return uint32(v), v != 0
 }
 
 func (p *peer) regionSize() uint64 {
