@@ -507,6 +507,7 @@ func (f *Fabric) monitor() {
 			qs = append(qs, q)
 		}
 		f.qmu.Unlock()
+		syncWall()
 		now := nanotime()
 		for _, q := range qs {
 			q.check(now, f.down)
@@ -705,3 +706,20 @@ var epoch = time.Now()
 
 // nanotime is a monotonic clock reading in nanoseconds.
 func nanotime() int64 { return int64(time.Since(epoch)) }
+
+// wallOffset is the wall clock (Unix nanoseconds) minus nanotime, so that a post stamps its
+// requests' expiry with one clock read (wallAt). Every fabric's monitor refreshes it each look
+// (every eighth of the down timeout): a step of the wall clock shifts the expiries stamped
+// until then, as a step between a client's and a node's clocks would.
+var wallOffset atomic.Int64
+
+func init() { wallOffset.Store(epoch.UnixNano()) }
+
+// wallAt returns the wall time (Unix nanoseconds) of the nanotime reading t.
+func wallAt(t int64) int64 { return t + wallOffset.Load() }
+
+// syncWall refreshes wallOffset.
+func syncWall() {
+	wall := time.Now().UnixNano()
+	wallOffset.Store(wall - nanotime())
+}

@@ -441,8 +441,8 @@ func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done chan struc
 // full (a hung node) wait in its backlog, sent in order by a goroutine as slots free, so the
 // client goes on posting to other nodes.
 func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink, lazy bool) {
-	now := time.Now() // one clock read: the expiry's wall time, and the post's monotonic time
-	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: now.Add(q.f.down).UnixNano(), at: int64(now.Sub(epoch)), lazy: lazy}, false)
+	at := nanotime() // one clock read: the post's monotonic time, and the expiry's wall time
+	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: wallAt(at) + int64(q.f.down), at: at, lazy: lazy}, false)
 }
 
 // deferred is the rest of a send, from its op lo on, waiting in a queue pair's backlog.
