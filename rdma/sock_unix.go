@@ -33,7 +33,7 @@ func newRawWriter(nc net.Conn) *rawWriter {
 
 func (w *rawWriter) write(fd uintptr) bool {
 	for {
-		w.n, w.err = syscall.Write(int(fd), w.b)
+		w.n, w.err = sysWrite(int(fd), w.b)
 		if w.err != syscall.EINTR {
 			return true
 		}
@@ -131,7 +131,7 @@ func (r *rawReader) read(fd uintptr) bool {
 		}
 	}
 	for {
-		r.n, r.err = syscall.Read(int(fd), r.b)
+		r.n, r.err = sysRead(int(fd), r.b)
 		if r.err != syscall.EINTR {
 			break
 		}
@@ -154,7 +154,7 @@ func (q *tcpQP) flushRaw(fd int) (wait bool, err error) {
 	q.outReplies, q.outEager = 0, false
 	var n int
 	for {
-		n, err = syscall.Write(fd, q.out)
+		n, err = sysWrite(fd, q.out)
 		if err != syscall.EINTR {
 			break
 		}
