@@ -96,7 +96,9 @@
 // costs one write and one read per round trip, and one that keeps k batches outstanding costs
 // about one write and one read per k, as a pipelining client that flushes only before it
 // blocks. A batch whose poster never waits in the fabric is written at the latest at the
-// monitor's next look (an eighth of the down timeout). Frames posted while a reader holds the
+// monitor's next look (an eighth of the down timeout). On linux these reads and writes of the
+// sockets are raw system calls (syscall.RawSyscall): they never block, and entering them the
+// scheduler's way woke its monitor thread on each round trip of a process that had gone idle. Frames posted while a reader holds the
 // role leave when it next waits on the socket or leaves the role, and otherwise the
 // connection's writer goroutine writes everything queued in one call; replies are written when
 // no whole request is left to serve. None of this changes
@@ -113,7 +115,9 @@
 // A node that is paused (SIGSTOP, a long GC or swap storm) keeps the frames its socket received
 // and reads them when it resumes. So that a request the client saw fail does not take effect
 // then, every batch frame carries an expiry: the client's wall-clock post time plus its down
-// timeout. The node compares it with its own wall clock before applying anything of the batch
+// timeout (the post reads only the monotonic clock; its wall time adds an offset to the wall
+// clock that the fabric's monitor refreshes every eighth of the down timeout, so a step of the
+// client's wall clock counts toward S below until the next refresh). The node compares it with its own wall clock before applying anything of the batch
 // and refuses an expired batch whole (each signaled op fails with wire.ErrExpired, which wraps
 // farmem.ErrNodeDown; the node's metrics count it under BatchesRefused["expired"]). The client,
 // giving up on a silent node, reports each of its outstanding requests failed only from that
