@@ -37,6 +37,10 @@ func init() {
 			p.rt, _ = rt.(Runtime)
 			return p
 		},
+		InitPending: func(p *Pending, b *Batch, park kitlink.Parker, rt any) {
+			initPending(p, b, park)
+			p.rt, _ = rt.(Runtime)
+		},
 		Complete: (*Pending).complete,
 		Reject:   (*Pending).reject,
 		Batch:    func(p *Pending) *Batch { return p.b },
@@ -47,7 +51,14 @@ func init() {
 }
 
 func newPending(b *Batch, park kitlink.Parker) *Pending {
-	p := &Pending{b: b, park: park}
+	p := new(Pending)
+	initPending(p, b, park)
+	return p
+}
+
+// initPending sets up a zero Pending p for batch b.
+func initPending(p *Pending, b *Batch, park kitlink.Parker) {
+	p.b, p.park = b, park
 	if len(b.Ops) == 1 {
 		p.opDone = p.one[:]
 	} else {
@@ -58,7 +69,6 @@ func newPending(b *Batch, park kitlink.Parker) *Pending {
 			p.signaled++
 		}
 	}
-	return p
 }
 
 // complete records op i's outcome and wakes the waiter; the first completion of an op wins.

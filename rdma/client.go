@@ -78,6 +78,12 @@ func (s *single) complete(_ int, val uint64, err error) {
 	}
 }
 
+// postState is a posted batch's Pending and sink, for a provider to allocate with its parker.
+type postState struct {
+	pend farmem.Pending
+	sink batchSink
+}
+
 // batchSink reports a posted batch's outcomes to its Pending.
 type batchSink struct {
 	c    *client
@@ -269,17 +275,23 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 			q, err = c.qp(ctx, first)
 		}
 		var park transport.Parker
-		var s *batchSink
+		var st *postState
 		waited := false
 		if err == nil && remote {
-			park, s = q.parker()
+			park, st = q.parker()
 			waited = park != nil
 			if !waited {
 				park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 			}
 		}
-		p, comp := transport.NewPendingOn(b, park, c.Runtime())
-		if s == nil {
+		var p *farmem.Pending
+		var comp transport.Completer
+		var s *batchSink
+		if st != nil {
+			p, s = &st.pend, &st.sink
+			comp = transport.InitPendingOn(p, b, park, c.Runtime())
+		} else {
+			p, comp = transport.NewPendingOn(b, park, c.Runtime())
 			s = new(batchSink)
 		}
 		s.c, s.comp = c, comp

@@ -304,14 +304,14 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 
 // parker implements qp: waiting on it reads the connection's answers when no one else does,
 // so a client that posts and waits saves the hand-off from a reader goroutine; while someone
-// is reading, nil (post and a plain Parker: the reader delivers). The batch's sink comes in the
-// same allocation.
-func (q *tcpQP) parker() (transport.Parker, *batchSink) {
+// is reading, nil (post and a plain Parker: the reader delivers). The batch's Pending and sink
+// come in the same allocation.
+func (q *tcpQP) parker() (transport.Parker, *postState) {
 	if q.reading.Load() {
 		return nil, nil
 	}
 	p := &readingParker{q: q}
-	return p, &p.sink
+	return p, &p.st
 }
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
@@ -327,10 +327,10 @@ func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s si
 // made only if the waiter has to block without reading (someone else holds the reader role),
 // so that a batch posted and waited on allocates its parker and sink and nothing more.
 type readingParker struct {
-	q    *tcpQP
-	sink batchSink
-	set  atomic.Bool
-	ch   atomic.Pointer[chan struct{}]
+	q   *tcpQP
+	st  postState
+	set atomic.Bool
+	ch  atomic.Pointer[chan struct{}]
 }
 
 func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p) }

@@ -220,7 +220,7 @@ func (q *verbsQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) 
 	q.e.Post(ctx, b, idx, verbsSink(s))
 }
 
-func (q *verbsQP) parker() (transport.Parker, *batchSink) {
+func (q *verbsQP) parker() (transport.Parker, *postState) {
 	return &verbsParker{e: q.e, ch: make(chan struct{}, 1)}, nil
 }
 
