@@ -116,8 +116,8 @@
 // and reads them when it resumes. So that a request the client saw fail does not take effect
 // then, every batch frame carries an expiry: the client's wall-clock post time plus its down
 // timeout (the post reads only the monotonic clock; its wall time adds an offset to the wall
-// clock that the fabric's monitor refreshes every eighth of the down timeout, so a step of the
-// client's wall clock counts toward S below until the next refresh). The node compares it with its own wall clock before applying anything of the batch
+// clock refreshed at least every 100 ms, so a step of the client's wall clock counts toward S
+// below until the next refresh; the node's check reads its clock the same way). The node compares it with its own wall clock before applying anything of the batch
 // and refuses an expired batch whole (each signaled op fails with wire.ErrExpired, which wraps
 // farmem.ErrNodeDown; the node's metrics count it under BatchesRefused["expired"]). The client,
 // giving up on a silent node, reports each of its outstanding requests failed only from that

@@ -708,18 +708,38 @@ var epoch = time.Now()
 func nanotime() int64 { return int64(time.Since(epoch)) }
 
 // wallOffset is the wall clock (Unix nanoseconds) minus nanotime, so that a post stamps its
-// requests' expiry with one clock read (wallAt). Every fabric's monitor refreshes it each look
-// (every eighth of the down timeout): a step of the wall clock shifts the expiries stamped
-// until then, as a step between a client's and a node's clocks would.
-var wallOffset atomic.Int64
+// requests' expiry, and a node checks one, with one clock read (wallAt, wallNow). It is
+// refreshed at least every wallSync (by posts and wallNow) and at every look of a fabric's
+// monitor: a step of the wall clock shifts the expiries stamped and checked until then, as a
+// step between a client's and a node's clocks would.
+var (
+	wallOffset atomic.Int64
+	wallSynced atomic.Int64 // nanotime of the last refresh
+)
+
+// wallSync is the longest wallOffset goes without a refresh while wallNow is called.
+const wallSync = 100 * time.Millisecond
 
 func init() { wallOffset.Store(epoch.UnixNano()) }
 
 // wallAt returns the wall time (Unix nanoseconds) of the nanotime reading t.
 func wallAt(t int64) int64 { return t + wallOffset.Load() }
 
+// wallNow returns the wall time (Unix nanoseconds), reading one clock unless wallOffset is due
+// for a refresh.
+func wallNow() int64 {
+	t := nanotime()
+	if t-wallSynced.Load() > int64(wallSync) {
+		syncWall()
+		t = nanotime()
+	}
+	return wallAt(t)
+}
+
 // syncWall refreshes wallOffset.
 func syncWall() {
 	wall := time.Now().UnixNano()
-	wallOffset.Store(wall - nanotime())
+	t := nanotime()
+	wallOffset.Store(wall - t)
+	wallSynced.Store(t)
 }

@@ -800,7 +800,7 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 			bad = true
 		}
 	}
-	if expiry != 0 && time.Now().UnixNano() > expiry {
+	if expiry != 0 && wallNow() > expiry {
 		// Its client has reported it failed (or is about to): it must not take effect now.
 		return c.expireBatch(h, ops, signaled, expiry)
 	}

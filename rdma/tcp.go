@@ -442,6 +442,9 @@ func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done chan struc
 // client goes on posting to other nodes.
 func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink, lazy bool) {
 	at := nanotime() // one clock read: the post's monotonic time, and the expiry's wall time
+	if at-wallSynced.Load() > int64(wallSync) {
+		syncWall()
+	}
 	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: wallAt(at) + int64(q.f.down), at: at, lazy: lazy}, false)
 }
 
