@@ -721,8 +721,9 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 //     wait writes it inside its read of the socket, and then waits for the answer without a
 //     read that finds nothing), the next reader of the connection (before it waits on the
 //     socket), or any other frame's write. Posting thus costs no system call and wakes no
-//     goroutine. A frame nobody waits for is written at the latest when the monitor's next
-//     look (every eighth of the down timeout) finds it without a reader.
+//     goroutine. A frame nobody waits for is written once a look of the monitor (every eighth
+//     of the down timeout) finds nothing read on the connection since the previous one: within
+//     a quarter of the down timeout.
 //   - A frame posted while a reader holds the role waits for that reader to write the buffer
 //     before it next waits on the socket, or as it leaves the role; if it is waiting on the
 //     socket already, the writer goroutine writes it.
@@ -1177,10 +1178,14 @@ func (q *tcpQP) check(now int64, down time.Duration) {
 	if q.outstanding.Load() == 0 || q.dead.Load() {
 		return
 	}
-	if !q.reading.Load() {
-		q.kickReader() // answers no one waits for
-	}
 	idle := time.Duration(now - q.lastRecv.Load())
+	if !q.reading.Load() && idle >= max(down/8, time.Millisecond) {
+		// Answers no one waits for (or lazy frames no one writes): nothing was read for a
+		// look. A client that keeps batches in flight and reads their answers as it waits is
+		// left alone: the background reader, once started, holds the role while requests are
+		// outstanding, and its waiters would then be handed their answers across goroutines.
+		q.kickReader()
+	}
 	if idle > down && q.up.Load() && readable(q.conn) {
 		// An answer is waiting unread: the node is alive; this process is slow to read.
 		q.lastRecv.Store(now)
