@@ -20,7 +20,8 @@ type Pending struct {
 	b        *Batch
 	signaled int
 	done     atomic.Int64
-	opDone   []atomic.Uint32 // 0 pending, 1 being completed, 2 done
+	opDone   []atomic.Uint32  // 0 pending, 1 being completed, 2 done
+	one      [1]atomic.Uint32 // opDone of a one-op batch, in the same allocation
 	park     kitlink.Parker
 	err      atomic.Pointer[error]
 	rt       Runtime                          // runs the Then hook; nil on a batch refused at Post
@@ -36,6 +37,10 @@ func init() {
 			p.rt, _ = rt.(Runtime)
 			return p
 		},
+		InitPending: func(p *Pending, b *Batch, park kitlink.Parker, rt any) {
+			initPending(p, b, park)
+			p.rt, _ = rt.(Runtime)
+		},
 		Complete: (*Pending).complete,
 		Reject:   (*Pending).reject,
 		Batch:    func(p *Pending) *Batch { return p.b },
@@ -46,13 +51,24 @@ func init() {
 }
 
 func newPending(b *Batch, park kitlink.Parker) *Pending {
-	p := &Pending{b: b, park: park, opDone: make([]atomic.Uint32, len(b.Ops))}
+	p := new(Pending)
+	initPending(p, b, park)
+	return p
+}
+
+// initPending sets up a zero Pending p for batch b.
+func initPending(p *Pending, b *Batch, park kitlink.Parker) {
+	p.b, p.park = b, park
+	if len(b.Ops) == 1 {
+		p.opDone = p.one[:]
+	} else {
+		p.opDone = make([]atomic.Uint32, len(b.Ops))
+	}
 	for i := range b.Ops {
 		if !b.Ops[i].Unsignaled {
 			p.signaled++
 		}
 	}
-	return p
 }
 
 // complete records op i's outcome and wakes the waiter; the first completion of an op wins.
@@ -67,7 +83,8 @@ func (p *Pending) complete(i int, val uint64, err error) {
 		return
 	}
 	if err != nil {
-		p.err.CompareAndSwap(nil, &err)
+		e := err // (only a failure's error escapes to the heap)
+		p.err.CompareAndSwap(nil, &e)
 	}
 	if p.done.Add(1) == int64(p.signaled) {
 		p.fire()

@@ -203,7 +203,7 @@ func (f *Fabric) Adopt(ctx context.Context, id farmem.NodeID) error {
 		return fmt.Errorf("rdma: adopt %v: it restarted with a region of %d bytes, not %d: %w", id, l.seenSize, p.size, farmem.ErrInvalid)
 	}
 	l.inc, l.fenced = l.seen, false
-	p.key = l.seenKey
+	p.setKey(l.seenKey)
 	f.adoptions.Add(1)
 	if p.log != nil {
 		p.log.Info("node adopted: its new memory is in use", "peer", id.String(), "incarnation", fmt.Sprintf("%#x", l.inc))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/transport"
@@ -24,6 +25,34 @@ type client struct {
 	// abandoned in flight (its context ended).
 	one *farmem.Batch
 	sg  *single
+
+	// lazy lists the queue pairs holding lazy frames of this client's posts (tcpQP.writeLocked),
+	// written by flushLazy before the client blocks; lazyN is its length.
+	lmu   sync.Mutex
+	lazy  []*tcpQP
+	lazyN atomic.Int32
+
+	// hints holds, per node id below its length, the client's live queue pair to the node and
+	// the node's region size, for posts to find both without a lock or a map (qp fills it;
+	// closing the client and a lost node clear it).
+	hints [16]atomic.Pointer[qpHint]
+}
+
+// qpHint is a node's entry in client.hints.
+type qpHint struct {
+	q    qp
+	size uint64
+}
+
+// hint returns the queue pair to node and the node's region size if the client's hints hold
+// a live one.
+func (c *client) hint(node farmem.NodeID) (qp, uint64, bool) {
+	if int(node) < len(c.hints) {
+		if h := c.hints[node].Load(); h != nil && h.q.alive() {
+			return h.q, h.size, true
+		}
+	}
+	return nil, 0, false
 }
 
 var _ farmem.Memory = (*client)(nil)
@@ -47,6 +76,12 @@ func (s *single) complete(_ int, val uint64, err error) {
 	case s.ch <- struct{}{}:
 	default:
 	}
+}
+
+// postState is a posted batch's Pending and sink, for a provider to allocate with its parker.
+type postState struct {
+	pend farmem.Pending
+	sink batchSink
 }
 
 // batchSink reports a posted batch's outcomes to its Pending.
@@ -88,9 +123,48 @@ func (c *client) closeQPs(err error) {
 		qs = append(qs, q)
 	}
 	clear(c.qps)
+	for i := range c.hints {
+		c.hints[i].Store(nil)
+	}
 	c.qmu.Unlock()
 	for _, q := range qs {
 		q.close(err)
+	}
+}
+
+// listLazy puts q on the client's lazy list (q.wmu held).
+func (c *client) listLazy(q *tcpQP) {
+	c.lmu.Lock()
+	c.lazy = append(c.lazy, q)
+	c.lazyN.Store(int32(len(c.lazy)))
+	c.lmu.Unlock()
+}
+
+// flushLazy writes the lazy frames the client's posts left on its connections, before the
+// client blocks, so that batches posted to several nodes travel together whichever the client
+// waits on first. keep, if not nil, is the connection the client is about to read itself: its
+// frames are written by that read (and it stays listed). It costs an atomic load when nothing
+// is listed.
+func (c *client) flushLazy(keep *tcpQP) {
+	if c.lazyN.Load() == 0 {
+		return
+	}
+	var buf [8]*tcpQP
+	c.lmu.Lock()
+	qs := append(buf[:0], c.lazy...)
+	clear(c.lazy)
+	c.lazy = c.lazy[:0]
+	for _, q := range qs {
+		if q == keep {
+			c.lazy = append(c.lazy, q)
+		}
+	}
+	c.lazyN.Store(int32(len(c.lazy)))
+	c.lmu.Unlock()
+	for _, q := range qs {
+		if q != keep {
+			q.flushLazy()
+		}
 	}
 }
 
@@ -127,6 +201,15 @@ func (c *client) qp(ctx context.Context, node farmem.NodeID) (qp, error) {
 		q = c.f.prov.connect(c, p)
 		c.qps[node] = q
 	}
+	if int(node) < len(c.hints) {
+		if h := c.hints[node].Load(); h == nil || h.q != q {
+			if p := c.f.peer(ctx, node); p != nil {
+				if size := p.regionSize(); size != 0 { // (a node's size, once known, stays)
+					c.hints[node].Store(&qpHint{q: q, size: size})
+				}
+			}
+		}
+	}
 	return q, nil
 }
 
@@ -148,6 +231,9 @@ func (c *client) markLost(node farmem.NodeID, err error) {
 		c.lost = make(map[farmem.NodeID]error)
 	}
 	c.lost[node] = err
+	if int(node) < len(c.hints) {
+		c.hints[node].Store(nil)
+	}
 	c.qmu.Unlock()
 }
 
@@ -156,7 +242,20 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	if err := ctx.Err(); err != nil {
 		return transport.Rejected(b, err, nil)
 	}
-	b, rej := transport.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) { return c.f.sizeOf(ctx, n) })
+	var hq qp
+	var hnode farmem.NodeID
+	var hsize uint64
+	hit := false
+	if b != nil && len(b.Ops) > 0 {
+		hnode = b.Ops[0].Addr.Node()
+		hq, hsize, hit = c.hint(hnode)
+	}
+	b, rej := transport.Admit(b, c.usable(), func(n farmem.NodeID) (uint64, error) {
+		if hit && n == hnode {
+			return hsize, nil
+		}
+		return c.f.sizeOf(ctx, n)
+	})
 	if rej != nil {
 		return rej
 	}
@@ -171,18 +270,31 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	if oneNode && first != self {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
-		q, err := c.qp(ctx, first)
+		q, err := hq, error(nil)
+		if !hit {
+			q, err = c.qp(ctx, first)
+		}
 		var park transport.Parker
+		var st *postState
 		waited := false
 		if err == nil && remote {
-			park = q.parker()
+			park, st = q.parker()
 			waited = park != nil
 			if !waited {
-				park = transport.NewChanParker()
+				park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 			}
 		}
-		p, comp := transport.NewPendingOn(b, park, c.Runtime())
-		s := &batchSink{c: c, comp: comp}
+		var p *farmem.Pending
+		var comp transport.Completer
+		var s *batchSink
+		if st != nil {
+			p, s = &st.pend, &st.sink
+			comp = transport.InitPendingOn(p, b, park, c.Runtime())
+		} else {
+			p, comp = transport.NewPendingOn(b, park, c.Runtime())
+			s = new(batchSink)
+		}
+		s.c, s.comp = c, comp
 		switch {
 		case err != nil:
 			failOps(b, nil, 0, len(b.Ops), s, err)
@@ -195,7 +307,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	}
 	var park transport.Parker
 	if remote {
-		park = transport.NewChanParker()
+		park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 	}
 	p, comp := transport.NewPendingOn(b, park, c.Runtime())
 	s := &batchSink{c: c, comp: comp}
@@ -248,7 +360,11 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		return 0, err
 	}
 	node := op.Addr.Node()
-	size, err := c.f.sizeOf(ctx, node)
+	q, size, hit := c.hint(node)
+	var err error
+	if !hit {
+		size, err = c.f.sizeOf(ctx, node)
+	}
 	if err == nil {
 		err = transport.CheckOp(&op, size)
 	}
@@ -261,9 +377,10 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		c.Counters.CountResult(&op, val, nil)
 		return val, nil
 	}
-	q, err := c.qp(ctx, node)
-	if err != nil {
-		return 0, err
+	if !hit {
+		if q, err = c.qp(ctx, node); err != nil {
+			return 0, err
+		}
 	}
 	if c.one == nil {
 		c.one = &farmem.Batch{Ops: make([]farmem.Op, 1)}
@@ -286,6 +403,7 @@ func (c *client) Wait(ctx context.Context, a farmem.Addr, until func(uint64) boo
 	if err != nil {
 		return 0, err
 	}
+	c.flushLazy(nil)
 	w := c.f.watch.Add(off)
 	defer c.f.watch.Remove(off, w)
 	for {

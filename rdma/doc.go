@@ -79,20 +79,30 @@
 //
 // # System calls
 //
-// On the tcp provider a round trip costs one write and one read system call on each side. A
-// memory node serves each connection inside one raw read of its socket (syscall.RawConn), as an
-// event loop does: it reads what arrived, serves every whole frame, writes their replies in one
-// write, and waits for the poller's next readiness event before it reads again, so it never
-// makes the read that finds nothing that Go's net.Conn makes before it waits (the poller is edge
-// triggered: a byte arriving after a read that drained the socket raises a new event). A lone
-// verb's goroutine takes its connection's reader role before it sends: its read of the socket
-// writes the frame and, the frame holding every outstanding request, waits for the answer's
-// readiness event before reading. Pipelined frames share writes: frames posted while a reader
-// holds the role wait in the connection's output buffer and leave together when it next waits
-// on the socket, and otherwise the connection's writer goroutine writes everything queued in
-// one call; replies are written when no whole request is left to serve. None of this changes
-// the node's bounds above: its first write of a reply queue arms no timer, and a queue the
-// socket does not take at once is written within the write timeout.
+// On the tcp provider a round trip costs one write and one read system call on each side. A memory
+// node serves each connection inside one raw read of its socket (syscall.RawConn), as an event loop
+// does: it reads what arrived, serves every whole frame, writes their replies in one write, and
+// waits for the poller's next readiness event before it reads again, so it never makes the read
+// that finds nothing that Go's net.Conn makes before it waits (the poller is edge triggered: a byte
+// arriving after a read that drained the socket raises a new event). A lone verb's goroutine takes
+// its connection's reader role before it sends: its read of the socket writes the frame and, the
+// frame holding every outstanding request, waits for the answer's readiness event before reading. A
+// signaled batch to one node posted while no one reads its connection is lazy: it waits in the
+// connection's output buffer, and posting it costs no system call and wakes no goroutine; the
+// buffer is written when the client next blocks in the fabric (a wait on any batch, verb, Call or
+// word; the wait on that batch itself writes it inside its read of the socket, as for a lone verb),
+// by the connection's next reader before it waits on the socket, or with the next other frame. So a
+// client that posts and then waits costs one write and one read per round trip, and one that keeps
+// k batches outstanding costs about one write and one read per k, as a pipelining client that
+// flushes only before it blocks. A batch whose poster never waits in the fabric is written once the
+// monitor finds the connection with nothing read for one of its looks, within a quarter of the down
+// timeout. On linux these reads and writes of the sockets are raw system calls
+// (syscall.RawSyscall): they never block, and entering them the scheduler's way woke its monitor
+// thread on each round trip of a process that had gone idle. Frames posted while a reader holds the
+// role leave when it next waits on the socket or leaves the role, and otherwise the connection's
+// writer goroutine writes everything queued in one call; replies are written when no whole request
+// is left to serve. None of this changes the node's bounds above: its first write of a reply queue
+// arms no timer, and a queue the socket does not take at once is written within the write timeout.
 //
 // A node that stops answering is detected by the client after the down timeout (quiet
 // connections are pinged, so a slow Call handler is not taken for a dead node); a refused or
@@ -104,7 +114,9 @@
 // A node that is paused (SIGSTOP, a long GC or swap storm) keeps the frames its socket received
 // and reads them when it resumes. So that a request the client saw fail does not take effect
 // then, every batch frame carries an expiry: the client's wall-clock post time plus its down
-// timeout. The node compares it with its own wall clock before applying anything of the batch
+// timeout (the post reads only the monotonic clock; its wall time adds an offset to the wall
+// clock refreshed at least every 100 ms, so a step of the client's wall clock counts toward S
+// below until the next refresh; the node's check reads its clock the same way). The node compares it with its own wall clock before applying anything of the batch
 // and refuses an expired batch whole (each signaled op fails with wire.ErrExpired, which wraps
 // farmem.ErrNodeDown; the node's metrics count it under BatchesRefused["expired"]). The client,
 // giving up on a silent node, reports each of its outstanding requests failed only from that

@@ -109,6 +109,7 @@ type peer struct {
 	mu     sync.Mutex
 	key    uint32
 	known  bool
+	keyA   atomic.Uint64 // key | 1<<32 once known, for keyInfo without the lock (setKey)
 	ready  chan struct{} // closed once the key is known
 	warned bool
 	ctl    *ctlConn
@@ -130,7 +131,7 @@ func (p *peer) learn(w wire.Welcome) {
 		return
 	}
 	if !p.known {
-		p.key, p.known = w.Key, true
+		p.setKey(w.Key)
 		if p.size == 0 {
 			p.size = w.Size
 		}
@@ -143,10 +144,15 @@ func (p *peer) learn(w wire.Welcome) {
 	}
 }
 
+// setKey records the node's region key (p.mu held).
+func (p *peer) setKey(key uint32) {
+	p.key, p.known = key, true
+	p.keyA.Store(uint64(key) | 1<<32)
+}
+
 func (p *peer) keyInfo() (uint32, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.key, p.known
+	v := p.keyA.Load()
+	return uint32(v), v != 0
 }
 
 func (p *peer) regionSize() uint64 {
@@ -501,6 +507,7 @@ func (f *Fabric) monitor() {
 			qs = append(qs, q)
 		}
 		f.qmu.Unlock()
+		syncWall()
 		now := nanotime()
 		for _, q := range qs {
 			q.check(now, f.down)
@@ -699,3 +706,40 @@ var epoch = time.Now()
 
 // nanotime is a monotonic clock reading in nanoseconds.
 func nanotime() int64 { return int64(time.Since(epoch)) }
+
+// wallOffset is the wall clock (Unix nanoseconds) minus nanotime, so that a post stamps its
+// requests' expiry, and a node checks one, with one clock read (wallAt, wallNow). It is
+// refreshed at least every wallSync (by posts and wallNow) and at every look of a fabric's
+// monitor: a step of the wall clock shifts the expiries stamped and checked until then, as a
+// step between a client's and a node's clocks would.
+var (
+	wallOffset atomic.Int64
+	wallSynced atomic.Int64 // nanotime of the last refresh
+)
+
+// wallSync is the longest wallOffset goes without a refresh while wallNow is called.
+const wallSync = 100 * time.Millisecond
+
+func init() { wallOffset.Store(epoch.UnixNano()) }
+
+// wallAt returns the wall time (Unix nanoseconds) of the nanotime reading t.
+func wallAt(t int64) int64 { return t + wallOffset.Load() }
+
+// wallNow returns the wall time (Unix nanoseconds), reading one clock unless wallOffset is due
+// for a refresh.
+func wallNow() int64 {
+	t := nanotime()
+	if t-wallSynced.Load() > int64(wallSync) {
+		syncWall()
+		t = nanotime()
+	}
+	return wallAt(t)
+}
+
+// syncWall refreshes wallOffset.
+func syncWall() {
+	wall := time.Now().UnixNano()
+	t := nanotime()
+	wallOffset.Store(wall - t)
+	wallSynced.Store(t)
+}

@@ -48,13 +48,14 @@ type qp interface {
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// parker returns a Parker for a batch to be posted with postWaited, which posts like post
 	// for a waiter that will park on that Parker (a provider may have the waiter collect the
-	// answers itself). A nil Parker means: use post and a plain Parker.
-	parker() transport.Parker
+	// answers itself), and optionally the batch's Pending and sink allocated with it (nil: the
+	// caller makes them). A nil Parker means: use post and a plain Parker.
+	parker() (transport.Parker, *postState)
 	postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it
 	// on completion) or ctx ends, returning ctx's error then (the op stays in flight). It is
 	// the lone verb's path, where a provider can save a hand-off between goroutines.
-	do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error
+	do(ctx context.Context, b *farmem.Batch, s sink, done chan struct{}) error
 	// alive reports whether the qp still carries work; a dead one is replaced.
 	alive() bool
 	// close fails what is outstanding with err and releases the qp. It is idempotent.

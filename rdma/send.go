@@ -66,7 +66,7 @@ func (q *tcpQP) sendMsg(ctx context.Context, method uint16, from farmem.ClientID
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeMsg, 0, id)
 	buf = wire.EndFrame(wire.AppendCall(buf, method, from, req), start)
-	err = q.writeLocked(buf, true)
+	err = q.writeLocked(buf, true, false)
 	q.wmu.Unlock()
 	if err != nil {
 		q.fail(err)

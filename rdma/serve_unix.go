@@ -121,7 +121,7 @@ func (c *sconn) serveRaw() bool {
 				var n int
 				var err error
 				for {
-					n, err = syscall.Read(int(fd), buf[w:])
+					n, err = sysRead(int(fd), buf[w:])
 					if err != syscall.EINTR {
 						break
 					}

@@ -357,6 +357,7 @@ type sconn struct {
 	authed  bool
 
 	wmu sync.Mutex
+	rw  *rawWriter // writes out without waiting (made at the first flush)
 	out []byte
 
 	// raw: the connection is served inside a raw read (serve_unix.go), which its own goroutine
@@ -562,7 +563,10 @@ func (c *sconn) flushLocked(extra []byte) error {
 	if len(extra) == 0 {
 		// First one write that does not wait: the socket takes a queue of this size at once
 		// unless the client has stopped reading, and then no deadline timer is armed for it.
-		n, ok, err := tryWrite(c.nc, out)
+		if c.rw == nil {
+			c.rw = newRawWriter(c.nc)
+		}
+		n, ok, err := c.rw.try(out)
 		s.bytesOut.Add(uint64(n))
 		switch {
 		case err != nil:
@@ -796,7 +800,7 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 			bad = true
 		}
 	}
-	if expiry != 0 && time.Now().UnixNano() > expiry {
+	if expiry != 0 && wallNow() > expiry {
 		// Its client has reported it failed (or is about to): it must not take effect now.
 		return c.expireBatch(h, ops, signaled, expiry)
 	}

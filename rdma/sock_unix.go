@@ -13,28 +13,44 @@ import (
 	"github.com/farmem/farmem/farmem"
 )
 
-// tryWrite makes one attempt to write b to nc without waiting: it returns how much the socket
-// took (0 when its buffer is full), or the connection's error. ok is false when nc has no
-// descriptor to write to without waiting; the caller then writes some other way.
-func tryWrite(nc net.Conn, b []byte) (n int, ok bool, err error) {
-	sc, isSock := nc.(syscall.Conn)
-	if !isSock {
-		return 0, false, nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false, nil
-	}
-	var werr error
-	rerr := rc.Write(func(fd uintptr) bool {
-		for {
-			n, werr = syscall.Write(int(fd), b)
-			if werr != syscall.EINTR {
-				break
-			}
+// rawWriter makes write attempts on a connection's socket that do not wait. It keeps the
+// socket's raw access and the callback that writes, so an attempt allocates nothing; its user
+// serializes attempts (they hold the connection's write lock).
+type rawWriter struct {
+	nc  net.Conn
+	rc  syscall.RawConn // nil: nc has no descriptor to write to without waiting
+	b   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+func newRawWriter(nc net.Conn) *rawWriter {
+	w := &rawWriter{nc: nc, rc: sockRaw(nc)}
+	w.fn = w.write
+	return w
+}
+
+func (w *rawWriter) write(fd uintptr) bool {
+	for {
+		w.n, w.err = sysWrite(int(fd), w.b)
+		if w.err != syscall.EINTR {
+			return true
 		}
-		return true
-	})
+	}
+}
+
+// try makes one attempt to write b without waiting: it returns how much the socket took (0
+// when its buffer is full), or the connection's error. ok is false when the connection has no
+// descriptor to write to without waiting; the caller then writes some other way.
+func (w *rawWriter) try(b []byte) (n int, ok bool, err error) {
+	if w.rc == nil {
+		return 0, false, nil
+	}
+	w.b = b
+	rerr := w.rc.Write(w.fn)
+	n, werr := w.n, w.err
+	w.b, w.err = nil, nil
 	if n < 0 {
 		n = 0
 	}
@@ -42,7 +58,7 @@ func tryWrite(nc net.Conn, b []byte) (n int, ok bool, err error) {
 	case rerr != nil:
 		return 0, true, rerr
 	case werr != nil && !errors.Is(werr, syscall.EAGAIN):
-		return n, true, &net.OpError{Op: "write", Net: "tcp", Source: nc.LocalAddr(), Addr: nc.RemoteAddr(), Err: werr}
+		return n, true, &net.OpError{Op: "write", Net: "tcp", Source: w.nc.LocalAddr(), Addr: w.nc.RemoteAddr(), Err: werr}
 	}
 	return n, true, nil
 }
@@ -69,29 +85,14 @@ func sockRaw(nc net.Conn) syscall.RawConn {
 // reading, and a lone verb costs one write and one read. A node's Pong or Error frame that
 // arrived meanwhile is read with that answer (or its connection's failure).
 func (q *tcpQP) rawRead(b []byte) (int, error) {
-	var n int
-	var err, werr error
-	first := true
-	rerr := q.rc.Read(func(fd uintptr) bool {
-		if first {
-			first = false
-			wait, e := q.flushRaw(int(fd))
-			if e != nil {
-				werr = e
-				return true
-			}
-			if wait {
-				return false
-			}
-		}
-		for {
-			n, err = syscall.Read(int(fd), b)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		return err != syscall.EAGAIN
-	})
+	r := &q.rr
+	if r.fn == nil {
+		r.q, r.fn = q, r.read
+	}
+	r.b, r.first, r.n, r.err, r.werr = b, true, 0, nil, nil
+	rerr := q.rc.Read(r.fn)
+	n, err, werr := r.n, r.err, r.werr
+	r.b = nil
 	switch {
 	case werr != nil:
 		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr))
@@ -106,6 +107,38 @@ func (q *tcpQP) rawRead(b []byte) (int, error) {
 	return n, nil
 }
 
+// rawReader is the reader role's read of the socket, kept in its queue pair so that a read
+// allocates no callback (q.rmu serializes its use).
+type rawReader struct {
+	q         *tcpQP
+	b         []byte
+	n         int
+	err, werr error
+	first     bool
+	fn        func(fd uintptr) bool
+}
+
+func (r *rawReader) read(fd uintptr) bool {
+	if r.first {
+		r.first = false
+		wait, e := r.q.flushRaw(int(fd))
+		if e != nil {
+			r.werr = e
+			return true
+		}
+		if wait {
+			return false
+		}
+	}
+	for {
+		r.n, r.err = sysRead(int(fd), r.b)
+		if r.err != syscall.EINTR {
+			break
+		}
+	}
+	return r.err != syscall.EAGAIN
+}
+
 // flushRaw writes the frames waiting for the reader to fd, in one system call that does not
 // wait (what the socket does not take goes to the writer goroutine), and from then on lets
 // posters hand frames to the writer. It reports whether the frames written hold every
@@ -118,10 +151,10 @@ func (q *tcpQP) flushRaw(fd int) (wait bool, err error) {
 		return false, nil
 	}
 	replies := q.outReplies
-	q.outReplies = 0
+	q.outReplies, q.outEager = 0, false
 	var n int
 	for {
-		n, err = syscall.Write(fd, q.out)
+		n, err = sysWrite(fd, q.out)
 		if err != syscall.EINTR {
 			break
 		}

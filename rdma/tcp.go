@@ -60,6 +60,7 @@ type tcpQP struct {
 	rmu     sync.Mutex // the reader role
 	br      *bufio.Reader
 	rc      syscall.RawConn // the socket, for rawRead (nil: read through the net.Conn)
+	rr      rawReader
 	rbuf    []byte
 	rs      wire.Results
 	up      atomic.Bool   // the connection is set up: br may be read
@@ -70,6 +71,7 @@ type tcpQP struct {
 
 	wmu      sync.Mutex
 	nc       net.Conn // set once the handshake is done; writes go here
+	rw       *rawWriter
 	wbuf     []byte
 	pend     []byte // frames posted while connecting
 	out      []byte // frames queued for the writer goroutine, or for the reader
@@ -77,6 +79,11 @@ type tcpQP struct {
 	rflush   bool   // a reader holds the role and writes out before it waits on the socket
 	// outReplies counts the frames in out that hold a slot (their answer will come back).
 	outReplies int32
+	// outEager: out holds a frame that must not wait for its poster's next block (one posted
+	// while a reader held the role, or not lazily); without it, every frame in out is lazy
+	// (see writeLocked) and the queue pair is on its client's lazy list.
+	outEager   bool
+	lazyListed bool          // on the client's lazy list (client.flushLazy takes it off)
 	kick       chan struct{} // wakes the writer
 
 	dead        atomic.Bool
@@ -165,7 +172,7 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 		_, werr = nc.Write(q.pend)
 	}
 	q.pend = nil
-	q.nc = nc
+	q.nc, q.rw = nc, newRawWriter(nc)
 	q.wmu.Unlock()
 	go q.writer(nc)
 	if werr != nil {
@@ -208,7 +215,7 @@ func (p progressReader) Read(b []byte) (int, error) {
 	if p.q.rc != nil {
 		n, err = p.q.rawRead(b)
 	} else {
-		p.q.readerFlush(false)
+		p.q.readerFlush(false, true)
 		n, err = p.r.Read(b)
 	}
 	if n > 0 {
@@ -221,24 +228,49 @@ func (p progressReader) Read(b []byte) (int, error) {
 }
 
 // readerFlush is called by the holder of the reader role before it waits on the socket
-// (holding false) and as it leaves the role: from then on posters hand their frames to the
-// writer goroutine, and what was queued for the reader is written now, in one system call
-// that does not wait (what the socket does not take goes to the writer goroutine).
-func (q *tcpQP) readerFlush(holding bool) {
+// (holding false, all true) and as it leaves the role (both false): from then on posters hand
+// their frames to the writer goroutine, and what was queued for the reader is written now, in
+// one system call that does not wait (what the socket does not take goes to the writer
+// goroutine). Leaving the role, it writes nothing if every frame queued is lazy: those wait for
+// their poster's next block, or the next reader (writeLocked).
+func (q *tcpQP) readerFlush(holding, all bool) {
 	q.wmu.Lock()
 	q.rflush = holding
-	if len(q.out) == 0 || q.flushing || q.nc == nil || q.dead.Load() {
-		q.wmu.Unlock()
-		return
+	var err error
+	if all || q.outEager {
+		err = q.writeOutLocked()
 	}
-	n, ok, err := tryWrite(q.nc, q.out)
-	q.outReplies = 0
+	q.wmu.Unlock()
+	if err != nil {
+		q.fail(err)
+	}
+}
+
+// flushLazy writes the output buffer, for the client's flushLazy: the client is about to block.
+func (q *tcpQP) flushLazy() {
+	q.wmu.Lock()
+	q.lazyListed = false
+	err := q.writeOutLocked()
+	q.wmu.Unlock()
+	if err != nil {
+		q.fail(err)
+	}
+}
+
+// writeOutLocked writes the output buffer, if the writer goroutine does not own it, in one
+// system call that does not wait; what the socket does not take goes to the writer goroutine
+// (q.wmu held). It returns the connection's failure, for the caller to fail it once it has
+// released q.wmu.
+func (q *tcpQP) writeOutLocked() error {
+	if len(q.out) == 0 || q.flushing || q.nc == nil || q.dead.Load() {
+		return nil
+	}
+	n, ok, err := q.rw.try(q.out)
+	q.outReplies, q.outEager = 0, false
 	switch {
 	case err != nil:
 		q.out = q.out[:0]
-		q.wmu.Unlock()
-		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
-		return
+		return fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
 	case ok && n == len(q.out):
 		q.out = q.out[:0]
 	default:
@@ -246,7 +278,7 @@ func (q *tcpQP) readerFlush(holding bool) {
 		q.flushing = true
 		q.kick <- struct{}{}
 	}
-	q.wmu.Unlock()
+	return nil
 }
 
 // holdReader marks the reader role taken (q.rmu held): frames posted from now on wait in the
@@ -261,41 +293,126 @@ func (q *tcpQP) holdReader() {
 // dropReader marks the reader role free (q.rmu held) and writes what waits for the reader.
 func (q *tcpQP) dropReader() {
 	q.reading.Store(false)
-	q.readerFlush(false)
+	q.readerFlush(false, false)
 }
 
 // post implements qp: the background reader collects the answers.
 func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
-	q.send(ctx, b, idx, s)
+	q.send(ctx, b, idx, s, false)
 	q.kickReader()
 }
 
 // parker implements qp: waiting on it reads the connection's answers when no one else does,
 // so a client that posts and waits saves the hand-off from a reader goroutine; while someone
-// is reading, nil (post and a plain Parker: the reader delivers).
-func (q *tcpQP) parker() transport.Parker {
+// is reading, nil (post and a plain Parker: the reader delivers). The batch's Pending and sink
+// come in the same allocation.
+func (q *tcpQP) parker() (transport.Parker, *postState) {
 	if q.reading.Load() {
-		return nil
+		return nil, nil
 	}
-	return &readingParker{q: q, ch: make(chan struct{}, 1)}
+	p := &readingParker{q: q}
+	return p, &p.st
 }
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
-// if no one does, by the background reader at the monitor's next look).
+// if no one does, by the background reader at the monitor's next look), and the frame is
+// lazy: while no one reads the connection it waits in the output buffer for the poster's next
+// block (writeLocked).
 func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
-	q.send(ctx, b, idx, s)
+	q.send(ctx, b, idx, s, true)
 }
 
 // readingParker parks a batch's waiter by reading the connection's answers itself when the
-// reader role is free, as a lone verb does.
+// reader role is free, as a lone verb does. It is a binary semaphore (set) whose channel is
+// made only if the waiter has to block without reading (someone else holds the reader role),
+// so that a batch posted and waited on allocates its parker and sink and nothing more.
 type readingParker struct {
-	q  *tcpQP
+	q   *tcpQP
+	st  postState
+	set atomic.Bool
+	ch  atomic.Pointer[chan struct{}]
+}
+
+func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p) }
+
+func (p *readingParker) Unpark() {
+	p.set.Store(true)
+	if c := p.ch.Load(); c != nil {
+		select {
+		case *c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *readingParker) fired() bool { return p.set.Load() && p.set.Swap(false) }
+
+func (p *readingParker) ready() <-chan struct{} {
+	if c := p.ch.Load(); c != nil {
+		return *c
+	}
+	c := make(chan struct{}, 1)
+	if !p.ch.CompareAndSwap(nil, &c) {
+		return *p.ch.Load()
+	}
+	return c
+}
+
+// waiter is what a goroutine waits for on a connection: fired reports whether it was signaled,
+// consuming the signal, and ready returns a channel sent on when it is, for waiting without
+// reading (a receive from it may also be a stale signal: waiters recheck their condition).
+type waiter interface {
+	fired() bool
+	ready() <-chan struct{}
+}
+
+// chanWaiter is a waiter signaled by a send on a one-slot channel.
+type chanWaiter chan struct{}
+
+func (c chanWaiter) fired() bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c chanWaiter) ready() <-chan struct{} { return c }
+
+// block waits for w without reading, until ctx ends.
+func block(ctx context.Context, w waiter) error {
+	ch := w.ready()
+	if w.fired() {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// clientParker is a Pending's parker that no reader of a queue pair serves (a batch to several
+// nodes, or one posted while its connection had a reader): before it blocks, the waiting
+// client writes the lazy frames it left on its connections.
+type clientParker struct {
+	c  *client
 	ch chan struct{}
 }
 
-func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p.ch) }
+func (p *clientParker) Park(ctx context.Context) error {
+	p.c.flushLazy(nil)
+	select {
+	case <-p.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
-func (p *readingParker) Unpark() {
+func (p *clientParker) Unpark() {
 	select {
 	case p.ch <- struct{}{}:
 	default:
@@ -305,25 +422,30 @@ func (p *readingParker) Unpark() {
 // do implements qp: the caller reads the answer itself if no one else is reading. Taking the
 // reader role before it sends, it hands its frame to its own read of the socket, which writes
 // it and then waits for the answer without a read that would find nothing (rawRead).
-func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done <-chan struct{}) error {
+func (q *tcpQP) do(ctx context.Context, b *farmem.Batch, s sink, done chan struct{}) error {
+	q.c.flushLazy(q)
 	if q.up.Load() && q.rmu.TryLock() {
 		q.holdReader()
-		q.send(ctx, b, nil, s)
-		err := q.readFor(ctx, done)
+		q.send(ctx, b, nil, s, false)
+		err := q.readFor(ctx, chanWaiter(done))
 		q.dropReader()
 		q.rmu.Unlock()
 		return err
 	}
-	q.send(ctx, b, nil, s)
-	return q.await(ctx, done)
+	q.send(ctx, b, nil, s, false)
+	return q.await(ctx, chanWaiter(done))
 }
 
-// send registers and sends the ops of b at idx. It never blocks on the window: frames that
-// find this connection's window of outstanding requests full (a hung node) wait in its backlog,
-// sent in order by a goroutine as slots free, so the client goes on posting to other nodes.
-func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
-	now := time.Now() // one clock read: the expiry's wall time, and the post's monotonic time
-	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: now.Add(q.f.down).UnixNano(), at: int64(now.Sub(epoch))}, false)
+// send registers and sends the ops of b at idx, their frames lazy (writeLocked) if lazy. It
+// never blocks on the window: frames that find this connection's window of outstanding requests
+// full (a hung node) wait in its backlog, sent in order by a goroutine as slots free, so the
+// client goes on posting to other nodes.
+func (q *tcpQP) send(ctx context.Context, b *farmem.Batch, idx []int, s sink, lazy bool) {
+	at := nanotime() // one clock read: the post's monotonic time, and the expiry's wall time
+	if at-wallSynced.Load() > int64(wallSync) {
+		syncWall()
+	}
+	q.sendFrom(deferred{ctx: ctx, b: b, idx: idx, s: s, expiry: wallAt(at) + int64(q.f.down), at: at, lazy: lazy}, false)
 }
 
 // deferred is the rest of a send, from its op lo on, waiting in a queue pair's backlog.
@@ -335,6 +457,7 @@ type deferred struct {
 	lo     int
 	expiry int64 // the requests' expiry (wire.AppendBatchHeader), from the post's time
 	at     int64 // the post's time (nanotime)
+	lazy   bool  // its frames are lazy, if its poster sends them (not the backlog's goroutine)
 }
 
 // sendFrom sends d's ops from d.lo on. With drain false (the poster) it defers the rest to the
@@ -399,7 +522,7 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 				return
 			}
 		}
-		if err := q.sendBatch(id, seq, b, at, lo, hi, key, d.expiry); err != nil {
+		if err := q.sendBatch(id, seq, b, at, lo, hi, key, d.expiry, d.lazy && !drain); err != nil {
 			failFrom(hi, err) // the frame's own ops are failed with its slot
 			return
 		}
@@ -562,7 +685,7 @@ func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 
 // sendBatch encodes ops [lo, hi) as a Batch frame and writes it, or queues it while the
 // connection is being set up.
-func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32, expiry int64) error {
+func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo, hi int, key uint32, expiry int64, lazy bool) error {
 	unsignaled := false
 	for k := lo; k < hi && !unsignaled; k++ {
 		unsignaled = b.Ops[at(k)].Unsignaled
@@ -583,25 +706,46 @@ func (q *tcpQP) sendBatch(id, seq uint64, b *farmem.Batch, at func(int) int, lo,
 		buf = wire.AppendOp(buf, &b.Ops[at(k)], key)
 	}
 	buf = wire.EndFrame(buf, start)
-	err := q.writeLocked(buf, id != 0)
+	err := q.writeLocked(buf, id != 0, lazy && id != 0)
 	q.wmu.Unlock()
 	return err
 }
 
-// writeLocked sends a frame (q.wmu held). With nothing else in flight it writes it at once,
-// the lowest latency for a lone verb; with requests outstanding it appends it to the output
-// buffer, so pipelined frames share write calls: a reader holding the role (often the poster
-// itself, waiting on an earlier batch) writes the buffer before it waits on the socket, and
-// otherwise the writer goroutine does. Either way frames leave in posting order. buf is kept
-// as the scratch buffer unless it grew large.
-func (q *tcpQP) writeLocked(buf []byte, reply bool) error {
+// writeLocked sends a frame (q.wmu held). Frames leave in posting order, and pipelined frames
+// share write calls, the way a pipelining client flushes its buffer only before it blocks:
+//
+//   - A lazy frame (a signaled batch to one node, which its poster will wait on) posted while
+//     no one reads the connection is appended to the output buffer, and the queue pair put on
+//     its client's lazy list: the buffer is written by the first of the client's next block in
+//     the fabric (a wait on any batch, verb, Call or word: client.flushLazy; the poster's own
+//     wait writes it inside its read of the socket, and then waits for the answer without a
+//     read that finds nothing), the next reader of the connection (before it waits on the
+//     socket), or any other frame's write. Posting thus costs no system call and wakes no
+//     goroutine. A frame nobody waits for is written once a look of the monitor (every eighth
+//     of the down timeout) finds nothing read on the connection since the previous one: within
+//     a quarter of the down timeout.
+//   - A frame posted while a reader holds the role waits for that reader to write the buffer
+//     before it next waits on the socket, or as it leaves the role; if it is waiting on the
+//     socket already, the writer goroutine writes it.
+//   - Any other frame is written at once when nothing else is queued or in flight (the lowest
+//     latency for a lone verb), else handed to the writer goroutine.
+//
+// buf is kept as the scratch buffer unless it grew large.
+func (q *tcpQP) writeLocked(buf []byte, reply, lazy bool) error {
 	var err error
 	switch {
 	case q.dead.Load():
 		err = q.deadErr()
 	case q.nc == nil:
 		q.pend = append(q.pend, buf...)
-	case !q.flushing && !q.rflush && len(q.out) == 0 && q.outstanding.Load() <= 1:
+	case lazy && !q.reading.Load() && !q.flushing:
+		q.out = append(q.out, buf...)
+		q.outReplies++
+		if !q.lazyListed {
+			q.lazyListed = true
+			q.c.listLazy(q)
+		}
+	case !lazy && !q.flushing && !q.rflush && len(q.out) == 0 && q.outstanding.Load() <= 1:
 		if _, werr := q.nc.Write(buf); werr != nil {
 			err = fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr)
 		}
@@ -610,6 +754,7 @@ func (q *tcpQP) writeLocked(buf []byte, reply bool) error {
 		if reply {
 			q.outReplies++
 		}
+		q.outEager = true
 		if !q.flushing && !q.rflush {
 			q.flushing = true
 			q.kick <- struct{}{}
@@ -643,7 +788,7 @@ func (q *tcpQP) writer(nc net.Conn) {
 				break
 			}
 			buf := q.out
-			q.out, q.outReplies = spare[:0], 0
+			q.out, q.outReplies, q.outEager = spare[:0], 0, false
 			q.wmu.Unlock()
 			if _, err := nc.Write(buf); err != nil {
 				q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, err))
@@ -668,12 +813,12 @@ func (q *tcpQP) call(ctx context.Context, method uint16, from farmem.ClientID, r
 	q.wmu.Lock()
 	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeCall, 0, id)
 	buf = wire.EndFrame(wire.AppendCall(buf, method, from, req), start)
-	err = q.writeLocked(buf, true)
+	err = q.writeLocked(buf, true, false)
 	q.wmu.Unlock()
 	if err != nil {
 		q.fail(err)
 	}
-	if err := q.await(ctx, cw.ch); err != nil {
+	if err := q.await(ctx, chanWaiter(cw.ch)); err != nil {
 		return nil, err
 	}
 	return cw.reply, cw.err
@@ -718,15 +863,14 @@ func (q *tcpQP) kickReader() {
 
 // await waits for done: it reads replies itself if no one else does, else lets the background
 // reader deliver. It returns ctx's error if ctx ends first.
-func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
+func (q *tcpQP) await(ctx context.Context, done waiter) error {
+	q.c.flushLazy(q)
+	if done.fired() {
+		return nil
+	}
 	if !q.up.Load() || !q.rmu.TryLock() {
 		q.kickReader()
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return block(ctx, done)
 	}
 	q.holdReader()
 	err := q.readFor(ctx, done)
@@ -738,7 +882,7 @@ func (q *tcpQP) await(ctx context.Context, done <-chan struct{}) error {
 }
 
 // readFor reads replies (q.rmu held) until done, ctx ends, or the connection fails.
-func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
+func (q *tcpQP) readFor(ctx context.Context, done waiter) error {
 	if ctx.Done() != nil {
 		// A canceled context interrupts the read through a deadline; frames are only ever
 		// consumed whole, so the next reader finds the stream intact.
@@ -767,10 +911,9 @@ func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
 		}()
 	}
 	for {
-		select {
-		case <-done:
+		if done.fired() {
+			q.readBuffered()
 			return nil
-		default:
 		}
 		if err := ctx.Err(); err != nil {
 			return err // (a large frame may have cleared the deadline)
@@ -780,8 +923,30 @@ func (q *tcpQP) readFor(ctx context.Context, done <-chan struct{}) error {
 				return ctx.Err()
 			}
 			q.fail(err)
-			<-done // fail completed it
+			_ = block(context.Background(), done) // fail completed it
 			return nil
+		}
+	}
+}
+
+// readBuffered completes what the whole frames already in the read buffer answer (q.rmu held),
+// so a reader leaving the role hands the batches that were answered in the same read of the
+// socket their results, and their waiters find them done without taking the role in turn. It
+// makes no system call; a connection failure it meets fails the connection.
+func (q *tcpQP) readBuffered() {
+	for {
+		n := q.br.Buffered()
+		if n < wire.HeaderSize {
+			return
+		}
+		hb, _ := q.br.Peek(wire.HeaderSize)
+		h, err := wire.ParseHeader(hb, wire.DefaultMaxFrame)
+		if err != nil || wire.HeaderSize+int(h.Len) > n {
+			return // (readOne reports a bad header to the next reader)
+		}
+		if err := q.readOne(); err != nil {
+			q.fail(err)
+			return
 		}
 	}
 }
@@ -1013,10 +1178,14 @@ func (q *tcpQP) check(now int64, down time.Duration) {
 	if q.outstanding.Load() == 0 || q.dead.Load() {
 		return
 	}
-	if !q.reading.Load() {
-		q.kickReader() // answers no one waits for
-	}
 	idle := time.Duration(now - q.lastRecv.Load())
+	if !q.reading.Load() && idle >= max(down/8, time.Millisecond) {
+		// Answers no one waits for (or lazy frames no one writes): nothing was read for a
+		// look. A client that keeps batches in flight and reads their answers as it waits is
+		// left alone: the background reader, once started, holds the role while requests are
+		// outstanding, and its waiters would then be handed their answers across goroutines.
+		q.kickReader()
+	}
 	if idle > down && q.up.Load() && readable(q.conn) {
 		// An answer is waiting unread: the node is alive; this process is slow to read.
 		q.lastRecv.Store(now)

@@ -67,6 +67,22 @@ func NewPendingOn(b *farmem.Batch, park Parker, rt farmem.Runtime) (*farmem.Pend
 	return p, Completer{p}
 }
 
+// InitPendingOn is NewPendingOn for a Pending the transport allocated itself, zero, as part of
+// a larger struct (its parker and sink, say), so that a post makes one allocation instead of
+// two. p must not be in use and must not move (a field of a heap object).
+func InitPendingOn(p *farmem.Pending, b *farmem.Batch, park Parker, rt farmem.Runtime) Completer {
+	var kp kitlink.Parker
+	if park != nil {
+		kp = park
+	}
+	var r any
+	if rt != nil {
+		r = rt
+	}
+	link.InitPending(p, b, kp, r)
+	return Completer{p}
+}
+
 // Complete records op i's outcome and wakes the waiter. The first completion of an op wins;
 // later ones (a timeout racing a late answer) are ignored. It is safe for concurrent use.
 func (c Completer) Complete(i int, val uint64, err error) { link.Complete(c.p, i, val, err) }

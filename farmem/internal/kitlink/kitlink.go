@@ -18,12 +18,15 @@ type Funcs[Op, Batch, Pending any] struct {
 	SetResult func(op *Op, val uint64, err error)
 	// NewPending's rt is the farmem.Runtime that runs the Pending's completion hook, or nil.
 	NewPending func(b *Batch, park Parker, rt any) *Pending
-	Complete   func(p *Pending, i int, val uint64, err error)
-	Reject     func(p *Pending, err error)
-	Batch      func(p *Pending) *Batch
-	Signaled   func(p *Pending) int
-	Done       func(p *Pending) int
-	Err        func(p *Pending) error
+	// InitPending is NewPending for a zero Pending the caller allocated (inside a larger
+	// struct of its own, to save an allocation).
+	InitPending func(p *Pending, b *Batch, park Parker, rt any)
+	Complete    func(p *Pending, i int, val uint64, err error)
+	Reject      func(p *Pending, err error)
+	Batch       func(p *Pending) *Batch
+	Signaled    func(p *Pending) int
+	Done        func(p *Pending) int
+	Err         func(p *Pending) error
 }
 
 var funcs any
