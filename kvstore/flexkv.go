@@ -96,9 +96,10 @@ import (
 //
 // Proxying a partition, and returning it to the memory nodes, is a hand-over run by the
 // coordinator (the lowest compute node, under a latch in its region): it pauses the partition
-// on every compute node (each stops admitting operations on it, waits until its clients' ones
-// have finished, so no CAS user and no CIDER or MCS lock holder is left, and clears its
-// cache), has the new owner load the partition from the memory nodes (race.ReadPartition;
+// on every compute node (each stops admitting operations on it at once), then waits for each
+// to drain (its clients' operations on it finished, so no CAS user and no CIDER or MCS lock
+// holder is left; its cache cleared): the drains overlap, and no paused node waits while
+// others still admit operations contending with its own; has the new owner load the partition from the memory nodes (race.ReadPartition;
 // refused with ErrBusy while a split holds it) and tells strict mode its slots are now written
 // plainly, then resumes every node with the new owner and a new epoch, which every index RPC
 // carries and the proxy checks. Un-proxying is the same with no owner: the memory nodes' copy
@@ -123,8 +124,8 @@ import (
 //
 // # Limits
 //
-// The coordinator's hand-over handler and its own pause (which waits for its clients' index
-// RPCs to drain) each hold a Call handler, so a compute node needs more than two for those
+// The coordinator's hand-over handler and its own drain (which waits for its clients' index
+// RPCs to finish) each hold a Call handler, so a compute node needs more than two for those
 // RPCs to be served meanwhile (the simulator's MaxHandlers): with two, a hand-over
 // coordinated by a node that proxies a partition its own clients are using waits forever.
 //

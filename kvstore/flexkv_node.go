@@ -166,7 +166,8 @@ func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, e
 	hs := map[uint8]farmem.Handler{flexSearch: n.onSearch, flexWrite: n.onWrite, flexInval: n.onInval,
 		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver,
 		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit, flexRenew: n.onRenew, flexRoute: n.onRoute,
-		flexRecover: n.onRecover, flexMgrStats: n.onMgrStats, flexMgrSplit: n.onMgrSplit, flexMgrElect: n.onMgrElect}
+		flexRecover: n.onRecover, flexMgrStats: n.onMgrStats, flexMgrSplit: n.onMgrSplit, flexMgrElect: n.onMgrElect,
+		flexDrain: n.onDrain}
 	for _, id := range slices.Sorted(func(yield func(uint8) bool) {
 		for id := range hs {
 			if !yield(id) {
@@ -226,7 +227,7 @@ func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.No
 			}
 			continue
 		}
-		if err := backoff(ctx, rt, &d); err != nil {
+		if err := shortBackoff(ctx, rt, &d); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -247,6 +248,21 @@ func backoff(ctx context.Context, rt farmem.Runtime, d *time.Duration) error {
 		return err
 	}
 	*d = min(2**d, time.Millisecond)
+	return nil
+}
+
+// shortBackoff sleeps for d (starting at 2µs) and doubles it, up to 16µs: the pause of an
+// operation waiting on a paused partition (a hand-over, some tens of microseconds on the
+// simulator's fabric) and of a hand-over's drain. Longer pauses would idle every client of a
+// hot partition long after its hand-over ended.
+func shortBackoff(ctx context.Context, rt farmem.Runtime, d *time.Duration) error {
+	if *d == 0 {
+		*d = 2 * time.Microsecond
+	}
+	if err := rt.Sleep(ctx, *d); err != nil {
+		return err
+	}
+	*d = min(2**d, 16*time.Microsecond)
 	return nil
 }
 
@@ -914,35 +930,53 @@ func (n *flexNode) sendInvals(ctx context.Context, m farmem.Memory, sharers uint
 
 // --- hand-over ---
 
+// onPause stops admitting operations on partition c.p on this node (for hand-over attempt
+// c.attempt) and returns at once: the coordinator pauses every node first, then waits for each
+// to drain (onDrain), so the drains run at once on every node and no paused node waits while
+// the others keep admitting operations that contend with its own in-flight ones.
 func (n *flexNode) onPause(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 	c, err := decCtl(req)
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	ps := &n.parts[c.p]
 	if c.attempt < ps.pausedFor || c.attempt <= ps.resumedFor {
 		// A late pause of an attempt that has ended (or older than the one pausing): ignore.
-		n.mu.Unlock()
 		return nil, nil
 	}
 	ps.paused, ps.pausedFor, ps.pausedAt = true, c.attempt, m.Runtime().Now()
-	n.mu.Unlock()
+	return nil, nil
+}
+
+// onDrain waits until no operation of this node's clients is in flight on partition c.p,
+// paused by attempt c.attempt, and clears the node's cache; it answers stStale, doing nothing,
+// when the partition is not paused by that attempt (a later one took it, or it was resumed).
+func (n *flexNode) onDrain(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+	c, err := decCtl(req)
+	if err != nil || c.p >= len(n.parts) {
+		return nil, errWire
+	}
 	var d time.Duration
 	for {
 		n.mu.Lock()
-		left := n.parts[c.p].inflight
-		if left == 0 {
+		ps := &n.parts[c.p]
+		if !ps.paused || ps.pausedFor != c.attempt {
+			n.mu.Unlock()
+			return []byte{stStale}, nil
+		}
+		if ps.inflight == 0 {
 			// Drained: no client of this node uses p. Clear the cache (its pairs' sharer bits
 			// are lost with the proxy's directory, and slot addresses may go stale once the
 			// partition is on the memory nodes and splits).
 			clear(n.cache)
 			n.fifo = n.fifo[:0]
 			n.mu.Unlock()
-			return nil, nil
+			return []byte{stOK}, nil
 		}
 		n.mu.Unlock()
-		if err := backoff(ctx, m.Runtime(), &d); err != nil {
+		if err := shortBackoff(ctx, m.Runtime(), &d); err != nil {
 			return nil, err
 		}
 	}

@@ -13,7 +13,7 @@ const (
 	flexSearch   = 1  // index read: the key's committed fingerprint matches in the proxy's copy
 	flexWrite    = 2  // index write: commit a slot change with the proxy's local CAS
 	flexInval    = 3  // drop a key's cached pair (a proxy's one-way message to a sharer)
-	flexPause    = 4  // stop routing a partition, drain it, clear the node's cache
+	flexPause    = 4  // stop routing a partition (returns at once; flexDrain waits for its operations)
 	flexLoad     = 5  // take a partition over: load its subtables from the memory nodes
 	flexResume   = 6  // route a partition to its new owner
 	flexHandOver = 7  // run a hand-over (on the coordinator, the lowest compute node)
@@ -25,6 +25,7 @@ const (
 	flexMgrStats = 13 // the manager reads a node's access counters (and resets them)
 	flexMgrSplit = 14 // the manager sets a node's memory budget for index and cache
 	flexMgrElect = 15 // a manager takes or renews the manager's lease (on the coordinator)
+	flexDrain    = 16 // wait until a paused partition's operations have finished, clear the node's cache
 )
 
 // Replies' status bytes.
