@@ -99,8 +99,9 @@ import (
 // on every compute node (each stops admitting operations on it at once), then waits for each
 // to drain (its clients' operations on it finished, so no CAS user and no CIDER or MCS lock
 // holder is left; its cache cleared): the drains overlap, and no paused node waits while
-// others still admit operations contending with its own; has the new owner load the partition from the memory nodes (race.ReadPartition;
-// refused with ErrBusy while a split holds it) and tells strict mode its slots are now written
+// others still admit operations contending with its own; then it has the new owner load the
+// partition from the memory nodes (race.ReadPartition; refused with ErrBusy while a split
+// holds it) and tells strict mode its slots are now written
 // plainly, then resumes every node with the new owner and a new epoch, which every index RPC
 // carries and the proxy checks. Un-proxying is the same with no owner: the memory nodes' copy
 // is current (written through before every commit), so clients CAS the slots again at once.
