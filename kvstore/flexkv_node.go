@@ -41,6 +41,9 @@ type flexNode struct {
 	coord     []coordPart  // on the coordinator: each partition's settled route and lease
 	mgr       mgrCounters  // the manager's counters and memory split (flexkv_manager_node.go)
 	mgrLease  managerLease // on the coordinator: the manager's lease
+	// leaving is set by Store.Leave: the node loads no partition, answers no manager, and, as
+	// the coordinator, runs only hand-overs to the memory nodes.
+	leaving atomic.Bool
 }
 
 // pendingWrite is a validated proxied write whose key and slot locks are held while the
@@ -150,6 +153,10 @@ type FlexStats struct {
 	// LeaseRefused counts index RPCs this node's proxy answered stale because its lease on
 	// the partition had run out and could not be renewed.
 	LeaseRefused uint64
+	// Remote counts the index RPCs (searches, writes, commit polls) this node's clients sent
+	// to another compute node's proxy: with one compute node per process (cxl, tcp), the
+	// index operations proxied across processes.
+	Remote uint64
 }
 
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
@@ -987,6 +994,9 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
 	}
+	if n.leaving.Load() {
+		return []byte{stFull}, nil // refused: the hand-over is rolled back
+	}
 	// The lease runs from the load's receipt: the coordinator's view of it starts later.
 	until := m.Runtime().Now().Add(n.kind.proxyLease())
 	subs, err := race.ReadPartition(ctx, m, c.root, c.p)
@@ -1101,6 +1111,9 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 	c, err := decCtl(req)
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
+	}
+	if n.leaving.Load() && c.owner != 0 {
+		return []byte{stFull}, nil // a leaving coordinator only hands partitions back
 	}
 	latch, err := nodearea.NewLatch(m, n.latch)
 	if err != nil {

@@ -477,6 +477,9 @@ var errProxyDown = errors.New("kvstore: flexkv: proxy down")
 // callProxy is an index RPC to a partition's owner; a failure with farmem.ErrNodeDown is
 // marked errProxyDown as well.
 func (x *flexIndex) callProxy(ctx context.Context, owner farmem.NodeID, method uint16, req []byte) ([]byte, error) {
+	if owner != x.n.node {
+		x.n.count(func(s *FlexStats) { s.Remote++ })
+	}
 	rep, err := x.m.Call(ctx, owner, method, req)
 	if err != nil && errors.Is(err, farmem.ErrNodeDown) {
 		return nil, fmt.Errorf("%w: %w", errProxyDown, err)
