@@ -181,6 +181,15 @@ func (k *FlexKV) pairLease() time.Duration {
 	return DefaultPairLease
 }
 
+// deleteLease is the delete lease of the store's slots (Options.DeleteLease, or
+// DefaultDeleteLease).
+func (k *FlexKV) deleteLease() time.Duration {
+	if k.Options.DeleteLease > 0 {
+		return k.Options.DeleteLease
+	}
+	return DefaultDeleteLease
+}
+
 func (k *FlexKV) clockSkew() time.Duration {
 	if k.Options.ClockSkew > 0 {
 		return k.Options.ClockSkew
@@ -506,7 +515,8 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		case err != nil:
 			return mapRace(err)
 		case done:
-			n.drop(key)
+			// The entry proxied() left (the key's slot and new word) stays for the next
+			// write's shortcut.
 			return nil
 		case full:
 			// The key's buckets are full and a proxied partition does not split: hand it back
@@ -548,20 +558,20 @@ func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeI
 	if !found || e.part != p || e.ent.Slot == 0 || !e.ent.Word.Committed() || x.rt.Now().Sub(e.at) >= x.lease() {
 		return false, nil
 	}
-	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word, begun: begun}
+	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word, begun: begun, learnt: e.at}
 	if kind == wDelete {
 		w.new = x.t.DeleteWord()
 	} else if w.new, err = x.t.WriteBlock(ctx, key, value); err != nil {
 		return false, err
 	}
 	x.n.count(func(s *FlexStats) { s.Proxied++; s.Shortcuts++ })
-	st, _, err := x.commit(ctx, owner, &w)
+	st, replaced, err := x.commitQueued(ctx, owner, &w)
 	if err != nil {
 		x.unknown = &w
 		return false, err // unknown outcome: the block is leaked, not freed
 	}
 	if st == stOK {
-		x.t.Retire(ctx, w.expect)
+		x.wrote(ctx, &w, replaced)
 		return true, nil
 	}
 	x.n.drop(key)
@@ -582,11 +592,15 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 	if kind != wDelete {
 		val = value
 	}
+	learnt := x.rt.Now() // before the resolution reads the slot
 	res, err := x.t.Resolve(ctx, key, val)
 	if err != nil {
 		return false, false, false, err
 	}
 	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, new: res.New, begun: begun}
+	if kind != wInsert {
+		w.learnt = learnt
+	}
 	// The memory nodes' copy may be ahead of the proxy's (a write written through and not
 	// committed yet): an answer that ends the operation without a commit (exists, not found)
 	// is confirmed by the proxy, whose copy is the truth, or the attempt is retried.
@@ -630,16 +644,14 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 		}
 	}
 	x.n.count(func(s *FlexStats) { s.Proxied++ })
-	st, _, err := x.commit(ctx, owner, &w)
+	st, replaced, err := x.commitQueued(ctx, owner, &w)
 	switch {
 	case err != nil:
 		// Unknown outcome: the new block may be in place; it is leaked rather than freed.
 		x.unknown = &w
 		return false, false, false, err
 	case st == stOK:
-		if kind != wInsert {
-			x.t.Retire(ctx, w.expect)
-		}
+		x.wrote(ctx, &w, replaced)
 		return true, false, false, nil
 	}
 	// Busy, conflict (the copy holds another word) or stale: nothing committed.
@@ -711,7 +723,10 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		}
 		switch {
 		case st == stOK || st == stConflict && cur == w.new:
-			return stOK, cur, nil
+			// Committed by this attempt or the first: which word it replaced is not
+			// known for sure (a first attempt may have replaced a later word): it is
+			// leaked rather than retired.
+			return stOK, 0, nil
 		case st == stBusy:
 			// Perhaps our first attempt, still running: ask again.
 			if err := backoff(ctx, x.rt, &d); err != nil {
@@ -722,6 +737,25 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		break
 	}
 	return 0, 0, unknownOutcome(firstErr)
+}
+
+// commitQueued is commit for a write the proxy may order after the key's write in flight:
+// an update or delete answered busy (another write of the key or slot holds its lock) sends
+// the same request again, after a pause doubling from 2µs (as a lost CAS's), while its writer's knowledge of the slot
+// is younger than the delete lease (see overrides): once that write has committed, the proxy
+// commits this one over its word. Its new block is written once, and it is not resolved again.
+func (x *flexIndex) commitQueued(ctx context.Context, owner farmem.NodeID, w *writeReq) (uint8, race.Slot, error) {
+	var d time.Duration
+	for {
+		st, replaced, err := x.commit(ctx, owner, w)
+		if err != nil || st != stBusy || w.kind == wInsert || w.learnt == 0 || x.rt.Now().Sub(w.learnt) >= x.lease() {
+			return st, replaced, err
+		}
+		x.n.count(func(s *FlexStats) { s.Queued++ })
+		if err := backoff(ctx, x.rt, &d); err != nil {
+			return 0, 0, unknownOutcome(err)
+		}
+	}
 }
 
 // await polls a pending write (its ticket) with commit Calls, backing off, until the proxy
@@ -800,4 +834,20 @@ func (s *Store) HandOver(ctx context.Context, p int, owner farmem.NodeID) error 
 		}
 		return x.handOver(ctx, p, owner)
 	})
+}
+
+// wrote settles a committed proxied write: it retires the word the proxy says it replaced
+// (none for an insert, or when the reply does not say), and leaves in the node's cache the
+// key's slot and new word (a slot-only entry: this node does not know the new block's stamp,
+// so reads still go to the proxy), for the next write's shortcut; a delete drops the entry.
+// The entry counts as learnt when the write began, before its commit.
+func (x *flexIndex) wrote(ctx context.Context, w *writeReq, replaced race.Slot) {
+	if w.kind != wInsert && replaced != 0 && replaced.Committed() {
+		x.t.Retire(ctx, replaced)
+	}
+	if w.kind == wDelete {
+		x.n.drop(w.key)
+		return
+	}
+	x.n.put(w.key, cacheEntry{at: w.begun, ent: race.Entry{Word: w.new, Slot: w.slot}, part: w.p, slotOnly: true})
 }

@@ -85,6 +85,10 @@ type cacheEntry struct {
 	ent   race.Entry
 	part  int
 	reads uint64 // reads served from the cache since the last RPC for the key (piggybacked)
+	// slotOnly: the entry names the key's slot and committed word for the shortcut of writes
+	// (left by this node's own proxied write, whose block's stamp it does not know); reads
+	// treat it as a miss.
+	slotOnly bool
 }
 
 // readMark counts invalidations of a key that arrive while proxied reads of it are in flight,
@@ -133,6 +137,13 @@ type FlexStats struct {
 	Proxied, Served, Commits uint64
 	// Shortcuts counts writes sent with a cached slot address (no resolution).
 	Shortcuts uint64
+	// Overrides counts updates and deletes this node's proxy committed over a word that a
+	// later write of the key had put in place of the one they expected (no resolution
+	// again: the proxy orders the key's writes).
+	Overrides uint64
+	// Queued counts this node's proxied updates and deletes answered busy (their key locked by
+	// another write) and sent again as they were, to be ordered after it.
+	Queued uint64
 	// AckTimeouts counts writes committed at their deadline with an acknowledgement missing
 	// (the sharer's pair lease having run out).
 	AckTimeouts uint64
@@ -279,7 +290,7 @@ func (n *flexNode) lookup(key []byte, now farmem.Time) (cacheEntry, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	e, ok := n.cache[string(key)]
-	if !ok {
+	if !ok || e.slotOnly {
 		return cacheEntry{}, false
 	}
 	if e.kv && now.Sub(e.at) >= n.kind.pairLease() {
@@ -475,8 +486,9 @@ func (n *flexNode) onInval(ctx context.Context, m farmem.Memory, from farmem.Cli
 }
 
 // onInvalAck records a sharer's acknowledgement of a pending write's invalidation (a one-way
-// message: it only clears the sharer's bit in the proxy's state).
-func (n *flexNode) onInvalAck(_ context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
+// message): it clears the sharer's bit in the proxy's state, and the last one commits the
+// write (finish: a write-through round trip to the memory node, then the local CAS).
+func (n *flexNode) onInvalAck(ctx context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
 	r := reader{b: req}
 	ticket := r.u64()
 	if r.bad {
@@ -487,10 +499,19 @@ func (n *flexNode) onInvalAck(_ context.Context, m farmem.Memory, from farmem.Cl
 		return nil, err
 	}
 	n.mu.Lock()
-	if pw := n.pending[ticket]; pw != nil {
+	pw := n.pending[ticket]
+	if pw != nil {
 		pw.waiting &^= sharerBit(a.Node())
 	}
+	// The last acknowledgement commits the write here, so that its key and slot are locked no
+	// longer than the invalidations took (its writer's next poll finds it committed).
+	ready := pw != nil && pw.waiting == 0 && n.proxied[pw.w.p] == pw.pp && n.claimLocked(ticket, pw, m.Runtime().Now())
 	n.mu.Unlock()
+	if ready {
+		if _, err := n.finish(ctx, m, pw); err != nil {
+			return nil, err // left pending: the writer's poll commits it
+		}
+	}
 	return nil, nil
 }
 
@@ -696,8 +717,15 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, from farmem.Cli
 		return nil, fmt.Errorf("kvstore: flexkv: read local index: %w", err)
 	}
 	if c := race.Slot(le.Uint64(cur[:])); c != w.expect {
-		n.count(func(st *FlexStats) { st.Conflicts++ })
-		return encWord(stConflict, c), nil
+		if !n.overrides(w, c, m.Runtime().Now()) {
+			n.count(func(st *FlexStats) { st.Conflicts++ })
+			return encWord(stConflict, c), nil
+		}
+		// An update or delete whose expected word another write replaced since: the slot
+		// still holds the key (see overrides), so it replaces the current word, after that
+		// write, as the proxy serializes the key's writes.
+		n.count(func(st *FlexStats) { st.Overrides++ })
+		w.expect = c
 	}
 	if w.kind == wInsert {
 		var seen []race.Slot
@@ -853,7 +881,7 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 	delete(pw.pp.slots, w.slot)
 	if pw.ticket != 0 {
 		delete(n.pending, pw.ticket)
-		n.finished.add(pw.ticket, m.Runtime().Now())
+		n.finished.add(pw.ticket, m.Runtime().Now(), w.expect)
 	}
 	n.mu.Unlock()
 	if race.Slot(prev) != w.expect && race.Slot(prev) != w.new {
@@ -887,14 +915,15 @@ func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	}
 	if pw == nil {
 		st := byte(stStale)
-		switch committed, forgotten := n.finished.take(ticket, m.Runtime().Now()); {
+		committed, forgotten, replaced := n.finished.take(ticket, m.Runtime().Now())
+		switch {
 		case committed:
 			st = stOK
 		case forgotten:
 			st = stForgotten
 		}
 		n.mu.Unlock()
-		return encWord(st, 0), nil
+		return encWord(st, replaced), nil
 	}
 	if !n.claimLocked(ticket, pw, m.Runtime().Now()) {
 		n.mu.Unlock()
@@ -1142,4 +1171,19 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 		return nil, err
 	}
 	return []byte{st}, nil
+}
+
+// overrides reports whether write w, which expected the slot to hold w.expect, may replace c,
+// the word the proxy's copy holds instead. It may when w is an update or a delete, both
+// words are committed, c is not w's own new word (a resent write that committed already), and
+// w's writer knew the slot held the key's word (w.expect) less than the delete lease ago, less
+// twice the clock skew (w.learnt, the writer's clock): a slot the key left holds a delete word
+// until the lease has run out past the delete, so within it a committed word in the slot is
+// the key's, put there by a later write of it. The write is then ordered after that one; its
+// writer learns the word it replaced (to retire it) from the reply. n.mu is not held.
+func (n *flexNode) overrides(w writeReq, c race.Slot, now farmem.Time) bool {
+	if w.kind == wInsert || !c.Committed() || !w.expect.Committed() || c == w.new || w.learnt == 0 {
+		return false
+	}
+	return now.Sub(w.learnt) < n.kind.deleteLease()-2*n.kind.clockSkew()
 }

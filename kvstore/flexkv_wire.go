@@ -126,6 +126,9 @@ type writeReq struct {
 	new    race.Slot
 	others []race.Slot // an insert's committed fingerprint matches the client found not the key
 	begun  farmem.Time // when the writer's node dropped its own pair (its clock)
+	// learnt is when the writer last knew the slot held the key's word (its clock; the
+	// shortcut's cache entry, or the start of its resolution; 0 for an insert).
+	learnt farmem.Time
 	key    []byte
 }
 
@@ -137,6 +140,7 @@ func (w *writeReq) enc() []byte {
 	b = le.AppendUint64(b, uint64(w.expect))
 	b = le.AppendUint64(b, uint64(w.new))
 	b = le.AppendUint64(b, uint64(w.begun))
+	b = le.AppendUint64(b, uint64(w.learnt))
 	for _, o := range w.others {
 		b = le.AppendUint64(b, uint64(o))
 	}
@@ -150,6 +154,7 @@ func decWrite(b []byte) (writeReq, error) {
 	n := int(r.u8())
 	w.slot, w.expect, w.new = farmem.Addr(r.u64()), race.Slot(r.u64()), race.Slot(r.u64())
 	w.begun = farmem.Time(r.u64())
+	w.learnt = farmem.Time(r.u64())
 	for range n {
 		w.others = append(w.others, race.Slot(r.u64()))
 	}
