@@ -39,9 +39,13 @@ import (
 //     nodes' copy of the index (race.Resolve: the new block written in the same round trip) and
 //     sends the slot's address, the word it expects and the new word. The proxy takes the
 //     key's and the slot's write locks (a write finding either taken is answered busy and
-//     retried, as a lost CAS), checks its copy holds the expected word (for an insert also that
-//     the key's candidate slots hold exactly the other keys' matches the client saw, so two
-//     inserts of one key cannot both commit), invalidates the sharers' cached pairs (see
+//     sent again as it was, after a backoff), checks its copy holds the expected word (for an
+//     insert also that the key's candidate slots hold exactly the other keys' matches the
+//     client saw, so two inserts of one key cannot both commit; an update or delete whose
+//     expected word a later write of the key replaced commits over that word instead, when its
+//     writer knew the slot held the key less than the delete lease ago: a slot the key left
+//     holds a delete word until the lease has run out, so the proxy orders the key's writes
+//     rather than sending them back to resolve, and tells the writer which word it replaced), invalidates the sharers' cached pairs (see
 //     "Invalidation"), sets the replaced block's valid word and writes the slot through to
 //     the memory node (plain writes, one round trip), and commits with a local CAS on its
 //     copy: the commit point. A proxied update issues no atomic to a
@@ -51,7 +55,8 @@ import (
 // # Caching
 //
 // Each node's cache (FIFO, CacheEntries entries) holds, per key, either its pair or its
-// address (race.Entry), each with its slot. A pair is served with no round trip; an address
+// address (race.Entry), each with its slot, or, after the node's own proxied write of the key,
+// only its slot and new word (for the next write's shortcut; reads treat it as a miss). A pair is served with no round trip; an address
 // with one (race.SearchCached: the block's stamp and valid word tell a stale one). Pairs are
 // cached only when the proxy says so: on every index RPC it bumps the key's read or write
 // counter (16 bits each, both shifted right by 2 at overflow; reads served from the cache are
