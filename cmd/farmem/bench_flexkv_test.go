@@ -73,6 +73,7 @@ func runTwoProcesses(t *testing.T, index string) ([2]string, float64) {
 // nothing, runs the same way for the ratio, which is logged (not asserted: on a two-core
 // machine every Call between two processes waits for the other's scheduler).
 func TestBenchFlexKVTwoProcessesCXL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("two benchmark processes")
 	}
