@@ -39,9 +39,13 @@ import (
 //     nodes' copy of the index (race.Resolve: the new block written in the same round trip) and
 //     sends the slot's address, the word it expects and the new word. The proxy takes the
 //     key's and the slot's write locks (a write finding either taken is answered busy and
-//     retried, as a lost CAS), checks its copy holds the expected word (for an insert also that
-//     the key's candidate slots hold exactly the other keys' matches the client saw, so two
-//     inserts of one key cannot both commit), invalidates the sharers' cached pairs (see
+//     sent again as it was, after a backoff), checks its copy holds the expected word (for an
+//     insert also that the key's candidate slots hold exactly the other keys' matches the
+//     client saw, so two inserts of one key cannot both commit; an update or delete whose
+//     expected word a later write of the key replaced commits over that word instead, when its
+//     writer knew the slot held the key less than the delete lease ago: a slot the key left
+//     holds a delete word until the lease has run out, so the proxy orders the key's writes
+//     rather than sending them back to resolve, and tells the writer which word it replaced), invalidates the sharers' cached pairs (see
 //     "Invalidation"), sets the replaced block's valid word and writes the slot through to
 //     the memory node (plain writes, one round trip), and commits with a local CAS on its
 //     copy: the commit point. A proxied update issues no atomic to a
@@ -51,7 +55,8 @@ import (
 // # Caching
 //
 // Each node's cache (FIFO, CacheEntries entries) holds, per key, either its pair or its
-// address (race.Entry), each with its slot. A pair is served with no round trip; an address
+// address (race.Entry), each with its slot, or, after the node's own proxied write of the key,
+// only its slot and new word (for the next write's shortcut; reads treat it as a miss). A pair is served with no round trip; an address
 // with one (race.SearchCached: the block's stamp and valid word tell a stale one). Pairs are
 // cached only when the proxy says so: on every index RPC it bumps the key's read or write
 // counter (16 bits each, both shifted right by 2 at overflow; reads served from the cache are
@@ -96,10 +101,12 @@ import (
 //
 // Proxying a partition, and returning it to the memory nodes, is a hand-over run by the
 // coordinator (the lowest compute node, under a latch in its region): it pauses the partition
-// on every compute node (each stops admitting operations on it, waits until its clients' ones
-// have finished, so no CAS user and no CIDER or MCS lock holder is left, and clears its
-// cache), has the new owner load the partition from the memory nodes (race.ReadPartition;
-// refused with ErrBusy while a split holds it) and tells strict mode its slots are now written
+// on every compute node (each stops admitting operations on it at once), then waits for each
+// to drain (its clients' operations on it finished, so no CAS user and no CIDER or MCS lock
+// holder is left; its cache cleared): the drains overlap, and no paused node waits while
+// others still admit operations contending with its own; then it has the new owner load the
+// partition from the memory nodes (race.ReadPartition; refused with ErrBusy while a split
+// holds it) and tells strict mode its slots are now written
 // plainly, then resumes every node with the new owner and a new epoch, which every index RPC
 // carries and the proxy checks. Un-proxying is the same with no owner: the memory nodes' copy
 // is current (written through before every commit), so clients CAS the slots again at once.
@@ -123,8 +130,8 @@ import (
 //
 // # Limits
 //
-// The coordinator's hand-over handler and its own pause (which waits for its clients' index
-// RPCs to drain) each hold a Call handler, so a compute node needs more than two for those
+// The coordinator's hand-over handler and its own drain (which waits for its clients' index
+// RPCs to finish) each hold a Call handler, so a compute node needs more than two for those
 // RPCs to be served meanwhile (the simulator's MaxHandlers): with two, a hand-over
 // coordinated by a node that proxies a partition its own clients are using waits forever.
 //
@@ -177,6 +184,15 @@ func (k *FlexKV) pairLease() time.Duration {
 		return k.PairLease
 	}
 	return DefaultPairLease
+}
+
+// deleteLease is the delete lease of the store's slots (Options.DeleteLease, or
+// DefaultDeleteLease).
+func (k *FlexKV) deleteLease() time.Duration {
+	if k.Options.DeleteLease > 0 {
+		return k.Options.DeleteLease
+	}
+	return DefaultDeleteLease
 }
 
 func (k *FlexKV) clockSkew() time.Duration {
@@ -507,7 +523,8 @@ func (x *flexIndex) write(ctx context.Context, kind uint8, key, value []byte) er
 		case err != nil:
 			return mapRace(err)
 		case done:
-			n.drop(key)
+			// The entry proxied() left (the key's slot and new word) stays for the next
+			// write's shortcut.
 			return nil
 		case full:
 			// The key's buckets are full and a proxied partition does not split: hand it back
@@ -549,20 +566,20 @@ func (x *flexIndex) shortcut(ctx context.Context, kind uint8, owner farmem.NodeI
 	if !found || e.part != p || e.ent.Slot == 0 || !e.ent.Word.Committed() || x.rt.Now().Sub(e.at) >= x.lease() {
 		return false, nil
 	}
-	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word, begun: begun}
+	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, slot: e.ent.Slot, expect: e.ent.Word, begun: begun, learnt: e.at}
 	if kind == wDelete {
 		w.new = x.t.DeleteWord()
 	} else if w.new, err = x.t.WriteBlock(ctx, key, value); err != nil {
 		return false, err
 	}
 	x.n.count(func(s *FlexStats) { s.Proxied++; s.Shortcuts++ })
-	st, _, err := x.commit(ctx, owner, &w)
+	st, replaced, err := x.commitQueued(ctx, owner, &w)
 	if err != nil {
 		x.unknown = &w
 		return false, err // unknown outcome: the block is leaked, not freed
 	}
 	if st == stOK {
-		x.t.Retire(ctx, w.expect)
+		x.wrote(ctx, &w, replaced)
 		return true, nil
 	}
 	x.n.drop(key)
@@ -583,11 +600,15 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 	if kind != wDelete {
 		val = value
 	}
+	learnt := x.rt.Now() // before the resolution reads the slot
 	res, err := x.t.Resolve(ctx, key, val)
 	if err != nil {
 		return false, false, false, err
 	}
 	w := writeReq{epoch: epoch, p: p, kind: kind, key: key, new: res.New, begun: begun}
+	if kind != wInsert {
+		w.learnt = learnt
+	}
 	// The memory nodes' copy may be ahead of the proxy's (a write written through and not
 	// committed yet): an answer that ends the operation without a commit (exists, not found)
 	// is confirmed by the proxy, whose copy is the truth, or the attempt is retried.
@@ -631,16 +652,14 @@ func (x *flexIndex) proxied(ctx context.Context, kind uint8, owner farmem.NodeID
 		}
 	}
 	x.n.count(func(s *FlexStats) { s.Proxied++ })
-	st, _, err := x.commit(ctx, owner, &w)
+	st, replaced, err := x.commitQueued(ctx, owner, &w)
 	switch {
 	case err != nil:
 		// Unknown outcome: the new block may be in place; it is leaked rather than freed.
 		x.unknown = &w
 		return false, false, false, err
 	case st == stOK:
-		if kind != wInsert {
-			x.t.Retire(ctx, w.expect)
-		}
+		x.wrote(ctx, &w, replaced)
 		return true, false, false, nil
 	}
 	// Busy, conflict (the copy holds another word) or stale: nothing committed.
@@ -712,7 +731,10 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		}
 		switch {
 		case st == stOK || st == stConflict && cur == w.new:
-			return stOK, cur, nil
+			// Committed by this attempt or the first: which word it replaced is not
+			// known for sure (a first attempt may have replaced a later word): it is
+			// leaked rather than retired.
+			return stOK, 0, nil
 		case st == stBusy:
 			// Perhaps our first attempt, still running: ask again.
 			if err := backoff(ctx, x.rt, &d); err != nil {
@@ -723,6 +745,25 @@ func (x *flexIndex) commit(ctx context.Context, owner farmem.NodeID, w *writeReq
 		break
 	}
 	return 0, 0, unknownOutcome(firstErr)
+}
+
+// commitQueued is commit for a write the proxy may order after the key's write in flight:
+// an update or delete answered busy (another write of the key or slot holds its lock) sends
+// the same request again, after a pause doubling from 2µs (as a lost CAS's), while its writer's knowledge of the slot
+// is younger than the delete lease (see overrides): once that write has committed, the proxy
+// commits this one over its word. Its new block is written once, and it is not resolved again.
+func (x *flexIndex) commitQueued(ctx context.Context, owner farmem.NodeID, w *writeReq) (uint8, race.Slot, error) {
+	var d time.Duration
+	for {
+		st, replaced, err := x.commit(ctx, owner, w)
+		if err != nil || st != stBusy || w.kind == wInsert || w.learnt == 0 || x.rt.Now().Sub(w.learnt) >= x.lease() {
+			return st, replaced, err
+		}
+		x.n.count(func(s *FlexStats) { s.Queued++ })
+		if err := backoff(ctx, x.rt, &d); err != nil {
+			return 0, 0, unknownOutcome(err)
+		}
+	}
 }
 
 // await polls a pending write (its ticket) with commit Calls, backing off, until the proxy
@@ -801,4 +842,20 @@ func (s *Store) HandOver(ctx context.Context, p int, owner farmem.NodeID) error 
 		}
 		return x.handOver(ctx, p, owner)
 	})
+}
+
+// wrote settles a committed proxied write: it retires the word the proxy says it replaced
+// (none for an insert, or when the reply does not say), and leaves in the node's cache the
+// key's slot and new word (a slot-only entry: this node does not know the new block's stamp,
+// so reads still go to the proxy), for the next write's shortcut; a delete drops the entry.
+// The entry counts as learnt when the write began, before its commit.
+func (x *flexIndex) wrote(ctx context.Context, w *writeReq, replaced race.Slot) {
+	if w.kind != wInsert && replaced != 0 && replaced.Committed() {
+		x.t.Retire(ctx, replaced)
+	}
+	if w.kind == wDelete {
+		x.n.drop(w.key)
+		return
+	}
+	x.n.put(w.key, cacheEntry{at: w.begun, ent: race.Entry{Word: w.new, Slot: w.slot}, part: w.p, slotOnly: true})
 }

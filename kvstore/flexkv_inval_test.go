@@ -204,7 +204,9 @@ func TestFlexKVSlowOrLostAckSim(t *testing.T) {
 							r.v, r.err = unval(got)
 						}
 						reads = append(reads, r)
-						require.NoError(t, sm.Runtime().Sleep(ctx, 100*time.Microsecond))
+						// Often enough that some read falls before the invalidation reaches the
+						// sharer (the write commits as soon as the acknowledgement is in).
+						require.NoError(t, sm.Runtime().Sleep(ctx, 10*time.Microsecond))
 					}
 				})
 				require.NoError(t, g.Wait())

@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -151,6 +152,10 @@ func decMgrStats(b []byte) (mgrStatsResp, error) {
 // them: the window is the manager's period), its local index's size and, on the coordinator,
 // every partition's settled route.
 func (n *flexNode) onMgrStats(_ context.Context, m farmem.Memory, _ farmem.ClientID, _ []byte) ([]byte, error) {
+	if n.leaving.Load() {
+		// The manager counts a node that does not answer out of the assignment.
+		return nil, fmt.Errorf("kvstore: flexkv: %v is leaving: %w", n.node, ErrLeaving)
+	}
 	r := mgrStatsResp{parts: make([]uint32, len(n.mgr.parts))}
 	for i := range n.mgr.parts {
 		r.parts[i] = n.mgr.parts[i].Swap(0)

@@ -41,6 +41,9 @@ type flexNode struct {
 	coord     []coordPart  // on the coordinator: each partition's settled route and lease
 	mgr       mgrCounters  // the manager's counters and memory split (flexkv_manager_node.go)
 	mgrLease  managerLease // on the coordinator: the manager's lease
+	// leaving is set by Store.Leave: the node loads no partition, answers no manager, and, as
+	// the coordinator, runs only hand-overs to the memory nodes.
+	leaving atomic.Bool
 }
 
 // pendingWrite is a validated proxied write whose key and slot locks are held while the
@@ -82,6 +85,10 @@ type cacheEntry struct {
 	ent   race.Entry
 	part  int
 	reads uint64 // reads served from the cache since the last RPC for the key (piggybacked)
+	// slotOnly: the entry names the key's slot and committed word for the shortcut of writes
+	// (left by this node's own proxied write, whose block's stamp it does not know); reads
+	// treat it as a miss.
+	slotOnly bool
 }
 
 // readMark counts invalidations of a key that arrive while proxied reads of it are in flight,
@@ -130,6 +137,13 @@ type FlexStats struct {
 	Proxied, Served, Commits uint64
 	// Shortcuts counts writes sent with a cached slot address (no resolution).
 	Shortcuts uint64
+	// Overrides counts updates and deletes this node's proxy committed over a word that a
+	// later write of the key had put in place of the one they expected (no resolution
+	// again: the proxy orders the key's writes).
+	Overrides uint64
+	// Queued counts this node's proxied updates and deletes answered busy (their key locked by
+	// another write) and sent again as they were, to be ordered after it.
+	Queued uint64
 	// AckTimeouts counts writes committed at their deadline with an acknowledgement missing
 	// (the sharer's pair lease having run out).
 	AckTimeouts uint64
@@ -150,6 +164,10 @@ type FlexStats struct {
 	// LeaseRefused counts index RPCs this node's proxy answered stale because its lease on
 	// the partition had run out and could not be renewed.
 	LeaseRefused uint64
+	// Remote counts the index RPCs (searches, writes, commit polls) this node's clients sent
+	// to another compute node's proxy: with one compute node per process (cxl, tcp), the
+	// index operations proxied across processes.
+	Remote uint64
 }
 
 func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, error) {
@@ -166,7 +184,8 @@ func (k *FlexKV) openNode(ctx context.Context, env *nodestate.Env) (*flexNode, e
 	hs := map[uint8]farmem.Handler{flexSearch: n.onSearch, flexWrite: n.onWrite, flexInval: n.onInval,
 		flexPause: n.onPause, flexLoad: n.onLoad, flexResume: n.onResume, flexHandOver: n.onHandOver,
 		flexInvalAck: n.onInvalAck, flexCommit: n.onCommit, flexRenew: n.onRenew, flexRoute: n.onRoute,
-		flexRecover: n.onRecover, flexMgrStats: n.onMgrStats, flexMgrSplit: n.onMgrSplit, flexMgrElect: n.onMgrElect}
+		flexRecover: n.onRecover, flexMgrStats: n.onMgrStats, flexMgrSplit: n.onMgrSplit, flexMgrElect: n.onMgrElect,
+		flexDrain: n.onDrain}
 	for _, id := range slices.Sorted(func(yield func(uint8) bool) {
 		for id := range hs {
 			if !yield(id) {
@@ -226,7 +245,7 @@ func (n *flexNode) route(ctx context.Context, m farmem.Memory, p int) (farmem.No
 			}
 			continue
 		}
-		if err := backoff(ctx, rt, &d); err != nil {
+		if err := shortBackoff(ctx, rt, &d); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -250,13 +269,28 @@ func backoff(ctx context.Context, rt farmem.Runtime, d *time.Duration) error {
 	return nil
 }
 
+// shortBackoff sleeps for d (starting at 2µs) and doubles it, up to 16µs: the pause of an
+// operation waiting on a paused partition (a hand-over, some tens of microseconds on the
+// simulator's fabric) and of a hand-over's drain. Longer pauses would idle every client of a
+// hot partition long after its hand-over ended.
+func shortBackoff(ctx context.Context, rt farmem.Runtime, d *time.Duration) error {
+	if *d == 0 {
+		*d = 2 * time.Microsecond
+	}
+	if err := rt.Sleep(ctx, *d); err != nil {
+		return err
+	}
+	*d = min(2**d, 16*time.Microsecond)
+	return nil
+}
+
 // --- the cache (clients) ---
 
 func (n *flexNode) lookup(key []byte, now farmem.Time) (cacheEntry, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	e, ok := n.cache[string(key)]
-	if !ok {
+	if !ok || e.slotOnly {
 		return cacheEntry{}, false
 	}
 	if e.kv && now.Sub(e.at) >= n.kind.pairLease() {
@@ -452,8 +486,9 @@ func (n *flexNode) onInval(ctx context.Context, m farmem.Memory, from farmem.Cli
 }
 
 // onInvalAck records a sharer's acknowledgement of a pending write's invalidation (a one-way
-// message: it only clears the sharer's bit in the proxy's state).
-func (n *flexNode) onInvalAck(_ context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
+// message): it clears the sharer's bit in the proxy's state, and the last one commits the
+// write (finish: a write-through round trip to the memory node, then the local CAS).
+func (n *flexNode) onInvalAck(ctx context.Context, m farmem.Memory, from farmem.ClientID, req []byte) ([]byte, error) {
 	r := reader{b: req}
 	ticket := r.u64()
 	if r.bad {
@@ -464,10 +499,19 @@ func (n *flexNode) onInvalAck(_ context.Context, m farmem.Memory, from farmem.Cl
 		return nil, err
 	}
 	n.mu.Lock()
-	if pw := n.pending[ticket]; pw != nil {
+	pw := n.pending[ticket]
+	if pw != nil {
 		pw.waiting &^= sharerBit(a.Node())
 	}
+	// The last acknowledgement commits the write here, so that its key and slot are locked no
+	// longer than the invalidations took (its writer's next poll finds it committed).
+	ready := pw != nil && pw.waiting == 0 && n.proxied[pw.w.p] == pw.pp && n.claimLocked(ticket, pw, m.Runtime().Now())
 	n.mu.Unlock()
+	if ready {
+		if _, err := n.finish(ctx, m, pw); err != nil {
+			return nil, err // left pending: the writer's poll commits it
+		}
+	}
 	return nil, nil
 }
 
@@ -673,8 +717,15 @@ func (n *flexNode) onWrite(ctx context.Context, m farmem.Memory, from farmem.Cli
 		return nil, fmt.Errorf("kvstore: flexkv: read local index: %w", err)
 	}
 	if c := race.Slot(le.Uint64(cur[:])); c != w.expect {
-		n.count(func(st *FlexStats) { st.Conflicts++ })
-		return encWord(stConflict, c), nil
+		if !n.overrides(w, c, m.Runtime().Now()) {
+			n.count(func(st *FlexStats) { st.Conflicts++ })
+			return encWord(stConflict, c), nil
+		}
+		// An update or delete whose expected word another write replaced since: the slot
+		// still holds the key (see overrides), so it replaces the current word, after that
+		// write, as the proxy serializes the key's writes.
+		n.count(func(st *FlexStats) { st.Overrides++ })
+		w.expect = c
 	}
 	if w.kind == wInsert {
 		var seen []race.Slot
@@ -830,7 +881,7 @@ func (n *flexNode) finish(ctx context.Context, m farmem.Memory, pw *pendingWrite
 	delete(pw.pp.slots, w.slot)
 	if pw.ticket != 0 {
 		delete(n.pending, pw.ticket)
-		n.finished.add(pw.ticket, m.Runtime().Now())
+		n.finished.add(pw.ticket, m.Runtime().Now(), w.expect)
 	}
 	n.mu.Unlock()
 	if race.Slot(prev) != w.expect && race.Slot(prev) != w.new {
@@ -864,14 +915,15 @@ func (n *flexNode) onCommit(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	}
 	if pw == nil {
 		st := byte(stStale)
-		switch committed, forgotten := n.finished.take(ticket, m.Runtime().Now()); {
+		committed, forgotten, replaced := n.finished.take(ticket, m.Runtime().Now())
+		switch {
 		case committed:
 			st = stOK
 		case forgotten:
 			st = stForgotten
 		}
 		n.mu.Unlock()
-		return encWord(st, 0), nil
+		return encWord(st, replaced), nil
 	}
 	if !n.claimLocked(ticket, pw, m.Runtime().Now()) {
 		n.mu.Unlock()
@@ -914,35 +966,53 @@ func (n *flexNode) sendInvals(ctx context.Context, m farmem.Memory, sharers uint
 
 // --- hand-over ---
 
+// onPause stops admitting operations on partition c.p on this node (for hand-over attempt
+// c.attempt) and returns at once: the coordinator pauses every node first, then waits for each
+// to drain (onDrain), so the drains run at once on every node and no paused node waits while
+// the others keep admitting operations that contend with its own in-flight ones.
 func (n *flexNode) onPause(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 	c, err := decCtl(req)
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	ps := &n.parts[c.p]
 	if c.attempt < ps.pausedFor || c.attempt <= ps.resumedFor {
 		// A late pause of an attempt that has ended (or older than the one pausing): ignore.
-		n.mu.Unlock()
 		return nil, nil
 	}
 	ps.paused, ps.pausedFor, ps.pausedAt = true, c.attempt, m.Runtime().Now()
-	n.mu.Unlock()
+	return nil, nil
+}
+
+// onDrain waits until no operation of this node's clients is in flight on partition c.p,
+// paused by attempt c.attempt, and clears the node's cache; it answers stStale, doing nothing,
+// when the partition is not paused by that attempt (a later one took it, or it was resumed).
+func (n *flexNode) onDrain(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
+	c, err := decCtl(req)
+	if err != nil || c.p >= len(n.parts) {
+		return nil, errWire
+	}
 	var d time.Duration
 	for {
 		n.mu.Lock()
-		left := n.parts[c.p].inflight
-		if left == 0 {
+		ps := &n.parts[c.p]
+		if !ps.paused || ps.pausedFor != c.attempt {
+			n.mu.Unlock()
+			return []byte{stStale}, nil
+		}
+		if ps.inflight == 0 {
 			// Drained: no client of this node uses p. Clear the cache (its pairs' sharer bits
 			// are lost with the proxy's directory, and slot addresses may go stale once the
 			// partition is on the memory nodes and splits).
 			clear(n.cache)
 			n.fifo = n.fifo[:0]
 			n.mu.Unlock()
-			return nil, nil
+			return []byte{stOK}, nil
 		}
 		n.mu.Unlock()
-		if err := backoff(ctx, m.Runtime(), &d); err != nil {
+		if err := shortBackoff(ctx, m.Runtime(), &d); err != nil {
 			return nil, err
 		}
 	}
@@ -952,6 +1022,9 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	c, err := decCtl(req)
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
+	}
+	if n.leaving.Load() {
+		return []byte{stFull}, nil // refused: the hand-over is rolled back
 	}
 	// The lease runs from the load's receipt: the coordinator's view of it starts later.
 	until := m.Runtime().Now().Add(n.kind.proxyLease())
@@ -1068,6 +1141,9 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 	if err != nil || c.p >= len(n.parts) {
 		return nil, errWire
 	}
+	if n.leaving.Load() && c.owner != 0 {
+		return []byte{stFull}, nil // a leaving coordinator only hands partitions back
+	}
 	latch, err := nodearea.NewLatch(m, n.latch)
 	if err != nil {
 		return nil, err
@@ -1095,4 +1171,19 @@ func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.Cli
 		return nil, err
 	}
 	return []byte{st}, nil
+}
+
+// overrides reports whether write w, which expected the slot to hold w.expect, may replace c,
+// the word the proxy's copy holds instead. It may when w is an update or a delete, both
+// words are committed, c is not w's own new word (a resent write that committed already), and
+// w's writer knew the slot held the key's word (w.expect) less than the delete lease ago, less
+// twice the clock skew (w.learnt, the writer's clock): a slot the key left holds a delete word
+// until the lease has run out past the delete, so within it a committed word in the slot is
+// the key's, put there by a later write of it. The write is then ordered after that one; its
+// writer learns the word it replaced (to retire it) from the reply. n.mu is not held.
+func (n *flexNode) overrides(w writeReq, c race.Slot, now farmem.Time) bool {
+	if w.kind == wInsert || !c.Committed() || !w.expect.Committed() || c == w.new || w.learnt == 0 {
+		return false
+	}
+	return now.Sub(w.learnt) < n.kind.deleteLease()-2*n.kind.clockSkew()
 }

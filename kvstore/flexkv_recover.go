@@ -376,7 +376,10 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 		}
 		return stFull, nil
 	}
+	// Pause every node (each stops admitting operations on the partition at once), then wait
+	// for each to drain: the drains overlap.
 	skipped := false
+	var paused []farmem.NodeID
 	for _, node := range nodes {
 		if node == dead {
 			continue
@@ -391,6 +394,21 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 				continue
 			}
 			return rollback(fmt.Errorf("pause on %v: %w", node, err))
+		}
+		paused = append(paused, node)
+	}
+	for _, node := range paused {
+		rep, err := call(node, flexDrain, next)
+		if err == nil && (len(rep) != 1 || rep[0] != stOK) {
+			err = fmt.Errorf("not paused by attempt %d: %w", attempt, ErrHandOver)
+		}
+		if err != nil {
+			skippable := dead != 0 || c.owner == 0 && old.owner != 0 && node != old.owner
+			if skippable && errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
+				skipped = true
+				continue
+			}
+			return rollback(fmt.Errorf("drain on %v: %w", node, err))
 		}
 	}
 	if c.owner != 0 {
@@ -459,6 +477,9 @@ var errProxyDown = errors.New("kvstore: flexkv: proxy down")
 // callProxy is an index RPC to a partition's owner; a failure with farmem.ErrNodeDown is
 // marked errProxyDown as well.
 func (x *flexIndex) callProxy(ctx context.Context, owner farmem.NodeID, method uint16, req []byte) ([]byte, error) {
+	if owner != x.n.node {
+		x.n.count(func(s *FlexStats) { s.Remote++ })
+	}
 	rep, err := x.m.Call(ctx, owner, method, req)
 	if err != nil && errors.Is(err, farmem.ErrNodeDown) {
 		return nil, fmt.Errorf("%w: %w", errProxyDown, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -29,17 +30,23 @@ var errTicketForgotten = fmt.Errorf("kvstore: flexkv: commit outcome unknown: th
 
 // ticketBook is a proxy's committed, unpolled tickets. Its owner's mutex guards it.
 type ticketBook struct {
-	at        map[uint64]farmem.Time // commit time by ticket
-	order     []uint64               // tickets in commit order (polled ones are skipped)
-	forgotten uint64                 // the highest ticket dropped unpolled
+	at        map[uint64]ticketRec // commit time and replaced word by ticket
+	order     []uint64             // tickets in commit order (polled ones are skipped)
+	forgotten uint64               // the highest ticket dropped unpolled
 }
 
 // add records ticket t committed at now, forgetting what the bounds require.
-func (b *ticketBook) add(t uint64, now farmem.Time) {
+// ticketRec is a committed ticket's record: when it committed and the word it replaced.
+type ticketRec struct {
+	at       farmem.Time
+	replaced race.Slot
+}
+
+func (b *ticketBook) add(t uint64, now farmem.Time, replaced race.Slot) {
 	if b.at == nil {
-		b.at = map[uint64]farmem.Time{}
+		b.at = map[uint64]ticketRec{}
 	}
-	b.at[t] = now
+	b.at[t] = ticketRec{at: now, replaced: replaced}
 	b.order = append(b.order, t)
 	b.prune(now)
 }
@@ -50,11 +57,11 @@ func (b *ticketBook) prune(now farmem.Time) {
 	i := 0
 	for ; i < len(b.order); i++ {
 		t := b.order[i]
-		at, ok := b.at[t]
+		rec, ok := b.at[t]
 		if !ok {
 			continue // polled
 		}
-		if len(b.at) <= MaxTickets && now.Sub(at) < TicketWindow {
+		if len(b.at) <= MaxTickets && now.Sub(rec.at) < TicketWindow {
 			break
 		}
 		delete(b.at, t)
@@ -74,13 +81,13 @@ func (b *ticketBook) prune(now farmem.Time) {
 
 // take answers a poll of ticket t that is not pending: committed (and forgets it), forgotten,
 // or neither (dropped uncommitted with a hand-over).
-func (b *ticketBook) take(t uint64, now farmem.Time) (committed, forgotten bool) {
+func (b *ticketBook) take(t uint64, now farmem.Time) (committed, forgotten bool, replaced race.Slot) {
 	b.prune(now)
-	if _, ok := b.at[t]; ok {
+	if rec, ok := b.at[t]; ok {
 		delete(b.at, t)
-		return true, false
+		return true, false, rec.replaced
 	}
-	return false, t <= b.forgotten
+	return false, t <= b.forgotten, 0
 }
 
 // len is how many committed tickets the book holds.

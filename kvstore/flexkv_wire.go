@@ -13,7 +13,7 @@ const (
 	flexSearch   = 1  // index read: the key's committed fingerprint matches in the proxy's copy
 	flexWrite    = 2  // index write: commit a slot change with the proxy's local CAS
 	flexInval    = 3  // drop a key's cached pair (a proxy's one-way message to a sharer)
-	flexPause    = 4  // stop routing a partition, drain it, clear the node's cache
+	flexPause    = 4  // stop routing a partition (returns at once; flexDrain waits for its operations)
 	flexLoad     = 5  // take a partition over: load its subtables from the memory nodes
 	flexResume   = 6  // route a partition to its new owner
 	flexHandOver = 7  // run a hand-over (on the coordinator, the lowest compute node)
@@ -25,6 +25,7 @@ const (
 	flexMgrStats = 13 // the manager reads a node's access counters (and resets them)
 	flexMgrSplit = 14 // the manager sets a node's memory budget for index and cache
 	flexMgrElect = 15 // a manager takes or renews the manager's lease (on the coordinator)
+	flexDrain    = 16 // wait until a paused partition's operations have finished, clear the node's cache
 )
 
 // Replies' status bytes.
@@ -125,6 +126,9 @@ type writeReq struct {
 	new    race.Slot
 	others []race.Slot // an insert's committed fingerprint matches the client found not the key
 	begun  farmem.Time // when the writer's node dropped its own pair (its clock)
+	// learnt is when the writer last knew the slot held the key's word (its clock; the
+	// shortcut's cache entry, or the start of its resolution; 0 for an insert).
+	learnt farmem.Time
 	key    []byte
 }
 
@@ -136,6 +140,7 @@ func (w *writeReq) enc() []byte {
 	b = le.AppendUint64(b, uint64(w.expect))
 	b = le.AppendUint64(b, uint64(w.new))
 	b = le.AppendUint64(b, uint64(w.begun))
+	b = le.AppendUint64(b, uint64(w.learnt))
 	for _, o := range w.others {
 		b = le.AppendUint64(b, uint64(o))
 	}
@@ -149,6 +154,7 @@ func decWrite(b []byte) (writeReq, error) {
 	n := int(r.u8())
 	w.slot, w.expect, w.new = farmem.Addr(r.u64()), race.Slot(r.u64()), race.Slot(r.u64())
 	w.begun = farmem.Time(r.u64())
+	w.learnt = farmem.Time(r.u64())
 	for range n {
 		w.others = append(w.others, race.Slot(r.u64()))
 	}

@@ -74,20 +74,31 @@ type FlexConfig struct {
 	Costs         Variant
 	Band          []Variant
 	BandWorkloads []string
+	// BalancePeriods is how many manager periods Fig. 19 reads under each assignment
+	// (default 8).
+	BalancePeriods int
+}
+
+func (c FlexConfig) balancePeriods() int {
+	if c.BalancePeriods <= 0 {
+		return 8
+	}
+	return c.BalancePeriods
 }
 
 // FlexFull is the full reproduction, scaled to what the simulator runs in minutes on the
 // project's 2-core machine: 8,000 keys (each node's 5% is 400 pairs' worth), 64 partitions,
 // 20 and 60 clients with 4 in flight each (the paper: up to 200 with 8), Δ = 2 ms of virtual
-// time with a hotness window of 8 periods, Fig. 18 over 30 periods (B for 15, then A), three
-// seeds, warm-ups of at least 8 periods (the hotness window filled and a knob round begun) detected
+// time with a hotness window of 8 periods, Fig. 18 over 100 ms of virtual time (B for 40,
+// then A: a period that moves partitions lasts several Δ, and a knob round from 0 takes about
+// eight periods), three seeds, warm-ups of at least 8 periods (the hotness window filled and a knob round begun) detected
 // in 1 ms steps within 10%, windows of at least 5,000 operations and 2 ms, and the atomic/WRITE
 // cost ratio swept on workload A.
 func FlexFull() FlexConfig {
 	return FlexConfig{
 		Keys: 8000, MemoryShare: 0.05, Depth: 6,
 		Clients: []int{20, 60}, InFlight: 4, Workloads: []string{"A", "B", "C", "D"},
-		Period: 2 * time.Millisecond, Step: 0.1, SwitchAt: 30 * time.Millisecond, SwitchEnd: 60 * time.Millisecond,
+		Period: 2 * time.Millisecond, Step: 0.1, SwitchAt: 40 * time.Millisecond, SwitchEnd: 100 * time.Millisecond,
 		Seeds: []uint64{1, 2, 3},
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 16 * time.Millisecond, MaxWarmup: 30 * time.Millisecond,
 			StepOps: 500, Tolerance: 0.1, MinWindow: 2 * time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 5000},
@@ -96,8 +107,8 @@ func FlexFull() FlexConfig {
 }
 
 // FlexQuick pins the code behind the figures in seconds: 2,000 keys, 32 partitions, 20
-// clients with 2 in flight, workload A, a short Fig. 18, two seeds, one band variant. It
-// reproduces nothing.
+// clients with 2 in flight, workload A, a short Fig. 18, Fig. 19 over 3 periods of each
+// assignment, two seeds, one band variant. It reproduces nothing.
 func FlexQuick() FlexConfig {
 	c := FlexFull()
 	c.Keys, c.Depth, c.Clients, c.InFlight = 2000, 5, []int{20}, 2
@@ -107,6 +118,7 @@ func FlexQuick() FlexConfig {
 	c.Measure = Measure{Step: 500 * time.Microsecond, MinWarmup: 4 * time.Millisecond, MaxWarmup: 6 * time.Millisecond,
 		StepOps: 100, Tolerance: 0.3, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
 	c.Band = []Variant{{AtomicRatio: 20}}
+	c.BalancePeriods = 3
 	return c
 }
 
@@ -267,6 +279,7 @@ type FlexResult struct {
 	Points  []FlexPoint
 	Band    []FlexPoint
 	Switch  []FlexSwitch
+	Balance []FlexBalance
 	KeyNote string
 }
 
@@ -328,6 +341,24 @@ func RunFlex(ctx context.Context, cfg FlexConfig, progress io.Writer) (*FlexResu
 					res.Band = append(res.Band, p)
 				}
 			}
+		}
+	}
+	if cfg.has(figFlexAblation) {
+		runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (FlexBalance, error) {
+			return runFlexBalance(cfg, seed)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range runs {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("repro: flexkv fig. 19, seed %d: %w", cfg.Seeds[i], errs[i])
+			}
+			if progress != nil {
+				fmt.Fprintf(progress, "flexkv fig 19 seed %d: CV %.3f before, %.3f after (%d and %d periods), %v wall\n",
+					r.Seed, r.Before.CV, r.After.CV, r.Before.Periods, r.After.Periods, r.Wall.Round(time.Millisecond))
+			}
+			res.Balance = append(res.Balance, r)
 		}
 	}
 	if cfg.has(figFlexSwitch) {
@@ -777,6 +808,113 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 			mix, _ = flexMix("A")
 			_ = rt.Sleep(ctx, cfg.SwitchEnd-cfg.SwitchAt)
 			stop = true
+		})
+		runErr = g.Wait()
+	})
+	out.Wall = time.Since(wall)
+	return out, runErr
+}
+
+// BalanceRatio is the offload ratio of Fig. 19's run: half the partitions, so that every
+// compute node proxies one or two of them whichever assignment (with a fifth, the ablation's,
+// fewer partitions than compute nodes are proxied at this scale, and the load of the nodes
+// left without one says nothing about the assignment).
+const BalanceRatio = 0.5
+
+// FlexBalanceSide is the proxies' load over the periods of one assignment.
+type FlexBalanceSide struct {
+	// CV is the mean over the periods of the coefficient of variation of the index RPCs each
+	// compute node's proxy served; Proxied the mean share of accesses on proxied partitions;
+	// Periods how many periods were read.
+	CV, Proxied float64
+	Periods     int
+}
+
+// FlexBalance is Fig. 19 for one seed: under YCSB A at the largest client count, the
+// manager first assigns BalanceRatio of the partitions statically (by number, no hotness),
+// then a manager running Algorithm 1 rebalances them by rank; the proxies' load is read over
+// FlexConfig.BalancePeriods periods of each.
+type FlexBalance struct {
+	Seed          uint64
+	Before, After FlexBalanceSide
+	Wall          time.Duration `json:"-"`
+}
+
+// runFlexBalance runs Fig. 19 for one seed. The periods of each assignment are read once its
+// hand-overs are done (the period after the one that moved partitions).
+func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
+	wall := time.Now()
+	out := FlexBalance{Seed: seed}
+	n := cfg.top()
+	perNode := (n*cfg.InFlight + flexNodes - 1) / flexNodes
+	model := FlexModel(perNode, flexMemory(cfg.Keys), flexShared(cfg.Keys))
+	cfg.Costs.apply(&model)
+	s, err := sim.New(model, seed)
+	if err != nil {
+		return out, err
+	}
+	defer s.Close()
+	budget := int64(cfg.MemoryShare * float64(cfg.Keys) * flexPair)
+	kind, mo := cfg.flexKind(FlexSys, budget)
+	mo.Ratio, mo.Fixed = BalanceRatio, true
+	dist, err := newKeyDist(Scrambled, uint64(cfg.Keys), generator.ZipfianTheta)
+	if err != nil {
+		return out, err
+	}
+	var runErr error
+	s.Run(func() {
+		ctx := context.Background()
+		fc, err := openFlexCluster(ctx, s, cfg, kind, n)
+		if err != nil {
+			runErr = err
+			return
+		}
+		defer fc.shut()
+		stop := false
+		mix, _ := flexMix("A")
+		val := make([]byte, flexValue)
+		g := s.NewGroup()
+		for i, ss := range fc.sess {
+			g.Go(func() {
+				r := fc.mems[i].Runtime().Rand()
+				for !stop {
+					_ = fc.op(ctx, ss, mix, dist, r, val)
+				}
+			})
+		}
+		g.Go(func() {
+			defer func() { stop = true }()
+			// side runs a manager until it has read cfg.balancePeriods() periods after its last
+			// hand-overs, and records them.
+			side := func(o kvstore.ManagerOptions, into *FlexBalanceSide) {
+				var cvs, prox []float64
+				mctx, cancel := context.WithCancel(ctx)
+				settled := false
+				o.Trace = func(p kvstore.ManagerPeriod) {
+					switch {
+					case p.Moved > 0 || p.Reassigned || !settled:
+						settled = p.Moved == 0 && !p.Reassigned
+						cvs, prox = nil, nil // the assignment's hand-overs ran in it
+					case len(cvs) < cfg.balancePeriods():
+						cvs = append(cvs, p.CV())
+						prox = append(prox, p.Proxied)
+					}
+					if len(cvs) >= cfg.balancePeriods() {
+						cancel()
+					}
+				}
+				mg := s.NewGroup()
+				mg.Go(func() { _ = fc.store.RunManager(mctx, o) })
+				_ = mg.Wait()
+				cancel()
+				into.CV, _ = MeanCI(cvs)
+				into.Proxied, _ = MeanCI(prox)
+				into.Periods = len(cvs)
+			}
+			st := *mo
+			st.Static = true
+			side(st, &out.Before)
+			side(*mo, &out.After)
 		})
 		runErr = g.Wait()
 	})

@@ -71,3 +71,23 @@ func TestFlexConfigErrors(t *testing.T) {
 		require.ErrorIs(t, err, repro.ErrConfig, name)
 	}
 }
+
+// TestFlexBalance runs Fig. 16 and 19 of a tiny configuration: Fig. 19 reads manager periods
+// under both assignments (the static one, then Algorithm 1's) for every seed, and the
+// comparison with the paper states its CV reduction with a verdict.
+func TestFlexBalance(t *testing.T) {
+	t.Parallel()
+	c := tinyFlex()
+	c.Figures, c.Seeds, c.BalancePeriods = []string{"16"}, []uint64{1}, 2
+	r, err := repro.RunFlex(context.Background(), c, nil)
+	require.NoError(t, err)
+	require.Len(t, r.Balance, 1)
+	for _, b := range r.Balance {
+		require.Equal(t, 2, b.Before.Periods, "seed %d", b.Seed)
+		require.Equal(t, 2, b.After.Periods, "seed %d", b.Seed)
+		require.Positive(t, b.Before.Proxied, "seed %d: half the partitions proxied", b.Seed)
+	}
+	var out bytes.Buffer
+	require.NoError(t, r.WriteText(&out))
+	require.Regexp(t, `Fig. 19 CV reduction by Algorithm 1 \(A\)\s+42.7%\s+[+-][0-9.]+%`, out.String())
+}

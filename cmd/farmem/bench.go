@@ -300,6 +300,9 @@ func (bf *benchFlags) runReal(ctx context.Context, w *bench.Workload, sweep benc
 		return nil, "", fmt.Errorf("open the store: %w", err)
 	}
 	defer store.Close()
+	if err := awaitProcesses(ctx, f, bf.process, bf.idx.name, log); err != nil {
+		return nil, "", err
+	}
 	defer startManager(ctx, store, bf.idx.name, log)()
 	stores := []bench.Store{bench.KVStore(store, "kvstore/"+bf.fabric.transport)}
 	peers, err := bf.peerStores(ctx, w.NeedsScan() || sweep.Param == "scanproportion", log)

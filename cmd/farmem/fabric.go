@@ -128,6 +128,9 @@ type openedFabric struct {
 	// desc says in a few words what it is, for reports.
 	desc    string
 	closers []func() error
+	// attached counts the compute nodes attached to the fabric now, in any process (nil when
+	// the transport cannot tell: only cxl's region table can).
+	attached func() (int, error)
 }
 
 func (o *openedFabric) Close() error {
@@ -217,7 +220,17 @@ func (ff *fabricFlags) openCXL(clients, slots int, size uint64, create bool, log
 	if ff.profile != "" {
 		desc += ", profile " + ff.profile
 	}
-	return &openedFabric{Fabric: f, desc: desc, closers: []func() error{r.Close}}, nil
+	attached := func() (int, error) {
+		st, err := r.Status()
+		n := 0
+		for _, c := range st.Compute {
+			if c.Live {
+				n++
+			}
+		}
+		return n, err
+	}
+	return &openedFabric{Fabric: f, desc: desc, closers: []func() error{r.Close}, attached: attached}, nil
 }
 
 // openOrCreateRegion opens the region at path or, when create allows it and none is there,
