@@ -45,6 +45,9 @@ func matrixCombos() []matrixCombo {
 				if r > 1 {
 					c.idx.replicas, c.idx.replicated = r, true
 				}
+				if slices.ContainsFunc(out, func(o matrixCombo) bool { return o.String() == c.String() }) {
+					continue // a kind replicated by default (swarm) is the same store at --replicas 1 and 3
+				}
 				out = append(out, c)
 			}
 		}
