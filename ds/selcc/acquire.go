@@ -64,7 +64,14 @@ func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 			}
 		}
 		// f is latched X and mapped to g; its memo does not allow the access.
-		if err := cl.acquire(ctx, g, f, excl); err != nil {
+		kind := uint32(acquiringShared)
+		if excl {
+			kind = acquiringExclusive
+		}
+		f.acquiring.Store(kind)
+		err := cl.acquire(ctx, g, f, excl)
+		f.acquiring.Store(0)
+		if err != nil {
 			cl.fail(ctx, f)
 			cl.unlatch(ctx, l, true)
 			if errors.Is(err, errFenced) {

@@ -57,7 +57,17 @@ type frame struct {
 	yieldPrio atomic.Uint32 // a writer's PeerWr (this priority) was dropped while readers held the frame
 	contended atomic.Bool   // an invalidation was dropped because local clients held the latch
 	waits     atomic.Uint64 // W_c*Threads + R_c: local waits for the latch while contended
+
+	// acquiring says what global acquisition a client runs under the frame's X latch
+	// (acquiringShared, acquiringExclusive, or 0), for NodeStats' latch-wait split
+	acquiring atomic.Uint32
 }
+
+// Values of frame.acquiring.
+const (
+	acquiringShared    = 1
+	acquiringExclusive = 2
+)
 
 // node is one compute node's cache: its frames and the table from GCLs to them.
 type node struct {
@@ -85,6 +95,7 @@ type node struct {
 
 type nodeStats struct {
 	dropped, handled, evicted, leases, granted atomic.Uint64
+	latchWaits, latchWait, writerWait          atomic.Uint64 // waits; their ns; those behind a writer's acquisition
 }
 
 // Message kinds.
