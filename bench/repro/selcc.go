@@ -196,9 +196,18 @@ type SelccPoint struct {
 	Throughput, ThroughputCI float64
 	PerSeed                  []float64
 	// Fabric is the fabric's counters over the windows (every seed's).
-	Fabric         farmem.Stats
-	Warmup, Window time.Duration
-	Converged      bool
+	Fabric farmem.Stats
+	// Latency is the mean latency in the windows (every seed's) of reads that made no round
+	// trip, reads that made some, and writes (0 for a class with no operation); LatencyOps
+	// counts each class.
+	Latency    [3]time.Duration
+	LatencyOps [3]uint64
+	// LatchWait is the time the SELCC compute nodes' clients waited for frames' local latches
+	// in the windows, WriterWait the part behind a local writer's global acquisition
+	// (selcc.NodeStats; 0 for SEL and the Sherman-like tree).
+	LatchWait, WriterWait time.Duration
+	Warmup, Window        time.Duration
+	Converged             bool
 }
 
 // HitRatio is the share of operations that made no round trip.
@@ -214,6 +223,13 @@ func (p SelccPoint) RoundTripsPerOp() float64 {
 func (p SelccPoint) BytesPerOp() float64 {
 	f := p.Fabric
 	return float64(f.BytesIn+f.BytesOut+f.MessageBytes) / math.Max(1, float64(p.Ops))
+}
+
+// WaitPerOp is the clients' time waiting for frame latches per operation, and the part behind a
+// local writer's global acquisition.
+func (p SelccPoint) WaitPerOp() (all, behindWriter time.Duration) {
+	n := time.Duration(max(1, p.Ops))
+	return p.LatchWait / n, p.WriterWait / n
 }
 
 // MessagesPerOp is the invalidation messages per operation.
@@ -272,7 +288,9 @@ func (c SelccConfig) specs() []selccSpec {
 	}
 	if c.has(figScale) && slices.Contains(c.MicroReads, 95) {
 		for _, n := range c.ScaleLines {
-			out = append(out, selccSpec{figScale, SelccZipf, SELCC, 95, c.top(), n})
+			for _, sys := range []string{SELCC, SEL} {
+				out = append(out, selccSpec{figScale, SelccZipf, sys, 95, c.top(), n})
+			}
 		}
 	}
 	if c.has(figTree) {
@@ -361,9 +379,20 @@ func runSelccPoint(ctx context.Context, cfg SelccConfig, sp selccSpec, progress 
 		p.Errors += r.errs
 		p.PerSeed = append(p.PerSeed, r.tput)
 		p.Fabric = p.Fabric.Add(r.fabric)
+		for k := range r.lat {
+			p.Latency[k] += r.lat[k] // a sum until divided below
+			p.LatencyOps[k] += r.n[k]
+		}
+		p.LatchWait += r.wait
+		p.WriterWait += r.writerWait
 		p.Warmup, p.Window = max(p.Warmup, r.warmup), max(p.Window, r.window)
 		p.Converged = p.Converged && r.converged
 		p.Lines, p.Frames = r.lines, r.frames
+	}
+	for k, n := range p.LatencyOps {
+		if n > 0 {
+			p.Latency[k] /= time.Duration(n)
+		}
 	}
 	p.Throughput, p.ThroughputCI = MeanCI(p.PerSeed)
 	if progress != nil {

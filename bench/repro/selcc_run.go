@@ -19,12 +19,25 @@ import (
 // selccRun is one seed's run of a point.
 type selccRun struct {
 	ops, hits, errs uint64
-	tput            float64
-	fabric          farmem.Stats
-	warmup, window  time.Duration
-	converged       bool
-	lines, frames   int
+	// lat sums the window's operation latencies by class (latHitRead, latMissRead,
+	// latWrite), n counts them; wait and writerWait are the SELCC nodes' latch waits over
+	// the window (selcc.NodeStats).
+	lat              [3]time.Duration
+	n                [3]uint64
+	wait, writerWait time.Duration
+	tput             float64
+	fabric           farmem.Stats
+	warmup, window   time.Duration
+	converged        bool
+	lines, frames    int
 }
+
+// Latency classes of selccRun.lat.
+const (
+	latHitRead  = iota // a read that made no round trip
+	latMissRead        // a read that made one or more
+	latWrite
+)
 
 // selccAlloc is every allocator's options (leases long enough never to expire in a run).
 var selccAlloc = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
@@ -145,7 +158,7 @@ func runSelccSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error) 
 		}
 		type loadClient struct {
 			m  farmem.Memory
-			op func(ctx context.Context, r *rand.Rand) error
+			op func(ctx context.Context, r *rand.Rand) (bool, error) // true: a write
 		}
 		lcs := make([]*loadClient, sp.clients)
 		for i := range lcs {
@@ -175,49 +188,65 @@ func runSelccSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error) 
 					return
 				}
 				val := binary.LittleEndian.AppendUint64(nil, uint64(i))
-				lc.op = func(ctx context.Context, r *rand.Rand) error {
+				lc.op = func(ctx context.Context, r *rand.Rand) (bool, error) {
 					k := keys[next(r, -1)]
 					if r.IntN(100) < sp.reads {
 						_, err := t.Get(ctx, k)
-						return err
+						return false, err
 					}
-					return t.Update(ctx, k, val)
+					return true, t.Update(ctx, k, val)
 				}
 				continue
 			}
 			buf := make([]byte, cfg.Access)
 			slots := selccLine / cfg.Access
 			prev := -1
-			lc.op = func(ctx context.Context, r *rand.Rand) error {
+			lc.op = func(ctx context.Context, r *rand.Rand) (bool, error) {
 				prev = next(r, prev)
 				g := gs[prev]
 				off := r.IntN(slots) * cfg.Access
 				if r.IntN(100) < sp.reads {
 					gd, err := cl.RLock(ctx, g)
 					if err != nil {
-						return err
+						return false, err
 					}
 					err = gd.Read(ctx, off, buf)
 					if e := gd.Unlock(ctx); err == nil {
 						err = e
 					}
-					return err
+					return false, err
 				}
 				gd, err := cl.Lock(ctx, g)
 				if err != nil {
-					return err
+					return true, err
 				}
 				binary.LittleEndian.PutUint64(buf, r.Uint64())
 				err = gd.Write(ctx, off, buf)
 				if e := gd.Unlock(ctx); err == nil {
 					err = e
 				}
-				return err
+				return true, err
 			}
+		}
+		var w0, ww0 time.Duration
+		waits := func() (w, ww time.Duration) {
+			for _, n := range comp {
+				st := c.NodeStats(n)
+				w, ww = w+st.LatchWait, ww+st.WriterWait
+			}
+			return w, ww
 		}
 		runErr = measureLoop(s, cfg.Measure, &out, func(i int) *loadClient { return lcs[i] }, len(lcs),
 			func(lc *loadClient) farmem.Memory { return lc.m },
-			func(ctx context.Context, lc *loadClient, r *rand.Rand) error { return lc.op(ctx, r) })
+			func(ctx context.Context, lc *loadClient, r *rand.Rand) (bool, error) { return lc.op(ctx, r) },
+			func(start bool) {
+				w, ww := waits()
+				if start {
+					w0, ww0 = w, ww
+					return
+				}
+				out.wait, out.writerWait = w-w0, ww-ww0
+			})
 	})
 	if runErr != nil {
 		return out, runErr
@@ -228,10 +257,11 @@ func runSelccSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error) 
 
 // measureLoop runs n closed-loop clients until the warm-up has converged (see Measure) and the
 // window holds enough operations; it counts in out the window's operations, those that made
-// no round trip (hits) and the errors, and the fabric's counters over the window. It runs
-// inside the simulation.
+// no round trip (hits) and the errors, their latencies by class (op reports whether it was a
+// write), and the fabric's counters over the window; window (if not nil) is called as the
+// window starts and as it ends. It runs inside the simulation.
 func measureLoop[C any](s *sim.Sim, ms Measure, out *selccRun, client func(int) C, n int, mem func(C) farmem.Memory,
-	op func(context.Context, C, *rand.Rand) error) error {
+	op func(context.Context, C, *rand.Rand) (bool, error), window func(start bool)) error {
 	ctx := context.Background()
 	rt := s.Runtime()
 	measuring, stop := false, false
@@ -243,8 +273,8 @@ func measureLoop[C any](s *sim.Sim, ms Measure, out *selccRun, client func(int) 
 		g.Go(func() {
 			r := m.Runtime().Rand()
 			for !stop {
-				before := m.Stats().RoundTrips
-				err := op(ctx, lc, r)
+				before, t0 := m.Stats().RoundTrips, rt.Now()
+				write, err := op(ctx, lc, r)
 				done++
 				if !measuring {
 					continue
@@ -254,19 +284,35 @@ func measureLoop[C any](s *sim.Sim, ms Measure, out *selccRun, client func(int) 
 					continue
 				}
 				out.ops++
-				if m.Stats().RoundTrips == before {
+				hit := m.Stats().RoundTrips == before
+				if hit {
 					out.hits++
 				}
+				k := latMissRead
+				switch {
+				case write:
+					k = latWrite
+				case hit:
+					k = latHitRead
+				}
+				out.lat[k] += rt.Now().Sub(t0)
+				out.n[k]++
 			}
 		})
 	}
 	g.Go(func() {
 		out.converged, out.warmup = warmUp(ctx, rt, ms, &done, nil, false)
 		s.ResetStats()
+		if window != nil {
+			window(true)
+		}
 		from := rt.Now()
 		measuring = true
 		measureWindow(ctx, rt, ms, from, &out.ops, nil)
 		measuring, stop = false, true
+		if window != nil {
+			window(false)
+		}
 		out.window = rt.Now().Sub(from)
 		out.fabric = s.Report().Stats
 	})

@@ -112,14 +112,14 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 		}
 		runErr = measureLoop(s, cfg.Measure, &out, func(i int) *loadClient { return lcs[i] }, len(lcs),
 			func(lc *loadClient) farmem.Memory { return lc.m },
-			func(ctx context.Context, lc *loadClient, r *rand.Rand) error {
+			func(ctx context.Context, lc *loadClient, r *rand.Rand) (bool, error) {
 				k := keys[next(r)]
 				if r.IntN(100) < sp.reads {
 					_, err := lc.t.Get(ctx, k)
-					return err
+					return false, err
 				}
-				return lc.t.Update(ctx, k, r.Uint64())
-			})
+				return true, lc.t.Update(ctx, k, r.Uint64())
+			}, nil)
 	})
 	if runErr != nil {
 		return out, runErr

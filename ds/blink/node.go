@@ -31,6 +31,11 @@ type node struct {
 	keys  [][]byte
 	vals  [][]byte // leaf
 	kids  []uint64 // internal
+	// voff is, for a leaf decoded from a line, each value's offset in the line (nil for a
+	// node built in memory): an update of a value by one of the same length writes only
+	// those bytes, so the line's dirty range (and its write-back) is the value, not the node.
+	// Stale once the node changes in memory (an insert, delete or split re-encodes it whole).
+	voff []int
 }
 
 // covers reports whether key is below the node's high key (else a reader moves right).
@@ -120,6 +125,7 @@ func decode(b []byte) (*node, error) {
 	n.keys = make([][]byte, cnt)
 	if n.level == 0 {
 		n.vals = make([][]byte, cnt)
+		n.voff = make([]int, cnt)
 		for i := range cnt {
 			if p+4 > len(b) {
 				return bad("entry")
@@ -131,6 +137,7 @@ func decode(b []byte) (*node, error) {
 			}
 			n.keys[i] = bytes.Clone(b[p : p+kl])
 			n.vals[i] = append([]byte{}, b[p+kl:p+kl+vl]...)
+			n.voff[i] = p + kl
 			p += kl + vl
 		}
 		return n, nil

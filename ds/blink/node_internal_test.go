@@ -28,6 +28,10 @@ func TestNodeRoundTrip(t *testing.T) {
 	require.Equal(t, l.size(), k)
 	got, err := decode(b)
 	require.NoError(t, err)
+	for i, off := range got.voff { // each value where the line holds it
+		require.Equal(t, l.vals[i], b[off:off+len(l.vals[i])], "value %d", i)
+	}
+	got.voff = nil
 	require.Equal(t, l, got)
 
 	in := &node{level: 2, inf: true, keys: [][]byte{[]byte("b"), []byte("dd")}, kids: []uint64{1, 2, 3}}

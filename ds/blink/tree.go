@@ -224,6 +224,10 @@ func (t *Tree) put(ctx context.Context, key, value []byte, mode int) error {
 		return errors.Join(fmt.Errorf("%q: %w", key, ErrExists), gd.Unlock(ctx))
 	case !ok && mode == 2:
 		return errors.Join(fmt.Errorf("%q: %w", key, ErrNotFound), gd.Unlock(ctx))
+	case ok && n.voff != nil && len(value) == len(n.vals[i]):
+		// In place: only the value's bytes change (and only they are dirty).
+		err := gd.Write(ctx, n.voff[i], value)
+		return errors.Join(err, gd.Unlock(ctx))
 	case ok:
 		n.vals[i] = bytes.Clone(value)
 	default:

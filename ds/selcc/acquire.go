@@ -64,7 +64,14 @@ func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 			}
 		}
 		// f is latched X and mapped to g; its memo does not allow the access.
-		if err := cl.acquire(ctx, g, f, excl); err != nil {
+		kind := uint32(acquiringShared)
+		if excl {
+			kind = acquiringExclusive
+		}
+		f.acquiring.Store(kind)
+		err := cl.acquire(ctx, g, f, excl)
+		f.acquiring.Store(0)
+		if err != nil {
 			cl.fail(ctx, f)
 			cl.unlatch(ctx, l, true)
 			if errors.Is(err, errFenced) {
@@ -291,12 +298,13 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 				}
 				return nil
 			}
-			if !excl && st == replyAck {
-				continue // the holder downgraded itself (group codec): retry at once
+			if st == replyAck {
+				// Every target gave its hold up (case 3; or, group codec, the holder downgraded
+				// itself for a reader): retry at once, as the paper's writer keeps retrying its
+				// CAS once the sharers released (§4.4); the resend interval is for invalidations
+				// that were dropped.
+				continue
 			}
-			// After acknowledgements too the writer backs off before its retry: retrying at
-			// once (before the readers' spin waiting has built up) starved a writer among
-			// continuous readers on sim.
 		}
 		if gs.opened {
 			st, err := cl.pollGrant(ctx, g, f, gs.first)
@@ -344,8 +352,8 @@ func (cl *Client) targets(w uint64, excl bool) []farmem.ComputeID {
 
 // invalidate sends one message to each target and waits for every answer (each target
 // answers exactly once, into its own flag word of this client's slice). It returns replyData
-// or replyDataDirty if the exclusive holder forwarded the line into f, replyAck or replyDrop
-// otherwise.
+// or replyDataDirty if the exclusive holder forwarded the line into f, replyAck if every
+// target acknowledged (gave its hold up), replyDrop otherwise.
 func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, targets []farmem.ComputeID, try int) (uint64, error) {
 	cl.seq++
 	seq := cl.seq
@@ -382,6 +390,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
 	defer cancel()
 	result := uint64(replyDrop)
+	acks := 0
 	for i, ok := range sent {
 		if !ok {
 			continue
@@ -403,10 +412,11 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		case replyData, replyDataDirty:
 			result = st
 		case replyAck:
-			if result == replyDrop {
-				result = replyAck
-			}
+			acks++
 		}
+	}
+	if result == replyDrop && acks == len(targets) {
+		result = replyAck // every target released (none dropped, none down)
 	}
 	if down != nil && result != replyData && result != replyDataDirty {
 		return 0, down

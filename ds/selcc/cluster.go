@@ -73,6 +73,14 @@ type NodeStats struct {
 	// Evicted counts lines released by eviction; Leases lines given up by the γ budget, of
 	// which Granted went to a waiting writer by priority hand-over.
 	Evicted, Leases, Granted uint64
+	// LatchWaits counts client accesses that found a frame's local latch held and waited for
+	// it (a hit that waits still makes no round trip); LatchWait is their total time, and
+	// WriterWait the part of it spent behind a client of this node that held the frame's
+	// latch exclusively for a global exclusive acquisition (a write fetching or upgrading the
+	// line, invalidations included: the local latch is held across it, as in the paper's
+	// hierarchical latch, §6.1).
+	LatchWaits            uint64
+	LatchWait, WriterWait time.Duration
 }
 
 // NodeStats returns node's counters.
@@ -82,7 +90,9 @@ func (c *Cluster) NodeStats(n farmem.NodeID) NodeStats {
 		return NodeStats{}
 	}
 	return NodeStats{Handled: st.stats.handled.Load(), Dropped: st.stats.dropped.Load(),
-		Evicted: st.stats.evicted.Load(), Leases: st.stats.leases.Load(), Granted: st.stats.granted.Load()}
+		Evicted: st.stats.evicted.Load(), Leases: st.stats.leases.Load(), Granted: st.stats.granted.Load(),
+		LatchWaits: st.stats.latchWaits.Load(), LatchWait: time.Duration(st.stats.latchWait.Load()),
+		WriterWait: time.Duration(st.stats.writerWait.Load())}
 }
 
 // Client is one client's (one goroutine's) handle on the cluster.

@@ -59,7 +59,13 @@
 //   - PeerRd, held M (case 2): writes the dirty range back and downgrades both to S in one
 //     ordered batch, then forwards the line (group codec: downgrades only itself and
 //     acknowledges; the reader retries at once, see Recovery);
-//   - PeerWr, held S (case 3): releases its own share and acknowledges; the writer retries;
+//   - PeerWr, held S (case 3): releases its own share and acknowledges in one batch (the
+//     release FAA to the memory node and the acknowledgement to the writer go out together;
+//     the frame stays latched until the FAA completes); a writer all of whose targets
+//     acknowledged retries at once (a retry that reaches the word before a release fails and
+//     goes round again);
+//   - PeerRd, held S (the line was already downgraded for another reader): answers
+//     "acknowledged", and the reader retries at once (its shared FAA now succeeds);
 //   - anything else, or the latch busy: answers "dropped"; the requester backs off and retries
 //     (resend interval Backoff/k at its k-th retry: priority aging).
 //
@@ -206,8 +212,9 @@
 //	case 2 (reader vs M)                           requester 2 (attempt, undo) and a message;
 //	                                               holder 2 (write-back+downgrade, forward): 4;
 //	                                               group codec: holder 1, requester +1 (retry)
-//	case 3 (writer vs S)                           requester 1, messages, each sharer's FAA and
-//	                                               acknowledgement, then the retried CAS+READ
+//	case 3 (writer vs S)                           requester 1, messages, each sharer's FAA
+//	                                               with its acknowledgement (one batch), then
+//	                                               the retried CAS+READ at once
 //	release                                        0 (WriteBackOnRelease: +1 if dirty)
 //	SEL access                                     2
 //

@@ -263,10 +263,18 @@ func (cl *Client) latch(ctx context.Context, f *frame, excl bool) (nodearea.Latc
 			f.waits.Add(1)
 		}
 	}
+	behind := f.acquiring.Load()
+	start := cl.rt.Now()
 	if excl {
 		err = l.Lock(ctx)
 	} else {
 		err = l.RLock(ctx)
+	}
+	d := uint64(cl.rt.Now().Sub(start))
+	cl.n.stats.latchWaits.Add(1)
+	cl.n.stats.latchWait.Add(d)
+	if behind == acquiringExclusive {
+		cl.n.stats.writerWait.Add(d)
 	}
 	return l, err
 }

@@ -57,7 +57,17 @@ type frame struct {
 	yieldPrio atomic.Uint32 // a writer's PeerWr (this priority) was dropped while readers held the frame
 	contended atomic.Bool   // an invalidation was dropped because local clients held the latch
 	waits     atomic.Uint64 // W_c*Threads + R_c: local waits for the latch while contended
+
+	// acquiring says what global acquisition a client runs under the frame's X latch
+	// (acquiringShared, acquiringExclusive, or 0), for NodeStats' latch-wait split
+	acquiring atomic.Uint32
 }
+
+// Values of frame.acquiring.
+const (
+	acquiringShared    = 1
+	acquiringExclusive = 2
+)
 
 // node is one compute node's cache: its frames and the table from GCLs to them.
 type node struct {
@@ -85,6 +95,7 @@ type node struct {
 
 type nodeStats struct {
 	dropped, handled, evicted, leases, granted atomic.Uint64
+	latchWaits, latchWait, writerWait          atomic.Uint64 // waits; their ns; those behind a writer's acquisition
 }
 
 // Message kinds.
@@ -104,6 +115,15 @@ const (
 	replyAck       = 3 // the shared hold was released
 	replyDrop      = 4 // nothing done: not held, stale, or in use
 )
+
+// replyAcked is what the handler's invalidate returns when it already wrote replyAck in the
+// batch that released the hold (never written to a flag).
+const replyAcked = 0xff
+
+// replyWord is a reply flag word: the message's sequence number above its status.
+func replyWord(seq, status uint64) []byte {
+	return binary.LittleEndian.AppendUint64(nil, seq<<8|status)
+}
 
 type invalidation struct {
 	kind  uint8
@@ -422,13 +442,11 @@ func (n *node) onInvalidate(ctx context.Context, m farmem.Memory, _ farmem.Clien
 	if status == replyDrop || status == replyAck {
 		return nil, n.reply(ctx, m, v, status)
 	}
-	return nil, nil // the data reply went out with the forwarded body
+	return nil, nil // the reply went out with the forwarded body or the release
 }
 
 func (n *node) reply(ctx context.Context, m farmem.Memory, v invalidation, status uint64) error {
-	var w [8]byte
-	binary.LittleEndian.PutUint64(w[:], v.seq<<8|status)
-	return m.Write(ctx, v.flag, w[:])
+	return m.Write(ctx, v.flag, replyWord(v.seq, status))
 }
 
 func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) (uint64, error) {
@@ -529,16 +547,36 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		if err := n.forward(ctx, m, f, v, replyData); err != nil {
 			return 0, err
 		}
+	case v.kind == peerRd && f.memo == memoS:
+		// The line is no longer held exclusively here (a downgrade for another reader came
+		// first): the reader's retry will succeed, so tell it to retry at once rather than
+		// drop and make it wait its resend interval.
+		n.stats.handled.Add(1)
+		return replyAck, nil
 	case v.kind == peerWr && f.memo == memoS:
-		// Case 3: release our own shared hold; the writer retries its CAS.
-		if _, err := m.FAA(ctx, v.gcl.Latch(), ReleaseSharedDelta(cd, n.id)); err != nil {
-			return 0, err
+		// Case 3: release our own shared hold and acknowledge in one batch (the FAA to the
+		// line's memory node and the acknowledgement to the writer go out together, as the
+		// paper's writer keeps retrying its CAS while the sharers release, §4.4.3: the
+		// writer does not wait for the release's round trip to come back here first). The
+		// frame stays latched until the FAA has completed, so this node's next acquisition
+		// of the line cannot overtake it; a writer whose retry reaches the word before the
+		// FAA fails it and retries. The release stands whatever became of the
+		// acknowledgement (its writer may have gone down meanwhile).
+		var b farmem.Batch
+		b.FAA(v.gcl.Latch(), ReleaseSharedDelta(cd, n.id))
+		b.Write(v.flag, replyWord(v.seq, replyAck))
+		err := m.Do(ctx, &b)
+		if _, ferr := b.Result(0); ferr != nil {
+			return 0, errors.Join(ferr, err)
 		}
 		f.memo = memoI
 		n.unmap(f)
 		n.setHoldoff(m, v.gcl, v.prio)
 		n.stats.handled.Add(1)
-		return replyAck, nil
+		if _, werr := b.Result(1); werr != nil {
+			return 0, errors.Join(werr, err)
+		}
+		return replyAcked, nil
 	default:
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
