@@ -98,6 +98,7 @@ func (bf *benchFlags) runMatrix(ctx context.Context, stdout, stderr io.Writer) e
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "index\tsync\treplicas\twl\tMops/s\tRT/op\tverbs/op\tbytes/op\tfailed\t")
 	var reports []*bench.Report
+	var failed []error
 	for _, c := range combos {
 		if c.idx.replicas > bf.fabric.memNodes {
 			fmt.Fprintf(stderr, "farmem: skipping %v: it needs %d memory nodes (--mem-nodes %d)\n", c, c.idx.replicas, bf.fabric.memNodes)
@@ -125,7 +126,11 @@ func (bf *benchFlags) runMatrix(ctx context.Context, stdout, stderr io.Writer) e
 				r, _, err = bf.runReal(ctx, w, bench.Sweep{}, sy, stderr)
 			}
 			if err != nil {
-				return fmt.Errorf("%v, workload %s: %w", c, w.Name, err)
+				// One combination that cannot run here (say, out of memory at this size)
+				// does not hide the others: its row says so and the command fails at the end.
+				failed = append(failed, fmt.Errorf("%v, workload %s: %w", c, w.Name, err))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t-\t(did not run: below)\t\n", c.idx.name, c.sync, reps, w.Name)
+				continue
 			}
 			reports = append(reports, r)
 			i := slices.IndexFunc(r.Rows, func(row bench.Row) bool {
@@ -147,6 +152,12 @@ func (bf *benchFlags) runMatrix(ctx context.Context, stdout, stderr io.Writer) e
 	}
 	if onSim {
 		fmt.Fprintln(stdout, "on sim no FlexKV manager runs (it runs in real time), so flexkv proxies no partition and its rows are aceso's")
+	}
+	for _, err := range failed {
+		fmt.Fprintf(stdout, "did not run: %v\n", err)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of the matrix's runs did not complete (the first: %w)", len(failed), failed[0])
 	}
 	return failures(reports)
 }
