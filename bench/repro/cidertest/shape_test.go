@@ -1,4 +1,4 @@
-package repro_test
+package cidertest_test
 
 import (
 	"context"
