@@ -85,6 +85,8 @@ type kill9Scenario struct {
 	nodes    int
 	steps    []faultStep
 	pauseFor time.Duration
+	// keysFirst: every key exists before the first fault (no key is created under a fault).
+	keysFirst bool
 }
 
 // procCluster is farmemd processes and a cluster file stating their sizes, so that a process
@@ -139,6 +141,9 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 	defer l.halt()
 	start := time.Now()
 	l.phase(t, "all up", 500*time.Millisecond)
+	if sc.keysFirst {
+		require.Eventually(t, l.everyKeyWritten, time.Minute, 10*time.Millisecond, "every key written before the faults")
+	}
 	base, n := l.p50(start, time.Now())
 	t.Logf("pre-fault p50 %v over %d operations", base, n)
 
@@ -192,7 +197,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 		t.Logf("no second process: node 1, the cluster's registry, is down, and a process cannot join without it")
 		return
 	}
-	reopen := kvstore.Options{NoCreate: true, Alloc: alloc.Options{Nodes: sc.opts.Alloc.Nodes}}
+	reopen := kvstore.Options{NoCreate: true, Index: sc.opts.Index, Alloc: alloc.Options{Nodes: sc.opts.Alloc.Nodes}}
 	f2 := dial(t, c.cf, rdma.Options{})
 	s2, err := kvstore.Open(ctx, f2, reopen)
 	require.NoError(t, err)
