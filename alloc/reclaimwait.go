@@ -31,12 +31,20 @@ const reclaimBackoffMin = 100 * time.Microsecond
 // the error is another one (a node down, a cancelled context). An allocation that never runs
 // out of room never gets here, so it costs nothing then.
 //
+// Outside a pinned section the client's announcement is withdrawn first (one round trip).
 // Inside a pinned section the client's own announcement holds back the blocks it retired under
 // it; the wait does not renew the lease, so a section that outlives it ends in ErrPinExpired
 // (its blocks then become reusable, and the caller retries the operation).
 func waitReclaim[T any](ctx context.Context, a *Allocator, v T, err error, try func() (T, error)) (T, error) {
 	if err == nil || !errors.Is(err, farmem.ErrNoSpace) || len(a.ep.retired) == 0 {
 		return v, err
+	}
+	// An idle client's announcement younger than Refresh stands until its lease ends: withdrawn
+	// here, so that two clients waiting at once do not hold each other's blocks back.
+	if a.ep.depth == 0 && a.ep.announced {
+		if qerr := a.Quiesce(ctx); qerr != nil {
+			return v, errors.Join(err, qerr)
+		}
 	}
 	start := a.rt.Now()
 	end := start.Add(a.MaxReclaimWait())
