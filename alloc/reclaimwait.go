@@ -32,9 +32,11 @@ const reclaimBackoffMin = 100 * time.Microsecond
 // out of room never gets here, so it costs nothing then.
 //
 // Outside a pinned section the client's announcement is withdrawn first (one round trip).
-// Inside a pinned section the client's own announcement holds back the blocks it retired under
-// it; the wait does not renew the lease, so a section that outlives it ends in ErrPinExpired
-// (its blocks then become reusable, and the caller retries the operation).
+// Inside a pinned section the client's own announcement holds back only the blocks retired in
+// that section (see reuseBelow): those retired before it are reused as soon as the other
+// clients' announcements allow. The wait does not renew the lease, so a section that outlives
+// it ends in ErrPinExpired (its blocks then become reusable, and the caller retries the
+// operation).
 func waitReclaim[T any](ctx context.Context, a *Allocator, v T, err error, try func() (T, error)) (T, error) {
 	if err == nil || !errors.Is(err, farmem.ErrNoSpace) || len(a.ep.retired) == 0 {
 		return v, err
@@ -46,6 +48,8 @@ func waitReclaim[T any](ctx context.Context, a *Allocator, v T, err error, try f
 			return v, errors.Join(err, qerr)
 		}
 	}
+	a.ep.waiting = true
+	defer func() { a.ep.waiting = false }()
 	start := a.rt.Now()
 	end := start.Add(a.MaxReclaimWait())
 	pause := min(reclaimBackoffMin, a.opts.Refresh)
