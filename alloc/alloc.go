@@ -336,7 +336,9 @@ func checkRequest(size, align uint64) error {
 //
 // Placement: the client's preferred node is Nodes[(id-1) % len(Nodes)], so clients spread over
 // the nodes while each keeps its chunks on one; when that node is exhausted the others are tried
-// in order. The error wraps farmem.ErrNoSpace if no node has room.
+// in order. The error wraps farmem.ErrNoSpace if no node has room, once blocks this client
+// retired could not be reused within MaxReclaimWait (so do Alloc, AllocOn and AllocSymmetric:
+// see reclaimwait.go's waitReclaim for the wait's cost).
 func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
 	if err := a.usable(); err != nil {
 		return 0, err
