@@ -338,7 +338,7 @@ func checkRequest(size, align uint64) error {
 // the nodes while each keeps its chunks on one; when that node is exhausted the others are tried
 // in order. The error wraps farmem.ErrNoSpace if no node has room, once blocks this client
 // retired could not be reused within MaxReclaimWait (so do Alloc, AllocOn and AllocSymmetric:
-// see reclaimwait.go's waitReclaim for the wait's cost).
+// see MaxReclaimWait and the package doc).
 func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
 	if err := a.usable(); err != nil {
 		return 0, err
