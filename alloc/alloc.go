@@ -92,6 +92,9 @@ type Stats struct {
 	// Refreshes counts announcements written by Pin; Scans counts scans of the epoch table;
 	// Advances counts scans that tried to advance the global epoch.
 	Refreshes, Scans, Advances uint64
+	// ReclaimWaits counts the retries of allocations that found no room while retired blocks
+	// were pending (each after a pause on the fabric's clock: see MaxReclaimWait).
+	ReclaimWaits uint64
 	// Epoch is the last value of the global epoch this allocator read.
 	Epoch uint64
 	// HandedOver counts handover records published by Close (0 or 1).
@@ -333,7 +336,9 @@ func checkRequest(size, align uint64) error {
 //
 // Placement: the client's preferred node is Nodes[(id-1) % len(Nodes)], so clients spread over
 // the nodes while each keeps its chunks on one; when that node is exhausted the others are tried
-// in order. The error wraps farmem.ErrNoSpace if no node has room.
+// in order. The error wraps farmem.ErrNoSpace if no node has room, once blocks this client
+// retired could not be reused within MaxReclaimWait (so do Alloc, AllocOn and AllocSymmetric:
+// see MaxReclaimWait and the package doc).
 func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
 	if err := a.usable(); err != nil {
 		return 0, err
@@ -344,6 +349,12 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 	if err := a.admit(size); err != nil {
 		return 0, err
 	}
+	addr, err := a.allocAny(ctx, size, align)
+	return waitReclaim(ctx, a, addr, err, func() (farmem.Addr, error) { return a.allocAny(ctx, size, align) })
+}
+
+// allocAny is one try of Alloc.
+func (a *Allocator) allocAny(ctx context.Context, size, align uint64) (farmem.Addr, error) {
 	// Reuse before growing: a free block on any node beats a new chunk on the preferred one.
 	// Otherwise memory grows whenever a client frees blocks on nodes other than its preferred
 	// one (it retires blocks its peers wrote), however much of it is free.
@@ -415,7 +426,8 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 	if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
 		return 0, lostErr(n, farmem.StatusOf(a.m, n))
 	}
-	off, err := a.allocIn(ctx, a.arena(n), size, align)
+	off, err := a.allocIn(ctx, ar, size, align)
+	off, err = waitReclaim(ctx, a, off, err, func() (uint64, error) { return a.allocIn(ctx, ar, size, align) })
 	if err != nil {
 		return 0, err
 	}
@@ -438,6 +450,7 @@ func (a *Allocator) AllocSymmetric(ctx context.Context, size, align uint64) (Sym
 		return 0, err
 	}
 	off, err := a.allocIn(ctx, a.sym, size, align)
+	off, err = waitReclaim(ctx, a, off, err, func() (uint64, error) { return a.allocIn(ctx, a.sym, size, align) })
 	return SymOffset(off), err
 }
 

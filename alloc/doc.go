@@ -30,8 +30,11 @@
 // An [Allocator] belongs to one client (one goroutine). Per node it carves a current chunk and
 // keeps free lists by size class (at most 12.5% waste up to half a chunk; larger blocks are
 // runs of chunks). A request takes a free block, else carves, else claims a chunk: a spare, a
-// rebuilt one, one from the bump word, then from the node's pool; when nothing is left it
-// fails wrapping farmem.ErrNoSpace. Reused blocks' contents are undefined. Options.Admit can
+// rebuilt one, one from the bump word, then from the node's pool. When nothing is left while
+// blocks the client retired are still pending, it waits for them on the fabric's clock
+// (backing off, scanning the epoch table at each retry, at most [Allocator.MaxReclaimWait]:
+// about one Lease plus two Refresh periods); when nothing is left otherwise, or still after
+// that wait, it fails wrapping farmem.ErrNoSpace. Reused blocks' contents are undefined. Options.Admit can
 // refuse requests ([ErrRefused]). Free and Retire take the allocated size; a double free is not
 // detected.
 //

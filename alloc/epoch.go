@@ -23,6 +23,11 @@ type epochState struct {
 	retired   []retired   // blocks retired, not yet reusable, in retirement order
 	lastScan  farmem.Time
 	seen      farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
+	// section numbers outermost pinned sections (from 1); waiting is set while an allocation
+	// waits for reclamation (reclaimwait.go), when a scan may reuse blocks retired before the
+	// current section whatever this client's own announcement.
+	section uint64
+	waiting bool
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
@@ -33,6 +38,8 @@ type retired struct {
 	// tag is an epoch at least the global epoch when the block was unlinked: the block is
 	// reusable once no live announcement is tag or older.
 	tag uint64
+	// sec is the section it was retired in (0: before any, or adopted).
+	sec uint64
 }
 
 // unitShift: deadlines in the table are in units of 2^20ns (about 1.05ms).
@@ -109,6 +116,7 @@ func (a *Allocator) pinAt(ctx context.Context, now farmem.Time) error {
 		}
 	}
 	ep.depth = 1
+	ep.section++
 	ep.lapsed = false
 	return nil
 }
@@ -319,7 +327,7 @@ func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) err
 		ep.cached = max(ep.cached, tag)
 		a.stats.Epoch = ep.cached
 	}
-	ep.retired = append(ep.retired, retired{ar: ar, off: off, size: size, tag: tag})
+	ep.retired = append(ep.retired, retired{ar: ar, off: off, size: size, tag: tag, sec: ep.section})
 	a.stats.Retires++
 	return nil
 }
@@ -352,11 +360,11 @@ func (a *Allocator) Reclaim(ctx context.Context) (int, error) {
 // can. If every live announcement is at least g, the epoch advances to g+1.
 func (a *Allocator) scan(ctx context.Context) (int, error) {
 	if a.rep != nil {
-		horizon, err := a.scanRep(ctx)
+		horizon, others, err := a.scanRep(ctx)
 		if err != nil {
 			return 0, err
 		}
-		return a.reuseBelow(horizon), nil
+		return a.reuseBelow(horizon, others), nil
 	}
 	ep := &a.ep
 	// now is taken before the table is read: a slot is taken as expired only if it had expired
@@ -373,7 +381,7 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	a.stats.Scans++
 	ep.lastScan = now
 	g := le64(gbuf)
-	horizon := uint64(math.MaxUint64)
+	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
 	advance := true
 	post := &farmem.Batch{}
 	for i := range a.slots {
@@ -387,6 +395,9 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 		}
 		e := decodeEpoch(g, uint32(w>>32))
 		horizon = min(horizon, e)
+		if uint64(i)+1 != uint64(a.id) {
+			others = min(others, e)
+		}
 		if e < g {
 			advance = false
 		}
@@ -400,16 +411,21 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	}
 	ep.cached = max(ep.cached, g)
 	a.stats.Epoch = ep.cached
-	return a.reuseBelow(horizon), nil
+	return a.reuseBelow(horizon, others), nil
 }
 
 // reuseBelow makes the retired blocks tagged below horizon reusable and returns how many.
-func (a *Allocator) reuseBelow(horizon uint64) int {
+// While an allocation waits for reclamation inside a pinned section, a block retired before
+// the section began is reusable below others, the horizon of the other clients'
+// announcements: this client's own announcement protects only what its current section may
+// reach, and a block unlinked before the section's Pin is not reachable from it.
+func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
 	kept := ep.retired[:0]
+	old := ep.waiting && ep.depth > 0
 	for _, r := range ep.retired {
-		if r.tag < horizon {
+		if r.tag < horizon || (old && r.sec != ep.section && r.tag < others) {
 			r.ar.put(r.off, r.size)
 			freed++
 		} else {

@@ -49,6 +49,7 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 		}
 	}
 	ep.depth = 1
+	ep.section++
 	ep.lapsed = false
 	return ep.seen, nil
 }

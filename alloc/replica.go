@@ -335,7 +335,7 @@ func (a *Allocator) withdrawRep(b *farmem.Batch) {
 // scanRep is scan over the metadata nodes: the epoch and the table read on q nodes; the
 // horizon is the oldest live announcement read on any of them; the epoch advances from g only
 // if all q read g (otherwise the nodes behind get g written back).
-func (a *Allocator) scanRep(ctx context.Context) (horizon uint64, err error) {
+func (a *Allocator) scanRep(ctx context.Context) (horizon, others uint64, err error) {
 	rs := a.rep
 	ep := &a.ep
 	now := a.rt.Now()
@@ -349,7 +349,7 @@ func (a *Allocator) scanRep(ctx context.Context) (horizon uint64, err error) {
 	}
 	got, err := a.waitQuorum(ctx, a.m.Post(ctx, b), func(i int) bool { return le64(gb[i]) != 0 })
 	if err != nil {
-		return 0, fmt.Errorf("alloc: scan epoch table: %w", err)
+		return 0, 0, fmt.Errorf("alloc: scan epoch table: %w", err)
 	}
 	a.stats.Scans++
 	ep.lastScan = now
@@ -365,7 +365,7 @@ func (a *Allocator) scanRep(ctx context.Context) (horizon uint64, err error) {
 			post.Unsignaled(post.CAS(a.epochOn(rs.nodes[i]), rs.gSeen[i], g))
 		}
 	}
-	horizon = math.MaxUint64
+	horizon, others = math.MaxUint64, math.MaxUint64
 	advance := unanimous
 	for _, i := range got {
 		n := rs.nodes[i]
@@ -380,6 +380,9 @@ func (a *Allocator) scanRep(ctx context.Context) (horizon uint64, err error) {
 			}
 			e := decodeEpoch(g, uint32(w>>32))
 			horizon = min(horizon, e)
+			if uint64(s)+1 != uint64(a.id) {
+				others = min(others, e)
+			}
 			if e < g {
 				advance = false
 			}
@@ -396,7 +399,7 @@ func (a *Allocator) scanRep(ctx context.Context) (horizon uint64, err error) {
 	}
 	ep.cached = max(ep.cached, g)
 	a.stats.Epoch = ep.cached
-	return horizon, nil
+	return horizon, others, nil
 }
 
 // Replicated handover words (r > 1).

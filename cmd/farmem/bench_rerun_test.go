@@ -14,7 +14,7 @@ import (
 func TestBenchRerunAndProcess(t *testing.T) {
 	region := filepath.Join(t.TempDir(), "b.region")
 	args := func(extra ...string) []string {
-		return append([]string{"bench", "--region", region, "--mem-size", "64MiB", "--records", "600",
+		return append([]string{"bench", "--region", region, "--mem-size", "16MiB", "--records", "600",
 			"--clients", "2", "--duration", "100ms", "--warmup", "0s", "--peers", "none"}, extra...)
 	}
 	out, errOut, code := cli(t, args("--process", "0/2")...)
