@@ -170,7 +170,11 @@ func (a *Allocator) valid(now farmem.Time) bool {
 // operation must be retried. If the announcement is older than Refresh it is withdrawn with one
 // unsignaled atomic (no round trip), so an idle client does not hold reuse back; otherwise
 // Unpin costs no verb.
-func (a *Allocator) Unpin() error {
+func (a *Allocator) Unpin() error { return a.unpin(false) }
+
+// unpin ends a section: at the outermost one, with a fresh clock reading, or (seen) with the
+// allocator's last reading (UnpinSeen).
+func (a *Allocator) unpin(seen bool) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -181,6 +185,9 @@ func (a *Allocator) Unpin() error {
 	ep.depth--
 	if ep.depth > 0 {
 		return nil
+	}
+	if seen {
+		return a.unpinAt(ep.seen)
 	}
 	return a.unpinAt(a.rt.Now())
 }

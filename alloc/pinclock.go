@@ -2,7 +2,6 @@ package alloc
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -62,17 +61,4 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 // section; the announcement's refresh and withdrawal are decided by the same reading. On a
 // section whose last access came after the latest reading its verdict could miss an expiry:
 // call Unpin there.
-func (a *Allocator) UnpinSeen() error {
-	if err := a.usable(); err != nil {
-		return err
-	}
-	ep := &a.ep
-	if ep.depth == 0 {
-		return fmt.Errorf("alloc: unpin without pin: %w", farmem.ErrInvalid)
-	}
-	ep.depth--
-	if ep.depth > 0 {
-		return nil
-	}
-	return a.unpinAt(ep.seen)
-}
+func (a *Allocator) UnpinSeen() error { return a.unpin(true) }
