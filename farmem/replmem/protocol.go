@@ -43,6 +43,7 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 	wver := r.nextVersion(0)
 	var backoff time.Duration
 	disagree := 0
+	short := 0 // consecutive rounds in which at most f replicas answered, some left out
 	for range maxAttempts {
 		ts := r.targets()
 		writes := !written
@@ -94,8 +95,17 @@ func (r *Memory) plain(ctx context.Context, b *farmem.Batch, seg []int) error {
 			return fail(err)
 		}
 		if nok <= r.f {
+			// A round that left suspected replicas out, and then lost one it asked, asks
+			// again: the next round's targets include the suspected ones (fewer than f+1 are
+			// not suspected now). Only a few rounds in a row that still get no majority fail.
+			if len(ts) < len(r.o.Nodes) {
+				if short++; short < 3 {
+					continue
+				}
+			}
 			return fail(fmt.Errorf("%w: %d of %d replicas answered: %w", ErrNoQuorum, nok, len(r.o.Nodes), errors.Join(errs...)))
 		}
+		short = 0
 		if writes {
 			r.missed(b, seg, ts, ok)
 		}
