@@ -39,26 +39,13 @@ const (
 // handles share one Health; otherwise each has its own. Every FAA must return a distinct
 // previous value, the counter must end at the number of FAAs and each own word at its CASes.
 func runHung(t *testing.T, shared bool) hungRun {
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 1, 16<<20
-	model.DownTimeout, model.Jitter = hungDown, 300*time.Nanosecond
-	s, err := sim.New(model, 11)
-	require.NoError(t, err)
-	defer s.Close()
 	var out hungRun
-	s.Run(func() {
+	onReplicaSim(t, 11, hungDown, 300*time.Nanosecond, func(s *sim.Sim, m0 farmem.Memory, a0 *alloc.Allocator) {
 		ctx := context.Background()
 		comp := s.Topology().ComputeNodes()
 		mem := s.Topology().MemoryNodes()
-		m0, err := s.Open(ctx, comp[0])
-		require.NoError(t, err)
-		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{}))
-		a0, err := alloc.New(ctx, m0, alloc.Options{})
-		require.NoError(t, err)
 		const words = hungHandles + 1
-		o, err := a0.AllocSymmetric(ctx, replmem.Stride*8*words, 64)
-		require.NoError(t, err)
-		base := farmem.MakeAddr(0xF3, uint64(o)/replmem.Stride)
+		base := replBlock(t, a0, 8*words)
 		opts := replmem.Options{Nodes: mem, Virtual: 0xF3}
 		var h *replmem.Health
 		if shared {
@@ -153,28 +140,12 @@ func TestSharedHealthHungReplica(t *testing.T) {
 // that never runs again, and not read before that crash, is unreadable (ErrNoQuorum), never
 // stale.
 func TestHolesHealed(t *testing.T) {
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 1, 16<<20
-	model.DownTimeout = hungDown
-	s, err := sim.New(model, 5)
-	require.NoError(t, err)
-	defer s.Close()
-	s.Run(func() {
+	onReplicaSim(t, 5, hungDown, 0, func(s *sim.Sim, m farmem.Memory, a *alloc.Allocator) {
 		ctx := context.Background()
 		comp := s.Topology().ComputeNodes()
 		mem := s.Topology().MemoryNodes()
-		m, err := s.Open(ctx, comp[0])
-		require.NoError(t, err)
-		require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-		a, err := alloc.New(ctx, m, alloc.Options{})
-		require.NoError(t, err)
 		const size = 64
-		block := func() farmem.Addr {
-			o, err := a.AllocSymmetric(ctx, replmem.Stride*size, 64)
-			require.NoError(t, err)
-			return farmem.MakeAddr(0xF3, uint64(o)/replmem.Stride)
-		}
-		read, written, lost := block(), block(), block()
+		read, written, lost := replBlock(t, a, size), replBlock(t, a, size), replBlock(t, a, size)
 		h := new(replmem.Health)
 		r, err := replmem.New(m, replmem.Options{Nodes: mem, Virtual: 0xF3, Health: h})
 		require.NoError(t, err)
