@@ -344,40 +344,32 @@ func RunFlex(ctx context.Context, cfg FlexConfig, progress io.Writer) (*FlexResu
 		}
 	}
 	if cfg.has(figFlexAblation) {
-		runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (FlexBalance, error) {
+		runs, err := eachSeed(ctx, cfg.Seeds, cfg.Workers, "flexkv fig. 19", func(seed uint64) (FlexBalance, error) {
 			return runFlexBalance(cfg, seed)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range runs {
-			if errs[i] != nil {
-				return nil, fmt.Errorf("repro: flexkv fig. 19, seed %d: %w", cfg.Seeds[i], errs[i])
-			}
+		}, func(r FlexBalance) {
 			if progress != nil {
 				fmt.Fprintf(progress, "flexkv fig 19 seed %d: CV %.3f before, %.3f after (%d and %d periods), %v wall\n",
 					r.Seed, r.Before.CV, r.After.CV, r.Before.Periods, r.After.Periods, r.Wall.Round(time.Millisecond))
 			}
-			res.Balance = append(res.Balance, r)
-		}
-	}
-	if cfg.has(figFlexSwitch) {
-		runs, errs, err := runSeeds(ctx, cfg.Seeds, cfg.Workers, func(seed uint64) (FlexSwitch, error) {
-			return runFlexSwitch(cfg, seed)
 		})
 		if err != nil {
 			return nil, err
 		}
-		for i, r := range runs {
-			if errs[i] != nil {
-				return nil, fmt.Errorf("repro: flexkv fig. 18, seed %d: %w", cfg.Seeds[i], errs[i])
-			}
+		res.Balance = append(res.Balance, runs...)
+	}
+	if cfg.has(figFlexSwitch) {
+		runs, err := eachSeed(ctx, cfg.Seeds, cfg.Workers, "flexkv fig. 18", func(seed uint64) (FlexSwitch, error) {
+			return runFlexSwitch(cfg, seed)
+		}, func(r FlexSwitch) {
 			if progress != nil {
 				fmt.Fprintf(progress, "flexkv fig 18 seed %d: settled %.1f then %.1f (%d periods after the switch), %v wall\n",
 					r.Seed, r.SettledBefore, r.SettledAfter, r.AfterPeriods, r.Wall.Round(time.Millisecond))
 			}
-			res.Switch = append(res.Switch, r)
+		})
+		if err != nil {
+			return nil, err
 		}
+		res.Switch = append(res.Switch, runs...)
 	}
 	return res, nil
 }

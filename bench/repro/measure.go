@@ -37,6 +37,25 @@ func runSeeds[R any](ctx context.Context, seeds []uint64, workers int, run func(
 	return runs, errs, nil
 }
 
+// eachSeed is runSeeds for a figure whose seeds must all succeed: it returns the runs in seed
+// order, or the first seed's error, prefixed with what ("flexkv fig. 19") and the seed; report
+// (if not nil) sees each run, in seed order, once all are done.
+func eachSeed[R any](ctx context.Context, seeds []uint64, workers int, what string, run func(seed uint64) (R, error), report func(R)) ([]R, error) {
+	runs, errs, err := runSeeds(ctx, seeds, workers, run)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range runs {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("repro: %s, seed %d: %w", what, seeds[i], errs[i])
+		}
+		if report != nil {
+			report(r)
+		}
+	}
+	return runs, nil
+}
+
 // check reports a warm-up or window that cannot end or cannot converge, wrapping ErrConfig.
 func (m Measure) check() error {
 	switch {
