@@ -221,6 +221,7 @@ func runRestart(t *testing.T, rc restartCase, keys int) {
 // TestRestartLocal: a non-home memory node of a local fabric restarts (loses its memory) under
 // a store; see runRestart.
 func TestRestartLocal(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 8}}})
 	ctx := context.Background()
@@ -235,6 +236,7 @@ func TestRestartLocal(t *testing.T) {
 // then finds the node's generation word naming the old incarnation, fences the node, and the
 // scenario goes on as if the fabric had seen the restart.
 func TestRestartSeenFirstByNewStore(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 8 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 8}}})
 	ctx := context.Background()
@@ -255,6 +257,7 @@ func TestRestartSeenFirstByNewStore(t *testing.T) {
 // TestRestartLocalNodeStatus: a paused node (Hang) keeps its incarnation and is usable after
 // Resume without adoption; a restarted one is fenced until Adopt, whatever it was before.
 func TestRestartLocalNodeStatus(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 1 << 20}, DownTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Hosted()[0])

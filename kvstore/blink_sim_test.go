@@ -15,6 +15,7 @@ import (
 // simulator (tearing, jitter; two compute nodes sharing the tree through SELCC, 1 KiB lines
 // so leaves split), over two seeds.
 func TestBlinkLinearizableSim(t *testing.T) {
+	t.Parallel()
 	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			s := newSim(t, seed)

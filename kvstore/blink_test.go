@@ -20,6 +20,7 @@ import (
 // refused sizes, scans, and a linearizable history with scans of concurrent clients on two
 // compute nodes over 512-byte lines (leaves split; readers move right).
 func TestBlinkIndex(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond})
 	kind := &kvstore.Blink{LineSize: 512, Frames: 32}
 	s := openStore(t, f, kvstore.Options{Index: kind, Alloc: quietAlloc})

@@ -15,6 +15,7 @@ import (
 // deltas, both on a Session and through the Store's pool (which adds none), for every
 // synchronizer: Optimistic's pointer changes are lock-free; see lockCosts for the others.
 func TestRoundTrips(t *testing.T) {
+	t.Parallel()
 	for _, name := range kvstore.SyncNames() {
 		t.Run(name, func(t *testing.T) { roundTrips(t, name) })
 	}

@@ -98,6 +98,7 @@ func backupReads(t *testing.T, f farmem.Fabric, s *kvstore.Store, k *kvstore.Fle
 
 // TestFlexKVBackupReadsLocal: the backup-read scenario on a local fabric (tearing, strict mode).
 func TestFlexKVBackupReadsLocal(t *testing.T) {
+	t.Parallel()
 	k := &kvstore.FlexKV{}
 	f, s := flexLocal(t, k, local.Options{Tearing: true, Jitter: 2 * time.Microsecond})
 	backupReads(t, f, s, k, f.Crash)
@@ -105,6 +106,7 @@ func TestFlexKVBackupReadsLocal(t *testing.T) {
 
 // TestFlexKVBackupReadsSim: the same on the simulator.
 func TestFlexKVBackupReadsSim(t *testing.T) {
+	t.Parallel()
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 3, 64<<20
 	model.Tearing = true
@@ -122,6 +124,7 @@ func TestFlexKVBackupReadsSim(t *testing.T) {
 // primary is down skips the copy that fails validation and reads the next; with every backup
 // damaged the read fails with ErrNodeDown, never a wrong value.
 func TestFlexKVBackupDisagreeLocal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{}
 	f, s := flexLocal(t, k, local.Options{})

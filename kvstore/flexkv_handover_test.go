@@ -29,6 +29,7 @@ import (
 // After each, every node reads every key's last value, writes go on, and a later hand-over
 // succeeds.
 func TestFlexKVHandOverFaultsSim(t *testing.T) {
+	t.Parallel()
 	for _, step := range []string{"pause", "load", "target-dies-loading", "resume", "target-dies"} {
 		t.Run(step, func(t *testing.T) { handOverFault(t, step) })
 	}

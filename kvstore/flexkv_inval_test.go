@@ -78,6 +78,7 @@ func keysIn(k *kvstore.FlexKV, p, n int, from uint64) []uint64 {
 // waited out), well within the pair lease in virtual time, and the sharers then read the new
 // values.
 func TestFlexKVCrossInvalidationSim(t *testing.T) {
+	t.Parallel()
 	const handlers = 2
 	flexInvalSim(t, handlers, func(sm *sim.Sim, k *kvstore.FlexKV, s *kvstore.Store, open func(farmem.NodeID) *kvstore.Session) {
 		ctx := context.Background()
@@ -151,6 +152,7 @@ func TestFlexKVCrossInvalidationSim(t *testing.T) {
 // the update commits at its deadline (the sharer's pair lease run out), counted as an
 // acknowledgement timeout.
 func TestFlexKVSlowOrLostAckSim(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		cut  bool

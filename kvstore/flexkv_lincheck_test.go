@@ -117,6 +117,7 @@ func lincheckFlex(t *testing.T, f farmem.Fabric, k *kvstore.FlexKV, s *kvstore.S
 // TestFlexKVLinearizable: local fabric, tearing, jitter and strict mode (the cleanup checks no
 // plain write landed on a word being CASed), partitions migrating under load.
 func TestFlexKVLinearizable(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(2) {
 		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 3}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed + 1})
 		k := flexKind()
@@ -151,6 +152,7 @@ func flexSim(t *testing.T, seed uint64) (error, string) {
 
 // TestFlexKVSimDeterministic: one seed, one run.
 func TestFlexKVSimDeterministic(t *testing.T) {
+	t.Parallel()
 	_, a := flexSim(t, 5)
 	_, b := flexSim(t, 5)
 	require.Equal(t, a, b)
@@ -159,6 +161,7 @@ func TestFlexKVSimDeterministic(t *testing.T) {
 // TestFlexKVLinearizableSim: the same on the simulator (deterministic, virtual time), with
 // the allocator's short leases, so blocks are reused soon after they are replaced.
 func TestFlexKVLinearizableSim(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(2 * stressScale()) {
 		verdict, _ := flexSim(t, seed+1)
 		require.NoError(t, verdict, "seed %d", seed+1)
@@ -168,6 +171,7 @@ func TestFlexKVLinearizableSim(t *testing.T) {
 // TestAcesoLinearizable: the baseline (address caches over RACE on the memory nodes, CIDER
 // synchronizing updates) on a local fabric with tearing and strict mode.
 func TestAcesoLinearizable(t *testing.T) {
+	t.Parallel()
 	w := flexMix
 	w.ops *= stressScale()
 	k := flexKind()

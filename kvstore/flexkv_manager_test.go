@@ -32,6 +32,7 @@ func managerKind() *kvstore.FlexKV {
 // every key, linearizes; the manager saw the node dead and its partitions went back to the
 // memory nodes; the manager moved partitions before the crash and after it.
 func TestFlexKVManagerSim(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(stressScale()) {
 		managerSim(t, seed+1)
 	}

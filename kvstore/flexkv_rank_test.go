@@ -15,6 +15,7 @@ import (
 // TestDisplacementBaseline: B = C(R²-1)/3 when C divides P (R = 2 gives E|X-Y| = 1/2 per
 // partition), and the empirical mean displacement of random reshuffles matches it.
 func TestDisplacementBaseline(t *testing.T) {
+	t.Parallel()
 	require.InDelta(t, 0.5*8, kvstore.DisplacementBaseline(8, 4), 1e-9) // R = 2
 	require.InDelta(t, 20*(409.0*409-1)/3, kvstore.DisplacementBaseline(8180, 20), 1e-6)
 	require.Zero(t, kvstore.DisplacementBaseline(4, 4)) // one rank: nothing can move
@@ -39,6 +40,7 @@ func TestDisplacementBaseline(t *testing.T) {
 
 // TestReassignTrigger: D just under a quarter of B does not trigger, at it does.
 func TestReassignTrigger(t *testing.T) {
+	t.Parallel()
 	const P, C = 16, 2 // R = 8, B = 2·63/3 = 42, trigger at 10.5
 	old := make([]int, P)
 	for p := range old {
@@ -58,6 +60,7 @@ func TestReassignTrigger(t *testing.T) {
 // TestAssignByRank: every node holds one partition of every full rank, lists run hot to cold,
 // and an assignment recomputed after a shuffle within ranks keeps every partition's owner.
 func TestAssignByRank(t *testing.T) {
+	t.Parallel()
 	nodes := []farmem.NodeID{farmem.ComputeID(1).Node(), farmem.ComputeID(2).Node(), farmem.ComputeID(3).Node()}
 	r := rand.New(rand.NewPCG(3, 4))
 	const P = 11 // 3 full ranks and a partial one of 2
@@ -107,6 +110,7 @@ func TestAssignByRank(t *testing.T) {
 // TestOffloaded: the ratio's share of the partitions, taken rank by rank from the heads of
 // the lists.
 func TestOffloaded(t *testing.T) {
+	t.Parallel()
 	nodes := []farmem.NodeID{farmem.ComputeID(1).Node(), farmem.ComputeID(2).Node()}
 	lists := [][]int{{3, 0, 4, 1, 8}, {2, 5, 6, 7, 9}}
 	o := kvstore.Offloaded(10, nodes, lists, 0.4)
@@ -143,6 +147,7 @@ func runKnob(t *testing.T, k *kvstore.Knob, curve func(float64) float64) (float6
 // non-improving probes, flips direction when the first probe is worse, and clamps at the
 // ends of [0, 1].
 func TestKnob(t *testing.T) {
+	t.Parallel()
 	peak := func(at float64) func(float64) float64 {
 		return func(i float64) float64 { return 100 - math.Abs(i-at)*50 }
 	}
@@ -177,6 +182,7 @@ func TestKnob(t *testing.T) {
 
 // TestCV: coefficient of variation.
 func TestCV(t *testing.T) {
+	t.Parallel()
 	require.Zero(t, kvstore.CV(nil))
 	require.Zero(t, kvstore.CV([]uint64{5, 5, 5}))
 	require.InDelta(t, 1.0, kvstore.CV([]uint64{0, 2}), 1e-9)

@@ -75,6 +75,7 @@ func (s spanKV) Delete(ctx context.Context, key []byte) (err error) {
 // call failing) + 2 ms (backoffs and hand-over work), plus four down timeouts when the node
 // hangs (calls to it time out instead of failing at once, and a commit in flight sends four).
 func TestFlexKVDeadProxySim(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(stressScale()) {
 		deadProxySim(t, seed+1, false)
 	}
@@ -87,6 +88,7 @@ func TestFlexKVDeadProxySim(t *testing.T) {
 // survivor needed through the proxy during the hang is not recovered: the proxy renews its
 // lease when it comes back and serves on.
 func TestFlexKVHungProxySim(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(stressScale()) {
 		deadProxySim(t, seed+1, true)
 	}

@@ -35,6 +35,7 @@ func sessionOn(t *testing.T, f farmem.Fabric, s *kvstore.Store, node farmem.Node
 // TestFlexKVProxy: every operation gives the same answers with partitions on the memory
 // nodes, on proxies, and handed back, and the proxies serve them.
 func TestFlexKVProxy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{}
 	f, s := flexLocal(t, k, local.Options{})
@@ -131,6 +132,7 @@ func TestFlexKVProxy(t *testing.T) {
 // TestFlexKVFullPartition: an insert into full buckets of a proxied partition hands the
 // partition back to the memory nodes, where the subtable splits.
 func TestFlexKVFullPartition(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{}
 	k.Params.InitialDepth = 1
@@ -165,6 +167,7 @@ func TestFlexKVFullPartition(t *testing.T) {
 // KV-cache hit costs no round trip and an address-cache hit one; the Aceso baseline's update
 // one memory-node CAS.
 func TestFlexKVCosts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{}
 	f, s := flexLocal(t, k, local.Options{})
@@ -260,6 +263,7 @@ func TestFlexKVCosts(t *testing.T) {
 // TestAcesoCosts: the baseline's update is one memory-node CAS, and its address-cache hit one
 // round trip; it refuses to proxy.
 func TestAcesoCosts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{NoProxy: true}
 	f, s := flexLocal(t, k, local.Options{})
@@ -289,6 +293,7 @@ func TestAcesoCosts(t *testing.T) {
 // deletes and re-inserts the key, and when the block is reused; the cache never returns the
 // old value.
 func TestFlexKVStaleAddress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{NoKVCache: true}
 	f, s := flexLocal(t, k, local.Options{})
@@ -323,6 +328,7 @@ func TestFlexKVStaleAddress(t *testing.T) {
 // TestFlexKVKeepsSync: partitions on the memory nodes keep the store's synchronizer (here
 // the far MCS lock: a locked update's round trips); proxied ones commit at the proxy.
 func TestFlexKVKeepsSync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{}
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 3}})
@@ -370,6 +376,7 @@ func (l *lossyCalls) Call(ctx context.Context, node farmem.NodeID, method uint16
 // words; the proxy's copy holding the new word tells the client its first attempt committed,
 // and a lost request commits on the second; either way the update took effect once.
 func TestFlexKVUnknownCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := &kvstore.FlexKV{}
 	f, s := flexLocal(t, k, local.Options{})

@@ -14,6 +14,7 @@ import (
 // past TicketWindow; a forgotten ticket is told apart from a dropped one (never answered
 // stale, which would make its writer write again), and a polled one is answered once.
 func TestTicketBookBounded(t *testing.T) {
+	t.Parallel()
 	var b ticketBook
 	now := farmem.Time(0)
 	const n = 3 * MaxTickets

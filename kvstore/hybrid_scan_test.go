@@ -19,6 +19,7 @@ import (
 // adjacent 256-key prefixes (small leaves split, and scans span both prefixes' special nodes,
 // answered from the cache or by the walk).
 func TestHybridIndexScans(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond})
 	s := openStore(t, f, kvstore.Options{Index: kvstore.Hybrid{LeafSlots: 8, CacheBytes: 1 << 16}, Alloc: quietAlloc})
 	ctx := context.Background()

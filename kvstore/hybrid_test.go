@@ -19,6 +19,7 @@ import (
 // TestHybridIndex runs the store over the hybrid tree: answers, refused keys, and a linearizable
 // history of concurrent clients on two compute nodes (small leaves, so leaves split).
 func TestHybridIndex(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond})
 	s := openStore(t, f, kvstore.Options{Index: kvstore.Hybrid{LeafSlots: 8, CacheBytes: 1 << 16}, Alloc: quietAlloc})
 	ctx := context.Background()

@@ -100,6 +100,7 @@ func lincheckStores(t *testing.T, rt farmem.Runtime, w workload, stores []*kvsto
 
 // TestLinearizable: many goroutines of one store (through its pool and through sessions).
 func TestLinearizable(t *testing.T) {
+	t.Parallel()
 	w := mix
 	w.ops *= stressScale()
 	require.NoError(t, lincheckLocal(t, w, 1, 8, 1, nil))
@@ -107,6 +108,7 @@ func TestLinearizable(t *testing.T) {
 
 // TestLinearizableTwoStores: two stores on one fabric, as two processes would open it.
 func TestLinearizableTwoStores(t *testing.T) {
+	t.Parallel()
 	w := mix
 	w.ops *= stressScale()
 	require.NoError(t, lincheckLocal(t, w, 2, 4, 2, nil))
@@ -115,6 +117,7 @@ func TestLinearizableTwoStores(t *testing.T) {
 // TestLinearizableSyncs: every synchronizer, on a few hot keys (contended updates and deletes),
 // with two stores (each using the synchronizer: a store has one).
 func TestLinearizableSyncs(t *testing.T) {
+	t.Parallel()
 	hot := workload{keys: 3, ops: 200 * stressScale(), get: 30, insert: 10, update: 30, put: 20, maxVal: 64, unknown: 4}
 	for i, name := range kvstore.SyncNames() {
 		t.Run(name, func(t *testing.T) {
@@ -129,6 +132,7 @@ func TestLinearizableSyncs(t *testing.T) {
 // is an index built here (brokenPut), whose Update, which Put starts with, is a Delete then an
 // Insert.
 func TestLinearizableCatchesBrokenPut(t *testing.T) {
+	t.Parallel()
 	w := workload{keys: 3, ops: 200, get: 50, put: 50, maxVal: 8, unknown: 4}
 	err := lincheckLocalWith(t, w, 1, 6, 3, kvstore.Options{Replication: brokenPut{}})
 	require.ErrorIs(t, err, lincheck.ErrNotLinearizable)

@@ -41,6 +41,7 @@ func rawWord(t *testing.T, m farmem.Memory, n farmem.NodeID, off uint64) uint64 
 // the first (home) node down and runs, Inspect finds it from a majority, and options that
 // disagree with the record fail with ErrMismatch.
 func TestReplicatedMetaOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2, MemorySize: 4 << 20}})
 	s := openStore(t, f, metaOptions(3))
@@ -84,6 +85,7 @@ func TestReplicatedMetaOpen(t *testing.T) {
 // An unreplicated store keeps its layout: no factor in the descriptor, the root on the home
 // node only, and Open fails with ErrMismatch when asked for replicas.
 func TestUnreplicatedMetaUnchanged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 4 << 20}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
@@ -130,6 +132,7 @@ func (x repopIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 // allocator's metadata, calls the index's Repopulate, and raises the generation; then another
 // node crashes and a new Open still finds the store (the restored node counts in the majority).
 func TestReplicatedMetaAdopt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 2, MemorySize: 4 << 20}})
 	var calls []farmem.NodeID
@@ -247,6 +250,7 @@ func probe(t *testing.T, f farmem.Fabric) farmem.Memory {
 // node is down (formatted on the majority that answers), runs, and once that node restarts
 // empty it is adopted: restored, not formatted fresh.
 func TestReplicatedMetaCreateFirstNodeDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 4 << 20}})
 	require.NoError(t, f.Crash(1))

@@ -93,6 +93,7 @@ func (k *toyKind) state(n farmem.NodeID) *toyState {
 }
 
 func TestNodeKind(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2, MemorySize: 8 << 20}})
 	nodes := f.Hosted()
@@ -154,6 +155,7 @@ func TestNodeKind(t *testing.T) {
 }
 
 func TestNodeKindUnwinds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2, MemorySize: 8 << 20}})
 	nodes := f.Hosted()

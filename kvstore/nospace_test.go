@@ -149,12 +149,14 @@ func refuseSplits(size uint64) error {
 
 // TestNoSpaceLocal: a 4 MiB local fabric filled, emptied and filled again (see fillEmptyFill).
 func TestNoSpaceLocal(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 1, MemorySize: 512 << 10}})
 	fillEmptyFill(t, f, nil)
 }
 
 // TestNoSpaceCXL: the same on a cxl region.
 func TestNoSpaceCXL(t *testing.T) {
+	t.Parallel()
 	fillEmptyFill(t, newCXLFabric(t), nil)
 }
 
@@ -175,6 +177,7 @@ func newCXLFabric(t *testing.T) farmem.Fabric {
 // leaves the table as usable as before (no frozen slot, every key deletable), and once the
 // allocator admits splits again the table grows past that. On local and on cxl.
 func TestNoSpaceAtSplit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		fabric func(t *testing.T) farmem.Fabric
@@ -214,6 +217,7 @@ func TestNoSpaceAtSplit(t *testing.T) {
 // allocated and another freed come back (the store gathers its clients' free memory into the
 // one that ran out), so the second fill holds within 10% of the first, with no frozen slot.
 func TestNoSpaceConcurrent(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 1, MemorySize: 512 << 10}})
 	s := openStore(t, f, fillOptions())
 	ctx := context.Background()

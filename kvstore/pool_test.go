@@ -61,6 +61,7 @@ func hammer(t *testing.T, s *kvstore.Store, n, rounds int) {
 // the pool opens clients on both compute nodes up to the fabric's room, then waits for free ones;
 // answers stay right; the store's costs are the fabric's.
 func TestPool(t *testing.T) {
+	t.Parallel()
 	// 2 compute nodes of 6 slots, 2 of them for handlers: room for 8 clients.
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2, ClientsPerNode: 6, MaxHandlers: 2}, Jitter: 2 * time.Microsecond})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
@@ -105,6 +106,7 @@ func TestPool(t *testing.T) {
 
 // TestMaxClients: the pool never holds more clients than Options.MaxClients.
 func TestMaxClients(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, MaxClients: 3})
 	hammer(t, s, 16, 40)
@@ -114,6 +116,7 @@ func TestMaxClients(t *testing.T) {
 // TestSessionOn: a session over a client the caller opened; its costs are counted from when the
 // session took it, and its Close leaves the client open.
 func TestSessionOn(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	ctx := context.Background()
@@ -139,6 +142,7 @@ func TestSessionOn(t *testing.T) {
 // pool is handed the client the moment it comes back (in virtual time: the release, then the
 // operation's own cost), not at its next look at the pool; nothing polls.
 func TestPoolHandsOver(t *testing.T) {
+	t.Parallel()
 	s := newSim(t, 3)
 	s.Run(func() {
 		ctx := context.Background()
@@ -177,6 +181,7 @@ func TestPoolHandsOver(t *testing.T) {
 // could not hand over), wrapping ErrCloseIncomplete and farmem.ErrNodeDown; a second Close has
 // nothing left to do.
 func TestCloseAfterNodeCrash(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 1}})
 	ctx := context.Background()
 	s, err := kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc})
@@ -202,6 +207,7 @@ func TestCloseAfterNodeCrash(t *testing.T) {
 // a session never closed waits DefaultCloseWait of virtual time, then reports the session
 // (it does not spin or hang while no simulated event drives the clock).
 func TestCloseWaitsInFabricTime(t *testing.T) {
+	t.Parallel()
 	s := newSim(t, 5)
 	var st *kvstore.Store
 	var id farmem.ClientID

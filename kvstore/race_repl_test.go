@@ -18,6 +18,7 @@ import (
 // failure, after the index's first replica crashed. (The store's own root and the allocator's
 // shared words stay on the lowest memory node, outside the index's replicas.)
 func TestRaceReplicas(t *testing.T) {
+	t.Parallel()
 	// Strict mode off: the replicated index stores its control words with plain writes when it
 	// lays out fresh memory.
 	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 32 << 20}})
@@ -53,6 +54,7 @@ func TestRaceReplicas(t *testing.T) {
 // TestRaceReplicasRefuseLocks: a replicated RACE index refuses a synchronizer that keeps lock
 // state outside the table's replicated memory.
 func TestRaceReplicasRefuseLocks(t *testing.T) {
+	t.Parallel()
 	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 32 << 20}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })

@@ -21,6 +21,7 @@ import (
 // Replicated ones for r = 3) and logs round trips, verbs and bytes per operation with the
 // ratio r = 3 / r = 1.
 func TestReplicatedRoundTrips(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	type step struct {
 		name       string

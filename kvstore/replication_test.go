@@ -58,6 +58,7 @@ func (x *mirrored) Close() error {
 // TestReplicatorPlugsIn: a store created with a two-instance replicator records two roots, its
 // writes reach both instances, and it reopens only with that replicator.
 func TestReplicatorPlugsIn(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2}})
 	ctx := context.Background()
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Replication: mirror{n: 2}})

@@ -41,6 +41,7 @@ func newReplLocal(t *testing.T, r int, lo local.Options) *local.Fabric {
 // nodes, with the optimistic synchronizer recorded; an index asking for another factor is
 // refused at Open, as is a synchronizer a replicated index cannot take.
 func TestReplicatedStoreOneKnob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newReplLocal(t, 3, local.Options{})
 	s := openStore(t, f, replOptions(3))
@@ -292,6 +293,7 @@ func readAll(ctx context.Context, s *kvstore.Store, g int, keys uint64, h *histo
 // restores the metadata and, the index answering that it has nothing replicated there, purges
 // the entries that pointed into it and reports them lost.
 func TestReplicatedMetaUnreplicatedIndexAdopt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 4 << 20}})
 	o := kvstore.Options{Replicas: 3, Alloc: quietAlloc, Index: kvstore.Race{Replicas: 1}}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestRootWord(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, RootEmpty, RootWord(0).State())
 	now := farmem.Time(1_750_000_000_123_456_789) // a wall-clock time in 2025
 	w := claimWord(65535, now)
@@ -34,6 +35,7 @@ func TestRootWord(t *testing.T) {
 }
 
 func TestDescriptorRoundTrip(t *testing.T) {
+	t.Parallel()
 	at := farmem.MakeAddr(2, 0x10040)
 	d := Descriptor{Version: Version, Index: "race", Replication: "none", Sync: "cider", Roots: []farmem.Addr{farmem.MakeAddr(1, 0x20000)},
 		Created: 12345, Creator: 7}

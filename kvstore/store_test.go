@@ -62,6 +62,7 @@ func semantics(t *testing.T, s kv, tag string) {
 }
 
 func TestSemantics(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	semantics(t, s, "store")
@@ -79,6 +80,7 @@ func TestSemantics(t *testing.T) {
 // TestLimits checks the documented limits: keys of 1..MaxKey bytes, key and value together at
 // most MaxKV; anything else is refused before any verb.
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{})
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	ctx := context.Background()
@@ -128,6 +130,7 @@ func TestLimits(t *testing.T) {
 // idempotent; Close waits for an open session until its context ends and reports it, and the
 // session's client is released when the session ends.
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{})
 	ctx := context.Background()
 	s, err := kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc})
@@ -178,6 +181,7 @@ func TestClosed(t *testing.T) {
 // finds the same store; NoCreate on a fresh fabric finds none and writes nothing; Inspect finds
 // the store from the fabric alone.
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2}})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
@@ -220,6 +224,7 @@ type otherKind struct{ kvstore.Race }
 func (otherKind) Name() string { return "other" }
 
 func TestMismatch(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{})
 	ctx := context.Background()
 	openStore(t, f, kvstore.Options{Alloc: quietAlloc})
@@ -242,6 +247,7 @@ func TestMismatch(t *testing.T) {
 // TestRacingCreators: several stores open one fresh fabric at once (formatting it and racing
 // for the root word); all find the same store, and the fabric holds one descriptor.
 func TestRacingCreators(t *testing.T) {
+	t.Parallel()
 	for round := range 4 {
 		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 4}, Jitter: 20 * time.Microsecond, Seed: uint64(round + 1)})
 		ctx := context.Background()
@@ -272,6 +278,7 @@ func TestRacingCreators(t *testing.T) {
 // TestCreatorTakeover: a creator that claimed the root word and died (or stalls past its lease)
 // is taken over once its lease has run out; one whose lease runs is waited for.
 func TestCreatorTakeover(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
@@ -325,6 +332,7 @@ func TestCreatorTakeover(t *testing.T) {
 // TestSyncRecorded: a store records its synchronizer; Open without one uses it, Open with
 // another is refused.
 func TestSyncRecorded(t *testing.T) {
+	t.Parallel()
 	f := newLocal(t, local.Options{})
 	ctx := context.Background()
 	a := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Sync: kvstore.Optimistic})

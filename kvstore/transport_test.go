@@ -24,6 +24,7 @@ import (
 // by path, racing this one to create the store, finds the same store too; and histories of both
 // attachments together are linearizable.
 func TestCXL(t *testing.T) {
+	t.Parallel()
 	r, err := cxl.CreateTemp("", "kvstore-test-*", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 16 << 20, ComputeNodes: 4}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
@@ -78,6 +79,7 @@ func TestCXL(t *testing.T) {
 // TestCXLChild is TestCXL's child process: it opens the region, the store (creating it if it
 // gets there first), writes a key and prints the store's roots.
 func TestCXLChild(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("KVSTORE_CXL_CHILD")
 	if path == "" {
 		t.Skip("run by TestCXL")
@@ -96,6 +98,7 @@ func TestCXLChild(t *testing.T) {
 // loopback TCP, open the same store and see each other's writes; their histories together are
 // linearizable.
 func TestTCP(t *testing.T) {
+	t.Parallel()
 	secret := []byte("kvstore-test-secret-0123456789")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var lines []string
