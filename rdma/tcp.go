@@ -620,6 +620,12 @@ func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err erro
 			return id, seq, nil
 		}
 		q.mu.Unlock()
+		// The slots free up as their answers are read: with no verb's goroutine reading
+		// (their posters may not wait for a while), the background reader must, or the
+		// backlog would wait for the monitor's next look, past its frames' expiry.
+		if !q.reading.Load() {
+			q.kickReader()
+		}
 		select {
 		case <-q.slotCh:
 		case <-q.deadCh:
