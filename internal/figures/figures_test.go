@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,11 +193,66 @@ func TestREADMEs(t *testing.T) {
 	}
 }
 
-// runCommand runs a block's command in the module root and returns its standard output.
+// binDir holds the programs that runCommand builds once for the whole test binary.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "figures-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built is one main package built into binDir: the first command that runs it builds it and
+// the others wait for that build and share it.
+type built struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
+}
+
+var (
+	builtMu sync.Mutex
+	builds  = map[string]*built{}
+)
+
+// program returns the path of pkg (a "./cmd/x" path in the module at root) built into binDir.
+// Every quick mode is a "go run" of the same command: building it once, not once per block
+// (each go run links its own copy, and runs at once compile the same packages side by side),
+// takes the builds out of the package's time; running the binary is what go run does next.
+func program(t *testing.T, root, pkg string) string {
+	t.Helper()
+	builtMu.Lock()
+	b := builds[pkg]
+	if b == nil {
+		b = &built{path: filepath.Join(binDir, fmt.Sprintf("prog%d", len(builds)))}
+		builds[pkg] = b
+	}
+	builtMu.Unlock()
+	b.once.Do(func() {
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd.Dir = root
+		b.out, b.err = cmd.CombinedOutput()
+	})
+	require.NoError(t, b.err, "go build %s: %s", pkg, b.out)
+	return b.path
+}
+
+// runCommand runs a block's command in the module root and returns its standard output. A
+// "go run ./pkg args" runs the package's program built once by program, with the same args.
 func runCommand(t *testing.T, root, command string, limit time.Duration) string {
 	t.Helper()
 	env, args, err := Args(command)
 	require.NoError(t, err)
+	if len(args) >= 3 && args[0] == "go" && args[1] == "run" && strings.HasPrefix(args[2], "./") {
+		args = append([]string{program(t, root, args[2])}, args[3:]...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
