@@ -14,34 +14,19 @@ import (
 	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
-// quietAlloc are allocator options under which a test's pins cost no round trip (announcements
-// are refreshed once a second) and leases outlast any test.
-var quietAlloc = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+// quietAlloc are allocator options under which pins cost no round trip (kvstoretest.QuietAlloc).
+var quietAlloc = kvstoretest.QuietAlloc
 
-// newLocal starts a local fabric with strict mode on; the cleanup checks it saw no plain write
-// over an atomic word.
+// newLocal starts a strict local fabric, checked and closed at cleanup (kvstoretest.NewLocal).
 func newLocal(t testing.TB, lo local.Options) *local.Fabric {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 32 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
-	})
-	return f
+	return kvstoretest.NewLocal(t, lo)
 }
 
-// openStore opens a store on f and closes it at cleanup.
+// openStore opens a store on f and closes it at cleanup (kvstoretest.OpenStore).
 func openStore(t testing.TB, f farmem.Fabric, o kvstore.Options) *kvstore.Store {
 	t.Helper()
-	s, err := kvstore.Open(context.Background(), f, o)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s
+	return kvstoretest.OpenStore(t, f, o)
 }
 
 // key returns the key of index i: "key" and 8 big-endian bytes (kvstoretest.Key).
@@ -63,4 +48,22 @@ func heapUsed(t testing.TB, ctx context.Context, m farmem.Memory) uint64 {
 		n += min(h.Bump, h.HeapLimit) - h.HeapBase
 	}
 	return n
+}
+
+// crashedSim is a store's run on the simulator with memory nodes crashing mid-run, checked
+// twice (kvstoretest.CrashedSim, under the field names of the tests that use it).
+type crashedSim struct {
+	memNodes int
+	memSize  uint64
+	opts     kvstore.Options
+	down     []farmem.NodeID
+	gap      time.Duration
+	ops      int
+	strict   bool
+}
+
+func (c crashedSim) check(t *testing.T) {
+	t.Helper()
+	kvstoretest.CrashedSim{MemNodes: c.memNodes, MemSize: c.memSize, Opts: c.opts, Down: c.down,
+		Gap: c.gap, Ops: c.ops, Strict: c.strict}.Check(t)
 }

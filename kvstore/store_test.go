@@ -15,51 +15,14 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
 // kv is what Store and Session have in common, so tests run on both.
-type kv interface {
-	Get(ctx context.Context, key []byte) ([]byte, error)
-	Insert(ctx context.Context, key, value []byte) error
-	Update(ctx context.Context, key, value []byte) error
-	Put(ctx context.Context, key, value []byte) error
-	Delete(ctx context.Context, key []byte) error
-	Scan(ctx context.Context, from, to []byte, limit int) ([]kvstore.Pair, error)
-}
+type kv = kvstoretest.Scanner
 
-// semantics checks each operation's answers on keys no one else touches.
-func semantics(t *testing.T, s kv, tag string) {
-	ctx := context.Background()
-	k := []byte("semantics/" + tag)
-	_, err := s.Get(ctx, k)
-	require.ErrorIs(t, err, kvstore.ErrNotFound)
-	require.ErrorIs(t, s.Update(ctx, k, []byte("x")), kvstore.ErrNotFound)
-	require.ErrorIs(t, s.Delete(ctx, k), kvstore.ErrNotFound)
-	require.NoError(t, s.Insert(ctx, k, []byte("one")))
-	require.ErrorIs(t, s.Insert(ctx, k, []byte("two")), kvstore.ErrExists)
-	v, err := s.Get(ctx, k)
-	require.NoError(t, err)
-	require.Equal(t, "one", string(v))
-	require.NoError(t, s.Update(ctx, k, []byte("three")))
-	v, _ = s.Get(ctx, k)
-	require.Equal(t, "three", string(v))
-	require.NoError(t, s.Put(ctx, k, []byte("four"))) // present: updates
-	v, _ = s.Get(ctx, k)
-	require.Equal(t, "four", string(v))
-	require.NoError(t, s.Delete(ctx, k))
-	_, err = s.Get(ctx, k)
-	require.ErrorIs(t, err, kvstore.ErrNotFound)
-	require.NoError(t, s.Put(ctx, k, []byte("five"))) // absent: inserts
-	v, _ = s.Get(ctx, k)
-	require.Equal(t, "five", string(v))
-	require.NoError(t, s.Put(ctx, k, nil)) // an empty value is a value
-	v, err = s.Get(ctx, k)
-	require.NoError(t, err)
-	require.Empty(t, v)
-	_, err = s.Scan(ctx, nil, nil, 10)
-	require.ErrorIs(t, err, kvstore.ErrNoOrderedIndex)
-	require.ErrorIs(t, err, farmem.ErrNotSupported)
-}
+// semantics checks each operation's answers on keys no one else touches (kvstoretest.Semantics).
+func semantics(t *testing.T, s kv, tag string) { t.Helper(); kvstoretest.Semantics(t, s, tag) }
 
 func TestSemantics(t *testing.T) {
 	t.Parallel()
@@ -230,9 +193,9 @@ func TestMismatch(t *testing.T) {
 	openStore(t, f, kvstore.Options{Alloc: quietAlloc})
 	_, err := kvstore.Open(ctx, f, kvstore.Options{Index: otherKind{}})
 	require.ErrorIs(t, err, kvstore.ErrMismatch)
-	_, err = kvstore.Open(ctx, f, kvstore.Options{Replication: mirror{n: 2}})
+	_, err = kvstore.Open(ctx, f, kvstore.Options{Replication: kvstoretest.Mirror{N: 2}})
 	require.ErrorIs(t, err, kvstore.ErrMismatch)
-	_, err = kvstore.Open(ctx, f, kvstore.Options{Replication: mirror{n: kvstore.MaxReplicas + 1}})
+	_, err = kvstore.Open(ctx, f, kvstore.Options{Replication: kvstoretest.Mirror{N: kvstore.MaxReplicas + 1}})
 	require.ErrorIs(t, err, farmem.ErrInvalid)
 	_, err = kvstore.SyncByName("no-such")
 	require.ErrorIs(t, err, farmem.ErrInvalid)

@@ -8,11 +8,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"github.com/farmem/farmem/sim"
-	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
 // recorder runs one client's operations on a store and records each in a lincheck KV history
@@ -89,13 +89,11 @@ func (r recorder[K]) scan(ctx context.Context, from, to K) error {
 	return err
 }
 
-// startSim starts a simulated cluster of model with seed, closed when the test ends.
+// startSim starts a simulated cluster of model with seed, closed when the test ends
+// (kvstoretest.StartSim).
 func startSim(t testing.TB, model sim.Model, seed uint64) *sim.Sim {
 	t.Helper()
-	sm, err := sim.New(model, seed)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sm.Close() })
-	return sm
+	return kvstoretest.StartSim(t, model, seed)
 }
 
 // openSession opens node's Memory on f and a session of s on it; end closes both, the session

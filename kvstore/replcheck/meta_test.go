@@ -1,4 +1,4 @@
-package kvstore_test
+package replcheck_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
 // Replicated store metadata, tested with an unreplicated RACE index kept off the metadata
@@ -191,8 +192,8 @@ func TestReplicatedMetaLincheckLocal(t *testing.T) {
 	rt := f.Runtime()
 	h := kvModel.NewHistory(rt)
 	w := mix
-	w.ops = 120
-	w.unknown = 1 // no unknown outcome is expected: the first fails the test below
+	w.Ops = 120
+	w.Unknown = 1 // no unknown outcome is expected: the first fails the test below
 	phase := func(fault func()) {
 		done := make(chan struct{})
 		go func() {
@@ -201,7 +202,7 @@ func TestReplicatedMetaLincheckLocal(t *testing.T) {
 			fault()
 		}()
 		err := farmemtest.Parallel(rt, 6, func(g int) error {
-			return w.run(ctx, stores[g%2], g, rt.NewRand(), h)
+			return w.Run(ctx, stores[g%2], g, rt.NewRand(), h)
 		})
 		<-done
 		require.NoError(t, err)
@@ -232,8 +233,8 @@ func TestReplicatedMetaSim(t *testing.T) {
 		r    int
 		down []farmem.NodeID
 	}{{3, []farmem.NodeID{1}}, {5, []farmem.NodeID{1, 3}}} {
-		crashedSim{memNodes: tc.r + 1, memSize: 16 << 20, opts: metaOptions(tc.r), down: tc.down,
-			gap: 200 * time.Microsecond, ops: 100}.check(t)
+		kvstoretest.CrashedSim{MemNodes: tc.r + 1, MemSize: 16 << 20, Opts: metaOptions(tc.r), Down: tc.down,
+			Gap: 200 * time.Microsecond, Ops: 100}.Check(t)
 	}
 }
 

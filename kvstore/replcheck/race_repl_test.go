@@ -1,4 +1,4 @@
-package kvstore_test
+package replcheck_test
 
 import (
 	"context"

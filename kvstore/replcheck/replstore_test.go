@@ -1,4 +1,4 @@
-package kvstore_test
+package replcheck_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
-	"github.com/farmem/farmem/sim"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
 // A store with Options.Replicas = r and the RACE index: its metadata and its index on the same
@@ -115,13 +115,13 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 			rt := f.Runtime()
 			h := kvModel.NewHistory(rt)
 			w := mix
-			w.ops = 300 / tc.r // r = 5's rounds cost more: fewer operations keep it a few seconds
-			w.unknown = 1      // no unknown outcome is expected: the first fails the test below
+			w.Ops = 300 / tc.r // r = 5's rounds cost more: fewer operations keep it a few seconds
+			w.Unknown = 1      // no unknown outcome is expected: the first fails the test below
 			// The fault runs on its own goroutine and returns its error rather than failing
 			// the test there (a require off the test goroutine ends that goroutine only, and
 			// the phase would wait for it forever).
 			phase := func(name string, fault func() error) {
-				begin, total := n.Load(), int64(6*w.ops)
+				begin, total := n.Load(), int64(6*w.Ops)
 				type faulted struct {
 					at  int64
 					err error
@@ -135,7 +135,7 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 					done <- faulted{at, fault()}
 				}()
 				err := farmemtest.Parallel(rt, 6, func(g int) error {
-					return w.run(ctx, counted{kv: stores[g%2], n: &n}, g, rt.NewRand(), h)
+					return w.Run(ctx, counted{kv: stores[g%2], n: &n}, g, rt.NewRand(), h)
 				})
 				fr := <-done
 				require.NoError(t, fr.err, "%s: the fault", name)
@@ -176,7 +176,7 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 			})
 			// Every key read once more: a lost acknowledged write would make the history not
 			// linearizable.
-			require.NoError(t, readAll(ctx, stores[0], 100, mix.keys, h))
+			require.NoError(t, readAll(ctx, stores[0], 100, mix.Keys, h))
 			sum, verdict := h.Verify()
 			t.Logf("r = %d: %v; adoptions %+v", tc.r, sum, reps)
 			require.NoError(t, verdict)
@@ -198,94 +198,9 @@ func TestReplicatedStoreSim(t *testing.T) {
 		r    int
 		down []farmem.NodeID
 	}{{3, []farmem.NodeID{1}}, {3, []farmem.NodeID{3}}, {5, []farmem.NodeID{1, 4}}} {
-		crashedSim{memNodes: tc.r, memSize: 8 << 20, opts: replOptions(tc.r), down: tc.down,
-			gap: 150 * time.Microsecond, ops: 80, strict: true}.check(t)
+		kvstoretest.CrashedSim{MemNodes: tc.r, MemSize: 8 << 20, Opts: replOptions(tc.r), Down: tc.down,
+			Gap: 150 * time.Microsecond, Ops: 80, Strict: true}.Check(t)
 	}
-}
-
-// crashedSim is a replicated store's run on the simulator: six clients run the mixed
-// workload while the nodes in down crash gap apart from the start, then the store is opened
-// again with them down. check runs it twice and requires a linearizable history with no
-// failed or unknown operation and the same digest both times; strict also requires the
-// crashes to land mid-run and every key to be read back at the end.
-type crashedSim struct {
-	memNodes int
-	memSize  uint64
-	opts     kvstore.Options
-	down     []farmem.NodeID
-	gap      time.Duration
-	ops      int
-	strict   bool
-}
-
-func (c crashedSim) check(t *testing.T) {
-	t.Helper()
-	run := func() (string, error) {
-		model := sim.ConnectX6()
-		model.MemoryNodes, model.ComputeNodes, model.MemorySize = c.memNodes, 2, c.memSize
-		model.Tearing = true
-		s := startSim(t, model, 5)
-		h := kvModel.NewHistory(s.Runtime())
-		w := mix
-		w.ops, w.unknown = c.ops, 1
-		var digest string
-		s.Run(func() {
-			ctx := context.Background()
-			st, err := kvstore.Open(ctx, s, c.opts)
-			require.NoError(t, err)
-			start := s.Now()
-			for i, n := range c.down {
-				s.At(start.Add(time.Duration(i+1)*c.gap), func() { _ = s.Crash(n) })
-			}
-			require.NoError(t, s.Parallel(6, func(g int) {
-				require.NoError(t, w.run(ctx, st, g, s.Runtime().NewRand(), h))
-			}))
-			if c.strict {
-				require.Greater(t, s.Now(), start.Add(time.Duration(len(c.down))*c.gap), "the crashes came mid-run")
-				require.NoError(t, readAll(ctx, st, 100, w.keys, h), "every key read at the end")
-			}
-			st2, err := kvstore.Open(ctx, s, c.opts)
-			require.NoError(t, err, "open again with the nodes down")
-			require.NoError(t, st2.Close())
-			digest = fmt.Sprint(s.Now(), st.Stats())
-			require.NoError(t, st.Close())
-		})
-		sum, verdict := h.Verify()
-		t.Logf("%d nodes, down %v: %v", c.memNodes, c.down, sum)
-		if verdict == nil && sum.Failed+sum.Unknown > 0 {
-			verdict = fmt.Errorf("%d failed, %d unknown: %w", sum.Failed, sum.Unknown, farmem.ErrNodeDown)
-		}
-		return digest, verdict
-	}
-	d1, err := run()
-	require.NoError(t, err, "%d nodes, down %v", c.memNodes, c.down)
-	d2, err := run()
-	require.NoError(t, err)
-	require.Equal(t, d1, d2, "deterministic")
-}
-
-// readAll reads every key of a workload over keys as history client g, recording each Get.
-func readAll(ctx context.Context, s *kvstore.Store, g int, keys uint64, h *history) error {
-	rec := h.Client(g)
-	for k := range keys {
-		op := rec.Call(kvModel.Get(k))
-		got, err := s.Get(ctx, key(k))
-		out := kvModel.Missing()
-		switch {
-		case err == nil:
-			x, err := unval(got)
-			if err != nil {
-				return err
-			}
-			out = kvModel.Found(x)
-		case errors.Is(err, kvstore.ErrNotFound):
-		default:
-			op.End(out, err)
-			return fmt.Errorf("read key %d: %w", k, err)
-		}
-		op.End(out, nil)
-	}
-	return nil
 }
 
 // TestReplicatedMetaUnreplicatedIndexAdopt: replicated metadata with an unreplicated RACE index
