@@ -2,7 +2,6 @@ package race_test
 
 import (
 	"context"
-	"encoding/binary"
 	"sync/atomic"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/ds/race/racetest"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
@@ -100,22 +100,11 @@ func (e *env) crashAtSplitStep(t testing.TB, i int, opts race.Options, n int) *c
 	return c
 }
 
-func key(i uint64) []byte {
-	b := make([]byte, 8)
-	binary.BigEndian.PutUint64(b, i)
-	return b
-}
-
-func val(v uint64, n int) []byte {
-	b := make([]byte, max(n, 8))
-	binary.LittleEndian.PutUint64(b, v)
-	for i := 8; i < len(b); i++ {
-		b[i] = byte(v) + byte(i)
-	}
-	return b
-}
-
-func unval(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+var (
+	key   = racetest.Key
+	val   = racetest.Val
+	unval = racetest.Unval
+)
 
 // audit checks the table's invariants from c and returns its census; with quiet set it also
 // requires no frozen, tentative or locked state left behind.

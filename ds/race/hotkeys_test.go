@@ -16,7 +16,7 @@ import (
 
 // hot is a workload on a handful of keys, mostly inserts and deletes, so that inserters of one
 // key race each other (the tentative-slot protocol settles them) and writers race readers.
-var hot = workload{keys: 3, ops: 500, search: 30, insert: 40, update: 10, maxVal: 40, unknown: 5}
+var hot = workload{Keys: 3, Ops: 500, Search: 30, Insert: 40, Update: 10, MaxVal: 40, Unknown: 5}
 
 // runHot runs w with n clients on a fresh table and returns the history's verdict and the
 // clients' summed stats.
@@ -56,7 +56,7 @@ func runHot(t *testing.T, w workload, n int, p race.Params) (error, race.Stats) 
 
 func TestLinearizableHotKeys(t *testing.T) {
 	w := hot
-	w.ops *= stressScale()
+	w.Ops *= stressScale()
 	err, s := runHot(t, w, 6, race.Params{FingerprintBits: 1})
 	require.NoError(t, err)
 	t.Logf("kills %d, conflicts %d, bad blocks %d", s.Kills, s.Conflicts, s.BadBlocks)

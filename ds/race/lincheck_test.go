@@ -2,7 +2,6 @@ package race_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"strconv"
 	"sync"
@@ -12,25 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/ds/race/racetest"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
-	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 )
 
 // kvModel is the map the histories are checked against.
-var kvModel = lincheck.KV[uint64, uint64]()
+var kvModel = racetest.Model
 
-// workload is a random mix of operations over a small key space.
-type workload struct {
-	keys    uint64
-	ops     int // per client
-	search  int // percent; the rest split between insert, update and delete
-	insert  int
-	update  int
-	maxVal  int // largest value length, bytes
-	unknown int // stop a client after this many unknown outcomes
-}
+// workload is a random mix of operations over a small key space (racetest.Workload).
+type workload racetest.Workload
 
 // stressScale returns the factor RACE_STRESS (an integer) asks for, or 1.
 func stressScale() int {
@@ -40,80 +31,9 @@ func stressScale() int {
 	return 1
 }
 
-// run performs w's operations with one client's table, recording them in h. Values are unique
-// per write: the client id in the high bits, a counter in the low ones.
-func (w workload) run(ctx context.Context, c *client, h *lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]) error {
-	id := uint64(c.m.Info().ID)
-	rec := h.Client(int(id))
-	rng := c.m.Runtime().Rand()
-	unknown := 0
-	for n := range w.ops {
-		k := rng.Uint64N(w.keys)
-		v := id<<32 | uint64(n+1)
-		body := val(v, 8+rng.IntN(w.maxVal))
-		p := rng.IntN(100)
-		var out lincheck.KVOutput[uint64, uint64]
-		var err error
-		var op lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
-		switch {
-		case p < w.search:
-			op = rec.Call(kvModel.Get(k))
-			var got []byte
-			if c.searching != nil {
-				*c.searching = true
-			}
-			got, err = c.tab.Search(ctx, key(k))
-			if c.searching != nil {
-				*c.searching = false
-			}
-			switch {
-			case errors.Is(err, race.ErrNotFound):
-				out, err = kvModel.Missing(), nil
-			case err == nil:
-				if len(got) < 8 {
-					return errors.New("short value")
-				}
-				out = kvModel.Found(unval(got))
-			}
-		case p < w.search+w.insert:
-			op = rec.Call(kvModel.Insert(k, v))
-			err = c.tab.Insert(ctx, key(k), body)
-			out = kvModel.OK()
-			if errors.Is(err, race.ErrExists) {
-				out, err = kvModel.Exists(), nil
-			}
-		case p < w.search+w.insert+w.update:
-			op = rec.Call(kvModel.Update(k, v))
-			err = c.tab.Update(ctx, key(k), body)
-			out = kvModel.OK()
-			if errors.Is(err, race.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		default:
-			op = rec.Call(kvModel.Delete(k))
-			err = c.tab.Delete(ctx, key(k))
-			out = kvModel.OK()
-			if errors.Is(err, race.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		}
-		if errors.Is(err, farmem.ErrNodeDown) && c.killed != nil && c.killed.Load() {
-			// The test crashed the client in a split: its operation had no effect yet, but a
-			// dead client's last operation is open-ended, and it does nothing more.
-			op.Unknown()
-			return nil
-		}
-		if op.End(out, err) == lincheck.Unknown {
-			unknown++
-			if unknown >= w.unknown {
-				return nil
-			}
-		}
-		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
-			return err
-		}
-	}
-	return nil
+// run performs w's operations with one client's table, recording them in h.
+func (w workload) run(ctx context.Context, c *client, h *racetest.History) error {
+	return racetest.Workload(w).Run(ctx, racetest.Client{Memory: c.m, Table: c.tab, Killed: c.killed, Searching: c.searching}, h, 0)
 }
 
 // collide are layout parameters that force collisions: one bucket group of two-slot buckets
@@ -174,7 +94,7 @@ func runSplitsWith(t *testing.T, w workload, n int, crashStep int, trusting bool
 				// The victim inserts until it dies in its first split; the others start then.
 				defer close(dead)
 				v := w
-				v.search, v.insert, v.update = 10, 80, 10
+				v.Search, v.Insert, v.Update = 10, 80, 10
 				errs[i] = v.run(ctx, c, h)
 				return
 			}
@@ -215,14 +135,14 @@ func addStats(a, b race.Stats) race.Stats {
 }
 
 // splitLoad is the workload of the split tests: 48 keys over subtables of six slots.
-var splitLoad = workload{keys: 48, ops: 600, search: 40, insert: 25, update: 15, maxVal: 120, unknown: 5}
+var splitLoad = workload{Keys: 48, Ops: 600, Search: 40, Insert: 25, Update: 15, MaxVal: 120, Unknown: 5}
 
 // TestLinearizableLocal runs concurrent clients on the local transport with tearing, jitter and
 // strict mode, over keys forced into collisions, and checks the history is linearizable; the
 // table must split at least 3 times and double its directory during the run.
 func TestLinearizableLocal(t *testing.T) {
 	w := splitLoad
-	w.ops *= stressScale()
+	w.Ops *= stressScale()
 	r := runSplits(t, w, 6, 0)
 	t.Logf("splits %d, doublings %d; %+v; %+v", r.splits, r.doublings, r.stats, r.census)
 	require.NoError(t, r.verdict)
@@ -270,7 +190,7 @@ func TestBrokenHeaderCheckCaught(t *testing.T) {
 // and the history must stay linearizable.
 func TestLinearizableSplitterDies(t *testing.T) {
 	w := splitLoad
-	w.ops = 250 * stressScale()
+	w.Ops = 250 * stressScale()
 	for step := 1; step <= 7; step++ {
 		r := runSplits(t, w, 4, step)
 		require.NoError(t, r.verdict, "dead at step %d", step)

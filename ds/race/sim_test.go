@@ -77,7 +77,7 @@ func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults 
 		run := cs
 		if victimStep > 0 {
 			v := w
-			v.search, v.insert, v.update = 10, 80, 10
+			v.Search, v.Insert, v.Update = 10, 80, 10
 			require.NoError(t, v.run(ctx, cs[0], h))
 			require.True(t, cs[0].killed.Load(), "client 0 never reached step %d of a split", victimStep)
 			run = cs[1:]
@@ -151,7 +151,7 @@ func TestLinearizableSimHotKeys(t *testing.T) {
 // from the client's runtime, so both runs are identical.
 func TestSimDeterministic(t *testing.T) {
 	w := splitLoad
-	w.ops = 200
+	w.Ops = 200
 	a := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{})
 	b := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{})
 	require.NoError(t, a.verdict)

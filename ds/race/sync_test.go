@@ -121,7 +121,7 @@ func TestLockSynchronizer(t *testing.T) {
 		cs[i] = e.open(t, i, race.Options{Sync: syncs[i]})
 	}
 	// One key, updated and deleted by everyone; then the split workload.
-	hotLoad := workload{keys: 2, ops: 150, search: 30, insert: 20, update: 40, maxVal: 40, unknown: 5}
+	hotLoad := workload{Keys: 2, Ops: 150, Search: 30, Insert: 20, Update: 40, MaxVal: 40, Unknown: 5}
 	for _, w := range []workload{hotLoad, splitLoad} {
 		h := kvModel.NewHistory(e.f.Runtime())
 		errs := make(chan error, n)
@@ -133,7 +133,7 @@ func TestLockSynchronizer(t *testing.T) {
 		}
 		h.Check(t)
 		audit(t, cs[n-1], true)
-		for k := range w.keys { // each phase starts from an empty map
+		for k := range w.Keys { // each phase starts from an empty map
 			if err := cs[0].tab.Delete(context.Background(), key(k)); !errors.Is(err, race.ErrNotFound) {
 				require.NoError(t, err)
 			}

@@ -65,7 +65,7 @@ func TestReplicatedHangSharedHealthSim(t *testing.T) {
 		// and the load again on other keys: its first rounds probe the replica.
 		require.NoError(t, s.Parallel(n, func(i int) {
 			w := replLoad
-			w.ops = 200
+			w.Ops = 200
 			if errs[i] = w.run(ctx, cs[i], h, 0); errs[i] != nil {
 				return
 			}

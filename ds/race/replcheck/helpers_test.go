@@ -2,8 +2,6 @@ package replcheck_test
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"testing"
 	"time"
 
@@ -11,8 +9,8 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/ds/race/racetest"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/farmem/transport"
 	"github.com/farmem/farmem/internal/dstest"
@@ -84,97 +82,20 @@ func (e *env) open(t testing.TB, i int, opts race.Options) *client {
 	return &client{m: m, a: a, tab: tab}
 }
 
-func key(i uint64) []byte {
-	b := make([]byte, 8)
-	binary.BigEndian.PutUint64(b, i)
-	return b
-}
-
-func val(v uint64, n int) []byte {
-	b := make([]byte, max(n, 8))
-	binary.LittleEndian.PutUint64(b, v)
-	for i := 8; i < len(b); i++ {
-		b[i] = byte(v) + byte(i)
-	}
-	return b
-}
-
-func unval(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+var (
+	key   = racetest.Key
+	val   = racetest.Val
+	unval = racetest.Unval
+)
 
 // kvModel is the map the histories are checked against.
-var kvModel = lincheck.KV[uint64, uint64]()
+var kvModel = racetest.Model
 
-// workload is a random mix of operations over a small key space.
-type workload struct {
-	keys    uint64
-	ops     int // per client
-	search  int // percent; the rest split between insert, update and delete
-	insert  int
-	update  int
-	maxVal  int // largest value length, bytes
-	unknown int // stop a client after this many unknown outcomes
-}
+// workload is a random mix of operations over a small key space (racetest.Workload).
+type workload racetest.Workload
 
-// run performs w's operations with one client's table, recording them in h. Values are unique
-// per write: the client id in the high bits, a counter in the low ones.
-func (w workload) run(ctx context.Context, c *client, h *lincheck.History[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]], base int) error {
-	id := uint64(c.m.Info().ID)
-	rec := h.Client(int(id))
-	rng := c.m.Runtime().Rand()
-	unknown := 0
-	for n := range w.ops {
-		k := rng.Uint64N(w.keys)
-		v := id<<32 | uint64(base+n+1)
-		body := val(v, 8+rng.IntN(w.maxVal))
-		p := rng.IntN(100)
-		var out lincheck.KVOutput[uint64, uint64]
-		var err error
-		var op lincheck.Op[lincheck.KVInput[uint64, uint64], lincheck.KVOutput[uint64, uint64]]
-		switch {
-		case p < w.search:
-			op = rec.Call(kvModel.Get(k))
-			var got []byte
-			got, err = c.tab.Search(ctx, key(k))
-			switch {
-			case errors.Is(err, race.ErrNotFound):
-				out, err = kvModel.Missing(), nil
-			case err == nil:
-				if len(got) < 8 {
-					return errors.New("short value")
-				}
-				out = kvModel.Found(unval(got))
-			}
-		case p < w.search+w.insert:
-			op = rec.Call(kvModel.Insert(k, v))
-			err = c.tab.Insert(ctx, key(k), body)
-			out = kvModel.OK()
-			if errors.Is(err, race.ErrExists) {
-				out, err = kvModel.Exists(), nil
-			}
-		case p < w.search+w.insert+w.update:
-			op = rec.Call(kvModel.Update(k, v))
-			err = c.tab.Update(ctx, key(k), body)
-			out = kvModel.OK()
-			if errors.Is(err, race.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		default:
-			op = rec.Call(kvModel.Delete(k))
-			err = c.tab.Delete(ctx, key(k))
-			out = kvModel.OK()
-			if errors.Is(err, race.ErrNotFound) {
-				out, err = kvModel.Missing(), nil
-			}
-		}
-		if op.End(out, err) == lincheck.Unknown {
-			unknown++
-			if unknown >= w.unknown {
-				return nil
-			}
-		}
-		if err != nil && !errors.Is(err, farmem.ErrNodeDown) && ctx.Err() == nil {
-			return err
-		}
-	}
-	return nil
+// run performs w's operations with one client's table, recording them in h; the values it
+// writes count from base+1.
+func (w workload) run(ctx context.Context, c *client, h *racetest.History, base int) error {
+	return racetest.Workload(w).Run(ctx, racetest.Client{Memory: c.m, Table: c.tab}, h, base)
 }

@@ -20,7 +20,7 @@ import (
 
 // replLoad is the workload of the replicated tables' checks: 32 keys over small subtables, so
 // that the run splits and doubles the directory while nodes crash.
-var replLoad = workload{keys: 32, ops: 120, search: 40, insert: 25, update: 15, maxVal: 60, unknown: 1}
+var replLoad = workload{Keys: 32, Ops: 120, Search: 40, Insert: 25, Update: 15, MaxVal: 60, Unknown: 1}
 
 // replLayout is the layout of the replicated tables' checks: two bucket groups of two-slot
 // buckets and four-bit fingerprints.
@@ -136,7 +136,7 @@ func TestReplicatedLinearizableSim(t *testing.T) {
 // TestReplicatedSimDeterministic: a replicated run with a crash is a function of its seed.
 func TestReplicatedSimDeterministic(t *testing.T) {
 	w := replLoad
-	w.ops = 60
+	w.Ops = 60
 	a := runReplSim(t, 5, 3, []int{0}, w, 4)
 	b := runReplSim(t, 5, 3, []int{0}, w, 4)
 	require.NoError(t, a.verdict)
@@ -169,7 +169,7 @@ func TestReplicatedLinearizableLocal(t *testing.T) {
 				defer wg.Done()
 				w := replLoad
 				for phase := range 3 {
-					w.ops = 20
+					w.Ops = 20
 					if err := w.run(ctx, c, h, phase*1000); err != nil {
 						errs[i] = err
 						return
@@ -224,7 +224,7 @@ func TestReplicatedClientDiesSim(t *testing.T) {
 		}}
 	}
 	w := replLoad
-	w.ops = 80
+	w.Ops = 80
 	o := runReplSimWith(t, 3, 3, []int{0}, w, 4, wrap)
 	t.Logf("%v; takeovers %d", o.summary, o.takeovers)
 	require.NoError(t, o.verdict)

@@ -46,7 +46,7 @@ func TestReplicatedPartitionLocal(t *testing.T) {
 		for i, c := range cs {
 			wg.Go(func() {
 				w := replLoad
-				w.ops, w.unknown = 30, unknown
+				w.Ops, w.Unknown = 30, unknown
 				errs[i] = w.run(ctx, c, h, p*1000)
 			})
 		}

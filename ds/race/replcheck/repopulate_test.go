@@ -60,7 +60,7 @@ func TestRepopulateSim(t *testing.T) {
 		s.At(start.Add(100*time.Microsecond), func() { require.NoError(t, s.Hang(first)) })
 		s.At(start.Add(1500*time.Microsecond), func() { require.NoError(t, s.Resume(first)) })
 		w := replLoad
-		w.ops = 200
+		w.Ops = 200
 		require.NoError(t, s.Parallel(n+1, func(i int) {
 			if i == n {
 				// The repopulation, once the node is back, then the crash of another replica.
@@ -113,7 +113,7 @@ func TestRepopulateLocal(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			w := replLoad
-			w.ops = 40
+			w.Ops = 40
 			for p := range 3 {
 				if err := w.run(ctx, c, h, p*1000); err != nil {
 					errs[i] = err
