@@ -19,16 +19,8 @@ import (
 // shared words stay on the lowest memory node, outside the index's replicas.)
 func TestRaceReplicas(t *testing.T) {
 	t.Parallel()
-	// Strict mode off: the replicated index stores its control words with plain writes when it
-	// lays out fresh memory.
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 32 << 20}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
+	f := replicaFabric(t)
 	ctx := context.Background()
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 16 << 20}))
-	require.NoError(t, m.Close())
 	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Sync: kvstore.Optimistic, Index: kvstore.Race{Replicas: 3, Params: race.Params{Groups: 2}}})
 	semantics(t, s, "replicated")
 	const n = 120
@@ -55,6 +47,18 @@ func TestRaceReplicas(t *testing.T) {
 // state outside the table's replicated memory.
 func TestRaceReplicasRefuseLocks(t *testing.T) {
 	t.Parallel()
+	f := replicaFabric(t)
+	ctx := context.Background()
+	_, err := kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc, Sync: kvstore.DefaultSync(), Index: kvstore.Race{Replicas: 3}})
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+}
+
+// replicaFabric is a local fabric of four 32 MiB memory nodes and one compute node, formatted
+// with 16 MiB of each node symmetric (where a replicated index lays out its replicas). Strict
+// mode is off: the replicated index stores its control words with plain writes when it lays
+// out fresh memory.
+func replicaFabric(t *testing.T) *local.Fabric {
+	t.Helper()
 	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 32 << 20}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
@@ -63,6 +67,5 @@ func TestRaceReplicasRefuseLocks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 16 << 20}))
 	require.NoError(t, m.Close())
-	_, err = kvstore.Open(ctx, f, kvstore.Options{Alloc: quietAlloc, Sync: kvstore.DefaultSync(), Index: kvstore.Race{Replicas: 3}})
-	require.ErrorIs(t, err, farmem.ErrInvalid)
+	return f
 }
