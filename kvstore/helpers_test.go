@@ -1,13 +1,9 @@
 package kvstore_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
@@ -37,18 +33,6 @@ func val(v uint64, n int) []byte { return kvstoretest.Val(v, n) }
 
 // unval returns the v a value of val carries, checking the rest of it (kvstoretest.Unval).
 func unval(b []byte) (uint64, error) { return kvstoretest.Unval(b) }
-
-// heapUsed returns the bytes handed out from the heaps of every memory node (bump pointers).
-func heapUsed(t testing.TB, ctx context.Context, m farmem.Memory) uint64 {
-	t.Helper()
-	var n uint64
-	for _, id := range m.Topology().MemoryNodes() {
-		h, err := alloc.Open(ctx, m, id)
-		require.NoError(t, err)
-		n += min(h.Bump, h.HeapLimit) - h.HeapBase
-	}
-	return n
-}
 
 // crashedSim is a store's run on the simulator with memory nodes crashing mid-run, checked
 // twice (kvstoretest.CrashedSim, under the field names of the tests that use it).

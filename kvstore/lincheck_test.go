@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -36,12 +34,7 @@ type workload struct {
 var mix = workload{keys: 12, ops: 250, get: 35, insert: 15, update: 15, put: 20, maxVal: 200, unknown: 4}
 
 // stressScale returns the factor KVSTORE_STRESS (an integer) asks for, or 1.
-func stressScale() int {
-	if n, err := strconv.Atoi(os.Getenv("KVSTORE_STRESS")); err == nil && n > 1 {
-		return n
-	}
-	return 1
-}
+func stressScale() int { return kvstoretest.StressScale() }
 
 // run performs w's operations on s as goroutine g (values are unique per write: g in the high
 // bits, a counter in the low ones), recording them in h: kvstoretest.Workload.Run.

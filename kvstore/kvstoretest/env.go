@@ -2,6 +2,8 @@ package kvstoretest
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -99,4 +101,34 @@ func Semantics(t testing.TB, s Scanner, tag string) {
 	_, err = s.Scan(ctx, nil, nil, 10)
 	require.ErrorIs(t, err, kvstore.ErrNoOrderedIndex)
 	require.ErrorIs(t, err, farmem.ErrNotSupported)
+}
+
+// ShortLeases are allocator options with leases short enough that a paused client outlives its
+// own: others reuse what it read, and its operations must notice and retry. Retired blocks are
+// scanned for every 250 µs, so they come back within a few operations.
+var ShortLeases = alloc.Options{Lease: 5 * time.Millisecond, Refresh: 500 * time.Microsecond, ScanInterval: 250 * time.Microsecond}
+
+// HeapUsed returns the bytes handed out from the heaps of every memory node (their bump
+// pointers), read through m.
+func HeapUsed(t testing.TB, ctx context.Context, m farmem.Memory) uint64 {
+	t.Helper()
+	var n uint64
+	for _, id := range m.Topology().MemoryNodes() {
+		h, err := alloc.Open(ctx, m, id)
+		require.NoError(t, err)
+		n += min(h.Bump, h.HeapLimit) - h.HeapBase
+	}
+	return n
+}
+
+// stressEnv names the environment setting StressScale reads.
+const stressEnv = "KVSTORE_STRESS"
+
+// StressScale returns the factor by which a stress run multiplies the store's checks' rounds
+// and operation counts: the integer above 1 in the environment setting stressEnv names, or 1.
+func StressScale() int {
+	if n, err := strconv.Atoi(os.Getenv(stressEnv)); err == nil && n > 1 {
+		return n
+	}
+	return 1
 }

@@ -1,4 +1,4 @@
-package kvstore_test
+package spacecheck_test
 
 import (
 	"context"
