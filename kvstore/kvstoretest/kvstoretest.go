@@ -6,6 +6,12 @@
 // Limits: the pairs are lost with the process and shared only by the clients of one process;
 // each operation reads the root's word in far memory (one round trip, so it takes time on the
 // simulator too) and then takes a Go mutex around the B-tree (never across a verb).
+//
+// It also holds what the store's test packages share (kvstore's own and those split off from
+// it by subject, kvstore/replcheck and kvstore/spacecheck): a random operation mix recorded
+// for the linearizability checker ([Workload], [Mix]), a run on the simulator with memory
+// nodes crashing ([CrashedSim]), a test replicator ([Mirror]), and fixtures that register
+// their cleanup with the test ([NewLocal], [OpenStore], [StartSim], [Semantics]).
 package kvstoretest
 
 import (
