@@ -1,6 +1,6 @@
 // Package dstest holds set-up shared by the tests of the structures in ds/ and of the baselines
 // in bench/baseline: a formatted, strict-mode local fabric with one structure created on it. It is
-// imported by _test.go files only.
+// imported by test code only (_test.go files and test-support packages such as kvstoretest).
 package dstest
 
 import (
@@ -20,15 +20,14 @@ import (
 // most every millisecond.
 var AllocOptions = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
 
-// Local starts a local fabric with lo and strict mode on (64 MiB memory nodes unless lo says
-// otherwise), formats its allocators, and calls create with a client and allocator on the first
-// compute node to build the structure under test, returning the fabric and create's root. The
-// test's cleanup requires no strict-mode violation and closes the fabric.
-func Local(t testing.TB, lo local.Options, create func(context.Context, farmem.Memory, *alloc.Allocator) (farmem.Addr, error)) (*local.Fabric, farmem.Addr) {
+// StrictLocal starts a local fabric with lo and strict mode on (size bytes per memory node
+// unless lo says otherwise). The test's cleanup requires no strict-mode violation and closes
+// the fabric.
+func StrictLocal(t testing.TB, lo local.Options, size uint64) *local.Fabric {
 	t.Helper()
 	lo.Strict = true
 	if lo.MemorySize == 0 {
-		lo.MemorySize = 64 << 20
+		lo.MemorySize = size
 	}
 	f, err := local.New(lo)
 	require.NoError(t, err)
@@ -36,6 +35,16 @@ func Local(t testing.TB, lo local.Options, create func(context.Context, farmem.M
 		require.Zero(t, f.Violations(), "strict-mode violations")
 		_ = f.Close()
 	})
+	return f
+}
+
+// Local starts a local fabric with lo and strict mode on (64 MiB memory nodes unless lo says
+// otherwise), formats its allocators, and calls create with a client and allocator on the first
+// compute node to build the structure under test, returning the fabric and create's root. The
+// test's cleanup requires no strict-mode violation and closes the fabric.
+func Local(t testing.TB, lo local.Options, create func(context.Context, farmem.Memory, *alloc.Allocator) (farmem.Addr, error)) (*local.Fabric, farmem.Addr) {
+	t.Helper()
+	f := StrictLocal(t, lo, 64<<20)
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 	"github.com/farmem/farmem/kvstore"
 	"github.com/farmem/farmem/sim"
 )
@@ -22,23 +23,13 @@ import (
 
 // QuietAlloc are allocator options under which a test's pins cost no round trip (announcements
 // are refreshed once a second) and leases outlast any test.
-var QuietAlloc = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+var QuietAlloc = dstest.AllocOptions
 
 // NewLocal starts a local fabric with strict mode on (and 32 MiB per memory node unless lo
 // says otherwise); the cleanup checks it saw no plain write over an atomic word, then closes it.
 func NewLocal(t testing.TB, lo local.Options) *local.Fabric {
 	t.Helper()
-	lo.Strict = true
-	if lo.MemorySize == 0 {
-		lo.MemorySize = 32 << 20
-	}
-	f, err := local.New(lo)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.Zero(t, f.Violations(), "strict-mode violations")
-		_ = f.Close()
-	})
-	return f
+	return dstest.StrictLocal(t, lo, 32<<20)
 }
 
 // OpenStore opens a store on f and closes it at cleanup, requiring that both succeed.
