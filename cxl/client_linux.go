@@ -189,10 +189,34 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 // runGuarded).
 func (c *client) runInline(b *farmem.Batch) error {
 	var first error
+	if !c.f.uncached {
+		c.prefetch(b)
+	}
 	for i := 0; i < len(b.Ops); {
 		i = c.runGuarded(b, i, &first)
 	}
 	return first
+}
+
+// prefetchMax is the most bytes of one op that prefetch asks for.
+const prefetchMax = 4096
+
+// prefetch asks the CPU for the lines every op of the checked batch b reads or changes
+// (atomics.Prefetch: a hint that never faults), before any is applied, so that the batch's
+// cache misses, independent of each other, overlap instead of following one another.
+func (c *client) prefetch(b *farmem.Batch) {
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		s := c.m.seg(op.Addr.Node())
+		n := uintptr(8)
+		switch op.Kind {
+		case farmem.OpRead:
+			n = uintptr(min(len(op.Buf), prefetchMax))
+		case farmem.OpWrite:
+			continue
+		}
+		atomics.Prefetch(unsafe.Add(s.base, op.Addr.Offset()), n)
+	}
 }
 
 // runGuarded applies b's ops from i on, as runInline does, under one fault guard: the
