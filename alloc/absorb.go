@@ -70,5 +70,5 @@ func (ar *arena) absorb(from *arena) {
 	}
 	from.cur, from.end = 0, 0
 	from.large, from.spare = make(map[uint64][]uint64), nil
-	from.freeIn, from.listed, from.sincePass = make(map[uint64]uint64), 0, 0
+	from.freeIn, from.listed, from.sincePass = newChunkFree(from.base, from.chunk), 0, 0
 }

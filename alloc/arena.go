@@ -29,7 +29,7 @@ type arena struct {
 	// Chunk accounting for coalescing (pool.go): the bytes of each chunk (by its offset) that
 	// are in the free lists, their total, and the bytes pushed onto the lists since the last
 	// coalescing pass.
-	freeIn    map[uint64]uint64
+	freeIn    chunkFree
 	listed    uint64
 	sincePass uint64
 	pool      farmem.Addr // the node's free-chunk pool head word (0 for the symmetric area)
@@ -46,7 +46,7 @@ func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64
 	ar := &arena{
 		name: name, sym: sym, bump: bump, base: base, limit: limit, chunk: chunk, maxSmall: maxSmall,
 		nClasses: n, free: make([][3][]uint64, n), large: make(map[uint64][]uint64), chunks: &st.Chunks,
-		freeIn: make(map[uint64]uint64), st: st, forget: func(off, n uint64) {},
+		freeIn: newChunkFree(base, chunk), st: st, forget: func(off, n uint64) {},
 	}
 	if !sym {
 		ar.pool = farmem.MakeAddr(bump.Node(), offPool)
@@ -95,7 +95,7 @@ func (ar *arena) push(off uint64, c int) {
 	l := &ar.free[c][alignBucket(off)]
 	*l = append(*l, off)
 	n := classSizes[c]
-	ar.freeIn[ar.chunkOf(off)] += n
+	ar.freeIn.add(ar.chunkOf(off), n)
 	ar.listed += n
 	ar.sincePass += n
 }

@@ -36,12 +36,7 @@ func (ar *arena) chunkOf(off uint64) uint64 { return off - (off-ar.base)%ar.chun
 
 // unlist accounts for a block of n bytes leaving the free lists.
 func (ar *arena) unlist(off, n uint64) {
-	c := ar.chunkOf(off)
-	if ar.freeIn[c] <= n {
-		delete(ar.freeIn, c)
-	} else {
-		ar.freeIn[c] -= n
-	}
+	ar.freeIn.sub(ar.chunkOf(off), n)
 	ar.listed -= min(n, ar.listed)
 }
 
@@ -58,14 +53,14 @@ func (ar *arena) coalesce(force bool, forget func(off, n uint64)) int {
 	if due {
 		ar.sincePass = 0
 		whole := make(map[uint64]bool)
-		for c, n := range ar.freeIn {
+		ar.freeIn.each(func(c, n uint64) {
 			if n == ar.chunk {
 				whole[c] = true
 			}
-		}
+		})
 		if ar.cur < ar.end {
 			c := ar.chunkOf(ar.cur)
-			if ar.chunkOf(ar.end-1) == c && ar.freeIn[c]+(ar.end-ar.cur) == ar.chunk {
+			if ar.chunkOf(ar.end-1) == c && ar.freeIn.get(c)+(ar.end-ar.cur) == ar.chunk {
 				whole[c] = true
 				ar.cur, ar.end = 0, 0
 			}
@@ -77,8 +72,8 @@ func (ar *arena) coalesce(force bool, forget func(off, n uint64)) int {
 				}
 			}
 			for c := range whole {
-				ar.listed -= min(ar.freeIn[c], ar.listed)
-				delete(ar.freeIn, c)
+				ar.listed -= min(ar.freeIn.get(c), ar.listed)
+				ar.freeIn.del(c)
 				ar.spare = append(ar.spare, c)
 				forget(c, ar.chunk)
 			}

@@ -260,3 +260,13 @@ func Guard(f func()) (err error) {
 	f()
 	return nil
 }
+
+// Prefetch asks the CPU to bring every cache line that overlaps [p, p+n) towards its caches
+// (PREFETCHT0), so that the loads of several independent accesses wait for memory together
+// rather than one after another. It is a hint: it never faults, even on an unmapped address,
+// changes no memory and orders nothing. Without assembly it does nothing.
+func Prefetch(p unsafe.Pointer, n uintptr) {
+	if n > 0 {
+		prefetch(p, n)
+	}
+}

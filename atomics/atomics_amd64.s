@@ -193,3 +193,23 @@ TEXT ·asmMFence(SB), NOSPLIT, $0-0
 TEXT ·asmLFence(SB), NOSPLIT, $0-0
 	LFENCE
 	RET
+
+// func asmPrefetch(p unsafe.Pointer, n, line uintptr)
+// Issues PREFETCHT0 for every line of size line (a power of two) that overlaps [p, p+n). A
+// prefetch never faults and changes no memory.
+TEXT ·asmPrefetch(SB), NOSPLIT, $0-24
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ line+16(FP), DX
+	ADDQ AX, CX
+	MOVQ DX, BX
+	NEGQ BX
+	ANDQ BX, AX
+pfloop:
+	CMPQ AX, CX
+	JAE  pfdone
+	PREFETCHT0 (AX)
+	ADDQ DX, AX
+	JMP  pfloop
+pfdone:
+	RET

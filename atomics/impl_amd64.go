@@ -167,3 +167,10 @@ func detect() Features {
 	}
 	return f
 }
+
+// asmPrefetch issues PREFETCHT0 for every line of size line that overlaps [p, p+n).
+//
+//go:noescape
+func asmPrefetch(p unsafe.Pointer, n, line uintptr)
+
+func prefetch(p unsafe.Pointer, n uintptr) { asmPrefetch(p, n, uintptr(features.LineSize)) }

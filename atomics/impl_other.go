@@ -26,3 +26,6 @@ func copyInBytesNT(dst *uint64, src *byte, n uintptr) { goCopyInBytesNT(dst, src
 func lines(Discipline, unsafe.Pointer, uintptr) {}
 
 func detect() Features { return Features{LineSize: 64} }
+
+// prefetch is a hint only; without assembly there is none.
+func prefetch(unsafe.Pointer, uintptr) {}

@@ -38,7 +38,12 @@
 // A batch runs in the caller, op by op in order, and is done when Post returns. Words go through
 // sync/atomic: aligned 8-byte accesses never tear, longer ones copy word by word (in aligned
 // 16-byte pairs on CPUs that make those atomic: see atomics.Features.Wide), partial words
-// merge with a CAS. Verbs to a compute node check its lease first. Every access runs under
+// merge with a CAS. Before an inline batch runs, its reads and atomics ask the CPU for their lines
+// (atomics.Prefetch, a hint that never faults), so that a batch's independent cache misses (a
+// lookup's two buckets and header, a block's lines) overlap instead of following one another;
+// a client also offers Prefetch(addr, n), the same hint for a structure that learns an address
+// some way ahead of the batch that reads it (ds/race uses it), which costs no verb.
+// Verbs to a compute node check its lease first. Every access runs under
 // atomics.Guard: if another process truncates a /dev/shm file, the faulting verb returns an
 // error wrapping farmem.ErrNodeDown and atomics.ErrFault, and the process lives.
 //

@@ -52,7 +52,8 @@ const limitValue = 1000
 //   - insert: Insert of fresh keys; every n/10 of them (at least 1,000) are deleted again,
 //     untimed and uncounted, so that the store stays at about n records.
 //
-// The region is a Go heap slice of the bytes the load wrote to far memory (heap-MiB), holding
+// The region is a mapping made as cxl maps its memfd region (mapLike: MAP_SHARED, populated
+// before use, the same page size) of the bytes the load wrote to far memory (heap-MiB), holding
 // at every block position a copy of a block the store wrote (found by scanning the memory
 // node), so that DecodeBlock validates it whole. Round trips per operation (rtt/op) come from
 // the store's counters. Take ratios from one run; run it with -count 5 and use the median.
@@ -239,7 +240,7 @@ func xorshift(x uint64) uint64 {
 	return x
 }
 
-// limitRegion is the memory the limit loops run over: a Go slice of the store's heap size
+// limitRegion is the memory the limit loops run over: a mapping of the store's heap size (mapLike)
 // holding, every stride bytes, a copy of one genuine block (valid at addr).
 type limitRegion struct {
 	mem    []byte
@@ -284,11 +285,27 @@ func newLimitRegion(b *testing.B, ctx context.Context, f *cxl.Fabric, node farme
 	}
 	stride := (len(img) + race.Unit - 1) &^ (race.Unit - 1)
 	size := max(heap, uint64(4*stride)) &^ 127
-	lr := &limitRegion{mem: make([]byte, size), img: img, addr: at, blen: len(img), stride: stride,
+	lr := &limitRegion{mem: mapLike(b, size), img: img, addr: at, blen: len(img), stride: stride,
 		groups: size / 128, blocks: (size - uint64(stride)) / uint64(stride), dst: make([]byte, 0, stride),
 		nb: make([]byte, len(img)), rng: 0x6a09e667f3bcc909}
 	lr.fill()
 	return lr
+}
+
+// mapLike maps size bytes the way cxl maps a memfd region (cxl's default backing, the one
+// the store runs on): a memfd of that size, mapped MAP_SHARED read-write and populated with
+// MADV_POPULATE_WRITE before use, so that the limit loops see the same page size, page-table
+// shape and first-touch state as the store's verbs. It is unmapped when b ends.
+func mapLike(b *testing.B, size uint64) []byte {
+	fd, err := unix.MemfdCreate("farmem-limit", unix.MFD_CLOEXEC)
+	require.NoError(b, err)
+	defer unix.Close(fd)
+	require.NoError(b, unix.Ftruncate(fd, int64(size)))
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = unix.Munmap(mem) })
+	require.NoError(b, unix.Madvise(mem, unix.MADV_POPULATE_WRITE))
+	return mem
 }
 
 // fill copies the block image to every block position.

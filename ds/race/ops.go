@@ -75,6 +75,10 @@ func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline
 		_ = t.freeBlockAt(a, size)
 		return nil, err
 	}
+	if t.pf != nil {
+		// The lines the block's write will fill, asked for while it is encoded.
+		t.pf.Prefetch(a, int(size))
+	}
 	sc := t.scr
 	sc.enc = grow(sc.enc, int(size))
 	stamp := t.stamp()
@@ -131,6 +135,7 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	}
 	t.stats.Searches++
 	op := t.newOp(key)
+	t.prefetchLookup(op)
 	op.keepValue = true
 	op.dst = dst
 	op.matchOnly = true
@@ -197,6 +202,7 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 	}
 	t.stats.Inserts++
 	op := t.newOp(key)
+	t.prefetchLookup(op)
 	if err := t.pin(ctx); err != nil {
 		return err
 	}
@@ -531,6 +537,7 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte) error {
 	op := t.newOp(key)
+	t.prefetchLookup(op)
 	op.invalidate = t.opts.Invalidate
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
 	// the deadline below is, if anything, early), Commit's deadline check before each CAS is

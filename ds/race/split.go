@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/farmem/farmem/farmem"
@@ -236,7 +237,7 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 // previous holder stopped.
 func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
 	la := st.Add(stLockOff)
-	hashes := make(map[Slot]uint64) // first hash of the key of each block read
+	hashes := make(map[Slot]uint64, t.geo.nslots) // first hash of the key of each block read
 	for range 4 {
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
@@ -405,7 +406,7 @@ func (t *Table) dropSpareDir() {
 func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]uint64) error {
 	// The blocks to read, each once, then one buffer for all of them.
 	var ws []Slot
-	seen := make(map[Slot]bool)
+	seen := make(map[Slot]bool, len(words))
 	total := uint64(0)
 	for _, w := range words {
 		if !w.Committed() || !w.Frozen() {
@@ -422,25 +423,72 @@ func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]u
 	if len(ws) == 0 {
 		return nil
 	}
-	all := make([]byte, total)
-	b := farmem.Batch{Ops: make([]farmem.Op, 0, len(ws))}
-	bufs := make([][]byte, len(ws))
-	for i, w := range ws {
+	sb := takeSplitBuf()
+	all := grow(sb.all, int(total))
+	sb.all = all
+	b := farmem.Batch{Ops: sb.ops[:0]}
+	for _, w := range ws {
 		n := w.Size()
-		bufs[i], all = all[:n:n], all[n:]
-		b.Read(w.Addr(), bufs[i])
+		b.Read(w.Addr(), all[:n:n])
+		all = all[n:]
 	}
+	sb.ops = b.Ops
 	if err := doChunked(ctx, t.m, &b); err != nil {
+		// The transport may still own the buffers: they are not reused.
 		return fmt.Errorf("race: read blocks to split: %w", err)
 	}
+	defer giveSplitBuf(sb)
 	for i, w := range ws {
-		blk, err := t.decode(w.Addr(), bufs[i])
+		blk, err := t.decode(w.Addr(), b.Ops[i].Buf)
 		if err != nil {
 			return fmt.Errorf("race: split: block of frozen slot %v: %w", w, err)
 		}
 		hashes[w] = t.hashOf(blk.Key).h1
 	}
 	return nil
+}
+
+// splitBuf is the memory learnHashes reads a subtable's blocks into: the batch's ops and one
+// buffer for all the blocks (up to the blocks of every slot of a subtable: about 1.6 MiB with
+// the default geometry and 1 KiB values). Splits are rare and handles may be many, so the
+// buffers are not kept per handle but in a small process-wide stack (splitBufs): a split that
+// reuses one allocates nothing, where a fresh buffer of that size costs the Go heap's page
+// faults and zeroing (about a fifth of a split's CPU time with 1 KiB values). At most
+// maxSplitBufs are kept; the mutex guards the stack only, never a verb.
+type splitBuf struct {
+	ops []farmem.Op
+	all []byte
+}
+
+// maxSplitBufs is how many split buffers the process keeps between splits.
+const maxSplitBufs = 4
+
+var splitBufs struct {
+	mu   sync.Mutex
+	free []*splitBuf
+}
+
+// takeSplitBuf takes a kept split buffer, or a new one.
+func takeSplitBuf() *splitBuf {
+	splitBufs.mu.Lock()
+	defer splitBufs.mu.Unlock()
+	if n := len(splitBufs.free); n > 0 {
+		sb := splitBufs.free[n-1]
+		splitBufs.free = splitBufs.free[:n-1]
+		return sb
+	}
+	return new(splitBuf)
+}
+
+// giveSplitBuf keeps sb for a later split, once the batch that read into it has completed
+// (never after a failed Do, whose ops the transport may still complete).
+func giveSplitBuf(sb *splitBuf) {
+	clear(sb.ops) // drop the ops' references to memory of the table's handles
+	splitBufs.mu.Lock()
+	defer splitBufs.mu.Unlock()
+	if len(splitBufs.free) < maxSplitBufs {
+		splitBufs.free = append(splitBufs.free, sb)
+	}
 }
 
 // finishSplit completes the split of s.st at depth d whose new half is child[d]: publishes it

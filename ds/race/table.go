@@ -167,6 +167,7 @@ type Table struct {
 	closed bool
 	rootB  [8]byte
 	scr    *scratch
+	pf     prefetcher // m's, if it offers the hint (prefetch.go)
 
 	// memNodes are the fabric's memory nodes, ascending (replicas' placement).
 	memNodes []farmem.NodeID
@@ -285,6 +286,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	}
 	t := &Table{m: m, a: ta, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
 		scr: new(scratch), adoptions: adoptionsOf(m)}
+	t.pf, _ = m.(prefetcher)
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {

@@ -34,8 +34,9 @@ func (w *WallRuntime) Fork() *WallRuntime {
 	return f
 }
 
-// Now implements Runtime.
-func (w *WallRuntime) Now() farmem.Time { return farmem.Time(time.Now().UnixNano()) }
+// Now implements Runtime: the Unix wall clock in nanoseconds, from one monotonic clock reading
+// (see wallNow: a step of the wall clock is seen within 10 ms).
+func (w *WallRuntime) Now() farmem.Time { return farmem.Time(wallNow()) }
 
 // spinBelow is the sleep below which timers are too coarse and Sleep spins, yielding.
 const spinBelow = 50 * time.Microsecond

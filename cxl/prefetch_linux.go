@@ -1,0 +1,26 @@
+package cxl
+
+import (
+	"unsafe"
+
+	"github.com/farmem/farmem/atomics"
+	"github.com/farmem/farmem/farmem"
+)
+
+// Prefetch asks the CPU for the lines of [a, a+n) (at most prefetchMax bytes), as a hint: it
+// reads and changes nothing, costs no verb and is not counted, never faults and ignores a
+// range outside the region. A structure that learns an address some way ahead of the batch
+// that will read it (ds/race: a key's buckets once its hash is known, a block once its slot
+// word is) calls it at once, so that the cache misses overlap the work in between. Under the
+// Uncached policy it does nothing (the batch's reads flush the lines first).
+func (c *client) Prefetch(a farmem.Addr, n int) {
+	if c.f.uncached || n <= 0 {
+		return
+	}
+	s := c.m.seg(a.Node())
+	off := a.Offset()
+	if s == nil || off >= s.size {
+		return
+	}
+	atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(uint64(n), prefetchMax, s.size-off)))
+}
