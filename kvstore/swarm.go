@@ -334,6 +334,9 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 			rm := t.Replicated()
 			x := &swarmIndex{m: c.Memory, a: c.Alloc, t: t, rm: rm, p: p, nodes: rm.Replicas(),
 				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}
+			x.view = swarmViewOf(c.Health, c.Memory, x.nodes)
+			x.fm = &fencedMemory{Memory: c.Memory, v: x.view}
+			x.epoch = x.view.Epoch()
 			return x, nil
 		}
 	}
@@ -392,6 +395,12 @@ type swarmIndex struct {
 	nodes []farmem.NodeID
 	size  uint64
 	cache map[string]*swarmObj
+	// fm is m as the register handles see it: ops to a replica whose node restarted and is not
+	// repopulated yet fail (swarm_adopt.go); view is the store's view it consults, epoch the
+	// view's epoch when the cache was last valid.
+	fm    *fencedMemory
+	view  *swarmView
+	epoch uint64
 }
 
 func (x *swarmIndex) ikey(key []byte) []byte {
@@ -413,7 +422,7 @@ func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
 
 // open opens this client's handle on the object at off.
 func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
-	reg, err := swarm.Open(ctx, x.m, x.addrs(off), swarm.Options{})
+	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -431,6 +440,15 @@ func (x *swarmIndex) drop(key []byte, o *swarmObj) {
 // locate returns key's object, from the cache (cached true) or the index (then cached);
 // ErrNotFound if the index has no entry.
 func (x *swarmIndex) locate(ctx context.Context, key []byte) (o *swarmObj, cached bool, err error) {
+	if e := x.view.Epoch(); e != x.epoch {
+		// A replica was fenced or repopulated: the handles' caches of it describe memory it
+		// no longer holds.
+		x.epoch = e
+		for k, c := range x.cache {
+			_ = c.reg.Close()
+			delete(x.cache, k)
+		}
+	}
 	if o, ok := x.cache[string(key)]; ok {
 		return o, true, nil
 	}
