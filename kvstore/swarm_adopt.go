@@ -201,7 +201,7 @@ func (f *fencedMemory) Do(ctx context.Context, b *farmem.Batch) error {
 
 // do runs b's ops to unfenced nodes through m's Do and fails the others.
 func (f *fencedMemory) do(ctx context.Context, b *farmem.Batch, fs []farmem.NodeID) error {
-	var inner farmem.Batch
+	inner := new(farmem.Batch) // the transport's until its unsignaled ops are done
 	var idx []int
 	var first error
 	for i, op := range b.Ops {
@@ -216,8 +216,11 @@ func (f *fencedMemory) do(ctx context.Context, b *farmem.Batch, fs []farmem.Node
 		idx = append(idx, i)
 	}
 	if len(inner.Ops) > 0 {
-		err := f.Memory.Do(ctx, &inner)
+		err := f.Memory.Do(ctx, inner)
 		for j, i := range idx {
+			if inner.Ops[j].Unsignaled {
+				continue // never waited for: the transport may still be applying it
+			}
 			v, e := inner.Result(j)
 			transport.SetResult(&b.Ops[i], v, e)
 		}
