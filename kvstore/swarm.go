@@ -336,7 +336,7 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}
 			x.view = swarmViewOf(c.Health, c.Memory, x.nodes)
 			x.fm = &fencedMemory{Memory: c.Memory, v: x.view}
-			x.epoch = x.view.Epoch()
+			x.epoch, x.gens = x.view.Epoch(), x.view.gens()
 			return x, nil
 		}
 	}
@@ -401,6 +401,7 @@ type swarmIndex struct {
 	fm    *fencedMemory
 	view  *swarmView
 	epoch uint64
+	gens  map[farmem.NodeID]uint64 // the view's gens when the cache was last valid
 }
 
 func (x *swarmIndex) ikey(key []byte) []byte {
@@ -441,13 +442,7 @@ func (x *swarmIndex) drop(key []byte, o *swarmObj) {
 // ErrNotFound if the index has no entry.
 func (x *swarmIndex) locate(ctx context.Context, key []byte) (o *swarmObj, cached bool, err error) {
 	if e := x.view.Epoch(); e != x.epoch {
-		// A replica was fenced or repopulated: the handles' caches of it describe memory it
-		// no longer holds.
-		x.epoch = e
-		for k, c := range x.cache {
-			_ = c.reg.Close()
-			delete(x.cache, k)
-		}
+		x.forgetFenced(e)
 	}
 	if o, ok := x.cache[string(key)]; ok {
 		return o, true, nil

@@ -42,8 +42,10 @@ import (
 //     tuple's record, timestamp-lock words) and its life word (replmem), twice, the second
 //     pass, a Lease and a Skew later, catching objects indexed while the first ran;
 //  4. it records the new incarnation in every view of the store: register handles count the
-//     node again, and each client handle drops its cached objects (their per-replica caches
-//     describe the lost memory) at its next operation (it did so too when the fence began).
+//     node again. Each client handle, at its first operation after the node was found fenced,
+//     makes its cached register handles forget what they knew of the node's replicas
+//     (swarm.Register.Forget: their per-replica caches describe the lost memory); the handles
+//     are kept, with their buffer-recycling state, so no write waits for a buffer anew.
 //
 // Why a concurrent write cannot be lost: while the node is left out, a write completes only
 // on f+1 of the others (a majority of 2f+1 without the node); every majority afterwards, the
@@ -67,10 +69,11 @@ type swarmView struct {
 
 	mu   sync.Mutex
 	good map[farmem.NodeID]uint64 // incarnation at which the objects are whole on the node
+	gen  map[farmem.NodeID]uint64 // per node, how often it was found fenced anew (under mu)
 
 	seen   atomic.Uint64 // r.Adoptions() when fenced was computed, plus one (0: never)
 	fenced atomic.Pointer[[]farmem.NodeID]
-	epoch  atomic.Uint64 // raised whenever fenced or good changes: handles drop their caches
+	epoch  atomic.Uint64 // raised whenever a node is found fenced anew
 }
 
 // swarmViews holds the views, keyed weakly by the Health they belong to (a store's, per
@@ -81,7 +84,7 @@ var swarmViews sync.Map // weak.Pointer[replmem.Health] -> *swarmView
 // incarnations of nodes that x (a fabric or a client of it) knows, the first time. With h nil
 // (no store to share it with) the view is the caller's own.
 func swarmViewOf(h *replmem.Health, x any, nodes []farmem.NodeID) *swarmView {
-	v := &swarmView{nodes: slices.Clone(nodes), good: map[farmem.NodeID]uint64{}}
+	v := &swarmView{nodes: slices.Clone(nodes), good: map[farmem.NodeID]uint64{}, gen: map[farmem.NodeID]uint64{}}
 	if r, ok := x.(farmem.Restarts); ok {
 		v.r = r
 		for _, n := range nodes {
@@ -128,8 +131,15 @@ func (v *swarmView) recompute(a uint64) {
 			out = append(out, n)
 		}
 	}
-	if old := v.fenced.Load(); old == nil || !slices.Equal(*old, out) {
-		v.epoch.Add(1)
+	var old []farmem.NodeID
+	if p := v.fenced.Load(); p != nil {
+		old = *p
+	}
+	for _, n := range out {
+		if !slices.Contains(old, n) {
+			v.gen[n]++
+			v.epoch.Add(1)
+		}
 	}
 	v.fenced.Store(&out)
 	v.seen.Store(a)
@@ -142,15 +152,28 @@ func (v *swarmView) whole(node farmem.NodeID) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	a := v.r.Adoptions() + 1
+	v.recompute(a) // a fence nobody looked at yet still counts as one
 	v.good[node] = farmem.StatusOf(v.r, node).Incarnation
-	v.recompute(v.r.Adoptions() + 1)
-	v.epoch.Add(1)
+	v.recompute(a)
 }
 
-// Epoch changes whenever the set of fenced nodes or a node's recorded incarnation changes.
+// Epoch changes whenever a node is found fenced anew: the handles' caches of it then describe
+// memory it lost.
 func (v *swarmView) Epoch() uint64 {
 	v.fencedSet()
 	return v.epoch.Load()
+}
+
+// gens returns a copy of how often each node was found fenced anew.
+func (v *swarmView) gens() map[farmem.NodeID]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(map[farmem.NodeID]uint64, len(v.gen))
+	for n, g := range v.gen {
+		out[n] = g
+	}
+	return out
 }
 
 // errFenced is the error of an op a register handle sent to a fenced node.
@@ -367,4 +390,20 @@ func (x *swarmIndex) repopulateObject(ctx context.Context, off alloc.SymOffset, 
 		}
 	}
 	return nil
+}
+
+// forgetFenced makes the cached register handles forget the replicas of the nodes found
+// fenced anew since the cache was last valid (their memory was lost), and records the view's
+// epoch e.
+func (x *swarmIndex) forgetFenced(e uint64) {
+	g := x.view.gens()
+	for i, n := range x.nodes {
+		if g[n] == x.gens[n] {
+			continue
+		}
+		for _, o := range x.cache {
+			o.reg.Forget(i)
+		}
+	}
+	x.epoch, x.gens = e, g
 }
