@@ -107,12 +107,16 @@ import (
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
 // built). A client that dies between winning an object's unlinking and removing its entry
 // leaves the key impossible to insert again (Insert waits about a second, then fails with an
-// error wrapping farmem.ErrNotSupported). Objects are not rebuilt on a memory node that
-// restarted empty: Store.Adopt refuses such a node (farmem.ErrNotSupported) before touching
-// it, and it stays fenced while the store runs on the other replicas, one crash fewer
-// tolerated. A replica unreachable while an object was created (paused or cut off, not
-// crashed) holds an unformatted block there (maxreg.FormatReplicatedQuorum): the store does not
-// survive such a node coming back yet.
+// error wrapping farmem.ErrNotSupported). A memory node that restarted empty is adopted
+// while the store runs (Store.Adopt; swarm_adopt.go): the store's register handles leave it
+// out of their quorums until every indexed object's replica and life word are copied onto
+// it, then count it again, so the next crash is tolerated; the adoption copies each object
+// after the index's repopulation (a few round trips per object), and each process adopts for
+// its own clients. Not covered there: an operation of a client paused from before the crash
+// until after the adoption (see swarm.Repopulate). A replica unreachable while an object was
+// created (paused or cut off, not crashed) holds an unformatted block there
+// (maxreg.FormatReplicatedQuorum): the store does not survive such a node coming back yet,
+// unless the node is restarted and adopted.
 type Swarm struct {
 	// Replicas is 2f+1, 3, 5 or 7: the index and every object on that many memory nodes (the
 	// store's metadata nodes). 0 takes Options.Replicas when above 1, else 3; the store's
