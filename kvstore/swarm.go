@@ -428,6 +428,12 @@ func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
 // open opens this client's handle on the object at off.
 func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
 	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
+	if errors.Is(err, maxreg.ErrNotFormatted) {
+		// A replica unreachable when the object was created: format it now (swarm_adopt.go).
+		if herr := x.heal(ctx, off); herr == nil {
+			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

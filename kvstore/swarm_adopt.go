@@ -407,3 +407,43 @@ func (x *swarmIndex) forgetFenced(e uint64) {
 	}
 	x.epoch, x.gens = e, g
 }
+
+// heal completes the object at off on the replicas whose register block was never formatted
+// (a replica unreachable, paused or cut off, when the object was created: its header is still
+// all zero), as Open's "headers differ" reports once such a replica answers in a majority. The
+// block's memory there is fresh (zero), so the replica merely lags: it lost nothing it had
+// acknowledged, and it counts in quorums whatever is copied; swarm.Heal gives it the header,
+// the words, the top record and the lock words from the replicas that answer. A replica whose header is another
+// register's (a block reused after a failed insert) is left alone: its words may hold that
+// register's tags. A Skew's pause, one round trip reading the headers, then
+// swarm.Heal's per replica.
+func (x *swarmIndex) heal(ctx context.Context, off alloc.SymOffset) error {
+	// The format the object's creator sent there and saw fail (ErrNodeDown) applies, if
+	// ever, within the fabric's late-application bound, Skew beyond its failure, which came
+	// before the object was indexed: wait that out, so that it cannot zero what is copied.
+	if err := x.m.Runtime().Sleep(ctx, x.p.Skew); err != nil {
+		return err
+	}
+	addrs := x.addrs(off)
+	b := new(farmem.Batch)
+	hs := make([][]byte, len(addrs))
+	for i, a := range addrs {
+		hs[i] = make([]byte, 8)
+		b.Read(a, hs[i])
+	}
+	_ = x.fm.Do(ctx, b)
+	healed := 0
+	for i := range addrs {
+		if _, err := b.Result(i); err != nil || binary.LittleEndian.Uint64(hs[i]) != 0 {
+			continue
+		}
+		if _, err := swarm.Heal(ctx, x.fm, addrs, i); err != nil {
+			return err
+		}
+		healed++
+	}
+	if healed == 0 {
+		return fmt.Errorf("kvstore: swarm: the object at %#x: no unformatted replica to heal: %w", uint64(off), ErrBadRoot)
+	}
+	return nil
+}

@@ -49,6 +49,21 @@ const repopulateTries = 8
 // with the target's words (1), Top's buffer when no in-place copy held it (1), and the write
 // (1, plus one per word a concurrent write raised between the read and the CAS).
 func RepopulateReplica(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, target int) (RepopulateReport, error) {
+	return repopulate(ctx, m, addrs, target, len(addrs)/2+1)
+}
+
+// HealReplica is RepopulateReplica for a replica that lost nothing it acknowledged but was
+// never formatted (unreachable when the register was created: its block is still zero),
+// while the register is in use and the replica counts in its quorums: what it copies from
+// the others (their header, words raised only, the top record) is what a read's write-back
+// would copy, so one other replica answering suffices, and writes landing there meanwhile
+// stay (a word is only raised).
+func HealReplica(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, target int) (RepopulateReport, error) {
+	return repopulate(ctx, m, addrs, target, 1)
+}
+
+// repopulate is RepopulateReplica reading at least need of the other replicas.
+func repopulate(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, target, need int) (RepopulateReport, error) {
 	var rep RepopulateReport
 	if err := checkReplicas(addrs); err != nil {
 		return rep, err
@@ -56,7 +71,7 @@ func RepopulateReplica(ctx context.Context, m farmem.Memory, addrs []farmem.Addr
 	if target < 0 || target >= len(addrs) {
 		return rep, fmt.Errorf("%w: target replica %d of %d", ErrBadParams, target, len(addrs))
 	}
-	n, maj := len(addrs), len(addrs)/2+1
+	n, maj := len(addrs), need
 	// The others' headers: those that answered must agree and be formatted.
 	hb := make([][]byte, n)
 	b := new(farmem.Batch)

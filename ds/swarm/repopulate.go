@@ -47,8 +47,26 @@ type RepopulateReport struct {
 // Cost: RepopulateReplica's, then one round trip reading the lock words (8 bytes per writer)
 // of every replica and one raising the target's.
 func Repopulate(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, target int) (RepopulateReport, error) {
+	return repopulate(ctx, m, addrs, target, false)
+}
+
+// Heal is Repopulate for a replica that lost nothing but was never formatted (unreachable
+// when the register was created), while handles use the register and count the replica
+// (maxreg.HealReplica): it reads as many of the others as answer (one suffices) and raises a
+// lock word only to a larger timestamp than the one it holds, so a word never switches mode
+// for one timestamp (the lock's safety: the value copied is one another replica's word
+// holds, as a locker's CAS could have put there).
+func Heal(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, target int) (RepopulateReport, error) {
+	return repopulate(ctx, m, addrs, target, true)
+}
+
+func repopulate(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, target int, heal bool) (RepopulateReport, error) {
 	var rep RepopulateReport
-	rr, err := maxreg.RepopulateReplica(ctx, m, addrs, target)
+	copyReg := maxreg.RepopulateReplica
+	if heal {
+		copyReg = maxreg.HealReplica
+	}
+	rr, err := copyReg(ctx, m, addrs, target)
 	rep.Register = rr
 	if err != nil {
 		return rep, fmt.Errorf("swarm: repopulate: %w", err)
@@ -56,6 +74,9 @@ func Repopulate(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, targe
 	p := withWriters(rr.Params)
 	base := maxreg.Size(p)
 	n, maj := len(addrs), len(addrs)/2+1
+	if heal {
+		maj = 1
+	}
 	lb := lockBytes(p)
 	b := new(farmem.Batch)
 	bufs := make([][]byte, n)
@@ -87,6 +108,9 @@ func Repopulate(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, targe
 	have := make([]uint64, p.Writers)
 	for w := range have {
 		have[w] = binary.LittleEndian.Uint64(bufs[target][8*w:])
+		if lockTS(want[w]) <= lockTS(have[w]) {
+			want[w] = have[w] // never a mode switch at one timestamp
+		}
 	}
 	lock0 := addrs[target] + farmem.Addr(base)
 	for {
@@ -113,8 +137,8 @@ func Repopulate(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, targe
 				// A lock word only rises: each failure finds a strictly larger one, and one
 				// at or above the copy's value is left as it is.
 				have[w] = prev
-				if prev >= want[w] {
-					have[w] = want[w]
+				if lockTS(prev) >= lockTS(want[w]) {
+					have[w] = want[w] // as large a timestamp: leave it, whatever its mode
 				}
 			}
 		}
