@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
@@ -67,7 +68,8 @@ func TestSwarmAdoptLincheckLocal(t *testing.T) {
 		DownTimeout: 20 * time.Millisecond, Tearing: true, Jitter: 5 * time.Microsecond, Seed: 11})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
-	o := swarmOptions()
+	// A small index (eight groups) keeps its repopulation short under the race detector.
+	o := kvstore.Options{Alloc: quietAlloc, Index: kvstore.Swarm{Params: swarmParams, Index: race.Params{Groups: 8}}}
 	stores := []*kvstore.Store{openStore(t, f, o), openStore(t, f, o)}
 	rt := f.Runtime()
 	h := kvModel.NewHistory(rt)
@@ -96,7 +98,7 @@ func TestSwarmAdoptLincheckLocal(t *testing.T) {
 				// repopulation competes with every operation's replicated reads).
 				d := 5 * time.Millisecond
 				if phase.Load() == 1 {
-					d = 100 * time.Millisecond
+					d = 20 * time.Millisecond
 				}
 				if err := rt.Sleep(ctx, d); err != nil {
 					return err
