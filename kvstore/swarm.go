@@ -113,10 +113,15 @@ import (
 // it, then count it again, so the next crash is tolerated; the adoption copies each object
 // after the index's repopulation (a few round trips per object), and each process adopts for
 // its own clients. Not covered there: an operation of a client paused from before the crash
-// until after the adoption (see swarm.Repopulate). A replica unreachable while an object was
-// created (paused or cut off, not crashed) holds an unformatted block there
-// (maxreg.FormatReplicatedQuorum): the store does not survive such a node coming back yet,
-// unless the node is restarted and adopted.
+// until after the adoption (see swarm.Repopulate), or one in flight when the fence began
+// (its handle's caches of the lost replica are forgotten only between operations). A
+// replica unreachable while an object was created (paused or cut off, not crashed) holds an
+// unformatted block there (maxreg.FormatReplicatedQuorum); the first Open that meets it
+// formats it from the replicas that answer (swarm.Heal: a Skew's pause, then a few round
+// trips), if the block is still all zero (a block reused after a failed insert, holding
+// another register's header, is not healed). The index's words written meanwhile reach such
+// a replica through replmem's catch-up copies: another crash before they do makes the key
+// fail with ErrNoQuorum, never answer wrongly.
 type Swarm struct {
 	// Replicas is 2f+1, 3, 5 or 7: the index and every object on that many memory nodes (the
 	// store's metadata nodes). 0 takes Options.Replicas when above 1, else 3; the store's

@@ -14,10 +14,10 @@ import (
 // replicated index of keys to objects on all three). Writers run throughout; node 2 is paused
 // with SIGSTOP past the down timeout and continued (it misses updates meanwhile), then node 3
 // is SIGKILLed, so every later read needs node 2's answer beside node 1's: no operation fails
-// and every acknowledged write reads back. An object created while a replica is unreachable
-// is formatted on the others only and not repaired when the replica returns (its open then
-// finds the headers differ once another replica is down), so every key exists before the
-// first fault. TestSwarmStoreRestartKill9 restarts a killed node and adopts it.
+// and every acknowledged write reads back. Every key exists before the first fault: an object
+// created while a replica is unreachable is formatted on the others only (Open heals it
+// later), and the index words written meanwhile reach the replica only through the replicated
+// memory's catch-up copies. TestSwarmStoreRestartKill9 restarts a killed node and adopts it.
 func TestSwarmStoreKill9(t *testing.T) {
 	t.Parallel() // its own farmemd processes
 	opts := kvstore.Options{
