@@ -39,8 +39,8 @@ import (
 //  3. it waits the fabric's down timeout plus the objects' Skew (ops posted to the lost
 //     incarnation that apply late have then applied or never will), then copies every object
 //     the index names onto the node (swarm.Repopulate: header, metadata words, the largest
-//     tuple's record, timestamp-lock words) and its life word (replmem), twice, the second
-//     pass, a Lease and a Skew later, catching objects indexed while the first ran;
+//     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a
+//     Lease and a Skew later, copies the objects indexed while the first ran;
 //  4. it records the new incarnation in every view of the store: register handles count the
 //     node again. Each client handle, at its first operation after the node was found fenced,
 //     makes its cached register handles forget what they knew of the node's replicas
@@ -348,6 +348,9 @@ func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 	if err := rt.Sleep(ctx, x.m.Topology().DownTimeout+x.p.Skew); err != nil {
 		return err
 	}
+	// An object copied once stays whole on the node: every write to it since went to all the
+	// others (the node is left out), so the second pass copies only objects the first missed.
+	done := map[alloc.SymOffset]bool{}
 	for pass := range 2 {
 		if pass == 1 {
 			if err := rt.Sleep(ctx, x.p.Lease+x.p.Skew); err != nil {
@@ -359,6 +362,10 @@ func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 				return nil
 			}
 			off := alloc.SymOffset(binary.LittleEndian.Uint64(ref))
+			if done[off] {
+				return nil
+			}
+			done[off] = true
 			return x.repopulateObject(ctx, off, target)
 		})
 		if err != nil {
