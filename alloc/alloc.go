@@ -179,13 +179,6 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 	info := m.Info()
 	// Nodes that restarted and are fenced cannot be read: their layout comes from the home
 	// header (restart.go).
-	readable, lost := splitLost(m, nodes)
-	if len(readable) == 0 {
-		return nil, lostErr(nodes[0], farmem.StatusOf(m, nodes[0]))
-	}
-	// The handover word's offset does not depend on the header: read it on the node that is
-	// home by default (the lowest), speculatively, with the headers.
-	guess := slices.Min(readable)
 	wordAt := func(home farmem.NodeID) farmem.Addr {
 		w := farmem.MakeAddr(home, HandoverOffset+8*uint64(info.ID))
 		if !inNode(t, w, 8) {
@@ -193,9 +186,30 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		}
 		return w
 	}
-	hdrs, word, down, blank, err := readHeadersDegraded(ctx, m, readable, wordAt(guess))
-	if err != nil {
-		return nil, err
+	var (
+		readable, lost, down, blank []farmem.NodeID
+		guess                       farmem.NodeID
+		hdrs                        map[farmem.NodeID]Header
+		word                        uint64
+	)
+	for try := 0; ; try++ {
+		readable, lost = splitLost(m, nodes)
+		if len(readable) == 0 {
+			return nil, lostErr(nodes[0], farmem.StatusOf(m, nodes[0]))
+		}
+		// The handover word's offset does not depend on the header: read it on the node that
+		// is home by default (the lowest), speculatively, with the headers.
+		guess = slices.Min(readable)
+		hdrs, word, down, blank, err = readHeadersDegraded(ctx, m, readable, wordAt(guess))
+		if errors.Is(err, farmem.ErrNodeLost) && try == 0 {
+			// This read is how the fabric learnt of a node's restart: the node is fenced now,
+			// and laid out as lost on the second try.
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	first := hdrs[firstRead(readable, hdrs)]
 	home := first.Home

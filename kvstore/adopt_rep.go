@@ -60,9 +60,7 @@ func (s *Store) adoptRep(ctx context.Context, node farmem.NodeID) (AdoptReport, 
 	if int(node) > MaxGenNodes {
 		return rep, fmt.Errorf("kvstore: adopt %v: no generation word: %w", node, farmem.ErrInvalid)
 	}
-	if err := s.swarmAdoptable(node); err != nil {
-		return rep, err // before the fabric adopts it: the node stays fenced (swarm_adopt.go)
-	}
+	swarmReplica := s.swarmPrepareAdopt(node) // before the fabric adopts it (swarm_adopt.go)
 	wasLost := farmem.StatusOf(s.fabric, node).State == farmem.NodeLost
 	if err := adoptNode(ctx, s.fabric, node); err != nil {
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
@@ -73,6 +71,9 @@ func (s *Store) adoptRep(ctx context.Context, node farmem.NodeID) (AdoptReport, 
 	}
 	rep, err = s.adoptRepOn(ctx, c, node, wasLost)
 	s.release(c, err)
+	if err == nil && swarmReplica {
+		s.swarmAdopted(node)
+	}
 	return rep, err
 }
 

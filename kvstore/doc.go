@@ -164,8 +164,9 @@
 // Swarm.Refuse) fewer than 3 replicas or a store factor other than the kind's, a synchronizer
 // other than Optimistic, an Options.Replication over several instances, and objects with no
 // room for a value; no value cache can sit beside it (FlexKV's KV cache is a kind of its own).
-// Adopt refuses a restarted node holding its replicas (objects are not rebuilt yet): the node
-// stays fenced. See Swarm.
+// Adopt takes a restarted node holding its replicas back while the store runs: its register
+// handles leave the node out of their quorums until every object's replica is copied onto it.
+// See Swarm.
 //
 // FlexKV (a NodeKind) is RACE with FlexKV's index proxying and coherent compute-side caches;
 // with NoProxy it is the Aceso-like baseline (see its doc). Store.HandOver moves its

@@ -107,12 +107,21 @@ import (
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
 // built). A client that dies between winning an object's unlinking and removing its entry
 // leaves the key impossible to insert again (Insert waits about a second, then fails with an
-// error wrapping farmem.ErrNotSupported). Objects are not rebuilt on a memory node that
-// restarted empty: Store.Adopt refuses such a node (farmem.ErrNotSupported) before touching
-// it, and it stays fenced while the store runs on the other replicas, one crash fewer
-// tolerated. A replica unreachable while an object was created (paused or cut off, not
-// crashed) holds an unformatted block there (maxreg.FormatReplicatedQuorum): the store does not
-// survive such a node coming back yet.
+// error wrapping farmem.ErrNotSupported). A memory node that restarted empty is adopted
+// while the store runs (Store.Adopt; swarm_adopt.go): the store's register handles leave it
+// out of their quorums until every indexed object's replica and life word are copied onto
+// it, then count it again, so the next crash is tolerated; the adoption copies each object
+// after the index's repopulation (a few round trips per object), and each process adopts for
+// its own clients. Not covered there: an operation of a client paused from before the crash
+// until after the adoption (see swarm.Repopulate), or one in flight when the fence began
+// (its handle's caches of the lost replica are forgotten only between operations). A
+// replica unreachable while an object was created (paused or cut off, not crashed) holds an
+// unformatted block there (maxreg.FormatReplicatedQuorum); the first Open that meets it
+// formats it from the replicas that answer (swarm.Heal: a Skew's pause, then a few round
+// trips), if the block is still all zero (a block reused after a failed insert, holding
+// another register's header, is not healed). The index's words written meanwhile reach such
+// a replica through replmem's catch-up copies: another crash before they do makes the key
+// fail with ErrNoQuorum, never answer wrongly.
 type Swarm struct {
 	// Replicas is 2f+1, 3, 5 or 7: the index and every object on that many memory nodes (the
 	// store's metadata nodes). 0 takes Options.Replicas when above 1, else 3; the store's
@@ -334,6 +343,9 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 			rm := t.Replicated()
 			x := &swarmIndex{m: c.Memory, a: c.Alloc, t: t, rm: rm, p: p, nodes: rm.Replicas(),
 				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}
+			x.view = swarmViewOf(c.Health, c.Memory, x.nodes)
+			x.fm = &fencedMemory{Memory: c.Memory, v: x.view}
+			x.epoch, x.gens = x.view.Epoch(), x.view.gens()
 			return x, nil
 		}
 	}
@@ -392,6 +404,13 @@ type swarmIndex struct {
 	nodes []farmem.NodeID
 	size  uint64
 	cache map[string]*swarmObj
+	// fm is m as the register handles see it: ops to a replica whose node restarted and is not
+	// repopulated yet fail (swarm_adopt.go); view is the store's view it consults, epoch the
+	// view's epoch when the cache was last valid.
+	fm    *fencedMemory
+	view  *swarmView
+	epoch uint64
+	gens  map[farmem.NodeID]uint64 // the view's gens when the cache was last valid
 }
 
 func (x *swarmIndex) ikey(key []byte) []byte {
@@ -413,7 +432,13 @@ func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
 
 // open opens this client's handle on the object at off.
 func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
-	reg, err := swarm.Open(ctx, x.m, x.addrs(off), swarm.Options{})
+	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
+	if errors.Is(err, maxreg.ErrNotFormatted) {
+		// A replica unreachable when the object was created: format it now (swarm_adopt.go).
+		if herr := x.heal(ctx, off); herr == nil {
+			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -431,6 +456,9 @@ func (x *swarmIndex) drop(key []byte, o *swarmObj) {
 // locate returns key's object, from the cache (cached true) or the index (then cached);
 // ErrNotFound if the index has no entry.
 func (x *swarmIndex) locate(ctx context.Context, key []byte) (o *swarmObj, cached bool, err error) {
+	if e := x.view.Epoch(); e != x.epoch {
+		x.forgetFenced(e)
+	}
 	if o, ok := x.cache[string(key)]; ok {
 		return o, true, nil
 	}

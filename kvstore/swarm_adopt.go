@@ -2,32 +2,455 @@ package kvstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"weak"
 
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/replmem"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
-// swarmAdoptable refuses, for a Swarm store, the adoption of a memory node that holds
-// replicas of its index and objects (one of its metadata nodes), before anything is done to
-// it: rebuilding an object's replica on a node that restarted empty is not built, and the
-// node must not count in the objects' quorums until it is (a zeroed replica answering reads
-// would let a read miss a write that a majority holds). A node left fenced (farmem.ErrNodeLost)
-// answers nothing, so the store keeps running on the others, tolerating one crash fewer.
-// Other nodes (holding none of the store's replicas) are adopted as usual.
-func (s *Store) swarmAdoptable(node farmem.NodeID) error {
-	if _, ok := swarmKind(s.opts.Index); !ok || !slices.Contains(s.meta, node) {
-		return nil
-	}
-	return fmt.Errorf("kvstore: adopt %v: it holds replicas of the swarm index and its objects, and rebuilding objects on a restarted node is not built: the node stays fenced, the store runs on the others: %w", node, farmem.ErrNotSupported)
+// Adopting a restarted replica under a Swarm store.
+//
+// A replica's node that restarted lost every object's copy there, and with it writes it had
+// acknowledged: a write that completed on {A, C} before C crashed is on A alone, and a read
+// answered by {B, C} would miss it. So the objects must not count C in a quorum again until
+// C holds, for each object, a state at least as new as what a majority of the others hold.
+// Store.Adopt does, for a node holding the store's replicas:
+//
+//  1. before the fabric adopts the node, it makes sure every compute node's view of the store
+//     (swarmView, shared by the store's handles on that compute node) exists: a view records,
+//     per replica node, the incarnation at which the store's objects are whole there, and the
+//     register handles' memory (fencedMemory) fails every op to a node whose incarnation in
+//     the fabric differs from it, as a down node's. The fabric's adoption gives the node a new
+//     incarnation, so from that moment on register operations leave it out (they run on the
+//     other f+1 or more, as with a crashed node), while the index's replicated memory, the
+//     allocator and the copy itself reach it;
+//  2. the store's metadata, the allocator and the index are restored as for any replicated
+//     kind (adoptRep; the index by race.Table.Repopulate through replmem, whose version-0 rule
+//     keeps the node out of the index's quorums word by word until copied);
+//  3. it waits the fabric's down timeout plus the objects' Skew (ops posted to the lost
+//     incarnation that apply late have then applied or never will), then copies every object
+//     the index names onto the node (swarm.Repopulate: header, metadata words, the largest
+//     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a
+//     Lease and a Skew later, copies the objects indexed while the first ran;
+//  4. it records the new incarnation in every view of the store: register handles count the
+//     node again. Each client handle, at its first operation after the node was found fenced,
+//     makes its cached register handles forget what they knew of the node's replicas
+//     (swarm.Register.Forget: their per-replica caches describe the lost memory); the handles
+//     are kept, with their buffer-recycling state, so no write waits for a buffer anew.
+//
+// Why a concurrent write cannot be lost: while the node is left out, a write completes only
+// on f+1 of the others (a majority of 2f+1 without the node); every majority afterwards, the
+// node included, shares one of them with it. A write completed before the copy read the others
+// is at most the largest tag the copy wrote (the copy reads f+1 of the others, which share a
+// replica with that write's majority). So once the node counts again, every completed write is
+// held by a majority, and the next f crashes are tolerated. See swarm.Repopulate for the lock
+// words and what is not covered (a client paused across the whole adoption).
+//
+// Views are per process: another process's clients keep the node fenced (its fabric still
+// names the old incarnation) until it calls Adopt too, which finds the adoption done
+// (Already) and records the incarnation in its own views. Likewise another Swarm store on the
+// same fabric fences the node from the moment this store's adoption lifts the fabric's fence
+// until that store adopts it too.
+
+// swarmView is one compute node's view of a Swarm store's replicas, shared by the store's
+// handles there (keyed by the store's replmem.Health for that compute node).
+type swarmView struct {
+	r     farmem.Restarts // nil: the transport has no restarts, nothing is ever fenced
+	nodes []farmem.NodeID
+
+	mu   sync.Mutex
+	good map[farmem.NodeID]uint64 // incarnation at which the objects are whole on the node
+	gen  map[farmem.NodeID]uint64 // per node, how often it was found fenced anew (under mu)
+
+	seen   atomic.Uint64 // r.Adoptions() when fenced was computed, plus one (0: never)
+	fenced atomic.Pointer[[]farmem.NodeID]
+	epoch  atomic.Uint64 // raised whenever a node is found fenced anew
 }
 
-// Repopulate implements Repopulator: a node outside the objects' replicas holds nothing of
-// the store (Store.Adopt formats it again), so there is nothing to copy; a replica's node is
-// refused by Adopt before it gets here (swarmAdoptable), and here too.
-func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
-	if !slices.Contains(x.nodes, node) {
+// swarmViews holds the views, keyed weakly by the Health they belong to (a store's, per
+// compute node), so that a closed store's views go with it.
+var swarmViews sync.Map // weak.Pointer[replmem.Health] -> *swarmView
+
+// swarmViewOf returns the view shared by the handles using h, created from the current
+// incarnations of nodes that x (a fabric or a client of it) knows, the first time. With h nil
+// (no store to share it with) the view is the caller's own.
+func swarmViewOf(h *replmem.Health, x any, nodes []farmem.NodeID) *swarmView {
+	v := &swarmView{nodes: slices.Clone(nodes), good: map[farmem.NodeID]uint64{}, gen: map[farmem.NodeID]uint64{}}
+	if r, ok := x.(farmem.Restarts); ok {
+		v.r = r
+		for _, n := range nodes {
+			v.good[n] = farmem.StatusOf(r, n).Incarnation
+		}
+	}
+	if h == nil {
+		return v
+	}
+	k := weak.Make(h)
+	if old, ok := swarmViews.Load(k); ok {
+		return old.(*swarmView)
+	}
+	got, loaded := swarmViews.LoadOrStore(k, v)
+	if !loaded {
+		runtime.AddCleanup(h, func(k weak.Pointer[replmem.Health]) { swarmViews.Delete(k) }, k)
+	}
+	return got.(*swarmView)
+}
+
+// fencedSet returns the nodes whose ops register handles must fail: one atomic load when no
+// adoption happened since the last look.
+func (v *swarmView) fencedSet() []farmem.NodeID {
+	if v.r == nil {
 		return nil
 	}
-	return fmt.Errorf("kvstore: swarm: repopulate %v: rebuilding the objects' replicas is not built: %w", node, farmem.ErrNotSupported)
+	a := v.r.Adoptions() + 1
+	if v.seen.Load() == a {
+		if f := v.fenced.Load(); f != nil {
+			return *f
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.recompute(a)
+	return *v.fenced.Load()
+}
+
+// recompute sets fenced from the fabric's incarnations (under mu).
+func (v *swarmView) recompute(a uint64) {
+	var out []farmem.NodeID
+	for _, n := range v.nodes {
+		if st := farmem.StatusOf(v.r, n); st.Incarnation != v.good[n] {
+			out = append(out, n)
+		}
+	}
+	var old []farmem.NodeID
+	if p := v.fenced.Load(); p != nil {
+		old = *p
+	}
+	for _, n := range out {
+		if !slices.Contains(old, n) {
+			v.gen[n]++
+			v.epoch.Add(1)
+		}
+	}
+	v.fenced.Store(&out)
+	v.seen.Store(a)
+}
+
+// whole records that the objects are whole on node at the fabric's current incarnation.
+func (v *swarmView) whole(node farmem.NodeID) {
+	if v.r == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	a := v.r.Adoptions() + 1
+	v.recompute(a) // a fence nobody looked at yet still counts as one
+	v.good[node] = farmem.StatusOf(v.r, node).Incarnation
+	v.recompute(a)
+}
+
+// Epoch changes whenever a node is found fenced anew: the handles' caches of it then describe
+// memory it lost.
+func (v *swarmView) Epoch() uint64 {
+	v.fencedSet()
+	return v.epoch.Load()
+}
+
+// gens returns a copy of how often each node was found fenced anew.
+func (v *swarmView) gens() map[farmem.NodeID]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(map[farmem.NodeID]uint64, len(v.gen))
+	for n, g := range v.gen {
+		out[n] = g
+	}
+	return out
+}
+
+// errFenced is the error of an op a register handle sent to a fenced node.
+var errFenced = fmt.Errorf("kvstore: swarm: the replica's node restarted and its objects are not repopulated yet: %w", farmem.ErrNodeLost)
+
+// fencedMemory is the memory of a Swarm store's register handles: m, whose ops to the nodes
+// its view fences fail at once with errFenced (wrapping farmem.ErrNodeLost, hence
+// farmem.ErrNodeDown: the registers treat the node as down). With no node fenced (always,
+// but between a replica's restart and the end of its adoption) it adds an atomic load and a
+// comparison per batch. While one is, a batch runs to completion before Post returns (the
+// other ops through m's Do), so operations wait for every replica that answers, not for the
+// first majority: a replica that hangs meanwhile costs them a down timeout.
+type fencedMemory struct {
+	farmem.Memory
+	v *swarmView
+}
+
+func isFenced(fs []farmem.NodeID, n farmem.NodeID) bool {
+	return len(fs) > 0 && slices.Contains(fs, n)
+}
+
+// Post implements farmem.Memory.
+func (f *fencedMemory) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
+	fs := f.v.fencedSet()
+	if len(fs) == 0 {
+		return f.Memory.Post(ctx, b)
+	}
+	_ = f.do(ctx, b, fs)
+	p, c := transport.NewPendingOn(b, nil, f.Runtime())
+	for i, op := range b.Ops {
+		if op.Unsignaled {
+			continue
+		}
+		v, err := b.Result(i)
+		c.Complete(i, v, err)
+	}
+	return p
+}
+
+// Do implements farmem.Memory.
+func (f *fencedMemory) Do(ctx context.Context, b *farmem.Batch) error {
+	fs := f.v.fencedSet()
+	if len(fs) == 0 {
+		return f.Memory.Do(ctx, b)
+	}
+	return f.do(ctx, b, fs)
+}
+
+// do runs b's ops to unfenced nodes through m's Do and fails the others.
+func (f *fencedMemory) do(ctx context.Context, b *farmem.Batch, fs []farmem.NodeID) error {
+	inner := new(farmem.Batch) // the transport's until its unsignaled ops are done
+	var idx []int
+	var first error
+	for i, op := range b.Ops {
+		if isFenced(fs, op.Addr.Node()) {
+			transport.SetResult(&b.Ops[i], 0, errFenced)
+			if first == nil && !op.Unsignaled {
+				first = errFenced
+			}
+			continue
+		}
+		inner.Ops = append(inner.Ops, op)
+		idx = append(idx, i)
+	}
+	if len(inner.Ops) > 0 {
+		err := f.Memory.Do(ctx, inner)
+		for j, i := range idx {
+			if inner.Ops[j].Unsignaled {
+				continue // never waited for: the transport may still be applying it
+			}
+			v, e := inner.Result(j)
+			transport.SetResult(&b.Ops[i], v, e)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (f *fencedMemory) check(a farmem.Addr) error {
+	if isFenced(f.v.fencedSet(), a.Node()) {
+		return errFenced
+	}
+	return nil
+}
+
+// Read implements farmem.Memory.
+func (f *fencedMemory) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
+	if err := f.check(src); err != nil {
+		return err
+	}
+	return f.Memory.Read(ctx, src, dst)
+}
+
+// Write implements farmem.Memory.
+func (f *fencedMemory) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
+	if err := f.check(dst); err != nil {
+		return err
+	}
+	return f.Memory.Write(ctx, dst, src)
+}
+
+// CAS implements farmem.Memory.
+func (f *fencedMemory) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
+	if err := f.check(a); err != nil {
+		return 0, err
+	}
+	return f.Memory.CAS(ctx, a, old, new)
+}
+
+// FAA implements farmem.Memory.
+func (f *fencedMemory) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
+	if err := f.check(a); err != nil {
+		return 0, err
+	}
+	return f.Memory.FAA(ctx, a, delta)
+}
+
+// MaskedCAS implements farmem.Memory.
+func (f *fencedMemory) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
+	if err := f.check(a); err != nil {
+		return 0, err
+	}
+	return f.Memory.MaskedCAS(ctx, a, cmp, cmpMask, swap, swapMask)
+}
+
+// swarmStoreViews returns the store's views on every compute node of the topology (creating
+// them): called before the fabric adopts a replica's node, so that no handle opened during
+// the adoption starts from the new incarnation.
+func (s *Store) swarmStoreViews() []*swarmView {
+	var out []*swarmView
+	for _, c := range s.fabric.Topology().ComputeNodes() {
+		out = append(out, swarmViewOf(s.healthOf(c), s.fabric, s.meta))
+	}
+	return out
+}
+
+// swarmPrepareAdopt runs before the fabric adopts node (Store.Adopt with replicated
+// metadata): for a Swarm store and one of its replicas' nodes, it creates the store's views,
+// which fence the node's new incarnation from the register handles until swarmAdopted. It
+// returns whether the node is such a replica.
+func (s *Store) swarmPrepareAdopt(node farmem.NodeID) bool {
+	if _, ok := swarmKind(s.opts.Index); !ok || !slices.Contains(s.meta, node) {
+		return false
+	}
+	s.swarmStoreViews()
+	return true
+}
+
+// swarmAdopted records, once node's objects are repopulated (or another client of the
+// incarnation did it: Already), node's current incarnation in every view of the store.
+func (s *Store) swarmAdopted(node farmem.NodeID) {
+	for _, v := range s.swarmStoreViews() {
+		v.whole(node)
+	}
+}
+
+// Repopulate implements Repopulator. A node outside the objects' replicas holds nothing of
+// the store (Store.Adopt formats it again). On one of them (see the comment above swarmView):
+// the index (race.Table.Repopulate), then, after the fabric's down timeout and the objects'
+// Skew, every object the index names and its life word, in two passes.
+func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
+	target := slices.Index(x.nodes, node)
+	if target < 0 {
+		return nil
+	}
+	if _, err := x.t.Repopulate(ctx, node); err != nil {
+		return fmt.Errorf("kvstore: swarm: repopulate the index on %v: %w", node, err)
+	}
+	rt := x.m.Runtime()
+	if err := rt.Sleep(ctx, x.m.Topology().DownTimeout+x.p.Skew); err != nil {
+		return err
+	}
+	// An object copied once stays whole on the node: every write to it since went to all the
+	// others (the node is left out), so the second pass copies only objects the first missed.
+	done := map[alloc.SymOffset]bool{}
+	for pass := range 2 {
+		if pass == 1 {
+			if err := rt.Sleep(ctx, x.p.Lease+x.p.Skew); err != nil {
+				return err
+			}
+		}
+		err := x.t.Each(ctx, func(key, ref []byte) error {
+			if len(key) == 0 || key[0] != swarmKeyPrefix || len(ref) != swarmRefSize {
+				return nil
+			}
+			off := alloc.SymOffset(binary.LittleEndian.Uint64(ref))
+			if done[off] {
+				return nil
+			}
+			done[off] = true
+			return x.repopulateObject(ctx, off, target)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repopulateObjectTries bounds the copies of an object's life word while it is being written.
+const repopulateObjectTries = 10
+
+// repopulateObject copies the object at off onto replica target: its register and life word.
+func (x *swarmIndex) repopulateObject(ctx context.Context, off alloc.SymOffset, target int) error {
+	if _, err := swarm.Repopulate(ctx, x.m, x.addrs(off), target); err != nil {
+		return fmt.Errorf("kvstore: swarm: repopulate the object at %#x on %v: %w", uint64(off), x.nodes[target], err)
+	}
+	life := x.lifeAddr(&swarmObj{off: off})
+	for try := range repopulateObjectTries {
+		c, err := x.rm.Repopulate(ctx, x.nodes[target], life, 8)
+		if err != nil {
+			return fmt.Errorf("kvstore: swarm: repopulate the life word of the object at %#x: %w", uint64(off), err)
+		}
+		if c.Skipped == 0 || try == repopulateObjectTries-1 {
+			return nil // a word left locked is brought over by the write that holds it
+		}
+		if err := x.m.Runtime().Sleep(ctx, x.p.Lease); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetFenced makes the cached register handles forget the replicas of the nodes found
+// fenced anew since the cache was last valid (their memory was lost), and records the view's
+// epoch e.
+func (x *swarmIndex) forgetFenced(e uint64) {
+	g := x.view.gens()
+	for i, n := range x.nodes {
+		if g[n] == x.gens[n] {
+			continue
+		}
+		for _, o := range x.cache {
+			o.reg.Forget(i)
+		}
+	}
+	x.epoch, x.gens = e, g
+}
+
+// heal completes the object at off on the replicas whose register block was never formatted
+// (a replica unreachable, paused or cut off, when the object was created: its header is still
+// all zero), as Open's "headers differ" reports once such a replica answers in a majority. The
+// block's memory there is fresh (zero), so the replica merely lags: it lost nothing it had
+// acknowledged, and it counts in quorums whatever is copied; swarm.Heal gives it the header,
+// the words, the top record and the lock words from the replicas that answer. A replica whose header is another
+// register's (a block reused after a failed insert) is left alone: its words may hold that
+// register's tags. A Skew's pause, one round trip reading the headers, then
+// swarm.Heal's per replica.
+func (x *swarmIndex) heal(ctx context.Context, off alloc.SymOffset) error {
+	// The format the object's creator sent there and saw fail (ErrNodeDown) applies, if
+	// ever, within the fabric's late-application bound, Skew beyond its failure, which came
+	// before the object was indexed: wait that out, so that it cannot zero what is copied.
+	if err := x.m.Runtime().Sleep(ctx, x.p.Skew); err != nil {
+		return err
+	}
+	addrs := x.addrs(off)
+	b := new(farmem.Batch)
+	hs := make([][]byte, len(addrs))
+	for i, a := range addrs {
+		hs[i] = make([]byte, 8)
+		b.Read(a, hs[i])
+	}
+	_ = x.fm.Do(ctx, b)
+	healed := 0
+	for i := range addrs {
+		if _, err := b.Result(i); err != nil || binary.LittleEndian.Uint64(hs[i]) != 0 {
+			continue
+		}
+		if _, err := swarm.Heal(ctx, x.fm, addrs, i); err != nil {
+			return err
+		}
+		healed++
+	}
+	if healed == 0 {
+		return fmt.Errorf("kvstore: swarm: the object at %#x: no unformatted replica to heal: %w", uint64(off), ErrBadRoot)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package kvstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -223,31 +224,78 @@ func TestSwarmLincheckSim(t *testing.T) {
 		gap: 150 * time.Microsecond, ops: 60, strict: true}.check(t)
 }
 
-// TestSwarmAdoptRefused: a replica's node that restarted empty is not adopted (the objects'
-// replicas are not rebuilt): Adopt says so before touching it, the node stays fenced, and the
-// store keeps its keys and its answers on the other two.
-func TestSwarmAdoptRefused(t *testing.T) {
+// TestSwarmAdopt: the home node (the first of the index's and objects' replicas) restarts
+// empty and is adopted while the store holds keys written, updated and deleted: every indexed
+// object's replica there is copied (the header byte for byte, the largest tag), and then
+// another replica crashes: every key reads back, and updates, deletes and inserts work on the
+// adopted node and the one left.
+func TestSwarmAdopt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// Small nodes: a restart zeroes the node's memory, which is slow under the race detector.
 	f := newSwarmLocal(t, local.Options{Shape: local.Shape{MemorySize: 4 << 20}})
 	s := openStore(t, f, swarmOptions())
-	for i := range uint64(4) {
+	const n = 6
+	want := map[uint64][]byte{}
+	for i := range uint64(n) {
 		require.NoError(t, s.Insert(ctx, key(i), val(i, 16)))
+		want[i] = val(i, 16)
 	}
-	require.NoError(t, f.Restart(2))
-	_, err := s.Adopt(ctx, 2)
-	require.ErrorIs(t, err, farmem.ErrNotSupported)
-	require.Equal(t, farmem.NodeLost, farmem.StatusOf(f, 2).State, "still fenced")
-	for i := range uint64(4) {
+	require.NoError(t, s.Update(ctx, key(0), val(10, 16)))
+	want[0] = val(10, 16)
+	require.NoError(t, s.Delete(ctx, key(1)))
+	delete(want, 1)
+	require.NoError(t, f.Restart(1))
+	// While the node is lost, the store runs on the other two.
+	require.NoError(t, s.Update(ctx, key(2), val(12, 16)))
+	want[2] = val(12, 16)
+	rep, err := s.Adopt(ctx, 1)
+	require.NoError(t, err)
+	require.False(t, rep.Already)
+	require.Zero(t, rep.Lost)
+	words := uint64(swarmParams.Words)
+	m, err := f.Open(ctx, f.Hosted()[0])
+	require.NoError(t, err)
+	defer m.Close()
+	for i := range want {
+		addrs, err := kvstore.SwarmObjectAddrs(ctx, s, key(i))
+		require.NoError(t, err)
+		var tops []uint64
+		var hdrs [][]byte
+		for _, a := range addrs {
+			h := make([]byte, 88)
+			require.NoError(t, m.Read(ctx, a, h))
+			hdrs = append(hdrs, h)
+			w := make([]byte, 8*words)
+			require.NoError(t, m.Read(ctx, a+128, w))
+			var top uint64
+			for k := range words {
+				top = max(top, binary.LittleEndian.Uint64(w[8*k:]))
+			}
+			tops = append(tops, top)
+		}
+		require.Equal(t, farmem.NodeID(1), addrs[0].Node())
+		require.NotZero(t, tops[0], "key %d: the adopted replica holds a tag", i)
+		require.Equal(t, max(tops[1], tops[2]), tops[0], "key %d: the adopted replica holds the largest tag", i)
+		require.Equal(t, hdrs[1], hdrs[0], "key %d: header copied", i)
+	}
+	// The next crash: node 3. Node 1 (adopted) and node 2 are the majority now.
+	require.NoError(t, f.Crash(3))
+	for i, v := range want {
+		got, err := s.Get(ctx, key(i))
+		require.NoError(t, err, "key %d", i)
+		require.Equal(t, v, got, "key %d", i)
+	}
+	_, err = s.Get(ctx, key(1))
+	require.ErrorIs(t, err, kvstore.ErrNotFound)
+	require.NoError(t, s.Update(ctx, key(3), val(13, 16)))
+	require.NoError(t, s.Delete(ctx, key(4)))
+	require.NoError(t, s.Insert(ctx, key(1), val(11, 16)))
+	for i, v := range map[uint64][]byte{1: val(11, 16), 3: val(13, 16), 0: val(10, 16)} {
 		got, err := s.Get(ctx, key(i))
 		require.NoError(t, err)
-		require.Equal(t, val(i, 16), got)
+		require.Equal(t, v, got)
 	}
-	require.NoError(t, s.Update(ctx, key(0), val(9, 16)))
-	require.NoError(t, s.Delete(ctx, key(1)))
-	require.NoError(t, s.Insert(ctx, key(1), val(8, 16)))
-	got, err := s.Get(ctx, key(0))
-	require.NoError(t, err)
-	require.Equal(t, val(9, 16), got)
+	_, err = s.Get(ctx, key(4))
+	require.ErrorIs(t, err, kvstore.ErrNotFound)
 }

@@ -160,15 +160,13 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 			// A pooled client that has not used the node since it died meets the old
 			// connection's end first (ErrNodeDown, not ErrNodeLost): Adopt is retried then.
 			var rep kvstore.AdoptReport
-			tries := 0
+			tries, adopt := 0, time.Now()
 			require.NoError(t, retryDown(func() (err error) {
 				tries++
 				rep, err = s.Adopt(ctx, st.node)
 				return err
 			}))
-			if tries > 1 {
-				t.Logf("adopt of node %d took %d tries", st.node, tries)
-			}
+			t.Logf("adopt of node %d took %v and %d tries", st.node, time.Since(adopt).Round(time.Millisecond), tries)
 			require.Equal(t, uint64(1), rep.Generation)
 			require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
 			l.phase(t, fmt.Sprintf("node %d adopted", st.node), 300*time.Millisecond)
