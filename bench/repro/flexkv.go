@@ -259,8 +259,8 @@ type FlexPoint struct {
 	// holding the RACE index: every bucket read, slot CAS and write-through goes to it), and
 	// BusiestPerOp its busy time per operation, both means over seeds: when that NIC is
 	// saturated, throughput is the inverse of BusiestPerOp.
-	BusiestMN    float64
-	BusiestPerOp time.Duration
+	BusiestMN      float64
+	BusiestPerOp   time.Duration
 	Warmup, Window time.Duration
 	Converged      bool
 }
