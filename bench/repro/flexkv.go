@@ -101,7 +101,7 @@ func (c FlexConfig) balancePeriods() int {
 
 // FlexFull is the full reproduction, scaled to what the simulator runs in minutes on the
 // project's 2-core machine: 8,000 keys (each node's 5% is 400 pairs' worth), 64 partitions
-// (512 for Fig. 19, whose balance needs many partitions per compute node),
+// (256 for Fig. 19, whose balance needs many partitions per compute node),
 // 20 and 60 clients with 4 in flight each (the paper: up to 200 with 8), Δ = 2 ms of virtual
 // time with a hotness window of 8 periods, Fig. 18 over 100 ms of virtual time (B for 40,
 // then A: a period that moves partitions lasts several Δ, and a knob round from 0 takes about
