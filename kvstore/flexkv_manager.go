@@ -75,8 +75,9 @@ type ManagerPeriod struct {
 	// At is the period's end (the manager's clock), Term the manager's lease term.
 	At   farmem.Time
 	Term uint64
-	// Ops, Reads count the operations the compute nodes' clients ran in the period;
-	// Throughput is Ops per second of it.
+	// Ops, Reads count the operations the compute nodes' clients ran in the period's sample
+	// (the period less the hand-overs run at the end of the one before); Throughput is Ops
+	// per second of it.
 	Ops, Reads uint64
 	Throughput float64
 	// Ratio is the index-offload ratio in force during the period, Next the one set for the
@@ -89,8 +90,8 @@ type ManagerPeriod struct {
 	Baseline     float64
 	Reassigned   bool
 	// Nodes are the live compute nodes (answering the manager), Served the index RPCs each
-	// one's proxy served in the period (the load Fig. 19 compares), Dead those that did not
-	// answer.
+	// one's proxy served in the period's sample (the load Fig. 19 compares), Dead those that
+	// did not answer.
 	Nodes  []farmem.NodeID
 	Served []uint64
 	Dead   []farmem.NodeID
@@ -159,10 +160,13 @@ var ErrNotManager = errors.New("kvstore: flexkv: another manager holds the lease
 //
 // It fails with farmem.ErrInvalid on a store of another kind or the Aceso baseline.
 //
+// A period's sample (its throughput for the knob, the proxies' load) starts once the
+// hand-overs run at the end of the one before are done: the counters are read again then
+// (one more Call per node) and the operations counted during the hand-overs dropped.
+//
 // Limits: the coordinator is not replaced (when it is down the manager waits); a reassignment
 // is a sequence of per-partition hand-overs, each pausing only its partition (the paper
-// pauses all moving partitions at once with a staging map); the knob's sample of a period
-// includes the hand-overs run at its start.
+// pauses all moving partitions at once with a staging map).
 func (s *Store) RunManager(ctx context.Context, o ManagerOptions) error {
 	k, ok := s.opts.Index.(*FlexKV)
 	if !ok || k.NoProxy {
@@ -215,6 +219,7 @@ type manager struct {
 	readShare float64 // the read share when the knob's round started (-1: none yet)
 	started   bool
 	window    [][]uint64 // the last Window periods' access counts per partition
+	carry     []uint64   // accesses counted during the last hand-overs, per partition
 }
 
 // period runs one period's work with the pool's client x.
@@ -297,6 +302,15 @@ func (mg *manager) period(ctx context.Context, x *flexIndex) error {
 	if all > 0 {
 		tr.Proxied = float64(onProxy) / float64(all)
 	}
+	// The accesses counted during the last period's hand-overs (left out of its sample) still
+	// count toward hotness.
+	for p, c := range mg.carry {
+		if p < parts {
+			hot[p] += c
+			all += c
+		}
+	}
+	mg.carry = nil
 	// Hotness over the sliding window of periods.
 	if all > 0 {
 		mg.window = append(mg.window, hot)
@@ -382,6 +396,13 @@ func (mg *manager) period(ctx context.Context, x *flexIndex) error {
 			tr.Moved++
 		}
 	}
+	// The next period's sample starts once the hand-overs are done: the counters are read
+	// again and their operations dropped. The paper's adjustment takes 3-5 ms of a 1 s
+	// period; with a scaled-down Δ the hand-overs can take much of a period, and a knob
+	// probe sampled over its own hand-overs looks worse than the ratio it left.
+	if tr.Moved > 0 {
+		mg.restartSample(ctx, m, live)
+	}
 	// The split.
 	if mg.o.NodeMemory > 0 {
 		req := le.AppendUint64(nil, uint64(mg.o.NodeMemory))
@@ -394,6 +415,32 @@ func (mg *manager) period(ctx context.Context, x *flexIndex) error {
 		mg.o.Trace(tr)
 	}
 	return nil
+}
+
+// restartSample reads the live nodes' counters after a period's hand-overs and starts the
+// next period's sample there: the operations and proxy loads counted meanwhile are dropped,
+// the partition accesses carried into the next period's hotness. A node that does not answer
+// is left to the next period (its counts then fall in its sample). Cost: one Call per live
+// node.
+func (mg *manager) restartSample(ctx context.Context, m farmem.Memory, live []farmem.NodeID) {
+	for _, node := range live {
+		rep, err := m.Call(ctx, node, farmem.OwnerFlexKV.Method(flexMgrStats), nil)
+		if err != nil {
+			continue
+		}
+		st, err := decMgrStats(rep)
+		if err != nil {
+			continue
+		}
+		if len(mg.carry) < len(st.parts) {
+			mg.carry = append(mg.carry, make([]uint64, len(st.parts)-len(mg.carry))...)
+		}
+		for p, c := range st.parts {
+			mg.carry[p] += uint64(c)
+		}
+		mg.served[node] = st.served
+	}
+	mg.last = mg.rt.Now()
 }
 
 func sameNodes(a, b []farmem.NodeID) bool {

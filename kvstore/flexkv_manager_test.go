@@ -13,7 +13,6 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/kvstore"
-	"github.com/farmem/farmem/sim"
 )
 
 // managerKind is flexKind with 8 partitions, so that every compute node's hot-to-cold list
@@ -39,11 +38,7 @@ func TestFlexKVManagerSim(t *testing.T) {
 }
 
 func managerSim(t *testing.T, seed uint64) {
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
-	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	model.DownTimeout = 2 * time.Millisecond
-	sm := startSim(t, model, seed)
+	sm := crashSim(t, seed)
 	sm.Run(func() {
 		ctx := context.Background()
 		rt := sm.Runtime()
@@ -109,23 +104,7 @@ func managerSim(t *testing.T, seed uint64) {
 		})
 		stopManager()
 		require.NoError(t, err)
-		rec := h.Client(workers)
-		for i := range flexMix.keys {
-			op := rec.Call(kvModel.Get(i))
-			got, err := s.Get(ctx, key(i))
-			switch {
-			case errors.Is(err, kvstore.ErrNotFound):
-				op.End(kvModel.Missing(), nil)
-			case err != nil:
-				require.NoError(t, err, "key %d after the crash", i)
-			default:
-				x, err := unval(got)
-				require.NoError(t, err)
-				op.End(kvModel.Found(x), nil)
-			}
-		}
-		sum, verdict := h.Verify()
-		require.NoError(t, verdict, "seed %d", seed)
+		sum := endWithReads(t, ctx, s, h, workers, seed)
 		require.NotZero(t, crashAt)
 		var before, after, reassigned int
 		sawDead := false

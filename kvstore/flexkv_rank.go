@@ -75,8 +75,12 @@ func Reassign(newRanks, oldRanks []int, nodes int, threshold float64) bool {
 // every full rank (at most one of the partial last rank), and its list runs hot to cold. The
 // assignment is sticky within a rank: a partition stays with prev's owner (prev[p], 0 for none)
 // when that owner is among nodes and has no partition of the rank yet; the others go to the
-// rank's remaining nodes in the order nodes lists them, hottest partition first. It returns
-// each node's list, indexed like nodes.
+// rank's remaining nodes, hottest partition first, each to the node whose partitions of the
+// ranks before sum to the least hotness (ties: the order nodes lists them). The paper leaves
+// the choice within a rank open; filling the lightest node first keeps the rank-to-rank
+// differences from piling up on the nodes listed first, which with few ranks (each node's
+// list a handful of partitions) decides the balance. It returns each node's list, indexed like
+// nodes. Cost: O(P·C) for P partitions over C nodes.
 func AssignByRank(hotness []uint64, nodes []farmem.NodeID, prev []farmem.NodeID) [][]int {
 	c := len(nodes)
 	lists := make([][]int, c)
@@ -88,6 +92,7 @@ func AssignByRank(hotness []uint64, nodes []farmem.NodeID, prev []farmem.NodeID)
 		at[n] = i
 	}
 	order := hotOrder(hotness)
+	load := make([]uint64, c) // each node's hotness over the ranks placed so far
 	for lo := 0; lo < len(order); lo += c {
 		rank := order[lo:min(lo+c, len(order))]
 		taken := make([]bool, c)
@@ -100,18 +105,21 @@ func AssignByRank(hotness []uint64, nodes []farmem.NodeID, prev []farmem.NodeID)
 				}
 			}
 		}
-		free := 0
 		for j := range rank {
 			if placed[j] >= 0 {
 				continue
 			}
-			for taken[free] {
-				free++
+			least := -1
+			for i := range c {
+				if !taken[i] && (least < 0 || load[i] < load[least]) {
+					least = i
+				}
 			}
-			taken[free], placed[j] = true, free
+			taken[least], placed[j] = true, least
 		}
 		for j, p := range rank {
 			lists[placed[j]] = append(lists[placed[j]], p)
+			load[placed[j]] += hotness[p]
 		}
 	}
 	return lists

@@ -101,6 +101,9 @@ func TestAssignByRank(t *testing.T) {
 			}
 		}
 	}
+	// Within a rank, the hottest unplaced partition goes to the node lightest so far: rank 2's
+	// hotter partition to the node that holds rank 1's colder one.
+	require.Equal(t, [][]int{{0, 3}, {1, 2}}, kvstore.AssignByRank([]uint64{100, 90, 80, 10}, nodes[:2], nil))
 	// A dead node's partitions go to the live ones, one per rank each.
 	lists3 := kvstore.AssignByRank(hot, nodes[:2], prev)
 	require.Len(t, lists3, 2)

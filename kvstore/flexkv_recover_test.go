@@ -13,7 +13,6 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/kvstore"
-	"github.com/farmem/farmem/sim"
 )
 
 // opSpan is one operation's key, partition, virtual span and error.
@@ -95,11 +94,7 @@ func TestFlexKVHungProxySim(t *testing.T) {
 }
 
 func deadProxySim(t *testing.T, seed uint64, hang bool) {
-	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 3, 64<<20
-	model.Tearing, model.Jitter = true, 300*time.Nanosecond
-	model.DownTimeout = 2 * time.Millisecond
-	sm := startSim(t, model, seed)
+	sm := crashSim(t, seed)
 	sm.Run(func() {
 		ctx := context.Background()
 		rt := sm.Runtime()
@@ -205,24 +200,7 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 			return ww.run(ctx, spanKV{kv: ss, rt: rt, k: k, mu: &mu, out: &spans}, g, rt.NewRand(), h)
 		})
 		require.NoError(t, err)
-		// A survivor reads every key: these reads end the history.
-		rec := h.Client(workers)
-		for i := range flexMix.keys {
-			op := rec.Call(kvModel.Get(i))
-			got, err := s.Get(ctx, key(i))
-			switch {
-			case errors.Is(err, kvstore.ErrNotFound):
-				op.End(kvModel.Missing(), nil)
-			case err != nil:
-				require.NoError(t, err, "key %d after the recovery", i)
-			default:
-				x, err := unval(got)
-				require.NoError(t, err)
-				op.End(kvModel.Found(x), nil)
-			}
-		}
-		sum, verdict := h.Verify()
-		require.NoError(t, verdict, "seed %d", seed)
+		sum := endWithReads(t, ctx, s, h, workers, seed)
 
 		st, _ := k.Stats(coord)
 		if hang {

@@ -21,7 +21,8 @@ import (
 const (
 	// FlexSys is FlexKV as configured (proxying, rank-aware hotness, KV cache, adaptive split,
 	// all run by kvstore's manager); AcesoSys the Aceso-like baseline (kvstore.FlexKV with
-	// NoProxy: RACE on the memory nodes, one CAS per update, the same address cache);
+	// NoProxy: RACE on the memory nodes, one CAS per update, an address cache in the same
+	// memory, each entry charged an address's size, flexAddrEntry);
 	// RaceSys plain RACE (kvstore.Race, no cache).
 	FlexSys  = "flexkv"
 	AcesoSys = "aceso"
@@ -75,8 +76,20 @@ type FlexConfig struct {
 	Band          []Variant
 	BandWorkloads []string
 	// BalancePeriods is how many manager periods Fig. 19 reads under each assignment
-	// (default 8).
+	// (default 8); BalanceDepth is the directory depth of Fig. 19's table (default Depth):
+	// an assignment balances the proxies' load only with many partitions per compute node
+	// (the paper: 8192 over 20 nodes), and with the 1 or 2 proxied partitions per node of 64
+	// partitions the node holding the hottest key's partition is the outlier whichever
+	// assignment.
 	BalancePeriods int
+	BalanceDepth   uint8
+}
+
+func (c FlexConfig) balanceDepth() uint8 {
+	if c.BalanceDepth == 0 {
+		return c.Depth
+	}
+	return c.BalanceDepth
 }
 
 func (c FlexConfig) balancePeriods() int {
@@ -87,7 +100,8 @@ func (c FlexConfig) balancePeriods() int {
 }
 
 // FlexFull is the full reproduction, scaled to what the simulator runs in minutes on the
-// project's 2-core machine: 8,000 keys (each node's 5% is 400 pairs' worth), 64 partitions,
+// project's 2-core machine: 8,000 keys (each node's 5% is 400 pairs' worth), 64 partitions
+// (256 for Fig. 19, whose balance needs many partitions per compute node),
 // 20 and 60 clients with 4 in flight each (the paper: up to 200 with 8), Δ = 2 ms of virtual
 // time with a hotness window of 8 periods, Fig. 18 over 100 ms of virtual time (B for 40,
 // then A: a period that moves partitions lasts several Δ, and a knob round from 0 takes about
@@ -96,7 +110,7 @@ func (c FlexConfig) balancePeriods() int {
 // cost ratio swept on workload A.
 func FlexFull() FlexConfig {
 	return FlexConfig{
-		Keys: 8000, MemoryShare: 0.05, Depth: 6,
+		Keys: 8000, MemoryShare: 0.05, Depth: 6, BalanceDepth: 8,
 		Clients: []int{20, 60}, InFlight: 4, Workloads: []string{"A", "B", "C", "D"},
 		Period: 2 * time.Millisecond, Step: 0.1, SwitchAt: 40 * time.Millisecond, SwitchEnd: 100 * time.Millisecond,
 		Seeds: []uint64{1, 2, 3},
@@ -118,7 +132,7 @@ func FlexQuick() FlexConfig {
 	c.Measure = Measure{Step: 500 * time.Microsecond, MinWarmup: 4 * time.Millisecond, MaxWarmup: 6 * time.Millisecond,
 		StepOps: 100, Tolerance: 0.3, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
 	c.Band = []Variant{{AtomicRatio: 20}}
-	c.BalancePeriods = 3
+	c.BalancePeriods, c.BalanceDepth = 3, 0
 	return c
 }
 
@@ -149,8 +163,8 @@ func (c FlexConfig) check() error {
 		return bad("%d in flight per client", c.InFlight)
 	case c.Keys < 100 || !(c.MemoryShare > 0 && c.MemoryShare < 1):
 		return bad("%d keys, memory share %v", c.Keys, c.MemoryShare)
-	case c.Depth < 1 || c.Depth > 12:
-		return bad("depth %d", c.Depth)
+	case c.Depth < 1 || c.Depth > 12 || c.BalanceDepth > 12:
+		return bad("depth %d, Fig. 19's %d", c.Depth, c.BalanceDepth)
 	case c.Period <= 0 || !(c.Step > 0 && c.Step <= 0.5) || c.SwitchAt <= 0 || c.SwitchEnd <= c.SwitchAt:
 		return bad("period %v, step %v, switch %v to %v", c.Period, c.Step, c.SwitchAt, c.SwitchEnd)
 	case c.Costs.check() != nil:
@@ -240,7 +254,13 @@ type FlexPoint struct {
 	// on proxied partitions (both means over seeds; FlexKV's variants only).
 	CV, Proxied float64
 	// Periods counts the manager periods CV and Proxied are read over (every seed's).
-	Periods        int
+	Periods int
+	// BusiestMN is the utilisation of the busiest memory node's NIC in the window (the one
+	// holding the RACE index: every bucket read, slot CAS and write-through goes to it), and
+	// BusiestPerOp its busy time per operation, both means over seeds: when that NIC is
+	// saturated, throughput is the inverse of BusiestPerOp.
+	BusiestMN      float64
+	BusiestPerOp   time.Duration
 	Warmup, Window time.Duration
 	Converged      bool
 }
@@ -386,6 +406,8 @@ type flexRun struct {
 	warmup, window         time.Duration
 	converged              bool
 	periodsCV, periodsProx []float64
+	busiest                float64       // the busiest memory node's NIC utilisation
+	busiestBusy            time.Duration // its busy time in the window
 }
 
 func runFlexPoint(ctx context.Context, cfg FlexConfig, sp flexSpec, progress io.Writer) (FlexPoint, error) {
@@ -398,7 +420,7 @@ func runFlexPoint(ctx context.Context, cfg FlexConfig, sp flexSpec, progress io.
 	if !sp.variant.IsZero() {
 		p.Variant = sp.variant.String()
 	}
-	var cvs, prox []float64
+	var cvs, prox, busiest, perOp []float64
 	for i, r := range runs {
 		if errs[i] != nil {
 			return p, fmt.Errorf("repro: flexkv %s %s %s at %d clients, seed %d: %w", sp.fig, sp.workload, sp.system, sp.clients, cfg.Seeds[i], errs[i])
@@ -419,6 +441,8 @@ func runFlexPoint(ctx context.Context, cfg FlexConfig, sp flexSpec, progress io.
 				p.Settled++
 			}
 		}
+		busiest = append(busiest, r.busiest)
+		perOp = append(perOp, float64(r.busiestBusy)/math.Max(1, float64(r.ops)))
 		p.Periods += len(r.periodsCV)
 		if len(r.periodsCV) > 0 {
 			cvs = append(cvs, r.cv)
@@ -426,6 +450,9 @@ func runFlexPoint(ctx context.Context, cfg FlexConfig, sp flexSpec, progress io.
 		}
 	}
 	p.AtomicsPerOp /= math.Max(1, float64(p.Ops))
+	p.BusiestMN, _ = MeanCI(busiest)
+	po, _ := MeanCI(perOp)
+	p.BusiestPerOp = time.Duration(po)
 	p.Throughput, p.ThroughputCI = MeanCI(p.PerSeed)
 	if len(cvs) > 0 {
 		p.CV, _ = MeanCI(cvs)
@@ -450,7 +477,13 @@ func (c FlexConfig) flexKind(system string, budget int64) (kvstore.IndexKind, *k
 	case RaceSys:
 		// Three copies of every pair, as every system of the paper's evaluation keeps.
 		return kvstore.Race{Params: k.Params}, nil
-	case AcesoSys, AblBase:
+	case AcesoSys:
+		// Addresses only, so the node's memory holds budget/flexAddrEntry of them (the
+		// paper's Aceso caches addresses in the same 64 MB).
+		k.NoProxy = true
+		k.CacheEntries = int(max(1, budget/flexAddrEntry))
+		return k, nil
+	case AblBase:
 		k.NoProxy = true
 		return k, nil
 	case AblProxy:
@@ -483,8 +516,17 @@ func (c FlexConfig) raceParams() race.Params {
 }
 
 // flexEntry is the bytes a cache entry is charged: the pair and its bookkeeping (key string,
-// FIFO slot, slot address).
+// FIFO slot, slot address). FlexKV's cache (and every step of the ablation) is charged it for
+// every entry, pair or address: FlexKV's count of cached addresses is understated, which
+// only lowers its throughput.
 const flexEntry = flexPair + 32
+
+// flexAddrEntry is the bytes an address-only cache's entry is charged (the Aceso-like
+// baseline's): the key (up to 24 bytes), the block's and the slot's addresses (8 each) and
+// the entry's map and FIFO bookkeeping (24). Charged as a pair, the baseline's cache would
+// hold 2.5 times fewer addresses than its memory holds (320 rather than 800 per node at
+// 8,000 keys), which inflated FlexKV's ratio on the read-heavy workloads.
+const flexAddrEntry = 64
 
 // flexAlloc is every allocator's options (leases long enough never to expire in a run).
 var flexAlloc = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
@@ -661,7 +703,13 @@ func runFlexSeed(cfg FlexConfig, sp flexSpec, seed uint64) (flexRun, error) {
 			measureWindow(ctx, rt, cfg.Measure, from, &ops, nil)
 			measuring, stop = false, true
 			out.window = rt.Now().Sub(from)
-			st := s.Report().Stats
+			rep := s.Report()
+			for _, nic := range rep.NICs {
+				if slices.Contains(fc.s.Topology().MemoryNodes(), nic.Node) && nic.Utilisation > out.busiest {
+					out.busiest, out.busiestBusy = nic.Utilisation, nic.Busy
+				}
+			}
+			st := rep.Stats
 			v := st.Verbs[farmem.TargetMemory]
 			out.atomics = v[farmem.OpCAS] + v[farmem.OpFAA] + v[farmem.OpMaskedCAS]
 			after := fc.flexStats()
@@ -721,26 +769,25 @@ func (fc *flexCluster) flexStats() kvstore.FlexStats {
 	return sum
 }
 
-// runFlexSwitch is Fig. 18 for one seed: FlexKV at the largest client count under workload B
-// until SwitchAt, then A until SwitchEnd, the manager's periods recorded.
-func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
-	wall := time.Now()
-	out := FlexSwitch{Seed: seed, SettledBefore: -1, SettledAfter: -1}
+// runFlexManaged opens what Fig. 18 and 19 run on: a fresh simulation of seed with FlexKV
+// at the largest client count, loaded, and the manager's options starting at ratio (fixed:
+// the knob off); body runs inside the simulation and starts the manager itself.
+func runFlexManaged(cfg FlexConfig, seed uint64, ratio float64, fixed bool, body func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error) error {
 	n := cfg.top()
 	perNode := (n*cfg.InFlight + flexNodes - 1) / flexNodes
 	model := FlexModel(perNode, flexMemory(cfg.Keys), flexShared(cfg.Keys))
 	cfg.Costs.apply(&model)
 	s, err := sim.New(model, seed)
 	if err != nil {
-		return out, err
+		return err
 	}
 	defer s.Close()
 	budget := int64(cfg.MemoryShare * float64(cfg.Keys) * flexPair)
 	kind, mo := cfg.flexKind(FlexSys, budget)
-	mo.Ratio = 0 // Algorithm 2's start, as in the paper's run
+	mo.Ratio, mo.Fixed = ratio, fixed
 	dist, err := newKeyDist(Scrambled, uint64(cfg.Keys), generator.ZipfianTheta)
 	if err != nil {
-		return out, err
+		return err
 	}
 	var runErr error
 	s.Run(func() {
@@ -751,6 +798,32 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 			return
 		}
 		defer fc.shut()
+		runErr = body(ctx, s, fc, *mo, dist)
+	})
+	return runErr
+}
+
+// drive starts a closed-loop client per session in g, each running operations of *mix (read
+// at every operation, so a change switches the workload) until *stop.
+func (fc *flexCluster) drive(ctx context.Context, g *sim.Group, mix *flexWorkload, dist keyDist, stop *bool) {
+	val := make([]byte, flexValue)
+	for i, ss := range fc.sess {
+		g.Go(func() {
+			r := fc.mems[i].Runtime().Rand()
+			for !*stop {
+				_ = fc.op(ctx, ss, *mix, dist, r, val)
+			}
+		})
+	}
+}
+
+// runFlexSwitch is Fig. 18 for one seed: FlexKV at the largest client count under workload B
+// until SwitchAt, then A until SwitchEnd, the manager's periods recorded.
+func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
+	wall := time.Now()
+	out := FlexSwitch{Seed: seed, SettledBefore: -1, SettledAfter: -1}
+	// Algorithm 2 starts at 0, as in the paper's run.
+	err := runFlexManaged(cfg, seed, 0, false, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
 		rt := s.Runtime()
 		t0 := rt.Now()
 		// A period is labelled by when it ended (its trace comes after the hand-overs it ran).
@@ -782,18 +855,10 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 		}
 		mctx, stopManager := context.WithCancel(ctx)
 		g := s.NewGroup()
-		g.Go(func() { _ = fc.store.RunManager(mctx, *mo) })
+		g.Go(func() { _ = fc.store.RunManager(mctx, mo) })
 		stop := false
 		mix, _ := flexMix("B")
-		val := make([]byte, flexValue)
-		for i, ss := range fc.sess {
-			g.Go(func() {
-				r := fc.mems[i].Runtime().Rand()
-				for !stop {
-					_ = fc.op(ctx, ss, mix, dist, r, val)
-				}
-			})
-		}
+		fc.drive(ctx, g, &mix, dist, &stop)
 		g.Go(func() {
 			defer stopManager()
 			_ = rt.Sleep(ctx, cfg.SwitchAt)
@@ -801,17 +866,18 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 			_ = rt.Sleep(ctx, cfg.SwitchEnd-cfg.SwitchAt)
 			stop = true
 		})
-		runErr = g.Wait()
+		return g.Wait()
 	})
 	out.Wall = time.Since(wall)
-	return out, runErr
+	return out, err
 }
 
-// BalanceRatio is the offload ratio of Fig. 19's run: half the partitions, so that every
-// compute node proxies one or two of them whichever assignment (with a fifth, the ablation's,
-// fewer partitions than compute nodes are proxied at this scale, and the load of the nodes
-// left without one says nothing about the assignment).
-const BalanceRatio = 0.5
+// BalanceRatio is the offload ratio of Fig. 19's run: Table 1's ratio for YCSB A (60%).
+const BalanceRatio = 0.6
+
+// balanceSettleCap bounds, in periods, how long Fig. 19 waits for an assignment to stop
+// moving partitions; past it the periods read since the last move are kept, however few.
+const balanceSettleCap = 60
 
 // FlexBalanceSide is the proxies' load over the periods of one assignment.
 type FlexBalanceSide struct {
@@ -837,43 +903,12 @@ type FlexBalance struct {
 func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 	wall := time.Now()
 	out := FlexBalance{Seed: seed}
-	n := cfg.top()
-	perNode := (n*cfg.InFlight + flexNodes - 1) / flexNodes
-	model := FlexModel(perNode, flexMemory(cfg.Keys), flexShared(cfg.Keys))
-	cfg.Costs.apply(&model)
-	s, err := sim.New(model, seed)
-	if err != nil {
-		return out, err
-	}
-	defer s.Close()
-	budget := int64(cfg.MemoryShare * float64(cfg.Keys) * flexPair)
-	kind, mo := cfg.flexKind(FlexSys, budget)
-	mo.Ratio, mo.Fixed = BalanceRatio, true
-	dist, err := newKeyDist(Scrambled, uint64(cfg.Keys), generator.ZipfianTheta)
-	if err != nil {
-		return out, err
-	}
-	var runErr error
-	s.Run(func() {
-		ctx := context.Background()
-		fc, err := openFlexCluster(ctx, s, cfg, kind, n)
-		if err != nil {
-			runErr = err
-			return
-		}
-		defer fc.shut()
+	cfg.Depth = cfg.balanceDepth()
+	err := runFlexManaged(cfg, seed, BalanceRatio, true, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
 		stop := false
 		mix, _ := flexMix("A")
-		val := make([]byte, flexValue)
 		g := s.NewGroup()
-		for i, ss := range fc.sess {
-			g.Go(func() {
-				r := fc.mems[i].Runtime().Rand()
-				for !stop {
-					_ = fc.op(ctx, ss, mix, dist, r, val)
-				}
-			})
-		}
+		fc.drive(ctx, g, &mix, dist, &stop)
 		g.Go(func() {
 			defer func() { stop = true }()
 			// side runs a manager until it has read cfg.balancePeriods() periods after its last
@@ -881,8 +916,9 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 			side := func(o kvstore.ManagerOptions, into *FlexBalanceSide) {
 				var cvs, prox []float64
 				mctx, cancel := context.WithCancel(ctx)
-				settled := false
+				settled, seen := false, 0
 				o.Trace = func(p kvstore.ManagerPeriod) {
+					seen++
 					switch {
 					case p.Moved > 0 || p.Reassigned || !settled:
 						settled = p.Moved == 0 && !p.Reassigned
@@ -891,7 +927,7 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 						cvs = append(cvs, p.CV())
 						prox = append(prox, p.Proxied)
 					}
-					if len(cvs) >= cfg.balancePeriods() {
+					if len(cvs) >= cfg.balancePeriods() || seen >= balanceSettleCap {
 						cancel()
 					}
 				}
@@ -903,13 +939,13 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 				into.Proxied, _ = MeanCI(prox)
 				into.Periods = len(cvs)
 			}
-			st := *mo
+			st := mo
 			st.Static = true
 			side(st, &out.Before)
-			side(*mo, &out.After)
+			side(mo, &out.After)
 		})
-		runErr = g.Wait()
+		return g.Wait()
 	})
 	out.Wall = time.Since(wall)
-	return out, runErr
+	return out, err
 }
