@@ -91,7 +91,7 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 	pt.expect = max(r.word[i], r.posted[i])
 	wb.sure[i] = r.own && !r.unsure[i] && pt.expect&^VerifiedBit == r.word[i]&^VerifiedBit
 	pt.write = b.Write(r.addrs[i]+farmem.Addr(r.l.slotOff(wb.v)), wb.rec)
-	pt.cas = b.MaskedCAS(r.addrs[i]+metaOff+farmem.Addr(8*r.wi), uint64(pt.expect), ^uint64(VerifiedBit), uint64(wb.v), ^uint64(0))
+	pt.cas, pt.probe = casOp(b, r.addrs[i]+metaOff+farmem.Addr(8*r.wi), pt.expect, wb.v)
 	r.posted[i] = max(r.posted[i], wb.v)
 }
 

@@ -17,6 +17,16 @@ import (
 // farmem.ErrNodeDown, so the operation's outcome is unknown (lincheck.Classify treats it so).
 var ErrNoQuorum = fmt.Errorf("maxreg: no majority of replicas answered: %w", farmem.ErrNodeDown)
 
+// ErrContended: a write's tag was not installed at a majority within its bound of rounds
+// (MaxInstallRounds and Params.Lease: writers sharing its metadata word kept moving it). It
+// wraps ErrNoQuorum, so the write's outcome is unknown (it may be installed on some replicas).
+var ErrContended = fmt.Errorf("maxreg: metadata word kept moving: %w", ErrNoQuorum)
+
+// MaxInstallRounds is how many rounds a replicated write (or write-back) posts, at least,
+// before it may give up with ErrContended: it gives up once it has posted that many and run
+// for longer than Params.Lease. A writer with a metadata word of its own needs at most two.
+const MaxInstallRounds = 16
+
 // ReplicatedOptions configure a Replicated handle.
 type ReplicatedOptions struct {
 	// Refresher, if set, writes in-place copies and VERIFIED marks in the background on its
@@ -332,8 +342,24 @@ func (r *Replicated) maxKnown() Tag {
 type install struct {
 	write, cas, read int
 	expect           Tag
+	probe            bool // the CAS only tests the word (see casOp): it installs nothing
 	buf              []byte
 	seen             bool // the operation absorbed this replica's results itself
+}
+
+// casOp appends to b the CAS of a handle's metadata word at addr that raises it from expect
+// to t, and reports whether it is a probe instead. The compare ignores the VERIFIED bit (a
+// concurrent mark must not make it fail). A CAS never stores a value below the one it
+// expects, which is what keeps a word a max register: when expect is at least t (it is the
+// tag of this handle's own CAS still in flight to that word, a larger tag than the one it
+// installs now, as when Safe-Guess's guess lies below a tag the handle just wrote back), the
+// CAS stores back the word it found (its VERIFIED bit kept), so it changes nothing and tells
+// only whether the word holds expect, that is whether the replica holds at least t.
+func casOp(b *farmem.Batch, addr farmem.Addr, expect, t Tag) (int, bool) {
+	if t > expect {
+		return b.MaskedCAS(addr, uint64(expect), ^uint64(VerifiedBit), uint64(t), ^uint64(0)), false
+	}
+	return b.MaskedCAS(addr, uint64(expect), ^uint64(VerifiedBit), uint64(expect), ^uint64(VerifiedBit)), true
 }
 
 // absorb takes in the results of the replicas of b that are complete (every signaled op done,
@@ -363,18 +389,29 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		r.unsure[i] = false // the word's value is seen below (a failed op never applies later)
 		if pt.cas >= 0 {
 			prev, _ := b.Result(pt.cas)
-			if Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit {
-				r.posted[i] = 0 // expected wrongly: the next CAS expects the word seen
-			}
-			if Tag(prev)&^VerifiedBit == pt.expect&^VerifiedBit {
+			switch {
+			case Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit:
+				// Expected wrongly: the next CAS expects the word seen. The operation's own
+				// batch is the newest this handle posted to the replica, so what it returns is
+				// the word's current value, taken as is even if below what the handle believed
+				// (a hook's, from an older batch, only raises the belief).
+				r.posted[i] = 0
+				if hook {
+					r.word[i] = max(r.word[i], Tag(prev))
+				} else {
+					r.word[i] = Tag(prev)
+				}
+				r.known[i] = max(r.known[i], Tag(prev))
+			case pt.probe:
+				// The word held expect, at least t: the replica holds t or more.
+				r.word[i] = max(r.word[i], Tag(prev))
+				r.known[i] = max(r.known[i], Tag(prev))
+			default:
 				r.word[i] = max(r.word[i], t)
 				r.known[i] = max(r.known[i], t)
 				if installed != nil {
 					installed[i] = true
 				}
-			} else {
-				r.word[i] = max(r.word[i], Tag(prev))
-				r.known[i] = max(r.known[i], Tag(prev))
 			}
 		}
 		if pt.read >= 0 {
@@ -405,13 +442,32 @@ func quorumErr(op string, err error) error {
 // metadata words and in-place record (the parts it returns), whatever the caches say. It
 // returns the first round's parts and batch (nil if it posted none) and, per replica, whether
 // this call's CAS installed t there.
-func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch)) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
+//
+// Rounds are bounded. A round that posts to a replica learns its word's current value, so
+// the next one installs there unless a writer sharing the word moved it meanwhile (with a word
+// of its own, a write takes at most two rounds); a write that has posted MaxInstallRounds
+// rounds and run longer than Params.Lease (on the client's clock, from its first round) gives
+// up with ErrContended, its outcome unknown. A write-back (lease set: when the read that
+// returned t began) posts no round past that read's lease: it returns errRestart instead, as
+// the read must not write into t's buffer after its lease (see "Buffers").
+func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch), lease *farmem.Time) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
 	installed := make([]bool, r.n)
 	var first []install
 	var firstB *farmem.Batch
 	var firstP *farmem.Pending
 	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(r.l.slotOff(t)) }
+	began := r.rt.Now()
 	for round := 0; ; round++ {
+		if round > 0 {
+			now := r.rt.Now()
+			if lease != nil && now.Sub(*lease) > r.h.p.Lease {
+				r.stats.LeaseRestarts++
+				return first, firstB, firstP, installed, errRestart
+			}
+			if round >= MaxInstallRounds && now.Sub(began) > r.h.p.Lease {
+				return first, firstB, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
+			}
+		}
 		r.mu.Lock()
 		have := 0
 		for i := range r.n {
@@ -439,7 +495,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			if need[i] {
 				parts[i].write = b.Write(recAddr(i), rec)
 				parts[i].expect = expect[i]
-				parts[i].cas = b.MaskedCAS(a+metaOff+farmem.Addr(8*r.wi), uint64(expect[i]), ^uint64(VerifiedBit), uint64(t), ^uint64(0))
+				parts[i].cas, parts[i].probe = casOp(b, a+metaOff+farmem.Addr(8*r.wi), expect[i], t)
 			}
 			if read && round == 0 {
 				parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
@@ -609,7 +665,7 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	t := MakeTag(ts, r.id, verified)
 	rec := sealRecord(make([]byte, r.l.recSize), r.seed, t, value)
 	start := r.rt.Now()
-	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra)
+	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra, nil)
 	var done []bool
 	if p != nil {
 		done = make([]bool, r.n)
@@ -892,7 +948,7 @@ func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start far
 		return errRestart
 	}
 	r.stats.WriteBacks++
-	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false, nil); err != nil {
+	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false, nil, &start); err != nil {
 		return err
 	}
 	return nil
