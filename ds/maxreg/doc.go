@@ -132,7 +132,13 @@
 //     and returns; a lost CAS on a shared word starts another round. The replicas it did not
 //     wait for (stragglers) finish on their own: the batch's completion hook
 //     (Pending.Then) raises the caches from what they return, and their buffers (a record
-//     allocated per write, read buffers per read) are left untouched until it has run.
+//     allocated per write, read buffers per read) are left untouched until it has run. A CAS
+//     expects the handle's own CAS still in flight to the word, if any; when that one's tag
+//     is not below t, the CAS stores back what it finds (a probe: a word never goes down).
+//     Rounds are bounded: a write gives up with ErrContended (an ErrNoQuorum, outcome
+//     unknown) once it has posted MaxInstallRounds rounds for longer than Params.Lease
+//     (only writers sharing its word can make it lose a round), and a write-back posts no
+//     round past its read's lease.
 //   - Write: inner_write of the client's next tag, one round trip, none if a majority is
 //     already known to hold a larger tag.
 //   - Read: every replica's words and in-place record in one batch, a majority waited for; v
