@@ -122,7 +122,9 @@
 // in-place copy (chase B: +1), write-back to A (+1), TRYLOCK (+1), rewrite (+1): 5. A
 // WriteRead whose lease ran out before its write-back (a client stalled longer than
 // Params.Lease) falls back to a full read (1, +1 chase, +1 write-back), so such an update
-// takes up to 7. The Appendix B worst case (a TRYLOCK of w.ts + 1 rounds) no longer arises
+// takes up to 7. A chase that finds the tuple's record only in a write-back's copy (its
+// writer's buffer not written on the replicas holding it, maxreg's "Buffers") costs one more
+// round trip each time. The Appendix B worst case (a TRYLOCK of w.ts + 1 rounds) no longer arises
 // for the writer, whose candidate CASes cover every word its lock can hold.
 //
 // Measured on the simulator (the package's lincheck test: nine clients, clocks up to 30µs
