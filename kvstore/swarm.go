@@ -100,7 +100,9 @@ import (
 // Values are at most Params.ValueSize-1 bytes (a marker byte tells values from tombstones);
 // keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients with
 // ids 1..Params.Writers write (the default covers every client slot of the topology's compute
-// nodes at creation); others fail with an error wrapping farmem.ErrInvalid. Each object
+// nodes at creation); others fail with an error wrapping farmem.ErrInvalid, and so do their
+// gets that must write back another writer's value (a write-back copies the value into the
+// reader's own lane: maxreg's "Buffers"). Each object
 // reserves a lane of Params.Slots records per writer on each replica (swarm.Size), so a
 // store of many keys needs Params sized to its clients. Objects are opened with
 // swarm.Options.EarlyReuse: a writer never waits for one of its buffers to age (above Slots
