@@ -100,10 +100,13 @@ import (
 // Values are at most Params.ValueSize-1 bytes (a marker byte tells values from tombstones);
 // keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients with
 // ids 1..Params.Writers write (the default covers every client slot of the topology's compute
-// nodes at creation); others fail with an error wrapping farmem.ErrInvalid. Each object
+// nodes at creation); others fail with an error wrapping farmem.ErrInvalid, and so do their
+// gets that must write back another writer's value (a write-back copies the value into the
+// reader's own lane: maxreg's "Buffers"). Each object
 // reserves a lane of Params.Slots records per writer on each replica (swarm.Size), so a
-// store of many keys needs Params sized to its clients; a writer makes at most Slots writes
-// of one key per maxreg ReuseDelay (the register's buffer recycling). Deleted objects and
+// store of many keys needs Params sized to its clients. Objects are opened with
+// swarm.Options.EarlyReuse: a writer never waits for one of its buffers to age (above Slots
+// writes of one key per maxreg ReuseDelay, reads of it are lock-free). Deleted objects and
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
 // built). A client that dies between winning an object's unlinking and removing its entry
 // leaves the key impossible to insert again (Insert waits about a second, then fails with an
@@ -432,11 +435,11 @@ func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
 
 // open opens this client's handle on the object at off.
 func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
-	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
+	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{EarlyReuse: true})
 	if errors.Is(err, maxreg.ErrNotFormatted) {
 		// A replica unreachable when the object was created: format it now (swarm_adopt.go).
 		if herr := x.heal(ctx, off); herr == nil {
-			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{})
+			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{EarlyReuse: true})
 		}
 	}
 	if err != nil {

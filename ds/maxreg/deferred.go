@@ -17,6 +17,7 @@ type WriteBack struct {
 	v     Tag
 	rec   []byte
 	start farmem.Time
+	off   uint64 // where v's record goes in each replica (Replicated.copyOff)
 	parts []install
 	sure  []bool // per replica: Sure, as decided when Add put its ops in
 	b     *farmem.Batch
@@ -90,8 +91,8 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 	pt := &wb.parts[i]
 	pt.expect = max(r.word[i], r.posted[i])
 	wb.sure[i] = r.own && !r.unsure[i] && pt.expect&^VerifiedBit == r.word[i]&^VerifiedBit
-	pt.write = b.Write(r.addrs[i]+farmem.Addr(r.l.slotOff(wb.v)), wb.rec)
-	pt.cas = b.MaskedCAS(r.addrs[i]+metaOff+farmem.Addr(8*r.wi), uint64(pt.expect), ^uint64(VerifiedBit), uint64(wb.v), ^uint64(0))
+	pt.write = b.Write(r.addrs[i]+farmem.Addr(wb.off), wb.rec)
+	pt.cas, pt.probe = casOp(b, r.addrs[i]+metaOff+farmem.Addr(8*r.wi), pt.expect, wb.v)
 	r.posted[i] = max(r.posted[i], wb.v)
 }
 

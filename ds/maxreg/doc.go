@@ -120,7 +120,8 @@
 // the same on every replica and an 8-byte tag names the same buffer on each (slot ts mod Slots
 // of lane client-1). It lives here rather than in ds/swarm because it is a max register with
 // the same specification, tags and layout, and its write-back copies another writer's
-// record into that writer's buffer on a lagging replica, which needs the layout; ds/swarm
+// record into a buffer of the helper's lane on a lagging replica, which readers find through
+// the layout (see "Buffers"); ds/swarm
 // builds Safe-Guess on it. Each handle keeps, per replica, the largest tag the replica is
 // known to hold (a CAS or a read of it returned at least that tag: the paper's cache[r]) and
 // the last value seen in its own metadata word there.
@@ -132,7 +133,13 @@
 //     and returns; a lost CAS on a shared word starts another round. The replicas it did not
 //     wait for (stragglers) finish on their own: the batch's completion hook
 //     (Pending.Then) raises the caches from what they return, and their buffers (a record
-//     allocated per write, read buffers per read) are left untouched until it has run.
+//     allocated per write, read buffers per read) are left untouched until it has run. A CAS
+//     expects the handle's own CAS still in flight to the word, if any; when that one's tag
+//     is not below t, the CAS stores back what it finds (a probe: a word never goes down).
+//     Rounds are bounded: a write gives up with ErrContended (an ErrNoQuorum, outcome
+//     unknown) once it has posted MaxInstallRounds rounds for longer than Params.Lease
+//     (only writers sharing its word can make it lose a round), and a write-back posts no
+//     round past its read's lease.
 //   - Write: inner_write of the client's next tag, one round trip, none if a majority is
 //     already known to hold a larger tag.
 //   - Read: every replica's words and in-place record in one batch, a majority waited for; v
@@ -174,44 +181,46 @@
 //
 // Replicated recycles by this scheme (the paper's §4.5 describes one and nobody built it):
 //
-//   - Which clients it waits for: none by message. A writer waits only for its own batches
-//     (which reach each node in posting order, so its own late batches never overtake its
-//     reuse) and for time: every other client (readers, and helpers that write back another
-//     writer's record into that writer's buffer on a lagging replica) is bounded by a lease,
-//     so a paused or dead client never holds reuse back.
-//   - Superseded: a writer's tag t is superseded once one of its own operations established a
-//     larger tag at a majority (its next write returned, or a read returned a larger tag).
-//     From then on every read that begins returns a larger tag (write-read and read-read
-//     monotonicity), so only reads begun earlier may still chase or write back t.
-//   - Lease: a client posts no verb that depends on a tag (the chase of its buffer, the write
-//     of its record back into it) later than Params.Lease after it began the read that
-//     returned the tag, by its own clock; a read past its lease starts over (LeaseRestarts).
-//   - Late application: an op posted at time T takes effect, if ever, before T plus the
-//     fabric's down timeout (plus the client-node clock skew on rdma): an op that succeeded
-//     was applied before its reply, which came within the down timeout, and one reported
-//     failed is bounded by the groundwork's expiry (farmem.ErrNodeDown's doc).
-//   - Reuse: a buffer is reused only ReuseDelay = Lease + Skew + the down timeout after its
-//     tag was superseded, on the writer's clock. A write whose next buffer is not yet reusable
-//     sleeps until it is (RecycleWaits); one with no superseded buffer reads the register
-//     first (every own tag below what the read returns is superseded; at most one is not).
-//   - Synchrony assumed, in fabric time: clients' clocks measure elapsed time within Skew of
-//     each other over a ReuseDelay (Skew also covers the rdma expiry's client-node skew); a
-//     client does not stall between checking its lease and posting the verb (the check is
-//     made just before the post, with no verb between); and ops obey the late-application
-//     bound. Under it, no write-back of a superseded tag can land in its buffer after the
-//     buffer's reuse, and a chase posted within its lease finds its record: reads restart
-//     only when their client stalled past the lease, so reads are wait-free under synchrony.
-//     Without synchrony, safety is unchanged and only those restarts remain.
-//   - A memory node paused longer than the bound: its pending requests are dropped or refused
-//     past their expiry (never applied later), so a write-back sent to it before the pause
-//     cannot land after a reuse; when it resumes, it lags, and writes and write-backs bring it
-//     up (tested with the simulator's hang fault for ten times the bound).
+//   - Only a buffer's owner writes it. A write-back (inner_write of another writer's tag v on
+//     a lagging replica) copies v's record into a buffer of the helper's own lane, as the
+//     paper's In-n-Out write takes the caller's own pre-allocated chunk, never into v's
+//     writer's buffer; the helper records that buffer as holding v (a copy of v is reused for
+//     later write-backs of v). A read whose chase of v's buffer finds neither v nor a later
+//     record of v's writer (v reached those replicas by write-backs only) reads, on the
+//     replicas whose words hold v, the lanes of those words' writers (one more round trip;
+//     CopyChases); one that finds a later record of v's writer starts over (v is superseded).
+//     So no client ever writes into a buffer another client may reuse, and no late op (a
+//     straggler, a paused node's queue, a write-back posted before a pause) can land in a
+//     reused buffer: reuse needs no bound on late application. Only clients with a lane
+//     (ids 1..Params.Writers) can write back; a read by another client that must write back
+//     fails with ErrNotWriter.
+//   - Superseded: a buffer's tag t is superseded once the owner knows a majority to hold a
+//     larger tag (its next write returned, a read or write-back returned a larger tag, or its
+//     caches show one). From then on every read that begins returns a larger tag (write-read
+//     and read-read monotonicity), so only reads begun earlier may still chase t, and t's
+//     durability rests on the larger tag's records. A buffer holding a tag not superseded is
+//     never reused: a replica whose words hold that tag may have no other copy of its record.
+//   - Lease: a client posts no verb that depends on a tag (the chase of its buffer, a
+//     write-back of it) later than Params.Lease after it began the read that returned the
+//     tag, by its own clock; a read past its lease starts over (LeaseRestarts).
+//   - Reuse: a buffer is reused ReuseDelay = Lease + Skew after its tag was superseded, on the
+//     owner's clock, so that a chase posted within its lease finds its record: reads restart
+//     only when their client stalled past the lease, and are wait-free under that synchrony
+//     (clients' clocks measure elapsed time within Skew of each other over a ReuseDelay; a
+//     client does not stall between checking its lease and posting). A write whose buffers
+//     are all too recently superseded sleeps until one ages (RecycleWaits), or, with
+//     ReplicatedOptions.EarlyReuse, reuses the oldest superseded one at once (EarlyReuses):
+//     the writer never waits, and reads above Slots writes per ReuseDelay per writer are
+//     lock-free instead. A write with no superseded buffer reads the register first.
+//     Without synchrony, safety and durability are unchanged; only restarts remain.
 //
-// The cost: a writer makes at most Slots writes per ReuseDelay (DefaultLease and DefaultSkew
-// are 1ms each, so with the default 4 slots and a 10ms down timeout, about 330 writes a
-// second per writer per register; raise Slots for more). A store of many registers should
-// share per-client logs across registers (as the artifact's per-client log regions do) so as
-// not to pay a lane per writer per register; that is not built.
+// The cost, without EarlyReuse: a writer makes at most Slots writes per ReuseDelay (with
+// DefaultLease and DefaultSkew, 4 slots per 2ms: about 2,000 writes a second per writer per
+// register); with it, none. (Before copies, a write-back wrote into the writer's buffer, and
+// reuse had to wait out the fabric's down timeout too: a second on cxl, four writes a second
+// per writer per key.) A store of many registers could share per-client logs across
+// registers (as the artifact's per-client log regions do) so as not to pay a lane per writer
+// per register; that is not built.
 //
 // # Costs
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +18,30 @@ import (
 // farmem.ErrNodeDown, so the operation's outcome is unknown (lincheck.Classify treats it so).
 var ErrNoQuorum = fmt.Errorf("maxreg: no majority of replicas answered: %w", farmem.ErrNodeDown)
 
+// ErrContended: a write's tag was not installed at a majority within its bound of rounds
+// (MaxInstallRounds and Params.Lease: writers sharing its metadata word kept moving it). It
+// wraps ErrNoQuorum, so the write's outcome is unknown (it may be installed on some replicas).
+var ErrContended = fmt.Errorf("maxreg: metadata word kept moving: %w", ErrNoQuorum)
+
+// MaxInstallRounds is how many rounds a replicated write (or write-back) posts, at least,
+// before it may give up with ErrContended: it gives up once it has posted that many and run
+// for longer than Params.Lease. A writer with a metadata word of its own needs at most two.
+const MaxInstallRounds = 16
+
 // ReplicatedOptions configure a Replicated handle.
 type ReplicatedOptions struct {
 	// Refresher, if set, writes in-place copies and VERIFIED marks in the background on its
 	// own client (a goroutine from Runtime.Go); if nil, the handle posts them unsignaled on its
 	// own client (no round trip).
 	Refresher *Refresher
+	// EarlyReuse lets the writer reuse a superseded buffer at once when none has aged the
+	// reuse delay, instead of sleeping until one has: the writer never waits for a buffer. A
+	// read begun before the supersede that chases the buffer within its lease may then find
+	// it reused and start over, so reads stay wait-free (under the synchrony of "Buffers")
+	// only while each writer makes at most Params.Slots writes per ReuseDelay, and are
+	// lock-free above that rate. Safety and durability do not depend on it: a buffer is only
+	// ever reused once its tag is superseded, and only by its own writer.
+	EarlyReuse bool
 }
 
 // ReplicatedStats are a Replicated handle's counters.
@@ -41,11 +60,14 @@ type ReplicatedStats struct {
 	// Stragglers counts replica replies handled by completion hooks, after the operation
 	// that posted them had returned.
 	Stragglers uint64
-	// RecycleWaits counts writes that waited for a buffer to become reusable, RecycleWait their
-	// total wait (on the client's clock); RecycleReads the reads a write made to learn which of
-	// its buffers were superseded.
-	RecycleWaits, RecycleReads uint64
-	RecycleWait                time.Duration
+	// RecycleWaits counts writes (and write-backs' copies) that waited for a buffer to become
+	// reusable, RecycleWait their total wait (on the client's clock); RecycleReads the reads a
+	// write made to learn which of its buffers were superseded. Copies counts the write-backs
+	// that copied another writer's record into a buffer of this handle's lane; CopyChases the
+	// reads that found a tag's record only in such a copy.
+	// EarlyReuses counts buffers reused before their reuse delay (ReplicatedOptions.EarlyReuse).
+	RecycleWaits, RecycleReads, Copies, CopyChases, EarlyReuses uint64
+	RecycleWait                                                 time.Duration
 }
 
 // Replicated is one client's handle on a reliable max register (the paper's Appendix A) over
@@ -68,18 +90,19 @@ type Replicated struct {
 	own    bool   // no other writer maps to word wi (OwnWord)
 	reuse  time.Duration
 	opts   ReplicatedOptions
+	mates  [][]farmem.ClientID // per metadata word: the writers that map to it
 
-	last   uint64        // this writer's last timestamp
-	slotTS []uint64      // per slot of its lane: the timestamp it last wrote there (0: never)
-	freeAt []farmem.Time // per slot: when it may be reused (client clock); 0: not superseded yet
+	last    uint64        // this writer's last timestamp
+	slotTag []Tag         // per slot of its lane: the identity of the record last written there (0: never)
+	freeAt  []farmem.Time // per slot: when it may be reused (client clock); 0: not superseded yet
 
 	mu    sync.Mutex // guards known, word, lateLast and lateSlot; never held across a verb
 	known []Tag      // per replica: the largest tag the replica is known to hold
 
 	// What Open's batch returned from replicas that answered after Open did (the completion
-	// hook's goroutine): folded into last and slotTS by the owner goroutine (mergeLate).
+	// hook's goroutine): folded into last and slotTag by the owner goroutine (mergeLate).
 	lateLast uint64
-	lateSlot []uint64
+	lateSlot []Tag
 	word     []Tag // per replica: the last value seen in this client's metadata word
 
 	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
@@ -185,12 +208,17 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	topo := m.Topology()
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
 		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
-		slotTS: make([]uint64, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots), lateSlot: make([]uint64, h.p.Slots),
+		slotTag: make([]Tag, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots), lateSlot: make([]Tag, h.p.Slots),
 		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
 	r.own = r.writer && ownWord(topo, r.id, h.p.Writers, h.p.Words)
-	r.reuse = h.p.Lease + h.p.Skew + topo.DownTimeout
+	r.reuse = h.p.Lease + h.p.Skew
+	r.mates = make([][]farmem.ClientID, h.p.Words)
+	for c := 1; c <= h.p.Writers; c++ {
+		w := wordOf(topo, farmem.ClientID(c), h.p.Words)
+		r.mates[w] = append(r.mates[w], farmem.ClientID(c))
+	}
 	// The metadata words and the lane's identity words of every replica.
 	b = new(farmem.Batch)
 	metas := make([][]byte, n)
@@ -219,14 +247,16 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	return r, nil
 }
 
-// mergeLate folds the own timestamps that Open's stragglers reported into last and slotTS.
+// mergeLate folds what Open's stragglers reported of the lane into last and slotTag.
 // Only the owner goroutine calls it (Open, and stamp before it picks a timestamp).
 func (r *Replicated) mergeLate() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last = max(r.last, r.lateLast)
-	for s, ts := range r.lateSlot {
-		r.slotTS[s] = max(r.slotTS[s], ts)
+	for s, t := range r.lateSlot {
+		if t > r.slotTag[s] {
+			r.slotTag[s], r.freeAt[s] = t, 0
+		}
 	}
 }
 
@@ -250,9 +280,14 @@ func (r *Replicated) absorbOpen(p *farmem.Pending, metas [][]byte, ids [][][]byt
 			}
 		}
 		for s, w := range ids[i] {
-			if t := Tag(binary.LittleEndian.Uint64(w)); t.Client() == r.id && t.TS() > 0 {
+			t := Tag(binary.LittleEndian.Uint64(w))
+			if t.Client() == r.id && t.TS() > 0 {
 				r.lateLast = max(r.lateLast, t.TS())
-				r.lateSlot[s] = max(r.lateSlot[s], t.TS())
+			}
+			// Any identity (a copy of another writer's record too) keeps the slot until a
+			// larger tag is known at a majority.
+			if t.Client() != 0 {
+				r.lateSlot[s] = max(r.lateSlot[s], t)
 			}
 		}
 	}
@@ -266,10 +301,6 @@ func (r *Replicated) Params() Params { return r.h.p }
 
 // Quorum returns the majority a write or read waits for: f+1 of the 2f+1 replicas.
 func (r *Replicated) Quorum() int { return r.maj }
-
-// ReuseDelay is how long after a buffer's tag was superseded the writer waits before reusing
-// the buffer: Params.Lease + Params.Skew + the fabric's down timeout.
-func (r *Replicated) ReuseDelay() time.Duration { return r.reuse }
 
 // Stats returns the handle's counters.
 func (r *Replicated) Stats() ReplicatedStats {
@@ -332,8 +363,24 @@ func (r *Replicated) maxKnown() Tag {
 type install struct {
 	write, cas, read int
 	expect           Tag
+	probe            bool // the CAS only tests the word (see casOp): it installs nothing
 	buf              []byte
 	seen             bool // the operation absorbed this replica's results itself
+}
+
+// casOp appends to b the CAS of a handle's metadata word at addr that raises it from expect
+// to t, and reports whether it is a probe instead. The compare ignores the VERIFIED bit (a
+// concurrent mark must not make it fail). A CAS never stores a value below the one it
+// expects, which is what keeps a word a max register: when expect is at least t (it is the
+// tag of this handle's own CAS still in flight to that word, a larger tag than the one it
+// installs now, as when Safe-Guess's guess lies below a tag the handle just wrote back), the
+// CAS stores back the word it found (its VERIFIED bit kept), so it changes nothing and tells
+// only whether the word holds expect, that is whether the replica holds at least t.
+func casOp(b *farmem.Batch, addr farmem.Addr, expect, t Tag) (int, bool) {
+	if t > expect {
+		return b.MaskedCAS(addr, uint64(expect), ^uint64(VerifiedBit), uint64(t), ^uint64(0)), false
+	}
+	return b.MaskedCAS(addr, uint64(expect), ^uint64(VerifiedBit), uint64(expect), ^uint64(VerifiedBit)), true
 }
 
 // absorb takes in the results of the replicas of b that are complete (every signaled op done,
@@ -363,18 +410,29 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		r.unsure[i] = false // the word's value is seen below (a failed op never applies later)
 		if pt.cas >= 0 {
 			prev, _ := b.Result(pt.cas)
-			if Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit {
-				r.posted[i] = 0 // expected wrongly: the next CAS expects the word seen
-			}
-			if Tag(prev)&^VerifiedBit == pt.expect&^VerifiedBit {
+			switch {
+			case Tag(prev)&^VerifiedBit != pt.expect&^VerifiedBit:
+				// Expected wrongly: the next CAS expects the word seen. The operation's own
+				// batch is the newest this handle posted to the replica, so what it returns is
+				// the word's current value, taken as is even if below what the handle believed
+				// (a hook's, from an older batch, only raises the belief).
+				r.posted[i] = 0
+				if hook {
+					r.word[i] = max(r.word[i], Tag(prev))
+				} else {
+					r.word[i] = Tag(prev)
+				}
+				r.known[i] = max(r.known[i], Tag(prev))
+			case pt.probe:
+				// The word held expect, at least t: the replica holds t or more.
+				r.word[i] = max(r.word[i], Tag(prev))
+				r.known[i] = max(r.known[i], Tag(prev))
+			default:
 				r.word[i] = max(r.word[i], t)
 				r.known[i] = max(r.known[i], t)
 				if installed != nil {
 					installed[i] = true
 				}
-			} else {
-				r.word[i] = max(r.word[i], Tag(prev))
-				r.known[i] = max(r.known[i], Tag(prev))
 			}
 		}
 		if pt.read >= 0 {
@@ -405,13 +463,32 @@ func quorumErr(op string, err error) error {
 // metadata words and in-place record (the parts it returns), whatever the caches say. It
 // returns the first round's parts and batch (nil if it posted none) and, per replica, whether
 // this call's CAS installed t there.
-func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch)) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
+//
+// Rounds are bounded. A round that posts to a replica learns its word's current value, so
+// the next one installs there unless a writer sharing the word moved it meanwhile (with a word
+// of its own, a write takes at most two rounds); a write that has posted MaxInstallRounds
+// rounds and run longer than Params.Lease (on the client's clock, from its first round) gives
+// up with ErrContended, its outcome unknown. A write-back (lease set: when the read that
+// returned t began) posts no round past that read's lease: it returns errRestart instead, as
+// the read must not write into t's buffer after its lease (see "Buffers").
+func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch), lease *farmem.Time, recOff uint64) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
 	installed := make([]bool, r.n)
 	var first []install
 	var firstB *farmem.Batch
 	var firstP *farmem.Pending
-	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(r.l.slotOff(t)) }
+	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(recOff) }
+	began := r.rt.Now()
 	for round := 0; ; round++ {
+		if round > 0 {
+			now := r.rt.Now()
+			if lease != nil && now.Sub(*lease) > r.h.p.Lease {
+				r.stats.LeaseRestarts++
+				return first, firstB, firstP, installed, errRestart
+			}
+			if round >= MaxInstallRounds && now.Sub(began) > r.h.p.Lease {
+				return first, firstB, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
+			}
+		}
 		r.mu.Lock()
 		have := 0
 		for i := range r.n {
@@ -439,7 +516,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			if need[i] {
 				parts[i].write = b.Write(recAddr(i), rec)
 				parts[i].expect = expect[i]
-				parts[i].cas = b.MaskedCAS(a+metaOff+farmem.Addr(8*r.wi), uint64(expect[i]), ^uint64(VerifiedBit), uint64(t), ^uint64(0))
+				parts[i].cas, parts[i].probe = casOp(b, a+metaOff+farmem.Addr(8*r.wi), expect[i], t)
 			}
 			if read && round == 0 {
 				parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
@@ -476,27 +553,26 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 	}
 }
 
+// ReuseDelay is how long after a buffer's tag was superseded the writer waits before reusing
+// the buffer: Params.Lease + Params.Skew, so that a read that chases the buffer within its
+// lease finds its record (see "Buffers" in the package doc).
+func (r *Replicated) ReuseDelay() time.Duration { return r.reuse }
+
 // stamp picks this writer's next timestamp, at least minTS and above its last, in a buffer
-// it may reuse: one never written, or one whose tag was superseded at least the reuse delay
-// ago. If no buffer is superseded, it reads the register first (every own tag below what a
-// read returns is superseded); if the best one is superseded but too recently, it sleeps.
+// it may reuse: one never written, or one whose record's tag was superseded at least the
+// reuse delay ago. If no buffer is superseded, it reads the register first (every tag below
+// what a read returns is superseded); if the best one is superseded but too recently, it
+// sleeps.
 func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
 	S := uint64(r.h.p.Slots)
 	r.mergeLate()
+	r.supersede(r.majorityTag())
 	for tries := 0; ; tries++ {
 		now := r.rt.Now()
 		base := max(r.last+1, r.ticks(), minTS)
 		best, bestAt := -1, farmem.Time(0)
 		for k := range S {
-			s := (base + k) % S
-			at, ok := farmem.Time(0), true
-			switch {
-			case r.slotTS[s] == 0:
-			case r.freeAt[s] != 0:
-				at = r.freeAt[s]
-			default:
-				ok = false
-			}
+			at, ok := r.reusable(int((base + k) % S))
 			if ok && (best < 0 || at < bestAt) {
 				best, bestAt = int(k), at
 				if at <= now {
@@ -506,19 +582,20 @@ func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
 		}
 		switch {
 		case best < 0 && tries > 2:
-			return 0, fmt.Errorf("maxreg: write: no reusable buffer after reading the register: %w", ErrNoQuorum)
+			return 0, fmt.Errorf("maxreg: write: no reusable buffer after reading the register: %w", ErrContended)
 		case best < 0:
 			r.stats.RecycleReads++
 			if _, _, err := r.read(ctx, nil); err != nil {
 				return 0, err
 			}
-		case bestAt > now:
-			r.stats.RecycleWaits++
-			r.stats.RecycleWait += bestAt.Sub(now)
-			if err := r.rt.Sleep(ctx, bestAt.Sub(now)); err != nil {
-				return 0, fmt.Errorf("maxreg: write: %w", err)
+		case bestAt > now && !r.opts.EarlyReuse:
+			if err := r.wait(ctx, bestAt.Sub(now)); err != nil {
+				return 0, err
 			}
 		default:
+			if bestAt > now {
+				r.stats.EarlyReuses++
+			}
 			ts := base + uint64(best)
 			if ts > MaxTS {
 				return 0, ErrExhausted
@@ -528,13 +605,81 @@ func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
 	}
 }
 
-// supersede records that a majority holds v (an operation of this handle just established
-// it): every own buffer whose tag is below v is superseded now, so reusable after the reuse
-// delay.
+// reusable reports whether slot s may be reused, and from when: never written (0), or its tag
+// superseded (then).
+func (r *Replicated) reusable(s int) (farmem.Time, bool) {
+	switch {
+	case r.slotTag[s] == 0:
+		return 0, true
+	case r.freeAt[s] != 0:
+		return r.freeAt[s], true
+	}
+	return 0, false
+}
+
+// wait sleeps d for a buffer to become reusable.
+func (r *Replicated) wait(ctx context.Context, d time.Duration) error {
+	r.stats.RecycleWaits++
+	r.stats.RecycleWait += d
+	if err := r.rt.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("maxreg: write: %w", err)
+	}
+	return nil
+}
+
+// use records that slot s of the lane now holds the record of t.
+func (r *Replicated) use(s uint64, t Tag) {
+	r.slotTag[s], r.freeAt[s] = Tag(t.identity()), 0
+}
+
+// copySlot returns the slot of this handle's lane that a write-back of v copies v's record
+// into: one holding v's record already (the same bytes), else one never written or
+// superseded the reuse delay ago (waiting for the soonest if none is yet), else false. A slot
+// holding a tag not yet superseded is never chosen: a replica whose words hold that tag may
+// have no other copy of its record.
+func (r *Replicated) copySlot(ctx context.Context, v Tag) (uint64, bool, error) {
+	r.supersede(r.majorityTag())
+	for s, t := range r.slotTag {
+		if t != 0 && t == Tag(v.identity()) {
+			return uint64(s), true, nil
+		}
+	}
+	best, bestAt := -1, farmem.Time(0)
+	for s := range r.slotTag {
+		if at, ok := r.reusable(s); ok && (best < 0 || at < bestAt) {
+			best, bestAt = s, at
+		}
+	}
+	if best < 0 {
+		return 0, false, nil
+	}
+	if now := r.rt.Now(); bestAt > now {
+		if r.opts.EarlyReuse {
+			r.stats.EarlyReuses++
+		} else if err := r.wait(ctx, bestAt.Sub(now)); err != nil {
+			return 0, false, err
+		}
+	}
+	return uint64(best), true, nil
+}
+
+// majorityTag returns the largest tag a majority of replicas is known to hold.
+func (r *Replicated) majorityTag() Tag {
+	r.mu.Lock()
+	k := append([]Tag(nil), r.known...)
+	r.mu.Unlock()
+	slices.Sort(k)
+	return k[len(k)-r.maj]
+}
+
+// supersede records that a majority holds v: every buffer of the lane whose record's tag is
+// below v is superseded now, so reusable after the reuse delay. From then on a read that
+// begins returns v or more (write-read and read-read monotonicity), so only reads begun
+// earlier may still chase the buffer, within their lease.
 func (r *Replicated) supersede(v Tag) {
 	at := r.rt.Now().Add(r.reuse)
-	for s, ts := range r.slotTS {
-		if ts != 0 && r.freeAt[s] == 0 && MakeTag(ts, r.id, true) < v {
+	for s, t := range r.slotTag {
+		if t != 0 && r.freeAt[s] == 0 && t|VerifiedBit < v {
 			r.freeAt[s] = at
 		}
 	}
@@ -605,11 +750,11 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	}
 	S := uint64(r.h.p.Slots)
 	r.last = ts
-	r.slotTS[ts%S], r.freeAt[ts%S] = ts, 0
+	r.use(ts%S, MakeTag(ts, r.id, false))
 	t := MakeTag(ts, r.id, verified)
 	rec := sealRecord(make([]byte, r.l.recSize), r.seed, t, value)
 	start := r.rt.Now()
-	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra)
+	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra, nil, r.l.slotOff(t))
 	var done []bool
 	if p != nil {
 		done = make([]bool, r.n)
@@ -641,14 +786,18 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 				r.stats.LeaseRestarts++
 				break
 			}
-			if val, ok = r.chase(ctx, m); !ok {
+			if val, ok = r.chase(ctx, m, p, parts); !ok {
 				r.stats.Retries++
 				break
 			}
 		}
 		rec := sealRecord(make([]byte, r.l.recSize), r.seed, m, val)
 		if r.deferWB && r.rt.Now().Sub(start) <= r.h.p.Lease {
-			r.pendingWB = &WriteBack{r: r, v: m, rec: rec, start: start}
+			off, err := r.copyOff(ctx, m)
+			if err != nil {
+				return t, m, done, err
+			}
+			r.pendingWB = &WriteBack{r: r, v: m, rec: rec, start: start, off: off}
 			return t, m, done, nil
 		}
 		err := r.writeBack(ctx, m, rec, start)
@@ -789,7 +938,7 @@ func (r *Replicated) readOnce(ctx context.Context) (Tag, []byte, error) {
 			r.stats.LeaseRestarts++
 			return 0, nil, errRestart
 		}
-		if val, ok = r.chase(ctx, v); !ok {
+		if val, ok = r.chase(ctx, v, p, parts); !ok {
 			r.stats.Retries++
 			return 0, nil, errRestart
 		}
@@ -834,8 +983,11 @@ func (r *Replicated) inPlace(p *farmem.Pending, parts []install, v Tag) ([]byte,
 }
 
 // chase reads v's out-of-place buffer on every replica known to hold v and returns the first
-// valid record's value, or false if none answered with one (every such buffer reused).
-func (r *Replicated) chase(ctx context.Context, v Tag) ([]byte, bool) {
+// valid record's value. If none answers with one (v's writer reused the buffer, or v reached
+// those replicas by write-backs only), it reads, on each replica whose words p returned
+// (parts' buffers) with v in a word, the lanes of that word's other writers, where a
+// write-back copies v's record (one more round trip); false if none holds it either.
+func (r *Replicated) chase(ctx context.Context, v Tag, p *farmem.Pending, parts []install) ([]byte, bool) {
 	r.mu.Lock()
 	var on []int
 	for i := range r.n {
@@ -844,36 +996,94 @@ func (r *Replicated) chase(ctx context.Context, v Tag) ([]byte, bool) {
 		}
 	}
 	r.mu.Unlock()
+	val, reused := r.readRecords(ctx, v, on, func(int) []uint64 { return []uint64{r.l.slotOff(v)} })
+	if val != nil || reused || p == nil {
+		// Found; or v's writer reused the buffer, so v is superseded and the read starts over.
+		return val, val != nil
+	}
+	// The helpers' lanes: per replica, every buffer of the writers of a word holding v.
+	lanes := make([][]uint64, r.n)
+	on = on[:0]
+	words := uint64(r.h.p.Words)
+	for i, a := range r.addrs {
+		if parts[i].read < 0 || !p.NodeDone(a.Node()) {
+			continue
+		}
+		for w := range words {
+			if Tag(binary.LittleEndian.Uint64(parts[i].buf[8*w:])).identity() != v.identity() {
+				continue
+			}
+			for _, c := range r.mates[w] {
+				if c == v.Client() {
+					continue
+				}
+				for k := range uint64(r.h.p.Slots) {
+					lanes[i] = append(lanes[i], r.l.slotOff(MakeTag(k, c, false)))
+				}
+			}
+		}
+		if len(lanes[i]) > 0 {
+			on = append(on, i)
+		}
+	}
+	total := 0
+	for _, l := range lanes {
+		total += len(l)
+	}
+	if total > farmem.MaxBatchOps {
+		return nil, false
+	}
+	val, _ = r.readRecords(ctx, v, on, func(i int) []uint64 { return lanes[i] })
+	if val != nil {
+		r.stats.CopyChases++
+	}
+	return val, val != nil
+}
+
+// readRecords reads, on each replica of on, the records at offs(i), and returns the value of
+// the first with v's identity and a valid hash (nil if none), and whether a valid record of a
+// later write of v's writer was found (v's buffer reused).
+func (r *Replicated) readRecords(ctx context.Context, v Tag, on []int, offs func(int) []uint64) ([]byte, bool) {
 	if len(on) == 0 {
 		return nil, false
 	}
+	reused := false
 	b := new(farmem.Batch)
-	bufs := make([][]byte, r.n)
+	bufs := make([][][]byte, r.n)
 	for _, i := range on {
-		bufs[i] = make([]byte, r.l.recSize)
-		b.Read(r.addrs[i]+farmem.Addr(r.l.slotOff(v)), bufs[i])
+		for _, off := range offs(i) {
+			buf := make([]byte, r.l.recSize)
+			bufs[i] = append(bufs[i], buf)
+			b.Read(r.addrs[i]+farmem.Addr(off), buf)
+		}
 	}
 	p := r.m.Post(ctx, b)
 	for k := 1; k <= len(on); k++ {
 		if err := p.WaitNodes(ctx, k); err != nil {
-			return nil, false
+			return nil, reused
 		}
 		for _, i := range on {
 			if !p.NodeDone(r.addrs[i].Node()) {
 				continue
 			}
-			id, val, err := openRecord(bufs[i], r.seed, r.h.p.ValueSize)
-			if err == nil && id == v.identity() {
-				return append([]byte{}, val...), true
+			for _, buf := range bufs[i] {
+				id, val, err := openRecord(buf, r.seed, r.h.p.ValueSize)
+				switch {
+				case err != nil:
+				case id == v.identity():
+					return append([]byte{}, val...), true
+				case Tag(id).Client() == v.Client() && id > v.identity():
+					reused = true
+				}
 			}
 		}
 	}
-	return nil, false
+	return nil, reused
 }
 
 // writeBack is inner_write(v) for a tag read (any writer's): rec, v's sealed record, goes into
-// v's buffer of v's writer's lane on each replica not known to hold v, and this client's word
-// is raised to v. It restarts the read (errRestart) if the lease begun at start has run out
+// a buffer of this client's lane (copyOff) on each replica not known to hold v, and this
+// client's word is raised to v. It restarts the read (errRestart) if the lease begun at start has run out
 // and a batch would have to be posted.
 func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start farmem.Time) error {
 	r.mu.Lock()
@@ -891,9 +1101,40 @@ func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start far
 		r.stats.LeaseRestarts++
 		return errRestart
 	}
+	off, err := r.copyOff(ctx, v)
+	if err != nil {
+		return err
+	}
+	if r.rt.Now().Sub(start) > r.h.p.Lease {
+		r.stats.LeaseRestarts++
+		return errRestart
+	}
 	r.stats.WriteBacks++
-	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false, nil); err != nil {
+	if _, _, _, _, err := r.innerWrite(ctx, v, rec, false, nil, &start, off); err != nil {
 		return err
 	}
 	return nil
+}
+
+// copyOff returns the offset, in each replica, of the buffer a write-back of v writes v's
+// record into: v's own buffer if v is this writer's, else a buffer of this handle's lane
+// (copySlot), which it then records as holding v. Only the owner writes a lane, so a copy
+// never lands in a buffer its writer has reused (see "Buffers" in the package doc).
+func (r *Replicated) copyOff(ctx context.Context, v Tag) (uint64, error) {
+	if v.Client() == r.id {
+		return r.l.slotOff(v), nil
+	}
+	if !r.writer {
+		return 0, fmt.Errorf("%w: client %d must write back %v and has no lane (lanes for 1..%d)", ErrNotWriter, r.id, v, r.h.p.Writers)
+	}
+	s, ok, err := r.copySlot(ctx, v)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("maxreg: write-back of %v: every buffer of the lane holds a tag not yet superseded: %w", v, ErrContended)
+	}
+	r.use(s, v)
+	r.stats.Copies++
+	return r.l.slotOff(MakeTag(s, r.id, false)), nil
 }

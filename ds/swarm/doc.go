@@ -122,7 +122,9 @@
 // in-place copy (chase B: +1), write-back to A (+1), TRYLOCK (+1), rewrite (+1): 5. A
 // WriteRead whose lease ran out before its write-back (a client stalled longer than
 // Params.Lease) falls back to a full read (1, +1 chase, +1 write-back), so such an update
-// takes up to 7. The Appendix B worst case (a TRYLOCK of w.ts + 1 rounds) no longer arises
+// takes up to 7. A chase that finds the tuple's record only in a write-back's copy (its
+// writer's buffer not written on the replicas holding it, maxreg's "Buffers") costs one more
+// round trip each time. The Appendix B worst case (a TRYLOCK of w.ts + 1 rounds) no longer arises
 // for the writer, whose candidate CASes cover every word its lock can hold.
 //
 // Measured on the simulator (the package's lincheck test: nine clients, clocks up to 30µs
@@ -169,8 +171,28 @@
 // tombstone that no later write overtakes (SWARM-KV's deletes, kvstore's Swarm kind). FormatQuorum
 // formats a register on a majority of its replicas when the others are down.
 //
+// # Memory per register
+//
+// Size(p) bytes on each of the 2f+1 replicas: a 128-byte header, 8 bytes per metadata word,
+// the in-place record (32 bytes plus ValueSize, 8-aligned), padded to 64, then a lane of Slots
+// records per writer, then an 8-byte timestamp-lock word per writer (padded to 64). The lanes
+// dominate: Writers x Slots x (32 + ValueSize). With kvstore's SWARM-KV defaults (ValueSize
+// 1024, Slots 4, Words min(Writers, 64)) that is 18,176 bytes at 4 writers, 272,576 at 64,
+// 543,424 at 128 and 2,168,512 (2.07 MiB) at 512; with 64-byte values, 1,856 / 25,856 /
+// 50,944 / 201,472; Slots 2 halves the lanes. Only the metadata words are shared among
+// writers (Params.Words); the out-of-place buffers are per writer, as the paper's In-n-Out
+// has them (a writer's records, and since write-backs copy into the helper's own lane, its
+// copies, are written by it alone, which is what lets buffers be reused without waiting out
+// late writes). Sharing a lane among writers would need them to exclude each other around
+// every write and write-back (the clients of one compute node could, with a latch word in
+// their node's region); a footprint independent of the writers needs the authors' artifact's
+// layout, per-client logs shared by all registers with the record naming its register, and a
+// collector for records still the latest of a register their writer no longer writes. Neither
+// is built: a store of many objects sizes Params.Writers to the clients that write.
+//
 // # Limits
 //
 // Writers are clients with ids 1..Params.Writers; values at most Params.ValueSize bytes. A
+// read that must write back another writer's tuple needs a lane too (maxreg's "Buffers"). A
 // register is never freed. One handle per client per register.
 package swarm

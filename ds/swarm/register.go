@@ -29,6 +29,10 @@ type Options struct {
 	// client, from a goroutine started with Runtime.Go (see maxreg.Refresher); if nil, the
 	// handle posts them unsignaled on its own client.
 	Refresher *maxreg.Refresher
+	// EarlyReuse is maxreg.ReplicatedOptions.EarlyReuse: the writer never waits for one of its
+	// buffers to age; reads are then lock-free rather than wait-free above Params.Slots writes
+	// per writer per maxreg ReuseDelay.
+	EarlyReuse bool
 }
 
 // Stats are a handle's counters, one per path of the protocol (see the package doc).
@@ -149,7 +153,7 @@ func Format(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, p maxreg.
 
 // Open returns m's handle on the register at addrs (maxreg.OpenReplicated's round trips).
 func Open(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, opts Options) (*Register, error) {
-	rep, err := maxreg.OpenReplicated(ctx, m, addrs, maxreg.ReplicatedOptions{Refresher: opts.Refresher})
+	rep, err := maxreg.OpenReplicated(ctx, m, addrs, maxreg.ReplicatedOptions{Refresher: opts.Refresher, EarlyReuse: opts.EarlyReuse})
 	if err != nil {
 		return nil, fmt.Errorf("swarm: open: %w", err)
 	}

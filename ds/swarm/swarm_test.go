@@ -125,8 +125,8 @@ func (ta *tally) String() string {
 	return fmt.Sprintf("writes %d: fast %d, stale guess %d (writer un-published %d, writer found its guess pinned %d); reads %d: verified %d, locked after two reads %d, second tuple %d, read-lock failures %d (of which the lock round's metadata read showed a larger tuple %d), empty %d; both locks failed on one timestamp %d; max write round trips %d (histogram %v), max read round trips %d, max read iterations %d, max TRYLOCK rounds %d (write mode %d); writes whose lease held: max %d round trips; %d writes whose read half fell back to a full read: max %d",
 		s.Writes, s.Fast, s.Stale, s.Unpublished, s.Pinned, s.Reads, s.Verified, s.Locked, s.Second, s.ReadLockFailed, s.ReadLockProbed, s.Empty,
 		ta.lockBoth, ta.maxWriteRT, ta.writeRT, ta.maxReadRT, s.MaxReadIterations, s.MaxLockRounds, s.MaxWriteLockRounds, ta.maxTimelyWriteRT, ta.leaseWrites, ta.maxLeaseWriteRT) +
-		fmt.Sprintf("; max register: %d inner writes in %d rounds, %d recycle reads, %d recycle waits, %d chases, %d write-backs, %d lease restarts, %d retries",
-			ta.rep.Writes, ta.rep.Rounds, ta.rep.RecycleReads, ta.rep.RecycleWaits, ta.rep.Chased, ta.rep.WriteBacks, ta.rep.LeaseRestarts, ta.rep.Retries)
+		fmt.Sprintf("; max register: %d inner writes in %d rounds, %d recycle reads, %d recycle waits, %d chases (%d found only a copy), %d write-backs (%d copies), %d lease restarts, %d retries",
+			ta.rep.Writes, ta.rep.Rounds, ta.rep.RecycleReads, ta.rep.RecycleWaits, ta.rep.Chased, ta.rep.CopyChases, ta.rep.WriteBacks, ta.rep.Copies, ta.rep.LeaseRestarts, ta.rep.Retries)
 }
 
 // lockSpy records, per client, the timestamp-lock CASes its current operation posts: the
@@ -187,6 +187,10 @@ func runLinN(t *testing.T, seed uint64, ta *tally, ops int, skewed bool, n int) 
 	comp := 2
 	if skewed {
 		comp = 3
+		// The third compute node's clients read, and a read that writes back another
+		// writer's tuple copies its record into a lane of its own: every client has one.
+		defer func(p maxreg.Params) { params = p }(params)
+		params.Writers = 3 * 64
 	}
 	s := newSimC(t, seed, n, comp, 30*time.Microsecond, 100)
 	s.Run(func() {
@@ -346,6 +350,8 @@ func runLinN(t *testing.T, seed uint64, ta *tally, ops int, skewed bool, n int) 
 			ta.rep.Rounds += rs.Rounds
 			ta.rep.RecycleReads += rs.RecycleReads
 			ta.rep.RecycleWaits += rs.RecycleWaits
+			ta.rep.Copies += rs.Copies
+			ta.rep.CopyChases += rs.CopyChases
 			ta.rep.Chased += rs.Chased
 			ta.rep.WriteBacks += rs.WriteBacks
 			ta.rep.LeaseRestarts += rs.LeaseRestarts
@@ -379,27 +385,31 @@ func runLinN(t *testing.T, seed uint64, ta *tally, ops int, skewed bool, n int) 
 // (TRYLOCK) + 1 (rewrite) = 5, the writer's TRYLOCK one round (its pipelined expectations
 // cover every word readers can leave on its lock); one whose read half fell back to a full
 // read (a client paused past the lease) at most 3 more than that... minus the chase already
-// counted: 7 (the package doc's Round trips).
+// counted: 7, plus one per chase that finds the tuple's record only in a write-back's copy
+// (its writer's buffer not written on the replicas holding it): 9 (the package doc's Round
+// trips).
 func TestLinearizableSkewedClocks(t *testing.T) {
 	ta := linSkewed(t)
 	t.Log(ta.String())
 	require.LessOrEqual(t, ta.st.MaxWriteLockRounds, uint64(1), "a writer's TRYLOCK took more than one round")
 	require.LessOrEqual(t, ta.maxTimelyWriteRT, uint64(5), "write round trips beyond the bound (shared words)")
-	require.LessOrEqual(t, ta.maxLeaseWriteRT, uint64(7), "write round trips beyond the bound after a lease ran out")
+	require.LessOrEqual(t, ta.maxLeaseWriteRT, uint64(9), "write round trips beyond the bound after a lease ran out")
 }
 
 // TestLinearizableSkewedOwnWords is TestLinearizableSkewedClocks with a metadata word per
 // writer lane (every lane's word its own), the layout under which the write-back rides in the
 // TRYLOCK's first batch: an update whose lease held takes at most 4 round trips, the paper's
-// §7.8 bound (1, the chase, the write-back with the TRYLOCK, the rewrite).
+// §7.8 bound (1, the chase, the write-back with the TRYLOCK, the rewrite). The writer's
+// TRYLOCK takes two rounds when a replica its first round CASed crashes and the remaining one
+// was left to a later round (the write-back not surely installed there).
 func TestLinearizableSkewedOwnWords(t *testing.T) {
 	defer func(p maxreg.Params) { params = p }(params)
 	params.Words = 256
 	ta := linSkewed(t)
 	t.Log(ta.String())
-	require.LessOrEqual(t, ta.st.MaxWriteLockRounds, uint64(1), "a writer's TRYLOCK took more than one round")
-	require.LessOrEqual(t, ta.maxTimelyWriteRT, uint64(4), "write round trips beyond the paper's 4")
-	require.LessOrEqual(t, ta.maxLeaseWriteRT, uint64(7), "write round trips beyond the bound after a lease ran out")
+	require.LessOrEqual(t, ta.st.MaxWriteLockRounds, uint64(2), "a writer's TRYLOCK took more than two rounds")
+	require.LessOrEqual(t, ta.maxTimelyWriteRT, uint64(4)+ta.st.MaxWriteLockRounds-1, "write round trips beyond the paper's 4 (plus a lock round a crash cost)")
+	require.LessOrEqual(t, ta.maxLeaseWriteRT, uint64(9), "write round trips beyond the bound after a lease ran out")
 }
 
 func linSkewed(t *testing.T) *tally {
