@@ -105,3 +105,36 @@ func TestUnchecked(t *testing.T) {
 	_, err = figurestest.Owners(root)
 	require.ErrorIs(t, err, figurestest.ErrUnchecked)
 }
+
+// TestCheckAndUpdate runs CheckREADMEs on a module of its own whose one command prints its
+// arguments: -update writes the full command's output into the block and the quick mode's
+// into the golden, and the check then passes with the flag unset.
+func TestCheckAndUpdate(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	}
+	write("go.mod", "module example.com/m\n\ngo 1.21\n")
+	write("cmd/x/main.go", "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\n"+
+		"func main() { fmt.Printf(\"| args | %d | %q |\\n\", len(os.Args)-1, os.Args[1:]) }\n")
+	write("a/README.md", "# a\n\n<!-- figures kind=\"simulated\" quick=\"go run ./cmd/x --quick\" golden=\"testdata/x.golden\" -->\n"+
+		"```text\n$ go run ./cmd/x full\nstale\n```\n<!-- /figures -->\n")
+	t.Chdir(root)
+
+	require.NoError(t, flag.Set("update", "x.golden"))
+	t.Cleanup(func() { _ = flag.Set("update", "") })
+	figurestest.CheckREADMEs(t, "a/README.md")
+	md, err := os.ReadFile(filepath.Join(root, "a", "README.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "$ go run ./cmd/x full\n| args | 1 | [\"full\"] |\n```")
+	raw, err := os.ReadFile(filepath.Join(root, "a", "testdata", "x.golden"))
+	require.NoError(t, err)
+	g, err := figures.ParseGolden(raw)
+	require.NoError(t, err)
+	require.Equal(t, "| args | 1 | [\"--quick\"] |\n", g.Quick)
+
+	require.NoError(t, flag.Set("update", ""))
+	t.Run("check", func(t *testing.T) { figurestest.CheckREADMEs(t, "a/README.md") })
+}
