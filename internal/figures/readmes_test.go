@@ -64,11 +64,7 @@ func TestEveryBlockChecked(t *testing.T) {
 // argument is an error.
 func TestUnchecked(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, text string) {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
-	}
+	write := writer(t, root)
 	block := "<!-- figures kind=\"simulated\" quick=\"go run ./cmd/x --quick\" golden=\"testdata/x.golden\" -->\n" +
 		"```text\n$ go run ./cmd/x\n| n | 1 | 2 |\n```\n<!-- /figures -->\n"
 	write("go.mod", "module example.com/m\n")
@@ -111,11 +107,7 @@ func TestUnchecked(t *testing.T) {
 // into the golden, and the check then passes with the flag unset.
 func TestCheckAndUpdate(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, text string) {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
-	}
+	write := writer(t, root)
 	write("go.mod", "module example.com/m\n\ngo 1.21\n")
 	write("cmd/x/main.go", "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\n"+
 		"func main() { fmt.Printf(\"| args | %d | %q |\\n\", len(os.Args)-1, os.Args[1:]) }\n")
@@ -137,4 +129,13 @@ func TestCheckAndUpdate(t *testing.T) {
 
 	require.NoError(t, flag.Set("update", ""))
 	t.Run("check", func(t *testing.T) { figurestest.CheckREADMEs(t, "a/README.md") })
+}
+
+// writer returns a function that writes a file, given its slash-separated path under root.
+func writer(t *testing.T, root string) func(rel, text string) {
+	return func(rel, text string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	}
 }
