@@ -20,7 +20,8 @@
 // Costs: each "go run ./pkg" command is built once per call of [CheckREADMEs], into the test's
 // temporary directory, and the quick modes then run as parallel subtests (at most -parallel
 // at once). Limits: commands are run without a shell (see [figures.Args]); a quick mode has
-// five minutes, a full command an hour.
+// five minutes, a full command an hour (so a regeneration needs go test's -timeout raised past
+// its ten-minute default).
 package figurestest
 
 import (
@@ -220,7 +221,7 @@ func CheckREADMEs(t *testing.T, files ...string) {
 	require.NoError(t, err)
 	self, err := filepath.Rel(root, wd)
 	require.NoError(t, err)
-	regen := "go test ./" + filepath.ToSlash(self) + " -run TestREADMEs -update "
+	regen := "go test -timeout 2h ./" + filepath.ToSlash(self) + " -run TestREADMEs -update "
 	r := &runner{root: root, bin: t.TempDir(), builds: map[string]*built{}}
 	for _, rel := range files {
 		file := filepath.Join(root, filepath.FromSlash(rel))

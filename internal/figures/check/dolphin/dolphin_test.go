@@ -3,7 +3,7 @@
 // the README checks of internal/figures, so that no test package runs every quick mode.
 // Regenerate the block with:
 //
-//	go test ./internal/figures/check/dolphin -run TestREADMEs -update repro-dolphin
+//	go test -timeout 2h ./internal/figures/check/dolphin -run TestREADMEs -update repro-dolphin
 package dolphin
 
 import (

@@ -3,7 +3,7 @@
 // the README checks of internal/figures, so that no test package runs every quick mode.
 // Regenerate the block with:
 //
-//	go test ./internal/figures/check/swarm -run TestREADMEs -update repro-swarm
+//	go test -timeout 2h ./internal/figures/check/swarm -run TestREADMEs -update repro-swarm
 package swarm
 
 import (
