@@ -3,8 +3,9 @@
 //
 // Every run is a function of its configuration and seed: the same configuration prints the same
 // bytes, which is what lets the README's simulated figures be checked against a quick-mode
-// golden (internal/figures). Progress goes to a separate writer and is the only output that
-// names wall-clock time.
+// golden (internal/figures; each paper's block is checked, and regenerated with -update, by its
+// own test package, internal/figures/check/<paper>). Progress goes to a separate writer and is
+// the only output that names wall-clock time.
 //
 // # CIDER
 //

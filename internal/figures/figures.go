@@ -18,7 +18,11 @@
 // command and a golden file (relative to the markdown file) that holds the quick mode's output
 // and a digest of the block as it was when both were last generated. The check re-runs the
 // quick mode and compares it with the golden, so a change of the code behind the figures
-// fails until they are regenerated; the digest makes a hand edit of the block fail too.
+// fails until they are regenerated; the digest makes a hand edit of the block fail too. The
+// check lives in package figurestest and runs in several test packages, one per paper's README
+// (internal/figures/check/<paper>, where that paper's block is regenerated with -update), so
+// that no one package re-runs every quick mode; this package's test checks the other markdown
+// files and that every simulated block is checked by exactly one package.
 //
 // A third kind, "asserted", marks figures that are not measured at all but asserted exactly by
 // tests (round trips per operation, say): its marker names the test command in command="...",
