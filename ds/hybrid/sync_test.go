@@ -2,6 +2,8 @@ package hybrid_test
 
 import (
 	"context"
+	"sync"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,7 +68,20 @@ func openSync(t testing.TB, e *env, i int, opts hybrid.Options, mk func(testing.
 		_ = a.Close()
 		_ = m.Close()
 	})
-	return &client{m: m, a: a, tree: tr}
+	return &client{m: m, a: a, tree: tr, sync: opts.Sync}
+}
+
+// syncStats returns the client's synchronizer's counters, if it is one of ds/cider's.
+func (c *client) syncStats() (cider.Stats, bool) {
+	switch s := c.sync.(type) {
+	case *cider.CIDER:
+		return s.Stats(), true
+	case *cider.MCS:
+		return s.Stats(), true
+	case *cider.Spin:
+		return s.Stats(), true
+	}
+	return cider.Stats{}, false
 }
 
 // TestSyncRoundTrips counts one uncontended update of a 100-byte value exactly, warm cache,
@@ -116,6 +131,54 @@ func TestSyncRoundTrips(t *testing.T) {
 				mcas: v[farmem.OpMaskedCAS], faa: v[farmem.OpFAA], unsig: d.Unsignaled}
 			t.Logf("%s: %+v (%v)", sy.name, got, d)
 			require.Equal(t, w, got)
+		})
+	}
+}
+
+// TestSyncLinearizable runs an update-heavy mix on few keys with 8 clients on two compute nodes
+// of a local fabric with tearing, jitter and strict mode, each synchronizer in turn, over a lock
+// table of one entry per memory node (every key shares it with others), and checks the
+// history; CIDER's pessimistic runs must combine batches, and a member of another key than its
+// executor's must have retried rather than taken the outcome (the history would show it).
+func TestSyncLinearizable(t *testing.T) {
+	t.Parallel()
+	for _, sy := range syncs {
+		t.Run(sy.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Strict: true},
+				hybrid.Params{LeafSlots: 8, BlockValues: true, LockEntries: 1})
+			ctx := context.Background()
+			const n = 8
+			credits := []*cider.Credits{cider.NewCredits(0), cider.NewCredits(0)}
+			cs := make([]*client, n)
+			for i := range cs {
+				cs[i] = openSync(t, e, i, hybrid.Options{Lease: time.Second}, sy.make, credits[i%2])
+			}
+			h := kvModel.NewHistory(e.f.Runtime())
+			w := workload{ops: 150, get: 25, insert: 20, update: 50, unknown: 3, span: 6, blocks: true}
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i, c := range cs {
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = w.run(ctx, c, h) }()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				require.NoError(t, err, "client %d", i)
+			}
+			census := audit(t, cs[0])
+			require.Zero(t, census.Held, "Spear words left held")
+			var st cider.Stats
+			for _, c := range cs {
+				if s, ok := c.syncStats(); ok {
+					st = st.Add(s)
+				}
+			}
+			t.Logf("%s: %+v", sy.name, st)
+			h.Check(t)
+			if sy.name == "cider-pessimistic" {
+				require.NotZero(t, st.Batches, "no combined batch")
+			}
 		})
 	}
 }
