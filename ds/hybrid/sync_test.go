@@ -3,8 +3,8 @@ package hybrid_test
 import (
 	"context"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 

@@ -79,7 +79,7 @@ func crossProduct() []combo {
 // here.
 var wantAllowed = []string{
 	"race/cider/r1", "race/optimistic/r1", "race/mcs/r1", "race/spin/r1", "race/optimistic/r3",
-	"hybrid/optimistic/r1", "blink/none/r1",
+	"hybrid/optimistic/r1", "hybrid/cider/r1", "hybrid/mcs/r1", "hybrid/spin/r1", "blink/none/r1",
 	"flexkv/cider/r1", "flexkv/optimistic/r1", "flexkv/mcs/r1", "flexkv/spin/r1",
 	"aceso/cider/r1", "aceso/optimistic/r1", "aceso/mcs/r1", "aceso/spin/r1",
 	"swarm/optimistic/r1", "swarm/optimistic/r3",
