@@ -299,6 +299,9 @@ func Refusals() []Refusal {
 		if !slices.Contains(r.IndexReplicas, 3) {
 			out = append(out, Refusal{r.Index, "Options.Replicas 3, 5, 7", r.ReplicasWhy})
 		}
+		if !slices.ContainsFunc(proxyKinds, func(p struct{ proxy, kind string }) bool { return p.kind == r.Index }) {
+			out = append(out, Refusal{r.Index, "proxy flexkv, aceso (farmem bench --proxy)", proxyWhy})
+		}
 		out = append(out, r.Own...)
 	}
 	return out

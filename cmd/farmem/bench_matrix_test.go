@@ -61,7 +61,7 @@ func TestBenchEveryAllowedCombination(t *testing.T) {
 func TestBenchRefusedCombination(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"--index", "hybrid", "--sync", "cider"},
+		{"--index", "hybrid", "--sync", "none"},
 		{"--index", "blink", "--sync", "optimistic"},
 		{"--index", "race", "--sync", "mcs", "--replicas", "3"},
 		{"--index", "aceso", "--kv-cache=false"},
@@ -97,7 +97,7 @@ func TestBenchMatrixAndInspect(t *testing.T) {
 		require.NoError(t, err, l)
 		require.Positive(t, ops, l)
 	}
-	require.Equal(t, 16, rows, out)
+	require.Equal(t, 19, rows, out)
 	_, errOut, code = cli(t, "bench", "--matrix", "--index", "race")
 	require.Equal(t, 2, code, "--matrix with --index is a usage error")
 	require.Contains(t, errOut, "--index")
