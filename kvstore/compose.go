@@ -87,8 +87,8 @@ var matrix = []KindRow{
 	},
 	{
 		Index: "hybrid", Paper: "Dolphin's hybrid ART/B+ tree",
-		Syncs:         []string{"optimistic"},
-		SyncWhy:       "the tree CASes its large-value pointer words itself, retrying from the word found (the optimistic protocol); its leaves hold no lock entries for CIDER, MCS or the spinlock, so those would be ignored, and are refused",
+		Syncs:         []string{"optimistic", "cider", "mcs", "spin"},
+		SyncWhy:       "the tree's large-value pointer words are CAS-swapped through a synchronizer (optimistic: the tree's own loop; CIDER, MCS, spin: under its lock table hashed by key)",
 		IndexReplicas: []int{1},
 		ReplicasWhy:   "the tree is not replicated: Options.Replicas > 1, which promises every word of the store survives f crashed nodes, is refused",
 		Cache:         "radix cache per compute node (Hybrid.CacheBytes)",
@@ -298,6 +298,9 @@ func Refusals() []Refusal {
 		}
 		if !slices.Contains(r.IndexReplicas, 3) {
 			out = append(out, Refusal{r.Index, "Options.Replicas 3, 5, 7", r.ReplicasWhy})
+		}
+		if !slices.ContainsFunc(proxyKinds, func(p struct{ proxy, kind string }) bool { return p.kind == r.Index }) {
+			out = append(out, Refusal{r.Index, "proxy flexkv, aceso (farmem bench --proxy)", proxyWhy})
 		}
 		out = append(out, r.Own...)
 	}

@@ -19,9 +19,19 @@ import (
 // bytes. It is ordered: Store.Scan walks the tree (hybrid.Tree.ScanBytes: one round trip per
 // node and leaf reached, then the blocks), each key reported as a Get within the scan would.
 // Round trips with a warm cache: Get 2, Insert 3, Update 2, Delete 2 (see the package doc).
+//
+// The value words, CAS-swapped pointers to the values' blocks, are the kind's contended far
+// pointers: Options.Sync makes their swaps (hybrid.Options.Sync). Optimistic keeps the tree's
+// own CAS loop; CIDER, MCS and Spin order the swaps of each key under its entry in the tree's
+// lock table (hashed by the key, Hybrid.LockEntries per memory node, made at creation), as the
+// CIDER paper does for SMART's leaf pointers. Inserts, deletes and SMOs keep the tree's own
+// protocol. See hybrid_sync.go for the costs and how the lock composes with the tree.
 type Hybrid struct {
 	// LeafSlots is the tree's leaf size in slots (0: hybrid.DefaultLeafSlots), at creation.
 	LeafSlots int
+	// LockEntries is the size of the tree's lock table per memory node, at creation (0:
+	// hybrid.DefaultLockEntries; a power of two).
+	LockEntries int
 	// CacheBytes is each compute node's radix cache budget (0: none).
 	CacheBytes int64
 	// Options configure each handle (the store sets Cache).
@@ -46,7 +56,11 @@ func (h Hybrid) OpenNode(ctx context.Context, env *nodestate.Env) (nodestate.Sta
 
 // Create implements IndexKind.
 func (h Hybrid) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
-	return hybrid.Create(ctx, c.Memory, c.Alloc, hybrid.Params{LeafSlots: h.LeafSlots, BlockValues: true})
+	locks := h.LockEntries
+	if locks == 0 {
+		locks = hybrid.DefaultLockEntries
+	}
+	return hybrid.Create(ctx, c.Memory, c.Alloc, hybrid.Params{LeafSlots: h.LeafSlots, BlockValues: true, LockEntries: locks})
 }
 
 // Open implements IndexKind.
@@ -55,6 +69,7 @@ func (h Hybrid) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, 
 	if cache, ok := c.Node.(*hybrid.Cache); ok {
 		o.Cache = cache
 	}
+	o.Sync = hybridSync(c.Sync)
 	t, err := hybrid.Open(ctx, c.Memory, c.Alloc, root, o)
 	if err != nil {
 		return nil, err

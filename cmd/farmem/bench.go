@@ -32,6 +32,7 @@ type benchFlags struct {
 	peers     string
 	sync      string
 	index     string
+	proxy     string    // --proxy (bench_proxy.go)
 	idx       indexKind // --index, resolved
 	json      bool
 	svg       string
@@ -65,6 +66,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&bf.peers, "peers", "", "peers to run beside the store: gomap, redis (when installed), none (default gomap,redis; none on sim or with --cluster); a workload that scans gets their ordered twins, gomap/btree and redis/zset")
 	fs.StringVar(&bf.sync, "sync", "", "the store's pointer synchronizer: "+strings.Join(kvstore.SyncNames(), ", ")+", or none for an index that takes none (default the store's, or the index kind's for a new store; kvstore's options matrix says which kind takes which)")
 	fs.StringVar(&bf.index, "index", indexKinds[0].name, indexUsage())
+	fs.StringVar(&bf.proxy, "proxy", "", proxyUsage())
 	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of a table")
 	fs.StringVar(&bf.svg, "svg", "", "write a plot of the sweep to this SVG file")
 	fs.StringVar(&bf.metric, "metric", string(bench.MetricThroughput), "the metric the SVG plots")
@@ -143,6 +145,9 @@ so inserts are ordered) instead of YCSB's "user..." names.
 	}
 	syncOpt, err := bf.syncOption()
 	if err != nil {
+		return err
+	}
+	if err := bf.withProxy(); err != nil {
 		return err
 	}
 	if bf.idx, err = indexByName(bf.index); err != nil {

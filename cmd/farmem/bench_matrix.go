@@ -64,7 +64,7 @@ func (bf *benchFlags) matrixFlags(fs *flag.FlagSet) error {
 		switch f.Name {
 		case "compute-nodes":
 			compute = true
-		case "index", "sync", "replicas", "kv-cache", "sweep", "svg", "metric", "json", "process", "skip-load", "region", "cluster", "peers":
+		case "index", "proxy", "sync", "replicas", "kv-cache", "sweep", "svg", "metric", "json", "process", "skip-load", "region", "cluster", "peers":
 			bad = append(bad, "--"+f.Name)
 		case "workload":
 			workload = true

@@ -14,7 +14,7 @@ import (
 // so every synchronizer changes pointers) with no failed operation, and names its synchronizer.
 func TestBenchEveryAllowedCombination(t *testing.T) {
 	combos := matrixCombos()
-	require.Len(t, combos, 16, "the matrix changed: update this test and the README's tables")
+	require.Len(t, combos, 19, "the matrix changed: update this test and the README's tables")
 	for _, c := range combos {
 		t.Run(strings.ReplaceAll(c.String(), " ", ""), func(t *testing.T) {
 			t.Parallel()
@@ -61,7 +61,7 @@ func TestBenchEveryAllowedCombination(t *testing.T) {
 func TestBenchRefusedCombination(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"--index", "hybrid", "--sync", "cider"},
+		{"--index", "hybrid", "--sync", "none"},
 		{"--index", "blink", "--sync", "optimistic"},
 		{"--index", "race", "--sync", "mcs", "--replicas", "3"},
 		{"--index", "aceso", "--kv-cache=false"},
@@ -97,7 +97,7 @@ func TestBenchMatrixAndInspect(t *testing.T) {
 		require.NoError(t, err, l)
 		require.Positive(t, ops, l)
 	}
-	require.Equal(t, 16, rows, out)
+	require.Equal(t, 19, rows, out)
 	_, errOut, code = cli(t, "bench", "--matrix", "--index", "race")
 	require.Equal(t, 2, code, "--matrix with --index is a usage error")
 	require.Contains(t, errOut, "--index")

@@ -165,8 +165,10 @@ func (s *CIDER) onFail(n int) {
 }
 
 // Message aux fields: on Granted and Exec bit 0 says Word is a hint (the pointer word as last
-// seen); on Done and Combined bit 0 says the batch committed (Word is the word the executor's
-// CAS replaced) and the bits above count the members that have returned so far.
+// seen) and the bits above tag the pointer it was read at (ptrsync.HintTag: 0 unless the lock
+// entry is shared by hashing); on Done and Combined bit 0 says the batch committed (Word is the
+// word the executor's CAS replaced, or the address of the pointer it changed on a shared entry:
+// outcomeWord) and the bits above count the members that have returned so far.
 const (
 	auxHint    = 1
 	auxOK      = 1
@@ -174,13 +176,32 @@ const (
 	maxCount   = 1<<(qlock.AuxBits-countShift) - 1
 )
 
-// hintOf returns the pointer word a Granted or Exec message passes on, if it has one. An empty
-// pointer is no hint (it may have been filled since): the receiver uses the word it read.
-func hintOf(m qlock.Msg) (uint64, bool) {
-	if (m.Kind == qlock.Granted || m.Kind == qlock.Exec) && !m.Damaged && m.Aux&auxHint != 0 && m.Word != 0 {
+// hintOf returns the pointer word a Granted or Exec message passes on to target t, if it has
+// one for t: an empty pointer is no hint (it may have been filled since: the receiver uses the
+// word it read), nor is a word tagged with another pointer than t's (a lock entry shared by
+// hashing, ptrsync.SharedLock: the Aux bits above auxHint carry ptrsync.HintTag, 0 for a
+// pointer with its own entry).
+func hintOf(m qlock.Msg, t ptrsync.Target) (uint64, bool) {
+	if (m.Kind == qlock.Granted || m.Kind == qlock.Exec) && !m.Damaged && m.Aux&auxHint != 0 && m.Word != 0 &&
+		m.Aux>>1 == ptrsync.HintTag(t) {
 		return m.Word, true
 	}
 	return 0, false
+}
+
+// hintAux is the Aux of a Granted or Exec message passing on a word read at t's pointer.
+func hintAux(t ptrsync.Target) uint32 { return auxHint | ptrsync.HintTag(t)<<1 }
+
+// outcomeWord is what an executor's Done message carries besides success: the word its CAS
+// replaced, which each member confirms with Same; or, on a lock entry shared by hashing
+// (ptrsync.SharedLock), the address of the pointer it changed, which each member compares with
+// its own (a member takes the outcome only for its own pointer, whose words all name blocks of
+// its key).
+func outcomeWord(t ptrsync.Target, replaced uint64) uint64 {
+	if ptrsync.IsShared(t) {
+		return uint64(t.Pointer())
+	}
+	return replaced
 }
 
 func outcomeMsg(kind qlock.Kind, ok bool, w uint64, count int) qlock.Msg {
@@ -255,7 +276,7 @@ func (s *CIDER) pessimistic(ctx context.Context, t ptrsync.Target) (ptrsync.Resu
 // delete, or combining is off), else it coordinates a batch.
 func (s *CIDER) holder(ctx context.Context, t ptrsync.Target, a *qlock.Acquisition, msg qlock.Msg) (ptrsync.Result, error) {
 	exp := t.Old()
-	if w, ok := hintOf(msg); ok {
+	if w, ok := hintOf(msg, t); ok {
 		exp = w
 	}
 	if t.Kind() == ptrsync.Update && !s.opts.NoCombine {
@@ -277,7 +298,7 @@ func (s *CIDER) alone(ctx context.Context, t ptrsync.Target, a *qlock.Acquisitio
 	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.op.info.Retries += fails
 	if release {
-		if rerr := a.Release(context.WithoutCancel(ctx), cur, auxHint); err == nil && rerr != nil && !isReset(rerr) {
+		if rerr := a.Release(context.WithoutCancel(ctx), cur, hintAux(t)); err == nil && rerr != nil && !isReset(rerr) {
 			err = rerr
 		}
 	}
@@ -309,7 +330,7 @@ func (s *CIDER) coordinator(ctx context.Context, t ptrsync.Target, a *qlock.Acqu
 	s.stats.Coordinator++
 	s.op.info.Role = Coordinator
 	// Step 2: the tail executes the batch, holding the lock.
-	if err := a.Send(ctx, e, qlock.Msg{Kind: qlock.Exec, Word: ptr, From: a.Ticket(), Aux: auxHint}, false); err != nil {
+	if err := a.Send(ctx, e, qlock.Msg{Kind: qlock.Exec, Word: ptr, From: a.Ticket(), Aux: hintAux(t)}, false); err != nil {
 		// The tail is unreachable: change alone and hand over as plain MCS would.
 		s.stats.Coordinator--
 		return s.alone(ctx, t, a, ptr, true)
@@ -334,6 +355,14 @@ func (s *CIDER) coordinator(ctx context.Context, t ptrsync.Target, a *qlock.Acqu
 // combined decides a coordinator's or participant's own outcome from its batch's: Combined if
 // the executor committed over a block of this key, else Retry.
 func (s *CIDER) combined(ctx context.Context, t ptrsync.Target, ok bool, w uint64) (ptrsync.Result, error) {
+	if ptrsync.IsShared(t) {
+		// w names the pointer the executor changed: only the same pointer is this key's.
+		if ok && w == uint64(t.Pointer()) {
+			return ptrsync.Result{Outcome: ptrsync.Combined}, nil
+		}
+		s.stats.Unconfirmed++
+		return ptrsync.Result{Outcome: ptrsync.Retry}, nil
+	}
 	if ok && w != 0 {
 		same, err := t.Same(ctx, w)
 		if err != nil {
@@ -354,14 +383,14 @@ func (s *CIDER) executor(ctx context.Context, t ptrsync.Target, a *qlock.Acquisi
 	s.stats.Executor++
 	s.op.info.Role = Executor
 	exp := t.Old()
-	if w, ok := hintOf(msg); ok {
+	if w, ok := hintOf(msg, t); ok {
 		exp = w
 	}
 	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.op.info.Retries += fails
 	// Step 4.
 	ok := err == nil && res.Outcome == ptrsync.Committed
-	if serr := a.Send(ctx, msg.From, outcomeMsg(qlock.Done, ok, res.Replaced, 0), false); serr != nil {
+	if serr := a.Send(ctx, msg.From, outcomeMsg(qlock.Done, ok, outcomeWord(t, res.Replaced), 0), false); serr != nil {
 		// The coordinator is gone: the batch will time out and retry.
 		return res, err
 	}
@@ -371,7 +400,7 @@ func (s *CIDER) executor(ctx context.Context, t ptrsync.Target, a *qlock.Acquisi
 		_, _, count := outcomeOf(back)
 		s.stats.Batches++
 		s.stats.Batched += uint64(count) + 1
-		if rerr := a.Release(context.WithoutCancel(ctx), cur, auxHint); err == nil && rerr != nil && !isReset(rerr) {
+		if rerr := a.Release(context.WithoutCancel(ctx), cur, hintAux(t)); err == nil && rerr != nil && !isReset(rerr) {
 			err = rerr
 		}
 	case isReset(werr):

@@ -10,8 +10,10 @@
 //   - CIDER: the MCS lock with global write combining, each update routed by its compute
 //     node's credits (Credits: the credit and retryRecord maps of Algorithm 1).
 //
-// They run on RACE (ds/race keeps the lock entries as its per-slot metadata) and on the paper's
-// micro-benchmark, the pointer array (bench/ptrarray). Each keeps Stats (ptrsync's counters and
+// They run on RACE (ds/race keeps the lock entries as its per-slot metadata), on the paper's
+// micro-benchmark, the pointer array (bench/ptrarray), and on Dolphin's hybrid tree (ds/hybrid),
+// whose value words share the entries of a lock table hashed by key, as the paper does for
+// SMART's leaf pointers (see "Shared lock entries" below). Each keeps Stats (ptrsync's counters and
 // those of the lock paths) and describes its last operation (OpInfo) for the experiments.
 //
 // # Use
@@ -171,6 +173,20 @@
 // are from words it read. Messages of a dead queue name acquisitions nobody waits for, and a
 // payload overwritten by such a stale writer fails its check (qlock), which a member treats as
 // an unknown outcome: it retries.
+//
+// # Shared lock entries
+//
+// A structure whose lock entries are a table hashed by key (ptrsync.SharedLock: ds/hybrid's)
+// queues several pointers on one entry. Every message that passes a pointer word on (a Granted
+// hand-over, an Exec) then carries a tag of the pointer it was read at (ptrsync.HintTag, in the
+// Aux bits above the hint bit), and the receiver uses the word only if the tag is its own
+// pointer's. An executor's Done, passed on in the Combined messages, carries the address of the
+// pointer it changed instead of the word it replaced: each member takes the outcome as its own
+// only if that is its own pointer (the structure promises every nonzero word there names a
+// block of the key), else it retries (Stats.Unconfirmed). So pointers sharing an entry are never
+// combined, a batch's members are those of the executor's pointer, and the combining costs no
+// Same read. On RACE and the pointer array (an entry per pointer) the tags are 0 and the
+// messages are as before.
 //
 // # Runtime
 //

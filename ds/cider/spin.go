@@ -227,12 +227,12 @@ func (s *MCS) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, err
 		return ptrsync.Result{Outcome: ptrsync.Retry}, err
 	}
 	exp := t.Old()
-	if w, ok := hintOf(msg); ok {
+	if w, ok := hintOf(msg, t); ok {
 		exp = w
 	}
 	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.last.Retries += fails
-	if rerr := a.Release(context.WithoutCancel(ctx), cur, auxHint); err == nil && rerr != nil && !isReset(rerr) {
+	if rerr := a.Release(context.WithoutCancel(ctx), cur, hintAux(t)); err == nil && rerr != nil && !isReset(rerr) {
 		err = rerr
 	}
 	s.stats.Finish(res)

@@ -27,7 +27,8 @@
 // offset / 8, bits 45-52 its memory node, bits 53-55 its kind (0 empty, 1 leaf, 2-5 an ART
 // node of type 4, 16, 48 or 256: the reader knows how much to read), bits 56-63 its partial
 // byte. The root block (64 bytes): 0 magic, 8 leaf slots S, 16 the root node's address, 24 a
-// child word naming the root node (a type hint), the rest zero.
+// child word naming the root node (a type hint), 32 flags (block values), 40 the lock
+// directory's address (Params.LockEntries; 0 for none), the rest zero.
 //
 // An ART node is allocated at 2,072 bytes (room for 256 slots, so it grows in place) and read
 // as 24 + 8n bytes, n the capacity of the type its child word names:
@@ -103,6 +104,27 @@
 // block swapped out is retired through the allocator's epochs, and every operation runs
 // pinned. Costs: Get 2 round trips, Update 2, Insert 3, Delete 2 (GetBytesRoundTrips,
 // UpdateBytesRoundTrips), plus an epoch announcement once per allocator Refresh period.
+//
+// # Value words under a synchronizer
+//
+// With Options.Sync, UpdateBytes makes its value-word swap through a ds/ptrsync synchronizer:
+// ds/cider's CIDER (global write combining, contention-aware routing), MCS or spinlock, as the
+// CIDER paper applies CIDER to SMART's leaf pointers. A leaf has no room for a lock entry per
+// slot and an SMO copies slots into new leaves, so a tree created with Params.LockEntries keeps
+// a lock table on each memory node, hashed by the key (locks.go); keys may share an entry, and
+// the tree's targets say so (ptrsync.SharedLock): a CIDER member takes a batch's outcome only
+// if its executor changed the member's own value word. The update's first round trip is the
+// tree's own (Spear FAA, leaf read; the block written with it unless CIDER defers it), it holds
+// the Spear count through the synchronizer's commit, queueing included, so no SMO moves the
+// value word meanwhile, and every nonzero word the value word holds names a block of the key (a
+// slot keeps its key until an SMO; a delete tombstones it and clears the value word). CIDER's
+// deferred block is allocated on the value word's memory node and written in the CAS's batch.
+// Inserts, deletes and SMOs keep the tree's protocol and never take the lock; no lock holder
+// waits on a Spear count. Readers are never shown a freed block: every operation is pinned, a
+// committed swap retires the replaced block through the allocator's epochs, an update past
+// Options.PinBudget makes no CAS and looks again, and a combined member's block is never
+// written. Uncontended round trips: optimistic 2, CIDER on a hot key 4 (enqueue; block WRITE
+// with the CAS; release), MCS 4, spin 4; a combined batch writes one block and CASes once.
 //
 // # Decisions where the paper or its code is wrong
 //

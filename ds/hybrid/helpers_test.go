@@ -9,6 +9,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/hybrid"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
@@ -39,6 +40,8 @@ type client struct {
 	tree *hybrid.Tree
 	// killed, if set, reports that the test crashed the client on purpose.
 	killed *atomic.Bool
+	// sync is the tree's synchronizer, if it was opened with one (sync_test.go).
+	sync ptrsync.Synchronizer
 }
 
 // smoStep names a verb of an SMO a test crashes a client right after.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/localcost"
 )
@@ -20,6 +21,11 @@ type Params struct {
 	// that the leaf's value word points to (swapped by CAS), used with GetBytes, InsertBytes
 	// and UpdateBytes; without it values are 8-byte words stored in the leaf.
 	BlockValues bool
+	// LockEntries, with BlockValues, gives the tree a lock table of that many entries (a power
+	// of two, at most MaxLockEntries; DefaultLockEntries is sensible) on each memory node, so
+	// that a lock-based synchronizer (Options.Sync) can order the swaps of its value words; 0
+	// makes none (the tree then takes only the optimistic protocol).
+	LockEntries int
 }
 
 func (p *Params) setDefaults() error {
@@ -44,6 +50,16 @@ type Options struct {
 	// it (default 50ms of fabric time), and how long an inserter waits on another's tentative
 	// slot of the same key before removing it. It assumes clocks within it.
 	Lease time.Duration
+	// Sync, for a tree with BlockValues, makes UpdateBytes's swap of the value word (nil: the
+	// tree's own optimistic CAS loop). A synchronizer with lock entries (LockSize > 0: ds/cider's
+	// CIDER, MCS or spinlock) needs the tree's lock table (Params.LockEntries) and finds each
+	// key's entry there; ptrsync.Optimistic needs none. Inserts, deletes and SMOs keep the
+	// tree's own protocol. It belongs to this handle.
+	Sync ptrsync.Synchronizer
+	// PinBudget is how long an update through Sync may stay pinned before it looks again
+	// (before a CAS, never after one); it must be below the allocator's lease minus its refresh
+	// (default DefaultPinBudget, for alloc's default 1s lease).
+	PinBudget time.Duration
 }
 
 // DefaultLease is Options.Lease's default.
@@ -91,6 +107,10 @@ type Tree struct {
 	lease  time.Duration
 	st     Stats
 	lc     localcost.Price // the price of a cache access (localcost.go)
+
+	sync      ptrsync.Synchronizer // Options.Sync (nil: the optimistic loop)
+	locks     *lockTable           // the lock table, when sync takes lock entries
+	pinBudget time.Duration
 }
 
 // Create builds an empty tree (a root block and an empty root node, type 4, depth 0) and
@@ -120,6 +140,16 @@ func Create(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params) 
 		le.PutUint64(rb[rootFlagsOff:], flagBlocks)
 	}
 	var b farmem.Batch
+	if p.LockEntries != 0 {
+		if !p.BlockValues {
+			return 0, fmt.Errorf("hybrid: LockEntries without BlockValues (8-byte values are written in place): %w", farmem.ErrInvalid)
+		}
+		dir, err := createLocks(ctx, m, a, p.LockEntries, &b)
+		if err != nil {
+			return 0, err
+		}
+		le.PutUint64(rb[rootLocksOff:], uint64(dir))
+	}
 	b.Write(n0, encodeNode(uint64(root.Add(rootEntryOff)), 0, 0, false, 0, nil))
 	b.Write(root, rb)
 	if err := m.Do(ctx, &b); err != nil {
@@ -145,9 +175,30 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	if le.Uint64(rb[rootMagicOff:]) != rootMagic || s < 4 || s > 256 {
 		return nil, fmt.Errorf("%w: no tree root at %v", ErrCorrupt, root)
 	}
-	return &Tree{m: m, a: a, rt: m.Runtime(), root: root, node0: farmem.Addr(le.Uint64(rb[rootNodeOff:])),
+	t := &Tree{m: m, a: a, rt: m.Runtime(), root: root, node0: farmem.Addr(le.Uint64(rb[rootNodeOff:])),
 		s: s, blocks: le.Uint64(rb[rootFlagsOff:])&flagBlocks != 0, cache: opts.Cache, lease: opts.Lease,
-		lc: localcost.Of(m)}, nil
+		lc: localcost.Of(m), sync: opts.Sync, pinBudget: opts.PinBudget}
+	if t.pinBudget == 0 {
+		t.pinBudget = DefaultPinBudget
+	}
+	if t.sync == nil {
+		return t, nil
+	}
+	if !t.blocks || t.pinBudget < 0 {
+		return nil, fmt.Errorf("hybrid: Options.Sync on a tree without BlockValues, or a negative PinBudget: %w", farmem.ErrInvalid)
+	}
+	if n := t.sync.LockSize(); n > 0 {
+		dir := farmem.Addr(le.Uint64(rb[rootLocksOff:]))
+		if dir == 0 || n > LockEntrySize {
+			return nil, fmt.Errorf("hybrid: the synchronizer needs %d-byte lock entries and the tree has no lock table of them (Params.LockEntries): %w", n, farmem.ErrInvalid)
+		}
+		lt, err := openLocks(ctx, m, dir)
+		if err != nil {
+			return nil, err
+		}
+		t.locks = lt
+	}
+	return t, nil
 }
 
 // Close releases the handle (not the client or its allocator). It is idempotent.

@@ -159,6 +159,12 @@ func (t *Tree) UpdateBytes(ctx context.Context, key, v []byte) error {
 		return errWordMode("UpdateBytes")
 	}
 	t.st.Updates++
+	if len(v) > MaxValue {
+		return fmt.Errorf("hybrid: value of %d bytes over MaxValue %d: %w", len(v), MaxValue, farmem.ErrInvalid)
+	}
+	if t.sync != nil {
+		return t.updateSync(ctx, k, v)
+	}
 	x, p, err := t.newBlock(ctx, v)
 	if err != nil {
 		return err

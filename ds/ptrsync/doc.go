@@ -65,7 +65,10 @@
 // asks for it, the entry's bytes as read with its lookup (Target.LockBytes). An entry is never
 // moved: when a structure moves a pointer (a split), the moved pointer starts with a zero entry
 // and the old one drains (every CAS on the old pointer fails once the structure has cleared it).
-// A structure that keeps fewer bytes than LockSize refuses the synchronizer when it opens.
+// A structure that keeps fewer bytes than LockSize refuses the synchronizer when it opens. A
+// structure with no room for an entry per pointer may keep a table of entries hashed by key
+// (ds/hybrid's value words) and mark its targets SharedLock: several pointers then queue on one
+// entry, and the synchronizers pass words and outcomes between clients of the same pointer only.
 //
 // # Runtime
 //
