@@ -194,7 +194,9 @@ func openNode(ctx context.Context, c *Cluster, env *nodestate.Env) (*node, error
 	return n, nil
 }
 
-// Close releases every line the node holds (writing dirty ones back), in batches.
+// Close releases every line the node holds (writing dirty ones back), in batches. A frame
+// whose latch is held (a handler finishing a release, or a guard still open) is waited for
+// with the latch's Lock (Memory.Wait), not retried in a loop of failed try-locks.
 func (n *node) Close() error {
 	n.stopEvictor()
 	ctx := context.Background()
@@ -211,12 +213,32 @@ func (n *node) Close() error {
 		if len(victims) == 0 {
 			break
 		}
+		before := n.stats.evicted.Load()
 		if err := n.evict(ctx, n.m, victims); err != nil {
 			errs = append(errs, err)
 			break
 		}
+		if n.stats.evicted.Load() == before {
+			// Every victim was latched: wait for the first one's holder to leave.
+			if err := n.awaitLatch(ctx, victims[0]); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// awaitLatch waits until f's local latch is free (taking and dropping it).
+func (n *node) awaitLatch(ctx context.Context, f *frame) error {
+	l, err := nodearea.NewLatch(n.m, f.latch)
+	if err != nil {
+		return err
+	}
+	if err := l.Lock(ctx); err != nil {
+		return err
+	}
+	return l.Unlock(ctx)
 }
 
 // lookup returns the frame the table maps g to, if any, and touches it for LRU.
