@@ -515,16 +515,21 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		return n.releaseUnforwarded(ctx, m, v, f)
 	case v.kind == peerWr && f.memo == memoM:
 		// Case 1: hand ownership over with one FAA, then forward the line (dirty: it was not
-		// written back).
-		if _, err := m.FAA(ctx, v.gcl.Latch(), HandoverDelta(cd, n.id, v.from)); err != nil {
-			return 0, err
+		// written back); under EagerForward both in one batch (Options.EagerForward).
+		var handover farmem.Batch
+		handover.FAA(v.gcl.Latch(), HandoverDelta(cd, n.id, v.from))
+		if !n.c.opts.EagerForward {
+			if err := doAll(ctx, m, &handover); err != nil {
+				return 0, err
+			}
+			handover = farmem.Batch{}
 		}
 		f.memo = memoI
 		status := uint64(replyData)
 		if f.hi > f.lo {
 			status = replyDataDirty
 		}
-		if err := n.forward(ctx, m, f, v, status); err != nil {
+		if err := n.forwardIn(ctx, m, &handover, f, v, status); err != nil {
 			return 0, err
 		}
 		f.lo, f.hi = 0, 0
@@ -609,16 +614,21 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 
 // forward writes f's body into the requester's frame and then its reply flag, in one batch.
 func (n *node) forward(ctx context.Context, m farmem.Memory, f *frame, v invalidation, status uint64) error {
+	return n.forwardIn(ctx, m, &farmem.Batch{}, f, v, status)
+}
+
+// forwardIn is forward appending to b, which may already hold ops to other nodes (the
+// hand-over FAA under EagerForward) that then travel with the forward.
+func (n *node) forwardIn(ctx context.Context, m farmem.Memory, b *farmem.Batch, f *frame, v invalidation, status uint64) error {
 	buf := make([]byte, n.c.opts.LineSize)
 	if err := m.Read(ctx, f.body, buf); err != nil {
 		return err
 	}
 	var w [8]byte
 	binary.LittleEndian.PutUint64(w[:], v.seq<<8|status)
-	var b farmem.Batch
 	b.Write(v.data, buf)
 	b.Write(v.flag, w[:])
-	return doAll(ctx, m, &b)
+	return doAll(ctx, m, b)
 }
 
 // starving reports whether a writer's message of priority prio (its retry count) is a
