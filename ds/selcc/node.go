@@ -517,12 +517,10 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		// Case 1: hand ownership over with one FAA, then forward the line (dirty: it was not
 		// written back); under EagerForward both in one batch (Options.EagerForward).
 		var handover farmem.Batch
-		handover.FAA(v.gcl.Latch(), HandoverDelta(cd, n.id, v.from))
-		if !n.c.opts.EagerForward {
-			if err := doAll(ctx, m, &handover); err != nil {
-				return 0, err
-			}
-			handover = farmem.Batch{}
+		if n.c.opts.EagerForward {
+			handover.FAA(v.gcl.Latch(), HandoverDelta(cd, n.id, v.from))
+		} else if _, err := m.FAA(ctx, v.gcl.Latch(), HandoverDelta(cd, n.id, v.from)); err != nil {
+			return 0, err
 		}
 		f.memo = memoI
 		status := uint64(replyData)
