@@ -67,7 +67,10 @@ func treeLinesBound(pairs []blink.Pair, fill float64) int {
 
 // clusterOptions returns the measured cluster's options for a point's system.
 func (c SelccConfig) clusterOptions(system string, frames, perNode int) selcc.Options {
-	o := selcc.Options{LineSize: selccLine, Frames: frames, EvictBatch: c.EvictBatch, Durability: selcc.WriteBack, Threads: perNode}
+	// The paper's modes: write-back (Fig. 17 acknowledges a write before its line reaches far
+	// memory) and a case-1 holder forwarding with its hand-over FAA in flight (§4.4.1).
+	o := selcc.Options{LineSize: selccLine, Frames: frames, EvictBatch: c.EvictBatch, Durability: selcc.WriteBack, Threads: perNode,
+		EagerForward: true}
 	switch system {
 	case SEL:
 		o = selcc.Options{Mode: selcc.SEL, LineSize: selccLine}

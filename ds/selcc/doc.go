@@ -42,7 +42,8 @@
 // livelock. All deltas add modulo 2^64 and commute, and the engine keeps each node at most one
 // share per line, so no field carries into another. The holder field is always exact: a
 // hand-over's FAA completes before the line is forwarded, so the new holder cannot release
-// before it lands.
+// before it lands (Options.EagerForward, the paper's order, forwards with the FAA in flight
+// instead: one round trip less for the writer, a word that can lag, no Repair).
 //
 // # Access path (Cached)
 //
@@ -208,7 +209,8 @@
 //	miss, cache full, evictor behind               +1 for the eviction batch
 //	upgrade S→M, no other sharer                   1
 //	case 1 (writer vs M)                           requester 1 and a message; holder 2 (FAA,
-//	                                               then the forward): 3 in all, as an RPC directory
+//	                                               then the forward): 3 in all, as an RPC directory;
+//	                                               EagerForward: holder 1 (both at once)
 //	case 2 (reader vs M)                           requester 2 (attempt, undo) and a message;
 //	                                               holder 2 (write-back+downgrade, forward): 4;
 //	                                               group codec: holder 1, requester +1 (retry)

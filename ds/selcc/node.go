@@ -194,7 +194,9 @@ func openNode(ctx context.Context, c *Cluster, env *nodestate.Env) (*node, error
 	return n, nil
 }
 
-// Close releases every line the node holds (writing dirty ones back), in batches.
+// Close releases every line the node holds (writing dirty ones back), in batches. A frame
+// whose latch is held (a handler finishing a release, or a guard still open) is waited for
+// with the latch's Lock (Memory.Wait), not retried in a loop of failed try-locks.
 func (n *node) Close() error {
 	n.stopEvictor()
 	ctx := context.Background()
@@ -211,12 +213,32 @@ func (n *node) Close() error {
 		if len(victims) == 0 {
 			break
 		}
+		before := n.stats.evicted.Load()
 		if err := n.evict(ctx, n.m, victims); err != nil {
 			errs = append(errs, err)
 			break
 		}
+		if n.stats.evicted.Load() == before {
+			// Every victim was latched: wait for the first one's holder to leave.
+			if err := n.awaitLatch(ctx, victims[0]); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// awaitLatch waits until f's local latch is free (taking and dropping it).
+func (n *node) awaitLatch(ctx context.Context, f *frame) error {
+	l, err := nodearea.NewLatch(n.m, f.latch)
+	if err != nil {
+		return err
+	}
+	if err := l.Lock(ctx); err != nil {
+		return err
+	}
+	return l.Unlock(ctx)
 }
 
 // lookup returns the frame the table maps g to, if any, and touches it for LRU.
@@ -493,8 +515,11 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		return n.releaseUnforwarded(ctx, m, v, f)
 	case v.kind == peerWr && f.memo == memoM:
 		// Case 1: hand ownership over with one FAA, then forward the line (dirty: it was not
-		// written back).
-		if _, err := m.FAA(ctx, v.gcl.Latch(), HandoverDelta(cd, n.id, v.from)); err != nil {
+		// written back); under EagerForward both in one batch (Options.EagerForward).
+		var handover farmem.Batch
+		if n.c.opts.EagerForward {
+			handover.FAA(v.gcl.Latch(), HandoverDelta(cd, n.id, v.from))
+		} else if _, err := m.FAA(ctx, v.gcl.Latch(), HandoverDelta(cd, n.id, v.from)); err != nil {
 			return 0, err
 		}
 		f.memo = memoI
@@ -502,7 +527,7 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 		if f.hi > f.lo {
 			status = replyDataDirty
 		}
-		if err := n.forward(ctx, m, f, v, status); err != nil {
+		if err := n.forwardIn(ctx, m, &handover, f, v, status); err != nil {
 			return 0, err
 		}
 		f.lo, f.hi = 0, 0
@@ -587,16 +612,21 @@ func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) 
 
 // forward writes f's body into the requester's frame and then its reply flag, in one batch.
 func (n *node) forward(ctx context.Context, m farmem.Memory, f *frame, v invalidation, status uint64) error {
+	return n.forwardIn(ctx, m, &farmem.Batch{}, f, v, status)
+}
+
+// forwardIn is forward appending to b, which may already hold ops to other nodes (the
+// hand-over FAA under EagerForward) that then travel with the forward.
+func (n *node) forwardIn(ctx context.Context, m farmem.Memory, b *farmem.Batch, f *frame, v invalidation, status uint64) error {
 	buf := make([]byte, n.c.opts.LineSize)
 	if err := m.Read(ctx, f.body, buf); err != nil {
 		return err
 	}
 	var w [8]byte
 	binary.LittleEndian.PutUint64(w[:], v.seq<<8|status)
-	var b farmem.Batch
 	b.Write(v.data, buf)
 	b.Write(v.flag, w[:])
-	return doAll(ctx, m, &b)
+	return doAll(ctx, m, b)
 }
 
 // starving reports whether a writer's message of priority prio (its retry count) is a

@@ -116,6 +116,20 @@ type Options struct {
 	// and a write-back per conflict. Without dirty bounds a write marks the whole line dirty, so
 	// every write-back carries LineSize bytes. Neither changes correctness.
 	NoForwarding, NoDirtyBounds bool
+	// EagerForward makes an M holder that a writer asks for its line (case 1) post the
+	// hand-over FAA and the forward of the line in one batch, so the writer has the line one
+	// round trip sooner: the paper's order (§4.4.1: the holder "can immediately forward the
+	// dirty GCL to the sender's local buffer without waiting for the ownership handover
+	// round-trip"). By default the holder waits for the FAA before it forwards, so the word
+	// names the new holder before the new holder can use the line. Under EagerForward the word
+	// can lag behind: the new holder may use the line, and even release or hand it on, before
+	// the FAA lands (the deltas commute, so the word ends right; an attempt that meets a
+	// transient word naming a node that holds nothing gets a dropped message and retries), and
+	// if the old holder crashes (or the FAA fails) in that window the FAA may never land,
+	// leaving the new hold out of the word. Repair therefore refuses a cluster opened with it
+	// (farmem.ErrInvalid): it is for runs without compute-node crashes, such as the paper's
+	// experiments. The priority hand-over of the lease (see Fairness) keeps the default order.
+	EagerForward bool
 }
 
 func (o Options) withDefaults(t *farmem.Topology) (Options, error) {

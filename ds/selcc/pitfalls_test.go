@@ -273,21 +273,70 @@ func TestConflictCosts(t *testing.T) {
 	require.Equal(t, uint64(4), fa.RoundTrips-fb.RoundTrips, "case 2")
 
 	// Now both share it; A writes 8 bytes (upgrade after B releases), then Close writes back 8
-	// bytes of body, not the line.
+	// bytes of body, not the line. The write-back's extent is checked in far memory, not by
+	// the fabric's byte count: that count includes local latch verbs, and B's handler, which
+	// acknowledged A in the batch of its release FAA, may still be unlatching its frame when
+	// Close starts (Close then waits for that latch, with verbs of its own).
 	gd, err = a.Lock(ctx, gs[0])
 	require.NoError(t, err)
 	require.NoError(t, gd.WriteUint64(ctx, 512, 3))
 	require.NoError(t, gd.Unlock(ctx))
+	m, err := r.f.Open(ctx, r.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	marks := []uint64{0, 504, 520, 2040} // body offsets around the dirty range [512, 520)
+	for _, off := range marks {
+		var mk [8]byte
+		putU64(mk[:], 0xa5a5a5a5)
+		require.NoError(t, m.Write(ctx, gs[0].Body().Add(off), mk[:]))
+	}
 	fb = r.f.Stats()
 	require.NoError(t, r.c.Close())
 	fa = r.f.Stats()
-	require.Less(t, fa.BytesOut-fb.BytesOut, uint64(64), "eviction wrote back more than the dirty range")
+	d := fa.Sub(fb)
+	require.Equal(t, uint64(1), d.Verbs[farmem.TargetMemory][farmem.OpWrite], "write-backs: %v", d)
+	require.Equal(t, uint64(1), d.Verbs[farmem.TargetMemory][farmem.OpFAA], "releases: %v", d)
+	var w [8]byte
+	for _, off := range marks {
+		require.NoError(t, m.Read(ctx, gs[0].Body().Add(off), w[:]))
+		require.Equal(t, uint64(0xa5a5a5a5), getU64(w[:]), "eviction wrote back more than the dirty range (offset %d)", off)
+	}
+	require.NoError(t, m.Read(ctx, gs[0].Body().Add(512), w[:]))
+	require.Equal(t, uint64(3), getU64(w[:]))
+}
+
+// TestCloseWaitsForLatchedFrame: a Close that finds a frame latched (here by an open guard)
+// waits for the latch instead of retrying its try-lock in a loop, and releases the line once
+// the guard is gone.
+func TestCloseWaitsForLatchedFrame(t *testing.T) {
+	r := localRig(t, local.Options{Shape: local.Shape{ComputeNodes: 1}}, selcc.Options{LineSize: 64, Frames: 4})
+	gs := r.lines(t, 1)
+	ctx := context.Background()
+	_, a := r.client(t, 0)
+	gd, err := a.Lock(ctx, gs[0])
+	require.NoError(t, err)
+	require.NoError(t, gd.WriteUint64(ctx, 0, 7))
+	fb := r.f.Stats()
+	done := make(chan error, 1)
+	go func() { done <- r.c.Close() }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Close returned (%v) while a guard held its frame", err)
+	default:
+	}
+	require.NoError(t, gd.Unlock(ctx))
+	require.NoError(t, <-done)
+	d := r.f.Stats().Sub(fb)
+	require.Less(t, d.FailedCAS, uint64(10), "Close retried the latch in a loop: %v", d)
 	m, err := r.f.Open(ctx, r.comp[0])
 	require.NoError(t, err)
 	defer m.Close()
 	var w [8]byte
-	require.NoError(t, m.Read(ctx, gs[0].Body().Add(512), w[:]))
-	require.Equal(t, uint64(3), getU64(w[:]))
+	require.NoError(t, m.Read(ctx, gs[0].Body(), w[:]))
+	require.Equal(t, uint64(7), getU64(w[:]))
+	require.NoError(t, m.Read(ctx, gs[0].Latch(), w[:]))
+	require.Zero(t, getU64(w[:]), "latch word after Close")
 }
 
 // TestSilentHolder: a holder that hangs (fail-silent) makes a conflicting acquisition fail with

@@ -26,9 +26,13 @@ import (
 // holds nothing never decrements. It fails with farmem.ErrNodeDown if another member of the
 // group does not answer (repair it as well), with ErrBusy if the members kept the line busy at
 // every census (the word is then unchanged: call again), and with farmem.ErrInvalid if the
-// census finds more than one dead count. One Repair at a time per line. [Cluster.Recount]
+// census finds more than one dead count, or at once on a cluster opened with
+// Options.EagerForward (its words may not name every holder). One Repair at a time per line. [Cluster.Recount]
 // remains the check (and repair) of a quiesced cluster hosted in one process.
 func (cl *Client) Repair(ctx context.Context, dead farmem.ComputeID, lines []GCL) (int, error) {
+	if cl.o.EagerForward {
+		return 0, fmt.Errorf("selcc: repair of %v: a cluster with EagerForward may hold lines its words do not name: %w", dead.Node(), farmem.ErrInvalid)
+	}
 	cd := cl.o.Codec
 	_, exact := cd.(Bitmap)
 	removed := 0
