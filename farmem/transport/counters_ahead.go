@@ -42,21 +42,7 @@ func (c *Counters) CountAhead(b *farmem.Batch, self farmem.NodeID) bool {
 			in += uint64(len(op.Buf))
 		}
 	}
-	if run > 0 {
-		c.verbs[runT][runK].Add(run)
-	}
-	if out != 0 {
-		c.bytesOut.Add(out)
-	}
-	if in != 0 {
-		c.bytesIn.Add(in)
-	}
-	if unsignaled != 0 {
-		c.unsignaled.Add(unsignaled)
-	}
-	if rt {
-		c.roundTrips.Add(1)
-	}
+	c.addBatch(runT, runK, run, out, in, unsignaled, 0, rt)
 	return true
 }
 

@@ -52,6 +52,14 @@ func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
 			in += 8
 		}
 	}
+	c.addBatch(runT, runK, run, out, in, unsignaled, failed, rt)
+}
+
+// addBatch adds one batch's tallies, each counter touched only when its tally is nonzero (one
+// atomic add per counter a batch moves): the last run of verbs of one target and kind, the
+// bytes out and in, the unsignaled ops, the failed CASes, and a round trip when the batch
+// left the compute node.
+func (c *Counters) addBatch(runT farmem.Target, runK farmem.OpKind, run, out, in, unsignaled, failed uint64, rt bool) {
 	if run > 0 {
 		c.verbs[runT][runK].Add(run)
 	}
