@@ -119,11 +119,12 @@
 // Limits: without replicated metadata the home node is a single point of failure (Adopt
 // refuses it); Adopt is meant for a quiet store unless the index repopulates; a restart before
 // any Open recorded the node's incarnation looks like a fresh node; stores over several index
-// instances (Options.Replication) are not repopulated. With a replicated index: a KV block an
-// operation begun before the adoption publishes more than a pin budget after Repopulate began
-// stays off the adopted node until rewritten (with another replica down, that key fails with
-// ErrNoQuorum, never a wrong value), as does a word a writer held through all of Repopulate's
-// retries. With replicated metadata: an allocator handover record published on a majority of
+// instances (Options.Replication) are not repopulated. With a replicated index: a word a writer
+// held through all of Repopulate's retries, or a KV block whose write to the adopted node
+// failed while the node answered other batches, stays off that node until rewritten or
+// repaired by a read (with another replica down, that key fails with ErrNoQuorum, never a
+// wrong value); an operation that retries past a pin budget writes its block again, so one
+// begun before the adoption and published after it reaches the node. With replicated metadata: an allocator handover record published on a majority of
 // which some nodes restart before it is taken may be lost (its blocks leak), and a creator that
 // stalls past Options.Lease while creating the store loses its claim and leaks what it built.
 //

@@ -265,6 +265,8 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 				t.dropBlock(ctx, nb)
 				return err
 			}
+			// Re-pinned: the block is written again with the next look (see Table.fresh).
+			nb.written = false
 			continue
 		}
 		res, err := t.tryInsert(ctx, op, nb, &v, x)
@@ -622,6 +624,10 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			if err != nil {
 				t.dropBlock(ctx, c.blk)
 				return err
+			}
+			// Re-pinned: the block is written again with the next look (see Table.fresh).
+			if c.blk != nil && c.blk.written {
+				c.blk.written, pre = false, c.blk
 			}
 			continue
 		}

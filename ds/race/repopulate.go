@@ -50,10 +50,12 @@ const repopulateMaxPause = 4 * time.Millisecond
 // latest one the others held when it was copied, and counts in the quorums again: with node
 // repopulated, the table again survives f other replicas crashing. It walks the table twice,
 // Options.PinBudget apart, so that the second walk finds what operations begun before node was
-// reachable published late (a block they wrote to the others only). Not covered: such an
-// operation that publishes its block more than a pin budget after Repopulate began (an Update
-// that kept retrying with the block it wrote before); that block's words stay on the other
-// replicas only until rewritten, so with another replica down its key fails with ErrNoQuorum
+// reachable published late (a block they wrote to the others only). An operation that keeps
+// retrying past a pin budget re-pins and writes its block again (Table.fresh), so a block
+// published after the second walk passed its slot was written while node was reachable, to
+// node too. Not covered: a block whose write to node failed while node was reachable (node
+// answered the others' batches but not that one) stays on the other replicas only until
+// rewritten or repaired by a read, so with another replica down its key fails with ErrNoQuorum
 // (never a wrong value).
 //
 // Cost: three round trips per 128 words of each subtable, directory and root, and per KV

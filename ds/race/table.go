@@ -458,7 +458,12 @@ func (t *Table) unpinSeen() bool {
 // fresh is called before a CAS that depends on blocks op read while pinned: if the operation
 // has been pinned longer than PinBudget it re-pins, forgets what it learnt about blocks (a
 // word's block may be reused once unpinned), and reports false; the caller must look again
-// before any CAS.
+// before any CAS. An Insert or Update that re-pins also writes its unpublished KV block again
+// with that look (one more write of the block, only on a re-pin), so a block is always
+// written within the pinned section whose CAS publishes it and reaches every replica that
+// answered during that section: Repopulate relies on it (a replica reachable before it began
+// receives every block published a pin budget plus the clock skew later, and its second walk,
+// that far behind the first, copies those published before).
 func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
 	if t.rt.Now().Sub(t.pinAt) <= t.opts.PinBudget {
 		return true, nil
