@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -90,6 +91,22 @@ func (t *Tree) runSMO(ctx context.Context, la farmem.Addr, claim uint64, hint *n
 	p := hint
 	if plan == 0 {
 		p, idx, err := t.findLeafSlot(ctx, la, lf.min, 0, hint)
+		if errors.Is(err, errUnlinked) {
+			// The executor whose claim we took over may have recorded its plan, marked the
+			// leaf dead and published since our read (and the replacement been replaced):
+			// then the SMO is done; a leaf with no plan off its path is a corrupt tree.
+			var w [24]byte // the Spear, SMO and plan words
+			if rerr := t.m.Read(ctx, la.Add(lSpearOff), w[:]); rerr != nil {
+				return rerr
+			}
+			if le.Uint64(w[16:]) == 0 || !spearIsDead(le.Uint64(w[:])) {
+				return err
+			}
+			var b farmem.Batch
+			b.Unsignaled(b.CAS(la.Add(lSMOOff), claim, smoDone))
+			t.m.Post(ctx, &b)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -213,6 +230,14 @@ func (t *Tree) buildPlan(ctx context.Context, la farmem.Addr, lf *leaf, p *node,
 	return plan, blk, size, nil
 }
 
+// errUnlinked: the path of a leaf's key ends at another leaf, naming neither it nor its plan's
+// leaves. Once the leaf is dead with its plan recorded, this means the plan was published and
+// its replacement replaced since (a dead leaf leaves its slot only through its plan's swap, and
+// no slot names it again): an SMO executor that was paused past its lease, and a helper that
+// read the SMO word before that, find the work done. For a live leaf it is a corrupt tree
+// (findLeafSlot's error wraps ErrCorrupt too).
+var errUnlinked = errors.New("hybrid: leaf off its key's path")
+
 // findLeafSlot returns a fresh copy of the node holding the slot that names leaf la (or the
 // plan's replacement, once published) and the slot's index: it reads hint again if given and
 // it still has the slot, else descends from the root by key (the leaf's min) with fresh reads.
@@ -255,7 +280,7 @@ func (t *Tree) findLeafSlot(ctx context.Context, la farmem.Addr, key uint64, pla
 			return n, i, nil
 		}
 		if entIsLeaf(w) {
-			return nil, 0, fmt.Errorf("%w: the path to leaf %v (key %#x) ends at %v (node %v depth %d special %v slot %d of %v)", ErrCorrupt, la, key, entAddr(w), n.addr, n.depth, n.special, i, n.slots)
+			return nil, 0, fmt.Errorf("%w: the path to leaf %v (key %#x) ends at %v (node %v depth %d special %v slot %d of %v): %w", errUnlinked, la, key, entAddr(w), n.addr, n.depth, n.special, i, n.slots, ErrCorrupt)
 		}
 		if n, err = t.readNode(ctx, entAddr(w), entType(w), 0, 0); err != nil {
 			return nil, 0, err
@@ -272,6 +297,9 @@ func (t *Tree) publish(ctx context.Context, la farmem.Addr, min, plan uint64, hi
 	ls := uint64(leafSize(t.s))
 	for attempt := 0; ; attempt++ {
 		p, idx, err := t.findLeafSlot(ctx, la, min, plan, hint)
+		if errors.Is(err, errUnlinked) {
+			return nil // swapped already, and the replacement replaced since
+		}
 		if err != nil {
 			return err
 		}
