@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/ds/hybrid"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -69,4 +70,64 @@ func TestLateExecutorAfterReplacementSplit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, k, v)
 	}
+}
+
+// A helper that took an expired claim over and read the leaf before its plan was recorded: the
+// executor it took over from then records its plan and publishes it (its lease had run out, not
+// its work), and the replacement is split in turn, all before the helper looks for the leaf's
+// slot. The helper finds the leaf off its path with a plan recorded and the leaf dead: the SMO
+// is done. (Before, the helper's Insert failed with ErrCorrupt.)
+func TestHelperAfterExecutorPublished(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, hybrid.Params{LeafSlots: 8})
+	const lease = time.Millisecond
+	paused, resumeA := make(chan struct{}), make(chan struct{})
+	a := e.openWith(t, 0, hybrid.Options{Lease: lease}, func(m farmem.Memory) farmem.Memory {
+		tm, _ := atStep(m, stepExclusive, func() {
+			close(paused)
+			<-resumeA
+		})
+		return tm
+	})
+	const leafBytes = 72 + 16*8 + 8 // a whole leaf of 8 slots, as runSMO reads it after the drain
+	bRead, resumeB := make(chan struct{}), make(chan struct{})
+	var fired atomic.Bool
+	b := e.openWith(t, 1, hybrid.Options{Lease: lease}, func(m farmem.Memory) farmem.Memory {
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if err == nil && v.Single && v.Op().Kind == farmem.OpRead && len(v.Op().Buf) == leafBytes && !fired.Swap(true) {
+				close(bRead)
+				<-resumeB
+			}
+		}}
+	})
+	c := e.open(t, 0, hybrid.Options{Lease: lease})
+	for k := uint64(1); k <= 8; k++ {
+		require.NoError(t, a.tree.Insert(ctx, key(k), k))
+	}
+	for k := uint64(1); k <= 4; k++ {
+		require.NoError(t, a.tree.Delete(ctx, key(k)))
+	}
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	go func() { errA <- a.tree.Insert(ctx, key(9), 9) }() // compacts the full leaf
+	<-paused                                              // a holds the leaf exclusive, its drain not begun
+	time.Sleep(5 * lease)                                 // past a's claim (a lower bound only)
+	before := b.tree.Stats()
+	go func() { errB <- b.tree.Insert(ctx, key(100), 100) }() // takes the claim over
+	<-bRead                                                   // b read the leaf: no plan yet
+	close(resumeA)
+	require.NoError(t, <-errA, "the executor's insert")
+	for k := uint64(101); k <= 104; k++ { // 8 keys in the replacement, then a split
+		require.NoError(t, c.tree.Insert(ctx, key(k), k))
+	}
+	require.Equal(t, uint64(1), c.tree.Stats().Splits, "the replacement leaf was split")
+	close(resumeB)
+	require.NoError(t, <-errB, "the helper's insert")
+	require.Equal(t, uint64(1), b.tree.Stats().Helps-before.Helps, "b took the SMO over")
+	census := audit(t, c)
+	want := []uint64{5, 6, 7, 8, 9, 100, 101, 102, 103, 104}
+	var got []uint64
+	for _, l := range census.Leaves {
+		got = append(got, l.Keys...)
+	}
+	require.ElementsMatch(t, want, got)
 }
