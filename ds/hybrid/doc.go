@@ -175,7 +175,12 @@
 // still names it, wait. Every publishing step is a CAS from a known word, so any number of
 // executors may run it: once the holder's lease has expired, a waiter takes the claim over
 // and finishes the SMO (publishes the recorded plan, or drains, plans and publishes itself).
-// An SMO that cannot drain within half its lease undoes its hold and the insert fails with
+// The holder it took over from may still be running, and either may come late: an executor
+// that finds the dead leaf's key path ending at another leaf, naming neither the leaf nor its
+// plan's leaves, takes the swap as made (a dead leaf with a recorded plan leaves its slot only
+// through that plan's swap, and no slot names it again; the replacement may have been
+// replaced since), one more read of the leaf's head confirming plan and death when it read
+// the leaf before the plan was recorded. An SMO that cannot drain within half its lease undoes its hold and the insert fails with
 // ErrBusy.
 //
 // # Cache
