@@ -402,6 +402,15 @@ func (t *Tree) awaitSMO(ctx context.Context, la farmem.Addr, hint *node) error {
 			}
 			if prev == smo {
 				t.st.Helps++
+				if orphan {
+					// The hold may be a live undoer's whose FAA has yet to land (it gave its
+					// claim back first): that FAA would make the leaf writable while our SMO
+					// copies it. Take an exclusive hold of our own (holds are counted); an
+					// orphan's stays behind on the leaf, which our SMO kills.
+					if _, err := t.m.FAA(ctx, la.Add(lSpearOff), spearExcl); err != nil {
+						return err
+					}
+				}
 				if spearIsDead(spear) && plan != 0 {
 					var mn [8]byte
 					if err := t.m.Read(ctx, la.Add(lMinOff), mn[:]); err != nil {
