@@ -180,8 +180,12 @@
 // plan's leaves, takes the swap as made (a dead leaf with a recorded plan leaves its slot only
 // through that plan's swap, and no slot names it again; the replacement may have been
 // replaced since), one more read of the leaf's head confirming plan and death when it read
-// the leaf before the plan was recorded. An SMO that cannot drain within half its lease undoes its hold and the insert fails with
-// ErrBusy.
+// the leaf before the plan was recorded. An SMO that cannot drain within half its lease undoes
+// its hold (its claim given back by CAS, then the hold by FAA) and the insert fails with
+// ErrBusy. A waiter that finds a hold with no claim past a lease takes it for a holder that
+// died undoing, claims the leaf and adds an exclusive hold of its own (holds are counted in the
+// Spear word) before it runs the SMO: the holder may be alive with its FAA still to land, which
+// must not make the leaf writable under the waiter's copy.
 //
 // # Cache
 //
