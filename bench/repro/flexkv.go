@@ -45,8 +45,9 @@ const (
 // FlexConfig is one run of the FlexKV reproduction (§5.2-5.3): Fig. 11 (YCSB A-D throughput
 // over the client count for FlexKV, the Aceso-like baseline and plain RACE), Fig. 16 (the
 // ablation at the largest count), Fig. 18 (workload B switching to A: the offload ratio and
-// throughput per period) and Fig. 19 (the proxies' load balance, from the ablation's +Proxy
-// and +Rank Hotness steps on YCSB A), in sim on FlexModel.
+// throughput per period, with Fig. 24's fixed-ratio curve under A beside it) and Fig. 19 (the
+// proxies' load balance, from the ablation's +Proxy and +Rank Hotness steps on YCSB A), in sim
+// on FlexModel.
 type FlexConfig struct {
 	// Keys is the number of 128-byte pairs loaded (the paper: 10M); each compute node's memory
 	// for index and cache is MemoryShare of the data (the paper: 64 MB, about 5%).
@@ -65,7 +66,8 @@ type FlexConfig struct {
 	Period              time.Duration
 	Step                float64
 	SwitchAt, SwitchEnd time.Duration
-	// Figures selects what runs, of "11", "16", "18" (19 comes with 16; default all).
+	// Figures selects what runs, of "11", "16", "18" (19 comes with 16, and 24, A's throughput
+	// at fixed offload ratios, with 18; default all).
 	Figures []string
 	// Seeds, Workers, Measure, Costs and Band are as in CiderConfig; the Band reruns Fig. 11's
 	// points at the largest client count for BandWorkloads (default all).
