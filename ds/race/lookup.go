@@ -38,7 +38,7 @@ type opState struct {
 	// or Delete under Options.Invalidate: one of them is the block it replaces).
 	invalidate bool
 	// matchOnly makes decodeView keep only the committed slots with op's fingerprint (a
-	// Search looks at nothing else).
+	// Search, an Update and a Delete look at nothing else; an Insert needs the empty slots).
 	matchOnly bool
 }
 
