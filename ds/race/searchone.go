@@ -25,14 +25,16 @@ func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, err
 	b := t.batch()
 	b.Read(w.Addr(), buf)
 	if err := t.m.Do(ctx, b); err != nil {
-		// As learn: a read that failed because the block's node is down or lost its memory
-		// leaves the scratch (and the batch) usable; any other failure drops them.
-		_, rerr := b.Result(0)
-		if rerr == nil || !onlyBlocksDown(b, 1) {
+		// As learn: a batch whose failure is not its read's failing because the block's node
+		// is down or lost its memory drops the scratch; a failed read answers its error; a
+		// batch that failed while its read did not (a replicated Memory's, say) read the block.
+		if !onlyBlocksDown(b, 1) {
 			t.lost()
 			return nil, fmt.Errorf("race: read KV blocks: %w", err)
 		}
-		return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
+		if _, rerr := b.Result(0); rerr != nil {
+			return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
+		}
 	}
 	blk, err := DecodeBlock(w.Addr(), buf)
 	if err != nil {
