@@ -7,7 +7,8 @@ import (
 )
 
 // searchOne is the Search of a key whose view (decoded with matchOnly) holds exactly one
-// committed slot with its fingerprint, w, on a table without block copies: the common case,
+// committed slot with its fingerprint, w, on a table without block copies and an unreplicated
+// index: the common case,
 // done without findKey's bookkeeping (the list of candidates, the pending reads, what the
 // operation learnt of each block), which a Search with one candidate and no copy to fall back
 // on never uses. It issues what learn would for that slot (one batch of one read of the
