@@ -8,10 +8,9 @@ import (
 
 // searchOne is the Search of a key whose view (decoded with matchOnly) holds exactly one
 // committed slot with its fingerprint, w, on a table without block copies and an unreplicated
-// index: the common case,
-// done without findKey's bookkeeping (the list of candidates, the pending reads, what the
-// operation learnt of each block), which a Search with one candidate and no copy to fall back
-// on never uses. It issues what learn would for that slot (one batch of one read of the
+// index: the common case, done without findKey's bookkeeping (the list of candidates, the
+// pending reads, what the operation learnt of each block), which a Search with one candidate
+// and no copy to fall back on never uses. It issues what learn would for that slot (one batch of one read of the
 // block) and answers as learn and search would: the value appended to op.dst (a copy when op.dst
 // is nil) if the block holds the key, ErrNotFound if it holds another key, errStale (the
 // caller looks again) if the block fails validation, and learn's error if the read fails.
