@@ -108,8 +108,6 @@ type Client struct {
 	flag  farmem.Addr // reply flags: one word per target index
 	grant farmem.Addr // the grant word, after the flags
 	seq   uint64
-	// selOpen counts the client's open SEL-mode guards.
-	selOpen int
 }
 
 // Client returns m's handle. m must be a client of a compute node the cluster is open on

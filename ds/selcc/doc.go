@@ -197,10 +197,13 @@
 //
 // Options.Mode = SEL is the paper's baseline on the same latch words: each access takes the
 // global latch and reads the line in one round trip and releases it (writing the dirty range
-// back) in another: 2 round trips per access. A node's clients serialize on a striped local
-// latch, since the node has one share per line; a client that already holds a guard takes an
-// exclusive one without waiting for a stripe (a try only), so nested guards cannot deadlock on
-// stripes. Cached and SEL clusters must not share lines.
+// back) in another: 2 round trips per access. As in the paper's SEL (and its artifact), every
+// client takes the global latch itself, with no local latch: a reader adds one to a count in
+// the word's low bits (not its node's bitmap bit), a writer swaps 0 for its exclusive field,
+// and a failed attempt (a reader's undone with one more FAA) is retried at once, with no
+// backoff and no message. Under a hot line's readers a writer can therefore wait long (the
+// count seldom drops to 0), as the paper's SEL writer does. Cached and SEL clusters must not
+// share lines.
 //
 // # Costs (round trips on the caller's critical path)
 //
