@@ -14,7 +14,7 @@ func (cl *Client) unlatch(ctx context.Context, l nodearea.Latch, excl bool) {
 	if excl {
 		_ = l.Unlock(ctx)
 	} else {
-		_ = l.RUnlock(ctx)
+		_ = cl.runlock(ctx, l)
 	}
 }
 
@@ -51,7 +51,7 @@ func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 					return &Guard{cl: cl, g: g, f: f, l: l}, nil
 				}
 				// Invalid under a shared latch: retake it exclusively to fetch.
-				if err := l.RUnlock(ctx); err != nil {
+				if err := cl.runlock(ctx, l); err != nil {
 					return nil, err
 				}
 				if l, err = cl.latch(ctx, f, true); err != nil {
