@@ -2,7 +2,6 @@ package kvstore_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -15,15 +14,6 @@ import (
 	"github.com/farmem/farmem/kvstore"
 	"github.com/farmem/farmem/sim"
 )
-
-// scanKV is what crashRecorder runs on: a store's Session.
-type scanKV interface {
-	Get(ctx context.Context, key []byte) ([]byte, error)
-	Insert(ctx context.Context, key, value []byte) error
-	Update(ctx context.Context, key, value []byte) error
-	Delete(ctx context.Context, key []byte) error
-	Scan(ctx context.Context, from, to []byte, limit int) ([]kvstore.Pair, error)
-}
 
 // TestBlinkCrashLincheckSim runs the blink kind with the default durability (write-back on
 // release) on the simulator (tearing, jitter) over three compute nodes, two sessions on each,
@@ -44,6 +34,7 @@ func TestBlinkCrashLincheckSim(t *testing.T) {
 			h := kv.NewHistory(s.Runtime())
 			const keys, ops, perNode = 48, 120, 2
 			k := func(i int) string { return fmt.Sprintf("user%02d", i) }
+			enc, dec := func(k string) []byte { return []byte(k) }, func(b []byte) string { return string(b) }
 			dead := s.Topology().ComputeNodes()[2]
 			crashAt := time.Duration(200+50*seed) * time.Microsecond
 			var survivorErrs, deadOps, afterCrash int
@@ -66,7 +57,7 @@ func TestBlinkCrashLincheckSim(t *testing.T) {
 				require.NoError(t, s.Parallel(len(sessions), func(g int) {
 					ss := sessions[g]
 					onDead := ss.Memory().Info().Node == dead
-					r := crashRecorder{s: ss, kv: kv, rec: h.Client(g)}
+					r := recorder[string]{s: ss, kv: kv, rec: h.Client(g), enc: enc, dec: dec, val: le8}
 					rng := s.Runtime().NewRand()
 					for n := range ops {
 						i := rng.IntN(keys)
@@ -104,7 +95,7 @@ func TestBlinkCrashLincheckSim(t *testing.T) {
 				}
 				require.NoError(t, ctx.Err(), "the survivors finished within the virtual deadline")
 				// Every key, read by a survivor.
-				r := crashRecorder{s: sessions[0], kv: kv, rec: h.Client(100)}
+				r := recorder[string]{s: sessions[0], kv: kv, rec: h.Client(100), enc: enc, dec: dec, val: le8}
 				for i := range keys {
 					require.NoError(t, r.get(ctx, k(i)))
 				}
@@ -118,68 +109,4 @@ func TestBlinkCrashLincheckSim(t *testing.T) {
 			require.Positive(t, afterCrash, "the survivors ran on after the crash")
 		})
 	}
-}
-
-// crashRecorder is recorder over a session, with string keys and 8-byte values.
-type crashRecorder struct {
-	s   scanKV
-	kv  *lincheck.KVModel[string, uint64]
-	rec *lincheck.Client[lincheck.KVInput[string, uint64], lincheck.KVOutput[string, uint64]]
-}
-
-func (r crashRecorder) get(ctx context.Context, k string) error {
-	op := r.rec.Call(r.kv.Get(k))
-	got, err := r.s.Get(ctx, []byte(k))
-	out := r.kv.Missing()
-	if err == nil {
-		out = r.kv.Found(binary.LittleEndian.Uint64(got))
-	} else if errors.Is(err, kvstore.ErrNotFound) {
-		err = nil
-	}
-	op.End(out, err)
-	return err
-}
-
-func (r crashRecorder) insert(ctx context.Context, k string, v uint64) error {
-	op := r.rec.Call(r.kv.Insert(k, v))
-	err := r.s.Insert(ctx, []byte(k), le8(v))
-	out := r.kv.OK()
-	if errors.Is(err, kvstore.ErrExists) {
-		out, err = r.kv.Exists(), nil
-	}
-	op.End(out, err)
-	return err
-}
-
-func (r crashRecorder) update(ctx context.Context, k string, v uint64) error {
-	op := r.rec.Call(r.kv.Update(k, v))
-	err := r.s.Update(ctx, []byte(k), le8(v))
-	out := r.kv.OK()
-	if errors.Is(err, kvstore.ErrNotFound) {
-		out, err = r.kv.Missing(), nil
-	}
-	op.End(out, err)
-	return err
-}
-
-func (r crashRecorder) delete(ctx context.Context, k string) error {
-	op := r.rec.Call(r.kv.Delete(k))
-	err := r.s.Delete(ctx, []byte(k))
-	out := r.kv.OK()
-	if errors.Is(err, kvstore.ErrNotFound) {
-		out, err = r.kv.Missing(), nil
-	}
-	op.End(out, err)
-	return err
-}
-
-func (r crashRecorder) scan(ctx context.Context, from, to string) error {
-	op := r.rec.Call(r.kv.Scan(from, to, 0))
-	ps, err := r.s.Scan(ctx, []byte(from), []byte(to), 0)
-	var got []lincheck.Pair[string, uint64]
-	for _, p := range ps {
-		got = append(got, lincheck.Pair[string, uint64]{Key: string(p.Key), Value: binary.LittleEndian.Uint64(p.Value)})
-	}
-	op.End(r.kv.Pairs(got), err)
-	return err
 }
