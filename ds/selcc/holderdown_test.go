@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,5 +61,44 @@ func TestRepairLineCrashedHolder(t *testing.T) {
 			}
 			require.NoError(t, gd.Unlock(ctx))
 		}
+	})
+}
+
+// TestHungHolderNotRepaired: a holder that is only silent (hung, then resumed) is never
+// reported down: a survivor's acquisition fails with farmem.ErrNodeDown after ReplyTimeout but
+// not with a HolderDownError, so nothing removes the live node's hold; once it runs again the
+// survivor gets the line from it, with what it wrote.
+func TestHungHolderNotRepaired(t *testing.T) {
+	r := simRig(t, simModel(2, 2), 9, selcc.Options{LineSize: 64, Frames: 8, Durability: selcc.WriteBackOnRelease,
+		ReplyTimeout: 2 * time.Millisecond})
+	lines := r.lines(t, 1)
+	g := lines[0]
+	_, c1 := r.client(t, 0) // node 1
+	_, c2 := r.client(t, 1) // node 2
+	r.do(func() {
+		ctx := context.Background()
+		gd, err := c1.Lock(ctx, g)
+		require.NoError(t, err)
+		require.NoError(t, gd.WriteUint64(ctx, 0, 7))
+		require.NoError(t, gd.Unlock(ctx))
+		require.NoError(t, r.s.Hang(r.comp[0]))
+		_, err = c2.Lock(ctx, g)
+		require.ErrorIs(t, err, farmem.ErrNodeDown)
+		var hd *selcc.HolderDownError
+		require.False(t, errors.As(err, &hd), "a silent node is not reported down: %v", err)
+		require.NoError(t, r.s.Resume(r.comp[0]))
+		gd, err = c2.Lock(ctx, g)
+		require.NoError(t, err)
+		v, err := gd.ReadUint64(ctx, 0)
+		require.NoError(t, err)
+		require.EqualValues(t, 7, v)
+		require.NoError(t, gd.WriteUint64(ctx, 0, 8))
+		require.NoError(t, gd.Unlock(ctx))
+		gd, err = c1.RLock(ctx, g)
+		require.NoError(t, err)
+		v, err = gd.ReadUint64(ctx, 0)
+		require.NoError(t, err)
+		require.EqualValues(t, 8, v, "node 1 lost its hold to node 2 by the protocol, not by a repair")
+		require.NoError(t, gd.Unlock(ctx))
 	})
 }
