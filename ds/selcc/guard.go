@@ -36,6 +36,9 @@ func (gd *Guard) check(off, n int) error {
 	if gd.done {
 		return fmt.Errorf("selcc: guard on %v used after Unlock: %w", gd.g, farmem.ErrClosed)
 	}
+	if gd.cl.life.down {
+		return gd.cl.downErr() // its frame went to the node: never read it again
+	}
 	if off < 0 || n < 0 || off+n > gd.cl.o.LineSize {
 		return fmt.Errorf("selcc: [%d, %d) outside a %d-byte line: %w", off, off+n, gd.cl.o.LineSize, farmem.ErrOutOfRange)
 	}

@@ -97,3 +97,33 @@ func TestClientCrashTakeoverSim(t *testing.T) {
 		})
 	}
 }
+
+// TestClientCrashGuardsTakenOver: a client holding a shared guard on one line and an exclusive
+// one on another crashes; its failed write's Unlock hands both to its node, its other guard
+// then refuses to read the frame, and another client of the node takes both lines.
+func TestClientCrashGuardsTakenOver(t *testing.T) {
+	r := simRig(t, simModel(2, 3), 3, selcc.Options{LineSize: 64, Frames: 8, Durability: selcc.WriteBackOnRelease})
+	lines := r.lines(t, 2)
+	mv, victim := r.client(t, 0)
+	_, other := r.client(t, 2) // the same node
+	r.do(func() {
+		ctx := context.Background()
+		ga, err := victim.RLock(ctx, lines[0])
+		require.NoError(t, err)
+		gb, err := victim.Lock(ctx, lines[1])
+		require.NoError(t, err)
+		require.NoError(t, r.s.CrashClient(mv.Info().ID))
+		require.ErrorIs(t, gb.WriteUint64(ctx, 0, 1), farmem.ErrNodeDown)
+		err = gb.Unlock(ctx)
+		require.ErrorIs(t, err, selcc.ErrClientDown)
+		_, err = ga.ReadUint64(ctx, 0)
+		require.ErrorIs(t, err, selcc.ErrClientDown, "no read of a frame the node took over")
+		require.ErrorIs(t, ga.Unlock(ctx), selcc.ErrClientDown)
+		for _, g := range lines {
+			gd, err := other.Lock(ctx, g)
+			require.NoError(t, err)
+			require.NoError(t, gd.WriteUint64(ctx, 0, 5))
+			require.NoError(t, gd.Unlock(ctx))
+		}
+	})
+}
