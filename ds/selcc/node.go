@@ -469,6 +469,9 @@ func (n *node) reply(ctx context.Context, m farmem.Memory, v invalidation, statu
 func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) (uint64, error) {
 	f := n.lookup(v.gcl)
 	if f == nil {
+		if err := n.settleUnmapped(ctx, m, v.gcl); err != nil {
+			return 0, err
+		}
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
 	}
