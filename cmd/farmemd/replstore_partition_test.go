@@ -103,7 +103,9 @@ func openPartitionStores(t *testing.T, pc *partitionCluster, k storeKind) {
 	s, err := kvstore.Open(ctx, pc.fabs[0], k.opts())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	s2, err := kvstore.Open(ctx, pc.fabs[1], kvstore.Options{NoCreate: true})
+	o := k.opts()
+	o.NoCreate = true
+	s2, err := kvstore.Open(ctx, pc.fabs[1], o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close() })
 	pc.stores = [2]*kvstore.Store{s, s2}
