@@ -57,12 +57,12 @@ import (
 // is at most the largest tag the copy wrote (the copy reads f+1 of the others, which share a
 // replica with that write's majority). So once the node counts again, every completed write is
 // held by a majority, and the next f crashes are tolerated. See swarm.Repopulate for the lock
-// words. A client paused across the whole adoption in the middle of a TRYLOCK, a read's
-// write-back or a WriteRead's deferred write-back cannot pair the lost replica's answer with
-// a later one: those count only answers to rounds posted within the registers' Lease of their
-// first, and start over past it (swarmAdoptWait says why that suffices). A writer's own
-// install rounds (maxreg's inner write past its first round) are not so bounded: see the
-// limits in kvstore's package doc.
+// words. A client paused across the whole adoption in the middle of an operation cannot pair
+// the lost replica's answer with a later one: a TRYLOCK counts only answers to rounds posted
+// within the registers' Lease of its attempt's first, and starts over past it (swarm's
+// tryLock); the max register counts a replica toward a majority holding a tag only on an
+// answer to a batch built within the Lease of the others it counts (maxreg's evidence, for
+// writes, write-backs and deferred write-backs alike). swarmAdoptWait says why that suffices.
 //
 // Views are per process: another process's clients keep the node fenced (its fabric still
 // names the old incarnation) until it calls Adopt too, which finds the adoption done
@@ -387,12 +387,12 @@ func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 // swarmAdoptWait is how long Repopulate waits, from the start of its objects' copy, before
 // reading the other replicas: the fabric's down timeout and the registers' Skew (ops posted
 // to the lost incarnation that apply late have then applied or never will), plus their Lease
-// and one more Skew. An operation counts only answers to rounds posted within Lease of its
-// first (ds/swarm's TRYLOCK attempts, maxreg's reads and write-backs), and a round posted
-// before the node was lost applies within the down timeout and a Skew, so every answer that
-// an operation pairs with the lost replica's has applied on the replicas the copy reads
-// before the copy reads them: the copy carries it, and no answer from before the loss is
-// ever counted with one from the copy.
+// and one more Skew. An operation pairs an answer of the lost replica (to a batch posted
+// before the loss) only with answers to batches posted within Lease of it (ds/swarm's TRYLOCK
+// attempts, maxreg's evidence), and a batch applies within the down timeout and a Skew of its
+// post or never, so every op whose answer is paired with the lost replica's has applied on the
+// replicas the copy reads before the copy reads them: the copy carries it, and no answer from
+// before the loss is ever counted with one from the copy.
 func swarmAdoptWait(down time.Duration, p maxreg.Params) time.Duration {
 	return down + p.Lease + 2*p.Skew
 }
