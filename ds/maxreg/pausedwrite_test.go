@@ -116,3 +116,63 @@ func TestWritePausedAcrossRepopulation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "three", string(val), "an acknowledged write was lost (read %v, wrote %v)", got, t3)
 }
+
+// TestReadPausedAcrossRepopulation: a reader whose first round found a tag on replica C alone
+// (a write that reached C only and failed), paused across C's restart and repopulation (the
+// copy does not hold the tag), returns what the replicas hold now instead of chasing the lost
+// tag forever (it used to start over without end: what its handle knew of C came from the
+// lost memory).
+func TestReadPausedAcrossRepopulation(t *testing.T) {
+	t.Parallel()
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 4 << 20},
+		DownTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	ctx := context.Background()
+	const lease = 2 * time.Millisecond
+	p := maxreg.Params{Words: 1, Slots: 4, ValueSize: 16, Writers: 128, Lease: lease, Skew: time.Millisecond}
+	addrs := createRep(t, f, p)
+	w := openRep(t, f, 0, addrs)
+	var st *stallFirst
+	_, rm := dstest.OpenClient(t, f, 1, func(m farmem.Memory) farmem.Memory {
+		st = &stallFirst{Memory: m, stalled: make(chan struct{}), release: make(chan struct{})}
+		return st
+	})
+	r, err := maxreg.OpenReplicated(ctx, rm, addrs, maxreg.ReplicatedOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	a, b, c := addrs[0].Node(), addrs[1].Node(), addrs[2].Node()
+
+	_, err = w.r.Write(ctx, []byte("one"))
+	require.NoError(t, err)
+	wid := w.m.Info().ID
+	require.NoError(t, f.Partition(wid, a))
+	require.NoError(t, f.Partition(wid, b))
+	lost, err := w.r.Write(ctx, []byte("lost"))
+	require.ErrorIs(t, err, maxreg.ErrNoQuorum)
+	require.NoError(t, f.Heal(wid, a))
+	require.NoError(t, f.Heal(wid, b))
+
+	type result struct {
+		val []byte
+		err error
+	}
+	done := make(chan result, 1)
+	st.armed.Store(true)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	go func() {
+		_, val, err := r.Read(rctx)
+		done <- result{val, err}
+	}()
+	<-st.stalled
+	require.NoError(t, f.Restart(c))
+	require.NoError(t, f.Adopt(ctx, c))
+	_, err = maxreg.RepopulateReplica(ctx, w.m, addrs, 2)
+	require.NoError(t, err)
+	time.Sleep(2 * lease) // the reader's pause outlasts the lease
+	close(st.release)
+	res := <-done
+	require.NoError(t, res.err, "the read kept chasing %v, which only the lost memory held", lost)
+	require.Equal(t, "one", string(res.val))
+}

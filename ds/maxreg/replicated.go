@@ -349,13 +349,17 @@ func (r *Replicated) heldBy(v Tag, ref farmem.Time) int {
 	return have
 }
 
-// maxKnown returns the largest tag known held by any replica.
-func (r *Replicated) maxKnown() Tag {
+// maxKnown returns the largest tag any replica counts as holding beside the answers to a
+// batch built at ref (holds): a read returns it, so never a tag only a replica's lost memory
+// held (a read chasing such a tag would start over forever).
+func (r *Replicated) maxKnown(ref farmem.Time) Tag {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var v Tag
-	for _, t := range r.known {
-		v = max(v, t)
+	for i := range r.ev {
+		if e := r.ev[i]; r.holds(i, e.val, ref) {
+			v = max(v, e.val)
+		}
 	}
 	return v
 }
@@ -778,7 +782,7 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	r.stats.Writes++
 	r.supersede(t)
 	r.refreshOn(installed, t, rec)
-	m := r.maxKnown()
+	m := r.maxKnown(start)
 	if !read || m.identity() == t.identity() || m < t {
 		return t, m, done, nil
 	}
@@ -936,7 +940,7 @@ func (r *Replicated) readOnce(ctx context.Context) (Tag, []byte, error) {
 	if err != nil {
 		return 0, nil, quorumErr("read", err)
 	}
-	v := r.maxKnown()
+	v := r.maxKnown(start)
 	if v == 0 {
 		return 0, nil, nil
 	}
