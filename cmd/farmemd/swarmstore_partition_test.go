@@ -9,7 +9,6 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/race"
-	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/kvstore"
 )
 
@@ -60,14 +59,7 @@ func swarmPartition(t *testing.T, pc *partitionCluster) {
 	t.Logf("every key written in %v; p50 %v over %d operations", time.Since(start).Round(time.Millisecond), base, n)
 
 	fault := time.Now()
-	require.NoError(t, pc.cut(3, 0))
-	require.Eventually(t, func() bool {
-		st, err := pc.fabs[0].NodeStatus(3)
-		return err == nil && st.State == farmem.NodeDown
-	}, 30*time.Second, 10*time.Millisecond)
-	st, err := pc.fabs[1].NodeStatus(3)
-	require.NoError(t, err)
-	require.Equal(t, farmem.NodeUp, st.State, "B is not cut off")
+	cutNode3FromA(t, pc)
 	missed := l.snapshot()[:2]
 	updated := func() int {
 		n, after := 0, l.snapshot()[:2]
@@ -84,15 +76,7 @@ func swarmPartition(t *testing.T, pc *partitionCluster) {
 	require.Eventually(t, func() bool { return updated() > 0 }, 30*time.Second, 10*time.Millisecond,
 		"A's writers update keys while node 3 is cut off from A")
 	cutUpdates := updated()
-	require.NoError(t, pc.heal(3, 0))
-	healed := time.Now()
-	l.recovery(t, "partition of node 3 from A", base, fault, healed)
-	require.Eventually(t, func() bool {
-		st, err := pc.fabs[0].NodeStatus(3)
-		return err == nil && st.State == farmem.NodeUp
-	}, 30*time.Second, 10*time.Millisecond)
-	l.halt()
-	require.Zero(t, l.failed.Load(), "failed operations during the partition (first: %v)", l.first.Load())
+	healNode3FromA(t, pc, l, base, fault)
 
 	// Every read now has to count node 3: node 2 is cut off from both processes.
 	acked := l.snapshot()[:2] // A's writers' keys, of which node 3 missed the updates above

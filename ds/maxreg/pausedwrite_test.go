@@ -3,7 +3,6 @@ package maxreg_test
 import (
 	"context"
 	"encoding/binary"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,30 +10,26 @@ import (
 
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/internal/dstest"
 )
 
-// stallFirst is a client's memory whose first Post after arm, once every op of that batch is
-// done, blocks until release is closed: the client is paused with its first round's answers
-// in hand, before it looks at them.
-type stallFirst struct {
-	farmem.Memory
-	armed   atomic.Bool
-	posts   atomic.Int32
-	stalled chan struct{}
-	release chan struct{}
+// openStalled opens client i's handle on the register at addrs over a StallFirst.
+func openStalled(t *testing.T, f farmem.Fabric, i int, addrs []farmem.Addr) (*dstest.StallFirst, farmem.Memory, *maxreg.Replicated) {
+	t.Helper()
+	var st *dstest.StallFirst
+	_, m := dstest.OpenClient(t, f, i, func(m farmem.Memory) farmem.Memory {
+		st = dstest.NewStallFirst(m)
+		return st
+	})
+	r, err := maxreg.OpenReplicated(context.Background(), m, addrs, maxreg.ReplicatedOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	return st, m, r
 }
 
-func (s *stallFirst) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	p := s.Memory.Post(ctx, b)
-	if s.armed.Load() && s.posts.Add(1) == 1 {
-		_ = p.Wait(ctx, 0)
-		close(s.stalled)
-		<-s.release
-	}
-	return p
-}
+// pausedParams: every writer shares one metadata word; a lease of 2ms, which the tests' pauses
+// outlast.
+var pausedParams = maxreg.Params{Words: 1, Slots: 4, ValueSize: 16, Writers: 128, Lease: 2 * time.Millisecond, Skew: time.Millisecond}
 
 // TestWritePausedAcrossRepopulation forces a write to pair a lost replica's answer with a
 // later one. All writers share one metadata word. W1 writes "one" everywhere; W2, cut off from
@@ -48,22 +43,10 @@ func (s *stallFirst) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending 
 // new C too, and the read returns "three".
 func TestWritePausedAcrossRepopulation(t *testing.T) {
 	t.Parallel()
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 4 << 20},
-		DownTimeout: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
+	f := dstest.RestartFabric(t, time.Second)
 	ctx := context.Background()
-	const lease = 2 * time.Millisecond
-	p := maxreg.Params{Words: 1, Slots: 4, ValueSize: 16, Writers: 128, Lease: lease, Skew: time.Millisecond}
-	addrs := createRep(t, f, p)
-	var st *stallFirst
-	_, w1m := dstest.OpenClient(t, f, 0, func(m farmem.Memory) farmem.Memory {
-		st = &stallFirst{Memory: m, stalled: make(chan struct{}), release: make(chan struct{})}
-		return st
-	})
-	w1, err := maxreg.OpenReplicated(ctx, w1m, addrs, maxreg.ReplicatedOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w1.Close() })
+	addrs := createRep(t, f, pausedParams)
+	st, w1m, w1 := openStalled(t, f, 0, addrs)
 	w2 := openRep(t, f, 1, addrs)
 	rd := openRep(t, f, 2, addrs)
 	a, b, c := addrs[0].Node(), addrs[1].Node(), addrs[2].Node()
@@ -87,12 +70,12 @@ func TestWritePausedAcrossRepopulation(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	st.armed.Store(true)
+	st.Arm()
 	go func() {
 		tag, err := w1.WriteAbove(ctx, []byte("three"), true, t2.TS()+1)
 		done <- result{tag, err}
 	}()
-	<-st.stalled
+	<-st.Stalled
 	t3 := word(2)
 	require.Greater(t, t3, t2, "W1's first round installed on C")
 	require.Equal(t, t2, word(0), "and not on A")
@@ -103,8 +86,8 @@ func TestWritePausedAcrossRepopulation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, t2, word(2), "the copy holds the others' tag")
 	require.NoError(t, f.Partition(w1m.Info().ID, b))
-	time.Sleep(2 * lease) // W1's pause outlasts the lease, whatever the machine's speed
-	close(st.release)
+	time.Sleep(2 * pausedParams.Lease) // W1's pause outlasts the lease, whatever the machine's speed
+	st.Release()
 	res := <-done
 	require.NoError(t, res.err)
 	require.Equal(t, t3, res.tag)
@@ -124,26 +107,14 @@ func TestWritePausedAcrossRepopulation(t *testing.T) {
 // lost memory).
 func TestReadPausedAcrossRepopulation(t *testing.T) {
 	t.Parallel()
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 4 << 20},
-		DownTimeout: 200 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
+	f := dstest.RestartFabric(t, 200*time.Millisecond)
 	ctx := context.Background()
-	const lease = 2 * time.Millisecond
-	p := maxreg.Params{Words: 1, Slots: 4, ValueSize: 16, Writers: 128, Lease: lease, Skew: time.Millisecond}
-	addrs := createRep(t, f, p)
+	addrs := createRep(t, f, pausedParams)
 	w := openRep(t, f, 0, addrs)
-	var st *stallFirst
-	_, rm := dstest.OpenClient(t, f, 1, func(m farmem.Memory) farmem.Memory {
-		st = &stallFirst{Memory: m, stalled: make(chan struct{}), release: make(chan struct{})}
-		return st
-	})
-	r, err := maxreg.OpenReplicated(ctx, rm, addrs, maxreg.ReplicatedOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = r.Close() })
+	st, _, r := openStalled(t, f, 1, addrs)
 	a, b, c := addrs[0].Node(), addrs[1].Node(), addrs[2].Node()
 
-	_, err = w.r.Write(ctx, []byte("one"))
+	_, err := w.r.Write(ctx, []byte("one"))
 	require.NoError(t, err)
 	wid := w.m.Info().ID
 	require.NoError(t, f.Partition(wid, a))
@@ -158,20 +129,20 @@ func TestReadPausedAcrossRepopulation(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	st.armed.Store(true)
+	st.Arm()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	go func() {
 		_, val, err := r.Read(rctx)
 		done <- result{val, err}
 	}()
-	<-st.stalled
+	<-st.Stalled
 	require.NoError(t, f.Restart(c))
 	require.NoError(t, f.Adopt(ctx, c))
 	_, err = maxreg.RepopulateReplica(ctx, w.m, addrs, 2)
 	require.NoError(t, err)
-	time.Sleep(2 * lease) // the reader's pause outlasts the lease
-	close(st.release)
+	time.Sleep(2 * pausedParams.Lease) // the reader's pause outlasts the lease
+	st.Release()
 	res := <-done
 	require.NoError(t, res.err, "the read kept chasing %v, which only the lost memory held", lost)
 	require.Equal(t, "one", string(res.val))

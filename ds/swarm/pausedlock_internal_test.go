@@ -2,7 +2,6 @@ package swarm
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,30 +10,8 @@ import (
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/internal/dstest"
 )
-
-// stallFirst is a client's memory whose first Post after arm, once every op of that batch is
-// done, blocks until release is closed: the client is paused with its first round's answers
-// in hand, before it looks at them.
-type stallFirst struct {
-	farmem.Memory
-	armed   atomic.Bool
-	posts   atomic.Int32
-	stalled chan struct{}
-	release chan struct{}
-}
-
-func (s *stallFirst) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	p := s.Memory.Post(ctx, b)
-	if s.armed.Load() && s.posts.Add(1) == 1 {
-		_ = p.Wait(ctx, 0)
-		close(s.stalled)
-		<-s.release
-	}
-	return p
-}
 
 // TestTryLockPausedAcrossAdoption forces the interleaving that pairs a lost replica's answer
 // with a later one. Writer c's lock words: replicas A and B hold (50, READ), C holds 0. A
@@ -48,10 +25,7 @@ func (s *stallFirst) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending 
 // lease, the attempt starts over, reads the new C's (100, WRITE) and fails.
 func TestTryLockPausedAcrossAdoption(t *testing.T) {
 	t.Parallel()
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 4 << 20},
-		DownTimeout: 10 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
+	f := dstest.RestartFabric(t, 10*time.Second)
 	ctx := context.Background()
 	const lease = 2 * time.Millisecond
 	p := maxreg.Params{Words: 4, Slots: 4, ValueSize: 16, Writers: 4, Lease: lease, Skew: time.Millisecond}
@@ -61,9 +35,9 @@ func TestTryLockPausedAcrossAdoption(t *testing.T) {
 	_, wm := dstest.OpenClient(t, f, 0, nil)
 	w, err := Open(ctx, wm, addrs, Options{})
 	require.NoError(t, err)
-	var st *stallFirst
+	var st *dstest.StallFirst
 	_, rm := dstest.OpenClient(t, f, 1, func(m farmem.Memory) farmem.Memory {
-		st = &stallFirst{Memory: m, stalled: make(chan struct{}), release: make(chan struct{})}
+		st = dstest.NewStallFirst(m)
 		return st
 	})
 	r, err := Open(ctx, rm, addrs, Options{})
@@ -84,12 +58,12 @@ func TestTryLockPausedAcrossAdoption(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	st.armed.Store(true)
+	st.Arm()
 	go func() {
 		ok, err := r.tryLock(ctx, c, ts, modeRead, nil)
 		done <- result{ok, err}
 	}()
-	<-st.stalled
+	<-st.Stalled
 	require.Equal(t, lockWord(ts, modeRead), word(t, wm, w.lockAddr(lost, c)), "the reader's first round won the replica about to be lost")
 	require.Equal(t, low, word(t, wm, w.lockAddr(a, c)))
 
@@ -110,7 +84,7 @@ func TestTryLockPausedAcrossAdoption(t *testing.T) {
 
 	require.NoError(t, f.Hang(addrs[b].Node()))
 	time.Sleep(2 * lease) // the reader's pause outlasts its lease, whatever the machine's speed
-	close(st.release)
+	st.Release()
 	res := <-done
 	require.NoError(t, f.Resume(addrs[b].Node()))
 	require.NoError(t, res.err)
