@@ -21,7 +21,6 @@ import (
 // the distinct values the client saw fail appears in memory. Each failure is reported no
 // sooner than the down timeout after its post (the request's expiry).
 func TestPausedNodeAppliesNoFailedRequest(t *testing.T) {
-	t.Parallel() // its own farmemd; it bounds its failures' times from below only
 	dir := t.TempDir()
 	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
 	const down = 500 * time.Millisecond
