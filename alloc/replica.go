@@ -161,6 +161,27 @@ func waitFor(ctx context.Context, p *farmem.Pending, nodes []farmem.NodeID, q in
 // another client claimed meanwhile).
 const maxSymRounds = 64
 
+// maxSymBackoff caps the random pause after a replicated symmetric claim split the votes.
+const maxSymBackoff = time.Millisecond
+
+// symQuorumMax returns the smallest value that q of the nodes' known symmetric bump words are
+// at most (the q-th smallest known word), or 0 when fewer than q words are known. A claim
+// CASes only the nodes at or below it: a word further ahead was raised by claims that reached
+// only a minority, and owns nothing.
+func (r *replicaState) symQuorumMax() uint64 {
+	known := make([]uint64, 0, len(r.symSeen))
+	for _, v := range r.symSeen {
+		if v != 0 {
+			known = append(known, v)
+		}
+	}
+	if len(known) < r.quorum {
+		return 0
+	}
+	slices.Sort(known)
+	return known[r.quorum-1]
+}
+
 // claimSymRep claims delta bytes of the symmetric area by a maximum over a majority of the
 // metadata nodes' symmetric bump words (see "Replicated metadata" above), and returns the
 // claimed range's start, like an FAA's previous value (at or past the limit when exhausted).
@@ -168,8 +189,9 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 	rs := a.rep
 	ar := a.sym
 	backoff := time.Microsecond
-	for round := range maxSymRounds {
-		if round > 0 {
+	pause := false
+	for stalled := 0; stalled < maxSymRounds; {
+		if pause {
 			// Claims that split the nodes' votes retry after a random pause, so that one of
 			// them wins the next round.
 			if rs.rng == nil {
@@ -178,12 +200,9 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 			if err := a.rt.Sleep(ctx, time.Duration(rs.rng.Int64N(int64(backoff)))+1); err != nil {
 				return 0, err
 			}
-			backoff = min(2*backoff, time.Millisecond)
+			backoff = min(2*backoff, maxSymBackoff)
 		}
-		m := uint64(0)
-		for _, v := range rs.symSeen {
-			m = max(m, v)
-		}
+		m := rs.symQuorumMax()
 		if m >= ar.limit && m != 0 {
 			return m, nil
 		}
@@ -192,7 +211,7 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 		bufs := make([][]byte, len(rs.nodes))
 		for i, n := range rs.nodes {
 			at := farmem.MakeAddr(n, offSymBump)
-			if v := rs.symSeen[i]; v != 0 && m != 0 {
+			if v := rs.symSeen[i]; v != 0 && m != 0 && v <= m {
 				ops[i] = b.CAS(at, v, m+delta)
 			} else {
 				bufs[i] = make([]byte, 8)
@@ -200,6 +219,7 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 			}
 		}
 		p := a.m.Post(ctx, b)
+		a.stats.SymRounds++
 		won := 0
 		seen := func(i int) uint64 {
 			if bufs[i] != nil {
@@ -225,8 +245,16 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 		if won >= rs.quorum {
 			return m, nil
 		}
+		// A round every CAS of which failed only brought a stale view up to date: retry at
+		// once from it. A round some of whose CASes succeeded split the votes with other
+		// claims: pause. Rounds after which the quorum's largest word has not moved count
+		// towards the bound; the others mean a claim progressed (the area bounds those).
+		pause = won > 0 || m == 0
+		if m2 := rs.symQuorumMax(); m2 <= m {
+			stalled++
+		}
 	}
-	return 0, fmt.Errorf("alloc: symmetric claim lost %d rounds to other clients: %w", maxSymRounds, farmem.ErrNoSpace)
+	return 0, fmt.Errorf("alloc: symmetric claim stalled for %d rounds: %w", maxSymRounds, farmem.ErrNoSpace)
 }
 
 // The replicated epoch (r > 1): see "Replicated metadata" above and epoch.go for r = 1.
