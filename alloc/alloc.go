@@ -107,8 +107,9 @@ type Stats struct {
 	// nodes' free-chunk pools, Unpooled chunks it took from them.
 	Coalesced, Pooled, Unpooled uint64
 	// SymRounds counts the rounds of replicated symmetric claims (one per batch of CASes on
-	// the metadata nodes; a claim that met no other client takes one).
-	SymRounds uint64
+	// the metadata nodes; a claim that met no other client takes one). SymSplits counts the lost rounds of which some CASes succeeded (votes split with
+	// other claims).
+	SymRounds, SymSplits uint64
 }
 
 // SymOffset is the offset of a symmetric block: the same block on every formatted memory node.

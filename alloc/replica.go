@@ -245,6 +245,9 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 		if won >= rs.quorum {
 			return m, nil
 		}
+		if won > 0 {
+			a.stats.SymSplits++
+		}
 		// A round every CAS of which failed only brought a stale view up to date: retry at
 		// once from it. A round some of whose CASes succeeded split the votes with other
 		// claims: pause. Rounds after which the quorum's largest word has not moved count
