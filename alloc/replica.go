@@ -18,12 +18,22 @@ import (
 // majority (q = f+1) of those nodes:
 //
 //   - the symmetric bump words: a claim reads (or remembers) each node's word, takes M, the
-//     largest, and CASes every node from the value it knows to M+n; it owns [M, M+n) once q
-//     of the CASes succeeded. Each word only grows, and a CAS succeeds only from a value at
-//     most M, so of two claims that both reached a majority, the later one, on a node both
-//     reached, saw the earlier's end: the ranges are disjoint. A word of 0 is a node not
-//     restored yet (Reformat): it never counts and is never CASed. Claims that split the
-//     nodes' votes retry after a random pause (from the client's Runtime), doubling up to 1ms.
+//     q-th smallest known word, and CASes every node whose word it knows to be at most M from
+//     that value to M+n (it reads the others); it owns [M, M+n) once q of the CASes
+//     succeeded. Each CAS raises a word (from at most M to above M), so words only grow, and
+//     a CAS succeeds only from a value at most M: of two claims that both reached a
+//     majority, the later one, on a node both reached, found at least the earlier's end, so
+//     its M is past it and the ranges are disjoint. A word above M, in a view that is up to
+//     date, was raised by claims that reached only a minority; it owns nothing, is not
+//     CASed, and stays ahead until the majority's word passes it (in a stale view, the CASes
+//     fail and bring the view up to date), so a lost claim does not move the word the next claim
+//     starts from (taking the largest word instead would skip a range per lost claim). A
+//     word of 0 is a node not restored yet (Reformat): it never counts and
+//     is never CASed. A lost round whose CASes all failed only brought a stale view up to
+//     date, and the claim retries from it at once; a round that split the votes (some CASes
+//     succeeded) pauses at random (from the client's Runtime), doubling up to
+//     maxSymBackoff. Rounds after which the majority's word has not moved are bounded
+//     (maxSymRounds); the others mean another claim progressed, which the area's size bounds.
 //   - the global epoch: each node's copy only grows, and a value appears on a node only by a
 //     scan's advance or by copying a value that exists (write-back, Restore). A pin succeeds
 //     when its announcement and then the epoch, read on each of q nodes, give the same value
@@ -42,7 +52,9 @@ import (
 //     takable: its blocks leak, as with any lost record.
 //
 // Costs with r > 1: a symmetric chunk claim is one round trip (the CASes, from the values the
-// allocator last saw) when no other client claimed since, one more per race; pins, scans,
+// allocator last saw) when no other client claimed since, one more per race (with k clients
+// claiming at once, a claim loses up to k-1 races, each to a claim that won: rounds are
+// counted in Stats.SymRounds); pins, scans,
 // retires and quiesces are one round trip each, as with r = 1, but wait for q nodes; New reads
 // the handover words in a round trip of their own and takes one in another; Close publishes in
 // a round trip after the one writing the record.

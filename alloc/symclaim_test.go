@@ -97,13 +97,14 @@ func symContention(t *testing.T, clients, each, blockChunks, areaChunks int, cra
 	return blocks, rounds, errs, top, virt
 }
 
-// 512 clients claim multi-chunk symmetric blocks at once (the SWARM-KV load): every claim
+// 256 clients (r = 3) claim multi-chunk symmetric blocks at once (as SWARM-KV's load does with
+// 512): every claim
 // succeeds, within a bounded number of rounds, and the bump words end within a stated bound
 // of the bytes handed out (space skipped by claims that lost is bounded).
 func TestReplicatedSymmetricContention(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(map[bool]string{false: "all-up", true: "node-crashed"}[crash], func(t *testing.T) {
-			const clients, each, blockChunks = 512, 2, 3
+			const clients, each, blockChunks = 256, 2, 3
 			need := clients * each * blockChunks
 			blocks, rounds, errs, top, virt := symContention(t, clients, each, blockChunks, need*3/2, crash)
 			claims, failed := 0, 0
