@@ -97,14 +97,16 @@ func symContention(t *testing.T, clients, each, blockChunks, areaChunks int, cra
 	return blocks, rounds, errs, top, virt
 }
 
-// 256 clients (r = 3) claim multi-chunk symmetric blocks at once (as SWARM-KV's load does with
-// 512): every claim
-// succeeds, within a bounded number of rounds, and the bump words end within a stated bound
-// of the bytes handed out (space skipped by claims that lost is bounded).
+// 128 clients (r = 3; SWARM-KV's load runs 512) claim multi-chunk symmetric blocks at once,
+// all metadata nodes up and then with one crashed midway: every claim succeeds, no two blocks
+// overlap, a claim loses at most one round per other client on average (each lost round lost
+// to a claim that won or split the votes), and the word a majority of the nodes reached ends
+// within a third of the bytes handed out (space skipped by claims that lost is bounded; taking
+// the largest word, as before, skipped more than twice the bytes handed out and ran out).
 func TestReplicatedSymmetricContention(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(map[bool]string{false: "all-up", true: "node-crashed"}[crash], func(t *testing.T) {
-			const clients, each, blockChunks = 256, 2, 3
+			const clients, each, blockChunks = 128, 2, 3
 			need := clients * each * blockChunks
 			blocks, rounds, errs, top, virt := symContention(t, clients, each, blockChunks, need*3/2, crash)
 			claims, failed := 0, 0
@@ -123,9 +125,8 @@ func TestReplicatedSymmetricContention(t *testing.T) {
 			}
 			require.NoError(t, first)
 			require.Equal(t, clients*each, claims)
-			if !crash {
-				require.LessOrEqual(t, int(top), need+need/4, "skipped space beyond 25%% of what was handed out")
-			}
+			require.LessOrEqual(t, rounds, uint64(claims*clients), "rounds per claim beyond the number of claimers")
+			require.LessOrEqual(t, int(top), need+need/3, "skipped space beyond a third of what was handed out")
 		})
 	}
 }
