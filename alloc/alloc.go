@@ -107,8 +107,9 @@ type Stats struct {
 	// nodes' free-chunk pools, Unpooled chunks it took from them.
 	Coalesced, Pooled, Unpooled uint64
 	// SymRounds counts the rounds of replicated symmetric claims (one per batch of CASes on
-	// the metadata nodes; a claim that met no other client takes one). SymSplits counts the lost rounds of which some CASes succeeded (votes split with
-	// other claims).
+	// the metadata nodes; a claim that met no other client takes one); SymSplits counts the
+	// lost rounds some of whose CASes succeeded (votes split with other claims). Both stay 0
+	// without replicated metadata.
 	SymRounds, SymSplits uint64
 }
 
