@@ -106,6 +106,11 @@ type Stats struct {
 	// up) for any size class to carve; Pooled counts chunks this allocator pushed onto the
 	// nodes' free-chunk pools, Unpooled chunks it took from them.
 	Coalesced, Pooled, Unpooled uint64
+	// SymRounds counts the rounds of replicated symmetric claims (one per batch of CASes on
+	// the metadata nodes; a claim that met no other client takes one); SymSplits counts the
+	// lost rounds some of whose CASes succeeded (votes split with other claims). Both stay 0
+	// without replicated metadata.
+	SymRounds, SymSplits uint64
 }
 
 // SymOffset is the offset of a symmetric block: the same block on every formatted memory node.

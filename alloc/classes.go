@@ -1,6 +1,6 @@
 package alloc
 
-import "sort"
+import "slices"
 
 // minBlock is the smallest block and the granule of every class size: every block is at least
 // 16-byte aligned.
@@ -28,12 +28,17 @@ func classOf(size uint64) int {
 	if size <= 256 {
 		return int(max(size, 1)+minBlock-1)/minBlock - 1
 	}
-	return sort.Search(len(classSizes), func(i int) bool { return classSizes[i] >= size })
+	i, _ := slices.BinarySearch(classSizes, size) // the first class of at least size bytes
+	return i
 }
 
 // classBelow returns the largest class of at most n bytes, or -1 if n < minBlock.
 func classBelow(n uint64) int {
-	return sort.Search(len(classSizes), func(i int) bool { return classSizes[i] > n }) - 1
+	if n >= classSizes[len(classSizes)-1] {
+		return len(classSizes) - 1
+	}
+	i, _ := slices.BinarySearch(classSizes, n+1) // the first class of more than n bytes
+	return i - 1
 }
 
 // alignBucket sorts free blocks by the alignment their offset happens to have, so that aligned

@@ -92,11 +92,16 @@
 // 1, and every operation on them reaches a majority of f+1, so allocation, epochs, handover,
 // New and Format work with any f of the r nodes down, the home node included:
 //
-//   - symmetric allocation chooses its offset by a maximum over a majority of the nodes'
-//     symmetric bump words: it CASes every node from the value it last saw to M+n, M the
-//     largest, and owns [M, M+n) once a majority of the CASes succeeded (words only grow, so
-//     two claims that both reached a majority met on a node, where the later saw the earlier's
-//     end). A node's own bump word stays on that node: its chunks are lost with it anyway.
+//   - symmetric allocation chooses its offset M as the smallest value a majority of the
+//     nodes' symmetric bump words are at or below: it CASes those nodes from the value it
+//     last saw to M+n, and owns [M, M+n) once a majority of the CASes succeeded (words only
+//     grow and are CASed only from at most M, so two claims that both reached a majority met
+//     on a node, where the later found the earlier's end and took an M past it). A word
+//     ahead of M was raised by a claim that reached only a minority: it owns nothing and is
+//     left behind rather than skipped to, so lost claims waste no space unless they split a
+//     majority's votes among them. Under contention a claim retries at once from what a lost
+//     round read, and pauses at random only after a split. A node's own bump word stays on
+//     that node: its chunks are lost with it anyway.
 //   - the global epoch is a max register of per-node copies that only grow: a pin succeeds
 //     when a majority read back the epoch it announced, all of them the same; a scan advances
 //     from g only when a majority read g and no live announcement older; retires and scans

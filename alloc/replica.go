@@ -18,12 +18,22 @@ import (
 // majority (q = f+1) of those nodes:
 //
 //   - the symmetric bump words: a claim reads (or remembers) each node's word, takes M, the
-//     largest, and CASes every node from the value it knows to M+n; it owns [M, M+n) once q
-//     of the CASes succeeded. Each word only grows, and a CAS succeeds only from a value at
-//     most M, so of two claims that both reached a majority, the later one, on a node both
-//     reached, saw the earlier's end: the ranges are disjoint. A word of 0 is a node not
-//     restored yet (Reformat): it never counts and is never CASed. Claims that split the
-//     nodes' votes retry after a random pause (from the client's Runtime), doubling up to 1ms.
+//     q-th smallest known word, and CASes every node whose word it knows to be at most M from
+//     that value to M+n (it reads the others); it owns [M, M+n) once q of the CASes
+//     succeeded. Each CAS raises a word (from at most M to above M), so words only grow, and
+//     a CAS succeeds only from a value at most M: of two claims that both reached a
+//     majority, the later one, on a node both reached, found at least the earlier's end, so
+//     its M is past it and the ranges are disjoint. A word above M, in a view that is up to
+//     date, was raised by claims that reached only a minority; it owns nothing, is not
+//     CASed, and stays ahead until the majority's word passes it (in a stale view, the CASes
+//     fail and bring the view up to date), so a lost claim does not move the word the next claim
+//     starts from (taking the largest word instead would skip a range per lost claim). A
+//     word of 0 is a node not restored yet (Reformat): it never counts and
+//     is never CASed. A lost round whose CASes all failed only brought a stale view up to
+//     date, and the claim retries from it at once; a round that split the votes (some CASes
+//     succeeded) pauses at random (from the client's Runtime), doubling up to
+//     maxSymBackoff. Rounds after which the majority's word has not moved are bounded
+//     (maxSymRounds); the others mean another claim progressed, which the area's size bounds.
 //   - the global epoch: each node's copy only grows, and a value appears on a node only by a
 //     scan's advance or by copying a value that exists (write-back, Restore). A pin succeeds
 //     when its announcement and then the epoch, read on each of q nodes, give the same value
@@ -42,7 +52,9 @@ import (
 //     takable: its blocks leak, as with any lost record.
 //
 // Costs with r > 1: a symmetric chunk claim is one round trip (the CASes, from the values the
-// allocator last saw) when no other client claimed since, one more per race; pins, scans,
+// allocator last saw) when no other client claimed since, one more per race (with k clients
+// claiming at once, a claim loses up to k-1 races, each to a claim that won: rounds are
+// counted in Stats.SymRounds); pins, scans,
 // retires and quiesces are one round trip each, as with r = 1, but wait for q nodes; New reads
 // the handover words in a round trip of their own and takes one in another; Close publishes in
 // a round trip after the one writing the record.
@@ -161,6 +173,27 @@ func waitFor(ctx context.Context, p *farmem.Pending, nodes []farmem.NodeID, q in
 // another client claimed meanwhile).
 const maxSymRounds = 64
 
+// maxSymBackoff caps the random pause after a replicated symmetric claim split the votes.
+const maxSymBackoff = time.Millisecond
+
+// symQuorumMax returns the smallest value that q of the nodes' known symmetric bump words are
+// at most (the q-th smallest known word), or 0 when fewer than q words are known. A claim
+// CASes only the nodes at or below it: a word further ahead was raised by claims that reached
+// only a minority, and owns nothing.
+func (r *replicaState) symQuorumMax() uint64 {
+	known := make([]uint64, 0, len(r.symSeen))
+	for _, v := range r.symSeen {
+		if v != 0 {
+			known = append(known, v)
+		}
+	}
+	if len(known) < r.quorum {
+		return 0
+	}
+	slices.Sort(known)
+	return known[r.quorum-1]
+}
+
 // claimSymRep claims delta bytes of the symmetric area by a maximum over a majority of the
 // metadata nodes' symmetric bump words (see "Replicated metadata" above), and returns the
 // claimed range's start, like an FAA's previous value (at or past the limit when exhausted).
@@ -168,8 +201,9 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 	rs := a.rep
 	ar := a.sym
 	backoff := time.Microsecond
-	for round := range maxSymRounds {
-		if round > 0 {
+	pause := false
+	for stalled := 0; stalled < maxSymRounds; {
+		if pause {
 			// Claims that split the nodes' votes retry after a random pause, so that one of
 			// them wins the next round.
 			if rs.rng == nil {
@@ -178,12 +212,9 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 			if err := a.rt.Sleep(ctx, time.Duration(rs.rng.Int64N(int64(backoff)))+1); err != nil {
 				return 0, err
 			}
-			backoff = min(2*backoff, time.Millisecond)
+			backoff = min(2*backoff, maxSymBackoff)
 		}
-		m := uint64(0)
-		for _, v := range rs.symSeen {
-			m = max(m, v)
-		}
+		m := rs.symQuorumMax()
 		if m >= ar.limit && m != 0 {
 			return m, nil
 		}
@@ -192,7 +223,7 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 		bufs := make([][]byte, len(rs.nodes))
 		for i, n := range rs.nodes {
 			at := farmem.MakeAddr(n, offSymBump)
-			if v := rs.symSeen[i]; v != 0 && m != 0 {
+			if v := rs.symSeen[i]; v != 0 && m != 0 && v <= m {
 				ops[i] = b.CAS(at, v, m+delta)
 			} else {
 				bufs[i] = make([]byte, 8)
@@ -200,6 +231,7 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 			}
 		}
 		p := a.m.Post(ctx, b)
+		a.stats.SymRounds++
 		won := 0
 		seen := func(i int) uint64 {
 			if bufs[i] != nil {
@@ -225,8 +257,19 @@ func (a *Allocator) claimSymRep(ctx context.Context, delta uint64) (uint64, erro
 		if won >= rs.quorum {
 			return m, nil
 		}
+		if won > 0 {
+			a.stats.SymSplits++
+		}
+		// A round every CAS of which failed only brought a stale view up to date: retry at
+		// once from it. A round some of whose CASes succeeded split the votes with other
+		// claims: pause. Rounds after which the quorum's largest word has not moved count
+		// towards the bound; the others mean a claim progressed (the area bounds those).
+		pause = won > 0 || m == 0
+		if m2 := rs.symQuorumMax(); m2 <= m {
+			stalled++
+		}
 	}
-	return 0, fmt.Errorf("alloc: symmetric claim lost %d rounds to other clients: %w", maxSymRounds, farmem.ErrNoSpace)
+	return 0, fmt.Errorf("alloc: symmetric claim stalled for %d rounds: %w", maxSymRounds, farmem.ErrNoSpace)
 }
 
 // The replicated epoch (r > 1): see "Replicated metadata" above and epoch.go for r = 1.

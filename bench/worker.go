@@ -161,11 +161,19 @@ type Worker struct {
 
 	load, run tally
 	steps     atomic.Uint64
-	// last is the session's costs after the worker's previous operation (valid when haveLast):
-	// the costs before the next one, since the worker uses its session for nothing else in
-	// between. One Costs reading per operation, not two.
-	last     farmem.Stats
+	// costs[cur] is the session's costs after the worker's previous operation (valid when
+	// haveLast): the costs before the next one, since the worker uses its session for nothing
+	// else in between. One Costs reading per operation, not two; the other entry receives the
+	// next reading.
+	costs    [2]farmem.Stats
+	cur      int
 	haveLast bool
+	pair     costPair // costSince's result
+}
+
+// costPair points at the session's costs before and after one operation.
+type costPair struct {
+	before, after *farmem.Stats
 }
 
 // NewWorker returns a worker running d's workload on s.
@@ -243,12 +251,12 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 			return fmt.Errorf("bench: load key %d: %w", k, err)
 		}
 		val := wk.value()
-		before := wk.costBefore()
+		wk.costBefore()
 		start := wk.now()
 		err = wk.sess.Insert(ctx, wk.key, val)
 		end := wk.now()
 		wk.steps.Add(1)
-		wk.load.record(OpInsert, end-start, err, wk.costSince(before))
+		wk.load.record(OpInsert, end-start, err, wk.costSince())
 		if err != nil {
 			return fmt.Errorf("bench: load key %d (%q): %w", k, wk.key, err)
 		}
@@ -260,7 +268,7 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 // into the worker's run phase if it ends inside the measured window.
 func (wk *Worker) Step(ctx context.Context) error {
 	op := wk.d.chooseOp(wk.r)
-	before := wk.costBefore()
+	wk.costBefore()
 	start := wk.now()
 	if !wk.started {
 		wk.startAt(start)
@@ -269,32 +277,35 @@ func (wk *Worker) Step(ctx context.Context) error {
 	end := wk.now()
 	wk.lastEnd = end
 	wk.steps.Add(1)
-	cost := wk.costSince(before)
+	cost := wk.costSince()
 	if end >= wk.from && (wk.to == 0 || end <= wk.to) {
 		wk.run.record(op, end-start, err, cost)
 	}
 	return err
 }
 
-// costBefore returns the session's costs before an operation: those after the previous one.
-func (wk *Worker) costBefore() farmem.Stats {
-	if wk.cost == nil {
-		return farmem.Stats{}
+// costBefore makes sure the session's costs before an operation are known: those after the
+// previous one (one Costs reading per operation, not two).
+func (wk *Worker) costBefore() {
+	if wk.cost != nil && !wk.haveLast {
+		wk.costs[wk.cur], wk.haveLast = wk.cost.Costs(), true
 	}
-	if !wk.haveLast {
-		wk.last, wk.haveLast = wk.cost.Costs(), true
-	}
-	return wk.last
 }
 
-// costSince returns the costs of the operation that began at before, and keeps the costs after
-// it for the next one.
-func (wk *Worker) costSince(before farmem.Stats) farmem.Stats {
+// costSince reads the session's costs after an operation that began where costBefore left
+// them and returns both readings (nil without costs), for tally.record; the reading after
+// becomes the next operation's before. The readings stay where they were taken: a
+// farmem.Stats is a few hundred bytes, and the harness reads it around every operation of a
+// store that counts costs (a store that does not, the Go map, pays none of this).
+func (wk *Worker) costSince() *costPair {
 	if wk.cost == nil {
-		return farmem.Stats{}
+		return nil
 	}
-	wk.last = wk.cost.Costs()
-	return wk.last.Sub(before)
+	next := 1 - wk.cur
+	wk.costs[next] = wk.cost.Costs()
+	wk.pair = costPair{before: &wk.costs[wk.cur], after: &wk.costs[next]}
+	wk.cur = next
+	return &wk.pair
 }
 
 func (wk *Worker) do(ctx context.Context, op Op) error {
@@ -389,10 +400,10 @@ type opTally struct {
 	firstErr error
 }
 
-func (t *tally) record(op Op, lat time.Duration, err error, cost farmem.Stats) {
+func (t *tally) record(op Op, lat time.Duration, err error, cost *costPair) {
 	o := &t.ops[op]
-	if t.costed {
-		o.costs = o.costs.Add(cost)
+	if t.costed && cost != nil {
+		addDelta(&o.costs, cost.after, cost.before)
 	}
 	if err != nil {
 		o.errs++
@@ -406,4 +417,26 @@ func (t *tally) record(op Op, lat time.Duration, err error, cost farmem.Stats) {
 		o.hist = newHist()
 	}
 	_ = o.hist.RecordValue(min(max(int64(lat), 1), histMax))
+}
+
+// addDelta adds after - before to s, field by field, in place (farmem.Stats.Add of
+// farmem.Stats.Sub without their copies of the whole struct).
+func addDelta(s, after, before *farmem.Stats) {
+	s.RoundTrips += after.RoundTrips - before.RoundTrips
+	for t := range farmem.NumTargets {
+		for k := range farmem.NumOpKinds {
+			s.Verbs[t][k] += after.Verbs[t][k] - before.Verbs[t][k]
+		}
+	}
+	s.Unsignaled += after.Unsignaled - before.Unsignaled
+	s.BytesOut += after.BytesOut - before.BytesOut
+	s.BytesIn += after.BytesIn - before.BytesIn
+	s.FailedCAS += after.FailedCAS - before.FailedCAS
+	s.Calls += after.Calls - before.Calls
+	s.CallBytesOut += after.CallBytesOut - before.CallBytesOut
+	s.CallBytesIn += after.CallBytesIn - before.CallBytesIn
+	s.Waits += after.Waits - before.Waits
+	s.Messages += after.Messages - before.Messages
+	s.MessageBytes += after.MessageBytes - before.MessageBytes
+	s.MessageFailures += after.MessageFailures - before.MessageFailures
 }

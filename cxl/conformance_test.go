@@ -38,6 +38,15 @@ func open(policy cxl.Policy) farmemtest.Open {
 	}
 }
 
-func TestConformanceCoherent(t *testing.T) { farmemtest.Run(t, open(cxl.Coherent)) }
+// The two policies' suites run side by side: each has regions of its own, and most of their
+// time is spent waiting out the fault tests' down timeouts.
 
-func TestConformanceUncached(t *testing.T) { farmemtest.Run(t, open(cxl.Uncached)) }
+func TestConformanceCoherent(t *testing.T) {
+	t.Parallel()
+	farmemtest.Run(t, open(cxl.Coherent))
+}
+
+func TestConformanceUncached(t *testing.T) {
+	t.Parallel()
+	farmemtest.Run(t, open(cxl.Uncached))
+}

@@ -382,7 +382,9 @@ type child struct {
 // startChild runs the test binary as a child in role, handing it the region's memfd as fd 3.
 func startChild(t *testing.T, role string, region *os.File) *child {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), childEnv+"="+role)
+	// GORACE's atexit_sleep_ms=0 spares a child built with the race detector the second it
+	// sleeps at exit by default, which the test waits out when it waits for the child.
+	cmd.Env = append(os.Environ(), childEnv+"="+role, "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	cmd.ExtraFiles = []*os.File{region}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

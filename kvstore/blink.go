@@ -25,6 +25,22 @@ import (
 // the acknowledged writes it held (possibly the tree's shape with them: new lines that never
 // left its cache).
 //
+// Recovery while the store runs: a compute node that crashes is repaired by the survivors, one
+// line at a time, as their operations meet its holds (package ds/blink, Recovery: they wait the
+// fabric's down timeout once, then remove its holds from that line's word with one READ and one
+// CAS and read the line from far memory, where the default durability put every write it
+// acknowledged). Its clients' operations in flight have unknown outcomes; no acknowledged
+// write is lost. A client that crashes alone hands its SELCC latches to its node, and its
+// later operations fail with an error wrapping selcc.ErrClientDown and farmem.ErrNodeDown.
+// Liveness is the fabric's: a node it reports down is taken as gone for good (fail-stop). A
+// client or node that is only paused is waited for, never repaired: the allocator's lease,
+// which the store's other kinds rely on to go past a paused client (its reads are discarded
+// when it resumes), cannot fence a SELCC holder, which on resuming would write its cached line
+// back over a newer one, and this kind takes no epoch pins. So a paused holder's peers retry
+// (the operation fails with farmem.ErrNodeDown after selcc.Options.ReplyTimeout if it is silent
+// that long) and go on once it runs again. With FastWriteBack a crashed node's dirty lines are
+// lost (see above). Costs: nothing on the path of an operation that meets no dead holder.
+//
 // Round trips with a warm cache on one compute node: Get and Scan 0; Insert, Update, Delete 1
 // (the leaf's write-back; 0 with FastWriteBack); each line missed or held by a peer costs what
 // package selcc documents.

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/replmem"
@@ -36,8 +38,10 @@ import (
 //  2. the store's metadata, the allocator and the index are restored as for any replicated
 //     kind (adoptRep; the index by race.Table.Repopulate through replmem, whose version-0 rule
 //     keeps the node out of the index's quorums word by word until copied);
-//  3. it waits the fabric's down timeout plus the objects' Skew (ops posted to the lost
-//     incarnation that apply late have then applied or never will), then copies every object
+//  3. it waits the fabric's down timeout, the objects' Lease and twice their Skew (ops posted
+//     to the lost incarnation that apply late have then applied or never will, and so has
+//     every op an operation pairs with an answer from the lost incarnation: swarmAdoptWait),
+//     then copies every object
 //     the index names onto the node (swarm.Repopulate: header, metadata words, the largest
 //     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a
 //     Lease and a Skew later, copies the objects indexed while the first ran;
@@ -53,7 +57,12 @@ import (
 // is at most the largest tag the copy wrote (the copy reads f+1 of the others, which share a
 // replica with that write's majority). So once the node counts again, every completed write is
 // held by a majority, and the next f crashes are tolerated. See swarm.Repopulate for the lock
-// words and what is not covered (a client paused across the whole adoption).
+// words. A client paused across the whole adoption in the middle of an operation cannot pair
+// the lost replica's answer with a later one: a TRYLOCK counts only answers to rounds posted
+// within the registers' Lease of its attempt's first, and starts over past it (swarm's
+// tryLock); the max register counts a replica toward a majority holding a tag only on an
+// answer to a batch built within the Lease of the others it counts (maxreg's evidence, for
+// writes, write-backs and deferred write-backs alike). swarmAdoptWait says why that suffices.
 //
 // Views are per process: another process's clients keep the node fenced (its fabric still
 // names the old incarnation) until it calls Adopt too, which finds the adoption done
@@ -345,7 +354,7 @@ func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 		return fmt.Errorf("kvstore: swarm: repopulate the index on %v: %w", node, err)
 	}
 	rt := x.m.Runtime()
-	if err := rt.Sleep(ctx, x.m.Topology().DownTimeout+x.p.Skew); err != nil {
+	if err := rt.Sleep(ctx, swarmAdoptWait(x.m.Topology().DownTimeout, x.p)); err != nil {
 		return err
 	}
 	// An object copied once stays whole on the node: every write to it since went to all the
@@ -373,6 +382,19 @@ func (x *swarmIndex) Repopulate(ctx context.Context, node farmem.NodeID) error {
 		}
 	}
 	return nil
+}
+
+// swarmAdoptWait is how long Repopulate waits, from the start of its objects' copy, before
+// reading the other replicas: the fabric's down timeout and the registers' Skew (ops posted
+// to the lost incarnation that apply late have then applied or never will), plus their Lease
+// and one more Skew. An operation pairs an answer of the lost replica (to a batch posted
+// before the loss) only with answers to batches posted within Lease of it (ds/swarm's TRYLOCK
+// attempts, maxreg's evidence), and a batch applies within the down timeout and a Skew of its
+// post or never, so every op whose answer is paired with the lost replica's has applied on the
+// replicas the copy reads before the copy reads them: the copy carries it, and no answer from
+// before the loss is ever counted with one from the copy.
+func swarmAdoptWait(down time.Duration, p maxreg.Params) time.Duration {
+	return down + p.Lease + 2*p.Skew
 }
 
 // repopulateObjectTries bounds the copies of an object's life word while it is being written.

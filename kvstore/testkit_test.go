@@ -15,12 +15,21 @@ import (
 	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
 
+// scanKV is what a recorder runs on: a *kvstore.Store or a *kvstore.Session.
+type scanKV interface {
+	Get(ctx context.Context, key []byte) ([]byte, error)
+	Insert(ctx context.Context, key, value []byte) error
+	Update(ctx context.Context, key, value []byte) error
+	Delete(ctx context.Context, key []byte) error
+	Scan(ctx context.Context, from, to []byte, limit int) ([]kvstore.Pair, error)
+}
+
 // recorder runs one client's operations on a store and records each in a lincheck KV history
 // (rec, of the model kv): a key k is the store's key enc(k) (dec reads one back in scans), a
 // value v is stored as val(v) and read back from its first eight bytes, little-endian.
 // ErrExists and ErrNotFound become the model's answers; each method returns the error left.
 type recorder[K cmp.Ordered] struct {
-	s   *kvstore.Store
+	s   scanKV
 	kv  *lincheck.KVModel[K, uint64]
 	rec *lincheck.Client[lincheck.KVInput[K, uint64], lincheck.KVOutput[K, uint64]]
 	enc func(K) []byte

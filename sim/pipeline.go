@@ -337,7 +337,10 @@ func (s *Sim) scheduleApply(g *group) {
 // boundaries of the target address.
 func chunkRange(off uint64, l, i, nc int) (uint64, uint64) {
 	cut := func(j int) uint64 {
-		if j >= nc {
+		switch {
+		case j <= 0:
+			return 0 // not rounded up: an unaligned op's first bytes belong to its first piece
+		case j >= nc:
 			return uint64(l)
 		}
 		b := off + uint64(l)*uint64(j)/uint64(nc)

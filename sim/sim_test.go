@@ -18,7 +18,14 @@ func open(model sim.Model, seed uint64) farmemtest.Open {
 		s, err := sim.New(m, seed)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
-		return &farmemtest.Cluster{Fabrics: []farmem.Fabric{s}, Faults: s, TearsOnPurpose: m.Tearing}
+		c := &farmemtest.Cluster{Fabrics: []farmem.Fabric{s}, Faults: s, TearsOnPurpose: m.Tearing}
+		if !m.Tearing {
+			// A model that does not tear applies each access at one instant: no read can
+			// overlap a write, and a tenth of the suite's default reads checks that as well
+			// as all of them (TestConformanceTearing drives the torn case).
+			c.TearingReads = farmemtest.DefaultTearingReads / 10
+		}
+		return c
 	}
 }
 

@@ -45,8 +45,9 @@ const (
 // FlexConfig is one run of the FlexKV reproduction (§5.2-5.3): Fig. 11 (YCSB A-D throughput
 // over the client count for FlexKV, the Aceso-like baseline and plain RACE), Fig. 16 (the
 // ablation at the largest count), Fig. 18 (workload B switching to A: the offload ratio and
-// throughput per period) and Fig. 19 (the proxies' load balance, from the ablation's +Proxy
-// and +Rank Hotness steps on YCSB A), in sim on FlexModel.
+// throughput per period, with Fig. 24's fixed-ratio curve under A beside it) and Fig. 19 (the
+// proxies' load balance, from the ablation's +Proxy and +Rank Hotness steps on YCSB A), in sim
+// on FlexModel.
 type FlexConfig struct {
 	// Keys is the number of 128-byte pairs loaded (the paper: 10M); each compute node's memory
 	// for index and cache is MemoryShare of the data (the paper: 64 MB, about 5%).
@@ -65,7 +66,8 @@ type FlexConfig struct {
 	Period              time.Duration
 	Step                float64
 	SwitchAt, SwitchEnd time.Duration
-	// Figures selects what runs, of "11", "16", "18" (19 comes with 16; default all).
+	// Figures selects what runs, of "11", "16", "18" (19 comes with 16, and 24, A's throughput
+	// at fixed offload ratios, with 18; default all).
 	Figures []string
 	// Seeds, Workers, Measure, Costs and Band are as in CiderConfig; the Band reruns Fig. 11's
 	// points at the largest client count for BandWorkloads (default all).
@@ -288,6 +290,10 @@ type FlexSwitch struct {
 	// periods after the switch that took.
 	SettledBefore, SettledAfter float64
 	AfterPeriods                int
+	// Curve is the paper's Fig. 24 for workload A on this seed: the throughput (operations
+	// per second) with the knob off and the ratio fixed at each of CurveRatios, so that the
+	// ratio the knob settled at after the switch can be set beside the best fixed one.
+	Curve []float64
 	// Wall is how long the run took (progress only; it is not printed in the tables).
 	Wall time.Duration `json:"-"`
 }
@@ -379,7 +385,18 @@ func RunFlex(ctx context.Context, cfg FlexConfig, progress io.Writer) (*FlexResu
 	}
 	if cfg.has(figFlexSwitch) {
 		runs, err := eachSeed(ctx, cfg.Seeds, cfg.Workers, "flexkv fig. 18", func(seed uint64) (FlexSwitch, error) {
-			return runFlexSwitch(cfg, seed)
+			sw, err := runFlexSwitch(cfg, seed)
+			if err != nil {
+				return sw, err
+			}
+			for _, r := range CurveRatios {
+				t, err := runFlexFixed(cfg, seed, r)
+				if err != nil {
+					return sw, err
+				}
+				sw.Curve = append(sw.Curve, t)
+			}
+			return sw, nil
 		}, func(r FlexSwitch) {
 			if progress != nil {
 				fmt.Fprintf(progress, "flexkv fig 18 seed %d: settled %.1f then %.1f (%d periods after the switch), %v wall\n",
@@ -770,12 +787,13 @@ func (fc *flexCluster) flexStats() kvstore.FlexStats {
 }
 
 // runFlexManaged opens what Fig. 18 and 19 run on: a fresh simulation of seed with FlexKV
-// at the largest client count, loaded, and the manager's options starting at ratio (fixed:
-// the knob off); body runs inside the simulation and starts the manager itself.
-func runFlexManaged(cfg FlexConfig, seed uint64, ratio float64, fixed bool, body func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error) error {
+// at the largest client count on memory nodes of mem bytes, loaded, and the manager's options
+// starting at ratio (fixed: the knob off); body runs inside the simulation and starts the
+// manager itself.
+func runFlexManaged(cfg FlexConfig, seed uint64, mem uint64, ratio float64, fixed bool, body func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error) error {
 	n := cfg.top()
 	perNode := (n*cfg.InFlight + flexNodes - 1) / flexNodes
-	model := FlexModel(perNode, flexMemory(cfg.Keys), flexShared(cfg.Keys))
+	model := FlexModel(perNode, mem, flexShared(cfg.Keys))
 	cfg.Costs.apply(&model)
 	s, err := sim.New(model, seed)
 	if err != nil {
@@ -823,7 +841,7 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 	wall := time.Now()
 	out := FlexSwitch{Seed: seed, SettledBefore: -1, SettledAfter: -1}
 	// Algorithm 2 starts at 0, as in the paper's run.
-	err := runFlexManaged(cfg, seed, 0, false, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
+	err := runFlexManaged(cfg, seed, flexMemory(cfg.Keys), 0, false, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
 		rt := s.Runtime()
 		t0 := rt.Now()
 		// A period is labelled by when it ended (its trace comes after the hand-overs it ran).
@@ -872,8 +890,71 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 	return out, err
 }
 
+// CurveRatios are the fixed index-offload ratios of Fig. 24's curve under workload A.
+var CurveRatios = []float64{0.2, 0.4, 0.6, 0.8, 1}
+
+// curveCap bounds, in periods, how long runFlexFixed waits for the assignment to stop moving
+// partitions.
+const curveCap = 40
+
+// runFlexFixed is one point of Fig. 24 for one seed: FlexKV at the largest client count under
+// workload A with the knob off at ratio (the manager still assigns by Algorithm 1's ranks);
+// once the first assignment's hand-overs are done, one more period is left for the caches to
+// refill, and the throughput is the operations over the next FlexConfig.balancePeriods()
+// periods that move no partition, per second of them.
+func runFlexFixed(cfg FlexConfig, seed uint64, ratio float64) (float64, error) {
+	var ops uint64
+	var span time.Duration
+	err := runFlexManaged(cfg, seed, flexMemory(cfg.Keys), ratio, true, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
+		stop := false
+		mix, _ := flexMix("A")
+		g := s.NewGroup()
+		fc.drive(ctx, g, &mix, dist, &stop)
+		mctx, cancel := context.WithCancel(ctx)
+		quiet, read, seen := 0, 0, 0
+		mo.Trace = func(p kvstore.ManagerPeriod) {
+			seen++
+			switch {
+			case p.Moved > 0 || p.Reassigned:
+				quiet, read, ops, span = 0, 0, 0, 0
+			case quiet < 1:
+				quiet++
+			case read < cfg.balancePeriods():
+				read++
+				ops += p.Ops
+				if p.Throughput > 0 {
+					span += time.Duration(float64(p.Ops) / p.Throughput * float64(time.Second))
+				}
+			}
+			if read >= cfg.balancePeriods() || seen >= curveCap {
+				cancel()
+			}
+		}
+		g.Go(func() {
+			defer func() { stop = true; cancel() }()
+			_ = fc.store.RunManager(mctx, mo)
+		})
+		return g.Wait()
+	})
+	if err != nil || span <= 0 {
+		return 0, err
+	}
+	return float64(ops) / span.Seconds(), nil
+}
+
 // BalanceRatio is the offload ratio of Fig. 19's run: Table 1's ratio for YCSB A (60%).
 const BalanceRatio = 0.6
+
+// balanceMemory is the memory-node size of Fig. 19's run, four times flexMemory's. Fig. 19 runs
+// YCSB A longest (two reassignments of about 150 partitions, each a sequence of hand-overs
+// lasting tens of milliseconds of virtual time, and the periods read after each), and on
+// flexMemory's 128 MB the memory nodes filled with the blocks updates write out of place
+// during the second assignment's periods (at 8,000 keys, after about 180 ms of A at 60
+// clients): every client then sat in the allocator's wait for retired blocks to become
+// reusable, and resumed only about 11.7 s of virtual time later (near flexAlloc's 10 s
+// lease), so the periods read held few or no operations and their load was noise. The sim
+// touches only the pages written, so the larger size costs host memory only as a run fills it.
+func balanceMemory(keys int) uint64 { return 4 * flexMemory(keys) }
 
 // balanceSettleCap bounds, in periods, how long Fig. 19 waits for an assignment to stop
 // moving partitions; past it the periods read since the last move are kept, however few.
@@ -881,11 +962,15 @@ const balanceSettleCap = 60
 
 // FlexBalanceSide is the proxies' load over the periods of one assignment.
 type FlexBalanceSide struct {
-	// CV is the mean over the periods of the coefficient of variation of the index RPCs each
-	// compute node's proxy served; Proxied the mean share of accesses on proxied partitions;
-	// Periods how many periods were read.
+	// CV is the coefficient of variation over the compute nodes of the index RPCs each one's
+	// proxy served in all the periods read (the paper's Fig. 19: the load distribution across
+	// the compute nodes); Proxied the mean over the periods of the share of accesses on proxied
+	// partitions; Periods how many periods were read, Ops the operations the clients ran in
+	// them (a period of few operations, such as one in which the clients wait for memory, would
+	// make its load noise).
 	CV, Proxied float64
 	Periods     int
+	Ops         uint64
 }
 
 // FlexBalance is Fig. 19 for one seed: under YCSB A at the largest client count, the
@@ -904,7 +989,7 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 	wall := time.Now()
 	out := FlexBalance{Seed: seed}
 	cfg.Depth = cfg.balanceDepth()
-	err := runFlexManaged(cfg, seed, BalanceRatio, true, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
+	err := runFlexManaged(cfg, seed, balanceMemory(cfg.Keys), BalanceRatio, true, func(ctx context.Context, s *sim.Sim, fc *flexCluster, mo kvstore.ManagerOptions, dist keyDist) error {
 		stop := false
 		mix, _ := flexMix("A")
 		g := s.NewGroup()
@@ -914,20 +999,29 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 			// side runs a manager until it has read cfg.balancePeriods() periods after its last
 			// hand-overs, and records them.
 			side := func(o kvstore.ManagerOptions, into *FlexBalanceSide) {
-				var cvs, prox []float64
+				var prox []float64
+				var served []uint64 // per live node, summed over the periods read
+				var ops uint64
 				mctx, cancel := context.WithCancel(ctx)
 				settled, seen := false, 0
 				o.Trace = func(p kvstore.ManagerPeriod) {
 					seen++
 					switch {
-					case p.Moved > 0 || p.Reassigned || !settled:
+					case p.Moved > 0 || p.Reassigned || !settled || len(p.Served) != len(served) && len(prox) > 0:
 						settled = p.Moved == 0 && !p.Reassigned
-						cvs, prox = nil, nil // the assignment's hand-overs ran in it
-					case len(cvs) < cfg.balancePeriods():
-						cvs = append(cvs, p.CV())
+						// The assignment's hand-overs ran in it (or the live nodes changed).
+						prox, served, ops = nil, nil, 0
+					case len(prox) < cfg.balancePeriods():
+						if served == nil {
+							served = make([]uint64, len(p.Served))
+						}
+						for i, v := range p.Served {
+							served[i] += v
+						}
 						prox = append(prox, p.Proxied)
+						ops += p.Ops
 					}
-					if len(cvs) >= cfg.balancePeriods() || seen >= balanceSettleCap {
+					if len(prox) >= cfg.balancePeriods() || seen >= balanceSettleCap {
 						cancel()
 					}
 				}
@@ -935,9 +1029,9 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 				mg.Go(func() { _ = fc.store.RunManager(mctx, o) })
 				_ = mg.Wait()
 				cancel()
-				into.CV, _ = MeanCI(cvs)
+				into.CV = kvstore.CV(served)
 				into.Proxied, _ = MeanCI(prox)
-				into.Periods = len(cvs)
+				into.Periods, into.Ops = len(prox), ops
 			}
 			st := mo
 			st.Static = true

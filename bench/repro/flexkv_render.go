@@ -163,26 +163,26 @@ func (r *FlexResult) WriteText(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\nFig. 19: the proxies' load balance under YCSB A at %d clients, %d partitions (the paper: 8192) of which %.0f%% proxied (Table 1's ratio for A), before and after the manager's rebalancing (static by number, then Algorithm 1's ranks): CV over the compute nodes of the index RPCs each one's proxy served per period, mean over %d periods of each; proxied: the share of accesses on proxied partitions\n",
+		fmt.Fprintf(w, "\nFig. 19: the proxies' load balance under YCSB A at %d clients, %d partitions (the paper: 8192) of which %.0f%% proxied (Table 1's ratio for A), before and after the manager's rebalancing (static by number, then Algorithm 1's ranks), each read over %d periods after its hand-overs: CV over the compute nodes of the index RPCs each one's proxy served in those periods; proxied: the mean share of accesses on proxied partitions; kops/period: the clients' operations per period read\n",
 			c.top(), 1<<c.balanceDepth(), 100*BalanceRatio, c.balancePeriods())
 		tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "seed\tCV before\tCV after\treduction\tproxied before\tproxied after\t\n")
+		fmt.Fprintf(tw, "seed\tCV before\tCV after\treduction\tproxied before\tproxied after\tkops/period before\tafter\t\n")
 		for _, b := range r.Balance {
 			red := "-"
 			if b.Before.Periods > 0 && b.After.Periods > 0 && b.Before.CV > 0 {
 				red = fmt.Sprintf("%.1f%%", 100*(1-b.After.CV/b.Before.CV))
 			}
-			fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%s\t%.3f\t%.3f\t\n", b.Seed, b.Before.CV, b.After.CV, red, b.Before.Proxied, b.After.Proxied)
+			fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%s\t%.3f\t%.3f\t%s\t%s\t\n", b.Seed, b.Before.CV, b.After.CV, red, b.Before.Proxied, b.After.Proxied, b.Before.kopsPerPeriod(), b.After.kopsPerPeriod())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if c.has(figFlexSwitch) {
-		fmt.Fprintf(w, "\nFig. 18: YCSB B until %v, then A until %v, %d clients (per manager period: throughput Mops/s, the ratio in force, * once the knob settled, R at a reassignment)\n",
-			c.SwitchAt, c.SwitchEnd, c.top())
+		fmt.Fprintf(w, "\nFig. 18: YCSB B until %v, then A until %v, %d clients (per manager period: throughput Mops/s, the ratio in force, * once the knob settled, R at a reassignment). Settle rule: the periods after the switch are counted from the one the switch falls in to the one at whose end the knob's new round (begun when a period's read share differs by 10%% from the round's) settled, both included; a round settles, as Algorithm 2's lines 11-17, after two successive probes that do not beat the best, at the best ratio (a probe beyond [0, 1] counts as one that does not and takes no period). Fig. 24 (A): the throughput with the knob off at each fixed ratio, read over %d periods after the assignment's hand-overs and one more\n",
+			c.SwitchAt, c.SwitchEnd, c.top(), c.balancePeriods())
 		for _, sw := range r.Switch {
-			fmt.Fprintf(w, "seed %d: settled at %s before the switch, at %s after it (%d periods after it)\n", sw.Seed, fmtSettled(sw.SettledBefore), fmtSettled(sw.SettledAfter), sw.AfterPeriods)
+			fmt.Fprintf(w, "seed %d: settled at %s before the switch, at %s after it (%d periods after it); Fig. 24 (A, Mops/s): %s\n", sw.Seed, fmtSettled(sw.SettledBefore), fmtSettled(sw.SettledAfter), sw.AfterPeriods, fmtCurve(sw.Curve))
 			var b strings.Builder
 			for i, s := range sw.Samples {
 				if i > 0 {
@@ -201,6 +201,48 @@ func (r *FlexResult) WriteText(w io.Writer) error {
 		}
 	}
 	return r.WritePaper(w)
+}
+
+// fmtCurve formats a seed's Fig. 24 points, ratio:Mops/s, the best marked with a +.
+func fmtCurve(ts []float64) string {
+	if len(ts) == 0 {
+		return "-"
+	}
+	best := 0
+	for i, t := range ts {
+		if t > ts[best] {
+			best = i
+		}
+	}
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		mark := ""
+		if i == best {
+			mark = "+"
+		}
+		fmt.Fprintf(&b, "%.1f:%.2f%s", CurveRatios[i], t/1e6, mark)
+	}
+	return b.String()
+}
+
+// BestFixed returns, per seed of Fig. 18, the ratio of Fig. 24 with the highest throughput
+// under A (-1 for a seed without the curve).
+func (r *FlexResult) BestFixed() []float64 {
+	var out []float64
+	for _, sw := range r.Switch {
+		best := -1.0
+		var bt float64
+		for i, t := range sw.Curve {
+			if i < len(CurveRatios) && t > bt {
+				best, bt = CurveRatios[i], t
+			}
+		}
+		out = append(out, best)
+	}
+	return out
 }
 
 func fmtSettled(r float64) string {
@@ -301,6 +343,13 @@ func (r *FlexResult) WritePaper(w io.Writer) error {
 			met = met && sw.AfterPeriods <= 8
 		}
 		fmt.Fprintf(tw, "Fig. 18 periods Δ to settle after B→A\t7 (30%%→60%%)\t%s\t<= 8\t%s\t\n", strings.Join(ks, ", "), yesNo(met))
+		var after, best []string
+		for i, b := range r.BestFixed() {
+			after = append(after, fmtSettled(r.Switch[i].SettledAfter))
+			best = append(best, fmtSettled(b))
+		}
+		fmt.Fprintf(tw, "Fig. 18 ratio settled under A (per seed)\t60%%\t%s\t-\t-\t\n", strings.Join(after, ", "))
+		fmt.Fprintf(tw, "Fig. 24 best fixed ratio under A (per seed)\t< 100%%\t%s\t-\t-\t\n", strings.Join(best, ", "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -399,4 +448,12 @@ func (r *FlexResult) WriteJSON(w io.Writer) error {
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
 	return e.Encode(r)
+}
+
+// kopsPerPeriod is the side's operations per period read, in thousands ("-" with none read).
+func (b FlexBalanceSide) kopsPerPeriod() string {
+	if b.Periods == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(b.Ops)/float64(b.Periods)/1e3)
 }

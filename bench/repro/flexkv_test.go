@@ -86,6 +86,8 @@ func TestFlexBalance(t *testing.T) {
 		require.Equal(t, 2, b.Before.Periods, "seed %d", b.Seed)
 		require.Equal(t, 2, b.After.Periods, "seed %d", b.Seed)
 		require.Positive(t, b.Before.Proxied, "seed %d: half the partitions proxied", b.Seed)
+		require.Positive(t, b.Before.Ops, "seed %d", b.Seed)
+		require.Positive(t, b.After.Ops, "seed %d", b.Seed)
 	}
 	var out bytes.Buffer
 	require.NoError(t, r.WriteText(&out))

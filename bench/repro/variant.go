@@ -26,6 +26,9 @@ type Variant struct {
 	// combining's latches; sim.Model.LocalAccess, the model's sim.DRAMAccess 100ns; the sourced
 	// range is 20-150ns).
 	LocalAccess time.Duration
+	// CallCPU is the CPU of receiving one message and dispatching its handler
+	// (sim.Model.CallCPU; the presets' 1µs and 2µs are assumptions).
+	CallCPU time.Duration
 }
 
 // IsZero reports whether v keeps every model cost.
@@ -46,6 +49,9 @@ func (v Variant) String() string {
 	if v.LocalAccess > 0 {
 		parts = append(parts, fmt.Sprintf("local access %v", v.LocalAccess))
 	}
+	if v.CallCPU > 0 {
+		parts = append(parts, fmt.Sprintf("CPU per message %v", v.CallCPU))
+	}
 	if len(parts) == 0 {
 		return "the model's costs"
 	}
@@ -53,7 +59,7 @@ func (v Variant) String() string {
 }
 
 func (v Variant) check() error {
-	if v.AtomicUnit < 0 || v.AtomicRatio < 0 || v.OpCPU < 0 || v.LocalAccess < 0 {
+	if v.AtomicUnit < 0 || v.AtomicRatio < 0 || v.OpCPU < 0 || v.LocalAccess < 0 || v.CallCPU < 0 {
 		return fmt.Errorf("%w: negative cost in %+v", ErrConfig, v)
 	}
 	return nil
@@ -75,6 +81,9 @@ func (v Variant) apply(m *sim.Model) {
 	}
 	if v.LocalAccess > 0 {
 		m.LocalAccess = v.LocalAccess
+	}
+	if v.CallCPU > 0 {
+		m.CallCPU = v.CallCPU
 	}
 }
 

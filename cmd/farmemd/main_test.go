@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +39,18 @@ func TestMain(m *testing.M) {
 		os.Exit(clientMain(os.Args[1:]))
 	case "peer":
 		os.Exit(peerMain(os.Args[1:]))
+	}
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		// The parallel tests each drive their own farmemd processes and spend much of their
+		// time waiting: for down timeouts to expire, fault windows to pass, killed processes
+		// to restart. Four at once (not GOMAXPROCS, two in CI) overlap that waiting, so the
+		// package takes about its longest test plus a share of the rest, not the sum of them
+		// over two; all of them at once (a dozen) made the 1 s down timeouts of some fire on a
+		// loaded machine. An explicit -parallel wins.
+		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
 	}
 	os.Exit(m.Run())
 }

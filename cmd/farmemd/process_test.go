@@ -106,7 +106,11 @@ func TestConformanceProcesses(t *testing.T) {
 			pf.daemons[d.id] = d
 		}
 		pf.in = rdma.NewInjector(nil, rfs)
-		return &farmemtest.Cluster{Fabrics: fabs, Faults: pf}
+		// The daemons serve with rdma.Server, whose data path rdma's TestConformance drives in
+		// process with the suite's default volume of torn-read checks (and where reads overlap
+		// writes far more often): here the reads need only cover what separate processes add,
+		// long reads and writes framed between them.
+		return &farmemtest.Cluster{Fabrics: fabs, Faults: pf, TearingReads: farmemtest.DefaultTearingReads / 10}
 	})
 }
 
@@ -257,11 +261,18 @@ func TestThreeClientProcesses(t *testing.T) {
 	require.ErrorIs(t, err, farmem.ErrNodeDown)
 	t.Logf("SIGSTOP: ErrNodeDown after %v (down timeout %v)", took, down)
 	require.GreaterOrEqual(t, took, down*3/4, "reported down before the timeout")
-	require.Less(t, took, down+down/4+200*time.Millisecond)
+	require.Less(t, took, hangBound(down), "reported, not hung")
 	require.NoError(t, n2.cmd.Process.Signal(syscall.SIGCONT))
 	_, err = m.FAA(ctx, other, 1)
 	require.NoError(t, err, "the resumed node serves again")
 }
+
+// hangBound is how long after an op starts a hung (SIGSTOPped) process may at the latest be
+// reported down, as the conformance suite bounds it: twice the down timeout and five seconds
+// of slack, so that a machine ten times slower, or both cores busy, still passes. It bounds
+// the report (no hang); the time it took is logged, and the lower bound (not before the
+// timeout) is asserted exactly.
+func hangBound(down time.Duration) time.Duration { return 2*down + 5*time.Second }
 
 // rawClient is a hand-driven data connection.
 type rawClient struct {
@@ -348,7 +359,7 @@ func TestComputeProcessFaults(t *testing.T) {
 		took := time.Since(began)
 		require.ErrorIs(t, err, farmem.ErrNodeDown, name)
 		t.Logf("SIGSTOP of a compute process: %s failed after %v (down timeout %v)", name, took, down)
-		require.Less(t, took, down+down/4+200*time.Millisecond, name)
+		require.Less(t, took, hangBound(down), name)
 	}
 	_, err = m.FAA(ctx, farmem.MakeAddr(1, 64<<10), 1)
 	require.NoError(t, err, "the memory node keeps serving")

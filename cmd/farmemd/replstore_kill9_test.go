@@ -124,7 +124,16 @@ func (c *procCluster) restart(t *testing.T, id farmem.NodeID) {
 	c.ds[id-1] = d
 }
 
+// kill9Slots admits two kill scenarios at a time. The package's parallel tests run four at
+// once (see TestMain) so that those that mostly wait overlap; the kill scenarios instead keep
+// writers busy throughout, and four of them at once on a loaded two-core machine starved
+// their processes past the 1 s down timeout of healthy nodes. Two at a time is what they met
+// when the package ran GOMAXPROCS tests at once.
+var kill9Slots = make(chan struct{}, 2)
+
 func replicatedKill9(t *testing.T, sc kill9Scenario) {
+	kill9Slots <- struct{}{}
+	defer func() { <-kill9Slots }()
 	c := startProcCluster(t, sc.nodes)
 	f := dial(t, c.cf, rdma.Options{})
 	ctx := context.Background()

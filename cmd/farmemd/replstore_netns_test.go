@@ -30,6 +30,13 @@ const netnsSandbox = "FARMEMD_TEST_NETNS"
 // the privilege to create network namespaces (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2's
 // ip; without them it is skipped, saying why.
 func TestReplicatedStorePartitionNetns(t *testing.T) {
+	partitionNetns(t, "TestReplicatedStorePartitionNetns", replicatedKinds(), replicatedPartition)
+}
+
+// partitionNetns runs scenario, for each of kinds, on the network-namespace partition cluster
+// TestReplicatedStorePartitionNetns describes, re-running the test binary (only the test
+// named name) in a new network namespace; it skips, saying why, without the privilege.
+func partitionNetns(t *testing.T, name string, kinds []storeKind, scenario func(*testing.T, *partitionCluster)) {
 	if os.Getenv(netnsSandbox) == "" {
 		t.Parallel() // mostly waiting out down timeouts
 		if _, err := exec.LookPath("ip"); err != nil {
@@ -38,20 +45,20 @@ func TestReplicatedStorePartitionNetns(t *testing.T) {
 		if out, err := exec.Command("unshare", "-n", "true").CombinedOutput(); err != nil {
 			t.Skipf("needs the privilege to create network namespaces (CAP_SYS_ADMIN, CAP_NET_ADMIN): unshare -n: %v: %s", err, out)
 		}
-		args := []string{"-n", os.Args[0], "-test.run", "^TestReplicatedStorePartitionNetns$", "-test.v", "-test.count=1"}
+		args := []string{"-n", os.Args[0], "-test.run", "^" + name + "$", "-test.v", "-test.count=1"}
 		if *longFaults {
 			args = append(args, "-farmemd.long-faults")
 		}
 		cmd := exec.Command("unshare", args...)
 		cmd.Env = append(os.Environ(), netnsSandbox+"=1")
 		out, err := cmd.CombinedOutput()
-		if err == nil && strings.Contains(string(out), "--- SKIP: TestReplicatedStorePartitionNetns") {
+		if err == nil && strings.Contains(string(out), "--- SKIP: "+name) {
 			t.Skipf("skipped in its network namespace:\n%s", out)
 		}
 		t.Logf("in a network namespace of its own:\n%s", out)
 		require.NoError(t, err)
-		for _, k := range replicatedKinds() {
-			require.Contains(t, string(out), "--- PASS: TestReplicatedStorePartitionNetns/"+k.name+" ", "it ran (not skipped) and passed")
+		for _, k := range kinds {
+			require.Contains(t, string(out), "--- PASS: "+name+"/"+k.name+" ", "it ran (not skipped) and passed")
 		}
 		return
 	}
@@ -78,7 +85,7 @@ func TestReplicatedStorePartitionNetns(t *testing.T) {
 	}
 	ip("-n", ns, "link", "set", "lo", "up")
 
-	for _, k := range replicatedKinds() {
+	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			d3 := startDaemonUnder(t, []string{"ip", "netns", "exec", ns}, t.TempDir(), 3, fmt.Sprint(procNodeSize), "0.0.0.0:0")
 			_, port, err := net.SplitHostPort(d3.addr)
@@ -109,7 +116,7 @@ func TestReplicatedStorePartitionNetns(t *testing.T) {
 			}
 			pc.cut, pc.heal = set("down"), set("up")
 			openPartitionStores(t, pc, k)
-			replicatedPartition(t, pc)
+			scenario(t, pc)
 		})
 	}
 }

@@ -103,7 +103,9 @@ func openPartitionStores(t *testing.T, pc *partitionCluster, k storeKind) {
 	s, err := kvstore.Open(ctx, pc.fabs[0], k.opts())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	s2, err := kvstore.Open(ctx, pc.fabs[1], kvstore.Options{NoCreate: true})
+	o := k.opts()
+	o.NoCreate = true
+	s2, err := kvstore.Open(ctx, pc.fabs[1], o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close() })
 	pc.stores = [2]*kvstore.Store{s, s2}
@@ -123,26 +125,9 @@ func replicatedPartition(t *testing.T, pc *partitionCluster) {
 	t.Logf("pre-fault p50 %v over %d operations", base, n)
 
 	fault := time.Now()
-	require.NoError(t, pc.cut(3, 0))
-	// A's verbs to node 3 time out: its fabric reports the node down (B's does not).
-	require.Eventually(t, func() bool {
-		st, err := pc.fabs[0].NodeStatus(3)
-		return err == nil && st.State == farmem.NodeDown
-	}, 30*time.Second, 10*time.Millisecond)
-	st, err := pc.fabs[1].NodeStatus(3)
-	require.NoError(t, err)
-	require.Equal(t, farmem.NodeUp, st.State, "B is not cut off")
+	cutNode3FromA(t, pc)
 	l.phase(t, "node 3 cut off from A", max(0, cutFor-time.Since(fault)))
-	require.NoError(t, pc.heal(3, 0))
-	healed := time.Now()
-	l.recovery(t, "partition of node 3 from A", base, fault, healed)
-	require.Eventually(t, func() bool {
-		st, err := pc.fabs[0].NodeStatus(3)
-		return err == nil && st.State == farmem.NodeUp
-	}, 30*time.Second, 10*time.Millisecond)
-	t.Logf("node 3 back in A's fabric %v after the heal", time.Since(healed).Round(time.Millisecond))
-	l.halt()
-	require.Zero(t, l.failed.Load(), "failed operations during the partition (first: %v)", l.first.Load())
+	healNode3FromA(t, pc, l, base, fault)
 
 	// Every read now has to use node 3: node 2 is cut off from both processes.
 	acked := l.snapshot()[:2] // A's writers' keys: what node 3 missed
@@ -170,6 +155,35 @@ func replicatedPartition(t *testing.T, pc *partitionCluster) {
 	require.Zero(t, unavailable, "unavailable keys through node 3 after every key was written again")
 	require.NoError(t, pc.heal(2, 0, 1))
 	require.Zero(t, l2.failed.Load(), "failed operations (first: %v)", l2.first.Load())
+}
+
+// cutNode3FromA cuts node 3 off from process A and waits until A's verbs to it time out (its
+// fabric reports the node down), B's fabric still reporting it up.
+func cutNode3FromA(t *testing.T, pc *partitionCluster) {
+	require.NoError(t, pc.cut(3, 0))
+	require.Eventually(t, func() bool {
+		st, err := pc.fabs[0].NodeStatus(3)
+		return err == nil && st.State == farmem.NodeDown
+	}, 30*time.Second, 10*time.Millisecond)
+	st, err := pc.fabs[1].NodeStatus(3)
+	require.NoError(t, err)
+	require.Equal(t, farmem.NodeUp, st.State, "B is not cut off")
+}
+
+// healNode3FromA heals the cut of node 3 from A made at fault, logs the load's recovery from
+// base (its pre-fault median), waits until A's fabric reports node 3 up again, stops the load
+// and asserts that none of its operations failed.
+func healNode3FromA(t *testing.T, pc *partitionCluster, l *storeLoad, base time.Duration, fault time.Time) {
+	require.NoError(t, pc.heal(3, 0))
+	healed := time.Now()
+	l.recovery(t, "partition of node 3 from A", base, fault, healed)
+	require.Eventually(t, func() bool {
+		st, err := pc.fabs[0].NodeStatus(3)
+		return err == nil && st.State == farmem.NodeUp
+	}, 30*time.Second, 10*time.Millisecond)
+	t.Logf("node 3 back in A's fabric %v after the heal", time.Since(healed).Round(time.Millisecond))
+	l.halt()
+	require.Zero(t, l.failed.Load(), "failed operations during the partition (first: %v)", l.first.Load())
 }
 
 // checkAcked reads every acknowledged write from s and counts the reads that

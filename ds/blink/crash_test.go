@@ -16,10 +16,12 @@ import (
 )
 
 // TestCrashMidRunSim crashes one of three compute nodes (two clients each) in the middle of a
-// run under WriteBackOnRelease, on sim. The survivors' operations that meet a line the dead
-// node held fail (unknown outcomes) and end their clients; then a survivor repairs the tree's
-// latches, the survivors run the workload again, and one reads every key. The whole history, the dead node's acknowledged writes
-// included, must be linearizable: no acknowledged write is lost.
+// run under WriteBackOnRelease, on sim. The survivors repair the dead node's holds on the lines
+// they meet online (a survivor operation that still fails, on a holder that died after taking
+// its message and before answering, is an unknown outcome and ends its client); then a survivor
+// sweeps the tree with Repair (whatever no walk needed), the survivors run the workload again,
+// and one reads every key. The whole history, the dead node's acknowledged writes included,
+// must be linearizable: no acknowledged write is lost.
 func TestCrashMidRunSim(t *testing.T) {
 	// Seeds 2-4 stranded a survivor's share (a failed upgrade forgot it); seed 20 crashes the
 	// victim between a hand-over's FAA and its forward (the survivor's hold is an orphan).

@@ -44,6 +44,27 @@
 // a fresh root, that never left the cache): far memory may then not hold a readable tree at
 // all. Use WriteBack only for a tree that can be rebuilt.
 //
+// # Recovery
+//
+// A compute node that crashes leaves its holds in the latch words of the lines it cached. A
+// walk of a survivor that meets one (selcc.HolderDownError: the fabric reports the holder down)
+// repairs that line online and retries: it waits until the fabric's down timeout has passed
+// since its handle first saw the node down, removes the node's holds from the line's word
+// (selcc.Client.RepairLine: one READ, one CAS) and takes the line from far memory, which under
+// selcc.WriteBackOnRelease holds every write the dead node acknowledged (each was written back
+// when its guard was released, before the operation returned). Only the lines survivors ask for
+// are repaired, each once; no scan, no quiet period ([Tree.Repair] over [Tree.Lines] needs one
+// and remains for an operator's sweep). Stats.Repairs counts the holds a handle removed. A
+// client that crashes alone (its node lives) hands its latches to its node (package selcc,
+// Recovery) and its later operations fail with selcc.ErrClientDown.
+//
+// Limits: the repair trusts the fabric's report that a node is down as fail-stop (the
+// simulator's Crash; a process the operator killed); a node that is only slow or cut off is not
+// repaired, and a walk that meets it fails with farmem.ErrNodeDown after
+// selcc.Options.ReplyTimeout. Bitmap codec only (up to 58 compute nodes), not under EagerForward
+// (the walk then fails as before). Under selcc.WriteBack the dead node's dirty lines are lost
+// with it (see Durability). The SEL baseline sends no invalidations and is not repaired.
+//
 // # Costs (round trips)
 //
 // A node whose line the compute node's cache holds in a state that allows the access costs

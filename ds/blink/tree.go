@@ -47,6 +47,7 @@ type Tree struct {
 	buf    []byte
 	closed bool
 	stats  Stats
+	down   map[farmem.ComputeID]farmem.Time // compute nodes seen down, and since when (repairdown.go)
 }
 
 // Stats count one handle's structural events.
@@ -56,6 +57,9 @@ type Stats struct {
 	// MovesRight counts walks sent to a right sibling because a node's high key was at or
 	// below the key sought: a split had moved the key right since the parent was read.
 	MovesRight uint64
+	// Repairs counts holds of crashed compute nodes this handle removed from lines it wanted
+	// (see the package doc's Recovery).
+	Repairs uint64
 }
 
 // Stats returns the handle's counters.
@@ -106,13 +110,7 @@ func (t *Tree) check(key []byte, value []byte, withValue bool) error {
 
 // lock takes g shared or exclusive and decodes its node.
 func (t *Tree) lock(ctx context.Context, g selcc.GCL, excl bool) (*selcc.Guard, *node, error) {
-	var gd *selcc.Guard
-	var err error
-	if excl {
-		gd, err = t.cl.Lock(ctx, g)
-	} else {
-		gd, err = t.cl.RLock(ctx, g)
-	}
+	gd, err := t.guard(ctx, g, excl)
 	if err != nil {
 		return nil, nil, err
 	}

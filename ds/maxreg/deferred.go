@@ -75,7 +75,7 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 	if wb.parts == nil {
 		wb.parts = make([]install, r.n)
 		for j := range wb.parts {
-			wb.parts[j] = install{write: -1, cas: -1, read: -1}
+			wb.parts[j] = install{write: -1, cas: -1, read: -1, at: r.rt.Now()}
 		}
 		wb.sure = make([]bool, r.n)
 		wb.b = b
@@ -84,7 +84,7 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.known[i] >= wb.v {
+	if r.holds(i, wb.v, wb.start) {
 		wb.sure[i] = true
 		return
 	}
@@ -140,7 +140,7 @@ type Probe struct {
 func (r *Replicated) NewProbe() *Probe {
 	pr := &Probe{r: r, parts: make([]install, r.n)}
 	for i := range pr.parts {
-		pr.parts[i] = install{write: -1, cas: -1, read: -1}
+		pr.parts[i] = install{write: -1, cas: -1, read: -1, at: r.rt.Now()}
 	}
 	return pr
 }

@@ -165,7 +165,11 @@
 //
 // With at most f replicas crashed or hung, every operation completes (the majority answers);
 // with f+1, operations fail with ErrNoQuorum (which wraps farmem.ErrNodeDown: outcome
-// unknown) and never return a wrong value.
+// unknown) and never return a wrong value. A replica counts toward a majority holding a tag
+// only on an answer to a batch built within Params.Lease of the others counted (a write's
+// rounds, a read and its write-back), whatever the client stalled in between, so a replica
+// lost and repopulated (RepopulateReplica) during a stall is never counted on its lost
+// memory's answer beside answers that came after the copy.
 //
 // # Buffers and their recycling
 //

@@ -15,5 +15,6 @@ func (r *Replicated) Forget(i int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.known[i], r.word[i], r.posted[i] = 0, 0, 0
+	r.ev[i] = evidence{}
 	r.unsure[i] = true
 }

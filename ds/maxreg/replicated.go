@@ -98,6 +98,7 @@ type Replicated struct {
 
 	mu    sync.Mutex // guards known, word, lateLast and lateSlot; never held across a verb
 	known []Tag      // per replica: the largest tag the replica is known to hold
+	ev    []evidence // per replica: what counts toward a majority holding a tag (evidence.go)
 
 	// What Open's batch returned from replicas that answered after Open did (the completion
 	// hook's goroutine): folded into last and slotTag by the owner goroutine (mergeLate).
@@ -209,7 +210,7 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
 		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
 		slotTag: make([]Tag, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots), lateSlot: make([]Tag, h.p.Slots),
-		known: make([]Tag, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
+		known: make([]Tag, n), ev: make([]evidence, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
 	r.wi = wordOf(topo, r.id, h.p.Words)
 	r.own = r.writer && ownWord(topo, r.id, h.p.Writers, h.p.Words)
@@ -334,26 +335,31 @@ func (r *Replicated) ticks() uint64 {
 // timestamp starts from.
 func (r *Replicated) Ticks() uint64 { return r.ticks() }
 
-// heldBy returns how many replicas are known to hold v or more.
-func (r *Replicated) heldBy(v Tag) int {
+// heldBy returns how many replicas count as holding v or more beside answers to a batch
+// built at ref (holds).
+func (r *Replicated) heldBy(v Tag, ref farmem.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	have := 0
-	for _, t := range r.known {
-		if t >= v {
+	for i := range r.known {
+		if r.holds(i, v, ref) {
 			have++
 		}
 	}
 	return have
 }
 
-// maxKnown returns the largest tag known held by any replica.
-func (r *Replicated) maxKnown() Tag {
+// maxKnown returns the largest tag any replica counts as holding beside the answers to a
+// batch built at ref (holds): a read returns it, so never a tag only a replica's lost memory
+// held (a read chasing such a tag would start over forever).
+func (r *Replicated) maxKnown(ref farmem.Time) Tag {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var v Tag
-	for _, t := range r.known {
-		v = max(v, t)
+	for i := range r.ev {
+		if e := r.ev[i]; r.holds(i, e.val, ref) {
+			v = max(v, e.val)
+		}
 	}
 	return v
 }
@@ -365,7 +371,8 @@ type install struct {
 	expect           Tag
 	probe            bool // the CAS only tests the word (see casOp): it installs nothing
 	buf              []byte
-	seen             bool // the operation absorbed this replica's results itself
+	seen             bool        // the operation absorbed this replica's results itself
+	at               farmem.Time // when the batch was built: its answers' evidence (evidence.go)
 }
 
 // casOp appends to b the CAS of a handle's metadata word at addr that raises it from expect
@@ -422,14 +429,14 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 				} else {
 					r.word[i] = Tag(prev)
 				}
-				r.known[i] = max(r.known[i], Tag(prev))
+				r.raise(i, Tag(prev), pt.at)
 			case pt.probe:
 				// The word held expect, at least t: the replica holds t or more.
 				r.word[i] = max(r.word[i], Tag(prev))
-				r.known[i] = max(r.known[i], Tag(prev))
+				r.raise(i, Tag(prev), pt.at)
 			default:
 				r.word[i] = max(r.word[i], t)
-				r.known[i] = max(r.known[i], t)
+				r.raise(i, t, pt.at)
 				if installed != nil {
 					installed[i] = true
 				}
@@ -441,7 +448,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 			for w := range words {
 				top = max(top, Tag(binary.LittleEndian.Uint64(pt.buf[8*w:])))
 			}
-			r.known[i] = max(r.known[i], top)
+			r.raise(i, top, pt.at)
 			r.word[i] = max(r.word[i], Tag(binary.LittleEndian.Uint64(pt.buf[8*r.wi:])))
 		}
 	}
@@ -478,6 +485,12 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 	var firstP *farmem.Pending
 	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(recOff) }
 	began := r.rt.Now()
+	// ref: when the batch whose answers the write counts last was built (holds): a write-back
+	// pairs them with its read's, an own write with its own rounds'.
+	ref := began
+	if lease != nil {
+		ref = *lease
+	}
 	for round := 0; ; round++ {
 		if round > 0 {
 			now := r.rt.Now()
@@ -492,7 +505,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		r.mu.Lock()
 		have := 0
 		for i := range r.n {
-			if r.known[i] >= t {
+			if r.holds(i, t, ref) {
 				have++
 			}
 		}
@@ -502,7 +515,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		expect := append([]Tag(nil), r.word...)
 		need := make([]bool, r.n)
 		for i := range r.n {
-			need[i] = r.known[i] < t
+			need[i] = !r.holds(i, t, ref)
 			expect[i] = max(expect[i], r.posted[i])
 		}
 		r.mu.Unlock()
@@ -511,8 +524,9 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		}
 		b := new(farmem.Batch)
 		parts := make([]install, r.n)
+		ref = r.rt.Now()
 		for i, a := range r.addrs {
-			parts[i] = install{write: -1, cas: -1, read: -1}
+			parts[i] = install{write: -1, cas: -1, read: -1, at: ref}
 			if need[i] {
 				parts[i].write = b.Write(recAddr(i), rec)
 				parts[i].expect = expect[i]
@@ -768,14 +782,14 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	r.stats.Writes++
 	r.supersede(t)
 	r.refreshOn(installed, t, rec)
-	m := r.maxKnown()
+	m := r.maxKnown(start)
 	if !read || m.identity() == t.identity() || m < t {
 		return t, m, done, nil
 	}
 	// The read half found a larger tag: write it back, as a read returning it would, so that
 	// the caller's read is complete (Safe-Guess's slow path relies on it). Its value is needed
 	// only if a majority does not hold it yet.
-	if r.heldBy(m) >= r.maj {
+	if r.heldBy(m, start) >= r.maj {
 		r.supersede(m)
 		return t, m, done, nil
 	}
@@ -913,7 +927,7 @@ func (r *Replicated) readOnce(ctx context.Context) (Tag, []byte, error) {
 	b := new(farmem.Batch)
 	parts := make([]install, r.n)
 	for i, a := range r.addrs {
-		parts[i] = install{write: -1, cas: -1}
+		parts[i] = install{write: -1, cas: -1, at: start}
 		parts[i].buf = make([]byte, 8*uint64(r.h.p.Words)+r.l.recSize)
 		parts[i].read = b.Read(a+metaOff, parts[i].buf)
 	}
@@ -926,7 +940,7 @@ func (r *Replicated) readOnce(ctx context.Context) (Tag, []byte, error) {
 	if err != nil {
 		return 0, nil, quorumErr("read", err)
 	}
-	v := r.maxKnown()
+	v := r.maxKnown(start)
 	if v == 0 {
 		return 0, nil, nil
 	}
@@ -1089,7 +1103,7 @@ func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start far
 	r.mu.Lock()
 	have := 0
 	for i := range r.n {
-		if r.known[i] >= v {
+		if r.holds(i, v, start) {
 			have++
 		}
 	}

@@ -45,6 +45,15 @@ const repopulateTries = 8
 // it is on a majority again (target and the replica it was read from), and write-read and
 // read-read monotonicity hold whichever f replicas crash next.
 //
+// An operation in flight across the loss and the copy (its client stalled throughout) does
+// not break this: a handle counts a replica toward a majority holding a tag only on an answer
+// to a batch built within Params.Lease of the other answers it counts (see evidence.go), so
+// an answer of the lost memory is paired only with ops posted within the lease of it, which
+// have applied within the fabric's down timeout and Skew after that. So the caller copies no
+// sooner than the down timeout, the Lease and twice Skew after the loss (kvstore's Swarm kind
+// waits that long once the adoption began): the copy then reads those ops' effects and
+// carries them to target.
+//
 // Cost: the other replicas' headers (1 round trip), their metadata words and in-place records
 // with the target's words (1), Top's buffer when no in-place copy held it (1), and the write
 // (1, plus one per word a concurrent write raised between the read and the CAS).

@@ -38,7 +38,7 @@ type opState struct {
 	// or Delete under Options.Invalidate: one of them is the block it replaces).
 	invalidate bool
 	// matchOnly makes decodeView keep only the committed slots with op's fingerprint (a
-	// Search looks at nothing else).
+	// Search, an Update and a Delete look at nothing else; an Insert needs the empty slots).
 	matchOnly bool
 }
 
@@ -190,19 +190,17 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	if op.matchOnly {
 		// A slot's fingerprint is its word's top byte (little-endian: its last byte), so a
 		// word is decoded only when that byte matches.
-		b := buf[:16*n]
-		for j := range n {
-			if b[8*j+7] == op.fp {
-				if w := Slot(le.Uint64(b[8*j:])); w.Committed() {
-					idx, words = append(idx, op.ranges[0]+j), append(words, w)
-				}
+		// Whole words, each slice sized so that its loop needs no bounds checks.
+		fp := Slot(op.fp)
+		first, second := buf[:8*n:8*n], buf[8*n:16*n:16*n]
+		for j := 0; j+8 <= len(first); j += 8 {
+			if w := Slot(le.Uint64(first[j : j+8])); w>>slotFPShift == fp && w.Committed() {
+				idx, words = append(idx, op.ranges[0]+uint64(j/8)), append(words, w)
 			}
 		}
-		for j := from; j < n; j++ {
-			if b[8*(n+j)+7] == op.fp {
-				if w := Slot(le.Uint64(b[8*(n+j):])); w.Committed() {
-					idx, words = append(idx, op.ranges[1]+j), append(words, w)
-				}
+		for j := 8 * int(from); j+8 <= len(second); j += 8 {
+			if w := Slot(le.Uint64(second[j : j+8])); w>>slotFPShift == fp && w.Committed() {
+				idx, words = append(idx, op.ranges[1]+uint64(j/8)), append(words, w)
 			}
 		}
 		vb.idx, vb.words = idx, words

@@ -166,6 +166,13 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(v.words) == 1 && !t.replicated() && indexReplicas(t.root) <= 1 {
+			val, err := t.searchOne(ctx, op, v.words[0])
+			if errors.Is(err, errStale) {
+				continue
+			}
+			return val, err
+		}
 		j, err := t.findKey(ctx, op, &v, false)
 		if errors.Is(err, errStale) {
 			continue
@@ -541,6 +548,10 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	op := t.newOp(key)
 	t.prefetchLookup(op)
 	op.invalidate = t.opts.Invalidate
+	// Only committed slots with the key's fingerprint matter to findKey, the one reader of
+	// this operation's views (a replicated index keeps the whole view, as before: its
+	// failure handling was validated that way).
+	op.matchOnly = indexReplicas(t.root) <= 1
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
 	// the deadline below is, if anything, early), Commit's deadline check before each CAS is
 	// the one reading before it, and a committed change ends with the reading of its retire:

@@ -14,7 +14,7 @@ func (cl *Client) unlatch(ctx context.Context, l nodearea.Latch, excl bool) {
 	if excl {
 		_ = l.Unlock(ctx)
 	} else {
-		_ = l.RUnlock(ctx)
+		_ = cl.runlock(ctx, l)
 	}
 }
 
@@ -51,7 +51,7 @@ func (cl *Client) lock(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 					return &Guard{cl: cl, g: g, f: f, l: l}, nil
 				}
 				// Invalid under a shared latch: retake it exclusively to fetch.
-				if err := l.RUnlock(ctx); err != nil {
+				if err := cl.runlock(ctx, l); err != nil {
 					return nil, err
 				}
 				if l, err = cl.latch(ctx, f, true); err != nil {
@@ -374,7 +374,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 			// A holder that is down keeps its hold until Repair removes it. The message may
 			// still have been delivered: its answer may hand this node a hold.
 			cl.orphaned(g, t, kind)
-			down = fmt.Errorf("selcc: %v holds %v and is down (Repair clears its holds): %w", t.Node(), g, err)
+			down = &HolderDownError{Node: t, Line: g, Err: err}
 		case errors.Is(err, farmem.ErrInvalid):
 			// a stale or garbage id: nothing to wait for
 		default:
@@ -395,7 +395,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		if !ok {
 			continue
 		}
-		w, err := cl.m.Wait(wctx, cl.flag.Add(8*uint64(i)), func(w uint64) bool { return w>>8 == seq })
+		w, err := cl.awaitReply(wctx, cl.flag.Add(8*uint64(i)), seq, g, targets[i])
 		if err != nil {
 			// A forward may still land in f: never reuse it. The hold it comes with is an
 			// orphan until settled.
@@ -403,7 +403,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 			f.dead = true
 			cl.n.mu.Unlock()
 			cl.orphaned(g, targets[i], kind)
-			if errors.Is(err, context.DeadlineExceeded) {
+			if errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil {
 				return 0, fmt.Errorf("selcc: %v did not answer an invalidation of %v: %w", targets[i].Node(), g, farmem.ErrNodeDown)
 			}
 			return 0, err

@@ -28,9 +28,10 @@ func (g GCL) String() string { return "gcl@" + farmem.Addr(g).String() }
 // local latches, the invalidation handler), opened once with [Open]. Clients of any hosted
 // compute node use it through a [Client].
 type Cluster struct {
-	opts Options
-	set  *nodestate.Set[*node]
-	rt   farmem.Runtime
+	opts   Options
+	set    *nodestate.Set[*node]
+	rt     farmem.Runtime
+	fabric farmem.Fabric // opens the client that takes over a client's holds (see Recovery)
 
 	closed atomic.Bool
 }
@@ -43,7 +44,7 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Cluster, er
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, rt: fabric.Runtime()}
+	c := &Cluster{opts: o, rt: fabric.Runtime(), fabric: fabric}
 	set, err := nodestate.Open(ctx, fabric, fabric.Hosted(), farmem.OwnerSELCC,
 		func(ctx context.Context, env *nodestate.Env) (*node, error) { return openNode(ctx, c, env) })
 	if err != nil {
@@ -110,6 +111,8 @@ type Client struct {
 	seq   uint64
 	// selOpen counts the client's open SEL-mode guards.
 	selOpen int
+	// life is what the client holds, for its node to take over if it loses its access.
+	life life
 }
 
 // Client returns m's handle. m must be a client of a compute node the cluster is open on

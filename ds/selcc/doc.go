@@ -174,6 +174,31 @@
 // (at once if the fabric knows the node is down, after ReplyTimeout if it is silent); after
 // the repair it succeeds.
 //
+// Online, one line at a time: an acquisition that finds in the word a holder the fabric
+// reports down (its invalidation cannot be sent: Memory.Send fails at once with
+// farmem.ErrNodeDown) fails with a [HolderDownError] naming the holder and the line; so does a
+// requester whose holder took the message and then died (while it waits for an answer it asks,
+// every down timeout, whether the fabric now reports the holder down: one message of no
+// effect). The caller may then remove the dead node's holds from that line with
+// [Client.RepairLine] (one READ and one CAS; survivors repairing one line at once remove each
+// hold once, since a CAS removes a hold only while the word still shows it) and retry; package
+// ds/blink does, after the fabric's down timeout since it first saw the node down (every verb
+// the dead node posted has then landed or never will). RepairLine needs the bitmap codec and
+// no EagerForward. It trusts the caller's judgement that the node is gone for good: a node
+// that is only slow or cut off is never reported this way, its invalidations time out after
+// ReplyTimeout, and a node reported down that came back would find its holds removed under it.
+//
+// A client that loses its access while its compute node lives (the fabric cut that client
+// alone off: the simulator's CrashClient, a queue pair in error) fails with
+// farmem.ErrNodeDown on its own region; it then hands what it held to its node through a client
+// it opens there (the frames whose latch word names it as exclusive holder, settled from their
+// lines' words as an eviction would and forgotten, quarantined if a peer's forward may still
+// land in them; its shared latches, which it counts; the line whose access failed, settled as
+// an orphan at once), and every later access of it fails with [ErrClientDown] (it never serves
+// from the cache again). A client that is only paused keeps its latches: its node's clients
+// wait for them and peers' invalidations are dropped and resent, as for any local holder,
+// until it runs again.
+//
 // A crash also leaves holds on the survivors' side, which Repair cannot see; the engine
 // settles them itself:
 //
@@ -189,7 +214,10 @@
 //     landed (the holder field, and the bitmap's bit, say exactly whether it did), kept while its
 //     source still holds the line (it may still land), forgotten otherwise. A shared attempt
 //     waits (fails with farmem.ErrNodeDown) while a shared orphan may still land, since the
-//     node's bit would be added twice. Under the group codec a holder answers a PeerRd by
+//     node's bit would be added twice. A node's handler asked about a line it has no frame for
+//     settles its orphans on the line there and then (in a free frame it maps for the purpose,
+//     if one is free and unlatched), so peers do not wait for a client of the node to want the
+//     line. Under the group codec a holder answers a PeerRd by
 //     downgrading only itself (the reader then adds its own count, one more round trip than
 //     the bitmap's case 2), so no share is ever granted that the reader could not account for.
 //
@@ -197,10 +225,13 @@
 //
 // Options.Mode = SEL is the paper's baseline on the same latch words: each access takes the
 // global latch and reads the line in one round trip and releases it (writing the dirty range
-// back) in another: 2 round trips per access. A node's clients serialize on a striped local
-// latch, since the node has one share per line; a client that already holds a guard takes an
-// exclusive one without waiting for a stripe (a try only), so nested guards cannot deadlock on
-// stripes. Cached and SEL clusters must not share lines.
+// back) in another: 2 round trips per access. As in the paper's SEL (and its artifact), every
+// client takes the global latch itself, with no local latch: a reader adds one to a count in
+// the word's low bits (not its node's bitmap bit), a writer swaps 0 for its exclusive field,
+// and a failed attempt (a reader's undone with one more FAA) is retried at once, with no
+// backoff and no message. Under a hot line's readers a writer can therefore wait long (the
+// count seldom drops to 0), as the paper's SEL writer does. Cached and SEL clusters must not
+// share lines.
 //
 // # Costs (round trips on the caller's critical path)
 //
@@ -219,6 +250,7 @@
 //	                                               the retried CAS+READ at once
 //	release                                        0 (WriteBackOnRelease: +1 if dirty)
 //	SEL access                                     2
+//	RepairLine (a dead node's holds on one line)   2 (READ, CAS; more if the word moves)
 //
 // Local verbs (latches, frame bodies, reply flags) are to the caller's own region: no round
 // trip, priced by sim at DRAM cost.

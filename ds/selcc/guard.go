@@ -36,6 +36,9 @@ func (gd *Guard) check(off, n int) error {
 	if gd.done {
 		return fmt.Errorf("selcc: guard on %v used after Unlock: %w", gd.g, farmem.ErrClosed)
 	}
+	if gd.cl.life.down {
+		return gd.cl.downErr() // its frame went to the node: never read it again
+	}
 	if off < 0 || n < 0 || off+n > gd.cl.o.LineSize {
 		return fmt.Errorf("selcc: [%d, %d) outside a %d-byte line: %w", off, off+n, gd.cl.o.LineSize, farmem.ErrOutOfRange)
 	}
@@ -103,10 +106,8 @@ func widen(lo, hi, s, e int) (int, int) {
 	return min(lo, s), max(hi, e)
 }
 
-// Unlock releases the guard (idempotent). Cached: the local latch only, after writing the
-// dirty range back in WriteBackOnRelease mode (one round trip) and after giving the line up if
-// its γ budget ran out. SEL: the dirty range's write-back and the release FAA, one round trip.
-func (gd *Guard) Unlock(ctx context.Context) error {
+// unlock is Unlock's release (see Unlock).
+func (gd *Guard) unlock(ctx context.Context) error {
 	if gd.done {
 		return nil
 	}
@@ -117,7 +118,7 @@ func (gd *Guard) Unlock(ctx context.Context) error {
 	}
 	f := gd.f
 	if !gd.excl {
-		if err := gd.l.RUnlock(ctx); err != nil {
+		if err := gd.cl.runlock(ctx, gd.l); err != nil {
 			return err
 		}
 		if p := f.yieldPrio.Load(); p != 0 && f.yieldPrio.CompareAndSwap(p, 0) {
@@ -223,7 +224,7 @@ func (cl *Client) RLock(ctx context.Context, g GCL) (*Guard, error) {
 	if cl.o.Mode == SEL {
 		return cl.selAcquire(ctx, g, false)
 	}
-	return cl.lock(ctx, g, false)
+	return cl.locked(ctx, g, false)
 }
 
 // Lock acquires g exclusively: a hit on a line held M costs no round trip, a miss one (the
@@ -232,7 +233,7 @@ func (cl *Client) Lock(ctx context.Context, g GCL) (*Guard, error) {
 	if cl.o.Mode == SEL {
 		return cl.selAcquire(ctx, g, true)
 	}
-	return cl.lock(ctx, g, true)
+	return cl.locked(ctx, g, true)
 }
 
 // latch takes f's local latch in the mode asked, counting a wait for the lease if the frame
@@ -247,6 +248,9 @@ func (cl *Client) latch(ctx context.Context, f *frame, excl bool) (nodearea.Latc
 		ok, err = l.TryLock(ctx)
 	} else {
 		ok, err = l.TryRLock(ctx)
+	}
+	if ok && !excl {
+		cl.rlocked(f.latch)
 	}
 	if err != nil || ok {
 		if ok && f.contended.Load() {
@@ -267,8 +271,8 @@ func (cl *Client) latch(ctx context.Context, f *frame, excl bool) (nodearea.Latc
 	start := cl.rt.Now()
 	if excl {
 		err = l.Lock(ctx)
-	} else {
-		err = l.RLock(ctx)
+	} else if err = l.RLock(ctx); err == nil {
+		cl.rlocked(f.latch)
 	}
 	d := uint64(cl.rt.Now().Sub(start))
 	cl.n.stats.latchWaits.Add(1)

@@ -76,8 +76,7 @@ type node struct {
 	m    farmem.Memory // the state's own client (Close)
 	area *nodearea.Area
 
-	frames  []*frame
-	stripes farmem.Addr // SEL mode's local latches
+	frames []*frame
 
 	mu      sync.Mutex // short sections, never across a verb or a Wait
 	table   map[GCL]*frame
@@ -173,11 +172,7 @@ func openNode(ctx context.Context, c *Cluster, env *nodestate.Env) (*node, error
 	n := &node{c: c, id: env.Node.ComputeID(), m: env.Memory, area: area,
 		table: map[GCL]*frame{}, holdoff: map[GCL]farmem.Time{}}
 	o := c.opts
-	if o.Mode == SEL {
-		if n.stripes, err = area.AllocZeroed(ctx, uint64(8*o.Stripes)); err != nil {
-			return nil, err
-		}
-	} else {
+	if o.Mode != SEL {
 		for range o.Frames {
 			b, err := area.AllocZeroed(ctx, uint64(frameHeader+o.LineSize))
 			if err != nil {
@@ -474,6 +469,9 @@ func (n *node) reply(ctx context.Context, m farmem.Memory, v invalidation, statu
 func (n *node) invalidate(ctx context.Context, m farmem.Memory, v invalidation) (uint64, error) {
 	f := n.lookup(v.gcl)
 	if f == nil {
+		if err := n.settleUnmapped(ctx, m, v.gcl); err != nil {
+			return 0, err
+		}
 		n.stats.dropped.Add(1)
 		return replyDrop, nil
 	}

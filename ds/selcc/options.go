@@ -106,9 +106,6 @@ type Options struct {
 	// the fabric's down timeout, at least 1s); past it the acquisition fails with an error
 	// wrapping farmem.ErrNodeDown.
 	ReplyTimeout time.Duration
-	// Stripes is the number of local latches SEL mode serializes a node's clients with (the
-	// node holds one shared bit per line; default 64).
-	Stripes int
 	// NoForwarding and NoDirtyBounds turn two of the paper's optimizations off, for its
 	// ablation (§7.2.3; the third, batched eviction, is EvictBatch 1). Without forwarding an M
 	// holder asked for its line writes it back and releases it (PeerWr) or downgrades (PeerRd)
@@ -188,9 +185,6 @@ func (o Options) withDefaults(t *farmem.Topology) (Options, error) {
 	}
 	if o.ReplyTimeout == 0 {
 		o.ReplyTimeout = max(time.Second, 200*t.DownTimeout)
-	}
-	if o.Stripes <= 0 {
-		o.Stripes = 64
 	}
 	return o, nil
 }

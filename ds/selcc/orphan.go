@@ -122,7 +122,7 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 	}
 	cl.n.setOrphans(g, keep)
 	if wait != 0 && !excl {
-		return fmt.Errorf("selcc: %v has not answered an earlier PeerRd of %v and still holds it (Repair clears its holds): %w", wait.Node(), g, farmem.ErrNodeDown)
+		return cl.holderGone(ctx, wait, g, fmt.Errorf("selcc: %v has not answered an earlier PeerRd of %v and still holds it (Repair clears its holds): %w", wait.Node(), g, farmem.ErrNodeDown))
 	}
 	return nil
 }

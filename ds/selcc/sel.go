@@ -3,72 +3,48 @@ package selcc
 import (
 	"context"
 
-	"github.com/farmem/farmem/alloc/nodearea"
 	"github.com/farmem/farmem/farmem"
 )
 
-// stripe returns the SEL-mode local latch that serializes this node's clients on g: the node
-// has one shared bit (or count) per line, so two of its clients must not both add it.
-func (cl *Client) stripe(g GCL) (nodearea.Latch, error) {
-	h := uint64(g) * 0x9e3779b97f4a7c15
-	i := (h >> 32) % uint64(cl.o.Stripes)
-	return nodearea.NewLatch(cl.m, cl.n.stripes.Add(8*i))
-}
+// selShare is SEL's shared-holder delta: a count of reading clients in the word's low bits (the
+// paper's SEL adds 1 per reader: its artifact, github.com/ruihong123/SELCC, storage/rdma.cc
+// global_Rlock_and_read_page_without_INVALID), so that clients of one node read a line at
+// once with no local latch in front of the global one. A reader checks only the codec's
+// exclusive holder field, in the word's top bits, far above any count of clients.
+const selShare = 1
 
-// selAcquire is SEL's acquisition: the latch atomic and the body's read in one batch (one
-// round trip), retried with backoff while a conflicting holder is in; no message is sent.
-//
-// The stripe latch is what keeps a node's shared acquisitions to one share per line, so a
-// shared acquisition always takes it. An exclusive one needs it only as a local queue (the
-// CAS from 0 admits one holder whoever else of the node tries): a client that already holds a
-// guard (a B-link split holds its node while it writes the fresh right half) only tries it and
-// goes on without it if it is busy, since two clients each holding one stripe and waiting for
-// the other's would deadlock, as would one client whose two lines hash to one stripe.
+// selUnshare is the delta that undoes or releases a selShare (minus one, modulo 2^64).
+const selUnshare = ^uint64(selShare - 1)
+
+// selAcquire is SEL's acquisition, as the paper's baseline and its artifact run it: the latch
+// atomic and the body's read in one batch (one round trip), and on a conflict (a shared
+// attempt undone with one more FAA) the next attempt at once, with no backoff and no message;
+// every client takes the global latch itself, with no local latch in front of it.
 func (cl *Client) selAcquire(ctx context.Context, g GCL, excl bool) (*Guard, error) {
 	cd, me := cl.o.Codec, cl.me
-	l, err := cl.stripe(g)
-	if err != nil {
-		return nil, err
-	}
-	if excl && cl.selOpen > 0 {
-		ok, err := l.TryLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			l = nodearea.Latch{}
-		}
-	} else if err := l.Lock(ctx); err != nil {
-		return nil, err
-	}
 	buf := make([]byte, cl.o.LineSize)
-	for try := 1; ; try++ {
+	for {
 		var b farmem.Batch
 		var i int
 		if excl {
 			i = b.CAS(g.Latch(), 0, cd.Exclusive(me))
 		} else {
-			i = b.FAA(g.Latch(), cd.Shared(me))
+			i = b.FAA(g.Latch(), selShare)
 		}
 		b.Read(g.Body(), buf)
-		err := doAll(ctx, cl.m, &b)
-		if err == nil {
-			prev, _ := b.Result(i)
-			if excl && prev == 0 || !excl && cd.Holder(prev) == 0 {
-				cl.selOpen++
-				return &Guard{cl: cl, g: g, excl: excl, l: l, buf: buf}, nil
-			}
-			if !excl {
-				_, err = cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cd, me))
+		if err := doAll(ctx, cl.m, &b); err != nil {
+			return nil, err
+		}
+		prev, _ := b.Result(i)
+		if excl && prev == 0 || !excl && cd.Holder(prev) == 0 {
+			return &Guard{cl: cl, g: g, excl: excl, buf: buf}, nil
+		}
+		if !excl {
+			if _, err := cl.m.FAA(ctx, g.Latch(), selUnshare); err != nil {
+				return nil, err
 			}
 		}
-		if err == nil {
-			err = cl.backoff(ctx, 1)
-		}
-		if err != nil {
-			if l != (nodearea.Latch{}) {
-				cl.unlatch(ctx, l, true)
-			}
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 	}
@@ -84,15 +60,7 @@ func (cl *Client) selRelease(ctx context.Context, gd *Guard) error {
 		}
 		b.FAA(gd.g.Latch(), ReleaseExclusiveDelta(cd, cl.me))
 	} else {
-		b.FAA(gd.g.Latch(), ReleaseSharedDelta(cd, cl.me))
+		b.FAA(gd.g.Latch(), selUnshare)
 	}
-	err := doAll(ctx, cl.m, &b)
-	cl.selOpen--
-	if gd.l == (nodearea.Latch{}) {
-		return err
-	}
-	if e := gd.l.Unlock(detached(ctx)); err == nil {
-		err = e
-	}
-	return err
+	return doAll(ctx, cl.m, &b)
 }

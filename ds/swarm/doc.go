@@ -154,6 +154,11 @@
 // claimed per timestamp), so the others go on; its last write's outcome is unknown. Any f of
 // the 2f+1 memory nodes may crash or hang (maxreg.Replicated); with more, operations fail with
 // an error wrapping farmem.ErrNodeDown. Buffers are recycled as maxreg.Replicated describes.
+// A replica whose node restarted empty counts again once Repopulate copied it; a TRYLOCK
+// counts only answers to rounds posted within Params.Lease of its attempt's first (a client
+// stalled longer starts the attempt over, Stats.LockRestarts), so with the copy made the
+// fabric's down timeout plus Lease plus twice Skew after the loss, no answer from the lost
+// replica is paired with one from its copy (see Repopulate).
 //
 // # Runtime
 //

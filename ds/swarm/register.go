@@ -53,6 +53,10 @@ type Stats struct {
 	// lock there. The reader's next M read then returns a larger tuple even if the majority
 	// answering it holds none yet (the iteration bound's case; see the package doc).
 	ReadLockProbed uint64
+	// LockRestarts counts TRYLOCK attempts abandoned because a round fell due more than
+	// Params.Lease after the attempt's first (a client stalled mid-lock): the next attempt
+	// counts only its own answers (see tslock.go).
+	LockRestarts uint64
 	// MaxReadIterations is the most iterations of the read loop one read took;
 	// MaxLockRounds the most rounds of CASes one TRYLOCK took; MaxWriteLockRounds the most
 	// one of this writer's write-mode TRYLOCKs took.

@@ -38,11 +38,14 @@ type RepopulateReport struct {
 // guess once, and waits for every replica of a round before the next), and later readers of
 // that timestamp fail on target, which TRYLOCK allows (both may fail).
 //
-// Not covered: a TRYLOCK that read the lost replica before it crashed and completes a round
-// on another replica only after the copy read it (its client paused for longer than the
-// caller waits before copying, kvstore's Swarm kind waiting the fabric's down timeout plus
-// the register's Skew): its answer from the lost replica may pair with a lock won through
-// target afterwards.
+// A TRYLOCK that read the lost replica before it crashed counts that answer only with answers
+// to rounds it posted within Params.Lease of its first (a later round starts a new attempt
+// that counts only its own answers: see tryLock). So the caller must copy no sooner than the
+// fabric's down timeout plus Lease plus twice Skew after the loss (kvstore's Swarm kind waits
+// that long after the node's adoption began): every CAS such a TRYLOCK counts has then
+// applied on the replicas the copy reads, and the copy carries its (ts, mode) to target, so
+// no lock is won through target against it. A copy made sooner may pair that answer with a
+// lock won through target afterwards.
 //
 // Cost: RepopulateReplica's, then one round trip reading the lock words (8 bytes per writer)
 // of every replica and one raising the target's.

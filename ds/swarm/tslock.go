@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -65,6 +66,17 @@ func (r *Register) raiseLock(c farmem.ClientID, i int, w uint64) {
 // TRYLOCK(ts, WRITE) never both return true (two majorities share a replica, whose word never
 // switches mode for ts). Rounds: one when the cache is right, more per concurrent locker.
 //
+// Lease. The replicas it counts as holding (ts, mode) are those that answered so in the
+// current attempt, whose rounds are all posted within Params.Lease of its first (on the
+// client's clock): a round due later starts a new attempt, which counts only answers to its
+// own rounds (a replica whose word is known to hold (ts, mode) already is read again, in the
+// same batch as the other replicas' CASes). An answer from a replica that restarted since is
+// so never paired with answers from after its adoption, which waits out the fabric's down
+// timeout, the lease and twice the skew before copying (kvstore's Swarm kind): every CAS an
+// attempt counts has applied on the replicas the copy reads before it reads them (see
+// "Failures" in the package doc). A word seen holding a larger timestamp or ts in the other
+// mode, in any attempt or in the cache, makes the lock fail (failing is always safe).
+//
 // wb, if not nil, is the write-back of the larger tuple the writer's read returned: its ops go
 // into the first round's batch, ahead of the CASes on each replica, so a replica's word holds
 // (ts, WRITE) only after the write-back applied there (see the package doc's Round trips). In
@@ -76,9 +88,17 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		return false, fmt.Errorf("%w: client %d has no timestamp lock", ErrNotWriter, c)
 	}
 	want := lockWord(ts, mode)
+	// seen: per replica, the largest word known (the cache, every answer): the CASes'
+	// expectations and the evidence of failure. cur: the word a replica answered in the
+	// current attempt (answered), the only evidence of success.
 	seen := r.cachedLock(c)
-	out := func(i int) bool { return lockTS(seen[i]) >= ts }
+	cur := make([]uint64, r.n)
+	answered := make([]bool, r.n)
+	failed := func(w uint64) bool { return lockTS(w) > ts || (lockTS(w) == ts && w != want) }
+	out := func(i int) bool { return failed(seen[i]) || (answered[i] && lockTS(cur[i]) >= ts) }
 	rounds := uint64(0)
+	var attempt farmem.Time // when the current attempt posted its first round
+	attemptRounds := 0
 	outCount := func() int {
 		n := 0
 		for i := range r.n {
@@ -105,8 +125,8 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 			r.maxWLock = max(r.maxWLock, rounds)
 		}
 		for {
-			cur := r.lockRounds.Load()
-			if rounds <= cur || r.lockRounds.CompareAndSwap(cur, rounds) {
+			most := r.lockRounds.Load()
+			if rounds <= most || r.lockRounds.CompareAndSwap(most, rounds) {
 				return
 			}
 		}
@@ -124,14 +144,29 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		if left >= r.maj {
 			break
 		}
+		now := r.rt.Now()
+		if attemptRounds > 0 && now.Sub(attempt) > r.p.Lease {
+			// The lease ran out: the answers so far count no more (see Lease above).
+			r.stats.LockRestarts++
+			attemptRounds = 0
+			clear(answered)
+			continue
+		}
+		if attemptRounds == 0 {
+			attempt = now
+		}
+		attemptRounds++
 		rounds++
 		b := new(farmem.Batch)
 		// Per replica, the CASes of this round in posting order, with the value each expects:
 		// the word last seen, then (for this handle's own lock) the larger words the replica
 		// may hold by now (see candidates). They apply in order at the replica, so the first
-		// whose expectation holds installs want and the others fail harmlessly.
+		// whose expectation holds installs want and the others fail harmlessly. A replica
+		// whose word is known to hold want already (from an earlier attempt) is read instead.
 		idx := make([][]int, r.n)
 		exp := make([][]uint64, r.n)
+		rd := make([]int, r.n)
+		rbuf := make([][]byte, r.n)
 		if wb != nil && rounds == 1 {
 			for i := range r.n {
 				wb.Add(i, b)
@@ -141,17 +176,27 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		if mode == modeRead {
 			probe = r.rep.NewProbe()
 		}
-		var cas []int // the replicas this round CASes
+		var cas []int // the replicas this round CASes or reads the word of
 		for _, i := range todo {
+			rd[i] = -1
 			if wb != nil && rounds == 1 && !wb.Sure(i) {
 				// The write-back may not install m there: the lock waits for a later round,
 				// so that a replica never holds (ts, WRITE) without m.
 				continue
 			}
 			cas = append(cas, i)
-			for _, e := range r.candidates(c, seen[i], ts) {
-				exp[i] = append(exp[i], e)
-				idx[i] = append(idx[i], b.CAS(r.lockAddr(i, c), e, want))
+			last := seen[i]
+			if answered[i] {
+				last = cur[i]
+			}
+			if lockTS(last) >= ts {
+				rbuf[i] = make([]byte, 8)
+				rd[i] = b.Read(r.lockAddr(i, c), rbuf[i])
+			} else {
+				for _, e := range r.candidates(c, last, ts) {
+					exp[i] = append(exp[i], e)
+					idx[i] = append(idx[i], b.CAS(r.lockAddr(i, c), e, want))
+				}
 			}
 			if probe != nil {
 				probe.Add(i, b)
@@ -171,7 +216,8 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 		p := r.m.Post(ctx, b)
 		// A replica's results count once all its ops are done: its word seen then comes with
-		// the write-back or the probe that the same batch carried.
+		// the write-back or the probe that the same batch carried. apply gets, per replica,
+		// the word it holds after this round's ops there.
 		absorb := func(p *farmem.Pending, hook bool, apply func(i int, w uint64)) {
 			if carried != nil {
 				carried.Absorb(p, hook)
@@ -183,6 +229,14 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 				if !p.NodeDone(r.locks[i].Node()) {
 					continue
 				}
+				if rd[i] >= 0 {
+					if _, err := b.Result(rd[i]); err == nil {
+						apply(i, binary.LittleEndian.Uint64(rbuf[i]))
+					}
+					continue
+				}
+				var w uint64
+				ok := false
 				for j, k := range idx[i] {
 					if !p.OpDone(k) {
 						continue
@@ -191,10 +245,12 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 					if err != nil {
 						continue
 					}
-					w := prev
 					if prev == exp[i][j] {
-						w = want
+						prev = want
 					}
+					w, ok = max(w, prev), true
+				}
+				if ok {
 					apply(i, w)
 				}
 			}
@@ -212,6 +268,7 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 			err := p.WaitNodes(ctx, k)
 			absorb(p, false, func(i int, w uint64) {
 				seen[i] = max(seen[i], w)
+				cur[i], answered[i] = w, true
 				r.raiseLock(c, i, w)
 			})
 			if probe != nil && !probed {
@@ -227,7 +284,7 @@ func (r *Register) tryLock(ctx context.Context, c farmem.ClientID, ts, mode uint
 		}
 	}
 	for i := range r.n {
-		if lockTS(seen[i]) > ts || (lockTS(seen[i]) == ts && seen[i] != want) {
+		if failed(seen[i]) {
 			return false, nil
 		}
 	}

@@ -63,7 +63,25 @@ type Cluster struct {
 	// TearsOnPurpose says the transport interleaves long accesses on purpose, so the suite
 	// requires that it saw a torn read.
 	TearsOnPurpose bool
+	// TearingReads bounds the long reads the Tearing test makes while another client rewrites
+	// the same words (0: DefaultTearingReads). The test stops sooner once it has checked
+	// word by word enough reads that overlapped a write (TearingOverlaps; three on a
+	// transport that tears on purpose). A run whose reads rarely overlap a write and whose
+	// data path another run of the suite already drives at the default bound (a deployment in
+	// separate processes of a server tested in process; a simulator that applies an access at
+	// one instant unless its model tears) may lower it: what the reads check is the same.
+	TearingReads int
 }
+
+// The Tearing test's bounds (Cluster.TearingReads). A read can tear only while a write to the
+// same words is in flight, so the test's power lies in the reads that overlapped a write (a
+// long read that saw two versions of the words), each checked word by word: it stops after
+// TearingOverlaps of them, at the earliest after 200 reads, or after TearingReads reads on a
+// transport where overlaps are rare.
+const (
+	DefaultTearingReads = 20000
+	TearingOverlaps     = 100
+)
 
 // Open builds a fresh cluster for one test and registers its cleanup with t.
 type Open func(t *testing.T, cfg Config) *Cluster

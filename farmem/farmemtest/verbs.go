@@ -338,7 +338,14 @@ func testTearing(t *testing.T, open Open) {
 		defer done.Store(true)
 		buf := make([]byte, 8*nwords)
 		one := make([]byte, 8)
-		for k := 0; k < 20000; k++ {
+		bound, overlaps := DefaultTearingReads, int64(TearingOverlaps)
+		if e.cl.TearingReads > 0 {
+			bound = e.cl.TearingReads
+		}
+		if e.cl.TearsOnPurpose {
+			overlaps = 3
+		}
+		for k := 0; k < bound; k++ {
 			if err := reader.Read(ctx, a, buf); err != nil {
 				return err
 			}
@@ -361,7 +368,7 @@ func testTearing(t *testing.T, open Open) {
 			if v := word(one); v != 0 && v != (v&0xff)*0x0101010101010101 {
 				return fmt.Errorf("an 8-byte read tore: %#x", v)
 			}
-			if e.cl.TearsOnPurpose && torn.Load() >= 3 && k >= 200 {
+			if torn.Load() >= overlaps && k >= 200 {
 				break
 			}
 		}

@@ -22,6 +22,7 @@ func TestSuiteCatchesBrokenTransports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the suite in child processes")
 	}
+	t.Parallel() // child processes of its own, side by side with the suites above
 	for defect, test := range map[string]string{
 		"faa-lost":        "FAASum",
 		"cas-lost":        "CASLoop",
@@ -35,6 +36,7 @@ func TestSuiteCatchesBrokenTransports(t *testing.T) {
 		"bounds-ignored":  "BoundsAndAlignment",
 	} {
 		t.Run(defect, func(t *testing.T) {
+			t.Parallel() // each child runs one test of the suite on its own transport
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestBrokenConformance$/^"+test+"$", "-test.v")
 			cmd.Env = append(os.Environ(), "FARMEM_BROKEN="+defect)
 			out, err := cmd.CombinedOutput()

@@ -23,11 +23,16 @@ func open(opts local.Options) farmemtest.Open {
 	}
 }
 
+// The two suites run side by side: each has fabrics of its own, and most of their time is
+// spent waiting out the fault tests' down timeouts.
+
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	farmemtest.Run(t, open(local.Options{}))
 }
 
 func TestConformanceTearingJitter(t *testing.T) {
+	t.Parallel()
 	farmemtest.Run(t, open(local.Options{
 		Tearing: true,
 		Latency: 20 * time.Microsecond,

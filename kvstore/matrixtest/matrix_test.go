@@ -255,54 +255,64 @@ func TestMatrixSim(t *testing.T) {
 		i := seedIndex(t, c)
 		t.Run(c.String(), func(t *testing.T) {
 			t.Parallel()
-			model := sim.ConnectX6()
-			model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 2, 32<<20
-			model.Tearing, model.Jitter = true, 300*time.Nanosecond
-			s, err := sim.New(model, uint64(100+i))
-			require.NoError(t, err)
-			defer s.Close()
-			h := kvstoretest.Model.NewHistory(s.Runtime())
-			s.Run(func() {
-				ctx := context.Background()
-				st, err := kvstore.Open(ctx, s, c.options(t, shortLeases))
-				require.NoError(t, err)
-				var sessions []*kvstore.Session
-				for range 4 {
-					ss, err := st.Session(ctx)
-					require.NoError(t, err)
-					sessions = append(sessions, ss)
-				}
-				start := s.Now()
-				paused := sessions[0].Memory().Info().ID
-				s.At(start.Add(100*time.Microsecond), func() { _ = s.PauseClient(paused) })
-				s.At(start.Add(8100*time.Microsecond), func() { _ = s.ResumeClient(paused) })
-				crashed := sessions[1].Memory().Info().ID
-				s.At(start.Add(300*time.Microsecond), func() { _ = s.CrashClient(crashed) })
-				w := mix
-				errs := make([]error, 6)
-				require.NoError(t, s.Parallel(len(errs), func(g int) {
-					rng := s.Runtime().NewRand()
-					if g < len(sessions) {
-						errs[g] = w.Run(ctx, sessions[g], g, rng, h)
-						return
-					}
-					errs[g] = w.Run(ctx, st, g, rng, h)
-				}))
-				for g, err := range errs {
-					require.NoError(t, err, "goroutine %d", g)
-				}
-				for i, ss := range sessions {
-					if err := ss.Close(); i != 1 { // the crashed client cannot withdraw its announcement
-						require.NoError(t, err)
-					}
-				}
-				_ = st.Close() // holds the crashed client, whose close fails
-			})
-			sum, verdict := h.Verify()
-			t.Logf("%v", sum)
-			require.NoError(t, verdict)
+			simScenario(t, c, uint64(100+i))
 		})
 	}
+}
+
+// simScenario is TestMatrixSim's run of c on a simulator of seed seed: six goroutines run mix,
+// four through sessions, of which the first's client is paused past its allocator lease and
+// the second's crashed mid-run; the history must be linearizable.
+func simScenario(t *testing.T, c combo, seed uint64) {
+	model := sim.ConnectX6()
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 2, 32<<20
+	model.Tearing, model.Jitter = true, 300*time.Nanosecond
+	s, err := sim.New(model, seed)
+	require.NoError(t, err)
+	defer s.Close()
+	h := kvstoretest.Model.NewHistory(s.Runtime())
+	s.Run(func() {
+		// A run that takes seconds of virtual time is stuck (survivors retrying forever).
+		ctx, cancel := s.Runtime().WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := kvstore.Open(ctx, s, c.options(t, shortLeases))
+		require.NoError(t, err)
+		var sessions []*kvstore.Session
+		for range 4 {
+			ss, err := st.Session(ctx)
+			require.NoError(t, err)
+			sessions = append(sessions, ss)
+		}
+		start := s.Now()
+		paused := sessions[0].Memory().Info().ID
+		s.At(start.Add(100*time.Microsecond), func() { _ = s.PauseClient(paused) })
+		s.At(start.Add(8100*time.Microsecond), func() { _ = s.ResumeClient(paused) })
+		crashed := sessions[1].Memory().Info().ID
+		s.At(start.Add(300*time.Microsecond), func() { _ = s.CrashClient(crashed) })
+		w := mix
+		errs := make([]error, 6)
+		require.NoError(t, s.Parallel(len(errs), func(g int) {
+			rng := s.Runtime().NewRand()
+			if g < len(sessions) {
+				errs[g] = w.Run(ctx, sessions[g], g, rng, h)
+				return
+			}
+			errs[g] = w.Run(ctx, st, g, rng, h)
+		}))
+		for g, err := range errs {
+			require.NoError(t, err, "goroutine %d", g)
+		}
+		require.NoError(t, ctx.Err(), "the run ended within its virtual deadline")
+		for i, ss := range sessions {
+			if err := ss.Close(); i != 1 { // the crashed client cannot withdraw its announcement
+				require.NoError(t, err)
+			}
+		}
+		_ = st.Close() // holds the crashed client, whose close fails
+	})
+	sum, verdict := h.Verify()
+	t.Logf("%v", sum)
+	require.NoError(t, verdict)
 }
 
 // raceIndexReplicas are race parameters that replicate the table n ways.

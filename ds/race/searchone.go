@@ -1,0 +1,51 @@
+package race
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+)
+
+// searchOne is the Search of a key whose view (decoded with matchOnly) holds exactly one
+// committed slot with its fingerprint, w, on a table without block copies and an unreplicated
+// index: the common case, done without findKey's bookkeeping (the list of candidates, the
+// pending reads, what the operation learnt of each block), which a Search with one candidate
+// and no copy to fall back on never uses. It issues what learn would for that slot (one batch of one read of the
+// block) and answers as learn and search would: the value appended to op.dst (a copy when op.dst
+// is nil) if the block holds the key, ErrNotFound if it holds another key, errStale (the
+// caller looks again) if the block fails validation, and learn's error if the read fails.
+func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, error) {
+	w = blockKey(w)
+	// The block's lines are asked for now, so that their misses overlap the batch's set-up.
+	t.prefetchBlock(w)
+	n := int(w.Size())
+	sc := t.scr
+	sc.blocks = grow(sc.blocks, n)
+	buf := sc.blocks[:n:n]
+	b := t.batch()
+	b.Read(w.Addr(), buf)
+	if err := t.m.Do(ctx, b); err != nil {
+		// As learn: a batch whose failure is not its read's failing because the block's node
+		// is down or lost its memory drops the scratch; a failed read answers its error; a
+		// batch that failed while its read did not (a replicated Memory's, say) read the block.
+		if !onlyBlocksDown(b, 1) {
+			t.lost()
+			return nil, fmt.Errorf("race: read KV blocks: %w", err)
+		}
+		if _, rerr := b.Result(0); rerr != nil {
+			return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
+		}
+	}
+	blk, err := DecodeBlock(w.Addr(), buf)
+	if err != nil {
+		t.stats.BadBlocks++
+		return nil, errStale
+	}
+	if !bytes.Equal(blk.Key, op.key) {
+		return nil, ErrNotFound
+	}
+	if op.dst == nil {
+		return bytes.Clone(blk.Value), nil
+	}
+	return append(op.dst, blk.Value...), nil
+}

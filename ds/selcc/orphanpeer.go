@@ -1,0 +1,53 @@
+package selcc
+
+import (
+	"context"
+
+	"github.com/farmem/farmem/alloc/nodearea"
+	"github.com/farmem/farmem/farmem"
+)
+
+// settleUnmapped settles this node's orphans on g when a peer's invalidation finds no frame
+// for g here. An orphan is otherwise settled only by this node's own next acquisition of the
+// line; until then the word may name this node (a hand-over whose forward never came) while the
+// handler, having no frame, drops every invalidation for it, and the peers that want the line
+// retry forever (they would wait for a client of this node to want the line first). So the
+// handler settles it as an acquisition would: it takes a free frame without waiting (none free,
+// or its latch busy: it leaves the orphan for later), maps it to g (if g was mapped meanwhile,
+// that frame's acquisition settles it), and settles under the frame's exclusive latch with memo
+// I, then frees the frame. Costs: nothing unless the node has orphans on g; then one READ of the
+// word and an FAA per landed hold, on the handler.
+func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error {
+	n.mu.Lock()
+	has := len(n.orphans[g]) > 0
+	n.mu.Unlock()
+	if !has {
+		return nil
+	}
+	f := n.takeFree()
+	if f == nil {
+		return nil
+	}
+	l, err := nodearea.NewLatch(m, f.latch)
+	if err != nil {
+		n.putFree(f)
+		return err
+	}
+	ok, err := l.TryLock(ctx)
+	if err != nil || !ok {
+		n.putFree(f)
+		return err
+	}
+	f.memo, f.lo, f.hi, f.earned = memoI, 0, 0, 0
+	if !n.install(g, f) {
+		n.putFree(f)
+		return l.Unlock(detached(ctx))
+	}
+	cl := &Client{c: n.c, n: n, m: m, me: n.id, o: n.c.opts, rt: m.Runtime()}
+	err = cl.settleOrphans(detached(ctx), g, true, &grantState{})
+	n.unmap(f)
+	if uerr := l.Unlock(detached(ctx)); err == nil {
+		err = uerr
+	}
+	return err
+}

@@ -1,0 +1,81 @@
+package kvstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/maxreg"
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/kvstore"
+)
+
+// TestSwarmInsertDeleteRoundTrips asserts a SWARM-KV Insert's and Delete's round trips
+// exactly (uncontended, every node up, three replicas), through the store and a session, and
+// where they go, step by step (the steps' sums must be the operations' totals):
+//
+//   - Insert 17: a symmetric chunk claimed for the object (2: the objects here, with a lane per
+//     client slot, are each about a chunk, and a claim with replicated metadata is a maximum
+//     over a majority of the bump words), the object's format (6: each replica's lock words
+//     zeroed, then each replica's In-n-Out header and words, one replica after the other), the
+//     register's Open (maxreg.OpenReplicatedRoundTrips), its first write
+//     (maxreg.ReplicatedWriteRoundTrips), the life word's replicated plain write (1) and the
+//     index's replicated insert (race.ReplicatedInsertRoundTrips).
+//   - Delete 10: the life word's CAS ALIVE to DEAD (3: a replicated atomic is 2, and the first
+//     one a handle makes on a word retries its lock round once), the tombstone (1), the CAS
+//     DEAD to UNLINKED (2) and the index's replicated delete (race.ReplicatedDeleteRoundTrips).
+func TestSwarmInsertDeleteRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newSwarmLocal(t, local.Options{})
+	o := swarmOptions()
+	o.MaxClients = 1
+	s := openStore(t, f, o)
+	v := []byte("a value of some thirty bytes..")
+	require.NoError(t, s.Insert(ctx, []byte("warm"), v)) // the allocator's first chunk
+	_, _, err := kvstore.SwarmInsertDeleteSteps(ctx, s, []byte("warm steps"), v)
+	require.NoError(t, err)
+
+	const replicas = 3
+	wantIns := []kvstore.SwarmStep{{"allocate", 2}, {"format", 2 * replicas}, {"open", maxreg.OpenReplicatedRoundTrips},
+		{"write", maxreg.ReplicatedWriteRoundTrips}, {"life word", 1}, {"index insert", race.ReplicatedInsertRoundTrips}}
+	wantDel := []kvstore.SwarmStep{{"life word ALIVE to DEAD", 3}, {"tombstone", 1}, {"life word DEAD to UNLINKED", 2},
+		{"index delete", race.ReplicatedDeleteRoundTrips}}
+	sum := func(steps []kvstore.SwarmStep) (n uint64) {
+		for _, st := range steps {
+			n += st.RoundTrips
+		}
+		return n
+	}
+	const insertRT, deleteRT = 17, 10
+	require.Equal(t, uint64(insertRT), sum(wantIns))
+	require.Equal(t, uint64(deleteRT), sum(wantDel))
+
+	ins, del, err := kvstore.SwarmInsertDeleteSteps(ctx, s, []byte("steps"), v)
+	require.NoError(t, err)
+	require.Equal(t, wantIns, ins, "insert's steps")
+	require.Equal(t, wantDel, del, "delete's steps")
+
+	check := func(name string, via kv, stats func() farmem.Stats) {
+		for i := range 3 {
+			k := []byte(fmt.Sprint(name, i))
+			before := stats()
+			require.NoError(t, via.Insert(ctx, k, v))
+			d := stats().Sub(before)
+			require.Equal(t, uint64(insertRT), d.RoundTrips, "%s insert %d (%v)", name, i, d)
+			before = stats()
+			require.NoError(t, via.Delete(ctx, k))
+			d = stats().Sub(before)
+			require.Equal(t, uint64(deleteRT), d.RoundTrips, "%s delete %d (%v)", name, i, d)
+		}
+	}
+	check("store", s, s.Stats)
+	ss, err := s.Session(ctx) // the store's one client, until closed
+	require.NoError(t, err)
+	check("session", ss, ss.Stats)
+	require.NoError(t, ss.Close())
+}
