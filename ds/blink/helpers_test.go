@@ -2,6 +2,9 @@ package blink_test
 
 import (
 	"context"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,9 +90,10 @@ func (r *rig) do(body func()) { farmemtest.Within(r.f, body) }
 
 // client is one client's memory and tree handle.
 type client struct {
-	m farmem.Memory
-	a *alloc.Allocator
-	t *blink.Tree
+	ops atomic.Int64 // operations completed, for the stall watchdog
+	m   farmem.Memory
+	a   *alloc.Allocator
+	t   *blink.Tree
 }
 
 // client opens client i (round robin over the compute nodes); call inside the fabric.
@@ -106,4 +110,53 @@ func (r *rig) client(t *testing.T, i int) *client {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tr.Close(); _ = a.Close(); _ = m.Close() })
 	return &client{m: m, a: a, t: tr}
+}
+
+// stallLimit is how long a local run may go without any client completing an operation
+// before the watchdog declares it stuck: far beyond an operation's cost on a machine 10x
+// slower than the development VM.
+const stallLimit = 2 * time.Minute
+
+// watchStalls ends ctx, after logging every goroutine's stack, if no client of cs completes an
+// operation for stallLimit of wall time, so that a stuck run fails at once with the evidence
+// instead of running into the test binary's timeout (whose dump is cut short in CI logs). The
+// returned stop ends the watch. Only for wall-clock fabrics: on sim a stuck run ends at its
+// virtual deadline.
+func watchStalls(t *testing.T, ctx context.Context, cs []*client) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		total := func() int64 {
+			var n int64
+			for _, c := range cs {
+				n += c.ops.Load()
+			}
+			return n
+		}
+		last, since := total(), time.Now()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if n := total(); n != last {
+				last, since = n, time.Now()
+				continue
+			}
+			if time.Since(since) < stallLimit {
+				continue
+			}
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+			t.Errorf("no operation completed for %v after %d operations; every goroutine:\n%s", stallLimit, last, b.String())
+			cancel()
+			return
+		}
+	}()
+	return ctx, func() { close(done); <-stopped; cancel() }
 }

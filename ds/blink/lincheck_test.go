@@ -115,6 +115,7 @@ func (w workload) run(ctx context.Context, c *client, h *kvHistory, id int) erro
 			}
 		}
 		op.End(out, err)
+		c.ops.Add(1)
 		if err != nil && w.stopOnDown && (errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrClosed)) {
 			return nil
 		}
@@ -137,6 +138,11 @@ func lincheckRun(t *testing.T, r *rig, n int, w workload) {
 		}
 		ctx, cancel := r.f.Runtime().WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
+		if r.lf != nil {
+			var stop func()
+			ctx, stop = watchStalls(t, ctx, cs)
+			defer stop()
+		}
 		h = kvModel.NewHistory(r.f.Runtime())
 		err := farmemtest.Parallel(r.f.Runtime(), n, func(i int) error { return w.run(ctx, cs[i], h, i) })
 		require.NoError(t, err)
