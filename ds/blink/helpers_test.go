@@ -2,6 +2,7 @@ package blink_test
 
 import (
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -117,17 +118,22 @@ func (r *rig) client(t *testing.T, i int) *client {
 // slower than the development VM.
 const stallLimit = 2 * time.Minute
 
-// watchStalls ends ctx, after logging every goroutine's stack, if no client of cs completes an
-// operation for stallLimit of wall time, so that a stuck run fails at once with the evidence
-// instead of running into the test binary's timeout (whose dump is cut short in CI logs). The
-// returned stop ends the watch. Only for wall-clock fabrics: on sim a stuck run ends at its
-// virtual deadline.
-func watchStalls(t *testing.T, ctx context.Context, cs []*client) (context.Context, func()) {
+// stallWatch ends a run's context if no client completes an operation for stallLimit of wall
+// time, and keeps a summary of what every goroutine of the tree and the cache was doing then,
+// so that a stuck run fails at once with the evidence instead of running into the test
+// binary's timeout (a CI log keeps only the tail of a timed-out binary's dump). Only for
+// wall-clock fabrics: on sim a stuck run ends at its virtual deadline.
+type stallWatch struct {
+	done, stopped chan struct{}
+	cancel        context.CancelFunc
+	summary       string
+}
+
+func watchStalls(ctx context.Context, cs []*client) (context.Context, *stallWatch) {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	stopped := make(chan struct{})
+	w := &stallWatch{done: make(chan struct{}), stopped: make(chan struct{}), cancel: cancel}
 	go func() {
-		defer close(stopped)
+		defer close(w.stopped)
 		total := func() int64 {
 			var n int64
 			for _, c := range cs {
@@ -140,7 +146,7 @@ func watchStalls(t *testing.T, ctx context.Context, cs []*client) (context.Conte
 		defer tick.Stop()
 		for {
 			select {
-			case <-done:
+			case <-w.done:
 				return
 			case <-tick.C:
 			}
@@ -151,12 +157,50 @@ func watchStalls(t *testing.T, ctx context.Context, cs []*client) (context.Conte
 			if time.Since(since) < stallLimit {
 				continue
 			}
-			var b strings.Builder
-			_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-			t.Errorf("no operation completed for %v after %d operations; every goroutine:\n%s", stallLimit, last, b.String())
+			w.summary = fmt.Sprintf("no operation completed for %v after %d operations; the goroutines in ds/blink and ds/selcc, innermost call first:\n%s",
+				stallLimit, last, stacks())
 			cancel()
 			return
 		}
 	}()
-	return ctx, func() { close(done); <-stopped; cancel() }
+	return ctx, w
+}
+
+// stop ends the watch and returns its summary if it fired ("" otherwise).
+func (w *stallWatch) stop() string {
+	close(w.done)
+	<-w.stopped
+	w.cancel()
+	return w.summary
+}
+
+// stacks summarizes every goroutine that runs code of ds/blink or ds/selcc: one line each,
+// its state and its calls (package-qualified names, innermost first).
+func stacks() string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	var out strings.Builder
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if !strings.Contains(g, "ds/blink.") && !strings.Contains(g, "ds/selcc.") {
+			continue
+		}
+		lines := strings.Split(g, "\n")
+		out.WriteString(lines[0])
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "\t") || l == "" {
+				continue // a file:line
+			}
+			if i := strings.LastIndex(l, "/"); i >= 0 {
+				l = l[i+1:]
+			}
+			if i := strings.Index(l, "("); i > 0 && !strings.HasPrefix(l[i:], "(*") {
+				l = l[:i]
+			} else if j := strings.LastIndex(l, "("); j > 0 {
+				l = l[:j]
+			}
+			out.WriteString(" < " + l)
+		}
+		out.WriteString("\n")
+	}
+	return out.String()
 }

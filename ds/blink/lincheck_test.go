@@ -138,13 +138,18 @@ func lincheckRun(t *testing.T, r *rig, n int, w workload) {
 		}
 		ctx, cancel := r.f.Runtime().WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
+		run := ctx
+		var watch *stallWatch
 		if r.lf != nil {
-			var stop func()
-			ctx, stop = watchStalls(t, ctx, cs)
-			defer stop()
+			run, watch = watchStalls(ctx, cs)
 		}
 		h = kvModel.NewHistory(r.f.Runtime())
-		err := farmemtest.Parallel(r.f.Runtime(), n, func(i int) error { return w.run(ctx, cs[i], h, i) })
+		err := farmemtest.Parallel(r.f.Runtime(), n, func(i int) error { return w.run(run, cs[i], h, i) })
+		if watch != nil {
+			if s := watch.stop(); s != "" {
+				t.Fatalf("%v (the clients ended with: %v)\n%s", "stuck run", err, s)
+			}
+		}
 		require.NoError(t, err)
 		// The tree is large enough to have split: a full scan walks several leaves.
 		ps, err := cs[0].t.Scan(ctx, nil, nil, 0)
