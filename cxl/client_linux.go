@@ -174,13 +174,10 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	if c.inline() && ctx.Err() == nil && transport.Admissible(b, c.Usable(), c.m.sizeOf) {
-		// What Post does inline, without a Pending. The lines are asked for first; a batch
-		// without atomics is counted while they come (its counts do not depend on outcomes
-		// unless an op fails), others once run.
-		if !c.f.uncached {
-			c.prefetch(b)
-		}
+	if c.inline() && ctx.Err() == nil && c.Usable() == nil && c.admitInline(b) {
+		// What Post does inline, without a Pending. The lines were asked for while the batch
+		// was checked; a batch without atomics is counted while they come (its counts do not
+		// depend on outcomes unless an op fails), others once run.
 		ahead := c.Counters.CountAhead(b, c.ClientInfo.Node)
 		err := c.applyInline(b)
 		switch {

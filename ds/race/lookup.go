@@ -273,9 +273,6 @@ func (t *Table) matching(op *opState, v *view, sel func(Slot) bool) []int {
 	for j, w := range v.words {
 		if !w.Empty() && w.Fingerprint() == op.fp && sel(w) {
 			js = append(js, j)
-			if !op.knows(blockKey(w)) {
-				t.prefetchBlock(w)
-			}
 		}
 	}
 	t.scr.js = js

@@ -16,8 +16,6 @@ import (
 // caller looks again) if the block fails validation, and learn's error if the read fails.
 func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, error) {
 	w = blockKey(w)
-	// The block's lines are asked for now, so that their misses overlap the batch's set-up.
-	t.prefetchBlock(w)
 	n := int(w.Size())
 	sc := t.scr
 	sc.blocks = grow(sc.blocks, n)
