@@ -131,10 +131,16 @@ type Swarm struct {
 	// Options.Replicas 0 is then set to it.
 	Replicas int
 	// Params are the objects' register parameters, recorded at creation (an existing store
-	// keeps its own). Zero fields take: ValueSize DefaultSwarmValueSize, Writers every client
-	// slot of the topology's compute nodes (at least 1), Words min(Writers, 64), and
-	// maxreg's defaults for the rest.
+	// keeps its own). Zero fields take: ValueSize DefaultSwarmValueSize, Writers the
+	// topology's largest compute id (every client slot of its compute nodes with
+	// PerClientLanes), Words min(Writers, 64), and maxreg's defaults for the rest; PerNode is
+	// set unless PerClientLanes is.
 	Params maxreg.Params
+	// PerClientLanes keeps the paper's layout, a lane of record buffers per client on every
+	// object (Params.PerNode false): an object then takes Writers lanes per replica, one per
+	// client slot of the fabric, which does not fit many objects at hundreds of clients. By
+	// default the lanes are per compute node (see "Memory per object").
+	PerClientLanes bool
 	// Index lays out the index's RACE table at creation (race's defaults; IndexReplicas is
 	// set from Replicas).
 	Index race.Params
@@ -285,12 +291,17 @@ func (s Swarm) objectParams(t *farmem.Topology) maxreg.Params {
 	if p.ValueSize == 0 {
 		p.ValueSize = DefaultSwarmValueSize
 	}
+	p.PerNode = !s.PerClientLanes
 	if p.Writers == 0 {
 		var top farmem.ComputeID
 		for _, n := range t.ComputeNodes() {
 			top = max(top, n.ComputeID())
 		}
-		p.Writers = min(maxreg.MaxWriters, max(1, int(top)*max(1, t.ClientsPerNode)))
+		if p.PerNode {
+			p.Writers = max(1, int(top))
+		} else {
+			p.Writers = min(maxreg.MaxWriters, max(1, int(top)*max(1, t.ClientsPerNode)))
+		}
 	}
 	if p.Words == 0 {
 		p.Words = min(p.Writers, maxreg.DefaultWords)
@@ -346,6 +357,9 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 			rm := t.Replicated()
 			x := &swarmIndex{m: c.Memory, a: c.Alloc, t: t, rm: rm, p: p, nodes: rm.Replicas(),
 				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}
+			if p.PerNode {
+				x.lanes, x.unref = swarmLanesOf(c.Fabric)
+			}
 			x.view = swarmViewOf(c.Health, c.Memory, x.nodes)
 			x.fm = &fencedMemory{Memory: c.Memory, v: x.view}
 			x.epoch, x.gens = x.view.Epoch(), x.view.gens()
@@ -363,11 +377,16 @@ func swarmObjectSize(p maxreg.Params) uint64 { return (swarm.Size(p) + 255) &^ 2
 // swarmBlockSize is an object's symmetric block: the register and the life word's group.
 func swarmBlockSize(p maxreg.Params) uint64 { return swarmObjectSize(p) + 256 }
 
-// Encoding of the reserved entry: a version, then the parameters.
-const swarmParamsVersion = 1
+// Encoding of the reserved entry: a version, then the parameters; version 2 adds a flags
+// byte (bit 0: Params.PerNode). Version 1 records (per-client lanes) are still read.
+const (
+	swarmParamsV1      = 1
+	swarmParamsVersion = 2
+	swarmParamsV1Size  = 1 + 4*4 + 3*8
+)
 
 func encodeSwarmParams(p maxreg.Params) []byte {
-	b := make([]byte, 1, 1+4*4+3*8)
+	b := make([]byte, 1, swarmParamsV1Size+1)
 	b[0] = swarmParamsVersion
 	for _, v := range []int{p.Words, p.Slots, p.ValueSize, p.Writers} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
@@ -375,16 +394,28 @@ func encodeSwarmParams(p maxreg.Params) []byte {
 	for _, d := range []time.Duration{p.Tick, p.Lease, p.Skew} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(d))
 	}
-	return b
+	var flags byte
+	if p.PerNode {
+		flags |= 1
+	}
+	return append(b, flags)
 }
 
 func decodeSwarmParams(b []byte) (maxreg.Params, error) {
-	if len(b) != 1+4*4+3*8 || b[0] != swarmParamsVersion {
-		return maxreg.Params{}, fmt.Errorf("kvstore: swarm: parameters record of %d bytes, version %d: %w", len(b), b[0], ErrBadRoot)
+	ok := len(b) == swarmParamsV1Size && b[0] == swarmParamsV1 ||
+		len(b) == swarmParamsV1Size+1 && b[0] == swarmParamsVersion && b[swarmParamsV1Size]&^1 == 0
+	if !ok {
+		v := -1
+		if len(b) > 0 {
+			v = int(b[0])
+		}
+		return maxreg.Params{}, fmt.Errorf("kvstore: swarm: parameters record of %d bytes, version %d: %w", len(b), v, ErrBadRoot)
 	}
 	u := func(i int) int { return int(binary.LittleEndian.Uint32(b[1+4*i:])) }
 	d := func(i int) time.Duration { return time.Duration(binary.LittleEndian.Uint64(b[17+8*i:])) }
-	return maxreg.Params{Words: u(0), Slots: u(1), ValueSize: u(2), Writers: u(3), Tick: d(0), Lease: d(1), Skew: d(2)}, nil
+	p := maxreg.Params{Words: u(0), Slots: u(1), ValueSize: u(2), Writers: u(3), Tick: d(0), Lease: d(1), Skew: d(2)}
+	p.PerNode = len(b) > swarmParamsV1Size && b[swarmParamsV1Size]&1 != 0
+	return p, nil
 }
 
 // swarmRefSize is an index entry's value: the object's symmetric offset.
@@ -414,6 +445,10 @@ type swarmIndex struct {
 	view  *swarmView
 	epoch uint64
 	gens  map[farmem.NodeID]uint64 // the view's gens when the cache was last valid
+	// lanes is the process's lane state for objects with per-node lanes (shared by every
+	// handle on the fabric, swarm_lanes.go); unref releases this handle's reference.
+	lanes *maxreg.Lanes
+	unref func()
 }
 
 func (x *swarmIndex) ikey(key []byte) []byte {
@@ -435,11 +470,12 @@ func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
 
 // open opens this client's handle on the object at off.
 func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
-	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{EarlyReuse: true})
+	opts := swarm.Options{EarlyReuse: true, Lanes: x.lanes}
+	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), opts)
 	if errors.Is(err, maxreg.ErrNotFormatted) {
 		// A replica unreachable when the object was created: format it now (swarm_adopt.go).
 		if herr := x.heal(ctx, off); herr == nil {
-			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{EarlyReuse: true})
+			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), opts)
 		}
 	}
 	if err != nil {
@@ -733,6 +769,10 @@ func (x *swarmIndex) Close() error {
 	for k, o := range x.cache {
 		_ = o.reg.Close()
 		delete(x.cache, k)
+	}
+	if x.unref != nil {
+		x.unref()
+		x.unref = nil
 	}
 	return x.t.Close()
 }
