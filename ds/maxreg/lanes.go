@@ -16,8 +16,10 @@ import (
 // operation did not run, but callers treat it as an unknown outcome.
 var ErrLaneStuck = fmt.Errorf("maxreg: lane latch held past its patience: %w", farmem.ErrNodeDown)
 
-// DefaultLanePatience is Lanes.Patience when it is 0: far above a write's critical section
-// (a few round trips, or a down timeout of the simulator when replicas fail).
+// DefaultLanePatience is Lanes.Patience when it is 0, or 64 reuse delays (Params.Lease +
+// Params.Skew) if that is longer: far above a write's critical section (a few round trips, a
+// down timeout of the simulator when replicas fail, or, without EarlyReuse, a wait for a
+// buffer to age, which the node's other writers of the register wait out behind it).
 const DefaultLanePatience = 100 * time.Millisecond
 
 // Lanes holds what the clients of one process share of registers with per-node lanes
@@ -34,8 +36,8 @@ const DefaultLanePatience = 100 * time.Millisecond
 // Memory: per (node, register) touched, the lane state (about 40 bytes per slot and per
 // replica) and one 8-byte latch word in the node's area, kept for the Lanes' lifetime.
 type Lanes struct {
-	// Patience bounds how long a client waits for its node's lane latch
-	// (DefaultLanePatience if 0); past it the operation fails with ErrLaneStuck.
+	// Patience bounds how long a client waits for its node's lane latch (0: the larger of
+	// DefaultLanePatience and 64 reuse delays); past it the operation fails with ErrLaneStuck.
 	Patience time.Duration
 
 	mu    sync.Mutex
@@ -111,11 +113,11 @@ func (ls *Lanes) lane(reg farmem.Addr, nonce uint64, node farmem.NodeID, slots, 
 	return st
 }
 
-func (ls *Lanes) patience() time.Duration {
+func (ls *Lanes) patience(reuse time.Duration) time.Duration {
 	if ls.Patience > 0 {
 		return ls.Patience
 	}
-	return DefaultLanePatience
+	return max(DefaultLanePatience, 64*reuse)
 }
 
 // writerOf returns the writer id of client id: itself, or with per-node lanes its compute
@@ -161,7 +163,7 @@ func (r *Replicated) HoldLane(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("maxreg: lane latch: %w", err)
 	}
-	lctx, cancel := r.rt.WithTimeout(ctx, r.lanes.patience())
+	lctx, cancel := r.rt.WithTimeout(ctx, r.lanes.patience(r.reuse))
 	err = l.Lock(lctx)
 	cancel()
 	if err != nil {
