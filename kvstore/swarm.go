@@ -80,6 +80,20 @@ import (
 // (race.ReplicatedDeleteRoundTrips). A crashed replica costs no round trip once suspected:
 // the register waits for a majority, the index's memory for f+1 replicas.
 //
+// # Memory per object
+//
+// An object is swarm.Size(Params) bytes per replica, rounded to 256, plus 256 for its life
+// word: dominated by a lane of Params.Slots records (32 bytes plus ValueSize) per writer.
+// Writers are compute nodes (maxreg.Params.PerNode: a lane shared by the node's clients, who
+// take turns on it with a latch word in their node's region; ds/swarm's "Memory per
+// register" restates the protocol's safety for it), not clients as in the paper
+// (PerClientLanes). With the defaults (1024-byte values, 4 slots) and 8 clients per compute
+// node, per object and replica: 5,504 bytes at 4 clients (one node), 35,136 at 64, 272,576
+// at 512 (64 nodes), against 18,176, 272,576 and 2,168,512 with a lane per client; so 1,000
+// objects take about 260 MiB per memory node at 512 clients, where per-client lanes needed 2 GiB.
+// A warm Update still takes one round trip (the latch is two verbs to the node's own region);
+// a node's updates of one key queue behind each other.
+//
 // # Refusals
 //
 // Updates never touch the index, so the store refuses at Open, with errors wrapping
@@ -98,13 +112,12 @@ import (
 // # Limits
 //
 // Values are at most Params.ValueSize-1 bytes (a marker byte tells values from tombstones);
-// keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients with
-// ids 1..Params.Writers write (the default covers every client slot of the topology's compute
-// nodes at creation); others fail with an error wrapping farmem.ErrInvalid, and so do their
-// gets that must write back another writer's value (a write-back copies the value into the
-// reader's own lane: maxreg's "Buffers"). Each object
-// reserves a lane of Params.Slots records per writer on each replica (swarm.Size), so a
-// store of many keys needs Params sized to its clients. Objects are opened with
+// keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients of
+// compute nodes 1..Params.Writers write (with PerClientLanes, clients with ids
+// 1..Params.Writers; the default covers every compute node of the topology at creation);
+// others fail with an error wrapping farmem.ErrInvalid, and so do their gets that must write
+// back another writer's value (a write-back copies the value into the reader's own lane:
+// maxreg's "Buffers"). Objects are opened with
 // swarm.Options.EarlyReuse: a writer never waits for one of its buffers to age (above Slots
 // writes of one key per maxreg ReuseDelay, reads of it are lock-free). Deleted objects and
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
