@@ -164,3 +164,36 @@ func TestPerNodeLanesLocal(t *testing.T) {
 	st, rs := perNodeRun(t, f, p, 8, 20*stress(), nil)
 	require.GreaterOrEqual(t, rs.LaneLatches, st.Writes, "every write holds its node's lane")
 }
+
+// TestPerNodeFinalTuple: with per-node lanes a final tuple written by one client of a node
+// raises the lane's timestamps to the ceiling for its node-mates too: a node-mate's WriteBelow
+// is refused (ErrCeiling) rather than publishing a guess above the final tuple, a client of
+// the other node is refused too, and reads return the final value.
+func TestPerNodeFinalTuple(t *testing.T) {
+	s := newSimC(t, 5, 3, 2, 0, 0)
+	s.Run(func() {
+		ctx := context.Background()
+		addrs := dstest.Build(t, s, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
+			return swarm.Create(ctx, m, a, s.Topology().MemoryNodes(), perNodeParams)
+		})
+		lanes := maxreg.NewLanes()
+		// Clients 0 and 2 on the first compute node, 1 on the second.
+		hs := []*handle{
+			openWith(t, s, 0, addrs, nil, swarm.Options{Lanes: lanes}),
+			openWith(t, s, 1, addrs, nil, swarm.Options{Lanes: lanes}),
+			openWith(t, s, 2, addrs, nil, swarm.Options{Lanes: lanes}),
+		}
+		require.Equal(t, hs[0].r.Replicated().Writer(), hs[2].r.Replicated().Writer(), "one writer per node")
+		require.NotEqual(t, hs[0].r.Replicated().Writer(), hs[1].r.Replicated().Writer())
+		require.NoError(t, hs[2].r.WriteBelow(ctx, encode(1), swarm.FinalTS))
+		require.NoError(t, hs[0].r.WriteFinal(ctx, encode(2), swarm.FinalTS))
+		require.GreaterOrEqual(t, hs[2].r.Replicated().LastTS(), uint64(swarm.FinalTS), "the lane's timestamps are the node's")
+		require.ErrorIs(t, hs[2].r.WriteBelow(ctx, encode(3), swarm.FinalTS), swarm.ErrCeiling)
+		require.ErrorIs(t, hs[1].r.WriteBelow(ctx, encode(4), swarm.FinalTS), swarm.ErrCeiling)
+		for _, hd := range hs {
+			v, err := hd.r.Read(ctx)
+			require.NoError(t, err)
+			require.Equal(t, uint64(2), decode(t, v))
+		}
+	})
+}

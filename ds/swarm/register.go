@@ -216,6 +216,14 @@ func (r *Register) write(ctx context.Context, value []byte, ceiling uint64) erro
 		return fmt.Errorf("swarm: write: %w", err)
 	}
 	defer release()
+	if ceiling > 0 && r.rep.LastTS() >= ceiling {
+		// Another client of the node wrote a final tuple (WriteFinal) since WriteBelow
+		// looked: the lane's next timestamp would be above the ceiling. Decided under the
+		// lane, as WriteBelow decides for a client's own final tuples.
+		if err := r.refuseAbove(ctx, ceiling); !errors.Is(err, errBelow) {
+			return err
+		}
+	}
 	guess := r.rep.Ticks() + r.skew
 	// The first batch also reads this writer's own lock words, so that a TRYLOCK on the slow
 	// path starts from their current values (one round) rather than a stale cache.
