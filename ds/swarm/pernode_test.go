@@ -61,22 +61,9 @@ func perNodeRun(t *testing.T, f farmem.Fabric, p maxreg.Params, clients, ops int
 						return err
 					}
 				}
-				if rng.IntN(100) < 60 {
-					v := uint64(id)<<32 | uint64(k+1)
-					op := c.Call(reg.Write(0, v))
-					err := hd.r.Write(ctx, encode(v))
-					op.End(reg.Ack(), err)
-					if err != nil {
-						return fmt.Errorf("client %d write: %w", id, err)
-					}
-					continue
+				if err := regOp(ctx, t, hd, reg, c, id, k, rng.IntN(100) < 60); err != nil {
+					return err
 				}
-				op := c.Call(reg.Read(0))
-				v, err := hd.r.Read(ctx)
-				if err != nil {
-					return fmt.Errorf("client %d read: %w", id, err)
-				}
-				op.End(reg.Value(decode(t, v)), nil)
 			}
 			return nil
 		})
@@ -196,4 +183,26 @@ func TestPerNodeFinalTuple(t *testing.T) {
 			require.Equal(t, uint64(2), decode(t, v))
 		}
 	})
+}
+
+// regOp performs one operation of client c (handle hd, client id id) on the register model's
+// key 0 and records it: a write of a value unique to (id, k), or a read.
+func regOp(ctx context.Context, t *testing.T, hd *handle, reg *lincheck.RegisterModel[uint64], c *lincheck.Client[lincheck.RegisterInput[uint64], lincheck.RegisterOutput[uint64]], id farmem.ClientID, k int, write bool) error {
+	if write {
+		v := uint64(id)<<32 | uint64(k+1)
+		op := c.Call(reg.Write(0, v))
+		err := hd.r.Write(ctx, encode(v))
+		op.End(reg.Ack(), err)
+		if err != nil {
+			return fmt.Errorf("client %d write: %w", id, err)
+		}
+		return nil
+	}
+	op := c.Call(reg.Read(0))
+	v, err := hd.r.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("client %d read: %w", id, err)
+	}
+	op.End(reg.Value(decode(t, v)), nil)
+	return nil
 }
