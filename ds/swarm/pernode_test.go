@@ -95,19 +95,19 @@ func perNodeRun(t *testing.T, f farmem.Fabric, p maxreg.Params, clients, ops int
 	return sum, rsum
 }
 
-// TestPerNodeLanesSim: eight clients on each of two compute nodes write and read one register
+// TestPerNodeLanesSim: four clients on each of two compute nodes write and read one register
 // whose lanes are per node (each node's clients take turns on its lane with a latch word in
 // its region), on the simulator with torn accesses, clocks 30µs apart drifting 100 ppm,
 // clients paused now and then, and one replica crashing midway: the history is linearizable,
 // every write took its node's latch, and the slow path ran (guesses overtaken).
 func TestPerNodeLanesSim(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
+	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			s := newSimC(t, seed, 3, 2, 30*time.Microsecond, 100)
 			rng := s.Runtime().NewRand()
 			victim := s.Topology().MemoryNodes()[seed%3]
 			var ids []farmem.ClientID
-			st, rs := perNodeRun(t, s, perNodeParams, 10, 12*stress(), func(i, k int) error {
+			st, rs := perNodeRun(t, s, perNodeParams, 8, 10*stress(), func(i, k int) error {
 				if i == 0 && k == 6 {
 					return s.Crash(victim)
 				}
