@@ -366,7 +366,12 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 	enc, err := t.Search(ctx, swarmParamsKey)
 	if err == nil {
 		var p maxreg.Params
-		if p, err = decodeSwarmParams(enc); err == nil {
+		if p, err = decodeSwarmParams(enc); err == nil && p.PerNode && c.Fabric == nil {
+			// Handles of one node must share the lanes' state: without the fabric to key it
+			// by, each handle would take its node's lanes as its own.
+			err = fmt.Errorf("per-node lanes need IndexEnv.Fabric: %w", farmem.ErrInvalid)
+		}
+		if err == nil {
 			rm := t.Replicated()
 			x := &swarmIndex{m: c.Memory, a: c.Alloc, t: t, rm: rm, p: p, nodes: rm.Replicas(),
 				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}

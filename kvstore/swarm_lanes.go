@@ -21,12 +21,9 @@ type swarmLanesRef struct {
 	refs int
 }
 
-// swarmLanesOf returns f's lanes and the release of the caller's reference. With f nil (no
-// store to share them with) the lanes are the caller's own.
+// swarmLanesOf returns f's lanes and the release of the caller's reference (f is not nil:
+// Swarm's Open refuses per-node lanes without a fabric).
 func swarmLanesOf(f farmem.Fabric) (*maxreg.Lanes, func()) {
-	if f == nil {
-		return maxreg.NewLanes(), func() {}
-	}
 	swarmLanes.Lock()
 	defer swarmLanes.Unlock()
 	e := swarmLanes.m[f]
