@@ -244,9 +244,11 @@
 // if a majority would be short: LaneWaits), and the node's word is never an own word
 // (OwnWord false). A read writing back a tuple of its own node whose buffer the lane reused
 // since starts over (the tuple is superseded). Costs: two verbs to the node's own region per
-// write (no round trip); a node's writes to one register are sequential. A client that dies
-// holding the latch blocks its node's writes to the register; others give up after
-// Lanes.Patience with ErrLaneStuck.
+// write (no round trip); a node's writes to one register are sequential. A waiter waits while the holder
+// lives (a handle of the process holds the latch: its operation ends, each verb at worst
+// after a down timeout) or the latch changes hands; a client that dies holding the latch
+// blocks its node's writes to the register, and the others give up when no live handle held
+// it and nobody took it for a whole Lanes.Patience (ErrLaneStuck).
 //
 // # Costs
 //

@@ -11,9 +11,10 @@ import (
 	"github.com/farmem/farmem/farmem"
 )
 
-// ErrLaneStuck: a per-node lane's latch stayed held by another client of the node for longer
-// than Lanes.Patience (its holder may have died holding it). It wraps farmem.ErrNodeDown: the
-// operation did not run, but callers treat it as an unknown outcome.
+// ErrLaneStuck: a per-node lane's latch stayed held for a whole Lanes.Patience by no live
+// handle of the process and nobody took it meanwhile (its holder died holding it, or its
+// release could not reach the word). It wraps farmem.ErrNodeDown: the operation did not run,
+// but callers treat it as an unknown outcome.
 var ErrLaneStuck = fmt.Errorf("maxreg: lane latch held past its patience: %w", farmem.ErrNodeDown)
 
 // DefaultLanePatience is Lanes.Patience when it is 0, or 64 reuse delays (Params.Lease +
@@ -36,8 +37,10 @@ const DefaultLanePatience = 100 * time.Millisecond
 // Memory: per (node, register) touched, the lane state (about 40 bytes per slot and per
 // replica) and one 8-byte latch word in the node's area, kept for the Lanes' lifetime.
 type Lanes struct {
-	// Patience bounds how long a client waits for its node's lane latch (0: the larger of
-	// DefaultLanePatience and 64 reuse delays); past it the operation fails with ErrLaneStuck.
+	// Patience is how long a client waits for its node's lane latch before it looks whether
+	// the latch is stuck (0: the larger of DefaultLanePatience and 64 reuse delays): it waits
+	// on while a handle of the process holds the latch (a live holder, whose operation ends)
+	// or the latch changed hands during the patience, and fails with ErrLaneStuck otherwise.
 	Patience time.Duration
 
 	mu    sync.Mutex
@@ -79,6 +82,13 @@ type laneState struct {
 	flight [][]inFlight
 
 	latch farmem.Addr // per-node lanes: the latch word (0 until allocated)
+	// Under mu: holders counts the handles of this process that took the latch and have not
+	// released it yet, turns the times one took it. While one holds it, its holder is alive
+	// (its operation runs, and every verb of it ends, at worst after a down timeout); while
+	// turns move, the latch changes hands (a waiter can lose every race for it for a while:
+	// the latch is not fair). Either way a waiter keeps waiting.
+	holders int
+	turns   uint64
 }
 
 // inFlight is a posted record write: its batch's Pending and the op's index.
@@ -163,18 +173,37 @@ func (r *Replicated) HoldLane(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("maxreg: lane latch: %w", err)
 	}
-	lctx, cancel := r.rt.WithTimeout(ctx, r.lanes.patience(r.reuse))
-	err = l.Lock(lctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	r.mu.Lock()
+	turns := r.ls.turns
+	r.mu.Unlock()
+	for {
+		lctx, cancel := r.rt.WithTimeout(ctx, r.lanes.patience(r.reuse))
+		err = l.Lock(lctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("maxreg: lane latch: %w", err)
+		}
+		// Patience ran out. A holder of this process that has not released is alive and
+		// its operation will end, and a latch that changed hands meanwhile is not stuck:
+		// wait on. Only a latch that no live handle holds and that nobody took for a whole
+		// patience (its holder's client died, or its release could not reach the word) is
+		// stuck.
+		r.mu.Lock()
+		live := r.ls.holders > 0 || r.ls.turns != turns
+		turns = r.ls.turns
+		r.mu.Unlock()
+		if !live {
 			return nil, fmt.Errorf("maxreg: lane of writer %d on %v: %w", r.id, r.addrs[0], ErrLaneStuck)
 		}
-		return nil, fmt.Errorf("maxreg: lane latch: %w", err)
 	}
 	// The latch orders the holders' accesses in far memory; the lane mutex orders them for Go.
 	r.mu.Lock()
 	r.held = true
+	r.ls.holders++
+	r.ls.turns++
 	r.mu.Unlock()
 	r.stats.LaneLatches++
 	return func() {
@@ -182,6 +211,9 @@ func (r *Replicated) HoldLane(ctx context.Context) (func(), error) {
 		r.held = false
 		r.mu.Unlock()
 		_ = l.Unlock(context.WithoutCancel(ctx))
+		r.mu.Lock()
+		r.ls.holders--
+		r.mu.Unlock()
 	}, nil
 }
 

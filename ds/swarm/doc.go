@@ -234,8 +234,9 @@
 // trip); a node's writes to one register queue behind each other, and without EarlyReuse a
 // node (not a client) makes at most Slots writes per register per reuse delay. A client that
 // dies holding the latch leaves the register unwritable from its node: like every local
-// latch, it protects clients that live as long as their node; the others give up after
-// maxreg.Lanes.Patience with an error wrapping farmem.ErrNodeDown.
+// latch, it protects clients that live as long as their node; the others wait while a live
+// handle of the process holds it, and give up (an error wrapping farmem.ErrNodeDown) when none
+// did and nobody took it for maxreg.Lanes.Patience.
 //
 // # Limits
 //
