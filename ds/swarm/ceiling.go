@@ -20,11 +20,13 @@ var ErrCeiling = errors.New("swarm: the register holds a tuple at or above the w
 // guessed tuple) and m's timestamp is at least ceiling, it returns ErrCeiling instead: the
 // write had no effect. A guessed tuple that a reader pinned before the lock is the write
 // (it returns nil, linearized below m). When the handle already knows of such a tuple on a
-// replica, or its own timestamps reached the ceiling (its client wrote a final tuple), it
+// replica, or its writer's timestamps reached the ceiling (it wrote a final tuple), it
 // reads the register first (a read writes what it returns back to a majority) and returns
 // ErrCeiling if the read returned one, so that it never publishes a guess above one nor
-// answers from a tuple a single replica holds. Round trips as Write's, or a read's when it
-// stops there. ceiling must be above 0.
+// answers from a tuple a single replica holds. With per-node lanes the writer's timestamps
+// are the node's, which another client of the node may raise to the ceiling meanwhile: the
+// write checks them again once it holds the node's lane, and refuses the same way. Round
+// trips as Write's, or a read's when it stops there. ceiling must be above 0.
 func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64) error {
 	if ceiling == 0 {
 		return fmt.Errorf("%w: ceiling 0", ErrBadParams)
@@ -34,20 +36,33 @@ func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64)
 		above = above || t.TS() >= ceiling
 	}
 	if above {
-		// What the handle knows may be one replica's: a read makes it a majority's (its
-		// write-back) before the write is refused.
-		m, _, err := r.rep.Read(ctx)
-		if err != nil {
-			return fmt.Errorf("swarm: write: %w", err)
-		}
-		if m.TS() >= ceiling {
-			return ErrCeiling
-		}
-		if r.rep.LastTS() >= ceiling {
-			return fmt.Errorf("swarm: write: this client's timestamps reached the ceiling %d, which the register does not hold: %w", ceiling, maxreg.ErrExhausted)
+		if err := r.refuseAbove(ctx, ceiling); !errors.Is(err, errBelow) {
+			return err
 		}
 	}
 	return r.write(ctx, value, ceiling)
+}
+
+// errBelow: refuseAbove found no reason to refuse.
+var errBelow = errors.New("swarm: below the ceiling")
+
+// refuseAbove decides a WriteBelow whose handle knows of a tuple at or above ceiling, or whose
+// writer's timestamps reached it: a read makes what the handle knows a majority's (its
+// write-back) and ErrCeiling is returned if it returned such a tuple; an error if the
+// writer's timestamps reached the ceiling without the register holding one; errBelow if
+// neither (the write may go on).
+func (r *Register) refuseAbove(ctx context.Context, ceiling uint64) error {
+	m, _, err := r.rep.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("swarm: write: %w", err)
+	}
+	if m.TS() >= ceiling {
+		return ErrCeiling
+	}
+	if r.rep.LastTS() >= ceiling {
+		return fmt.Errorf("swarm: write: this writer's timestamps reached the ceiling %d, which the register does not hold: %w", ceiling, maxreg.ErrExhausted)
+	}
+	return errBelow
 }
 
 // WriteFinal writes value VERIFIED with a timestamp of at least ts (at most maxreg.MaxTS
