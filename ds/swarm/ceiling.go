@@ -25,8 +25,11 @@ var ErrCeiling = errors.New("swarm: the register holds a tuple at or above the w
 // ErrCeiling if the read returned one, so that it never publishes a guess above one nor
 // answers from a tuple a single replica holds. With per-node lanes the writer's timestamps
 // are the node's, which another client of the node may raise to the ceiling meanwhile: the
-// write checks them again once it holds the node's lane, and refuses the same way. Round
-// trips as Write's, or a read's when it stops there. ceiling must be above 0.
+// write checks them again once it holds the node's lane, and refuses the same way: the look
+// before the lane only spares a write a read answers (a node-mate's final tuple may be
+// stamped, the lane's timestamps raised, and not yet written when it looks, so only the
+// decision under the lane may call the ceiling reached without a final tuple an error).
+// Round trips as Write's, or a read's when it stops there. ceiling must be above 0.
 func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64) error {
 	if ceiling == 0 {
 		return fmt.Errorf("%w: ceiling 0", ErrBadParams)
@@ -36,7 +39,7 @@ func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64)
 		above = above || t.TS() >= ceiling
 	}
 	if above {
-		if err := r.refuseAbove(ctx, ceiling); !errors.Is(err, errBelow) {
+		if err := r.refuseAbove(ctx, ceiling, !r.p.PerNode); !errors.Is(err, errBelow) {
 			return err
 		}
 	}
@@ -48,10 +51,13 @@ var errBelow = errors.New("swarm: below the ceiling")
 
 // refuseAbove decides a WriteBelow whose handle knows of a tuple at or above ceiling, or whose
 // writer's timestamps reached it: a read makes what the handle knows a majority's (its
-// write-back) and ErrCeiling is returned if it returned such a tuple; an error if the
-// writer's timestamps reached the ceiling without the register holding one; errBelow if
-// neither (the write may go on).
-func (r *Register) refuseAbove(ctx context.Context, ceiling uint64) error {
+// write-back) and ErrCeiling is returned if it returned such a tuple; errBelow if it did not
+// and the writer's timestamps are below the ceiling (the write may go on). When they reached
+// it without the register holding such a tuple, settled (the writer's lane is the caller's:
+// its own, or its node's held) makes that an error (its final tuple's write failed at a
+// minority); otherwise errBelow, for the caller to decide again under the lane (a node-mate's
+// final write may still be in flight).
+func (r *Register) refuseAbove(ctx context.Context, ceiling uint64, settled bool) error {
 	m, _, err := r.rep.Read(ctx)
 	if err != nil {
 		return fmt.Errorf("swarm: write: %w", err)
@@ -59,7 +65,7 @@ func (r *Register) refuseAbove(ctx context.Context, ceiling uint64) error {
 	if m.TS() >= ceiling {
 		return ErrCeiling
 	}
-	if r.rep.LastTS() >= ceiling {
+	if settled && r.rep.LastTS() >= ceiling {
 		return fmt.Errorf("swarm: write: this writer's timestamps reached the ceiling %d, which the register does not hold: %w", ceiling, maxreg.ErrExhausted)
 	}
 	return errBelow

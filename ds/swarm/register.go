@@ -224,7 +224,7 @@ func (r *Register) write(ctx context.Context, value []byte, ceiling uint64) erro
 		// Another client of the node wrote a final tuple (WriteFinal) since WriteBelow
 		// looked: the lane's next timestamp would be above the ceiling. Decided under the
 		// lane, as WriteBelow decides for a client's own final tuples.
-		if err := r.refuseAbove(ctx, ceiling); !errors.Is(err, errBelow) {
+		if err := r.refuseAbove(ctx, ceiling, true); !errors.Is(err, errBelow) {
 			return err
 		}
 	}
