@@ -183,8 +183,17 @@ func (r *Replicated) HoldLane(ctx context.Context) (func(), error) {
 		if err == nil {
 			break
 		}
+		// A Lock cut short by its context may have taken the latch all the same: a transport
+		// may apply a CAS whose context ends before its answer returns. The latch then names
+		// this client as its holder, and Unlock (which checks the holder, changing nothing
+		// otherwise) releases exactly that hold; left, it would block the node's writes to
+		// the register for good.
+		mine := l.Unlock(context.WithoutCancel(ctx)) == nil
 		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("maxreg: lane latch: %w", err)
+		}
+		if mine {
+			continue // the latch was this client's: it is free now, take it again
 		}
 		// Patience ran out. A holder of this process that has not released is alive and
 		// its operation will end, and a latch that changed hands meanwhile is not stuck:
