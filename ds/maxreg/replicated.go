@@ -481,8 +481,9 @@ func quorumErr(op string, err error) error {
 // replicas as the majority needs; the others finish through the batch's completion hook,
 // which records what they return. With read set, the first round also reads every replica's
 // metadata words and in-place record (the parts it returns), whatever the caches say. It
-// returns the first round's parts and batch (nil if it posted none) and, per replica, whether
-// this call's CAS installed t there.
+// returns the first round's parts (nil if it posted none), the largest tag counted beside
+// that round's answers (maxKnown at the time its batch was built; read only) and, per
+// replica, whether this call's CAS installed t there.
 //
 // Rounds are bounded. A round that posts to a replica learns its word's current value, so
 // the next one installs there unless a writer sharing the word moved it meanwhile (with a word
@@ -491,10 +492,10 @@ func quorumErr(op string, err error) error {
 // up with ErrContended, its outcome unknown. A write-back (lease set: when the read that
 // returned t began) posts no round past that read's lease: it returns errRestart instead, as
 // the read must not write into t's buffer after its lease (see "Buffers").
-func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch), lease *farmem.Time, recOff uint64) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
+func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch), lease *farmem.Time, recOff uint64) ([]install, Tag, *farmem.Pending, []bool, error) {
 	installed := make([]bool, r.n)
 	var first []install
-	var firstB *farmem.Batch
+	var top Tag // read: the largest tag counted beside the first round's answers
 	var firstP *farmem.Pending
 	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(recOff) }
 	began := r.rt.Now()
@@ -514,10 +515,10 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			now := r.rt.Now()
 			if lease != nil && now.Sub(*lease) > r.h.p.Lease {
 				r.stats.LeaseRestarts++
-				return first, firstB, firstP, installed, errRestart
+				return first, top, firstP, installed, errRestart
 			}
 			if round >= MaxInstallRounds && now.Sub(began) > r.h.p.Lease {
-				return first, firstB, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
+				return first, top, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
 			}
 		}
 		r.mu.Lock()
@@ -544,7 +545,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		}
 		r.mu.Unlock()
 		if have >= r.maj && !(read && round == 0) {
-			return first, firstB, firstP, installed, nil
+			return first, top, firstP, installed, nil
 		}
 		if have+avail < r.maj && !(read && round == 0) {
 			// Only with per-node lanes: wait for those writes to be done (not a round; a
@@ -552,10 +553,10 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			r.stats.LaneWaits++
 			if lease != nil && r.rt.Now().Sub(*lease) > r.h.p.Lease {
 				r.stats.LeaseRestarts++
-				return first, firstB, firstP, installed, errRestart
+				return first, top, firstP, installed, errRestart
 			}
 			if err := r.rt.Sleep(ctx, backoff); err != nil {
-				return first, firstB, firstP, installed, fmt.Errorf("maxreg: write: %w", err)
+				return first, top, firstP, installed, fmt.Errorf("maxreg: write: %w", err)
 			}
 			backoff = min(2*backoff, time.Millisecond)
 			round--
@@ -592,7 +593,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		r.noteFlight(slot, p, parts)
 		r.mu.Unlock()
 		if err := p.Then(func(p *farmem.Pending) { r.absorb(p, b, parts, t, nil, true) }); err != nil {
-			return nil, nil, nil, installed, err
+			return nil, 0, nil, installed, err
 		}
 		k := r.maj
 		if !(read && round == 0) {
@@ -601,10 +602,13 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		err := p.WaitNodes(ctx, k)
 		r.absorb(p, b, parts, t, installed, false)
 		if read && round == 0 {
-			first, firstB, firstP = parts, b, p
+			// The read half's result, taken now: the evidence of these answers is stamped
+			// with this batch's build time (ref), which is what it is counted beside; later
+			// rounds restamp it, up to a lease or more later.
+			first, top, firstP = parts, r.maxKnown(ref), p
 		}
 		if err != nil {
-			return first, firstB, firstP, installed, quorumErr("write", err)
+			return first, top, firstP, installed, quorumErr("write", err)
 		}
 	}
 }
@@ -829,7 +833,7 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	t := MakeTag(ts, r.id, verified)
 	rec := sealRecord(make([]byte, r.l.recSize), r.seed, t, value)
 	start := r.rt.Now()
-	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra, nil, r.l.slotOff(t))
+	parts, top, p, installed, err := r.innerWrite(ctx, t, rec, read, extra, nil, r.l.slotOff(t))
 	var done []bool
 	if p != nil {
 		done = make([]bool, r.n)
@@ -844,6 +848,13 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	r.supersede(t)
 	r.refreshOn(installed, t, rec)
 	m := r.maxKnown(start)
+	if read && len(parts) > 0 {
+		// The read half began when its batch was built, and its answers count beside that
+		// moment, not beside start: a batch built more than a lease after start (the client
+		// stalled, or waited for its node's lane) would otherwise leave the very answers it
+		// read out of m, and a guess below a larger tag would pass for fresh.
+		start, m = parts[0].at, top
+	}
 	if !read || m.identity() == t.identity() || m < t {
 		return t, m, done, nil
 	}
