@@ -205,6 +205,11 @@ func (r *Replicated) HoldLane(ctx context.Context) (func(), error) {
 		turns = r.ls.turns
 		r.mu.Unlock()
 		if !live {
+			// A latch found free is not stuck (the Lock may have been cut short before its
+			// CAS ran: a client descheduled for the whole patience).
+			if ok, err := l.TryLock(context.WithoutCancel(ctx)); err == nil && ok {
+				break
+			}
 			return nil, fmt.Errorf("maxreg: lane of writer %d on %v: %w", r.id, r.addrs[0], ErrLaneStuck)
 		}
 	}

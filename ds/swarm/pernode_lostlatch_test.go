@@ -2,6 +2,7 @@ package swarm_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 type lateAnswer struct {
 	farmem.Memory
 	armed, fired bool
+	// unapplied: the CAS fails with the context's error without being applied (a client
+	// descheduled past the deadline before its op ran).
+	unapplied bool
 }
 
 func (m *lateAnswer) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
@@ -33,6 +37,9 @@ func (m *lateAnswer) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (u
 		if err := m.Runtime().Sleep(context.WithoutCancel(ctx), 10*time.Microsecond); err != nil {
 			return 0, err
 		}
+	}
+	if m.unapplied {
+		return 0, ctx.Err()
 	}
 	prev, err := m.Memory.CAS(context.WithoutCancel(ctx), a, old, new)
 	if err != nil {
@@ -46,8 +53,16 @@ func (m *lateAnswer) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (u
 // answered with the patience's deadline. The write must not leave the latch held by nobody
 // live (every later write of the node would then fail with maxreg.ErrLaneStuck): it finds
 // the latch its own, and it and the node's next writes succeed. (The kvstore adoption
-// lincheck failed 7 updates of a node with ErrLaneStuck so, on a loaded machine.)
+// lincheck failed 7 updates of a node with ErrLaneStuck so, on a loaded machine.) Likewise
+// when the CAS was not applied at all (the client descheduled past the patience before it
+// ran): the latch is free, and a free latch is not stuck.
 func TestPerNodeLaneLostAnswer(t *testing.T) {
+	for _, unapplied := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unapplied=%v", unapplied), func(t *testing.T) { laneLostAnswer(t, unapplied) })
+	}
+}
+
+func laneLostAnswer(t *testing.T, unapplied bool) {
 	s := newSimC(t, 7, 3, 2, 0, 0)
 	s.Run(func() {
 		ctx := context.Background()
@@ -62,7 +77,7 @@ func TestPerNodeLaneLostAnswer(t *testing.T) {
 		hs := []*handle{
 			openWith(t, s, 0, addrs, nil, swarm.Options{Lanes: lanes}),
 			openWith(t, s, 2, addrs, func(m farmem.Memory) farmem.Memory {
-				late = &lateAnswer{Memory: m}
+				late = &lateAnswer{Memory: m, unapplied: unapplied}
 				return late
 			}, swarm.Options{Lanes: lanes}),
 		}
