@@ -149,7 +149,9 @@
 //     that answered hold v (one more round trip otherwise). A read starts over if every
 //     buffer it chased was reused, or if its lease ran out (below).
 //   - WriteRead (Safe-Guess's first round trip): a write and a read in one batch; if the
-//     read half found a larger tag, that tag is written back as a read's would be.
+//     read half found a larger tag, that tag is written back as a read's would be. The read
+//     half counts its answers beside the batch's build time, as a Read does (its own later
+//     rounds, a CAS lost on a shared word, restamp the evidence but not its result).
 //     WriteReadDeferred instead hands that write-back (a WriteBack, its value already found)
 //     to the caller, who carries it in its next batch ahead of its own ops on each replica
 //     (Safe-Guess's lock round), then finishes it (no round trip once a majority completed
@@ -248,7 +250,9 @@
 // lives (a handle of the process holds the latch: its operation ends, each verb at worst
 // after a down timeout) or the latch changes hands; a client that dies holding the latch
 // blocks its node's writes to the register, and the others give up when no live handle held
-// it and nobody took it for a whole Lanes.Patience (ErrLaneStuck).
+// it, nobody took it for a whole Lanes.Patience and it is still held (ErrLaneStuck). A Lock
+// cut short by the patience may have taken the latch all the same (a transport applies an op
+// whose context ended before its answer); it then names the client, which releases it.
 //
 // # Costs
 //

@@ -12,8 +12,8 @@ import (
 )
 
 // ErrLaneStuck: a per-node lane's latch stayed held for a whole Lanes.Patience by no live
-// handle of the process and nobody took it meanwhile (its holder died holding it, or its
-// release could not reach the word). It wraps farmem.ErrNodeDown: the operation did not run,
+// handle of the process, nobody took it meanwhile, and it is still held (its holder died
+// holding it, or its release could not reach the word). It wraps farmem.ErrNodeDown: the operation did not run,
 // but callers treat it as an unknown outcome.
 var ErrLaneStuck = fmt.Errorf("maxreg: lane latch held past its patience: %w", farmem.ErrNodeDown)
 
@@ -40,7 +40,8 @@ type Lanes struct {
 	// Patience is how long a client waits for its node's lane latch before it looks whether
 	// the latch is stuck (0: the larger of DefaultLanePatience and 64 reuse delays): it waits
 	// on while a handle of the process holds the latch (a live holder, whose operation ends)
-	// or the latch changed hands during the patience, and fails with ErrLaneStuck otherwise.
+	// or the latch changed hands during the patience, takes it if it is free by then, and
+	// fails with ErrLaneStuck otherwise.
 	Patience time.Duration
 
 	mu    sync.Mutex
