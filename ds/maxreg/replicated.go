@@ -850,10 +850,10 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	m := r.maxKnown(start)
 	if read && len(parts) > 0 {
 		// The read half began when its batch was built, and its answers count beside that
-		// moment, not beside start: a batch built more than a lease after start (the client
-		// stalled, or waited for its node's lane) would otherwise leave the very answers it
-		// read out of m, and a guess below a larger tag would pass for fresh.
-		start, m = parts[0].at, top
+		// moment (top), not only beside start: a batch built more than a lease after start
+		// (the client stalled, or waited for its node's lane) would otherwise leave the very
+		// answers it read out of m, and a guess below a larger tag would pass for fresh.
+		start, m = parts[0].at, max(m, top)
 	}
 	if !read || m.identity() == t.identity() || m < t {
 		return t, m, done, nil
