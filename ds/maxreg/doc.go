@@ -150,8 +150,9 @@
 //     buffer it chased was reused, or if its lease ran out (below).
 //   - WriteRead (Safe-Guess's first round trip): a write and a read in one batch; if the
 //     read half found a larger tag, that tag is written back as a read's would be. The read
-//     half counts its answers beside the batch's build time, as a Read does (its own later
-//     rounds, a CAS lost on a shared word, restamp the evidence but not its result).
+//     half's result is the larger of what its answers show, counted beside the batch's build
+//     time as a Read counts its own, and what the write has learned by its end (its later
+//     rounds, a CAS lost on a shared word), counted beside its start.
 //     WriteReadDeferred instead hands that write-back (a WriteBack, its value already found)
 //     to the caller, who carries it in its next batch ahead of its own ops on each replica
 //     (Safe-Guess's lock round), then finishes it (no round trip once a majority completed
