@@ -94,10 +94,32 @@ type ctlConn struct {
 }
 
 // rpc sends control op with req (marshalled as JSON) and decodes the reply into resp (if not
-// nil). It gives up after the down timeout or when ctx ends, with ErrNodeDown.
+// nil). It gives up after the down timeout or when ctx ends, with ErrNodeDown. A read-only
+// request (CtlInfo, CtlList) that fails on a connection an earlier request opened is sent once
+// more on a new one: the node may have restarted since, and the old connection then ends at
+// the first use (no reply, so nothing was applied twice).
 func (c *ctlConn) rpc(ctx context.Context, op wire.CtlOp, req, resp any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	reused := c.nc != nil
+	err := c.rpcLocked(ctx, op, req, resp)
+	var se *staleConnError
+	if errors.As(err, &se) && reused && (op == wire.CtlInfo || op == wire.CtlList) && ctx.Err() == nil {
+		err = c.rpcLocked(ctx, op, req, resp)
+	}
+	if errors.As(err, &se) {
+		return se.err
+	}
+	return err
+}
+
+// staleConnError is a request that failed on its connection before any reply came back.
+type staleConnError struct{ err error }
+
+func (e *staleConnError) Error() string { return e.err.Error() }
+func (e *staleConnError) Unwrap() error { return e.err }
+
+func (c *ctlConn) rpcLocked(ctx context.Context, op wire.CtlOp, req, resp any) error {
 	deadline := time.Now().Add(c.down)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -131,12 +153,12 @@ func (c *ctlConn) rpc(ctx context.Context, op wire.CtlOp, req, resp any) error {
 	defer stop()
 	_ = c.nc.SetDeadline(deadline)
 	if _, err := c.nc.Write(b); err != nil {
-		return fail(err)
+		return &staleConnError{fail(err)}
 	}
 	for {
 		h, p, err := wire.ReadFrame(c.br, &c.hdr, nil, wire.DefaultMaxFrame)
 		if err != nil {
-			return fail(err)
+			return &staleConnError{fail(err)}
 		}
 		if h.Type == wire.TypeError {
 			_, msg, _ := wire.DecodeMessage(p)
