@@ -174,7 +174,7 @@
 // only beside answers within the Lease), and those ops have applied before the copy reads the
 // others, so the copy carries them. A cut-off replica that missed updates and comes back never
 // serves a stale value (a read takes the largest tag of a majority and writes it back). Insert
-// takes 17 round trips and Delete 10 (uncontended, three replicas). See Swarm.
+// takes 15 round trips (17 when the object needs a new symmetric chunk) and Delete 10 (uncontended, three replicas). See Swarm.
 //
 // FlexKV (a NodeKind) is RACE with FlexKV's index proxying and coherent compute-side caches;
 // with NoProxy it is the Aceso-like baseline (see its doc). Store.HandOver moves its

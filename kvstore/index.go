@@ -80,6 +80,9 @@ type IndexEnv struct {
 	// Health is the replica suspicion shared by the store's handles on Memory's compute node
 	// (replmem.Health), for an index replicated with farmem/replmem; nil in Create.
 	Health *replmem.Health
+	// Fabric is the fabric the store runs on, for state an index kind shares among all the
+	// process's handles on it (SWARM-KV's per-node lanes); nil in Create.
+	Fabric farmem.Fabric
 }
 
 // IndexKind creates and opens one kind of index. The store records Name in its descriptor, and

@@ -479,7 +479,7 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: synchronizer %s: %w", s.opts.Sync.Name(), err))
 		}
-		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy, Node: s.nodeState(m.Info().Node), Health: s.healthOf(m.Info().Node)}, root)
+		h, err := s.opts.Index.Open(ctx, IndexEnv{Memory: m, Alloc: a, Sync: sy, Node: s.nodeState(m.Info().Node), Health: s.healthOf(m.Info().Node), Fabric: s.fabric}, root)
 		if err != nil {
 			return fail(hs, fmt.Errorf("kvstore: open index instance %d: %w", i, err))
 		}

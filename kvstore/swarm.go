@@ -80,6 +80,20 @@ import (
 // (race.ReplicatedDeleteRoundTrips). A crashed replica costs no round trip once suspected:
 // the register waits for a majority, the index's memory for f+1 replicas.
 //
+// # Memory per object
+//
+// An object is swarm.Size(Params) bytes per replica, rounded to 256, plus 256 for its life
+// word: dominated by a lane of Params.Slots records (32 bytes plus ValueSize) per writer.
+// Writers are compute nodes (maxreg.Params.PerNode: a lane shared by the node's clients, who
+// take turns on it with a latch word in their node's region; ds/swarm's "Memory per
+// register" restates the protocol's safety for it), not clients as in the paper
+// (PerClientLanes). With the defaults (1024-byte values, 4 slots) and 8 clients per compute
+// node, per object and replica: 5,504 bytes at 4 clients (one node), 35,136 at 64, 272,576
+// at 512 (64 nodes), against 18,176, 272,576 and 2,168,512 with a lane per client; so 1,000
+// objects take about 260 MiB per memory node at 512 clients, where per-client lanes needed 2 GiB.
+// A warm Update still takes one round trip (the latch is two verbs to the node's own region);
+// a node's updates of one key queue behind each other.
+//
 // # Refusals
 //
 // Updates never touch the index, so the store refuses at Open, with errors wrapping
@@ -98,13 +112,12 @@ import (
 // # Limits
 //
 // Values are at most Params.ValueSize-1 bytes (a marker byte tells values from tombstones);
-// keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients with
-// ids 1..Params.Writers write (the default covers every client slot of the topology's compute
-// nodes at creation); others fail with an error wrapping farmem.ErrInvalid, and so do their
-// gets that must write back another writer's value (a write-back copies the value into the
-// reader's own lane: maxreg's "Buffers"). Each object
-// reserves a lane of Params.Slots records per writer on each replica (swarm.Size), so a
-// store of many keys needs Params sized to its clients. Objects are opened with
+// keys as RACE's, one byte less (a prefix keeps the reserved entry apart). Only clients of
+// compute nodes 1..Params.Writers write (with PerClientLanes, clients with ids
+// 1..Params.Writers; the default covers every compute node of the topology at creation);
+// others fail with an error wrapping farmem.ErrInvalid, and so do their gets that must write
+// back another writer's value (a write-back copies the value into the reader's own lane:
+// maxreg's "Buffers"). Objects are opened with
 // swarm.Options.EarlyReuse: a writer never waits for one of its buffers to age (above Slots
 // writes of one key per maxreg ReuseDelay, reads of it are lock-free). Deleted objects and
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
@@ -131,10 +144,16 @@ type Swarm struct {
 	// Options.Replicas 0 is then set to it.
 	Replicas int
 	// Params are the objects' register parameters, recorded at creation (an existing store
-	// keeps its own). Zero fields take: ValueSize DefaultSwarmValueSize, Writers every client
-	// slot of the topology's compute nodes (at least 1), Words min(Writers, 64), and
-	// maxreg's defaults for the rest.
+	// keeps its own). Zero fields take: ValueSize DefaultSwarmValueSize, Writers the
+	// topology's largest compute id (every client slot of its compute nodes with
+	// PerClientLanes), Words min(Writers, 64), and maxreg's defaults for the rest; PerNode is
+	// set unless PerClientLanes is.
 	Params maxreg.Params
+	// PerClientLanes keeps the paper's layout, a lane of record buffers per client on every
+	// object (Params.PerNode false): an object then takes Writers lanes per replica, one per
+	// client slot of the fabric, which does not fit many objects at hundreds of clients. By
+	// default the lanes are per compute node (see "Memory per object").
+	PerClientLanes bool
 	// Index lays out the index's RACE table at creation (race's defaults; IndexReplicas is
 	// set from Replicas).
 	Index race.Params
@@ -285,12 +304,17 @@ func (s Swarm) objectParams(t *farmem.Topology) maxreg.Params {
 	if p.ValueSize == 0 {
 		p.ValueSize = DefaultSwarmValueSize
 	}
+	p.PerNode = !s.PerClientLanes
 	if p.Writers == 0 {
 		var top farmem.ComputeID
 		for _, n := range t.ComputeNodes() {
 			top = max(top, n.ComputeID())
 		}
-		p.Writers = min(maxreg.MaxWriters, max(1, int(top)*max(1, t.ClientsPerNode)))
+		if p.PerNode {
+			p.Writers = max(1, int(top))
+		} else {
+			p.Writers = min(maxreg.MaxWriters, max(1, int(top)*max(1, t.ClientsPerNode)))
+		}
 	}
 	if p.Words == 0 {
 		p.Words = min(p.Writers, maxreg.DefaultWords)
@@ -342,10 +366,18 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 	enc, err := t.Search(ctx, swarmParamsKey)
 	if err == nil {
 		var p maxreg.Params
-		if p, err = decodeSwarmParams(enc); err == nil {
+		if p, err = decodeSwarmParams(enc); err == nil && p.PerNode && c.Fabric == nil {
+			// Handles of one node must share the lanes' state: without the fabric to key it
+			// by, each handle would take its node's lanes as its own.
+			err = fmt.Errorf("per-node lanes need IndexEnv.Fabric: %w", farmem.ErrInvalid)
+		}
+		if err == nil {
 			rm := t.Replicated()
 			x := &swarmIndex{m: c.Memory, a: c.Alloc, t: t, rm: rm, p: p, nodes: rm.Replicas(),
 				size: swarmObjectSize(p), cache: map[string]*swarmObj{}}
+			if p.PerNode {
+				x.lanes, x.unref = swarmLanesOf(c.Fabric)
+			}
 			x.view = swarmViewOf(c.Health, c.Memory, x.nodes)
 			x.fm = &fencedMemory{Memory: c.Memory, v: x.view}
 			x.epoch, x.gens = x.view.Epoch(), x.view.gens()
@@ -363,11 +395,16 @@ func swarmObjectSize(p maxreg.Params) uint64 { return (swarm.Size(p) + 255) &^ 2
 // swarmBlockSize is an object's symmetric block: the register and the life word's group.
 func swarmBlockSize(p maxreg.Params) uint64 { return swarmObjectSize(p) + 256 }
 
-// Encoding of the reserved entry: a version, then the parameters.
-const swarmParamsVersion = 1
+// Encoding of the reserved entry: a version, then the parameters; version 2 adds a flags
+// byte (bit 0: Params.PerNode). Version 1 records (per-client lanes) are still read.
+const (
+	swarmParamsV1      = 1
+	swarmParamsVersion = 2
+	swarmParamsV1Size  = 1 + 4*4 + 3*8
+)
 
 func encodeSwarmParams(p maxreg.Params) []byte {
-	b := make([]byte, 1, 1+4*4+3*8)
+	b := make([]byte, 1, swarmParamsV1Size+1)
 	b[0] = swarmParamsVersion
 	for _, v := range []int{p.Words, p.Slots, p.ValueSize, p.Writers} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
@@ -375,16 +412,28 @@ func encodeSwarmParams(p maxreg.Params) []byte {
 	for _, d := range []time.Duration{p.Tick, p.Lease, p.Skew} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(d))
 	}
-	return b
+	var flags byte
+	if p.PerNode {
+		flags |= 1
+	}
+	return append(b, flags)
 }
 
 func decodeSwarmParams(b []byte) (maxreg.Params, error) {
-	if len(b) != 1+4*4+3*8 || b[0] != swarmParamsVersion {
-		return maxreg.Params{}, fmt.Errorf("kvstore: swarm: parameters record of %d bytes, version %d: %w", len(b), b[0], ErrBadRoot)
+	ok := len(b) == swarmParamsV1Size && b[0] == swarmParamsV1 ||
+		len(b) == swarmParamsV1Size+1 && b[0] == swarmParamsVersion && b[swarmParamsV1Size]&^1 == 0
+	if !ok {
+		v := -1
+		if len(b) > 0 {
+			v = int(b[0])
+		}
+		return maxreg.Params{}, fmt.Errorf("kvstore: swarm: parameters record of %d bytes, version %d: %w", len(b), v, ErrBadRoot)
 	}
 	u := func(i int) int { return int(binary.LittleEndian.Uint32(b[1+4*i:])) }
 	d := func(i int) time.Duration { return time.Duration(binary.LittleEndian.Uint64(b[17+8*i:])) }
-	return maxreg.Params{Words: u(0), Slots: u(1), ValueSize: u(2), Writers: u(3), Tick: d(0), Lease: d(1), Skew: d(2)}, nil
+	p := maxreg.Params{Words: u(0), Slots: u(1), ValueSize: u(2), Writers: u(3), Tick: d(0), Lease: d(1), Skew: d(2)}
+	p.PerNode = len(b) > swarmParamsV1Size && b[swarmParamsV1Size]&1 != 0
+	return p, nil
 }
 
 // swarmRefSize is an index entry's value: the object's symmetric offset.
@@ -414,6 +463,10 @@ type swarmIndex struct {
 	view  *swarmView
 	epoch uint64
 	gens  map[farmem.NodeID]uint64 // the view's gens when the cache was last valid
+	// lanes is the process's lane state for objects with per-node lanes (shared by every
+	// handle on the fabric, swarm_lanes.go); unref releases this handle's reference.
+	lanes *maxreg.Lanes
+	unref func()
 }
 
 func (x *swarmIndex) ikey(key []byte) []byte {
@@ -435,11 +488,12 @@ func (x *swarmIndex) addrs(off alloc.SymOffset) []farmem.Addr {
 
 // open opens this client's handle on the object at off.
 func (x *swarmIndex) open(ctx context.Context, off alloc.SymOffset) (*swarmObj, error) {
-	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{EarlyReuse: true})
+	opts := swarm.Options{EarlyReuse: true, Lanes: x.lanes}
+	reg, err := swarm.Open(ctx, x.fm, x.addrs(off), opts)
 	if errors.Is(err, maxreg.ErrNotFormatted) {
 		// A replica unreachable when the object was created: format it now (swarm_adopt.go).
 		if herr := x.heal(ctx, off); herr == nil {
-			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), swarm.Options{EarlyReuse: true})
+			reg, err = swarm.Open(ctx, x.fm, x.addrs(off), opts)
 		}
 	}
 	if err != nil {
@@ -733,6 +787,10 @@ func (x *swarmIndex) Close() error {
 	for k, o := range x.cache {
 		_ = o.reg.Close()
 		delete(x.cache, k)
+	}
+	if x.unref != nil {
+		x.unref()
+		x.unref = nil
 	}
 	return x.t.Close()
 }

@@ -89,11 +89,11 @@ func (wb *WriteBack) Add(i int, b *farmem.Batch) {
 		return
 	}
 	pt := &wb.parts[i]
-	pt.expect = max(r.word[i], r.posted[i])
-	wb.sure[i] = r.own && !r.unsure[i] && pt.expect&^VerifiedBit == r.word[i]&^VerifiedBit
+	pt.expect = max(r.ls.word[i], r.ls.posted[i])
+	wb.sure[i] = r.own && !r.ls.unsure[i] && pt.expect&^VerifiedBit == r.ls.word[i]&^VerifiedBit
 	pt.write = b.Write(r.addrs[i]+farmem.Addr(wb.off), wb.rec)
 	pt.cas, pt.probe = casOp(b, r.addrs[i]+metaOff+farmem.Addr(8*r.wi), pt.expect, wb.v)
-	r.posted[i] = max(r.posted[i], wb.v)
+	r.ls.posted[i] = max(r.ls.posted[i], wb.v)
 }
 
 // Sure reports whether replica i will hold the tag once it completes a batch the write-back

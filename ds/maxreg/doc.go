@@ -149,7 +149,10 @@
 //     that answered hold v (one more round trip otherwise). A read starts over if every
 //     buffer it chased was reused, or if its lease ran out (below).
 //   - WriteRead (Safe-Guess's first round trip): a write and a read in one batch; if the
-//     read half found a larger tag, that tag is written back as a read's would be.
+//     read half found a larger tag, that tag is written back as a read's would be. The read
+//     half's result is the larger of what its answers show, counted beside the batch's build
+//     time as a Read counts its own, and what the write has learned by its end (its later
+//     rounds, a CAS lost on a shared word), counted beside its start.
 //     WriteReadDeferred instead hands that write-back (a WriteBack, its value already found)
 //     to the caller, who carries it in its next batch ahead of its own ops on each replica
 //     (Safe-Guess's lock round), then finishes it (no round trip once a majority completed
@@ -225,6 +228,32 @@
 // per writer per key.) A store of many registers could share per-client logs across
 // registers (as the artifact's per-client log regions do) so as not to pay a lane per writer
 // per register; that is not built.
+//
+// # Per-node lanes
+//
+// With Params.PerNode (replicated registers only; the header's layout version says so) the
+// writers are compute nodes: a tag's 16-bit writer field holds the compute id of the writing
+// client's node, Writers counts compute ids, writer c's metadata word is (c-1) mod k and its
+// lane is lane c-1, so a register takes Writers lanes of Slots records whatever the number of
+// clients per node. The clients of one node share the lane's state (ReplicatedOptions.Lanes,
+// one per process and fabric: the last timestamp, the slots' tags and reuse times, the node
+// word's last value and in-flight CASes) and take turns with a latch word in the node's shared
+// area (alloc/nodearea): a write holds it from its stamp to its return, a read only while it
+// writes back; Replicated.HoldLane holds it across a caller's several operations (ds/swarm's
+// write). Under the latch the node is one sequential writer, so what "Buffers" argues of a
+// writer holds of the node, except for one thing: two clients' batches to one memory node are
+// not ordered, so a record write of the lane is not posted to a replica where the previous
+// record write into the same buffer may still be in flight (the write waits, without a round,
+// if a majority would be short: LaneWaits), and the node's word is never an own word
+// (OwnWord false). A read writing back a tuple of its own node whose buffer the lane reused
+// since starts over (the tuple is superseded). Costs: two verbs to the node's own region per
+// write (no round trip); a node's writes to one register are sequential. A waiter waits while the holder
+// lives (a handle of the process holds the latch: its operation ends, each verb at worst
+// after a down timeout) or the latch changes hands; a client that dies holding the latch
+// blocks its node's writes to the register, and the others give up when no live handle held
+// it, nobody took it for a whole Lanes.Patience and it is still held (ErrLaneStuck). A Lock
+// cut short by the patience may have taken the latch all the same (a transport applies an op
+// whose context ended before its answer); it then names the client, which releases it.
 //
 // # Costs
 //

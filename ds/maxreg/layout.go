@@ -111,6 +111,13 @@ type Params struct {
 	Writers int
 	// Tick is the timestamp unit, at least 1ns. Default DefaultTick.
 	Tick time.Duration
+	// PerNode makes the writers compute nodes rather than clients (see "Per-node lanes" in the
+	// package doc): a tag's 16-bit writer field holds the compute id of its writer's node,
+	// Writers counts compute ids (those of 1..Writers write), and each lane is shared by the
+	// clients of one node, who take turns with a latch word in their node's region around
+	// every write and write-back (ReplicatedOptions.Lanes). Only a replicated register
+	// (Replicated) takes it.
+	PerNode bool
 	// Lease and Skew are the synchrony assumption of a replicated register's buffer
 	// recycling (see Replicated): a client posts no verb that depends on a tag later than
 	// Lease after it began the read that returned the tag (else it reads again), and Skew
@@ -200,6 +207,9 @@ const (
 	metaOff   = hdrSize
 	magic     = 0x31_6765_7278_616d // "maxreg1" little-endian
 	version   = 2
+	// versionPerNode is version's layout with Params.PerNode: the same bytes, its lanes
+	// indexed by compute id.
+	versionPerNode = 3
 	// hashSeed is the constant every process seeds the records' hash with (xor the register's
 	// nonce), so that a record written by one process validates in every other.
 	hashSeed = 0x5ee0_d15c_a11a_b1e5
@@ -230,7 +240,7 @@ func (l layout) slotOff(t Tag) uint64 {
 }
 
 // header is the register's first hdrUsed bytes, written once at creation. Its words: magic,
-// version, Words, Slots, ValueSize, Writers, Tick, nonce, base, Lease, Skew.
+// version (versionPerNode for Params.PerNode), Words, Slots, ValueSize, Writers, Tick, nonce, base, Lease, Skew.
 type header struct {
 	p     Params
 	base  farmem.Time // fabric time of timestamp 0
@@ -244,7 +254,11 @@ func (h header) encode(b []byte, withMagic bool) {
 	} else {
 		le.PutUint64(b[0:], 0)
 	}
-	le.PutUint64(b[8:], version)
+	if h.p.PerNode {
+		le.PutUint64(b[8:], versionPerNode)
+	} else {
+		le.PutUint64(b[8:], version)
+	}
 	le.PutUint64(b[16:], uint64(h.p.Words))
 	le.PutUint64(b[24:], uint64(h.p.Slots))
 	le.PutUint64(b[32:], uint64(h.p.ValueSize))
@@ -259,7 +273,7 @@ func (h header) encode(b []byte, withMagic bool) {
 // decodeHeader parses a register's header (hdrUsed bytes).
 func decodeHeader(b []byte) (header, error) {
 	le := binary.LittleEndian
-	if len(b) < hdrUsed || le.Uint64(b[0:]) != magic || le.Uint64(b[8:]) != version {
+	if len(b) < hdrUsed || le.Uint64(b[0:]) != magic || (le.Uint64(b[8:]) != version && le.Uint64(b[8:]) != versionPerNode) {
 		return header{}, ErrNotFormatted
 	}
 	var h header
@@ -271,6 +285,7 @@ func decodeHeader(b []byte) (header, error) {
 		Tick:      time.Duration(le.Uint64(b[48:])),
 		Lease:     time.Duration(le.Uint64(b[72:])),
 		Skew:      time.Duration(le.Uint64(b[80:])),
+		PerNode:   le.Uint64(b[8:]) == versionPerNode,
 	}
 	h.nonce = le.Uint64(b[56:])
 	h.base = farmem.Time(le.Uint64(b[64:]))

@@ -153,6 +153,9 @@ func Open(ctx context.Context, m farmem.Memory, addr farmem.Addr, opts Options) 
 	if err != nil {
 		return nil, fmt.Errorf("maxreg: open %v: %w", addr, err)
 	}
+	if h.p.PerNode {
+		return nil, fmt.Errorf("maxreg: open %v: %w: per-node lanes are a replicated register's (OpenReplicated)", addr, ErrBadParams)
+	}
 	l := layoutOf(h.p)
 	r := &Register{m: m, rt: m.Runtime(), addr: addr, l: l, h: h, seed: hashSeed ^ h.nonce,
 		id: m.Info().ID, opts: opts, b: new(farmem.Batch)}

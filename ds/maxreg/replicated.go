@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/alloc/nodearea"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -42,6 +43,10 @@ type ReplicatedOptions struct {
 	// lock-free above that rate. Safety and durability do not depend on it: a buffer is only
 	// ever reused once its tag is superseded, and only by its own writer.
 	EarlyReuse bool
+	// Lanes is the process's shared lane state, required for a register with per-node lanes
+	// (Params.PerNode) and ignored otherwise: every handle of the process on such a register
+	// must be given the same Lanes.
+	Lanes *Lanes
 }
 
 // ReplicatedStats are a Replicated handle's counters.
@@ -68,6 +73,10 @@ type ReplicatedStats struct {
 	// EarlyReuses counts buffers reused before their reuse delay (ReplicatedOptions.EarlyReuse).
 	RecycleWaits, RecycleReads, Copies, CopyChases, EarlyReuses uint64
 	RecycleWait                                                 time.Duration
+	// LaneLatches counts the times the handle took its node's lane latch (per-node lanes);
+	// LaneWaits the rounds a write skipped a replica, or waited, because a record write of the
+	// node's into the same buffer was still in flight there.
+	LaneLatches, LaneWaits uint64
 }
 
 // Replicated is one client's handle on a reliable max register (the paper's Appendix A) over
@@ -92,25 +101,19 @@ type Replicated struct {
 	opts   ReplicatedOptions
 	mates  [][]farmem.ClientID // per metadata word: the writers that map to it
 
-	last    uint64        // this writer's last timestamp
-	slotTag []Tag         // per slot of its lane: the identity of the record last written there (0: never)
-	freeAt  []farmem.Time // per slot: when it may be reused (client clock); 0: not superseded yet
+	// ls is the writer's lane state: the handle's own, or, with per-node lanes, its node's,
+	// shared through ReplicatedOptions.Lanes (mu is then the lane's mutex too).
+	ls    *laneState
+	lanes *Lanes
+	area  *nodearea.Area // per-node lanes: the node's shared area, where the latch word is
+	held  bool           // per-node lanes: the handle holds its node's lane latch (HoldLane)
 
-	mu    sync.Mutex // guards known, word, lateLast and lateSlot; never held across a verb
-	known []Tag      // per replica: the largest tag the replica is known to hold
-	ev    []evidence // per replica: what counts toward a majority holding a tag (evidence.go)
-
-	// What Open's batch returned from replicas that answered after Open did (the completion
-	// hook's goroutine): folded into last and slotTag by the owner goroutine (mergeLate).
-	lateLast uint64
-	lateSlot []Tag
-	word     []Tag // per replica: the last value seen in this client's metadata word
+	mu    *sync.Mutex // guards known, ev and ls's marked fields; never held across a verb
+	known []Tag       // per replica: the largest tag the replica is known to hold
+	ev    []evidence  // per replica: what counts toward a majority holding a tag (evidence.go)
 
 	deferWB   bool       // inside WriteReadDeferred: hand the write-back over instead
 	pendingWB *WriteBack // the write-back handed over
-
-	unsure []bool // per replica: a CAS of this handle failed there and the word was not seen since (under mu)
-	posted []Tag  // per replica: the tag of this handle's last CAS posted there, while it is believed in flight or installed (under mu)
 
 	stats      ReplicatedStats // the owner goroutine's counters
 	stragglers atomic.Uint64   // counted by completion hooks
@@ -208,16 +211,26 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 	l := layoutOf(h.p)
 	topo := m.Topology()
 	r := &Replicated{m: m, rt: m.Runtime(), addrs: append([]farmem.Addr(nil), addrs...), n: n, maj: maj, l: l, h: h,
-		seed: hashSeed ^ h.nonce, id: m.Info().ID, opts: opts,
-		slotTag: make([]Tag, h.p.Slots), freeAt: make([]farmem.Time, h.p.Slots), lateSlot: make([]Tag, h.p.Slots),
-		known: make([]Tag, n), ev: make([]evidence, n), word: make([]Tag, n), posted: make([]Tag, n), unsure: make([]bool, n)}
+		seed: hashSeed ^ h.nonce, id: writerOf(topo, m.Info().ID, h.p.PerNode), opts: opts, known: make([]Tag, n), ev: make([]evidence, n)}
+	if h.p.PerNode {
+		if opts.Lanes == nil {
+			return nil, fmt.Errorf("%w: a register with per-node lanes needs ReplicatedOptions.Lanes", ErrBadParams)
+		}
+		r.lanes = opts.Lanes
+		r.ls = opts.Lanes.lane(addrs[0], h.nonce, m.Info().Node, h.p.Slots, n)
+	} else {
+		r.ls = newLaneState(h.p.Slots, n)
+	}
+	r.mu = &r.ls.mu
 	r.writer = r.id >= 1 && int(r.id) <= h.p.Writers
-	r.wi = wordOf(topo, r.id, h.p.Words)
-	r.own = r.writer && ownWord(topo, r.id, h.p.Writers, h.p.Words)
+	r.wi = r.wordFor(r.id)
+	// A per-node lane's word is shared by the node's clients, whose CASes from different
+	// clients are not ordered: it is never the handle's own.
+	r.own = r.writer && !h.p.PerNode && ownWord(topo, r.id, h.p.Writers, h.p.Words)
 	r.reuse = h.p.Lease + h.p.Skew
 	r.mates = make([][]farmem.ClientID, h.p.Words)
 	for c := 1; c <= h.p.Writers; c++ {
-		w := wordOf(topo, farmem.ClientID(c), h.p.Words)
+		w := r.wordFor(farmem.ClientID(c))
 		r.mates[w] = append(r.mates[w], farmem.ClientID(c))
 	}
 	// The metadata words and the lane's identity words of every replica.
@@ -253,10 +266,10 @@ func OpenReplicated(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, o
 func (r *Replicated) mergeLate() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.last = max(r.last, r.lateLast)
-	for s, t := range r.lateSlot {
-		if t > r.slotTag[s] {
-			r.slotTag[s], r.freeAt[s] = t, 0
+	r.ls.last = max(r.ls.last, r.ls.lateLast)
+	for s, t := range r.ls.lateSlot {
+		if t > r.ls.slotTag[s] {
+			r.ls.slotTag[s], r.ls.freeAt[s] = t, 0
 		}
 	}
 }
@@ -274,21 +287,21 @@ func (r *Replicated) absorbOpen(p *farmem.Pending, metas [][]byte, ids [][][]byt
 			t := Tag(binary.LittleEndian.Uint64(metas[i][8*w:]))
 			r.known[i] = max(r.known[i], t)
 			if uint64(w) == r.wi {
-				r.word[i] = max(r.word[i], t)
+				r.ls.word[i] = max(r.ls.word[i], t)
 			}
 			if t.Client() == r.id {
-				r.lateLast = max(r.lateLast, t.TS())
+				r.ls.lateLast = max(r.ls.lateLast, t.TS())
 			}
 		}
 		for s, w := range ids[i] {
 			t := Tag(binary.LittleEndian.Uint64(w))
 			if t.Client() == r.id && t.TS() > 0 {
-				r.lateLast = max(r.lateLast, t.TS())
+				r.ls.lateLast = max(r.ls.lateLast, t.TS())
 			}
 			// Any identity (a copy of another writer's record too) keeps the slot until a
 			// larger tag is known at a majority.
 			if t.Client() != 0 {
-				r.lateSlot[s] = max(r.lateSlot[s], t)
+				r.ls.lateSlot[s] = max(r.ls.lateSlot[s], t)
 			}
 		}
 	}
@@ -401,8 +414,8 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		pt := &parts[i]
 		if pt.cas >= 0 && p.OpDone(pt.cas) {
 			if _, err := b.Result(pt.cas); err != nil {
-				r.posted[i] = 0 // failed (maybe unapplied): expect the word seen next time
-				r.unsure[i] = true
+				r.ls.posted[i] = 0 // failed (maybe unapplied): expect the word seen next time
+				r.ls.unsure[i] = true
 			}
 		}
 		if (pt.cas < 0 && pt.read < 0) || !p.NodeDone(a.Node()) {
@@ -414,7 +427,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 		if !hook {
 			pt.seen = true
 		}
-		r.unsure[i] = false // the word's value is seen below (a failed op never applies later)
+		r.ls.unsure[i] = false // the word's value is seen below (a failed op never applies later)
 		if pt.cas >= 0 {
 			prev, _ := b.Result(pt.cas)
 			switch {
@@ -423,19 +436,19 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 				// batch is the newest this handle posted to the replica, so what it returns is
 				// the word's current value, taken as is even if below what the handle believed
 				// (a hook's, from an older batch, only raises the belief).
-				r.posted[i] = 0
+				r.ls.posted[i] = 0
 				if hook {
-					r.word[i] = max(r.word[i], Tag(prev))
+					r.ls.word[i] = max(r.ls.word[i], Tag(prev))
 				} else {
-					r.word[i] = Tag(prev)
+					r.ls.word[i] = Tag(prev)
 				}
 				r.raise(i, Tag(prev), pt.at)
 			case pt.probe:
 				// The word held expect, at least t: the replica holds t or more.
-				r.word[i] = max(r.word[i], Tag(prev))
+				r.ls.word[i] = max(r.ls.word[i], Tag(prev))
 				r.raise(i, Tag(prev), pt.at)
 			default:
-				r.word[i] = max(r.word[i], t)
+				r.ls.word[i] = max(r.ls.word[i], t)
 				r.raise(i, t, pt.at)
 				if installed != nil {
 					installed[i] = true
@@ -449,7 +462,7 @@ func (r *Replicated) absorb(p *farmem.Pending, b *farmem.Batch, parts []install,
 				top = max(top, Tag(binary.LittleEndian.Uint64(pt.buf[8*w:])))
 			}
 			r.raise(i, top, pt.at)
-			r.word[i] = max(r.word[i], Tag(binary.LittleEndian.Uint64(pt.buf[8*r.wi:])))
+			r.ls.word[i] = max(r.ls.word[i], Tag(binary.LittleEndian.Uint64(pt.buf[8*r.wi:])))
 		}
 	}
 }
@@ -468,8 +481,9 @@ func quorumErr(op string, err error) error {
 // replicas as the majority needs; the others finish through the batch's completion hook,
 // which records what they return. With read set, the first round also reads every replica's
 // metadata words and in-place record (the parts it returns), whatever the caches say. It
-// returns the first round's parts and batch (nil if it posted none) and, per replica, whether
-// this call's CAS installed t there.
+// returns the first round's parts (nil if it posted none), the largest tag counted beside
+// that round's answers (maxKnown at the time its batch was built; read only) and, per
+// replica, whether this call's CAS installed t there.
 //
 // Rounds are bounded. A round that posts to a replica learns its word's current value, so
 // the next one installs there unless a writer sharing the word moved it meanwhile (with a word
@@ -478,13 +492,18 @@ func quorumErr(op string, err error) error {
 // up with ErrContended, its outcome unknown. A write-back (lease set: when the read that
 // returned t began) posts no round past that read's lease: it returns errRestart instead, as
 // the read must not write into t's buffer after its lease (see "Buffers").
-func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch), lease *farmem.Time, recOff uint64) ([]install, *farmem.Batch, *farmem.Pending, []bool, error) {
+func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read bool, extra func(int, *farmem.Batch), lease *farmem.Time, recOff uint64) ([]install, Tag, *farmem.Pending, []bool, error) {
 	installed := make([]bool, r.n)
 	var first []install
-	var firstB *farmem.Batch
+	var top Tag // read: the largest tag counted beside the first round's answers
 	var firstP *farmem.Pending
 	recAddr := func(i int) farmem.Addr { return r.addrs[i] + farmem.Addr(recOff) }
 	began := r.rt.Now()
+	slot := -1 // per-node lanes: the lane's slot rec goes into (see busy)
+	if r.h.p.PerNode {
+		slot = r.slotOfOff(recOff)
+	}
+	backoff := time.Microsecond
 	// ref: when the batch whose answers the write counts last was built (holds): a write-back
 	// pairs them with its read's, an own write with its own rounds'.
 	ref := began
@@ -496,10 +515,10 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			now := r.rt.Now()
 			if lease != nil && now.Sub(*lease) > r.h.p.Lease {
 				r.stats.LeaseRestarts++
-				return first, firstB, firstP, installed, errRestart
+				return first, top, firstP, installed, errRestart
 			}
 			if round >= MaxInstallRounds && now.Sub(began) > r.h.p.Lease {
-				return first, firstB, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
+				return first, top, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
 			}
 		}
 		r.mu.Lock()
@@ -512,15 +531,36 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		// A CAS expects the word's last value seen, or the tag of this handle's own CAS still
 		// in flight to it, if larger: batches to one node apply in posting order, so that CAS
 		// applies first (and, on a word of its own, installs its tag).
-		expect := append([]Tag(nil), r.word...)
+		expect := append([]Tag(nil), r.ls.word...)
 		need := make([]bool, r.n)
+		avail := 0
 		for i := range r.n {
-			need[i] = !r.holds(i, t, ref)
-			expect[i] = max(expect[i], r.posted[i])
+			// Per-node lanes: a record write of another client of the node into the same
+			// buffer may still be in flight there, unordered with this one: skip the replica.
+			need[i] = !r.holds(i, t, ref) && !r.busy(slot, i)
+			expect[i] = max(expect[i], r.ls.posted[i])
+			if need[i] {
+				avail++
+			}
 		}
 		r.mu.Unlock()
 		if have >= r.maj && !(read && round == 0) {
-			return first, firstB, firstP, installed, nil
+			return first, top, firstP, installed, nil
+		}
+		if have+avail < r.maj && !(read && round == 0) {
+			// Only with per-node lanes: wait for those writes to be done (not a round; a
+			// write-back still posts nothing past its lease).
+			r.stats.LaneWaits++
+			if lease != nil && r.rt.Now().Sub(*lease) > r.h.p.Lease {
+				r.stats.LeaseRestarts++
+				return first, top, firstP, installed, errRestart
+			}
+			if err := r.rt.Sleep(ctx, backoff); err != nil {
+				return first, top, firstP, installed, fmt.Errorf("maxreg: write: %w", err)
+			}
+			backoff = min(2*backoff, time.Millisecond)
+			round--
+			continue
 		}
 		b := new(farmem.Batch)
 		parts := make([]install, r.n)
@@ -544,13 +584,16 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		r.mu.Lock()
 		for i := range r.n {
 			if parts[i].cas >= 0 {
-				r.posted[i] = max(r.posted[i], t)
+				r.ls.posted[i] = max(r.ls.posted[i], t)
 			}
 		}
 		r.mu.Unlock()
 		p := r.m.Post(ctx, b)
+		r.mu.Lock()
+		r.noteFlight(slot, p, parts)
+		r.mu.Unlock()
 		if err := p.Then(func(p *farmem.Pending) { r.absorb(p, b, parts, t, nil, true) }); err != nil {
-			return nil, nil, nil, installed, err
+			return nil, 0, nil, installed, err
 		}
 		k := r.maj
 		if !(read && round == 0) {
@@ -559,10 +602,13 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		err := p.WaitNodes(ctx, k)
 		r.absorb(p, b, parts, t, installed, false)
 		if read && round == 0 {
-			first, firstB, firstP = parts, b, p
+			// The read half's result, taken now: the evidence of these answers is stamped
+			// with this batch's build time (ref), which is what it is counted beside; later
+			// rounds restamp it, up to a lease or more later.
+			first, top, firstP = parts, r.maxKnown(ref), p
 		}
 		if err != nil {
-			return first, firstB, firstP, installed, quorumErr("write", err)
+			return first, top, firstP, installed, quorumErr("write", err)
 		}
 	}
 }
@@ -583,7 +629,10 @@ func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
 	r.supersede(r.majorityTag())
 	for tries := 0; ; tries++ {
 		now := r.rt.Now()
-		base := max(r.last+1, r.ticks(), minTS)
+		r.mu.Lock()
+		last := r.ls.last
+		r.mu.Unlock()
+		base := max(last+1, r.ticks(), minTS)
 		best, bestAt := -1, farmem.Time(0)
 		for k := range S {
 			at, ok := r.reusable(int((base + k) % S))
@@ -622,11 +671,13 @@ func (r *Replicated) stamp(ctx context.Context, minTS uint64) (uint64, error) {
 // reusable reports whether slot s may be reused, and from when: never written (0), or its tag
 // superseded (then).
 func (r *Replicated) reusable(s int) (farmem.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch {
-	case r.slotTag[s] == 0:
+	case r.ls.slotTag[s] == 0:
 		return 0, true
-	case r.freeAt[s] != 0:
-		return r.freeAt[s], true
+	case r.ls.freeAt[s] != 0:
+		return r.ls.freeAt[s], true
 	}
 	return 0, false
 }
@@ -643,7 +694,9 @@ func (r *Replicated) wait(ctx context.Context, d time.Duration) error {
 
 // use records that slot s of the lane now holds the record of t.
 func (r *Replicated) use(s uint64, t Tag) {
-	r.slotTag[s], r.freeAt[s] = Tag(t.identity()), 0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ls.slotTag[s], r.ls.freeAt[s] = Tag(t.identity()), 0
 }
 
 // copySlot returns the slot of this handle's lane that a write-back of v copies v's record
@@ -653,13 +706,16 @@ func (r *Replicated) use(s uint64, t Tag) {
 // have no other copy of its record.
 func (r *Replicated) copySlot(ctx context.Context, v Tag) (uint64, bool, error) {
 	r.supersede(r.majorityTag())
-	for s, t := range r.slotTag {
+	r.mu.Lock()
+	slots := slices.Clone(r.ls.slotTag)
+	r.mu.Unlock()
+	for s, t := range slots {
 		if t != 0 && t == Tag(v.identity()) {
 			return uint64(s), true, nil
 		}
 	}
 	best, bestAt := -1, farmem.Time(0)
-	for s := range r.slotTag {
+	for s := range slots {
 		if at, ok := r.reusable(s); ok && (best < 0 || at < bestAt) {
 			best, bestAt = s, at
 		}
@@ -692,9 +748,11 @@ func (r *Replicated) majorityTag() Tag {
 // earlier may still chase the buffer, within their lease.
 func (r *Replicated) supersede(v Tag) {
 	at := r.rt.Now().Add(r.reuse)
-	for s, t := range r.slotTag {
-		if t != 0 && r.freeAt[s] == 0 && t|VerifiedBit < v {
-			r.freeAt[s] = at
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s, t := range r.ls.slotTag {
+		if t != 0 && r.ls.freeAt[s] == 0 && t|VerifiedBit < v {
+			r.ls.freeAt[s] = at
 		}
 	}
 }
@@ -758,17 +816,24 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	if !r.writer {
 		return 0, 0, nil, fmt.Errorf("%w: client %d, lanes for 1..%d", ErrNotWriter, r.id, r.h.p.Writers)
 	}
+	release, err := r.HoldLane(ctx)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer release()
 	ts, err := r.stamp(ctx, minTS)
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	S := uint64(r.h.p.Slots)
-	r.last = ts
+	r.mu.Lock()
+	r.ls.last = ts
+	r.mu.Unlock()
 	r.use(ts%S, MakeTag(ts, r.id, false))
 	t := MakeTag(ts, r.id, verified)
 	rec := sealRecord(make([]byte, r.l.recSize), r.seed, t, value)
 	start := r.rt.Now()
-	parts, _, p, installed, err := r.innerWrite(ctx, t, rec, read, extra, nil, r.l.slotOff(t))
+	parts, top, p, installed, err := r.innerWrite(ctx, t, rec, read, extra, nil, r.l.slotOff(t))
 	var done []bool
 	if p != nil {
 		done = make([]bool, r.n)
@@ -783,6 +848,13 @@ func (r *Replicated) write(ctx context.Context, value []byte, verified bool, min
 	r.supersede(t)
 	r.refreshOn(installed, t, rec)
 	m := r.maxKnown(start)
+	if read && len(parts) > 0 {
+		// The read half began when its batch was built, and its answers count beside that
+		// moment (top), not only beside start: a batch built more than a lease after start
+		// (the client stalled, or waited for its node's lane) would otherwise leave the very
+		// answers it read out of m, and a guess below a larger tag would pass for fresh.
+		start, m = parts[0].at, max(m, top)
+	}
 	if !read || m.identity() == t.identity() || m < t {
 		return t, m, done, nil
 	}
@@ -861,7 +933,7 @@ func (r *Replicated) Mark(t Tag) {
 	if t.Verified() || t.IsZero() {
 		return
 	}
-	w := wordOf(r.m.Topology(), t.Client(), r.h.p.Words)
+	w := r.wordFor(t.Client())
 	words := make([]farmem.Addr, r.n)
 	for i, a := range r.addrs {
 		words[i] = a + metaOff + farmem.Addr(8*w)
@@ -1115,6 +1187,11 @@ func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start far
 		r.stats.LeaseRestarts++
 		return errRestart
 	}
+	release, err := r.HoldLane(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	off, err := r.copyOff(ctx, v)
 	if err != nil {
 		return err
@@ -1136,6 +1213,18 @@ func (r *Replicated) writeBack(ctx context.Context, v Tag, rec []byte, start far
 // never lands in a buffer its writer has reused (see "Buffers" in the package doc).
 func (r *Replicated) copyOff(ctx context.Context, v Tag) (uint64, error) {
 	if v.Client() == r.id {
+		if r.h.p.PerNode {
+			// Another client of the node wrote v; if the lane reused v's buffer since, v is
+			// superseded (the lane's state says so under its latch): the read starts over
+			// rather than write v's record over a later one.
+			r.mu.Lock()
+			reused := r.ls.slotTag[v.TS()%uint64(r.h.p.Slots)] != Tag(v.identity())
+			r.mu.Unlock()
+			if reused {
+				r.stats.LeaseRestarts++
+				return 0, errRestart
+			}
+		}
 		return r.l.slotOff(v), nil
 	}
 	if !r.writer {

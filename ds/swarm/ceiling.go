@@ -20,11 +20,16 @@ var ErrCeiling = errors.New("swarm: the register holds a tuple at or above the w
 // guessed tuple) and m's timestamp is at least ceiling, it returns ErrCeiling instead: the
 // write had no effect. A guessed tuple that a reader pinned before the lock is the write
 // (it returns nil, linearized below m). When the handle already knows of such a tuple on a
-// replica, or its own timestamps reached the ceiling (its client wrote a final tuple), it
+// replica, or its writer's timestamps reached the ceiling (it wrote a final tuple), it
 // reads the register first (a read writes what it returns back to a majority) and returns
 // ErrCeiling if the read returned one, so that it never publishes a guess above one nor
-// answers from a tuple a single replica holds. Round trips as Write's, or a read's when it
-// stops there. ceiling must be above 0.
+// answers from a tuple a single replica holds. With per-node lanes the writer's timestamps
+// are the node's, which another client of the node may raise to the ceiling meanwhile: the
+// write checks them again once it holds the node's lane, and refuses the same way: the look
+// before the lane only spares a write a read answers (a node-mate's final tuple may be
+// stamped, the lane's timestamps raised, and not yet written when it looks, so only the
+// decision under the lane may call the ceiling reached without a final tuple an error).
+// Round trips as Write's, or a read's when it stops there. ceiling must be above 0.
 func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64) error {
 	if ceiling == 0 {
 		return fmt.Errorf("%w: ceiling 0", ErrBadParams)
@@ -34,20 +39,36 @@ func (r *Register) WriteBelow(ctx context.Context, value []byte, ceiling uint64)
 		above = above || t.TS() >= ceiling
 	}
 	if above {
-		// What the handle knows may be one replica's: a read makes it a majority's (its
-		// write-back) before the write is refused.
-		m, _, err := r.rep.Read(ctx)
-		if err != nil {
-			return fmt.Errorf("swarm: write: %w", err)
-		}
-		if m.TS() >= ceiling {
-			return ErrCeiling
-		}
-		if r.rep.LastTS() >= ceiling {
-			return fmt.Errorf("swarm: write: this client's timestamps reached the ceiling %d, which the register does not hold: %w", ceiling, maxreg.ErrExhausted)
+		if err := r.refuseAbove(ctx, ceiling, !r.p.PerNode); !errors.Is(err, errBelow) {
+			return err
 		}
 	}
 	return r.write(ctx, value, ceiling)
+}
+
+// errBelow: refuseAbove found no reason to refuse.
+var errBelow = errors.New("swarm: below the ceiling")
+
+// refuseAbove decides a WriteBelow whose handle knows of a tuple at or above ceiling, or whose
+// writer's timestamps reached it: a read makes what the handle knows a majority's (its
+// write-back) and ErrCeiling is returned if it returned such a tuple; errBelow if it did not
+// and the writer's timestamps are below the ceiling (the write may go on). When they reached
+// it without the register holding such a tuple, settled (the writer's lane is the caller's:
+// its own, or its node's held) makes that an error (its final tuple's write failed at a
+// minority); otherwise errBelow, for the caller to decide again under the lane (a node-mate's
+// final write may still be in flight).
+func (r *Register) refuseAbove(ctx context.Context, ceiling uint64, settled bool) error {
+	m, _, err := r.rep.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("swarm: write: %w", err)
+	}
+	if m.TS() >= ceiling {
+		return ErrCeiling
+	}
+	if settled && r.rep.LastTS() >= ceiling {
+		return fmt.Errorf("swarm: write: this writer's timestamps reached the ceiling %d, which the register does not hold: %w", ceiling, maxreg.ErrExhausted)
+	}
+	return errBelow
 }
 
 // WriteFinal writes value VERIFIED with a timestamp of at least ts (at most maxreg.MaxTS

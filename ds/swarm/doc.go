@@ -151,7 +151,9 @@
 // # Failures
 //
 // A client may crash at any step: nothing waits on another client (locks are never held, only
-// claimed per timestamp), so the others go on; its last write's outcome is unknown. Any f of
+// claimed per timestamp), so the others go on; its last write's outcome is unknown. With
+// per-node lanes, a client that crashes holding its node's lane latch blocks its node's
+// writes to that register (see Memory per register); clients of other nodes go on. Any f of
 // the 2f+1 memory nodes may crash or hang (maxreg.Replicated); with more, operations fail with
 // an error wrapping farmem.ErrNodeDown. Buffers are recycled as maxreg.Replicated describes.
 // A replica whose node restarted empty counts again once Repopulate copied it; a TRYLOCK
@@ -181,23 +183,66 @@
 // Size(p) bytes on each of the 2f+1 replicas: a 128-byte header, 8 bytes per metadata word,
 // the in-place record (32 bytes plus ValueSize, 8-aligned), padded to 64, then a lane of Slots
 // records per writer, then an 8-byte timestamp-lock word per writer (padded to 64). The lanes
-// dominate: Writers x Slots x (32 + ValueSize). With kvstore's SWARM-KV defaults (ValueSize
-// 1024, Slots 4, Words min(Writers, 64)) that is 18,176 bytes at 4 writers, 272,576 at 64,
-// 543,424 at 128 and 2,168,512 (2.07 MiB) at 512; with 64-byte values, 1,856 / 25,856 /
-// 50,944 / 201,472; Slots 2 halves the lanes. Only the metadata words are shared among
-// writers (Params.Words); the out-of-place buffers are per writer, as the paper's In-n-Out
-// has them (a writer's records, and since write-backs copy into the helper's own lane, its
-// copies, are written by it alone, which is what lets buffers be reused without waiting out
-// late writes). Sharing a lane among writers would need them to exclude each other around
-// every write and write-back (the clients of one compute node could, with a latch word in
-// their node's region); a footprint independent of the writers needs the authors' artifact's
-// layout, per-client logs shared by all registers with the record naming its register, and a
-// collector for records still the latest of a register their writer no longer writes. Neither
-// is built: a store of many objects sizes Params.Writers to the clients that write.
+// dominate: Writers x Slots x (32 + ValueSize). The paper's writers are clients, and so are
+// this package's by default: a lane and a lock word per client that may write.
+//
+// Per-node lanes (maxreg.Params.PerNode) make the writers compute nodes instead: Writers is
+// the number of compute nodes, each node's clients share its lane, its metadata word and its
+// timestamp lock TSL[node], and they take turns on them with a latch word in their node's
+// region (maxreg.Lanes; farmem's local latches: taken with CAS, awaited with Memory.Wait,
+// held across verbs, no round trip). Per object and replica, with kvstore's SWARM-KV defaults
+// (ValueSize 1024, Slots 4, Words min(Writers, 64)) and 8 clients per compute node:
+//
+//	clients  writers (per client / per node)  bytes per replica (per client / per node)
+//	      4                             4 / 1             18,176 / 5,504
+//	     64                            64 / 8            272,576 / 35,136
+//	    128                           128 / 16           543,424 / 69,056
+//	    512                           512 / 64         2,168,512 / 272,576 (2.07 MiB / 266 KiB)
+//
+// With 64-byte values: 1,856 / 704, 25,856 / 3,456, 50,944 / 6,656 and 201,472 / 25,856.
+// (The simulated benchmark's compute nodes have 11 client slots, so per-client lanes there
+// took 704 lanes per object at 512 clients; per-node lanes take 64 whatever the slots.) A
+// footprint independent of the writers would need the authors' artifact's layout (per-client
+// logs shared by all registers, each record naming its register, and a collector); it is not
+// built.
+//
+// Safety with per-node lanes. A node's clients exclude each other around every write to one
+// register, from its first batch to its rewrite (Register.Write holds the lane:
+// maxreg.Replicated.HoldLane), and around every write-back a read makes into the lane: so the
+// node's writes to the register are sequential, each beginning after the previous one
+// returned, and their timestamps strictly increase (the lane's last timestamp is shared
+// under the latch). That is all the proofs above use of a writer: Lemma C.5 and the read's
+// "a different tuple of a writer already seen means its earlier write completed" need one
+// writer's writes to be sequential; TRYLOCK's argument needs one writer's timestamps
+// distinct and its write-mode locks taken in order; the buffer recycling needs one owner per
+// buffer at a time, and the latch gives it. One thing a single client had and a node does
+// not: two clients' batches to one memory node are not ordered, so a record write of the
+// node still in flight to a replica (a straggler of an earlier write) could land after a
+// later write reusing its buffer. The lane therefore records, per buffer and replica, the
+// last record write posted, and a write leaves a replica out (waiting for the write to be
+// done if a majority would be short) until it is done (maxreg's Stats.LaneWaits). The node's
+// metadata word is shared by its clients' CASes, which are not ordered either, so it is never
+// an own word: the write-back before a write-mode TRYLOCK is a round trip of its own (the
+// shared-word bound of 5 round trips above). Concurrent writers of one node to one register
+// are not combined: the later waits for the latch and writes on its own, one round trip
+// more on its critical path; combining them (the later returning when the earlier's tuple is
+// installed) would linearize it at the earlier's write, but needs the earlier to publish its
+// outcome, and is not built.
+//
+// Costs of the latch: a write, and a read that writes back, take and release it with two
+// verbs to the node's own region (no round trip; a warm kvstore update stays at one round
+// trip); a node's writes to one register queue behind each other, and without EarlyReuse a
+// node (not a client) makes at most Slots writes per register per reuse delay. A client that
+// dies holding the latch leaves the register unwritable from its node: like every local
+// latch, it protects clients that live as long as their node; the others wait while a live
+// handle of the process holds it, and give up (an error wrapping farmem.ErrNodeDown) when none
+// did and nobody took it for maxreg.Lanes.Patience.
 //
 // # Limits
 //
-// Writers are clients with ids 1..Params.Writers; values at most Params.ValueSize bytes. A
-// read that must write back another writer's tuple needs a lane too (maxreg's "Buffers"). A
-// register is never freed. One handle per client per register.
+// Writers are clients with ids 1..Params.Writers (with per-node lanes, clients of compute
+// nodes 1..Params.Writers); values at most Params.ValueSize bytes. A read that must write
+// back another writer's tuple needs a lane too (maxreg's "Buffers"). A register is never
+// freed. One handle per client per register; with per-node lanes every handle of a process on
+// the register shares one maxreg.Lanes (Options.Lanes).
 package swarm

@@ -2,7 +2,6 @@ package swarm_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -56,22 +55,9 @@ func TestLinearizableLocal(t *testing.T) {
 					return err
 				}
 			}
-			if (k+i)%2 == 0 {
-				v := uint64(id)<<32 | uint64(k+1)
-				op := c.Call(reg.Write(0, v))
-				err := hd.r.Write(ctx, encode(v))
-				op.End(reg.Ack(), err)
-				if err != nil {
-					return fmt.Errorf("client %d write: %w", id, err)
-				}
-				continue
+			if err := regOp(ctx, t, hd, reg, c, id, k, (k+i)%2 == 0); err != nil {
+				return err
 			}
-			op := c.Call(reg.Read(0))
-			v, err := hd.r.Read(ctx)
-			if err != nil {
-				return fmt.Errorf("client %d read: %w", id, err)
-			}
-			op.End(reg.Value(decode(t, v)), nil)
 		}
 		return nil
 	})

@@ -33,6 +33,9 @@ type Options struct {
 	// buffers to age; reads are then lock-free rather than wait-free above Params.Slots writes
 	// per writer per maxreg ReuseDelay.
 	EarlyReuse bool
+	// Lanes is maxreg.ReplicatedOptions.Lanes: required for a register with per-node lanes
+	// (maxreg.Params.PerNode), the same for every handle of the process on it.
+	Lanes *maxreg.Lanes
 }
 
 // Stats are a handle's counters, one per path of the protocol (see the package doc).
@@ -157,13 +160,13 @@ func Format(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, p maxreg.
 
 // Open returns m's handle on the register at addrs (maxreg.OpenReplicated's round trips).
 func Open(ctx context.Context, m farmem.Memory, addrs []farmem.Addr, opts Options) (*Register, error) {
-	rep, err := maxreg.OpenReplicated(ctx, m, addrs, maxreg.ReplicatedOptions{Refresher: opts.Refresher, EarlyReuse: opts.EarlyReuse})
+	rep, err := maxreg.OpenReplicated(ctx, m, addrs, maxreg.ReplicatedOptions{Refresher: opts.Refresher, EarlyReuse: opts.EarlyReuse, Lanes: opts.Lanes})
 	if err != nil {
 		return nil, fmt.Errorf("swarm: open: %w", err)
 	}
 	p := rep.Params()
 	base := maxreg.Size(p)
-	r := &Register{m: m, rt: m.Runtime(), rep: rep, n: len(addrs), maj: rep.Quorum(), id: m.Info().ID, p: p,
+	r := &Register{m: m, rt: m.Runtime(), rep: rep, n: len(addrs), maj: rep.Quorum(), id: rep.Writer(), p: p,
 		lockCache: map[farmem.ClientID][]uint64{}}
 	for _, a := range addrs {
 		r.locks = append(r.locks, a+farmem.Addr(base))
@@ -210,6 +213,21 @@ func (r *Register) write(ctx context.Context, value []byte, ceiling uint64) erro
 	if r.closed {
 		return ErrClosed
 	}
+	// With per-node lanes the node's clients write one at a time: the lane's latch is held
+	// from the first batch to the rewrite, so the writer's (the node's) writes are sequential.
+	release, err := r.rep.HoldLane(ctx)
+	if err != nil {
+		return fmt.Errorf("swarm: write: %w", err)
+	}
+	defer release()
+	if ceiling > 0 && r.rep.LastTS() >= ceiling {
+		// Another client of the node wrote a final tuple (WriteFinal) since WriteBelow
+		// looked: the lane's next timestamp would be above the ceiling. Decided under the
+		// lane, as WriteBelow decides for a client's own final tuples.
+		if err := r.refuseAbove(ctx, ceiling, true); !errors.Is(err, errBelow) {
+			return err
+		}
+	}
 	guess := r.rep.Ticks() + r.skew
 	// The first batch also reads this writer's own lock words, so that a TRYLOCK on the slow
 	// path starts from their current values (one round) rather than a stale cache.
@@ -227,7 +245,6 @@ func (r *Register) write(ctx context.Context, value []byte, ceiling uint64) erro
 		w, m maxreg.Tag
 		done []bool
 		wb   *maxreg.WriteBack
-		err  error
 	)
 	if r.rep.OwnWord() {
 		w, m, done, wb, err = r.rep.WriteReadDeferred(ctx, value, false, guess, extra)
