@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,7 +32,9 @@ import (
 func TestSwarmInsertDeleteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newSwarmLocal(t, local.Options{})
+	// No faults here: a down timeout a loaded machine cannot reach, so that no verb delayed
+	// by the scheduler counts as a node down (and its retry as round trips).
+	f := newSwarmLocal(t, local.Options{DownTimeout: 5 * time.Second})
 	o := swarmOptions()
 	o.MaxClients = 1
 	s := openStore(t, f, o)

@@ -39,7 +39,9 @@ func newSwarmLocal(t *testing.T, lo local.Options) *local.Fabric {
 	lo.Shape = local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: size, ClientsPerNode: 16}
 	// The objects' buffers are reused a maxreg ReuseDelay (its Lease, Skew and this) after
 	// they were superseded: a short one keeps rewrites of one key from waiting long.
-	lo.DownTimeout = 20 * time.Millisecond
+	if lo.DownTimeout == 0 {
+		lo.DownTimeout = 20 * time.Millisecond
+	}
 	f, err := local.New(lo)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
