@@ -27,6 +27,21 @@ func fmtCover(r *SelccResult) string {
 	return fmt.Sprintf("%.0f-%.0f%%", 100*lo, 100*hi)
 }
 
+// writeShermanCacheTable writes Fig. 17's rows with the Sherman-like tree under both caches.
+func (r *SelccResult) writeShermanCacheTable(tw io.Writer) {
+	c := r.Config
+	fmt.Fprintln(tw, "dist\treads\tselcc Mops\tsel Mops\tsherman Mops\tdflt Mops\tselcc/sel\tselcc/sherman\tselcc/dflt\thits\tselcc rt/op\tsel rt/op\tsherman rt/op\tdflt rt/op\t")
+	for _, d := range []string{SelccUniform, SelccZipf} {
+		for _, rd := range c.TreeReads {
+			a, b, s := r.Point(figTree, d, SELCC, rd, c.top(), 0), r.Point(figTree, d, SEL, rd, c.top(), 0), r.Point(figTree, d, Sherman, rd, c.top(), 0)
+			sd := r.Point(figTree, d, ShermanDefault, rd, c.top(), 0)
+			fmt.Fprintf(tw, "%s\t%d%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t\n", d, rd, fmtSelcc(a), fmtSelcc(b),
+				fmtSelcc(s), fmtSelcc(sd), fmtRatio(a, b), fmtRatio(a, s), fmtRatio(a, sd), 100*a.HitRatio(), a.RoundTripsPerOp(),
+				b.RoundTripsPerOp(), s.RoundTripsPerOp(), sd.RoundTripsPerOp())
+		}
+	}
+}
+
 // perOp is a point's costs per operation: round trips; bytes through the memory nodes' ports
 // and their NICs' processing-unit time; mean latency.
 func perOp(name string, p SelccPoint) string {
@@ -85,6 +100,11 @@ func (r *SelccResult) explainSherman(w io.Writer, rd int) {
 			"nodes, S under reads, case 3, or M under writes, case 1) against the Sherman-like tree's %s with every internal node "+
 			"cached and %s with Sherman's cache (lock CAS, READ, then the write and the unlock: 3 round trips and 2 atomics, no "+
 			"messages).", fmtLat(a.Latency[latWrite]), a.MessagesPerOp(), fmtLat(s.Latency[latWrite]), fmtLat(d.Latency[latWrite]))
+	}
+	if x, ok := artifactTreeOverSEL[rd]; ok && b.System != "" {
+		m, _ := SelccRatio(a, b)
+		fmt.Fprintf(w, " SELCC / SEL is %.2fx; the artifact's figure gives about %s at this mix (SELCC %s Mops over a SEL flat at about "+
+			"0.6), where the text gives 4.99-6.34x.", m, x[0], x[1])
 	}
 	if rd == c.TreeReads[0] {
 		fmt.Fprintf(w, " The paper's artifact (Figures/btree.png, uniform, 64 threads; its ratios differ from the text's, an earlier "+
