@@ -33,6 +33,9 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	separate := fs.Bool("separate-nics", false, "cider: a NIC per compute node instead of the paper's compute nodes co-located on the memory nodes' NICs")
 	workers := fs.Int("workers", runtime.NumCPU(), "cider: seeds run at once, each a simulation on its own core (the output does not depend on it)")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
+	figures := fs.String("figures", "", "selcc: figures to run, of 13,14,14-scale,17,18 (default all)")
+	noBand := fs.Bool("no-band", false, "selcc: skip the band's reruns of the headline points over the unpinned costs")
+	shermanCache := fs.Bool("sherman-cache", false, "selcc: also run Fig. 17's Sherman-like tree with Sherman's own cache (leaves' parents only, its default 1,000 MB scaled), a diagnostic")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
 
@@ -43,7 +46,7 @@ budgeted at under 30 minutes on 2 cores, about 20 s with --quick); dolphin (Dolp
 and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio over the model's
 unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply); selcc
 (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
---workers, --out); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
+--workers, --out, --figures, --sherman-cache, --no-band); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
 store and plain RACE, with --quick, --seeds, --workers, --out); swarm (SWARM §7: Table 2 and
 Figs. 5, 11, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers, --out).
 
@@ -69,7 +72,8 @@ Figs. 5, 11, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers,
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	case paper == "selcc":
-		return runReproSelcc(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
+		return runReproSelcc(ctx, selccFlags{quick: *quick, seeds: *seeds, workers: *workers, quiet: *quiet, out: *out, figures: *figures,
+			shermanCache: *shermanCache, noBand: *noBand}, stdout, stderr)
 	case paper == "dolphin":
 		return runReproDolphin(ctx, *quick, *seeds, *workers, *out, *quiet, stdout, stderr)
 	case paper == "flexkv":
