@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/farmem/farmem/bench/repro"
 )
@@ -35,6 +36,7 @@ type selccFlags struct {
 	quick, quiet, shermanCache, noBand bool
 	seeds, out, figures                string
 	workers                            int
+	atomicUnit                         time.Duration
 }
 
 // runReproSelcc runs `farmem repro selcc`: the full or quick configuration, with the seeds,
@@ -49,6 +51,7 @@ func runReproSelcc(ctx context.Context, f selccFlags, stdout, stderr io.Writer) 
 		cfg.Figures = strings.Split(f.figures, ",")
 	}
 	cfg.ShermanCache = f.shermanCache
+	cfg.Costs.AtomicUnit = f.atomicUnit
 	if f.noBand {
 		cfg.Band = nil
 	}
