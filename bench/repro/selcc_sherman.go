@@ -114,6 +114,7 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 		locks := map[farmem.NodeID]*sherman.LockTable{}
 		type loadClient struct {
 			m farmem.Memory
+			a *alloc.Allocator
 			t *sherman.Tree
 		}
 		lcs := make([]*loadClient, sp.clients)
@@ -133,7 +134,7 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 				runErr = err
 				return
 			}
-			lcs[i] = &loadClient{m: m, t: t}
+			lcs[i] = &loadClient{m: m, a: a, t: t}
 		}
 		// Load: client i inserts records i, i+n, i+2n, ... (the keys are hashed, so each
 		// client's inserts scatter over the key order).
@@ -175,13 +176,7 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 				if parentCaches[n] == nil {
 					parentCaches[n] = sherman.NewShermanParentCache(budget)
 				}
-				a, err := alloc.New(ctx, lc.m, selccAlloc)
-				if err != nil {
-					runErr = err
-					return
-				}
-				defer a.Close()
-				t, err := sherman.Open(ctx, lc.m, a, root, sherman.Options{Cache: parentCaches[n], Locks: locks[n]})
+				t, err := sherman.Open(ctx, lc.m, lc.a, root, sherman.Options{Cache: parentCaches[n], Locks: locks[n]})
 				if err != nil {
 					runErr = err
 					return
