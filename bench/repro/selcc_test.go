@@ -48,11 +48,15 @@ func TestSelccDeterministic(t *testing.T) {
 // a walk from the root per missed parent with Sherman's cache.
 func TestSelccRoundTrips(t *testing.T) {
 	t.Parallel()
-	r, err := repro.RunSelcc(context.Background(), tinySelcc(), nil)
+	c := tinySelcc()
+	c.ShermanCache = true
+	r, err := repro.RunSelcc(context.Background(), c, nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	require.NoError(t, r.WriteText(&out))
 	t.Log("\n" + out.String())
+	require.Contains(t, out.String(), "SELCC / Sherman-like, Sherman's cache", "the diagnostic's rows beside the paper")
+	require.Contains(t, out.String(), "dflt Mops")
 	for _, p := range r.Points {
 		require.Positive(t, p.Ops, "%+v", p)
 		require.Zero(t, p.Errors)
