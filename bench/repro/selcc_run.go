@@ -30,6 +30,11 @@ type selccRun struct {
 	warmup, window   time.Duration
 	converged        bool
 	lines, frames    int
+	cover            float64       // ShermanDefault: the share of the leaves' parents its cache holds
+	levels           int           // ShermanDefault: the tree's levels, leaves included
+	paperLevels      int           // and at the paper's 2 billion records (shermanPaperLevels)
+	memBusy          time.Duration // the memory nodes' NICs' processing-unit time in the window
+	memBytes         uint64        // and the bytes through their ports
 }
 
 // Latency classes of selccRun.lat.
@@ -89,7 +94,7 @@ func (c SelccConfig) clusterOptions(system string, frames, perNode int) selcc.Op
 // then a fresh cluster in the point's mode, clients closed-loop on it, a warm-up until
 // throughput converges (see Measure) and a window of enough operations.
 func runSelccSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error) {
-	if sp.system == Sherman {
+	if sp.system == Sherman || sp.system == ShermanDefault {
 		return runShermanSeed(cfg, sp, seed)
 	}
 	tree := sp.fig == figTree || sp.fig == figAblation
@@ -317,7 +322,15 @@ func measureLoop[C any](s *sim.Sim, ms Measure, out *selccRun, client func(int) 
 			window(false)
 		}
 		out.window = rt.Now().Sub(from)
-		out.fabric = s.Report().Stats
+		rep := s.Report()
+		out.fabric = rep.Stats
+		mem := s.Topology().MemoryNodes()
+		for _, nr := range rep.NICs {
+			if slices.Contains(mem, nr.Node) {
+				out.memBusy += nr.Busy
+				out.memBytes += nr.Bytes
+			}
+		}
 	})
 	return g.Wait()
 }

@@ -2,6 +2,8 @@ package repro
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/farmem/farmem/alloc"
@@ -15,8 +17,48 @@ import (
 // hierarchical lock, 3-round-trip CAS-locked writes, and keys in its byte codec.
 const Sherman = "sherman"
 
+// ShermanDefault is the Sherman-like tree with the cache Sherman's own code gives it
+// (github.com/thustorage/Sherman): leaves' parents only, in its default kIndexCacheSize of
+// 1,000 MB (include/Common.h), here scaled to the tree as 1,000 MB is to the paper's:
+// shermanParentCover of the leaves' parents (sherman.NewShermanParentCache). The paper does
+// not state the cache it gave Sherman; its §2 says of such metadata caches that they "are
+// typically limited in size and cannot be adjusted to match the available local memory
+// capacity", which is what a compile-time kIndexCacheSize is.
+const ShermanDefault = "sherman-default"
+
 // shermanMaxKey is the longest YCSB key (user and a 64-bit hash's decimal digits).
 const shermanMaxKey = 24
+
+// Sherman's geometry and defaults (include/Common.h, include/Tree.h): 1 KB pages of 8-byte
+// keys, 54 leaf entries (kLeafCardinality) and 61 internal ones (kInternalCardinality), an
+// internal page of 1,021 bytes (packed), an index cache of 1,000 MB (kIndexCacheSize, MB =
+// 2^20 bytes) counted in pages; and the paper's 2 billion records (§7.2).
+const (
+	shermanLeafCap     = 54
+	shermanInnerCap    = 61
+	shermanPageBytes   = 1021
+	shermanIndexCache  = 1000 << 20
+	shermanPaperRecord = 2e9
+)
+
+// shermanPaperLevels is the levels (leaves included) of Sherman's tree at the paper's 2
+// billion records with nodes as full as this run's tree's: 6 at about 69%, where this run's
+// tree has fewer, so a walk from the root that a missed parent costs reads fewer levels here.
+func shermanPaperLevels(leafFill, innerFill float64) int {
+	n, l := math.Ceil(shermanPaperRecord/(shermanLeafCap*leafFill)), 1
+	for n > 1 {
+		n, l = math.Ceil(n/(shermanInnerCap*innerFill)), l+1
+	}
+	return l
+}
+
+// shermanParentCover is the share of the leaves' parents Sherman's default index cache holds
+// at the paper's 2 billion records, with leaves and internal nodes as full as this run's
+// tree's (both loaded in random key order, as Sherman's benchmark loads): about 0.8.
+func shermanParentCover(leafFill, innerFill float64) float64 {
+	parents := shermanPaperRecord / (shermanLeafCap * leafFill) / (shermanInnerCap * innerFill)
+	return min(1, float64(shermanIndexCache/shermanPageBytes)/parents)
+}
 
 // runShermanSeed runs one Fig. 17 point on the Sherman-like tree: the records inserted by the
 // point's clients (each its share, in record order), then the same closed loop as the other
@@ -72,6 +114,7 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 		locks := map[farmem.NodeID]*sherman.LockTable{}
 		type loadClient struct {
 			m farmem.Memory
+			a *alloc.Allocator
 			t *sherman.Tree
 		}
 		lcs := make([]*loadClient, sp.clients)
@@ -91,7 +134,7 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 				runErr = err
 				return
 			}
-			lcs[i] = &loadClient{m: m, t: t}
+			lcs[i] = &loadClient{m: m, a: a, t: t}
 		}
 		// Load: client i inserts records i, i+n, i+2n, ... (the keys are hashed, so each
 		// client's inserts scatter over the key order).
@@ -108,6 +151,37 @@ func runShermanSeed(cfg SelccConfig, sp selccSpec, seed uint64) (selccRun, error
 			if e != nil {
 				runErr = e
 				return
+			}
+		}
+		if sp.system == ShermanDefault {
+			// Sherman's own cache, sized from the loaded tree's shape: it starts empty, and
+			// the warm-up fills it as Sherman's walks do.
+			sh, err := lcs[0].t.Shape(ctx)
+			if err != nil {
+				runErr = err
+				return
+			}
+			if len(sh) < 2 {
+				runErr = fmt.Errorf("repro: a Sherman-like tree of one level")
+				return
+			}
+			leaves, parents := sh[len(sh)-1], sh[len(sh)-2]
+			cover := shermanParentCover(leaves.Fill(), parents.Fill())
+			budget := int64(math.Ceil(cover * float64(parents.Nodes) * float64(sherman.CacheEntryOverhead+lcs[0].t.NodeSize())))
+			out.cover, out.levels = cover, len(sh)
+			out.paperLevels = shermanPaperLevels(leaves.Fill(), parents.Fill())
+			parentCaches := map[farmem.NodeID]*sherman.Cache{}
+			for i, lc := range lcs {
+				n := comp[i%len(comp)]
+				if parentCaches[n] == nil {
+					parentCaches[n] = sherman.NewShermanParentCache(budget)
+				}
+				t, err := sherman.Open(ctx, lc.m, lc.a, root, sherman.Options{Cache: parentCaches[n], Locks: locks[n]})
+				if err != nil {
+					runErr = err
+					return
+				}
+				lc.t = t
 			}
 		}
 		runErr = measureLoop(s, cfg.Measure, &out, func(i int) *loadClient { return lcs[i] }, len(lcs),

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/bench/repro"
+	"github.com/farmem/farmem/farmem"
 )
 
 // tinySelcc is a configuration of every figure small enough for the race detector.
@@ -43,14 +44,19 @@ func TestSelccDeterministic(t *testing.T) {
 // TestSelccRoundTrips runs every figure of a tiny configuration and checks the round trips the
 // systems must make: SEL two per GCL access and none served from a cache (no hit), two per
 // level of the tree (600 records make two levels: a few leaves under the root); SELCC some hits
-// at every point; the Sherman-like tree about one per read (a warm cache of internal nodes).
+// at every point; the Sherman-like tree about one per read (a warm cache of internal nodes), or
+// a walk from the root per missed parent with Sherman's cache.
 func TestSelccRoundTrips(t *testing.T) {
 	t.Parallel()
-	r, err := repro.RunSelcc(context.Background(), tinySelcc(), nil)
+	c := tinySelcc()
+	c.ShermanCache = true
+	r, err := repro.RunSelcc(context.Background(), c, nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	require.NoError(t, r.WriteText(&out))
 	t.Log("\n" + out.String())
+	require.Contains(t, out.String(), "SELCC / Sherman-like, Sherman's cache", "the diagnostic's rows beside the paper")
+	require.Contains(t, out.String(), "dflt Mops")
 	for _, p := range r.Points {
 		require.Positive(t, p.Ops, "%+v", p)
 		require.Zero(t, p.Errors)
@@ -65,6 +71,17 @@ func TestSelccRoundTrips(t *testing.T) {
 		case p.System == repro.Sherman:
 			require.Zero(t, p.Hits)
 			require.InDelta(t, 1.0, p.RoundTripsPerOp(), 0.4, "Sherman-like: a leaf read per Get, 3 round trips per 1 in 20 Updates")
+		case p.System == repro.ShermanDefault:
+			// Sherman's cache: a parent it holds costs the leaf's read, one it does not a walk
+			// of every level from the root (never the root pointer's read once warm).
+			require.Zero(t, p.Hits)
+			require.GreaterOrEqual(t, p.Levels, 2)
+			require.Greater(t, p.ParentCover, 0.5)
+			require.LessOrEqual(t, p.ParentCover, 1.0)
+			require.Equal(t, 6, p.PaperLevels, "Sherman's tree of 2 billion keys")
+			reads := float64(p.Fabric.Verbs[farmem.TargetMemory][farmem.OpRead]) / float64(p.Ops)
+			require.GreaterOrEqual(t, reads, 0.95, "a leaf read per operation at least")
+			require.LessOrEqual(t, reads, float64(p.Levels)+0.1, "at most a walk from the root per operation")
 		default:
 			require.Positive(t, p.Hits, "%s %s %s: a cache that never hits", p.Fig, p.Dist, p.System)
 		}

@@ -27,12 +27,15 @@ func runRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dist := fs.String("dist", "", "cider: key distribution, scrambled (YCSB's, the default) or permuted")
 	theta := fs.Float64("theta", 0, "cider: Zipfian skew of the permuted distribution (default 0.99)")
 	keys := fs.String("keys", "", "cider: run the sweep at each of these array key counts (RACE an eighth), comma-separated, and print a key-count sensitivity table")
-	atomic := fs.Duration("atomic-unit", 0, "cider: the NIC's cost of one atomic on one word (default the model's, 250ns); sweep it to get a band")
+	atomic := fs.Duration("atomic-unit", 0, "cider, selcc: the NIC's cost of one atomic on one word (default the model's, 250ns and 400ns); sweep it to get a band")
 	noLWC := fs.Bool("no-local-wc", false, "cider: run the synchronizers without local write combining (the factor analysis then runs them with it)")
 	early := fs.Bool("early-credit", false, "cider: credit failed CASes as soon as they reach the threshold, not at completion as Algorithm 1 does")
 	separate := fs.Bool("separate-nics", false, "cider: a NIC per compute node instead of the paper's compute nodes co-located on the memory nodes' NICs")
 	workers := fs.Int("workers", runtime.NumCPU(), "cider: seeds run at once, each a simulation on its own core (the output does not depend on it)")
 	quiet := fs.Bool("q", false, "no progress lines on standard error")
+	figures := fs.String("figures", "", "selcc: figures to run, of 13,14,14-scale,17,18 (default all)")
+	noBand := fs.Bool("no-band", false, "selcc: skip the band's reruns of the headline points over the unpinned costs")
+	shermanCache := fs.Bool("sherman-cache", false, "selcc: also run Fig. 17's Sherman-like tree with Sherman's own cache (leaves' parents only, its default 1,000 MB scaled), a diagnostic")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: farmem repro [flags] PAPER
 
@@ -43,7 +46,7 @@ budgeted at under 30 minutes on 2 cores, about 20 s with --quick); dolphin (Dolp
 and Figs. 6-8 against Sherman-like and SMART-like baselines, the headline ratio over the model's
 unpinned costs, beside the paper's figures; --quick, --seeds, --workers, --out, -q apply); selcc
 (SELCC §7.1-7.2: Fig. 13, 14, 17 and 18 against SEL and the Sherman-like tree, with --seeds,
---workers, --out); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
+--workers, --out, --figures, --sherman-cache, --no-band, --atomic-unit); flexkv (FlexKV §5.2-5.3: Fig. 11, 16, 18 and 19 against the Aceso-like
 store and plain RACE, with --quick, --seeds, --workers, --out); swarm (SWARM §7: Table 2 and
 Figs. 5, 11, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers, --out).
 
@@ -69,7 +72,8 @@ Figs. 5, 11, 12 and 13 against RAW and DM-ABD, with --quick, --seeds, --workers,
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	case paper == "selcc":
-		return runReproSelcc(ctx, *quick, *seeds, *workers, *quiet, *out, stdout, stderr)
+		return runReproSelcc(ctx, selccFlags{quick: *quick, seeds: *seeds, workers: *workers, quiet: *quiet, out: *out, figures: *figures,
+			shermanCache: *shermanCache, noBand: *noBand, atomicUnit: *atomic}, stdout, stderr)
 	case paper == "dolphin":
 		return runReproDolphin(ctx, *quick, *seeds, *workers, *out, *quiet, stdout, stderr)
 	case paper == "flexkv":

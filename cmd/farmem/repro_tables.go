@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/farmem/farmem/bench/repro"
 )
@@ -30,14 +31,31 @@ func runReproDolphin(ctx context.Context, quick bool, seeds string, workers int,
 		})
 }
 
-// runReproSelcc runs `farmem repro selcc`: the full or quick configuration, with the seeds and
-// workers given, printing the tables and, with out, writing them and the JSON there.
-func runReproSelcc(ctx context.Context, quick bool, seeds string, workers int, quiet bool, out string, stdout, stderr io.Writer) error {
+// selccFlags are the flags `farmem repro selcc` reads.
+type selccFlags struct {
+	quick, quiet, shermanCache, noBand bool
+	seeds, out, figures                string
+	workers                            int
+	atomicUnit                         time.Duration
+}
+
+// runReproSelcc runs `farmem repro selcc`: the full or quick configuration, with the seeds,
+// workers and figures given (and the Sherman-like tree with Sherman's cache if asked),
+// printing the tables and, with out, writing them and the JSON there.
+func runReproSelcc(ctx context.Context, f selccFlags, stdout, stderr io.Writer) error {
 	cfg := repro.SelccFull()
-	if quick {
+	if f.quick {
 		cfg = repro.SelccQuick()
 	}
-	return runReproTables(ctx, "selcc", seeds, workers, out, quiet, stdout, stderr,
+	if f.figures != "" {
+		cfg.Figures = strings.Split(f.figures, ",")
+	}
+	cfg.ShermanCache = f.shermanCache
+	cfg.Costs.AtomicUnit = f.atomicUnit
+	if f.noBand {
+		cfg.Band = nil
+	}
+	return runReproTables(ctx, "selcc", f.seeds, f.workers, f.out, f.quiet, stdout, stderr,
 		func(ctx context.Context, seeds []uint64, workers int, progress io.Writer) (*repro.SelccResult, error) {
 			if seeds != nil {
 				cfg.Seeds = seeds

@@ -29,8 +29,10 @@ const CacheEntryOverhead = 40
 // never trusted past a leaf's fences: a leaf reached through a stale copy is checked and the
 // walk goes right by sibling pointers. A Go mutex guards the index, never held across a verb.
 type Cache struct {
-	budget int64
-	ranged *rangeIndex // NewShermanCache's index by fence range (nil: one copy per node)
+	budget  int64
+	ranged  *rangeIndex   // NewShermanCache's index by fence range (nil: one copy per node)
+	parents bool          // NewShermanParentCache's: level-1 copies only, and the root's address
+	root    atomic.Uint64 // NewShermanParentCache's root address (0: unknown)
 
 	mu     sync.Mutex
 	width  int // the codec's, set by the first put
@@ -135,7 +137,7 @@ func (c *Cache) lookup(k []byte) *node {
 // put caches a fresh copy of internal node n, replacing an older copy of it; rng is the
 // filing handle's random source (NewShermanCache's eviction draws from it).
 func (c *Cache) put(n *node, width int, rng *rand.Rand) {
-	if c == nil || n.leaf() {
+	if c == nil || n.leaf() || (c.parents && n.level != 1) {
 		return
 	}
 	cs := cost(n, width)

@@ -28,6 +28,9 @@
 //     beside its halves' until a lookup through it fails; only pages walks read; past the
 //     budget, the less hit of two random copies evicted), where NewCache keeps one copy per
 //     node, also files the pages the tree writes, and evicts oldest first.
+//     NewShermanParentCache keeps only what Sherman's code caches: the leaves' parents and
+//     the root's address, so a walk whose parent is not cached reads every level from the
+//     root (SELCC's Fig. 17 gives the tree this cache at Sherman's default size).
 //   - Writes under an exclusive lock word per node taken by CAS: lock, read, then the write
 //     and the release in one ordered batch: 3 round trips per update, insert or delete. An
 //     update writes only the value and the node's checksum (Sherman writes back only the

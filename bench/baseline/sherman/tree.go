@@ -227,7 +227,8 @@ var errShort = errors.New("sherman: tree shorter than the level")
 // none). With a warm cache a leaf costs no round trip.
 func (t *Tree) locate(ctx context.Context, k []byte, lvl int, useCache bool) (farmem.Addr, *node, error) {
 	var cur farmem.Addr
-	if c := t.cacheLookup(k, lvl, useCache); c != nil {
+	c := t.cacheLookup(k, lvl, useCache)
+	if c != nil {
 		if c.level == lvl {
 			return c.addr, nil, nil
 		}
@@ -236,17 +237,28 @@ func (t *Tree) locate(ctx context.Context, k []byte, lvl int, useCache bool) (fa
 		}
 		cur = c.child(k)
 	} else {
-		r, err := t.rootPtr(ctx)
+		r, err := t.walkRoot(ctx, false)
 		if err != nil {
 			return 0, nil, err
 		}
 		cur = r
 	}
+	fromRoot := c == nil
 	for {
 		n, err := t.read(ctx, cur)
 		if err != nil {
 			return 0, nil, err
 		}
+		if fromRoot && n.high != nil && t.cache.knowsRoot() {
+			// The root address the cache kept is no longer the root's (a root has no high
+			// fence): another compute node grew the tree. Read the root pointer again.
+			if cur, err = t.walkRoot(ctx, true); err != nil {
+				return 0, nil, err
+			}
+			fromRoot = false
+			continue
+		}
+		fromRoot = false
 		if n.level < lvl {
 			return 0, nil, errShort
 		}
@@ -299,7 +311,7 @@ func (t *Tree) leafFor(ctx context.Context, k []byte) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			if n.beyond(k) && n.sibling != 0 {
+			if n.beyond(k) && n.sibling != 0 && !t.cache.restarts(via) {
 				t.st.SiblingHops++
 				t.cache.drop(via, t.l.codec.Width)
 				a = n.sibling
@@ -388,7 +400,7 @@ func (t *Tree) lockedAt(ctx context.Context, k []byte, lvl int) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			if n.beyond(k) && n.sibling != 0 {
+			if n.beyond(k) && n.sibling != 0 && !t.cache.restarts(via) {
 				t.st.SiblingHops++
 				t.cache.drop(via, t.l.codec.Width)
 				if err := t.unlockAsync(ctx, a); err != nil {
@@ -558,6 +570,7 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 			}
 			if prev == uint64(left) {
 				t.st.RootGrowths++
+				t.cache.newRoot(a)
 				if t.cache.cachesWrites() {
 					t.cachePut(nr)
 				}
@@ -591,7 +604,7 @@ func (t *Tree) post(ctx context.Context, lvl int, left farmem.Addr, sep []byte, 
 
 // cachePut caches internal node n with its page (encoded again if n changed since read).
 func (t *Tree) cachePut(n *node) {
-	if t.cache == nil || n.leaf() {
+	if t.cache == nil || n.leaf() || (t.cache.parents && n.level != 1) {
 		return
 	}
 	if len(n.raw) != t.l.size {
