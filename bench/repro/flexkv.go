@@ -85,7 +85,18 @@ type FlexConfig struct {
 	// assignment.
 	BalancePeriods int
 	BalanceDepth   uint8
+	// Layouts and LayoutDraws size Fig. 19's computed check (FlexLayouts, with Fig. 19): that
+	// many random layouts of the keys on the partitions, the partitions' hotness from that
+	// many draws of the key distribution, at the run's scale and at the paper's (10M keys,
+	// 8192 partitions); 0 computes none.
+	Layouts, LayoutDraws int
 }
+
+// Fig. 19's computed check at the paper's scale (§5.1: 10M pairs; §4.2: 8192 partitions).
+const (
+	paperFlexKeys       = 10_000_000
+	paperFlexPartitions = 8192
+)
 
 func (c FlexConfig) balanceDepth() uint8 {
 	if c.BalanceDepth == 0 {
@@ -108,8 +119,9 @@ func (c FlexConfig) balancePeriods() int {
 // time with a hotness window of 8 periods, Fig. 18 over 100 ms of virtual time (B for 40,
 // then A: a period that moves partitions lasts several Δ, and a knob round from 0 takes about
 // eight periods), three seeds, warm-ups of at least 8 periods (the hotness window filled and a knob round begun) detected
-// in 1 ms steps within 10%, windows of at least 5,000 operations and 2 ms, and the atomic/WRITE
-// cost ratio swept on workload A.
+// in 1 ms steps within 10%, windows of at least 5,000 operations and 2 ms, the atomic/WRITE
+// cost ratio swept on workload A, and Fig. 19 computed over 20 layouts of the keys from 4
+// million draws (FlexLayouts).
 func FlexFull() FlexConfig {
 	return FlexConfig{
 		Keys: 8000, MemoryShare: 0.05, Depth: 6, BalanceDepth: 8,
@@ -119,6 +131,7 @@ func FlexFull() FlexConfig {
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 16 * time.Millisecond, MaxWarmup: 30 * time.Millisecond,
 			StepOps: 500, Tolerance: 0.1, MinWindow: 2 * time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 5000},
 		Band: []Variant{{AtomicRatio: 5}, {AtomicRatio: 20}}, BandWorkloads: []string{"A"},
+		Layouts: 20, LayoutDraws: 4_000_000,
 	}
 }
 
@@ -135,6 +148,7 @@ func FlexQuick() FlexConfig {
 		StepOps: 100, Tolerance: 0.3, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
 	c.Band = []Variant{{AtomicRatio: 20}}
 	c.BalancePeriods, c.BalanceDepth = 3, 0
+	c.Layouts, c.LayoutDraws = 4, 200_000
 	return c
 }
 
@@ -169,6 +183,8 @@ func (c FlexConfig) check() error {
 		return bad("depth %d, Fig. 19's %d", c.Depth, c.BalanceDepth)
 	case c.Period <= 0 || !(c.Step > 0 && c.Step <= 0.5) || c.SwitchAt <= 0 || c.SwitchEnd <= c.SwitchAt:
 		return bad("period %v, step %v, switch %v to %v", c.Period, c.Step, c.SwitchAt, c.SwitchEnd)
+	case c.Layouts < 0 || c.Layouts > 1000 || c.LayoutDraws < 0 || c.LayoutDraws > 100_000_000:
+		return bad("%d layouts of %d draws", c.Layouts, c.LayoutDraws)
 	case c.Costs.check() != nil:
 		return c.Costs.check()
 	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
@@ -306,6 +322,9 @@ type FlexResult struct {
 	Band    []FlexPoint
 	Switch  []FlexSwitch
 	Balance []FlexBalance
+	// Layouts is Fig. 19 computed from the key distribution, at the run's scale then the
+	// paper's (empty without FlexConfig.Layouts).
+	Layouts []FlexLayouts
 	KeyNote string
 }
 
@@ -382,6 +401,15 @@ func RunFlex(ctx context.Context, cfg FlexConfig, progress io.Writer) (*FlexResu
 			return nil, err
 		}
 		res.Balance = append(res.Balance, runs...)
+		if cfg.Layouts > 0 && cfg.LayoutDraws > 0 {
+			for _, sc := range [][2]int{{cfg.Keys, 1 << cfg.balanceDepth()}, {paperFlexKeys, paperFlexPartitions}} {
+				l, err := flexLayouts(sc[0], sc[1], cfg.Layouts, cfg.LayoutDraws)
+				if err != nil {
+					return nil, err
+				}
+				res.Layouts = append(res.Layouts, l)
+			}
+		}
 	}
 	if cfg.has(figFlexSwitch) {
 		runs, err := eachSeed(ctx, cfg.Seeds, cfg.Workers, "flexkv fig. 18", func(seed uint64) (FlexSwitch, error) {

@@ -177,6 +177,20 @@ func (r *FlexResult) WriteText(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if len(r.Layouts) > 0 {
+			l := r.Layouts[0]
+			fmt.Fprintf(w, "\nFig. 19 computed from the key distribution, not simulated: %d random layouts of the keys on the partitions (the simulated seeds share one), each partition's hotness from %d draws of the scrambled zipf 0.99, %.0f%% of the partitions on %d compute nodes by the manager's code, statically by number then by Algorithm 1's ranks, a node's load the hotness it proxies; floor: the CV if every node carried an even share but the hottest key's (%.1f%% of the draws), which lands on one\n",
+				l.Layouts, l.Draws, 100*BalanceRatio, flexNodes, 100*l.HotShare)
+			tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(tw, "keys\tpartitions\tCV before\tCV after\tfloor\tproxied after\treduction median\tmin\tmax\t\n")
+			for _, l := range r.Layouts {
+				fmt.Fprintf(tw, "%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f%%\t%.1f%%\t%.1f%%\t\n", l.Keys, l.Partitions, l.Before, l.After, l.Floor, l.Proxied,
+					100*l.Median(), 100*l.Reductions[0], 100*l.Reductions[len(l.Reductions)-1])
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
 	}
 	if c.has(figFlexSwitch) {
 		fmt.Fprintf(w, "\nFig. 18: YCSB B until %v, then A until %v, %d clients (per manager period: throughput Mops/s, the ratio in force, * once the knob settled, R at a reassignment). Settle rule: the periods after the switch are counted from the one the switch falls in to the one at whose end the knob's new round (begun when a period's read share differs by 10%% from the round's) settled, both included; a round settles, as Algorithm 2's lines 11-17, after two successive probes that do not beat the best, at the best ratio (a probe beyond [0, 1] counts as one that does not and takes no period). Fig. 24 (A): the throughput with the knob off at each fixed ratio, read over %d periods after the assignment's hand-overs and one more\n",
@@ -329,6 +343,11 @@ func (r *FlexResult) WritePaper(w io.Writer) error {
 		red, more := r.BalanceGains()
 		fmt.Fprintf(tw, "Fig. 19 CV reduction by Algorithm 1 (A)\t42.7%%\t%s\t> 0\t%s\t\n", red, yesNo(red.ok && red.m > 0))
 		fmt.Fprintf(tw, "Fig. 19 more accesses proxied (A)\t+14.8%%\t%s\t> 0\t%s\t\n", more, yesNo(more.ok && more.m > 0))
+		if n := len(r.Layouts); n > 0 {
+			l := r.Layouts[n-1]
+			fmt.Fprintf(tw, "Fig. 19 CV reduction computed at %s keys, %d partitions\t42.7%%\tmedian %.1f%% (%.1f%% to %.1f%%)\t-\t-\t\n", shortCount(l.Keys), l.Partitions,
+				100*l.Median(), 100*l.Reductions[0], 100*l.Reductions[len(l.Reductions)-1])
+		}
 	}
 	if c.has(figFlexSwitch) {
 		var ks []string
@@ -456,4 +475,12 @@ func (b FlexBalanceSide) kopsPerPeriod() string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", float64(b.Ops)/float64(b.Periods)/1e3)
+}
+
+// shortCount writes n as 10M, 8000, ...: millions as M when whole.
+func shortCount(n int) string {
+	if n >= 1_000_000 && n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
+	return fmt.Sprint(n)
 }
