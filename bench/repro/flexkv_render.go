@@ -94,7 +94,7 @@ func (r *FlexResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Each point: warm-up until 3 successive %v steps agree within %.0f%% (at least %v, at most %v), then a window of at least "+
 		"%d operations and %v (at most %v); Mops/s is the mean over seeds ± the 95%% confidence half-width (Student's t); ratios are means of "+
 		"per-seed ratios ±95%%; FlexKV with its knob warms up further, until the knob's round has settled and a period has run at its ratio with no hand-over "+
-		"(at most %d periods more); a * marks a point whose warm-up hit its cap.\n",
+		"(at most %d periods more; the settling, not the steps' agreement, ends its warm-up); a * marks a point whose warm-up hit its cap.\n",
 		m.Step, 100*m.Tolerance, m.MinWarmup, m.MaxWarmup, m.MinOps, m.MinWindow, m.MaxWindow, c.SettleCap)
 	if c.has(figFlexYCSB) {
 		fmt.Fprintf(w, "\nFig. 11: throughput (Mops/s) under YCSB; kv/addr: FlexKV's cache hits per operation; ratio: FlexKV over the better baseline at that count; busiest MN: the utilisation of the busiest memory node's NIC and its busy ns per operation (flexkv/aceso/race)\n")
