@@ -101,6 +101,9 @@ type ManagerPeriod struct {
 	// Moved counts the hand-overs run at the period's end, Failed those rolled back or
 	// failed, Recovered the partitions of dead proxies handed back to the memory nodes.
 	Moved, Failed, Recovered int
+	// Shift is whether the period's read share differed from that of the knob's round's
+	// reference sample by ManagerOptions.Shift or more, which restarted the round.
+	Shift bool
 }
 
 // CV is the coefficient of variation (standard deviation over mean) of Served, the proxies'
@@ -160,6 +163,12 @@ var ErrNotManager = errors.New("kvstore: flexkv: another manager holds the lease
 //
 // It fails with farmem.ErrInvalid on a store of another kind or the Aceso baseline.
 //
+// A knob round restarts on a workload shift (Algorithm 2's line 5: a period whose read share
+// differs by Shift or more from that of the round's reference sample) or a reassignment. The
+// period that shows a shift may straddle the change, so the restarted round takes its
+// reference sample (line 7: the throughput at the current ratio, and the read share later
+// periods are compared with) from the next period, run entirely after the shift was seen.
+//
 // A period's sample (its throughput for the knob, the proxies' load) starts once the
 // hand-overs run at the end of the one before are done: the counters are read again then
 // (one more Call per node) and the operations counted during the hand-overs dropped.
@@ -216,10 +225,13 @@ type manager struct {
 	lists     [][]int
 	listNodes []farmem.NodeID
 	served    map[farmem.NodeID]uint64
-	readShare float64 // the read share when the knob's round started (-1: none yet)
-	started   bool
-	window    [][]uint64 // the last Window periods' access counts per partition
-	carry     []uint64   // accesses counted during the last hand-overs, per partition
+	readShare float64 // the read share of the knob's round's reference sample
+	// refPending: a round was (re)started at the end of the last period, whose sample is
+	// not the round's: the next period is its reference sample (Algorithm 2's line 7).
+	refPending bool
+	started    bool
+	window     [][]uint64 // the last Window periods' access counts per partition
+	carry      []uint64   // accesses counted during the last hand-overs, per partition
 }
 
 // period runs one period's work with the pool's client x.
@@ -368,10 +380,24 @@ func (mg *manager) period(ctx context.Context, x *flexIndex) error {
 	if !mg.o.Fixed {
 		switch {
 		case !mg.started:
-			mg.readShare = share
-		case tr.Reassigned || math.Abs(share-mg.readShare) >= mg.o.Shift && tr.Ops > 0:
+			// The first period ran before any assignment: the round's reference sample is
+			// the next one.
+			mg.refPending = true
+		case tr.Reassigned || mg.refPending && tr.Ops == 0:
 			mg.knob.Restart()
-			mg.readShare = share
+			mg.refPending = true
+		case mg.refPending:
+			// The round's first sample, SAMPLE(i, Δ), run entirely after the shift was seen:
+			// it sets both the reference throughput and the reference read share.
+			mg.knob.Observe(tr.Throughput)
+			mg.readShare, mg.refPending = share, false
+		case math.Abs(share-mg.readShare) >= mg.o.Shift && tr.Ops > 0:
+			// A workload shift. The period that shows it may straddle the change, so neither
+			// its throughput nor its read share is the new workload's: the round restarts and
+			// takes both from the next, full period.
+			mg.knob.Restart()
+			mg.refPending = true
+			tr.Shift = true
 		default:
 			mg.knob.Observe(tr.Throughput)
 		}

@@ -85,7 +85,22 @@ type FlexConfig struct {
 	// assignment.
 	BalancePeriods int
 	BalanceDepth   uint8
+	// Layouts and LayoutDraws size Fig. 19's computed check (FlexLayouts, with Fig. 19): that
+	// many random layouts of the keys on the partitions, the partitions' hotness from that
+	// many draws of the key distribution, at the run's scale and at the paper's (10M keys,
+	// 8192 partitions); 0 computes none.
+	Layouts, LayoutDraws int
+	// SettleCap bounds, in manager periods, how much longer than Measure's warm-up a point of
+	// FlexKV with its knob waits for the knob's round to settle (a round from 0.5 takes about
+	// eight periods, those that move partitions several Δ each); 0 does not wait.
+	SettleCap int
 }
+
+// Fig. 19's computed check at the paper's scale (§5.1: 10M pairs; §4.2: 8192 partitions).
+const (
+	paperFlexKeys       = 10_000_000
+	paperFlexPartitions = 8192
+)
 
 func (c FlexConfig) balanceDepth() uint8 {
 	if c.BalanceDepth == 0 {
@@ -108,8 +123,9 @@ func (c FlexConfig) balancePeriods() int {
 // time with a hotness window of 8 periods, Fig. 18 over 100 ms of virtual time (B for 40,
 // then A: a period that moves partitions lasts several Δ, and a knob round from 0 takes about
 // eight periods), three seeds, warm-ups of at least 8 periods (the hotness window filled and a knob round begun) detected
-// in 1 ms steps within 10%, windows of at least 5,000 operations and 2 ms, and the atomic/WRITE
-// cost ratio swept on workload A.
+// in 1 ms steps within 10%, windows of at least 5,000 operations and 2 ms, the atomic/WRITE
+// cost ratio swept on workload A, and Fig. 19 computed over 20 layouts of the keys from 4
+// million draws (FlexLayouts).
 func FlexFull() FlexConfig {
 	return FlexConfig{
 		Keys: 8000, MemoryShare: 0.05, Depth: 6, BalanceDepth: 8,
@@ -119,6 +135,7 @@ func FlexFull() FlexConfig {
 		Measure: Measure{Step: time.Millisecond, MinWarmup: 16 * time.Millisecond, MaxWarmup: 30 * time.Millisecond,
 			StepOps: 500, Tolerance: 0.1, MinWindow: 2 * time.Millisecond, MaxWindow: 10 * time.Millisecond, MinOps: 5000},
 		Band: []Variant{{AtomicRatio: 5}, {AtomicRatio: 20}}, BandWorkloads: []string{"A"},
+		Layouts: 20, LayoutDraws: 4_000_000, SettleCap: 30,
 	}
 }
 
@@ -135,6 +152,7 @@ func FlexQuick() FlexConfig {
 		StepOps: 100, Tolerance: 0.3, MinWindow: 500 * time.Microsecond, MaxWindow: 2 * time.Millisecond, MinOps: 500}
 	c.Band = []Variant{{AtomicRatio: 20}}
 	c.BalancePeriods, c.BalanceDepth = 3, 0
+	c.Layouts, c.LayoutDraws, c.SettleCap = 4, 200_000, 3
 	return c
 }
 
@@ -169,6 +187,8 @@ func (c FlexConfig) check() error {
 		return bad("depth %d, Fig. 19's %d", c.Depth, c.BalanceDepth)
 	case c.Period <= 0 || !(c.Step > 0 && c.Step <= 0.5) || c.SwitchAt <= 0 || c.SwitchEnd <= c.SwitchAt:
 		return bad("period %v, step %v, switch %v to %v", c.Period, c.Step, c.SwitchAt, c.SwitchEnd)
+	case c.Layouts < 0 || c.Layouts > 1000 || c.LayoutDraws < 0 || c.LayoutDraws > 100_000_000 || c.SettleCap < 0 || c.SettleCap > 1000:
+		return bad("%d layouts of %d draws, settle cap %d", c.Layouts, c.LayoutDraws, c.SettleCap)
 	case c.Costs.check() != nil:
 		return c.Costs.check()
 	case slices.ContainsFunc(c.Band, func(v Variant) bool { return v.IsZero() || v.check() != nil }):
@@ -306,6 +326,9 @@ type FlexResult struct {
 	Band    []FlexPoint
 	Switch  []FlexSwitch
 	Balance []FlexBalance
+	// Layouts is Fig. 19 computed from the key distribution, at the run's scale then the
+	// paper's (empty without FlexConfig.Layouts).
+	Layouts []FlexLayouts
 	KeyNote string
 }
 
@@ -382,6 +405,15 @@ func RunFlex(ctx context.Context, cfg FlexConfig, progress io.Writer) (*FlexResu
 			return nil, err
 		}
 		res.Balance = append(res.Balance, runs...)
+		if cfg.Layouts > 0 && cfg.LayoutDraws > 0 {
+			for _, sc := range [][2]int{{cfg.Keys, 1 << cfg.balanceDepth()}, {paperFlexKeys, paperFlexPartitions}} {
+				l, err := flexLayouts(sc[0], sc[1], cfg.Layouts, cfg.LayoutDraws)
+				if err != nil {
+					return nil, err
+				}
+				res.Layouts = append(res.Layouts, l)
+			}
+		}
 	}
 	if cfg.has(figFlexSwitch) {
 		runs, err := eachSeed(ctx, cfg.Seeds, cfg.Workers, "flexkv fig. 18", func(seed uint64) (FlexSwitch, error) {
@@ -545,8 +577,18 @@ const flexEntry = flexPair + 32
 // 8,000 keys), which inflated FlexKV's ratio on the read-heavy workloads.
 const flexAddrEntry = 64
 
-// flexAlloc is every allocator's options (leases long enough never to expire in a run).
-var flexAlloc = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+// flexAlloc is every allocator's options, scaled to runs of tens to hundreds of milliseconds
+// of virtual time as Δ is. A retired block (a pair replaced by an update) is reused once every
+// announcement holds an epoch past its tag. An active client renews its announcement every
+// Refresh, and the client Open keeps idle in the store's pool, whose announcement from the
+// store's creation no pin renews, holds reuse back until its Lease runs out. With the 10 s
+// lease and 1 s refresh this had before, no run reclaimed a block (measured: 16 clients
+// updating 500 pairs on 128 MB memory nodes retired 64,883 blocks in 60 ms and reclaimed none,
+// then filled the nodes and waited 10.7 s for the lease); with these, reuse starts after about
+// one Lease (75,625 of 129,777 reclaimed by 120 ms). Cost: an announcement (an atomic on the
+// allocator's home node) per client every Refresh, and a lapsed pin, retried, for an operation
+// that stays pinned past the Lease.
+var flexAlloc = alloc.Options{Lease: 50 * time.Millisecond, Refresh: 10 * time.Millisecond, ScanInterval: time.Millisecond}
 
 // flexCluster is a loaded store on a fresh simulation, with the point's client memories.
 type flexCluster struct {
@@ -675,7 +717,7 @@ func runFlexSeed(cfg FlexConfig, sp flexSpec, seed uint64) (flexRun, error) {
 		defer fc.shut()
 		rt := s.Runtime()
 		var periods []kvstore.ManagerPeriod
-		measuring, stop := false, false
+		measuring, stop, knobQuiet := false, false, false
 		mctx, stopManager := context.WithCancel(ctx)
 		g := s.NewGroup()
 		if mo != nil {
@@ -687,6 +729,7 @@ func runFlexSeed(cfg FlexConfig, sp flexSpec, seed uint64) (flexRun, error) {
 					periods = append(periods, p)
 				}
 				out.ratio, out.settled = p.Next, p.Settled
+				knobQuiet = p.Settled && p.Moved == 0 && !p.Reassigned
 			}
 			g.Go(func() { _ = fc.store.RunManager(mctx, *mo) })
 		}
@@ -712,7 +755,21 @@ func runFlexSeed(cfg FlexConfig, sp flexSpec, seed uint64) (flexRun, error) {
 		var before kvstore.FlexStats
 		g.Go(func() {
 			defer stopManager()
-			out.converged, out.warmup = warmUp(ctx, rt, cfg.Measure, &done, nil, false)
+			t0 := rt.Now()
+			out.converged, _ = warmUp(ctx, rt, cfg.Measure, &done, nil, false)
+			if mo != nil && !mo.Fixed {
+				// A point's throughput is the settled knob's: the warm-up goes on until the
+				// knob's round has ended and a period has run at the ratio it settled at with no
+				// hand-over (a window taken among the probes measures the search). While the
+				// round probes, the throughput moves with each probe by design, so the steps'
+				// agreement is not asked of it: the settling is the warm-up's end.
+				end := rt.Now().Add(time.Duration(cfg.SettleCap) * cfg.Period)
+				for !knobQuiet && rt.Now() < end {
+					_ = rt.Sleep(ctx, cfg.Measure.Step)
+				}
+				out.converged = knobQuiet
+			}
+			out.warmup = rt.Now().Sub(t0)
 			s.ResetStats()
 			before = fc.flexStats()
 			from := rt.Now()
@@ -948,12 +1005,13 @@ const BalanceRatio = 0.6
 // balanceMemory is the memory-node size of Fig. 19's run, four times flexMemory's. Fig. 19 runs
 // YCSB A longest (two reassignments of about 150 partitions, each a sequence of hand-overs
 // lasting tens of milliseconds of virtual time, and the periods read after each), and on
-// flexMemory's 128 MB the memory nodes filled with the blocks updates write out of place
-// during the second assignment's periods (at 8,000 keys, after about 180 ms of A at 60
-// clients): every client then sat in the allocator's wait for retired blocks to become
-// reusable, and resumed only about 11.7 s of virtual time later (near flexAlloc's 10 s
-// lease), so the periods read held few or no operations and their load was noise. The sim
-// touches only the pages written, so the larger size costs host memory only as a run fills it.
+// flexMemory's 128 MB, while flexAlloc's lease was 10 s and no block was reclaimed, the memory
+// nodes filled with the blocks updates write out of place during the second assignment's
+// periods (at 8,000 keys, after about 180 ms of A at 60 clients): every client then sat in the
+// allocator's wait for retired blocks to become reusable, and resumed only about 11.7 s of
+// virtual time later, so the periods read held few or no operations and their load was noise.
+// Blocks are now reclaimed within a run; the larger size is kept as a margin. The sim touches
+// only the pages written, so it costs host memory only as a run fills it.
 func balanceMemory(keys int) uint64 { return 4 * flexMemory(keys) }
 
 // balanceSettleCap bounds, in periods, how long Fig. 19 waits for an assignment to stop

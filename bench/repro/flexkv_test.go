@@ -64,6 +64,7 @@ func TestFlexConfigErrors(t *testing.T) {
 		"empty variant": func(c *repro.FlexConfig) { c.Band = []repro.Variant{{}} },
 		"share":         func(c *repro.FlexConfig) { c.MemoryShare = 0 },
 		"switch":        func(c *repro.FlexConfig) { c.SwitchEnd = c.SwitchAt },
+		"layouts":       func(c *repro.FlexConfig) { c.Layouts = -1 },
 	} {
 		c := repro.FlexQuick()
 		f(&c)
@@ -73,8 +74,9 @@ func TestFlexConfigErrors(t *testing.T) {
 }
 
 // TestFlexBalance runs Fig. 16 and 19 of a tiny configuration: Fig. 19 reads manager periods
-// under both assignments (the static one, then Algorithm 1's) for every seed, and the
-// comparison with the paper states its CV reduction with a verdict.
+// under both assignments (the static one, then Algorithm 1's) for every seed, the comparison
+// with the paper states its CV reduction with a verdict, and the reduction computed from the
+// key distribution at the paper's scale beside it.
 func TestFlexBalance(t *testing.T) {
 	t.Parallel()
 	c := tinyFlex()
@@ -92,4 +94,8 @@ func TestFlexBalance(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, r.WriteText(&out))
 	require.Regexp(t, `Fig. 19 CV reduction by Algorithm 1 \(A\)\s+42.7%\s+[+-][0-9.]+%`, out.String())
+	// The computed check, at the run's scale and at the paper's.
+	require.Len(t, r.Layouts, 2)
+	require.Equal(t, 10_000_000, r.Layouts[1].Keys)
+	require.Regexp(t, `Fig. 19 CV reduction computed at 10M keys, 8192 partitions\s+42.7%\s+median -?[0-9.]+%`, out.String())
 }
