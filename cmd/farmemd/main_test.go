@@ -81,6 +81,8 @@ type daemon struct {
 	addr string
 	cmd  *exec.Cmd
 	logs *syncBuffer
+	// addrFile is where the process writes the address it listens on, once it does.
+	addrFile string
 
 	exited chan struct{} // closed when the process has been reaped
 	exit   error
@@ -99,9 +101,32 @@ func startDaemon(t testing.TB, dir string, id farmem.NodeID, size, listen string
 	return startDaemonUnder(t, nil, dir, id, size, listen, extra...)
 }
 
+// startDaemons starts farmemd processes for nodes 1..n, all of size, on loopback, and waits
+// until every one listens: they start at once, so the wait is about one process's start-up
+// (the race detector's runtime makes that tens of milliseconds), not n of them.
+func startDaemons(t testing.TB, dir string, n int, size string, extra ...string) []*daemon {
+	t.Helper()
+	ds := make([]*daemon, n)
+	for i := range ds {
+		ds[i] = spawnDaemon(t, nil, dir, farmem.NodeID(i+1), size, "127.0.0.1:0", extra...)
+	}
+	for _, d := range ds {
+		d.awaitListening(t)
+	}
+	return ds
+}
+
 // startDaemonUnder is startDaemon with the process started by the command wrap (its
 // arguments then farmemd's; none: farmemd itself), such as ip netns exec.
 func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID, size, listen string, extra ...string) *daemon {
+	t.Helper()
+	d := spawnDaemon(t, wrap, dir, id, size, listen, extra...)
+	d.awaitListening(t)
+	return d
+}
+
+// spawnDaemon starts farmemd (under wrap, if any) without waiting for it to listen.
+func spawnDaemon(t testing.TB, wrap []string, dir string, id farmem.NodeID, size, listen string, extra ...string) *daemon {
 	t.Helper()
 	secretFile := filepath.Join(dir, "secret")
 	if _, err := os.Stat(secretFile); err != nil {
@@ -115,7 +140,7 @@ func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID,
 		cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], os.Args[0]), args...)...)
 	}
 	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=daemon", noExitSleep())
-	d := &daemon{id: id, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	d := &daemon{id: id, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{}), addrFile: addrFile}
 	cmd.Stderr = d.logs
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -130,20 +155,26 @@ func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID,
 			t.Logf("farmemd n%d logs:\n%s", id, d.logs.String())
 		}
 	})
+	return d
+}
+
+// awaitListening waits until the daemon has written the address it listens on, and sets addr.
+func (d *daemon) awaitListening(t testing.TB) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, err := os.ReadFile(addrFile)
+		b, err := os.ReadFile(d.addrFile)
 		if err == nil {
 			d.addr = strings.TrimSpace(string(b))
-			return d
+			return
 		}
 		select {
 		case <-d.exited:
-			t.Fatalf("farmemd n%d exited (%v): %s", id, d.exit, d.logs.String())
-		case <-time.After(5 * time.Millisecond):
+			t.Fatalf("farmemd n%d exited (%v): %s", d.id, d.exit, d.logs.String())
+		case <-time.After(2 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("farmemd n%d did not start: %s", id, d.logs.String())
+			t.Fatalf("farmemd n%d did not start: %s", d.id, d.logs.String())
 		}
 	}
 }

@@ -27,7 +27,7 @@ func TestNodeBoundManyClients(t *testing.T) {
 		maxBuf   = 20 << 20
 		readers  = 2
 		writers  = 3
-		perWrite = 3 // 16 MiB write frames per writer
+		perWrite = 2 // 16 MiB write frames per writer: each half of the region once
 		maxConns = 16
 	)
 	dir := t.TempDir()

@@ -89,6 +89,13 @@ type kill9Scenario struct {
 	keysFirst bool
 }
 
+// phaseOps is how many operations every writer completes in each phase of a fault scenario
+// that ends on progress rather than after a set time (with all nodes up, after a kill, after
+// an adoption, after a pause ends): enough for the phase's state to have served puts and gets
+// of every writer; in the pre-fault phase, enough for the median latency the recovery after
+// each fault is measured against.
+const phaseOps = 20
+
 // procCluster is farmemd processes and a cluster file stating their sizes, so that a process
 // dialing while one of them is down can lay it out.
 type procCluster struct {
@@ -101,9 +108,7 @@ const procNodeSize = 16 << 20
 
 func startProcCluster(t *testing.T, nodes int) *procCluster {
 	c := &procCluster{dir: t.TempDir()}
-	for id := range nodes {
-		c.ds = append(c.ds, startDaemon(t, c.dir, farmem.NodeID(id+1), fmt.Sprint(procNodeSize), "127.0.0.1:0"))
-	}
+	c.ds = startDaemons(t, c.dir, nodes, fmt.Sprint(procNodeSize))
 	var sized strings.Builder
 	for _, d := range c.ds {
 		fmt.Fprintf(&sized, "memory %d %s size=%d\n", d.id, d.addr, procNodeSize)
@@ -149,10 +154,11 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 	l := startLoad([]*kvstore.Store{s, s, s}, 64)
 	defer l.halt()
 	start := time.Now()
-	l.phase(t, "all up", 500*time.Millisecond)
+	var ready func() bool
 	if sc.keysFirst {
-		require.Eventually(t, l.everyKeyWritten, time.Minute, 10*time.Millisecond, "every key written before the faults")
+		ready = l.everyKeyWritten
 	}
+	l.until(t, "all up", phaseOps, loadStall, ready)
 	base, n := l.p50(start, time.Now())
 	t.Logf("pre-fault p50 %v over %d operations", base, n)
 
@@ -161,7 +167,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 		case kill:
 			fault := time.Now()
 			c.node(st.node).kill9()
-			l.phase(t, fmt.Sprintf("node %d killed", st.node), 600*time.Millisecond)
+			l.until(t, fmt.Sprintf("node %d killed", st.node), phaseOps, 600*time.Millisecond, l.recovered(base, fault))
 			l.recovery(t, fmt.Sprintf("SIGKILL of node %d", st.node), base, fault, time.Now())
 		case restart:
 			c.restart(t, st.node)
@@ -178,7 +184,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 			t.Logf("adopt of node %d took %v and %d tries", st.node, time.Since(adopt).Round(time.Millisecond), tries)
 			require.Equal(t, uint64(1), rep.Generation)
 			require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
-			l.phase(t, fmt.Sprintf("node %d adopted", st.node), 300*time.Millisecond)
+			l.until(t, fmt.Sprintf("node %d adopted", st.node), phaseOps, 0, nil)
 		case pause:
 			p := c.node(st.node)
 			fault := time.Now()
@@ -193,7 +199,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 				return err == nil && st.State == farmem.NodeUp
 			}, 30*time.Second, 10*time.Millisecond)
 			t.Logf("node %d back in the fabric %v after SIGCONT", st.node, time.Since(cont).Round(time.Millisecond))
-			l.phase(t, fmt.Sprintf("node %d continued", st.node), 300*time.Millisecond)
+			l.until(t, fmt.Sprintf("node %d continued", st.node), phaseOps, 0, nil)
 		}
 	}
 	l.verify(t, s)

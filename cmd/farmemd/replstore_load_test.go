@@ -18,8 +18,8 @@ import (
 )
 
 // longFaults runs the replicated-store fault scenarios at the lengths (a 5 s SIGSTOP,
-// longer partitions, every kill order) instead of the short defaults that keep the package's
-// tests under 30 s with -race.
+// longer partitions, every kill order, each phase of load at least longPhase) instead of the
+// short defaults that keep the package's tests under 30 s with -race.
 var longFaults = flag.Bool("farmemd.long-faults", false, "run the replicated-store fault scenarios at full length")
 
 // storeKind is an index kind the replicated-store fault scenarios run with: a store whose
@@ -60,6 +60,9 @@ type storeLoad struct {
 	first   atomic.Value
 	wg      sync.WaitGroup
 
+	// done[w] counts writer w's operations that returned, failed or not.
+	done []atomic.Int64
+
 	mu      sync.Mutex
 	samples []opSample
 	// acked[w][k] is writer w's last acknowledged version of key k (0: none).
@@ -71,7 +74,7 @@ func loadVal(w, v int) []byte { return restartVal(w*1_000_000+v, 24) }
 
 // startLoad starts one writer per store of stores (a store may appear more than once).
 func startLoad(stores []*kvstore.Store, keysPer int) *storeLoad {
-	l := &storeLoad{keysPer: keysPer, acked: make([][]int, len(stores))}
+	l := &storeLoad{keysPer: keysPer, acked: make([][]int, len(stores)), done: make([]atomic.Int64, len(stores))}
 	ctx := context.Background()
 	for w, s := range stores {
 		l.acked[w] = make([]int, keysPer)
@@ -81,7 +84,7 @@ func startLoad(stores []*kvstore.Store, keysPer int) *storeLoad {
 				key := loadKey(w, k)
 				t0 := time.Now()
 				err := s.Put(ctx, key, loadVal(w, v))
-				l.record(t0, err, func() string { return fmt.Sprintf("put %s: %v", key, err) })
+				l.record(w, t0, err, func() string { return fmt.Sprintf("put %s: %v", key, err) })
 				if err != nil {
 					continue
 				}
@@ -93,16 +96,17 @@ func startLoad(stores []*kvstore.Store, keysPer int) *storeLoad {
 				if err == nil && string(got) != string(loadVal(w, v)) {
 					err = fmt.Errorf("not the value just written")
 				}
-				l.record(t0, err, func() string { return fmt.Sprintf("get %s: %v", key, err) })
+				l.record(w, t0, err, func() string { return fmt.Sprintf("get %s: %v", key, err) })
 			}
 		})
 	}
 	return l
 }
 
-func (l *storeLoad) record(t0 time.Time, err error, what func() string) {
+func (l *storeLoad) record(w int, t0 time.Time, err error, what func() string) {
 	lat := time.Since(t0)
 	l.ops.Add(1)
+	l.done[w].Add(1)
 	if err != nil {
 		l.failed.Add(1)
 		l.first.CompareAndSwap(nil, what())
@@ -117,6 +121,58 @@ func (l *storeLoad) phase(t *testing.T, name string, d time.Duration) {
 	before := l.ops.Load()
 	time.Sleep(d)
 	t.Logf("%s: %d operations, %d failed so far", name, l.ops.Load()-before, l.failed.Load())
+}
+
+// loadStall bounds how long until waits for the writers' operations: far past any fault's
+// down timeouts and retries, so that only a hung operation reaches it.
+const loadStall = time.Minute
+
+// longPhase is the shortest a phase of until lasts with -farmemd.long-faults.
+const longPhase = time.Second
+
+// until lets the load run until every writer has had n more operations return (failed or
+// not) and then ready holds (nil: at once), or, if ready does not come, until d has passed
+// since the call (with -farmemd.long-faults, at least longPhase in any case); it logs what the
+// load did meanwhile. Writers that make no progress for loadStall fail the test.
+func (l *storeLoad) until(t *testing.T, name string, n int64, d time.Duration, ready func() bool) {
+	t.Helper()
+	start := time.Now()
+	var least time.Duration
+	if *longFaults {
+		least = longPhase
+	}
+	before := l.ops.Load()
+	from := make([]int64, len(l.done))
+	for w := range l.done {
+		from[w] = l.done[w].Load()
+	}
+	progressed := func() bool {
+		for w := range l.done {
+			if l.done[w].Load()-from[w] < n {
+				return false
+			}
+		}
+		return true
+	}
+	for !progressed() || time.Since(start) < least || (ready != nil && !ready() && time.Since(start) < d) {
+		require.Less(t, time.Since(start), loadStall, "%s: writers stalled", name)
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("%s: %d operations in %v, %d failed so far", name, l.ops.Load()-before, time.Since(start).Round(time.Millisecond), l.failed.Load())
+}
+
+// recovered returns a condition for until: whether, since fault, a bin of recoveryBin has
+// ended whose operations (by start) had a median latency of at most 1.25 base, as recovery
+// measures it. Each bin is examined once, when it has ended.
+func (l *storeLoad) recovered(base time.Duration, fault time.Time) func() bool {
+	at, back := fault, false
+	return func() bool {
+		for ; !back && at.Add(recoveryBin).Before(time.Now()); at = at.Add(recoveryBin) {
+			p, n := l.p50(at, at.Add(recoveryBin))
+			back = n > 0 && p <= base*5/4
+		}
+		return back
+	}
 }
 
 // halt stops the writers and waits for them.

@@ -72,7 +72,7 @@ func swarmPartition(t *testing.T, pc *partitionCluster) {
 		}
 		return n
 	}
-	l.phase(t, "node 3 cut off from A, found down", 300*time.Millisecond)
+	l.until(t, "node 3 cut off from A, found down", phaseOps, 0, nil)
 	require.Eventually(t, func() bool { return updated() > 0 }, 30*time.Second, 10*time.Millisecond,
 		"A's writers update keys while node 3 is cut off from A")
 	cutUpdates := updated()
