@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,14 +42,14 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		// The parallel tests each drive their own farmemd processes and spend much of their
-		// time waiting: for down timeouts to expire, fault windows to pass, killed processes
-		// to restart. Four at once (not GOMAXPROCS, two in CI) overlap that waiting, so the
-		// package takes about its longest test plus a share of the rest, not the sum of them
-		// over two; all of them at once (a dozen) made the 1 s down timeouts of some fire on a
-		// loaded machine. An explicit -parallel wins.
-		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
+	if explicit {
+		// The gate admits tests as they arrive, as many at once as -parallel says.
+		testGate.all = flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
+	} else {
+		// The gate (gate_test.go) decides how many run at once, longest first; Go's limit
+		// (GOMAXPROCS, two in CI) is raised out of its way.
+		testGate.ordered = true
+		_ = flag.Set("test.parallel", strconv.Itoa(1000))
 	}
 	os.Exit(m.Run())
 }

@@ -89,10 +89,15 @@ func (p *procFaults) CrashClient(c farmem.ClientID) error { return p.in.CrashCli
 // pass), so they are split over conformanceParts parallel subtests, each running its share
 // (conformancePart) and skipping the rest.
 func TestConformanceProcesses(t *testing.T) {
+	var tickets [conformanceParts]*ticket
+	for part := range tickets {
+		tickets[part] = testGate.reserve(t, conformanceEst[part], false)
+	}
 	t.Parallel() // its own farmemd processes
 	for part := range conformanceParts {
 		t.Run(fmt.Sprintf("part%d", part), func(t *testing.T) {
 			t.Parallel()
+			tickets[part].wait()
 			seen := map[string]int{}
 			farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 				name := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
@@ -107,6 +112,9 @@ func TestConformanceProcesses(t *testing.T) {
 
 // conformanceParts is how many parallel parts TestConformanceProcesses splits the suite into.
 const conformanceParts = 4
+
+// conformanceEst is about how long each part takes alone, for the gate.
+var conformanceEst = [conformanceParts]time.Duration{3 * time.Second, 2500 * time.Millisecond, 3 * time.Second, 2500 * time.Millisecond}
 
 // conformanceSlow places the suite's longest tests (seconds each, waiting out down timeouts
 // and fault windows, or many long reads) in parts of their own.
@@ -155,7 +163,7 @@ func openProcessCluster(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster
 // checks of bounds, alignment and region key, and kill -9 and SIGSTOP reported as ErrNodeDown
 // within the down timeout.
 func TestThreeClientProcesses(t *testing.T) {
-	t.Parallel() // its own farmemd processes; mostly waiting out a down timeout
+	parallel(t, 1800*time.Millisecond, false) // its own farmemd processes; mostly waiting out a down timeout
 	dir := t.TempDir()
 	ds := startDaemons(t, dir, 2, "4MiB")
 	n1, n2 := ds[0], ds[1]
@@ -352,7 +360,7 @@ func (r *rawClient) one(op farmem.Op, key uint32) error {
 // TestComputeProcessFaults: kill -9 and SIGSTOP of a compute process are reported to its peers
 // as ErrNodeDown within the down timeout, for verbs to its region and for Calls.
 func TestComputeProcessFaults(t *testing.T) {
-	t.Parallel() // its own farmemd and peer processes; mostly waiting out down timeouts
+	parallel(t, 1200*time.Millisecond, false) // its own farmemd and peer processes; mostly waiting out down timeouts
 	dir := t.TempDir()
 	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
 	cf := writeCluster(t, dir, []*daemon{n1}, "down-timeout 500ms\nlease 1s\n")

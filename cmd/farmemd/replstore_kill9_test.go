@@ -31,7 +31,7 @@ import (
 // and node 3 SIGKILLed (a second process then reads from nodes 1 and 2), and it all runs again
 // with node 2 killed first.
 func TestReplicatedStoreKill9(t *testing.T) {
-	t.Parallel()                        // its own farmemd processes
+	parallel(t, 5*time.Second, true)    // its own farmemd processes, writers busy throughout
 	pauseFor := 1500 * time.Millisecond // past the 1 s down timeout
 	orders := [][3]farmem.NodeID{{1, 2, 3}}
 	if *longFaults {
@@ -57,7 +57,7 @@ func TestReplicatedStoreKill9(t *testing.T) {
 // and finds nothing of the index's to purge. Node 1 is killed, restarted and adopted, then
 // node 2 is killed.
 func TestReplicatedMetaKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
+	parallel(t, time.Second, true) // its own farmemd processes, writers busy throughout
 	opts := replicatedKinds()[0].opts()
 	opts.Alloc.Nodes = []farmem.NodeID{4}
 	opts.Index = kvstore.Race{Params: race.Params{Groups: 8}, Replicas: 1}
@@ -129,16 +129,7 @@ func (c *procCluster) restart(t *testing.T, id farmem.NodeID) {
 	c.ds[id-1] = d
 }
 
-// kill9Slots admits two kill scenarios at a time. The package's parallel tests run four at
-// once (see TestMain) so that those that mostly wait overlap; the kill scenarios instead keep
-// writers busy throughout, and four of them at once on a loaded two-core machine starved
-// their processes past the 1 s down timeout of healthy nodes. Two at a time is what they met
-// when the package ran GOMAXPROCS tests at once.
-var kill9Slots = make(chan struct{}, 2)
-
 func replicatedKill9(t *testing.T, sc kill9Scenario) {
-	kill9Slots <- struct{}{}
-	defer func() { <-kill9Slots }()
 	c := startProcCluster(t, sc.nodes)
 	f := dial(t, c.cf, rdma.Options{})
 	ctx := context.Background()

@@ -47,7 +47,7 @@ func (pc *partitionCluster) hosted(from []int) []farmem.NodeID {
 // node 3's never-written copy (version 0) toward a majority, since a node restarted empty looks
 // the same. It answers ErrNoQuorum (ErrNodeDown), never a stale value.
 func TestReplicatedStorePartition(t *testing.T) {
-	t.Parallel() // mostly waiting out down timeouts
+	parallel(t, 6*time.Second, false) // mostly waiting out down timeouts
 	for _, k := range replicatedKinds() {
 		t.Run(k.name, func(t *testing.T) {
 			pc := startInProcessPartition(t, k)

@@ -48,7 +48,7 @@ func retryDown(op func() error) error {
 // ErrNotFound), Store.Adopt reports exactly the lost keys, only those are absent afterwards, and
 // new keys are placed on node 2 again.
 func TestRestartUnderStore(t *testing.T) {
-	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts
+	parallel(t, 2600*time.Millisecond, true) // its own farmemd processes; 900 keys inserted, readers busy
 	dir := t.TempDir()
 	ds := startDaemons(t, dir, 3, "16MiB")
 	const down = time.Second
@@ -270,7 +270,7 @@ func TestRestartUnderStore(t *testing.T) {
 // reported down (ErrNodeDown, not ErrNodeLost) and, once resumed with SIGCONT, is usable again
 // by the same client, with the same incarnation and its memory intact, without adoption.
 func TestPauseResumeUnderStore(t *testing.T) {
-	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts
+	parallel(t, 4300*time.Millisecond, false) // its own farmemd processes; mostly waiting out down timeouts
 	dir := t.TempDir()
 	ds := startDaemons(t, dir, 2, "8MiB")
 	n2 := ds[1]
