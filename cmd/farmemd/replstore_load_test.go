@@ -78,8 +78,19 @@ type storeLoad struct {
 func loadKey(w, k int) []byte { return fmt.Appendf(nil, "w%d-k%d", w, k) }
 func loadVal(w, v int) []byte { return restartVal(w*1_000_000+v, 24) }
 
+// loadPace is the pause each writer of a storeLoad makes between one put and read-back and
+// the next, unless -farmemd.long-faults runs them flat out: the scenarios need operations in
+// flight through every fault and every phase, not as many as the processors allow, and writers
+// running flat out take a processor from everything else the package runs meanwhile. (Under
+// load, where an operation takes milliseconds, it changes little.)
+const loadPace = time.Millisecond
+
 // startLoad starts one writer per store of stores (a store may appear more than once).
 func startLoad(stores []*kvstore.Store, keysPer int) *storeLoad {
+	pace := loadPace
+	if *longFaults {
+		pace = 0
+	}
 	l := &storeLoad{keysPer: keysPer, acked: make([][]int, len(stores)), unknown: make([][][]int, len(stores)),
 		done: make([]atomic.Int64, len(stores))}
 	ctx := context.Background()
@@ -88,6 +99,9 @@ func startLoad(stores []*kvstore.Store, keysPer int) *storeLoad {
 		l.unknown[w] = make([][]int, keysPer)
 		l.wg.Go(func() {
 			for v := 1; !l.stop.Load(); v++ {
+				if v > 1 && pace > 0 {
+					time.Sleep(pace)
+				}
 				k := v % keysPer
 				key := loadKey(w, k)
 				t0 := time.Now()
