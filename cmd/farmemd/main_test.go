@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -102,17 +103,46 @@ func startDaemon(t testing.TB, dir string, id farmem.NodeID, size, listen string
 
 // startDaemons starts farmemd processes for nodes 1..n, all of size, on loopback, and waits
 // until every one listens: they start at once, so the wait is about one process's start-up
-// (the race detector's runtime makes that tens of milliseconds), not n of them.
+// (the race detector's runtime makes that tens of milliseconds), not n of them. Each listens
+// on a port below the kernel's ephemeral range (restartableAddr), tried again elsewhere if
+// another listener holds it.
 func startDaemons(t testing.TB, dir string, n int, size string, extra ...string) []*daemon {
 	t.Helper()
 	ds := make([]*daemon, n)
 	for i := range ds {
-		ds[i] = spawnDaemon(t, nil, dir, farmem.NodeID(i+1), size, "127.0.0.1:0", extra...)
+		ds[i] = spawnDaemon(t, nil, dir, farmem.NodeID(i+1), size, restartableAddr(), extra...)
 	}
-	for _, d := range ds {
-		d.awaitListening(t)
+	for i := range ds {
+		for try := 0; ; try++ {
+			err := ds[i].listening()
+			if err == nil {
+				break
+			}
+			if try < 10 && strings.Contains(ds[i].logs.String(), "address already in use") {
+				ds[i] = spawnDaemon(t, nil, dir, farmem.NodeID(i+1), size, restartableAddr(), extra...)
+				continue
+			}
+			t.Fatal(err)
+		}
 	}
 	return ds
+}
+
+// restartableAddr is a loopback address for a farmemd that may be restarted at it: a port
+// below the kernel's ephemeral range. A port the kernel picks for a listener (port 0) comes
+// from the range it also gives outgoing connections as their local ports, so with many
+// connections opened meanwhile one of them may hold the port by the time the process
+// restarts there (bind: address already in use).
+func restartableAddr() string {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &lo)
+	}
+	span := min(lo-1024, 16384)
+	if span < 1024 {
+		return "127.0.0.1:0"
+	}
+	return fmt.Sprintf("127.0.0.1:%d", lo-1-rand.IntN(span))
 }
 
 // startDaemonUnder is startDaemon with the process started by the command wrap (its
@@ -160,20 +190,28 @@ func spawnDaemon(t testing.TB, wrap []string, dir string, id farmem.NodeID, size
 // awaitListening waits until the daemon has written the address it listens on, and sets addr.
 func (d *daemon) awaitListening(t testing.TB) {
 	t.Helper()
+	if err := d.listening(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listening waits until the daemon has written the address it listens on and sets addr, or
+// says why it did not.
+func (d *daemon) listening() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, err := os.ReadFile(d.addrFile)
 		if err == nil {
 			d.addr = strings.TrimSpace(string(b))
-			return
+			return nil
 		}
 		select {
 		case <-d.exited:
-			t.Fatalf("farmemd n%d exited (%v): %s", d.id, d.exit, d.logs.String())
+			return fmt.Errorf("farmemd n%d exited (%v): %s", d.id, d.exit, d.logs.String())
 		case <-time.After(2 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("farmemd n%d did not start: %s", d.id, d.logs.String())
+			return fmt.Errorf("farmemd n%d did not start: %s", d.id, d.logs.String())
 		}
 	}
 }
