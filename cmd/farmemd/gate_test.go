@@ -57,7 +57,9 @@ func parallel(t *testing.T, est time.Duration, busy bool) {
 	tk.wait()
 }
 
-// reserve queues a ticket, released when t ends (admitted or not).
+// reserve queues a ticket, released when t ends (admitted or not); a ticket a test reserves
+// for a subtest is released by the subtest as it ends (release is idempotent), so that its
+// place does not wait for the test's other subtests.
 func (g *gate) reserve(t *testing.T, est time.Duration, busy bool) *ticket {
 	g.mu.Lock()
 	g.seq++

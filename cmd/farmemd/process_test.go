@@ -98,6 +98,7 @@ func TestConformanceProcesses(t *testing.T) {
 		t.Run(fmt.Sprintf("part%d", part), func(t *testing.T) {
 			t.Parallel()
 			tickets[part].wait()
+			t.Cleanup(tickets[part].release) // (and the parent's, for a part not run)
 			seen := map[string]int{}
 			farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 				name := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
