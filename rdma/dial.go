@@ -87,6 +87,7 @@ type ctlConn struct {
 	down   time.Duration
 
 	mu  sync.Mutex
+	inc uint64 // the incarnation of the process nc reaches
 	nc  net.Conn
 	br  *bufio.Reader
 	hdr [wire.HeaderSize]byte
@@ -124,6 +125,10 @@ func (c *ctlConn) rpcLocked(ctx context.Context, op wire.CtlOp, req, resp any) e
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	if c.nc != nil && c.f != nil && c.retired() {
+		_ = c.nc.Close()
+		c.nc, c.br = nil, nil
+	}
 	if c.nc == nil {
 		nc, br, w, err := dialNode(ctx, c.p.addr, c.p.id, 0, wire.PurposeControl, c.secret, deadline)
 		if err != nil {
@@ -132,8 +137,12 @@ func (c *ctlConn) rpcLocked(ctx context.Context, op wire.CtlOp, req, resp any) e
 			}
 			return err
 		}
-		c.p.learn(w)
-		c.nc, c.br = nc, br
+		if c.f != nil {
+			c.f.learned(c.p, w)
+		} else {
+			c.p.learn(w)
+		}
+		c.nc, c.br, c.inc = nc, br, w.Incarnation
 	}
 	c.id++
 	b, start := wire.BeginFrame(nil, wire.TypeCtl, 0, c.id)

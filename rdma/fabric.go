@@ -124,9 +124,11 @@ func newPeer(id farmem.NodeID, addr string, size uint64, log *slog.Logger) *peer
 // learn records what a Welcome says of the node. The region key is learned once: if the node
 // restarts, its new key is not adopted, so this fabric's ops cannot land in the new
 // incarnation's memory; the new incarnation fences the node (adopt.go) until Adopt.
-func (p *peer) learn(w wire.Welcome) {
+// It returns the incarnation met before (0: none).
+func (p *peer) learn(w wire.Welcome) (prev uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	prev = p.life.seen
 	if p.meet(w) {
 		return
 	}
@@ -142,6 +144,7 @@ func (p *peer) learn(w wire.Welcome) {
 		p.warned = true
 		p.log.Warn("node restarted: its region key changed, so its memory is new; ops with the old key will be refused", "peer", p.id.String())
 	}
+	return prev
 }
 
 // setKey records the node's region key (p.mu held).

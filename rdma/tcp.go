@@ -46,6 +46,7 @@ type tcpQP struct {
 	state     int
 	err       error
 	conn      net.Conn
+	inc       uint64 // the incarnation of the process at the other end (0: not connected yet)
 	slots     []qslot
 	free      []uint32
 	limit     int
@@ -140,7 +141,7 @@ func (q *tcpQP) connect() {
 		q.fail(err)
 		return
 	}
-	q.p.learn(w)
+	q.f.learned(q.p, w)
 	if err := q.p.fenced(); err != nil {
 		_ = nc.Close()
 		q.fail(err)
@@ -163,7 +164,7 @@ func (q *tcpQP) attach(nc net.Conn, br *bufio.Reader, w wire.Welcome) {
 		_ = nc.Close()
 		return
 	}
-	q.state, q.conn = qpUp, nc
+	q.state, q.conn, q.inc = qpUp, nc, w.Incarnation
 	q.limit = min(q.limit, int(w.MaxOutstanding))
 	q.mu.Unlock()
 	q.wmu.Lock()
@@ -1118,18 +1119,21 @@ func (q *tcpQP) callReply(h wire.Header, p []byte) error {
 // fail kills the connection: every outstanding request fails with err, and if unsignaled ops
 // are unconfirmed and no failing op posted with or after them reports it, the client's next op
 // to the node reports their possible loss. It is idempotent.
-func (q *tcpQP) fail(err error) { q.failWith(err, false) }
+func (q *tcpQP) fail(err error) { q.failWith(err, false, 0) }
 
 // failSilent is fail for a node the client gives up on while its side of the connection may
 // still be open (silent past the down timeout): a paused node may yet read the requests in its
 // socket, so each batch request is reported failed only from its expiry on, when the node
 // refuses it. A connection the node closed or reset, or one that broke, fails at once: the node
 // reads nothing more from it.
-func (q *tcpQP) failSilent(err error) { q.failWith(err, true) }
+func (q *tcpQP) failSilent(err error) { q.failWith(err, true, 0) }
 
-func (q *tcpQP) failWith(err error, silent bool) {
+// failWith is fail (silent false) or failSilent; with idleOlder not 0 it fails the connection
+// only if it is set up to another incarnation than idleOlder with nothing outstanding or
+// waiting for the window (retireIdle), deciding under the same lock as posts take their slots.
+func (q *tcpQP) failWith(err error, silent bool, idleOlder uint64) {
 	q.mu.Lock()
-	if q.state == qpDead {
+	if q.state == qpDead || (idleOlder != 0 && (q.state != qpUp || q.inc == idleOlder || q.outstanding.Load() != 0 || len(q.backlog) > 0)) {
 		q.mu.Unlock()
 		return
 	}

@@ -156,7 +156,7 @@ func (r *rawClient) readResult(ops []farmem.Op) []error {
 // memory within rssGrowth, keeps serving the connection, and counts the refusal in its
 // metrics. The same for the 48-read frame that once produced a 768 MiB reply.
 func TestOversizedReplyRefused(t *testing.T) {
-	t.Parallel() // each drives its own farmemd
+	parallel(t, 800*time.Millisecond, false) // each drives its own farmemd
 	const region = 32 << 20
 	dir := t.TempDir()
 	d := startDaemon(t, dir, 1, fmt.Sprint(region), "127.0.0.1:0", "--metrics", "127.0.0.1:0")
@@ -234,7 +234,7 @@ func TestOversizedReplyRefused(t *testing.T) {
 // its write timeout, and stays up with its resident memory within rssGrowth; an honest
 // client works throughout.
 func TestPipelinedReadsNotRead(t *testing.T) {
-	t.Parallel() // each drives its own farmemd
+	parallel(t, 2300*time.Millisecond, false) // each drives its own farmemd
 	const region = 32 << 20
 	dir := t.TempDir()
 	d := startDaemon(t, dir, 1, fmt.Sprint(region), "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--write-timeout", "1s")
@@ -358,8 +358,8 @@ func TestPipelinedReadsNotRead(t *testing.T) {
 // secret connects: it gets in every time, the node's handshake budget pushes the silent ones
 // out, and the log lines they cause are rate-limited.
 func TestSilentFloodDoesNotLockOut(t *testing.T) {
-	t.Parallel()       // each drives its own farmemd
-	const budget = 256 // the node's default handshake budget
+	parallel(t, 3*time.Second, false) // each drives its own farmemd
+	const budget = 256                // the node's default handshake budget
 	var lim syscall.Rlimit
 	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
 	if lim.Cur < lim.Max {
@@ -367,9 +367,9 @@ func TestSilentFloodDoesNotLockOut(t *testing.T) {
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 		require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
 	}
-	// Leave room for this process's other descriptors, and stop at 8000 (31 times the budget),
+	// Leave room for this process's other descriptors, and stop at 4096 (16 times the budget),
 	// within one loopback port range and the package's time budget.
-	n := min(int(lim.Cur)-512, 8000)
+	n := min(int(lim.Cur)-512, 4096)
 	if n < 4*budget {
 		t.Skipf("RLIMIT_NOFILE %d allows %d connections, under 4x the node's handshake budget of %d: too few to mean anything", lim.Cur, n, budget)
 	}

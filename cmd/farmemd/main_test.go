@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,14 +43,14 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		// The parallel tests each drive their own farmemd processes and spend much of their
-		// time waiting: for down timeouts to expire, fault windows to pass, killed processes
-		// to restart. Four at once (not GOMAXPROCS, two in CI) overlap that waiting, so the
-		// package takes about its longest test plus a share of the rest, not the sum of them
-		// over two; all of them at once (a dozen) made the 1 s down timeouts of some fire on a
-		// loaded machine. An explicit -parallel wins.
-		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
+	if explicit {
+		// The gate admits tests as they arrive, as many at once as -parallel says.
+		testGate.all = flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
+	} else {
+		// The gate (gate_test.go) decides how many run at once, longest first; Go's limit
+		// (GOMAXPROCS, two in CI) is raised out of its way.
+		testGate.ordered = true
+		_ = flag.Set("test.parallel", strconv.Itoa(1000))
 	}
 	os.Exit(m.Run())
 }
@@ -81,6 +81,8 @@ type daemon struct {
 	addr string
 	cmd  *exec.Cmd
 	logs *syncBuffer
+	// addrFile is where the process writes the address it listens on, once it does.
+	addrFile string
 
 	exited chan struct{} // closed when the process has been reaped
 	exit   error
@@ -99,9 +101,61 @@ func startDaemon(t testing.TB, dir string, id farmem.NodeID, size, listen string
 	return startDaemonUnder(t, nil, dir, id, size, listen, extra...)
 }
 
+// startDaemons starts farmemd processes for nodes 1..n, all of size, on loopback, and waits
+// until every one listens: they start at once, so the wait is about one process's start-up
+// (the race detector's runtime makes that tens of milliseconds), not n of them. Each listens
+// on a port below the kernel's ephemeral range (restartableAddr), tried again elsewhere if
+// another listener holds it.
+func startDaemons(t testing.TB, dir string, n int, size string, extra ...string) []*daemon {
+	t.Helper()
+	ds := make([]*daemon, n)
+	for i := range ds {
+		ds[i] = spawnDaemon(t, nil, dir, farmem.NodeID(i+1), size, restartableAddr(), extra...)
+	}
+	for i := range ds {
+		for try := 0; ; try++ {
+			err := ds[i].listening()
+			if err == nil {
+				break
+			}
+			if try < 10 && strings.Contains(ds[i].logs.String(), "address already in use") {
+				ds[i] = spawnDaemon(t, nil, dir, farmem.NodeID(i+1), size, restartableAddr(), extra...)
+				continue
+			}
+			t.Fatal(err)
+		}
+	}
+	return ds
+}
+
+// restartableAddr is a loopback address for a farmemd that may be restarted at it: a port
+// below the kernel's ephemeral range. A port the kernel picks for a listener (port 0) comes
+// from the range it also gives outgoing connections as their local ports, so with many
+// connections opened meanwhile one of them may hold the port by the time the process
+// restarts there (bind: address already in use).
+func restartableAddr() string {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &lo)
+	}
+	span := min(lo-1024, 16384)
+	if span < 1024 {
+		return "127.0.0.1:0"
+	}
+	return fmt.Sprintf("127.0.0.1:%d", lo-1-rand.IntN(span))
+}
+
 // startDaemonUnder is startDaemon with the process started by the command wrap (its
 // arguments then farmemd's; none: farmemd itself), such as ip netns exec.
 func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID, size, listen string, extra ...string) *daemon {
+	t.Helper()
+	d := spawnDaemon(t, wrap, dir, id, size, listen, extra...)
+	d.awaitListening(t)
+	return d
+}
+
+// spawnDaemon starts farmemd (under wrap, if any) without waiting for it to listen.
+func spawnDaemon(t testing.TB, wrap []string, dir string, id farmem.NodeID, size, listen string, extra ...string) *daemon {
 	t.Helper()
 	secretFile := filepath.Join(dir, "secret")
 	if _, err := os.Stat(secretFile); err != nil {
@@ -115,7 +169,7 @@ func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID,
 		cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], os.Args[0]), args...)...)
 	}
 	cmd.Env = append(os.Environ(), "FARMEMD_TEST_ROLE=daemon", noExitSleep())
-	d := &daemon{id: id, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	d := &daemon{id: id, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{}), addrFile: addrFile}
 	cmd.Stderr = d.logs
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -130,20 +184,34 @@ func startDaemonUnder(t testing.TB, wrap []string, dir string, id farmem.NodeID,
 			t.Logf("farmemd n%d logs:\n%s", id, d.logs.String())
 		}
 	})
+	return d
+}
+
+// awaitListening waits until the daemon has written the address it listens on, and sets addr.
+func (d *daemon) awaitListening(t testing.TB) {
+	t.Helper()
+	if err := d.listening(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listening waits until the daemon has written the address it listens on and sets addr, or
+// says why it did not.
+func (d *daemon) listening() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, err := os.ReadFile(addrFile)
+		b, err := os.ReadFile(d.addrFile)
 		if err == nil {
 			d.addr = strings.TrimSpace(string(b))
-			return d
+			return nil
 		}
 		select {
 		case <-d.exited:
-			t.Fatalf("farmemd n%d exited (%v): %s", id, d.exit, d.logs.String())
-		case <-time.After(5 * time.Millisecond):
+			return fmt.Errorf("farmemd n%d exited (%v): %s", d.id, d.exit, d.logs.String())
+		case <-time.After(2 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("farmemd n%d did not start: %s", id, d.logs.String())
+			return fmt.Errorf("farmemd n%d did not start: %s", d.id, d.logs.String())
 		}
 	}
 }

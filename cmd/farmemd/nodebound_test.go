@@ -21,13 +21,13 @@ import (
 // (the two budgets, each connection's buffers and the runtime's slack; farmemd makes that the
 // collector's limit, so the budgets' large buffers, given back, do not double the heap).
 func TestNodeBoundManyClients(t *testing.T) {
-	t.Parallel() // each drives its own farmemd
+	parallel(t, 4*time.Second, true) // its own farmemd, copying 16 MiB frames
 	const (
 		region   = 32 << 20
 		maxBuf   = 20 << 20
 		readers  = 2
 		writers  = 3
-		perWrite = 3 // 16 MiB write frames per writer
+		perWrite = 2 // 16 MiB write frames per writer: each half of the region once
 		maxConns = 16
 	)
 	dir := t.TempDir()

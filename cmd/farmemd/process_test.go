@@ -84,34 +84,79 @@ func (p *procFaults) CrashAfter(n farmem.NodeID, ops int) error {
 func (p *procFaults) CrashClient(c farmem.ClientID) error { return p.in.CrashClient(c) }
 
 // TestConformanceProcesses runs the conformance suite with every memory node a farmemd
-// process on loopback and the compute nodes in this process.
+// process on loopback and the compute nodes in this process. The suite's tests run one after
+// another and mostly wait (for processes to start, down timeouts to expire, fault windows to
+// pass), so they are split over conformanceParts parallel subtests, each running its share
+// (conformancePart) and skipping the rest.
 func TestConformanceProcesses(t *testing.T) {
-	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts and fault windows
-	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
-		dir := t.TempDir()
-		ds := make([]*daemon, cfg.MemoryNodes)
-		for i := range ds {
-			ds[i] = startDaemon(t, dir, farmem.NodeID(i+1), fmt.Sprint(cfg.MemorySize), "127.0.0.1:0", "--allow-faults")
-		}
-		cf := writeCluster(t, dir, ds, fmt.Sprintf("down-timeout %v\n", cfg.DownTimeout))
-		pf := &procFaults{daemons: map[farmem.NodeID]*daemon{}}
-		var fabs []farmem.Fabric
-		var rfs []*rdma.Fabric
-		for range cfg.ComputeNodes {
-			f := dial(t, cf, rdma.Options{})
-			fabs = append(fabs, f)
-			rfs = append(rfs, f)
-		}
-		for _, d := range ds {
-			pf.daemons[d.id] = d
-		}
-		pf.in = rdma.NewInjector(nil, rfs)
-		// The daemons serve with rdma.Server, whose data path rdma's TestConformance drives in
-		// process with the suite's default volume of torn-read checks (and where reads overlap
-		// writes far more often): here the reads need only cover what separate processes add,
-		// long reads and writes framed between them.
-		return &farmemtest.Cluster{Fabrics: fabs, Faults: pf, TearingReads: farmemtest.DefaultTearingReads / 10}
-	})
+	var tickets [conformanceParts]*ticket
+	for part := range tickets {
+		tickets[part] = testGate.reserve(t, conformanceEst[part], false)
+	}
+	t.Parallel() // its own farmemd processes
+	for part := range conformanceParts {
+		t.Run(fmt.Sprintf("part%d", part), func(t *testing.T) {
+			t.Parallel()
+			tickets[part].wait()
+			t.Cleanup(tickets[part].release) // (and the parent's, for a part not run)
+			seen := map[string]int{}
+			farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
+				name := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
+				if p := conformancePart(seen, name); p != part {
+					t.Skipf("run by part%d", p)
+				}
+				return openProcessCluster(t, cfg)
+			})
+		})
+	}
+}
+
+// conformanceParts is how many parallel parts TestConformanceProcesses splits the suite into.
+const conformanceParts = 4
+
+// conformanceEst is about how long each part takes alone, for the gate.
+var conformanceEst = [conformanceParts]time.Duration{3 * time.Second, 2500 * time.Millisecond, 3 * time.Second, 2500 * time.Millisecond}
+
+// conformanceSlow places the suite's longest tests (seconds each, waiting out down timeouts
+// and fault windows, or many long reads) in parts of their own.
+var conformanceSlow = map[string]int{"FaultPartialWait": 0, "FaultQuorum": 1, "FaultHang": 2, "FaultPartition": 2, "Tearing": 3}
+
+// conformancePart is the part that runs the suite's test name: its place in conformanceSlow,
+// or else the next part in turn, in the order the suite's tests ask for a cluster (the same in
+// every part; seen records it), so every test, a new one included, runs in exactly one part.
+func conformancePart(seen map[string]int, name string) int {
+	if p, ok := conformanceSlow[name]; ok {
+		return p
+	}
+	if _, ok := seen[name]; !ok {
+		seen[name] = len(seen) % conformanceParts
+	}
+	return seen[name]
+}
+
+// openProcessCluster is the conformance suite's cluster for cfg: farmemd processes (started
+// with --allow-faults) and in-process compute nodes.
+func openProcessCluster(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
+	dir := t.TempDir()
+	ds := startDaemons(t, dir, cfg.MemoryNodes, fmt.Sprint(cfg.MemorySize), "--allow-faults")
+	cf := writeCluster(t, dir, ds, fmt.Sprintf("down-timeout %v\n", cfg.DownTimeout))
+	pf := &procFaults{daemons: map[farmem.NodeID]*daemon{}}
+	var fabs []farmem.Fabric
+	var rfs []*rdma.Fabric
+	for range cfg.ComputeNodes {
+		f := dial(t, cf, rdma.Options{})
+		fabs = append(fabs, f)
+		rfs = append(rfs, f)
+	}
+	for _, d := range ds {
+		pf.daemons[d.id] = d
+	}
+	pf.in = rdma.NewInjector(nil, rfs)
+	// The daemons serve with rdma.Server, whose data path rdma's TestConformance drives in
+	// process with the suite's default volume of torn-read checks (and where reads overlap
+	// writes far more often): here the reads need only cover what separate processes add,
+	// long reads and writes framed between them.
+	return &farmemtest.Cluster{Fabrics: fabs, Faults: pf, TearingReads: farmemtest.DefaultTearingReads / 10}
 }
 
 // TestThreeClientProcesses: three client processes and one farmemd (and a second farmemd to
@@ -119,10 +164,11 @@ func TestConformanceProcesses(t *testing.T) {
 // checks of bounds, alignment and region key, and kill -9 and SIGSTOP reported as ErrNodeDown
 // within the down timeout.
 func TestThreeClientProcesses(t *testing.T) {
+	parallel(t, 1800*time.Millisecond, false) // its own farmemd processes; mostly waiting out a down timeout
 	dir := t.TempDir()
-	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
-	n2 := startDaemon(t, dir, 2, "4MiB", "127.0.0.1:0")
-	cf := writeCluster(t, dir, []*daemon{n1, n2}, "") // default down timeout: 1s
+	ds := startDaemons(t, dir, 2, "4MiB")
+	n1, n2 := ds[0], ds[1]
+	cf := writeCluster(t, dir, ds, "") // default down timeout: 1s
 	counter := farmem.MakeAddr(1, 64<<10)
 
 	// Three client processes add to one word at once; a fourth holds the wrong secret.
@@ -315,6 +361,7 @@ func (r *rawClient) one(op farmem.Op, key uint32) error {
 // TestComputeProcessFaults: kill -9 and SIGSTOP of a compute process are reported to its peers
 // as ErrNodeDown within the down timeout, for verbs to its region and for Calls.
 func TestComputeProcessFaults(t *testing.T) {
+	parallel(t, 1200*time.Millisecond, false) // its own farmemd and peer processes; mostly waiting out down timeouts
 	dir := t.TempDir()
 	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
 	cf := writeCluster(t, dir, []*daemon{n1}, "down-timeout 500ms\nlease 1s\n")

@@ -31,7 +31,7 @@ import (
 // and node 3 SIGKILLed (a second process then reads from nodes 1 and 2), and it all runs again
 // with node 2 killed first.
 func TestReplicatedStoreKill9(t *testing.T) {
-	t.Parallel()                        // its own farmemd processes
+	parallel(t, 5*time.Second, true)    // its own farmemd processes, writers busy throughout
 	pauseFor := 1500 * time.Millisecond // past the 1 s down timeout
 	orders := [][3]farmem.NodeID{{1, 2, 3}}
 	if *longFaults {
@@ -57,7 +57,7 @@ func TestReplicatedStoreKill9(t *testing.T) {
 // and finds nothing of the index's to purge. Node 1 is killed, restarted and adopted, then
 // node 2 is killed.
 func TestReplicatedMetaKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
+	parallel(t, time.Second, true) // its own farmemd processes, writers busy throughout
 	opts := replicatedKinds()[0].opts()
 	opts.Alloc.Nodes = []farmem.NodeID{4}
 	opts.Index = kvstore.Race{Params: race.Params{Groups: 8}, Replicas: 1}
@@ -89,6 +89,13 @@ type kill9Scenario struct {
 	keysFirst bool
 }
 
+// phaseOps is how many operations every writer completes in each phase of a fault scenario
+// that ends on progress rather than after a set time (with all nodes up, after a kill, after
+// an adoption, after a pause ends): enough for the phase's state to have served puts and gets
+// of every writer; in the pre-fault phase, enough for the median latency the recovery after
+// each fault is measured against.
+const phaseOps = 20
+
 // procCluster is farmemd processes and a cluster file stating their sizes, so that a process
 // dialing while one of them is down can lay it out.
 type procCluster struct {
@@ -101,9 +108,7 @@ const procNodeSize = 16 << 20
 
 func startProcCluster(t *testing.T, nodes int) *procCluster {
 	c := &procCluster{dir: t.TempDir()}
-	for id := range nodes {
-		c.ds = append(c.ds, startDaemon(t, c.dir, farmem.NodeID(id+1), fmt.Sprint(procNodeSize), "127.0.0.1:0"))
-	}
+	c.ds = startDaemons(t, c.dir, nodes, fmt.Sprint(procNodeSize))
 	var sized strings.Builder
 	for _, d := range c.ds {
 		fmt.Fprintf(&sized, "memory %d %s size=%d\n", d.id, d.addr, procNodeSize)
@@ -124,16 +129,7 @@ func (c *procCluster) restart(t *testing.T, id farmem.NodeID) {
 	c.ds[id-1] = d
 }
 
-// kill9Slots admits two kill scenarios at a time. The package's parallel tests run four at
-// once (see TestMain) so that those that mostly wait overlap; the kill scenarios instead keep
-// writers busy throughout, and four of them at once on a loaded two-core machine starved
-// their processes past the 1 s down timeout of healthy nodes. Two at a time is what they met
-// when the package ran GOMAXPROCS tests at once.
-var kill9Slots = make(chan struct{}, 2)
-
 func replicatedKill9(t *testing.T, sc kill9Scenario) {
-	kill9Slots <- struct{}{}
-	defer func() { <-kill9Slots }()
 	c := startProcCluster(t, sc.nodes)
 	f := dial(t, c.cf, rdma.Options{})
 	ctx := context.Background()
@@ -149,10 +145,11 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 	l := startLoad([]*kvstore.Store{s, s, s}, 64)
 	defer l.halt()
 	start := time.Now()
-	l.phase(t, "all up", 500*time.Millisecond)
+	var ready func() bool
 	if sc.keysFirst {
-		require.Eventually(t, l.everyKeyWritten, time.Minute, 10*time.Millisecond, "every key written before the faults")
+		ready = l.everyKeyWritten
 	}
+	l.until(t, "all up", phaseOps, loadStall, ready)
 	base, n := l.p50(start, time.Now())
 	t.Logf("pre-fault p50 %v over %d operations", base, n)
 
@@ -161,7 +158,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 		case kill:
 			fault := time.Now()
 			c.node(st.node).kill9()
-			l.phase(t, fmt.Sprintf("node %d killed", st.node), 600*time.Millisecond)
+			l.until(t, fmt.Sprintf("node %d killed", st.node), phaseOps, 600*time.Millisecond, l.recovered(base, fault))
 			l.recovery(t, fmt.Sprintf("SIGKILL of node %d", st.node), base, fault, time.Now())
 		case restart:
 			c.restart(t, st.node)
@@ -178,7 +175,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 			t.Logf("adopt of node %d took %v and %d tries", st.node, time.Since(adopt).Round(time.Millisecond), tries)
 			require.Equal(t, uint64(1), rep.Generation)
 			require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
-			l.phase(t, fmt.Sprintf("node %d adopted", st.node), 300*time.Millisecond)
+			l.until(t, fmt.Sprintf("node %d adopted", st.node), phaseOps, 0, nil)
 		case pause:
 			p := c.node(st.node)
 			fault := time.Now()
@@ -193,7 +190,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 				return err == nil && st.State == farmem.NodeUp
 			}, 30*time.Second, 10*time.Millisecond)
 			t.Logf("node %d back in the fabric %v after SIGCONT", st.node, time.Since(cont).Round(time.Millisecond))
-			l.phase(t, fmt.Sprintf("node %d continued", st.node), 300*time.Millisecond)
+			l.until(t, fmt.Sprintf("node %d continued", st.node), phaseOps, 0, nil)
 		}
 	}
 	l.verify(t, s)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,15 +31,15 @@ const netnsSandbox = "FARMEMD_TEST_NETNS"
 // the privilege to create network namespaces (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2's
 // ip; without them it is skipped, saying why.
 func TestReplicatedStorePartitionNetns(t *testing.T) {
-	partitionNetns(t, "TestReplicatedStorePartitionNetns", replicatedKinds(), replicatedPartition)
+	partitionNetns(t, "TestReplicatedStorePartitionNetns", 5800*time.Millisecond, replicatedKinds(), replicatedPartition)
 }
 
 // partitionNetns runs scenario, for each of kinds, on the network-namespace partition cluster
 // TestReplicatedStorePartitionNetns describes, re-running the test binary (only the test
 // named name) in a new network namespace; it skips, saying why, without the privilege.
-func partitionNetns(t *testing.T, name string, kinds []storeKind, scenario func(*testing.T, *partitionCluster)) {
+func partitionNetns(t *testing.T, name string, est time.Duration, kinds []storeKind, scenario func(*testing.T, *partitionCluster)) {
 	if os.Getenv(netnsSandbox) == "" {
-		t.Parallel() // mostly waiting out down timeouts
+		parallel(t, est, false) // mostly waiting out down timeouts
 		if _, err := exec.LookPath("ip"); err != nil {
 			t.Skipf("needs iproute2's ip to make veth pairs: %v", err)
 		}

@@ -47,7 +47,7 @@ func (pc *partitionCluster) hosted(from []int) []farmem.NodeID {
 // node 3's never-written copy (version 0) toward a majority, since a node restarted empty looks
 // the same. It answers ErrNoQuorum (ErrNodeDown), never a stale value.
 func TestReplicatedStorePartition(t *testing.T) {
-	t.Parallel() // mostly waiting out down timeouts
+	parallel(t, 6*time.Second, false) // mostly waiting out down timeouts
 	for _, k := range replicatedKinds() {
 		t.Run(k.name, func(t *testing.T) {
 			pc := startInProcessPartition(t, k)
@@ -112,21 +112,22 @@ func openPartitionStores(t *testing.T, pc *partitionCluster, k storeKind) {
 }
 
 func replicatedPartition(t *testing.T, pc *partitionCluster) {
-	cutFor := 2 * partitionDown
-	if *longFaults {
-		cutFor = 5 * time.Second
-	}
 	a, b := pc.stores[0], pc.stores[1]
 	l := startLoad([]*kvstore.Store{a, a, b, b}, 8) // writers 0 and 1 on A, 2 and 3 on B
 	defer l.halt()
 	start := time.Now()
-	l.phase(t, "all connected", 500*time.Millisecond)
+	l.until(t, "all connected", phaseOps, 0, nil)
 	base, n := l.p50(start, time.Now())
 	t.Logf("pre-fault p50 %v over %d operations", base, n)
 
+	// The cut lasts until A's fabric has found node 3 down and every writer has gone on
+	// meanwhile (A's writing to nodes 1 and 2 alone); with -farmemd.long-faults, 5 s.
 	fault := time.Now()
 	cutNode3FromA(t, pc)
-	l.phase(t, "node 3 cut off from A", max(0, cutFor-time.Since(fault)))
+	l.until(t, "node 3 cut off from A, found down", phaseOps, 0, nil)
+	if *longFaults {
+		l.phase(t, "node 3 cut off from A", max(0, 5*time.Second-time.Since(fault)))
+	}
 	healNode3FromA(t, pc, l, base, fault)
 
 	// Every read now has to use node 3: node 2 is cut off from both processes.

@@ -48,12 +48,9 @@ func retryDown(op func() error) error {
 // ErrNotFound), Store.Adopt reports exactly the lost keys, only those are absent afterwards, and
 // new keys are placed on node 2 again.
 func TestRestartUnderStore(t *testing.T) {
-	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts
+	parallel(t, 2600*time.Millisecond, true) // its own farmemd processes; 900 keys inserted, readers busy
 	dir := t.TempDir()
-	var ds []*daemon
-	for id := range 3 {
-		ds = append(ds, startDaemon(t, dir, farmem.NodeID(id+1), "16MiB", "127.0.0.1:0"))
-	}
+	ds := startDaemons(t, dir, 3, "16MiB")
 	const down = time.Second
 	cf := writeCluster(t, dir, ds, fmt.Sprintf("down-timeout %v\n", down))
 	f := dial(t, cf, rdma.Options{})
@@ -273,12 +270,12 @@ func TestRestartUnderStore(t *testing.T) {
 // reported down (ErrNodeDown, not ErrNodeLost) and, once resumed with SIGCONT, is usable again
 // by the same client, with the same incarnation and its memory intact, without adoption.
 func TestPauseResumeUnderStore(t *testing.T) {
-	t.Parallel() // its own farmemd processes; mostly waiting out down timeouts
+	parallel(t, 4300*time.Millisecond, false) // its own farmemd processes; mostly waiting out down timeouts
 	dir := t.TempDir()
-	n1 := startDaemon(t, dir, 1, "8MiB", "127.0.0.1:0")
-	n2 := startDaemon(t, dir, 2, "8MiB", "127.0.0.1:0")
+	ds := startDaemons(t, dir, 2, "8MiB")
+	n2 := ds[1]
 	const down = time.Second
-	cf := writeCluster(t, dir, []*daemon{n1, n2}, fmt.Sprintf("down-timeout %v\n", down))
+	cf := writeCluster(t, dir, ds, fmt.Sprintf("down-timeout %v\n", down))
 	f := dial(t, cf, rdma.Options{})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Hosted()[0])
@@ -291,8 +288,7 @@ func TestPauseResumeUnderStore(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, n2.stop())
-	time.Sleep(down)
-	_, err = m.FAA(ctx, a, 1)
+	_, err = m.FAA(ctx, a, 1) // waits out the down timeout
 	require.ErrorIs(t, err, farmem.ErrNodeDown)
 	require.NotErrorIs(t, err, farmem.ErrNodeLost)
 	// The next op dials (and fails after the down timeout): the fabric knows it is down.

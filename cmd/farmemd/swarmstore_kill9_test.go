@@ -19,7 +19,7 @@ import (
 // later), and the index words written meanwhile reach the replica only through the replicated
 // memory's catch-up copies. TestSwarmStoreRestartKill9 restarts a killed node and adopts it.
 func TestSwarmStoreKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
+	parallel(t, 3800*time.Millisecond, true) // its own farmemd processes, writers busy throughout
 	opts := kvstore.Options{
 		Alloc: alloc.Options{Lease: 30 * time.Second, Refresh: time.Second},
 		Index: kvstore.Swarm{Params: maxreg.Params{ValueSize: 64, Slots: 4, Writers: 16}, Index: race.Params{Groups: 8}},
@@ -38,7 +38,7 @@ func TestSwarmStoreKill9(t *testing.T) {
 // acknowledged write reads back; the time until the median latency is back after each fault
 // is logged.
 func TestSwarmStoreRestartKill9(t *testing.T) {
-	t.Parallel() // its own farmemd processes
+	parallel(t, 7*time.Second, true) // its own farmemd processes, writers busy throughout
 	opts := kvstore.Options{
 		Alloc: alloc.Options{Lease: 30 * time.Second, Refresh: time.Second},
 		Index: kvstore.Swarm{Params: maxreg.Params{ValueSize: 64, Slots: 4, Writers: 16}, Index: race.Params{Groups: 8}},

@@ -31,7 +31,7 @@ func swarmKindForPartition() storeKind {
 // replicated index, an object's replicas are max registers: a read of nodes 1 and 3 returns
 // node 1's larger tuple and writes it back to node 3).
 func TestSwarmStorePartition(t *testing.T) {
-	t.Parallel() // mostly waiting out a down timeout
+	parallel(t, 3500*time.Millisecond, false) // mostly waiting out a down timeout
 	pc := startInProcessPartition(t, swarmKindForPartition())
 	swarmPartition(t, pc)
 }
@@ -40,7 +40,7 @@ func TestSwarmStorePartition(t *testing.T) {
 // network namespace of its own, cut off from A by taking A's veth link down (see
 // TestReplicatedStorePartitionNetns; skipped, saying why, without the privilege).
 func TestSwarmStorePartitionNetns(t *testing.T) {
-	partitionNetns(t, "TestSwarmStorePartitionNetns", []storeKind{swarmKindForPartition()}, swarmPartition)
+	partitionNetns(t, "TestSwarmStorePartitionNetns", 3900*time.Millisecond, []storeKind{swarmKindForPartition()}, swarmPartition)
 }
 
 // swarmPartition is the scenario of TestSwarmStorePartition on pc. Every key exists before the
@@ -72,7 +72,7 @@ func swarmPartition(t *testing.T, pc *partitionCluster) {
 		}
 		return n
 	}
-	l.phase(t, "node 3 cut off from A, found down", 300*time.Millisecond)
+	l.until(t, "node 3 cut off from A, found down", phaseOps, 0, nil)
 	require.Eventually(t, func() bool { return updated() > 0 }, 30*time.Second, 10*time.Millisecond,
 		"A's writers update keys while node 3 is cut off from A")
 	cutUpdates := updated()
