@@ -20,15 +20,23 @@ func TestStatusAcrossRestart(t *testing.T) {
 	require.NoError(t, err)
 	old := st.Incarnation
 
+	s := restartNode1(t, servers, cl)
+
+	st, err = f.Status(ctx, 1)
+	require.NoError(t, err, "the first query after the restart")
+	require.NotEqual(t, old, st.Incarnation)
+	require.Equal(t, s.s.inc, st.Incarnation)
+}
+
+// restartNode1 closes node 1's server (the first of servers) and starts a new one, empty, at
+// its address: the node restarted, as a new incarnation.
+func restartNode1(t *testing.T, servers []*Server, cl *Cluster) *Server {
+	t.Helper()
 	require.NoError(t, servers[0].Close())
 	s, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	_, err = s.Listen(cl.Memory[0].Addr)
 	require.NoError(t, err)
-
-	st, err = f.Status(ctx, 1)
-	require.NoError(t, err, "the first query after the restart")
-	require.NotEqual(t, old, st.Incarnation)
-	require.Equal(t, s.s.inc, st.Incarnation)
+	return s
 }

@@ -210,12 +210,7 @@ func TestStaleKeyAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 
 	// The node restarts at the same address: new memory, new key.
-	require.NoError(t, servers[0].Close())
-	s, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	_, err = s.Listen(cl.Memory[0].Addr)
-	require.NoError(t, err)
+	s := restartNode1(t, servers, cl)
 
 	_, err = m.FAA(ctx, a, 1)
 	if errors.Is(err, farmem.ErrNodeDown) {

@@ -33,12 +33,7 @@ func TestIdleConnectionsRetiredOnRestart(t *testing.T) {
 	require.NoError(t, err)
 
 	// The node restarts at the same address.
-	require.NoError(t, servers[0].Close())
-	s, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	_, err = s.Listen(cl.Memory[0].Addr)
-	require.NoError(t, err)
+	s := restartNode1(t, servers, cl)
 
 	// One client meets the new incarnation (after perhaps its own connection's end).
 	_, err = busy.FAA(ctx, a, 1)
