@@ -187,5 +187,12 @@ func TestHolesHealed(t *testing.T) {
 		}
 		err = r.Read(ctx, lost, got)
 		require.ErrorIs(t, err, replmem.ErrNoQuorum, "the unhealed block is on one live replica")
+		// An atomic on it cannot lock a majority holding the word: it says it wrote nothing,
+		// and the live replica's copy is indeed unchanged.
+		_, err = r.CAS(ctx, lost, binary.LittleEndian.Uint64(img), 7)
+		require.ErrorIs(t, err, replmem.ErrNotWritten)
+		raw := make([]byte, 8)
+		require.NoError(t, m.Read(ctx, r.Phys(1, lost), raw))
+		require.Equal(t, img[:8], raw)
 	})
 }

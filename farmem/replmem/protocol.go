@@ -465,7 +465,7 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 			}
 			if answered <= r.f || len(got) > r.f {
 				if short++; short >= 3 {
-					return 0, false, fmt.Errorf("%w: %d replicas answered", ErrNoQuorum, answered)
+					return 0, false, fmt.Errorf("%w: word %v: %d replicas answered, %d of them hold it (a replica at version 0 never had it written)", ErrNotWritten, a, answered, voters)
 				}
 			} else {
 				short = 0
@@ -580,5 +580,5 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 		}
 		return bestVal, false, fmt.Errorf("%w: the write reached %d replicas, outcome unknown", ErrNoQuorum, done)
 	}
-	return 0, false, fmt.Errorf("%w: no lock round succeeded", ErrNoQuorum)
+	return 0, false, fmt.Errorf("%w: no lock round succeeded", ErrNotWritten)
 }

@@ -17,6 +17,11 @@ var (
 	// never agreed within the attempts allowed. It wraps farmem.ErrNodeDown: the outcome of
 	// the operation is unknown.
 	ErrNoQuorum = fmt.Errorf("replmem: no quorum of replicas: %w", farmem.ErrNodeDown)
+	// ErrNotWritten is the ErrNoQuorum of an atomic that never locked a majority of the
+	// word's replicas holding it: it wrote nothing anywhere (its locks were given back), so
+	// unlike ErrNoQuorum in general its outcome is known, and a caller may retry it elsewhere
+	// or through other knowledge without the risk of applying it twice.
+	ErrNotWritten = fmt.Errorf("%w: nothing written", ErrNoQuorum)
 )
 
 // Each replicated word is four words on each replica (the stride): its value, its control
