@@ -160,14 +160,21 @@ func (sv *Server) Listen(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("rdma: listen: %w", err)
 	}
-	go sv.Serve(ln)
+	// Logged before the goroutine starts: a caller that closes the server at once (a failed
+	// start) and then reads its log must not race with it.
+	sv.logServing(ln)
+	go sv.s.serve(ln)
 	return ln.Addr().String(), nil
 }
 
 // Serve serves connections from ln until the server closes or crashes.
 func (sv *Server) Serve(ln net.Listener) {
-	sv.s.log.Info("serving", "addr", ln.Addr().String(), "size", sv.s.reg.size, "backing", sv.s.reg.desc, "provider", sv.s.provider)
+	sv.logServing(ln)
 	sv.s.serve(ln)
+}
+
+func (sv *Server) logServing(ln net.Listener) {
+	sv.s.log.Info("serving", "addr", ln.Addr().String(), "size", sv.s.reg.size, "backing", sv.s.reg.desc, "provider", sv.s.provider)
 }
 
 // Addr returns the address the server listens on, or "" before Listen or Serve.
