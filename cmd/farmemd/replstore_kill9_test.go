@@ -96,6 +96,16 @@ type kill9Scenario struct {
 // each fault is measured against.
 const phaseOps = 20
 
+// settle is the least a phase lasts after an adoption or a pause's end before the next fault:
+// the node counts again in the store's rounds only once its handles' shared suspicion has
+// probed it back (replmem's Health), and a fault before that leaves fewer replicas than the
+// store tolerates (seen once: a SIGKILL 127 ms after a SIGCONT failed a write that reached only
+// the killed node).
+const settle = 300 * time.Millisecond
+
+// never is an until condition that does not come, so that the phase lasts its d.
+func never() bool { return false }
+
 // procCluster is farmemd processes and a cluster file stating their sizes, so that a process
 // dialing while one of them is down can lay it out.
 type procCluster struct {
@@ -175,7 +185,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 			t.Logf("adopt of node %d took %v and %d tries", st.node, time.Since(adopt).Round(time.Millisecond), tries)
 			require.Equal(t, uint64(1), rep.Generation)
 			require.Zero(t, rep.Lost, "repopulated (or, with the index on node 4, nothing to purge)")
-			l.until(t, fmt.Sprintf("node %d adopted", st.node), phaseOps, 0, nil)
+			l.until(t, fmt.Sprintf("node %d adopted", st.node), phaseOps, settle, never)
 		case pause:
 			p := c.node(st.node)
 			fault := time.Now()
@@ -190,7 +200,7 @@ func replicatedKill9(t *testing.T, sc kill9Scenario) {
 				return err == nil && st.State == farmem.NodeUp
 			}, 30*time.Second, 10*time.Millisecond)
 			t.Logf("node %d back in the fabric %v after SIGCONT", st.node, time.Since(cont).Round(time.Millisecond))
-			l.until(t, fmt.Sprintf("node %d continued", st.node), phaseOps, 0, nil)
+			l.until(t, fmt.Sprintf("node %d continued", st.node), phaseOps, settle, never)
 		}
 	}
 	l.verify(t, s)
