@@ -96,11 +96,13 @@ type kill9Scenario struct {
 // each fault is measured against.
 const phaseOps = 20
 
-// settle is the least a phase lasts after an adoption or a pause's end before the next fault:
-// the node counts again in the store's rounds only once its handles' shared suspicion has
-// probed it back (replmem's Health), and a fault before that leaves fewer replicas than the
-// store tolerates (seen once: a SIGKILL 127 ms after a SIGCONT failed a write that reached only
-// the killed node).
+// settle is the least a phase lasts after an adoption or a pause's end before the next fault,
+// as the scenarios waited before they ended phases on progress: the store counts a resumed or
+// adopted node again only some time after the fabric does (a suspected replica is probed back
+// after a period, a process adopts in its own view), and a fault before that leaves fewer
+// replicas than it tolerates (seen once: a SIGKILL 127 ms after a SIGCONT failed a SWARM-KV
+// write whose round reached only the killed node; why it reached neither other node is not
+// diagnosed).
 const settle = 300 * time.Millisecond
 
 // never is an until condition that does not come, so that the phase lasts its d.
