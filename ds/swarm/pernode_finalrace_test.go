@@ -7,12 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
-	"github.com/farmem/farmem/internal/dstest"
 )
 
 // TestPerNodeFinalInFlight: a node-mate's final tuple is stamped (the lane's timestamps are
@@ -27,9 +25,7 @@ func TestPerNodeFinalInFlight(t *testing.T) {
 	s.Run(func() {
 		ctx := context.Background()
 		rt := s.Runtime()
-		addrs := dstest.Build(t, s, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
-			return swarm.Create(ctx, m, a, s.Topology().MemoryNodes(), perNodeParams)
-		})
+		addrs := createPerNode(t, s)
 		lanes := maxreg.NewLanes()
 		var hook func(ctx context.Context, v farmemtest.Verb)
 		// Clients 0 and 2 on the first compute node; client 0's verbs pass through hook.

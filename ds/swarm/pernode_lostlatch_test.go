@@ -8,11 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/internal/dstest"
 )
 
 // lateAnswer is a client's memory whose next CAS taking a latch in the client's own region
@@ -67,9 +65,7 @@ func laneLostAnswer(t *testing.T, unapplied bool) {
 	s.Run(func() {
 		ctx := context.Background()
 		rt := s.Runtime()
-		addrs := dstest.Build(t, s, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
-			return swarm.Create(ctx, m, a, s.Topology().MemoryNodes(), perNodeParams)
-		})
+		addrs := createPerNode(t, s)
 		const patience = time.Millisecond
 		lanes := &maxreg.Lanes{Patience: patience}
 		var late *lateAnswer

@@ -7,12 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/ds/maxreg"
 	"github.com/farmem/farmem/ds/swarm"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
-	"github.com/farmem/farmem/internal/dstest"
 )
 
 // TestPerNodeLanePatience: a node-mate that holds the lane's latch for many patiences (alive,
@@ -24,9 +22,7 @@ func TestPerNodeLanePatience(t *testing.T) {
 	s.Run(func() {
 		ctx := context.Background()
 		rt := s.Runtime()
-		addrs := dstest.Build(t, s, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
-			return swarm.Create(ctx, m, a, s.Topology().MemoryNodes(), perNodeParams)
-		})
+		addrs := createPerNode(t, s)
 		const patience = time.Millisecond
 		lanes := &maxreg.Lanes{Patience: patience}
 		// Clients 0 and 2 on the first compute node.

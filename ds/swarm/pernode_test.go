@@ -23,6 +23,14 @@ import (
 var perNodeParams = maxreg.Params{Words: 2, Slots: 4, ValueSize: 32, Writers: 2, PerNode: true,
 	Lease: 200 * time.Microsecond, Skew: 10 * time.Microsecond}
 
+// createPerNode creates a register with perNodeParams on s's memory nodes (inside s.Run).
+func createPerNode(t *testing.T, s *sim.Sim) []farmem.Addr {
+	t.Helper()
+	return dstest.Build(t, s, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
+		return swarm.Create(ctx, m, a, s.Topology().MemoryNodes(), perNodeParams)
+	})
+}
+
 // perNodeRun has clients clients (over the fabric's compute nodes) write and read one
 // register with per-node lanes, all sharing lanes, and checks the history with lincheck's
 // register model. It returns the handles' summed counters.
@@ -160,9 +168,7 @@ func TestPerNodeFinalTuple(t *testing.T) {
 	s := newSimC(t, 5, 3, 2, 0, 0)
 	s.Run(func() {
 		ctx := context.Background()
-		addrs := dstest.Build(t, s, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) ([]farmem.Addr, error) {
-			return swarm.Create(ctx, m, a, s.Topology().MemoryNodes(), perNodeParams)
-		})
+		addrs := createPerNode(t, s)
 		lanes := maxreg.NewLanes()
 		// Clients 0 and 2 on the first compute node, 1 on the second.
 		hs := []*handle{
