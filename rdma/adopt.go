@@ -224,14 +224,7 @@ func (f *Fabric) Fence(id farmem.NodeID) error {
 	p.mu.Unlock()
 	// Connections already open to the node would reach its memory: end them.
 	err := p.fenced()
-	var qs []*tcpQP
-	f.qmu.Lock()
-	for q := range f.live {
-		if q.p == p {
-			qs = append(qs, q)
-		}
-	}
-	f.qmu.Unlock()
+	qs := f.liveTo(p)
 	for _, q := range qs {
 		q.fail(err)
 	}

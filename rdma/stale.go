@@ -36,14 +36,7 @@ func (f *Fabric) learned(p *peer, w wire.Welcome) {
 // retireIdle fails the connections to p that are set up to another incarnation than inc and
 // have nothing outstanding.
 func (f *Fabric) retireIdle(p *peer, inc uint64) {
-	var qs []*tcpQP
-	f.qmu.Lock()
-	for q := range f.live {
-		if q.p == p {
-			qs = append(qs, q)
-		}
-	}
-	f.qmu.Unlock()
+	qs := f.liveTo(p)
 	err := fmt.Errorf("rdma: %v restarted (incarnation %#x): the connection to its old process is closed: %w", p.id, inc, farmem.ErrNodeDown)
 	for _, q := range qs {
 		q.failWith(err, false, inc)
@@ -56,4 +49,17 @@ func (c *ctlConn) retired() bool {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
 	return c.inc != 0 && c.p.life.seen != 0 && c.p.life.seen != c.inc
+}
+
+// liveTo returns the fabric's live connections to p.
+func (f *Fabric) liveTo(p *peer) []*tcpQP {
+	var qs []*tcpQP
+	f.qmu.Lock()
+	defer f.qmu.Unlock()
+	for q := range f.live {
+		if q.p == p {
+			qs = append(qs, q)
+		}
+	}
+	return qs
 }
