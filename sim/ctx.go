@@ -134,21 +134,47 @@ func linked(ctx context.Context, sc *simCtx) bool {
 	return ok && !d.After(scd)
 }
 
-// withTimeout implements Runtime.WithTimeout; the token must be held.
-func (s *Sim) withTimeout(parent context.Context, d time.Duration, clk clock) (context.Context, context.CancelFunc) {
+// WithCancel returns a context derived from parent that ends when parent does or when the
+// returned function is called. Inside the simulation use it, not context.WithCancel, for a
+// context that the simulation itself cancels: the cancel function wakes the simulated
+// goroutines parked on the context in the same event, so the run stays deterministic. A
+// standard context canceled from inside reaches the simulator only through a goroutine of the
+// context package, at a virtual time that depends on the host's scheduling. The cancel
+// function may also be called from outside the simulation (it then waits for the token).
+func (s *Sim) WithCancel(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	c := &simCtx{s: s, parent: parent, done: make(chan struct{}), clk: clk}
+	p, adopted := s.enter()
+	defer s.exit(p, adopted)
+	clk := clock{}
+	if anc, _ := s.simAncestor(parent); anc != nil {
+		clk = anc.clk // an inherited deadline reads on the clock of the context that set it
+	}
+	return s.derive(parent, 0, clk)
+}
+
+// withTimeout implements Runtime.WithTimeout; the token must be held.
+func (s *Sim) withTimeout(parent context.Context, d time.Duration, clk clock) (context.Context, context.CancelFunc) {
 	dl := s.nowNs + clk.span(d)
 	if d < 0 {
 		dl = s.nowNs + int64(d)
 	}
+	return s.derive(parent, dl, clk)
+}
+
+// derive makes a simulator context below parent that ends at true virtual time dl (0: no
+// deadline of its own), when parent ends, or when canceled; the token must be held.
+func (s *Sim) derive(parent context.Context, dl int64, clk clock) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	c := &simCtx{s: s, parent: parent, done: make(chan struct{}), clk: clk}
 	anc, same := s.simAncestor(parent)
 	if anc != nil && !same && !linked(parent, anc) {
 		anc = nil // a simulator context above a cut (context.WithoutCancel): not a parent
 	}
-	if anc != nil && anc.deadline != 0 && anc.deadline < dl {
+	if anc != nil && anc.deadline != 0 && (dl == 0 || anc.deadline < dl) {
 		dl = anc.deadline
 	}
 	c.deadline = dl
@@ -188,6 +214,9 @@ func (s *Sim) withTimeout(parent context.Context, d time.Duration, clk clock) (c
 				s.exit(p, adopted)
 			}))
 		}
+	}
+	if dl == 0 {
+		return c, cancelFunc
 	}
 	if dl <= s.nowNs {
 		c.cancel(context.DeadlineExceeded)

@@ -52,7 +52,10 @@
 // someone waits in the simulator: Run's goroutine, or a goroutine from outside inside a
 // blocking call. From outside, wait for simulated goroutines with Group.Wait or a Sleep loop on
 // the runtime; a sync.WaitGroup wait works only through a wall-clock watchdog that is slow and
-// not deterministic.
+// not deterministic. A context that the simulation itself cancels must come from
+// Sim.WithCancel (or a runtime's WithTimeout): a standard context.WithCancel canceled inside
+// reaches the goroutines parked on it through a goroutine of the context package, at a
+// virtual time that depends on the host's scheduling, and the run is no longer deterministic.
 //
 // # The model
 //

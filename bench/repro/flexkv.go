@@ -718,7 +718,7 @@ func runFlexSeed(cfg FlexConfig, sp flexSpec, seed uint64) (flexRun, error) {
 		rt := s.Runtime()
 		var periods []kvstore.ManagerPeriod
 		measuring, stop, knobQuiet := false, false, false
-		mctx, stopManager := context.WithCancel(ctx)
+		mctx, stopManager := s.WithCancel(ctx)
 		g := s.NewGroup()
 		if mo != nil {
 			from := rt.Now().Add(3 * cfg.Period)
@@ -928,7 +928,7 @@ func runFlexSwitch(cfg FlexConfig, seed uint64) (FlexSwitch, error) {
 				out.AfterPeriods = len(out.Samples) - first
 			}
 		}
-		mctx, stopManager := context.WithCancel(ctx)
+		mctx, stopManager := s.WithCancel(ctx)
 		g := s.NewGroup()
 		g.Go(func() { _ = fc.store.RunManager(mctx, mo) })
 		stop := false
@@ -967,7 +967,7 @@ func runFlexFixed(cfg FlexConfig, seed uint64, ratio float64) (float64, error) {
 		mix, _ := flexMix("A")
 		g := s.NewGroup()
 		fc.drive(ctx, g, &mix, dist, &stop)
-		mctx, cancel := context.WithCancel(ctx)
+		mctx, cancel := s.WithCancel(ctx)
 		quiet, read, seen := 0, 0, 0
 		mo.Trace = func(p kvstore.ManagerPeriod) {
 			seen++
@@ -1060,7 +1060,7 @@ func runFlexBalance(cfg FlexConfig, seed uint64) (FlexBalance, error) {
 				var prox []float64
 				var served []uint64 // per live node, summed over the periods read
 				var ops uint64
-				mctx, cancel := context.WithCancel(ctx)
+				mctx, cancel := s.WithCancel(ctx)
 				settled, seen := false, 0
 				o.Trace = func(p kvstore.ManagerPeriod) {
 					seen++
