@@ -105,7 +105,7 @@ func TestClosedLoopThroughput(t *testing.T) {
 						if long() {
 							return 20 * time.Millisecond
 						}
-						return 2 * time.Millisecond
+						return time.Millisecond
 					}(),
 					Start: func(_ context.Context, c farmem.Memory, i int) (sim.OpFunc, error) {
 						a := farmem.MakeAddr(1, base+uint64(i)*64)
@@ -144,8 +144,8 @@ func TestOpenLoopMD1(t *testing.T) {
 	const svc = time.Microsecond
 	mu := 1 / svc.Seconds()
 	// Tolerance: the estimate of a mean waiting time from correlated samples; the long version
-	// runs ten times as many arrivals.
-	tol, dur := 0.08, 200*time.Millisecond
+	// runs 25 times as many arrivals.
+	tol, dur := 0.08, 80*time.Millisecond
 	if long() {
 		tol, dur = 0.03, 2*time.Second
 	}
