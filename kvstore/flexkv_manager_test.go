@@ -56,7 +56,7 @@ func managerSim(t *testing.T, seed uint64) {
 		var mu sync.Mutex
 		var trace []kvstore.ManagerPeriod
 		var crashAt farmem.Time
-		mctx, stopManager := context.WithCancel(ctx)
+		mctx, stopManager := sm.WithCancel(ctx)
 		err = farmemtest.Parallel(rt, workers+2, func(g int) error {
 			switch g {
 			case workers + 1:

@@ -43,7 +43,7 @@ func TestFlexKVManagerShift(t *testing.T) {
 			var mu sync.Mutex
 			var trace []kvstore.ManagerPeriod
 			var switchAt farmem.Time
-			mctx, stopManager := context.WithCancel(ctx)
+			mctx, stopManager := sm.WithCancel(ctx)
 			const workers = 6
 			err = farmemtest.Parallel(rt, workers+2, func(g int) error {
 				switch g {
