@@ -55,8 +55,12 @@ type tcpQP struct {
 	confirmed uint64 // number of the last batch frame a Result answered
 	deadCh    chan struct{}
 	upCh      chan struct{} // closed once the connection is set up (send.go waits for it)
-	slotCh    chan struct{} // a slot freed
-	backlog   []deferred    // sends waiting for the window, in posting order; drained by a goroutine while not empty
+	slotCh    chan struct{} // a slot freed, signaled while slotWaiters > 0
+	// slotWaiters counts the goroutines in acquire, which may wait for a slot (q.mu): a
+	// release signals slotCh only then, so freeing a slot costs no channel operation while
+	// no one waits.
+	slotWaiters int
+	backlog     []deferred // sends waiting for the window, in posting order; drained by a goroutine while not empty
 
 	rmu     sync.Mutex // the reader role
 	br      *bufio.Reader
@@ -609,6 +613,14 @@ func (q *tcpQP) deadErr() error {
 // acquire registers an outstanding request, waiting for a free slot if the limit is reached,
 // and returns its id and sequence number.
 func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err error) {
+	defer func() {
+		q.mu.Lock()
+		q.slotWaiters--
+		q.mu.Unlock()
+	}()
+	q.mu.Lock()
+	q.slotWaiters++ // from here on, a slot's release signals slotCh
+	q.mu.Unlock()
 	for {
 		q.mu.Lock()
 		if q.state == qpDead {
@@ -682,10 +694,13 @@ func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 		// Batch frames are answered in order: this answer confirms every frame up to it.
 		q.confirmed = max(q.confirmed, sl.seq)
 	}
+	wake := q.slotWaiters > 0
 	q.mu.Unlock()
-	select {
-	case q.slotCh <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case q.slotCh <- struct{}{}:
+		default:
+		}
 	}
 	return sl, true
 }
