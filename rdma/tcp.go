@@ -63,6 +63,8 @@ type tcpQP struct {
 	backlog     []deferred // sends waiting for the window, in posting order; drained by a goroutine while not empty
 
 	rmu     sync.Mutex // the reader role
+	run     []runFrame // scratch of resultRun (q.rmu held)
+	runSl   []qslot    // scratch of resultRun (q.rmu held)
 	br      *bufio.Reader
 	rc      syscall.RawConn // the socket, for rawRead (nil: read through the net.Conn)
 	rr      rawReader
@@ -990,6 +992,11 @@ func (q *tcpQP) readOne() error {
 		if err != nil {
 			return q.readErr(err)
 		}
+		if h.Type == wire.TypeResult && q.br.Buffered() > total {
+			if done, err := q.resultRun(h, total); done {
+				return err
+			}
+		}
 		p = fb[wire.HeaderSize:]
 		defer func() { _, _ = q.br.Discard(total) }()
 	} else {
@@ -1047,8 +1054,18 @@ func (q *tcpQP) protoErr(err error) error {
 func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
 	sl, ok := q.release(h.ID, false)
 	if !ok {
-		return fmt.Errorf("rdma: result for unknown request %#x: %w", h.ID, wire.ErrMalformed)
+		return errUnknownResult(h.ID)
 	}
+	return q.resultOf(sl, h, p, rs)
+}
+
+func errUnknownResult(id uint64) error {
+	return fmt.Errorf("rdma: result for unknown request %#x: %w", id, wire.ErrMalformed)
+}
+
+// resultOf completes the ops of the released slot sl with the Result frame (h, p) that
+// answered it.
+func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) error {
 	b := sl.b
 	at := func(k int) int {
 		if sl.idx == nil {
