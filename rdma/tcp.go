@@ -542,18 +542,18 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 // (which they must not be overtaken by).
 func (q *tcpQP) tryAcquire(sl qslot, signaled bool) (id, seq uint64, full bool, err error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.state == qpDead {
-		return 0, 0, false, q.err
+	switch {
+	case q.state == qpDead:
+		err = q.err
+	case len(q.backlog) > 0:
+		full = true
+	case signaled:
+		var ok bool
+		id, seq, ok = q.takeLocked(sl)
+		full = !ok
 	}
-	if len(q.backlog) > 0 {
-		return 0, 0, true, nil
-	}
-	if !signaled {
-		return 0, 0, false, nil
-	}
-	id, seq, ok := q.takeLocked(sl)
-	return id, seq, !ok, nil
+	q.mu.Unlock()
+	return id, seq, full, err
 }
 
 // deferSend queues d in the backlog, starting the goroutine that drains it if it is idle.
