@@ -123,7 +123,10 @@
 // request's expiry on. The bound, assuming the client's and node's clocks differ by at most S:
 // no request the client saw fail with ErrNodeDown is applied later than its post time plus the
 // down timeout plus S (a batch checked just before its expiry is applied within the time one
-// batch takes). Keep S well below the down timeout (NTP or PTP; milliseconds); a node whose
+// batch takes; on the tcp provider the node reads its clock once for the batches that came in
+// one read of the socket, at the first of them, so a later one of them is applied within the
+// time that serving the batches before it in that read takes, at most 64 KiB of requests).
+// Keep S well below the down timeout (NTP or PTP; milliseconds); a node whose
 // clock runs ahead refuses requests early, one whose clock lags stretches the bound by the lag.
 // The expiry also bounds a request's wait in a healthy but overloaded node's queue: one that
 // reaches the node more than the down timeout after its post is refused, never applied late.

@@ -65,6 +65,7 @@ func (c *sconn) serveRaw() bool {
 	// serve serves the whole frames in buf[r:w]; it returns false when the connection ends or
 	// a large frame is next.
 	serve := func() bool {
+		c.clock = 0 // the frames of this read check their expiry against one clock reading
 		for w-r >= wire.HeaderSize {
 			h, err := wire.ParseHeader(buf[r:r+wire.HeaderSize], s.lim.maxFrame)
 			if err != nil {
@@ -196,5 +197,6 @@ func (c *sconn) serveBig(h wire.Header, buf []byte, r, w *int) bool {
 			return false
 		}
 	}
+	c.clock = 0 // it was read apart: its expiry is checked against the clock read now
 	return c.serveFrame(h, p, release, *w-*r < wire.HeaderSize)
 }

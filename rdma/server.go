@@ -359,10 +359,46 @@ type sconn struct {
 	wmu sync.Mutex
 	rw  *rawWriter // writes out without waiting (made at the first flush)
 	out []byte
+	// tally holds the counts of the batches served since the last flush, added to the node's
+	// counters as the replies leave (c.wmu held): one atomic add per counter and flush rather
+	// than per frame, and a client that has a batch's reply finds it counted in the metrics.
+	tally tally
+	// due: the last batch left the reply queue at outFlushAt or beyond (set by the serving
+	// goroutine, read by it after the batch: other writers of the queue flush it themselves).
+	due bool
+	// clock, if not 0, is the node's wall clock read for the frames of the current read of the
+	// socket (serveRaw): the batches served from one read check their expiry against one
+	// clock reading, taken at the first of them. Only the serving goroutine uses it.
+	clock int64
 
 	// raw: the connection is served inside a raw read (serve_unix.go), which its own goroutine
 	// must leave before the connection can be closed; aborted: it was told to close.
 	raw, aborted atomic.Bool
+}
+
+// tally is a connection's counts of served batches not yet added to the node's counters.
+type tally struct {
+	batches, ops, bytesIn uint64
+	kindOps, kindBytes    [farmem.NumOpKinds]uint64
+}
+
+// publishLocked adds the connection's tally to the node's counters and clears it (c.wmu held).
+func (c *sconn) publishLocked() {
+	t := &c.tally
+	if t.batches == 0 {
+		return
+	}
+	s := c.s
+	s.batches.Add(t.batches)
+	s.ops.Add(t.ops)
+	s.bytesIn.Add(t.bytesIn)
+	for k := range t.kindOps {
+		if t.kindOps[k] != 0 {
+			s.kindOps[k].Add(t.kindOps[k])
+			s.kindBytes[k].Add(t.kindBytes[k])
+		}
+	}
+	*t = tally{}
 }
 
 // abort closes the connection, from any goroutine (its own included, even in the middle of a
@@ -389,6 +425,9 @@ func (c *sconn) run() {
 			s.nAuth--
 		}
 		s.mu.Unlock()
+		c.wmu.Lock()
+		c.publishLocked()
+		c.wmu.Unlock()
 		_ = c.nc.Close()
 	}()
 	c.remote = c.nc.RemoteAddr().String()
@@ -452,7 +491,7 @@ func (c *sconn) serveFrame(h wire.Header, p []byte, release func(), idle bool) b
 	// Replies are written when the client has nothing more queued, and whenever they reach
 	// outFlushAt: a client that sends without reading meets a full socket here, and the
 	// connection stops reading its requests until it drains its replies.
-	if idle || c.queued() >= outFlushAt {
+	if idle || (h.Type == wire.TypeBatch && c.due) || (h.Type != wire.TypeBatch && c.queued() >= outFlushAt) {
 		if err := c.flush(); err != nil {
 			s.log.Debug("write failed; closing", "remote", c.remote, "client", c.client, "err", err)
 			return false
@@ -552,6 +591,7 @@ func (c *sconn) flush() error {
 // flushLocked writes the queued replies, then extra (a large reply built apart), within the
 // write timeout. c.wmu is held.
 func (c *sconn) flushLocked(extra []byte) error {
+	c.publishLocked()
 	if len(c.out) == 0 && len(extra) == 0 {
 		return nil
 	}
@@ -751,10 +791,11 @@ func (c *sconn) handshake() bool {
 
 // handle serves one frame after the handshake. An error is a protocol violation.
 func (c *sconn) handle(h wire.Header, p []byte) error {
+	if h.Type == wire.TypeBatch {
+		return c.batch(h, p) // (it counts its bytes)
+	}
 	c.s.bytesIn.Add(uint64(wire.HeaderSize + len(p)))
 	switch h.Type {
-	case wire.TypeBatch:
-		return c.batch(h, p)
 	case wire.TypePing:
 		c.wmu.Lock()
 		c.out = wire.AppendHeader(c.out, wire.Header{Type: wire.TypePong, ID: h.ID})
@@ -778,6 +819,7 @@ func (c *sconn) handle(h wire.Header, p []byte) error {
 // to the node's output budget, built apart, and written before the next frame is read.
 func (c *sconn) batch(h wire.Header, p []byte) error {
 	s := c.s
+	c.due = false
 	ops, expiry, err := wire.DecodeBatchExpiry(p, c.ops)
 	c.ops = ops
 	if len(p) > frameBuf {
@@ -787,10 +829,9 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 		defer clear(ops)
 	}
 	if err != nil {
+		s.bytesIn.Add(uint64(wire.HeaderSize + len(p)))
 		return err
 	}
-	s.batches.Add(1)
-	s.ops.Add(uint64(len(ops)))
 	signaled, bad := 0, false
 	for i := range ops {
 		if !ops[i].Unsignaled {
@@ -800,13 +841,24 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 			bad = true
 		}
 	}
-	if expiry != 0 && wallNow() > expiry {
-		// Its client has reported it failed (or is about to): it must not take effect now.
-		return c.expireBatch(h, ops, signaled, expiry)
+	if expiry != 0 {
+		now := c.clock
+		if now == 0 {
+			now = wallNow()
+			if c.raw.Load() {
+				c.clock = now
+			}
+		}
+		if now > expiry {
+			// Its client has reported it failed (or is about to): it must not take effect now.
+			s.countRefused(len(p), len(ops))
+			return c.expireBatch(h, ops, signaled, expiry)
+		}
 	}
 	size := wire.ResultsSize(ops)
 	tooBig := size > uint64(s.lim.maxFrame)
 	if bad || tooBig {
+		s.countRefused(len(p), len(ops))
 		return c.refuseBatch(h, ops, signaled, tooBig)
 	}
 	limit, partial := len(ops), false
@@ -827,6 +879,9 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.tally.batches++
+	c.tally.ops += uint64(len(ops))
+	c.tally.bytesIn += uint64(wire.HeaderSize + len(p))
 	b := c.out
 	if large {
 		b = big
@@ -880,10 +935,8 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 		}
 	}
 	for k := range kops {
-		if kops[k] != 0 {
-			s.kindOps[k].Add(kops[k])
-			s.kindBytes[k].Add(kbytes[k])
-		}
+		c.tally.kindOps[k] += kops[k]
+		c.tally.kindBytes[k] += kbytes[k]
 	}
 	if answer {
 		binary.LittleEndian.PutUint16(b[countAt:], uint16(answered))
@@ -895,11 +948,20 @@ func (c *sconn) batch(h wire.Header, p []byte) error {
 	}
 	if !large {
 		c.out = b
+		c.due = len(b) >= outFlushAt
 		return nil
 	}
+	c.due = false
 	// The queue first, so replies stay in request order; the connection reads nothing more
 	// until the client has taken the large reply (or the write timeout closes it).
 	return c.flushLocked(b)
+}
+
+// countRefused counts a batch frame of n payload bytes and ops ops refused whole.
+func (s *srv) countRefused(n, ops int) {
+	s.batches.Add(1)
+	s.ops.Add(uint64(ops))
+	s.bytesIn.Add(uint64(wire.HeaderSize + n))
 }
 
 // refuseBatch answers a batch refused whole: each signaled op gets its own failure, or
@@ -939,6 +1001,7 @@ func (c *sconn) refuseBatch(h wire.Header, ops []wire.Op, signaled int, tooBig b
 		b = wire.AppendStatus(b, st)
 	}
 	c.out = wire.EndFrame(b, start)
+	c.due = len(c.out) >= outFlushAt
 	return nil
 }
 
@@ -962,6 +1025,7 @@ func (c *sconn) expireBatch(h wire.Header, ops []wire.Op, signaled int, expiry i
 		}
 	}
 	c.out = wire.EndFrame(b, start)
+	c.due = len(c.out) >= outFlushAt
 	return nil
 }
 

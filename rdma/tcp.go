@@ -55,10 +55,16 @@ type tcpQP struct {
 	confirmed uint64 // number of the last batch frame a Result answered
 	deadCh    chan struct{}
 	upCh      chan struct{} // closed once the connection is set up (send.go waits for it)
-	slotCh    chan struct{} // a slot freed
-	backlog   []deferred    // sends waiting for the window, in posting order; drained by a goroutine while not empty
+	slotCh    chan struct{} // a slot freed, signaled while slotWaiters > 0
+	// slotWaiters counts the goroutines in acquire, which may wait for a slot (q.mu): a
+	// release signals slotCh only then, so freeing a slot costs no channel operation while
+	// no one waits.
+	slotWaiters int
+	backlog     []deferred // sends waiting for the window, in posting order; drained by a goroutine while not empty
 
 	rmu     sync.Mutex // the reader role
+	run     []runFrame // scratch of resultRun (q.rmu held)
+	runSl   []qslot    // scratch of resultRun (q.rmu held)
 	br      *bufio.Reader
 	rc      syscall.RawConn // the socket, for rawRead (nil: read through the net.Conn)
 	rr      rawReader
@@ -536,18 +542,18 @@ func (q *tcpQP) sendFrom(d deferred, drain bool) {
 // (which they must not be overtaken by).
 func (q *tcpQP) tryAcquire(sl qslot, signaled bool) (id, seq uint64, full bool, err error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.state == qpDead {
-		return 0, 0, false, q.err
+	switch {
+	case q.state == qpDead:
+		err = q.err
+	case len(q.backlog) > 0:
+		full = true
+	case signaled:
+		var ok bool
+		id, seq, ok = q.takeLocked(sl)
+		full = !ok
 	}
-	if len(q.backlog) > 0 {
-		return 0, 0, true, nil
-	}
-	if !signaled {
-		return 0, 0, false, nil
-	}
-	id, seq, ok := q.takeLocked(sl)
-	return id, seq, !ok, nil
+	q.mu.Unlock()
+	return id, seq, full, err
 }
 
 // deferSend queues d in the backlog, starting the goroutine that drains it if it is idle.
@@ -609,6 +615,14 @@ func (q *tcpQP) deadErr() error {
 // acquire registers an outstanding request, waiting for a free slot if the limit is reached,
 // and returns its id and sequence number.
 func (q *tcpQP) acquire(ctx context.Context, sl qslot) (id, seq uint64, err error) {
+	defer func() {
+		q.mu.Lock()
+		q.slotWaiters--
+		q.mu.Unlock()
+	}()
+	q.mu.Lock()
+	q.slotWaiters++ // from here on, a slot's release signals slotCh
+	q.mu.Unlock()
 	for {
 		q.mu.Lock()
 		if q.state == qpDead {
@@ -682,10 +696,13 @@ func (q *tcpQP) release(id uint64, call bool) (qslot, bool) {
 		// Batch frames are answered in order: this answer confirms every frame up to it.
 		q.confirmed = max(q.confirmed, sl.seq)
 	}
+	wake := q.slotWaiters > 0
 	q.mu.Unlock()
-	select {
-	case q.slotCh <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case q.slotCh <- struct{}{}:
+		default:
+		}
 	}
 	return sl, true
 }
@@ -975,6 +992,11 @@ func (q *tcpQP) readOne() error {
 		if err != nil {
 			return q.readErr(err)
 		}
+		if h.Type == wire.TypeResult && q.br.Buffered() > total {
+			if done, err := q.resultRun(h, total); done {
+				return err
+			}
+		}
 		p = fb[wire.HeaderSize:]
 		defer func() { _, _ = q.br.Discard(total) }()
 	} else {
@@ -1032,8 +1054,18 @@ func (q *tcpQP) protoErr(err error) error {
 func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
 	sl, ok := q.release(h.ID, false)
 	if !ok {
-		return fmt.Errorf("rdma: result for unknown request %#x: %w", h.ID, wire.ErrMalformed)
+		return errUnknownResult(h.ID)
 	}
+	return q.resultOf(sl, h, p, rs)
+}
+
+func errUnknownResult(id uint64) error {
+	return fmt.Errorf("rdma: result for unknown request %#x: %w", id, wire.ErrMalformed)
+}
+
+// resultOf completes the ops of the released slot sl with the Result frame (h, p) that
+// answered it.
+func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) error {
 	b := sl.b
 	at := func(k int) int {
 		if sl.idx == nil {

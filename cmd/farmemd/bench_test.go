@@ -153,16 +153,19 @@ func TestLoopbackBench(t *testing.T) {
 	}
 
 	t.Logf("cpu: %s, %d cores", cpuModel(), runtime.NumCPU())
-	t.Logf("loopback, %d repetitions of %d ops per latency row interleaved with as many redis GETs, and of 1 s per throughput row in 20 alternating windows; farmemd and redis-server are separate processes", reps, n)
+	t.Logf("loopback, %d repetitions of %d ops per latency row interleaved with as many redis GETs, and of 1 s per throughput row in 20 alternating windows (rates: means over all windows); farmemd and redis-server are separate processes", reps, n)
 	t.Logf("%-12s %9s %9s %9s | %-10s %9s %9s | %s", "verb", "p50", "p99", "mean", "vs", "p50", "mean", "p50 ratio: median [min-max]")
 	for i, v := range verbs {
 		l, r := summarize(lats[i].l), summarize(lats[i].r)
 		t.Logf("%-12s %9v %9v %9v | GET %-6s %9v %9v | %s", v.name, l.p50, l.p99, l.mean,
 			fmt.Sprintf("%dB", v.size), r.p50, r.mean, spread(p50Ratios[i]))
 	}
-	t.Logf("%-12s %14s %14s  %s", "outstanding", "farmem read/s", "redis GET/s", "ratio: median [min-max]")
+	// The rates are means over all windows (each 1/20 s, so the mean rate is the pooled one):
+	// farmem's and redis's are taken over the same interleaved windows, and their quotient is
+	// the pooled ratio; medians of each column apart could come from different repetitions.
+	t.Logf("%-12s %14s %14s  %s", "outstanding", "farmem read/s", "redis GET/s", "ratio per repetition: median [min-max]")
 	for j, k := range ks {
-		t.Logf("%-12d %14.0f %14.0f  %s", k, median(fRates[j]), median(rRates[j]), spread(tRatios[j]))
+		t.Logf("%-12d %14.0f %14.0f  %s", k, mean(fRates[j]), mean(rRates[j]), spread(tRatios[j]))
 	}
 	t.Logf("read+write system calls per op    client         server")
 	t.Logf("  farmem read 8B, one at a time  %-14s %s", sysLat[0].per(latOps[0]), sysLat[1].per(latOps[0]))
@@ -236,6 +239,17 @@ func procIO(t *testing.T, pid int) (r, w uint64) {
 		}
 	}
 	return r, w
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 func median(xs []float64) float64 {
