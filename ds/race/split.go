@@ -259,7 +259,7 @@ func (t *Table) splitPause(ctx context.Context, d *time.Duration) error {
 // previous holder stopped.
 func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
 	la := st.Add(stLockOff)
-	hashes := make(map[Slot]uint64, t.geo.nslots) // first hash of the key of each block read
+	hashes := newSlotHashes(int(t.geo.nslots)) // first hash of the key of each block read
 	for range 4 {
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
@@ -311,7 +311,7 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 // exhausted the split fails with an error wrapping farmem.ErrNoSpace and the subtable is left
 // exactly as it was (no slot frozen), so its keys stay deletable and updatable, and the insert
 // that asked for the split can be retried once memory is freed.
-func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes map[Slot]uint64) (err error) {
+func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes *slotHashes) (err error) {
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
 	// 0. Allocate: the new half, and the doubled directory when publishing will need one.
 	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
@@ -369,7 +369,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	// 3. Which keys move: those whose first hash has bit d set.
 	if early && t.rt.Now().Sub(t.pinAt) > t.opts.PinBudget {
 		// Pinned too long for what was learnt unfrozen to be trusted: learn it all again.
-		clear(hashes)
+		hashes.forget()
 	}
 	if err := t.learnHashes(ctx, frozen, hashes, false); err != nil {
 		return err
@@ -384,7 +384,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	img := subtableImage(&t.geo, headerWord(d+1, suffix|1<<d), lockParent, ps)
 	for i, w := range frozen {
 		v := SlotFrozen
-		if w.Committed() && hashes[blockKey(w)]>>d&1 == 1 {
+		if h, _ := hashes.get(i, w); w.Committed() && h>>d&1 == 1 {
 			v = w
 		}
 		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
@@ -441,7 +441,8 @@ func (t *Table) dropSpareDir() {
 }
 
 // learnHashes records in hashes the first hash of the key of every committed slot word among
-// words whose block it has not learnt yet (frozen words only, unless all is set).
+// words (a subtable's, by slot index) whose block it has not learnt yet (frozen words only,
+// unless all is set).
 //
 // It reads each such block's head only: its first Unit (the header and the key, when the key
 // is at most Unit-blockHeader bytes), one round trip for all of them, and a second round trip
@@ -457,82 +458,100 @@ func (t *Table) dropSpareDir() {
 // A block must not be reused while it is being learnt: those of frozen slots cannot be retired
 // while frozen; those of other words (all) must have been read within the caller's pinned
 // section, and what is learnt from them holds only while that section lasts (see startSplit).
-func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]uint64, all bool) error {
-	// The blocks to read, each once.
+func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes *slotHashes, all bool) error {
+	// The blocks to read: those of the words whose block is not the one learnt at their index.
 	sb := takeSplitBuf()
-	ws := sb.ws[:0]
-	for _, w := range words {
+	idx := sb.idx[:0]
+	for i, w := range words {
 		if !w.Committed() || !all && !w.Frozen() {
 			continue
 		}
-		k := blockKey(w)
-		if _, ok := hashes[k]; ok {
-			continue
+		if _, ok := hashes.get(i, w); !ok {
+			idx = append(idx, i)
 		}
-		hashes[k] = 0 // a placeholder until the block is read: dedupes the list
-		ws = append(ws, k)
 	}
-	sb.ws = ws
-	if len(ws) == 0 {
+	sb.idx = idx
+	if len(idx) == 0 {
 		giveSplitBuf(sb)
 		return nil
 	}
-	drop := func() {
-		for _, w := range ws {
-			delete(hashes, w)
-		}
-	}
-	heads := grow(sb.all, len(ws)*Unit)
+	heads := grow(sb.all, len(idx)*Unit)
 	sb.all = heads
 	b := farmem.Batch{Ops: sb.ops[:0]}
-	for i, w := range ws {
-		b.Read(w.Addr(), heads[i*Unit:(i+1)*Unit:(i+1)*Unit])
+	for n, i := range idx {
+		b.Read(words[i].Addr(), heads[n*Unit:(n+1)*Unit:(n+1)*Unit])
 	}
 	sb.ops = b.Ops
 	if err := doChunked(ctx, t.m, &b); err != nil {
 		// The transport may still own the buffers: they are not reused.
-		drop()
 		return fmt.Errorf("race: read blocks to split: %w", err)
 	}
-	var long []Slot // blocks whose key does not fit the head
-	for i, w := range ws {
-		h, whole, err := t.headHash(w, heads[i*Unit:(i+1)*Unit])
+	var long []int // indices of the blocks whose key does not fit the head
+	for n, i := range idx {
+		h, whole, err := t.headHash(words[i], heads[n*Unit:(n+1)*Unit])
 		if err != nil {
-			drop()
 			giveSplitBuf(sb)
 			return err
 		}
 		if !whole {
-			long = append(long, w)
+			long = append(long, i)
 			continue
 		}
-		hashes[w] = h
+		hashes.set(i, words[i], h)
 	}
 	giveSplitBuf(sb)
 	if len(long) == 0 {
 		return nil
 	}
 	var lb farmem.Batch
-	for _, w := range long {
-		lb.Read(w.Addr(), make([]byte, w.Size()))
+	for _, i := range long {
+		lb.Read(words[i].Addr(), make([]byte, words[i].Size()))
 	}
 	if err := doChunked(ctx, t.m, &lb); err != nil {
-		drop()
 		return fmt.Errorf("race: read blocks to split: %w", err)
 	}
-	for i, w := range long {
-		blk, err := t.decode(w.Addr(), lb.Ops[i].Buf)
+	for n, i := range long {
+		w := words[i]
+		blk, err := t.decode(w.Addr(), lb.Ops[n].Buf)
 		if err == nil && t.fingerprint(t.hashOf(blk.Key)) != w.Fingerprint() {
 			err = fmt.Errorf("race: block at %v: key does not match the fingerprint of its slot: %w", w.Addr(), ErrCorrupt)
 		}
 		if err != nil {
-			drop()
 			return fmt.Errorf("race: split: block of slot %v: %w", w, err)
 		}
-		hashes[w] = t.hashOf(blk.Key).h1
+		hashes.set(i, w, t.hashOf(blk.Key).h1)
 	}
 	return nil
 }
+
+// slotHashes is what a split learnt of a subtable's keys, by slot index: the block (its slot
+// word without the frozen and tentative bits) whose key it learnt there, and that key's first
+// hash. A slot is indexed rather than a map of blocks kept, as a split looks every slot up a
+// few times (a map's hashing was a sixth of a split's CPU time); a slot whose word names
+// another block than the one learnt is simply not known.
+type slotHashes struct {
+	block []Slot
+	h1    []uint64
+}
+
+func newSlotHashes(n int) *slotHashes {
+	return &slotHashes{block: make([]Slot, n), h1: make([]uint64, n)}
+}
+
+// get returns the first hash of the key of the block committed word w (at slot i) names, if
+// learnt.
+func (h *slotHashes) get(i int, w Slot) (uint64, bool) {
+	if !w.Committed() || h.block[i] != blockKey(w) {
+		return 0, false
+	}
+	return h.h1[i], true
+}
+
+// set records that the key of the block w (at slot i) names has first hash h1.
+func (h *slotHashes) set(i int, w Slot, h1 uint64) { h.block[i], h.h1[i] = blockKey(w), h1 }
+
+// forget drops everything learnt.
+func (h *slotHashes) forget() { clear(h.block) }
 
 // headHash checks head, the first Unit of the block that committed word w names, against w and
 // returns its key's first hash; whole is false (and nothing checked but the lengths) when the
@@ -559,13 +578,13 @@ func (t *Table) fingerprint(k keyHash) uint8 {
 }
 
 // splitBuf is the memory of a split's batches: their ops (a batch of a slot's worth per slot
-// of the subtable: about 160 KiB with the default geometry) and, for learnHashes, the words
+// of the subtable: about 160 KiB with the default geometry) and, for learnHashes, the slots
 // whose blocks it reads and one buffer for all their heads (a Unit per slot: 96 KiB). Splits are rare and handles may be many, so the buffers are not kept per handle
 // but in a small process-wide stack (splitBufs): a split that reuses one allocates nothing. At
 // most maxSplitBufs are kept; the mutex guards the stack only, never a verb.
 type splitBuf struct {
 	ops []farmem.Op
-	ws  []Slot
+	idx []int
 	all []byte
 }
 
@@ -604,7 +623,7 @@ func giveSplitBuf(sb *splitBuf) {
 // in the directory and moves the header to depth d+1 (when publish is set: not yet done),
 // clears the moved slots of s.st and releases the others, releases the new half, and marks
 // the child word done.
-func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, hashes map[Slot]uint64) error {
+func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, hashes *slotHashes) error {
 	st, la := s.st, s.st.Add(stLockOff)
 	cw := s.child[d]
 	s1 := unpackAddr(cw)
@@ -650,7 +669,7 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 			continue
 		}
 		var v Slot
-		if w.Committed() && hashes[blockKey(w)]>>d&1 == 0 || w.Tombstone() {
+		if h, _ := hashes.get(i, w); w.Committed() && h>>d&1 == 0 || w.Tombstone() {
 			v = w.Plain() // a tombstone keeps its delete lease in the old half
 		}
 		b.CAS(t.geo.slotAddr(st, uint64(i)), uint64(w), uint64(v))
