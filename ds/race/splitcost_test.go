@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
@@ -222,4 +225,56 @@ func TestSplitRefusesBadHead(t *testing.T) {
 	require.NoError(t, c.tab.Insert(ctx, key(i-1), val(i-1, 8)))
 	require.Equal(t, uint64(1), c.tab.Stats().Splits)
 	require.Equal(t, int(i), audit(t, c, true).Keys)
+}
+
+// BenchmarkSplit inserts 1,000-byte values into a table of the default geometry on a cxl
+// region (one client) until b.N subtables have split, and reports what the inserts that
+// split cost: wall time, verbs, round trips and bytes read, per split.
+func BenchmarkSplit(b *testing.B) {
+	r, err := cxl.CreateTemp("", "race-split-*.region", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
+	if errors.Is(err, farmem.ErrNotSupported) {
+		b.Skip(err)
+	}
+	require.NoError(b, err)
+	defer os.Remove(r.Path())
+	defer r.Close()
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(b, err)
+	defer f.Close()
+	root := dstest.Build(b, f, dstest.AllocOptions, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return race.Create(ctx, m, a, race.Params{})
+	})
+	ctx := context.Background()
+	m, err := f.Open(ctx, f.ID())
+	require.NoError(b, err)
+	defer m.Close()
+	a, err := alloc.New(ctx, m, dstest.AllocOptions)
+	require.NoError(b, err)
+	defer a.Close()
+	tab, err := race.Open(ctx, m, a, root, race.Options{})
+	require.NoError(b, err)
+	defer tab.Close()
+	var took time.Duration
+	var cost farmem.Stats
+	splits := uint64(0)
+	b.ResetTimer()
+	for i := uint64(0); splits < uint64(b.N); i++ {
+		before, s0 := m.Stats(), tab.Stats().Splits
+		t0 := time.Now()
+		if err := tab.Insert(ctx, key(i), val(i, 1000)); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		if n := tab.Stats().Splits - s0; n > 0 {
+			splits += n
+			took += d
+			cost = cost.Add(m.Stats().Sub(before))
+		}
+	}
+	b.StopTimer()
+	n := float64(splits)
+	b.ReportMetric(float64(took.Nanoseconds())/n, "split-ns")
+	b.ReportMetric(float64(cost.TotalVerbs())/n, "verbs/split")
+	b.ReportMetric(float64(cost.RoundTrips)/n, "rtt/split")
+	b.ReportMetric(float64(cost.BytesIn)/n, "in-B/split")
 }
