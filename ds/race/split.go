@@ -231,13 +231,12 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 	return fmt.Errorf("race: waiting for split of %v: %w", st, ErrCorrupt)
 }
 
-// maxSplitPoll caps the pause between two polls of a split another client holds (or of
+// maxSplitPoll caps the pause between two polls of a split another client holds (or
 // Options.Backoff, if longer): a waiter resumes at most that long plus one read after the split
 // releases its lock. The cost is polls: one read of the subtable's header area (5 Units) per
-// pause, so a waiter reads about split duration / maxSplitPoll times during a long split (some
-// 60 on cxl, where a split of the default geometry takes about a millisecond), where pauses
-// doubling up to a millisecond (maxBackoff) read about ten times but overshot the split's end by
-// up to a millisecond.
+// pause, about (split duration)/maxSplitPoll of them during a long split (some ten for a split
+// of the default geometry on cxl, under a millisecond), where pauses doubling up to a
+// millisecond (maxBackoff) polled less but overshot the split's end by up to a millisecond.
 const maxSplitPoll = 64 * time.Microsecond
 
 // splitPause pauses a split's waiter for the current backoff and doubles it, up to
@@ -577,11 +576,12 @@ func (t *Table) fingerprint(k keyHash) uint8 {
 	return uint8(k.h2>>slotFPShift) >> (8 - t.p.FingerprintBits)
 }
 
-// splitBuf is the memory of a split's batches: their ops (a batch of a slot's worth per slot
-// of the subtable: about 160 KiB with the default geometry) and, for learnHashes, the slots
-// whose blocks it reads and one buffer for all their heads (a Unit per slot: 96 KiB). Splits are rare and handles may be many, so the buffers are not kept per handle
-// but in a small process-wide stack (splitBufs): a split that reuses one allocates nothing. At
-// most maxSplitBufs are kept; the mutex guards the stack only, never a verb.
+// splitBuf is the memory of a split's batches: their ops (an op per slot of the subtable:
+// about 160 KiB with the default geometry) and, for learnHashes, the slots whose blocks it
+// reads and one buffer for all their heads (a Unit per slot: 96 KiB). Splits are rare and
+// handles may be many, so the buffers are not kept per handle but in a small process-wide
+// stack (splitBufs): a split that reuses one allocates none of them. At most maxSplitBufs are
+// kept; the mutex guards the stack only, never a verb.
 type splitBuf struct {
 	ops []farmem.Op
 	idx []int
