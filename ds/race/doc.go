@@ -75,13 +75,23 @@
 // A subtable splits when an insert finds both candidate buckets full. The splitter takes the
 // split lock (a leased CAS) and allocates the new half (and a doubled directory) before
 // freezing anything, so running out of memory fails the insert with farmem.ErrNoSpace and
-// leaves the table as usable as before; it then freezes every slot, writes the new half,
-// publishes it, moves the old header to the new depth and unfreezes both. The header moves
-// before any old slot is cleared, so readers stay correct, and a stale directory cache is
-// refreshed and walked through child words: a late directory update costs round trips, never
-// correctness. Writers meeting frozen slots poll with backoff; once the holder's lease
-// (Options.Lease plus ClockSkew) expires, a waiter finishes the split, every step being
-// idempotent. Leases assume clocks and verb delivery within ClockSkew.
+// leaves the table as usable as before. To learn which keys move it reads the head (first
+// Unit: header and key) of every committed slot's block, checked against the slot word's
+// length and fingerprint, not the whole block: a Unit per slot whatever the values' size.
+// It does so before freezing, within its pinned section, and keeps what it learnt only if the
+// section is still within Options.PinBudget once the slots are frozen (no block it read can
+// have been reused by then); then it freezes every slot, reads the heads of blocks committed
+// in between, writes the new half, publishes it, moves the old header to the new depth and
+// unfreezes both. The header moves before any old slot is cleared, so readers stay correct,
+// and a stale directory cache is refreshed and walked through child words: a late directory
+// update costs round trips, never correctness. Writers meeting frozen slots poll with
+// backoff, pauses doubling from Options.Backoff to at most 64µs, so they resume within that
+// (and a read) of the split's end; once the holder's lease (Options.Lease plus ClockSkew)
+// expires, a waiter finishes the split, every step being idempotent. Leases assume clocks and
+// verb delivery within ClockSkew. With the default geometry (1,536 slots) a split costs about
+// 25 round trips and some 6,000 verbs (a freeze, a head read and two releases per slot),
+// about half a millisecond of a core on cxl, all paid by the insert that found its buckets
+// full: splits are rare (about one insert in 800 while a table grows) but each is a tail.
 //
 // # Restarted memory nodes
 //

@@ -224,11 +224,32 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 			}
 			return err
 		}
-		if err := t.sleep(ctx, &backoff); err != nil {
+		if err := t.splitPause(ctx, &backoff); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("race: waiting for split of %v: %w", st, ErrCorrupt)
+}
+
+// maxSplitPoll caps the pause between two polls of a split another client holds (or
+// Options.Backoff, if longer): a waiter resumes at most that long plus one read after the split
+// releases its lock. The cost is polls: one read of the subtable's header area (5 Units) per
+// pause, about (split duration)/maxSplitPoll of them during a long split (some ten for a split
+// of the default geometry on cxl, under a millisecond), where pauses doubling up to a
+// millisecond (maxBackoff) polled less but overshot the split's end by up to a millisecond.
+const maxSplitPoll = 64 * time.Microsecond
+
+// splitPause pauses a split's waiter for the current backoff and doubles it, up to
+// maxSplitPoll.
+func (t *Table) splitPause(ctx context.Context, d *time.Duration) error {
+	if *d == 0 {
+		*d = t.opts.Backoff
+	}
+	if err := t.rt.Sleep(ctx, *d); err != nil {
+		return err
+	}
+	*d = min(2**d, max(maxSplitPoll, t.opts.Backoff))
+	return nil
 }
 
 // runSplit, holding st's lock (*word), finishes the split of st in progress if any, then, when
@@ -237,7 +258,7 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 // previous holder stopped.
 func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
 	la := st.Add(stLockOff)
-	hashes := make(map[Slot]uint64, t.geo.nslots) // first hash of the key of each block read
+	hashes := newSlotHashes(int(t.geo.nslots)) // first hash of the key of each block read
 	for range 4 {
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
@@ -289,7 +310,7 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 // exhausted the split fails with an error wrapping farmem.ErrNoSpace and the subtable is left
 // exactly as it was (no slot frozen), so its keys stay deletable and updatable, and the insert
 // that asked for the split can be retried once memory is freed.
-func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes map[Slot]uint64) (err error) {
+func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes *slotHashes) (err error) {
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
 	// 0. Allocate: the new half, and the doubled directory when publishing will need one.
 	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
@@ -309,9 +330,20 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	if err := t.reserveDir(ctx, d); err != nil {
 		return err
 	}
-	// 1. Freeze: set the frozen bit of every slot, learning its final value.
+	// 1. Learn the keys' hashes before freezing, so that the slots stay frozen only for the
+	// blocks committed since and for the split's writes, not for reading every block. Only in a
+	// pinned section: what is learnt is kept only if the section is still within its budget
+	// once the slots are frozen, so that no block read here can have been reused by then.
+	early := t.pinned
+	if early {
+		if err := t.learnHashes(ctx, s.words, hashes, true); err != nil {
+			return err
+		}
+	}
+	// 2. Freeze: set the frozen bit of every slot, learning its final value.
 	frozen := make([]Slot, len(s.words))
-	b := farmem.Batch{Ops: make([]farmem.Op, 0, len(s.words))}
+	fb := takeSplitBuf()
+	b := farmem.Batch{Ops: fb.ops[:0]}
 	pos := make([]int, 0, len(s.words))
 	for i, w := range s.words {
 		if w.Frozen() {
@@ -321,8 +353,10 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		pos = append(pos, i)
 		b.MaskedCAS(t.geo.slotAddr(st, uint64(i)), 0, 0, uint64(SlotFrozen), uint64(SlotFrozen))
 	}
+	fb.ops = b.Ops
 	if len(pos) > 0 {
 		if err := doChunked(ctx, t.m, &b); err != nil {
+			// The transport may still own the batch: its ops are not reused.
 			return fmt.Errorf("race: freeze subtable %v: %w", st, err)
 		}
 	}
@@ -330,21 +364,26 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		prev, _ := b.Result(k)
 		frozen[i] = Slot(prev) | SlotFrozen
 	}
-	// 2. Which keys move: those whose first hash has bit d set.
-	if err := t.learnHashes(ctx, frozen, hashes); err != nil {
+	giveSplitBuf(fb)
+	// 3. Which keys move: those whose first hash has bit d set.
+	if early && t.rt.Now().Sub(t.pinAt) > t.opts.PinBudget {
+		// Pinned too long for what was learnt unfrozen to be trusted: learn it all again.
+		hashes.forget()
+	}
+	if err := t.learnHashes(ctx, frozen, hashes, false); err != nil {
 		return err
 	}
 	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
 		return err
 	}
-	// 3. The new half: a subtable of depth d+1 and suffix suffix|1<<d, locked by its parent's
+	// 4. The new half: a subtable of depth d+1 and suffix suffix|1<<d, locked by its parent's
 	// split, holding frozen copies of the moved slots at the same indices (a key's bucket
 	// choice does not depend on the suffix) and frozen empty slots elsewhere.
 	ps, _ := packAddr(st)
 	img := subtableImage(&t.geo, headerWord(d+1, suffix|1<<d), lockParent, ps)
 	for i, w := range frozen {
 		v := SlotFrozen
-		if w.Committed() && hashes[blockKey(w)]>>d&1 == 1 {
+		if h, _ := hashes.get(i, w); w.Committed() && h>>d&1 == 1 {
 			v = w
 		}
 		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
@@ -352,7 +391,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	if err := t.m.Write(ctx, s1, img); err != nil {
 		return fmt.Errorf("race: write subtable %v: %w", s1, err)
 	}
-	// 4. Record it. Only a lock holder writes child words; a holder whose lease lapsed may
+	// 5. Record it. Only a lock holder writes child words; a holder whose lease lapsed may
 	// race a successor here, and the CAS picks one of them.
 	prev, err := t.m.CAS(ctx, st.Add(childOff(d)), s.child[d], p1)
 	if err != nil {
@@ -401,62 +440,151 @@ func (t *Table) dropSpareDir() {
 }
 
 // learnHashes records in hashes the first hash of the key of every committed slot word among
-// words whose block it has not read yet: one round trip. The blocks of frozen slots cannot be
-// retired while frozen, so they are read safely; one that fails validation is a corrupt table.
-func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes map[Slot]uint64) error {
-	// The blocks to read, each once, then one buffer for all of them.
-	var ws []Slot
-	seen := make(map[Slot]bool, len(words))
-	total := uint64(0)
-	for _, w := range words {
-		if !w.Committed() || !w.Frozen() {
+// words (a subtable's, by slot index) whose block it has not learnt yet (frozen words only,
+// unless all is set).
+//
+// It reads each such block's head only: its first Unit (the header and the key, when the key
+// is at most Unit-blockHeader bytes), one round trip for all of them, and a second round trip
+// reading the whole of the blocks whose key is longer, validated in full. A head is checked
+// against the slot word that names it: its lengths must give the block the word's length and
+// its key must hash to the word's fingerprint; a block that fails is a corrupt table
+// (ErrCorrupt). The checksum of a head-read block is not checked (it covers the whole block):
+// a committed block is written in full before a slot names it and never changed after (but
+// for its valid word, outside the head's key), so the head is what its writer wrote, and the
+// checks above catch a block that is not a KV block of the word's key. Reading heads instead of
+// blocks is what keeps a split's reads at about one Unit per slot, whatever the values' size.
+//
+// A block must not be reused while it is being learnt: those of frozen slots cannot be retired
+// while frozen; those of other words (all) must have been read within the caller's pinned
+// section, and what is learnt from them holds only while that section lasts (see startSplit).
+func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes *slotHashes, all bool) error {
+	// The blocks to read: those of the words whose block is not the one learnt at their index.
+	sb := takeSplitBuf()
+	idx := sb.idx[:0]
+	for i, w := range words {
+		if !w.Committed() || !all && !w.Frozen() {
 			continue
 		}
-		k := blockKey(w)
-		if _, ok := hashes[k]; ok || seen[k] {
-			continue
+		if _, ok := hashes.get(i, w); !ok {
+			idx = append(idx, i)
 		}
-		seen[k] = true
-		ws = append(ws, k)
-		total += w.Size()
 	}
-	if len(ws) == 0 {
+	sb.idx = idx
+	if len(idx) == 0 {
+		giveSplitBuf(sb)
 		return nil
 	}
-	sb := takeSplitBuf()
-	all := grow(sb.all, int(total))
-	sb.all = all
+	heads := grow(sb.all, len(idx)*Unit)
+	sb.all = heads
 	b := farmem.Batch{Ops: sb.ops[:0]}
-	for _, w := range ws {
-		n := w.Size()
-		b.Read(w.Addr(), all[:n:n])
-		all = all[n:]
+	for n, i := range idx {
+		b.Read(words[i].Addr(), heads[n*Unit:(n+1)*Unit:(n+1)*Unit])
 	}
 	sb.ops = b.Ops
 	if err := doChunked(ctx, t.m, &b); err != nil {
 		// The transport may still own the buffers: they are not reused.
 		return fmt.Errorf("race: read blocks to split: %w", err)
 	}
-	defer giveSplitBuf(sb)
-	for i, w := range ws {
-		blk, err := t.decode(w.Addr(), b.Ops[i].Buf)
+	var long []int // indices of the blocks whose key does not fit the head
+	for n, i := range idx {
+		h, whole, err := t.headHash(words[i], heads[n*Unit:(n+1)*Unit])
 		if err != nil {
-			return fmt.Errorf("race: split: block of frozen slot %v: %w", w, err)
+			giveSplitBuf(sb)
+			return err
 		}
-		hashes[w] = t.hashOf(blk.Key).h1
+		if !whole {
+			long = append(long, i)
+			continue
+		}
+		hashes.set(i, words[i], h)
+	}
+	giveSplitBuf(sb)
+	if len(long) == 0 {
+		return nil
+	}
+	var lb farmem.Batch
+	for _, i := range long {
+		lb.Read(words[i].Addr(), make([]byte, words[i].Size()))
+	}
+	if err := doChunked(ctx, t.m, &lb); err != nil {
+		return fmt.Errorf("race: read blocks to split: %w", err)
+	}
+	for n, i := range long {
+		w := words[i]
+		blk, err := t.decode(w.Addr(), lb.Ops[n].Buf)
+		if err == nil && t.fingerprint(t.hashOf(blk.Key)) != w.Fingerprint() {
+			err = fmt.Errorf("race: block at %v: key does not match the fingerprint of its slot: %w", w.Addr(), ErrCorrupt)
+		}
+		if err != nil {
+			return fmt.Errorf("race: split: block of slot %v: %w", w, err)
+		}
+		hashes.set(i, w, t.hashOf(blk.Key).h1)
 	}
 	return nil
 }
 
-// splitBuf is the memory learnHashes reads a subtable's blocks into: the batch's ops and one
-// buffer for all the blocks (up to the blocks of every slot of a subtable: about 1.6 MiB with
-// the default geometry and 1 KiB values). Splits are rare and handles may be many, so the
-// buffers are not kept per handle but in a small process-wide stack (splitBufs): a split that
-// reuses one allocates nothing, where a fresh buffer of that size costs the Go heap's page
-// faults and zeroing (about a fifth of a split's CPU time with 1 KiB values). At most
-// maxSplitBufs are kept; the mutex guards the stack only, never a verb.
+// slotHashes is what a split learnt of a subtable's keys, by slot index: the block (its slot
+// word without the frozen and tentative bits) whose key it learnt there, and that key's first
+// hash. A slot is indexed rather than a map of blocks kept, as a split looks every slot up a
+// few times (a map's hashing was a sixth of a split's CPU time); a slot whose word names
+// another block than the one learnt is simply not known.
+type slotHashes struct {
+	block []Slot
+	h1    []uint64
+}
+
+func newSlotHashes(n int) *slotHashes {
+	return &slotHashes{block: make([]Slot, n), h1: make([]uint64, n)}
+}
+
+// get returns the first hash of the key of the block committed word w (at slot i) names, if
+// learnt.
+func (h *slotHashes) get(i int, w Slot) (uint64, bool) {
+	if !w.Committed() || h.block[i] != blockKey(w) {
+		return 0, false
+	}
+	return h.h1[i], true
+}
+
+// set records that the key of the block w (at slot i) names has first hash h1.
+func (h *slotHashes) set(i int, w Slot, h1 uint64) { h.block[i], h.h1[i] = blockKey(w), h1 }
+
+// forget drops everything learnt.
+func (h *slotHashes) forget() { clear(h.block) }
+
+// headHash checks head, the first Unit of the block that committed word w names, against w and
+// returns its key's first hash; whole is false (and nothing checked but the lengths) when the
+// key does not fit the head.
+func (t *Table) headHash(w Slot, head []byte) (h1 uint64, whole bool, err error) {
+	le := binary.LittleEndian
+	kl, vl := int(le.Uint16(head[0:])), int(le.Uint16(head[2:])&^sum3Flag)
+	if kl+vl > MaxKV || (blockSize(kl, vl)+Unit-1)/Unit != w.Units() {
+		return 0, false, fmt.Errorf("race: split: block of slot %v: header says %d key and %d value bytes: %w", w, kl, vl, ErrCorrupt)
+	}
+	if blockHeader+kl > len(head) {
+		return 0, false, nil
+	}
+	k := t.hashOf(head[blockHeader : blockHeader+kl])
+	if t.fingerprint(k) != w.Fingerprint() {
+		return 0, false, fmt.Errorf("race: split: block of slot %v: key does not match the slot's fingerprint: %w", w, ErrCorrupt)
+	}
+	return k.h1, true, nil
+}
+
+// fingerprint is the slot fingerprint of a key of hash k.
+func (t *Table) fingerprint(k keyHash) uint8 {
+	return uint8(k.h2>>slotFPShift) >> (8 - t.p.FingerprintBits)
+}
+
+// splitBuf is the memory of a split's batches: their ops (an op per slot of the subtable:
+// about 160 KiB with the default geometry) and, for learnHashes, the slots whose blocks it
+// reads and one buffer for all their heads (a Unit per slot: 96 KiB). Splits are rare and
+// handles may be many, so the buffers are not kept per handle but in a small process-wide
+// stack (splitBufs): a split that reuses one allocates none of them. At most maxSplitBufs are
+// kept; the mutex guards the stack only, never a verb.
 type splitBuf struct {
 	ops []farmem.Op
+	idx []int
 	all []byte
 }
 
@@ -495,7 +623,7 @@ func giveSplitBuf(sb *splitBuf) {
 // in the directory and moves the header to depth d+1 (when publish is set: not yet done),
 // clears the moved slots of s.st and releases the others, releases the new half, and marks
 // the child word done.
-func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, hashes map[Slot]uint64) error {
+func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, hashes *slotHashes) error {
 	st, la := s.st, s.st.Add(stLockOff)
 	cw := s.child[d]
 	s1 := unpackAddr(cw)
@@ -528,28 +656,32 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 	}
 	// Release the old half: moved keys' slots and empty or tentative ones become empty, the
 	// staying keys' slots lose their frozen bit.
-	if err := t.learnHashes(ctx, s.words, hashes); err != nil {
+	if err := t.learnHashes(ctx, s.words, hashes, false); err != nil {
 		return err
 	}
 	if err := t.renew(ctx, la, word); err != nil {
 		return err
 	}
-	b := farmem.Batch{Ops: make([]farmem.Op, 0, len(s.words))}
+	ob := takeSplitBuf()
+	b := farmem.Batch{Ops: ob.ops[:0]}
 	for i, w := range s.words {
 		if !w.Frozen() {
 			continue
 		}
 		var v Slot
-		if w.Committed() && hashes[blockKey(w)]>>d&1 == 0 || w.Tombstone() {
+		if h, _ := hashes.get(i, w); w.Committed() && h>>d&1 == 0 || w.Tombstone() {
 			v = w.Plain() // a tombstone keeps its delete lease in the old half
 		}
 		b.CAS(t.geo.slotAddr(st, uint64(i)), uint64(w), uint64(v))
 	}
+	ob.ops = b.Ops
 	if len(b.Ops) > 0 {
 		if err := doChunked(ctx, t.m, &b); err != nil {
+			// The transport may still own the batch: its ops are not reused.
 			return fmt.Errorf("race: release subtable %v: %w", st, err)
 		}
 	}
+	giveSplitBuf(ob)
 	// Release the new half, if its parent lock is still in place (once it is cleared the half
 	// may be splitting on its own, and its frozen slots are not ours).
 	if err := t.renew(ctx, la, word); err != nil {
@@ -560,16 +692,20 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 		return err
 	}
 	if h1.lock == lockParent {
-		var rb farmem.Batch
+		nb := takeSplitBuf()
+		rb := farmem.Batch{Ops: nb.ops[:0]}
 		for i, w := range h1.words {
 			if w.Frozen() {
 				rb.CAS(t.geo.slotAddr(s1, uint64(i)), uint64(w), uint64(w.Plain()))
 			}
 		}
 		rb.CAS(s1.Add(stLockOff), lockParent, 0)
+		nb.ops = rb.Ops
 		if err := doChunked(ctx, t.m, &rb); err != nil {
+			// The transport may still own the batch: its ops are not reused.
 			return fmt.Errorf("race: release subtable %v: %w", s1, err)
 		}
+		giveSplitBuf(nb)
 	}
 	if _, err := t.m.CAS(ctx, st.Add(childOff(d)), cw, cw|childDone); err != nil {
 		return fmt.Errorf("race: mark split of %v done: %w", st, err)

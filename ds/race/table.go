@@ -56,7 +56,8 @@ type Options struct {
 	// alloc's default 1s lease).
 	PinBudget time.Duration
 	// Backoff is the first pause when waiting for another client (a split, a competing insert);
-	// pauses double up to 1ms (default 2µs).
+	// pauses double up to 1ms, or up to 64µs (or Backoff, if longer) when waiting for a split
+	// (default 2µs).
 	Backoff time.Duration
 	// DeleteLease, when positive, makes Delete leave a tombstone instead of an empty slot: no
 	// Insert reuses the slot until DeleteLease·(1+DriftBound) plus ClockSkew after the delete

@@ -1,0 +1,280 @@
+package race_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/cxl"
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
+	"github.com/farmem/farmem/sim"
+)
+
+// splitSim runs body on a simulated ConnectX-6 cluster (two memory nodes, two compute nodes)
+// holding a table laid out with p, with a client per compute node; wrap, if set, sees client
+// 0's verbs.
+func splitSim(t *testing.T, p race.Params, opts race.Options, wrap func(s *sim.Sim, m farmem.Memory) farmem.Memory, body func(s *sim.Sim, cs []*client)) {
+	t.Helper()
+	model := sim.ConnectX6()
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, 64<<20
+	s, err := sim.New(model, 1)
+	require.NoError(t, err)
+	defer s.Close()
+	s.Run(func() {
+		ctx := context.Background()
+		comp := s.Topology().ComputeNodes()
+		m0, err := s.Open(ctx, comp[0])
+		require.NoError(t, err)
+		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{}))
+		a0, err := alloc.New(ctx, m0, dstest.AllocOptions)
+		require.NoError(t, err)
+		root, err := race.Create(ctx, m0, a0, p)
+		require.NoError(t, err)
+		cs := make([]*client, 2)
+		for i := range cs {
+			m, err := s.Open(ctx, comp[i])
+			require.NoError(t, err)
+			a, err := alloc.New(ctx, m, dstest.AllocOptions)
+			require.NoError(t, err)
+			tm := m
+			if i == 0 && wrap != nil {
+				tm = wrap(s, m)
+			}
+			tab, err := race.Open(ctx, tm, a, root, opts)
+			require.NoError(t, err)
+			cs[i] = &client{m: m, a: a, tab: tab}
+		}
+		body(s, cs)
+		for _, c := range cs {
+			require.NoError(t, c.tab.Close())
+			require.NoError(t, c.a.Close())
+		}
+	})
+}
+
+// splitInsertRoundTrips is the round trips of the first insert that splits a table of one
+// subtable, uncontended: the split's (its reads of block heads ahead of the freeze take the
+// round trip its reads of whole blocks took after it) and the insert's.
+const splitInsertRoundTrips = 26
+
+// TestSplitCost: the insert that splits a subtable reads one Unit of each of its KV blocks
+// (their heads), not the blocks, so its bytes do not grow with the values; counted on the
+// simulator, for 8-byte and 1,000-byte values, against a bound from the geometry: the subtable
+// read four times (twice before and twice after its header moves, the new half once), a Unit
+// per slot, the atomics' results and a few KiB for the directory and the insert's own reads.
+func TestSplitCost(t *testing.T) {
+	const groups = 8
+	p := race.Params{Groups: groups}
+	slots := uint64(groups * 3 * 8)
+	subtable := 5*race.Unit + 8*slots
+	bound := 4*subtable + slots*race.Unit + 3*8*slots + 4<<10
+	for _, vlen := range []int{8, 1000} {
+		splitSim(t, p, race.Options{}, nil, func(s *sim.Sim, cs []*client) {
+			ctx := context.Background()
+			c := cs[0]
+			for i := uint64(0); c.tab.Stats().Splits == 0; i++ {
+				require.Less(t, i, slots, "no split")
+				before := c.m.Stats()
+				require.NoError(t, c.tab.Insert(ctx, key(i), val(i, vlen)))
+				if c.tab.Stats().Splits == 0 {
+					continue
+				}
+				d := c.m.Stats().Sub(before)
+				t.Logf("%d-byte values: the insert that split (after %d keys): %v", vlen, i, d)
+				require.LessOrEqual(t, d.BytesIn, bound, "bytes read by the split (%d-byte values)", vlen)
+				require.LessOrEqual(t, d.RoundTrips, uint64(splitInsertRoundTrips), "round trips of the insert that split")
+			}
+			audit(t, c, true)
+		})
+	}
+}
+
+// TestSplitWaiterResumes: a client whose insert meets a split in progress resumes within
+// MaxSplitPoll plus a few round trips of the split's end (the release of its lock), however
+// long the split took: counted in the simulator's virtual time, for splits stalled 0.5 to 3 ms
+// (within their lease) after freezing.
+func TestSplitWaiterResumes(t *testing.T) {
+	for _, stall := range []time.Duration{500 * time.Microsecond, 1300 * time.Microsecond, 2100 * time.Microsecond, 2900 * time.Microsecond} {
+		var fired atomic.Bool
+		var released farmem.Time // when the splitter last released a lock of its own
+		var id farmem.ClientID
+		wrap := func(s *sim.Sim, m farmem.Memory) farmem.Memory {
+			id = m.Info().ID
+			steps := race.NewSplitSteps(0)
+			return &farmemtest.Interposer{Memory: m, After: func(ctx context.Context, v farmemtest.Verb, _ uint64, err error) {
+				if err != nil {
+					return
+				}
+				if !fired.Load() && steps.Step(v) == 1 {
+					fired.Store(true)
+					_ = s.Runtime().Sleep(ctx, stall)
+				}
+				if v.Single && len(v.Batch.Ops) == 1 {
+					op := v.Batch.Ops[0]
+					if op.Kind == farmem.OpCAS && op.Swap == 0 && op.Cmp>>48 == uint64(id) && op.Cmp != 0 {
+						released = s.Now()
+					}
+				}
+			}}
+		}
+		splitSim(t, race.Params{Groups: 8}, race.Options{Lease: 50 * time.Millisecond}, wrap, func(s *sim.Sim, cs []*client) {
+			ctx := context.Background()
+			var resumed farmem.Time
+			var splitterDone farmem.Time
+			errs := make([]error, 2)
+			require.NoError(t, s.Parallel(2, func(i int) {
+				c := cs[i]
+				if i == 0 {
+					for k := uint64(0); c.tab.Stats().Splits == 0 && errs[0] == nil; k++ {
+						errs[0] = c.tab.Insert(ctx, key(k), val(k, 8))
+					}
+					splitterDone = s.Now()
+					return
+				}
+				for !fired.Load() {
+					if errs[1] = s.Runtime().Sleep(ctx, time.Microsecond); errs[1] != nil {
+						return
+					}
+				}
+				errs[1] = c.tab.Insert(ctx, key(1<<20), val(1<<20, 8))
+				resumed = s.Now()
+			}))
+			require.NoError(t, errs[0])
+			require.NoError(t, errs[1])
+			require.NotZero(t, cs[1].tab.Stats().SplitWaits, "the second client never waited for the split")
+			require.NotZero(t, released)
+			late := resumed.Sub(released)
+			t.Logf("split stalled %v: splitter done %v after its last release, waiter done %v after it", stall, splitterDone.Sub(released), late)
+			require.LessOrEqual(t, late, race.MaxSplitPoll+50*time.Microsecond, "waiter resumed late (split stalled %v)", stall)
+			audit(t, cs[1], true)
+		})
+	}
+}
+
+// TestSplitLongKeys: keys too long for a block's head (over 40 bytes), mixed with short ones,
+// are read whole by splits and end up where lookups find them.
+func TestSplitLongKeys(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	c := e.open(t, 0, race.Options{})
+	ctx := context.Background()
+	long := func(i uint64) []byte {
+		if i%3 == 0 {
+			return key(i)
+		}
+		return append(bytes.Repeat([]byte{'k'}, 30+int(i%50)), key(i)...)
+	}
+	const n = 1500
+	for i := range uint64(n) {
+		require.NoError(t, c.tab.Insert(ctx, long(i), val(i, 16)), "insert %d", i)
+	}
+	require.Greater(t, c.tab.Stats().Splits, uint64(4))
+	for i := range uint64(n) {
+		v, err := c.tab.Search(ctx, long(i))
+		require.NoError(t, err, "key %d", i)
+		require.Equal(t, i, unval(v))
+	}
+	require.Equal(t, n, audit(t, c, true).Keys)
+}
+
+// TestSplitRefusesBadHead: a split that reads a block head not matching its slot word (a key
+// byte flipped on the way, so the key's fingerprint differs from the slot's) fails the insert
+// with ErrCorrupt before freezing anything: no slot is left frozen nor the lock held, and the
+// next insert splits the subtable.
+func TestSplitRefusesBadHead(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	var damaged atomic.Bool
+	c := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if err != nil || v.Single || damaged.Load() || len(v.Batch.Ops) < 16 {
+				return
+			}
+			for _, op := range v.Batch.Ops {
+				// A split's batch of block heads: many reads of one Unit holding an 8-byte key
+				// (an insert reads at most a few blocks at once).
+				if op.Kind != farmem.OpRead || len(op.Buf) != race.Unit || binary.LittleEndian.Uint16(op.Buf) != 8 {
+					return
+				}
+			}
+			v.Batch.Ops[0].Buf[24+7] ^= 0x5a // the last byte of the first head's key
+			damaged.Store(true)
+		}}
+	})
+	ctx := context.Background()
+	var i uint64
+	var err error
+	for ; err == nil; i++ {
+		require.Less(t, i, uint64(1000), "no split")
+		err = c.tab.Insert(ctx, key(i), val(i, 8))
+	}
+	require.ErrorIs(t, err, race.ErrCorrupt)
+	require.True(t, damaged.Load())
+	require.Zero(t, c.tab.Stats().Splits)
+	audit(t, c, true)
+	require.NoError(t, c.tab.Insert(ctx, key(i-1), val(i-1, 8)))
+	require.Equal(t, uint64(1), c.tab.Stats().Splits)
+	require.Equal(t, int(i), audit(t, c, true).Keys)
+}
+
+// BenchmarkSplit inserts 1,000-byte values into a table of the default geometry on a cxl
+// region (one client) until b.N subtables have split, and reports what the inserts that
+// split cost: wall time, verbs, round trips and bytes read, per split.
+func BenchmarkSplit(b *testing.B) {
+	r, err := cxl.CreateTemp("", "race-split-*.region", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
+	if errors.Is(err, farmem.ErrNotSupported) {
+		b.Skip(err)
+	}
+	require.NoError(b, err)
+	defer os.Remove(r.Path())
+	defer r.Close()
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(b, err)
+	defer f.Close()
+	root := dstest.Build(b, f, dstest.AllocOptions, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return race.Create(ctx, m, a, race.Params{})
+	})
+	ctx := context.Background()
+	m, err := f.Open(ctx, f.ID())
+	require.NoError(b, err)
+	defer m.Close()
+	a, err := alloc.New(ctx, m, dstest.AllocOptions)
+	require.NoError(b, err)
+	defer a.Close()
+	tab, err := race.Open(ctx, m, a, root, race.Options{})
+	require.NoError(b, err)
+	defer tab.Close()
+	var took time.Duration
+	var cost farmem.Stats
+	splits := uint64(0)
+	b.ResetTimer()
+	for i := uint64(0); splits < uint64(b.N); i++ {
+		before, s0 := m.Stats(), tab.Stats().Splits
+		t0 := time.Now()
+		if err := tab.Insert(ctx, key(i), val(i, 1000)); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		if n := tab.Stats().Splits - s0; n > 0 {
+			splits += n
+			took += d
+			cost = cost.Add(m.Stats().Sub(before))
+		}
+	}
+	b.StopTimer()
+	n := float64(splits)
+	b.ReportMetric(float64(took.Nanoseconds())/n, "split-ns")
+	b.ReportMetric(float64(cost.TotalVerbs())/n, "verbs/split")
+	b.ReportMetric(float64(cost.RoundTrips)/n, "rtt/split")
+	b.ReportMetric(float64(cost.BytesIn)/n, "in-B/split")
+}
