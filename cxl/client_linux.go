@@ -174,7 +174,13 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 
 // Do implements farmem.Memory.
 func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
-	if c.inline() && ctx.Err() == nil && c.Usable() == nil && c.admitInline(b) {
+	return c.do(ctx, b, !c.f.uncached)
+}
+
+// do is Do, asking for the lines of the batch's reads and atomics as it checks the batch when
+// hint is set.
+func (c *client) do(ctx context.Context, b *farmem.Batch, hint bool) error {
+	if c.inline() && ctx.Err() == nil && c.Usable() == nil && c.admitInline(b, hint) {
 		// What Post does inline, without a Pending. The lines were asked for while the batch
 		// was checked; a batch without atomics is counted while they come (its counts do not
 		// depend on outcomes unless an op fails), others once run.

@@ -42,7 +42,8 @@
 // (atomics.Prefetch, a hint that never faults), so that a batch's independent cache misses (a
 // lookup's two buckets and header, a block's lines) overlap instead of following one another;
 // a client also offers Prefetch(addr, n), the same hint for a structure that learns an address
-// some way ahead of the batch that reads it (ds/race uses it), which costs no verb.
+// some way ahead of the batch that reads it (ds/race uses it), which costs no verb, and
+// DoHinted(ctx, batch), Do for a batch whose lines were hinted so (it does not ask again).
 // Verbs to a compute node check its lease first. Every access runs under
 // atomics.Guard: if another process truncates a /dev/shm file, the faulting verb returns an
 // error wrapping farmem.ErrNodeDown and atomics.ErrFault, and the process lives.

@@ -1,6 +1,7 @@
 package cxl
 
 import (
+	"context"
 	"unsafe"
 
 	"github.com/farmem/farmem/atomics"
@@ -23,4 +24,14 @@ func (c *client) Prefetch(a farmem.Addr, n int) {
 		return
 	}
 	atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(uint64(n), prefetchMax, s.size-off)))
+}
+
+// DoHinted is Do for a batch whose caller has already asked for the lines of its reads with
+// Prefetch (a structure that learns a block's address some way ahead of the batch that reads
+// it): the batch is checked, run and counted as Do does it, but its lines are not asked for a
+// second time (on a cache-resident block the second set of prefetches is pure overhead, on a
+// missing one each waits for a line already on its way). Lines not hinted are fetched by the
+// ops themselves; nothing depends on the hint.
+func (c *client) DoHinted(ctx context.Context, b *farmem.Batch) error {
+	return c.do(ctx, b, false)
 }

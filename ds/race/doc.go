@@ -34,10 +34,11 @@
 // slot index across splits. A lookup reads both buckets and the subtable's header in one batch,
 // uses them only if the header covers the key, then reads the blocks of fingerprint matches; a
 // block failing its checksum restarts it. Over a Memory that offers a prefetch hint (cxl's
-// clients), a handle asks for lines well ahead of the batch that touches them (the buckets once
-// the key is hashed, a new block once allocated), so that the cache misses overlap the work in
-// between; a block read right after its slot word is not hinted (the read's batch follows at
-// once, and cxl's batch asks for its lines itself). No verb depends on the hint.
+// clients), a handle asks for lines as soon as it knows their addresses (the buckets once the
+// key is hashed, a fingerprint match's block as the buckets are decoded, a new block once
+// allocated), so that the cache misses overlap the work before the batch that touches them; a
+// batch whose lines were hinted so runs without asking for them again. No verb depends on the
+// hint.
 //
 // Search reads only: it ignores tentative slots and reads frozen ones, so a split never blocks
 // it. Insert writes its block with the lookup, CASes an empty slot to a tentative word,

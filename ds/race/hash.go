@@ -64,9 +64,37 @@ type keyHash struct {
 	h1, h2 uint64
 }
 
-// hashKey hashes key with the table's seed.
+// hashKey hashes key with the table's seed: h1 is hash64(seed, key) and h2 is
+// hash64(seed^mulC, key), computed in one pass that loads each 8-byte word of the key once and
+// folds it into both, and that loads a short tail without a copy (the last 8 bytes of a key of
+// at least 8, shifted; byte by byte otherwise). It runs before a lookup can ask for the key's
+// buckets, so its time is on every operation's critical path.
 func hashKey(seed uint64, key []byte) keyHash {
-	return keyHash{h1: hash64(seed, key), h2: hash64(seed^mulC, key)}
+	n := len(key)
+	h1 := seed ^ uint64(n)*mulA
+	h2 := seed ^ mulC ^ uint64(n)*mulA
+	b := key
+	for len(b) >= 8 {
+		k := binary.LittleEndian.Uint64(b) * mulB
+		h1 = bits.RotateLeft64(h1^k, 29) * mulC
+		h2 = bits.RotateLeft64(h2^k, 29) * mulC
+		b = b[8:]
+	}
+	if r := len(b); r > 0 {
+		var k uint64
+		if n >= 8 {
+			// The tail is the key's last r bytes: the last word's top r bytes, moved down.
+			k = binary.LittleEndian.Uint64(key[n-8:]) >> (64 - 8*uint(r))
+		} else {
+			for i := r - 1; i >= 0; i-- {
+				k = k<<8 | uint64(b[i])
+			}
+		}
+		k = (k ^ uint64(r)<<56) * mulB
+		h1 = bits.RotateLeft64(h1^k, 29) * mulC
+		h2 = bits.RotateLeft64(h2^k, 29) * mulC
+	}
+	return keyHash{h1: fmix(h1), h2: fmix(h2)}
 }
 
 // reduce maps a 32-bit hash uniformly onto [0, n).

@@ -189,18 +189,21 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	}
 	if op.matchOnly {
 		// A slot's fingerprint is its word's top byte (little-endian: its last byte), so a
-		// word is decoded only when that byte matches.
+		// word is decoded only when that byte matches. A match's block is hinted at once (see
+		// prefetcher): its read's batch follows, after the rest of this decoding.
 		// Whole words, each slice sized so that its loop needs no bounds checks.
 		fp := Slot(op.fp)
 		first, second := buf[:8*n:8*n], buf[8*n:16*n:16*n]
 		for j := 0; j+8 <= len(first); j += 8 {
 			if w := Slot(le.Uint64(first[j : j+8])); w>>slotFPShift == fp && w.Committed() {
 				idx, words = append(idx, op.ranges[0]+uint64(j/8)), append(words, w)
+				t.hintBlock(w)
 			}
 		}
 		for j := 8 * int(from); j+8 <= len(second); j += 8 {
 			if w := Slot(le.Uint64(second[j : j+8])); w>>slotFPShift == fp && w.Committed() {
 				idx, words = append(idx, op.ranges[1]+uint64(j/8)), append(words, w)
+				t.hintBlock(w)
 			}
 		}
 		vb.idx, vb.words = idx, words
@@ -332,7 +335,12 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 	if len(b.Ops) == 0 {
 		return nil
 	}
-	lostErr := t.m.Do(ctx, b)
+	var lostErr error
+	if op.matchOnly && metaSize == 0 {
+		lostErr = t.doHinted(ctx, b) // decodeView hinted the blocks of a matchOnly view
+	} else {
+		lostErr = t.m.Do(ctx, b)
+	}
 	if lostErr != nil && !onlyBlocksDown(b, blockOps) {
 		t.lost()
 		return fmt.Errorf("race: read KV blocks: %w", lostErr)

@@ -1,19 +1,27 @@
 package race
 
-import "github.com/farmem/farmem/farmem"
+import (
+	"context"
+
+	"github.com/farmem/farmem/farmem"
+)
 
 // prefetcher is what a farmem.Memory may offer beside its verbs: a hint that brings the lines
 // of a range towards the CPU's caches (cxl's clients offer it; the hint reads and changes
-// nothing and is not a verb). A handle whose Memory offers it asks for a key's two combined
-// buckets and subtable header as soon as the key is hashed, and for a new block's lines as soon
-// as it is allocated (before it is encoded), so that the misses overlap the work before the
-// batch that reads them (pinning, building the new block of an update, the batch's own checks)
-// instead of following it. A fingerprint match's block is not hinted: the batch that reads it
-// follows its slot word's decoding at once, with nothing to overlap, and a Memory with the hint
-// (cxl) asks for a batch's lines itself as it checks the batch, so a hint there would only ask
-// for the same lines twice. Nothing depends on the hint: the batches read as before.
+// nothing and is not a verb), and a Do that does not ask for a batch's lines itself. A handle
+// whose Memory offers them asks for a key's two combined buckets and subtable header as soon as
+// the key is hashed, for a fingerprint match's block as soon as decodeView finds its slot word,
+// and for a new block's lines as soon as it is allocated (before it is encoded), so that the
+// misses overlap the work before the batch that reads them (pinning, the rest of the buckets'
+// decoding, building the new block of an update, the batch's own set-up and checks) instead of
+// following it. A batch reading blocks hinted so runs through DoHinted: cxl's Do asks for a
+// batch's lines as it checks the batch, and would ask for each of them twice. Nothing depends
+// on the hint: the batches read as before.
 type prefetcher interface {
 	Prefetch(a farmem.Addr, n int)
+	// DoHinted is Memory.Do for a batch whose reads' lines were hinted already: it does not
+	// ask for them again.
+	DoHinted(ctx context.Context, b *farmem.Batch) error
 }
 
 // prefetchLookup hints the lines locate's first batch for op will read in the subtable the
@@ -29,4 +37,21 @@ func (t *Table) prefetchLookup(op *opState) {
 		t.pf.Prefetch(t.geo.slotAddr(st, op.ranges[1]), n)
 	}
 	t.pf.Prefetch(st.Add(stHeaderOff), 8)
+}
+
+// hintBlock hints the lines of the block slot word w names (decodeView, for a fingerprint match
+// of a matchOnly view).
+func (t *Table) hintBlock(w Slot) {
+	if t.pf != nil {
+		t.pf.Prefetch(w.Addr(), int(w.Size()))
+	}
+}
+
+// doHinted runs b, whose reads' lines were hinted, without hinting them again when the Memory
+// offers the hint (Do otherwise).
+func (t *Table) doHinted(ctx context.Context, b *farmem.Batch) error {
+	if t.pf != nil {
+		return t.pf.DoHinted(ctx, b)
+	}
+	return t.m.Do(ctx, b)
 }

@@ -22,7 +22,7 @@ func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, err
 	buf := sc.blocks[:n:n]
 	b := t.batch()
 	b.Read(w.Addr(), buf)
-	if err := t.m.Do(ctx, b); err != nil {
+	if err := t.doHinted(ctx, b); err != nil { // decodeView hinted the block
 		// As learn: a batch whose failure is not its read's failing because the block's node
 		// is down or lost its memory drops the scratch; a failed read answers its error; a
 		// batch that failed while its read did not (a replicated Memory's, say) read the block.
