@@ -18,8 +18,8 @@ import (
 // unlinkEnv is a Swarm store on a local fabric holding one key, and what the tests below
 // need to stop a Delete of it at its unlink.
 type unlinkEnv struct {
-	f   *local.Fabric
-	s   *Store
+	f    *local.Fabric
+	s    *Store
 	key  []byte
 	off  alloc.SymOffset // the key's object
 	size uint64          // an object's register bytes per replica (swarmIndex.size)
