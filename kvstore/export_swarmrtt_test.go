@@ -101,7 +101,9 @@ func SwarmInsertDeleteSteps(ctx context.Context, s *Store, key, value []byte) (i
 		}); err != nil {
 			return err
 		}
-		return step("index delete", func() error { return x.t.Delete(ctx, x.ikey(key)) })
+		return step("index delete", func() error {
+			return x.t.DeleteIf(ctx, x.ikey(key), binary.LittleEndian.AppendUint64(nil, uint64(o.off)))
+		})
 	}()
 	return ins, del, err
 }

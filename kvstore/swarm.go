@@ -48,8 +48,8 @@ import (
 //   - Insert: a new object is allocated, formatted, written (its value, then its life word
 //     ALIVE), then published in the index with RACE's Insert, which decides among racing
 //     inserters. If the key is indexed already: ErrExists when its object is live (the new
-//     object is retired); if that object holds a tombstone, the insert helps unlink it (below)
-//     and tries again.
+//     object is retired); if that object holds a tombstone, the insert unlinks it (below),
+//     whatever became of its deleter, and tries again.
 //   - Delete: the object's life word is CASed ALIVE→DEAD in the replicated memory: the one
 //     Delete that wins it (two racing deletes of one object cannot both succeed, and a max
 //     register cannot tell them apart) writes the tombstone, a VERIFIED tuple at
@@ -57,17 +57,34 @@ import (
 //     Delete that loses makes sure the tombstone is in (reading it, or writing one), then
 //     returns ErrNotFound, or, if it came through a stale cache and the index names another
 //     object, retries on that one.
-//   - Unlink: whoever CASes the life word DEAD→UNLINKED (the Delete that won, or an Insert
-//     that found the tombstone, if its deleter stalled or died) removes the index entry. That
-//     client alone ever removes an entry naming the object, and inserts never replace one, so
-//     the removal needs no condition (RACE's Delete is unconditional) and can never remove a
-//     later object's entry.
+//   - Unlink: the Delete that won, once its tombstone is in, CASes the life word DEAD→UNLINKED
+//     (the removal has begun) and removes the index entry with RACE's compare-and-delete
+//     (race.Table.DeleteIf): the entry goes only if it still names the object. An Insert that
+//     read the object's tombstone does the same, whether it wins the life word (the deleter
+//     stalled or died before) or finds it UNLINKED already (the winner may have died before
+//     its removal): an entry naming a dead object is never left for one client alone to
+//     remove. A removal that finds the key absent, or naming another object, had nothing left
+//     to do.
+//
+// Why the conditional removal is safe, whoever runs it and however late: an object's offset
+// is indexed at most once (a new object is retired unindexed only when RACE's Insert
+// refused it, and indexed objects are never reclaimed), and no client writes an entry naming
+// an object except its inserter's RACE insert, which never replaces an entry; so an entry
+// naming the object is the one its inserter wrote, and the CAS of DeleteIf, from the very
+// slot word whose block it read, removes that entry or nothing. Every remover read the
+// tombstone first (the Delete that won wrote it), and a tombstone is final, so the key is
+// already absent in the abstract map while the entry names the object: removing the entry
+// changes no answer. A newer object's entry, inserted after the removal by anyone (or before
+// it, by an Insert that found the key absent), names another offset and is never touched:
+// neither a remover that comes back late (a paused deleter) nor two removers racing (one
+// removes, the other finds the key absent or naming the newer object) can take it.
 //
 // Linearization: Insert at its RACE insert; Delete at the first tombstone the object's
 // register orders (within the winner's interval, since losers write theirs only after the
 // winner's CAS); Get and Update at their register operation, or, when they find a
 // tombstone through a fresh lookup, at a moment between the tombstone and the entry's
-// removal. Deleted objects are never reused, so a stale cache always finds the tombstone.
+// removal (the read of the entry). Deleted objects are never reused, so a stale cache always
+// finds the tombstone.
 //
 // # Round trips
 //
@@ -76,8 +93,10 @@ import (
 // adds the index's Search (2) and the register's Open (2). Insert: the object's format
 // (swarm.Format: its lock words and its replicas' headers), Open, a write, the life word's
 // replicated write, and the index's replicated Insert (race.ReplicatedInsertRoundTrips);
-// Delete: the life word's two CASes (2 each), the tombstone (1) and the index's Delete
-// (race.ReplicatedDeleteRoundTrips). A crashed replica costs no round trip once suspected:
+// Delete: the life word's two CASes (2 each), the tombstone (1) and the index's conditional
+// removal (race.ReplicatedDeleteIfRoundTrips, a Delete's). An Insert that finds a deleted
+// object indexed adds the index's Search, the object's Open and read (1), the life word's
+// CAS and the removal, then inserts again. A crashed replica costs no round trip once suspected:
 // the register waits for a majority, the index's memory for f+1 replicas.
 //
 // # Memory per object
@@ -121,9 +140,7 @@ import (
 // swarm.Options.EarlyReuse: a writer never waits for one of its buffers to age (above Slots
 // writes of one key per maxreg ReuseDelay, reads of it are lock-free). Deleted objects and
 // their index memory are never reclaimed (as in the paper, whose §5.4 recycling was not
-// built). A client that dies between winning an object's unlinking and removing its entry
-// leaves the key impossible to insert again (Insert waits about a second, then fails with an
-// error wrapping farmem.ErrNotSupported). A memory node that restarted empty is adopted
+// built). A memory node that restarted empty is adopted
 // while the store runs (Store.Adopt; swarm_adopt.go): the store's register handles leave it
 // out of their quorums until every indexed object's replica and life word are copied onto
 // it, then count it again, so the next crash is tolerated; the adoption copies each object
@@ -610,10 +627,6 @@ func (x *swarmIndex) Update(ctx context.Context, key, value []byte) error {
 	}
 }
 
-// maxInsertWaits bounds how often an Insert finds the key's entry naming a deleted object
-// whose deleter has not unlinked it yet, backing off between tries (up to about a second).
-const maxInsertWaits = 1000
-
 func (x *swarmIndex) Insert(ctx context.Context, key, value []byte) error {
 	if err := x.checkValue(value); err != nil {
 		return err
@@ -623,8 +636,7 @@ func (x *swarmIndex) Insert(ctx context.Context, key, value []byte) error {
 		return err
 	}
 	ref := binary.LittleEndian.AppendUint64(nil, uint64(o.off))
-	backoff := time.Microsecond
-	for waits := 0; ; {
+	for {
 		err := x.t.Insert(ctx, x.ikey(key), ref)
 		if err == nil {
 			if c, ok := x.cache[string(key)]; ok {
@@ -660,24 +672,14 @@ func (x *swarmIndex) Insert(ctx context.Context, key, value []byte) error {
 			return ErrExists
 		}
 		x.drop(key, old)
-		// Its tombstone is in (the read returned it): help its deleter remove the entry.
-		won, err := x.unlink(ctx, key, old)
-		if err != nil {
+		// Its tombstone is in (the read returned it): remove the entry if it still names
+		// old, whether or not its deleter is alive to, then insert again. Each turn of the
+		// loop either inserts, or finds a live object, or removes an entry of an object
+		// deleted since the previous turn (a newer one than it found there).
+		if err := x.unlink(ctx, key, old); err != nil {
 			_ = o.reg.Close()
 			return err
 		}
-		if won {
-			continue
-		}
-		if waits++; waits > maxInsertWaits {
-			_ = o.reg.Close()
-			return fmt.Errorf("kvstore: swarm: insert: the key's deleted object is still indexed (the client unlinking it died?): %w", farmem.ErrNotSupported)
-		}
-		if err := x.m.Runtime().Sleep(ctx, backoff); err != nil {
-			_ = o.reg.Close()
-			return err
-		}
-		backoff = min(2*backoff, time.Millisecond)
 	}
 }
 
@@ -757,8 +759,7 @@ func (x *swarmIndex) Delete(ctx context.Context, key []byte) error {
 				return err
 			}
 			x.drop(key, o)
-			_, err := x.unlink(ctx, key, o)
-			return err
+			return x.unlink(ctx, key, o)
 		}
 		if prev != swarmDead && prev != swarmUnlinked {
 			return fmt.Errorf("kvstore: swarm: object at %#x has life word %#x: %w", uint64(o.off), prev, ErrBadRoot)
@@ -775,22 +776,25 @@ func (x *swarmIndex) Delete(ctx context.Context, key []byte) error {
 	}
 }
 
-// unlink removes key's index entry, which names o, a deleted object whose tombstone is in,
-// if this client wins o's life word from DEAD to UNLINKED: the one client that does is the
-// only one ever to remove an entry naming o (inserts never replace an entry), so the removal
-// needs no condition. It reports whether it won; a loser leaves the removal to the winner.
-func (x *swarmIndex) unlink(ctx context.Context, key []byte, o *swarmObj) (bool, error) {
+// unlink removes key's index entry if it still names o, a deleted object whose tombstone is
+// in: it CASes o's life word DEAD→UNLINKED (the removal has begun; a word found UNLINKED
+// already means another client won it, and may have died before removing the entry), then
+// removes the entry with RACE's compare-and-delete on o's offset. Finding the key absent, or
+// naming another object, means the entry is gone already. See "Why the conditional removal
+// is safe" in Swarm's doc.
+func (x *swarmIndex) unlink(ctx context.Context, key []byte, o *swarmObj) error {
 	prev, err := x.rm.CAS(ctx, x.lifeAddr(o), swarmDead, swarmUnlinked)
 	if err != nil {
-		return false, fmt.Errorf("kvstore: swarm: unlink: the life word of the object at %#x: %w", uint64(o.off), err)
+		return fmt.Errorf("kvstore: swarm: unlink: the life word of the object at %#x: %w", uint64(o.off), err)
 	}
-	if prev != swarmDead {
-		return false, nil
+	if prev != swarmDead && prev != swarmUnlinked {
+		return fmt.Errorf("kvstore: swarm: unlink: a tombstoned object at %#x has life word %#x: %w", uint64(o.off), prev, ErrBadRoot)
 	}
-	if err := x.t.Delete(ctx, x.ikey(key)); err != nil {
-		return true, fmt.Errorf("kvstore: swarm: unlink a deleted key: %w", mapRace(err))
+	err = x.t.DeleteIf(ctx, x.ikey(key), binary.LittleEndian.AppendUint64(nil, uint64(o.off)))
+	if err != nil && !errors.Is(err, race.ErrNotFound) && !errors.Is(err, race.ErrChanged) {
+		return fmt.Errorf("kvstore: swarm: unlink a deleted key: %w", mapRace(err))
 	}
-	return true, nil
+	return nil
 }
 
 // Close implements Index: the register handles and the table.

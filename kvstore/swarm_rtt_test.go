@@ -28,7 +28,8 @@ import (
 //     index's replicated insert (race.ReplicatedInsertRoundTrips).
 //   - Delete 10: the life word's CAS ALIVE to DEAD (3: a replicated atomic is 2, and the first
 //     one a handle makes on a word retries its lock round once), the tombstone (1), the CAS
-//     DEAD to UNLINKED (2) and the index's replicated delete (race.ReplicatedDeleteRoundTrips).
+//     DEAD to UNLINKED (2) and the index's replicated conditional removal of the entry naming
+//     the object (race.ReplicatedDeleteIfRoundTrips).
 func TestSwarmInsertDeleteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -47,7 +48,7 @@ func TestSwarmInsertDeleteRoundTrips(t *testing.T) {
 	wantIns := []kvstore.SwarmStep{{"allocate", 0}, {"format", 2 * replicas}, {"open", maxreg.OpenReplicatedRoundTrips},
 		{"write", maxreg.ReplicatedWriteRoundTrips}, {"life word", 1}, {"index insert", race.ReplicatedInsertRoundTrips}}
 	wantDel := []kvstore.SwarmStep{{"life word ALIVE to DEAD", 3}, {"tombstone", 1}, {"life word DEAD to UNLINKED", 2},
-		{"index delete", race.ReplicatedDeleteRoundTrips}}
+		{"index delete", race.ReplicatedDeleteIfRoundTrips}}
 	sum := func(steps []kvstore.SwarmStep) (n uint64) {
 		for _, st := range steps {
 			n += st.RoundTrips

@@ -485,6 +485,11 @@ func quorumErr(op string, err error) error {
 // that round's answers (maxKnown at the time its batch was built; read only) and, per
 // replica, whether this call's CAS installed t there.
 //
+// A round asks every replica not counted as holding t beside that round's own batch (the
+// answers a write counts are paired within Params.Lease of each other: see evidence), and
+// waits for as many as the majority then needs, so a client descheduled for longer than the
+// lease between rounds still completes in the round after the last lost CAS.
+//
 // Rounds are bounded. A round that posts to a replica learns its word's current value, so
 // the next one installs there unless a writer sharing the word moved it meanwhile (with a word
 // of its own, a write takes at most two rounds); a write that has posted MaxInstallRounds
@@ -511,21 +516,37 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		ref = *lease
 	}
 	for round := 0; ; round++ {
+		// next: the build time of the batch this turn may post (read before deciding what it
+		// asks, so that what it counts is what the next turn's check will count).
+		next := r.rt.Now()
 		if round > 0 {
-			now := r.rt.Now()
-			if lease != nil && now.Sub(*lease) > r.h.p.Lease {
+			if lease != nil && next.Sub(*lease) > r.h.p.Lease {
 				r.stats.LeaseRestarts++
 				return first, top, firstP, installed, errRestart
 			}
-			if round >= MaxInstallRounds && now.Sub(began) > r.h.p.Lease {
-				return first, top, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, now.Sub(began), ErrContended)
+			if round >= MaxInstallRounds && next.Sub(began) > r.h.p.Lease {
+				return first, top, firstP, installed, fmt.Errorf("maxreg: write of %v: %d rounds in %v: %w", t, round, next.Sub(began), ErrContended)
 			}
 		}
+		// at: the time the replicas that need not be asked again must hold t beside. An own
+		// write judges them beside the batch it is about to post, whose answers the next
+		// turn pairs them with: a replica whose evidence will be older than the lease by then
+		// is asked again in this round (and waited for), else a client descheduled longer than
+		// the lease between rounds, needing one more answer per round, would let one replica's
+		// evidence age out while it waits for another's, round after round. A write-back keeps
+		// its read's time: it posts no round past that read's lease (above).
+		at := next
+		if lease != nil {
+			at = ref
+		}
 		r.mu.Lock()
-		have := 0
+		have, fresh := 0, 0
 		for i := range r.n {
 			if r.holds(i, t, ref) {
 				have++
+			}
+			if r.holds(i, t, at) {
+				fresh++
 			}
 		}
 		// A CAS expects the word's last value seen, or the tag of this handle's own CAS still
@@ -537,7 +558,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		for i := range r.n {
 			// Per-node lanes: a record write of another client of the node into the same
 			// buffer may still be in flight there, unordered with this one: skip the replica.
-			need[i] = !r.holds(i, t, ref) && !r.busy(slot, i)
+			need[i] = !r.holds(i, t, at) && !r.busy(slot, i)
 			expect[i] = max(expect[i], r.ls.posted[i])
 			if need[i] {
 				avail++
@@ -547,7 +568,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		if have >= r.maj && !(read && round == 0) {
 			return first, top, firstP, installed, nil
 		}
-		if have+avail < r.maj && !(read && round == 0) {
+		if fresh+avail < r.maj && !(read && round == 0) {
 			// Only with per-node lanes: wait for those writes to be done (not a round; a
 			// write-back still posts nothing past its lease).
 			r.stats.LaneWaits++
@@ -564,7 +585,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		}
 		b := new(farmem.Batch)
 		parts := make([]install, r.n)
-		ref = r.rt.Now()
+		ref = next
 		for i, a := range r.addrs {
 			parts[i] = install{write: -1, cas: -1, read: -1, at: ref}
 			if need[i] {
@@ -597,7 +618,7 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		}
 		k := r.maj
 		if !(read && round == 0) {
-			k = r.maj - have
+			k = r.maj - fresh
 		}
 		err := p.WaitNodes(ctx, k)
 		r.absorb(p, b, parts, t, installed, false)
