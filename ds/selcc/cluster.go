@@ -109,6 +109,9 @@ type Client struct {
 	flag  farmem.Addr // reply flags: one word per target index
 	grant farmem.Addr // the grant word, after the flags
 	seq   uint64
+	// stale says that a wait on the reply block failed: late answers may still land in it, so
+	// the client takes a fresh one once its acquisition ends (see lateanswer.go)
+	stale bool
 	// selOpen counts the client's open SEL-mode guards.
 	selOpen int
 	// life is what the client holds, for its node to take over if it loses its access.
@@ -125,6 +128,14 @@ func (c *Cluster) Client(ctx context.Context, m farmem.Memory) (*Client, error) 
 	}
 	cl := &Client{c: c, n: n, m: m, me: info.Node.ComputeID(), o: c.opts, rt: m.Runtime(),
 		flag: info.Slice.Add(c.opts.SliceOffset)}
+	if n.retiredBlock(cl.flag) {
+		// A previous client of the slice left late answers there (see lateanswer.go).
+		b, err := n.replyBlock(ctx, m, cl.replyBlock())
+		if err != nil {
+			return nil, fmt.Errorf("selcc: a reply block for a client of %v: %w", info.Node, err)
+		}
+		cl.flag = b
+	}
 	cl.grant = cl.flag.Add(8 * uint64(c.opts.Codec.MaxNodes()))
 	if err := m.Write(ctx, cl.flag, make([]byte, 8*c.opts.Codec.MaxNodes())); err != nil {
 		return nil, err

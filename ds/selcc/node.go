@@ -82,9 +82,10 @@ type node struct {
 	table   map[GCL]*frame
 	free    []*frame
 	tick    uint64
-	holdoff map[GCL]farmem.Time // spin-wait for starving writers: no local S acquire before
-	orphans map[GCL][]orphan    // unanswered messages that may have given this node a hold
-	fences  map[GCL]farmem.Time // a repair's census: no count of the line added before
+	holdoff map[GCL]farmem.Time  // spin-wait for starving writers: no local S acquire before
+	orphans map[GCL][]orphan     // unanswered messages that may have given this node a hold
+	fences  map[GCL]farmem.Time  // a repair's census: no count of the line added before
+	retired map[farmem.Addr]bool // clients' reply blocks left to late answers (lateanswer.go)
 
 	stats nodeStats
 

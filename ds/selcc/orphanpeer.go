@@ -44,7 +44,7 @@ func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error
 		return l.Unlock(detached(ctx))
 	}
 	cl := &Client{c: n.c, n: n, m: m, me: n.id, o: n.c.opts, rt: m.Runtime()}
-	err = cl.settleOrphans(detached(ctx), g, true, &grantState{})
+	err = cl.settleOrphans(detached(ctx), g, true, &grantState{}, false)
 	n.unmap(f)
 	if uerr := l.Unlock(detached(ctx)); err == nil {
 		err = uerr
