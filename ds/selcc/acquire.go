@@ -97,6 +97,9 @@ func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, 
 	n := cl.n
 	for try := 1; ; try++ {
 		f := n.takeFree()
+		if f == nil {
+			f = n.reclaim(ctx, cl.m)
+		}
 		n.kickEvictor()
 		if f == nil {
 			vs := n.victims(cl.o.EvictBatch)
@@ -360,6 +363,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	seq := cl.seq
 	method := farmem.OwnerSELCC.Method(methodInvalidate)
 	sent := make([]bool, len(targets))
+	var out []orphan // where the answers to messages that may have been delivered land
 	var down error
 	for i, t := range targets {
 		v := invalidation{kind: kind, prio: uint32(try), from: cl.me, gcl: g,
@@ -371,7 +375,9 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		switch {
 		case err == nil:
 			sent[i] = true
+			out = append(out, orphan{at: v.flag, seq: seq})
 		case errors.Is(err, farmem.ErrNodeDown):
+			out = append(out, orphan{at: v.flag, seq: seq})
 			// A holder that is down keeps its hold until Repair removes it. The message may
 			// still have been delivered: its answer may hand this node a hold, and land in
 			// this reply block after the client stopped waiting.
@@ -403,9 +409,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 			// orphan until settled; so is any other target's (one answered already may have
 			// forwarded the line into f, and one not awaited yet may still do so), each
 			// knowing where its answer lands.
-			cl.n.mu.Lock()
-			f.dead = true
-			cl.n.mu.Unlock()
+			cl.n.quarantine(f, out)
 			for j, ok := range sent {
 				if ok {
 					cl.orphaned(g, targets[j], kind, cl.flag.Add(8*uint64(j)), seq, f)

@@ -57,9 +57,7 @@ func (cl *Client) awaitGrant(ctx context.Context, g GCL, f *frame, first uint64)
 		// status lands in it).
 		cl.n.addOrphan(g, orphan{excl: true, at: cl.grant, seq: first, grant: true, body: f.body})
 		cl.stale = true
-		cl.n.mu.Lock()
-		f.dead = true
-		cl.n.mu.Unlock()
+		cl.n.quarantine(f, []orphan{{at: cl.grant, seq: first, grant: true}})
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, fmt.Errorf("selcc: a hand-over claimed for this client never came: %w", farmem.ErrNodeDown)
 		}

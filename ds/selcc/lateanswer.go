@@ -2,6 +2,7 @@ package selcc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -145,21 +146,48 @@ func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []an
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return -1, landedKept, err
 		}
-		// The line did not come within ReplyTimeout: release without it only if every peer
-		// that may still send it is reported down (then it never will: a crash).
-		for _, i := range pending {
-			o := os[i]
-			if o.from == 0 || cl.holderGone(ctx, o.from, g, nil) == nil {
-				return -1, landedKept, fmt.Errorf("selcc: %v was handed over to %v but its line has not come within ReplyTimeout: %w", g, cl.me.Node(), farmem.ErrNodeDown)
+		// The line did not come within ReplyTimeout: release without it if every peer that
+		// may still send it is reported down (then it never will: a crash), if only a grant's
+		// claimer (not known) may, or if it has not come for lostForward ReplyTimeouts (the
+		// fabric lost it, as a cut link does).
+		since := cl.n.landedSince(g, cl.rt.Now())
+		if cl.rt.Now()-since < farmem.Time(lostForward*cl.o.ReplyTimeout) {
+			for _, i := range pending {
+				if o := os[i]; o.from != 0 && cl.holderGone(ctx, o.from, g, nil) == nil {
+					return -1, landedKept, fmt.Errorf("selcc: %v was handed over to %v by %v, whose line has not come within ReplyTimeout: %w", g, cl.me.Node(), o.from.Node(), farmem.ErrNodeDown)
+				}
 			}
 		}
 		return -1, landedReleased, cl.releaseLanded(ctx, g, orphan{}, answer{})
 	}
 }
 
+// lostForward is how many ReplyTimeouts a node waits, in failed acquisitions, for the line of
+// a hand-over that landed before it deems the forward lost by the fabric and releases the hold
+// without it.
+const lostForward = 8
+
+// landedSince returns when this node first found a landed hold of g whose line had not come
+// (now, recorded, if it had not).
+func (n *node) landedSince(g GCL, now farmem.Time) farmem.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t, ok := n.landed[g]; ok {
+		return t
+	}
+	if n.landed == nil {
+		n.landed = map[GCL]farmem.Time{}
+	}
+	n.landed[g] = now
+	return now
+}
+
 // releaseLanded releases this node's exclusive hold of g (landed from o, memo I): one FAA, in
 // one ordered batch after the write-back of the line o's answer forwarded dirty.
 func (cl *Client) releaseLanded(ctx context.Context, g GCL, o orphan, a answer) error {
+	cl.n.mu.Lock()
+	delete(cl.n.landed, g)
+	cl.n.mu.Unlock()
 	delta := ReleaseExclusiveDelta(cl.o.Codec, cl.me)
 	if !a.forwarded || !a.dirty {
 		_, err := cl.m.FAA(ctx, g.Latch(), delta)
@@ -173,6 +201,18 @@ func (cl *Client) releaseLanded(ctx context.Context, g GCL, o orphan, a answer) 
 	b.Write(g.Body(), buf)
 	b.FAA(g.Latch(), delta)
 	return doAll(ctx, cl.m, &b)
+}
+
+// mayAnswer reports whether o's source may still answer it: o knows where its answer lands,
+// no answer has come, and its source is not reported down (one message to ask, see
+// holderGone). A grant's claimer is not known; it hands over right after its claim while it
+// holds the line, so a grant orphan is kept only while some node holds the line (the caller's
+// rule).
+func (cl *Client) mayAnswer(ctx context.Context, g GCL, o orphan, a answer) bool {
+	if !a.known || a.answered || o.from == 0 {
+		return false
+	}
+	return cl.holderGone(ctx, o.from, g, nil) == nil
 }
 
 // replyBlock is the size of a client's reply block: a flag per compute node the codec
@@ -237,4 +277,84 @@ func (n *node) forgetAnswers(a farmem.Addr, size uint64) {
 		}
 		n.orphans[g] = os
 	}
+}
+
+// quarantine marks f dead (late answers to the messages whose answer words are in at may
+// still forward a line into it) and records those words, so the frame can be reclaimed once
+// they all answered and their lines were settled (reclaim).
+func (n *node) quarantine(f *frame, at []orphan) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f.dead = true
+	if n.quarantined == nil {
+		n.quarantined = map[*frame][]orphan{}
+	}
+	n.quarantined[f] = append(n.quarantined[f], at...)
+}
+
+// reclaim returns a quarantined frame that nothing can write any more to use (taken off the
+// free list's way, as takeFree would), or nil: every message that could forward into it has
+// answered (its answer word says so; a forward lands before its answer, in one ordered batch)
+// and no orphan still waits to write back a line forwarded into it. Called only when no frame
+// is free; costs a local READ per answer word of the quarantined frames it looks at.
+func (n *node) reclaim(ctx context.Context, m farmem.Memory) *frame {
+	n.mu.Lock()
+	if len(n.quarantined) == 0 {
+		n.mu.Unlock()
+		return nil
+	}
+	type cand struct {
+		f  *frame
+		at []orphan
+	}
+	var cs []cand
+	for f, at := range n.quarantined {
+		cs = append(cs, cand{f, at})
+	}
+	n.mu.Unlock()
+	for _, c := range cs {
+		done := true
+		for _, o := range c.at {
+			w, err := readWord(ctx, m, o.at)
+			if err != nil || !o.answered(w) || o.decode(w).forwarded && n.pendingForward(c.f, o) {
+				done = false
+				break
+			}
+		}
+		if !done {
+			continue
+		}
+		n.mu.Lock()
+		if _, ok := n.quarantined[c.f]; ok && c.f.key == 0 {
+			delete(n.quarantined, c.f)
+			c.f.dead = false
+			n.mu.Unlock()
+			return c.f
+		}
+		n.mu.Unlock()
+	}
+	return nil
+}
+
+// pendingForward reports whether an orphan still has to settle the line the answer at o
+// forwarded into f.
+func (n *node) pendingForward(f *frame, o orphan) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, os := range n.orphans {
+		for _, x := range os {
+			if x.body == f.body && x.at == o.at && x.seq == o.seq {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func readWord(ctx context.Context, m farmem.Memory, a farmem.Addr) (uint64, error) {
+	var b [8]byte
+	if err := m.Read(ctx, a, b[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }

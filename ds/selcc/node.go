@@ -86,6 +86,9 @@ type node struct {
 	orphans map[GCL][]orphan     // unanswered messages that may have given this node a hold
 	fences  map[GCL]farmem.Time  // a repair's census: no count of the line added before
 	retired map[farmem.Addr]bool // clients' reply blocks left to late answers (lateanswer.go)
+	// quarantined frames that late answers may still write, and where those answers land
+	quarantined map[*frame][]orphan
+	landed      map[GCL]farmem.Time // a landed orphan's hold waits for its line since (lateanswer.go)
 
 	stats nodeStats
 

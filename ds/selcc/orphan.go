@@ -37,8 +37,14 @@ import (
 //   - it can still land while the holder field names its source (the source still holds M): it
 //     stays recorded; the acquisition goes on (its CAS cannot succeed meanwhile, and a hand-over
 //     landing later is settled at the next attempt);
-//   - otherwise it never will (its source does not hold the line any more, or it answered
-//     without handing over): it is forgotten.
+//   - it can still land while its source has not answered and is not reported down, even if
+//     the source does not hold the line now: a late message is served whenever it reaches the
+//     source's handler, which may be after the source took the line back (kept; the holder
+//     cannot hand over while this node holds the line, so a hold that lands later always
+//     finds the node without one, and is settled as above);
+//   - otherwise it never will (it answered without handing over, or its source is down, or,
+//     for an orphan that does not know where its answer lands, its source does not hold the
+//     line any more): it is forgotten.
 //   - A shared orphan (bitmap only) landed iff this node's bit is set, since a downgrade adds it
 //     in the same FAA that takes the holder field off its source (and writes the line back
 //     before, so nothing is lost with the forward); while the source still holds M and has not
@@ -148,6 +154,10 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 			// answered without a hand-over: it never will hand over
 		case o.excl && (o.from == 0 && h != 0 || o.from != 0 && h == o.from):
 			keep = append(keep, o)
+		case o.excl && cl.mayAnswer(ctx, g, o, a):
+			// Its source does not hold the line now, but has not answered: it may take the
+			// line back and hand it over then.
+			keep = append(keep, o)
 		case o.excl:
 		case w&cd.Shared(me) != 0 && exactSharers(cd):
 			if _, err := cl.m.FAA(ctx, g.Latch(), ReleaseSharedDelta(cd, me)); err != nil {
@@ -159,6 +169,8 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 		case h == o.from:
 			keep = append(keep, o)
 			wait0 = o.from
+		case cl.mayAnswer(ctx, g, o, a):
+			keep = append(keep, o) // as an exclusive orphan: a downgrade may come later
 		}
 	}
 	cl.n.setOrphans(g, keep)

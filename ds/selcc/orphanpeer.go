@@ -15,8 +15,10 @@ import (
 // handler settles it as an acquisition would: it takes a free frame without waiting (none free,
 // or its latch busy: it leaves the orphan for later), maps it to g (if g was mapped meanwhile,
 // that frame's acquisition settles it), and settles under the frame's exclusive latch with memo
-// I, then frees the frame. Costs: nothing unless the node has orphans on g; then one READ of the
-// word and an FAA per landed hold, on the handler.
+// I, then frees the frame. It never waits: a landed hold whose forwarded line has not come yet
+// is left for later. Costs: nothing unless the node has orphans on g; then one READ of the
+// word, a local READ per recorded answer word, and an FAA per landed hold (in one batch with
+// the write-back of a line forwarded dirty), on the handler.
 func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error {
 	n.mu.Lock()
 	has := len(n.orphans[g]) > 0
