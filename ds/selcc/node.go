@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,7 +196,8 @@ func openNode(ctx context.Context, c *Cluster, env *nodestate.Env) (*node, error
 
 // Close releases every line the node holds (writing dirty ones back), in batches. A frame
 // whose latch is held (a handler finishing a release, or a guard still open) is waited for
-// with the latch's Lock (Memory.Wait), not retried in a loop of failed try-locks.
+// with the latch's Lock (Memory.Wait), not retried in a loop of failed try-locks. Then it
+// settles the node's orphans (a late hand-over's line written back), as an acquisition would.
 func (n *node) Close() error {
 	n.stopEvictor()
 	ctx := context.Background()
@@ -223,6 +225,18 @@ func (n *node) Close() error {
 				errs = append(errs, err)
 				break
 			}
+		}
+	}
+	n.mu.Lock()
+	var gs []GCL
+	for g := range n.orphans {
+		gs = append(gs, g)
+	}
+	n.mu.Unlock()
+	slices.Sort(gs) // a deterministic order of verbs (sim)
+	for _, g := range gs {
+		if err := n.settleFree(ctx, n.m, g, true); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

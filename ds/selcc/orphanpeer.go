@@ -20,6 +20,12 @@ import (
 // word, a local READ per recorded answer word, and an FAA per landed hold (in one batch with
 // the write-back of a line forwarded dirty), on the handler.
 func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error {
+	return n.settleFree(ctx, m, g, false)
+}
+
+// settleFree is settleUnmapped; with wait, a landed hold whose line has not come is waited for
+// as an acquisition would (Close: its node's clients are done).
+func (n *node) settleFree(ctx context.Context, m farmem.Memory, g GCL, wait bool) error {
 	n.mu.Lock()
 	has := len(n.orphans[g]) > 0
 	n.mu.Unlock()
@@ -46,7 +52,7 @@ func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error
 		return l.Unlock(detached(ctx))
 	}
 	cl := &Client{c: n.c, n: n, m: m, me: n.id, o: n.c.opts, rt: m.Runtime()}
-	err = cl.settleOrphans(detached(ctx), g, true, &grantState{}, false)
+	err = cl.settleOrphans(detached(ctx), g, true, &grantState{}, wait)
 	n.unmap(f)
 	if uerr := l.Unlock(detached(ctx)); err == nil {
 		err = uerr
