@@ -87,3 +87,44 @@ func TestLateHandOverKeepsDirtyLine(t *testing.T) {
 		}
 	}
 }
+
+// TestLateHandOversReuseFrames: eight late hand-overs in a row into a node whose cache has three
+// frames. Each give-up quarantines a frame; once the late answer has come and the orphan was
+// settled, the frame is used again, so node 2 never runs out of frames (with quarantined frames
+// never reused, its acquisitions failed with farmem.ErrNoSpace in the second round), and every
+// round's write of node 1 reaches node 2 and far memory.
+func TestLateHandOversReuseFrames(t *testing.T) {
+	r := simRig(t, simModel(2, 2), 4, selcc.Options{LineSize: 64, Frames: 3, Durability: selcc.WriteBack,
+		ReplyTimeout: time.Millisecond})
+	g := r.lines(t, 1)[0]
+	_, c1 := r.client(t, 0) // node 1
+	_, c2 := r.client(t, 1) // node 2
+	r.do(func() {
+		ctx := context.Background()
+		rt := c2.Memory().Runtime()
+		for round := uint64(1); round <= 8; round++ {
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 0))
+			gd, err := c1.Lock(ctx, g)
+			require.NoError(t, err, "round %d", round)
+			require.NoError(t, gd.WriteUint64(ctx, 0, 100+round))
+			require.NoError(t, gd.Unlock(ctx))
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 2*time.Millisecond))
+			_, err = c2.Lock(ctx, g)
+			require.ErrorIs(t, err, farmem.ErrNodeDown, "round %d", round)
+			for try := 0; ; try++ {
+				require.Less(t, try, 50, "round %d: node 2 never got the line", round)
+				if gd, err = c2.Lock(ctx, g); err == nil {
+					break
+				}
+				require.ErrorIs(t, err, farmem.ErrNodeDown, "round %d", round)
+				require.NotErrorIs(t, err, farmem.ErrNoSpace, "round %d", round)
+				require.NoError(t, rt.Sleep(ctx, 500*time.Microsecond))
+			}
+			v, err := gd.ReadUint64(ctx, 0)
+			require.NoError(t, err)
+			require.EqualValues(t, 100+round, v, "round %d", round)
+			require.EqualValues(t, 100+round, r.farBody(t, g), "round %d", round)
+			require.NoError(t, gd.Unlock(ctx))
+		}
+	})
+}
