@@ -216,8 +216,9 @@
 //     frame's exclusive latch before its next attempt on the line: released with one FAA if it
 //     landed (the holder field, and the bitmap's bit, say exactly whether it did), kept while its
 //     source still holds the line or, alive, has not answered (it may still land), forgotten
-//     otherwise. A shared attempt waits (fails with farmem.ErrNodeDown) while a shared orphan's
-//     source holds the line, since the node's bit would be added twice.
+//     otherwise. A shared attempt waits for a shared orphan's answer while its source holds
+//     the line (the node's bit would be added twice), and fails with farmem.ErrNodeDown if it
+//     does not come within ReplyTimeout.
 //   - A peer that was only late (alive, answering after ReplyTimeout) still hands its line
 //     over into the quarantined frame, dirty under WriteBack and possibly the only copy of
 //     acknowledged writes; it is not dropped. The requester retires the reply flags and grant

@@ -49,8 +49,9 @@ import (
 //     in the same FAA that takes the holder field off its source (and writes the line back
 //     before, so nothing is lost with the forward); while the source still holds M and has not
 //     answered it could land at any moment, and a shared attempt then would add the node's bit
-//     twice (a carry), so shared acquisitions of the line fail with farmem.ErrNodeDown until it
-//     settles (the source answers late, or is repaired).
+//     twice (a carry), so a shared acquisition of the line waits for the answer (ReplyTimeout
+//     at most, if the orphan knows where it lands) and otherwise fails with
+//     farmem.ErrNodeDown until it settles (the source answers late, or is repaired).
 //
 // The group codec never makes shared orphans: its holders downgrade only themselves on a PeerRd
 // (the reader adds its own count with its next attempt), since a group count cannot tell whether
@@ -102,8 +103,10 @@ func (n *node) setOrphans(g GCL, os []orphan) {
 // frame mapping g latched X, with memo I): one READ of the word, a READ of each recorded answer
 // word, and one FAA per landed hold (with the forwarded line's write-back in its batch). With
 // wait, a landed hold whose line has not come yet is waited for (ReplyTimeout at most);
-// without (the handler), it is left for later. It fails with farmem.ErrNodeDown if a shared
-// attempt must wait for a shared orphan, or if a hand-over landed whose line did not come.
+// without (the handler), it is left for later. A shared attempt that must wait for a shared
+// orphan (its source holds the line and has not answered) waits for the answer, ReplyTimeout
+// at most, if the orphan knows where it lands. It fails with farmem.ErrNodeDown if that answer
+// does not come, or if a hand-over landed whose line did not come.
 func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grantState, wait bool) error {
 	os := cl.n.orphansOf(g)
 	if len(os) == 0 {
@@ -145,6 +148,7 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 	}
 	var keep []orphan
 	var wait0 farmem.ComputeID
+	var waitFor orphan
 	for i, o := range os {
 		h := cd.Holder(w)
 		a := ans[i]
@@ -168,12 +172,22 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 			// answered, and its share (if it gave one) released above: nothing can land
 		case h == o.from:
 			keep = append(keep, o)
-			wait0 = o.from
+			wait0, waitFor = o.from, o
 		case cl.mayAnswer(ctx, g, o, a):
 			keep = append(keep, o) // as an exclusive orphan: a downgrade may come later
 		}
 	}
 	cl.n.setOrphans(g, keep)
+	if wait0 != 0 && !excl && wait && waitFor.at != 0 {
+		// The source holds the line and has the message: wait for its answer (ReplyTimeout at
+		// most), then settle again.
+		wctx, cancel := cl.rt.WithTimeout(ctx, cl.o.ReplyTimeout)
+		_, err := cl.m.Wait(wctx, waitFor.at, waitFor.answered)
+		cancel()
+		if err == nil {
+			return cl.settleOrphans(ctx, g, excl, gs, wait)
+		}
+	}
 	if wait0 != 0 && !excl {
 		return cl.holderGone(ctx, wait0, g, fmt.Errorf("selcc: %v has not answered an earlier PeerRd of %v and still holds it (Repair clears its holds): %w", wait0.Node(), g, farmem.ErrNodeDown))
 	}
