@@ -105,7 +105,7 @@ func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []an
 	var wctx context.Context
 	for {
 		var pending []int
-		excl := false
+		excl, unknown := false, -1
 		for i, o := range os {
 			if !o.excl {
 				continue
@@ -115,11 +115,15 @@ func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []an
 			case a.forwarded:
 				return i, landedReleased, cl.releaseLanded(ctx, g, o, a)
 			case !a.known:
-				// Where its answer lands is not known: release, dropping what may come.
-				return i, landedReleased, cl.releaseLanded(ctx, g, o, a)
+				unknown = i
 			case !a.answered:
 				pending = append(pending, i)
 			}
+		}
+		if unknown >= 0 {
+			// No answer carries the line, and one orphan does not know where its answer
+			// lands: release, dropping what may come there.
+			return unknown, landedReleased, cl.releaseLanded(ctx, g, os[unknown], ans[unknown])
 		}
 		if !excl {
 			return -1, landedNone, nil
