@@ -12,8 +12,8 @@ import (
 // line; until then the word may name this node (a hand-over whose forward never came) while the
 // handler, having no frame, drops every invalidation for it, and the peers that want the line
 // retry forever (they would wait for a client of this node to want the line first). So the
-// handler settles it as an acquisition would: it takes a free frame without waiting (none free,
-// or its latch busy: it leaves the orphan for later), maps it to g (if g was mapped meanwhile,
+// handler settles it as an acquisition would: it takes a free frame without waiting (or a
+// quarantined one it can reclaim; none, or its latch busy: it leaves the orphan for later), maps it to g (if g was mapped meanwhile,
 // that frame's acquisition settles it), and settles under the frame's exclusive latch with memo
 // I, then frees the frame. It never waits: a landed hold whose forwarded line has not come yet
 // is left for later. Costs: nothing unless the node has orphans on g; then one READ of the
@@ -33,6 +33,9 @@ func (n *node) settleFree(ctx context.Context, m farmem.Memory, g GCL, wait bool
 		return nil
 	}
 	f := n.takeFree()
+	if f == nil {
+		f = n.reclaim(ctx, m) // a quarantined frame nothing can write any more
+	}
 	if f == nil {
 		return nil
 	}
