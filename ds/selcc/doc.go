@@ -227,8 +227,8 @@
 //     landed exclusive orphan whose answer carries the line is released in one ordered batch
 //     that first writes the line back (if it came dirty); one whose line has not come yet
 //     (the holder forwards after its FAA) is waited for, ReplyTimeout at most per attempt, and
-//     released without it only if its source is reported down, if the source is a grant's
-//     (unnamed) claimer, or after 8 ReplyTimeouts (the fabric lost the forward: a cut link).
+//     released without it only if its source is reported down, or 8 ReplyTimeouts after the
+//     hold was found landed (the fabric lost the forward: a cut link).
 //     A quarantined frame is used again once every answer that could write into it has come
 //     and its line was settled. Costs fall on the timeout path only: a READ of each recorded
 //     answer word and of the line's word per attempt on an orphaned line, one message to ask
@@ -270,6 +270,11 @@
 //	release                                        0 (WriteBackOnRelease: +1 if dirty)
 //	SEL access                                     2
 //	RepairLine (a dead node's holds on one line)   2 (READ, CAS; more if the word moves)
+//	settling a hand-over answered late             2 (READ of the word; the line's write-back
+//	                                               and the release FAA in one batch), at the
+//	                                               node's next attempt on the line; a message
+//	                                               per attempt to ask whether an orphan's
+//	                                               silent source is down
 //
 // Local verbs (latches, frame bodies, reply flags) are to the caller's own region: no round
 // trip, priced by sim at DRAM cost.
@@ -282,9 +287,10 @@
 // block (8 bytes per compute node the codec encodes, plus 8, of its shared area, never freed);
 // a hold it handed over late is settled as an orphan (see Recovery) with its forwarded line
 // written back. A late line is still dropped (under WriteBack, a write only that peer had is
-// lost as if it had died) when the fabric loses the forward (8 ReplyTimeouts without it), when
-// a grant's claimer stalls past ReplyTimeout between its hand-over FAA and its forward, when
-// the requester's node has no room left in its shared area for a fresh reply block, and when
+// lost as if it had died) when it has not come 8 ReplyTimeouts after its hold landed (the
+// fabric lost the forward, or the holder stalled that long between its hand-over FAA and its
+// forward), when the requester's node has no room left in its shared area for a fresh reply
+// block, and when
 // the requester was a client that lost its access (its frames are settled without knowing
 // where a late answer lands). Consistency is sequential for data-race-free use: every access
 // inside a guard.

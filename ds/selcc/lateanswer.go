@@ -1,10 +1,12 @@
 package selcc
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/farmem/farmem/alloc/nodearea"
 	"github.com/farmem/farmem/farmem"
@@ -99,8 +101,8 @@ const (
 // orphan released (-1 if none can be named). If no answer carries the line yet, the forward
 // is still on its way (the holder forwards after its FAA): with wait it waits for the answers
 // (ReplyTimeout at most), releasing without the line only if every peer it waits for is
-// reported down; otherwise it keeps every orphan (landedKept), with an error wrapping
-// farmem.ErrNodeDown if it waited.
+// reported down or the line has not come for lostForward ReplyTimeouts; otherwise it keeps
+// every orphan (landedKept), with an error wrapping farmem.ErrNodeDown if it waited.
 func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []answer, wait bool) (int, int, error) {
 	var wctx context.Context
 	for {
@@ -151,14 +153,14 @@ func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []an
 			return -1, landedKept, err
 		}
 		// The line did not come within ReplyTimeout: release without it if every peer that
-		// may still send it is reported down (then it never will: a crash), if only a grant's
-		// claimer (not known) may, or if it has not come for lostForward ReplyTimeouts (the
-		// fabric lost it, as a cut link does).
+		// may still send it is reported down (then it never will: a crash), or if it has not
+		// come for lostForward ReplyTimeouts (the fabric lost it, as a cut link does). A
+		// grant's claimer is not known: it counts as alive.
 		since := cl.n.landedSince(g, cl.rt.Now())
 		if cl.rt.Now()-since < farmem.Time(lostForward*cl.o.ReplyTimeout) {
 			for _, i := range pending {
-				if o := os[i]; o.from != 0 && cl.holderGone(ctx, o.from, g, nil) == nil {
-					return -1, landedKept, fmt.Errorf("selcc: %v was handed over to %v by %v, whose line has not come within ReplyTimeout: %w", g, cl.me.Node(), o.from.Node(), farmem.ErrNodeDown)
+				if o := os[i]; o.from == 0 || cl.holderGone(ctx, o.from, g, nil) == nil {
+					return -1, landedKept, fmt.Errorf("selcc: %v was handed over to %v, and the line has not come within ReplyTimeout: %w", g, cl.me.Node(), farmem.ErrNodeDown)
 				}
 			}
 		}
@@ -316,6 +318,9 @@ func (n *node) reclaim(ctx context.Context, m farmem.Memory) *frame {
 		cs = append(cs, cand{f, at})
 	}
 	n.mu.Unlock()
+	// in frame order, so the verbs' order does not depend on the map's (sim runs are
+	// deterministic)
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(a.f.body, b.f.body) })
 	for _, c := range cs {
 		done := true
 		for _, o := range c.at {

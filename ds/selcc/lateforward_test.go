@@ -3,6 +3,10 @@ package selcc_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +131,84 @@ func TestLateHandOversReuseFrames(t *testing.T) {
 			require.NoError(t, gd.Unlock(ctx))
 		}
 	})
+}
+
+// TestNoLostIncrementsWithLatePeers: two writers on each of two compute nodes increment one
+// line under WriteBack with γ = 4 (leases hand the line over through grant words), while the
+// link between the nodes is slow (1.5 ms each way, past the 1 ms reply timeout) for 2 ms out of
+// every 5: requesters give up on holders that are alive, and the hand-overs (by invalidation
+// and by grant) land late. An increment counts once its guard is released; after the cluster
+// closed, far memory holds exactly the number of increments counted. Seeds 1-3, in virtual
+// time.
+func TestNoLostIncrementsWithLatePeers(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := simRig(t, simModel(2, 3), seed, selcc.Options{LineSize: 64, Frames: 8, Gamma: 4,
+				Durability: selcc.WriteBack, ReplyTimeout: time.Millisecond})
+			g := r.lines(t, 1)[0]
+			const writers = 4
+			cls := make([]*selcc.Client, writers)
+			for i := range cls {
+				_, cls[i] = r.client(t, i)
+			}
+			var done, gaveUp atomic.Int64
+			r.do(func() {
+				end := r.s.Now() + farmem.Time(60*time.Millisecond)
+				err := farmemtest.Parallel(r.f.Runtime(), writers+1, func(i int) error {
+					ctx := context.Background()
+					rt := r.f.Runtime()
+					if i == writers { // the link: slow for 2 ms of every 5
+						for k := 0; rt.Now() < end; k++ {
+							d := time.Duration(0)
+							if k%2 == 0 {
+								d = 1500 * time.Microsecond
+							}
+							if err := r.s.DelayLink(r.comp[0], r.comp[1], d); err != nil {
+								return err
+							}
+							if err := rt.Sleep(ctx, map[bool]time.Duration{true: 2 * time.Millisecond, false: 3 * time.Millisecond}[d > 0]); err != nil {
+								return err
+							}
+						}
+						return r.s.DelayLink(r.comp[0], r.comp[1], 0)
+					}
+					cl := cls[i]
+					for rt.Now() < end {
+						gd, err := cl.Lock(ctx, g)
+						if errors.Is(err, farmem.ErrNodeDown) {
+							gaveUp.Add(1)
+							continue
+						}
+						if err != nil {
+							return err
+						}
+						v, err := gd.ReadUint64(ctx, 0)
+						if err != nil {
+							return err
+						}
+						if err := gd.WriteUint64(ctx, 0, v+1); err != nil {
+							return err
+						}
+						rt.Compute(200 * time.Nanosecond)
+						if err := gd.Unlock(ctx); err != nil {
+							return err
+						}
+						done.Add(1)
+					}
+					return nil
+				})
+				require.NoError(t, err)
+				require.NoError(t, r.c.Close())
+			})
+			var st selcc.NodeStats
+			for _, n := range r.comp {
+				s := r.c.NodeStats(n)
+				st.Leases += s.Leases
+				st.Granted += s.Granted
+			}
+			t.Logf("%d increments, %d acquisitions gave up on a late peer; %d leases, %d granted", done.Load(), gaveUp.Load(), st.Leases, st.Granted)
+			require.Positive(t, gaveUp.Load(), "no requester gave up: the test did not exercise late answers")
+			require.EqualValues(t, done.Load(), r.farBody(t, g), "increments lost")
+		})
+	}
 }

@@ -30,8 +30,9 @@ import (
 //     release FAA; one whose answer has not come yet (the forward follows the hand-over FAA)
 //     is waited for, at most ReplyTimeout, and kept if it still has not come (the acquisition
 //     fails with farmem.ErrNodeDown, or the handler leaves it for later), unless its source
-//     is reported down: then it is released without the line (a crash loses what only the
-//     dead node had, as Durability says). An orphan that does not know where its answer lands
+//     is reported down (a crash loses what only the dead node had, as Durability says) or
+//     the line has not come for 8 ReplyTimeouts (the fabric lost it): then it is released
+//     without the line. An orphan that does not know where its answer lands
 //     (a client taken over, or no room for a fresh reply block) is released at once, dropping
 //     whatever a late forward brings;
 //   - it can still land while the holder field names its source (the source still holds M): it
