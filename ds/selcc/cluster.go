@@ -58,7 +58,8 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Cluster, er
 func (c *Cluster) Options() Options { return c.opts }
 
 // Close releases every line every node holds, writing dirty lines back (so far memory then
-// holds every write), and removes the handlers. It is idempotent. No client may start an
+// holds every write, a line handed over late included: see Recovery), and removes the
+// handlers. It is idempotent. No client may start an
 // access once Close began; a frame still latched (a handler finishing an invalidation, or a
 // guard not yet released) is waited for, with Memory.Wait, before its line is released.
 func (c *Cluster) Close() error {

@@ -228,15 +228,16 @@
 //     that first writes the line back (if it came dirty); one whose line has not come yet
 //     (the holder forwards after its FAA) is waited for, ReplyTimeout at most per attempt, and
 //     released without it only if its source is reported down, or 8 ReplyTimeouts after the
-//     hold was found landed (the fabric lost the forward: a cut link).
-//     A quarantined frame is used again once every answer that could write into it has come
-//     and its line was settled. Costs fall on the timeout path only: a READ of each recorded
-//     answer word and of the line's word per attempt on an orphaned line, one message to ask
-//     whether a silent source is down, the write-back with the release.
-//   - A node's handler asked about a line it has no frame for
-//     settles its orphans on the line there and then (in a free frame it maps for the purpose,
-//     if one is free and unlatched), so peers do not wait for a client of the node to want the
-//     line. Under the group codec a holder answers a PeerRd by
+//     hold was found landed (the fabric lost the forward: a cut link). A quarantined frame is
+//     used again once every answer that could write into it has come and its line was
+//     settled; Cluster.Close settles the orphans left. Costs fall on the timeout path only: a
+//     READ of each recorded answer word and of the line's word per attempt on an orphaned
+//     line, one message to ask whether a silent source is down, the write-back with the
+//     release.
+//   - A node's handler asked about a line it has no frame for settles its orphans on the line
+//     there and then, without waiting (in a free frame it maps for the purpose, or a
+//     quarantined one it can reclaim, if one is unlatched), so peers do not wait for a client
+//     of the node to want the line. Under the group codec a holder answers a PeerRd by
 //     downgrading only itself (the reader then adds its own count, one more round trip than
 //     the bitmap's case 2), so no share is ever granted that the reader could not account for.
 //
@@ -290,10 +291,9 @@
 // lost as if it had died) when it has not come 8 ReplyTimeouts after its hold landed (the
 // fabric lost the forward, or the holder stalled that long between its hand-over FAA and its
 // forward), when the requester's node has no room left in its shared area for a fresh reply
-// block, and when
-// the requester was a client that lost its access (its frames are settled without knowing
-// where a late answer lands). Consistency is sequential for data-race-free use: every access
-// inside a guard.
+// block, and when the requester was a client that lost its access (its frames are settled
+// without knowing where a late answer lands). Consistency is sequential for data-race-free
+// use: every access inside a guard.
 //
 // # Runtime
 //
