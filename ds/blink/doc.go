@@ -42,7 +42,10 @@
 // forwarded to another writer without a write-back): a crash of that node loses the
 // acknowledged writes it held, and with them possibly the tree's shape (a split's new lines, or
 // a fresh root, that never left the cache): far memory may then not hold a readable tree at
-// all. Use WriteBack only for a tree that can be rebuilt.
+// all. Use WriteBack only for a tree that can be rebuilt. A peer that is only late loses
+// nothing in either mode: the operation that gave up on it (selcc.Options.ReplyTimeout) fails
+// with farmem.ErrNodeDown, having possibly taken effect, and a line the peer hands over after
+// that is written back by the node it went to (package selcc, Recovery).
 //
 // # Recovery
 //

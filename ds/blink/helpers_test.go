@@ -91,10 +91,11 @@ func (r *rig) do(body func()) { farmemtest.Within(r.f, body) }
 
 // client is one client's memory and tree handle.
 type client struct {
-	ops atomic.Int64 // operations completed, for the stall watchdog
-	m   farmem.Memory
-	a   *alloc.Allocator
-	t   *blink.Tree
+	ops   atomic.Int64 // operations completed, for the stall watchdog
+	downs atomic.Int64 // operations that failed with farmem.ErrNodeDown and were gone past
+	m     farmem.Memory
+	a     *alloc.Allocator
+	t     *blink.Tree
 }
 
 // client opens client i (round robin over the compute nodes); call inside the fabric.

@@ -97,6 +97,9 @@ func (cl *Client) frameFor(ctx context.Context, g GCL) (*frame, nodearea.Latch, 
 	n := cl.n
 	for try := 1; ; try++ {
 		f := n.takeFree()
+		if f == nil {
+			f = n.reclaim(ctx, cl.m)
+		}
 		n.kickEvictor()
 		if f == nil {
 			vs := n.victims(cl.o.EvictBatch)
@@ -162,6 +165,7 @@ func (cl *Client) fail(ctx context.Context, f *frame) {
 // package doc's table, conflict resolution by invalidation messages, backoff with priority
 // aging.
 func (cl *Client) acquire(octx context.Context, g GCL, f *frame, excl bool) error {
+	defer cl.retireReplies(octx)
 	gs := grantState{first: cl.seq + 1}
 	err := cl.acquireLoop(octx, g, f, excl, &gs)
 	if !gs.opened {
@@ -206,7 +210,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			return err
 		}
 		if f.memo == memoI {
-			if err := cl.settleOrphans(ctx, g, excl, gs); err != nil {
+			if err := cl.settleOrphans(ctx, g, excl, gs, true); err != nil {
 				return err
 			}
 		}
@@ -359,6 +363,7 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	seq := cl.seq
 	method := farmem.OwnerSELCC.Method(methodInvalidate)
 	sent := make([]bool, len(targets))
+	var out []orphan // where the answers to messages that may have been delivered land
 	var down error
 	for i, t := range targets {
 		v := invalidation{kind: kind, prio: uint32(try), from: cl.me, gcl: g,
@@ -370,10 +375,13 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		switch {
 		case err == nil:
 			sent[i] = true
+			out = append(out, orphan{at: v.flag, seq: seq})
 		case errors.Is(err, farmem.ErrNodeDown):
+			out = append(out, orphan{at: v.flag, seq: seq})
 			// A holder that is down keeps its hold until Repair removes it. The message may
-			// still have been delivered: its answer may hand this node a hold.
-			cl.orphaned(g, t, kind)
+			// still have been delivered: its answer may hand this node a hold, and land in
+			// this reply block after the client stopped waiting.
+			cl.orphaned(g, t, kind, v.flag, seq, f)
 			down = &HolderDownError{Node: t, Line: g, Err: err}
 		case errors.Is(err, farmem.ErrInvalid):
 			// a stale or garbage id: nothing to wait for
@@ -398,11 +406,15 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 		w, err := cl.awaitReply(wctx, cl.flag.Add(8*uint64(i)), seq, g, targets[i])
 		if err != nil {
 			// A forward may still land in f: never reuse it. The hold it comes with is an
-			// orphan until settled.
-			cl.n.mu.Lock()
-			f.dead = true
-			cl.n.mu.Unlock()
-			cl.orphaned(g, targets[i], kind)
+			// orphan until settled; so is any other target's (one answered already may have
+			// forwarded the line into f, and one not awaited yet may still do so), each
+			// knowing where its answer lands.
+			cl.n.quarantine(f, out)
+			for j, ok := range sent {
+				if ok {
+					cl.orphaned(g, targets[j], kind, cl.flag.Add(8*uint64(j)), seq, f)
+				}
+			}
 			if errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil {
 				return 0, fmt.Errorf("selcc: %v did not answer an invalidation of %v: %w", targets[i].Node(), g, farmem.ErrNodeDown)
 			}
@@ -424,14 +436,19 @@ func (cl *Client) invalidate(ctx context.Context, g GCL, f *frame, kind uint8, t
 	return result, nil
 }
 
-// orphaned records that t may answer this client's message of kind about g with a hold after
-// the client stopped waiting (see orphan).
-func (cl *Client) orphaned(g GCL, t farmem.ComputeID, kind uint8) {
+// orphaned records that t may answer this client's message of kind about g (sequence seq,
+// answered in the reply word at flag, forwarding into f) with a hold after the client stopped
+// waiting (see orphan). The client's reply block then belongs to that late answer: it takes a
+// fresh one once the acquisition ends.
+func (cl *Client) orphaned(g GCL, t farmem.ComputeID, kind uint8, flag farmem.Addr, seq uint64, f *frame) {
+	cl.stale = true
+	o := orphan{from: t, at: flag, seq: seq, body: f.body}
 	switch {
 	case kind == peerWr:
-		cl.n.addOrphan(g, orphan{from: t, excl: true})
+		o.excl = true
+		cl.n.addOrphan(g, o)
 	case exactSharers(cl.o.Codec):
-		cl.n.addOrphan(g, orphan{from: t})
+		cl.n.addOrphan(g, o)
 	}
 }
 

@@ -246,6 +246,9 @@ func (cl *Client) censusRound(ctx context.Context, g GCL, members []farmem.Compu
 	for i := range members {
 		w, err := cl.m.Wait(wctx, cl.flag.Add(8*uint64(i)), func(w uint64) bool { return w>>8 == seq })
 		if err != nil {
+			// Late answers may still land in the reply block: never reuse it.
+			cl.stale = true
+			cl.retireReplies(ctx)
 			if errors.Is(err, context.DeadlineExceeded) {
 				return false, fmt.Errorf("selcc: %v, in the group being repaired, did not answer its census: %w", members[i].Node(), farmem.ErrNodeDown)
 			}

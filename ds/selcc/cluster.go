@@ -58,7 +58,8 @@ func Open(ctx context.Context, fabric farmem.Fabric, opts Options) (*Cluster, er
 func (c *Cluster) Options() Options { return c.opts }
 
 // Close releases every line every node holds, writing dirty lines back (so far memory then
-// holds every write), and removes the handlers. It is idempotent. No client may start an
+// holds every write, a line handed over late included: see Recovery), and removes the
+// handlers. It is idempotent. No client may start an
 // access once Close began; a frame still latched (a handler finishing an invalidation, or a
 // guard not yet released) is waited for, with Memory.Wait, before its line is released.
 func (c *Cluster) Close() error {
@@ -109,6 +110,9 @@ type Client struct {
 	flag  farmem.Addr // reply flags: one word per target index
 	grant farmem.Addr // the grant word, after the flags
 	seq   uint64
+	// stale says that a wait on the reply block failed: late answers may still land in it, so
+	// the client takes a fresh one once its acquisition ends (see lateanswer.go)
+	stale bool
 	// selOpen counts the client's open SEL-mode guards.
 	selOpen int
 	// life is what the client holds, for its node to take over if it loses its access.
@@ -125,6 +129,14 @@ func (c *Cluster) Client(ctx context.Context, m farmem.Memory) (*Client, error) 
 	}
 	cl := &Client{c: c, n: n, m: m, me: info.Node.ComputeID(), o: c.opts, rt: m.Runtime(),
 		flag: info.Slice.Add(c.opts.SliceOffset)}
+	if n.retiredBlock(cl.flag) {
+		// A previous client of the slice left late answers there (see lateanswer.go).
+		b, err := n.replyBlock(ctx, m, cl.replyBlock())
+		if err != nil {
+			return nil, fmt.Errorf("selcc: a reply block for a client of %v: %w", info.Node, err)
+		}
+		cl.flag = b
+	}
 	cl.grant = cl.flag.Add(8 * uint64(c.opts.Codec.MaxNodes()))
 	if err := m.Write(ctx, cl.flag, make([]byte, 8*c.opts.Codec.MaxNodes())); err != nil {
 		return nil, err

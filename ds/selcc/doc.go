@@ -74,7 +74,9 @@
 // sent, even past its context's end (bounded by ReplyTimeout), so no requester acts on a stale
 // answer and no hand-over reaches a node that stopped waiting. A holder that is down fails the
 // acquisition with farmem.ErrNodeDown (see Recovery); one that does not answer within
-// ReplyTimeout also does, and the frame a late forward could still land in is never reused.
+// ReplyTimeout also does; the frame a late forward could still land in is quarantined, and the
+// client's reply flags and grant word, where the late answer lands, are never reused (see
+// Recovery: a late hand-over's line is written back, not dropped).
 //
 // # Pitfalls, decided
 //
@@ -150,7 +152,8 @@
 // This is a write-back cache. In WriteBack mode (the default, the paper's) a dirty line
 // reaches far memory only when it is evicted, downgraded for a reader, given up by the lease,
 // or when the Cluster closes; an exclusive hand-over forwards it without writing it back, so
-// the newest copy can live on one compute node only, and dies with it. WriteBackOnRelease also
+// the newest copy can live on one compute node only, and dies with it (a requester that gave up
+// on a late holder still gets that copy, and writes it back: see Recovery). WriteBackOnRelease also
 // writes the dirty range back when an exclusive guard is released (one more round trip per
 // writing guard), so far memory holds every released write. The B-link tree over SELCC and
 // the store (kvstore's SELCC index kind) take WriteBackOnRelease: far memory is their only
@@ -212,12 +215,29 @@
 //     dropped forever. The survivor records such an orphan, and its node settles it under the
 //     frame's exclusive latch before its next attempt on the line: released with one FAA if it
 //     landed (the holder field, and the bitmap's bit, say exactly whether it did), kept while its
-//     source still holds the line (it may still land), forgotten otherwise. A shared attempt
-//     waits (fails with farmem.ErrNodeDown) while a shared orphan may still land, since the
-//     node's bit would be added twice. A node's handler asked about a line it has no frame for
-//     settles its orphans on the line there and then (in a free frame it maps for the purpose,
-//     if one is free and unlatched), so peers do not wait for a client of the node to want the
-//     line. Under the group codec a holder answers a PeerRd by
+//     source still holds the line or, alive, has not answered (it may still land), forgotten
+//     otherwise. A shared attempt waits for a shared orphan's answer while its source holds
+//     the line (the node's bit would be added twice), and fails with farmem.ErrNodeDown if it
+//     does not come within ReplyTimeout.
+//   - A peer that was only late (alive, answering after ReplyTimeout) still hands its line
+//     over into the quarantined frame, dirty under WriteBack and possibly the only copy of
+//     acknowledged writes; it is not dropped. The requester retires the reply flags and grant
+//     word it stopped waiting on (it takes a fresh block from its node's shared area), so the
+//     late answer's status stays readable there, and the orphan records it with the frame. A
+//     landed exclusive orphan whose answer carries the line is released in one ordered batch
+//     that first writes the line back (if it came dirty); one whose line has not come yet
+//     (the holder forwards after its FAA) is waited for, ReplyTimeout at most per attempt, and
+//     released without it only if its source is reported down, or 8 ReplyTimeouts after the
+//     hold was found landed (the fabric lost the forward: a cut link). A quarantined frame is
+//     used again once every answer that could write into it has come and its line was
+//     settled; Cluster.Close settles the orphans left. Costs fall on the timeout path only: a
+//     READ of each recorded answer word and of the line's word per attempt on an orphaned
+//     line, one message to ask whether a silent source is down, the write-back with the
+//     release.
+//   - A node's handler asked about a line it has no frame for settles its orphans on the line
+//     there and then, without waiting (in a free frame it maps for the purpose, or a
+//     quarantined one it can reclaim, if one is unlatched), so peers do not wait for a client
+//     of the node to want the line. Under the group codec a holder answers a PeerRd by
 //     downgrading only itself (the reader then adds its own count, one more round trip than
 //     the bitmap's case 2), so no share is ever granted that the reader could not account for.
 //
@@ -251,6 +271,11 @@
 //	release                                        0 (WriteBackOnRelease: +1 if dirty)
 //	SEL access                                     2
 //	RepairLine (a dead node's holds on one line)   2 (READ, CAS; more if the word moves)
+//	settling a hand-over answered late             2 (READ of the word; the line's write-back
+//	                                               and the release FAA in one batch), at the
+//	                                               node's next attempt on the line; a message
+//	                                               per attempt to ask whether an orphan's
+//	                                               silent source is down
 //
 // Local verbs (latches, frame bodies, reply flags) are to the caller's own region: no round
 // trip, priced by sim at DRAM cost.
@@ -259,10 +284,16 @@
 //
 // Lines are not freed (a freed line's latch word would be plain-written by the allocator's
 // free list). At most 255 compute nodes. A peer that stays silent past ReplyTimeout costs the
-// requester's node a frame (quarantined: a late forward may still land in it); a hold it
-// handed over late is settled as an orphan (see Recovery), its forwarded data dropped (under
-// WriteBack, a write only that peer had is lost as if it had died). Consistency is
-// sequential for data-race-free use: every access inside a guard.
+// requester's node a frame (quarantined until every late answer into it has come) and a reply
+// block (8 bytes per compute node the codec encodes, plus 8, of its shared area, never freed);
+// a hold it handed over late is settled as an orphan (see Recovery) with its forwarded line
+// written back. A late line is still dropped (under WriteBack, a write only that peer had is
+// lost as if it had died) when it has not come 8 ReplyTimeouts after its hold landed (the
+// fabric lost the forward, or the holder stalled that long between its hand-over FAA and its
+// forward), when the requester's node has no room left in its shared area for a fresh reply
+// block, and when the requester was a client that lost its access (its frames are settled
+// without knowing where a late answer lands). Consistency is sequential for data-race-free
+// use: every access inside a guard.
 //
 // # Runtime
 //

@@ -53,11 +53,11 @@ func (cl *Client) awaitGrant(ctx context.Context, g GCL, f *frame, first uint64)
 	})
 	if err != nil {
 		// The claimer's hand-over FAA may still land (or has): an orphan until settled; and
-		// its forward may still land in f: never reuse it.
-		cl.n.addOrphan(g, orphan{excl: true})
-		cl.n.mu.Lock()
-		f.dead = true
-		cl.n.mu.Unlock()
+		// its forward may still land in f: never reuse it, nor this grant word (the line's
+		// status lands in it).
+		cl.n.addOrphan(g, orphan{excl: true, at: cl.grant, seq: first, grant: true, body: f.body})
+		cl.stale = true
+		cl.n.quarantine(f, []orphan{{at: cl.grant, seq: first, grant: true}})
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, fmt.Errorf("selcc: a hand-over claimed for this client never came: %w", farmem.ErrNodeDown)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,9 +83,13 @@ type node struct {
 	table   map[GCL]*frame
 	free    []*frame
 	tick    uint64
-	holdoff map[GCL]farmem.Time // spin-wait for starving writers: no local S acquire before
-	orphans map[GCL][]orphan    // unanswered messages that may have given this node a hold
-	fences  map[GCL]farmem.Time // a repair's census: no count of the line added before
+	holdoff map[GCL]farmem.Time  // spin-wait for starving writers: no local S acquire before
+	orphans map[GCL][]orphan     // unanswered messages that may have given this node a hold
+	fences  map[GCL]farmem.Time  // a repair's census: no count of the line added before
+	retired map[farmem.Addr]bool // clients' reply blocks left to late answers (lateanswer.go)
+	// quarantined frames that late answers may still write, and where those answers land
+	quarantined map[*frame][]orphan
+	landed      map[GCL]farmem.Time // a landed orphan's hold waits for its line since (lateanswer.go)
 
 	stats nodeStats
 
@@ -191,7 +196,8 @@ func openNode(ctx context.Context, c *Cluster, env *nodestate.Env) (*node, error
 
 // Close releases every line the node holds (writing dirty ones back), in batches. A frame
 // whose latch is held (a handler finishing a release, or a guard still open) is waited for
-// with the latch's Lock (Memory.Wait), not retried in a loop of failed try-locks.
+// with the latch's Lock (Memory.Wait), not retried in a loop of failed try-locks. Then it
+// settles the node's orphans (a late hand-over's line written back), as an acquisition would.
 func (n *node) Close() error {
 	n.stopEvictor()
 	ctx := context.Background()
@@ -219,6 +225,18 @@ func (n *node) Close() error {
 				errs = append(errs, err)
 				break
 			}
+		}
+	}
+	n.mu.Lock()
+	var gs []GCL
+	for g := range n.orphans {
+		gs = append(gs, g)
+	}
+	n.mu.Unlock()
+	slices.Sort(gs) // a deterministic order of verbs (sim)
+	for _, g := range gs {
+		if err := n.settleFree(ctx, n.m, g, true); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

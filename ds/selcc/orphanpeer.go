@@ -12,12 +12,20 @@ import (
 // line; until then the word may name this node (a hand-over whose forward never came) while the
 // handler, having no frame, drops every invalidation for it, and the peers that want the line
 // retry forever (they would wait for a client of this node to want the line first). So the
-// handler settles it as an acquisition would: it takes a free frame without waiting (none free,
-// or its latch busy: it leaves the orphan for later), maps it to g (if g was mapped meanwhile,
+// handler settles it as an acquisition would: it takes a free frame without waiting (or a
+// quarantined one it can reclaim; none, or its latch busy: it leaves the orphan for later), maps it to g (if g was mapped meanwhile,
 // that frame's acquisition settles it), and settles under the frame's exclusive latch with memo
-// I, then frees the frame. Costs: nothing unless the node has orphans on g; then one READ of the
-// word and an FAA per landed hold, on the handler.
+// I, then frees the frame. It never waits: a landed hold whose forwarded line has not come yet
+// is left for later. Costs: nothing unless the node has orphans on g; then one READ of the
+// word, a local READ per recorded answer word, and an FAA per landed hold (in one batch with
+// the write-back of a line forwarded dirty), on the handler.
 func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error {
+	return n.settleFree(ctx, m, g, false)
+}
+
+// settleFree is settleUnmapped; with wait, a landed hold whose line has not come is waited for
+// as an acquisition would (Close: its node's clients are done).
+func (n *node) settleFree(ctx context.Context, m farmem.Memory, g GCL, wait bool) error {
 	n.mu.Lock()
 	has := len(n.orphans[g]) > 0
 	n.mu.Unlock()
@@ -25,6 +33,9 @@ func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error
 		return nil
 	}
 	f := n.takeFree()
+	if f == nil {
+		f = n.reclaim(ctx, m) // a quarantined frame nothing can write any more
+	}
 	if f == nil {
 		return nil
 	}
@@ -44,7 +55,7 @@ func (n *node) settleUnmapped(ctx context.Context, m farmem.Memory, g GCL) error
 		return l.Unlock(detached(ctx))
 	}
 	cl := &Client{c: n.c, n: n, m: m, me: n.id, o: n.c.opts, rt: m.Runtime()}
-	err = cl.settleOrphans(detached(ctx), g, true, &grantState{})
+	err = cl.settleOrphans(detached(ctx), g, true, &grantState{}, wait)
 	n.unmap(f)
 	if uerr := l.Unlock(detached(ctx)); err == nil {
 		err = uerr

@@ -227,7 +227,7 @@ func (cl *Client) settleLine(ctx context.Context, g GCL) error {
 		}
 		var err error
 		if f.memo == memoI {
-			err = cl.settleOrphans(ctx, g, true, &grantState{})
+			err = cl.settleOrphans(ctx, g, true, &grantState{}, true)
 		}
 		if fresh {
 			n.unmap(f)

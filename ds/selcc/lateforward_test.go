@@ -1,0 +1,214 @@
+package selcc_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"github.com/farmem/farmem/farmem/farmemtest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/selcc"
+	"github.com/farmem/farmem/farmem"
+)
+
+// lateForwardRig is two compute nodes under WriteBack with a reply timeout of 1 ms: node 1
+// writes 7 into the line and keeps it M (dirty, never written back), so far memory still holds
+// 0 and the newest copy is node 1's.
+func lateForwardRig(t *testing.T, seed uint64) (*rig, selcc.GCL, *selcc.Client, *selcc.Client) {
+	r := simRig(t, simModel(2, 2), seed, selcc.Options{LineSize: 64, Frames: 8, Durability: selcc.WriteBack,
+		ReplyTimeout: time.Millisecond})
+	g := r.lines(t, 1)[0]
+	_, c1 := r.client(t, 0) // node 1
+	_, c2 := r.client(t, 1) // node 2
+	r.do(func() {
+		ctx := context.Background()
+		gd, err := c1.Lock(ctx, g)
+		require.NoError(t, err)
+		require.NoError(t, gd.WriteUint64(ctx, 0, 7))
+		require.NoError(t, gd.Unlock(ctx))
+	})
+	return r, g, c1, c2
+}
+
+// farBody reads the first word of g's body in far memory.
+func (r *rig) farBody(t *testing.T, g selcc.GCL) uint64 {
+	m, err := r.f.Open(context.Background(), r.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	var w [8]byte
+	require.NoError(t, m.Read(context.Background(), g.Body(), w[:]))
+	return binary.LittleEndian.Uint64(w[:])
+}
+
+// TestLateHandOverKeepsDirtyLine: under WriteBack, node 2's writer gives up on node 1, which is
+// alive but slow to answer (every trip between the two compute nodes takes 2 ms, twice the reply
+// timeout); node 1 then hands its dirty line over into node 2's quarantined frame. The hold is
+// node 2's orphan, and settling it must write the forwarded line back before releasing it:
+// whatever node 2's retries meet (the hand-over not yet done, done with the forward still in
+// flight, or both done), the line it finally gets holds 7, never far memory's stale 0, and far
+// memory holds 7 once the orphan is settled. Node 2 retries at several offsets after its first
+// failure, over seeds 1-3, in virtual time; the link stays slow throughout, so node 2 can only
+// get the line by settling the orphan and then fetching it.
+func TestLateHandOverKeepsDirtyLine(t *testing.T) {
+	for _, wait := range []time.Duration{0, 500 * time.Microsecond, time.Millisecond, 1500 * time.Microsecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			r, g, c1, c2 := lateForwardRig(t, seed)
+			r.do(func() {
+				ctx := context.Background()
+				rt := c2.Memory().Runtime()
+				require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 2*time.Millisecond))
+				_, err := c2.Lock(ctx, g)
+				require.ErrorIs(t, err, farmem.ErrNodeDown, "wait %v seed %d", wait, seed)
+				require.NoError(t, rt.Sleep(ctx, wait))
+				var gd *selcc.Guard
+				for try := 0; ; try++ {
+					require.Less(t, try, 50, "wait %v seed %d: node 2 never got the line", wait, seed)
+					if gd, err = c2.Lock(ctx, g); err == nil {
+						break
+					}
+					require.ErrorIs(t, err, farmem.ErrNodeDown, "wait %v seed %d", wait, seed)
+					require.NoError(t, rt.Sleep(ctx, 500*time.Microsecond))
+				}
+				v, err := gd.ReadUint64(ctx, 0)
+				require.NoError(t, err)
+				require.EqualValues(t, 7, v, "wait %v seed %d: node 1's write, handed over late, was dropped", wait, seed)
+				require.EqualValues(t, 7, r.farBody(t, g), "wait %v seed %d: far memory after the orphan was settled", wait, seed)
+				require.NoError(t, gd.WriteUint64(ctx, 0, 8))
+				require.NoError(t, gd.Unlock(ctx))
+				require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 0))
+				gd, err = c1.RLock(ctx, g)
+				require.NoError(t, err)
+				v, err = gd.ReadUint64(ctx, 0)
+				require.NoError(t, err)
+				require.EqualValues(t, 8, v, "wait %v seed %d", wait, seed)
+				require.NoError(t, gd.Unlock(ctx))
+			})
+		}
+	}
+}
+
+// TestLateHandOversReuseFrames: eight late hand-overs in a row into a node whose cache has three
+// frames. Each give-up quarantines a frame; once the late answer has come and the orphan was
+// settled, the frame is used again, so node 2 never runs out of frames (with quarantined frames
+// never reused, its acquisitions failed with farmem.ErrNoSpace in the second round), and every
+// round's write of node 1 reaches node 2 and far memory.
+func TestLateHandOversReuseFrames(t *testing.T) {
+	r := simRig(t, simModel(2, 2), 4, selcc.Options{LineSize: 64, Frames: 3, Durability: selcc.WriteBack,
+		ReplyTimeout: time.Millisecond})
+	g := r.lines(t, 1)[0]
+	_, c1 := r.client(t, 0) // node 1
+	_, c2 := r.client(t, 1) // node 2
+	r.do(func() {
+		ctx := context.Background()
+		rt := c2.Memory().Runtime()
+		for round := uint64(1); round <= 8; round++ {
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 0))
+			gd, err := c1.Lock(ctx, g)
+			require.NoError(t, err, "round %d", round)
+			require.NoError(t, gd.WriteUint64(ctx, 0, 100+round))
+			require.NoError(t, gd.Unlock(ctx))
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 2*time.Millisecond))
+			_, err = c2.Lock(ctx, g)
+			require.ErrorIs(t, err, farmem.ErrNodeDown, "round %d", round)
+			for try := 0; ; try++ {
+				require.Less(t, try, 50, "round %d: node 2 never got the line", round)
+				if gd, err = c2.Lock(ctx, g); err == nil {
+					break
+				}
+				require.ErrorIs(t, err, farmem.ErrNodeDown, "round %d", round)
+				require.NotErrorIs(t, err, farmem.ErrNoSpace, "round %d", round)
+				require.NoError(t, rt.Sleep(ctx, 500*time.Microsecond))
+			}
+			v, err := gd.ReadUint64(ctx, 0)
+			require.NoError(t, err)
+			require.EqualValues(t, 100+round, v, "round %d", round)
+			require.EqualValues(t, 100+round, r.farBody(t, g), "round %d", round)
+			require.NoError(t, gd.Unlock(ctx))
+		}
+	})
+}
+
+// TestNoLostIncrementsWithLatePeers: two writers on each of two compute nodes increment one
+// line under WriteBack with γ = 4 (leases hand the line over through grant words), while the
+// link between the nodes is slow (1.5 ms each way, past the 1 ms reply timeout) for 2 ms out of
+// every 5: requesters give up on holders that are alive, and the hand-overs (by invalidation
+// and by grant) land late. An increment counts once its guard is released; after the cluster
+// closed, far memory holds exactly the number of increments counted. Seeds 1-3, in virtual
+// time.
+func TestNoLostIncrementsWithLatePeers(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := simRig(t, simModel(2, 3), seed, selcc.Options{LineSize: 64, Frames: 8, Gamma: 4,
+				Durability: selcc.WriteBack, ReplyTimeout: time.Millisecond})
+			g := r.lines(t, 1)[0]
+			const writers = 4
+			cls := make([]*selcc.Client, writers)
+			for i := range cls {
+				_, cls[i] = r.client(t, i)
+			}
+			var done, gaveUp atomic.Int64
+			r.do(func() {
+				end := r.s.Now() + farmem.Time(60*time.Millisecond)
+				err := farmemtest.Parallel(r.f.Runtime(), writers+1, func(i int) error {
+					ctx := context.Background()
+					rt := r.f.Runtime()
+					if i == writers { // the link: slow for 2 ms of every 5
+						for k := 0; rt.Now() < end; k++ {
+							d := time.Duration(0)
+							if k%2 == 0 {
+								d = 1500 * time.Microsecond
+							}
+							if err := r.s.DelayLink(r.comp[0], r.comp[1], d); err != nil {
+								return err
+							}
+							if err := rt.Sleep(ctx, map[bool]time.Duration{true: 2 * time.Millisecond, false: 3 * time.Millisecond}[d > 0]); err != nil {
+								return err
+							}
+						}
+						return r.s.DelayLink(r.comp[0], r.comp[1], 0)
+					}
+					cl := cls[i]
+					for rt.Now() < end {
+						gd, err := cl.Lock(ctx, g)
+						if errors.Is(err, farmem.ErrNodeDown) {
+							gaveUp.Add(1)
+							continue
+						}
+						if err != nil {
+							return err
+						}
+						v, err := gd.ReadUint64(ctx, 0)
+						if err != nil {
+							return err
+						}
+						if err := gd.WriteUint64(ctx, 0, v+1); err != nil {
+							return err
+						}
+						rt.Compute(200 * time.Nanosecond)
+						if err := gd.Unlock(ctx); err != nil {
+							return err
+						}
+						done.Add(1)
+					}
+					return nil
+				})
+				require.NoError(t, err)
+				require.NoError(t, r.c.Close())
+			})
+			var st selcc.NodeStats
+			for _, n := range r.comp {
+				s := r.c.NodeStats(n)
+				st.Leases += s.Leases
+				st.Granted += s.Granted
+			}
+			t.Logf("%d increments, %d acquisitions gave up on a late peer; %d leases, %d granted", done.Load(), gaveUp.Load(), st.Leases, st.Granted)
+			require.Positive(t, gaveUp.Load(), "no requester gave up: the test did not exercise late answers")
+			require.EqualValues(t, done.Load(), r.farBody(t, g), "increments lost")
+		})
+	}
+}
