@@ -245,7 +245,10 @@
 // not ordered, so a record write of the lane is not posted to a replica where the previous
 // record write into the same buffer may still be in flight (the write waits, without a round,
 // if a majority would be short: LaneWaits), and the node's word is never an own word
-// (OwnWord false). A read writing back a tuple of its own node whose buffer the lane reused
+// (OwnWord false). A round that skipped such a replica may have asked only replicas that do
+// not answer (a paused node): when the replicas it asked can no longer form the majority, or
+// it has waited a Params.Lease and a replica it skipped is free, the write asks that replica
+// in another round rather than fail while a majority is reachable. A read writing back a tuple of its own node whose buffer the lane reused
 // since starts over (the tuple is superseded). Costs: two verbs to the node's own region per
 // write (no round trip); a node's writes to one register are sequential. A waiter waits while the holder
 // lives (a handle of the process holds the latch: its operation ends, each verb at worst

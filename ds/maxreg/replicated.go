@@ -488,7 +488,9 @@ func quorumErr(op string, err error) error {
 // A round asks every replica not counted as holding t beside that round's own batch (the
 // answers a write counts are paired within Params.Lease of each other: see evidence), and
 // waits for as many as the majority then needs, so a client descheduled for longer than the
-// lease between rounds still completes in the round after the last lost CAS.
+// lease between rounds still completes in the round after the last lost CAS. A round that
+// skipped a replica as busy (per-node lanes) and cannot complete without it goes around to
+// ask it once free (waitRound).
 //
 // Rounds are bounded. A round that posts to a replica learns its word's current value, so
 // the next one installs there unless a writer sharing the word moved it meanwhile (with a word
@@ -554,11 +556,16 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		// applies first (and, on a word of its own, installs its tag).
 		expect := append([]Tag(nil), r.ls.word...)
 		need := make([]bool, r.n)
+		var skipped []int // replicas this round would ask but skips as busy
 		avail := 0
 		for i := range r.n {
 			// Per-node lanes: a record write of another client of the node into the same
 			// buffer may still be in flight there, unordered with this one: skip the replica.
-			need[i] = !r.holds(i, t, at) && !r.busy(slot, i)
+			need[i] = !r.holds(i, t, at)
+			if need[i] && r.busy(slot, i) {
+				need[i] = false
+				skipped = append(skipped, i)
+			}
 			expect[i] = max(expect[i], r.ls.posted[i])
 			if need[i] {
 				avail++
@@ -620,7 +627,10 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 		if !(read && round == 0) {
 			k = r.maj - fresh
 		}
-		err := p.WaitNodes(ctx, k)
+		if read && round == 0 {
+			skipped = nil // the read went to every replica: none is missing from the batch
+		}
+		err := r.waitRound(ctx, p, k, slot, skipped)
 		r.absorb(p, b, parts, t, installed, false)
 		if read && round == 0 {
 			// The read half's result, taken now: the evidence of these answers is stamped
@@ -628,8 +638,50 @@ func (r *Replicated) innerWrite(ctx context.Context, t Tag, rec []byte, read boo
 			// rounds restamp it, up to a lease or more later.
 			first, top, firstP = parts, r.maxKnown(ref), p
 		}
+		if errors.Is(err, errAskBusy) {
+			continue // the next turn asks the replicas skipped, once free
+		}
 		if err != nil {
 			return first, top, firstP, installed, quorumErr("write", err)
+		}
+	}
+}
+
+// errAskBusy: a round that skipped busy replicas goes around to ask them (waitRound).
+var errAskBusy = errors.New("maxreg: ask the replicas a round skipped as busy")
+
+// waitRound waits for k replicas of the round posted as p. A round that skipped replicas
+// because a record write of the node's into the same buffer was still in flight there
+// (skipped, per-node lanes) may have asked only replicas that cannot answer (a node paused or
+// dead) while a skipped one, live, would complete the majority: then a quorum the posted
+// replicas cannot form is no failure, and neither is a wait longer than Params.Lease (a round
+// trip to live replicas is far shorter) once a skipped replica is free. Either way it returns
+// errAskBusy, and the write's next turn asks the replicas still missing that are free (waiting
+// for them without a round if too few are). Otherwise, and with none skipped, it is
+// p.WaitNodes. No verb; with none skipped, no timer either.
+func (r *Replicated) waitRound(ctx context.Context, p *farmem.Pending, k, slot int, skipped []int) error {
+	if len(skipped) == 0 {
+		return p.WaitNodes(ctx, k)
+	}
+	for {
+		wctx, cancel := r.rt.WithTimeout(ctx, r.h.p.Lease)
+		err := p.WaitNodes(wctx, k)
+		timedOut := wctx.Err() != nil
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return err
+		case !timedOut:
+			// The posted replicas cannot form the quorum; the skipped ones may.
+			return errAskBusy
+		}
+		r.mu.Lock()
+		free := slices.ContainsFunc(skipped, func(i int) bool { return !r.busy(slot, i) })
+		r.mu.Unlock()
+		if free {
+			return errAskBusy
 		}
 	}
 }
