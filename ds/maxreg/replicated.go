@@ -674,7 +674,13 @@ func (r *Replicated) waitRound(ctx context.Context, p *farmem.Pending, k, slot i
 		case ctx.Err() != nil:
 			return err
 		case !timedOut:
-			// The posted replicas cannot form the quorum; the skipped ones may.
+			// The posted replicas cannot form the quorum; the skipped ones may, once free. Wait
+			// for one to be (its write ends within a down timeout) rather than ask again at
+			// once: a dead node refuses at once, and the rounds would run out while the
+			// skipped replica is still busy.
+			if err := r.awaitFree(ctx, slot, skipped); err != nil {
+				return err
+			}
 			return errAskBusy
 		}
 		r.mu.Lock()
@@ -683,6 +689,25 @@ func (r *Replicated) waitRound(ctx context.Context, p *farmem.Pending, k, slot i
 		if free {
 			return errAskBusy
 		}
+	}
+}
+
+// awaitFree sleeps, backing off from 10µs to 1ms, until one of the skipped replicas has no
+// record write of the node's in flight into slot's buffer, or ctx ends. No verb.
+func (r *Replicated) awaitFree(ctx context.Context, slot int, skipped []int) error {
+	backoff := 10 * time.Microsecond
+	for {
+		r.mu.Lock()
+		free := slices.ContainsFunc(skipped, func(i int) bool { return !r.busy(slot, i) })
+		r.mu.Unlock()
+		if free {
+			return nil
+		}
+		r.stats.LaneWaits++
+		if err := r.rt.Sleep(ctx, backoff); err != nil {
+			return fmt.Errorf("maxreg: write: %w", err)
+		}
+		backoff = min(2*backoff, time.Millisecond)
 	}
 }
 
