@@ -26,8 +26,19 @@ var busyParams = maxreg.Params{Words: 1, Slots: 2, ValueSize: 16, Writers: 2, Pe
 // (SIGSTOP) just before the second round. That round skips C (busy) and asks B alone; B never
 // answers. A and C, a majority, are reachable once C's earlier writes end: the write must ask
 // C then and complete, not fail when B's down timeout ends ("a quorum of 1 of 1 nodes cannot
-// form", as it did), and complete before that timeout.
+// form", as it did), and complete before that timeout. B crashed instead (refusing at once)
+// must not make the write ask it again and again while C is busy: it ran out of rounds so.
 func TestPerNodeBusyReplicaPausedPeer(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		name := "paused"
+		if crash {
+			name = "crashed"
+		}
+		t.Run(name, func(t *testing.T) { busyReplicaFaultyPeer(t, crash) })
+	}
+}
+
+func busyReplicaFaultyPeer(t *testing.T, crash bool) {
 	const down = time.Millisecond
 	s := dstest.Sim(t, 1, func(m *sim.Model) {
 		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 3, 2, 8<<20
@@ -103,7 +114,11 @@ func TestPerNodeBusyReplicaPausedPeer(t *testing.T) {
 			rounds++
 			if rounds == 2 {
 				require.Equal(t, []farmem.NodeID{nb}, nodesOf(v), "the second round asks B alone")
-				require.NoError(t, s.Hang(nb))
+				if crash {
+					require.NoError(t, s.Crash(nb))
+				} else {
+					require.NoError(t, s.Hang(nb))
+				}
 				paused = rt.Now()
 			}
 		}
@@ -112,7 +127,9 @@ func TestPerNodeBusyReplicaPausedPeer(t *testing.T) {
 		hook = nil
 		require.NoError(t, err, "A and C, a majority, were reachable")
 		require.NotZero(t, paused, "B paused before the second round")
-		require.Less(t, rt.Now().Sub(paused), down, "the write waited out B's down timeout")
+		if !crash {
+			require.Less(t, rt.Now().Sub(paused), down, "the write waited out B's down timeout")
+		}
 		require.Less(t, rt.Now().Sub(started), 2*down)
 		st := w.Stats()
 		require.Equal(t, uint64(3), st.Rounds-before.Rounds, "rounds: A and B; B; then A and C once C is free")
@@ -124,7 +141,9 @@ func TestPerNodeBusyReplicaPausedPeer(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tag, got)
 		require.Equal(t, "w", string(val))
-		require.NoError(t, s.Resume(nb))
+		if !crash {
+			require.NoError(t, s.Resume(nb))
+		}
 	})
 }
 
