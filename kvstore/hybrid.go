@@ -102,8 +102,23 @@ func (x *hybridIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return v, mapHybrid(err)
 }
 
+// hybridBusyTries bounds the attempts of an insert whose leaf's structural change could not
+// drain the leaf's in-flight writers within half the tree's lease (hybrid.ErrBusy: nothing was
+// inserted and the leaf was left usable). One writer descheduled that long, on a busy machine,
+// fails one attempt; a leaf that a dead client's count holds fails them all, and the insert
+// fails with ErrBusy after hybridBusyTries drains (200 ms at the default 50 ms lease). Each
+// failed attempt leaves its unpublished value block allocated, as a failed insert did before.
+const hybridBusyTries = 8
+
 func (x *hybridIndex) Insert(ctx context.Context, key, value []byte) error {
-	return mapHybrid(x.t.InsertBytes(ctx, key, value))
+	var err error
+	for range hybridBusyTries {
+		err = x.t.InsertBytes(ctx, key, value)
+		if !errors.Is(err, hybrid.ErrBusy) || ctx.Err() != nil {
+			break
+		}
+	}
+	return mapHybrid(err)
 }
 
 func (x *hybridIndex) Update(ctx context.Context, key, value []byte) error {
