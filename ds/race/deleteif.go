@@ -63,71 +63,7 @@ func (t *Table) DeleteIf(ctx context.Context, key, value []byte) error {
 		return fmt.Errorf("race: DeleteIf needs the optimistic synchronizer, the handle has %T: %w", t.sync, farmem.ErrNotSupported)
 	}
 	t.stats.Deletes++
-	op := t.newOp(key)
-	t.prefetchLookup(op)
-	op.invalidate = t.opts.Invalidate
-	op.keepValue = true
-	op.matchOnly = indexReplicas(t.root) <= 1 // as change does
-	if err := t.pinRead(ctx); err != nil {
-		return err
-	}
-	retired := false
-	defer func() {
-		if retired {
-			t.unpinSeen()
-		} else {
-			t.unpin()
-		}
-	}()
-	c := &t.scr.change
-	*c = change{kind: ptrsync.Delete, key: key, t: t, op: op}
-	target := condDelete{change: c, want: value}
-	t.sync.Plan(ptrsync.Delete, ptrsync.KeyHash(key))
-	for range maxAttempts {
-		v, err := t.locate(ctx, op, nil)
-		if err != nil {
-			return err
-		}
-		j, err := t.findKey(ctx, op, &v, false)
-		if errors.Is(err, errStale) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if j < 0 {
-			return ErrNotFound
-		}
-		w := v.words[j]
-		if info, _ := op.info(blockKey(w)); !bytes.Equal(info.value, value) {
-			return ErrChanged
-		}
-		if w.Frozen() {
-			if err := t.waitSplit(ctx, op, v.st); err != nil {
-				return err
-			}
-			continue
-		}
-		i := v.idx[j]
-		c.subtable, c.index, c.slot, c.meta, c.metaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), nil
-		c.old = w
-		res, err := t.sync.Commit(ctx, target)
-		if err != nil {
-			return err // unknown outcome
-		}
-		if res.Outcome == ptrsync.Committed {
-			retired = t.retire(ctx, Slot(res.Replaced))
-			return nil
-		}
-		// Retry: a CAS found a word not holding key and value, or the pinned section's budget
-		// ran out (then re-pin, as change does, before looking again).
-		if ok, err := t.fresh(ctx, op); err != nil {
-			return err
-		} else if ok {
-			t.stats.Conflicts++
-		}
-	}
-	return fmt.Errorf("race: delete-if: no progress after %d attempts: %w", maxAttempts, ErrCorrupt)
+	return t.change(ctx, ptrsync.Delete, key, nil, &value)
 }
 
 // condDelete is DeleteIf's ptrsync.Target: a Delete's change whose Same also requires the

@@ -1,6 +1,7 @@
 package race
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -528,7 +529,7 @@ func (t *Table) Update(ctx context.Context, key, value []byte) error {
 		return err
 	}
 	t.stats.Updates++
-	return t.change(ctx, ptrsync.Update, key, value)
+	return t.change(ctx, ptrsync.Update, key, value, nil)
 }
 
 // Delete removes key, or returns ErrNotFound if the table does not hold it. The pointer change
@@ -541,13 +542,17 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 		return err
 	}
 	t.stats.Deletes++
-	return t.change(ctx, ptrsync.Delete, key, nil)
+	return t.change(ctx, ptrsync.Delete, key, nil, nil)
 }
 
-func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte) error {
+// change runs an Update (value) or a Delete of key through the synchronizer. A Delete with
+// cond set is DeleteIf's: the key's block must hold *cond (ErrChanged otherwise, and a CAS
+// retries only over a word whose block holds it too: condDelete).
+func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte) error {
 	op := t.newOp(key)
 	t.prefetchLookup(op)
 	op.invalidate = t.opts.Invalidate
+	op.keepValue = cond != nil
 	// Only committed slots with the key's fingerprint matter to findKey, the one reader of
 	// this operation's views (a replicated index keeps the whole view, as before: its
 	// failure handling was validated that way).
@@ -569,6 +574,10 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	}()
 	c := &t.scr.change
 	*c = change{kind: kind, key: key, value: value, t: t, op: op}
+	var target ptrsync.Target = c
+	if cond != nil {
+		target = condDelete{change: c, want: *cond}
+	}
 	plan := t.sync.Plan(kind, ptrsync.KeyHash(key))
 	plan.Prefetch = plan.Prefetch && t.lockSize > 0
 	var pre *newBlock
@@ -602,6 +611,11 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			return ErrNotFound
 		}
 		w := v.words[j]
+		if cond != nil {
+			if info, _ := op.info(blockKey(w)); !bytes.Equal(info.value, *cond) {
+				return ErrChanged
+			}
+		}
 		if w.Frozen() {
 			if err := t.waitSplit(ctx, op, v.st); err != nil {
 				t.dropBlock(ctx, c.blk)
@@ -612,7 +626,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		i := v.idx[j]
 		c.subtable, c.index, c.slot, c.meta, c.metaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.metaOf(i)
 		c.old = w
-		res, err := t.sync.Commit(ctx, c)
+		res, err := t.sync.Commit(ctx, target)
 		if err != nil {
 			// Unknown outcome: the new block may be in place; it is leaked rather than freed.
 			return err
