@@ -258,12 +258,13 @@ func (t *Table) splitPause(ctx context.Context, d *time.Duration) error {
 // previous holder stopped.
 func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
 	la := st.Add(stLockOff)
-	hashes := newSlotHashes(int(t.geo.nslots)) // first hash of the key of each block read
+	sm := takeSplitMem(&t.geo) // the split's reads, and the first hash of the key of each block read
+	defer giveSplitMem(sm)
 	for range 4 {
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
 		}
-		s, err := t.readSubtable(ctx, st, true)
+		s, err := t.readSplitSubtable(ctx, st, sm, 0)
 		if err != nil {
 			return err
 		}
@@ -273,14 +274,14 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 		}
 		if hd > 0 && s.child[hd-1] != 0 && s.child[hd-1]&childDone == 0 {
 			// The split at hd-1 updated the header; its slots and new half are not all released.
-			if err := t.finishSplit(ctx, s, hd-1, false, word, hashes); err != nil {
+			if err := t.finishSplit(ctx, s, hd-1, false, word, sm); err != nil {
 				return err
 			}
 			continue
 		}
 		if hd < MaxDepthLimit && s.child[hd] != 0 && s.child[hd]&childDone == 0 {
 			// The split at hd wrote its new half; publish it and finish.
-			if err := t.finishSplit(ctx, s, hd, true, word, hashes); err != nil {
+			if err := t.finishSplit(ctx, s, hd, true, word, sm); err != nil {
 				return err
 			}
 			continue
@@ -296,7 +297,7 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 			return fmt.Errorf("race: subtable %v at depth %d: %w", st, hd, ErrFull)
 		}
 		// A new split at depth hd, or one whose holder stopped before writing the new half.
-		if err := t.startSplit(ctx, s, word, hashes); err != nil {
+		if err := t.startSplit(ctx, s, word, sm); err != nil {
 			return err
 		}
 		recoverOnly = true // finish it on the next round, then stop
@@ -310,8 +311,9 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 // exhausted the split fails with an error wrapping farmem.ErrNoSpace and the subtable is left
 // exactly as it was (no slot frozen), so its keys stay deletable and updatable, and the insert
 // that asked for the split can be retried once memory is freed.
-func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, hashes *slotHashes) (err error) {
+func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, sm *splitMem) (err error) {
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
+	hashes := &sm.hashes
 	// 0. Allocate: the new half, and the doubled directory when publishing will need one.
 	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
 	if err != nil {
@@ -341,10 +343,10 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		}
 	}
 	// 2. Freeze: set the frozen bit of every slot, learning its final value.
-	frozen := make([]Slot, len(s.words))
+	frozen := sm.frozen[:len(s.words)]
 	fb := takeSplitBuf()
 	b := farmem.Batch{Ops: fb.ops[:0]}
-	pos := make([]int, 0, len(s.words))
+	pos := sm.pos[:0]
 	for i, w := range s.words {
 		if w.Frozen() {
 			frozen[i] = w
@@ -353,7 +355,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		pos = append(pos, i)
 		b.MaskedCAS(t.geo.slotAddr(st, uint64(i)), 0, 0, uint64(SlotFrozen), uint64(SlotFrozen))
 	}
-	fb.ops = b.Ops
+	fb.ops, sm.pos = b.Ops, pos
 	if len(pos) > 0 {
 		if err := doChunked(ctx, t.m, &b); err != nil {
 			// The transport may still own the batch: its ops are not reused.
@@ -380,7 +382,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	// split, holding frozen copies of the moved slots at the same indices (a key's bucket
 	// choice does not depend on the suffix) and frozen empty slots elsewhere.
 	ps, _ := packAddr(st)
-	img := subtableImage(&t.geo, headerWord(d+1, suffix|1<<d), lockParent, ps)
+	img := splitImage(&t.geo, sm, headerWord(d+1, suffix|1<<d), lockParent, ps)
 	for i, w := range frozen {
 		v := SlotFrozen
 		if h, _ := hashes.get(i, w); w.Committed() && h>>d&1 == 1 {
@@ -389,6 +391,7 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
 	}
 	if err := t.m.Write(ctx, s1, img); err != nil {
+		sm.lost = true // the transport may still own img
 		return fmt.Errorf("race: write subtable %v: %w", s1, err)
 	}
 	// 5. Record it. Only a lock holder writes child words; a holder whose lease lapsed may
@@ -533,10 +536,6 @@ type slotHashes struct {
 	h1    []uint64
 }
 
-func newSlotHashes(n int) *slotHashes {
-	return &slotHashes{block: make([]Slot, n), h1: make([]uint64, n)}
-}
-
 // get returns the first hash of the key of the block committed word w (at slot i) names, if
 // learnt.
 func (h *slotHashes) get(i int, w Slot) (uint64, bool) {
@@ -609,9 +608,12 @@ func takeSplitBuf() *splitBuf {
 }
 
 // giveSplitBuf keeps sb for a later split, once the batch that read into it has completed
-// (never after a failed Do, whose ops the transport may still complete).
+// (never after a failed Do, whose ops the transport may still complete). The ops are kept as
+// they are, not cleared: a split's batches read only into sb's own buffer (all) and CAS words
+// with no buffer, so they reference no memory of a handle, and the next batch built on them
+// overwrites every op it uses whole (clearing 160 KiB of ops holding pointers cost a split
+// tens of microseconds of write barriers while the collector marks).
 func giveSplitBuf(sb *splitBuf) {
-	clear(sb.ops) // drop the ops' references to memory of the table's handles
 	splitBufs.mu.Lock()
 	defer splitBufs.mu.Unlock()
 	if len(splitBufs.free) < maxSplitBufs {
@@ -623,8 +625,9 @@ func giveSplitBuf(sb *splitBuf) {
 // in the directory and moves the header to depth d+1 (when publish is set: not yet done),
 // clears the moved slots of s.st and releases the others, releases the new half, and marks
 // the child word done.
-func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, hashes *slotHashes) error {
+func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publish bool, word *uint64, sm *splitMem) error {
 	st, la := s.st, s.st.Add(stLockOff)
+	hashes := &sm.hashes
 	cw := s.child[d]
 	s1 := unpackAddr(cw)
 	suffix := headerSuffix(s.hdr) &^ (1 << d) // the same before and after the header moves
@@ -687,7 +690,7 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 	if err := t.renew(ctx, la, word); err != nil {
 		return err
 	}
-	h1, err := t.readSubtable(ctx, s1, true)
+	h1, err := t.readSplitSubtable(ctx, s1, sm, 1)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,124 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// splitMem is the memory of one split (runSplit) beside its batches' (splitBuf): the reads of
+// the subtable and of its new half (header area, slot bytes, decoded words), what the split
+// learnt of its keys' hashes, the frozen words, and the image of the new half. A split of the
+// default geometry would otherwise allocate some 150 KiB of it (the subtable read three
+// times, the new half once, its image of 37 KiB), and a split allocating it while the
+// collector marks paid for it in GC assists as well as in zeroing: tens of microseconds of a
+// split that is itself a load phase's tail. Like splitBuf it is kept in a small process-wide
+// stack (splitMems), not per handle, and sized for the geometry of the table that takes it.
+//
+// A buffer that a failed Do or Write handed to the transport may still be written by it:
+// the split then marks the splitMem lost and it is not kept.
+type splitMem struct {
+	hb     [2][]byte // header areas read: [0] the subtable, [1] its new half
+	sb     [2][]byte // slot bytes read
+	words  [2][]Slot // decoded slot words
+	state  [2]subtableState
+	hashes slotHashes
+	frozen []Slot
+	pos    []int
+	img    []byte
+	lost   bool
+}
+
+// maxSplitMems is how many splitMems the process keeps between splits.
+const maxSplitMems = 4
+
+var splitMems struct {
+	mu   sync.Mutex
+	free []*splitMem
+}
+
+// takeSplitMem takes a kept splitMem, or a new one, sized for geo, with nothing learnt.
+func takeSplitMem(geo *geometry) *splitMem {
+	splitMems.mu.Lock()
+	var sm *splitMem
+	if n := len(splitMems.free); n > 0 {
+		sm = splitMems.free[n-1]
+		splitMems.free = splitMems.free[:n-1]
+	}
+	splitMems.mu.Unlock()
+	if sm == nil {
+		sm = new(splitMem)
+	}
+	n := int(geo.nslots)
+	for i := range sm.words {
+		sm.hb[i] = grow(sm.hb[i], headerAreaLen)
+		sm.sb[i] = grow(sm.sb[i], n*8)
+		sm.words[i] = growSlots(sm.words[i], n)
+	}
+	sm.hashes.block = growSlots(sm.hashes.block, n)
+	if cap(sm.hashes.h1) < n {
+		sm.hashes.h1 = make([]uint64, n)
+	}
+	sm.hashes.h1 = sm.hashes.h1[:n]
+	sm.hashes.forget()
+	sm.frozen = growSlots(sm.frozen, n)
+	return sm
+}
+
+// giveSplitMem keeps sm for a later split unless the transport may still own its buffers.
+func giveSplitMem(sm *splitMem) {
+	if sm.lost {
+		return
+	}
+	splitMems.mu.Lock()
+	defer splitMems.mu.Unlock()
+	if len(splitMems.free) < maxSplitMems {
+		splitMems.free = append(splitMems.free, sm)
+	}
+}
+
+// growSlots returns s resliced to n words, reallocated if its capacity is short.
+func growSlots(s []Slot, n int) []Slot {
+	if cap(s) < n {
+		return make([]Slot, n)
+	}
+	return s[:n]
+}
+
+// readSplitSubtable is readSubtable (with its slots) into sm's buffers of index which (0 for
+// the subtable being split, 1 for its new half); the state returned lives in sm and is
+// overwritten by the next read of the same index.
+func (t *Table) readSplitSubtable(ctx context.Context, st farmem.Addr, sm *splitMem, which int) (*subtableState, error) {
+	hb, sb := sm.hb[which], sm.sb[which]
+	var b farmem.Batch
+	b.Read(st, hb)
+	b.Read(t.geo.slotAddr(st, 0), sb)
+	if err := t.m.Do(ctx, &b); err != nil {
+		sm.lost = true
+		return nil, fmt.Errorf("race: read subtable %v: %w", st, err)
+	}
+	s := &sm.state[which]
+	*s = subtableState{st: st}
+	s.decodeHeader(hb)
+	s.words = sm.words[which]
+	for i := range s.words {
+		s.words[i] = Slot(binary.LittleEndian.Uint64(sb[8*i:]))
+	}
+	return s, nil
+}
+
+// splitImage returns the bytes of the new half of a split, as subtableImage does (every slot
+// and metadata byte zero), in sm's image buffer.
+func splitImage(geo *geometry, sm *splitMem, header, lock, parent uint64) []byte {
+	sm.img = grow(sm.img, int(geo.size))
+	b := sm.img
+	clear(b)
+	le := binary.LittleEndian
+	le.PutUint64(b[stHeaderOff:], header)
+	le.PutUint64(b[stLockOff:], lock)
+	le.PutUint64(b[stParentOff:], parent)
+	return b
+}
