@@ -83,14 +83,20 @@
 // section is still within Options.PinBudget once the slots are frozen (no block it read can
 // have been reused by then); then it freezes every slot, reads the heads of blocks committed
 // in between, writes the new half, publishes it, moves the old header to the new depth and
-// unfreezes both. The header moves before any old slot is cleared, so readers stay correct,
+// unfreezes both. The new half holds frozen copies of the moved slots and is otherwise empty
+// but for one frozen slot in each bucket group whose overflow bucket holds no moved one: every
+// combined bucket includes its group's overflow bucket, so an insert into the half before its
+// release meets a frozen slot and waits, as it would were every slot frozen, and releasing the
+// half takes a CAS per moved key and per such group, not per slot. The header moves before
+// any old slot is cleared, so readers stay correct,
 // and a stale directory cache is refreshed and walked through child words: a late directory
 // update costs round trips, never correctness. Writers meeting frozen slots poll with
 // backoff, pauses doubling from Options.Backoff to at most 64µs, so they resume within that
 // (and a read) of the split's end; once the holder's lease (Options.Lease plus ClockSkew)
 // expires, a waiter finishes the split, every step being idempotent. Leases assume clocks and
 // verb delivery within ClockSkew. With the default geometry (1,536 slots) a split costs about
-// 25 round trips and some 6,000 verbs (a freeze, a head read and two releases per slot),
+// 25 round trips and some 5,150 verbs (a freeze, a head read and a release per slot, and a
+// release per moved key),
 // about a quarter of a millisecond of a core on cxl (three fifths of it inside the verbs; the
 // split reuses its buffers, kept process-wide, so it allocates next to nothing), all paid by
 // the insert that found its buckets full. Splits are rare, about one insert in 800 while a

@@ -306,7 +306,8 @@ func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expe
 }
 
 // startSplit allocates what the split needs, then freezes every slot of s.st, copies the slots
-// whose keys move into a new subtable (frozen too, released only at the end) and records it as
+// whose keys move into a new subtable (frozen too, released only at the end, beside a frozen
+// empty slot per overflow bucket that holds none of them: splitSentinels) and records it as
 // the child for depth hd. Everything is allocated before anything is frozen: when far memory is
 // exhausted the split fails with an error wrapping farmem.ErrNoSpace and the subtable is left
 // exactly as it was (no slot frozen), so its keys stay deletable and updatable, and the insert
@@ -380,16 +381,16 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	}
 	// 4. The new half: a subtable of depth d+1 and suffix suffix|1<<d, locked by its parent's
 	// split, holding frozen copies of the moved slots at the same indices (a key's bucket
-	// choice does not depend on the suffix) and frozen empty slots elsewhere.
+	// choice does not depend on the suffix), empty slots elsewhere, and a frozen empty slot in
+	// every overflow bucket that holds no moved slot (splitSentinels).
 	ps, _ := packAddr(st)
 	img := splitImage(&t.geo, sm, headerWord(d+1, suffix|1<<d), lockParent, ps)
 	for i, w := range frozen {
-		v := SlotFrozen
 		if h, _ := hashes.get(i, w); w.Committed() && h>>d&1 == 1 {
-			v = w
+			binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(w))
 		}
-		binary.LittleEndian.PutUint64(img[stSlotsOff+8*i:], uint64(v))
 	}
+	t.geo.splitSentinels(img[stSlotsOff : stSlotsOff+8*t.geo.nslots])
 	if err := t.m.Write(ctx, s1, img); err != nil {
 		sm.lost = true // the transport may still own img
 		return fmt.Errorf("race: write subtable %v: %w", s1, err)
