@@ -12,11 +12,13 @@ import (
 // splitMem is the memory of one split (runSplit) beside its batches' (splitBuf): the reads of
 // the subtable and of its new half (header area, slot bytes, decoded words), what the split
 // learnt of its keys' hashes, the frozen words, and the image of the new half. A split of the
-// default geometry would otherwise allocate some 150 KiB of it (the subtable read three
-// times, the new half once, its image of 37 KiB), and a split allocating it while the
-// collector marks paid for it in GC assists as well as in zeroing: tens of microseconds of a
-// split that is itself a load phase's tail. Like splitBuf it is kept in a small process-wide
-// stack (splitMems), not per handle, and sized for the geometry of the table that takes it.
+// default geometry would otherwise allocate some 180 KiB of it (24 KiB per read of the
+// subtable, three of them, and of the new half; its image, 37 KiB with kvstore's 16-byte lock
+// entries; 24 KiB of hashes; the frozen words and their indices), and a split allocating it
+// while the collector marks paid for it in GC assists as well as in zeroing: tens of
+// microseconds of a split that is itself a load phase's tail. Like splitBuf it is kept in a
+// small process-wide stack (splitMems), not per handle, and sized for the geometry of the
+// table that takes it.
 //
 // A buffer that a failed Do or Write handed to the transport may still be written by it:
 // the split then marks the splitMem lost and it is not kept.
