@@ -25,7 +25,7 @@ func runTwoProcesses(t *testing.T, index string) ([2]string, float64) {
 	var outs [2]bytes.Buffer
 	errs := make(chan error, 2)
 	for i := range 2 {
-		cmd := farmemProcess(ctx, t, "bench", "--region", region, "--compute-nodes", "2", "--mem-size", "64MiB",
+		cmd := farmemProcess(ctx, t, "bench", "--region", region, "--compute-nodes", "2", "--mem-size", "512MiB",
 			"--index", index, "--process", fmt.Sprintf("%d/2", i), "--records", "1000", "--clients", "2",
 			"--duration", "700ms", "--warmup", "300ms", "--peers", "none")
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
