@@ -42,6 +42,7 @@ func TestFlexKVManagerShift(t *testing.T) {
 			var writes, stop atomic.Bool
 			var mu sync.Mutex
 			var trace []kvstore.ManagerPeriod
+			shiftAt, settledAt := -1, -1
 			var switchAt farmem.Time
 			mctx, stopManager := sm.WithCancel(ctx)
 			const workers = 6
@@ -55,8 +56,16 @@ func TestFlexKVManagerShift(t *testing.T) {
 							mu.Lock()
 							trace = append(trace, p)
 							n := len(trace)
+							if p.Shift && shiftAt < 0 {
+								shiftAt = n - 1
+							}
+							if shiftAt >= 0 && n-1 > shiftAt && p.Settled && settledAt < 0 {
+								settledAt = n - 1
+							}
 							mu.Unlock()
-							if n > 40 {
+							// Four periods past the restarted round's settling (a second shift
+							// would show in the period after the first), or 40 in all.
+							if (settledAt >= 0 && n > settledAt+4) || n > 40 {
 								stop.Store(true)
 								stopManager()
 							}

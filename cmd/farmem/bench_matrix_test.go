@@ -27,7 +27,7 @@ func TestBenchEveryAllowedCombination(t *testing.T) {
 			if c.idx.name == "swarm" {
 				// Every object keeps a lane of record buffers per possible writer on each
 				// replica (ds/maxreg), sized for the workload's values.
-				size = "256MiB"
+				size = "32MiB"
 			}
 			if c.idx.name == "blink" {
 				// One client: over cxl the race detector reports SELCC's frame fields

@@ -34,7 +34,7 @@ func TestBenchSwarm(t *testing.T) {
 		t.Skip("runs the benchmark")
 	}
 	for _, tr := range []string{"cxl", "local"} {
-		args := []string{"bench", "--index", "swarm", "--set", "replicas=3", "--mem-nodes", "3", "--mem-size", "256MiB",
+		args := []string{"bench", "--index", "swarm", "--set", "replicas=3", "--mem-nodes", "3", "--mem-size", "32MiB",
 			"--records", "100", "--set", "valuesize=64", "--workload", "b", "--clients", "2", "--duration", "200ms", "--warmup", "50ms", "--peers", "none"}
 		if tr != "cxl" {
 			args = append(args, "--transport", tr)

@@ -3,6 +3,7 @@ package blink_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"github.com/farmem/farmem/sim"
 )
 
+// long runs the longer versions of this package's sim tests (more seeds).
+var long = flag.Bool("blink.long", false, "run the longer sim tests (more seeds)")
+
 // TestCrashMidRunSim crashes one of three compute nodes (two clients each) in the middle of a
 // run under WriteBackOnRelease, on sim. The survivors repair the dead node's holds on the lines
 // they meet online (a survivor operation that still fails, on a holder that died after taking
@@ -23,9 +27,15 @@ import (
 // and one reads every key. The whole history, the dead node's acknowledged writes included,
 // must be linearizable: no acknowledged write is lost.
 func TestCrashMidRunSim(t *testing.T) {
-	// Seeds 2-4 stranded a survivor's share (a failed upgrade forgot it); seed 20 crashes the
-	// victim between a hand-over's FAA and its forward (the survivor's hold is an orphan).
-	for _, seed := range []uint64{1, 2, 3, 4, 20} {
+	// Seeds 2-4 stranded a survivor's share (a failed upgrade forgot it: 7ee4c49); seed 20
+	// crashes the victim between a hand-over's FAA and its forward (the survivor's hold is an
+	// orphan). With the failed upgrade's release taken out again, seeds 1-4 all hang, so the
+	// suite runs seeds 2 and 20; -blink.long runs 1-4 and 20.
+	seeds := []uint64{2, 20}
+	if *long {
+		seeds = []uint64{1, 2, 3, 4, 20}
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			r := simRig(t, 3, 2, seed, selcc.Options{LineSize: 256, Frames: 32, Durability: selcc.WriteBackOnRelease})
 			s := r.f.(*sim.Sim)

@@ -138,10 +138,16 @@ func TestLateHandOversReuseFrames(t *testing.T) {
 // link between the nodes is slow (1.5 ms each way, past the 1 ms reply timeout) for 2 ms out of
 // every 5: requesters give up on holders that are alive, and the hand-overs (by invalidation
 // and by grant) land late. An increment counts once its guard is released; after the cluster
-// closed, far memory holds exactly the number of increments counted. Seeds 1-3, in virtual
-// time.
+// closed, far memory holds exactly the number of increments counted. In virtual time: seed 2
+// (with -selcc.long, seeds 1-3); seed 2 is the one that loses increments when a landed grant
+// hand-over whose line is late is released after one ReplyTimeout instead of waited for (seeds
+// 1 and 3 pass on that bug).
 func TestNoLostIncrementsWithLatePeers(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
+	seeds := []uint64{2}
+	if *long {
+		seeds = []uint64{1, 2, 3}
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			r := simRig(t, simModel(2, 3), seed, selcc.Options{LineSize: 64, Frames: 8, Gamma: 4,
 				Durability: selcc.WriteBack, ReplyTimeout: time.Millisecond})

@@ -176,13 +176,24 @@ func (in *Inbox) drain(from farmem.ClientID) {
 		q = in.lanes[from]
 		if len(q) > 0 {
 			q[0] = Message{}
-			in.lanes[from] = q[1:]
+			q = q[1:]
+		}
+		// An emptied lane is deleted under the same lock that popped its last message, and
+		// this goroutine ends: the next Put finds no lane and starts a new one. (Kept, an empty
+		// lane let a Put in before this goroutine looked again, and both ran the lane.)
+		if len(q) == 0 {
+			delete(in.lanes, from)
+		} else {
+			in.lanes[from] = q
 		}
 		in.n--
 		in.bytes -= len(m.Req)
 		close(in.room)
 		in.room = make(chan struct{})
 		in.mu.Unlock()
+		if len(q) == 0 {
+			return
+		}
 	}
 }
 

@@ -19,7 +19,9 @@
 //
 // Costs: each "go run ./pkg" command is built once per call of [CheckREADMEs], into the test's
 // temporary directory, and the quick modes then run as parallel subtests (at most -parallel
-// at once). Limits: commands are run without a shell (see [figures.Args]); a quick mode has
+// at once). A binary built with the race detector (the whole tree's go test -race) checks the
+// digests only: the quick modes, about a minute of CPU, are re-run by go test
+// ./internal/figures/... without -race, which CI runs as a step of its own. Limits: commands are run without a shell (see [figures.Args]); a quick mode has
 // five minutes, a full command an hour (so a regeneration needs go test's -timeout raised past
 // its ten-minute default).
 package figurestest
@@ -212,7 +214,10 @@ func Unchecked(root string, files []string, owners map[string][]string) []error 
 // root) whole: every block is well formed, no table of figures stands outside a block, and each
 // simulated block's golden matches both the block (its digest) and what its quick mode prints
 // now. Blocks matched by -update or -measure are regenerated first. The quick modes run as
-// parallel subtests after the files are all parsed; with -short only the digests are checked.
+// parallel subtests after the files are all parsed; with -short, or in a binary built with the
+// race detector, only the digests are checked (the quick modes' programs are built without it,
+// so a race-enabled run adds nothing to their check but its cost: go test ./internal/figures/...
+// is the command that re-runs them).
 func CheckREADMEs(t *testing.T, files ...string) {
 	t.Helper()
 	root := ModuleRoot(t)
@@ -264,7 +269,11 @@ func CheckREADMEs(t *testing.T, files ...string) {
 			require.NoError(t, err, golden)
 			require.Equal(t, g.Digest, b.Digest(), "%s:%d: the block differs from the output its golden was made with: "+
 				"regenerate it (%s%s), never edit it by hand", rel, b.Line, regen, b.Golden)
-			if testing.Short() {
+			if raceDetector && !testing.Short() {
+				t.Logf("%s:%d: the digest matches; %q is not re-run under the race detector (go test ./internal/figures/... re-runs it)",
+					rel, b.Line, b.Quick)
+			}
+			if testing.Short() || raceDetector {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s:%d", rel, b.Line), func(t *testing.T) {
