@@ -22,12 +22,11 @@ type epochState struct {
 	cached    uint64      // the global epoch as last read
 	retired   []retired   // blocks retired, not yet reusable, in retirement order
 	lastScan  farmem.Time
+	lastFreed int         // blocks the last scan made reusable (scanDue)
 	seen      farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
-	// section numbers outermost pinned sections (from 1); waiting is set while an allocation
-	// waits for reclamation (reclaimwait.go), when a scan may reuse blocks retired before the
-	// current section whatever this client's own announcement.
+	// section numbers outermost pinned sections (from 1): a scan may reuse blocks retired
+	// outside the current section whatever this client's own announcement (reuseBelow).
 	section uint64
-	waiting bool
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
@@ -421,18 +420,33 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	return a.reuseBelow(horizon, others), nil
 }
 
-// reuseBelow makes the retired blocks tagged below horizon reusable and returns how many.
-// While an allocation waits for reclamation inside a pinned section, a block retired before
-// the section began is reusable below others, the horizon of the other clients'
-// announcements: this client's own announcement protects only what its current section may
-// reach, and a block unlinked before the section's Pin is not reachable from it.
+// reuseBelow makes the retired blocks tagged below horizon reusable and returns how many; and
+// also those tagged below others, the horizon of the other clients' announcements, that this
+// client retired outside the section it is in (any, when it is not pinned).
+//
+// Why the second rule is as safe as the first: a block b is handed back by Retire only once it
+// is unlinked, and a scan runs reuseBelow only over blocks retired before it read the table.
+// Another client that could still reach b pinned before the unlink, so its live announcement
+// is at most the global epoch then, hence at most b's tag: b stays while it stands (others <=
+// tag), and an announcement written after the scan's read is followed by reads that start
+// from the structure without b. This client's own announcement protects nothing but its own
+// current section: a client reaches blocks only inside a pinned section (the contract of Pin),
+// and a section that began after b's unlink, or none at all, cannot reach b. So the own
+// announcement, which holds b back under the first rule until it is renewed at a later epoch
+// (a Refresh period and two advances of the global epoch), need not hold back a block of a
+// section that has ended. Blocks another allocator retired (Absorb) keep its announcement in
+// others, since it is another client's; blocks adopted from this client id's closed allocator
+// were retired in sections that ended with it.
+//
+// The second rule is what lets a lone writer reuse its blocks after a scan instead of after
+// several Refresh periods, so the lines of a new block are still in the CPU's caches when they
+// are written again (allocArena scans when a chunk runs out and scanBacklog blocks wait).
 func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
 	kept := ep.retired[:0]
-	old := ep.waiting && ep.depth > 0
 	for _, r := range ep.retired {
-		if r.tag < horizon || (old && r.sec != ep.section && r.tag < others) {
+		if r.tag < horizon || (r.tag < others && (ep.depth == 0 || r.sec != ep.section)) {
 			r.ar.put(r.off, r.size)
 			freed++
 		} else {
@@ -441,6 +455,7 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	}
 	clear(ep.retired[len(kept):])
 	ep.retired = kept
+	ep.lastFreed = freed
 	a.stats.Reclaimed += uint64(freed)
 	return freed
 }
