@@ -148,6 +148,9 @@ type Allocator struct {
 	rep      *replicaState // the metadata nodes, when the header says r > 1 (replica.go)
 	tableOff uint64        // the epoch table's offset on each metadata node
 
+	scanBuf   []byte        // scan's buffer: the global epoch, then the epoch table
+	scanBatch *farmem.Batch // scan's batch
+
 	// forgetFn is the transport's ForgetAtomic (see forgetAtomic), nil if it has none: looked
 	// up once, since handOut runs on every allocation of a recycled block.
 	forgetFn func(a farmem.Addr, n uint64)

@@ -376,12 +376,19 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	// now is taken before the table is read: a slot is taken as expired only if it had expired
 	// before it was read, so an owner cannot have renewed it unseen.
 	now := a.rt.Now()
-	gbuf := make([]byte, 8)
-	tbuf := make([]byte, 8*a.slots)
-	var b farmem.Batch
+	// The buffer and batch are kept from scan to scan: a writer scans every few hundred
+	// allocations (scanDue) and should not allocate for it. A failed read drops them, since a
+	// transport may still complete it into them later.
+	if len(a.scanBuf) != 8+8*a.slots {
+		a.scanBuf, a.scanBatch = make([]byte, 8+8*a.slots), &farmem.Batch{}
+	}
+	gbuf, tbuf := a.scanBuf[:8:8], a.scanBuf[8:]
+	b := a.scanBatch
+	b.Reset()
 	b.Read(a.epochAddr, gbuf)
 	b.Read(a.tableAddr, tbuf)
-	if err := a.m.Do(ctx, &b); err != nil {
+	if err := a.m.Do(ctx, b); err != nil {
+		a.scanBuf, a.scanBatch = nil, nil
 		return 0, fmt.Errorf("alloc: scan epoch table: %w", err)
 	}
 	a.stats.Scans++
@@ -389,13 +396,16 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	g := le64(gbuf)
 	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
 	advance := true
-	post := &farmem.Batch{}
+	var post *farmem.Batch // made only when there is something to post
 	for i := range a.slots {
 		w := le64(tbuf[8*i:])
 		if w == 0 {
 			continue
 		}
 		if expiredAt(w, now, a.opts.ClockSkew) {
+			if post == nil {
+				post = &farmem.Batch{}
+			}
 			post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
 			continue
 		}
@@ -409,10 +419,13 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 		}
 	}
 	if advance {
+		if post == nil {
+			post = &farmem.Batch{}
+		}
 		post.Unsignaled(post.CAS(a.epochAddr, g, g+1))
 		a.stats.Advances++
 	}
-	if len(post.Ops) > 0 {
+	if post != nil {
 		a.m.Post(context.Background(), post)
 	}
 	ep.cached = max(ep.cached, g)
