@@ -492,17 +492,18 @@ const scanBacklog = 256
 
 // scanDue reports whether an allocation that found no free block and no room in its current
 // chunks scans the epoch table before it takes a new chunk: when blocks this client retired
-// wait and ScanInterval has passed since the last scan, or at least scanBacklog of them wait
-// and the last scan made some reusable. The second case costs at most one scan (one round
-// trip) per chunk the client carves, and stops, until ScanInterval passes, at the first scan
-// that frees nothing (other clients' announcements hold the blocks back); in exchange a writer
+// wait and ScanInterval has passed since the last scan, or at least scanBacklog of them were
+// retired since the last scan and that scan made some reusable. The second case costs at most
+// one scan (one round trip) per chunk the client carves and per scanBacklog blocks it retires,
+// and stops, until ScanInterval passes, at the first scan that frees nothing (other clients'
+// announcements hold the blocks back); in exchange a writer
 // that retires a block per update (a store's Put) reuses its blocks a few hundred allocations
 // after it retired them, while their lines are still in the CPU's caches, instead of after
 // several Refresh periods (about 20,000 blocks, far beyond them, for a writer of 1 KiB blocks
 // at a microsecond per update).
 func (a *Allocator) scanDue() bool {
 	n := len(a.ep.retired)
-	return n > 0 && (n >= scanBacklog && a.ep.lastFreed > 0 || a.rt.Now().Sub(a.ep.lastScan) >= a.opts.ScanInterval)
+	return n > 0 && (n-a.ep.keptAtScan >= scanBacklog && a.ep.lastFreed > 0 || a.rt.Now().Sub(a.ep.lastScan) >= a.opts.ScanInterval)
 }
 
 // allocIn allocates from one arena: free lists and the current chunk first (no verb), then,

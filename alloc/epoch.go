@@ -12,18 +12,19 @@ import (
 
 // epochState is a client's side of deferred free.
 type epochState struct {
-	depth     int         // nesting of Pin
-	announced bool        // this client's slot holds ann (as far as it knows)
-	lapsed    bool        // a Renew found the announcement gone: the current pin is unsafe
-	annE      uint64      // the epoch announced
-	annAt     farmem.Time // when it was announced
-	deadline  farmem.Time // the lease's end
-	word      uint64      // the slot word last written
-	cached    uint64      // the global epoch as last read
-	retired   []retired   // blocks retired, not yet reusable, in retirement order
-	lastScan  farmem.Time
-	lastFreed int         // blocks the last scan made reusable (scanDue)
-	seen      farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
+	depth      int         // nesting of Pin
+	announced  bool        // this client's slot holds ann (as far as it knows)
+	lapsed     bool        // a Renew found the announcement gone: the current pin is unsafe
+	annE       uint64      // the epoch announced
+	annAt      farmem.Time // when it was announced
+	deadline   farmem.Time // the lease's end
+	word       uint64      // the slot word last written
+	cached     uint64      // the global epoch as last read
+	retired    []retired   // blocks retired, not yet reusable, in retirement order
+	lastScan   farmem.Time
+	lastFreed  int         // blocks the last scan made reusable (scanDue)
+	keptAtScan int         // retired blocks the last scan kept waiting (scanDue)
+	seen       farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
 	// section numbers outermost pinned sections (from 1): a scan may reuse blocks retired
 	// outside the current section whatever this client's own announcement (reuseBelow).
 	section uint64
@@ -468,7 +469,7 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	}
 	clear(ep.retired[len(kept):])
 	ep.retired = kept
-	ep.lastFreed = freed
+	ep.lastFreed, ep.keptAtScan = freed, len(kept)
 	a.stats.Reclaimed += uint64(freed)
 	return freed
 }
