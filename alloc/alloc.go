@@ -30,8 +30,8 @@ type Options struct {
 	ClockSkew time.Duration
 	// ScanInterval is the least time between two scans of the epoch table made on the
 	// allocator's own initiative (default Refresh), but for one: an allocation that needs a new
-	// chunk while at least 256 blocks the client retired wait scans first, so a scan per chunk
-	// at most (see the package doc, "Deferred free").
+	// chunk once the client retired 256 blocks since the last scan scans first, so a scan per
+	// chunk at most (see the package doc, "Deferred free").
 	ScanInterval time.Duration
 	// Admit, if set, is asked before every Alloc, AllocOn and AllocSymmetric with the
 	// request's size; a non-nil error refuses the request, which then fails with an error

@@ -71,10 +71,9 @@
 // that announcement protects only the client's current section, so a scan also reuses the
 // blocks the client retired outside it that are tagged below every other client's live
 // announcement (for a lone writer, all of them). Allocation scans when Options.ScanInterval
-// has passed, or when it needs a new chunk while 256 or more retired blocks wait (a scan per
-// chunk at most): a lone writer then reuses a block a few hundred allocations after retiring
-// it, its lines still in the CPU's caches. A stalled reader
-// holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
+// has passed, or when it needs a new chunk once 256 blocks were retired since the last scan
+// (a scan per chunk at most): a lone writer then reuses a block a few hundred allocations
+// after retiring it, its lines still in the CPU's caches. A stalled reader holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
 // expires and scans clear it. A reader paused past its lease gets [ErrPinExpired] from Unpin
 // and must retry. Leases assume clocks and verb delivery within Options.ClockSkew. If the home
 // node is down (with replicated metadata: a majority of the metadata nodes), pins and scans

@@ -60,9 +60,9 @@ const limitValue = 1000
 // either: the grace period is set by how soon the writer learns that no reader holds the
 // block, one read of the epoch table. With alloc as the store runs it, a writer alone reuses
 // the blocks it retired in finished operations at its next scan, made when a 64 KiB chunk runs
-// out with 256 or more blocks waiting: a block comes back a few hundred Puts after it was
-// retired, a few hundred KiB of lines, warmer than the limit's random position at 10^4
-// records. (Before, blocks waited for the client's own announcement to be renewed and the
+// out once 256 blocks were retired since the last scan: a block comes back a few hundred Puts
+// after it was retired, a few hundred KiB of lines, warmer than the limit's random position at
+// 10^4 records. (Before, blocks waited for the client's own announcement to be renewed and the
 // global epoch to advance twice, several 10 ms Refresh periods, about 20,000 Puts and 20 MiB
 // of lines, beyond the caches: a cost of that allocator, not a property of out-of-place
 // writes.) With other writers' announcements live the wait is theirs to end, as the epochs
