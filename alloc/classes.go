@@ -1,6 +1,9 @@
 package alloc
 
-import "slices"
+import (
+	"math/bits"
+	"slices"
+)
 
 // minBlock is the smallest block and the granule of every class size: every block is at least
 // 16-byte aligned.
@@ -23,13 +26,17 @@ var classSizes = func() []uint64 {
 	return s
 }()
 
-// classOf returns the smallest class that holds size bytes (size <= MaxChunkSize/2).
+// classOf returns the smallest class that holds size bytes (size <= MaxChunkSize/2), in
+// closed form (it is on every allocation's path): above 256 bytes, a size in (p, 2p], p a power
+// of two, falls in the k-th of the eight classes of that doubling, k = ceil((size-p)/(p/8)), and
+// the doublings below p hold 8*(log2(p)-8) classes after the 16 of at most 256 bytes.
 func classOf(size uint64) int {
 	if size <= 256 {
 		return int(max(size, 1)+minBlock-1)/minBlock - 1
 	}
-	i, _ := slices.BinarySearch(classSizes, size) // the first class of at least size bytes
-	return i
+	lg := bits.Len64(size-1) - 1 // log2 of p
+	p := uint64(1) << lg
+	return 16 + 8*(lg-8) + int((size-p-1)>>(lg-3))
 }
 
 // classBelow returns the largest class of at most n bytes, or -1 if n < minBlock.

@@ -67,8 +67,13 @@
 // oldest live announcement, so a reader that could reach a block holds it back. A pin writes
 // an announcement only when the last is older than Options.Refresh, and an Unpin finding it
 // older withdraws it ([Allocator.Quiesce] at once), so a retired block becomes reusable after a
-// few Refresh periods. A stalled reader
-// holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
+// few Refresh periods. Sooner when the retiring client's announcement is all that holds it:
+// that announcement protects only the client's current section, so a scan also reuses the
+// blocks the client retired outside it that are tagged below every other client's live
+// announcement (for a lone writer, all of them). Allocation scans when Options.ScanInterval
+// has passed, or when it needs a new chunk once 256 blocks were retired since the last scan
+// (a scan per chunk at most): a lone writer then reuses a block a few hundred allocations
+// after retiring it, its lines still in the CPU's caches. A stalled reader holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
 // expires and scans clear it. A reader paused past its lease gets [ErrPinExpired] from Unpin
 // and must retry. Leases assume clocks and verb delivery within Options.ClockSkew. If the home
 // node is down (with replicated metadata: a majority of the metadata nodes), pins and scans

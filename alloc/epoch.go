@@ -12,22 +12,22 @@ import (
 
 // epochState is a client's side of deferred free.
 type epochState struct {
-	depth     int         // nesting of Pin
-	announced bool        // this client's slot holds ann (as far as it knows)
-	lapsed    bool        // a Renew found the announcement gone: the current pin is unsafe
-	annE      uint64      // the epoch announced
-	annAt     farmem.Time // when it was announced
-	deadline  farmem.Time // the lease's end
-	word      uint64      // the slot word last written
-	cached    uint64      // the global epoch as last read
-	retired   []retired   // blocks retired, not yet reusable, in retirement order
-	lastScan  farmem.Time
-	seen      farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
-	// section numbers outermost pinned sections (from 1); waiting is set while an allocation
-	// waits for reclamation (reclaimwait.go), when a scan may reuse blocks retired before the
-	// current section whatever this client's own announcement.
+	depth      int         // nesting of Pin
+	announced  bool        // this client's slot holds ann (as far as it knows)
+	lapsed     bool        // a Renew found the announcement gone: the current pin is unsafe
+	annE       uint64      // the epoch announced
+	annAt      farmem.Time // when it was announced
+	deadline   farmem.Time // the lease's end
+	word       uint64      // the slot word last written
+	cached     uint64      // the global epoch as last read
+	retired    []retired   // blocks retired, not yet reusable, in retirement order
+	lastScan   farmem.Time
+	lastFreed  int         // blocks the last scan made reusable (scanDue)
+	keptAtScan int         // retired blocks the last scan kept waiting (scanDue)
+	seen       farmem.Time // the latest clock reading of Pin, Unpin, Retire and announce (see PinCoarse)
+	// section numbers outermost pinned sections (from 1): a scan may reuse blocks retired
+	// outside the current section whatever this client's own announcement (reuseBelow).
 	section uint64
-	waiting bool
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
@@ -377,12 +377,19 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	// now is taken before the table is read: a slot is taken as expired only if it had expired
 	// before it was read, so an owner cannot have renewed it unseen.
 	now := a.rt.Now()
-	gbuf := make([]byte, 8)
-	tbuf := make([]byte, 8*a.slots)
-	var b farmem.Batch
+	// The buffer and batch are kept from scan to scan: a writer scans every few hundred
+	// allocations (scanDue) and should not allocate for it. A failed read drops them, since a
+	// transport may still complete it into them later.
+	if len(a.scanBuf) != 8+8*a.slots {
+		a.scanBuf, a.scanBatch = make([]byte, 8+8*a.slots), &farmem.Batch{}
+	}
+	gbuf, tbuf := a.scanBuf[:8:8], a.scanBuf[8:]
+	b := a.scanBatch
+	b.Reset()
 	b.Read(a.epochAddr, gbuf)
 	b.Read(a.tableAddr, tbuf)
-	if err := a.m.Do(ctx, &b); err != nil {
+	if err := a.m.Do(ctx, b); err != nil {
+		a.scanBuf, a.scanBatch = nil, nil
 		return 0, fmt.Errorf("alloc: scan epoch table: %w", err)
 	}
 	a.stats.Scans++
@@ -390,13 +397,16 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	g := le64(gbuf)
 	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
 	advance := true
-	post := &farmem.Batch{}
+	var post *farmem.Batch // made only when there is something to post
 	for i := range a.slots {
 		w := le64(tbuf[8*i:])
 		if w == 0 {
 			continue
 		}
 		if expiredAt(w, now, a.opts.ClockSkew) {
+			if post == nil {
+				post = &farmem.Batch{}
+			}
 			post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
 			continue
 		}
@@ -410,10 +420,13 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 		}
 	}
 	if advance {
+		if post == nil {
+			post = &farmem.Batch{}
+		}
 		post.Unsignaled(post.CAS(a.epochAddr, g, g+1))
 		a.stats.Advances++
 	}
-	if len(post.Ops) > 0 {
+	if post != nil {
 		a.m.Post(context.Background(), post)
 	}
 	ep.cached = max(ep.cached, g)
@@ -421,18 +434,33 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	return a.reuseBelow(horizon, others), nil
 }
 
-// reuseBelow makes the retired blocks tagged below horizon reusable and returns how many.
-// While an allocation waits for reclamation inside a pinned section, a block retired before
-// the section began is reusable below others, the horizon of the other clients'
-// announcements: this client's own announcement protects only what its current section may
-// reach, and a block unlinked before the section's Pin is not reachable from it.
+// reuseBelow makes the retired blocks tagged below horizon reusable and returns how many; and
+// also those tagged below others, the horizon of the other clients' announcements, that this
+// client retired outside the section it is in (any, when it is not pinned).
+//
+// Why the second rule is as safe as the first: a block b is handed back by Retire only once it
+// is unlinked, and a scan runs reuseBelow only over blocks retired before it read the table.
+// Another client that could still reach b pinned before the unlink, so its live announcement
+// is at most the global epoch then, hence at most b's tag: b stays while it stands (others <=
+// tag), and an announcement written after the scan's read is followed by reads that start
+// from the structure without b. This client's own announcement protects nothing but its own
+// current section: a client reaches blocks only inside a pinned section (the contract of Pin),
+// and a section that began after b's unlink, or none at all, cannot reach b. So the own
+// announcement, which holds b back under the first rule until it is renewed at a later epoch
+// (a Refresh period and two advances of the global epoch), need not hold back a block of a
+// section that has ended. Blocks another allocator retired (Absorb) keep its announcement in
+// others, since it is another client's; blocks adopted from this client id's closed allocator
+// were retired in sections that ended with it.
+//
+// The second rule is what lets a lone writer reuse its blocks after a scan instead of after
+// several Refresh periods, so the lines of a new block are still in the CPU's caches when they
+// are written again (allocArena scans when a chunk runs out and scanBacklog blocks wait).
 func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
 	kept := ep.retired[:0]
-	old := ep.waiting && ep.depth > 0
 	for _, r := range ep.retired {
-		if r.tag < horizon || (old && r.sec != ep.section && r.tag < others) {
+		if r.tag < horizon || (r.tag < others && (ep.depth == 0 || r.sec != ep.section)) {
 			r.ar.put(r.off, r.size)
 			freed++
 		} else {
@@ -441,6 +469,7 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	}
 	clear(ep.retired[len(kept):])
 	ep.retired = kept
+	ep.lastFreed, ep.keptAtScan = freed, len(kept)
 	a.stats.Reclaimed += uint64(freed)
 	return freed
 }

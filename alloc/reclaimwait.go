@@ -48,8 +48,6 @@ func waitReclaim[T any](ctx context.Context, a *Allocator, v T, err error, try f
 			return v, errors.Join(err, qerr)
 		}
 	}
-	a.ep.waiting = true
-	defer func() { a.ep.waiting = false }()
 	start := a.rt.Now()
 	end := start.Add(a.MaxReclaimWait())
 	pause := min(reclaimBackoffMin, a.opts.Refresh)

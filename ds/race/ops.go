@@ -598,7 +598,12 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		if pre != nil {
 			c.blk.written, pre = true, nil
 		}
-		j, err := t.findKey(ctx, op, &v, plan.Prefetch)
+		var j int
+		if t.oneCandidate(op, &v, plan.Prefetch) {
+			j, err = t.findOne(ctx, op, v.words[0])
+		} else {
+			j, err = t.findKey(ctx, op, &v, plan.Prefetch)
+		}
 		if errors.Is(err, errStale) {
 			continue
 		}

@@ -1,0 +1,66 @@
+package race
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+)
+
+// oneCandidate reports whether an Update or Delete may look for its key with findOne instead
+// of findKey: its view (decoded with matchOnly, so holding only the committed slots with the
+// key's fingerprint) holds exactly one, on a table without block copies, and the operation
+// neither invalidates the block it reads (Options.Invalidate), nor keeps its value (DeleteIf),
+// nor reads the slot's metadata with it (a synchronizer's Plan.Prefetch on a table with lock
+// words).
+func (t *Table) oneCandidate(op *opState, v *view, meta bool) bool {
+	return len(v.words) == 1 && op.matchOnly && !op.invalidate && !op.keepValue &&
+		!(meta && t.lockSize > 0) && !t.replicated()
+}
+
+// findOne is findKey for a view oneCandidate accepts, done without learn's bookkeeping (the
+// list of candidates and pending reads), which one candidate and no copy to fall back on never
+// use: the common Update and Delete, as searchOne is the common Search. It answers as findKey
+// would: 0 if the slot's block holds op's key, -1 if it holds another; errStale (the caller
+// looks again) if the block fails validation; learn's error if the read fails. What it read is
+// recorded in op as learn records it (a retry after a lost CAS knows the block and reads
+// nothing), so the synchronizer's commit sees the same state either way.
+func (t *Table) findOne(ctx context.Context, op *opState, w Slot) (int, error) {
+	w = blockKey(w)
+	if info, ok := op.info(w); ok {
+		return oneIndex(info.isKey), nil
+	}
+	n := int(w.Size())
+	sc := t.scr
+	sc.blocks = grow(sc.blocks, n)
+	buf := sc.blocks[:n:n]
+	b := t.batch()
+	b.Read(w.Addr(), buf)
+	if err := t.doHinted(ctx, b); err != nil { // decodeView hinted the block
+		// As learn: a batch whose failure is not its read's failing because the block's node
+		// is down or lost its memory drops the scratch; a failed read answers its error; a
+		// batch that failed while its read did not read the block.
+		if !onlyBlocksDown(b, 1) {
+			t.lost()
+			return -1, fmt.Errorf("race: read KV blocks: %w", err)
+		}
+		if _, rerr := b.Result(0); rerr != nil {
+			return -1, fmt.Errorf("race: read KV blocks: %w", rerr)
+		}
+	}
+	blk, err := DecodeBlock(w.Addr(), buf)
+	if err != nil {
+		t.stats.BadBlocks++
+		return -1, errStale
+	}
+	info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline, stamp: blk.Stamp}
+	op.learnt(w, info)
+	return oneIndex(info.isKey), nil
+}
+
+// oneIndex is findOne's answer: the view's only slot if it holds the key, else -1.
+func oneIndex(isKey bool) int {
+	if isKey {
+		return 0
+	}
+	return -1
+}
