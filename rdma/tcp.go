@@ -309,17 +309,9 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.kickReader()
 }
 
-// parker implements qp: waiting on it reads the connection's answers when no one else does,
-// so a client that posts and waits saves the hand-off from a reader goroutine; while someone
-// is reading, nil (post and a plain Parker: the reader delivers). The batch's Pending and sink
-// come in the same allocation.
-func (q *tcpQP) parker() (transport.Parker, *postState) {
-	if q.reading.Load() {
-		return nil, nil
-	}
-	p := &readingParker{q: q}
-	return p, &p.st
-}
+// parker implements qp: nil (post and a plain Parker). Client.Post gives a batch to a tcp queue
+// pair with the state startPost makes, whose parker reads the connection as it waits.
+func (q *tcpQP) parker() transport.Parker { return nil }
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
 // if no one does, by the background reader at the monitor's next look), and the frame is
@@ -327,42 +319,6 @@ func (q *tcpQP) parker() (transport.Parker, *postState) {
 // block (writeLocked).
 func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.send(ctx, b, idx, s, true)
-}
-
-// readingParker parks a batch's waiter by reading the connection's answers itself when the
-// reader role is free, as a lone verb does. It is a binary semaphore (set) whose channel is
-// made only if the waiter has to block without reading (someone else holds the reader role),
-// so that a batch posted and waited on allocates its parker and sink and nothing more.
-type readingParker struct {
-	q   *tcpQP
-	st  postState
-	set atomic.Bool
-	ch  atomic.Pointer[chan struct{}]
-}
-
-func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p) }
-
-func (p *readingParker) Unpark() {
-	p.set.Store(true)
-	if c := p.ch.Load(); c != nil {
-		select {
-		case *c <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (p *readingParker) fired() bool { return p.set.Load() && p.set.Swap(false) }
-
-func (p *readingParker) ready() <-chan struct{} {
-	if c := p.ch.Load(); c != nil {
-		return *c
-	}
-	c := make(chan struct{}, 1)
-	if !p.ch.CompareAndSwap(nil, &c) {
-		return *p.ch.Load()
-	}
-	return c
 }
 
 // waiter is what a goroutine waits for on a connection: fired reports whether it was signaled,

@@ -27,6 +27,11 @@ type Funcs[Op, Batch, Pending any] struct {
 	Signaled    func(p *Pending) int
 	Done        func(p *Pending) int
 	Err         func(p *Pending) error
+	// Reusable returns the parker of the batch's last Pending if that Pending may be set up
+	// again, with InitPending and the same parker, for the batch's next post; nil otherwise.
+	Reusable func(b *Batch) Parker
+	// Keep records p as the batch's Pending, for Reusable to find at its next post.
+	Keep func(b *Batch, p *Pending)
 }
 
 var funcs any
