@@ -69,8 +69,12 @@ type single struct {
 // Complete is complete, for providers whose engines take a verbs.Sink.
 func (s *single) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
-func (s *single) complete(_ int, val uint64, err error) {
+func (s *single) complete(i int, val uint64, err error) {
 	s.c.Counters.CountResult(&s.b.Ops[0], val, err)
+	s.counted(i, val, err)
+}
+
+func (s *single) counted(_ int, val uint64, err error) {
 	s.val, s.err = val, err
 	select {
 	case s.ch <- struct{}{}:
@@ -91,6 +95,8 @@ func (s *batchSink) complete(i int, val uint64, err error) {
 	s.c.Counters.CountResult(&s.comp.Batch().Ops[i], val, err)
 	s.comp.Complete(i, val, err)
 }
+
+func (s *batchSink) counted(i int, val uint64, err error) { s.comp.Complete(i, val, err) }
 
 func (c *client) Topology() *farmem.Topology { return c.f.Topology() }
 
@@ -465,6 +471,32 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	}
 	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
+}
+
+// failAhead is failOps for the ops of the released slot sl whose bytes the reader counted
+// ahead (transport.Counters.ReceiveAhead): each is counted back before it fails.
+func failAhead(c *client, sl qslot, err error) {
+	b, idx := sl.b, sl.idx
+	last := -1
+	for k := sl.lo; k < sl.hi; k++ {
+		if !b.Ops[opAt(idx, k)].Unsignaled {
+			last = k
+		}
+	}
+	for k := sl.lo; k <= last; k++ {
+		if i := opAt(idx, k); !b.Ops[i].Unsignaled {
+			c.Counters.CountResultAhead(&b.Ops[i], 0, err)
+			sl.sink.counted(i, 0, err)
+		}
+	}
+}
+
+// opAt is the position in the batch of the k-th op of idx (the k-th op when idx is nil).
+func opAt(idx []int, k int) int {
+	if idx == nil {
+		return k
+	}
+	return idx[k]
 }
 
 // failOps completes the signaled ops at positions [lo, hi) of idx (of b itself when idx is

@@ -64,7 +64,11 @@ type qp interface {
 
 // sink receives the outcomes of a posted batch's ops.
 type sink interface {
+	// complete counts op i's outcome in the client's Counters and completes it.
 	complete(i int, val uint64, err error)
+	// counted completes op i whose outcome the caller has counted already (the tcp reader
+	// counts a run of answers' bytes ahead: transport.Counters.ReceiveAhead).
+	counted(i int, val uint64, err error)
 }
 
 // providers are the data paths built into this binary, by name.

@@ -1012,7 +1012,18 @@ func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
 	if !ok {
 		return errUnknownResult(h.ID)
 	}
+	q.c.Counters.ReceiveAhead(aheadIn(sl))
 	return q.resultOf(sl, h, p, rs)
+}
+
+// aheadIn is the bytes the signaled ops of the released slot sl receive if all succeed
+// (transport.ResultBytes), which the reader counts before it completes them.
+func aheadIn(sl qslot) uint64 {
+	var n uint64
+	for k := sl.lo; k < sl.hi; k++ {
+		n += transport.ResultBytes(&sl.b.Ops[opAt(sl.idx, k)])
+	}
+	return n
 }
 
 func errUnknownResult(id uint64) error {
@@ -1020,8 +1031,14 @@ func errUnknownResult(id uint64) error {
 }
 
 // resultOf completes the ops of the released slot sl with the Result frame (h, p) that
-// answered it.
+// answered it. The caller has counted the bytes they receive if all succeed (aheadIn); each
+// op's outcome is counted against that before it is completed.
 func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) error {
+	ctr := &q.c.Counters
+	complete := func(i int, val uint64, err error) {
+		ctr.CountResultAhead(&sl.b.Ops[i], val, err)
+		sl.sink.counted(i, val, err)
+	}
 	b := sl.b
 	at := func(k int) int {
 		if sl.idx == nil {
@@ -1055,7 +1072,7 @@ func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) er
 			} else {
 				e = fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e)
 			}
-			sl.sink.complete(i, 0, e)
+			complete(i, 0, e)
 			continue
 		}
 		n--
@@ -1063,14 +1080,14 @@ func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) er
 		switch {
 		case e != nil:
 			err = e
-			sl.sink.complete(i, 0, fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e))
+			complete(i, 0, fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e))
 		case st != wire.StatusOK:
-			sl.sink.complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, transport.OpLen(op), op.Addr, st.Err()))
+			complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, transport.OpLen(op), op.Addr, st.Err()))
 		default:
 			if op.Kind == farmem.OpRead {
 				copy(op.Buf, data)
 			}
-			sl.sink.complete(i, val, nil)
+			complete(i, val, nil)
 		}
 	}
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wire"
 )
 
 // TestPostAllocatesNothing: over the tcp provider, a batch posted again once its last post is
@@ -154,4 +155,39 @@ func repost(ctx context.Context, m farmem.Memory, c, k, rounds int) error {
 		}
 	}
 	return nil
+}
+
+// TestRunOfAnswersCountsExactly: answers read together are counted once for the run, before
+// any completes, and exactly once done: the bytes of the reads that succeeded, none for a read
+// the node refused (a status), nor for those of the run the connection failed with after a
+// malformed frame.
+func TestRunOfAnswersCountsExactly(t *testing.T) {
+	const n, refused, bad = 12, 3, 8
+	pends, batches, q := pipelinedAnswers(t, n, func(i int, id uint64) []byte {
+		switch i {
+		case refused:
+			f, start := wire.BeginFrame(nil, wire.TypeResult, 0, id)
+			f = wire.AppendResultCount(f, 1)
+			return wire.EndFrame(wire.AppendStatus(f, wire.StatusBadKey), start)
+		case bad: // malformed: fails the connection, and the answers read with it
+			f, start := wire.BeginFrame(nil, wire.TypeResult, 0, id)
+			return wire.EndFrame(wire.AppendResultCount(f, 3), start)
+		}
+		return readAnswer(id, uint64(i))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok := 0
+	for i := range n {
+		require.NoError(t, pends[i].Wait(ctx, 0))
+		_, err := batches[i].Result(0)
+		if i < bad && i != refused {
+			require.NoError(t, err, "batch %d", i)
+			ok++
+		} else {
+			require.Error(t, err, "batch %d", i)
+		}
+	}
+	st := q.c.Counters.Snapshot()
+	require.Equal(t, uint64(8*ok), st.BytesIn, "bytes of the reads that succeeded")
 }
