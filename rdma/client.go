@@ -96,7 +96,9 @@ func (s *batchSink) complete(i int, val uint64, err error) {
 	s.comp.Complete(i, val, err)
 }
 
-func (s *batchSink) counted(i int, val uint64, err error) { s.comp.Complete(i, val, err) }
+// counted completes op i for the tcp reader, which completes each op of a post once (a
+// request's slot is released once, under its queue pair's lock).
+func (s *batchSink) counted(i int, val uint64, err error) { s.comp.CompleteOwned(i, val, err) }
 
 func (c *client) Topology() *farmem.Topology { return c.f.Topology() }
 

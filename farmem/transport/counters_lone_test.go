@@ -65,9 +65,9 @@ func TestCountersReceiveAhead(t *testing.T) {
 	var b farmem.Batch
 	b.Read(farmem.MakeAddr(1, 0), make([]byte, 24))
 	b.Read(farmem.MakeAddr(1, 64), make([]byte, 16)) // fails
-	b.CAS(farmem.MakeAddr(1, 8), 1, 2)                // finds 1: succeeds
-	b.CAS(farmem.MakeAddr(1, 8), 1, 2)                // finds 3: fails its comparison
-	b.FAA(farmem.MakeAddr(1, 16), 1)                  // fails
+	b.CAS(farmem.MakeAddr(1, 8), 1, 2)               // finds 1: succeeds
+	b.CAS(farmem.MakeAddr(1, 8), 1, 2)               // finds 3: fails its comparison
+	b.FAA(farmem.MakeAddr(1, 16), 1)                 // fails
 	b.Write(farmem.MakeAddr(1, 32), make([]byte, 8))
 	b.Unsignaled(b.Read(farmem.MakeAddr(1, 40), make([]byte, 8)))
 	vals := []uint64{0, 0, 1, 3, 0, 0, 0}

@@ -87,6 +87,14 @@ func InitPendingOn(p *farmem.Pending, b *farmem.Batch, park Parker, rt farmem.Ru
 // later ones (a timeout racing a late answer) are ignored. It is safe for concurrent use.
 func (c Completer) Complete(i int, val uint64, err error) { link.Complete(c.p, i, val, err) }
 
+// CompleteOwned is Complete for a transport whose own bookkeeping completes each op of a post
+// exactly once (rdma's tcp queue pairs release a request's slot once, under a lock, and
+// complete its ops from there): it skips the first-completion-wins claim, and completes a
+// batch of one signaled op with one atomic addition instead of three. Completing an op twice
+// this way is a transport bug the Pending does not catch. It is safe for concurrent use on
+// distinct ops.
+func (c Completer) CompleteOwned(i int, val uint64, err error) { link.Owned(c.p, i, val, err) }
+
 // Fail completes every op not yet done with err.
 func (c Completer) Fail(err error) {
 	for i := range link.Batch(c.p).Ops {

@@ -118,3 +118,44 @@ func TestRecycledPending(t *testing.T) {
 	require.ErrorIs(t, transport.Finish(ctx, rej), farmem.ErrClosed)
 	require.Nil(t, transport.Recycled(&r))
 }
+
+// TestCompleteOwned: ops completed without the first-wins claim read as any others: done,
+// results and first error, node quorums, for a batch of one signaled op (whose being done is
+// the count alone) and for a larger one, fresh and set up again.
+func TestCompleteOwned(t *testing.T) {
+	ctx := context.Background()
+	var one farmem.Batch
+	one.CAS(farmem.MakeAddr(1, 8), 1, 2)
+	for range 2 { // fresh, then reused
+		s, comp := start(&one)
+		p := comp.Pending()
+		require.False(t, p.OpDone(0))
+		require.False(t, p.NodeDone(1))
+		comp.CompleteOwned(0, 7, nil)
+		require.True(t, p.OpDone(0))
+		require.True(t, p.NodeDone(1))
+		require.NoError(t, p.WaitNodes(ctx, 1))
+		require.NoError(t, transport.Finish(ctx, p))
+		v, err := one.Result(0)
+		require.NoError(t, err)
+		require.Equal(t, uint64(7), v)
+		require.Same(t, s, transport.Recycled(&one))
+	}
+
+	var two farmem.Batch
+	two.Read(farmem.MakeAddr(1, 0), make([]byte, 8))
+	two.Unsignaled(two.FAA(farmem.MakeAddr(2, 8), 1))
+	two.FAA(farmem.MakeAddr(2, 16), 1)
+	_, comp := start(&two)
+	p := comp.Pending()
+	comp.CompleteOwned(2, 0, farmem.ErrNodeDown)
+	require.True(t, p.OpDone(2))
+	require.False(t, p.OpDone(0))
+	require.Equal(t, 1, transport.Done(p))
+	require.False(t, p.NodeDone(2), "its op failed")
+	comp.CompleteOwned(0, 0, nil)
+	require.True(t, p.NodeDone(1))
+	require.NoError(t, p.WaitNodes(ctx, 1))
+	require.ErrorIs(t, transport.Finish(ctx, p), farmem.ErrNodeDown)
+	require.NotNil(t, transport.Recycled(&two), "done: the unsignaled op is no one's to complete")
+}
