@@ -159,3 +159,22 @@ func TestCompleteOwned(t *testing.T) {
 	require.ErrorIs(t, transport.Finish(ctx, p), farmem.ErrNodeDown)
 	require.NotNil(t, transport.Recycled(&two), "done: the unsignaled op is no one's to complete")
 }
+
+// TestRecycledPendingAllocatesNothing: setting a batch's Pending up again for its next post,
+// completing it and waiting on it allocate nothing.
+func TestRecycledPendingAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	var b farmem.Batch
+	b.Read(farmem.MakeAddr(1, 0), make([]byte, 8))
+	_, comp := start(&b)
+	comp.CompleteOwned(0, 0, nil)
+	require.NoError(t, comp.Pending().Wait(ctx, 0))
+	allocs := testing.AllocsPerRun(500, func() {
+		_, comp := start(&b)
+		comp.CompleteOwned(0, 1, nil)
+		if err := transport.Finish(ctx, comp.Pending()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs, "allocations per reused post")
+}
