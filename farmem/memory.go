@@ -17,7 +17,8 @@ type Memory interface {
 	// (mem &^ swapMask) | (swap & swapMask). It returns the word it found.
 	MaskedCAS(ctx context.Context, a Addr, cmp, cmpMask, swap, swapMask uint64) (prev uint64, err error)
 	// Post starts a batch and returns at once. The batch belongs to the transport until every
-	// signaled op of it is done.
+	// signaled op of it is done. The Pending is valid until the batch is posted again: a
+	// transport may hand out the same Pending for the batch's next post.
 	Post(ctx context.Context, b *Batch) *Pending
 	// Do posts a batch and waits for all of it. It returns the first op error, or ctx's; each
 	// op's result is in b.Ops[i]. If it returns because ctx ended, ops may still be in flight

@@ -64,6 +64,9 @@ type Op struct {
 // of it is done.
 type Batch struct {
 	Ops []Op
+	// pend is the Pending of the batch's last post, kept by a transport that hands it out
+	// again for the batch's next post (see Pending).
+	pend *Pending
 }
 
 func (b *Batch) add(op Op) int {

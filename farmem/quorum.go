@@ -68,7 +68,7 @@ func (p *Pending) nodeStates(st []nodeState) []nodeState {
 			st = append(st, nodeState{id: n})
 			k = len(st) - 1
 		}
-		if p.opDone[i].Load() != 2 {
+		if !p.isDone(i) {
 			st[k].left++
 		} else if op.err != nil && st[k].err == nil {
 			st[k].err = op.err
@@ -157,7 +157,7 @@ func (p *Pending) NodeDone(n NodeID) bool {
 		if op.Unsignaled || op.Addr.Node() != n {
 			continue
 		}
-		if p.opDone[i].Load() != 2 || op.err != nil {
+		if !p.isDone(i) || op.err != nil {
 			return false
 		}
 		seen = true

@@ -69,19 +69,17 @@ type single struct {
 // Complete is complete, for providers whose engines take a verbs.Sink.
 func (s *single) Complete(i int, val uint64, err error) { s.complete(i, val, err) }
 
-func (s *single) complete(_ int, val uint64, err error) {
+func (s *single) complete(i int, val uint64, err error) {
 	s.c.Counters.CountResult(&s.b.Ops[0], val, err)
+	s.counted(i, val, err)
+}
+
+func (s *single) counted(_ int, val uint64, err error) {
 	s.val, s.err = val, err
 	select {
 	case s.ch <- struct{}{}:
 	default:
 	}
-}
-
-// postState is a posted batch's Pending and sink, for a provider to allocate with its parker.
-type postState struct {
-	pend farmem.Pending
-	sink batchSink
 }
 
 // batchSink reports a posted batch's outcomes to its Pending.
@@ -97,6 +95,10 @@ func (s *batchSink) complete(i int, val uint64, err error) {
 	s.c.Counters.CountResult(&s.comp.Batch().Ops[i], val, err)
 	s.comp.Complete(i, val, err)
 }
+
+// counted completes op i for the tcp reader, which completes each op of a post once (a
+// request's slot is released once, under its queue pair's lock).
+func (s *batchSink) counted(i int, val uint64, err error) { s.comp.CompleteOwned(i, val, err) }
 
 func (c *client) Topology() *farmem.Topology { return c.f.Topology() }
 
@@ -268,33 +270,38 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		oneNode = oneNode && n == first
 		remote = remote || (n != self && !b.Ops[i].Unsignaled)
 	}
+	_, tcp := c.f.prov.(tcpProvider)
 	if oneNode && first != self {
 		// One remote node: its queue pair's parker may collect the answers as it waits.
 		q, err := hq, error(nil)
 		if !hit {
 			q, err = c.qp(ctx, first)
 		}
+		if tq, ok := q.(*tcpQP); ok && err == nil {
+			// The waiter reads the answers itself unless someone reads the connection now.
+			var rq *tcpQP
+			if remote && !tq.reading.Load() {
+				rq = tq
+			}
+			st := c.startPost(b, rq)
+			if rq != nil {
+				tq.postWaited(ctx, b, nil, &st.sink)
+			} else {
+				tq.post(ctx, b, nil, &st.sink)
+			}
+			return &st.pend
+		}
 		var park transport.Parker
-		var st *postState
 		waited := false
 		if err == nil && remote {
-			park, st = q.parker()
+			park = q.parker()
 			waited = park != nil
 			if !waited {
 				park = &clientParker{c: c, ch: make(chan struct{}, 1)}
 			}
 		}
-		var p *farmem.Pending
-		var comp transport.Completer
-		var s *batchSink
-		if st != nil {
-			p, s = &st.pend, &st.sink
-			comp = transport.InitPendingOn(p, b, park, c.Runtime())
-		} else {
-			p, comp = transport.NewPendingOn(b, park, c.Runtime())
-			s = new(batchSink)
-		}
-		s.c, s.comp = c, comp
+		p, comp := transport.NewPendingOn(b, park, c.Runtime())
+		s := &batchSink{c: c, comp: comp}
 		switch {
 		case err != nil:
 			failOps(b, nil, 0, len(b.Ops), s, err)
@@ -305,19 +312,34 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		}
 		return p
 	}
-	var park transport.Parker
-	if remote {
-		park = &clientParker{c: c, ch: make(chan struct{}, 1)}
+	var p *farmem.Pending
+	var s *batchSink
+	var st *postState
+	if tcp {
+		st = c.startPost(b, nil)
+		p, s = &st.pend, &st.sink
+	} else {
+		var park transport.Parker
+		if remote {
+			park = &clientParker{c: c, ch: make(chan struct{}, 1)}
+		}
+		var comp transport.Completer
+		p, comp = transport.NewPendingOn(b, park, c.Runtime())
+		s = &batchSink{c: c, comp: comp}
 	}
-	p, comp := transport.NewPendingOn(b, park, c.Runtime())
-	s := &batchSink{c: c, comp: comp}
 	if oneNode {
 		c.dispatch(ctx, first, b, nil, s)
 		return p
 	}
 	// Several nodes: each gets its ops in batch order, on its own queue pair, in parallel.
-	var buf [4]transport.Group
-	for _, g := range transport.GroupByNode(b, buf[:0]) {
+	var gs []transport.Group
+	if st != nil {
+		gs = st.group(b)
+	} else {
+		var buf [4]transport.Group
+		gs = transport.GroupByNode(b, buf[:0])
+	}
+	for _, g := range gs {
 		c.dispatch(ctx, g.Node, b, g.Idx, s)
 	}
 	return p
@@ -451,6 +473,32 @@ func (c *client) Call(ctx context.Context, node farmem.NodeID, method uint16, re
 	}
 	c.Counters.CountCall(len(req), len(reply))
 	return reply, err
+}
+
+// failAhead is failOps for the ops of the released slot sl whose bytes the reader counted
+// ahead (transport.Counters.ReceiveAhead): each is counted back before it fails.
+func failAhead(c *client, sl qslot, err error) {
+	b, idx := sl.b, sl.idx
+	last := -1
+	for k := sl.lo; k < sl.hi; k++ {
+		if !b.Ops[opAt(idx, k)].Unsignaled {
+			last = k
+		}
+	}
+	for k := sl.lo; k <= last; k++ {
+		if i := opAt(idx, k); !b.Ops[i].Unsignaled {
+			c.Counters.CountResultAhead(&b.Ops[i], 0, err)
+			sl.sink.counted(i, 0, err)
+		}
+	}
+}
+
+// opAt is the position in the batch of the k-th op of idx (the k-th op when idx is nil).
+func opAt(idx []int, k int) int {
+	if idx == nil {
+		return k
+	}
+	return idx[k]
 }
 
 // failOps completes the signaled ops at positions [lo, hi) of idx (of b itself when idx is

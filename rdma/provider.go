@@ -48,9 +48,9 @@ type qp interface {
 	post(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// parker returns a Parker for a batch to be posted with postWaited, which posts like post
 	// for a waiter that will park on that Parker (a provider may have the waiter collect the
-	// answers itself), and optionally the batch's Pending and sink allocated with it (nil: the
-	// caller makes them). A nil Parker means: use post and a plain Parker.
-	parker() (transport.Parker, *postState)
+	// answers itself). A nil Parker means: use post and a plain Parker. (The tcp provider's
+	// batches take client.startPost's state instead.)
+	parker() transport.Parker
 	postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink)
 	// do posts a one-op batch, reporting to s, and waits until done is signaled (s signals it
 	// on completion) or ctx ends, returning ctx's error then (the op stays in flight). It is
@@ -64,7 +64,11 @@ type qp interface {
 
 // sink receives the outcomes of a posted batch's ops.
 type sink interface {
+	// complete counts op i's outcome in the client's Counters and completes it.
 	complete(i int, val uint64, err error)
+	// counted completes op i whose outcome the caller has counted already (the tcp reader
+	// counts a run of answers' bytes ahead: transport.Counters.ReceiveAhead).
+	counted(i int, val uint64, err error)
 }
 
 // providers are the data paths built into this binary, by name.

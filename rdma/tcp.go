@@ -309,17 +309,9 @@ func (q *tcpQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.kickReader()
 }
 
-// parker implements qp: waiting on it reads the connection's answers when no one else does,
-// so a client that posts and waits saves the hand-off from a reader goroutine; while someone
-// is reading, nil (post and a plain Parker: the reader delivers). The batch's Pending and sink
-// come in the same allocation.
-func (q *tcpQP) parker() (transport.Parker, *postState) {
-	if q.reading.Load() {
-		return nil, nil
-	}
-	p := &readingParker{q: q}
-	return p, &p.st
-}
+// parker implements qp: nil (post and a plain Parker). Client.Post gives a batch to a tcp queue
+// pair with the state startPost makes, whose parker reads the connection as it waits.
+func (q *tcpQP) parker() transport.Parker { return nil }
 
 // postWaited implements qp: the answers are read by whoever waits on the batch's parker (or,
 // if no one does, by the background reader at the monitor's next look), and the frame is
@@ -327,42 +319,6 @@ func (q *tcpQP) parker() (transport.Parker, *postState) {
 // block (writeLocked).
 func (q *tcpQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink) {
 	q.send(ctx, b, idx, s, true)
-}
-
-// readingParker parks a batch's waiter by reading the connection's answers itself when the
-// reader role is free, as a lone verb does. It is a binary semaphore (set) whose channel is
-// made only if the waiter has to block without reading (someone else holds the reader role),
-// so that a batch posted and waited on allocates its parker and sink and nothing more.
-type readingParker struct {
-	q   *tcpQP
-	st  postState
-	set atomic.Bool
-	ch  atomic.Pointer[chan struct{}]
-}
-
-func (p *readingParker) Park(ctx context.Context) error { return p.q.await(ctx, p) }
-
-func (p *readingParker) Unpark() {
-	p.set.Store(true)
-	if c := p.ch.Load(); c != nil {
-		select {
-		case *c <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (p *readingParker) fired() bool { return p.set.Load() && p.set.Swap(false) }
-
-func (p *readingParker) ready() <-chan struct{} {
-	if c := p.ch.Load(); c != nil {
-		return *c
-	}
-	c := make(chan struct{}, 1)
-	if !p.ch.CompareAndSwap(nil, &c) {
-		return *p.ch.Load()
-	}
-	return c
 }
 
 // waiter is what a goroutine waits for on a connection: fired reports whether it was signaled,
@@ -1056,7 +1012,18 @@ func (q *tcpQP) result(h wire.Header, p []byte, rs *wire.Results) error {
 	if !ok {
 		return errUnknownResult(h.ID)
 	}
+	q.c.Counters.ReceiveAhead(aheadIn(sl))
 	return q.resultOf(sl, h, p, rs)
+}
+
+// aheadIn is the bytes the signaled ops of the released slot sl receive if all succeed
+// (transport.ResultBytes), which the reader counts before it completes them.
+func aheadIn(sl qslot) uint64 {
+	var n uint64
+	for k := sl.lo; k < sl.hi; k++ {
+		n += transport.ResultBytes(&sl.b.Ops[opAt(sl.idx, k)])
+	}
+	return n
 }
 
 func errUnknownResult(id uint64) error {
@@ -1064,8 +1031,14 @@ func errUnknownResult(id uint64) error {
 }
 
 // resultOf completes the ops of the released slot sl with the Result frame (h, p) that
-// answered it.
+// answered it. The caller has counted the bytes they receive if all succeed (aheadIn); each
+// op's outcome is counted against that before it is completed.
 func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) error {
+	ctr := &q.c.Counters
+	complete := func(i int, val uint64, err error) {
+		ctr.CountResultAhead(&sl.b.Ops[i], val, err)
+		sl.sink.counted(i, val, err)
+	}
 	b := sl.b
 	at := func(k int) int {
 		if sl.idx == nil {
@@ -1099,7 +1072,7 @@ func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) er
 			} else {
 				e = fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e)
 			}
-			sl.sink.complete(i, 0, e)
+			complete(i, 0, e)
 			continue
 		}
 		n--
@@ -1107,14 +1080,14 @@ func (q *tcpQP) resultOf(sl qslot, h wire.Header, p []byte, rs *wire.Results) er
 		switch {
 		case e != nil:
 			err = e
-			sl.sink.complete(i, 0, fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e))
+			complete(i, 0, fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, e))
 		case st != wire.StatusOK:
-			sl.sink.complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, transport.OpLen(op), op.Addr, st.Err()))
+			complete(i, 0, fmt.Errorf("rdma: %s of %d bytes at %v: %w", op.Kind, transport.OpLen(op), op.Addr, st.Err()))
 		default:
 			if op.Kind == farmem.OpRead {
 				copy(op.Buf, data)
 			}
-			sl.sink.complete(i, val, nil)
+			complete(i, val, nil)
 		}
 	}
 	if err == nil {

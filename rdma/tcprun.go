@@ -45,6 +45,11 @@ func (q *tcpQP) resultRun(h wire.Header, total int) (done bool, err error) {
 		q.runSl = sls[:0]
 	}()
 	q.pinged.Store(false)
+	var in uint64
+	for i := range sls {
+		in += aheadIn(sls[i])
+	}
+	q.c.Counters.ReceiveAhead(in) // one addition for the run, before any of it completes
 	consumed := 0
 	for i := range sls {
 		consumed += wire.HeaderSize + len(run[i].p)
@@ -53,7 +58,7 @@ func (q *tcpQP) resultRun(h wire.Header, total int) (done bool, err error) {
 			// and fail here, as a failing connection fails the requests it still holds.
 			e := fmt.Errorf("rdma: %v: %w: %w", q.p.id, farmem.ErrNodeDown, err)
 			for _, sl := range sls[i+1:] {
-				failOps(sl.b, sl.idx, sl.lo, sl.hi, sl.sink, e)
+				failAhead(q.c, sl, e)
 			}
 			break
 		}

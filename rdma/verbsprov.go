@@ -220,8 +220,8 @@ func (q *verbsQP) post(ctx context.Context, b *farmem.Batch, idx []int, s sink) 
 	q.e.Post(ctx, b, idx, verbsSink(s))
 }
 
-func (q *verbsQP) parker() (transport.Parker, *postState) {
-	return &verbsParker{e: q.e, ch: make(chan struct{}, 1)}, nil
+func (q *verbsQP) parker() transport.Parker {
+	return &verbsParker{e: q.e, ch: make(chan struct{}, 1)}
 }
 
 func (q *verbsQP) postWaited(ctx context.Context, b *farmem.Batch, idx []int, s sink) {

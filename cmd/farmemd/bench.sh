@@ -2,8 +2,8 @@
 # Loopback benchmark of farmemd beside redis-server, in one run: latency per verb (p50, p99,
 # mean) and throughput with 1, 8 and 64 outstanding batches against as many pipelined GETs, each
 # measured interleaved with its redis reference and repeated, with the ratios' median and range,
-# and the read and write system calls per op of each process. Installs redis-server from Debian
-# when it is missing.
+# the read and write system calls per op of each process, and the CPU time per op of each with
+# 1, 8 and 64 outstanding. Installs redis-server from Debian when it is missing.
 #
 #   cmd/farmemd/bench.sh    # FARMEM_BENCH_REPS=5 repetitions of FARMEM_BENCH_OPS=10000 ops per latency row
 set -euo pipefail

@@ -26,7 +26,8 @@ import (
 // pipelined GETs, each farmem measurement interleaved with its redis reference and the whole
 // comparison repeated, so the ratios come with their spread. Beside the times it counts the
 // read and write system calls per operation of each process (from /proc/<pid>/io, where the
-// kernel counts them). Run it with bench.sh (which installs redis-server when missing); it is
+// kernel counts them) and, for the throughput rows, the CPU time per operation of each
+// (/proc/<pid>/stat). Run it with bench.sh (which installs redis-server when missing); it is
 // skipped unless FARMEM_BENCH=1.
 func TestLoopbackBench(t *testing.T) {
 	if os.Getenv("FARMEM_BENCH") != "1" {
@@ -90,6 +91,7 @@ func TestLoopbackBench(t *testing.T) {
 	// System calls per operation: farmem's client and node, redis's client and server.
 	var sysLat [4]ioCount
 	var sysTput [3][4]ioCount
+	var cpuTput [3][4]cpuCount // CPU time of the same four processes in the same windows
 	var latOps [2]float64
 	var tputOps [3][2]float64
 	for range reps {
@@ -128,20 +130,30 @@ func TestLoopbackBench(t *testing.T) {
 			const rounds = 20 // short windows, so load on the machine weighs on both alike
 			for range rounds {
 				var sc [4]ioCount
+				var cc [4]cpuCount
+				cc[0].mark(self, true)
+				cc[1].mark(farmemd, true)
 				sc[0].mark(t, self, true)
 				sc[1].mark(t, farmemd, true)
 				rate, ops := farmemThroughput(t, m, base, k, window/rounds)
 				sc[0].mark(t, self, false)
 				sc[1].mark(t, farmemd, false)
+				cc[0].mark(self, false)
+				cc[1].mark(farmemd, false)
 				fOps += rate
+				cc[2].mark(self, true)
+				cc[3].mark(redisd, true)
 				sc[2].mark(t, self, true)
 				sc[3].mark(t, redisd, true)
 				rrate, rops := rc.throughput(t, "k8", 8, k, window/rounds)
 				sc[2].mark(t, self, false)
 				sc[3].mark(t, redisd, false)
+				cc[2].mark(self, false)
+				cc[3].mark(redisd, false)
 				rOps += rrate
 				for x := range sc {
 					sysTput[j][x].add(sc[x])
+					cpuTput[j][x].t += cc[x].t
 				}
 				tputOps[j][0] += float64(ops)
 				tputOps[j][1] += float64(rops)
@@ -173,6 +185,11 @@ func TestLoopbackBench(t *testing.T) {
 	for j, k := range ks {
 		t.Logf("  farmem read 8B, %2d outstanding %-14s %s", k, sysTput[j][0].per(tputOps[j][0]), sysTput[j][1].per(tputOps[j][0]))
 		t.Logf("  redis GET, %2d outstanding      %-14s %s", k, sysTput[j][2].per(tputOps[j][1]), sysTput[j][3].per(tputOps[j][1]))
+	}
+	t.Logf("CPU µs per op (user+system)       client         server")
+	for j, k := range ks {
+		t.Logf("  farmem read 8B, %2d outstanding %-14s %s", k, cpuTput[j][0].per(tputOps[j][0]), cpuTput[j][1].per(tputOps[j][0]))
+		t.Logf("  redis GET, %2d outstanding      %-14s %s", k, cpuTput[j][2].per(tputOps[j][1]), cpuTput[j][3].per(tputOps[j][1]))
 	}
 	st := m.Stats()
 	t.Logf("farmem client stats: %v", st)
@@ -239,6 +256,53 @@ func procIO(t *testing.T, pid int) (r, w uint64) {
 		}
 	}
 	return r, w
+}
+
+// cpuCount accumulates a process's CPU time (user and system, all its threads) between marks.
+type cpuCount struct{ t, t0 time.Duration }
+
+// mark starts (before) or ends a counted stretch of pid's CPU time.
+func (c *cpuCount) mark(pid int, before bool) {
+	v := procCPU(pid)
+	if before {
+		c.t0 = v
+		return
+	}
+	c.t += v - c.t0
+}
+
+func (c cpuCount) per(ops float64) string {
+	if ops == 0 || c.t == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", c.t.Seconds()*1e6/ops)
+}
+
+// procCPU returns the user and system CPU time pid has used, all threads (utime and stime of
+// /proc/<pid>/stat, in clock ticks of 10 ms: summed over the many short windows of a row,
+// each tick lands in the window it falls in, so the total is right on average); 0 where the
+// file is missing.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: the fields count from its end.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	// f[0] is field 3 (state): utime and stime are fields 14 and 15.
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 func mean(xs []float64) float64 {

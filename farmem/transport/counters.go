@@ -20,8 +20,13 @@ func TargetOf(n, self farmem.NodeID) farmem.Target {
 // Counters accumulate farmem.Stats from several goroutines (a client's own, and the completions a
 // transport reports from elsewhere). The zero value is ready to use.
 type Counters struct {
-	roundTrips   atomic.Uint64
-	verbs        [farmem.NumTargets][farmem.NumOpKinds]atomic.Uint64
+	roundTrips atomic.Uint64
+	verbs      [farmem.NumTargets][farmem.NumOpKinds]atomic.Uint64
+	// lone counts, per target and kind, batches of one signaled op that leaves the compute
+	// node: each is one verb and one round trip, which Snapshot adds to both, so that counting
+	// such a batch (every single verb, and most pipelined posts) takes one atomic addition
+	// where verbs and roundTrips would take two.
+	lone         [farmem.NumTargets][farmem.NumOpKinds]atomic.Uint64
 	unsignaled   atomic.Uint64
 	bytesOut     atomic.Uint64
 	bytesIn      atomic.Uint64
@@ -38,6 +43,10 @@ type Counters struct {
 // CountBatch counts a batch posted by a client on compute node self: its verbs, bytes sent, and
 // one round trip if any signaled op leaves self. Outcomes are counted by [Counters.CountResult].
 func (c *Counters) CountBatch(b *farmem.Batch, self farmem.NodeID) {
+	if len(b.Ops) == 1 {
+		c.CountOp(&b.Ops[0], self)
+		return
+	}
 	rt := false
 	for i := range b.Ops {
 		rt = c.countOp(&b.Ops[i], self) || rt
@@ -49,8 +58,21 @@ func (c *Counters) CountBatch(b *farmem.Batch, self farmem.NodeID) {
 
 // CountOp counts a one-op batch: the same as CountBatch of a batch holding only op.
 func (c *Counters) CountOp(op *farmem.Op, self farmem.NodeID) {
-	if c.countOp(op, self) {
-		c.roundTrips.Add(1)
+	t := TargetOf(op.Addr.Node(), self)
+	if op.Unsignaled || t == farmem.TargetLocal || op.Kind >= farmem.NumOpKinds {
+		if c.countOp(op, self) {
+			c.roundTrips.Add(1)
+		}
+		return
+	}
+	c.lone[t][op.Kind].Add(1)
+	switch op.Kind {
+	case farmem.OpWrite:
+		c.bytesOut.Add(uint64(len(op.Buf)))
+	case farmem.OpCAS, farmem.OpMaskedCAS:
+		c.bytesOut.Add(16)
+	case farmem.OpFAA:
+		c.bytesOut.Add(8)
 	}
 }
 
@@ -95,6 +117,52 @@ func (c *Counters) CountResult(op *farmem.Op, val uint64, err error) {
 	}
 }
 
+// ResultBytes is what CountResult adds to the bytes received for op if it succeeds: its
+// buffer for a signaled read, 8 for a signaled atomic, else 0.
+func ResultBytes(op *farmem.Op) uint64 {
+	if op.Unsignaled {
+		return 0
+	}
+	switch op.Kind {
+	case farmem.OpRead:
+		return uint64(len(op.Buf))
+	case farmem.OpCAS, farmem.OpMaskedCAS, farmem.OpFAA:
+		return 8
+	}
+	return 0
+}
+
+// ReceiveAhead counts n bytes received ahead of the outcomes of the ops they belong to: a
+// transport that completes a run of answers together adds their [ResultBytes] once, before it
+// completes any of them, and then counts each op's outcome with [Counters.CountResultAhead]
+// before completing it, so that an op's bytes are counted by the time its waiter sees it done,
+// with one atomic addition per run instead of one per op.
+func (c *Counters) ReceiveAhead(n uint64) {
+	if n != 0 {
+		c.bytesIn.Add(n)
+	}
+}
+
+// CountResultAhead counts the outcome of an op whose ResultBytes ReceiveAhead counted: a
+// failure takes them back, a failed comparison is counted; a success of anything else counts
+// nothing more (no atomic operation).
+func (c *Counters) CountResultAhead(op *farmem.Op, val uint64, err error) {
+	if op.Unsignaled {
+		return
+	}
+	if err != nil {
+		if n := ResultBytes(op); n != 0 {
+			c.bytesIn.Add(-n)
+		}
+		return
+	}
+	if op.Kind == farmem.OpCAS || op.Kind == farmem.OpMaskedCAS {
+		if _, ok := Apply(op, val); !ok {
+			c.failedCAS.Add(1)
+		}
+	}
+}
+
 // CountCall counts one Call with its request and reply sizes; it is one round trip.
 func (c *Counters) CountCall(reqBytes, replyBytes int) {
 	c.roundTrips.Add(1)
@@ -127,7 +195,9 @@ func (c *Counters) Snapshot() farmem.Stats {
 	s.RoundTrips = c.roundTrips.Load()
 	for t := range farmem.NumTargets {
 		for k := range farmem.NumOpKinds {
-			s.Verbs[t][k] = c.verbs[t][k].Load()
+			lone := c.lone[t][k].Load()
+			s.Verbs[t][k] = c.verbs[t][k].Load() + lone
+			s.RoundTrips += lone
 		}
 	}
 	s.Unsignaled = c.unsignaled.Load()

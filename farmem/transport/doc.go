@@ -32,11 +32,16 @@
 //     farmem.ErrNodeDown only once the op can no longer take effect, or from a bound it states
 //     (rdma's request expiry). The waiter parks on a [Parker]: [NewChanParker] on the
 //     wall clock, the simulator's own in virtual time. A transport that runs a whole batch in
-//     the caller of Do records outcomes with [SetResult] and needs no Pending.
+//     the caller of Do records outcomes with [SetResult] and needs no Pending. One that
+//     allocates the Pending with its parker ([InitPendingOn]) may set the same one up again for
+//     the batch's next post once the last is over ([Recycled], [KeepPending]), so that a batch
+//     posted over and over allocates nothing.
 //   - Atomics: [Apply] is the one definition of what CAS, FAA and MaskedCAS leave behind.
 //   - Costs: each client keeps [Counters] (CountBatch or CountOp when posting, CountResult per
 //     answer, CountCall, CountWait); a fabric's Stats sum them, closed clients included, which
-//     [Registry] does.
+//     [Registry] does. A one-op batch costs one atomic addition to count; a transport that
+//     completes a run of answers together counts their bytes once ([Counters.ReceiveAhead],
+//     then [Counters.CountResultAhead] per answer, before its op completes).
 //   - Clients: [Registry] hands out client slots and ids ([ClientIDOf], [ClientInfo]), finds a
 //     client by id, lists them for Close and crashes, and keeps closed clients' counts.
 //     [ClientState], embedded in the client, holds its info, runtime, counters and closed and

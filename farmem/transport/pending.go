@@ -87,6 +87,14 @@ func InitPendingOn(p *farmem.Pending, b *farmem.Batch, park Parker, rt farmem.Ru
 // later ones (a timeout racing a late answer) are ignored. It is safe for concurrent use.
 func (c Completer) Complete(i int, val uint64, err error) { link.Complete(c.p, i, val, err) }
 
+// CompleteOwned is Complete for a transport whose own bookkeeping completes each op of a post
+// exactly once (rdma's tcp queue pairs release a request's slot once, under a lock, and
+// complete its ops from there): it skips the first-completion-wins claim, and completes a
+// batch of one signaled op with one atomic addition instead of three. Completing an op twice
+// this way is a transport bug the Pending does not catch. It is safe for concurrent use on
+// distinct ops.
+func (c Completer) CompleteOwned(i int, val uint64, err error) { link.Owned(c.p, i, val, err) }
+
 // Fail completes every op not yet done with err.
 func (c Completer) Fail(err error) {
 	for i := range link.Batch(c.p).Ops {
@@ -127,3 +135,26 @@ func Finish(ctx context.Context, p *farmem.Pending) error {
 	}
 	return link.Err(p)
 }
+
+// Recycled returns the Parker of the Pending of b's last post when that Pending may be set up
+// again for b's next post, and nil otherwise. A transport that allocates a Pending inside a
+// struct of its own, with the struct (or a part of it) as the parker, asks it at Post: when it
+// returns that parker, the transport calls InitPendingOn again on the same Pending, with the
+// same parker, instead of allocating, and the batch's poster gets the same *farmem.Pending back
+// (a Pending is valid until its batch is posted again). It returns one only if the Pending was
+// recorded with [KeepPending] for b itself (a copy of a batch shares nothing), every signaled op
+// of its post is done, and no completion hook was registered on it; it makes no atomic
+// read-modify-write. The transport must then complete each op of a post at most once, and read
+// nothing of the Pending, its parker's plain fields or its sink after an op's completion.
+func Recycled(b *farmem.Batch) Parker {
+	if kp := link.Reusable(b); kp != nil {
+		if p, ok := kp.(Parker); ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// KeepPending records p, set up for b by InitPendingOn, as b's Pending, for [Recycled] to find
+// at b's next post. It writes a field of b: call it while b is the poster's (in Post).
+func KeepPending(b *farmem.Batch, p *farmem.Pending) { link.Keep(b, p) }

@@ -22,11 +22,18 @@ type Funcs[Op, Batch, Pending any] struct {
 	// struct of its own, to save an allocation).
 	InitPending func(p *Pending, b *Batch, park Parker, rt any)
 	Complete    func(p *Pending, i int, val uint64, err error)
-	Reject      func(p *Pending, err error)
-	Batch       func(p *Pending) *Batch
-	Signaled    func(p *Pending) int
-	Done        func(p *Pending) int
-	Err         func(p *Pending) error
+	// Owned is Complete for a transport that completes each op of a post exactly once.
+	Owned    func(p *Pending, i int, val uint64, err error)
+	Reject   func(p *Pending, err error)
+	Batch    func(p *Pending) *Batch
+	Signaled func(p *Pending) int
+	Done     func(p *Pending) int
+	Err      func(p *Pending) error
+	// Reusable returns the parker of the batch's last Pending if that Pending may be set up
+	// again, with InitPending and the same parker, for the batch's next post; nil otherwise.
+	Reusable func(b *Batch) Parker
+	// Keep records p as the batch's Pending, for Reusable to find at its next post.
+	Keep func(b *Batch, p *Pending)
 }
 
 var funcs any
