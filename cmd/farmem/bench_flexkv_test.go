@@ -36,8 +36,20 @@ func runTwoProcesses(t *testing.T, index string) ([2]string, float64) {
 			// otherwise format a region of its own before finding the first's, and start late:
 			// the benchmark waits for it either way).
 			// A region is published (renamed into place) only once formatted.
-			require.Eventually(t, func() bool { _, err := os.Stat(region); return err == nil },
-				time.Minute, 10*time.Millisecond)
+			// If the first exits before it publishes (a full disk, say), its output says why.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				if _, err := os.Stat(region); err == nil {
+					break
+				}
+				select {
+				case err := <-errs:
+					require.FailNow(t, "the first process exited before it published the region",
+						"%v\n%s", err, outs[0].String())
+				case <-time.After(10 * time.Millisecond):
+				}
+				require.True(t, time.Now().Before(deadline), "no region published within a minute")
+			}
 		}
 	}
 	var failed error
