@@ -126,15 +126,18 @@ func formatWith(ctx context.Context, m farmem.Memory, node farmem.NodeID, h Head
 	base := farmem.MakeAddr(node, 0)
 
 	// The header read is not atomic: another formatter may write its constants while it runs.
-	// Reading the claim and the magic again after it, in the same ordered batch, closes that
-	// gap: constants are written only after their claim, and the magic only after them, so
-	// any constant word seen means the later read sees the claim.
+	// Reading the magic and then the claim again after it, in the same ordered batch, closes
+	// that gap: a formatter writes its claim, then its constants, then the magic, so whatever
+	// an earlier read of this batch saw of its work, a later read sees its claim. The magic is
+	// read before the claim for the same reason: read the other way round, the claim could be
+	// read as 0 and the magic as set by a formatter that ran between the two reads, which
+	// looked like a node formatted with other options.
 	cur := make([]byte, HeaderLen)
 	claimWord, magicWord := make([]byte, 8), make([]byte, 8)
 	var rb farmem.Batch
 	rb.Read(base, cur)
-	rb.Read(base.Add(offClaim), claimWord)
 	rb.Read(base.Add(offMagic), magicWord)
+	rb.Read(base.Add(offClaim), claimWord)
 	if err := m.Do(ctx, &rb); err != nil {
 		return fmt.Errorf("alloc: format %v: %w", node, err)
 	}
