@@ -250,8 +250,10 @@ func TestCreatorTakeover(t *testing.T) {
 	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
 	root := farmem.MakeAddr(1, kvstore.RootOffset)
 
-	// A dead creator's claim (client 42), with 60ms of lease left.
-	deadline := f.Runtime().Now().Add(60 * time.Millisecond)
+	// A dead creator's claim (client 42), with a second of lease left (long enough that the
+	// Open below, timed out after 20ms, still meets it on a loaded machine: with 60ms it once
+	// did not).
+	deadline := f.Runtime().Now().Add(time.Second)
 	claim := uint64(1)<<62 | uint64(42)<<46 | (uint64(deadline)>>18 + 1)
 	_, err = m.CAS(ctx, root, 0, claim)
 	require.NoError(t, err)
