@@ -3,7 +3,6 @@ package race
 import (
 	"bytes"
 	"context"
-	"fmt"
 )
 
 // oneCandidate reports whether an Update or Delete may look for its key with findOne instead
@@ -29,28 +28,9 @@ func (t *Table) findOne(ctx context.Context, op *opState, w Slot) (int, error) {
 	if info, ok := op.info(w); ok {
 		return oneIndex(info.isKey), nil
 	}
-	n := int(w.Size())
-	sc := t.scr
-	sc.blocks = grow(sc.blocks, n)
-	buf := sc.blocks[:n:n]
-	b := t.batch()
-	b.Read(w.Addr(), buf)
-	if err := t.doHinted(ctx, b); err != nil { // decodeView hinted the block
-		// As learn: a batch whose failure is not its read's failing because the block's node
-		// is down or lost its memory drops the scratch; a failed read answers its error; a
-		// batch that failed while its read did not read the block.
-		if !onlyBlocksDown(b, 1) {
-			t.lost()
-			return -1, fmt.Errorf("race: read KV blocks: %w", err)
-		}
-		if _, rerr := b.Result(0); rerr != nil {
-			return -1, fmt.Errorf("race: read KV blocks: %w", rerr)
-		}
-	}
-	blk, err := DecodeBlock(w.Addr(), buf)
+	blk, err := t.readOne(ctx, w)
 	if err != nil {
-		t.stats.BadBlocks++
-		return -1, errStale
+		return -1, err
 	}
 	info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline, stamp: blk.Stamp}
 	op.learnt(w, info)

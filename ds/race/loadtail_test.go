@@ -2,7 +2,6 @@ package race_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/bench/generator"
-	"github.com/farmem/farmem/cxl"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
@@ -77,16 +75,7 @@ func BenchmarkLoadTail(b *testing.B) {
 }
 
 func loadTail(b *testing.B, clients, records, vlen int, threshold time.Duration) {
-	r, err := cxl.CreateTemp("", "race-loadtail-*.region", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
-	if errors.Is(err, farmem.ErrNotSupported) {
-		b.Skip(err)
-	}
-	require.NoError(b, err)
-	defer os.Remove(r.Path())
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(b, err)
-	defer f.Close()
+	f := splitRegion(b, "race-loadtail-*.region")
 	p := race.Params{MetaSize: 16}
 	root := dstest.Build(b, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return race.Create(ctx, m, a, p)
@@ -277,16 +266,7 @@ func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration,
 // and logs, for the inserts that split, the time spent inside each kind of verb (by its first
 // op's kind and its size) and between verbs (the split's own CPU work), per split.
 func BenchmarkSplitStages(b *testing.B) {
-	r, err := cxl.CreateTemp("", "race-stages-*.region", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
-	if errors.Is(err, farmem.ErrNotSupported) {
-		b.Skip(err)
-	}
-	require.NoError(b, err)
-	defer os.Remove(r.Path())
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(b, err)
-	defer f.Close()
+	f := splitRegion(b, "race-stages-*.region")
 	root := dstest.Build(b, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return race.Create(ctx, m, a, race.Params{MetaSize: 16})
 	})

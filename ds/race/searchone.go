@@ -16,6 +16,25 @@ import (
 // caller looks again) if the block fails validation, and learn's error if the read fails.
 func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, error) {
 	w = blockKey(w)
+	blk, err := t.readOne(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(blk.Key, op.key) {
+		return nil, ErrNotFound
+	}
+	if op.dst == nil {
+		return bytes.Clone(blk.Value), nil
+	}
+	return append(op.dst, blk.Value...), nil
+}
+
+// readOne reads and decodes the block of slot w (a blockKey) with one batch of one read, as
+// learn would for that slot: learn's error if the read fails (a batch whose failure is not its
+// read's failing because the block's node is down or lost its memory drops the scratch),
+// errStale (counted as a bad block) if the block fails validation. The block's value aliases
+// the table's scratch, valid until its next operation.
+func (t *Table) readOne(ctx context.Context, w Slot) (Block, error) {
 	n := int(w.Size())
 	sc := t.scr
 	sc.blocks = grow(sc.blocks, n)
@@ -28,22 +47,16 @@ func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, err
 		// batch that failed while its read did not (a replicated Memory's, say) read the block.
 		if !onlyBlocksDown(b, 1) {
 			t.lost()
-			return nil, fmt.Errorf("race: read KV blocks: %w", err)
+			return Block{}, fmt.Errorf("race: read KV blocks: %w", err)
 		}
 		if _, rerr := b.Result(0); rerr != nil {
-			return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
+			return Block{}, fmt.Errorf("race: read KV blocks: %w", rerr)
 		}
 	}
 	blk, err := DecodeBlock(w.Addr(), buf)
 	if err != nil {
 		t.stats.BadBlocks++
-		return nil, errStale
+		return Block{}, errStale
 	}
-	if !bytes.Equal(blk.Key, op.key) {
-		return nil, ErrNotFound
-	}
-	if op.dst == nil {
-		return bytes.Clone(blk.Value), nil
-	}
-	return append(op.dst, blk.Value...), nil
+	return blk, nil
 }

@@ -231,16 +231,7 @@ func TestSplitRefusesBadHead(t *testing.T) {
 // region (one client) until b.N subtables have split, and reports what the inserts that
 // split cost: wall time, verbs, round trips and bytes read, per split.
 func BenchmarkSplit(b *testing.B) {
-	r, err := cxl.CreateTemp("", "race-split-*.region", cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
-	if errors.Is(err, farmem.ErrNotSupported) {
-		b.Skip(err)
-	}
-	require.NoError(b, err)
-	defer os.Remove(r.Path())
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(b, err)
-	defer f.Close()
+	f := splitRegion(b, "race-split-*.region")
 	root := dstest.Build(b, f, dstest.AllocOptions, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return race.Create(ctx, m, a, race.Params{})
 	})
@@ -277,4 +268,19 @@ func BenchmarkSplit(b *testing.B) {
 	b.ReportMetric(float64(cost.TotalVerbs())/n, "verbs/split")
 	b.ReportMetric(float64(cost.RoundTrips)/n, "rtt/split")
 	b.ReportMetric(float64(cost.BytesIn)/n, "in-B/split")
+}
+
+// splitRegion creates a temporary cxl region of two 512 MiB memory nodes, named after pattern,
+// attaches to it and removes it when tb ends; it skips where cxl regions are not supported.
+func splitRegion(tb testing.TB, pattern string) *cxl.Fabric {
+	r, err := cxl.CreateTemp("", pattern, cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
+	if errors.Is(err, farmem.ErrNotSupported) {
+		tb.Skip(err)
+	}
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = os.Remove(r.Path()); _ = r.Close() })
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = f.Close() })
+	return f
 }

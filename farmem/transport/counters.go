@@ -66,6 +66,11 @@ func (c *Counters) CountOp(op *farmem.Op, self farmem.NodeID) {
 		return
 	}
 	c.lone[t][op.Kind].Add(1)
+	c.countBytesOut(op)
+}
+
+// countBytesOut counts the bytes op sends: a Write's data, an atomic's operands.
+func (c *Counters) countBytesOut(op *farmem.Op) {
 	switch op.Kind {
 	case farmem.OpWrite:
 		c.bytesOut.Add(uint64(len(op.Buf)))
@@ -83,14 +88,7 @@ func (c *Counters) countOp(op *farmem.Op, self farmem.NodeID) bool {
 	if op.Kind < farmem.NumOpKinds {
 		c.verbs[t][op.Kind].Add(1)
 	}
-	switch op.Kind {
-	case farmem.OpWrite:
-		c.bytesOut.Add(uint64(len(op.Buf)))
-	case farmem.OpCAS, farmem.OpMaskedCAS:
-		c.bytesOut.Add(16)
-	case farmem.OpFAA:
-		c.bytesOut.Add(8)
-	}
+	c.countBytesOut(op)
 	if op.Unsignaled {
 		c.unsignaled.Add(1)
 		return false
