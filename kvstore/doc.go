@@ -75,9 +75,10 @@
 // any f of those nodes: no node is special. The index then needs the Optimistic synchronizer
 // (recorded at creation when Options.Sync is nil; a lock-based one fails Open), and a store
 // that formats the fabric gives the symmetric area, where such an index keeps all its words,
-// three quarters of the smallest node (Format.SymmetricSize 0). Round trips per operation,
-// uncontended, every node up, r = 1 against r = 3 (race's Replicated constants, asserted):
-// Get 2/2, absent Get 1/1, Insert 3/5, Update and Put of a present key 3/4, Put of an absent
+// three quarters of the smallest node (Format.SymmetricSize 0); so it does for FlexKV and its
+// Aceso-like baseline, whose copies of each KV block (FlexKV's Replicas) live there too.
+// Round trips per operation, uncontended, every node up, r = 1 against r = 3 (race's
+// Replicated constants, asserted): Get 2/2, absent Get 1/1, Insert 3/5, Update and Put of a present key 3/4, Put of an absent
 // key 4/6, Delete 3/4; verbs some 10 times and bytes some 33 times those of r = 1, over three
 // nodes. While a node is down, each client waits for it once per replmem suspicion period and
 // then leaves it out; no operation fails.
