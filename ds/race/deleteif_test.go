@@ -21,19 +21,6 @@ func TestDeleteIf(t *testing.T) {
 	c := e.open(t, 0, race.Options{})
 	ctx := context.Background()
 	used := map[string]bool{}
-	cost := func(name string, wantRTT, wantCAS uint64, f func() error, wantErr error) {
-		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
-		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
-		require.Equal(t, wantCAS, d.VerbsOf(farmem.OpCAS)+d.VerbsOf(farmem.OpMaskedCAS), "%s: atomics (%v)", name, d)
-	}
 	search := func(k []byte) string {
 		t.Helper()
 		v, err := c.tab.Search(ctx, k)
@@ -51,13 +38,13 @@ func TestDeleteIf(t *testing.T) {
 	require.NoError(t, c.tab.Insert(ctx, warm, []byte("warm")))
 
 	require.NoError(t, c.tab.Insert(ctx, k, []byte("one")))
-	cost("another value", race.DeleteIfRoundTrips-1, 0, func() error { return c.tab.DeleteIf(ctx, k, []byte("two")) }, race.ErrChanged)
+	c.assertCost(t, "another value", race.DeleteIfRoundTrips-1, 0, func() error { return c.tab.DeleteIf(ctx, k, []byte("two")) }, race.ErrChanged)
 	require.Equal(t, "one", search(k), "a refused removal leaves the entry")
-	cost("a prefix of the value", race.DeleteIfRoundTrips-1, 0, func() error { return c.tab.DeleteIf(ctx, k, []byte("on")) }, race.ErrChanged)
-	cost("absent", race.DeleteIfAbsentRoundTrips, 0, func() error { return c.tab.DeleteIf(ctx, absent, []byte("one")) }, race.ErrNotFound)
-	cost("matching", race.DeleteIfRoundTrips, 1, func() error { return c.tab.DeleteIf(ctx, k, []byte("one")) }, nil)
+	c.assertCost(t, "a prefix of the value", race.DeleteIfRoundTrips-1, 0, func() error { return c.tab.DeleteIf(ctx, k, []byte("on")) }, race.ErrChanged)
+	c.assertCost(t, "absent", race.DeleteIfAbsentRoundTrips, 0, func() error { return c.tab.DeleteIf(ctx, absent, []byte("one")) }, race.ErrNotFound)
+	c.assertCost(t, "matching", race.DeleteIfRoundTrips, 1, func() error { return c.tab.DeleteIf(ctx, k, []byte("one")) }, nil)
 	require.Equal(t, "<absent>", search(k))
-	cost("removed already", race.DeleteIfAbsentRoundTrips, 0, func() error { return c.tab.DeleteIf(ctx, k, []byte("one")) }, race.ErrNotFound)
+	c.assertCost(t, "removed already", race.DeleteIfAbsentRoundTrips, 0, func() error { return c.tab.DeleteIf(ctx, k, []byte("one")) }, race.ErrNotFound)
 
 	// The key inserted again with the value it held: a removal conditioned on it takes the
 	// new entry (the comparison is on the value), and an empty value compares too.

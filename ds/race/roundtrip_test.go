@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/race"
-	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -41,21 +40,6 @@ func TestRoundTrips(t *testing.T) {
 	used := map[string]bool{}
 	ctx := context.Background()
 
-	cost := func(name string, wantRTT, wantCAS uint64, f func() error, wantErr error) {
-		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
-		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
-		require.Equal(t, wantCAS, d.VerbsOf(farmem.OpCAS)+d.VerbsOf(farmem.OpMaskedCAS), "%s: atomics (%v)", name, d)
-		require.Zero(t, d.VerbsOf(farmem.OpFAA), "%s: FAAs (%v)", name, d)
-		t.Logf("%-28s %v", name, d)
-	}
 	// The keys first: searching for them takes a while under the race detector, and an
 	// allocator whose announcement grew older than its Refresh meanwhile would spend a round
 	// trip renewing it inside a measured operation.
@@ -65,22 +49,22 @@ func TestRoundTrips(t *testing.T) {
 	other := placed(t, c.tab, 4, 11, 0x42, used) // other buckets
 	// Warm up the allocator (its first block claims a chunk) on buckets no other key uses.
 	require.NoError(t, c.tab.Insert(ctx, warm, []byte("warm")))
-	cost("insert", race.InsertRoundTrips, 2, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, nil)
-	cost("insert existing", race.InsertExistingRoundTrips, 0, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, race.ErrExists)
-	cost("search", race.SearchRoundTrips, 0, func() error {
+	c.assertCost(t, "insert", race.InsertRoundTrips, 2, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, nil)
+	c.assertCost(t, "insert existing", race.InsertExistingRoundTrips, 0, func() error { return c.tab.Insert(ctx, k1, []byte("v1")) }, race.ErrExists)
+	c.assertCost(t, "search", race.SearchRoundTrips, 0, func() error {
 		v, err := c.tab.Search(ctx, k1)
 		if err == nil && string(v) != "v1" {
 			t.Fatalf("search found %q", v)
 		}
 		return err
 	}, nil)
-	cost("search absent", race.SearchAbsentRoundTrips, 0, func() error { _, err := c.tab.Search(ctx, other); return err }, race.ErrNotFound)
-	cost("search absent, fp match", race.SearchAbsentRoundTrips+race.FingerprintMatchRoundTrips, 0, func() error { _, err := c.tab.Search(ctx, same); return err }, race.ErrNotFound)
-	cost("update", race.UpdateRoundTrips, 1, func() error { return c.tab.Update(ctx, k1, []byte("v2")) }, nil)
-	cost("update absent", race.AbsentRoundTrips, 0, func() error { return c.tab.Update(ctx, other, []byte("v2")) }, race.ErrNotFound)
-	cost("insert, fp match", race.InsertRoundTrips+race.FingerprintMatchRoundTrips, 2, func() error { return c.tab.Insert(ctx, same, []byte("s")) }, nil)
-	cost("delete", race.DeleteRoundTrips, 1, func() error { return c.tab.Delete(ctx, k1) }, nil)
-	cost("delete absent, fp match", race.AbsentRoundTrips+race.FingerprintMatchRoundTrips, 0, func() error { return c.tab.Delete(ctx, k1) }, race.ErrNotFound)
+	c.assertCost(t, "search absent", race.SearchAbsentRoundTrips, 0, func() error { _, err := c.tab.Search(ctx, other); return err }, race.ErrNotFound)
+	c.assertCost(t, "search absent, fp match", race.SearchAbsentRoundTrips+race.FingerprintMatchRoundTrips, 0, func() error { _, err := c.tab.Search(ctx, same); return err }, race.ErrNotFound)
+	c.assertCost(t, "update", race.UpdateRoundTrips, 1, func() error { return c.tab.Update(ctx, k1, []byte("v2")) }, nil)
+	c.assertCost(t, "update absent", race.AbsentRoundTrips, 0, func() error { return c.tab.Update(ctx, other, []byte("v2")) }, race.ErrNotFound)
+	c.assertCost(t, "insert, fp match", race.InsertRoundTrips+race.FingerprintMatchRoundTrips, 2, func() error { return c.tab.Insert(ctx, same, []byte("s")) }, nil)
+	c.assertCost(t, "delete", race.DeleteRoundTrips, 1, func() error { return c.tab.Delete(ctx, k1) }, nil)
+	c.assertCost(t, "delete absent, fp match", race.AbsentRoundTrips+race.FingerprintMatchRoundTrips, 0, func() error { return c.tab.Delete(ctx, k1) }, race.ErrNotFound)
 	v, err := c.tab.Search(ctx, same)
 	require.NoError(t, err)
 	require.Equal(t, "s", string(v))
