@@ -101,7 +101,8 @@
 // split reuses its buffers, kept process-wide, so it allocates next to nothing), all paid by
 // the insert that found its buckets full. Splits are rare, about one insert in 800 while a
 // table grows, but that is more than one in a thousand: a growing table's p999 insert latency
-// is a split's duration.
+// is a split's duration. SPLIT-DESIGN.md in this directory designs a split moved bucket group
+// by bucket group over many inserts (not built).
 //
 // # Restarted memory nodes
 //
