@@ -122,8 +122,9 @@
 // effect on the run):
 //   - A verb, when it leaves its client, prefetches the word it will reach, so that its arrival,
 //     hundreds of verbs later, finds the word cached; a node's memory of 2 MiB or more is
-//     aligned to, and advised for, transparent huge pages (newWords), so that neither that
-//     prefetch nor the access walks the page tables.
+//     aligned to, and advised for, transparent huge pages (newWords), so that that prefetch
+//     and the access seldom walk the page tables (the benchmark's 32 MiB of node memory is
+//     8,192 pages of 4 KiB, far more than a TLB holds, and 16 of 2 MiB).
 //   - Before the driver resumes a proc, it prefetches the proc's goroutine descriptor and the
 //     stack lines the proc returns through first (prefetchResume: 256 bytes under the frame it
 //     blocked in, 768 above, short of the stack's end, which block reads from the runtime's
