@@ -30,3 +30,11 @@ func sysWrite(fd int, b []byte) (int, error) {
 	}
 	return int(r), nil
 }
+
+// spinSupported: readers may spin before they park (spin.go).
+const spinSupported = true
+
+// schedYield is sched_yield(2), a spinning reader's offer of its CPU to any thread waiting for
+// it; made without telling the Go scheduler, like sysRead (it returns at once when no thread
+// waits, and otherwise after the other thread has had the CPU).
+func schedYield() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

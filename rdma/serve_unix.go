@@ -60,6 +60,11 @@ func (c *sconn) serveRaw() bool {
 		big     wire.Header // a frame too large for the buffer is next
 		isBig   bool
 		drained bool // the last read took all the socket held
+		// frames counts the frames served since the last read: a wait spins (spin.go) only
+		// when that read brought at most one, a lone exchange; with several requests in flight
+		// a wait saves one wake-up per several requests, and spinning would cost the reads
+		// that find nothing while the client works.
+		frames int
 	)
 	nop := func() {}
 	// serve serves the whole frames in buf[r:w]; it returns false when the connection ends or
@@ -89,12 +94,19 @@ func (c *sconn) serveRaw() bool {
 					idle = w-r < wire.HeaderSize+int(nh.Len)
 				}
 			}
+			frames++
 			if !c.serveFrame(h, p, nop, idle) || c.aborted.Load() {
 				stop = true
 				return false
 			}
 		}
 		return true
+	}
+	read := func(fd int, b []byte) (int, error) {
+		if frames > 1 {
+			return 0, syscall.EAGAIN
+		}
+		return spin.read(fd, b)
 	}
 	for !stop && failed == nil {
 		mustRead := true // after entering the raw read (its start forgets readiness) or a wait
@@ -107,10 +119,9 @@ func (c *sconn) serveRaw() bool {
 				if !serve() {
 					return true
 				}
-				if drained && !mustRead {
-					mustRead = true
-					return false // wait for the next readiness event
-				}
+				// After a read that drained the socket a read would find nothing: spin (if
+				// the governor lets this wait) or wait for the next readiness event.
+				wait := drained && !mustRead
 				mustRead = false
 				switch {
 				case r == w:
@@ -121,10 +132,17 @@ func (c *sconn) serveRaw() bool {
 				}
 				var n int
 				var err error
-				for {
-					n, err = sysRead(int(fd), buf[w:])
-					if err != syscall.EINTR {
-						break
+				if wait {
+					n, err = read(int(fd), buf[w:])
+				} else {
+					for {
+						n, err = sysRead(int(fd), buf[w:])
+						if err != syscall.EINTR {
+							break
+						}
+					}
+					if err == syscall.EAGAIN {
+						n, err = read(int(fd), buf[w:])
 					}
 				}
 				switch {
@@ -143,6 +161,7 @@ func (c *sconn) serveRaw() bool {
 				}
 				drained = n < len(buf)-w
 				w += n
+				frames = 0
 			}
 		})
 		switch {

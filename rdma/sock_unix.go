@@ -127,7 +127,10 @@ func (r *rawReader) read(fd uintptr) bool {
 			return true
 		}
 		if wait {
-			return false
+			// Nothing can be there yet: rather than a read that finds nothing, spin (if
+			// the governor lets this wait) or wait for the readiness event.
+			r.spinRead(int(fd))
+			return r.err != syscall.EAGAIN
 		}
 	}
 	for {
@@ -136,7 +139,21 @@ func (r *rawReader) read(fd uintptr) bool {
 			break
 		}
 	}
+	if r.err == syscall.EAGAIN {
+		r.spinRead(int(fd))
+	}
 	return r.err != syscall.EAGAIN
+}
+
+// spinRead reads the empty socket again, spinning (spin.go) if one request is outstanding and
+// the governor lets this wait spin; with several in flight a wait saves one wake-up per several
+// answers, and spinning would cost the reads that find nothing while the node works.
+func (r *rawReader) spinRead(fd int) {
+	if r.q.outstanding.Load() > 1 {
+		r.n, r.err = 0, syscall.EAGAIN
+		return
+	}
+	r.n, r.err = spin.read(fd, r.b)
 }
 
 // flushRaw writes the frames waiting for the reader to fd, in one system call that does not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +17,27 @@ import (
 
 // TestPostAllocatesNothing: over the tcp provider, a batch posted again once its last post is
 // done allocates nothing, whether its poster waits on each post or keeps several outstanding,
-// and whether it goes to one node or to two; its Post hands out the same Pending again.
+// and whether it goes to one node or to two; its Post hands out the same Pending again. So
+// whether readers park at once or spin before they park (the in-process nodes' too).
 func TestPostAllocatesNothing(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		limit time.Duration
+	}{{"parking", 0}, {"spinning", suggestedSpin}} {
+		t.Run(c.name, func(t *testing.T) {
+			defer SetSpin(SetSpin(c.limit))
+			spins, _, _ := SpinCounts()
+			postAllocatesNothing(t)
+			if after, _, _ := SpinCounts(); c.limit == 0 {
+				require.Equal(t, spins, after, "no reader spun")
+			} else if spinSupported && runtime.GOMAXPROCS(0) > 1 {
+				require.Greater(t, after, spins, "readers spun")
+			}
+		})
+	}
+}
+
+func postAllocatesNothing(t *testing.T) {
 	_, cl := startServers(t, 2, 1<<20)
 	m := openOne(t, dialN(t, cl, 1, Options{})[0])
 	ctx := context.Background()

@@ -33,12 +33,15 @@ func runSpeed(tb testing.TB, ops int) uint64 { return runSpeedBatch(tb, ops, 1) 
 
 // runSpeedBatch is runSpeed with batches of batch ops, each to a random node (batch 1: single
 // verbs). A batch is one round trip, as a structure reading several buckets at once posts.
-func runSpeedBatch(tb testing.TB, ops, batch int) uint64 {
+func runSpeedBatch(tb testing.TB, ops, batch int) uint64 { return runSpeedClients(tb, 512, ops, batch) }
+
+// runSpeedClients is runSpeedBatch with the given number of clients.
+func runSpeedClients(tb testing.TB, clients, ops, batch int) uint64 {
 	s, err := sim.New(speedModel(), 42)
 	require.NoError(tb, err)
 	defer s.Close()
 	res, err := s.RunClosedLoop(sim.ClosedLoop{
-		Clients: 512,
+		Clients: clients,
 		Ops:     ops,
 		Start: func(_ context.Context, m farmem.Memory, i int) (sim.OpFunc, error) {
 			rnd := m.Runtime().Rand()
@@ -98,6 +101,20 @@ func BenchmarkVerbs512(b *testing.B) {
 	b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
 	// The process's CPU time per verb, which a loaded machine does not inflate as it does
 	// the wall time.
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
+}
+
+// BenchmarkVerbs8 is BenchmarkVerbs512 with 8 clients, whose state (stacks, goroutine
+// descriptors, clients, groups) stays in the core's caches from one verb to the next: what a
+// verb costs in instructions, against which BenchmarkVerbs512's excess is what 512 clients'
+// cache misses cost. One b.N is one verb.
+//
+//	go test -run '^$' -bench 'Verbs(8|512)$' -cpu 1 ./sim/
+func BenchmarkVerbs8(b *testing.B) {
+	b.ReportAllocs()
+	start, cpu0 := time.Now(), cpuTime()
+	verbs := runSpeedClients(b, 8, max(1, b.N/8), 1)
+	b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
 }
 

@@ -87,46 +87,78 @@
 // The simulation is sequential: a second P only spins and wakes, so experiments run fastest
 // with GOMAXPROCS=1 (go test -cpu 1). Measure with
 //
-//	go test -run '^$' -bench 'Verbs512$' -cpu 1 ./sim/
+//	go test -run '^$' -bench 'Verbs(8|512)$' -cpu 1 ./sim/
 //
-// A simulated verb costs two events (its arrival at the target and its answer; a third when
-// it waits for a busy NIC or atomic unit), one switch of simulated goroutine, and about 2,700
-// instructions. With hundreds of clients its time goes less to instructions than to cache
-// misses: what a verb touches that is its client's own (its goroutine's stack and descriptor,
-// its client, group and queue pair, its load client) was last touched one verb of every other
-// client ago, and the other clients' state has evicted it from the core's L2 in between; the
-// word it reads or writes is one of megabytes of simulated memory, touched at random.
-// cachegrind, with a last level of 1 MiB (the L2 of the AMD EPYC it was measured on) and the
-// benchmark's marginal cost per verb (512 clients), counts 3,010 instructions and 73 misses
-// per verb before the layout below, 2,740 and 42 after it (it does not model the prefetch
-// below).
+// BenchmarkVerbs512 runs 512 closed-loop clients; BenchmarkVerbs8 runs the same load on 8,
+// whose state stays in the core's caches, so it gives what a verb costs in instructions, and
+// the difference between the two is what 512 clients' cache misses cost. A simulated verb costs
+// two events (its arrival at the target and its answer; a third when it waits for a busy NIC or
+// atomic unit), one switch of simulated goroutine, and about 2,900 instructions (cachegrind,
+// the benchmark's marginal cost per verb: 2,775 before the stack prefetch below). With hundreds
+// of clients its time goes less to instructions than to cache misses: what a verb touches that
+// is its client's own (its goroutine's stack and descriptor, its client, group and queue pair,
+// its load client) was last touched one verb of every other client ago, and the other clients'
+// state has evicted it from the core's L2 in between; the word it reads or writes is one of
+// megabytes of simulated memory, touched at random. How much those misses cost depends on the
+// machine more than anything else here does: on an Intel Xeon VM (Sapphire Rapids class, 2 MiB
+// of L2 a core) a dependent load that misses L2 took 39-48 ns (a working set of 3-8 MiB) and
+// 120-310 ns past 16 MiB (memory, and page walks that nested paging lengthens), and before the
+// prefetch of stacks below the benchmark took 355 ns of CPU a verb with 8 clients and 650 with
+// 512; on the AMD EPYC VM the earlier figures came from, 512 clients took 370.
 //
 // The layout, so that a verb touches few lines and the simulated order of events stays the
 // same: due events run on the driver's stack (one stack, warm) rather than on the stack of the
 // proc that blocked; the event wheel's buckets are 4-byte heads of lists of 32-byte nodes
-// recycled through a free list (before: a 24-byte slice header and a separately allocated
-// array per bucket, plus a pool slot per event), and pop hands its event back in registers;
-// histograms count in place, indexed as the HDR library indexes them, and hand their counts to
-// the library only on export; a client's and a group's hot fields share lines, a one-op
-// group's hot paths read its op and results from its own arrays rather than through its slice
-// headers, the single verbs call single directly (no runner, no copies of the op from frame
-// to frame), single's rare paths are calls that keep its frame small, a load client fits one
-// line; and a verb, when it leaves its client, prefetches the word it will reach (a hint with
-// no effect on the run), so that its arrival, hundreds of verbs later, finds the word cached.
+// recycled through a free list, and pop hands its event back in registers; histograms count in
+// place, indexed as the HDR library indexes them, and hand their counts to the library only on
+// export; a client's and a group's hot fields share lines, a one-op group's hot paths read its
+// op and results from its own arrays rather than through its slice headers, the single verbs
+// call single directly (no runner, no copies of the op from frame to frame), single's rare
+// paths are calls that keep its frame small, a load client fits one line. cachegrind, with a
+// last level of 1 MiB and the benchmark's marginal cost per verb, counted 3,010 instructions
+// and 73 misses per verb before that layout, 2,740 and 42 after it.
 //
-// Where the time went (pprof -top of the benchmark, flat share, on a machine shared with other
-// jobs): before, in the simulated memory's misses (readBytes 9%, Apply 4%), in the wheel's
-// (pushWheel 9%, pop 2%), in next 7%, single 4%, deliver 3.5%, arrive 3% and the coroutine
-// switch (coroswitch, its status CAS, iter.Pull) about 9%; after, the simulated memory's
-// misses are gone from the top (prefetch itself 8%: the hint's TLB walk), and the rest is
-// spread thin: the coroutine switch about 10%, serve, arrive and single 4% each. On a loaded
-// machine a fifth to a third of the samples land in runtime.asyncPreempt, the runtime's
-// preemption signal (GODEBUG=asyncpreemptoff=1 removes them; their cause is not established).
+// The misses left are made to overlap instead of coming one after the other (hints, with no
+// effect on the run):
+//   - A verb, when it leaves its client, prefetches the word it will reach, so that its arrival,
+//     hundreds of verbs later, finds the word cached; a node's memory of 2 MiB or more is
+//     aligned to, and advised for, transparent huge pages (newWords), so that that prefetch
+//     and the access seldom walk the page tables (the benchmark's 32 MiB of node memory is
+//     8,192 pages of 4 KiB, far more than a TLB holds, and 16 of 2 MiB).
+//   - Before the driver resumes a proc, it prefetches the proc's goroutine descriptor and the
+//     stack lines the proc returns through first (prefetchResume: 256 bytes under the frame it
+//     blocked in, 768 above, short of the stack's end, which block reads from the runtime's
+//     descriptor when stackHints found that read consistent). Without it the switch and the
+//     returns up the cold stack took their misses one at a time: the benchmark's profile put
+//     40 ns a verb on the first load from the verb's frame after the switch. A wider window
+//     was slower: every prefetch in flight holds one of the core's few miss buffers.
+//   - The driver stands in for the coroutines it resumes (Sim.stand) from its first resume to
+//     the end of its drive, rather than setting and clearing it around each switch: two atomic
+//     exchanges (full barriers, which wait for the stores before them) fewer per verb.
 //
-// What is left: the switch itself (two coroutine switches per proc switch, through iter.Pull;
-// a direct switch between coroutines would halve it), the counters of transport.Counters
-// (atomic adds, three lines of the client), and the roughly 40 lines of a client's state a
-// verb still misses on, most of them its goroutine's stack and descriptor.
+// On the Xeon, side by side with the code before these three (-count 5 each, alternating), CPU
+// per verb went from 649 to 543 ns with 512 clients (-16%) and from 1,045 to 928 ns for
+// BenchmarkBatchedVerbs512 (-11%), and stayed at 355 ns with 8 clients. Where it goes now
+// (pprof of 2*10^7 verbs with GODEBUG=asyncpreemptoff=1, flat CPU per verb grouped by part,
+// 8 clients / 512 before / 512 after): the coroutine switch (runtime.coroswitch, its three
+// compare-and-swaps per switch, iter.Pull) 65 / 105 / 81 ns; the fabric model (send, arrive,
+// serve, apply, deliver, the NIC and CPU queues) 67 / 131 / 137; the client's verb path and
+// its transport.Counters 56 / 135 / 63; the load loop and the benchmark's closure 36 / 83 / 73;
+// the scheduler 35 / 56 / 47; the event queue 44 / 43 / 49; the prefetches 10 / 16 / 34. Without
+// GODEBUG a tenth of the samples land on runtime.asyncPreempt's first instruction, spread over
+// every caller: the runtime preempts the benchmark's goroutine about 70 times a second (it
+// never enters the scheduler), and a profiling signal taken in the same tick is charged there;
+// CPU per verb with 8 clients is the same with the preemption off.
+//
+// What is left, against issue 28's 500 ns a verb at 512 clients: on the Xeon, under a load of
+// 5-8 from other jobs, 520-560 ns (one quieter run of 2*10^7 verbs: 490). Of it 340-355 ns is
+// the verb's instructions (BenchmarkVerbs8), of which the coroutine switch is a fifth (two
+// coroutine switches per proc switch, through iter.Pull; a direct switch between coroutines
+// would halve it) and transport.Counters' atomic additions about 5%; the rest, about 180 ns,
+// is the misses still taken (the profile's growth from 8 clients to 512): the fabric model's
+// (+70 ns: the group, queue pair, NIC and CPU-queue lines, each reached through a pointer in
+// the one before), the load loop's frame and closure (+37), the prefetches themselves (+24:
+// a prefetch waits for a free miss buffer), the switch (+17) and the scheduler (+13).
 //
 // # Faults
 //

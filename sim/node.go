@@ -52,7 +52,7 @@ type cnode struct {
 
 func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {
 	size &^= 7
-	n := &node{s: s, id: id, size: size, words: make([]uint64, size/8), model: model, nic: &nicState{}, crashAfter: -1, tearing: s.m.Tearing}
+	n := &node{s: s, id: id, size: size, words: newWords(size / 8), model: model, nic: &nicState{}, crashAfter: -1, tearing: s.m.Tearing}
 	n.nic.init(model)
 	return n
 }

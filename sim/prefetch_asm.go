@@ -14,3 +14,11 @@ import "unsafe"
 //
 //go:noescape
 func prefetch(p unsafe.Pointer)
+
+// prefetchRange is prefetch for every cache line of [lo, hi), in one call. The addresses are
+// plain numbers, never dereferenced by Go code: a line that is not mapped (a stack that has
+// moved, say) is a hint the CPU drops. The simulator calls it for the stack of the proc it is
+// about to resume (see proc.stackHint).
+//
+//go:noescape
+func prefetchRange(lo, hi uintptr)

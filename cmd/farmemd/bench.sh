@@ -6,6 +6,9 @@
 # 1, 8 and 64 outstanding. Installs redis-server from Debian when it is missing.
 #
 #   cmd/farmemd/bench.sh    # FARMEM_BENCH_REPS=5 repetitions of FARMEM_BENCH_OPS=10000 ops per latency row
+#
+# FARMEM_SPIN=50us in the environment (farmemd inherits it) lets both sides' readers spin
+# briefly before they park in lone exchanges (rdma.SetSpin; off by default).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v redis-server >/dev/null 2>&1; then

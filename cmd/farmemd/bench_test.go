@@ -193,6 +193,8 @@ func TestLoopbackBench(t *testing.T) {
 	}
 	st := m.Stats()
 	t.Logf("farmem client stats: %v", st)
+	spins, answered, spent := rdma.SpinCounts()
+	t.Logf("farmem client spins before parking: %d, %d of them answered, %v spinning", spins, answered, spent.Round(time.Millisecond))
 }
 
 // cpuModel names the machine's processor (/proc/cpuinfo), or "unknown".

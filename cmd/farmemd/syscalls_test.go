@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,11 +21,15 @@ import (
 // each answer would make two reads per round trip on each side; the bound below leaves room for
 // the few calls the processes make besides (a log line, a lease renewal), not for a second
 // read. With 8 batches kept outstanding, frames posted between waits share a write and answers
-// a read, as a pipelining client's do: well under one call per batch on each side.
+// a read, as a pipelining client's do: well under one call per batch on each side. These are
+// the calls of readers that park at once: a reader that spins before it parks (rdma.SetSpin)
+// makes reads that find nothing by design, so spinning is off in both processes here.
 func TestSyscallsPerRoundTrip(t *testing.T) {
 	if _, err := os.ReadFile("/proc/self/io"); err != nil {
 		t.Skip("no /proc/self/io here:", err)
 	}
+	t.Setenv("FARMEM_SPIN", "off") // (farmemd's)
+	defer rdma.SetSpin(rdma.SetSpin(0))
 	dir := t.TempDir()
 	d := startDaemon(t, dir, 1, "16MiB", "127.0.0.1:0")
 	f := dial(t, writeCluster(t, dir, []*daemon{d}, ""), rdma.Options{})
@@ -95,4 +101,47 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 		require.NoError(t, p.Wait(ctx, 0))
 	}
 	check(fmt.Sprintf("per batch, %d outstanding", k), 0.5, cr, cw, nr, nw)
+
+	// With readers that spin before they park, in both processes: a lone exchange spins (reads
+	// that find nothing), but with several requests in flight neither side spins, so 8
+	// outstanding batches cost what they cost above (about one read and one write per 8 on each
+	// side; a reader that spun there too would make about twice as many reads).
+	t.Setenv("FARMEM_SPIN", "50us")
+	rdma.SetSpin(50 * time.Microsecond)
+	d2 := startDaemon(t, dir, 2, "16MiB", "127.0.0.1:0")
+	f2 := dial(t, writeCluster(t, dir, []*daemon{d2}, ""), rdma.Options{})
+	m2, err := f2.Open(ctx, f2.Hosted()[0])
+	require.NoError(t, err)
+	node = d2.cmd.Process.Pid
+	b2 := farmem.MakeAddr(2, 4096)
+	var lone farmem.Batch
+	lone.Read(b2, make([]byte, 8))
+	for i := range bs {
+		bs[i] = farmem.Batch{}
+		bs[i].Read(b2.Add(uint64(512+8*i)), make([]byte, 8))
+	}
+	for range 50 {
+		require.NoError(t, m2.Post(ctx, &lone).Wait(ctx, 0))
+	}
+	spins, _, _ := rdma.SpinCounts()
+	cr, cw, nr, nw = measure(1000, func(int) error { return m2.Post(ctx, &lone).Wait(ctx, 0) })
+	after, _, _ := rdma.SpinCounts()
+	t.Logf("spinning, per posted batch, waited on before the next: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes; the client spun %d times", cr, cw, nr, nw, after-spins)
+	if runtime.GOMAXPROCS(0) > 1 {
+		require.Positive(t, after-spins, "the client spun")
+	}
+	for i := range bs {
+		ps[i] = m2.Post(ctx, &bs[i])
+	}
+	cr, cw, nr, nw = measure(4000, func(i int) error {
+		if err := ps[i%k].Wait(ctx, 0); err != nil {
+			return err
+		}
+		ps[i%k] = m2.Post(ctx, &bs[i%k])
+		return nil
+	})
+	for _, p := range ps {
+		require.NoError(t, p.Wait(ctx, 0))
+	}
+	check(fmt.Sprintf("spinning, per batch, %d outstanding", k), 0.2, cr, cw, nr, nw)
 }
