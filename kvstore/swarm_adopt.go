@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -147,6 +148,7 @@ func swarmViewOf(h *replmem.Health, fab farmem.Fabric, x any, nodes []farmem.Nod
 	if h == nil {
 		return v
 	}
+	fab = comparableFabric(fab)
 	v.fab = fab
 	swarmAheadMu.Lock()
 	defer swarmAheadMu.Unlock()
@@ -161,6 +163,16 @@ func swarmViewOf(h *replmem.Health, fab farmem.Fabric, x any, nodes []farmem.Nod
 	swarmViews.Store(k, v)
 	runtime.AddCleanup(h, func(k weak.Pointer[replmem.Health]) { swarmViews.Delete(k) }, k)
 	return v
+}
+
+// comparableFabric returns fab, or nil if its dynamic type cannot be compared (a fabric that
+// is a struct value holding slices or maps, say): views are matched to fabrics by ==, and
+// such a fabric's views are never fenced ahead.
+func comparableFabric(fab farmem.Fabric) farmem.Fabric {
+	if fab == nil || !reflect.TypeOf(fab).Comparable() {
+		return nil
+	}
+	return fab
 }
 
 // swarmViewsOn returns the views of every store in the process on fabric fab that hold
@@ -247,14 +259,19 @@ const swarmDrainPoll = 20 * time.Microsecond
 // silent node), polled every swarmDrainPoll of rt's time, with no lock held; the process's
 // waits run one at a time.
 func swarmFenceAhead(ctx context.Context, rt farmem.Runtime, fab farmem.Fabric, node farmem.NodeID) error {
+	if fab = comparableFabric(fab); fab == nil {
+		return nil
+	}
+	swarmAheadMu.Lock()
+	swarmAhead[swarmAheadKey{fab, node}]++ // views made from now on start fenced
+	swarmAheadMu.Unlock()
 	for !swarmAdopting.CompareAndSwap(false, true) {
 		if err := rt.Sleep(ctx, swarmDrainPoll); err != nil {
-			return err
+			return err // the caller ends the adoption (swarmEndAdopt)
 		}
 	}
 	defer swarmAdopting.Store(false)
 	swarmAheadMu.Lock()
-	swarmAhead[swarmAheadKey{fab, node}]++
 	vs := swarmViewsOn(fab, node)
 	gs := make([]uint64, len(vs))
 	for i, v := range vs {
@@ -290,6 +307,12 @@ func (v *swarmView) raise(node farmem.NodeID) uint64 {
 // no other adoption of the node is under way, and the fabric's incarnations decide again (a
 // view of a store that did not adopt the node yet fences it until that store does).
 func swarmEndAdopt(fab farmem.Fabric, node farmem.NodeID, whole []*swarmView) {
+	if fab = comparableFabric(fab); fab == nil {
+		for _, v := range whole {
+			v.whole(node)
+		}
+		return
+	}
 	swarmAheadMu.Lock()
 	defer swarmAheadMu.Unlock()
 	k := swarmAheadKey{fab, node}
