@@ -61,19 +61,17 @@ func (s *Store) adoptRep(ctx context.Context, node farmem.NodeID) (AdoptReport, 
 		return rep, fmt.Errorf("kvstore: adopt %v: no generation word: %w", node, farmem.ErrInvalid)
 	}
 	// Before the fabric adopts it (swarm_adopt.go).
-	swarmReplica, err := s.swarmPrepareAdopt(ctx, node)
+	sw, err := s.swarmPrepareAdopt(ctx, node)
 	if err != nil {
-		if swarmReplica {
-			s.swarmAbortAdopt(node)
-		}
+		s.swarmAbortAdopt(node, sw)
 		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
 	}
 	rep, err = s.adoptRepFenced(ctx, node)
 	switch {
-	case swarmReplica && err == nil:
-		s.swarmAdopted(node)
-	case swarmReplica:
-		s.swarmAbortAdopt(node)
+	case sw.replica && err == nil:
+		s.swarmAdopted(node, sw)
+	case sw.replica:
+		s.swarmAbortAdopt(node, sw)
 	}
 	return rep, err
 }

@@ -536,29 +536,49 @@ func (s *Store) swarmStoreViews() []*swarmView {
 	return out
 }
 
+// swarmAdoption is what swarmPrepareAdopt did for an adoption: whether the node holds the
+// store's replicas (replica), and whether it fenced the node ahead (ahead).
+type swarmAdoption struct{ replica, ahead bool }
+
 // swarmPrepareAdopt runs before the fabric adopts node (Store.Adopt with replicated
 // metadata): for a Swarm store and one of its replicas' nodes, it creates the store's views
-// and fences the node in them and in every other Swarm store's views on the fabric, once no
-// register verb that may have found it unfenced is in flight (swarmFenceAhead). The fence
-// stays until swarmAdopted, or swarmAbortAdopt. It returns whether the node is such a
-// replica.
-func (s *Store) swarmPrepareAdopt(ctx context.Context, node farmem.NodeID) (bool, error) {
+// and, if the fabric has not adopted the node's new incarnation yet (it is lost), fences the
+// node in them and in every other Swarm store's views on the fabric, once no register verb
+// that may have found it unfenced is in flight (swarmFenceAhead). The fence stays until
+// swarmAdopted, or swarmAbortAdopt. A node the fabric adopted already (another store's
+// adoption came first) is fenced in the views that did not record its incarnation by the
+// incarnation check alone, and the views that did keep counting it. (A restart during the
+// adoption, after this look, is fenced from the fabric's adoption on only.)
+func (s *Store) swarmPrepareAdopt(ctx context.Context, node farmem.NodeID) (swarmAdoption, error) {
 	if _, ok := swarmKind(s.opts.Index); !ok || !slices.Contains(s.meta, node) {
-		return false, nil
+		return swarmAdoption{}, nil
 	}
 	s.swarmStoreViews()
-	return true, swarmFenceAhead(ctx, s.fabric.Runtime(), s.fabric, node)
+	if farmem.StatusOf(s.fabric, node).State != farmem.NodeLost {
+		return swarmAdoption{replica: true}, nil
+	}
+	return swarmAdoption{replica: true, ahead: true}, swarmFenceAhead(ctx, s.fabric.Runtime(), s.fabric, node)
 }
 
 // swarmAbortAdopt lifts the fences swarmPrepareAdopt raised on node, whose adoption failed:
 // the fabric's incarnations decide again (a node the fabric adopted stays fenced until an
 // adoption completes).
-func (s *Store) swarmAbortAdopt(node farmem.NodeID) { swarmEndAdopt(s.fabric, node, nil) }
+func (s *Store) swarmAbortAdopt(node farmem.NodeID, a swarmAdoption) {
+	if a.ahead {
+		swarmEndAdopt(s.fabric, node, nil)
+	}
+}
 
 // swarmAdopted records, once node's objects are repopulated (or another client of the
 // incarnation did it: Already), node's current incarnation in every view of the store, and
 // lifts the fences swarmPrepareAdopt raised.
-func (s *Store) swarmAdopted(node farmem.NodeID) {
+func (s *Store) swarmAdopted(node farmem.NodeID, a swarmAdoption) {
+	if !a.ahead {
+		for _, v := range s.swarmStoreViews() {
+			v.whole(node)
+		}
+		return
+	}
 	swarmEndAdopt(s.fabric, node, s.swarmStoreViews())
 }
 

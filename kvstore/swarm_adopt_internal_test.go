@@ -26,7 +26,9 @@ import (
 // verbs that looked before (swarmFenceAhead), so the stalled verb reaches the old incarnation
 // and fails there, and the Get reads the value from the other two replicas. The stall is the
 // test's Interposer, under the view (fencedMemory), which waits until the adoption either
-// fenced node 3 ahead in the client's view or got the fabric's adoption done.
+// fenced node 3 ahead in the client's view or got the fabric's adoption done. When the other
+// store adopted first, the client's store's own adoption (Already) fences nothing anew in
+// the other's views.
 func TestSwarmAdoptVerbAcrossAdoption(t *testing.T) {
 	t.Parallel()
 	for _, other := range []bool{false, true} {
@@ -110,9 +112,16 @@ func testSwarmAdoptVerbAcrossAdoption(t *testing.T, other bool) {
 	require.NoError(t, <-adopted)
 	if other {
 		require.Equal(t, []farmem.NodeID{3}, view.fencedSet(), "the client's store did not adopt node 3 yet")
+		// The second adoption finds the fabric's done: it fences nothing anew in the views of
+		// the store that adopted first (which count node 3 throughout).
+		av := swarmViewOf(adopter.healthOf(hosted), f, f, adopter.meta)
+		require.Empty(t, av.fencedSet())
+		gen := av.gens()[3]
 		rep, err := s.Adopt(ctx, 3)
 		require.NoError(t, err)
 		require.True(t, rep.Already)
+		require.Empty(t, av.fencedSet())
+		require.Equal(t, gen, av.gens()[3], "the adopter's view was not fenced again")
 	}
 	require.Empty(t, view.fencedSet(), "node 3 counts again")
 	for _, g := range []getter{ss, s} {
