@@ -29,9 +29,11 @@ import (
 // Store.Adopt does, for a node holding the store's replicas:
 //
 //  1. before the fabric adopts the node, it fences the node in every compute node's view of
-//     the store (swarmView, shared by the store's handles on that compute node; created if
-//     need be) and waits until no register verb that looked at a view before is in flight
-//     (swarmView.fenceAhead). A view records, per replica node, the incarnation at which the
+//     the store, and of every other Swarm store of the process on the fabric (swarmView,
+//     shared by a store's handles on a compute node; created if need be), and waits until no
+//     register verb that looked at a view before is in flight (swarmFenceAhead); if the
+//     fabric adopted the node already (another store's adoption came first) there is nothing
+//     to precede, and the incarnation check below fences it. A view records, per replica node, the incarnation at which the
 //     store's objects are whole there, and the register handles' memory (fencedMemory) fails
 //     every op to a node fenced ahead or whose incarnation in the fabric differs from it, as a
 //     down node's. So register operations leave the node out from before the fabric's
@@ -54,8 +56,9 @@ import (
 //     Lease and a Skew later, copies the objects indexed while the first ran;
 //  4. it records the new incarnation in every view of the store and lifts the fence: register
 //     handles count the node again (an adoption that fails lifts the fence raised ahead, and
-//     the fabric's incarnations decide again). Each client handle, at its first operation after the node was found fenced,
-//     makes its cached register handles forget what they knew of the node's replicas
+//     the fabric's incarnations decide again; other stores' views keep the node fenced by
+//     the incarnation check until their own adoption). Each client handle, at its first
+//     operation after the node was found fenced, makes its cached register handles forget what they knew of the node's replicas
 //     (swarm.Register.Forget: their per-replica caches describe the lost memory); the handles
 //     are kept, with their buffer-recycling state, so no write waits for a buffer anew.
 //
@@ -341,7 +344,7 @@ func (v *swarmView) unfence(node farmem.NodeID) {
 	v.recompute(v.r.Adoptions() + 1)
 }
 
-// enter begins a register verb: it counts the verb in flight (see fenceAhead) and returns the
+// enter begins a register verb: it counts the verb in flight (see swarmFenceAhead) and returns the
 // nodes whose ops it must fail and the generation to hand to exit once the verb is posted (or
 // done, for a verb that waits). Two atomic additions and three loads more than fencedSet.
 func (v *swarmView) enter() ([]farmem.NodeID, uint64) {
@@ -352,7 +355,7 @@ func (v *swarmView) enter() ([]farmem.NodeID, uint64) {
 		g := v.fgen.Load()
 		v.flight[g&1].Add(1)
 		if v.fgen.Load() == g {
-			// Counted in g: a fenceAhead that raised the fence before this load of fgen
+			// Counted in g: a swarmFenceAhead that raised the fence before this load of fgen
 			// is seen below; one that raises it later waits for exit.
 			return v.fencedSet(), g
 		}
