@@ -344,9 +344,10 @@ func (v *swarmView) unfence(node farmem.NodeID) {
 	v.recompute(v.r.Adoptions() + 1)
 }
 
-// enter begins a register verb: it counts the verb in flight (see swarmFenceAhead) and returns the
-// nodes whose ops it must fail and the generation to hand to exit once the verb is posted (or
-// done, for a verb that waits). Two atomic additions and three loads more than fencedSet.
+// enter begins a register verb: it counts the verb in flight (see swarmFenceAhead) and
+// returns the nodes whose ops it must fail and the generation to hand to exit once the verb is
+// posted (or done, for a verb that waits). Two atomic additions and three loads more than
+// fencedSet.
 func (v *swarmView) enter() ([]farmem.NodeID, uint64) {
 	if v.r == nil {
 		return nil, 0
