@@ -28,39 +28,39 @@ import (
 // C holds, for each object, a state at least as new as what a majority of the others hold.
 // Store.Adopt does, for a node holding the store's replicas:
 //
-//  1. before the fabric adopts the node, it fences the node in every compute node's view of
-//     the store, and of every other Swarm store of the process on the fabric (swarmView,
-//     shared by a store's handles on a compute node; created if need be), and waits until no
-//     register verb that looked at a view before is in flight (swarmFenceAhead); if the
-//     fabric adopted the node already (another store's adoption came first) there is nothing
-//     to precede, and the incarnation check below fences it. A view records, per replica node, the incarnation at which the
-//     store's objects are whole there, and the register handles' memory (fencedMemory) fails
-//     every op to a node fenced ahead or whose incarnation in the fabric differs from it, as a
-//     down node's. So register operations leave the node out from before the fabric's
-//     adoption (they run on the other f+1 or more, as with a crashed node), while the index's
-//     replicated memory, the allocator and the copy itself reach it once the fabric adopted
-//     it. The order matters: a verb reaches the incarnation the fabric adopted when the verb
-//     was posted (farmem.Restarts), so a register verb that found the view clear and reached
-//     the transport after the fabric's adoption would read the new, zeroed memory as the
-//     replica's state (an Open's "replicas' headers differ", or a zero tag counted); the wait
-//     makes every register verb posted after the adoption one that found the node fenced;
+//  1. before the fabric adopts the node, it fences the node in every compute node's view of the
+//     store, and of every other Swarm store of the process on the fabric (swarmView, shared by a
+//     store's handles on a compute node; created if need be), and waits until no register verb
+//     that looked at a view before is in flight (swarmFenceAhead); if the fabric adopted the node
+//     already (another store's adoption came first) there is nothing to precede, and the
+//     incarnation check below fences it. A view records, per replica node, the incarnation at
+//     which the store's objects are whole there, and the register handles' memory (fencedMemory)
+//     fails every op to a node fenced ahead or whose incarnation in the fabric differs from it, as
+//     a down node's. So register operations leave the node out from before the fabric's adoption
+//     (they run on the other f+1 or more, as with a crashed node), while the index's replicated
+//     memory, the allocator and the copy itself reach it once the fabric adopted it. The order
+//     matters: a verb reaches the incarnation the fabric adopted when the verb was posted
+//     (farmem.Restarts), so a register verb that found the view clear and reached the transport
+//     after the fabric's adoption would read the new, zeroed memory as the replica's state (an
+//     Open's "replicas' headers differ", or a zero tag counted); the wait makes every register
+//     verb posted after the adoption one that found the node fenced;
 //  2. the store's metadata, the allocator and the index are restored as for any replicated
 //     kind (adoptRep; the index by race.Table.Repopulate through replmem, whose version-0 rule
 //     keeps the node out of the index's quorums word by word until copied);
-//  3. it waits the fabric's down timeout, the objects' Lease and twice their Skew (ops posted
-//     to the lost incarnation that apply late have then applied or never will, and so has
-//     every op an operation pairs with an answer from the lost incarnation: swarmAdoptWait),
-//     then copies every object
-//     the index names onto the node (swarm.Repopulate: header, metadata words, the largest
-//     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a
-//     Lease and a Skew later, copies the objects indexed while the first ran;
+//  3. it waits the fabric's down timeout, the objects' Lease and twice their Skew (ops posted to
+//     the lost incarnation that apply late have then applied or never will, and so has every op an
+//     operation pairs with an answer from the lost incarnation: swarmAdoptWait), then copies every
+//     object the index names onto the node (swarm.Repopulate: header, metadata words, the largest
+//     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a Lease
+//     and a Skew later, copies the objects indexed while the first ran;
 //  4. it records the new incarnation in every view of the store and lifts the fence: register
-//     handles count the node again (an adoption that fails lifts the fence raised ahead, and
-//     the fabric's incarnations decide again; other stores' views keep the node fenced by
-//     the incarnation check until their own adoption). Each client handle, at its first
-//     operation after the node was found fenced, makes its cached register handles forget what they knew of the node's replicas
-//     (swarm.Register.Forget: their per-replica caches describe the lost memory); the handles
-//     are kept, with their buffer-recycling state, so no write waits for a buffer anew.
+//     handles count the node again (an adoption that fails lifts the fence raised ahead, and the
+//     fabric's incarnations decide again; other stores' views keep the node fenced by the
+//     incarnation check until their own adoption). Each client handle, at its first operation
+//     after the node was found fenced, makes its cached register handles forget what they knew of
+//     the node's replicas (swarm.Register.Forget: their per-replica caches describe the lost
+//     memory); the handles are kept, with their buffer-recycling state, so no write waits for a
+//     buffer anew.
 //
 // Why a concurrent write cannot be lost: while the node is left out, a write completes only
 // on f+1 of the others (a majority of 2f+1 without the node); every majority afterwards, the
@@ -392,13 +392,13 @@ func (v *swarmView) gens() map[farmem.NodeID]uint64 {
 // errFenced is the error of an op a register handle sent to a fenced node.
 var errFenced = fmt.Errorf("kvstore: swarm: the replica's node restarted and its objects are not repopulated yet: %w", farmem.ErrNodeLost)
 
-// fencedMemory is the memory of a Swarm store's register handles: m, whose ops to the nodes
-// its view fences fail at once with errFenced (wrapping farmem.ErrNodeLost, hence
-// farmem.ErrNodeDown: the registers treat the node as down). With no node fenced (always,
-// but during a replica's adoption) it adds a few atomic loads, two atomic additions (the
-// count of verbs in flight, swarmView.enter) and a comparison per verb. While one is, a batch runs to completion before Post returns (the
-// other ops through m's Do), so operations wait for every replica that answers, not for the
-// first majority: a replica that hangs meanwhile costs them a down timeout.
+// fencedMemory is the memory of a Swarm store's register handles: m, whose ops to the nodes its
+// view fences fail at once with errFenced (wrapping farmem.ErrNodeLost, hence farmem.ErrNodeDown:
+// the registers treat the node as down). With no node fenced (always, but during a replica's
+// adoption) it adds a few atomic loads, two atomic additions (the count of verbs in flight,
+// swarmView.enter) and a comparison per verb. While one is, a batch runs to completion before
+// Post returns (the other ops through m's Do), so operations wait for every replica that answers,
+// not for the first majority: a replica that hangs meanwhile costs them a down timeout.
 type fencedMemory struct {
 	farmem.Memory
 	v *swarmView
