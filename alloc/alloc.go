@@ -336,7 +336,9 @@ func readHeaders(ctx context.Context, m farmem.Memory, nodes []farmem.NodeID, wo
 	for i, n := range nodes {
 		h, err := validate(m.Topology(), n, bufs[i])
 		if err != nil {
-			return nil, 0, err
+			if h, err = reread(ctx, m, n, err); err != nil {
+				return nil, 0, err
+			}
 		}
 		hdrs[n] = h
 	}

@@ -218,6 +218,29 @@ func Open(ctx context.Context, m farmem.Memory, node farmem.NodeID) (Header, err
 	if err := m.Read(ctx, farmem.MakeAddr(node, 0), b); err != nil {
 		return Header{}, fmt.Errorf("alloc: open %v: %w", node, err)
 	}
+	h, err := validate(m.Topology(), node, b)
+	if err != nil {
+		return reread(ctx, m, node, err)
+	}
+	return h, nil
+}
+
+// reread tells apart, for a header read that showed data but neither magic nor claim
+// (errUnclaimedData), foreign data from a read torn across a format in progress: a formatter
+// CASes the claim, then writes the constants and the rest, then the magic, so a read of the
+// header's words in order (magic, claim, constants) may find the claim not yet set and the
+// constants already there. A read begun after it sees the claim: reread reads the header
+// again and returns what it says (the header, once the format finished; ErrHalfFormatted while
+// it runs); data with no claim again is foreign (ErrBadHeader). Any other err is returned as
+// is. Cost: one round trip, only after such a read.
+func reread(ctx context.Context, m farmem.Memory, node farmem.NodeID, err error) (Header, error) {
+	if !errors.Is(err, errUnclaimedData) {
+		return Header{}, err
+	}
+	b := make([]byte, HeaderLen)
+	if rerr := m.Read(ctx, farmem.MakeAddr(node, 0), b); rerr != nil {
+		return Header{}, fmt.Errorf("alloc: open %v: read the header again: %w", node, rerr)
+	}
 	return validate(m.Topology(), node, b)
 }
 

@@ -54,3 +54,53 @@ func TestFormatFinishedBetweenItsReads(t *testing.T) {
 	require.NoError(t, p.Read(ctx, farmem.MakeAddr(node, offMagic), w))
 	require.Equal(t, Magic, binary.LittleEndian.Uint64(w))
 }
+
+// TestOpenReadTornAcrossFormat: a header read that straddles another client's whole Format
+// finds the format's constants but neither its magic nor its claim (read before the format
+// began: a read of a header takes its words in order, and the format writes the claim first,
+// the magic last). The interleaving is made exact: the other client formats before the read
+// runs, and the read's magic and claim words are given back as they were before (zeros).
+// Before the fix Open took that for foreign data ("no magic, but the header holds data",
+// ErrBadHeader), which kvstore's allocator hit, opening a node while Store.Adopt formatted it
+// again, about once in 60 runs of its adoption lincheck; now Open reads the header again and
+// finds it formatted. Data with no claim, read twice, is still foreign.
+func TestOpenReadTornAcrossFormat(t *testing.T) {
+	ctx := context.Background()
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 2 << 20, ComputeNodes: 2}})
+	other := openClient(t, f, 1)
+	node := f.Topology().MemoryNodes()[0]
+	opts := FormatOptions{ChunkSize: 16 << 10}
+	first := true
+	isHeaderRead := func(v farmemtest.Verb) bool {
+		return first && v.Single && v.Op().Kind == farmem.OpRead && v.Op().Addr == farmem.MakeAddr(node, 0) &&
+			len(v.Op().Buf) == HeaderLen
+	}
+	p := &farmemtest.Interposer{
+		Memory: openClient(t, f, 0),
+		Before: func(ctx context.Context, v farmemtest.Verb) {
+			if isHeaderRead(v) {
+				require.NoError(t, Format(ctx, other, node, opts))
+			}
+		},
+		After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if !isHeaderRead(v) {
+				return
+			}
+			first = false
+			require.NoError(t, err)
+			clear(v.Op().Buf[:offClaim+8]) // the magic and the claim, read before the format
+		},
+	}
+	h, err := Open(ctx, p, node)
+	require.False(t, first, "Open read the header")
+	require.NoError(t, err, "the format finished during the read")
+	require.Equal(t, node, h.Node)
+
+	// Foreign data where a header belongs, with no claim: ErrBadHeader, read twice.
+	g := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 2 << 20}})
+	m := openClient(t, g, 0)
+	require.NoError(t, m.Write(ctx, farmem.MakeAddr(node, offConst), []byte("not a header")))
+	_, err = Open(ctx, m, node)
+	require.ErrorIs(t, err, ErrBadHeader)
+	require.NotErrorIs(t, err, ErrHalfFormatted)
+}

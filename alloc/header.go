@@ -58,6 +58,10 @@ var reserved = [][2]int{
 	{offSymBump + 8, offEpoch}, {offEpoch + 8, offPool}, {offPool + 8, offPoolN}, {offPoolN + 8, HeaderLen},
 }
 
+// errUnclaimedData is DecodeHeader's ErrBadHeader for a header with data but neither magic nor
+// claim: foreign data, or a read torn across a format (see reread).
+var errUnclaimedData = fmt.Errorf("no claim: %w", ErrBadHeader)
+
 // Errors of headers and formatting. Each wraps farmem.ErrInvalid, so errors.Is(err,
 // farmem.ErrInvalid) holds for every one of them as well.
 var (
@@ -260,7 +264,7 @@ func DecodeHeader(b []byte) (Header, error) {
 		case magic == 0 && claim != 0:
 			return Header{}, fmt.Errorf("alloc: claim %#x set but no magic: %w", claim, ErrHalfFormatted)
 		case magic == 0:
-			return Header{}, fmt.Errorf("alloc: no magic, but the header holds data: %w", ErrBadHeader)
+			return Header{}, fmt.Errorf("alloc: no magic, but the header holds data: %w", errUnclaimedData)
 		}
 		return Header{}, fmt.Errorf("alloc: magic %#x, want %#x: %w", magic, Magic, ErrBadHeader)
 	}

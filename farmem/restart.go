@@ -62,7 +62,11 @@ type Restarts interface {
 	// NodeStatus reports what this fabric knows of node, without a round trip.
 	NodeStatus(node NodeID) (NodeStatus, error)
 	// Adopt acknowledges that node lost its memory: the fabric takes the node's current
-	// incarnation as its own and lifts the fence, so verbs reach the node's new (zeroed) memory.
+	// incarnation as its own and lifts the fence, so verbs posted from then on reach the node's
+	// new (zeroed) memory. A verb posted before (to the old incarnation, or while the node was
+	// fenced) never does, even if it arrives after: it fails (ErrNodeLost, or ErrNodeDown for
+	// one on a connection to the old process), as a restart ends the old process's connections.
+	// Nor does a verb see part of a restart: it applies wholly to the old memory, or not at all.
 	// It reaches the node to learn that incarnation (it fails with ErrNodeDown if it cannot);
 	// adopting a node that is up and was never lost does nothing. Adopt does not format or
 	// repair anything: that is the job of whoever owns the memory (alloc, a store).

@@ -60,20 +60,34 @@ func (s *Store) adoptRep(ctx context.Context, node farmem.NodeID) (AdoptReport, 
 	if int(node) > MaxGenNodes {
 		return rep, fmt.Errorf("kvstore: adopt %v: no generation word: %w", node, farmem.ErrInvalid)
 	}
-	swarmReplica := s.swarmPrepareAdopt(node) // before the fabric adopts it (swarm_adopt.go)
+	// Before the fabric adopts it (swarm_adopt.go).
+	sw, err := s.swarmPrepareAdopt(ctx, node)
+	if err != nil {
+		s.swarmAbortAdopt(node, sw)
+		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
+	}
+	rep, err = s.adoptRepFenced(ctx, node)
+	switch {
+	case sw.replica && err == nil:
+		s.swarmAdopted(node, sw)
+	case sw.replica:
+		s.swarmAbortAdopt(node, sw)
+	}
+	return rep, err
+}
+
+// adoptRepFenced is adoptRep once a Swarm store fenced the node in its views.
+func (s *Store) adoptRepFenced(ctx context.Context, node farmem.NodeID) (AdoptReport, error) {
 	wasLost := farmem.StatusOf(s.fabric, node).State == farmem.NodeLost
 	if err := adoptNode(ctx, s.fabric, node); err != nil {
-		return rep, fmt.Errorf("kvstore: adopt %v: %w", node, err)
+		return AdoptReport{Node: node}, fmt.Errorf("kvstore: adopt %v: %w", node, err)
 	}
 	c, err := s.acquire(ctx)
 	if err != nil {
-		return rep, err
+		return AdoptReport{Node: node}, err
 	}
-	rep, err = s.adoptRepOn(ctx, c, node, wasLost)
+	rep, err := s.adoptRepOn(ctx, c, node, wasLost)
 	s.release(c, err)
-	if err == nil && swarmReplica {
-		s.swarmAdopted(node)
-	}
 	return rep, err
 }
 

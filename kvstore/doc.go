@@ -166,9 +166,11 @@
 // Swarm.Refuse) fewer than 3 replicas or a store factor other than the kind's, a synchronizer
 // other than Optimistic, an Options.Replication over several instances, and objects with no
 // room for a value; no value cache can sit beside it (FlexKV's KV cache is a kind of its own).
-// Adopt takes a restarted node holding its replicas back while the store runs: its register
-// handles leave the node out of their quorums until every object's replica is copied onto it,
-// which starts the fabric's down timeout plus the objects' Lease and twice their Skew after the
+// Adopt takes a restarted node holding its replicas back while the store runs: the register
+// handles of every Swarm store in the process on the fabric leave the node out of their
+// quorums from before the fabric adopts it (once no register verb that looked before is in
+// flight, so that none reaches the new, zeroed memory and takes it for the replica's state)
+// until every object's replica is copied onto it, which starts the fabric's down timeout plus the objects' Lease and twice their Skew after the
 // adoption began. An operation paused across the whole adoption stays linearizable: it pairs
 // an answer of the lost replica only with answers to batches posted within the Lease of it
 // (TRYLOCK attempts start over past it; the max register counts a replica toward a majority

@@ -395,7 +395,7 @@ func (s Swarm) Open(ctx context.Context, c IndexEnv, root farmem.Addr) (Index, e
 			if p.PerNode {
 				x.lanes, x.unref = swarmLanesOf(c.Fabric)
 			}
-			x.view = swarmViewOf(c.Health, c.Memory, x.nodes)
+			x.view = swarmViewOf(c.Health, c.Fabric, c.Memory, x.nodes)
 			x.fm = &fencedMemory{Memory: c.Memory, v: x.view}
 			x.epoch, x.gens = x.view.Epoch(), x.view.gens()
 			return x, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -27,29 +28,39 @@ import (
 // C holds, for each object, a state at least as new as what a majority of the others hold.
 // Store.Adopt does, for a node holding the store's replicas:
 //
-//  1. before the fabric adopts the node, it makes sure every compute node's view of the store
-//     (swarmView, shared by the store's handles on that compute node) exists: a view records,
-//     per replica node, the incarnation at which the store's objects are whole there, and the
-//     register handles' memory (fencedMemory) fails every op to a node whose incarnation in
-//     the fabric differs from it, as a down node's. The fabric's adoption gives the node a new
-//     incarnation, so from that moment on register operations leave it out (they run on the
-//     other f+1 or more, as with a crashed node), while the index's replicated memory, the
-//     allocator and the copy itself reach it;
+//  1. before the fabric adopts the node, it fences the node in every compute node's view of the
+//     store, and of every other Swarm store of the process on the fabric (swarmView, shared by a
+//     store's handles on a compute node; created if need be), and waits until no register verb
+//     that looked at a view before is in flight (swarmFenceAhead); if the fabric adopted the node
+//     already (another store's adoption came first) there is nothing to precede, and the
+//     incarnation check below fences it. A view records, per replica node, the incarnation at
+//     which the store's objects are whole there, and the register handles' memory (fencedMemory)
+//     fails every op to a node fenced ahead or whose incarnation in the fabric differs from it, as
+//     a down node's. So register operations leave the node out from before the fabric's adoption
+//     (they run on the other f+1 or more, as with a crashed node), while the index's replicated
+//     memory, the allocator and the copy itself reach it once the fabric adopted it. The order
+//     matters: a verb reaches the incarnation the fabric adopted when the verb was posted
+//     (farmem.Restarts), so a register verb that found the view clear and reached the transport
+//     after the fabric's adoption would read the new, zeroed memory as the replica's state (an
+//     Open's "replicas' headers differ", or a zero tag counted); the wait makes every register
+//     verb posted after the adoption one that found the node fenced;
 //  2. the store's metadata, the allocator and the index are restored as for any replicated
 //     kind (adoptRep; the index by race.Table.Repopulate through replmem, whose version-0 rule
 //     keeps the node out of the index's quorums word by word until copied);
-//  3. it waits the fabric's down timeout, the objects' Lease and twice their Skew (ops posted
-//     to the lost incarnation that apply late have then applied or never will, and so has
-//     every op an operation pairs with an answer from the lost incarnation: swarmAdoptWait),
-//     then copies every object
-//     the index names onto the node (swarm.Repopulate: header, metadata words, the largest
-//     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a
-//     Lease and a Skew later, copies the objects indexed while the first ran;
-//  4. it records the new incarnation in every view of the store: register handles count the
-//     node again. Each client handle, at its first operation after the node was found fenced,
-//     makes its cached register handles forget what they knew of the node's replicas
-//     (swarm.Register.Forget: their per-replica caches describe the lost memory); the handles
-//     are kept, with their buffer-recycling state, so no write waits for a buffer anew.
+//  3. it waits the fabric's down timeout, the objects' Lease and twice their Skew (ops posted to
+//     the lost incarnation that apply late have then applied or never will, and so has every op an
+//     operation pairs with an answer from the lost incarnation: swarmAdoptWait), then copies every
+//     object the index names onto the node (swarm.Repopulate: header, metadata words, the largest
+//     tuple's record, timestamp-lock words) and its life word (replmem); a second walk, a Lease
+//     and a Skew later, copies the objects indexed while the first ran;
+//  4. it records the new incarnation in every view of the store and lifts the fence: register
+//     handles count the node again (an adoption that fails lifts the fence raised ahead, and the
+//     fabric's incarnations decide again; other stores' views keep the node fenced by the
+//     incarnation check until their own adoption). Each client handle, at its first operation
+//     after the node was found fenced, makes its cached register handles forget what they knew of
+//     the node's replicas (swarm.Register.Forget: their per-replica caches describe the lost
+//     memory); the handles are kept, with their buffer-recycling state, so no write waits for a
+//     buffer anew.
 //
 // Why a concurrent write cannot be lost: while the node is left out, a write completes only
 // on f+1 of the others (a majority of 2f+1 without the node); every majority afterwards, the
@@ -67,18 +78,29 @@ import (
 // Views are per process: another process's clients keep the node fenced (its fabric still
 // names the old incarnation) until it calls Adopt too, which finds the adoption done
 // (Already) and records the incarnation in its own views. Likewise another Swarm store on the
-// same fabric fences the node from the moment this store's adoption lifts the fabric's fence
-// until that store adopts it too.
+// same fabric in this process fences the node from the moment this store's adoption begins
+// (step 1 fences it in every store's views) until that store adopts it too. Handles opened
+// outside a Store (an IndexEnv without Health or Fabric) have views fenced only from the
+// fabric's adoption on: the race step 1 closes stays open for them.
 
 // swarmView is one compute node's view of a Swarm store's replicas, shared by the store's
 // handles there (keyed by the store's replmem.Health for that compute node).
 type swarmView struct {
 	r     farmem.Restarts // nil: the transport has no restarts, nothing is ever fenced
+	fab   farmem.Fabric   // the store's fabric (nil: unknown; the view is never fenced ahead)
 	nodes []farmem.NodeID
 
-	mu   sync.Mutex
-	good map[farmem.NodeID]uint64 // incarnation at which the objects are whole on the node
-	gen  map[farmem.NodeID]uint64 // per node, how often it was found fenced anew (under mu)
+	mu    sync.Mutex
+	good  map[farmem.NodeID]uint64 // incarnation at which the objects are whole on the node
+	gen   map[farmem.NodeID]uint64 // per node, how often it was found fenced anew (under mu)
+	ahead map[farmem.NodeID]bool   // fenced ahead of the fabric's adoption (swarmFenceAhead)
+
+	// Verbs of the register handles in flight, by the parity of the fence generation fgen
+	// they began in (enter): swarmFenceAhead raises fgen and waits for the older parity to
+	// drain, so that no verb that looked at the view before the fence was raised is still
+	// being posted when the fabric adopts the node.
+	fgen   atomic.Uint64
+	flight [2]atomic.Int64
 
 	seen   atomic.Uint64 // r.Adoptions() when fenced was computed, plus one (0: never)
 	fenced atomic.Pointer[[]farmem.NodeID]
@@ -86,14 +108,40 @@ type swarmView struct {
 }
 
 // swarmViews holds the views, keyed weakly by the Health they belong to (a store's, per
-// compute node), so that a closed store's views go with it.
+// compute node), so that a closed store's views go with it. A view is added under
+// swarmAheadMu.
 var swarmViews sync.Map // weak.Pointer[replmem.Health] -> *swarmView
 
-// swarmViewOf returns the view shared by the handles using h, created from the current
-// incarnations of nodes that x (a fabric or a client of it) knows, the first time. With h nil
-// (no store to share it with) the view is the caller's own.
-func swarmViewOf(h *replmem.Health, x any, nodes []farmem.NodeID) *swarmView {
-	v := &swarmView{nodes: slices.Clone(nodes), good: map[farmem.NodeID]uint64{}, gen: map[farmem.NodeID]uint64{}}
+// The adoptions of Swarm replicas' nodes under way in the process (swarmFenceAhead to
+// swarmEndAdopt), per fabric and node, and the lock under which they change and views are
+// added: a view made during one starts fenced ahead.
+var (
+	swarmAheadMu sync.Mutex
+	swarmAhead   = map[swarmAheadKey]int{}
+	// swarmAdopting serializes the waits of swarmFenceAhead (a view's generations hold the
+	// verbs of one wait at a time).
+	swarmAdopting atomic.Bool
+)
+
+type swarmAheadKey struct {
+	fab  farmem.Fabric
+	node farmem.NodeID
+}
+
+// swarmViewOf returns the view shared by the handles using h, on fabric fab, created from the
+// current incarnations of nodes that x (fab or a client of it) knows, the first time. With h
+// nil (no store to share it with) the view is the caller's own. A view with fab nil (a fabric
+// unknown) is fenced from the fabric's adoption of a node only, not ahead of it.
+func swarmViewOf(h *replmem.Health, fab farmem.Fabric, x any, nodes []farmem.NodeID) *swarmView {
+	var k weak.Pointer[replmem.Health]
+	if h != nil {
+		k = weak.Make(h)
+		if old, ok := swarmViews.Load(k); ok {
+			return old.(*swarmView)
+		}
+	}
+	v := &swarmView{nodes: slices.Clone(nodes), good: map[farmem.NodeID]uint64{}, gen: map[farmem.NodeID]uint64{},
+		ahead: map[farmem.NodeID]bool{}}
 	if r, ok := x.(farmem.Restarts); ok {
 		v.r = r
 		for _, n := range nodes {
@@ -103,15 +151,44 @@ func swarmViewOf(h *replmem.Health, x any, nodes []farmem.NodeID) *swarmView {
 	if h == nil {
 		return v
 	}
-	k := weak.Make(h)
+	fab = comparableFabric(fab)
+	v.fab = fab
+	swarmAheadMu.Lock()
+	defer swarmAheadMu.Unlock()
 	if old, ok := swarmViews.Load(k); ok {
 		return old.(*swarmView)
 	}
-	got, loaded := swarmViews.LoadOrStore(k, v)
-	if !loaded {
-		runtime.AddCleanup(h, func(k weak.Pointer[replmem.Health]) { swarmViews.Delete(k) }, k)
+	for _, n := range nodes {
+		if fab != nil && swarmAhead[swarmAheadKey{fab, n}] > 0 {
+			v.ahead[n] = true
+		}
 	}
-	return got.(*swarmView)
+	swarmViews.Store(k, v)
+	runtime.AddCleanup(h, func(k weak.Pointer[replmem.Health]) { swarmViews.Delete(k) }, k)
+	return v
+}
+
+// comparableFabric returns fab, or nil if its dynamic type cannot be compared (a fabric that
+// is a struct value holding slices or maps, say): views are matched to fabrics by ==, and
+// such a fabric's views are never fenced ahead.
+func comparableFabric(fab farmem.Fabric) farmem.Fabric {
+	if fab == nil || !reflect.TypeOf(fab).Comparable() {
+		return nil
+	}
+	return fab
+}
+
+// swarmViewsOn returns the views of every store in the process on fabric fab that hold
+// replicas on node (swarmAheadMu held).
+func swarmViewsOn(fab farmem.Fabric, node farmem.NodeID) []*swarmView {
+	var out []*swarmView
+	swarmViews.Range(func(_, x any) bool {
+		if v := x.(*swarmView); v.fab != nil && v.fab == fab && slices.Contains(v.nodes, node) {
+			out = append(out, v)
+		}
+		return true
+	})
+	return out
 }
 
 // fencedSet returns the nodes whose ops register handles must fail: one atomic load when no
@@ -136,7 +213,7 @@ func (v *swarmView) fencedSet() []farmem.NodeID {
 func (v *swarmView) recompute(a uint64) {
 	var out []farmem.NodeID
 	for _, n := range v.nodes {
-		if st := farmem.StatusOf(v.r, n); st.Incarnation != v.good[n] {
+		if st := farmem.StatusOf(v.r, n); st.Incarnation != v.good[n] || v.ahead[n] {
 			out = append(out, n)
 		}
 	}
@@ -154,7 +231,8 @@ func (v *swarmView) recompute(a uint64) {
 	v.seen.Store(a)
 }
 
-// whole records that the objects are whole on node at the fabric's current incarnation.
+// whole records that the objects are whole on node at the fabric's current incarnation, and
+// lifts the fence raised ahead of its adoption.
 func (v *swarmView) whole(node farmem.NodeID) {
 	if v.r == nil {
 		return
@@ -164,7 +242,133 @@ func (v *swarmView) whole(node farmem.NodeID) {
 	a := v.r.Adoptions() + 1
 	v.recompute(a) // a fence nobody looked at yet still counts as one
 	v.good[node] = farmem.StatusOf(v.r, node).Incarnation
+	delete(v.ahead, node)
 	v.recompute(a)
+}
+
+// swarmDrainPoll is how often swarmFenceAhead looks whether the verbs it waits for are done.
+const swarmDrainPoll = 20 * time.Microsecond
+
+// swarmFenceAhead fences node, before the fabric fab adopts it, in the views of every Swarm
+// store of the process on fab that holds replicas there (and in those made until
+// swarmEndAdopt), and returns once no register verb that may have looked at one of them before
+// is in flight (counted by enter: posted, or for a verb that waits, done). Every register verb
+// that reaches the transport from then on fails the node's ops (errFenced), so none posted
+// after the fabric's adoption, which is bound to the new incarnation (farmem.Restarts: a verb
+// reaches the incarnation adopted when it was posted), takes the new memory for the replica's
+// state. Without the wait a verb that found its view clear just before the adoption and
+// reached the transport just after it would. The fence stays until swarmEndAdopt. The wait is
+// that of the verbs in flight (a round trip each, or a down timeout for one that meets a
+// silent node), polled every swarmDrainPoll of rt's time, with no lock held; the process's
+// waits run one at a time.
+func swarmFenceAhead(ctx context.Context, rt farmem.Runtime, fab farmem.Fabric, node farmem.NodeID) error {
+	if fab = comparableFabric(fab); fab == nil {
+		return nil
+	}
+	swarmAheadMu.Lock()
+	swarmAhead[swarmAheadKey{fab, node}]++ // views made from now on start fenced
+	swarmAheadMu.Unlock()
+	for !swarmAdopting.CompareAndSwap(false, true) {
+		if err := rt.Sleep(ctx, swarmDrainPoll); err != nil {
+			return err // the caller ends the adoption (swarmEndAdopt)
+		}
+	}
+	defer swarmAdopting.Store(false)
+	swarmAheadMu.Lock()
+	vs := swarmViewsOn(fab, node)
+	gs := make([]uint64, len(vs))
+	for i, v := range vs {
+		gs[i] = v.raise(node)
+	}
+	swarmAheadMu.Unlock()
+	for i, v := range vs {
+		for v.flight[gs[i]&1].Load() != 0 {
+			if err := rt.Sleep(ctx, swarmDrainPoll); err != nil {
+				return err // the caller ends the adoption (swarmEndAdopt)
+			}
+		}
+	}
+	return nil
+}
+
+// raise fences node ahead in the view and returns the fence generation whose verbs in flight
+// may not have seen it.
+func (v *swarmView) raise(node farmem.NodeID) uint64 {
+	if v.r == nil {
+		return 0 // no verb is counted
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ahead[node] = true
+	v.recompute(v.r.Adoptions() + 1)
+	return v.fgen.Add(1) - 1
+}
+
+// swarmEndAdopt ends an adoption of node on fab that swarmFenceAhead began: the views in
+// whole (those of the store that adopted it, once its objects are repopulated there) record
+// the node's current incarnation as whole and lift the fence; every other view lifts it once
+// no other adoption of the node is under way, and the fabric's incarnations decide again (a
+// view of a store that did not adopt the node yet fences it until that store does).
+func swarmEndAdopt(fab farmem.Fabric, node farmem.NodeID, whole []*swarmView) {
+	if fab = comparableFabric(fab); fab == nil {
+		for _, v := range whole {
+			v.whole(node)
+		}
+		return
+	}
+	swarmAheadMu.Lock()
+	defer swarmAheadMu.Unlock()
+	k := swarmAheadKey{fab, node}
+	if swarmAhead[k]--; swarmAhead[k] <= 0 {
+		delete(swarmAhead, k)
+	}
+	for _, v := range whole {
+		v.whole(node)
+	}
+	if swarmAhead[k] > 0 {
+		return
+	}
+	for _, v := range swarmViewsOn(fab, node) {
+		v.unfence(node)
+	}
+}
+
+// unfence lifts the fence raised ahead on node: the fabric's incarnations decide again.
+func (v *swarmView) unfence(node farmem.NodeID) {
+	if v.r == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.ahead, node)
+	v.recompute(v.r.Adoptions() + 1)
+}
+
+// enter begins a register verb: it counts the verb in flight (see swarmFenceAhead) and
+// returns the nodes whose ops it must fail and the generation to hand to exit once the verb is
+// posted (or done, for a verb that waits). Two atomic additions and three loads more than
+// fencedSet.
+func (v *swarmView) enter() ([]farmem.NodeID, uint64) {
+	if v.r == nil {
+		return nil, 0
+	}
+	for {
+		g := v.fgen.Load()
+		v.flight[g&1].Add(1)
+		if v.fgen.Load() == g {
+			// Counted in g: a swarmFenceAhead that raised the fence before this load of fgen
+			// is seen below; one that raises it later waits for exit.
+			return v.fencedSet(), g
+		}
+		v.flight[g&1].Add(-1)
+	}
+}
+
+// exit ends a verb enter began.
+func (v *swarmView) exit(g uint64) {
+	if v.r != nil {
+		v.flight[g&1].Add(-1)
+	}
 }
 
 // Epoch changes whenever a node is found fenced anew: the handles' caches of it then describe
@@ -188,13 +392,13 @@ func (v *swarmView) gens() map[farmem.NodeID]uint64 {
 // errFenced is the error of an op a register handle sent to a fenced node.
 var errFenced = fmt.Errorf("kvstore: swarm: the replica's node restarted and its objects are not repopulated yet: %w", farmem.ErrNodeLost)
 
-// fencedMemory is the memory of a Swarm store's register handles: m, whose ops to the nodes
-// its view fences fail at once with errFenced (wrapping farmem.ErrNodeLost, hence
-// farmem.ErrNodeDown: the registers treat the node as down). With no node fenced (always,
-// but between a replica's restart and the end of its adoption) it adds an atomic load and a
-// comparison per batch. While one is, a batch runs to completion before Post returns (the
-// other ops through m's Do), so operations wait for every replica that answers, not for the
-// first majority: a replica that hangs meanwhile costs them a down timeout.
+// fencedMemory is the memory of a Swarm store's register handles: m, whose ops to the nodes its
+// view fences fail at once with errFenced (wrapping farmem.ErrNodeLost, hence farmem.ErrNodeDown:
+// the registers treat the node as down). With no node fenced (always, but during a replica's
+// adoption) it adds a few atomic loads, two atomic additions (the count of verbs in flight,
+// swarmView.enter) and a comparison per verb. While one is, a batch runs to completion before
+// Post returns (the other ops through m's Do), so operations wait for every replica that answers,
+// not for the first majority: a replica that hangs meanwhile costs them a down timeout.
 type fencedMemory struct {
 	farmem.Memory
 	v *swarmView
@@ -206,7 +410,8 @@ func isFenced(fs []farmem.NodeID, n farmem.NodeID) bool {
 
 // Post implements farmem.Memory.
 func (f *fencedMemory) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
-	fs := f.v.fencedSet()
+	fs, g := f.v.enter()
+	defer f.v.exit(g)
 	if len(fs) == 0 {
 		return f.Memory.Post(ctx, b)
 	}
@@ -224,7 +429,8 @@ func (f *fencedMemory) Post(ctx context.Context, b *farmem.Batch) *farmem.Pendin
 
 // Do implements farmem.Memory.
 func (f *fencedMemory) Do(ctx context.Context, b *farmem.Batch) error {
-	fs := f.v.fencedSet()
+	fs, g := f.v.enter()
+	defer f.v.exit(g)
 	if len(fs) == 0 {
 		return f.Memory.Do(ctx, b)
 	}
@@ -263,82 +469,121 @@ func (f *fencedMemory) do(ctx context.Context, b *farmem.Batch, fs []farmem.Node
 	return first
 }
 
-func (f *fencedMemory) check(a farmem.Addr) error {
-	if isFenced(f.v.fencedSet(), a.Node()) {
-		return errFenced
+// check begins a single verb to a (enter): it returns errFenced if a's node is fenced, and
+// the generation to hand to exit once the verb is done.
+func (f *fencedMemory) check(a farmem.Addr) (uint64, error) {
+	fs, g := f.v.enter()
+	if isFenced(fs, a.Node()) {
+		f.v.exit(g)
+		return 0, errFenced
 	}
-	return nil
+	return g, nil
 }
 
 // Read implements farmem.Memory.
 func (f *fencedMemory) Read(ctx context.Context, src farmem.Addr, dst []byte) error {
-	if err := f.check(src); err != nil {
+	g, err := f.check(src)
+	if err != nil {
 		return err
 	}
+	defer f.v.exit(g)
 	return f.Memory.Read(ctx, src, dst)
 }
 
 // Write implements farmem.Memory.
 func (f *fencedMemory) Write(ctx context.Context, dst farmem.Addr, src []byte) error {
-	if err := f.check(dst); err != nil {
+	g, err := f.check(dst)
+	if err != nil {
 		return err
 	}
+	defer f.v.exit(g)
 	return f.Memory.Write(ctx, dst, src)
 }
 
 // CAS implements farmem.Memory.
 func (f *fencedMemory) CAS(ctx context.Context, a farmem.Addr, old, new uint64) (uint64, error) {
-	if err := f.check(a); err != nil {
+	g, err := f.check(a)
+	if err != nil {
 		return 0, err
 	}
+	defer f.v.exit(g)
 	return f.Memory.CAS(ctx, a, old, new)
 }
 
 // FAA implements farmem.Memory.
 func (f *fencedMemory) FAA(ctx context.Context, a farmem.Addr, delta uint64) (uint64, error) {
-	if err := f.check(a); err != nil {
+	g, err := f.check(a)
+	if err != nil {
 		return 0, err
 	}
+	defer f.v.exit(g)
 	return f.Memory.FAA(ctx, a, delta)
 }
 
 // MaskedCAS implements farmem.Memory.
 func (f *fencedMemory) MaskedCAS(ctx context.Context, a farmem.Addr, cmp, cmpMask, swap, swapMask uint64) (uint64, error) {
-	if err := f.check(a); err != nil {
+	g, err := f.check(a)
+	if err != nil {
 		return 0, err
 	}
+	defer f.v.exit(g)
 	return f.Memory.MaskedCAS(ctx, a, cmp, cmpMask, swap, swapMask)
 }
 
 // swarmStoreViews returns the store's views on every compute node of the topology (creating
-// them): called before the fabric adopts a replica's node, so that no handle opened during
-// the adoption starts from the new incarnation.
+// them).
 func (s *Store) swarmStoreViews() []*swarmView {
 	var out []*swarmView
 	for _, c := range s.fabric.Topology().ComputeNodes() {
-		out = append(out, swarmViewOf(s.healthOf(c), s.fabric, s.meta))
+		out = append(out, swarmViewOf(s.healthOf(c), s.fabric, s.fabric, s.meta))
 	}
 	return out
 }
 
+// swarmAdoption is what swarmPrepareAdopt did for an adoption: whether the node holds the
+// store's replicas (replica), and whether it fenced the node ahead (ahead).
+type swarmAdoption struct{ replica, ahead bool }
+
 // swarmPrepareAdopt runs before the fabric adopts node (Store.Adopt with replicated
-// metadata): for a Swarm store and one of its replicas' nodes, it creates the store's views,
-// which fence the node's new incarnation from the register handles until swarmAdopted. It
-// returns whether the node is such a replica.
-func (s *Store) swarmPrepareAdopt(node farmem.NodeID) bool {
+// metadata): for a Swarm store and one of its replicas' nodes, it creates the store's views
+// and, if the fabric has not adopted the node's new incarnation yet (it is lost), fences the
+// node in them and in every other Swarm store's views on the fabric, once no register verb
+// that may have found it unfenced is in flight (swarmFenceAhead). The fence stays until
+// swarmAdopted, or swarmAbortAdopt. A node the fabric adopted already (another store's
+// adoption came first) is fenced in the views that did not record its incarnation by the
+// incarnation check alone, and the views that did keep counting it. (A restart during the
+// adoption, after this look, is fenced from the fabric's adoption on only.)
+func (s *Store) swarmPrepareAdopt(ctx context.Context, node farmem.NodeID) (swarmAdoption, error) {
 	if _, ok := swarmKind(s.opts.Index); !ok || !slices.Contains(s.meta, node) {
-		return false
+		return swarmAdoption{}, nil
 	}
 	s.swarmStoreViews()
-	return true
+	if farmem.StatusOf(s.fabric, node).State != farmem.NodeLost {
+		return swarmAdoption{replica: true}, nil
+	}
+	return swarmAdoption{replica: true, ahead: true}, swarmFenceAhead(ctx, s.fabric.Runtime(), s.fabric, node)
+}
+
+// swarmAbortAdopt lifts the fences swarmPrepareAdopt raised on node, whose adoption failed:
+// the fabric's incarnations decide again (a node the fabric adopted stays fenced until an
+// adoption completes).
+func (s *Store) swarmAbortAdopt(node farmem.NodeID, a swarmAdoption) {
+	if a.ahead {
+		swarmEndAdopt(s.fabric, node, nil)
+	}
 }
 
 // swarmAdopted records, once node's objects are repopulated (or another client of the
-// incarnation did it: Already), node's current incarnation in every view of the store.
-func (s *Store) swarmAdopted(node farmem.NodeID) {
-	for _, v := range s.swarmStoreViews() {
-		v.whole(node)
+// incarnation did it: Already), node's current incarnation in every view of the store, and
+// lifts the fences swarmPrepareAdopt raised.
+func (s *Store) swarmAdopted(node farmem.NodeID, a swarmAdoption) {
+	if !a.ahead {
+		for _, v := range s.swarmStoreViews() {
+			v.whole(node)
+		}
+		return
 	}
+	swarmEndAdopt(s.fabric, node, s.swarmStoreViews())
 }
 
 // Repopulate implements Repopulator. A node outside the objects' replicas holds nothing of

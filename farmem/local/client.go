@@ -30,6 +30,9 @@ type job struct {
 	idx    []int
 	comp   transport.Completer
 	posted time.Time
+	// inc is the incarnation of n's memory the job may reach: the one the fabric had adopted
+	// when it was posted, or 0 if n was fenced as lost then (adopt.go).
+	inc uint64
 }
 
 func (c *client) Topology() *farmem.Topology { return &c.f.topo }
@@ -91,7 +94,8 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 	p, comp := transport.NewPendingOn(b, park, c.Runtime())
 	now := time.Now()
 	for _, g := range groups {
-		j := &job{ctx: ctx, c: c, n: c.f.nodes[g.Node], idx: g.Idx, comp: comp, posted: now}
+		n := c.f.nodes[g.Node]
+		j := &job{ctx: ctx, c: c, n: n, idx: g.Idx, comp: comp, posted: now, inc: c.f.bound(n)}
 		if inline {
 			c.f.run(j, 0)
 		} else {
@@ -123,6 +127,14 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 		fail(0, err)
 		return
 	}
+	// The ops apply to the memory of the incarnation the job was posted to, all of them
+	// before or after any restart's wipe (adopt.go), or none.
+	j.n.life.RLock()
+	if got := j.n.inc.Load(); got != j.inc {
+		j.n.life.RUnlock()
+		fail(0, lostSincePost(j.n.id, j.inc, got))
+		return
+	}
 	limit := len(j.idx)
 	crash := false
 	if j.n.crashAfter.Load() >= 0 {
@@ -149,6 +161,7 @@ func (f *Fabric) run(j *job, delay time.Duration) {
 			j.comp.Complete(i, val, err)
 		}
 	}
+	j.n.life.RUnlock()
 	if crash {
 		j.n.setState(stateCrashed)
 		f.changes.Notify()
@@ -174,11 +187,17 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		return 0, err
 	}
 	if n := c.f.nodes[op.Addr.Node()]; n != nil && transport.CheckOp(&op, n.size) == nil && ctx.Err() == nil &&
-		n.crashAfter.Load() < 0 && c.fast(n) {
-		c.Counters.CountOp(&op, c.ClientInfo.Node)
-		val, err := n.apply(&op, c.f.between())
-		c.Counters.CountResult(&op, val, err)
-		return val, err
+		n.crashAfter.Load() < 0 {
+		// Reachable (so not lost) and applied under life: no restart in between.
+		n.life.RLock()
+		if c.fast(n) {
+			c.Counters.CountOp(&op, c.ClientInfo.Node)
+			val, err := n.apply(&op, c.f.between())
+			n.life.RUnlock()
+			c.Counters.CountResult(&op, val, err)
+			return val, err
+		}
+		n.life.RUnlock()
 	}
 	return c.PostOne(ctx, op)
 }

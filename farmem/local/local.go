@@ -5,7 +5,9 @@
 // [transport.FaultInjector] and partitions of a node from whole compute nodes
 // (Fabric.PartitionNodes), and restart a memory node with new, zeroed memory and a new
 // incarnation (Fabric.Restart; farmem.Restarts: the node is fenced with farmem.ErrNodeLost
-// until Adopt).
+// until Adopt). A restart is atomic to verbs: a verb applies to the memory of the incarnation
+// adopted when it was posted, wholly before the restart's wipe, or fails with ErrNodeLost
+// (adopt.go).
 //
 // Memory nodes have ids 1..MemoryNodes; compute node c (1..ComputeNodes) has id
 // farmem.ComputeID(c).Node(). Every compute node is hosted by the one Fabric.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
@@ -33,6 +34,10 @@ type node struct {
 	// reach: they differ after a Restart until Adopt (see adopt.go).
 	inc, adopted atomic.Uint64
 	fenced       atomic.Bool // Fence: lost until Adopt whatever the incarnations say
+	// life is held shared by every verb while it checks its incarnation and applies its ops,
+	// and exclusively by Restart while it changes inc and wipes the memory: a restart is atomic
+	// to verbs (adopt.go).
+	life sync.RWMutex
 
 	// Compute nodes only.
 	watch    transport.Waiters

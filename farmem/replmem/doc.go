@@ -74,7 +74,13 @@
 //     version word dirty with the new version, the value, the version word clean, then a CAS of
 //     the control word from locked(v) to the free version v. A CAS whose comparison fails writes
 //     the latest version's value and version back instead (healing lagging replicas) and
-//     reports the value it found. The operation is done once f+1 replicas released.
+//     reports the value it found. The operation is done once f+1 replicas released. If fewer
+//     did (a locked replica failed in the write round: it crashed, or was cut off, midway),
+//     the client settles its write: identity rounds, as a repairing read runs, over the
+//     replicas that answer; one that finds the write's version the largest among f+1 holders
+//     and releases it on f+1 replicas has completed it, as any lock set that sees an
+//     unfinished write does, and the operation succeeds. Otherwise (a later version found, the
+//     write perhaps overtaken unseen) its outcome is unknown: ErrNoQuorum.
 //
 // Leases: a holder posts nothing under its locks later than Lease minus ClockSkew after it
 // posted the lock round (it gives the locks back instead and starts over). A lock word another

@@ -354,6 +354,18 @@ func (r *Memory) rmw(ctx context.Context, a farmem.Addr, apply func(uint64) (uin
 // follow of b (reads on the virtual node), and sets their results if f+1 replicas agree on
 // them there (as a plain read would require); it reports whether they did.
 func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) (uint64, bool), b *farmem.Batch, follow []int) (uint64, bool, error) {
+	return r.rmwCore(ctx, a, apply, b, follow, nil)
+}
+
+// rmwOutcome is what rmwCore's last round reports to settle: the largest version among its
+// locked replicas, and how many of them released the round's write.
+type rmwOutcome struct {
+	best uint64
+	done int
+}
+
+// rmwCore is rmwThen, reporting its last round's outcome in out if set.
+func (r *Memory) rmwCore(ctx context.Context, a farmem.Addr, apply func(uint64) (uint64, bool), b *farmem.Batch, follow []int, out *rmwOutcome) (uint64, bool, error) {
 	exp := r.controls(a)
 	var backoff time.Duration
 	short := 0 // consecutive rounds in which at most f replicas answered
@@ -567,18 +579,56 @@ func (r *Memory) rmwThen(ctx context.Context, a farmem.Addr, apply func(uint64) 
 		for n, s := range got {
 			prev, err := wb.Result(casAt[n])
 			r.note(s.i, posted, err)
-			if err != nil {
-				continue
-			}
-			if prev == lw {
+			switch {
+			case err != nil:
+				exp[s.i] = lw // still this client's lock there, or released: the next round sees
+			case prev == lw:
 				exp[s.i] = ver
 				done++
+			default:
+				exp[s.i] = prev
 			}
 		}
+		if out != nil {
+			out.best, out.done = best, done
+		}
 		if !ok || done > r.f {
+			return bestVal, served, nil
+		}
+		if r.settle(ctx, a, ver) {
 			return bestVal, served, nil
 		}
 		return bestVal, false, fmt.Errorf("%w: the write reached %d replicas, outcome unknown", ErrNoQuorum, done)
 	}
 	return 0, false, fmt.Errorf("%w: no lock round succeeded", ErrNotWritten)
+}
+
+// settleTries bounds the identity rounds of settle.
+const settleTries = 4
+
+// settle runs when this client's write of version ver was released on at most f replicas (a
+// locked replica failed in the write round: crashed, or cut off, its outcome there unknown).
+// Without more, the write's outcome is unknown to the caller although at most f replicas may
+// be down. settle runs identity rounds (rmw writing the latest version back, as a repairing
+// read does) over the replicas that answer: one that finds ver the largest version among f+1
+// replicas holding the word and releases it on f+1 of them has committed the write, as the
+// first lock set to see an unfinished write completes it (see the package doc), and settle
+// reports true. A larger version found, or none of ver, leaves the outcome unknown (false):
+// the write may have been overtaken unseen. Cost: two round trips per identity round, at most
+// settleTries of them, only after such a failure.
+func (r *Memory) settle(ctx context.Context, a farmem.Addr, ver uint64) bool {
+	for range settleTries {
+		var out rmwOutcome
+		if _, _, err := r.rmwCore(ctx, a, func(v uint64) (uint64, bool) { return v, false }, nil, nil, &out); err != nil {
+			return false
+		}
+		switch {
+		case out.best != ver:
+			return false
+		case out.done > r.f:
+			r.stats.Settled++
+			return true
+		}
+	}
+	return false
 }

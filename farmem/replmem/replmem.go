@@ -108,6 +108,9 @@ type Stats struct {
 	// LockRetries counts lock rounds that got no majority; Takeovers the expired locks taken
 	// over.
 	LockRetries, Takeovers uint64
+	// Settled counts atomics whose write reached at most f replicas' releases (a locked replica
+	// failed in the write round) that an identity round then committed (see the package doc).
+	Settled uint64
 	// Suspected counts the verbs to a replica that failed with farmem.ErrNodeDown: each a
 	// down timeout waited for (unless the node failed at once, as a crashed one may), and
 	// each reported to the Health (see Health for which of them set or renew a suspicion).
