@@ -30,6 +30,10 @@ import (
 //     ErrBadKey (ErrOutOfRange) and never the new memory's zeros — until Adopt. Adopt takes the
 //     new incarnation, region key and size as the fabric's own; verbs then reach the new,
 //     zeroed memory. Adopt is per Fabric (per process): each process acknowledges the loss.
+//     What was posted before the adoption never reaches the new memory: a connection carries
+//     the incarnation adopted when it was made, and one whose handshake meets another process
+//     (the node restarted, and the fabric adopted it, while it dialed) fails what was posted
+//     on it with ErrNodeLost; the next op dials again.
 //
 // NodeStatus reports this without a round trip; Fabric.Status asks the node itself (its
 // incarnation is in NodeStatus.Incarnation).
@@ -90,6 +94,13 @@ func (p *peer) fenced() error {
 		return fmt.Errorf("rdma: %w", transport.LostError(p.id, p.life.inc, p.life.seen))
 	}
 	return nil
+}
+
+// adopted returns the incarnation of p the fabric has adopted (0: none met yet).
+func (p *peer) adopted() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.life.inc
 }
 
 // status returns p's NodeStatus.

@@ -51,3 +51,67 @@ func TestIdleConnectionsRetiredOnRestart(t *testing.T) {
 	require.NoError(t, err, "the idle client's connection to the old process was retired")
 	require.Zero(t, prev, "the new incarnation's memory")
 }
+
+// TestPostedBeforeAdoptNeverReachesNewMemory: a queue pair made while the fabric held a node's
+// old incarnation (its handshake not yet done when the node restarted and the fabric, through
+// another client, met the new process and adopted it) fails what was posted on it with
+// ErrNodeLost: farmem.Restarts promises that a verb posted before an adoption never reaches the
+// new memory. The next op, on a new queue pair, reaches it.
+func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
+	servers, cl := startServers(t, 1, 1<<20)
+	cl.DownTimeout = 500 * time.Millisecond
+	f := dialN(t, cl, 1, Options{})[0]
+	ctx := context.Background()
+	late, other := openOne(t, f), openOne(t, f)
+	a := farmem.MakeAddr(1, 64<<10)
+	for _, m := range []farmem.Memory{late, other} {
+		_, err := m.FAA(ctx, a, 1)
+		require.NoError(t, err)
+	}
+	c := late.(*client)
+	p := c.f.peer(ctx, 1)
+	require.NotNil(t, p)
+	old := p.adopted()
+	require.NotZero(t, old)
+
+	// late's next connection is made now, against the incarnation adopted now, and its
+	// handshake is held back (connect is not started) while the node restarts.
+	q := newQP(c, p)
+	c.qmu.Lock()
+	prev := c.qps[1]
+	c.qps[1] = q
+	c.qmu.Unlock()
+	if prev != nil {
+		prev.close(errors.New("replaced by the test"))
+	}
+	c.f.addLive(q)
+	type res struct {
+		v   uint64
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := late.FAA(ctx, a, 100)
+		done <- res{v, err}
+	}()
+
+	s := restartNode1(t, servers, cl)
+	_, err := other.FAA(ctx, a, 1)
+	if errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
+		_, err = other.FAA(ctx, a, 1)
+	}
+	require.ErrorIs(t, err, farmem.ErrNodeLost, "the new incarnation fences the node")
+	require.NoError(t, f.Adopt(ctx, 1))
+	require.NotEqual(t, old, p.adopted())
+
+	go q.connect() // the handshake meets the new process, which the fabric has adopted
+	r := <-done
+	require.ErrorIs(t, r.err, farmem.ErrNodeLost, "an FAA posted to the old incarnation reached the new memory (it returned %d)", r.v)
+	buf := make([]byte, 8)
+	s.s.reg.mem.ReadAt(buf, a.Offset(), nil)
+	require.Equal(t, make([]byte, 8), buf, "the new incarnation's memory was touched")
+
+	v, err := late.FAA(ctx, a, 1)
+	require.NoError(t, err, "a new queue pair reaches the adopted process")
+	require.Zero(t, v)
+}

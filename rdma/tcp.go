@@ -47,6 +47,10 @@ type tcpQP struct {
 	err       error
 	conn      net.Conn
 	inc       uint64 // the incarnation of the process at the other end (0: not connected yet)
+	// want is the incarnation the fabric had adopted when the queue pair was made (0: none
+	// met yet): what is posted on it is posted to that incarnation's memory, so a handshake
+	// that meets another one fails it, even if the fabric adopted the new one meanwhile.
+	want uint64
 	slots     []qslot
 	free      []uint32
 	limit     int
@@ -129,7 +133,7 @@ func newTCPQP(c *client, p *peer) *tcpQP {
 // newQP returns an unconnected queue pair; connect (or attach) puts it on a connection.
 func newQP(c *client, p *peer) *tcpQP {
 	q := &tcpQP{f: c.f, c: c, p: p, limit: c.f.opts.MaxOutstanding, deadCh: make(chan struct{}), upCh: make(chan struct{}),
-		slotCh: make(chan struct{}, 1), kick: make(chan struct{}, 1), bgKick: make(chan struct{}, 1)}
+		slotCh: make(chan struct{}, 1), kick: make(chan struct{}, 1), bgKick: make(chan struct{}, 1), want: p.adopted()}
 	q.lastRecv.Store(nanotime())
 	return q
 }
@@ -148,7 +152,14 @@ func (q *tcpQP) connect() {
 		return
 	}
 	q.f.learned(q.p, w)
-	if err := q.p.fenced(); err != nil {
+	err = q.p.fenced()
+	if err == nil && q.want != 0 && w.Incarnation != 0 && w.Incarnation != q.want {
+		// The node restarted after this queue pair was made and the fabric has adopted its
+		// new process since: what was posted here was meant for the old memory
+		// (farmem.Restarts: a verb posted before an adoption never reaches the new memory).
+		err = fmt.Errorf("rdma: %w", transport.LostError(q.p.id, q.want, w.Incarnation))
+	}
+	if err != nil {
 		_ = nc.Close()
 		q.fail(err)
 		return
