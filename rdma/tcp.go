@@ -42,15 +42,15 @@ type tcpQP struct {
 	c *client
 	p *peer
 
-	mu        sync.Mutex
-	state     int
-	err       error
-	conn      net.Conn
-	inc       uint64 // the incarnation of the process at the other end (0: not connected yet)
+	mu    sync.Mutex
+	state int
+	err   error
+	conn  net.Conn
+	inc   uint64 // the incarnation of the process at the other end (0: not connected yet)
 	// want is the incarnation the fabric had adopted when the queue pair was made (0: none
 	// met yet): what is posted on it is posted to that incarnation's memory, so a handshake
 	// that meets another one fails it, even if the fabric adopted the new one meanwhile.
-	want uint64
+	want      uint64
 	slots     []qslot
 	free      []uint32
 	limit     int
