@@ -19,16 +19,8 @@ import (
 // connection's end (one spurious failure per pooled client, which a replicated store counts
 // against its quorum).
 func TestIdleConnectionsRetiredOnRestart(t *testing.T) {
-	servers, cl := startServers(t, 1, 1<<20)
-	cl.DownTimeout = 500 * time.Millisecond
-	f := dialN(t, cl, 1, Options{})[0]
+	servers, cl, f, a, busy, idle := twoClientsOfNode1(t)
 	ctx := context.Background()
-	busy, idle := openOne(t, f), openOne(t, f)
-	a := farmem.MakeAddr(1, 64<<10)
-	for _, m := range []farmem.Memory{busy, idle} {
-		_, err := m.FAA(ctx, a, 1)
-		require.NoError(t, err)
-	}
 	_, err := f.Status(ctx, 1) // the control connection is open too
 	require.NoError(t, err)
 
@@ -58,16 +50,8 @@ func TestIdleConnectionsRetiredOnRestart(t *testing.T) {
 // ErrNodeLost: farmem.Restarts promises that a verb posted before an adoption never reaches the
 // new memory. The next op, on a new queue pair, reaches it.
 func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
-	servers, cl := startServers(t, 1, 1<<20)
-	cl.DownTimeout = 500 * time.Millisecond
-	f := dialN(t, cl, 1, Options{})[0]
+	servers, cl, f, a, late, other := twoClientsOfNode1(t)
 	ctx := context.Background()
-	late, other := openOne(t, f), openOne(t, f)
-	a := farmem.MakeAddr(1, 64<<10)
-	for _, m := range []farmem.Memory{late, other} {
-		_, err := m.FAA(ctx, a, 1)
-		require.NoError(t, err)
-	}
 	c := late.(*client)
 	p := c.f.peer(ctx, 1)
 	require.NotNil(t, p)
@@ -114,4 +98,20 @@ func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	v, err := late.FAA(ctx, a, 1)
 	require.NoError(t, err, "a new queue pair reaches the adopted process")
 	require.Zero(t, v)
+}
+
+// twoClientsOfNode1 starts one node, dials a fabric to it and opens two clients, each of which
+// has added 1 to the word at the address it returns (so each has a connection to the node).
+func twoClientsOfNode1(t *testing.T) ([]*Server, *Cluster, *Fabric, farmem.Addr, farmem.Memory, farmem.Memory) {
+	t.Helper()
+	servers, cl := startServers(t, 1, 1<<20)
+	cl.DownTimeout = 500 * time.Millisecond
+	f := dialN(t, cl, 1, Options{})[0]
+	a := farmem.MakeAddr(1, 64<<10)
+	m1, m2 := openOne(t, f), openOne(t, f)
+	for _, m := range []farmem.Memory{m1, m2} {
+		_, err := m.FAA(context.Background(), a, 1)
+		require.NoError(t, err)
+	}
+	return servers, cl, f, a, m1, m2
 }
