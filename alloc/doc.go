@@ -90,6 +90,13 @@
 // reported in Adopted().Err wrapping [ErrBadHandover] and its blocks are lost; an unreadable
 // one is put back for a later New.
 //
+// Limit: a record waits for the next allocator of its client id. Until one opens, what the
+// closed allocator held (its chunks, free blocks and retired blocks) is used by no other
+// client, however short of memory they are: a process whose clients have other ids than a
+// process that closed (`farmem bench --process 1/2` after `0/2`, say) cannot draw on it. Not
+// built: an allocator out of space taking other ids' published records (the CAS that clears
+// a handover word already makes any taker exclusive).
+//
 // # Replicated metadata
 //
 // FormatOptions.Replicas = r = 2f+1 (recorded in every header, [MetaNodes] naming the nodes)
