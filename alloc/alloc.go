@@ -101,6 +101,9 @@ type Stats struct {
 	Epoch uint64
 	// HandedOver counts handover records published by Close (0 or 1).
 	HandedOver uint64
+	// Orphans counts handover records of other client ids this allocator took over when an
+	// allocation found no room; OrphanErrors counts those it could not (see adoptOrphans).
+	Orphans, OrphanErrors uint64
 	// Forgotten counts nodes whose blocks the allocator dropped because the node restarted
 	// (see restart.go's doc: a node adopted with a new incarnation).
 	Forgotten uint64
@@ -136,6 +139,9 @@ type Allocator struct {
 	pref   int // index in nodes of this client's preferred node
 	stats  Stats
 	closed bool
+	// orphanScan is when adoptOrphans last read the handover words (orphanScanned: ever).
+	orphanScan    farmem.Time
+	orphanScanned bool
 
 	epochAddr farmem.Addr // the global epoch word on the home node
 	tableAddr farmem.Addr // slot 1 of the epoch table

@@ -90,12 +90,17 @@
 // reported in Adopted().Err wrapping [ErrBadHandover] and its blocks are lost; an unreadable
 // one is put back for a later New.
 //
-// Limit: a record waits for the next allocator of its client id. Until one opens, what the
-// closed allocator held (its chunks, free blocks and retired blocks) is used by no other
-// client, however short of memory they are: a process whose clients have other ids than a
-// process that closed (`farmem bench --process 1/2` after `0/2`, say) cannot draw on it. Not
-// built: an allocator out of space taking other ids' published records (the CAS that clears
-// a handover word already makes any taker exclusive).
+// A record need not wait for its own id: an allocation that finds no room takes over the
+// records other client ids published before it waits for its own retired blocks (orphans.go:
+// the CAS that clears a handover word makes each taker exclusive, and retired blocks keep
+// their tags), so a process whose clients have other ids than one that closed (`farmem bench
+// --process 1/2` after `0/2`, say) draws on what that one held. Not with replicated metadata:
+// there a record waits for its own id.
+//
+// Limit: Close gives back to the nodes' pools only the chunks already whole; free blocks go
+// into the record as they are, so whoever adopts it holds them privately, and a concurrent
+// client of another id can run out while it holds much of a heap free (coalescing at Close
+// would change its cost and its record's contents; not done).
 //
 // # Replicated metadata
 //

@@ -434,11 +434,16 @@ func (a *Allocator) claimForRecord(ctx context.Context, need uint64) error {
 // span is a byte range of one node (node 0: the symmetric area).
 type span struct{ lo, hi uint64 }
 
-// adopt takes over the record chain named by handover word w: it clears the word with a CAS in
-// the batch that reads the head (so two allocators of this client id cannot both adopt), then
-// reads, validates and adopts each record. hdrs are the headers New read.
+// adopt takes over the record chain named by this client's handover word w (New's adoption).
 func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]Header) error {
-	ad := &a.adoption
+	return a.adoptChain(ctx, a.handAddr, a.id, w, hdrs, &a.adoption)
+}
+
+// adoptChain takes over the record chain that client id published in its handover word at
+// (w, as read): it clears the word with a CAS in the batch that reads the head (so two
+// allocators, of that id or any other, cannot both adopt), then reads, validates and adopts
+// each record, reporting into ad. hdrs are headers read since the records were published.
+func (a *Allocator) adoptChain(ctx context.Context, at farmem.Addr, id farmem.ClientID, w uint64, hdrs map[farmem.NodeID]Header, ad *Adoption) error {
 	seen := map[farmem.NodeID][]span{}
 	t := a.m.Topology()
 	for first := true; w != 0; first = false {
@@ -453,7 +458,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 		var b farmem.Batch
 		ic := -1
 		if first && a.rep == nil { // replicated words were taken already (takeRep)
-			ic = b.CAS(a.handAddr, w, 0)
+			ic = b.CAS(at, w, 0)
 		}
 		buf := make([]byte, read)
 		if valid {
@@ -469,7 +474,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 				return fmt.Errorf("alloc: take handover record: %w", cerr)
 			}
 			if prev != w {
-				return nil // another allocator of this client id took it
+				return nil // another allocator took it
 			}
 		}
 		if !valid {
@@ -477,7 +482,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 			return nil
 		}
 		if err != nil {
-			a.putBack(ctx, w, err)
+			a.putBack(ctx, at, w, err, ad)
 			return nil
 		}
 		rh, err := decodeHead(buf)
@@ -496,7 +501,7 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 		}
 		if len(sb.Ops) > 0 {
 			if err := a.m.Do(ctx, &sb); err != nil {
-				a.putBack(ctx, w, err)
+				a.putBack(ctx, at, w, err, ad)
 				return nil
 			}
 			for _, op := range sb.Ops {
@@ -504,8 +509,8 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 			}
 		}
 		rh, st, err := decodeRecord(buf, int(read))
-		if err == nil && rh.client != uint64(a.id) {
-			err = fmt.Errorf("alloc: handover record of client %d, not %d: %w", rh.client, a.id, ErrBadHandover)
+		if err == nil && rh.client != uint64(id) {
+			err = fmt.Errorf("alloc: handover record of client %d, not %d: %w", rh.client, id, ErrBadHandover)
 		}
 		if err == nil {
 			err = a.checkHandover(st, hdrs, seen)
@@ -514,29 +519,29 @@ func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]
 			ad.Err = err
 			return nil
 		}
-		a.apply(st)
+		a.apply(st, ad)
 		ad.Records++
 		w = rh.next
 	}
 	return nil
 }
 
-// putBack puts the unread rest of a chain back in the handover word after a failed read, so
-// that a later New can adopt it.
-func (a *Allocator) putBack(ctx context.Context, w uint64, cause error) {
-	a.adoption.Err = fmt.Errorf("alloc: read handover record: %w", cause)
+// putBack puts the unread rest of a chain back in the handover word at after a failed read,
+// so that a later adoption can take it, reporting into ad.
+func (a *Allocator) putBack(ctx context.Context, at farmem.Addr, w uint64, cause error, ad *Adoption) {
+	ad.Err = fmt.Errorf("alloc: read handover record: %w", cause)
 	if errors.Is(cause, farmem.ErrOutOfRange) || errors.Is(cause, farmem.ErrMisaligned) {
-		a.adoption.Err = fmt.Errorf("alloc: read handover record: %w: %w", cause, ErrBadHandover)
+		ad.Err = fmt.Errorf("alloc: read handover record: %w: %w", cause, ErrBadHandover)
 		return
 	}
 	if a.rep != nil {
 		if !a.putBackRep(ctx, w) {
-			a.adoption.Err = fmt.Errorf("%w (and it could not be put back: the record is lost)", a.adoption.Err)
+			ad.Err = fmt.Errorf("%w (and it could not be put back: the record is lost)", ad.Err)
 		}
 		return
 	}
-	if prev, err := a.m.CAS(ctx, a.handAddr, 0, w); err != nil || prev != 0 {
-		a.adoption.Err = fmt.Errorf("%w (and it could not be put back: the record is lost)", a.adoption.Err)
+	if prev, err := a.m.CAS(ctx, at, 0, w); err != nil || prev != 0 {
+		ad.Err = fmt.Errorf("%w (and it could not be put back: the record is lost)", ad.Err)
 	}
 }
 
@@ -676,9 +681,9 @@ func (a *Allocator) checkHandover(h *handover, hdrs map[farmem.NodeID]Header, se
 
 // apply adopts a validated record: free blocks to the free lists, tails as current chunks (or
 // freed, if the arena has one), ranges to spares and free lists, retired blocks with their
-// tags; what is on nodes outside the allocator's set is kept to be relayed at Close.
-func (a *Allocator) apply(h *handover) {
-	ad := &a.adoption
+// tags; what is on nodes outside the allocator's set is kept to be relayed at Close. It counts
+// what it adopted into ad.
+func (a *Allocator) apply(h *handover, ad *Adoption) {
 	for i := range h.arenas {
 		s := &h.arenas[i]
 		ar := a.sym

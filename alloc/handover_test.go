@@ -621,7 +621,7 @@ func FuzzHandover(f *testing.F) {
 			require.ErrorIs(t, err, ErrBadHandover)
 			return
 		}
-		a.apply(h)
+		a.apply(h, &a.adoption)
 	})
 }
 

@@ -22,8 +22,9 @@ func (a *Allocator) MaxReclaimWait() time.Duration {
 // reclaimBackoffMin is the first pause of a reclamation wait; pauses double up to Refresh.
 const reclaimBackoffMin = 100 * time.Microsecond
 
-// waitReclaim retries an allocation that failed with err (wrapping farmem.ErrNoSpace) while this
-// client has retired blocks not yet reusable: it sleeps on the fabric's clock with exponential
+// waitReclaim retries an allocation that failed with err (wrapping farmem.ErrNoSpace): first
+// once more after taking over what closed clients of other ids handed over (adoptOrphans), if
+// it took anything, and then while this client has retired blocks not yet reusable: it sleeps on the fabric's clock with exponential
 // backoff (from reclaimBackoffMin to Refresh), and every try scans the epoch table on its own
 // (allocArena scans when it runs out of chunks), which also advances the global epoch once
 // every live client has announced it. It gives up, returning the last error, once
@@ -38,7 +39,16 @@ const reclaimBackoffMin = 100 * time.Microsecond
 // it ends in ErrPinExpired (its blocks then become reusable, and the caller retries the
 // operation).
 func waitReclaim[T any](ctx context.Context, a *Allocator, v T, err error, try func() (T, error)) (T, error) {
-	if err == nil || !errors.Is(err, farmem.ErrNoSpace) || len(a.ep.retired) == 0 {
+	if err == nil || !errors.Is(err, farmem.ErrNoSpace) {
+		return v, err
+	}
+	// What closed clients of other ids handed over comes first: it may be usable at once.
+	if a.adoptOrphans(ctx) {
+		if v, err = try(); err == nil || !errors.Is(err, farmem.ErrNoSpace) {
+			return v, err
+		}
+	}
+	if len(a.ep.retired) == 0 {
 		return v, err
 	}
 	// An idle client's announcement younger than Refresh stands until its lease ends: withdrawn
@@ -61,6 +71,7 @@ func waitReclaim[T any](ctx context.Context, a *Allocator, v T, err error, try f
 		}
 		pause = min(2*pause, a.opts.Refresh)
 		a.stats.ReclaimWaits++
+		a.adoptOrphans(ctx) // at most once per Refresh
 		v, err = try()
 		if err == nil || !errors.Is(err, farmem.ErrNoSpace) || len(a.ep.retired) == 0 {
 			return v, err
