@@ -21,32 +21,16 @@ import (
 // creators hit about once in 25 runs.
 func TestFormatFinishedBetweenItsReads(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 2 << 20, ComputeNodes: 2}})
-	other := openClient(t, f, 1)
-	node := f.Topology().MemoryNodes()[0]
-	opts := FormatOptions{ChunkSize: 16 << 10}
-	first := true
-	p := &farmemtest.Interposer{
-		Memory: openClient(t, f, 0),
-		Before: func(ctx context.Context, v farmemtest.Verb) {
-			if first && !v.Single && len(v.Batch.Ops) > 1 && v.Batch.Ops[0].Kind == farmem.OpRead {
-				require.NoError(t, Format(ctx, other, node, opts))
-			}
-		},
-		After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
-			if !first || v.Single || len(v.Batch.Ops) < 2 || v.Batch.Ops[0].Kind != farmem.OpRead {
-				return
-			}
-			first = false
-			require.NoError(t, err)
-			ops := v.Batch.Ops
-			for _, op := range ops[:len(ops)-1] { // all but the last ran before the other formatter
-				clear(op.Buf)
-			}
-		},
-	}
+	p, node, opts, ran := formatDuring(t, func(v farmemtest.Verb) bool {
+		return !v.Single && len(v.Batch.Ops) > 1 && v.Batch.Ops[0].Kind == farmem.OpRead
+	}, func(v farmemtest.Verb) {
+		ops := v.Batch.Ops
+		for _, op := range ops[:len(ops)-1] { // all but the last ran before the other formatter
+			clear(op.Buf)
+		}
+	})
 	require.NoError(t, Format(ctx, p, node, opts))
-	require.False(t, first, "the formatter made no batch of reads")
+	require.True(t, ran(), "the formatter made no batch of reads")
 	h, err := Open(ctx, p, node)
 	require.NoError(t, err)
 	require.Equal(t, h.HeapBase, h.Bump)
@@ -66,33 +50,13 @@ func TestFormatFinishedBetweenItsReads(t *testing.T) {
 // finds it formatted. Data with no claim, read twice, is still foreign.
 func TestOpenReadTornAcrossFormat(t *testing.T) {
 	ctx := context.Background()
-	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 2 << 20, ComputeNodes: 2}})
-	other := openClient(t, f, 1)
-	node := f.Topology().MemoryNodes()[0]
-	opts := FormatOptions{ChunkSize: 16 << 10}
-	first := true
-	isHeaderRead := func(v farmemtest.Verb) bool {
-		return first && v.Single && v.Op().Kind == farmem.OpRead && v.Op().Addr == farmem.MakeAddr(node, 0) &&
-			len(v.Op().Buf) == HeaderLen
-	}
-	p := &farmemtest.Interposer{
-		Memory: openClient(t, f, 0),
-		Before: func(ctx context.Context, v farmemtest.Verb) {
-			if isHeaderRead(v) {
-				require.NoError(t, Format(ctx, other, node, opts))
-			}
-		},
-		After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
-			if !isHeaderRead(v) {
-				return
-			}
-			first = false
-			require.NoError(t, err)
-			clear(v.Op().Buf[:offClaim+8]) // the magic and the claim, read before the format
-		},
-	}
+	p, node, _, ran := formatDuring(t, func(v farmemtest.Verb) bool {
+		return v.Single && v.Op().Kind == farmem.OpRead && v.Op().Addr.Offset() == 0 && len(v.Op().Buf) == HeaderLen
+	}, func(v farmemtest.Verb) {
+		clear(v.Op().Buf[:offClaim+8]) // the magic and the claim, read before the format
+	})
 	h, err := Open(ctx, p, node)
-	require.False(t, first, "Open read the header")
+	require.True(t, ran(), "Open read the header")
 	require.NoError(t, err, "the format finished during the read")
 	require.Equal(t, node, h.Node)
 
@@ -103,4 +67,33 @@ func TestOpenReadTornAcrossFormat(t *testing.T) {
 	_, err = Open(ctx, m, node)
 	require.ErrorIs(t, err, ErrBadHeader)
 	require.NotErrorIs(t, err, ErrHalfFormatted)
+}
+
+// formatDuring starts a one-memory-node fabric and returns its client 0 interposed so that the
+// first verb pick selects runs only after client 1 has formatted the node in full (with the
+// options it returns), and then gives that verb's buffers to undo, which puts back what its
+// reads would have found had they run before the format; ran reports whether that verb ran.
+func formatDuring(t *testing.T, pick func(farmemtest.Verb) bool, undo func(farmemtest.Verb)) (p *farmemtest.Interposer, node farmem.NodeID, opts FormatOptions, ran func() bool) {
+	f := rawFabric(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 2 << 20, ComputeNodes: 2}})
+	other := openClient(t, f, 1)
+	node = f.Topology().MemoryNodes()[0]
+	opts = FormatOptions{ChunkSize: 16 << 10}
+	done := false
+	p = &farmemtest.Interposer{
+		Memory: openClient(t, f, 0),
+		Before: func(ctx context.Context, v farmemtest.Verb) {
+			if !done && pick(v) {
+				require.NoError(t, Format(ctx, other, node, opts))
+			}
+		},
+		After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if done || !pick(v) {
+				return
+			}
+			done = true
+			require.NoError(t, err)
+			undo(v)
+		},
+	}
+	return p, node, opts, func() bool { return done }
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
 )
 
 // TestRoundTrips asserts each operation's round trips and verbs with a warm cache from
@@ -23,14 +24,7 @@ func TestRoundTrips(t *testing.T) {
 	type verbs struct{ read, write, cas, faa uint64 }
 	cost := func(name string, wantRTT uint64, want verbs, f func() error, wantErr error) {
 		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
+		d := dstest.Cost(t, c.m, name, f, wantErr)
 		require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
 		got := verbs{d.VerbsOf(farmem.OpRead), d.VerbsOf(farmem.OpWrite), d.VerbsOf(farmem.OpCAS) + d.VerbsOf(farmem.OpMaskedCAS), d.VerbsOf(farmem.OpFAA)}
 		require.Equal(t, want, got, "%s: verbs (%v)", name, d)

@@ -125,14 +125,7 @@ func audit(t testing.TB, c *client, quiet bool) race.Census {
 // no FAA, from c.m.Stats() deltas; it logs the deltas under name.
 func (c *client) assertCost(t *testing.T, name string, wantRTT, wantCAS uint64, f func() error, wantErr error) {
 	t.Helper()
-	before := c.m.Stats()
-	err := f()
-	if wantErr != nil {
-		require.ErrorIs(t, err, wantErr, name)
-	} else {
-		require.NoError(t, err, name)
-	}
-	d := c.m.Stats().Sub(before)
+	d := dstest.Cost(t, c.m, name, f, wantErr)
 	require.Equal(t, wantRTT, d.RoundTrips, "%s: round trips (%v)", name, d)
 	require.Equal(t, wantCAS, d.VerbsOf(farmem.OpCAS)+d.VerbsOf(farmem.OpMaskedCAS), "%s: atomics (%v)", name, d)
 	require.Zero(t, d.VerbsOf(farmem.OpFAA), "%s: FAAs (%v)", name, d)

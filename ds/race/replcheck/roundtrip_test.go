@@ -35,14 +35,7 @@ func measureOps(t *testing.T, c *client, want map[string]uint64) []opCost {
 	var out []opCost
 	cost := func(name string, f func() error, wantErr error) {
 		t.Helper()
-		before := c.m.Stats()
-		err := f()
-		if wantErr != nil {
-			require.ErrorIs(t, err, wantErr, name)
-		} else {
-			require.NoError(t, err, name)
-		}
-		d := c.m.Stats().Sub(before)
+		d := dstest.Cost(t, c.m, name, f, wantErr)
 		require.Equal(t, want[name], d.RoundTrips, "%s: round trips (%v)", name, d)
 		out = append(out, opCost{name, d})
 	}
