@@ -79,9 +79,12 @@
 // live leaf is the home of its range when read). Otherwise it starts at the deepest cached
 // node on its first key's path, read again, walks its subtree in key order with fresh reads
 // (sibling leaves in one batch) and goes on past its range; a leaf found dead sends it back to
-// the leaf's parent, read again, for that leaf's range. It is not atomic: each key's report is
-// what a Get at some instant within the scan would return. A warm Scan(100) at 50% fill costs
-// 1 round trip of 2 to 4 leaves (ScanRoundTrips).
+// the leaf's parent, read again, for that leaf's range, and so does the part of a special
+// node's slot range that a live leaf does not cover (a node's read is not one snapshot: a copy
+// whose type word was read before a split grew the node past the upper leaf's slot, and whose
+// slots after the swap, gives the lower leaf the upper leaf's range too). It is not atomic:
+// each key's report is what a Get at some instant within the scan would return. A warm
+// Scan(100) at 50% fill costs 1 round trip of 2 to 4 leaves (ScanRoundTrips).
 //
 // Get reads the leaf's head and keys, then its values, in one ordered batch: a committed key
 // was read before its value, which was written before the key was committed. Update and

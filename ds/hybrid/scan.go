@@ -27,7 +27,8 @@ type BytesPair struct {
 // order with fresh reads: one round trip per internal node, and one per run of sibling leaves
 // (batched; with a limit, about as many as the keys still wanted fill at half occupancy), then
 // goes on past that node's range the same way. A leaf found dead sends it back to the leaf's
-// parent, read again, for that leaf's range. Warm cache, a range inside one special node's
+// parent, read again, for that leaf's range, and so does the part of a special node's slot
+// range that a live leaf does not cover (the node's copy was read across a split). Warm cache, a range inside one special node's
 // 256 keys: 2 round trips (3 with ScanBytes).
 func (t *Tree) Scan(ctx context.Context, from, to uint64, limit int) ([]Pair, error) {
 	if t.blocks {
@@ -216,11 +217,16 @@ func (s *scanner) leaves(ctx context.Context, parent *node, ks []kid) error {
 			var lf leaf
 			decodeLeafHead(heads[i], t.s, &lf)
 			decodeLeafTail(tails[i], t.s, &lf)
-			if spearIsDead(lf.spear) {
+			switch {
+			case spearIsDead(lf.spear):
 				if err := s.replaced(ctx, parent, k); err != nil {
 					return err
 				}
-			} else {
+			case parent.special && (lf.min > k.lo || lf.max < k.hi):
+				if err := s.partly(ctx, parent, k, &lf); err != nil {
+					return err
+				}
+			default:
 				s.report(&lf, k.lo, k.hi)
 			}
 			if s.full() {
@@ -251,7 +257,42 @@ func (s *scanner) replaced(ctx context.Context, parent *node, k kid) error {
 	return s.node(ctx, p, k.lo, k.hi)
 }
 
-// report appends the leaf's committed keys in [lo, hi), ascending, up to the limit.
+// partly reports a live leaf that covers only part of the range its special parent's copy
+// gives it, and scans the rest through parent, read again. A node's read is not one snapshot:
+// its type word is read before its slots, so a copy whose type word was read before a split
+// published the upper leaf in a slot past the type's capacity (growing the type), and whose
+// slots were read after the old slot was swapped to the lower leaf, names the lower leaf and
+// not the upper one, and its partials give the lower leaf the upper leaf's range too. (Under an
+// ordinary node a leaf covers its 7-byte prefix, less than its slot's range by design: keys of
+// the slot outside it are absent while the slot names the leaf.)
+func (s *scanner) partly(ctx context.Context, parent *node, k kid, lf *leaf) error {
+	if lf.min > k.lo {
+		if err := s.rescan(ctx, parent, k.lo, min(lf.min, k.hi)); err != nil || s.full() {
+			return err
+		}
+	}
+	if a, b := max(k.lo, lf.min), min(k.hi, lf.max); a < b {
+		s.report(lf, a, b)
+	}
+	if lf.max < k.hi && !s.full() {
+		return s.rescan(ctx, parent, max(lf.max, k.lo), k.hi)
+	}
+	return nil
+}
+
+// rescan scans [lo, hi) through parent, read again.
+func (s *scanner) rescan(ctx context.Context, parent *node, lo, hi uint64) error {
+	p, err := s.t.readNode(ctx, parent.addr, parent.typ, 0, 0)
+	if err != nil {
+		return err
+	}
+	return s.node(ctx, p, lo, hi)
+}
+
+// report appends the leaf's committed keys in [lo, hi), ascending, up to the limit. A key
+// committed in two slots (the keys read one word after another, the first slot before a
+// delete made it a tombstone and the second after a re-insert claimed it) is reported once,
+// from its first slot, as Get reports it.
 func (s *scanner) report(lf *leaf, lo, hi uint64) {
 	var found []Pair
 	for i, k := range lf.keys {
@@ -260,12 +301,16 @@ func (s *scanner) report(lf *leaf, lo, hi uint64) {
 			found = append(found, Pair{k, lf.vals[i]})
 		}
 	}
-	slices.SortFunc(found, func(a, b Pair) int {
-		if a.Key < b.Key {
+	slices.SortStableFunc(found, func(a, b Pair) int {
+		switch {
+		case a.Key < b.Key:
 			return -1
+		case a.Key > b.Key:
+			return 1
 		}
-		return 1
+		return 0
 	})
+	found = slices.CompactFunc(found, func(a, b Pair) bool { return a.Key == b.Key })
 	for _, p := range found {
 		if s.full() {
 			break
