@@ -113,3 +113,18 @@ func audit(t testing.TB, c *client) hybrid.Census {
 	require.NoError(t, err)
 	return census
 }
+
+// flushPosts returns once every unsignaled verb the clients posted has been applied (an IDU's
+// release FAA is posted unsignaled and may still be on its way, under jitter, when the
+// workload's goroutines have returned): a client's verbs to a node apply in order, so a read
+// of each memory node by each client waits for them.
+func flushPosts(t testing.TB, cs []*client) {
+	t.Helper()
+	ctx := context.Background()
+	var w [8]byte
+	for _, c := range cs {
+		for _, mn := range c.m.Topology().MemoryNodes() {
+			require.NoError(t, c.m.Read(ctx, farmem.MakeAddr(mn, 0), w[:]))
+		}
+	}
+}

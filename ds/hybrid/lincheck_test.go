@@ -242,6 +242,7 @@ func TestLinearizableLocal(t *testing.T) {
 			for i, err := range errs {
 				require.NoError(t, err, "client %d", i)
 			}
+			flushPosts(t, cs)
 			census := audit(t, cs[0])
 			st := sumStats(cs)
 			t.Logf("%+v; census: nodes %v, special %v, leaves %d, keys %d", st, census.Nodes, census.SpecialTypes, len(census.Leaves), census.Keys)
