@@ -82,8 +82,9 @@ type Latency struct {
 	Max  int64   `json:"max"`
 }
 
-// Costs are counted far-memory costs per operation (farmem.Stats deltas averaged over the
-// operations attempted).
+// Costs are counted far-memory costs per operation: farmem.Stats deltas averaged over the
+// operations attempted whose costs were read, which for a run phase are those that ended in the
+// measured window and, per worker, the one begun in it that ended after it (see Worker.Step).
 type Costs struct {
 	RoundTrips float64 `json:"round_trips"`
 	Verbs      float64 `json:"verbs"`
@@ -134,18 +135,26 @@ func costsOf(s farmem.Stats, n uint64) *Costs {
 
 // Summarize merges the workers' records of phase into a Row: histograms merged, operations
 // and costs summed, throughput over elapsed (the measured window). Use it after a simulated
-// run too: Summarize(name, PhaseRun, res.Window, workers).
+// run too: Summarize(name, PhaseRun, res.Window, workers). It first settles the costs each
+// worker has read for a run of operations but not yet charged (one reading of its session's
+// costs; see Worker.Step), so call it once the workers have stopped.
 func Summarize(store string, phase Phase, elapsed time.Duration, workers []*Worker) Row {
+	for _, wk := range workers {
+		if wk != nil && wk.cost != nil {
+			wk.settle()
+		}
+	}
 	row := Row{Store: store, Phase: phase, Clients: len(workers), Seconds: elapsed.Seconds(),
 		ByOp: map[string]OpRow{}}
 	all := newHist()
 	var allCost farmem.Stats
-	var attempts uint64
+	var costOps uint64
 	costed := len(workers) > 0
 	for op := range NumOps {
 		var o OpRow
 		h := newHist()
 		var cost farmem.Stats
+		var opCostOps uint64
 		for _, wk := range workers {
 			if wk == nil {
 				continue
@@ -165,13 +174,14 @@ func Summarize(store string, phase Phase, elapsed time.Duration, workers []*Work
 				h.Merge(ot.hist)
 			}
 			cost = cost.Add(ot.costs)
+			opCostOps += ot.costOps
 		}
 		if o.Ops+o.Errors == 0 {
 			continue
 		}
 		o.Latency = latencyOf(h)
 		if costed {
-			o.Costs = costsOf(cost, o.Ops+o.Errors)
+			o.Costs = costsOf(cost, opCostOps)
 		}
 		row.ByOp[op.String()] = o
 		row.Ops += o.Ops
@@ -181,7 +191,7 @@ func Summarize(store string, phase Phase, elapsed time.Duration, workers []*Work
 		}
 		all.Merge(h)
 		allCost = allCost.Add(cost)
-		attempts += o.Ops + o.Errors
+		costOps += opCostOps
 	}
 	if len(workers) > 0 && workers[0] != nil {
 		row.Workload = workers[0].d.w.Name
@@ -189,7 +199,7 @@ func Summarize(store string, phase Phase, elapsed time.Duration, workers []*Work
 	row.Latency = latencyOf(all)
 	row.Histogram = all
 	if costed {
-		row.Costs = costsOf(allCost, attempts)
+		row.Costs = costsOf(allCost, costOps)
 	}
 	if elapsed > 0 {
 		row.Throughput = float64(row.Ops) / elapsed.Seconds()

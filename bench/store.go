@@ -50,8 +50,9 @@ type Scanner interface {
 }
 
 // Coster is implemented by sessions whose costs are counted (far-memory stores): the harness
-// takes Costs before and after each operation and reports the deltas per operation. Costs must
-// count only this session's work (a farmem.Memory's Stats, say), so that deltas are exact.
+// takes Costs before and after each run of consecutive operations of one kind (each one
+// operation when kinds alternate; see Worker.Step) and reports the deltas per operation. Costs
+// must count only this session's work (a farmem.Memory's Stats, say), so that deltas are exact.
 type Coster interface {
 	Costs() farmem.Stats
 }

@@ -161,19 +161,28 @@ type Worker struct {
 
 	load, run tally
 	steps     atomic.Uint64
-	// costs[cur] is the session's costs after the worker's previous operation (valid when
+	// last is the session's costs after the worker's previous operation (valid when
 	// haveLast): the costs before the next one, since the worker uses its session for nothing
-	// else in between. One Costs reading per operation, not two; the other entry receives the
-	// next reading.
-	costs    [2]farmem.Stats
-	cur      int
+	// else in between.
+	last     farmem.Stats
 	haveLast bool
-	pair     costPair // costSince's result
+	grp      costGroup
 }
 
-// costPair points at the session's costs before and after one operation.
-type costPair struct {
-	before, after *farmem.Stats
+// costGroup is a run of consecutive operations of one kind, each begun inside the measured
+// window, whose costs the worker reads once for the whole run (at its start, and when an
+// operation of another kind, or one begun outside the window, comes next, or Summarize settles
+// it) rather than around each operation: the costs then weigh on the store's throughput no
+// more than they must (a reading is a few hundred bytes of counters, and a read-only workload
+// needs one per worker). Every operation of the run counts in the window's costs, the last
+// one too if it ended after the window (it began inside it): the costs per operation are
+// averaged over the operations whose costs were read (opTally.costOps), not over those whose
+// latencies were.
+type costGroup struct {
+	open  bool
+	op    Op
+	n     uint64
+	start farmem.Stats
 }
 
 // NewWorker returns a worker running d's workload on s.
@@ -242,6 +251,16 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 	}
 	lo := w.InsertStart + int64(part)*w.InsertCount/int64(parts)
 	hi := w.InsertStart + int64(part+1)*w.InsertCount/int64(parts)
+	// Every insert is the load phase's: one costs reading before them and one after.
+	var n uint64
+	if wk.cost != nil {
+		wk.settle()
+		before := wk.reading()
+		defer func() {
+			wk.last, wk.haveLast = wk.cost.Costs(), true
+			wk.load.addCosts(OpInsert, &wk.last, &before, n)
+		}()
+	}
 	for k := lo; k < hi; k++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -251,12 +270,13 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 			return fmt.Errorf("bench: load key %d: %w", k, err)
 		}
 		val := wk.value()
-		wk.costBefore()
 		start := wk.now()
 		err = wk.sess.Insert(ctx, wk.key, val)
 		end := wk.now()
+		wk.haveLast = false
 		wk.steps.Add(1)
-		wk.load.record(OpInsert, end-start, err, wk.costSince())
+		n++
+		wk.load.record(OpInsert, end-start, err)
 		if err != nil {
 			return fmt.Errorf("bench: load key %d (%q): %w", k, wk.key, err)
 		}
@@ -265,47 +285,70 @@ func (wk *Worker) Load(ctx context.Context, part, parts int) error {
 }
 
 // Step runs one operation of the workload's mix and returns its error. Its measurement goes
-// into the worker's run phase if it ends inside the measured window.
+// into the worker's run phase if it ends inside the measured window (its costs: see costGroup).
 func (wk *Worker) Step(ctx context.Context) error {
 	op := wk.d.chooseOp(wk.r)
-	wk.costBefore()
 	start := wk.now()
 	if !wk.started {
 		wk.startAt(start)
 	}
+	inside := start >= wk.from && (wk.to == 0 || start < wk.to)
+	if wk.cost != nil {
+		if wk.grp.open && (!inside || op != wk.grp.op) {
+			wk.settle()
+		}
+		if inside && !wk.grp.open {
+			wk.grp = costGroup{open: true, op: op, start: wk.reading()}
+		}
+		if !inside {
+			wk.before()
+		}
+	}
 	err := wk.do(ctx, op)
 	end := wk.now()
+	wk.haveLast = false
 	wk.lastEnd = end
 	wk.steps.Add(1)
-	cost := wk.costSince()
-	if end >= wk.from && (wk.to == 0 || end <= wk.to) {
-		wk.run.record(op, end-start, err, cost)
+	measured := end >= wk.from && (wk.to == 0 || end <= wk.to)
+	if measured {
+		wk.run.record(op, end-start, err)
+	}
+	if wk.cost != nil {
+		if inside {
+			wk.grp.n++
+		} else {
+			after := wk.cost.Costs()
+			if measured {
+				wk.run.addCosts(op, &after, &wk.last, 1)
+			}
+			wk.last, wk.haveLast = after, true
+		}
 	}
 	return err
 }
 
-// costBefore makes sure the session's costs before an operation are known: those after the
-// previous one (one Costs reading per operation, not two).
-func (wk *Worker) costBefore() {
-	if wk.cost != nil && !wk.haveLast {
-		wk.costs[wk.cur], wk.haveLast = wk.cost.Costs(), true
+// reading returns the session's costs now: wk.last when it was read after the previous
+// operation (the session did nothing since), else a new reading, which becomes wk.last.
+func (wk *Worker) reading() farmem.Stats {
+	if !wk.haveLast {
+		wk.last, wk.haveLast = wk.cost.Costs(), true
 	}
+	return wk.last
 }
 
-// costSince reads the session's costs after an operation that began where costBefore left
-// them and returns both readings (nil without costs), for tally.record; the reading after
-// becomes the next operation's before. The readings stay where they were taken: a
-// farmem.Stats is a few hundred bytes, and the harness reads it around every operation of a
-// store that counts costs (a store that does not, the Go map, pays none of this).
-func (wk *Worker) costSince() *costPair {
-	if wk.cost == nil {
-		return nil
+// before makes sure wk.last holds the session's costs before the next operation.
+func (wk *Worker) before() { _ = wk.reading() }
+
+// settle reads the session's costs once and charges what the open cost group spent to the run
+// phase (see costGroup). It does nothing without an open group.
+func (wk *Worker) settle() {
+	if !wk.grp.open {
+		return
 	}
-	next := 1 - wk.cur
-	wk.costs[next] = wk.cost.Costs()
-	wk.pair = costPair{before: &wk.costs[wk.cur], after: &wk.costs[next]}
-	wk.cur = next
-	return &wk.pair
+	g := &wk.grp
+	g.open = false
+	wk.last, wk.haveLast = wk.cost.Costs(), true
+	wk.run.addCosts(g.op, &wk.last, &g.start, g.n)
 }
 
 func (wk *Worker) do(ctx context.Context, op Op) error {
@@ -396,15 +439,13 @@ type tally struct {
 type opTally struct {
 	ok, errs uint64
 	hist     *hdrhistogram.Histogram // latencies of successful ops
-	costs    farmem.Stats            // of all attempts
+	costs    farmem.Stats            // of the costOps attempts whose costs were read
+	costOps  uint64
 	firstErr error
 }
 
-func (t *tally) record(op Op, lat time.Duration, err error, cost *costPair) {
+func (t *tally) record(op Op, lat time.Duration, err error) {
 	o := &t.ops[op]
-	if t.costed && cost != nil {
-		addDelta(&o.costs, cost.after, cost.before)
-	}
 	if err != nil {
 		o.errs++
 		if o.firstErr == nil {
@@ -417,6 +458,16 @@ func (t *tally) record(op Op, lat time.Duration, err error, cost *costPair) {
 		o.hist = newHist()
 	}
 	_ = o.hist.RecordValue(min(max(int64(lat), 1), histMax))
+}
+
+// addCosts charges to op the costs between two readings of the session, spent by n operations.
+func (t *tally) addCosts(op Op, after, before *farmem.Stats, n uint64) {
+	if !t.costed {
+		return
+	}
+	o := &t.ops[op]
+	addDelta(&o.costs, after, before)
+	o.costOps += n
 }
 
 // addDelta adds after - before to s, field by field, in place (farmem.Stats.Add of
