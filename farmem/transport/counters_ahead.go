@@ -13,6 +13,24 @@ import "github.com/farmem/farmem/farmem"
 // do not wait behind the copies' loads and stores. A reader of the counters sees the batch
 // counted from the moment it starts rather than once it is done.
 func (c *Counters) CountAhead(b *farmem.Batch, self farmem.NodeID) bool {
+	if len(b.Ops) == 1 {
+		// A lone read or write that leaves self: one verb and one round trip in one addition
+		// (lone), and its bytes.
+		op := &b.Ops[0]
+		if k := op.Kind; (k == farmem.OpRead || k == farmem.OpWrite) && !op.Unsignaled {
+			if t := TargetOf(op.Addr.Node(), self); t != farmem.TargetLocal {
+				c.lone[t][k].Add(1)
+				if n := uint64(len(op.Buf)); n != 0 {
+					if k == farmem.OpRead {
+						c.bytesIn.Add(n)
+					} else {
+						c.bytesOut.Add(n)
+					}
+				}
+				return true
+			}
+		}
+	}
 	for i := range b.Ops {
 		if k := b.Ops[i].Kind; k != farmem.OpRead && k != farmem.OpWrite {
 			return false

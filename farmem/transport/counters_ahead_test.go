@@ -53,3 +53,39 @@ func TestCountAhead(t *testing.T) {
 	require.False(t, c.CountAhead(&b, self))
 	require.Equal(t, farmem.Stats{}, c.Snapshot())
 }
+
+// A one-op batch (counted ahead through the lone counter) gives CountDone's Stats too: reads
+// and writes, to a memory node, another compute node and self, signaled or not, failed or not.
+func TestCountAheadOneOp(t *testing.T) {
+	self := farmem.ComputeID(1).Node()
+	targets := []farmem.Addr{farmem.MakeAddr(1, 64), farmem.MakeAddr(farmem.ComputeID(2).Node(), 64),
+		farmem.MakeAddr(self, 64)}
+	for _, a := range targets {
+		for _, write := range []bool{false, true} {
+			for _, unsignaled := range []bool{false, true} {
+				for _, failed := range []bool{false, true} {
+					var b farmem.Batch
+					if write {
+						b.Write(a, make([]byte, 40))
+					} else {
+						b.Read(a, make([]byte, 56))
+					}
+					b.Ops[0].Unsignaled = unsignaled
+					var ahead, done transport.Counters
+					require.True(t, ahead.CountAhead(&b, self))
+					var err error
+					if failed {
+						err = errors.New("down")
+					}
+					transport.SetResult(&b.Ops[0], 0, err)
+					if failed && !unsignaled {
+						ahead.UncountFailed(&b)
+					}
+					done.CountDone(&b, self)
+					require.Equal(t, done.Snapshot(), ahead.Snapshot(), "%v write %v unsignaled %v failed %v",
+						a, write, unsignaled, failed)
+				}
+			}
+		}
+	}
+}
