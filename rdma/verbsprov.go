@@ -104,13 +104,22 @@ func (p *verbsProvider) connect(c *client, pe *peer) qp {
 	if pe.id.IsCompute() {
 		return newTCPQP(c, pe)
 	}
+	q := newVerbsQP(p, c, pe)
+	go q.setup()
+	return q
+}
+
+// newVerbsQP makes a queue pair to memory node pe whose setup has not started, bound to the
+// region key the fabric knows of pe now: what is posted to it before setup connects is meant
+// for that incarnation's memory.
+func newVerbsQP(p *verbsProvider, c *client, pe *peer) *verbsQP {
 	cfg := p.qcfg
 	cfg.Name = pe.id.String()
 	cfg.DownTimeout = c.f.down
 	cfg.OnExtraRoundTrip = func() { c.Counters.AddRoundTrips(1) }
 	cfg.OnLost = func(err error) { c.markLost(pe.id, err) }
 	q := &verbsQP{prov: p, c: c, p: pe, e: verbs.New(cfg)}
-	go q.setup()
+	q.wantKey, q.wantKnown = pe.keyInfo()
 	return q
 }
 
@@ -120,6 +129,11 @@ type verbsQP struct {
 	c    *client
 	p    *peer
 	e    *verbs.QP
+	// wantKey is the node's region key the fabric knew when the queue pair was made (if
+	// wantKnown): setup refuses a node with another one, even one the fabric has adopted since,
+	// since the verbs posted meanwhile were meant for the old memory (farmem.Restarts).
+	wantKey   uint32
+	wantKnown bool
 
 	mu        sync.Mutex
 	qpn       uint32 // this side's queue pair number, once the node connected one to it
@@ -169,11 +183,17 @@ func (q *verbsQP) setup() {
 		q.disconnect()
 		return
 	}
-	if key, known := q.p.keyInfo(); known && key != rep.Key {
+	key, known := q.p.keyInfo()
+	if q.wantKnown {
+		// The key the queue pair was made for, not the fabric's now: an adoption since then
+		// (through another client) does not make what was posted here reach the new memory.
+		key, known = q.wantKey, true
+	}
+	if known && key != rep.Key {
 		_ = dq.Close()
 		lost := q.p.fenced()
 		if lost == nil {
-			lost = fmt.Errorf("rdma: %v restarted since this fabric learned its region (its memory is new): %w", q.p.id, farmem.ErrNodeLost)
+			lost = fmt.Errorf("rdma: %v restarted since this queue pair was made (its memory is new): %w", q.p.id, farmem.ErrNodeLost)
 		}
 		q.e.Fail(lost)
 		q.disconnect()

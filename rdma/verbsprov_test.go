@@ -3,6 +3,7 @@ package rdma
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -191,4 +192,66 @@ func TestVerbsProviderNotBuilt(t *testing.T) {
 	_, cl := startServers(t, 1, 1<<20)
 	_, err = Dial(context.Background(), cl, Options{Secret: testSecret, Provider: "ibverbs", Logger: testLogger()})
 	require.ErrorIs(t, err, farmem.ErrNotSupported)
+}
+
+// farmem.Restarts on the verbs provider: a queue pair made before the node restarted, whose
+// setup meets the new process only after the fabric adopted it (through another client), fails
+// what was posted to it with ErrNodeLost rather than carrying it to the new memory.
+func TestVerbsPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
+	servers, f, late := verbsFabric(t, "fakeverbs", 1)
+	ctx := context.Background()
+	other, err := f.Open(ctx, f.Hosted()[0])
+	require.NoError(t, err)
+	defer other.Close()
+	a := farmem.MakeAddr(1, 1<<16)
+	for _, m := range []farmem.Memory{late, other} {
+		_, err := m.FAA(ctx, a, 1)
+		require.NoError(t, err)
+	}
+	c := late.(*client)
+	p := c.f.peer(ctx, 1)
+	require.NotNil(t, p)
+
+	// late's next queue pair is made now, for the region key known now; its setup is held
+	// back while the node restarts and the fabric adopts the new process.
+	q := newVerbsQP(c.f.prov.(*verbsProvider), c, p)
+	c.qmu.Lock()
+	prev := c.qps[1]
+	c.qps[1] = q
+	c.qmu.Unlock()
+	if prev != nil {
+		prev.close(errors.New("replaced by the test"))
+	}
+	type res struct {
+		v   uint64
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := late.FAA(ctx, a, 100)
+		done <- res{v, err}
+	}()
+
+	addr := servers[0].Addr()
+	require.NoError(t, servers[0].Close())
+	s2, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger(), Provider: "fakeverbs"})
+	require.NoError(t, err)
+	defer s2.Close()
+	require.Eventually(t, func() bool { _, err := s2.Listen(addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
+	_, err = other.FAA(ctx, a, 1)
+	if errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
+		_, err = other.FAA(ctx, a, 1)
+	}
+	require.ErrorIs(t, err, farmem.ErrNodeLost, "the new incarnation fences the node")
+	require.NoError(t, f.Adopt(ctx, 1))
+
+	go q.setup() // meets the new process, which the fabric has adopted
+	r := <-done
+	require.ErrorIs(t, r.err, farmem.ErrNodeLost, "an FAA posted to the old incarnation reached the new memory (it returned %d)", r.v)
+	require.Zero(t, binary.LittleEndian.Uint64(s2.s.reg.mapped[1<<16:]), "the new incarnation's memory was touched")
+
+	v, err := late.FAA(ctx, a, 1)
+	require.NoError(t, err, "a new queue pair reaches the adopted process")
+	require.Zero(t, v)
+	requireNoFakeViolations(t)
 }
