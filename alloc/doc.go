@@ -97,10 +97,12 @@
 // --process 1/2` after `0/2`, say) draws on what that one held. Not with replicated metadata:
 // there a record waits for its own id.
 //
-// Limit: Close gives back to the nodes' pools only the chunks already whole; free blocks go
-// into the record as they are, so whoever adopts it holds them privately, and a concurrent
-// client of another id can run out while it holds much of a heap free (coalescing at Close
-// would change its cost and its record's contents; not done).
+// Close gives back to the nodes' pools only the chunks already whole; free blocks go into the
+// record as they are (rebuilding chunks at Close would change its cost and its record). Whoever
+// adopts the record, New or an allocation taking another id's, then gives back what a Reclaim
+// would: it rebuilds whole chunks from the free blocks it holds and pushes those beyond one per
+// node onto the pools (a round trip per such node), so a record holding much of a heap does not
+// leave an allocator of another id out of room.
 //
 // # Replicated metadata
 //

@@ -434,9 +434,26 @@ func (a *Allocator) claimForRecord(ctx context.Context, need uint64) error {
 // span is a byte range of one node (node 0: the symmetric area).
 type span struct{ lo, hi uint64 }
 
-// adopt takes over the record chain named by this client's handover word w (New's adoption).
+// adopt takes over the record chain named by this client's handover word w (New's adoption),
+// then sheds what it adopted beyond its own needs (shed).
 func (a *Allocator) adopt(ctx context.Context, w uint64, hdrs map[farmem.NodeID]Header) error {
-	return a.adoptChain(ctx, a.handAddr, a.id, w, hdrs, &a.adoption)
+	if err := a.adoptChain(ctx, a.handAddr, a.id, w, hdrs, &a.adoption); err != nil {
+		return err
+	}
+	if a.adoption.Records > 0 {
+		a.shed(ctx)
+	}
+	return nil
+}
+
+// shed gives back, after an adoption, what a Reclaim would: it rebuilds whole chunks from the
+// free blocks it holds (no verb) and pushes those beyond keepSpares per node onto the nodes'
+// pools (a round trip per node that has any). Close hands free blocks over as they are, so a
+// record can hold much of a heap, uncoalesced (a store's clients gathered into one before it
+// closed, say); without this its adopter would hold all of it privately while allocators of
+// other ids run out. A push that fails leaves its chunks held, as Reclaim's does.
+func (a *Allocator) shed(ctx context.Context) {
+	_ = a.giveBack(ctx, keepSpares, rebuildDue)
 }
 
 // adoptChain takes over the record chain that client id published in its handover word at

@@ -79,5 +79,8 @@ func (a *Allocator) adoptOrphans(ctx context.Context) bool {
 			took = true
 		}
 	}
+	if took {
+		a.shed(ctx)
+	}
 	return took
 }

@@ -69,3 +69,51 @@ func TestOrphanedRecordsAdopted(t *testing.T) {
 		})
 	}
 }
+
+// An adopter gives back what a Reclaim would: a record holding much of a heap as free blocks
+// (Close hands them over uncoalesced) is rebuilt into whole chunks at adoption, and those
+// beyond the one per node an allocator keeps go to the node's pool, where a client of another
+// id finds them. Without it the adopter holds the heap privately and the other client runs out
+// with the heap nearly all free (cmd/farmem's two-process bench on 16 MiB nodes did).
+func TestAdopterShedsWholeChunks(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
+		FormatOptions{ChunkSize: 16 << 10, SymmetricSize: 64 << 10})
+	a, ma := c.allocator(t, 0, Options{})
+	var blocks []farmem.Addr
+	for {
+		p, err := a.Alloc(ctx, 1000, 8)
+		if err != nil {
+			require.ErrorIs(t, err, farmem.ErrNoSpace)
+			break
+		}
+		blocks = append(blocks, p)
+	}
+	require.Greater(t, len(blocks), 500)
+	for _, p := range blocks {
+		require.NoError(t, a.Free(p, 1000))
+	}
+	require.NoError(t, a.Close())
+
+	// Client 1's successor adopts the record: every block, free.
+	m2 := c.successor(t, nil, ma)
+	a2, err := New(ctx, m2, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a2.Close() })
+	require.Equal(t, 1, a2.Adopted().Records)
+	require.NoError(t, a2.Adopted().Err)
+
+	// A client of another id allocates all but the adopter's kept chunk.
+	b, mb := c.allocator(t, 1, Options{})
+	require.NotEqual(t, ma.Info().ID, mb.Info().ID)
+	perChunk := (16 << 10) / 1024
+	got := 0
+	for {
+		if _, err := b.Alloc(ctx, 1000, 8); err != nil {
+			require.ErrorIs(t, err, farmem.ErrNoSpace)
+			break
+		}
+		got++
+	}
+	require.GreaterOrEqual(t, got, len(blocks)-2*perChunk, "the adopter kept the heap: another client got %d of %d blocks", got, len(blocks))
+}
