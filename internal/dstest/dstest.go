@@ -15,10 +15,21 @@ import (
 	"github.com/farmem/farmem/farmem/local"
 )
 
-// AllocOptions are the allocator options the structures' tests run with: a 10 s lease
-// refreshed every second (no test outlives a lease by accident), and a retired-block scan at
-// most every millisecond.
-var AllocOptions = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
+// AllocOptions are the allocator options the structures' tests run with: announcements
+// refreshed once an hour under a two-hour lease, so that no pin of a test costs a round trip
+// however slowly the machine runs it (with a refresh every second, a test that asserted an
+// operation's exact round trips paid one more, a pin's announcement, when a loaded machine took
+// over a second between the store's first pin and the operation), and a retired-block scan at
+// most every millisecond. A lone writer still reuses what it retires (its own announcement is
+// all that holds its blocks back); other retired blocks wait for the hour. A test that waits
+// out a lease or a pin budget derived from it uses ShortLeaseAllocOptions.
+var AllocOptions = alloc.Options{Lease: 2 * time.Hour, Refresh: time.Hour, ScanInterval: time.Millisecond}
+
+// ShortLeaseAllocOptions are AllocOptions with a 10 s lease refreshed every second, for a test
+// that waits out a lease or what derives from it (kvstore's pin budget, a quarter of the lease
+// left after a refresh, which race's Repopulate sleeps), at the price of pins that refresh, a
+// round trip, once a second.
+var ShortLeaseAllocOptions = alloc.Options{Lease: 10 * time.Second, Refresh: time.Second, ScanInterval: time.Millisecond}
 
 // StrictLocal starts a local fabric with lo and strict mode on (size bytes per memory node
 // unless lo says otherwise). The test's cleanup requires no strict-mode violation and closes

@@ -22,8 +22,12 @@ import (
 // cleanup, a simulator closed at cleanup, and the answers every store must give.
 
 // QuietAlloc are allocator options under which a test's pins cost no round trip (announcements
-// are refreshed once a second) and leases outlast any test.
+// are refreshed once an hour) and leases outlast any test (dstest.AllocOptions).
 var QuietAlloc = dstest.AllocOptions
+
+// ShortLeaseAlloc are allocator options for a test that waits out a lease or the pin budget
+// derived from it (an adoption's Repopulate sleeps one): dstest.ShortLeaseAllocOptions.
+var ShortLeaseAlloc = dstest.ShortLeaseAllocOptions
 
 // NewLocal starts a local fabric with strict mode on (and 32 MiB per memory node unless lo
 // says otherwise); the cleanup checks it saw no plain write over an atomic word, then closes it.

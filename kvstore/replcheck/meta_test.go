@@ -286,7 +286,8 @@ func TestReplicatedMetaRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	measure := func(r int) (open, adopt uint64) {
 		f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 4, ComputeNodes: 1, MemorySize: 4 << 20}})
-		o := kvstore.Options{Replicas: r, Alloc: quietAlloc}
+		// The adoption's Repopulate sleeps a pin budget, a quarter of the lease.
+		o := kvstore.Options{Replicas: r, Alloc: kvstoretest.ShortLeaseAlloc}
 		s := openStore(t, f, o)
 		require.NoError(t, s.Put(ctx, key(1), val(1, 24)))
 		require.NoError(t, s.Close())
