@@ -5,14 +5,11 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/lincheck"
-	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
 	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
@@ -36,59 +33,30 @@ var mix = workload{keys: 12, ops: 250, get: 35, insert: 15, update: 15, put: 20,
 // stressScale returns the factor KVSTORE_STRESS (an integer) asks for, or 1.
 func stressScale() int { return kvstoretest.StressScale() }
 
+// kit returns w as a kvstoretest.Workload.
+func (w workload) kit() kvstoretest.Workload {
+	return kvstoretest.Workload{Keys: w.keys, Ops: w.ops, Get: w.get, Insert: w.insert, Update: w.update, Put: w.put,
+		MaxVal: w.maxVal, Unknown: w.unknown}
+}
+
 // run performs w's operations on s as goroutine g (values are unique per write: g in the high
 // bits, a counter in the low ones), recording them in h: kvstoretest.Workload.Run.
 func (w workload) run(ctx context.Context, s kv, g int, rng *rand.Rand, h *history) error {
-	return kvstoretest.Workload{Keys: w.keys, Ops: w.ops, Get: w.get, Insert: w.insert, Update: w.update, Put: w.put,
-		MaxVal: w.maxVal, Unknown: w.unknown}.Run(ctx, s, g, rng, h)
+	return w.kit().Run(ctx, s, g, rng, h)
 }
 
 // lincheckLocal runs w with goroutines spread over nStores stores of one local fabric (tearing,
-// jitter, strict mode) and returns the history's verdict.
+// jitter, strict mode) and returns the history's verdict (kvstoretest.LincheckLocal).
 // The stores use sy (nil: the default).
 func lincheckLocal(t *testing.T, w workload, nStores, perStore int, seed uint64, sy kvstore.Sync) error {
 	t.Helper()
-	return lincheckLocalWith(t, w, nStores, perStore, seed, kvstore.Options{Sync: sy})
+	return kvstoretest.LincheckLocal(t, w.kit(), nStores, perStore, seed, kvstore.Options{Sync: sy})
 }
 
-// lincheckLocalWith is lincheckLocal with the stores' options (their Alloc and Nodes are set
-// here).
-func lincheckLocalWith(t *testing.T, w workload, nStores, perStore int, seed uint64, o kvstore.Options) error {
-	t.Helper()
-	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: seed})
-	stores := make([]*kvstore.Store, nStores)
-	for i := range stores {
-		// Each store prefers its own compute node, as separate processes would.
-		o.Alloc, o.Nodes = quietAlloc, []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}
-		stores[i] = openStore(t, f, o)
-	}
-	return lincheckStores(t, f.Runtime(), w, stores, perStore)
-}
-
-// lincheckStores runs w with perStore goroutines on each store, half of each store's through
-// Store methods and half through Sessions, and returns the history's verdict.
+// lincheckStores runs w with perStore goroutines on each store (kvstoretest.LincheckStores).
 func lincheckStores(t *testing.T, rt farmem.Runtime, w workload, stores []*kvstore.Store, perStore int) error {
 	t.Helper()
-	h := kvModel.NewHistory(rt)
-	ctx := context.Background()
-	n := len(stores)
-	err := farmemtest.Parallel(rt, n*perStore, func(g int) error {
-		s := stores[g%n]
-		rng := rt.NewRand()
-		if g/n%2 == 0 {
-			return w.run(ctx, s, g, rng, h)
-		}
-		ss, err := s.Session(ctx)
-		if err != nil {
-			return err
-		}
-		defer ss.Close()
-		return w.run(ctx, ss, g, rng, h)
-	})
-	require.NoError(t, err)
-	sum, verdict := h.Verify()
-	t.Logf("%v", sum)
-	return verdict
+	return kvstoretest.LincheckStores(t, rt, w.kit(), stores, perStore)
 }
 
 // TestLinearizable: many goroutines of one store (through its pool and through sessions).
@@ -127,7 +95,7 @@ func TestLinearizableSyncs(t *testing.T) {
 func TestLinearizableCatchesBrokenPut(t *testing.T) {
 	t.Parallel()
 	w := workload{keys: 3, ops: 200, get: 50, put: 50, maxVal: 8, unknown: 4}
-	err := lincheckLocalWith(t, w, 1, 6, 3, kvstore.Options{Replication: brokenPut{}})
+	err := kvstoretest.LincheckLocal(t, w.kit(), 1, 6, 3, kvstore.Options{Replication: brokenPut{}})
 	require.ErrorIs(t, err, lincheck.ErrNotLinearizable)
 }
 

@@ -7,9 +7,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+
 	"github.com/farmem/farmem/sim"
 
-	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
 	"github.com/farmem/farmem/kvstore"
 	"github.com/farmem/farmem/kvstore/kvstoretest"
@@ -105,16 +105,5 @@ func startSim(t testing.TB, model sim.Model, seed uint64) *sim.Sim {
 	return kvstoretest.StartSim(t, model, seed)
 }
 
-// openSession opens node's Memory on f and a session of s on it; end closes both, the session
-// first.
-func openSession(ctx context.Context, f farmem.Fabric, s *kvstore.Store, node farmem.NodeID) (ss *kvstore.Session, end func(), err error) {
-	m, err := f.Open(ctx, node)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ss, err = s.SessionOn(ctx, m); err != nil {
-		_ = m.Close()
-		return nil, nil, err
-	}
-	return ss, func() { _ = ss.Close(); _ = m.Close() }, nil
-}
+// openSession opens node's Memory on f and a session of s on it (kvstoretest.OpenSession).
+var openSession = kvstoretest.OpenSession

@@ -1,4 +1,4 @@
-package kvstore_test
+package flexcheck_test
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 		// The partitions of the workload's keys: all but one on the doomed node, that one on a
 		// survivor.
 		parts := map[int]bool{}
-		for i := range flexMix.keys {
+		for i := range flexMix.Keys {
 			parts[k.PartitionOf(key(i))] = true
 		}
 		owned := map[int]bool{}
@@ -131,7 +131,7 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 		var crashAt farmem.Time
 		const workers = 9
 		w := flexMix
-		w.ops = 600
+		w.Ops = 600
 		var left atomic.Int32
 		left.Store(workers)
 		var moved, refused int
@@ -189,15 +189,15 @@ func deadProxySim(t *testing.T, seed uint64, hang bool) {
 			defer end()
 			ww := w
 			if node == dead && !hang {
-				ww.unknown = 1 // its ops fail from the crash on
-				return ww.run(ctx, ss, g, rt.NewRand(), h)
+				ww.Unknown = 1 // its ops fail from the crash on
+				return ww.Run(ctx, ss, g, rt.NewRand(), h)
 			}
 			if node == dead {
-				ww.unknown = 50
-				return ww.run(ctx, ss, g, rt.NewRand(), h)
+				ww.Unknown = 50
+				return ww.Run(ctx, ss, g, rt.NewRand(), h)
 			}
-			ww.unknown = 50
-			return ww.run(ctx, spanKV{kv: ss, rt: rt, k: k, mu: &mu, out: &spans}, g, rt.NewRand(), h)
+			ww.Unknown = 50
+			return ww.Run(ctx, spanKV{kv: ss, rt: rt, k: k, mu: &mu, out: &spans}, g, rt.NewRand(), h)
 		})
 		require.NoError(t, err)
 		sum := endWithReads(t, ctx, s, h, workers, seed)

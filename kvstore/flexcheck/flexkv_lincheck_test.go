@@ -1,4 +1,4 @@
-package kvstore_test
+package flexcheck_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
+	"github.com/farmem/farmem/kvstore/kvstoretest"
 	"github.com/farmem/farmem/sim"
 )
 
 // flexMix is read-mostly on a few hot keys, so that pairs get cached and invalidations race
 // reads, with inserts and deletes so that blocks and (under a short delete lease) slots are
 // reused while addresses to them are cached.
-var flexMix = workload{keys: 6, ops: 200, get: 70, insert: 8, update: 8, put: 6, maxVal: 64, unknown: 4}
+var flexMix = kvstoretest.Workload{Keys: 6, Ops: 200, Get: 70, Insert: 8, Update: 8, Put: 6, MaxVal: 64, Unknown: 4}
 
 // flexKind is the kind the lincheck runs use: 4 partitions, small subtables (inserts fill
 // buckets, so full proxied partitions are handed back and split), a small cache (evictions),
@@ -60,7 +61,7 @@ func migrate(ctx context.Context, rt farmem.Runtime, s *kvstore.Store, k *kvstor
 
 // lincheckFlex runs w on sessions spread over every compute node of f (and the store's pool)
 // while partitions migrate, and returns the verdict.
-func lincheckFlex(t *testing.T, f farmem.Fabric, k *kvstore.FlexKV, s *kvstore.Store, w workload, workers int, pause time.Duration) error {
+func lincheckFlex(t *testing.T, f farmem.Fabric, k *kvstore.FlexKV, s *kvstore.Store, w kvstoretest.Workload, workers int, pause time.Duration) error {
 	t.Helper()
 	rt := f.Runtime()
 	ctx := context.Background()
@@ -83,14 +84,14 @@ func lincheckFlex(t *testing.T, f farmem.Fabric, k *kvstore.FlexKV, s *kvstore.S
 		}()
 		rng := rt.NewRand()
 		if g%4 == 3 {
-			return w.run(ctx, s, g, rng, h)
+			return w.Run(ctx, s, g, rng, h)
 		}
 		ss, end, err := openSession(ctx, f, s, nodes[g%len(nodes)])
 		if err != nil {
 			return err
 		}
 		defer end()
-		return w.run(ctx, ss, g, rng, h)
+		return w.Run(ctx, ss, g, rng, h)
 	})
 	require.NoError(t, err)
 	var st kvstore.FlexStats
@@ -123,7 +124,7 @@ func TestFlexKVLinearizable(t *testing.T) {
 		k := flexKind()
 		s := openStore(t, f, kvstore.Options{Index: k, Alloc: quietAlloc})
 		w := flexMix
-		w.ops *= stressScale()
+		w.Ops *= stressScale()
 		require.NoError(t, lincheckFlex(t, f, k, s, w, 9, 200*time.Microsecond), "seed %d", seed+1)
 	}
 }
@@ -142,7 +143,7 @@ func flexSim(t *testing.T, seed uint64) (error, string) {
 		s, err := kvstore.Open(context.Background(), sm, kvstore.Options{Index: k, Alloc: shortLeases})
 		require.NoError(t, err)
 		w := flexMix
-		w.ops *= stressScale()
+		w.Ops *= stressScale()
 		verdict = lincheckFlex(t, sm, k, s, w, 9, 50*time.Microsecond)
 		digest = fmt.Sprintf("%v %v", sm.Now(), sm.Stats())
 		require.NoError(t, s.Close())
@@ -173,8 +174,8 @@ func TestFlexKVLinearizableSim(t *testing.T) {
 func TestAcesoLinearizable(t *testing.T) {
 	t.Parallel()
 	w := flexMix
-	w.ops *= stressScale()
+	w.Ops *= stressScale()
 	k := flexKind()
 	k.NoProxy = true
-	require.NoError(t, lincheckLocalWith(t, w, 1, 8, 21, kvstore.Options{Index: k}))
+	require.NoError(t, kvstoretest.LincheckLocal(t, w, 1, 8, 21, kvstore.Options{Index: k}))
 }

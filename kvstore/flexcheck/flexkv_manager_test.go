@@ -1,4 +1,4 @@
-package kvstore_test
+package flexcheck_test
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func managerSim(t *testing.T, seed uint64) {
 		h := kvModel.NewHistory(rt)
 		const workers = 9
 		w := flexMix
-		w.ops = 500
+		w.Ops = 500
 		var left atomic.Int32
 		left.Store(workers)
 		var mu sync.Mutex
@@ -96,11 +96,11 @@ func managerSim(t *testing.T, seed uint64) {
 			}
 			defer end()
 			ww := w
-			ww.unknown = 50
+			ww.Unknown = 50
 			if node == doomed {
-				ww.unknown = 1 // its ops fail from the crash on
+				ww.Unknown = 1 // its ops fail from the crash on
 			}
-			return ww.run(ctx, ss, g, rt.NewRand(), h)
+			return ww.Run(ctx, ss, g, rt.NewRand(), h)
 		})
 		stopManager()
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package kvstore_test
+package flexcheck_test
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func crashSim(t *testing.T, seed uint64) *sim.Sim {
 // and requires the history to linearize.
 func endWithReads(t *testing.T, ctx context.Context, s *kvstore.Store, h *kvstoretest.History, id int, seed uint64) lincheck.Summary {
 	rec := h.Client(id)
-	for i := range flexMix.keys {
+	for i := range flexMix.Keys {
 		op := rec.Call(kvModel.Get(i))
 		got, err := s.Get(ctx, key(i))
 		switch {

@@ -1,4 +1,4 @@
-package kvstore_test
+package flexcheck_test
 
 import (
 	"context"
