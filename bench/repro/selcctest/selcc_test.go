@@ -1,4 +1,4 @@
-package repro_test
+package selcctest_test
 
 import (
 	"bytes"
