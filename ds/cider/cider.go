@@ -56,6 +56,8 @@ type CIDER struct {
 	credits *Credits
 	opts    Options
 	stats   Stats
+	// detached is the context of the lock's release (releaseDetached).
+	detached detachedCtx
 
 	// The operation in progress (one per client at a time).
 	op struct {
@@ -298,11 +300,34 @@ func (s *CIDER) alone(ctx context.Context, t ptrsync.Target, a *qlock.Acquisitio
 	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.op.info.Retries += fails
 	if release {
-		if rerr := a.Release(context.WithoutCancel(ctx), cur, hintAux(t)); err == nil && rerr != nil && !isReset(rerr) {
+		if rerr := releaseDetached(ctx, &s.detached, a, cur, t); err == nil && rerr != nil && !isReset(rerr) {
 			err = rerr
 		}
 	}
 	return res, err
+}
+
+// detachedCtx is context.WithoutCancel without its allocation: its parent's values, never
+// done, no deadline. A synchronizer keeps one for what must go out at the end of an operation
+// even after the operation's context ended (the release of the lock: the change may have
+// landed).
+type detachedCtx struct{ parent context.Context }
+
+// releaseDetached releases a, passing word and t's hint on, under d set to ctx's values (d
+// keeps them until its next use).
+func releaseDetached(ctx context.Context, d *detachedCtx, a *qlock.Acquisition, word uint64, t ptrsync.Target) error {
+	d.parent = ctx
+	return a.Release(d, word, hintAux(t))
+}
+
+func (d *detachedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (d *detachedCtx) Done() <-chan struct{}       { return nil }
+func (d *detachedCtx) Err() error                  { return nil }
+func (d *detachedCtx) Value(key any) any {
+	if d.parent == nil {
+		return nil
+	}
+	return d.parent.Value(key)
 }
 
 // coordinator closes the batch by reading the tail of the queue (with the pointer, in the same
@@ -400,7 +425,7 @@ func (s *CIDER) executor(ctx context.Context, t ptrsync.Target, a *qlock.Acquisi
 		_, _, count := outcomeOf(back)
 		s.stats.Batches++
 		s.stats.Batched += uint64(count) + 1
-		if rerr := a.Release(context.WithoutCancel(ctx), cur, hintAux(t)); err == nil && rerr != nil && !isReset(rerr) {
+		if rerr := releaseDetached(ctx, &s.detached, a, cur, t); err == nil && rerr != nil && !isReset(rerr) {
 			err = rerr
 		}
 	case isReset(werr):

@@ -70,6 +70,8 @@ type Spin struct {
 	// The adaptive backoff bound and the events counted since it last adapted.
 	cap               time.Duration
 	retries, acquired int
+
+	detached detachedCtx // of the lock's release
 }
 
 // NewSpin returns client m's spinlock synchronizer.
@@ -133,7 +135,8 @@ func (s *Spin) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, er
 			s.acquired++
 			s.adapt()
 			res, err := s.locked(ctx, t, binary.LittleEndian.Uint64(pb[:]))
-			if _, uerr := s.m.CAS(context.WithoutCancel(ctx), lock, mine, 0); err == nil && uerr != nil {
+			s.detached.parent = ctx // the release goes out even if ctx ended
+			if _, uerr := s.m.CAS(&s.detached, lock, mine, 0); err == nil && uerr != nil {
 				err = fmt.Errorf("cider: spin release: %w", uerr)
 			}
 			return res, err
@@ -188,9 +191,10 @@ func (s *Spin) locked(ctx context.Context, t ptrsync.Target, cur uint64) (ptrsyn
 // holder left (passed in the hand-over) or from the word read, and hand the lock on with the
 // new word. No combining.
 type MCS struct {
-	lk    *qlock.Locker
-	stats Stats
-	last  OpInfo
+	lk       *qlock.Locker
+	stats    Stats
+	last     OpInfo
+	detached detachedCtx // of the lock's release (releaseDetached)
 }
 
 // NewMCS returns client m's MCS synchronizer; its lock node is placed by opts.
@@ -232,7 +236,7 @@ func (s *MCS) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, err
 	}
 	res, cur, fails, err := ptrsync.Execute(ctx, t, exp, &s.stats.Stats, nil)
 	s.last.Retries += fails
-	if rerr := a.Release(context.WithoutCancel(ctx), cur, hintAux(t)); err == nil && rerr != nil && !isReset(rerr) {
+	if rerr := releaseDetached(ctx, &s.detached, a, cur, t); err == nil && rerr != nil && !isReset(rerr) {
 		err = rerr
 	}
 	s.stats.Finish(res)
