@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/farmem/farmem/alloc"
@@ -305,6 +306,64 @@ const (
 // slots, chosen at random among them (so that concurrent inserters into one bucket rarely
 // pick the same slot), or -1 if both are full.
 func (t *Table) pickEmpty(op *opState, v *view) int {
+	return t.pickFree(op, v, t.rt.Rand().IntN)
+}
+
+// pickFree is pickEmpty with the random choice made by pick (pick(c) is in [0, c)).
+func (t *Table) pickFree(op *opState, v *view, pick func(int) int) int {
+	n := int(2 * t.geo.perB)
+	want := n // the view's length when it is whole (decodeView)
+	if !op.same {
+		want += min(int(op.ranges[1]-op.ranges[0]), n)
+	}
+	if len(v.words) > 64 || len(v.words) != want || op.matchOnly {
+		return t.pickFreeSlow(op, v, pick)
+	}
+	// A whole view (decodeView) holds the first combined bucket's n slots at positions
+	// [0, n), then the second's slots not among them: the second bucket is positions
+	// [min(d, n), len), d its distance from the first. One pass marks the free slots; the
+	// clock is read only if a tombstone is met (free needs it then).
+	var free uint64
+	var now farmem.Time
+	clock := false
+	for j, w := range v.words {
+		if w != 0 {
+			if !w.Tombstone() || w.Frozen() {
+				continue
+			}
+			if !clock {
+				now, clock = t.rt.Now(), true
+			}
+			if !t.free(w, now) {
+				continue
+			}
+		}
+		free |= 1 << j
+	}
+	all := uint64(1)<<len(v.words) - 1
+	if len(v.words) == 64 {
+		all = ^uint64(0)
+	}
+	best := free & (1<<n - 1)
+	if !op.same {
+		d := min(int(op.ranges[1]-op.ranges[0]), n)
+		if second := free & all &^ (1<<d - 1); bits.OnesCount64(second) > bits.OnesCount64(best) {
+			best = second
+		}
+	}
+	c := bits.OnesCount64(best)
+	if c == 0 {
+		return -1
+	}
+	for k := pick(c); k > 0; k-- {
+		best &= best - 1
+	}
+	return bits.TrailingZeros64(best)
+}
+
+// pickFreeSlow is pickFree for any view (pickFree's fast path takes whole views of at most
+// 64 slots): a count of the free slots of each combined bucket, then a walk to the chosen one.
+func (t *Table) pickFreeSlow(op *opState, v *view, pick func(int) int) int {
 	var best uint64
 	bestN := 0
 	now := t.rt.Now()
@@ -325,7 +384,7 @@ func (t *Table) pickEmpty(op *opState, v *view) int {
 	if bestN == 0 {
 		return -1
 	}
-	k := t.rt.Rand().IntN(bestN)
+	k := pick(bestN)
 	for j, i := range v.idx {
 		if i >= best && i < best+2*t.geo.perB && t.free(v.words[j], now) {
 			if k == 0 {
