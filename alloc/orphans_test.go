@@ -23,18 +23,7 @@ func TestOrphanedRecordsAdopted(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
-				FormatOptions{ChunkSize: 16 << 10, SymmetricSize: 64 << 10})
-			a, ma := c.allocator(t, 0, Options{})
-			var blocks []farmem.Addr
-			for {
-				p, err := a.Alloc(ctx, 1000, 8)
-				if err != nil {
-					require.ErrorIs(t, err, farmem.ErrNoSpace)
-					break
-				}
-				blocks = append(blocks, p)
-			}
+			c, a, ma, blocks := fullHeap(t)
 			require.Greater(t, len(blocks), 100)
 			given := 0
 			for i := 0; i < len(blocks); i += 2 {
@@ -77,18 +66,7 @@ func TestOrphanedRecordsAdopted(t *testing.T) {
 // with the heap nearly all free (cmd/farmem's two-process bench on 16 MiB nodes did).
 func TestAdopterShedsWholeChunks(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
-		FormatOptions{ChunkSize: 16 << 10, SymmetricSize: 64 << 10})
-	a, ma := c.allocator(t, 0, Options{})
-	var blocks []farmem.Addr
-	for {
-		p, err := a.Alloc(ctx, 1000, 8)
-		if err != nil {
-			require.ErrorIs(t, err, farmem.ErrNoSpace)
-			break
-		}
-		blocks = append(blocks, p)
-	}
+	c, a, ma, blocks := fullHeap(t)
 	require.Greater(t, len(blocks), 500)
 	for _, p := range blocks {
 		require.NoError(t, a.Free(p, 1000))
@@ -116,4 +94,22 @@ func TestAdopterShedsWholeChunks(t *testing.T) {
 		got++
 	}
 	require.GreaterOrEqual(t, got, len(blocks)-2*perChunk, "the adopter kept the heap: another client got %d of %d blocks", got, len(blocks))
+}
+
+// fullHeap starts a cluster of one 1 MiB memory node (16 KiB chunks) and has client 0's
+// allocator fill its heap with blocks of 1,000 bytes, which it returns.
+func fullHeap(t *testing.T) (*testCluster, *Allocator, farmem.Memory, []farmem.Addr) {
+	t.Helper()
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 1 << 20, ComputeNodes: 2, ClientsPerNode: 16}},
+		FormatOptions{ChunkSize: 16 << 10, SymmetricSize: 64 << 10})
+	a, ma := c.allocator(t, 0, Options{})
+	var blocks []farmem.Addr
+	for {
+		p, err := a.Alloc(context.Background(), 1000, 8)
+		if err != nil {
+			require.ErrorIs(t, err, farmem.ErrNoSpace)
+			return c, a, ma, blocks
+		}
+		blocks = append(blocks, p)
+	}
 }

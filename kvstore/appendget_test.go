@@ -13,16 +13,8 @@ import (
 // AppendGet appends to the caller's buffer, leaves it as it was for an absent key, and reads
 // with no allocation once the buffer has room (on cxl, whose verbs allocate nothing).
 func TestAppendGet(t *testing.T) {
-	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 32 << 20}})
-	require.NoError(t, err)
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(t, err)
-	defer f.Close()
 	ctx := context.Background()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	s := cxlStore(t)
 	const n = 64
 	keys := make([][]byte, n)
 	for i := range keys {
@@ -64,16 +56,8 @@ func TestAppendGet(t *testing.T) {
 // synchronizer, whose Delete goes through the queue lock): AllocsPerRun's integer average, so
 // the allocator's occasional bookkeeping does not count.
 func TestWritesAllocateNothing(t *testing.T) {
-	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 32 << 20}})
-	require.NoError(t, err)
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(t, err)
-	defer f.Close()
 	ctx := context.Background()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	s := cxlStore(t)
 	ss, err := s.Session(ctx)
 	require.NoError(t, err)
 	defer ss.Close()
@@ -103,4 +87,20 @@ func TestWritesAllocateNothing(t *testing.T) {
 		i++
 	})
 	require.Zero(t, allocs, "allocations per Delete and Insert")
+}
+
+// cxlStore opens a store with the default options on a fresh cxl region of one 32 MiB memory
+// node, all closed at cleanup.
+func cxlStore(t *testing.T) *kvstore.Store {
+	t.Helper()
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 32 << 20}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	s, err := kvstore.Open(context.Background(), f, kvstore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -61,23 +61,9 @@ func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	// late's next connection is made now, against the incarnation adopted now, and its
 	// handshake is held back (connect is not started) while the node restarts.
 	q := newQP(c, p)
-	c.qmu.Lock()
-	prev := c.qps[1]
-	c.qps[1] = q
-	c.qmu.Unlock()
-	if prev != nil {
-		prev.close(errors.New("replaced by the test"))
-	}
+	installQP(c, 1, q)
 	c.f.addLive(q)
-	type res struct {
-		v   uint64
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		v, err := late.FAA(ctx, a, 100)
-		done <- res{v, err}
-	}()
+	done := faaAsync(ctx, late, a, 100)
 
 	s := restartNode1(t, servers, cl)
 	_, err := other.FAA(ctx, a, 1)
@@ -114,4 +100,32 @@ func twoClientsOfNode1(t *testing.T) ([]*Server, *Cluster, *Fabric, farmem.Addr,
 		require.NoError(t, err)
 	}
 	return servers, cl, f, a, m1, m2
+}
+
+// installQP makes q client c's queue pair to node, closing the one it replaces.
+func installQP(c *client, node farmem.NodeID, q qp) {
+	c.qmu.Lock()
+	prev := c.qps[node]
+	c.qps[node] = q
+	c.qmu.Unlock()
+	if prev != nil {
+		prev.close(errors.New("replaced by the test"))
+	}
+}
+
+// faaResult is what faaAsync's FAA returned.
+type faaResult struct {
+	v   uint64
+	err error
+}
+
+// faaAsync adds delta to the word at a through m in another goroutine; the channel gets the
+// result.
+func faaAsync(ctx context.Context, m farmem.Memory, a farmem.Addr, delta uint64) <-chan faaResult {
+	done := make(chan faaResult, 1)
+	go func() {
+		v, err := m.FAA(ctx, a, delta)
+		done <- faaResult{v, err}
+	}()
+	return done
 }

@@ -164,12 +164,7 @@ func TestVerbsRestartedNodeRefusesStaleClients(t *testing.T) {
 	a := farmem.MakeAddr(1, 1<<16)
 	_, err := m.FAA(ctx, a, 1)
 	require.NoError(t, err)
-	addr := servers[0].Addr()
-	require.NoError(t, servers[0].Close())
-	s2, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger(), Provider: "fakeverbs"})
-	require.NoError(t, err)
-	defer s2.Close()
-	require.Eventually(t, func() bool { _, err := s2.Listen(addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
+	restartFakeVerbsNode(t, servers[0])
 	_, err = m.FAA(ctx, a, 1)
 	require.ErrorIs(t, err, farmem.ErrNodeDown, "the old queue pair's node is gone")
 	_, err = m.FAA(ctx, a, 1)
@@ -215,29 +210,10 @@ func TestVerbsPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	// late's next queue pair is made now, for the region key known now; its setup is held
 	// back while the node restarts and the fabric adopts the new process.
 	q := newVerbsQP(c.f.prov.(*verbsProvider), c, p)
-	c.qmu.Lock()
-	prev := c.qps[1]
-	c.qps[1] = q
-	c.qmu.Unlock()
-	if prev != nil {
-		prev.close(errors.New("replaced by the test"))
-	}
-	type res struct {
-		v   uint64
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		v, err := late.FAA(ctx, a, 100)
-		done <- res{v, err}
-	}()
+	installQP(c, 1, q)
+	done := faaAsync(ctx, late, a, 100)
 
-	addr := servers[0].Addr()
-	require.NoError(t, servers[0].Close())
-	s2, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger(), Provider: "fakeverbs"})
-	require.NoError(t, err)
-	defer s2.Close()
-	require.Eventually(t, func() bool { _, err := s2.Listen(addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
+	s2 := restartFakeVerbsNode(t, servers[0])
 	_, err = other.FAA(ctx, a, 1)
 	if errors.Is(err, farmem.ErrNodeDown) && !errors.Is(err, farmem.ErrNodeLost) {
 		_, err = other.FAA(ctx, a, 1)
@@ -254,4 +230,17 @@ func TestVerbsPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	require.NoError(t, err, "a new queue pair reaches the adopted process")
 	require.Zero(t, v)
 	requireNoFakeViolations(t)
+}
+
+// restartFakeVerbsNode closes s, a memory node of 1 MiB on the fake verbs device, and starts a
+// new process of it at the same address (closed at cleanup): new memory, a new incarnation.
+func restartFakeVerbsNode(t *testing.T, s *Server) *Server {
+	t.Helper()
+	addr := s.Addr()
+	require.NoError(t, s.Close())
+	s2, err := NewServer(ServerOptions{Node: 1, Size: 1 << 20, Secret: testSecret, Logger: testLogger(), Provider: "fakeverbs"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	require.Eventually(t, func() bool { _, err := s2.Listen(addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
+	return s2
 }
