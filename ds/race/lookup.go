@@ -273,8 +273,10 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 // result is scratch, valid until the next matching.
 func (t *Table) matching(op *opState, v *view, sel func(Slot) bool) []int {
 	js := t.scr.js[:0]
+	fp := Slot(op.fp)
 	for j, w := range v.words {
-		if !w.Empty() && w.Fingerprint() == op.fp && sel(w) {
+		// The fingerprint first: one shift, and an empty word (0) matches only fingerprint 0.
+		if w>>slotFPShift == fp && !w.Empty() && sel(w) {
 			js = append(js, j)
 		}
 	}
