@@ -16,6 +16,9 @@ func Place(tab *Table, key []byte) (b1, b2 uint64, fp uint8) {
 	return reduce(uint32(op.k.h1>>32), twoG), reduce(uint32(op.k.h2), twoG), op.fp
 }
 
+// LookupHeaderLen is the bytes of a subtable's header area a lookup reads after its slots.
+const LookupHeaderLen = lookupHeaderLen
+
 // SplitSteps recognises, in the verbs one client issues (seen through a farmemtest.Interposer),
 // the end of each step of its splits, from the layout alone: 1 the freeze, 2 the new half
 // written, 3 the child word set, 4 the directory published (the directory lock released),

@@ -60,7 +60,8 @@ func unpackAddr(p uint64) farmem.Addr {
 // The word 0 is an empty slot; the frozen bit alone is an empty slot frozen by a split. A word
 // of length 0 with nonzero address bits is a tombstone (MakeTombstone): a deleted key's slot
 // under the delete lease, whose address bits hold the time (in 2^16 ns) from which an insert
-// may reuse it.
+// may reuse it. The frozen and tentative bits alone (length 0) are the unborn word of a split's
+// new half (move.go): a slot not yet moved into it.
 type Slot uint64
 
 // Slot bits.
@@ -113,8 +114,9 @@ func (s Slot) Plain() Slot { return s &^ SlotFrozen }
 func (s Slot) Empty() bool { return s.Units() == 0 }
 
 // Tombstone reports whether the slot holds a delete's tombstone (frozen or not): no block, and
-// the fabric time from which an Insert may reuse the slot (ReusableAt).
-func (s Slot) Tombstone() bool { return s.Units() == 0 && s&^SlotFrozen != 0 }
+// the fabric time from which an Insert may reuse the slot (ReusableAt). The unborn word of a
+// split's new half (length 0, frozen and tentative) is not one.
+func (s Slot) Tombstone() bool { return s.Units() == 0 && s&^SlotFrozen != 0 && !s.Tentative() }
 
 // ReusableAt returns a tombstone's reuse time (0 for other words).
 func (s Slot) ReusableAt() farmem.Time {
@@ -136,6 +138,9 @@ func (s Slot) Committed() bool { return !s.Empty() && !s.Tentative() && s.Units(
 
 // String formats the slot for dumps.
 func (s Slot) String() string {
+	if s == unbornSlot {
+		return "unborn"
+	}
 	if s.Tombstone() {
 		return fmt.Sprintf("tombstone(until %d)", s.ReusableAt())
 	}

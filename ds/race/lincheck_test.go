@@ -152,9 +152,9 @@ func TestLinearizableLocal(t *testing.T) {
 	require.NotZero(t, r.stats.Refreshes, "no client ever found its directory cache stale")
 }
 
-// trustingSearches returns m on which, while *searching is set, the header word that ends a
-// lookup's batch of reads (the candidate buckets, then the subtable's header) reads as 0: a
-// depth-0 header, which covers every key. A search then trusts whatever subtable its
+// trustingSearches returns m on which, while *searching is set, the header words that end a
+// lookup's batch of reads (the candidate buckets, then the subtable's header and move words)
+// read as 0: a depth-0 header and no move, which cover every key. A search then trusts whatever subtable its
 // directory cache names, as one that skipped the header check would.
 func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
 	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
@@ -166,7 +166,7 @@ func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
 				return
 			}
 		}
-		if last := v.Batch.Ops[len(v.Batch.Ops)-1]; len(v.Batch.Ops) > 1 && len(last.Buf) == 8 {
+		if last := v.Batch.Ops[len(v.Batch.Ops)-1]; len(v.Batch.Ops) > 1 && len(last.Buf) == race.LookupHeaderLen {
 			clear(last.Buf)
 		}
 	}}

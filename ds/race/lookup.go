@@ -23,6 +23,8 @@ type opState struct {
 	// ranges are the slot index ranges of the key's two combined buckets ([start, start+2B)).
 	ranges [2]uint64
 	same   bool // both candidates are the same combined bucket
+	// regions are the regions (geometry.regionOf) of the two ranges' bucket groups.
+	regions [2]uint
 	// keepValue makes learn copy the value of a block holding the key into its blockInfo
 	// (Search returns it; block buffers are scratch).
 	keepValue bool
@@ -106,6 +108,7 @@ func (op *opState) forget() {
 type view struct {
 	st    farmem.Addr
 	hdr   uint64
+	move  uint64   // the subtable's move word, read with the header
 	idx   []uint64 // candidate slot indices, ascending, without duplicates
 	words []Slot   // their words as read
 }
@@ -153,19 +156,21 @@ func initOp(p *Params, geo *geometry, op *opState, key []byte) {
 		op.ranges[0], op.ranges[1] = op.ranges[1], op.ranges[0]
 	}
 	op.same = op.ranges[0] == op.ranges[1]
+	op.regions = [2]uint{geo.regionOfSlot(op.ranges[0]), geo.regionOfSlot(op.ranges[1])}
 }
 
-// addReads appends to b the reads of op's candidate slots in st, then of st's header, into the
+// addReads appends to b the reads of op's candidate slots in st, then of st's header and move
+// words (lookupHeaderLen bytes), into the
 // scratch bucket buffer (decodeView decodes it), and returns the index of the first read.
 func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 	n := int(2 * t.geo.perB * 8)
-	buf := grow(t.scr.bkt, 2*n+8)
+	buf := grow(t.scr.bkt, 2*n+lookupHeaderLen)
 	t.scr.bkt = buf
 	first := b.Read(t.geo.slotAddr(st, op.ranges[0]), buf[:n:n])
 	if !op.same {
 		b.Read(t.geo.slotAddr(st, op.ranges[1]), buf[n:2*n:2*n])
 	}
-	b.Read(st.Add(stHeaderOff), buf[2*n:])
+	b.Read(st.Add(stHeaderOff), buf[2*n:2*n+lookupHeaderLen])
 	return first
 }
 
@@ -176,7 +181,7 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	le := binary.LittleEndian
 	n := 2 * t.geo.perB
 	buf := t.scr.bkt
-	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
+	v := view{st: st, hdr: le.Uint64(buf[16*n:]), move: le.Uint64(buf[16*n+stMoveOff:])}
 	idx, words := vb.idx[:0], vb.words[:0]
 	// ranges[1] > ranges[0] unless op.same: the second range's slots below ranges[0]+n are
 	// in the first already.
@@ -224,7 +229,7 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 }
 
 // locate reads op's candidate buckets in the subtable the directory cache names (one round
-// trip), refreshing the cache until the subtable's header covers the key. nb, if not nil, is
+// trip), refreshing the cache until the subtable owns the key (owner). nb, if not nil, is
 // written in the first batch (an Insert's or Update's KV block). The view is valid until the
 // next locate.
 func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, error) {
@@ -248,8 +253,13 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 		}
 		nb = nil
 		v := t.decodeView(op, st, &t.scr.lv)
-		if covers(v.hdr, op.k.h1) {
+		switch o := t.owner(op, &v); o {
+		case ownsAll:
 			return v, nil
+		case ownsTorn:
+			continue
+		case ownsMoved, ownsMixed:
+			return view{}, t.badMove(&v)
 		}
 		if err := t.refresh(ctx, op.k.h1); err != nil {
 			return view{}, err
@@ -267,6 +277,17 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 			t.dir[op.k.h1&uint64(len(t.dir)-1)] = entryWord(p, d)
 		}
 	}
+}
+
+// owner applies the owner rule (see owner) to view v of op's key.
+func (t *Table) owner(op *opState, v *view) ownership {
+	return owner(v.hdr, v.move, op.k.h1, op.regions[0], op.regions[1])
+}
+
+// badMove is the error of a view whose move word says a split moved regions in a table whose
+// layout version (below 4) never moves regions: its move words are always 0.
+func (t *Table) badMove(v *view) error {
+	return fmt.Errorf("race: subtable %v: move word %#x in a layout version %d table: %w", v.st, v.move, t.version, ErrCorrupt)
 }
 
 // matching returns the view's slots whose fingerprint is op's and that sel accepts. The

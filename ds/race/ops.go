@@ -380,8 +380,9 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 		return nil
 	}
 	for range maxAttempts {
-		if !covers(v.hdr, op.k.h1) {
-			// The subtable split since the lookup, and the key now belongs to the other half.
+		if t.owner(op, &v) != ownsAll {
+			// The subtable split since the lookup, and the key now belongs to the other half
+			// (or the re-read was torn across the start of a split: look again).
 			if err := retract(); err != nil {
 				return restart, err
 			}

@@ -18,7 +18,7 @@ type scratch struct {
 	// b is the batch of locate, learn, tryInsert and reread; each resets it before use and
 	// reads its results before any other of them runs.
 	b farmem.Batch
-	// bkt receives addReads' reads: the two combined buckets, then the header word.
+	// bkt receives addReads' reads: the two combined buckets, then the header, lock, parent and move words.
 	bkt []byte
 	// lv holds the views locate decodes; rv those of tryInsert and reread (an insert's view
 	// after its tentative CAS, alive while locate's still is).
