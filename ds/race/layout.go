@@ -177,13 +177,19 @@ const (
 
 	// Magic is the first word of a table root: the bytes "farmRACE" as a little-endian word.
 	Magic uint64 = 0x454341526d726166
-	// LayoutVersion is the layout version this package writes. Version 2 added the stamp and
+	// LayoutVersion is the newest layout version this package writes (with
+	// Params.SplitRegions; version 3 without). Version 2 added the stamp and
 	// the valid word to KV blocks; version 3 changed only their checksum (to one built on
-	// XXH3-64, about three times faster; see DecodeBlock's layout). A version 2 table is read and
-	// written as before, its blocks in the version 2 format (Root.Version says which), so
-	// binaries of both versions can share it; a version 1 table is refused (ErrBadRoot), since
-	// its blocks cannot be read with this layout: recreate it.
-	LayoutVersion = 3
+	// XXH3-64, about three times faster; see DecodeBlock's layout); version 4 splits subtables
+	// region by region, recording the split in progress in each subtable's move word (see the
+	// package doc's "Resizing"; its blocks are version 3's), so that older binaries, which
+	// split whole and ignore the move word, refuse it. A version 2 or 3 table is read and
+	// written as before, its blocks in their format (Root.Version says which) and its
+	// subtables split whole, so binaries of those versions can share it; a version 1 table is
+	// refused (ErrBadRoot), since its blocks cannot be read with this layout: recreate it.
+	LayoutVersion = 4
+	// wholeSplitVersion is the layout version of a table created without Params.SplitRegions.
+	wholeSplitVersion = 3
 	// oldestLayoutVersion is the oldest layout version this package reads.
 	oldestLayoutVersion = 2
 )
@@ -316,6 +322,13 @@ type Params struct {
 	// replicated word of package farmem/replmem (see the package doc, "Replicated index").
 	// It excludes Replicas.
 	IndexReplicas int
+	// SplitRegions makes the table split its subtables region by region over many inserts
+	// (layout version 4; see the package doc's "Resizing"), so that no insert pays a whole
+	// split: without it a table is of layout version 3 and one insert splits a subtable whole.
+	// Binaries older than version 4 refuse such a table. A split in progress stays half done
+	// while nobody inserts into the subtable, and ReadPartition refuses a partition holding one
+	// (ErrBusy): a FlexKV store, whose hand-overs read partitions, should not set it yet.
+	SplitRegions bool
 }
 
 // MaxReplicas is the most copies of a KV block a table keeps.
@@ -361,7 +374,11 @@ func (p *Params) setDefaults() error {
 func encodeRootConst(p Params) []byte {
 	b := make([]byte, RootSize)
 	binary.LittleEndian.PutUint64(b[rootMagicOff:], Magic)
-	params := uint64(LayoutVersion) | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
+	version := uint64(LayoutVersion)
+	if !p.SplitRegions {
+		version = wholeSplitVersion
+	}
+	params := version | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
 		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48 | uint64(p.Replicas)<<56
 	binary.LittleEndian.PutUint64(b[rootParamsOff:], params)
 	binary.LittleEndian.PutUint64(b[rootGroupsOff:], uint64(p.Groups)|uint64(p.IndexReplicas)<<rootIndexReplicasShift)
@@ -373,8 +390,9 @@ func encodeRootConst(p Params) []byte {
 // Root is a decoded table root.
 type Root struct {
 	Params Params
-	// Version is the table's layout version (2 or 3): the format of the KV blocks its clients
-	// write.
+	// Version is the table's layout version (2 to 4): the format of the KV blocks its clients
+	// write (version 2's, or version 3's from 3 on), and how its subtables split (region by
+	// region from 4 on).
 	Version int
 	// Dir is the current directory and GlobalDepth its depth (2^GlobalDepth entries).
 	Dir         farmem.Addr
@@ -421,6 +439,7 @@ func DecodeRoot(b []byte) (Root, error) {
 		InitialDepth:    int(params >> 48 & 0xff),
 		Replicas:        int(params >> 56),
 		Seed:            le.Uint64(b[rootSeedOff:]),
+		SplitRegions:    r.Version >= 4,
 	}
 	p := r.Params
 	if p.Groups == 0 || p.SlotsPerBucket == 0 || p.MaxDepth == 0 || p.FingerprintBits == 0 {

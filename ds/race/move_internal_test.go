@@ -125,3 +125,22 @@ func TestRegions(t *testing.T) {
 	require.Len(t, seen, maxRegions)
 	require.Equal(t, uint(maxRegions-1), g.regionOfSlot(g.nslots-1))
 }
+
+// TestRegionSlots: regions' slot ranges tile a subtable, each slot in the range of its region.
+func TestRegionSlots(t *testing.T) {
+	for _, groups := range []uint64{1, 4, 55, 56, 57, 64, 100, 1 << 10} {
+		g := newGeometry(groups, 2, 0)
+		next := uint64(0)
+		for r := range uint(g.regions()) {
+			lo, hi := g.regionSlots(r)
+			require.Equal(t, next, lo, "groups %d region %d", groups, r)
+			require.Less(t, lo, hi, "groups %d region %d", groups, r)
+			for i := lo; i < hi; i++ {
+				require.Equal(t, r, g.regionOfSlot(i), "groups %d slot %d", groups, i)
+			}
+			next = hi
+		}
+		require.Equal(t, g.nslots, next, "groups %d", groups)
+		require.Equal(t, uint64(1)<<g.regions()-1, g.allRegions())
+	}
+}

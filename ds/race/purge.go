@@ -347,6 +347,7 @@ func (t *Table) checkAdoptions(ctx context.Context) error {
 		return err
 	}
 	t.adoptions = n
+	t.kids, t.pending = [len(t.kids)]kid{}, 0
 	return nil
 }
 

@@ -23,6 +23,9 @@ type scratch struct {
 	// lv holds the views locate decodes; rv those of tryInsert and reread (an insert's view
 	// after its tentative CAS, alive while locate's still is).
 	lv, rv viewBuf
+	// hv holds the views of a split's new half locate's hop decodes, and mv a mixed key's
+	// merged view (hop).
+	hv, mv viewBuf
 	// js is matching's result (read before matching runs again).
 	js []int
 	// blocks and meta receive learn's reads of KV blocks and metadata entries; ps lists the
