@@ -120,15 +120,12 @@ func (s *RegionSteps) Step(v farmemtest.Verb) int {
 		return op.Kind == farmem.OpMaskedCAS && op.Swap == uint64(SlotFrozen) && op.SwapMask == uint64(SlotFrozen)
 	}):
 		return 3
-	case all(func(op farmem.Op) bool {
-		return op.Kind == farmem.OpCAS && Slot(op.Cmp) == unbornSlot && Slot(op.Swap).Frozen() && Slot(op.Swap).Committed()
-	}):
+	case all(isCopy):
 		return 4
-	case v.Single && op.Kind == farmem.OpCAS && op.Swap != op.Cmp && op.Swap>>moveTagShift == op.Cmp>>moveTagShift &&
-		op.Swap&^moveBitsMask == op.Cmp&^moveBitsMask && (op.Swap^op.Cmp)&(op.Swap^op.Cmp-1) == 0 && op.Swap&op.Cmp == op.Cmp:
-		return 5
-	case all(func(op farmem.Op) bool { return op.Kind == farmem.OpCAS && Slot(op.Cmp).Frozen() }):
-		return 6
+	case isBit(ops[len(ops)-1]) && allOf(ops[:len(ops)-1], isCopy):
+		return 5 // the bit alone, or riding the copies' batch (both halves on one node)
+	case allOf(ops[:len(ops)-1], isRelease) && (isRelease(ops[len(ops)-1]) || len(ops) > 1 && isUnlock(ops[len(ops)-1])):
+		return 6 // the releases, and the unlock riding them
 	case v.Single && op.Kind == farmem.OpCAS && s.half != 0 && op.Addr == s.root.Add(rootDirLockOff) && op.Swap == 0:
 		return 7
 	case v.Single && op.Kind == farmem.OpFAA && op.Addr == s.root.Add(rootSplitsOff):
@@ -137,6 +134,36 @@ func (s *RegionSteps) Step(v farmemtest.Verb) int {
 		return 9
 	}
 	return 0
+}
+
+// isCopy reports whether op is a region split's copy into a new half (from unborn).
+func isCopy(op farmem.Op) bool {
+	return op.Kind == farmem.OpCAS && Slot(op.Cmp) == unbornSlot && Slot(op.Swap).Frozen() && Slot(op.Swap).Committed()
+}
+
+// isBit reports whether op sets one region's bit in a move word.
+func isBit(op farmem.Op) bool {
+	x := op.Swap ^ op.Cmp
+	return op.Kind == farmem.OpCAS && x != 0 && x&(x-1) == 0 && x&^moveBitsMask == 0 && op.Swap&x != 0
+}
+
+// isRelease reports whether op releases a frozen slot.
+func isRelease(op farmem.Op) bool { return op.Kind == farmem.OpCAS && Slot(op.Cmp).Frozen() }
+
+// isUnlock reports whether op may release a lock held by a client (CAS to 0 from a word that
+// is no frozen slot).
+func isUnlock(op farmem.Op) bool {
+	return op.Kind == farmem.OpCAS && op.Swap == 0 && op.Cmp > lockParent && !Slot(op.Cmp).Frozen()
+}
+
+// allOf reports whether f holds for every op of ops.
+func allOf(ops []farmem.Op, f func(farmem.Op) bool) bool {
+	for _, op := range ops {
+		if !f(op) {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateVersion is Create for a table of layout version v (2 to LayoutVersion): version 4 is

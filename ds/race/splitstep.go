@@ -130,8 +130,10 @@ func (t *Table) stepSplit(ctx context.Context, st farmem.Addr, goal stepGoal, op
 	if errors.Is(err, errLostLock) {
 		return true, true, nil
 	}
-	if uerr := t.unlock(ctx, st.Add(stLockOff), word); err == nil {
-		err = uerr
+	if !sm.unlocked {
+		if uerr := t.unlock(ctx, st.Add(stLockOff), word); err == nil {
+			err = uerr
+		}
 	}
 	return true, more, err
 }
@@ -168,7 +170,7 @@ func (t *Table) stepLocked(ctx context.Context, s *subtableState, word *uint64, 
 	switch goal {
 	case stepOne:
 		if rest := all &^ moveBits(s.move); rest != 0 {
-			return true, t.moveRegion(ctx, s, s1, lowestBit(rest), word, sm)
+			return true, t.moveRegion(ctx, s, s1, lowestBit(rest), word, sm, true)
 		}
 	case stepKey:
 		if op.k.h1>>d&1 == 0 && moveBits(s.move)>>op.regions[0]&1 == 1 && moveBits(s.move)>>op.regions[1]&1 == 1 {
@@ -177,7 +179,7 @@ func (t *Table) stepLocked(ctx context.Context, s *subtableState, word *uint64, 
 		moved := false
 		for _, r := range op.regions {
 			if moveBits(s.move)>>r&1 == 0 {
-				if err := t.moveRegion(ctx, s, s1, r, word, sm); err != nil {
+				if err := t.moveRegion(ctx, s, s1, r, word, sm, false); err != nil {
 					return true, err
 				}
 				moved = true
@@ -189,7 +191,7 @@ func (t *Table) stepLocked(ctx context.Context, s *subtableState, word *uint64, 
 	}
 	// Every remaining region, then the end.
 	for rest := all &^ moveBits(s.move); rest != 0; rest = all &^ moveBits(s.move) {
-		if err := t.moveRegion(ctx, s, s1, lowestBit(rest), word, sm); err != nil {
+		if err := t.moveRegion(ctx, s, s1, lowestBit(rest), word, sm, false); err != nil {
 			return true, err
 		}
 	}
@@ -300,8 +302,9 @@ func (t *Table) beginSplit(ctx context.Context, s *subtableState, word *uint64, 
 // moveRegion moves region r of s.st (splitting at depth d into s1) to s1: freeze, learn,
 // copy, set the bit, release (see the file's comment). It is idempotent: a region a dead
 // holder froze or partly copied is moved again from its frozen words, which nobody else can
-// have changed. s.move is updated.
-func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr, r uint, word *uint64, sm *splitMem) error {
+// have changed. s.move is updated. With last set the lock is released in the release's
+// batch, after the old half's releases (sm.unlocked reports it).
+func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr, r uint, word *uint64, sm *splitMem, last bool) error {
 	st, d, la := s.st, headerDepth(s.hdr), s.st.Add(stLockOff)
 	lo, hi := t.geo.regionSlots(r)
 	frozen := sm.frozen
@@ -309,13 +312,15 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 	if err := t.renew(ctx, la, word); err != nil {
 		return err
 	}
-	var b farmem.Batch
+	b := farmem.Batch{Ops: sm.ops[0][:0]}
 	for i := lo; i < hi; i++ {
 		b.MaskedCAS(t.geo.slotAddr(st, i), 0, 0, uint64(SlotFrozen), uint64(SlotFrozen))
 	}
-	if err := t.m.Do(ctx, &b); err != nil {
+	if err := doChunked(ctx, t.m, &b); err != nil {
+		sm.lost = true // the transport may still own the ops
 		return fmt.Errorf("race: freeze region %d of %v: %w", r, st, err)
 	}
+	sm.ops[0] = b.Ops
 	for i := lo; i < hi; i++ {
 		prev, _ := b.Result(int(i - lo))
 		frozen[i] = Slot(prev) | SlotFrozen
@@ -329,8 +334,8 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 	// The copies, from unborn: a slot a dead holder copied already holds the same word.
 	copies := sm.words[1]
 	clear(copies[lo:hi])
-	var cb farmem.Batch
-	var at []uint64
+	cb := farmem.Batch{Ops: sm.ops[1][:0]}
+	at := sm.at[:0]
 	for i := lo; i < hi; i++ {
 		w := frozen[i]
 		if h, _ := sm.hashes.get(int(i), w); w.Committed() && h>>d&1 == 1 {
@@ -338,9 +343,27 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 			at = append(at, i)
 		}
 	}
-	if len(at) > 0 {
-		if err := t.m.Do(ctx, &cb); err != nil {
+	// With both halves on one memory node the bit's CAS rides the copies' batch, after them
+	// (ordered); a copy that failed because a successor released the region already leaves a
+	// bit that successor set, so the CAS then changes nothing.
+	bitOp := -1
+	if s1.Node() == st.Node() && moveTag(s.move) == d && moveBits(s.move)>>r&1 == 0 {
+		bitOp = len(cb.Ops)
+		cb.CAS(st.Add(stMoveOff), s.move, s.move|1<<r)
+	}
+	sm.at = at
+	if len(cb.Ops) > 0 {
+		if err := doChunked(ctx, t.m, &cb); err != nil {
+			sm.lost = true
 			return fmt.Errorf("race: copy region %d of %v: %w", r, st, err)
+		}
+	}
+	sm.ops[1] = cb.Ops
+	if bitOp >= 0 {
+		if prev, _ := cb.Result(bitOp); prev == s.move {
+			s.move |= 1 << r
+		} else {
+			s.move = prev
 		}
 	}
 	for k, i := range at {
@@ -363,7 +386,7 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 		return err
 	}
 	t.stats.Moves++
-	return t.releaseRegion(ctx, s, s1, r, frozen, copies, word, sm)
+	return t.releaseRegion(ctx, s, s1, r, frozen, copies, word, sm, last)
 }
 
 // setBit sets region r's bit in s's move word (tag d), updating s.move. It returns
@@ -396,7 +419,7 @@ func (t *Table) setBit(ctx context.Context, s *subtableState, r uint) error {
 // tentative and empty ones become 0 and the others lose their frozen bit (a tombstone keeps
 // its delete lease in the old half); in s1, from its words as known (s1Words), unborn slots
 // become 0 and frozen copies lose their frozen bit. One batch of CASes.
-func (t *Table) releaseRegion(ctx context.Context, s *subtableState, s1 farmem.Addr, r uint, words, s1Words []Slot, word *uint64, sm *splitMem) error {
+func (t *Table) releaseRegion(ctx context.Context, s *subtableState, s1 farmem.Addr, r uint, words, s1Words []Slot, word *uint64, sm *splitMem, unlock bool) error {
 	st, d := s.st, headerDepth(s.hdr)
 	lo, hi := t.geo.regionSlots(r)
 	if err := t.learnHashes(ctx, words, &sm.hashes, false); err != nil {
@@ -405,7 +428,7 @@ func (t *Table) releaseRegion(ctx context.Context, s *subtableState, s1 farmem.A
 	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
 		return err
 	}
-	var b farmem.Batch
+	b := farmem.Batch{Ops: sm.ops[2][:0]}
 	for i := lo; i < hi; i++ {
 		w := words[i]
 		if !w.Frozen() {
@@ -425,12 +448,20 @@ func (t *Table) releaseRegion(ctx context.Context, s *subtableState, s1 farmem.A
 			b.CAS(t.geo.slotAddr(s1, i), uint64(w), uint64(w.Plain()))
 		}
 	}
+	if unlock {
+		// Last, on the old half's node: after its releases (the new half's may land after
+		// it, which a waiter that finds them frozen with the lock free recovers).
+		b.CAS(st.Add(stLockOff), *word, 0)
+	}
 	if len(b.Ops) == 0 {
 		return nil
 	}
 	if err := doChunked(ctx, t.m, &b); err != nil {
+		sm.lost = true
 		return fmt.Errorf("race: release region %d of %v: %w", r, st, err)
 	}
+	sm.ops[2] = b.Ops
+	sm.unlocked = unlock
 	return nil
 }
 
@@ -498,7 +529,7 @@ func (t *Table) recoverRegions(ctx context.Context, s *subtableState, s1 farmem.
 		moved := moveBits(s.move)>>r&1 == 1
 		switch {
 		case !moved && sFrozen:
-			if err := t.moveRegion(ctx, s, s1, r, word, sm); err != nil {
+			if err := t.moveRegion(ctx, s, s1, r, word, sm, false); err != nil {
 				return err
 			}
 		case moved && (sFrozen || s1Left):
@@ -509,7 +540,7 @@ func (t *Table) recoverRegions(ctx context.Context, s *subtableState, s1 farmem.
 			copy(words[lo:hi], s.words[lo:hi])
 			s1w := make([]Slot, len(s1Words))
 			copy(s1w[lo:hi], s1Words[lo:hi])
-			if err := t.releaseRegion(ctx, s, s1, r, words, s1w, word, sm); err != nil {
+			if err := t.releaseRegion(ctx, s, s1, r, words, s1w, word, sm, false); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,96 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/alloc"
+	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/internal/dstest"
+)
+
+// stepRoundTrips is what a step moving a region costs uncontended, both halves on one memory
+// node: the lock's CAS with the header area's read, the freeze, the heads of its committed
+// blocks, the copies with the bit, the release with the unlock (the bit has a round trip of
+// its own when the halves are on two nodes).
+const stepRoundTrips = 5
+
+// TestRegionSplitRoundTrips stops a table's first split (layout version 4, eight regions) half
+// way, then asserts exact round trips: a step moving a region; and, from a fresh handle, a
+// Search of each key: 2 when the old half owns it, 1 more when one or both of its regions
+// moved (the new half's buckets), and 1 more for the first such search (the child word, then
+// cached).
+func TestRegionSplitRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	// The allocator's lease refreshed every second: a pin never renews it inside a measured
+	// operation (as TestRoundTrips' allocators).
+	f, err := local.New(local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
+	a, err := alloc.New(ctx, m, dstest.AllocOptions)
+	require.NoError(t, err)
+	root, err := Create(ctx, m, a, Params{Groups: 8, SplitRegions: true})
+	require.NoError(t, err)
+	tab, err := Open(ctx, m, a, root, Options{})
+	require.NoError(t, err)
+	var keys [][]byte
+	for i := 0; tab.stats.Moves < 3; i++ {
+		require.Less(t, i, 1000, "no split began")
+		k := fmt.Appendf(nil, "key-%d", i)
+		require.NoError(t, tab.Insert(ctx, k, []byte("v")))
+		keys = append(keys, k)
+	}
+	require.Zero(t, tab.stats.Splits, "the split ended")
+	st := tab.pending
+	require.NotZero(t, st)
+
+	before := m.Stats()
+	held, more, err := tab.stepSplit(ctx, st, stepOne, nil, false, 0)
+	require.NoError(t, err)
+	require.True(t, held && more)
+	require.Equal(t, uint64(4), tab.stats.Moves)
+	d := m.Stats().Sub(before)
+	t.Logf("step: %d round trips, %d verbs", d.RoundTrips, d.TotalVerbs())
+	require.Equal(t, uint64(stepRoundTrips), d.RoundTrips, "a step")
+
+	b, err := Open(ctx, m, a, tab.root, Options{})
+	require.NoError(t, err)
+	hb := make([]byte, lookupHeaderLen)
+	require.NoError(t, m.Read(ctx, st, hb))
+	hdr, move := binary.LittleEndian.Uint64(hb), binary.LittleEndian.Uint64(hb[stMoveOff:])
+	seen := map[ownership]int{}
+	hopped := false
+	for _, k := range keys {
+		op := b.newOp(k)
+		if b.subtableFor(op.k.h1) != st {
+			continue
+		}
+		o := owner(hdr, move, op.k.h1, op.regions[0], op.regions[1])
+		want := uint64(SearchRoundTrips)
+		if o != ownsAll {
+			want++
+			if !hopped {
+				want++ // the child word, once
+				hopped = true
+			}
+		}
+		before := m.Stats()
+		v, err := b.Search(ctx, k)
+		require.NoError(t, err, "key %s", k)
+		require.Equal(t, "v", string(v))
+		require.Equal(t, want, m.Stats().Sub(before).RoundTrips, "search of %s (%v)", k, o)
+		seen[o]++
+	}
+	t.Logf("keys by ownership (all %d, moved %d, mixed %d)", seen[ownsAll], seen[ownsMoved], seen[ownsMixed])
+	require.NotZero(t, seen[ownsAll])
+	require.NotZero(t, seen[ownsMoved])
+	require.NotZero(t, seen[ownsMixed])
+	require.Equal(t, uint64(seen[ownsMixed]), b.stats.MixedReads)
+}
