@@ -74,7 +74,8 @@
 // # Resizing
 //
 // A table created with Params.SplitRegions (layout version 4; not yet the default, since
-// FlexKV's hand-over cannot read a partition while such a split is half done) splits a
+// FlexKV's hand-over cannot read a partition while such a split is half done, and does not
+// call FinishSplits yet) splits a
 // subtable over many inserts, region by region (splitstep.go; SPLIT-DESIGN.md gives the argument): a region is a bucket
 // group (with more than 56 groups, 56 regions of adjacent groups), the smallest set of slots
 // closed under "the buckets some key may use", and a word of the subtable's header area, the
@@ -98,7 +99,8 @@
 // that writers only ever work in one half and the insert protocol needs no change. An insert
 // whose buckets are full moves its key's regions, or, if they moved already, finishes the
 // split; a half that fills before its parent's split ends finishes it. A split whose clients
-// stop inserting stays half done, correct but unfinished. Leases and recovery are as below:
+// stop inserting stays half done, correct but unfinished (Table.FinishSplits ends every split
+// in progress, which ReadPartition needs: it refuses a partition holding one). Leases and recovery are as below:
 // a waiter that finds the lock expired, or free twice while slots stay frozen, takes it and
 // redoes or finishes, from far memory, what the dead holder left (a region frozen but whose
 // bit is unset is moved again, one whose bit is set only released; a late copy of a lapsed

@@ -160,7 +160,9 @@ func TestLinearizableSimRegions(t *testing.T) {
 		t.Logf("seed %d: splits %d, doublings %d; %v; %+v; %+v", seed+200, o.splits, o.doublings, o.summary, o.stats, o.census)
 		require.NoError(t, o.verdict, "seed %d", seed+200)
 		require.GreaterOrEqual(t, o.splits, uint64(2))
-		require.NotZero(t, o.stats.Recoveries, "seed %d: no lock was taken over", seed+200)
+		if regionSplit.holdsLock(steps[seed]) {
+			require.NotZero(t, o.stats.Recoveries, "seed %d: no lock was taken over", seed+200)
+		}
 		all = addStats(all, o.stats)
 	}
 	require.NotZero(t, all.MixedReads, "no search read a mixed key")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -639,4 +640,75 @@ func (t *Table) endTail(ctx context.Context, st farmem.Addr, d uint, cw uint64) 
 	}
 	t.stats.Splits++
 	return nil
+}
+
+// FinishSplits finishes every split in progress of a table split region by region
+// (Params.SplitRegions) that it reaches from the directory along child words, moving their
+// remaining regions and ending them, and returns how many it ended. A split stays half done
+// while nobody inserts into its subtable; ReadPartition refuses a partition holding one, so a
+// caller that must read a quiet partition (a FlexKV hand-over) finishes its splits first. A
+// split another client is stepping meanwhile is waited for, a step at a time. Tables of
+// layout versions 2 and 3 have none (0, nil). Cost: one round trip per subtable visited, and
+// per split some 5 round trips per remaining region plus the end's.
+func (t *Table) FinishSplits(ctx context.Context) (int, error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	if !t.regionSplit() {
+		return 0, nil
+	}
+	if err := t.pin(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unpin()
+	if err := t.refreshAll(ctx); err != nil {
+		return 0, err
+	}
+	seen := make(map[farmem.Addr]bool)
+	var queue []farmem.Addr
+	for _, e := range t.dir {
+		if st := unpackAddr(e); !seen[st] {
+			seen[st] = true
+			queue = append(queue, st)
+		}
+	}
+	ended := 0
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		s, err := t.readSubtable(ctx, st, false)
+		if err != nil {
+			return ended, err
+		}
+		var backoff time.Duration
+		for attempt := 0; s.splitting(); attempt++ {
+			if attempt >= maxAttempts {
+				return ended, fmt.Errorf("race: finish split of %v: %w", st, ErrCorrupt)
+			}
+			held, more, err := t.stepSplit(ctx, st, stepAll, nil, false, 0)
+			if err != nil {
+				return ended, err
+			}
+			if !held {
+				if err := t.splitPause(ctx, &backoff); err != nil {
+					return ended, err
+				}
+			} else if !more {
+				ended++
+			}
+			if s, err = t.readSubtable(ctx, st, false); err != nil {
+				return ended, err
+			}
+		}
+		for _, cw := range s.child {
+			if child := unpackAddr(cw); cw != 0 && !seen[child] {
+				seen[child] = true
+				queue = append(queue, child)
+			}
+		}
+	}
+	if t.pending != 0 {
+		t.pending, t.pendingBegin = 0, false
+	}
+	return ended, nil
 }
