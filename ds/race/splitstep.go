@@ -370,8 +370,17 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 	for k, i := range at {
 		prev, _ := cb.Result(k)
 		if Slot(prev) != unbornSlot && Slot(prev) != frozen[i] {
-			// Released already: another client moved the region after this one's lease lapsed.
-			return errLostLock
+			// Released already: another client moved the region after this one's lease
+			// lapsed. If the lock is still this client's, the half holds what no split
+			// wrote (a half Purge replaced with an empty subtable): an error, not a hang.
+			var lb [8]byte
+			if err := t.m.Read(ctx, la, lb[:]); err != nil {
+				return fmt.Errorf("race: read split lock of %v: %w", st, err)
+			}
+			if binary.LittleEndian.Uint64(lb[:]) != *word {
+				return errLostLock
+			}
+			return fmt.Errorf("race: new half %v slot %d holds %v, neither unborn nor the copy of %v: %w", s1, i, Slot(prev), frozen[i], ErrCorrupt)
 		}
 		copies[i] = frozen[i]
 	}

@@ -94,3 +94,40 @@ func TestRegionSplitRoundTrips(t *testing.T) {
 	require.NotZero(t, seen[ownsMixed])
 	require.Equal(t, uint64(seen[ownsMixed]), b.stats.MixedReads)
 }
+
+// TestRegionSplitForeignHalf: a new half whose unmoved region holds neither unborn words nor
+// copies (as an empty subtable written over it would) makes the step that moves that region
+// fail with ErrCorrupt and release the lock, rather than leave the lock held and retry forever.
+func TestRegionSplitForeignHalf(t *testing.T) {
+	ctx := context.Background()
+	tab, m := localTable(t, Params{Groups: 4, SlotsPerBucket: 4, SplitRegions: true})
+	for i := 0; tab.stats.Moves < 1; i++ {
+		require.Less(t, i, 1000, "no split began")
+		require.NoError(t, tab.Insert(ctx, fmt.Appendf(nil, "key-%d", i), []byte("v")))
+	}
+	st := tab.pending
+	s, err := tab.readSubtable(ctx, st, false)
+	require.NoError(t, err)
+	d := headerDepth(s.hdr)
+	s1 := unpackAddr(s.child[d])
+	// Empty every unmoved region of the half, as a fresh subtable would be.
+	for r := range uint(tab.geo.regions()) {
+		if moveBits(s.move)>>r&1 == 1 {
+			continue
+		}
+		lo, hi := tab.geo.regionSlots(r)
+		require.NoError(t, m.Write(ctx, tab.geo.slotAddr(s1, lo), make([]byte, 8*(hi-lo))))
+	}
+	var lastErr error
+	for range 8 {
+		_, _, err := tab.stepSplit(ctx, st, stepOne, nil, false, 0)
+		if err != nil {
+			lastErr = err
+			break
+		}
+	}
+	require.ErrorIs(t, lastErr, ErrCorrupt)
+	var lb [8]byte
+	require.NoError(t, m.Read(ctx, st.Add(stLockOff), lb[:]))
+	require.Zero(t, binary.LittleEndian.Uint64(lb[:]), "split lock left held")
+}
