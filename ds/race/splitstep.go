@@ -124,7 +124,9 @@ func (t *Table) stepSplit(ctx context.Context, st farmem.Addr, goal stepGoal, op
 			// The parent's split ends by releasing this half: wait for (or finish) it.
 			return true, true, t.waitSplit(ctx, nil, st)
 		}
-		t.stats.SplitWaits++
+		if goal != stepOne {
+			t.stats.SplitWaits++ // a skipped step is no wait
+		}
 		return false, true, nil
 	}
 	more, err = t.stepLocked(ctx, s, &word, goal, op, begin, hdr, sm)
