@@ -22,7 +22,8 @@
 // Far pointers are packed into 46 bits (ErrPointerRange if one does not fit). The root
 // (RootSize bytes) holds the parameters, the directory word and lock, and counters; the
 // directory maps a key's hash suffix to a subtable and is only a hint. A subtable holds a
-// header word (local depth and suffix), a split lock, parent and child words, bucket groups
+// header word (local depth and suffix), a split lock, parent, move (the split in progress,
+// by regions: Resizing) and child words, bucket groups
 // (main, overflow, main) of Slot words, and Params.MetaSize bytes of lock entry per slot. A KV
 // block (DecodeBlock) is written once, out of place, with a checksum covering its address:
 // XXH3-based since layout version 3 (about three times faster than version 2's); a
@@ -32,7 +33,9 @@
 //
 // A key's hashes choose its subtable, two combined buckets and a fingerprint; a key keeps its
 // slot index across splits. A lookup reads both buckets and the subtable's header in one batch,
-// uses them only if the header covers the key, then reads the blocks of fingerprint matches; a
+// uses them only if the subtable owns the key (its header covers the key, and its move word
+// does not say that a split in progress moved the key's regions: see Resizing), then reads the
+// blocks of fingerprint matches; a
 // block failing its checksum restarts it. Over a Memory that offers a prefetch hint (cxl's
 // clients), a handle asks for lines as soon as it knows their addresses (the buckets once the
 // key is hashed, a fingerprint match's block as the buckets are decoded, a new block once
