@@ -137,6 +137,7 @@ func addStats(a, b race.Stats) race.Stats {
 	a.Recoveries += b.Recoveries
 	a.BadBlocks += b.BadBlocks
 	a.Moves += b.Moves
+	a.Begins += b.Begins
 	a.Hops += b.Hops
 	a.MixedReads += b.MixedReads
 	return a

@@ -35,8 +35,9 @@ type loadOp struct {
 }
 
 // slowCause names what an insert above the threshold is attributed to, first match in this
-// order: it split a subtable (or finished another's), moved a region of a split (a table split
-// region by region: Params.SplitRegions), waited for another client's split,
+// order: it split a subtable (or finished another's), began a split or moved regions of one
+// (several, or one: a table split region by region, Params.SplitRegions), waited for another
+// client's split,
 // refilled its allocator (claimed a chunk, scanned or advanced the epoch, waited for
 // reclamation), overlapped the end of a GC cycle, spent most of its wall time off its thread's
 // CPU (descheduled: the OS ran something else, or the Go scheduler another goroutine), or none
@@ -45,6 +46,10 @@ func slowCause(o *loadOp) string {
 	switch {
 	case o.race.Splits > 0 || o.race.Recoveries > 0:
 		return "split"
+	case o.race.Begins > 0:
+		return "split-begin"
+	case o.race.Moves > 1:
+		return "split-steps"
 	case o.race.Moves > 0:
 		return "split-step"
 	case o.race.SplitWaits > 0:
@@ -188,7 +193,7 @@ func subRace(a, b race.Stats) race.Stats {
 	return race.Stats{Splits: a.Splits - b.Splits, Recoveries: a.Recoveries - b.Recoveries,
 		SplitWaits: a.SplitWaits - b.SplitWaits, Doublings: a.Doublings - b.Doublings,
 		Conflicts: a.Conflicts - b.Conflicts, Refreshes: a.Refreshes - b.Refreshes, Walks: a.Walks - b.Walks,
-		Repins: a.Repins - b.Repins, Moves: a.Moves - b.Moves}
+		Repins: a.Repins - b.Repins, Moves: a.Moves - b.Moves, Begins: a.Begins - b.Begins}
 }
 
 func subAlloc(a, b alloc.Stats) alloc.Stats {
@@ -234,11 +239,11 @@ func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration,
 	// or waited for a split counted as taking no time, so only the other causes remain.
 	floor := make([]time.Duration, len(all))
 	for i, o := range all {
-		if o.race.Splits == 0 && o.race.Recoveries == 0 && o.race.SplitWaits == 0 && o.race.Moves == 0 {
+		if o.race.Splits == 0 && o.race.Recoveries == 0 && o.race.SplitWaits == 0 && o.race.Moves == 0 && o.race.Begins == 0 {
 			floor[i] = o.wall
 		}
 	}
-	fmt.Fprintf(&sb, "  without splits, split steps and split waits (counted as 0): p99 %v p999 %v p9999 %v\n", pct(floor, .99), pct(floor, .999), pct(floor, .9999))
+	fmt.Fprintf(&sb, "  without splits, split begins and steps and split waits (counted as 0): p99 %v p999 %v p9999 %v\n", pct(floor, .99), pct(floor, .999), pct(floor, .9999))
 	if steps > 0 {
 		fmt.Fprintf(&sb, "  inserts that moved a region (not ending a split) %d: wall p50 %v p90 %v p99 %v max %v\n", steps, pct(stepWalls, .5), pct(stepWalls, .9), pct(stepWalls, .99), pct(stepWalls, 1))
 	}

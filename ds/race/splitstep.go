@@ -299,6 +299,9 @@ func (t *Table) beginSplit(ctx context.Context, s *subtableState, word *uint64, 
 	if !s.splitting() {
 		return fmt.Errorf("race: subtable %v: child word %#x after beginning a split: %w", st, s.child[d], ErrCorrupt)
 	}
+	if recorded {
+		t.stats.Begins++
+	}
 	return t.ensureTag(ctx, s)
 }
 

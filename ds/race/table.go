@@ -134,11 +134,11 @@ type Stats struct {
 	// locks it took over from a client whose lease had expired, SplitWaits the waits for another
 	// client's split, and Doublings the directory doublings it made.
 	Splits, Recoveries, SplitWaits, Doublings uint64
-	// Moves counts regions this client moved in splits of a layout version 4 table (moved
-	// region by region), Hops the lookups that read a split's new half through its parent's
-	// move word, and MixedReads those of them that read a key with one region moved in both
-	// halves (a Search).
-	Moves, Hops, MixedReads uint64
+	// Begins counts the splits of a layout version 4 table (moved region by region) this
+	// client began, Moves the regions it moved, Hops the lookups that read a split's new half
+	// through its parent's move word, and MixedReads those of them that read a key with one
+	// region moved in both halves (a Search).
+	Begins, Moves, Hops, MixedReads uint64
 	// Repins counts operations that re-pinned because they ran past PinBudget, and PinExpired
 	// unpins that found the allocator lease expired anyway.
 	Repins, PinExpired uint64
