@@ -19,6 +19,10 @@ type Census struct {
 	// written to that subtable since) or in an insert (its tentative slot stays until the
 	// subtable's next split).
 	Frozen, Tentative, Locked int
+	// Moving counts splits in progress (layout version 4: moved region by region), which a
+	// quiescent table may hold, and Unborn the slots of their new halves not moved into yet;
+	// neither counts in Frozen, Tentative or Locked (nor does such a half's parent lock).
+	Moving, Unborn int
 	// Depths counts subtables by local depth.
 	Depths map[int]int
 }
@@ -53,13 +57,15 @@ func (t *Table) Audit(ctx context.Context) (Census, error) {
 	type todo struct {
 		st   farmem.Addr
 		want uint64
+		half bool   // the new half of a split in progress (layout version 4)
+		move uint64 // then its parent's move word
 	}
 	var queue []todo
 	seen := make(map[farmem.Addr]bool)
 	for _, e := range t.dir {
 		if st := unpackAddr(e); !seen[st] {
 			seen[st] = true
-			queue = append(queue, todo{st, 0})
+			queue = append(queue, todo{st: st})
 		}
 	}
 	keys := make(map[string]farmem.Addr)
@@ -81,7 +87,11 @@ func (t *Table) Audit(ctx context.Context) (Census, error) {
 			bad("subtable %v: header depth %d suffix %#x under a child word for depth %d suffix %#x",
 				q.st, d, suffix, headerDepth(q.want), headerSuffix(q.want))
 		}
-		if s.lock != 0 {
+		moving := t.regionSplit() && s.splitting()
+		if moving {
+			c.Moving++
+		}
+		if s.lock != 0 && !(q.half && s.lock == lockParent) {
 			c.Locked++
 		}
 		for l, cw := range s.child {
@@ -94,13 +104,16 @@ func (t *Table) Audit(ctx context.Context) (Census, error) {
 			child := unpackAddr(cw)
 			if !seen[child] {
 				seen[child] = true
-				queue = append(queue, todo{child, headerWord(uint(l)+1, suffix&(1<<l-1)|1<<l)})
+				queue = append(queue, todo{child, headerWord(uint(l)+1, suffix&(1<<l-1)|1<<l), moving && uint(l) == d, s.move})
 			}
 		}
 		blocks := make([][]byte, len(s.words))
 		var b farmem.Batch
 		for i, w := range s.words {
 			switch {
+			case q.half && w == unbornSlot:
+				c.Unborn++
+				continue
 			case w.Tentative():
 				c.Tentative++
 			case w.Committed():
@@ -131,6 +144,15 @@ func (t *Table) Audit(ctx context.Context) (Census, error) {
 			if !covers(s.hdr, op.k.h1) && !w.Frozen() {
 				bad("subtable %v (depth %d, suffix %#x) slot %d: key %q (hash %#x) belongs elsewhere",
 					q.st, d, suffix, i, blk.Key, op.k.h1)
+			}
+			// A split in progress: a leaving key's slot in a moved region is the new half's,
+			// and the new half holds only moved regions' slots.
+			r := t.geo.regionOfSlot(uint64(i))
+			if moving && !w.Frozen() && op.k.h1>>d&1 == 1 && moveBits(s.move)>>r&1 == 1 {
+				bad("subtable %v (depth %d) slot %d: key %q left in moved region %d", q.st, d, i, blk.Key, r)
+			}
+			if q.half && moveBits(q.move)>>r&1 == 0 {
+				bad("new half %v slot %d: key %q in region %d, not moved yet", q.st, i, blk.Key, r)
 			}
 			in := false
 			for r, start := range op.ranges {

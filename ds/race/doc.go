@@ -22,7 +22,8 @@
 // Far pointers are packed into 46 bits (ErrPointerRange if one does not fit). The root
 // (RootSize bytes) holds the parameters, the directory word and lock, and counters; the
 // directory maps a key's hash suffix to a subtable and is only a hint. A subtable holds a
-// header word (local depth and suffix), a split lock, parent and child words, bucket groups
+// header word (local depth and suffix), a split lock, parent, move (the split in progress,
+// by regions: Resizing) and child words, bucket groups
 // (main, overflow, main) of Slot words, and Params.MetaSize bytes of lock entry per slot. A KV
 // block (DecodeBlock) is written once, out of place, with a checksum covering its address:
 // XXH3-based since layout version 3 (about three times faster than version 2's); a
@@ -32,7 +33,9 @@
 //
 // A key's hashes choose its subtable, two combined buckets and a fingerprint; a key keeps its
 // slot index across splits. A lookup reads both buckets and the subtable's header in one batch,
-// uses them only if the header covers the key, then reads the blocks of fingerprint matches; a
+// uses them only if the subtable owns the key (its header covers the key, and its move word
+// does not say that a split in progress moved the key's regions: see Resizing), then reads the
+// blocks of fingerprint matches; a
 // block failing its checksum restarts it. Over a Memory that offers a prefetch hint (cxl's
 // clients), a handle asks for lines as soon as it knows their addresses (the buckets once the
 // key is hashed, a fingerprint match's block as the buckets are decoded, a new block once
@@ -73,8 +76,53 @@
 //
 // # Resizing
 //
-// A subtable splits when an insert finds both candidate buckets full. The splitter takes the
-// split lock (a leased CAS) and allocates the new half (and a doubled directory) before
+// A table created with Params.SplitRegions (layout version 4; not yet the default, since
+// FlexKV's hand-over cannot read a partition while such a split is half done, and does not
+// call FinishSplits yet) splits a
+// subtable over many inserts, region by region (splitstep.go; SPLIT-DESIGN.md gives the argument): a region is a bucket
+// group (with more than 56 groups, 56 regions of adjacent groups), the smallest set of slots
+// closed under "the buckets some key may use", and a word of the subtable's header area, the
+// move word, holds the depth of the split in progress and a bit per region moved. An insert
+// that finds its better bucket nearly full (at most 2 empty slots) begins a split: it takes
+// the subtable's split lock (a leased CAS), allocates the new half, writes it with every slot
+// unborn (frozen and tentative with no block: readers skip it, writers wait), records it in
+// the child word and sets the move word's depth, and releases the lock. From then on every
+// insert of a handle that knows of the split (it began it, or met it) moves one region before
+// returning, under the lock again: it freezes the region's slots, reads the heads of their
+// committed blocks to learn which keys leave, CASes each leaving word into the new half's
+// slot from unborn, sets the region's bit, then releases both halves' region (in the old
+// one leaving, tentative and empty slots become 0, in the new one unborn slots become 0 and
+// copies lose their frozen bit). Once every bit is set an insert ends the split as the whole
+// split did: publishes the half in the directory, moves the old header to the new depth and
+// clears the half's parent lock. Lookups read the move word with the header (same read) and
+// apply the owner rule: a key whose regions both moved is read in the new half through the
+// child word (a second lookup; the handle caches the child word), a key with one region
+// moved (mixed) is read by Search in both halves (the unmoved region's slots from the first
+// read, the moved one's from the second) and moved whole by a writer before it writes, so
+// that writers only ever work in one half and the insert protocol needs no change. An insert
+// whose buckets are full moves its key's regions, or, if they moved already, finishes the
+// split; a half that fills before its parent's split ends finishes it. A split whose clients
+// stop inserting stays half done, correct but unfinished (Table.FinishSplits ends every split
+// in progress, which ReadPartition needs: it refuses a partition holding one). Leases and recovery are as below:
+// a waiter that finds the lock expired, or free twice while slots stay frozen, takes it and
+// redoes or finishes, from far memory, what the dead holder left (a region frozen but whose
+// bit is unset is moved again, one whose bit is set only released; a late copy of a lapsed
+// holder fails, since a released slot never holds the unborn word again). A step costs 5
+// round trips uncontended (the lock with a read of the header area, the freeze, the heads, the
+// copies with the bit, the release with the unlock; 6 when the halves are on two memory nodes)
+// and about 110 verbs with the default geometry (some 9µs on cxl: BenchmarkLoadTail, 1
+// client, Intel Xeon at load 5: step p50 9.1-9.4µs, p99 27-40µs); about 7% of a growing
+// table's inserts carry one, so its p99 insert is a step and its p999 about 65µs where the
+// whole split's is 260-280µs (with 4 clients 130-147µs against 277-313µs). In all, a split's
+// 56 steps issue some 6,200 verbs (the whole split 5,150) and take about 1.8 times its time
+// (some 500µs against 280µs), since each step has its own round trips and batches. Until
+// a split ends, a key whose region moved costs a lookup more (one more once per handle and
+// split, for the child word).
+//
+// Tables of layout versions 2 and 3 (Create's default, and what older binaries share) keep
+// the whole split:
+// one insert, the one that found both candidate buckets full, does all of it. The splitter
+// takes the split lock and allocates the new half (and a doubled directory) before
 // freezing anything, so running out of memory fails the insert with farmem.ErrNoSpace and
 // leaves the table as usable as before. To learn which keys move it reads the head (first
 // Unit: header and key) of every committed slot's block, checked against the slot word's
@@ -101,8 +149,7 @@
 // split reuses its buffers, kept process-wide, so it allocates next to nothing), all paid by
 // the insert that found its buckets full. Splits are rare, about one insert in 800 while a
 // table grows, but that is more than one in a thousand: a growing table's p999 insert latency
-// is a split's duration. SPLIT-DESIGN.md in this directory designs a split moved bucket group
-// by bucket group over many inserts (not built).
+// is a split's duration, which the region split spreads over some 58 inserts.
 //
 // # Restarted memory nodes
 //

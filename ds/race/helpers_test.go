@@ -18,19 +18,53 @@ import (
 
 // env is a formatted local fabric holding one table.
 type env struct {
-	f    *local.Fabric
-	root farmem.Addr
-	comp []farmem.NodeID
-	ao   alloc.Options
+	f     *local.Fabric
+	root  farmem.Addr
+	comp  []farmem.NodeID
+	ao    alloc.Options
+	proto splitProto
 }
 
-// newEnv starts a local fabric with strict mode on, formats it and creates a table with p.
+// splitProto is a split protocol under test: the layout version whose tables use it, and a
+// recogniser of its steps (in the verbs of one client), numbered 1 to steps.
+type splitProto struct {
+	name     string
+	version  int
+	steps    int
+	newSteps func(root farmem.Addr) interface{ Step(farmemtest.Verb) int }
+}
+
+// holdsLock reports whether a client that stops right after step n of pr's split still
+// holds the split lock (so that another client must take it over): not after a region
+// split's release, whose batch releases the lock too when it ends the step's visit.
+func (pr splitProto) holdsLock(n int) bool { return pr.version < race.LayoutVersion || n != 6 }
+
+var (
+	// wholeSplit is the split of layout version 3 tables: one insert freezes, copies and
+	// releases a whole subtable (race.SplitSteps).
+	wholeSplit = splitProto{"whole", 3, 7, func(root farmem.Addr) interface{ Step(farmemtest.Verb) int } { return race.NewSplitSteps(root) }}
+	// regionSplit is the split of layout version 4 tables, moved region by region over many
+	// inserts (race.RegionSteps).
+	regionSplit = splitProto{"regions", race.LayoutVersion, race.RegionStepCount, func(root farmem.Addr) interface{ Step(farmemtest.Verb) int } {
+		return race.NewRegionSteps(root)
+	}}
+	// protos are both.
+	protos = []splitProto{wholeSplit, regionSplit}
+)
+
+// newEnv starts a local fabric with strict mode on, formats it and creates a table with p, of
+// the current layout version (split region by region).
 func newEnv(t testing.TB, lo local.Options, p race.Params) *env {
+	return newEnvProto(t, lo, p, regionSplit)
+}
+
+// newEnvProto is newEnv for a table of pr's layout version.
+func newEnvProto(t testing.TB, lo local.Options, p race.Params, pr splitProto) *env {
 	t.Helper()
 	f, root := dstest.Local(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
-		return race.Create(ctx, m, a, p)
+		return race.CreateVersion(ctx, m, a, p, pr.version)
 	})
-	e := &env{f: f, root: root, comp: f.Topology().ComputeNodes(), ao: dstest.AllocOptions}
+	e := &env{f: f, root: root, comp: f.Topology().ComputeNodes(), ao: dstest.AllocOptions, proto: pr}
 	return e
 }
 
@@ -73,26 +107,40 @@ func (e *env) openWith(t testing.TB, i int, opts race.Options, wrap func(farmem.
 }
 
 // atSplitStep returns m seen through an Interposer that runs act once, right after the verb
-// that ends step n (1..7, numbered by race.SplitSteps) of the client's first split that gets
+// that ends step n (or a later one with it: a region split's bit may ride its copies' batch) (1..7, numbered by race.SplitSteps) of the client's first split that gets
 // that far, and a flag set just before act runs. act may block (the client stalls there) or
 // crash the client through the fabric's fault injection (it dies there, holding the split
 // lock: its later verbs fail with farmem.ErrNodeDown).
-func atSplitStep(m farmem.Memory, root farmem.Addr, n int, act func()) (farmem.Memory, *atomic.Bool) {
-	steps := race.NewSplitSteps(root)
+func atSplitStep(m farmem.Memory, root farmem.Addr, pr splitProto, n int, act func()) (farmem.Memory, *atomic.Bool) {
+	steps := pr.newSteps(root)
 	fired := new(atomic.Bool)
 	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
-		if err == nil && !fired.Load() && steps.Step(v) == n {
+		if err == nil && !fired.Load() && steps.Step(v) >= n {
 			fired.Store(true)
 			act()
 		}
 	}}, fired
 }
 
+// beforeSplitStep is atSplitStep, but act runs right before the client posts the verb that
+// would end step n: a client paused there past its lease posts that verb late, after another
+// client took its split over (its renewal, checked before the verb, came earlier).
+func beforeSplitStep(m farmem.Memory, root farmem.Addr, pr splitProto, n int, act func()) farmem.Memory {
+	steps := pr.newSteps(root)
+	fired := new(atomic.Bool)
+	return &farmemtest.Interposer{Memory: m, Before: func(_ context.Context, v farmemtest.Verb) {
+		if !fired.Load() && steps.Step(v) >= n {
+			fired.Store(true)
+			act()
+		}
+	}}
+}
+
 // crashAtSplitStep opens client i whose first split dies at step n (see atSplitStep).
 func (e *env) crashAtSplitStep(t testing.TB, i int, opts race.Options, n int) *client {
 	var killed *atomic.Bool
 	c := e.openWith(t, i, opts, func(m farmem.Memory) farmem.Memory {
-		w, fired := atSplitStep(m, e.root, n, func() { require.NoError(t, e.f.CrashClient(m.Info().ID)) })
+		w, fired := atSplitStep(m, e.root, e.proto, n, func() { require.NoError(t, e.f.CrashClient(m.Info().ID)) })
 		killed = fired
 		return w
 	})

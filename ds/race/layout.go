@@ -60,7 +60,8 @@ func unpackAddr(p uint64) farmem.Addr {
 // The word 0 is an empty slot; the frozen bit alone is an empty slot frozen by a split. A word
 // of length 0 with nonzero address bits is a tombstone (MakeTombstone): a deleted key's slot
 // under the delete lease, whose address bits hold the time (in 2^16 ns) from which an insert
-// may reuse it.
+// may reuse it. The frozen and tentative bits alone (length 0) are the unborn word of a split's
+// new half (move.go): a slot not yet moved into it.
 type Slot uint64
 
 // Slot bits.
@@ -113,8 +114,9 @@ func (s Slot) Plain() Slot { return s &^ SlotFrozen }
 func (s Slot) Empty() bool { return s.Units() == 0 }
 
 // Tombstone reports whether the slot holds a delete's tombstone (frozen or not): no block, and
-// the fabric time from which an Insert may reuse the slot (ReusableAt).
-func (s Slot) Tombstone() bool { return s.Units() == 0 && s&^SlotFrozen != 0 }
+// the fabric time from which an Insert may reuse the slot (ReusableAt). The unborn word of a
+// split's new half (length 0, frozen and tentative) is not one.
+func (s Slot) Tombstone() bool { return s.Units() == 0 && s&^SlotFrozen != 0 && !s.Tentative() }
 
 // ReusableAt returns a tombstone's reuse time (0 for other words).
 func (s Slot) ReusableAt() farmem.Time {
@@ -136,6 +138,9 @@ func (s Slot) Committed() bool { return !s.Empty() && !s.Tentative() && s.Units(
 
 // String formats the slot for dumps.
 func (s Slot) String() string {
+	if s == unbornSlot {
+		return "unborn"
+	}
 	if s.Tombstone() {
 		return fmt.Sprintf("tombstone(until %d)", s.ReusableAt())
 	}
@@ -172,13 +177,19 @@ const (
 
 	// Magic is the first word of a table root: the bytes "farmRACE" as a little-endian word.
 	Magic uint64 = 0x454341526d726166
-	// LayoutVersion is the layout version this package writes. Version 2 added the stamp and
+	// LayoutVersion is the newest layout version this package writes (with
+	// Params.SplitRegions; version 3 without). Version 2 added the stamp and
 	// the valid word to KV blocks; version 3 changed only their checksum (to one built on
-	// XXH3-64, about three times faster; see DecodeBlock's layout). A version 2 table is read and
-	// written as before, its blocks in the version 2 format (Root.Version says which), so
-	// binaries of both versions can share it; a version 1 table is refused (ErrBadRoot), since
-	// its blocks cannot be read with this layout: recreate it.
-	LayoutVersion = 3
+	// XXH3-64, about three times faster; see DecodeBlock's layout); version 4 splits subtables
+	// region by region, recording the split in progress in each subtable's move word (see the
+	// package doc's "Resizing"; its blocks are version 3's), so that older binaries, which
+	// split whole and ignore the move word, refuse it. A version 2 or 3 table is read and
+	// written as before, its blocks in their format (Root.Version says which) and its
+	// subtables split whole, so binaries of those versions can share it; a version 1 table is
+	// refused (ErrBadRoot), since its blocks cannot be read with this layout: recreate it.
+	LayoutVersion = 4
+	// wholeSplitVersion is the layout version of a table created without Params.SplitRegions.
+	wholeSplitVersion = 3
 	// oldestLayoutVersion is the oldest layout version this package reads.
 	oldestLayoutVersion = 2
 )
@@ -311,6 +322,14 @@ type Params struct {
 	// replicated word of package farmem/replmem (see the package doc, "Replicated index").
 	// It excludes Replicas.
 	IndexReplicas int
+	// SplitRegions makes the table split its subtables region by region over many inserts
+	// (layout version 4; see the package doc's "Resizing"), so that no insert pays a whole
+	// split: without it a table is of layout version 3 and one insert splits a subtable whole.
+	// Binaries older than version 4 refuse such a table. A split in progress stays half done
+	// while nobody inserts into the subtable, and ReadPartition refuses a partition holding one
+	// (ErrBusy) until Table.FinishSplits ends it: a FlexKV store, whose hand-overs read
+	// partitions without finishing splits, should not set it yet.
+	SplitRegions bool
 }
 
 // MaxReplicas is the most copies of a KV block a table keeps.
@@ -356,7 +375,11 @@ func (p *Params) setDefaults() error {
 func encodeRootConst(p Params) []byte {
 	b := make([]byte, RootSize)
 	binary.LittleEndian.PutUint64(b[rootMagicOff:], Magic)
-	params := uint64(LayoutVersion) | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
+	version := uint64(LayoutVersion)
+	if !p.SplitRegions {
+		version = wholeSplitVersion
+	}
+	params := version | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
 		uint64(p.MetaSize)<<24 | uint64(p.MaxDepth)<<40 | uint64(p.InitialDepth)<<48 | uint64(p.Replicas)<<56
 	binary.LittleEndian.PutUint64(b[rootParamsOff:], params)
 	binary.LittleEndian.PutUint64(b[rootGroupsOff:], uint64(p.Groups)|uint64(p.IndexReplicas)<<rootIndexReplicasShift)
@@ -368,8 +391,9 @@ func encodeRootConst(p Params) []byte {
 // Root is a decoded table root.
 type Root struct {
 	Params Params
-	// Version is the table's layout version (2 or 3): the format of the KV blocks its clients
-	// write.
+	// Version is the table's layout version (2 to 4): the format of the KV blocks its clients
+	// write (version 2's, or version 3's from 3 on), and how its subtables split (region by
+	// region from 4 on).
 	Version int
 	// Dir is the current directory and GlobalDepth its depth (2^GlobalDepth entries).
 	Dir         farmem.Addr
@@ -416,6 +440,7 @@ func DecodeRoot(b []byte) (Root, error) {
 		InitialDepth:    int(params >> 48 & 0xff),
 		Replicas:        int(params >> 56),
 		Seed:            le.Uint64(b[rootSeedOff:]),
+		SplitRegions:    r.Version >= 4,
 	}
 	p := r.Params
 	if p.Groups == 0 || p.SlotsPerBucket == 0 || p.MaxDepth == 0 || p.FingerprintBits == 0 {

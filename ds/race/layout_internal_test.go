@@ -155,7 +155,15 @@ func TestRoot(t *testing.T) {
 	_, err = DecodeRoot(v1)
 	require.ErrorIs(t, err, ErrBadRoot)
 	require.ErrorContains(t, err, "layout version 1")
-	require.Equal(t, LayoutVersion, r.Version)
+	require.Equal(t, wholeSplitVersion, r.Version)
+	// With SplitRegions the root is of LayoutVersion (4), and decodes with it.
+	p4 := p
+	p4.SplitRegions = true
+	r4, err := DecodeRoot(withVersion(b, LayoutVersion))
+	require.NoError(t, err)
+	require.Equal(t, LayoutVersion, r4.Version)
+	require.Equal(t, p4, r4.Params)
+	require.Equal(t, byte(LayoutVersion), encodeRootConst(p4)[rootParamsOff])
 	// A version 2 root is read, saying so; a version from the future is refused.
 	r2, err := DecodeRoot(withVersion(b, 2))
 	require.NoError(t, err)

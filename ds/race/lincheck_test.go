@@ -53,15 +53,20 @@ type splitRun struct {
 // runSplits runs w with n clients over a table laid out with collide on a local fabric with
 // tearing, jitter and strict mode, and checks the history.
 // With crashStep > 0, client 0 is crashed right after that step of its first split.
-func runSplits(t *testing.T, w workload, n int, crashStep int) splitRun {
-	return runSplitsWith(t, w, n, crashStep, false)
+func runSplits(t *testing.T, w workload, n int, crashStep int, pr splitProto) splitRun {
+	return runSplitsWith(t, w, n, crashStep, false, pr)
 }
 
 // runSplitsWith is runSplits; with trusting set, every client's searches take the subtable
 // their directory cache names for the key's (see trustingSearches).
-func runSplitsWith(t *testing.T, w workload, n int, crashStep int, trusting bool) splitRun {
+func runSplitsWith(t *testing.T, w workload, n int, crashStep int, trusting bool, pr splitProto) splitRun {
+	return runSplitsGeo(t, w, n, crashStep, trusting, pr, collide)
+}
+
+// runSplitsGeo is runSplitsWith over a table laid out with p.
+func runSplitsGeo(t *testing.T, w workload, n int, crashStep int, trusting bool, pr splitProto, p race.Params) splitRun {
 	t.Helper()
-	e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, collide)
+	e := newEnvProto(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p, pr)
 	cs := make([]*client, n)
 	opts := race.Options{Lease: 20 * time.Millisecond}
 	for i := range cs {
@@ -131,6 +136,10 @@ func addStats(a, b race.Stats) race.Stats {
 	a.SplitWaits += b.SplitWaits
 	a.Recoveries += b.Recoveries
 	a.BadBlocks += b.BadBlocks
+	a.Moves += b.Moves
+	a.Begins += b.Begins
+	a.Hops += b.Hops
+	a.MixedReads += b.MixedReads
 	return a
 }
 
@@ -143,18 +152,55 @@ var splitLoad = workload{Keys: 48, Ops: 600, Search: 40, Insert: 25, Update: 15,
 func TestLinearizableLocal(t *testing.T) {
 	w := splitLoad
 	w.Ops *= stressScale()
-	r := runSplits(t, w, 6, 0)
-	t.Logf("splits %d, doublings %d; %+v; %+v", r.splits, r.doublings, r.stats, r.census)
-	require.NoError(t, r.verdict)
-	require.GreaterOrEqual(t, r.splits, uint64(3))
-	require.GreaterOrEqual(t, r.doublings, uint64(1))
-	require.NotZero(t, r.stats.SplitWaits, "no operation ever met a split in progress")
-	require.NotZero(t, r.stats.Refreshes, "no client ever found its directory cache stale")
+	for _, pr := range protos {
+		r := runSplits(t, w, 6, 0, pr)
+		t.Logf("%s: splits %d, doublings %d; %+v; %+v", pr.name, r.splits, r.doublings, r.stats, r.census)
+		require.NoError(t, r.verdict, pr.name)
+		require.GreaterOrEqual(t, r.splits, uint64(3), pr.name)
+		require.GreaterOrEqual(t, r.doublings, uint64(1), pr.name)
+		require.NotZero(t, r.stats.SplitWaits, "%s: no operation ever met a split in progress", pr.name)
+		require.NotZero(t, r.stats.Refreshes, "%s: no client ever found its directory cache stale", pr.name)
+	}
 }
 
-// trustingSearches returns m on which, while *searching is set, the header word that ends a
-// lookup's batch of reads (the candidate buckets, then the subtable's header) reads as 0: a
-// depth-0 header, which covers every key. A search then trusts whatever subtable its
+// regions are layout parameters whose subtables move in four regions (four bucket groups of
+// two-slot buckets, two-bit fingerprints): a key's two buckets often lie in different
+// regions, so that a split in progress leaves keys mixed (one region moved) for a while.
+var regions = race.Params{Groups: 4, SlotsPerBucket: 2, FingerprintBits: 2, MaxDepth: 16}
+
+// regionLoad is the workload of the region tests: more keys than splitLoad, as subtables
+// hold four times more.
+var regionLoad = workload{Keys: 160, Ops: 600, Search: 40, Insert: 30, Update: 10, MaxVal: 120, Unknown: 5}
+
+// TestLinearizableRegions is TestLinearizableLocal over subtables moved in four regions:
+// splits run across many operations, mixed keys are read in both halves, and clients die in
+// the middle of each step (each run's first split) in turn.
+func TestLinearizableRegions(t *testing.T) {
+	w := regionLoad
+	w.Ops *= stressScale()
+	var all race.Stats
+	for step := 0; step <= regionSplit.steps; step++ {
+		n := 6
+		if step > 0 {
+			// Runs with a victim: fewer clients and operations (the test's time under -race).
+			n, w.Ops = 4, 400*stressScale()
+		}
+		r := runSplitsGeo(t, w, n, step, false, regionSplit, regions)
+		t.Logf("dead at step %d: splits %d, doublings %d; %+v; %+v", step, r.splits, r.doublings, r.stats, r.census)
+		require.NoError(t, r.verdict, "dead at step %d", step)
+		require.GreaterOrEqual(t, r.splits, uint64(2), "dead at step %d", step)
+		if step > 0 && regionSplit.holdsLock(step) {
+			require.NotZero(t, r.stats.Recoveries, "step %d: nobody took the dead client's split over", step)
+		}
+		all = addStats(all, r.stats)
+	}
+	require.NotZero(t, all.Hops, "no lookup read a split's new half")
+	require.NotZero(t, all.MixedReads, "no search read a mixed key")
+}
+
+// trustingSearches returns m on which, while *searching is set, the header words that end a
+// lookup's batch of reads (the candidate buckets, then the subtable's header and move words)
+// read as 0: a depth-0 header and no move, which cover every key. A search then trusts whatever subtable its
 // directory cache names, as one that skipped the header check would.
 func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
 	return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
@@ -166,7 +212,7 @@ func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
 				return
 			}
 		}
-		if last := v.Batch.Ops[len(v.Batch.Ops)-1]; len(v.Batch.Ops) > 1 && len(last.Buf) == 8 {
+		if last := v.Batch.Ops[len(v.Batch.Ops)-1]; len(v.Batch.Ops) > 1 && len(last.Buf) == race.LookupHeaderLen {
 			clear(last.Buf)
 		}
 	}}
@@ -176,7 +222,7 @@ func trustingSearches(m farmem.Memory, searching *bool) farmem.Memory {
 // the subtable's header read the wrong subtable after a split, which the check must catch.
 func TestBrokenHeaderCheckCaught(t *testing.T) {
 	for range 10 {
-		r := runSplitsWith(t, splitLoad, 6, 0, true)
+		r := runSplitsWith(t, splitLoad, 6, 0, true, regionSplit)
 		if r.verdict != nil {
 			t.Logf("caught: %.300v", r.verdict)
 			return
@@ -186,14 +232,16 @@ func TestBrokenHeaderCheckCaught(t *testing.T) {
 }
 
 // TestLinearizableSplitterDies is TestLinearizableLocal with one client dying in the middle of a
-// split (at each step in turn): the others must take the split over once its lease expires,
+// whole split (a layout version 3 table; at each step in turn): the others must take the split over once its lease expires,
 // and the history must stay linearizable.
 func TestLinearizableSplitterDies(t *testing.T) {
 	w := splitLoad
 	w.Ops = 250 * stressScale()
-	for step := 1; step <= 7; step++ {
-		r := runSplits(t, w, 4, step)
-		require.NoError(t, r.verdict, "dead at step %d", step)
-		require.NotZero(t, r.stats.Recoveries, "step %d: nobody took the dead client's split over", step)
+	// The whole split's; TestLinearizableRegions kills region splitters at each step.
+	pr := wholeSplit
+	for step := 1; step <= pr.steps; step++ {
+		r := runSplits(t, w, 4, step, pr)
+		require.NoError(t, r.verdict, "%s: dead at step %d", pr.name, step)
+		require.NotZero(t, r.stats.Recoveries, "%s: step %d: nobody took the dead client's split over", pr.name, step)
 	}
 }

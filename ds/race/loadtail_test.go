@@ -35,7 +35,9 @@ type loadOp struct {
 }
 
 // slowCause names what an insert above the threshold is attributed to, first match in this
-// order: it split a subtable (or finished another's), waited for another client's split,
+// order: it split a subtable (or finished another's), began a split or moved regions of one
+// (several, or one: a table split region by region, Params.SplitRegions), waited for another
+// client's split,
 // refilled its allocator (claimed a chunk, scanned or advanced the epoch, waited for
 // reclamation), overlapped the end of a GC cycle, spent most of its wall time off its thread's
 // CPU (descheduled: the OS ran something else, or the Go scheduler another goroutine), or none
@@ -44,6 +46,12 @@ func slowCause(o *loadOp) string {
 	switch {
 	case o.race.Splits > 0 || o.race.Recoveries > 0:
 		return "split"
+	case o.race.Begins > 0:
+		return "split-begin"
+	case o.race.Moves > 1:
+		return "split-steps"
+	case o.race.Moves > 0:
+		return "split-step"
 	case o.race.SplitWaits > 0:
 		return "split-wait"
 	case o.alloc.Chunks > 0 || o.alloc.Scans > 0 || o.alloc.Advances > 0 || o.alloc.ReclaimWaits > 0 || o.alloc.Unpooled > 0 || o.alloc.Coalesced > 0:
@@ -63,7 +71,8 @@ func slowCause(o *loadOp) string {
 // thread, and attributes every insert slower than 50µs to a cause (slowCause), logging per
 // cause the count, median and largest wall time and median CPU time, the splits' own
 // durations, and the percentiles with the inserts that split or waited for a split counted as
-// taking no time (the floor a cheaper split could reach). With LOADTAIL_GCOFF=1 in the environment the collector is off during the load,
+// taking no time (the floor a cheaper split could reach). The table splits region by region
+// (Params.SplitRegions) unless LOADTAIL_WHOLE=1 asks for the whole split. With LOADTAIL_GCOFF=1 in the environment the collector is off during the load,
 // which tells GC's share from the rest. b.N is ignored: one load per run.
 func BenchmarkLoadTail(b *testing.B) {
 	for _, clients := range []int{1, 4} {
@@ -77,7 +86,8 @@ func BenchmarkLoadTail(b *testing.B) {
 
 func loadTail(b *testing.B, clients, records, vlen int, threshold time.Duration) {
 	f := splitRegion(b, "race-loadtail-*.region")
-	p := race.Params{MetaSize: 16}
+	// Split region by region unless LOADTAIL_WHOLE=1 asks for the whole split (layout version 3).
+	p := race.Params{MetaSize: 16, SplitRegions: os.Getenv("LOADTAIL_WHOLE") != "1"}
 	root := dstest.Build(b, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return race.Create(ctx, m, a, p)
 	})
@@ -183,7 +193,7 @@ func subRace(a, b race.Stats) race.Stats {
 	return race.Stats{Splits: a.Splits - b.Splits, Recoveries: a.Recoveries - b.Recoveries,
 		SplitWaits: a.SplitWaits - b.SplitWaits, Doublings: a.Doublings - b.Doublings,
 		Conflicts: a.Conflicts - b.Conflicts, Refreshes: a.Refreshes - b.Refreshes, Walks: a.Walks - b.Walks,
-		Repins: a.Repins - b.Repins}
+		Repins: a.Repins - b.Repins, Moves: a.Moves - b.Moves, Begins: a.Begins - b.Begins}
 }
 
 func subAlloc(a, b alloc.Stats) alloc.Stats {
@@ -204,8 +214,13 @@ func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration,
 	}
 	walls := make([]time.Duration, len(all))
 	var splits, waits, chunks, gcs, doublings uint64
-	var splitWalls, splitCPU, splitRTT []time.Duration
+	var splitWalls, splitCPU, splitRTT, stepWalls []time.Duration
+	var steps uint64
 	for i, o := range all {
+		if o.race.Moves > 0 && o.race.Splits == 0 {
+			steps++
+			stepWalls = append(stepWalls, o.wall)
+		}
 		walls[i] = o.wall
 		splits += o.race.Splits
 		waits += o.race.SplitWaits
@@ -224,11 +239,14 @@ func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration,
 	// or waited for a split counted as taking no time, so only the other causes remain.
 	floor := make([]time.Duration, len(all))
 	for i, o := range all {
-		if o.race.Splits == 0 && o.race.Recoveries == 0 && o.race.SplitWaits == 0 {
+		if o.race.Splits == 0 && o.race.Recoveries == 0 && o.race.SplitWaits == 0 && o.race.Moves == 0 && o.race.Begins == 0 {
 			floor[i] = o.wall
 		}
 	}
-	fmt.Fprintf(&sb, "  without splits and split waits (counted as 0): p99 %v p999 %v p9999 %v\n", pct(floor, .99), pct(floor, .999), pct(floor, .9999))
+	fmt.Fprintf(&sb, "  without splits, split begins and steps and split waits (counted as 0): p99 %v p999 %v p9999 %v\n", pct(floor, .99), pct(floor, .999), pct(floor, .9999))
+	if steps > 0 {
+		fmt.Fprintf(&sb, "  inserts that moved a region (not ending a split) %d: wall p50 %v p90 %v p99 %v max %v\n", steps, pct(stepWalls, .5), pct(stepWalls, .9), pct(stepWalls, .99), pct(stepWalls, 1))
+	}
 	fmt.Fprintf(&sb, "  splits %d (doublings %d): wall p50 %v max %v, cpu p50 %v, verbs p50 %d; split waits %d; chunk claims %d; GC cycles ended %d\n",
 		splits, doublings, pct(splitWalls, .5), pct(splitWalls, 1), pct(splitCPU, .5), int64(pct(splitRTT, .5)), waits, chunks, gcs)
 	p999 := pct(walls, .999)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -23,6 +24,8 @@ type opState struct {
 	// ranges are the slot index ranges of the key's two combined buckets ([start, start+2B)).
 	ranges [2]uint64
 	same   bool // both candidates are the same combined bucket
+	// regions are the regions (geometry.regionOf) of the two ranges' bucket groups.
+	regions [2]uint
 	// keepValue makes learn copy the value of a block holding the key into its blockInfo
 	// (Search returns it; block buffers are scratch).
 	keepValue bool
@@ -40,6 +43,11 @@ type opState struct {
 	// matchOnly makes decodeView keep only the committed slots with op's fingerprint (a
 	// Search, an Update and a Delete look at nothing else; an Insert needs the empty slots).
 	matchOnly bool
+	// search marks a Search: it never writes, and reads a mixed key's slots in both halves of
+	// a split in progress (locate's hop) instead of moving its regions.
+	search bool
+	// backoff is the pause before looking again at a split step another client holds.
+	backoff time.Duration
 }
 
 // blockInfo is what a block holds, as far as an operation cares.
@@ -104,8 +112,12 @@ func (op *opState) forget() {
 // view is one read of a key's candidate slots and of its subtable's header, the header read
 // after the slots (same batch, same node, so in order).
 type view struct {
-	st    farmem.Addr
-	hdr   uint64
+	st   farmem.Addr
+	hdr  uint64
+	move uint64 // the subtable's move word, read with the header
+	// from, in a view of a split's new half reached through its parent's move word (hop), is
+	// the parent; such a view of a mixed key (Search only) holds slots of both.
+	from  farmem.Addr
 	idx   []uint64 // candidate slot indices, ascending, without duplicates
 	words []Slot   // their words as read
 }
@@ -153,19 +165,21 @@ func initOp(p *Params, geo *geometry, op *opState, key []byte) {
 		op.ranges[0], op.ranges[1] = op.ranges[1], op.ranges[0]
 	}
 	op.same = op.ranges[0] == op.ranges[1]
+	op.regions = [2]uint{geo.regionOfSlot(op.ranges[0]), geo.regionOfSlot(op.ranges[1])}
 }
 
-// addReads appends to b the reads of op's candidate slots in st, then of st's header, into the
+// addReads appends to b the reads of op's candidate slots in st, then of st's header and move
+// words (lookupHeaderLen bytes), into the
 // scratch bucket buffer (decodeView decodes it), and returns the index of the first read.
 func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 	n := int(2 * t.geo.perB * 8)
-	buf := grow(t.scr.bkt, 2*n+8)
+	buf := grow(t.scr.bkt, 2*n+lookupHeaderLen)
 	t.scr.bkt = buf
 	first := b.Read(t.geo.slotAddr(st, op.ranges[0]), buf[:n:n])
 	if !op.same {
 		b.Read(t.geo.slotAddr(st, op.ranges[1]), buf[n:2*n:2*n])
 	}
-	b.Read(st.Add(stHeaderOff), buf[2*n:])
+	b.Read(st.Add(stHeaderOff), buf[2*n:2*n+lookupHeaderLen])
 	return first
 }
 
@@ -176,7 +190,7 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	le := binary.LittleEndian
 	n := 2 * t.geo.perB
 	buf := t.scr.bkt
-	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
+	v := view{st: st, hdr: le.Uint64(buf[16*n:]), move: le.Uint64(buf[16*n+stMoveOff:])}
 	idx, words := vb.idx[:0], vb.words[:0]
 	// ranges[1] > ranges[0] unless op.same: the second range's slots below ranges[0]+n are
 	// in the first already.
@@ -224,7 +238,7 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 }
 
 // locate reads op's candidate buckets in the subtable the directory cache names (one round
-// trip), refreshing the cache until the subtable's header covers the key. nb, if not nil, is
+// trip), refreshing the cache until the subtable owns the key (owner). nb, if not nil, is
 // written in the first batch (an Insert's or Update's KV block). The view is valid until the
 // next locate.
 func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, error) {
@@ -248,8 +262,37 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 		}
 		nb = nil
 		v := t.decodeView(op, st, &t.scr.lv)
-		if covers(v.hdr, op.k.h1) {
+		switch o := t.owner(op, &v); o {
+		case ownsAll:
 			return v, nil
+		case ownsTorn:
+			continue
+		case ownsMoved, ownsMixed:
+			if !t.regionSplit() {
+				return view{}, t.badMove(&v)
+			}
+			t.notePending(st)
+			if o == ownsMixed && !op.search {
+				// A writer works in one half only: it moves the key's unmoved region first.
+				held, _, err := t.stepSplit(ctx, st, stepKey, op, false, 0)
+				if err != nil {
+					return view{}, err
+				}
+				if !held {
+					if err := t.splitPause(ctx, &op.backoff); err != nil {
+						return view{}, err
+					}
+				}
+				continue
+			}
+			nv, ok, err := t.hop(ctx, op, &v, o)
+			if err != nil {
+				return view{}, err
+			}
+			if ok {
+				return nv, nil
+			}
+			continue
 		}
 		if err := t.refresh(ctx, op.k.h1); err != nil {
 			return view{}, err
@@ -267,6 +310,105 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 			t.dir[op.k.h1&uint64(len(t.dir)-1)] = entryWord(p, d)
 		}
 	}
+}
+
+// hop reads op's buckets in the new half of the split in progress of v.st, which moved one
+// (o ownsMixed, a Search only) or both (ownsMoved) of the key's regions (1 round trip, and 1
+// more to read the child word when the handle has not cached it). It returns false when the
+// new half does not own the key by its own owner rule (it split in turn since): the caller
+// looks again. A mixed key's view holds the slots of the unmoved region's group as v read
+// them and the moved one's as read in the new half: the key's slot is in one of those (a
+// writer never works in the other two), the first read valid at its time for the first and
+// the second at its (later) time for the second, and a key absent from both was absent at
+// some time between them (present at the first, it was in the moved group, which it leaves
+// only by a delete).
+func (t *Table) hop(ctx context.Context, op *opState, v *view, o ownership) (view, bool, error) {
+	d := headerDepth(v.hdr)
+	s1, err := t.childOf(ctx, v.st, d)
+	if err != nil || s1 == 0 {
+		return view{}, false, err
+	}
+	b := t.batch()
+	t.addReads(b, op, s1)
+	t.stats.Lookups++
+	if err := t.m.Do(ctx, b); err != nil {
+		t.lost()
+		return view{}, false, fmt.Errorf("race: read buckets of %v: %w", s1, err)
+	}
+	t.stats.Hops++
+	nv := t.decodeView(op, s1, &t.scr.hv)
+	if t.owner(op, &nv) != ownsAll {
+		return view{}, false, nil
+	}
+	nv.from = v.st
+	if o == ownsMoved {
+		return nv, true, nil
+	}
+	t.stats.MixedReads++
+	moved := moveBits(v.move)
+	mb := &t.scr.mv
+	idx, words := mb.idx[:0], mb.words[:0]
+	for j, i := range v.idx {
+		if moved>>t.geo.regionOfSlot(i)&1 == 0 {
+			idx, words = append(idx, i), append(words, v.words[j])
+		}
+	}
+	for j, i := range nv.idx {
+		if moved>>t.geo.regionOfSlot(i)&1 == 1 {
+			idx, words = append(idx, i), append(words, nv.words[j])
+		}
+	}
+	mb.idx, mb.words = idx, words
+	nv.idx, nv.words = idx, words
+	return nv, true, nil
+}
+
+// childOf returns the new half of st's split at depth d: from the handle's cache, or read
+// from st's child word (1 round trip; 0 if not set). A child word is written once per depth
+// (Purge rewrites one that named a lost subtable, and the cache is dropped on an adoption).
+func (t *Table) childOf(ctx context.Context, st farmem.Addr, d uint) (farmem.Addr, error) {
+	for _, k := range t.kids {
+		if k.st == st && k.d == d && k.s1 != 0 {
+			return k.s1, nil
+		}
+	}
+	var b [8]byte
+	if err := t.m.Read(ctx, st.Add(childOff(d)), b[:]); err != nil {
+		t.lost()
+		return 0, fmt.Errorf("race: read child word of %v: %w", st, err)
+	}
+	s1 := unpackAddr(binary.LittleEndian.Uint64(b[:]))
+	if s1 != 0 {
+		t.kids[t.kidNext%len(t.kids)] = kid{st, d, s1}
+		t.kidNext++
+	}
+	return s1, nil
+}
+
+// kid is an entry of the handle's cache of new halves (childOf).
+type kid struct {
+	st farmem.Addr
+	d  uint
+	s1 farmem.Addr
+}
+
+// notePending makes st's split in progress the one this handle's inserts move a region of
+// before returning, unless it knows of one already.
+func (t *Table) notePending(st farmem.Addr) {
+	if t.pending == 0 {
+		t.pending, t.pendingBegin = st, false
+	}
+}
+
+// owner applies the owner rule (see owner) to view v of op's key.
+func (t *Table) owner(op *opState, v *view) ownership {
+	return owner(v.hdr, v.move, op.k.h1, op.regions[0], op.regions[1])
+}
+
+// badMove is the error of a view whose move word says a split moved regions in a table whose
+// layout version (below 4) never moves regions: its move words are always 0.
+func (t *Table) badMove(v *view) error {
+	return fmt.Errorf("race: subtable %v: move word %#x in a layout version %d table: %w", v.st, v.move, t.version, ErrCorrupt)
 }
 
 // matching returns the view's slots whose fingerprint is op's and that sel accepts. The

@@ -141,6 +141,7 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	op.keepValue = true
 	op.dst = dst
 	op.matchOnly = true
+	op.search = true
 	for {
 		if err := t.pinRead(ctx); err != nil {
 			return dst, err
@@ -261,9 +262,13 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 			}
 			continue
 		}
-		x := t.pickEmpty(op, &v)
+		x, free := t.pickEmpty(op, &v)
 		if x < 0 {
-			if err := t.split(ctx, v.st, v.hdr); err != nil {
+			split := t.split
+			if t.regionSplit() {
+				split = func(ctx context.Context, _ farmem.Addr, _ uint64) error { return t.splitFull(ctx, op, &v) }
+			}
+			if err := split(ctx, v.st, v.hdr); err != nil {
 				t.dropBlock(ctx, nb)
 				return err
 			}
@@ -286,6 +291,9 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		}
 		switch res {
 		case inserted:
+			if t.regionSplit() {
+				t.afterInsert(ctx, &v, free)
+			}
 			return nil
 		case exists:
 			t.dropBlock(ctx, nb)
@@ -304,13 +312,13 @@ const (
 
 // pickEmpty returns the position in v of an empty slot of the combined bucket with more empty
 // slots, chosen at random among them (so that concurrent inserters into one bucket rarely
-// pick the same slot), or -1 if both are full.
-func (t *Table) pickEmpty(op *opState, v *view) int {
+// pick the same slot), or -1 if both are full, and how many empty slots that bucket has.
+func (t *Table) pickEmpty(op *opState, v *view) (int, int) {
 	return t.pickFree(op, v, t.rt.Rand().IntN)
 }
 
 // pickFree is pickEmpty with the random choice made by pick (pick(c) is in [0, c)).
-func (t *Table) pickFree(op *opState, v *view, pick func(int) int) int {
+func (t *Table) pickFree(op *opState, v *view, pick func(int) int) (int, int) {
 	n := int(2 * t.geo.perB)
 	want := n // the view's length when it is whole (decodeView)
 	if !op.same {
@@ -353,17 +361,17 @@ func (t *Table) pickFree(op *opState, v *view, pick func(int) int) int {
 	}
 	c := bits.OnesCount64(best)
 	if c == 0 {
-		return -1
+		return -1, 0
 	}
 	for k := pick(c); k > 0; k-- {
 		best &= best - 1
 	}
-	return bits.TrailingZeros64(best)
+	return bits.TrailingZeros64(best), c
 }
 
 // pickFreeSlow is pickFree for any view (pickFree's fast path takes whole views of at most
 // 64 slots): a count of the free slots of each combined bucket, then a walk to the chosen one.
-func (t *Table) pickFreeSlow(op *opState, v *view, pick func(int) int) int {
+func (t *Table) pickFreeSlow(op *opState, v *view, pick func(int) int) (int, int) {
 	var best uint64
 	bestN := 0
 	now := t.rt.Now()
@@ -382,18 +390,65 @@ func (t *Table) pickFreeSlow(op *opState, v *view, pick func(int) int) int {
 		}
 	}
 	if bestN == 0 {
-		return -1
+		return -1, 0
 	}
 	k := pick(bestN)
 	for j, i := range v.idx {
 		if i >= best && i < best+2*t.geo.perB && t.free(v.words[j], now) {
 			if k == 0 {
-				return j
+				return j, bestN
 			}
 			k--
 		}
 	}
-	return -1 // unreachable: bestN empty slots were counted
+	return -1, 0 // unreachable: bestN empty slots were counted
+}
+
+// nearlyFull is the most empty slots an insert may find in the better of its key's combined
+// buckets for it to begin a split of the subtable (layout version 4): the split then moves a
+// region per insert, and should end before a bucket fills.
+const nearlyFull = 2
+
+// splitFull makes room for an insert whose view v found both of its key's combined buckets
+// full (layout version 4): in a split's new half (v.from set), it finishes the parent's split
+// in progress, after which the half may split; in a subtable, it begins a split if none is in
+// progress and moves the key's regions, or, when they have moved already, finishes the split.
+// A step another client holds is not waited for beyond a pause: the insert looks again.
+func (t *Table) splitFull(ctx context.Context, op *opState, v *view) error {
+	st, goal, begin := v.st, stepKey, true
+	if v.from != 0 {
+		st, goal, begin = v.from, stepAll, false
+	}
+	held, _, err := t.stepSplit(ctx, st, goal, op, begin, v.hdr)
+	if err != nil || held {
+		return err
+	}
+	return t.splitPause(ctx, &op.backoff)
+}
+
+// afterInsert is what an insert that committed in view v, whose better bucket had free
+// empty slots, does before returning (layout version 4): it notes a split in progress it met
+// or, finding its bucket nearly full, asks for a split of v's subtable, and then moves one
+// region of the handle's pending split (or begins or ends it). A step that fails, or whose
+// lock another client holds, is left to a later insert (every step is idempotent and
+// recovered from far memory); the insert has committed either way.
+func (t *Table) afterInsert(ctx context.Context, v *view, free int) {
+	switch {
+	case v.from != 0:
+		t.notePending(v.from)
+	case free <= nearlyFull && t.pending == 0 && headerDepth(v.hdr) < uint(t.p.MaxDepth):
+		t.pending, t.pendingBegin, t.pendingHdr = v.st, true, v.hdr
+	}
+	if t.pending == 0 {
+		return
+	}
+	held, more, err := t.stepSplit(ctx, t.pending, stepOne, nil, t.pendingBegin, t.pendingHdr)
+	switch {
+	case err != nil || held && !more:
+		t.pending, t.pendingBegin = 0, false
+	case held:
+		t.pendingBegin = false
+	}
 }
 
 // free reports whether an insert may take a slot holding w at now: it is empty and not
@@ -439,8 +494,9 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 		return nil
 	}
 	for range maxAttempts {
-		if !covers(v.hdr, op.k.h1) {
-			// The subtable split since the lookup, and the key now belongs to the other half.
+		if t.owner(op, &v) != ownsAll {
+			// The subtable split since the lookup, and the key now belongs to the other half
+			// (or the re-read was torn across the start of a split: look again).
 			if err := retract(); err != nil {
 				return restart, err
 			}

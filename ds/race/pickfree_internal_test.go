@@ -64,13 +64,14 @@ func TestPickFreeMatchesSlowPath(t *testing.T) {
 		}
 		var cFast, cSlow int
 		cFast = -1
-		_ = tab.pickFree(&op, &v, func(c int) int { cFast = c; return 0 })
+		_, nFast := tab.pickFree(&op, &v, func(c int) int { cFast = c; return 0 })
 		cSlow = -1
-		_ = tab.pickFreeSlow(&op, &v, func(c int) int { cSlow = c; return 0 })
+		_, nSlow := tab.pickFreeSlow(&op, &v, func(c int) int { cSlow = c; return 0 })
 		require.Equal(t, cSlow, cFast, "trial %d: free slots of the chosen bucket", trial)
+		require.Equal(t, nSlow, nFast, "trial %d: the count reported", trial)
 		for k := range max(cFast, 1) {
-			fast := tab.pickFree(&op, &v, func(int) int { return k })
-			slow := tab.pickFreeSlow(&op, &v, func(int) int { return k })
+			fast, _ := tab.pickFree(&op, &v, func(int) int { return k })
+			slow, _ := tab.pickFreeSlow(&op, &v, func(int) int { return k })
 			require.Equal(t, slow, fast, "trial %d, choice %d: ranges %v same %v, words %v", trial, k, op.ranges, op.same, v.words)
 		}
 	}

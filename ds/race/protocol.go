@@ -55,6 +55,14 @@ package race
 
 // Resizing
 //
+// What follows is the whole split of layout version 2 and 3 tables. A version 4 table
+// (Params.SplitRegions) splits region by region: splitstep.go's comment gives its steps,
+// move.go the owner rule readers and writers decide by, and SPLIT-DESIGN.md the argument that
+// it is linearizable (ownership is monotone, so a torn read of header and move word decides
+// correctly for the time its slots were read; writers work in one half only, so the insert
+// argument above holds unchanged with "the subtable owns the key" for "the header covers it";
+// a mixed Search's two reads are each valid for the group it takes from them).
+//
 // A subtable splits when an insert finds both combined buckets of its key full. The splitter
 // takes the subtable's split lock (a CAS; the word holds its client id and a lease deadline) and:
 //

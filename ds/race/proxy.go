@@ -76,7 +76,10 @@ func (l *Layout) Place(key []byte) KeyPlace {
 // Covers reports whether a subtable with header word h holds the keys whose H1 is h1.
 func (l *Layout) Covers(h, h1 uint64) bool { return covers(h, h1) }
 
-// CoversHeader reports whether a subtable with header word h holds the keys whose H1 is h1.
+// CoversHeader reports whether a subtable with header word h holds the keys whose H1 is h1,
+// when no split of it is in progress (as in the subtables ReadPartition returns: it refuses a
+// partition in which a split moved region by region has begun and not ended, since the new
+// half then holds some of the keys the header covers).
 func CoversHeader(h, h1 uint64) bool { return covers(h, h1) }
 
 // SlotsOffset is the offset of a subtable's slot array.
@@ -94,8 +97,11 @@ type Subtable struct {
 // no handle or allocator; call it on a quiet partition (a directory replaced by a doubling
 // meanwhile may have been reused: the headers then fail to cover, and it fails with ErrBusy).
 // It fails with ErrBusy if a subtable is
-// splitting or left frozen, or the directory names an ancestor of a subtable: a quiet
-// partition has none of these, and the caller retries.
+// splitting (its lock held, or, in a layout version 4 table, a split moved region by region
+// begun and not ended: such a split advances only as clients insert, and Table.FinishSplits
+// ends it) or left frozen, or the
+// directory names an ancestor of a subtable: a quiet partition has none of these, and the
+// caller retries.
 func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int) ([]Subtable, error) {
 	rb := make([]byte, RootSize)
 	if err := m.Read(ctx, root, rb); err != nil {
@@ -132,10 +138,11 @@ func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int
 	}
 	var b farmem.Batch
 	bufs := make([][]byte, len(sts))
+	const hl = headerAreaLen
 	for k, st := range sts {
-		bufs[k] = make([]byte, 16+8*geo.nslots)
-		b.Read(st.Add(stHeaderOff), bufs[k][:16])
-		b.Read(geo.slotAddr(st, 0), bufs[k][16:])
+		bufs[k] = make([]byte, hl+8*geo.nslots)
+		b.Read(st.Add(stHeaderOff), bufs[k][:hl])
+		b.Read(geo.slotAddr(st, 0), bufs[k][hl:])
 	}
 	if err := doChunked(ctx, m, &b); err != nil {
 		return nil, fmt.Errorf("race: read partition %d: %w", p, err)
@@ -143,7 +150,12 @@ func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int
 	out := make([]Subtable, len(sts))
 	for k, st := range sts {
 		s := Subtable{Addr: st, Header: le.Uint64(bufs[k][0:]), Words: make([]Slot, geo.nslots)}
-		if lock := le.Uint64(bufs[k][8:]); lock != 0 {
+		var hs subtableState
+		hs.decodeHeader(bufs[k][:hl])
+		if hs.lock != 0 || hs.splitting() {
+			// Held by a split's step, or (layout version 4) a split moved region by region is
+			// in progress: some of the subtable's keys are in its new half, which no
+			// directory entry names yet.
 			return nil, fmt.Errorf("race: partition %d: subtable %v is splitting: %w", p, st, ErrBusy)
 		}
 		for _, i := range suffixes[k] {
@@ -152,7 +164,7 @@ func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int
 			}
 		}
 		for i := range s.Words {
-			s.Words[i] = Slot(le.Uint64(bufs[k][16+8*i:]))
+			s.Words[i] = Slot(le.Uint64(bufs[k][hl+8*i:]))
 			if s.Words[i].Frozen() {
 				return nil, fmt.Errorf("race: partition %d: subtable %v has frozen slots: %w", p, st, ErrBusy)
 			}

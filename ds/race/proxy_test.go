@@ -193,3 +193,54 @@ func TestReplicatedBlocks(t *testing.T) {
 	census := audit(t, c, true)
 	require.Zero(t, census.Keys)
 }
+
+// TestFinishSplits: a split moved region by region stops half done when its client stops
+// inserting; ReadPartition refuses its partition (the new half, in no directory entry yet,
+// holds some of its keys) until FinishSplits ends it, and then returns every key.
+func TestFinishSplits(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8, InitialDepth: 1})
+	c := e.open(t, 0, race.Options{})
+	ctx := context.Background()
+	var n uint64
+	for ; c.tab.Stats().Moves < 2; n++ {
+		require.Less(t, n, uint64(5000), "no split began")
+		require.NoError(t, c.tab.Insert(ctx, key(n), val(n, 8)))
+	}
+	require.Equal(t, 1, audit(t, c, true).Moving)
+	busy := 0
+	for p := range 2 {
+		if _, err := race.ReadPartition(ctx, c.m, e.root, p); err != nil {
+			require.ErrorIs(t, err, race.ErrBusy)
+			busy++
+		}
+	}
+	require.Equal(t, 1, busy, "partitions refused with a split in progress")
+
+	ended, err := c.tab.FinishSplits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, ended)
+	census := audit(t, c, true)
+	require.Zero(t, census.Moving)
+	require.Equal(t, int(n), census.Keys)
+	keys := 0
+	for p := range 2 {
+		subs, err := race.ReadPartition(ctx, c.m, e.root, p)
+		require.NoError(t, err, "partition %d", p)
+		for _, s := range subs {
+			for _, w := range s.Words {
+				if w.Committed() {
+					keys++
+				}
+			}
+		}
+	}
+	require.Equal(t, int(n), keys, "keys in the partitions read")
+	for i := range n {
+		v, err := c.tab.Search(ctx, key(i))
+		require.NoError(t, err)
+		require.Equal(t, i, unval(v))
+	}
+	ended, err = c.tab.FinishSplits(ctx)
+	require.NoError(t, err)
+	require.Zero(t, ended)
+}

@@ -115,7 +115,11 @@ type PurgeReport struct {
 //   - a subtable on node is lost with its slots: an empty subtable of the same depth and suffix
 //     replaces it, allocated with the handle's allocator, and the directory entries (under the
 //     directory lock) and the child words that named it name the replacement. Its keys are
-//     lost and cannot be counted: the report names the subtable and its suffix.
+//     lost and cannot be counted: the report names the subtable and its suffix. The new half of
+//     a split in progress (layout version 4) is replaced by a half that split goes on into
+//     (locked by its parent, unborn but for the regions moved into the lost one, whose keys
+//     are lost); a lost old half of a split in progress loses the keys moved into its new
+//     half as well, unreported (that half is reachable only through the lost one).
 //
 // If the table's root or directory was on node, the table is lost: Purge fails with an error
 // wrapping farmem.ErrNodeLost and changes nothing.
@@ -164,6 +168,14 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 	lost := make(map[farmem.Addr]*LostSubtable)
 	var lostOrder []farmem.Addr
 	var refs []childRef
+	// halves are the lost new halves of splits in progress (layout version 4): their
+	// parent, and its move word.
+	type halfOf struct {
+		parent farmem.Addr
+		move   uint64
+		depth  uint
+	}
+	halves := make(map[farmem.Addr]halfOf)
 	noteLost := func(st farmem.Addr, d uint, suffix uint64) {
 		if lost[st] == nil {
 			lost[st] = &LostSubtable{Addr: st, Depth: d, Suffix: suffix}
@@ -194,6 +206,9 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 		}
 		rep.Scanned++
 		d, suffix := headerDepth(s.hdr), headerSuffix(s.hdr)
+		if t.regionSplit() && s.splitting() && unpackAddr(s.child[d]).Node() == node {
+			halves[unpackAddr(s.child[d])] = halfOf{q.st, s.move, d}
+		}
 		for l, cw := range s.child {
 			if cw == 0 {
 				continue
@@ -234,7 +249,14 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 		if err != nil {
 			return rep, fmt.Errorf("race: purge: replace subtable %v: %w", st, err)
 		}
-		if err := t.m.Write(ctx, na, subtableImage(&t.geo, headerWord(ls.Depth, ls.Suffix), 0, 0)); err != nil {
+		img := subtableImage(&t.geo, headerWord(ls.Depth, ls.Suffix), 0, 0)
+		if h, ok := halves[st]; ok {
+			// The new half of a split in progress: a half as its split would have left it,
+			// the regions it moved empty (their keys are lost with it), the others unborn,
+			// so that the split goes on into the replacement.
+			img = t.replacementHalf(img, h.parent, h.move, h.depth)
+		}
+		if err := t.m.Write(ctx, na, img); err != nil {
 			return rep, fmt.Errorf("race: purge: write replacement of %v: %w", st, err)
 		}
 		op, err := packAddr(st)
@@ -268,6 +290,26 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 		}
 	}
 	return rep, nil
+}
+
+// replacementHalf turns img, a fresh subtable's image, into the replacement of the lost new
+// half of parent's split at depth d, whose move word is move: locked by its parent, every slot
+// of a region the split has not moved unborn.
+func (t *Table) replacementHalf(img []byte, parent farmem.Addr, move uint64, d uint) []byte {
+	pp, _ := packAddr(parent)
+	le := binary.LittleEndian
+	le.PutUint64(img[stLockOff:], lockParent)
+	le.PutUint64(img[stParentOff:], pp)
+	for r := range uint(t.geo.regions()) {
+		if moveTag(move) == d && moveBits(move)>>r&1 == 1 {
+			continue
+		}
+		lo, hi := t.geo.regionSlots(r)
+		for i := lo; i < hi; i++ {
+			le.PutUint64(img[stSlotsOff+8*i:], uint64(unbornSlot))
+		}
+	}
+	return img
 }
 
 // clearSlot empties the slot at a, which was read as w naming a block on node: a CAS to 0 (to
@@ -347,6 +389,7 @@ func (t *Table) checkAdoptions(ctx context.Context) error {
 		return err
 	}
 	t.adoptions = n
+	t.kids, t.pending = [len(t.kids)]kid{}, 0
 	return nil
 }
 

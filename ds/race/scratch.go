@@ -18,11 +18,14 @@ type scratch struct {
 	// b is the batch of locate, learn, tryInsert and reread; each resets it before use and
 	// reads its results before any other of them runs.
 	b farmem.Batch
-	// bkt receives addReads' reads: the two combined buckets, then the header word.
+	// bkt receives addReads' reads: the two combined buckets, then the header, lock, parent and move words.
 	bkt []byte
 	// lv holds the views locate decodes; rv those of tryInsert and reread (an insert's view
 	// after its tentative CAS, alive while locate's still is).
 	lv, rv viewBuf
+	// hv holds the views of a split's new half locate's hop decodes, and mv a mixed key's
+	// merged view (hop).
+	hv, mv viewBuf
 	// js is matching's result (read before matching runs again).
 	js []int
 	// blocks and meta receive learn's reads of KV blocks and metadata entries; ps lists the

@@ -34,7 +34,7 @@ type simFaults func(s *sim.Sim, cs []*client, start farmem.Time)
 // history. Everything, faults included, is a function of seed.
 // With victimStep > 0, client 0 first inserts alone until it is crashed right after that step
 // of its first split (holding the lock), and the others run after it.
-func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults simFaults, victimStep int, opts race.Options) simOutcome {
+func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults simFaults, victimStep int, opts race.Options, pr splitProto) simOutcome {
 	t.Helper()
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, 64<<20
@@ -53,7 +53,7 @@ func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults 
 		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{}))
 		a0, err := alloc.New(ctx, m0, ao)
 		require.NoError(t, err)
-		root, err := race.Create(ctx, m0, a0, p)
+		root, err := race.CreateVersion(ctx, m0, a0, p, pr.version)
 		require.NoError(t, err)
 		cs := make([]*client, n)
 		for i := range cs {
@@ -64,7 +64,7 @@ func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults 
 			opts.Lease = 20 * time.Millisecond
 			tm, c := m, &client{m: m, a: a}
 			if i == 0 && victimStep > 0 {
-				tm, c.killed = atSplitStep(m, root, victimStep, func() { require.NoError(t, s.CrashClient(m.Info().ID)) })
+				tm, c.killed = atSplitStep(m, root, pr, victimStep, func() { require.NoError(t, s.CrashClient(m.Info().ID)) })
 			}
 			c.tab, err = race.Open(ctx, tm, a, root, opts)
 			require.NoError(t, err)
@@ -125,14 +125,47 @@ func simSeeds() int { return 3 * stressScale() }
 // dies in the middle of its first split (at a step that depends on the seed), then the others
 // run with one paused past the lease, one paused briefly and one crashed.
 func TestLinearizableSim(t *testing.T) {
+	// The whole split's (a layout version 3 table); TestLinearizableSimRegions is the region
+	// split's.
+	pr := wholeSplit
 	for seed := range uint64(simSeeds()) {
-		o := runSim(t, seed+1, splitLoad, 8, collide, pauseAndCrash, 1+int(seed%7), race.Options{})
-		t.Logf("seed %d: splits %d, doublings %d; %v; %+v; %+v", seed+1, o.splits, o.doublings, o.summary, o.stats, o.census)
-		require.NoError(t, o.verdict, "seed %d", seed+1)
+		o := runSim(t, seed+1, splitLoad, 8, collide, pauseAndCrash, 1+int(seed)%pr.steps, race.Options{}, pr)
+		t.Logf("%s seed %d: splits %d, doublings %d; %v; %+v; %+v", pr.name, seed+1, o.splits, o.doublings, o.summary, o.stats, o.census)
+		require.NoError(t, o.verdict, "%s seed %d", pr.name, seed+1)
 		require.GreaterOrEqual(t, o.splits, uint64(3))
 		require.GreaterOrEqual(t, o.doublings, uint64(1))
-		require.NotZero(t, o.stats.Recoveries, "seed %d: no lock was taken over", seed+1)
+		require.NotZero(t, o.stats.Recoveries, "%s seed %d: no lock was taken over", pr.name, seed+1)
 	}
+}
+
+// TestLinearizableSimRegions is TestLinearizableSim over subtables moved in four regions
+// (splits spread over many operations, mixed keys): one client dies after a step of its first
+// split (each seed another step: see steps), then the others run with one paused past the lease (its
+// late verbs land after others took its step over), one paused briefly and one crashed.
+func TestLinearizableSimRegions(t *testing.T) {
+	var all race.Stats
+	// The victim's steps: a freeze, a bit set, the header moved (TestLinearizableRegions kills
+	// a client at every step); RACE_STRESS runs all of them, over more seeds.
+	steps := []int{3, 5, 8}
+	if stressScale() > 1 {
+		steps = nil
+		for range stressScale() {
+			for s := 1; s <= regionSplit.steps; s++ {
+				steps = append(steps, s)
+			}
+		}
+	}
+	for seed := range uint64(len(steps)) {
+		o := runSim(t, seed+200, regionLoad, 8, regions, pauseAndCrash, steps[seed], race.Options{}, regionSplit)
+		t.Logf("seed %d: splits %d, doublings %d; %v; %+v; %+v", seed+200, o.splits, o.doublings, o.summary, o.stats, o.census)
+		require.NoError(t, o.verdict, "seed %d", seed+200)
+		require.GreaterOrEqual(t, o.splits, uint64(2))
+		if regionSplit.holdsLock(steps[seed]) {
+			require.NotZero(t, o.stats.Recoveries, "seed %d: no lock was taken over", seed+200)
+		}
+		all = addStats(all, o.stats)
+	}
+	require.NotZero(t, all.MixedReads, "no search read a mixed key")
 }
 
 // TestLinearizableSimHotKeys is the hot-key workload on the simulator, with paused and crashed
@@ -140,7 +173,7 @@ func TestLinearizableSim(t *testing.T) {
 func TestLinearizableSimHotKeys(t *testing.T) {
 	for seed := range uint64(simSeeds()) {
 		// A pin budget of a few round trips: operations that wait re-pin and look again.
-		o := runSim(t, seed+100, hot, 8, race.Params{FingerprintBits: 1}, pauseAndCrash, 0, race.Options{PinBudget: 20 * time.Microsecond})
+		o := runSim(t, seed+100, hot, 8, race.Params{FingerprintBits: 1}, pauseAndCrash, 0, race.Options{PinBudget: 20 * time.Microsecond}, regionSplit)
 		t.Logf("seed %d: %v; kills %d, conflicts %d, repins %d", seed+100, o.summary, o.stats.Kills, o.stats.Conflicts, o.stats.Repins)
 		require.NoError(t, o.verdict, "seed %d", seed+100)
 		require.NotZero(t, o.stats.Repins)
@@ -152,9 +185,9 @@ func TestLinearizableSimHotKeys(t *testing.T) {
 func TestSimDeterministic(t *testing.T) {
 	w := splitLoad
 	w.Ops = 200
-	a := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{})
-	b := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{})
+	a := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{}, regionSplit)
+	b := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{}, regionSplit)
 	require.NoError(t, a.verdict)
 	require.Equal(t, a.digest, b.digest)
-	require.NotEqual(t, a.digest, runSim(t, 8, w, 6, collide, pauseAndCrash, 3, race.Options{}).digest)
+	require.NotEqual(t, a.digest, runSim(t, 8, w, 6, collide, pauseAndCrash, 3, race.Options{}, regionSplit).digest)
 }

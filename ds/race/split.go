@@ -23,6 +23,7 @@ type subtableState struct {
 	hdr    uint64
 	lock   uint64
 	parent farmem.Addr
+	move   uint64 // the move word (layout version 4)
 	child  [MaxDepthLimit]uint64
 	words  []Slot
 }
@@ -34,6 +35,7 @@ func (s *subtableState) decodeHeader(b []byte) {
 	s.hdr = le.Uint64(b[stHeaderOff:])
 	s.lock = le.Uint64(b[stLockOff:])
 	s.parent = unpackAddr(le.Uint64(b[stParentOff:]))
+	s.move = le.Uint64(b[stMoveOff:])
 	for l := range s.child {
 		s.child[l] = le.Uint64(b[childOff(uint(l)):])
 	}
@@ -200,6 +202,12 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 			if s.parent == 0 {
 				return fmt.Errorf("race: subtable %v: parent lock without a parent: %w", st, ErrCorrupt)
 			}
+			if t.regionSplit() {
+				// The half stays "held by parent" for the whole split, moved region by
+				// region: the frozen slots that sent op here are one step's, and waiting
+				// for (or recovering) the parent's step is enough.
+				return t.waitSplit(ctx, op, s.parent)
+			}
 			if err := t.waitSplit(ctx, nil, s.parent); err != nil {
 				return err
 			}
@@ -215,7 +223,11 @@ func (t *Table) waitSplit(ctx context.Context, op *opState, st farmem.Addr) erro
 			if !held {
 				continue
 			}
-			err = t.runSplit(ctx, st, &word, 0, true)
+			if t.regionSplit() {
+				err = t.recoverSplit(ctx, st, &word)
+			} else {
+				err = t.runSplit(ctx, st, &word, 0, true)
+			}
 			if errors.Is(err, errLostLock) {
 				continue
 			}

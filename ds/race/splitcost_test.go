@@ -40,7 +40,7 @@ func splitSim(t *testing.T, p race.Params, opts race.Options, wrap func(s *sim.S
 		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{}))
 		a0, err := alloc.New(ctx, m0, dstest.AllocOptions)
 		require.NoError(t, err)
-		root, err := race.Create(ctx, m0, a0, p)
+		root, err := race.CreateVersion(ctx, m0, a0, p, wholeSplit.version) // the whole split's costs
 		require.NoError(t, err)
 		cs := make([]*client, 2)
 		for i := range cs {
@@ -193,7 +193,7 @@ func TestSplitLongKeys(t *testing.T) {
 // with ErrCorrupt before freezing anything: no slot is left frozen nor the lock held, and the
 // next insert splits the subtable.
 func TestSplitRefusesBadHead(t *testing.T) {
-	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	e := newEnvProto(t, local.Options{}, race.Params{Groups: 8}, wholeSplit)
 	var damaged atomic.Bool
 	c := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
 		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
@@ -233,7 +233,7 @@ func TestSplitRefusesBadHead(t *testing.T) {
 func BenchmarkSplit(b *testing.B) {
 	f := splitRegion(b, "race-split-*.region")
 	root := dstest.Build(b, f, dstest.AllocOptions, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
-		return race.Create(ctx, m, a, race.Params{})
+		return race.CreateVersion(ctx, m, a, race.Params{}, wholeSplit.version)
 	})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.ID())

@@ -32,6 +32,12 @@ type splitMem struct {
 	pos    []int
 	img    []byte
 	lost   bool
+	// unlocked: a region split's step released its lock in its last batch (releaseRegion).
+	unlocked bool
+	// ops are a region split's batches (freeze, copies, release: CASes only, no buffers),
+	// and at the slots it copies.
+	ops [3][]farmem.Op
+	at  []uint64
 }
 
 // maxSplitMems is how many splitMems the process keeps between splits.
@@ -67,6 +73,7 @@ func takeSplitMem(geo *geometry) *splitMem {
 	sm.hashes.h1 = sm.hashes.h1[:n]
 	sm.hashes.forget()
 	sm.frozen = growSlots(sm.frozen, n)
+	sm.unlocked = false
 	return sm
 }
 

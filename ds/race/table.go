@@ -134,6 +134,11 @@ type Stats struct {
 	// locks it took over from a client whose lease had expired, SplitWaits the waits for another
 	// client's split, and Doublings the directory doublings it made.
 	Splits, Recoveries, SplitWaits, Doublings uint64
+	// Begins counts the splits of a layout version 4 table (moved region by region) this
+	// client began, Moves the regions it moved, Hops the lookups that read a split's new half
+	// through its parent's move word, and MixedReads those of them that read a key with one
+	// region moved in both halves (a Search).
+	Begins, Moves, Hops, MixedReads uint64
 	// Repins counts operations that re-pinned because they ran past PinBudget, and PinExpired
 	// unpins that found the allocator lease expired anyway.
 	Repins, PinExpired uint64
@@ -176,6 +181,16 @@ type Table struct {
 	// A block reserved for the next directory doubling (reserveDir), and its size.
 	spareDir     farmem.Addr
 	spareDirSize uint64
+
+	// kids caches new halves of splits in progress (childOf), kidNext its next victim.
+	kids    [4]kid
+	kidNext int
+	// pending is a subtable whose split (layout version 4) this handle's inserts step before
+	// returning (afterInsert); pendingBegin asks the next step to begin it, if its header is
+	// still pendingHdr.
+	pending      farmem.Addr
+	pendingBegin bool
+	pendingHdr   uint64
 }
 
 // Create builds an empty table in far memory with a's allocator and returns its root address,
