@@ -305,8 +305,13 @@ func (k *FlexKV) OpenNode(ctx context.Context, env *nodestate.Env) (nodestate.St
 	return n, nil
 }
 
-// Create implements IndexKind.
+// Create implements IndexKind. A table split region by region (race.Params.SplitRegions) is
+// refused: a hand-over reads its partition without finishing a split in progress there, and
+// race.ReadPartition refuses such a partition, so the partition could never move.
 func (k *FlexKV) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
+	if k.Params.SplitRegions {
+		return 0, fmt.Errorf("kvstore: flexkv: race.Params.SplitRegions is not supported (hand-overs do not finish splits in progress): %w", farmem.ErrNotSupported)
+	}
 	return race.Create(ctx, c.Memory, c.Alloc, k.params())
 }
 

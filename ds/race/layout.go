@@ -327,8 +327,10 @@ type Params struct {
 	// split: without it a table is of layout version 3 and one insert splits a subtable whole.
 	// Binaries older than version 4 refuse such a table. A split in progress stays half done
 	// while nobody inserts into the subtable, and ReadPartition refuses a partition holding one
-	// (ErrBusy) until Table.FinishSplits ends it: a FlexKV store, whose hand-overs read
-	// partitions without finishing splits, should not set it yet.
+	// (ErrBusy) until Table.FinishSplits ends it: kvstore's FlexKV, whose hand-overs read
+	// partitions without finishing splits, refuses it. And Purge of a lost memory node that held
+	// the old half of a split in progress loses the keys already moved into the new half
+	// without reporting them (Purge's doc).
 	SplitRegions bool
 }
 

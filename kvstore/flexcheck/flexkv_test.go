@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/qlock"
+	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
@@ -405,4 +406,15 @@ func TestFlexKVUnknownCommit(t *testing.T) {
 	require.NoError(t, ss.Delete(ctx, key(1)))
 	_, err = s.Get(ctx, key(1))
 	require.ErrorIs(t, err, kvstore.ErrNotFound)
+}
+
+// A FlexKV store refuses a table split region by region: its hand-overs would meet splits in
+// progress that nothing finishes.
+func TestFlexKVRefusesRegionSplits(t *testing.T) {
+	t.Parallel()
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
+	_, err := kvstore.Open(context.Background(), f, kvstore.Options{Alloc: quietAlloc,
+		Index: &kvstore.FlexKV{Params: race.Params{SplitRegions: true}}})
+	require.ErrorIs(t, err, farmem.ErrNotSupported)
+	require.ErrorContains(t, err, "SplitRegions")
 }
