@@ -24,8 +24,6 @@ type opState struct {
 	// ranges are the slot index ranges of the key's two combined buckets ([start, start+2B)).
 	ranges [2]uint64
 	same   bool // both candidates are the same combined bucket
-	// regions are the regions (geometry.regionOf) of the two ranges' bucket groups.
-	regions [2]uint
 	// keepValue makes learn copy the value of a block holding the key into its blockInfo
 	// (Search returns it; block buffers are scratch).
 	keepValue bool
@@ -165,7 +163,6 @@ func initOp(p *Params, geo *geometry, op *opState, key []byte) {
 		op.ranges[0], op.ranges[1] = op.ranges[1], op.ranges[0]
 	}
 	op.same = op.ranges[0] == op.ranges[1]
-	op.regions = [2]uint{geo.regionOfSlot(op.ranges[0]), geo.regionOfSlot(op.ranges[1])}
 }
 
 // addReads appends to b the reads of op's candidate slots in st, then of st's header and move
@@ -402,7 +399,22 @@ func (t *Table) notePending(st farmem.Addr) {
 
 // owner applies the owner rule (see owner) to view v of op's key.
 func (t *Table) owner(op *opState, v *view) ownership {
-	return owner(v.hdr, v.move, op.k.h1, op.regions[0], op.regions[1])
+	if v.move == 0 {
+		// No split has begun in this subtable (every move word of a table of layout version
+		// 2 or 3): owner's answer without the key's regions.
+		if covers(v.hdr, op.k.h1) {
+			return ownsAll
+		}
+		return ownsNot
+	}
+	r := t.keyRegions(op)
+	return owner(v.hdr, v.move, op.k.h1, r[0], r[1])
+}
+
+// keyRegions returns the regions (geometry.regionOf) of the bucket groups of op's two
+// combined buckets.
+func (t *Table) keyRegions(op *opState) [2]uint {
+	return [2]uint{t.geo.regionOfSlot(op.ranges[0]), t.geo.regionOfSlot(op.ranges[1])}
 }
 
 // badMove is the error of a view whose move word says a split moved regions in a table whose

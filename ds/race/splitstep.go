@@ -176,11 +176,12 @@ func (t *Table) stepLocked(ctx context.Context, s *subtableState, word *uint64, 
 			return true, t.moveRegion(ctx, s, s1, lowestBit(rest), word, sm, true)
 		}
 	case stepKey:
-		if op.k.h1>>d&1 == 0 && moveBits(s.move)>>op.regions[0]&1 == 1 && moveBits(s.move)>>op.regions[1]&1 == 1 {
+		kr := t.keyRegions(op)
+		if op.k.h1>>d&1 == 0 && moveBits(s.move)>>kr[0]&1 == 1 && moveBits(s.move)>>kr[1]&1 == 1 {
 			break // a staying key whose regions moved: only the split's end frees more
 		}
 		moved := false
-		for _, r := range op.regions {
+		for _, r := range kr {
 			if moveBits(s.move)>>r&1 == 0 {
 				if err := t.moveRegion(ctx, s, s1, r, word, sm, false); err != nil {
 					return true, err

@@ -73,7 +73,8 @@ func TestRegionSplitRoundTrips(t *testing.T) {
 		if b.subtableFor(op.k.h1) != st {
 			continue
 		}
-		o := owner(hdr, move, op.k.h1, op.regions[0], op.regions[1])
+		kr := b.keyRegions(op)
+		o := owner(hdr, move, op.k.h1, kr[0], kr[1])
 		want := uint64(SearchRoundTrips)
 		if o != ownsAll {
 			want++
