@@ -39,13 +39,8 @@ type group struct {
 	anext, pnext *group // the queue pair's arrival and apply chains
 	iprev, inext *group // the client's in-flight list
 
-	ops   []farmem.Op
-	idx   []int // indices in ops of this group's ops, in batch order
-	vals  []uint64
-	errs  []error
-	ready []int64 // when each op may take effect: the start of its service at the target
-	fin   []int64 // when each op's service ends
-
+	// A one-op group's op and results, next to the fields above: a single verb reads and
+	// writes these and not the slices below (see opAt).
 	one    [1]farmem.Op
 	idx1   [1]int
 	val1   [1]uint64
@@ -55,8 +50,15 @@ type group struct {
 
 	s    *Sim
 	comp transport.Completer
-	t0   int64   // tearing: when op k's first piece applied
-	perm []uint8 // tearing: the order op k's pieces are applied in
+
+	ops   []farmem.Op
+	idx   []int // indices in ops of this group's ops, in batch order
+	vals  []uint64
+	errs  []error
+	ready []int64 // when each op may take effect: the start of its service at the target
+	fin   []int64 // when each op's service ends
+	t0    int64   // tearing: when op k's first piece applied
+	perm  []uint8 // tearing: the order op k's pieces are applied in
 	// storage of batch groups, kept across reuse
 	bidx   []int
 	bvals  []uint64

@@ -75,9 +75,12 @@ type proc struct {
 	// sp and top bound the stack of a coroutine at its last block, as plain addresses for
 	// prefetchRange (see prefetchResume): sp is in block's frame, top is the stack's end.
 	sp, top uintptr
-	seq     uint64 // park sequence: wake events carry it, stale ones are ignored
-	parked  bool
-	reason  wakeReason
+	// hint is a line that p reads soon after it resumes, besides its stack and its client's
+	// runtime: a load client's state (closedClient). prefetchResume asks for it too.
+	hint   unsafe.Pointer
+	seq    uint64 // park sequence: wake events carry it, stale ones are ignored
+	parked bool
+	reason wakeReason
 	// blocking is set while p is blocked and its driver (or p itself) dispatches events to pick
 	// the next proc: a wake then makes it ready.
 	blocking bool
@@ -361,7 +364,6 @@ func (s *Sim) drive(x, q *proc) {
 			standing = true
 		}
 		s.cur.Store(q)
-		q.prefetchResume()
 		next, ok := q.resume()
 		switch {
 		case !ok:
@@ -413,6 +415,12 @@ func (p *proc) prefetchResume() {
 		prefetchRange(g, g+gBytes) // first: the switch reads it first
 	}
 	prefetchRange(sp-stackBelow, hi)
+	if c := p.client; c != nil {
+		prefetch(unsafe.Pointer(c.rt)) // one line (rtime), its random source included
+	}
+	if p.hint != nil {
+		prefetch(p.hint)
+	}
 }
 
 const (
@@ -460,6 +468,7 @@ func (s *Sim) wakeProc(p *proc, r wakeReason) {
 		// p is running and about to block: it sees that it was woken instead.
 		return
 	}
+	p.prefetchResume()
 	s.ready.push(p)
 }
 

@@ -146,8 +146,9 @@ func (s *Sim) resetStats() {
 		st.hist.reset()
 		if n.c != nil {
 			cs := &n.c.cpu
-			clear(cs.busy)
-			clear(cs.jobs)
+			for k := range cs.cores {
+				cs.cores[k].busy, cs.cores[k].jobs = 0, 0
+			}
 			cs.queued, cs.maxWait = 0, 0
 		}
 	}
@@ -189,16 +190,16 @@ func (s *Sim) report() *Report {
 		}
 		cs := &n.c.cpu
 		var jobs uint64
-		for _, j := range cs.jobs {
-			jobs += j
+		for _, ck := range cs.cores {
+			jobs += ck.jobs
 		}
-		for k := range cs.free {
-			cr := CoreReport{Node: n.id, Core: k, Jobs: cs.jobs[k], Busy: time.Duration(cs.busy[k]), MaxWait: time.Duration(cs.maxWait)}
+		for k, ck := range cs.cores {
+			cr := CoreReport{Node: n.id, Core: k, Jobs: ck.jobs, Busy: time.Duration(ck.busy), MaxWait: time.Duration(cs.maxWait)}
 			if jobs > 0 {
 				cr.MeanWait = time.Duration(cs.queued / int64(jobs))
 			}
 			if window > 0 {
-				cr.Utilisation = float64(cs.busy[k]) / window
+				cr.Utilisation = float64(ck.busy) / window
 			}
 			r.Cores = append(r.Cores, cr)
 		}
