@@ -25,7 +25,7 @@ type client struct {
 	sgBusy          bool
 	parked          *proc // procs parked on this client
 	inflight        *group
-	qpm             []*qp // queue pairs to memory nodes, by id
+	qpm             []qp // queue pairs to memory nodes, by id: in place, one load from c
 
 	lat latStats
 
@@ -50,7 +50,7 @@ var _ farmem.Memory = (*client)(nil)
 // is negative) and returns a client on it. The token must be held.
 func (s *Sim) openClient(n *node, slot int) (*client, error) {
 	cl, err := s.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
-		cl := &client{s: s, n: n, info: info, handler: slot >= 0}
+		cl := &client{s: s, n: n, info: info, handler: slot >= 0, qpm: make([]qp, len(s.mem))}
 		cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
 		cl.rt = s.newRtime(cl, s.clockFor(info.ID))
 		return cl, &cl.ctr
@@ -119,21 +119,23 @@ func (c *client) gate(p *proc) {
 	}
 }
 
+// qp returns c's queue pair to node n. Those to memory nodes are in a table made for every
+// memory node when c opens (one load from c, no pointer to follow), those to compute nodes
+// are made on first use.
 func (c *client) qp(n *node) *qp {
-	tbl := &c.qpm
-	i := int(n.id)
-	if n.c != nil {
-		tbl, i = &c.qpc, int(n.id.ComputeID())
+	if n.c == nil {
+		return &c.qpm[n.id]
 	}
-	if i >= len(*tbl) {
+	i := int(n.id.ComputeID())
+	if i >= len(c.qpc) {
 		nt := make([]*qp, i+1)
-		copy(nt, *tbl)
-		*tbl = nt
+		copy(nt, c.qpc)
+		c.qpc = nt
 	}
-	q := (*tbl)[i]
+	q := c.qpc[i]
 	if q == nil {
 		q = &qp{}
-		(*tbl)[i] = q
+		c.qpc[i] = q
 	}
 	return q
 }
