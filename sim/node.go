@@ -264,12 +264,18 @@ func (n *nicState) serve(now, cost int64, bytes uint64, atomic bool, addr farmem
 	}
 	n.bytes += bytes
 	if atomic && n.atoms != nil {
-		slot := (uint64(addr) >> 3) * 0x9e3779b97f4a7c15 >> 32 % uint64(len(n.atoms))
+		slot := n.atomSlot(addr)
 		effect = max(end, n.atoms[slot])
 		end = effect + atomicUnit
 		n.atoms[slot] = end
 	}
 	return effect, end
+}
+
+// atomSlot returns the index in n.atoms of the slot of the word at addr; n.atoms must not be
+// empty.
+func (n *nicState) atomSlot(addr farmem.Addr) uint64 {
+	return (uint64(addr) >> 3) * 0x9e3779b97f4a7c15 >> 32 % uint64(len(n.atoms))
 }
 
 // issueAt queues one outbound request handed to the NIC now and returns when it leaves.

@@ -222,10 +222,15 @@ func (s *Sim) send(g *group, at int64) {
 		return
 	}
 	for k := range g.size() {
-		// The word the op will reach, into the cache ahead of its arrival (a hint: no effect
-		// on the simulation).
-		if off := g.opAt(k).Addr.Offset() >> 3; off < uint64(len(g.n.words)) {
+		// The word the op will reach, and for an atomic its slot of the target NIC's atomic
+		// unit, into the cache ahead of its arrival (hints: no effect on the simulation). An
+		// atomic's slot is one of thousands of a node touched at random, as the word is.
+		op := g.opAt(k)
+		if off := op.Addr.Offset() >> 3; off < uint64(len(g.n.words)) {
 			prefetch(unsafe.Pointer(&g.n.words[off]))
+		}
+		if nic := g.n.nic; len(nic.atoms) > 0 && transport.IsAtomic(op.Kind) {
+			prefetch(unsafe.Pointer(&nic.atoms[nic.atomSlot(op.Addr)]))
 		}
 	}
 	src := c.n
