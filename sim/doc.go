@@ -96,8 +96,8 @@
 // the wall time, and a run's figures include making its cluster (about 10 ms; 5 ns a verb at
 // the default benchtime). A simulated verb costs 2.4 events (its arrival at the target and its
 // answer, and for one verb in three its taking effect, when it waited for a busy NIC or atomic
-// unit), one switch of simulated goroutine, and about 2,800 instructions (cachegrind,
-// the benchmark's marginal cost per verb). With hundreds of clients its time goes less to
+// unit), one switch of simulated goroutine, and about 2,800 instructions (cachegrind, the
+// benchmark's marginal cost per verb). With hundreds of clients its time goes less to
 // instructions than to cache misses: what a verb touches that is its client's own (its
 // goroutine's stack and descriptor, its client, group and queue pair, its load client) was last
 // touched one verb of every other client ago, and the other clients' state has evicted it from
@@ -162,38 +162,41 @@
 // On the Xeon, side by side with the code before the last changes (commit e35af8b; the layout
 // of the client, group, runtime, queue pairs, cores and closed loop, the hints at wake time and
 // their window, the lazy histograms, the atomic slot's prefetch; old and new -count 1
-// alternating, six runs each of the command above with -bench 'Verbs512$', under a load of 3-3.5
-// from other jobs): CPU per verb went from 569-687 ns (median 593) to 505-578 (516) with 512
-// clients, -13%, and from 997-1,217 to 918-1,000 for BenchmarkBatchedVerbs512, -10%; with 8
-// clients it stayed at 351-368 (four runs each). cachegrind (last level 2 MiB, marginal per
-// verb) counts 2,939 -> 2,863 instructions and 72 -> 68 L1 misses with 512 clients, 2,890 ->
-// 2,790 instructions with 8.
+// alternating, five runs each of the command above with -bench 'Verbs512$', under a load of 2-3.8
+// from other jobs): CPU per verb went from 552-580 ns to 474-494 with 512 clients, -13%, and from
+// 911-977 to 872-913 for BenchmarkBatchedVerbs512, -5%; with 8 clients it stayed at 351-368
+// (four runs each, load 3.2-3.4). Under a load of 3-3.5, six runs each: 569-687 to 505-578 with
+// 512 clients, 997-1,217 to 918-1,000 batched. cachegrind (last level 2 MiB, marginal per verb)
+// counts 2,939 -> 2,863 instructions and 72 -> 68 L1 misses with 512 clients, 2,890 -> 2,790
+// instructions with 8.
 //
 // Where it goes now (pprof of 2*10^7 verbs with GODEBUG=asyncpreemptoff=1, flat CPU per verb
 // grouped by part, 8 clients / 512, 351 / 492 ns of CPU a verb in those runs): the coroutine
-// switch (runtime.coroswitch, its three compare-and-swaps per switch, iter.Pull) 58 / 82 ns;
-// the fabric model (send, arrive, serve, apply, deliver, the NIC and CPU queues) 68 / 132; the
-// client's verb path 40 / 48 and its transport.Counters (atomic additions) 15 / 39; the load
-// loop and the benchmark's closure 34 / 40; the scheduler 44 / 41; the event queue 46 / 40; the
-// prefetches 23 / 39. Without
-// GODEBUG a tenth of the samples land on runtime.asyncPreempt's first instruction, spread over
-// every caller: the runtime preempts the benchmark's goroutine about 70 times a second (it
-// never enters the scheduler), and a profiling signal taken in the same tick is charged there.
+// switch (runtime.coroswitch, its three compare-and-swaps per switch, iter.Pull) 58 / 82 ns; the
+// fabric model (send, arrive, serve, apply, deliver, the NIC and CPU queues) 68 / 132; the
+// client's verb path 40 / 48 and its transport.Counters (atomic additions) 15 / 39; the load loop
+// and the benchmark's closure 34 / 40; the scheduler 44 / 41; the event queue 46 / 40; the
+// prefetches 23 / 39. Without GODEBUG a tenth of the samples land on runtime.asyncPreempt's first
+// instruction, spread over every caller: the runtime preempts the benchmark's goroutine about 70
+// times a second (it never enters the scheduler), and a profiling signal taken in the same tick is
+// charged there.
 //
 // What is left, against issue 28's 500 ns a verb at 512 clients: on the Xeon the benchmark now
-// takes 490-530 ns of CPU a verb under a load of 3-5 from other jobs, where the code before took
-// 570-640 (and 518-535 at a load of 1). Of a verb's time 330-350 ns is instructions
-// (BenchmarkVerbs8); the rest, 140-160 ns, is the misses still taken (the profile's growth from 8
-// clients to 512): the fabric model's (+64 ns: the group, queue pair, client and proc lines read
-// at a verb's arrival and answer, written at its departure 1-3 µs of virtual time earlier and
-// evicted since by the other clients' verbs), the prefetches themselves (+16: a prefetch waits for
-// a free miss buffer), transport.Counters (+24: three locked additions a verb, full barriers, on
-// two or three lines of the client's counters; counting in plain fields under the token would
-// need that package's help), the switch (+24: iter.Pull's state and the coroutine's, read cold on
-// each resume) and the client's and load loop's lines (+14). The coroutine switch is a sixth of
-// the instructions: two coroutine switches per proc switch, through iter.Pull; a direct switch
-// between coroutines would halve it, but the runtime's coroutines are reachable only through
-// iter.Pull (the linker refuses a go:linkname to runtime.coroswitch from any other package).
+// takes 470-495 ns of CPU a verb when the machine is quiet or lightly loaded (load 0.3-3.8), and
+// 500-580 when other jobs load it more (the code before: 518-535 at a load of 1, 550-690 under
+// load), so it meets the 500 ns only on a quiet machine. Of a verb's time 330-370 ns is
+// instructions (BenchmarkVerbs8); the rest, 130-160 ns, is the misses still taken (the profile's
+// growth from 8 clients to 512): the fabric model's (+64 ns: the group, queue pair, client and
+// proc lines read at a verb's arrival and answer, written at its departure 1-3 µs of virtual time
+// earlier and evicted since by the other clients' verbs), the prefetches themselves (+16: a
+// prefetch waits for a free miss buffer), transport.Counters (+24: three locked additions a verb,
+// full barriers, on two or three lines of the client's counters; counting in plain fields under
+// the token would need that package's help), the switch (+24: iter.Pull's state and the
+// coroutine's, read cold on each resume) and the client's and load loop's lines (+14). The
+// coroutine switch is a sixth of the instructions: two coroutine switches per proc switch, through
+// iter.Pull; a direct switch between coroutines would halve it, but the runtime's coroutines are
+// reachable only through iter.Pull (the linker refuses a go:linkname to runtime.coroswitch from
+// any other package).
 //
 // # Faults
 //
