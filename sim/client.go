@@ -18,23 +18,24 @@ type client struct {
 	s               *Sim
 	n               *node // its compute node
 	info            farmem.ClientInfo
+	rt              *rtime // read when its proc is woken (prefetchResume)
 
 	closed, crashed bool
 	paused          bool
 	sgBusy          bool
 	parked          *proc // procs parked on this client
 	inflight        *group
-	qpm             []*qp // queue pairs to memory nodes, by id
+	qpm             []qp // queue pairs to memory nodes, by id: in place, one load from c
 
 	lat latStats
 
-	ctr transport.Counters
-
-	// sg is the group of its single verbs, kept with the client for locality; while it is
-	// still in flight (its verb abandoned on a context), a pooled group serves.
+	// sg is the group of its single verbs, kept with the client for locality (right after
+	// the fields above, its hot fields first); while it is still in flight (its verb
+	// abandoned on a context), a pooled group serves.
 	sg group
 
-	rt      *rtime
+	ctr transport.Counters
+
 	handler bool
 	lastMsg lastArrive // send.go
 	frozen  []*proc    // procs woken while the client or its node was paused
@@ -49,9 +50,9 @@ var _ farmem.Memory = (*client)(nil)
 // is negative) and returns a client on it. The token must be held.
 func (s *Sim) openClient(n *node, slot int) (*client, error) {
 	cl, err := s.clients.Open(n.id, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
-		cl := &client{s: s, n: n, info: info, handler: slot >= 0}
+		cl := &client{s: s, n: n, info: info, handler: slot >= 0, qpm: make([]qp, len(s.mem))}
 		cl.Verbs.RunOne, cl.Verbs.PostBatch = cl.runOne, cl.Post
-		cl.rt = &rtime{s: s, c: cl, own: s.newRand(), clk: s.clockFor(info.ID)}
+		cl.rt = s.newRtime(cl, s.clockFor(info.ID))
 		return cl, &cl.ctr
 	})
 	if err != nil {
@@ -118,21 +119,23 @@ func (c *client) gate(p *proc) {
 	}
 }
 
+// qp returns c's queue pair to node n. Those to memory nodes are in a table made for every
+// memory node when c opens (one load from c, no pointer to follow), those to compute nodes
+// are made on first use.
 func (c *client) qp(n *node) *qp {
-	tbl := &c.qpm
-	i := int(n.id)
-	if n.c != nil {
-		tbl, i = &c.qpc, int(n.id.ComputeID())
+	if n.c == nil {
+		return &c.qpm[n.id]
 	}
-	if i >= len(*tbl) {
+	i := int(n.id.ComputeID())
+	if i >= len(c.qpc) {
 		nt := make([]*qp, i+1)
-		copy(nt, *tbl)
-		*tbl = nt
+		copy(nt, c.qpc)
+		c.qpc = nt
 	}
-	q := (*tbl)[i]
+	q := c.qpc[i]
 	if q == nil {
 		q = &qp{}
-		(*tbl)[i] = q
+		c.qpc[i] = q
 	}
 	return q
 }
@@ -156,7 +159,9 @@ func (c *client) runOne(ctx context.Context, op farmem.Op) (uint64, error) { ret
 func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 	s := c.s
 	p, adopted := s.enter()
-	defer s.exit(p, adopted)
+	if adopted {
+		defer s.exit(p, true) // only then: a proc's call has nothing to undo
+	}
 	n, err := c.admitOne(ctx, p, op)
 	if err != nil {
 		return 0, err
@@ -408,9 +413,21 @@ func (c *client) recordLatency(d int64) {
 }
 
 // rtime is a runtime of the simulation: the fabric's (c == nil) or a client's.
+//
+// It is one cache line, its random source included (Rand returns rnd, whose source is pcg):
+// a client that draws from it on every op, as load clients do, reads one line for it.
 type rtime struct {
+	rnd rand.Rand
+	pcg rand.PCG
 	s   *Sim
 	c   *client
-	own *rand.Rand
 	clk clock // a client's clock; the fabric's is true time
+}
+
+// newRtime returns the runtime of client c (nil: the simulation's own), with its own random
+// source.
+func (s *Sim) newRtime(c *client, clk clock) *rtime {
+	r := &rtime{s: s, c: c, clk: clk}
+	s.initRand(&r.rnd, &r.pcg)
+	return r
 }

@@ -91,32 +91,46 @@
 //
 // BenchmarkVerbs512 runs 512 closed-loop clients; BenchmarkVerbs8 runs the same load on 8,
 // whose state stays in the core's caches, so it gives what a verb costs in instructions, and
-// the difference between the two is what 512 clients' cache misses cost. A simulated verb costs
-// two events (its arrival at the target and its answer; a third when it waits for a busy NIC or
-// atomic unit), one switch of simulated goroutine, and about 2,900 instructions (cachegrind,
-// the benchmark's marginal cost per verb: 2,775 before the stack prefetch below). With hundreds
-// of clients its time goes less to instructions than to cache misses: what a verb touches that
-// is its client's own (its goroutine's stack and descriptor, its client, group and queue pair,
-// its load client) was last touched one verb of every other client ago, and the other clients'
-// state has evicted it from the core's L2 in between; the word it reads or writes is one of
+// the difference between the two is what 512 clients' cache misses cost. Both report the
+// process's CPU time per verb (cpu-ns/verb), which other jobs on the machine inflate less than
+// the wall time, and a run's figures include making its cluster (about 10 ms; 5 ns a verb at
+// the default benchtime). A simulated verb costs 2.4 events (its arrival at the target and its
+// answer, and for one verb in three its taking effect, when it waited for a busy NIC or atomic
+// unit), one switch of simulated goroutine, and about 2,800 instructions (cachegrind, the
+// benchmark's marginal cost per verb). With hundreds of clients its time goes less to
+// instructions than to cache misses: what a verb touches that is its client's own (its
+// goroutine's stack and descriptor, its client, group and queue pair, its load client) was last
+// touched one verb of every other client ago, and the other clients' state has evicted it from
+// the core's L2 in between (512 clients' state is about 3 MiB: cachegrind counts 22 misses a
+// verb with a last level of 2 MiB, 2.5 with 4 MiB); the word it reads or writes is one of
 // megabytes of simulated memory, touched at random. How much those misses cost depends on the
-// machine more than anything else here does: on an Intel Xeon VM (Sapphire Rapids class, 2 MiB
-// of L2 a core) a dependent load that misses L2 took 39-48 ns (a working set of 3-8 MiB) and
-// 120-310 ns past 16 MiB (memory, and page walks that nested paging lengthens), and before the
-// prefetch of stacks below the benchmark took 355 ns of CPU a verb with 8 clients and 650 with
-// 512; on the AMD EPYC VM the earlier figures came from, 512 clients took 370.
+// machine, and on what else runs on it, more than anything else here does: on an Intel Xeon VM
+// (2 MiB of L2 a core) a dependent load that misses L2 took 39-48 ns (a working set of 3-8 MiB)
+// and 120-310 ns past 16 MiB (memory, and page walks that nested paging lengthens), and the same
+// binary's CPU per verb with 512 clients ranged over 15% from one hour to the next as the load
+// of the machine's other jobs went from 1 to 6.
 //
 // The layout, so that a verb touches few lines and the simulated order of events stays the
-// same: due events run on the driver's stack (one stack, warm) rather than on the stack of the
-// proc that blocked; the event wheel's buckets are 4-byte heads of lists of 32-byte nodes
-// recycled through a free list, and pop hands its event back in registers; histograms count in
-// place, indexed as the HDR library indexes them, and hand their counts to the library only on
-// export; a client's and a group's hot fields share lines, a one-op group's hot paths read its
-// op and results from its own arrays rather than through its slice headers, the single verbs
-// call single directly (no runner, no copies of the op from frame to frame), single's rare
-// paths are calls that keep its frame small, a load client fits one line. cachegrind, with a
-// last level of 1 MiB and the benchmark's marginal cost per verb, counted 3,010 instructions
-// and 73 misses per verb before that layout, 2,740 and 42 after it.
+// same:
+//   - Due events run on the driver's stack (one stack, warm) rather than on the stack of the
+//     proc that blocked. The event wheel's buckets are 4-byte heads of lists of 32-byte nodes
+//     recycled through a free list, and pop hands its event back in registers.
+//   - A client's hot fields come first, its single-verb group right after them; a group's hot
+//     fields come first, its one-op arrays right after them (a one-op group's hot paths read its
+//     op and results there, not through its slice headers, which come last). A client's queue
+//     pairs to memory nodes are a table of values made when it opens (one load, no pointer to
+//     follow); a compute node's cores are one array of structs.
+//   - The single verbs call single directly (no runner, no copies of the op from frame to
+//     frame), and single's rare paths (failed checks, a CPU access to the own region, a
+//     goroutine from outside) are calls that keep its frame small.
+//   - A client's runtime (rtime) is one line, its random source inside it, so a client that
+//     draws from Runtime().Rand() on every op reads one line for it. A closed-loop client's
+//     state is one line, and its loop (closedClient) keeps the rest on its stack rather than
+//     in a closure per client holding a copy of the ClosedLoop.
+//   - Histograms count in place, indexed as the HDR library indexes them, make their counts on
+//     the first record (most NICs never wait), and hand them to the library only on export.
+//   - Aligned reads and writes of whole words copy the words' bytes at once (little-endian
+//     machines, whose words' bytes in memory are the simulated bytes).
 //
 // The misses left are made to overlap instead of coming one after the other (hints, with no
 // effect on the run):
@@ -125,40 +139,64 @@
 //     aligned to, and advised for, transparent huge pages (newWords), so that that prefetch
 //     and the access seldom walk the page tables (the benchmark's 32 MiB of node memory is
 //     8,192 pages of 4 KiB, far more than a TLB holds, and 16 of 2 MiB).
-//   - Before the driver resumes a proc, it prefetches the proc's goroutine descriptor and the
-//     stack lines the proc returns through first (prefetchResume: 256 bytes under the frame it
-//     blocked in, 768 above, short of the stack's end, which block reads from the runtime's
-//     descriptor when stackHints found that read consistent). Without it the switch and the
-//     returns up the cold stack took their misses one at a time: the benchmark's profile put
-//     40 ns a verb on the first load from the verb's frame after the switch. A wider window
-//     was slower: every prefetch in flight holds one of the core's few miss buffers.
+//   - When a proc is woken (wakeProc), it prefetches what the proc reads first when it resumes
+//     (prefetchResume): its goroutine's descriptor, the stack lines it returns through first
+//     (128 bytes under the frame it blocked in, 640 above, short of the stack's end, which block
+//     reads from the runtime's descriptor when stackHints found that read consistent), its
+//     client's runtime and a line it names (a closed-loop client's state). The lines come while
+//     the event that woke it finishes and the driver picks it. Without the stack and descriptor
+//     the switch and the returns up the cold stack took their misses one at a time (40 ns a
+//     verb stalled on the first load from the verb's frame after the switch); with none of
+//     these hints BenchmarkVerbs512 took 85 ns more a verb.
+//   - More hints did not pay, on the Xeon they were tuned on (interleaved runs): every
+//     prefetch in flight holds one of the core's few miss buffers, and a window of 2 KiB, or
+//     1 KiB, or 768 bytes above and 256 under, was slower than 640 and 128; prefetching the next
+//     event's group (a lookahead in the wheel) took 15 ns more a verb, and its queue pair or
+//     client too 20 ns more; prefetching iter.Pull's state for the switch, a second window of
+//     the stack once the proc runs, or the upper stack into L2 only (PREFETCHT1) changed nothing
+//     measurable or made it slower.
 //   - The driver stands in for the coroutines it resumes (Sim.stand) from its first resume to
 //     the end of its drive, rather than setting and clearing it around each switch: two atomic
 //     exchanges (full barriers, which wait for the stores before them) fewer per verb.
 //
-// On the Xeon, side by side with the code before these three (-count 5 each, alternating), CPU
-// per verb went from 649 to 543 ns with 512 clients (-16%) and from 1,045 to 928 ns for
-// BenchmarkBatchedVerbs512 (-11%), and stayed at 355 ns with 8 clients. Where it goes now
-// (pprof of 2*10^7 verbs with GODEBUG=asyncpreemptoff=1, flat CPU per verb grouped by part,
-// 8 clients / 512 before / 512 after): the coroutine switch (runtime.coroswitch, its three
-// compare-and-swaps per switch, iter.Pull) 65 / 105 / 81 ns; the fabric model (send, arrive,
-// serve, apply, deliver, the NIC and CPU queues) 67 / 131 / 137; the client's verb path and
-// its transport.Counters 56 / 135 / 63; the load loop and the benchmark's closure 36 / 83 / 73;
-// the scheduler 35 / 56 / 47; the event queue 44 / 43 / 49; the prefetches 10 / 16 / 34. Without
-// GODEBUG a tenth of the samples land on runtime.asyncPreempt's first instruction, spread over
-// every caller: the runtime preempts the benchmark's goroutine about 70 times a second (it
-// never enters the scheduler), and a profiling signal taken in the same tick is charged there;
-// CPU per verb with 8 clients is the same with the preemption off.
+// On the Xeon, side by side with the code before the last changes (commit e35af8b; the layout
+// of the client, group, runtime, queue pairs, cores and closed loop, the hints at wake time and
+// their window, the lazy histograms, the atomic slot's prefetch; old and new -count 1
+// alternating, five runs each of the command above with -bench 'Verbs512$', under a load of 2-3.8
+// from other jobs): CPU per verb went from 552-580 ns to 474-494 with 512 clients, -13%, and from
+// 911-977 to 872-913 for BenchmarkBatchedVerbs512, -5%; with 8 clients it stayed at 351-368
+// (four runs each, load 3.2-3.4). Under a load of 3-3.5, six runs each: 569-687 to 505-578 with
+// 512 clients, 997-1,217 to 918-1,000 batched. cachegrind (last level 2 MiB, marginal per verb)
+// counts 2,939 -> 2,863 instructions and 72 -> 68 L1 misses with 512 clients, 2,890 -> 2,790
+// instructions with 8.
 //
-// What is left, against issue 28's 500 ns a verb at 512 clients: on the Xeon, under a load of
-// 5-8 from other jobs, 520-560 ns (one quieter run of 2*10^7 verbs: 490). Of it 340-355 ns is
-// the verb's instructions (BenchmarkVerbs8), of which the coroutine switch is a fifth (two
-// coroutine switches per proc switch, through iter.Pull; a direct switch between coroutines
-// would halve it) and transport.Counters' atomic additions about 5%; the rest, about 180 ns,
-// is the misses still taken (the profile's growth from 8 clients to 512): the fabric model's
-// (+70 ns: the group, queue pair, NIC and CPU-queue lines, each reached through a pointer in
-// the one before), the load loop's frame and closure (+37), the prefetches themselves (+24:
-// a prefetch waits for a free miss buffer), the switch (+17) and the scheduler (+13).
+// Where it goes now (pprof of 2*10^7 verbs with GODEBUG=asyncpreemptoff=1, flat CPU per verb
+// grouped by part, 8 clients / 512, 351 / 492 ns of CPU a verb in those runs): the coroutine
+// switch (runtime.coroswitch, its three compare-and-swaps per switch, iter.Pull) 58 / 82 ns; the
+// fabric model (send, arrive, serve, apply, deliver, the NIC and CPU queues) 68 / 132; the
+// client's verb path 40 / 48 and its transport.Counters (atomic additions) 15 / 39; the load loop
+// and the benchmark's closure 34 / 40; the scheduler 44 / 41; the event queue 46 / 40; the
+// prefetches 23 / 39. Without GODEBUG a tenth of the samples land on runtime.asyncPreempt's first
+// instruction, spread over every caller: the runtime preempts the benchmark's goroutine about 70
+// times a second (it never enters the scheduler), and a profiling signal taken in the same tick is
+// charged there.
+//
+// What is left, against issue 28's 500 ns a verb at 512 clients: on the Xeon the benchmark now
+// takes 470-495 ns of CPU a verb when the machine is quiet or lightly loaded (load 0.3-3.8), and
+// 500-580 when other jobs load it more (the code before: 518-535 at a load of 1, 550-690 under
+// load), so it meets the 500 ns only on a quiet machine. Of a verb's time 330-370 ns is
+// instructions (BenchmarkVerbs8); the rest, 130-160 ns, is the misses still taken (the profile's
+// growth from 8 clients to 512): the fabric model's (+64 ns: the group, queue pair, client and
+// proc lines read at a verb's arrival and answer, written at its departure 1-3 µs of virtual time
+// earlier and evicted since by the other clients' verbs), the prefetches themselves (+16: a
+// prefetch waits for a free miss buffer), transport.Counters (+24: three locked additions a verb,
+// full barriers, on two or three lines of the client's counters; counting in plain fields under
+// the token would need that package's help), the switch (+24: iter.Pull's state and the
+// coroutine's, read cold on each resume) and the client's and load loop's lines (+14). The
+// coroutine switch is a sixth of the instructions: two coroutine switches per proc switch, through
+// iter.Pull; a direct switch between coroutines would halve it, but the runtime's coroutines are
+// reachable only through iter.Pull (the linker refuses a go:linkname to runtime.coroswitch from
+// any other package).
 //
 // # Faults
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
@@ -201,30 +202,9 @@ func (s *Sim) RunClosedLoop(cfg ClosedLoop) (*LoadResult, error) {
 			l.to = l.from + int64(cfg.Duration)
 		}
 		s.At(farmem.Time(l.from), func() { s.resetStats() })
-		ctx := context.Background()
 		g := s.NewGroup()
 		for _, c := range l.clients {
-			rnd := c.m.Runtime().Rand()
-			rt := c.m.Runtime()
-			g.Go(func() {
-				for {
-					if l.to > 0 && s.nowNs >= l.to {
-						return
-					}
-					if l.to == 0 && c.ops+c.errs >= uint64(cfg.Ops) {
-						return
-					}
-					start := s.nowNs
-					err := c.op(ctx)
-					l.record(c, start, s.nowNs, err)
-					if z := cfg.Think; z > 0 {
-						if cfg.ExpThink {
-							z = time.Duration(rnd.ExpFloat64() * float64(z))
-						}
-						_ = rt.Sleep(ctx, z)
-					}
-				}
-			})
+			g.Go(func() { l.closedClient(c, &cfg) })
 		}
 		if l.to > 0 {
 			s.At(farmem.Time(l.to), func() { l.report = s.report() })
@@ -239,6 +219,37 @@ func (s *Sim) RunClosedLoop(cfg ClosedLoop) (*LoadResult, error) {
 		res = l.result()
 	})
 	return res, err
+}
+
+// closedClient runs closed-loop client c until its window or its op count is done. What an
+// operation reads besides c is shared by every client or on c's stack: with hundreds of
+// clients, each one's own lines are cold when its turn comes, and each costs a verb a miss
+// (per-client closures holding the loop's parameters cost two).
+func (l *loadRun) closedClient(c *loadClient, cfg *ClosedLoop) {
+	s := l.s
+	ctx := contextBackground
+	ops, think, exp := uint64(cfg.Ops), cfg.Think, cfg.ExpThink
+	// c is read right after each op returns: its line comes with the resume (see
+	// prefetchResume).
+	s.cur.Load().hint = unsafe.Pointer(c)
+	for {
+		if l.to > 0 && s.nowNs >= l.to {
+			return
+		}
+		if l.to == 0 && c.ops+c.errs >= ops {
+			return
+		}
+		start := s.nowNs
+		err := c.op(ctx)
+		l.record(c, start, s.nowNs, err)
+		if z := think; z > 0 {
+			rt := c.m.Runtime()
+			if exp {
+				z = time.Duration(rt.Rand().ExpFloat64() * float64(z))
+			}
+			_ = rt.Sleep(ctx, z)
+		}
+	}
 }
 
 // RunOpenLoop runs an open-loop Poisson load and returns what it measured (see RunClosedLoop).

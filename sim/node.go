@@ -81,6 +81,12 @@ func (n *node) store(off uint64, v uint64) { n.words[off>>3] = v }
 
 // readBytes copies [off, off+len(dst)) into dst.
 func (n *node) readBytes(off uint64, dst []byte) {
+	if littleEndian && off&7 == 0 && len(dst) > 8 && len(dst)&7 == 0 {
+		// Whole aligned words: on a little-endian machine the words' bytes in memory are the
+		// simulated bytes, so one copy does what the loop below does a word at a time.
+		copy(dst, wordBytes(n.words[off>>3:(off>>3)+uint64(len(dst))/8]))
+		return
+	}
 	for len(dst) > 0 {
 		w := n.words[off>>3]
 		if off&7 == 0 && len(dst) >= 8 {
@@ -95,6 +101,10 @@ func (n *node) readBytes(off uint64, dst []byte) {
 
 // writeBytes copies src to [off, off+len(src)).
 func (n *node) writeBytes(off uint64, src []byte) {
+	if littleEndian && off&7 == 0 && len(src) > 8 && len(src)&7 == 0 {
+		copy(wordBytes(n.words[off>>3:(off>>3)+uint64(len(src))/8]), src) // see readBytes
+		return
+	}
 	for len(src) > 0 {
 		i := off >> 3
 		if off&7 == 0 && len(src) >= 8 {
@@ -254,12 +264,18 @@ func (n *nicState) serve(now, cost int64, bytes uint64, atomic bool, addr farmem
 	}
 	n.bytes += bytes
 	if atomic && n.atoms != nil {
-		slot := (uint64(addr) >> 3) * 0x9e3779b97f4a7c15 >> 32 % uint64(len(n.atoms))
+		slot := n.atomSlot(addr)
 		effect = max(end, n.atoms[slot])
 		end = effect + atomicUnit
 		n.atoms[slot] = end
 	}
 	return effect, end
+}
+
+// atomSlot returns the index in n.atoms of the slot of the word at addr; n.atoms must not be
+// empty.
+func (n *nicState) atomSlot(addr farmem.Addr) uint64 {
+	return (uint64(addr) >> 3) * 0x9e3779b97f4a7c15 >> 32 % uint64(len(n.atoms))
 }
 
 // issueAt queues one outbound request handed to the NIC now and returns when it leaves.
@@ -273,37 +289,44 @@ func (n *nicState) issueAt(now, cost int64, bytes uint64) int64 {
 	return end
 }
 
-// coreState is a compute node's cores: a FIFO queue in front of k servers.
+// coreState is a compute node's cores: a FIFO queue in front of k servers. A core's fields
+// are together (a verb's OpCPU reads every core's free time and updates one core), in one
+// array rather than one array per field.
 type coreState struct {
-	free    []int64
-	busy    []int64
-	jobs    []uint64
+	cores   []core
 	queued  int64
 	maxWait int64
 }
 
+// core is one core of a compute node: when it is next free, the work it did and how many jobs.
+type core struct {
+	free int64
+	busy int64
+	jobs uint64
+}
+
 func (c *coreState) init(k int) {
-	c.free = make([]int64, k)
-	c.busy = make([]int64, k)
-	c.jobs = make([]uint64, k)
+	c.cores = make([]core, k)
 }
 
 // run queues d of work arriving now and returns when it ends.
 func (c *coreState) run(now int64, d time.Duration) int64 {
-	if len(c.free) == 0 || d <= 0 {
+	cs := c.cores
+	if len(cs) == 0 || d <= 0 {
 		return now + max(int64(d), 0)
 	}
-	k := 0
-	for i := 1; i < len(c.free); i++ {
-		if c.free[i] < c.free[k] {
-			k = i
+	k, free := 0, cs[0].free
+	for i := 1; i < len(cs); i++ {
+		if cs[i].free < free {
+			k, free = i, cs[i].free
 		}
 	}
-	start := max(now, c.free[k])
+	start := max(now, free)
 	end := start + int64(d)
-	c.free[k] = end
-	c.busy[k] += int64(d)
-	c.jobs[k]++
+	ck := &cs[k]
+	ck.free = end
+	ck.busy += int64(d)
+	ck.jobs++
 	c.queued += start - now
 	c.maxWait = max(c.maxWait, start-now)
 	return end

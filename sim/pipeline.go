@@ -39,13 +39,8 @@ type group struct {
 	anext, pnext *group // the queue pair's arrival and apply chains
 	iprev, inext *group // the client's in-flight list
 
-	ops   []farmem.Op
-	idx   []int // indices in ops of this group's ops, in batch order
-	vals  []uint64
-	errs  []error
-	ready []int64 // when each op may take effect: the start of its service at the target
-	fin   []int64 // when each op's service ends
-
+	// A one-op group's op and results, next to the fields above: a single verb reads and
+	// writes these and not the slices below (see opAt).
 	one    [1]farmem.Op
 	idx1   [1]int
 	val1   [1]uint64
@@ -55,8 +50,15 @@ type group struct {
 
 	s    *Sim
 	comp transport.Completer
-	t0   int64   // tearing: when op k's first piece applied
-	perm []uint8 // tearing: the order op k's pieces are applied in
+
+	ops   []farmem.Op
+	idx   []int // indices in ops of this group's ops, in batch order
+	vals  []uint64
+	errs  []error
+	ready []int64 // when each op may take effect: the start of its service at the target
+	fin   []int64 // when each op's service ends
+	t0    int64   // tearing: when op k's first piece applied
+	perm  []uint8 // tearing: the order op k's pieces are applied in
 	// storage of batch groups, kept across reuse
 	bidx   []int
 	bvals  []uint64
@@ -220,10 +222,15 @@ func (s *Sim) send(g *group, at int64) {
 		return
 	}
 	for k := range g.size() {
-		// The word the op will reach, into the cache ahead of its arrival (a hint: no effect
-		// on the simulation).
-		if off := g.opAt(k).Addr.Offset() >> 3; off < uint64(len(g.n.words)) {
+		// The word the op will reach, and for an atomic its slot of the target NIC's atomic
+		// unit, into the cache ahead of its arrival (hints: no effect on the simulation). An
+		// atomic's slot is one of thousands of a node touched at random, as the word is.
+		op := g.opAt(k)
+		if off := op.Addr.Offset() >> 3; off < uint64(len(g.n.words)) {
 			prefetch(unsafe.Pointer(&g.n.words[off]))
+		}
+		if nic := g.n.nic; len(nic.atoms) > 0 && transport.IsAtomic(op.Kind) {
+			prefetch(unsafe.Pointer(&nic.atoms[nic.atomSlot(op.Addr)]))
 		}
 	}
 	src := c.n

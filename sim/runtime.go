@@ -81,7 +81,7 @@ func (r *rtime) WithTimeout(parent context.Context, d time.Duration) (context.Co
 }
 
 // Rand implements farmem.Runtime: the runtime's own source, seeded from the simulation's seed.
-func (r *rtime) Rand() *rand.Rand { return r.own }
+func (r *rtime) Rand() *rand.Rand { return &r.rnd }
 
 // NewRand implements farmem.Runtime: a new source seeded from the seed and a counter.
 func (r *rtime) NewRand() *rand.Rand { return r.s.newRand() }

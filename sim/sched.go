@@ -75,9 +75,12 @@ type proc struct {
 	// sp and top bound the stack of a coroutine at its last block, as plain addresses for
 	// prefetchRange (see prefetchResume): sp is in block's frame, top is the stack's end.
 	sp, top uintptr
-	seq     uint64 // park sequence: wake events carry it, stale ones are ignored
-	parked  bool
-	reason  wakeReason
+	// hint is a line that p reads soon after it resumes, besides its stack and its client's
+	// runtime: a load client's state (closedClient). prefetchResume asks for it too.
+	hint   unsafe.Pointer
+	seq    uint64 // park sequence: wake events carry it, stale ones are ignored
+	parked bool
+	reason wakeReason
 	// blocking is set while p is blocked and its driver (or p itself) dispatches events to pick
 	// the next proc: a wake then makes it ready.
 	blocking bool
@@ -361,7 +364,6 @@ func (s *Sim) drive(x, q *proc) {
 			standing = true
 		}
 		s.cur.Store(q)
-		q.prefetchResume()
 		next, ok := q.resume()
 		switch {
 		case !ok:
@@ -389,17 +391,18 @@ func (s *Sim) sitDown(standing *bool) {
 	}
 }
 
-// prefetchResume asks the CPU for the cache lines that resuming coroutine p reads first: its
-// goroutine's descriptor, which the coroutine switch reads and writes, and the frames of its
+// prefetchResume asks the CPU for the cache lines that coroutine p reads first when it resumes:
+// its goroutine's descriptor, which the coroutine switch reads and writes, the frames of its
 // stack around the one it blocked in (stackBelow bytes under it, for the frames of the switch
 // itself, and up to stackWindow bytes above it, short of the stack's end: the frames the
-// resumed proc returns through before it calls down again). With hundreds of procs these lines
-// are cold when p's turn comes; without the hint the switch and the returns up p's stack take
-// their misses one after the other, each load from a frame waiting for its line (in the
-// profile of BenchmarkVerbs512, 40 ns a verb stalled on the first load from the verb's frame
-// after the switch). More of the stack does not pay: every prefetch in flight holds one of
-// the core's few miss buffers, and a window of 2 KiB was slower than 768 bytes on the Xeon it
-// was tuned on. It is a hint, with no effect on the run; a stale bound only wastes it.
+// resumed proc returns through before it calls down again), its client's runtime and the line
+// it named as its hint. With hundreds of procs these lines are cold when p's turn comes;
+// without the hint the switch and the returns up p's stack take their misses one after the
+// other, each load from a frame waiting for its line. wakeProc calls it, so that the lines
+// come while the event that woke p finishes and the driver picks p. More does not pay: every
+// prefetch in flight holds one of the core's few miss buffers, and on the Xeon it was tuned on
+// a window of 2 KiB was slower than 768 bytes, and 768 bytes above and 256 below slower than
+// 640 and 128. It is a hint, with no effect on the run; a stale bound only wastes it.
 func (p *proc) prefetchResume() {
 	sp := p.sp
 	if sp == 0 {
@@ -413,11 +416,17 @@ func (p *proc) prefetchResume() {
 		prefetchRange(g, g+gBytes) // first: the switch reads it first
 	}
 	prefetchRange(sp-stackBelow, hi)
+	if c := p.client; c != nil {
+		prefetch(unsafe.Pointer(c.rt)) // one line (rtime), its random source included
+	}
+	if p.hint != nil {
+		prefetch(p.hint)
+	}
 }
 
 const (
-	stackWindow = 768
-	stackBelow  = 256
+	stackWindow = 640
+	stackBelow  = 128
 	gBytes      = 448
 )
 
@@ -460,6 +469,7 @@ func (s *Sim) wakeProc(p *proc, r wakeReason) {
 		// p is running and about to block: it sees that it was woken instead.
 		return
 	}
+	p.prefetchResume()
 	s.ready.push(p)
 }
 

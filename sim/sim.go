@@ -90,7 +90,7 @@ func New(model Model, seed uint64) (*Sim, error) {
 	s.nowNs = int64(Epoch)
 	s.statsFrom = s.nowNs
 	s.jitter = rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908))
-	s.rt = &rtime{s: s, own: s.newRand()}
+	s.rt = s.newRtime(nil, clock{})
 	s.topo = model.Topology(model.DownTimeout)
 	s.mem = make([]*node, model.MemoryNodes+1)
 	s.comp = make([]*node, model.ComputeNodes+1)
@@ -269,6 +269,14 @@ func (s *Sim) At(t farmem.Time, f func()) farmem.Timer {
 
 // newRand returns a new random source derived from the seed and a counter.
 func (s *Sim) newRand() *rand.Rand {
+	r := new(rand.Rand)
+	s.initRand(r, new(rand.PCG))
+	return r
+}
+
+// initRand makes r a new random source derived from the seed and a counter, drawing from pcg.
+func (s *Sim) initRand(r *rand.Rand, pcg *rand.PCG) {
 	n := s.streams.Add(1)
-	return rand.New(rand.NewPCG(s.seed, n*0x9e3779b97f4a7c15))
+	pcg.Seed(s.seed, n*0x9e3779b97f4a7c15)
+	*r = *rand.New(pcg)
 }

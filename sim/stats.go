@@ -16,7 +16,8 @@ import (
 // geometry itself, indexed as the library indexes them, so that recording a value (twice per
 // simulated verb) is a few shifts and an add instead of the library's checked path; export
 // hands the counts to the library, which builds the same histogram recording them one by one
-// would have.
+// would have. The counts (36 KiB) are made on the first record: most NICs of a large cluster
+// never wait, and a simulation has one histogram a NIC.
 type histogram struct{ counts []int64 }
 
 const histMax = int64(time.Hour)
@@ -34,9 +35,7 @@ const (
 // (and the length of the counts) every export carries.
 var histTemplate = hdrhistogram.New(1, histMax, 2).Export()
 
-func newHistogram() *histogram {
-	return &histogram{counts: make([]int64, len(histTemplate.Counts))}
-}
+func newHistogram() *histogram { return &histogram{} }
 
 // histIndex is the index of value v (0 <= v <= histMax) among the counts: the library's
 // countsIndexFor for this geometry.
@@ -46,13 +45,18 @@ func histIndex(v int64) int {
 	return (bucket+1)<<histHalfMag + sub - 1<<histHalfMag
 }
 
-func (h *histogram) record(v int64) { h.counts[histIndex(min(max(v, 0), histMax))]++ }
+func (h *histogram) record(v int64) {
+	if h.counts == nil {
+		h.counts = make([]int64, len(histTemplate.Counts))
+	}
+	h.counts[histIndex(min(max(v, 0), histMax))]++
+}
 
 func (h *histogram) reset() { clear(h.counts) }
 
 func (h *histogram) export() *hdrhistogram.Histogram {
 	snap := *histTemplate
-	snap.Counts = h.counts // Import copies them
+	snap.Counts = h.counts // Import copies them (none: all zero)
 	return hdrhistogram.Import(&snap)
 }
 
@@ -146,8 +150,9 @@ func (s *Sim) resetStats() {
 		st.hist.reset()
 		if n.c != nil {
 			cs := &n.c.cpu
-			clear(cs.busy)
-			clear(cs.jobs)
+			for k := range cs.cores {
+				cs.cores[k].busy, cs.cores[k].jobs = 0, 0
+			}
 			cs.queued, cs.maxWait = 0, 0
 		}
 	}
@@ -189,16 +194,16 @@ func (s *Sim) report() *Report {
 		}
 		cs := &n.c.cpu
 		var jobs uint64
-		for _, j := range cs.jobs {
-			jobs += j
+		for _, ck := range cs.cores {
+			jobs += ck.jobs
 		}
-		for k := range cs.free {
-			cr := CoreReport{Node: n.id, Core: k, Jobs: cs.jobs[k], Busy: time.Duration(cs.busy[k]), MaxWait: time.Duration(cs.maxWait)}
+		for k, ck := range cs.cores {
+			cr := CoreReport{Node: n.id, Core: k, Jobs: ck.jobs, Busy: time.Duration(ck.busy), MaxWait: time.Duration(cs.maxWait)}
 			if jobs > 0 {
 				cr.MeanWait = time.Duration(cs.queued / int64(jobs))
 			}
 			if window > 0 {
-				cr.Utilisation = float64(cs.busy[k]) / window
+				cr.Utilisation = float64(ck.busy) / window
 			}
 			r.Cores = append(r.Cores, cr)
 		}

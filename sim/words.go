@@ -1,6 +1,9 @@
 package sim
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // hugePage is the size of a transparent huge page on the platforms that have them (2 MiB on
 // amd64 and arm64 with 4 KiB base pages).
@@ -24,4 +27,14 @@ func newWords(n uint64) []uint64 {
 	w = w[skip : skip+n : skip+n]
 	adviseHuge(w)
 	return w
+}
+
+// littleEndian says that the machine stores a word's low byte first, as the simulated memory
+// orders its bytes (little-endian, as RDMA NICs' hosts do): the bytes of a []uint64 in memory
+// are then the simulated bytes, and whole aligned words can be copied as bytes (wordBytes).
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// wordBytes returns the bytes of w as they lie in memory, sharing w's storage.
+func wordBytes(w []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)
 }

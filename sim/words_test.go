@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -53,4 +55,44 @@ func TestStackHints(t *testing.T) {
 	require.NotZero(t, p.sp, "a blocked coroutine records its frame")
 	require.Less(t, p.sp, p.top, "the frame it records lies under its stack's end")
 	require.Less(t, p.top-p.sp, uintptr(1<<20))
+}
+
+// TestNodeBytesMatchModel checks readBytes and writeBytes, whose whole aligned words are
+// copied at once and whose other bytes are handled one word at a time, against a byte array
+// holding the simulated memory as it must be: word i's bytes at 8i..8i+7, low byte first.
+func TestNodeBytesMatchModel(t *testing.T) {
+	const size = 512
+	n := &node{words: make([]uint64, size/8)}
+	model := make([]byte, size)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	check := func() {
+		t.Helper()
+		for i, w := range n.words {
+			require.Equal(t, binary.LittleEndian.Uint64(model[8*i:]), w, "word %d", i)
+		}
+	}
+	for range 2000 {
+		off := rnd.Uint64N(size)
+		l := rnd.Uint64N(min(size-off, 80) + 1)
+		if rnd.IntN(2) == 0 { // often aligned and whole words: the fast path
+			off &^= 7
+			l = min(l&^7, size-off)
+		}
+		src := make([]byte, l)
+		for i := range src {
+			src[i] = byte(rnd.Uint32())
+		}
+		n.writeBytes(off, src)
+		copy(model[off:], src)
+		check()
+		roff := rnd.Uint64N(size)
+		rl := rnd.Uint64N(min(size-roff, 80) + 1)
+		if rnd.IntN(2) == 0 {
+			roff &^= 7
+			rl = min(rl&^7, size-roff)
+		}
+		dst := make([]byte, rl)
+		n.readBytes(roff, dst)
+		require.Equal(t, model[roff:roff+rl], dst, "read of %d bytes at %d", rl, roff)
+	}
 }
