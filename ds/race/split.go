@@ -648,26 +648,8 @@ func (t *Table) finishSplit(ctx context.Context, s *subtableState, d uint, publi
 		if err := t.renew(ctx, la, word); err != nil {
 			return err
 		}
-		if err := t.publish(ctx, st, s1, d, suffix, func() error { return t.renew(ctx, la, word) }); err != nil {
+		if err := t.publishAndDeepen(ctx, st, s1, d, suffix, word); err != nil {
 			return err
-		}
-		if err := t.renew(ctx, la, word); err != nil {
-			return err
-		}
-		old := headerWord(d, suffix)
-		prev, err := t.m.CAS(ctx, st.Add(stHeaderOff), old, headerWord(d+1, suffix))
-		if err != nil {
-			return fmt.Errorf("race: move header of %v: %w", st, err)
-		}
-		switch prev {
-		case old:
-			// Exactly one client moves the header, and it counts the split.
-			if _, err := t.m.FAA(ctx, t.root.Add(rootSplitsOff), 1); err != nil {
-				return fmt.Errorf("race: count split: %w", err)
-			}
-		case headerWord(d+1, suffix):
-		default:
-			return fmt.Errorf("race: subtable %v: header %#x during split at depth %d: %w", st, prev, d, ErrCorrupt)
 		}
 	}
 	// Release the old half: moved keys' slots and empty or tentative ones become empty, the
@@ -901,5 +883,34 @@ func (t *Table) publishLocked(ctx context.Context, st, s1 farmem.Addr, d uint, s
 	// Clients read the old directory only while pinned (a refresh), so it is retired.
 	_ = t.a.Retire(ctx, unpackAddr(w), max(uint64(8)<<gd, Unit))
 	t.dirWord, t.dir = nw, entries
+	return nil
+}
+
+// publishAndDeepen ends a split of st at depth d into s1 (st's suffix suffix, its lock word
+// held as *word): it publishes s1 in the directory (renewing the lock as it goes), renews the
+// lock, and moves st's header to depth d+1 with a CAS. Exactly one client moves the header, and
+// it counts the split; a header found moved already is fine, any other is corrupt.
+func (t *Table) publishAndDeepen(ctx context.Context, st, s1 farmem.Addr, d uint, suffix uint64, word *uint64) error {
+	la := st.Add(stLockOff)
+	if err := t.publish(ctx, st, s1, d, suffix, func() error { return t.renew(ctx, la, word) }); err != nil {
+		return err
+	}
+	if err := t.renew(ctx, la, word); err != nil {
+		return err
+	}
+	old := headerWord(d, suffix)
+	prev, err := t.m.CAS(ctx, st.Add(stHeaderOff), old, headerWord(d+1, suffix))
+	if err != nil {
+		return fmt.Errorf("race: move header of %v: %w", st, err)
+	}
+	switch prev {
+	case old:
+		if _, err := t.m.FAA(ctx, t.root.Add(rootSplitsOff), 1); err != nil {
+			return fmt.Errorf("race: count split: %w", err)
+		}
+	case headerWord(d+1, suffix):
+	default:
+		return fmt.Errorf("race: subtable %v: header %#x during split at depth %d: %w", st, prev, d, ErrCorrupt)
+	}
 	return nil
 }

@@ -621,25 +621,8 @@ func (t *Table) endSplit(ctx context.Context, st farmem.Addr, word *uint64, sm *
 	if err := t.recoverRegions(ctx, s, s1, h1.words, word, sm); err != nil {
 		return err
 	}
-	if err := t.publish(ctx, st, s1, d, suffix, func() error { return t.renew(ctx, la, word) }); err != nil {
+	if err := t.publishAndDeepen(ctx, st, s1, d, suffix, word); err != nil {
 		return err
-	}
-	if err := t.renew(ctx, la, word); err != nil {
-		return err
-	}
-	old := headerWord(d, suffix)
-	prev, err := t.m.CAS(ctx, st.Add(stHeaderOff), old, headerWord(d+1, suffix))
-	if err != nil {
-		return fmt.Errorf("race: move header of %v: %w", st, err)
-	}
-	switch prev {
-	case old:
-		if _, err := t.m.FAA(ctx, t.root.Add(rootSplitsOff), 1); err != nil {
-			return fmt.Errorf("race: count split: %w", err)
-		}
-	case headerWord(d+1, suffix):
-	default:
-		return fmt.Errorf("race: subtable %v: header %#x during split at depth %d: %w", st, prev, d, ErrCorrupt)
 	}
 	return t.endTail(ctx, st, d, cw)
 }
