@@ -35,18 +35,11 @@ func NewSplitSteps(root farmem.Addr) *SplitSteps { return &SplitSteps{root: root
 
 // Step returns the step that v, just completed without error, ends, or 0.
 func (s *SplitSteps) Step(v farmemtest.Verb) int {
-	if v.Posted || v.Waited || len(v.Batch.Ops) == 0 {
+	ops, ok := doneOps(v)
+	if !ok {
 		return 0
 	}
-	ops := v.Batch.Ops
-	all := func(f func(op farmem.Op) bool) bool {
-		for _, op := range ops {
-			if !f(op) {
-				return false
-			}
-		}
-		return true
-	}
+	all := func(f func(op farmem.Op) bool) bool { return allOps(ops, f) }
 	if !v.Single {
 		switch {
 		case all(func(op farmem.Op) bool {
@@ -95,18 +88,11 @@ const RegionStepCount = 9
 
 // Step returns the step that v, just completed without error, ends, or 0.
 func (s *RegionSteps) Step(v farmemtest.Verb) int {
-	if v.Posted || v.Waited || len(v.Batch.Ops) == 0 {
+	ops, ok := doneOps(v)
+	if !ok {
 		return 0
 	}
-	ops := v.Batch.Ops
-	all := func(f func(op farmem.Op) bool) bool {
-		for _, op := range ops {
-			if !f(op) {
-				return false
-			}
-		}
-		return true
-	}
+	all := func(f func(op farmem.Op) bool) bool { return allOps(ops, f) }
 	le := binary.LittleEndian
 	op := ops[0]
 	switch {
@@ -181,4 +167,23 @@ func CreateVersion(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p P
 		return 0, err
 	}
 	return root, m.Write(ctx, root, withVersion(b, v)[:rootDirOff])
+}
+
+// doneOps returns the ops of v if it is a batch that completed in the caller (not a post or a
+// wait), with ok false otherwise.
+func doneOps(v farmemtest.Verb) ([]farmem.Op, bool) {
+	if v.Posted || v.Waited || len(v.Batch.Ops) == 0 {
+		return nil, false
+	}
+	return v.Batch.Ops, true
+}
+
+// allOps reports whether f holds for every op of ops.
+func allOps(ops []farmem.Op, f func(op farmem.Op) bool) bool {
+	for _, op := range ops {
+		if !f(op) {
+			return false
+		}
+	}
+	return true
 }

@@ -29,18 +29,7 @@ func TestRegionSplitRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	// The allocator's lease refreshed every second: a pin never renews it inside a measured
 	// operation (as TestRoundTrips' allocators).
-	f, err := local.New(local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, dstest.AllocOptions)
-	require.NoError(t, err)
-	root, err := Create(ctx, m, a, Params{Groups: 8, SplitRegions: true})
-	require.NoError(t, err)
-	tab, err := Open(ctx, m, a, root, Options{})
-	require.NoError(t, err)
+	_, m, a, _, tab := regionTable(t, local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
 	var keys [][]byte
 	for i := 0; tab.stats.Moves < 3; i++ {
 		require.Less(t, i, 1000, "no split began")
@@ -142,18 +131,7 @@ func TestPurgeLostHalf(t *testing.T) {
 	ctx := context.Background()
 	// Small nodes and large values: the first node fills, and later subtables and blocks go
 	// to the second.
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 8 << 20}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.Close() })
-	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
-	require.NoError(t, err)
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
-	a, err := alloc.New(ctx, m, dstest.AllocOptions)
-	require.NoError(t, err)
-	root, err := Create(ctx, m, a, Params{Groups: 8, SplitRegions: true})
-	require.NoError(t, err)
-	tab, err := Open(ctx, m, a, root, Options{})
-	require.NoError(t, err)
+	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 8 << 20}})
 	// Insert until a split in progress has its new half alone on a node other than the
 	// allocator's home and the root's (and with a region moved).
 	var keys [][]byte
@@ -209,4 +187,25 @@ func TestPurgeLostHalf(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, census.Frozen)
 	t.Logf("%d keys of %d not found (on the lost node or moved into the lost half)", lost, len(keys))
+}
+
+// regionTable creates a table of 8 bucket groups split region by region on a fresh local
+// fabric of lo (closed at cleanup), formatted, and opens it on the first compute node's memory
+// with an allocator of dstest.AllocOptions; it returns them all, the table's root too.
+func regionTable(t *testing.T, lo local.Options) (*local.Fabric, farmem.Memory, *alloc.Allocator, farmem.Addr, *Table) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := local.New(lo)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
+	a, err := alloc.New(ctx, m, dstest.AllocOptions)
+	require.NoError(t, err)
+	root, err := Create(ctx, m, a, Params{Groups: 8, SplitRegions: true})
+	require.NoError(t, err)
+	tab, err := Open(ctx, m, a, root, Options{})
+	require.NoError(t, err)
+	return f, m, a, root, tab
 }
