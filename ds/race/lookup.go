@@ -170,13 +170,14 @@ func initOp(p *Params, geo *geometry, op *opState, key []byte) {
 // scratch bucket buffer (decodeView decodes it), and returns the index of the first read.
 func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 	n := int(2 * t.geo.perB * 8)
+	hl := t.headerReadLen()
 	buf := grow(t.scr.bkt, 2*n+lookupHeaderLen)
 	t.scr.bkt = buf
 	first := b.Read(t.geo.slotAddr(st, op.ranges[0]), buf[:n:n])
 	if !op.same {
 		b.Read(t.geo.slotAddr(st, op.ranges[1]), buf[n:2*n:2*n])
 	}
-	b.Read(st.Add(stHeaderOff), buf[2*n:2*n+lookupHeaderLen])
+	b.Read(st.Add(stHeaderOff), buf[2*n:2*n+hl])
 	return first
 }
 
@@ -187,7 +188,10 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	le := binary.LittleEndian
 	n := 2 * t.geo.perB
 	buf := t.scr.bkt
-	v := view{st: st, hdr: le.Uint64(buf[16*n:]), move: le.Uint64(buf[16*n+stMoveOff:])}
+	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
+	if t.regionSplit() {
+		v.move = le.Uint64(buf[16*n+stMoveOff:])
+	}
 	idx, words := vb.idx[:0], vb.words[:0]
 	// ranges[1] > ranges[0] unless op.same: the second range's slots below ranges[0]+n are
 	// in the first already.

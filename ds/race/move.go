@@ -107,3 +107,14 @@ func owner(hdr, move, h1 uint64, r1, r2 uint) ownership {
 	}
 	return ownsAll
 }
+
+// headerReadLen is the bytes of a subtable's header area a lookup of t reads after its slots:
+// lookupHeaderLen for a table split region by region, which needs the move word; the header
+// word alone for the others (layout versions 2 and 3: their move words are always 0), so that
+// their lookups cost the bytes they always did.
+func (t *Table) headerReadLen() int {
+	if t.regionSplit() {
+		return lookupHeaderLen
+	}
+	return 8
+}

@@ -36,7 +36,7 @@ func (t *Table) prefetchLookup(op *opState) {
 	if !op.same {
 		t.pf.Prefetch(t.geo.slotAddr(st, op.ranges[1]), n)
 	}
-	t.pf.Prefetch(st.Add(stHeaderOff), lookupHeaderLen)
+	t.pf.Prefetch(st.Add(stHeaderOff), t.headerReadLen())
 }
 
 // hintBlock hints the lines of the block slot word w names (decodeView, for a fingerprint match
