@@ -223,7 +223,12 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 			t.dropBlock(ctx, nb)
 			return fmt.Errorf("race: insert: no progress after %d attempts: %w", attempt, ErrCorrupt)
 		}
-		now := t.rt.Now()
+		// The first attempt starts right after pin's clock reading: it serves (a deadline
+		// from it is at most that much earlier, which only shortens the block's lease).
+		now := t.pinAt
+		if attempt > 0 {
+			now = t.rt.Now()
+		}
 		if nb == nil || nb.visible || now > nb.deadline.Add(-t.opts.Lease/2) {
 			// A block whose tentative slot was ever in place is not reused (others may hold it
 			// as a competitor's), nor one whose lease is half gone.
