@@ -138,7 +138,12 @@ func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int
 	}
 	var b farmem.Batch
 	bufs := make([][]byte, len(sts))
-	const hl = headerAreaLen
+	// A table split region by region needs the whole header area (the move word says whether
+	// a split is in progress); the others, the header and lock words, as they always read.
+	hl := uint64(16)
+	if r.Version > wholeSplitVersion {
+		hl = headerAreaLen
+	}
 	for k, st := range sts {
 		bufs[k] = make([]byte, hl+8*geo.nslots)
 		b.Read(st.Add(stHeaderOff), bufs[k][:hl])
@@ -151,7 +156,11 @@ func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int
 	for k, st := range sts {
 		s := Subtable{Addr: st, Header: le.Uint64(bufs[k][0:]), Words: make([]Slot, geo.nslots)}
 		var hs subtableState
-		hs.decodeHeader(bufs[k][:hl])
+		if hl == headerAreaLen {
+			hs.decodeHeader(bufs[k][:hl])
+		} else {
+			hs.hdr, hs.lock = le.Uint64(bufs[k][stHeaderOff:]), le.Uint64(bufs[k][stLockOff:])
+		}
 		if hs.lock != 0 || hs.splitting() {
 			// Held by a split's step, or (layout version 4) a split moved region by region is
 			// in progress: some of the subtable's keys are in its new half, which no
@@ -164,7 +173,7 @@ func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int
 			}
 		}
 		for i := range s.Words {
-			s.Words[i] = Slot(le.Uint64(bufs[k][hl+8*i:]))
+			s.Words[i] = Slot(le.Uint64(bufs[k][hl+8*uint64(i):]))
 			if s.Words[i].Frozen() {
 				return nil, fmt.Errorf("race: partition %d: subtable %v has frozen slots: %w", p, st, ErrBusy)
 			}
