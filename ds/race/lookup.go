@@ -165,8 +165,8 @@ func initOp(p *Params, geo *geometry, op *opState, key []byte) {
 	op.same = op.ranges[0] == op.ranges[1]
 }
 
-// addReads appends to b the reads of op's candidate slots in st, then of st's header and move
-// words (lookupHeaderLen bytes), into the
+// addReads appends to b the reads of op's candidate slots in st, then of st's header area
+// (headerReadLen bytes: the move word too in a table split region by region), into the
 // scratch bucket buffer (decodeView decodes it), and returns the index of the first read.
 func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 	n := int(2 * t.geo.perB * 8)
