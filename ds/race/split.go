@@ -328,9 +328,9 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
 	hashes := &sm.hashes
 	// 0. Allocate: the new half, and the doubled directory when publishing will need one.
-	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
+	s1, p1, err := t.newHalf(ctx, d)
 	if err != nil {
-		return fmt.Errorf("race: allocate subtable: %w", err)
+		return err
 	}
 	recorded := false
 	defer func() {
@@ -338,13 +338,6 @@ func (t *Table) startSplit(ctx context.Context, s *subtableState, word *uint64, 
 			_ = t.a.Free(s1, t.geo.size)
 		}
 	}()
-	p1, err := packAddr(s1)
-	if err != nil {
-		return err
-	}
-	if err := t.reserveDir(ctx, d); err != nil {
-		return err
-	}
 	// 1. Learn the keys' hashes before freezing, so that the slots stay frozen only for the
 	// blocks committed since and for the split's writes, not for reading every block. Only in a
 	// pinned section: what is learnt is kept only if the section is still within its budget
@@ -913,4 +906,23 @@ func (t *Table) publishAndDeepen(ctx context.Context, st, s1 farmem.Addr, d uint
 		return fmt.Errorf("race: subtable %v: header %#x during split at depth %d: %w", st, prev, d, ErrCorrupt)
 	}
 	return nil
+}
+
+// newHalf allocates the new half of a split at depth d and reserves the directory block that
+// publishing it may need; it returns the half and its packed address. On an error nothing is
+// left allocated; otherwise the caller frees the half unless the split recorded it.
+func (t *Table) newHalf(ctx context.Context, d uint) (farmem.Addr, uint64, error) {
+	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
+	if err != nil {
+		return 0, 0, fmt.Errorf("race: allocate subtable: %w", err)
+	}
+	p1, err := packAddr(s1)
+	if err == nil {
+		err = t.reserveDir(ctx, d)
+	}
+	if err != nil {
+		_ = t.a.Free(s1, t.geo.size)
+		return 0, 0, err
+	}
+	return s1, p1, nil
 }

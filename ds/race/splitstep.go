@@ -239,9 +239,9 @@ func (t *Table) ensureTag(ctx context.Context, s *subtableState) error {
 // far memory, it fails with an error wrapping farmem.ErrNoSpace before changing anything.
 func (t *Table) beginSplit(ctx context.Context, s *subtableState, word *uint64, sm *splitMem) error {
 	st, d, suffix := s.st, headerDepth(s.hdr), headerSuffix(s.hdr)
-	s1, err := t.a.Alloc(ctx, t.geo.size, Unit)
+	s1, p1, err := t.newHalf(ctx, d)
 	if err != nil {
-		return fmt.Errorf("race: allocate subtable: %w", err)
+		return err
 	}
 	recorded := false
 	defer func() {
@@ -249,13 +249,6 @@ func (t *Table) beginSplit(ctx context.Context, s *subtableState, word *uint64, 
 			_ = t.a.Free(s1, t.geo.size)
 		}
 	}()
-	p1, err := packAddr(s1)
-	if err != nil {
-		return err
-	}
-	if err := t.reserveDir(ctx, d); err != nil {
-		return err
-	}
 	if s.child[d] != 0 {
 		return fmt.Errorf("race: subtable %v at depth %d: child word %#x before its split: %w", st, d, s.child[d], ErrCorrupt)
 	}
