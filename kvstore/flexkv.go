@@ -105,8 +105,9 @@ import (
 // to drain (its clients' operations on it finished, so no CAS user and no CIDER or MCS lock
 // holder is left; its cache cleared): the drains overlap, and no paused node waits while
 // others still admit operations contending with its own; then it has the new owner load the
-// partition from the memory nodes (race.ReadPartition; refused with ErrBusy while a split
-// holds it) and tells strict mode its slots are now written
+// partition from the memory nodes (race.ReadPartition, refused with ErrBusy while a split
+// holds it: the requester finishes the partition's splits before it asks, see Store.HandOver)
+// and tells strict mode its slots are now written
 // plainly, then resumes every node with the new owner and a new epoch, which every index RPC
 // carries and the proxy checks. Un-proxying is the same with no owner: the memory nodes' copy
 // is current (written through before every commit), so clients CAS the slots again at once.
@@ -305,13 +306,8 @@ func (k *FlexKV) OpenNode(ctx context.Context, env *nodestate.Env) (nodestate.St
 	return n, nil
 }
 
-// Create implements IndexKind. A table split region by region (race.Params.SplitRegions) is
-// refused: a hand-over reads its partition without finishing a split in progress there, and
-// race.ReadPartition refuses such a partition, so the partition could never move.
+// Create implements IndexKind.
 func (k *FlexKV) Create(ctx context.Context, c IndexEnv) (farmem.Addr, error) {
-	if k.Params.SplitRegions {
-		return 0, fmt.Errorf("kvstore: flexkv: race.Params.SplitRegions is not supported (hand-overs do not finish splits in progress): %w", farmem.ErrNotSupported)
-	}
 	return race.Create(ctx, c.Memory, c.Alloc, k.params())
 }
 
@@ -799,8 +795,18 @@ func (x *flexIndex) await(ctx context.Context, owner farmem.NodeID, ticket uint6
 	}
 }
 
+// handOverSplitTries bounds how often handOver finishes a partition's splits and asks again
+// when the new owner found one holding the partition (begun, by inserts, between the finish
+// and the pause).
+const handOverSplitTries = 4
+
 // handOver asks the coordinator (the lowest compute node) to move partition p to owner (0: the
-// memory nodes).
+// memory nodes). To a proxy, it first finishes the splits in progress in p (a table split
+// region by region leaves them half done while nobody inserts into a subtable, and the new
+// owner cannot load a partition holding one: race.ReadPartition): the new owner's load runs
+// with every node paused, so only a split begun between the finish and the pause can still
+// hold it; it is then rolled back (stSplit), and handOver finishes and asks again, up to
+// handOverSplitTries times.
 func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) error {
 	if x.k.NoProxy && owner != 0 {
 		return fmt.Errorf("kvstore: %s never proxies: %w", x.k.Name(), farmem.ErrInvalid)
@@ -816,7 +822,14 @@ func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) er
 		return fmt.Errorf("kvstore: flexkv: no compute node: %w", farmem.ErrInvalid)
 	}
 	var d time.Duration
-	for {
+	finish := owner != 0
+	for tries := 0; ; {
+		if finish {
+			if _, err := x.t.FinishPartitionSplits(ctx, p); err != nil {
+				return fmt.Errorf("kvstore: flexkv: hand-over of partition %d: finish its splits: %w", p, err)
+			}
+			finish = false
+		}
 		rep, err := x.m.Call(ctx, cs[0], farmem.OwnerFlexKV.Method(flexHandOver), ctlReq{p: p, owner: owner, root: x.t.Root()}.enc())
 		if err != nil {
 			return fmt.Errorf("kvstore: flexkv: hand-over of partition %d: %w", p, err)
@@ -828,6 +841,13 @@ func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) er
 			}
 			continue
 		}
+		if len(rep) == 1 && rep[0] == stSplit && owner != 0 {
+			if tries++; tries < handOverSplitTries {
+				finish = true
+				continue
+			}
+			return fmt.Errorf("kvstore: flexkv: hand-over of partition %d to %v: splits kept beginning there: %w", p, owner, ErrHandOver)
+		}
 		if len(rep) != 1 || rep[0] != stOK {
 			return fmt.Errorf("kvstore: flexkv: hand-over of partition %d to %v: %w", p, owner, ErrHandOver)
 		}
@@ -838,7 +858,10 @@ func (x *flexIndex) handOver(ctx context.Context, p int, owner farmem.NodeID) er
 // HandOver moves partition p of a FlexKV store to compute node owner's proxy, or back to the
 // memory nodes with owner 0 (see FlexKV, "Hand-over"), while operations go on. It fails with
 // farmem.ErrInvalid on a store of another kind or the Aceso baseline, and with ErrHandOver if
-// it was rolled back (a split held the partition, or a node failed to pause or load it).
+// it was rolled back (a node failed to pause or load it, or splits kept beginning in the
+// partition: to a proxy it first finishes the partition's splits in progress, one round trip
+// per subtable of the partition when none is, and again after each rollback a split caused,
+// up to 4 times).
 func (s *Store) HandOver(ctx context.Context, p int, owner farmem.NodeID) error {
 	return s.with(ctx, func(idx Index) error {
 		x, ok := idx.(*flexIndex)

@@ -1030,7 +1030,9 @@ func (n *flexNode) onLoad(ctx context.Context, m farmem.Memory, _ farmem.ClientI
 	until := m.Runtime().Now().Add(n.kind.proxyLease())
 	subs, err := race.ReadPartition(ctx, m, c.root, c.p)
 	if errors.Is(err, race.ErrBusy) {
-		return []byte{stFull}, nil
+		// A split holds the partition: a region split begun since the requester finished
+		// the partition's splits (handOver), or a dead client's split whose lease runs.
+		return []byte{stSplit}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -1135,7 +1137,8 @@ func (n *flexNode) onResume(ctx context.Context, m farmem.Memory, _ farmem.Clien
 
 // onHandOver runs a hand-over of partition c.p to c.owner (0: the memory nodes) under the
 // coordinator's latch (answering busy, for the requester to retry, while another runs); see
-// runHandOver. The reply is stOK, or stFull when it was rolled back.
+// runHandOver. The reply is stOK, or stFull (stSplit: a split held the partition) when it
+// was rolled back.
 func (n *flexNode) onHandOver(ctx context.Context, m farmem.Memory, _ farmem.ClientID, req []byte) ([]byte, error) {
 	c, err := decCtl(req)
 	if err != nil || c.p >= len(n.parts) {

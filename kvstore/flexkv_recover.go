@@ -337,7 +337,7 @@ func (n *flexNode) onRecover(ctx context.Context, m farmem.Memory, _ farmem.Clie
 // (busy) by the caller: pause every compute node but dead (each drains its clients' operations on the
 // partition and clears its cache), have the new owner load it, resume every node but dead
 // with the new route. A pause or load that fails rolls it back (every node resumed with the
-// old route; status stFull); when the partition goes from a proxy to the memory nodes (a
+// old route; status stFull, or stSplit when the load found a split holding the partition); when the partition goes from a proxy to the memory nodes (a
 // recovery, dead set, among them) a node other than a live proxy whose pause fails with
 // farmem.ErrNodeDown is skipped instead, and the resume waits out the pairs it may hold. Once
 // the route is decided a failed resume leaves its node paused until it asks for the route.
@@ -363,7 +363,9 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 		cp.busy, cp.ended = false, attempt
 		n.mu.Unlock()
 	}
-	rollback := func(cause error) (byte, error) {
+	// rollbackAs resumes every node with the old route; st is the reply (stFull, or stSplit
+	// when the new owner found a split holding the partition).
+	rollbackAs := func(st byte, cause error) (byte, error) {
 		for _, node := range nodes {
 			if node != dead {
 				_, _ = call(node, flexResume, back)
@@ -374,8 +376,9 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 		if ctx.Err() != nil {
 			return 0, fmt.Errorf("kvstore: flexkv: hand-over of partition %d rolled back: %w", c.p, cause)
 		}
-		return stFull, nil
+		return st, nil
 	}
+	rollback := func(cause error) (byte, error) { return rollbackAs(stFull, cause) }
 	// Pause every node (each stops admitting operations on the partition at once), then wait
 	// for each to drain: the drains overlap.
 	skipped := false
@@ -413,8 +416,13 @@ func (n *flexNode) runHandOver(ctx context.Context, m farmem.Memory, c ctlReq, d
 	}
 	if c.owner != 0 {
 		rep, err := call(c.owner, flexLoad, next)
+		if err == nil && len(rep) == 1 && rep[0] == stSplit {
+			// Refused: a split holds the partition. It stays where it was; the requester
+			// finishes the partition's splits and asks again.
+			return rollbackAs(stSplit, fmt.Errorf("load on %v: a split holds the partition", c.owner))
+		}
 		if err != nil || len(rep) != 1 || rep[0] != stOK {
-			// Refused (a split holds the partition) or failed: it stays where it was.
+			// Refused (the owner is leaving) or failed: it stays where it was.
 			return rollback(fmt.Errorf("load on %v: %v", c.owner, err))
 		}
 	}

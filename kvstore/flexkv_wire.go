@@ -34,9 +34,10 @@ const (
 	stConflict  = 1 // the slot holds another word (the reply carries it): resolve again
 	stBusy      = 2 // a write of the key or the slot is in flight at the proxy: retry
 	stStale     = 3 // the partition is not this proxy's in the request's epoch: route again
-	stFull      = 4 // hand-over refused (race.ErrBusy)
+	stFull      = 4 // hand-over refused (rolled back)
 	stPending   = 5 // the write awaits its sharers' acknowledgements (the reply carries its ticket)
 	stForgotten = 6 // the polled ticket was forgotten (ticketBook's bounds): outcome unknown
+	stSplit     = 7 // hand-over refused: a split held the partition (race.ErrBusy); the requester finishes its splits and asks again
 )
 
 // Write kinds.

@@ -76,10 +76,8 @@
 //
 // # Resizing
 //
-// A table created with Params.SplitRegions (layout version 4; not yet the default, since
-// FlexKV's hand-over cannot read a partition while such a split is half done, and does not
-// call FinishSplits yet) splits a
-// subtable over many inserts, region by region (splitstep.go; SPLIT-DESIGN.md gives the argument): a region is a bucket
+// A table of layout version 4, what Create writes unless Params.WholeSplit asks for version 3,
+// splits a subtable over many inserts, region by region (splitstep.go; SPLIT-DESIGN.md gives the argument): a region is a bucket
 // group (with more than 56 groups, 56 regions of adjacent groups), the smallest set of slots
 // closed under "the buckets some key may use", and a word of the subtable's header area, the
 // move word, holds the depth of the split in progress and a bit per region moved. An insert
@@ -103,7 +101,9 @@
 // whose buckets are full moves its key's regions, or, if they moved already, finishes the
 // split; a half that fills before its parent's split ends finishes it. A split whose clients
 // stop inserting stays half done, correct but unfinished (Table.FinishSplits ends every split
-// in progress, which ReadPartition needs: it refuses a partition holding one). Leases and recovery are as below:
+// in progress, FinishPartitionSplits those of one partition, which ReadPartition needs: it
+// refuses a partition holding one, and kvstore's FlexKV finishes them before a hand-over;
+// Purge finishes those a lost node does not end). Leases and recovery are as below:
 // a waiter that finds the lock expired, or free twice while slots stay frozen, takes it and
 // redoes or finishes, from far memory, what the dead holder left (a region frozen but whose
 // bit is unset is moved again, one whose bit is set only released; a late copy of a lapsed
@@ -119,8 +119,8 @@
 // a split ends, a key whose region moved costs a lookup more (one more once per handle and
 // split, for the child word).
 //
-// Tables of layout versions 2 and 3 (Create's default, and what older binaries share) keep
-// the whole split:
+// Tables of layout versions 2 and 3 (made by older binaries, or by Create with
+// Params.WholeSplit, and shareable with those binaries) keep the whole split:
 // one insert, the one that found both candidate buckets full, does all of it. The splitter
 // takes the split lock and allocates the new half (and a doubled directory) before
 // freezing anything, so running out of memory fails the insert with farmem.ErrNoSpace and

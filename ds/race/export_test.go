@@ -153,11 +153,11 @@ func allOf(ops []farmem.Op, f func(farmem.Op) bool) bool {
 }
 
 // CreateVersion is Create for a table of layout version v (2 to LayoutVersion): version 4 is
-// Params.SplitRegions, version 3 the default, and version 2's root is written again with 2,
+// the default, version 3 Params.WholeSplit, and version 2's root is written again with 2,
 // as an older binary would have written it. Tables of versions 2 and 3 split whole (the split
 // the SplitSteps recogniser follows).
 func CreateVersion(ctx context.Context, m farmem.Memory, a *alloc.Allocator, p Params, v int) (farmem.Addr, error) {
-	p.SplitRegions = v >= 4
+	p.WholeSplit = v < LayoutVersion
 	root, err := Create(ctx, m, a, p)
 	if err != nil || v >= wholeSplitVersion {
 		return root, err

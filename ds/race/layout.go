@@ -177,8 +177,8 @@ const (
 
 	// Magic is the first word of a table root: the bytes "farmRACE" as a little-endian word.
 	Magic uint64 = 0x454341526d726166
-	// LayoutVersion is the newest layout version this package writes (with
-	// Params.SplitRegions; version 3 without). Version 2 added the stamp and
+	// LayoutVersion is the newest layout version this package writes (Create's default;
+	// version 3 with Params.WholeSplit). Version 2 added the stamp and
 	// the valid word to KV blocks; version 3 changed only their checksum (to one built on
 	// XXH3-64, about three times faster; see DecodeBlock's layout); version 4 splits subtables
 	// region by region, recording the split in progress in each subtable's move word (see the
@@ -188,7 +188,7 @@ const (
 	// subtables split whole, so binaries of those versions can share it; a version 1 table is
 	// refused (ErrBadRoot), since its blocks cannot be read with this layout: recreate it.
 	LayoutVersion = 4
-	// wholeSplitVersion is the layout version of a table created without Params.SplitRegions.
+	// wholeSplitVersion is the layout version of a table created with Params.WholeSplit.
 	wholeSplitVersion = 3
 	// oldestLayoutVersion is the oldest layout version this package reads.
 	oldestLayoutVersion = 2
@@ -322,16 +322,13 @@ type Params struct {
 	// replicated word of package farmem/replmem (see the package doc, "Replicated index").
 	// It excludes Replicas.
 	IndexReplicas int
-	// SplitRegions makes the table split its subtables region by region over many inserts
-	// (layout version 4; see the package doc's "Resizing"), so that no insert pays a whole
-	// split: without it a table is of layout version 3 and one insert splits a subtable whole.
-	// Binaries older than version 4 refuse such a table. A split in progress stays half done
-	// while nobody inserts into the subtable, and ReadPartition refuses a partition holding one
-	// (ErrBusy) until Table.FinishSplits ends it: kvstore's FlexKV, whose hand-overs read
-	// partitions without finishing splits, refuses it. And Purge of a lost memory node that held
-	// the old half of a split in progress loses the keys already moved into the new half
-	// without reporting them (Purge's doc).
-	SplitRegions bool
+	// WholeSplit makes Create write a table of layout version 3, whose subtables split whole
+	// (one insert freezes, copies and releases every slot of a subtable: a growing table's
+	// p999 insert is a split), which binaries older than version 4 can share. Without it a
+	// table is of layout version 4 and splits its subtables region by region over many
+	// inserts (see the package doc's "Resizing"); older binaries refuse it. DecodeRoot sets it
+	// for tables of versions 2 and 3.
+	WholeSplit bool
 }
 
 // MaxReplicas is the most copies of a KV block a table keeps.
@@ -378,7 +375,7 @@ func encodeRootConst(p Params) []byte {
 	b := make([]byte, RootSize)
 	binary.LittleEndian.PutUint64(b[rootMagicOff:], Magic)
 	version := uint64(LayoutVersion)
-	if !p.SplitRegions {
+	if p.WholeSplit {
 		version = wholeSplitVersion
 	}
 	params := version | uint64(p.SlotsPerBucket)<<8 | uint64(p.FingerprintBits)<<16 |
@@ -442,7 +439,7 @@ func DecodeRoot(b []byte) (Root, error) {
 		InitialDepth:    int(params >> 48 & 0xff),
 		Replicas:        int(params >> 56),
 		Seed:            le.Uint64(b[rootSeedOff:]),
-		SplitRegions:    r.Version >= 4,
+		WholeSplit:      r.Version < LayoutVersion,
 	}
 	p := r.Params
 	if p.Groups == 0 || p.SlotsPerBucket == 0 || p.MaxDepth == 0 || p.FingerprintBits == 0 {

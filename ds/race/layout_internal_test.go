@@ -155,20 +155,21 @@ func TestRoot(t *testing.T) {
 	_, err = DecodeRoot(v1)
 	require.ErrorIs(t, err, ErrBadRoot)
 	require.ErrorContains(t, err, "layout version 1")
-	require.Equal(t, wholeSplitVersion, r.Version)
-	// With SplitRegions the root is of LayoutVersion (4), and decodes with it.
-	p4 := p
-	p4.SplitRegions = true
-	r4, err := DecodeRoot(withVersion(b, LayoutVersion))
+	require.Equal(t, LayoutVersion, r.Version, "the default")
+	// With WholeSplit the root is of version 3, and decodes with it.
+	p3 := p
+	p3.WholeSplit = true
+	require.Equal(t, byte(wholeSplitVersion), encodeRootConst(p3)[rootParamsOff])
+	r3, err := DecodeRoot(withVersion(b, wholeSplitVersion))
 	require.NoError(t, err)
-	require.Equal(t, LayoutVersion, r4.Version)
-	require.Equal(t, p4, r4.Params)
-	require.Equal(t, byte(LayoutVersion), encodeRootConst(p4)[rootParamsOff])
-	// A version 2 root is read, saying so; a version from the future is refused.
+	require.Equal(t, wholeSplitVersion, r3.Version)
+	require.Equal(t, p3, r3.Params)
+	// A version 2 root is read, saying so, and splits whole; a version from the future is
+	// refused.
 	r2, err := DecodeRoot(withVersion(b, 2))
 	require.NoError(t, err)
 	require.Equal(t, 2, r2.Version)
-	require.Equal(t, p, r2.Params)
+	require.Equal(t, p3, r2.Params)
 	_, err = DecodeRoot(withVersion(b, LayoutVersion+1))
 	require.ErrorIs(t, err, ErrBadRoot)
 	b[rootSeedOff] ^= 1

@@ -36,7 +36,7 @@ type loadOp struct {
 
 // slowCause names what an insert above the threshold is attributed to, first match in this
 // order: it split a subtable (or finished another's), began a split or moved regions of one
-// (several, or one: a table split region by region, Params.SplitRegions), waited for another
+// (several, or one: a table split region by region, the default), waited for another
 // client's split,
 // refilled its allocator (claimed a chunk, scanned or advanced the epoch, waited for
 // reclamation), overlapped the end of a GC cycle, spent most of its wall time off its thread's
@@ -72,7 +72,7 @@ func slowCause(o *loadOp) string {
 // cause the count, median and largest wall time and median CPU time, the splits' own
 // durations, and the percentiles with the inserts that split or waited for a split counted as
 // taking no time (the floor a cheaper split could reach). The table splits region by region
-// (Params.SplitRegions) unless LOADTAIL_WHOLE=1 asks for the whole split. With LOADTAIL_GCOFF=1 in the environment the collector is off during the load,
+// (the default) unless LOADTAIL_WHOLE=1 asks for the whole split. With LOADTAIL_GCOFF=1 in the environment the collector is off during the load,
 // which tells GC's share from the rest. b.N is ignored: one load per run.
 func BenchmarkLoadTail(b *testing.B) {
 	for _, clients := range []int{1, 4} {
@@ -87,7 +87,7 @@ func BenchmarkLoadTail(b *testing.B) {
 func loadTail(b *testing.B, clients, records, vlen int, threshold time.Duration) {
 	f := splitRegion(b, "race-loadtail-*.region")
 	// Split region by region unless LOADTAIL_WHOLE=1 asks for the whole split (layout version 3).
-	p := race.Params{MetaSize: 16, SplitRegions: os.Getenv("LOADTAIL_WHOLE") != "1"}
+	p := race.Params{MetaSize: 16, WholeSplit: os.Getenv("LOADTAIL_WHOLE") == "1"}
 	root := dstest.Build(b, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return race.Create(ctx, m, a, p)
 	})

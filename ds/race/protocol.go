@@ -56,7 +56,7 @@ package race
 // Resizing
 //
 // What follows is the whole split of layout version 2 and 3 tables. A version 4 table
-// (Params.SplitRegions) splits region by region: splitstep.go's comment gives its steps,
+// (Create's default) splits region by region: splitstep.go's comment gives its steps,
 // move.go the owner rule readers and writers decide by, and SPLIT-DESIGN.md the argument that
 // it is linearizable (ownership is monotone, so a torn read of header and move word decides
 // correctly for the time its slots were read; writers work in one half only, so the insert

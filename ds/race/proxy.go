@@ -99,7 +99,7 @@ type Subtable struct {
 // It fails with ErrBusy if a subtable is
 // splitting (its lock held, or, in a layout version 4 table, a split moved region by region
 // begun and not ended: such a split advances only as clients insert, and Table.FinishSplits
-// ends it) or left frozen, or the
+// ends it, FinishPartitionSplits for one partition) or left frozen, or the
 // directory names an ancestor of a subtable: a quiet partition has none of these, and the
 // caller retries.
 func ReadPartition(ctx context.Context, m farmem.Memory, root farmem.Addr, p int) ([]Subtable, error) {

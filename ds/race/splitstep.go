@@ -634,14 +634,61 @@ func (t *Table) endTail(ctx context.Context, st farmem.Addr, d uint, cw uint64) 
 }
 
 // FinishSplits finishes every split in progress of a table split region by region
-// (Params.SplitRegions) that it reaches from the directory along child words, moving their
+// (layout version 4) that it reaches from the directory along child words, moving their
 // remaining regions and ending them, and returns how many it ended. A split stays half done
 // while nobody inserts into its subtable; ReadPartition refuses a partition holding one, so a
-// caller that must read a quiet partition (a FlexKV hand-over) finishes its splits first. A
-// split another client is stepping meanwhile is waited for, a step at a time. Tables of
-// layout versions 2 and 3 have none (0, nil). Cost: one round trip per subtable visited, and
-// per split some 5 round trips per remaining region plus the end's.
+// caller that must read a quiet partition (a FlexKV hand-over) finishes its splits first
+// (FinishPartitionSplits). A split another client is stepping meanwhile is waited for, a step
+// at a time. Tables of layout versions 2 and 3 have none (0, nil). Cost: one round trip per
+// subtable visited, and per split some 5 round trips per remaining region plus the end's.
 func (t *Table) FinishSplits(ctx context.Context) (int, error) {
+	return t.finishSplits(ctx, -1)
+}
+
+// FinishPartitionSplits is FinishSplits for the subtables of partition p alone (those the
+// directory entries whose low Params.InitialDepth bits are p lead to: see ReadPartition),
+// visiting only them. It fails with farmem.ErrInvalid if p is not a partition.
+func (t *Table) FinishPartitionSplits(ctx context.Context, p int) (int, error) {
+	if p < 0 || p >= 1<<t.p.InitialDepth {
+		return 0, fmt.Errorf("race: partition %d of %d: %w", p, 1<<t.p.InitialDepth, farmem.ErrInvalid)
+	}
+	return t.finishSplits(ctx, p)
+}
+
+// finishSplitOf ends the split in progress of subtable st, if any, waiting a step at a time for
+// another client's; it returns st's header area as read at the end and 1 if this handle ended
+// the split (0 otherwise).
+func (t *Table) finishSplitOf(ctx context.Context, st farmem.Addr) (*subtableState, int, error) {
+	s, err := t.readSubtable(ctx, st, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	ended := 0
+	var backoff time.Duration
+	for attempt := 0; s.splitting(); attempt++ {
+		if attempt >= maxAttempts {
+			return s, ended, fmt.Errorf("race: finish split of %v: %w", st, ErrCorrupt)
+		}
+		held, more, err := t.stepSplit(ctx, st, stepAll, nil, false, 0)
+		if err != nil {
+			return s, ended, err
+		}
+		if !held {
+			if err := t.splitPause(ctx, &backoff); err != nil {
+				return s, ended, err
+			}
+		} else if !more {
+			ended++
+		}
+		if s, err = t.readSubtable(ctx, st, false); err != nil {
+			return s, ended, err
+		}
+	}
+	return s, ended, nil
+}
+
+// finishSplits is FinishSplits over partition p's subtables, or every subtable if p < 0.
+func (t *Table) finishSplits(ctx context.Context, p int) (int, error) {
 	if err := t.usable(); err != nil {
 		return 0, err
 	}
@@ -657,7 +704,11 @@ func (t *Table) FinishSplits(ctx context.Context) (int, error) {
 	}
 	seen := make(map[farmem.Addr]bool)
 	var queue []farmem.Addr
-	for _, e := range t.dir {
+	parts := uint64(1)<<t.p.InitialDepth - 1
+	for j, e := range t.dir {
+		if p >= 0 && uint64(j)&parts != uint64(p) {
+			continue
+		}
 		if st := unpackAddr(e); !seen[st] {
 			seen[st] = true
 			queue = append(queue, st)
@@ -667,29 +718,10 @@ func (t *Table) FinishSplits(ctx context.Context) (int, error) {
 	for len(queue) > 0 {
 		st := queue[0]
 		queue = queue[1:]
-		s, err := t.readSubtable(ctx, st, false)
+		s, n, err := t.finishSplitOf(ctx, st)
+		ended += n
 		if err != nil {
 			return ended, err
-		}
-		var backoff time.Duration
-		for attempt := 0; s.splitting(); attempt++ {
-			if attempt >= maxAttempts {
-				return ended, fmt.Errorf("race: finish split of %v: %w", st, ErrCorrupt)
-			}
-			held, more, err := t.stepSplit(ctx, st, stepAll, nil, false, 0)
-			if err != nil {
-				return ended, err
-			}
-			if !held {
-				if err := t.splitPause(ctx, &backoff); err != nil {
-					return ended, err
-				}
-			} else if !more {
-				ended++
-			}
-			if s, err = t.readSubtable(ctx, st, false); err != nil {
-				return ended, err
-			}
 		}
 		for _, cw := range s.child {
 			if child := unpackAddr(cw); cw != 0 && !seen[child] {
@@ -698,8 +730,8 @@ func (t *Table) FinishSplits(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	if t.pending != 0 {
-		t.pending, t.pendingBegin = 0, false
+	if seen[t.pending] {
+		t.pending, t.pendingBegin = 0, false // ended (or never begun: a quiet table needs none)
 	}
 	return ended, nil
 }

@@ -91,7 +91,7 @@ func TestRegionSplitRoundTrips(t *testing.T) {
 // fail with ErrCorrupt and release the lock, rather than leave the lock held and retry forever.
 func TestRegionSplitForeignHalf(t *testing.T) {
 	ctx := context.Background()
-	tab, m := localTable(t, Params{Groups: 4, SlotsPerBucket: 4, SplitRegions: true})
+	tab, m := localTable(t, Params{Groups: 4, SlotsPerBucket: 4})
 	for i := 0; tab.stats.Moves < 1; i++ {
 		require.Less(t, i, 1000, "no split began")
 		require.NoError(t, tab.Insert(ctx, fmt.Appendf(nil, "key-%d", i), []byte("v")))
@@ -203,7 +203,7 @@ func regionTable(t *testing.T, lo local.Options) (*local.Fabric, farmem.Memory, 
 	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{}))
 	a, err := alloc.New(ctx, m, dstest.AllocOptions)
 	require.NoError(t, err)
-	root, err := Create(ctx, m, a, Params{Groups: 8, SplitRegions: true})
+	root, err := Create(ctx, m, a, Params{Groups: 8})
 	require.NoError(t, err)
 	tab, err := Open(ctx, m, a, root, Options{})
 	require.NoError(t, err)

@@ -24,15 +24,15 @@ func blockFormat(t *testing.T, ctx context.Context, tab *Table, m farmem.Memory,
 	return 2
 }
 
-// TestLayoutVersions: a new table is at version 3 (LayoutVersion with Params.SplitRegions)
+// TestLayoutVersions: a new table is at LayoutVersion (4; version 3 with Params.WholeSplit)
 // and writes version 3 blocks; a version 2
 // table (a root as an older binary writes it) opens, keeps writing version 2 blocks, and reads
 // blocks of both formats.
 func TestLayoutVersions(t *testing.T) {
 	ctx := context.Background()
-	tab, m := localTable(t, Params{Groups: 8})
+	tab, m := localTable(t, Params{Groups: 8, WholeSplit: true})
 	require.Equal(t, wholeSplitVersion, tab.version)
-	split, _ := localTable(t, Params{Groups: 8, SplitRegions: true})
+	split, _ := localTable(t, Params{Groups: 8})
 	require.Equal(t, LayoutVersion, split.version)
 	for i := range 20 {
 		require.NoError(t, tab.Insert(ctx, fmt.Appendf(nil, "new%d", i), fmt.Appendf(nil, "v3-%d", i)))

@@ -408,13 +408,61 @@ func TestFlexKVUnknownCommit(t *testing.T) {
 	require.ErrorIs(t, err, kvstore.ErrNotFound)
 }
 
-// A FlexKV store refuses a table split region by region: its hand-overs would meet splits in
-// progress that nothing finishes.
-func TestFlexKVRefusesRegionSplits(t *testing.T) {
+// TestFlexKVHandOverFinishesSplits: a partition whose table (split region by region, the
+// default) holds a split left half done, since nobody inserts there any more, is handed to a
+// proxy and back: the hand-over finishes the split first (race.ReadPartition refuses the
+// partition until then) and every key keeps its value through both moves.
+func TestFlexKVHandOverFinishesSplits(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
-	_, err := kvstore.Open(context.Background(), f, kvstore.Options{Alloc: quietAlloc,
-		Index: &kvstore.FlexKV{Params: race.Params{SplitRegions: true}}})
-	require.ErrorIs(t, err, farmem.ErrNotSupported)
-	require.ErrorContains(t, err, "SplitRegions")
+	k := &kvstore.FlexKV{Params: race.Params{Groups: 4, SlotsPerBucket: 4}}
+	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc, Index: k})
+	root := s.Descriptor().Roots[0]
+	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	const p = 1
+	var inserted []uint64
+	for _, x := range keysIn(k, p, 2000, 0) {
+		require.NoError(t, s.Insert(ctx, key(x), val(x, 16)))
+		inserted = append(inserted, x)
+		if _, err := race.ReadPartition(ctx, m, root, p); err != nil {
+			require.ErrorIs(t, err, race.ErrBusy)
+			break
+		}
+	}
+	_, err = race.ReadPartition(ctx, m, root, p)
+	require.ErrorIs(t, err, race.ErrBusy, "no split left half done after %d inserts", len(inserted))
+	check := func(stage string) {
+		t.Helper()
+		for _, x := range inserted {
+			got, err := s.Get(ctx, key(x))
+			require.NoError(t, err, "%s: key %d", stage, x)
+			v, err := unval(got)
+			require.NoError(t, err)
+			require.Equal(t, x, v, "%s: key %d", stage, x)
+		}
+	}
+	t.Logf("%d keys inserted", len(inserted))
+	check("half split")
+	owner := f.Topology().ComputeNodes()[1]
+	require.NoError(t, s.HandOver(ctx, p, owner), "hand-over of a partition with a split half done")
+	st, _ := s.FlexStats()
+	require.Equal(t, uint64(1), st.Loads)
+	require.Zero(t, st.RolledBack)
+	check("proxied")
+	require.NoError(t, s.HandOver(ctx, p, 0))
+	check("handed back")
+	subs, err := race.ReadPartition(ctx, m, root, p)
+	require.NoError(t, err, "the split has ended")
+	n := 0
+	for _, sub := range subs {
+		for _, w := range sub.Words {
+			if w.Committed() {
+				n++
+			}
+		}
+	}
+	require.Equal(t, len(inserted), n, "committed slots in the partition")
 }
