@@ -96,8 +96,9 @@ type PurgeReport struct {
 	// Subtables are the subtables that were lost (each replaced by an empty one).
 	Subtables []LostSubtable
 	// Scanned counts the subtables read; Retracted the tentative slots into lost memory
-	// removed (inserts that never committed: no key was acknowledged for them).
-	Scanned, Retracted int
+	// removed (inserts that never committed: no key was acknowledged for them); Finished the
+	// splits in progress (layout version 4) that Purge ended once the lost memory was gone.
+	Scanned, Retracted, Finished int
 }
 
 // Purge removes from the table everything that pointed into the memory of node, which restarted
@@ -118,8 +119,23 @@ type PurgeReport struct {
 //     lost and cannot be counted: the report names the subtable and its suffix. The new half of
 //     a split in progress (layout version 4) is replaced by a half that split goes on into
 //     (locked by its parent, unborn but for the regions moved into the lost one, whose keys
-//     are lost); a lost old half of a split in progress loses the keys moved into its new
-//     half as well, unreported (that half is reachable only through the lost one).
+//     are lost).
+//
+// A lost old half of a split in progress (layout version 4) takes with it the keys already
+// moved into its new half: that half, not yet in the directory, was reachable only through
+// the lost one's child word, so nothing finds it (it leaks). Those keys are reported with the
+// lost subtable, whose depth and suffix cover them (the new half's suffix extends it by one
+// bit), and the table is, as for the lost subtable's other keys, as if they had been deleted.
+// If the split had published the new half already (its end was under way), the half is in the
+// directory and keeps its keys; Purge clears its parent lock, which only the lost half's split
+// would have cleared, so that it may split in its turn.
+//
+// Once the lost memory is gone (no slot names it, every lost subtable replaced), Purge ends
+// every split in progress it found (layout version 4; PurgeReport.Finished), that of a
+// replaced new half included, so that a purged table holds no split half done. It does so
+// last: moving a region earlier would read the heads of lost blocks. A split it cannot end
+// fails Purge, after everything else was done (a second Purge finds nothing more to remove
+// and ends it).
 //
 // If the table's root or directory was on node, the table is lost: Purge fails with an error
 // wrapping farmem.ErrNodeLost and changes nothing.
@@ -134,7 +150,8 @@ type PurgeReport struct {
 // lost subtable's address, which a later Purge removes.
 //
 // Cost: one round trip per subtable and one CAS per lost slot, plus, per lost subtable, an
-// allocation, one write and the directory update.
+// allocation, one write and the directory update, and per split in progress its remaining
+// steps (about 5 round trips per region) and end.
 func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, error) {
 	var rep PurgeReport
 	if err := t.usable(); err != nil {
@@ -176,6 +193,10 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 		depth  uint
 	}
 	halves := make(map[farmem.Addr]halfOf)
+	// splitting are the surviving subtables with a split in progress (layout version 4),
+	// ended once the lost memory is gone; orphans the new halves published by a split whose
+	// old half was lost before the split's tail cleared their parent lock.
+	var splitting, orphans []farmem.Addr
 	noteLost := func(st farmem.Addr, d uint, suffix uint64) {
 		if lost[st] == nil {
 			lost[st] = &LostSubtable{Addr: st, Depth: d, Suffix: suffix}
@@ -206,8 +227,17 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 		}
 		rep.Scanned++
 		d, suffix := headerDepth(s.hdr), headerSuffix(s.hdr)
-		if t.regionSplit() && s.splitting() && unpackAddr(s.child[d]).Node() == node {
-			halves[unpackAddr(s.child[d])] = halfOf{q.st, s.move, d}
+		if t.regionSplit() && s.splitting() {
+			splitting = append(splitting, q.st)
+			if unpackAddr(s.child[d]).Node() == node {
+				halves[unpackAddr(s.child[d])] = halfOf{q.st, s.move, d}
+			}
+		}
+		if t.regionSplit() && s.lock == lockParent && s.parent.Node() == node {
+			// Only the directory reaches a half whose parent was lost (the parent's child
+			// word went with it), so the split had published it: every region was moved and
+			// released, and only the tail (the parent lock, the done mark) was left.
+			orphans = append(orphans, q.st)
 		}
 		for l, cw := range s.child {
 			if cw == 0 {
@@ -287,6 +317,20 @@ func (t *Table) Purge(ctx context.Context, node farmem.NodeID) (PurgeReport, err
 		}
 		if err := t.refreshAll(ctx); err != nil {
 			return rep, err
+		}
+	}
+	for _, st := range orphans {
+		if _, err := t.m.CAS(ctx, st.Add(stLockOff), lockParent, 0); err != nil {
+			return rep, fmt.Errorf("race: purge: release subtable %v: %w", st, err)
+		}
+	}
+	// No slot names lost memory any more, and every lost half was replaced: the splits in
+	// progress can be finished (before, moving a region would read the heads of lost blocks).
+	for _, st := range splitting {
+		_, n, err := t.finishSplitOf(ctx, st)
+		rep.Finished += n
+		if err != nil {
+			return rep, fmt.Errorf("race: purge: finish the split of %v: %w", st, err)
 		}
 	}
 	return rep, nil

@@ -125,8 +125,8 @@ func TestRegionSplitForeignHalf(t *testing.T) {
 
 // TestPurgeLostHalf: a memory node holding the new half of a split in progress (and nothing
 // else of the table's index) restarts empty and is adopted; Purge replaces the half with one
-// the split can go on into, reporting it lost. Then inserts end the split, every key not on
-// the lost node is found, and Audit passes.
+// the split can go on into, reporting it lost, and ends the split. Then every key not on the
+// lost node is found, inserts go on, and Audit passes.
 func TestPurgeLostHalf(t *testing.T) {
 	ctx := context.Background()
 	// Small nodes and large values: the first node fills, and later subtables and blocks go
@@ -163,19 +163,16 @@ func TestPurgeLostHalf(t *testing.T) {
 	require.Len(t, rep.Subtables, 1)
 	require.Equal(t, s1, rep.Subtables[0].Addr)
 	t.Logf("purged: %d entries, %d subtables", len(rep.Entries), len(rep.Subtables))
-
-	// The split goes on into the replacement and ends (inserts step it; FinishSplits ends
-	// whatever is left).
+	// Purge ended the split, into the replacement.
+	require.Equal(t, 1, rep.Finished)
+	s, err := tab.readSubtable(ctx, st, false)
+	require.NoError(t, err)
+	require.False(t, s.splitting(), "the split of %v was left half done", st)
 	for i := range 200 {
 		k := fmt.Appendf(nil, "more-%d", i)
 		require.NoError(t, tab.Insert(ctx, k, []byte("v")))
 		keys = append(keys, k)
 	}
-	_, err = tab.FinishSplits(ctx)
-	require.NoError(t, err)
-	s, err := tab.readSubtable(ctx, st, false)
-	require.NoError(t, err)
-	require.False(t, s.splitting(), "the split of %v never ended", st)
 	lost := 0
 	for _, k := range keys {
 		if _, err := tab.Search(ctx, k); err != nil {
@@ -187,6 +184,163 @@ func TestPurgeLostHalf(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, census.Frozen)
 	t.Logf("%d keys of %d not found (on the lost node or moved into the lost half)", lost, len(keys))
+}
+
+// TestPurgeLostOldHalf: a memory node holding the old half of a split in progress (and not
+// its new half, nor the root, directory or allocator home) restarts empty and is adopted.
+//
+//   - split half done: the new half, reachable only through the lost half's child word, is
+//     lost with its keys; every key Search no longer finds is covered by the report (its
+//     block was on the node, or a lost subtable's depth and suffix cover its hash), the keys
+//     moved into the new half among them.
+//   - split published, its tail not run (the holder stopped after moving the old header):
+//     the new half stays in the directory with its keys, and Purge clears its parent lock,
+//     which only the lost half's split would have cleared (it fails without that).
+//
+// Both end with no split in progress and a clean Audit.
+func TestPurgeLostOldHalf(t *testing.T) {
+	for _, published := range []bool{false, true} {
+		t.Run(fmt.Sprintf("published=%v", published), func(t *testing.T) { purgeLostOldHalf(t, published) })
+	}
+}
+
+func purgeLostOldHalf(t *testing.T, published bool) {
+	ctx := context.Background()
+	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 3}})
+	mns := f.Topology().MemoryNodes()
+	require.Equal(t, mns[0], a.Home())
+	// Two more handles, placing everything they allocate on the second memory node (the one
+	// that restarts) and on the third: the first splits the table onto the second, the other
+	// then begins splits of those subtables, whose new halves land on the third.
+	open := func(node farmem.NodeID) *Table { // (directories still go to the root's node)
+		mx, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = mx.Close() })
+		o := dstest.AllocOptions
+		o.Nodes = []farmem.NodeID{node, root.Node()}
+		if (mx.Info().ID-1)%2 == 1 { // the client's preferred node is Nodes[(id-1) % 2]
+			o.Nodes[0], o.Nodes[1] = o.Nodes[1], o.Nodes[0]
+		}
+		ax, err := alloc.New(ctx, mx, o)
+		require.NoError(t, err)
+		tx, err := Open(ctx, mx, ax, root, Options{})
+		require.NoError(t, err)
+		return tx
+	}
+	onLost, onThird := open(mns[1]), open(mns[2])
+	var keys [][]byte
+	for i := 0; onLost.stats.Splits < 3; i++ {
+		require.Less(t, i, 5000, "no split")
+		k := fmt.Appendf(nil, "a-%d", i)
+		require.NoError(t, onLost.Insert(ctx, k, []byte("on the lost node")))
+		keys = append(keys, k)
+	}
+	_, err := onLost.FinishSplits(ctx)
+	require.NoError(t, err)
+	var st, s1 farmem.Addr
+	for i := 0; st == 0; i++ {
+		require.Less(t, i, 5000, "no split of a subtable on the lost node")
+		k := fmt.Appendf(nil, "b-%d", i)
+		require.NoError(t, onThird.Insert(ctx, k, []byte("on the third node")))
+		keys = append(keys, k)
+		if p := onThird.pending; p != 0 && p.Node() == mns[1] {
+			s, err := onThird.readSubtable(ctx, p, false)
+			require.NoError(t, err)
+			if s.splitting() && moveBits(s.move) != 0 {
+				st, s1 = p, unpackAddr(s.child[headerDepth(s.hdr)])
+			}
+		}
+	}
+	require.Equal(t, mns[2], s1.Node())
+	require.NotEqual(t, mns[1], root.Node())
+	require.NoError(t, tab.refreshAll(ctx))
+	require.NotEqual(t, mns[1], unpackAddr(tab.dirWord).Node())
+	lostNode := st.Node()
+	// Where every key is, and which of them the new half holds (with a block elsewhere).
+	locs := make(map[string]Location)
+	inHalf := 0
+	for _, k := range keys {
+		loc, err := tab.Locate(ctx, k)
+		require.NoError(t, err)
+		locs[string(k)] = loc
+		if loc.Subtable == s1 && loc.Block.Node() != lostNode {
+			inHalf++
+		}
+	}
+	require.NotZero(t, inHalf, "no key moved into the new half")
+	s, err := tab.readSubtable(ctx, st, false)
+	require.NoError(t, err)
+	d, suffix := headerDepth(s.hdr), headerSuffix(s.hdr)
+	if published {
+		// Every region, the directory and the old header, as the split's end does, but not
+		// its tail: the new half keeps its parent lock.
+		sm := takeSplitMem(&tab.geo)
+		word, held, s, _, err := tab.lockStep(ctx, st, sm)
+		require.NoError(t, err)
+		require.True(t, held)
+		for rest := tab.geo.allRegions() &^ moveBits(s.move); rest != 0; rest = tab.geo.allRegions() &^ moveBits(s.move) {
+			require.NoError(t, tab.moveRegion(ctx, s, s1, lowestBit(rest), &word, sm, false))
+		}
+		require.NoError(t, tab.publishAndDeepen(ctx, st, s1, d, suffix, &word))
+		require.NoError(t, tab.unlock(ctx, st.Add(stLockOff), word))
+		giveSplitMem(sm)
+	}
+	require.NoError(t, f.Restart(lostNode))
+	require.NoError(t, f.Adopt(ctx, lostNode))
+	require.NoError(t, alloc.Reformat(ctx, m, a.Home(), lostNode))
+	rep, err := tab.Purge(ctx, lostNode)
+	require.NoError(t, err)
+	var lostSt *LostSubtable
+	for i := range rep.Subtables {
+		if rep.Subtables[i].Addr == st {
+			lostSt = &rep.Subtables[i]
+		}
+	}
+	require.NotNil(t, lostSt, "the old half is reported lost")
+	covered := func(k []byte) bool {
+		h1 := tab.newOp(k).k.h1
+		for _, ls := range rep.Subtables {
+			if h1&(1<<ls.Depth-1) == ls.Suffix {
+				return true
+			}
+		}
+		return false
+	}
+	lostHalf, foundHalf := 0, 0
+	for _, k := range keys {
+		loc := locs[string(k)]
+		v, err := tab.Search(ctx, k)
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotFound, "key %s", k)
+			require.True(t, loc.Block.Node() == lostNode || covered(k), "key %s (slot in %v, block %v) lost, unreported", k, loc.Subtable, loc.Block)
+			if loc.Subtable == s1 && loc.Block.Node() != lostNode {
+				lostHalf++
+			}
+			continue
+		}
+		require.NotEmpty(t, v)
+		if loc.Subtable == s1 {
+			foundHalf++
+		}
+	}
+	if published {
+		require.Equal(t, d+1, lostSt.Depth)
+		require.Zero(t, lostHalf, "keys of the published half lost")
+		require.Equal(t, inHalf, foundHalf)
+		var lb [8]byte
+		require.NoError(t, m.Read(ctx, s1.Add(stLockOff), lb[:]))
+		require.Zero(t, binary.LittleEndian.Uint64(lb[:]), "the published half keeps its parent lock")
+	} else {
+		require.Equal(t, d, lostSt.Depth)
+		require.Equal(t, inHalf, lostHalf, "keys moved into the new half")
+	}
+	for i := range 300 {
+		require.NoError(t, tab.Insert(ctx, fmt.Appendf(nil, "more-%d", i), []byte("v")))
+	}
+	census, err := tab.Audit(ctx)
+	require.NoError(t, err)
+	require.Zero(t, census.Frozen)
+	t.Logf("%d keys of the new half lost, %d found; %d entries and %d subtables reported", lostHalf, foundHalf, len(rep.Entries), len(rep.Subtables))
 }
 
 // regionTable creates a table of 8 bucket groups split region by region on a fresh local
