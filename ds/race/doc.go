@@ -103,7 +103,7 @@
 // stop inserting stays half done, correct but unfinished (Table.FinishSplits ends every split
 // in progress, FinishPartitionSplits those of one partition, which ReadPartition needs: it
 // refuses a partition holding one, and kvstore's FlexKV finishes them before a hand-over;
-// Purge finishes those a lost node does not end). Leases and recovery are as below:
+// Purge ends those it finds once a lost node's memory is gone). Leases and recovery are as below:
 // a waiter that finds the lock expired, or free twice while slots stay frozen, takes it and
 // redoes or finishes, from far memory, what the dead holder left (a region frozen but whose
 // bit is unset is moved again, one whose bit is set only released; a late copy of a lapsed
@@ -156,7 +156,10 @@
 // Until a restarted node is adopted, an operation on a key whose subtable or block was there
 // fails with an error wrapping farmem.ErrNodeLost, never a wrong value or ErrNotFound. After
 // adoption, Table.Purge empties every slot naming lost memory and replaces lost subtables with
-// empty ones, reporting each lost entry by slot, fingerprint and suffix. The root and directory
+// empty ones, reporting each lost entry by slot, fingerprint and suffix, then ends the
+// splits in progress it found (a lost new half is replaced by one its split goes on into; a
+// lost old half takes the keys already moved into its new half with it, covered by its
+// report). The root and directory
 // (kept on one node when it has room) are a single point of failure: Purge then fails. A stale pointer into
 // re-used memory is never followed to a value: blocks fail their checksum, and handles reload
 // their directory after any adoption. An operation in flight across an adoption is not
