@@ -515,7 +515,15 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 			return restart, nil
 		}
 		if v.frozen() {
-			// A split is freezing the subtable; it will drop the tentative slot.
+			// A split is freezing the subtable. The whole split drops the tentative slot; a
+			// region split drops it only if it freezes the slot's region, and the frozen slot
+			// may be in the other bucket's: retract it, or the insert's next try would wait for
+			// its own tentative slot's lease to run out.
+			if t.regionSplit() {
+				if err := retract(); err != nil {
+					return restart, err
+				}
+			}
 			return restart, t.waitSplit(ctx, op, v.st)
 		}
 		js := t.matching(op, &v, func(s Slot) bool { return blockKey(s) != blockKey(tw) })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/farmem/farmem/alloc"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/internal/dstest"
 )
@@ -341,6 +342,67 @@ func purgeLostOldHalf(t *testing.T, published bool) {
 	require.NoError(t, err)
 	require.Zero(t, census.Frozen)
 	t.Logf("%d keys of the new half lost, %d found; %d entries and %d subtables reported", lostHalf, foundHalf, len(rep.Entries), len(rep.Subtables))
+}
+
+// TestInsertRetractsBesideFrozenRegion: an insert whose re-read after its tentative CAS finds
+// a slot of its other bucket frozen (a region split freezing the other bucket's region, not its
+// own) retracts its tentative slot before it waits: the split will not drop it, and the
+// insert's next try would otherwise meet its own tentative slot as a competitor and remove it,
+// after waiting out its lease when it lies lower (Stats.Kills counts that).
+func TestInsertRetractsBesideFrozenRegion(t *testing.T) {
+	ctx := context.Background()
+	f, m, _, root, tab := regionTable(t, local.Options{})
+	m2, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m2.Close() })
+	a2, err := alloc.New(ctx, m2, dstest.AllocOptions)
+	require.NoError(t, err)
+	var hook func(v farmemtest.Verb)
+	ip := &farmemtest.Interposer{Memory: m2, Before: func(_ context.Context, v farmemtest.Verb) {
+		if hook != nil {
+			hook(v)
+		}
+	}}
+	tab2, err := Open(ctx, ip, a2, root, Options{})
+	require.NoError(t, err)
+	// A key whose two buckets lie in two regions.
+	var key []byte
+	var op *opState
+	for i := 0; ; i++ {
+		key = fmt.Appendf(nil, "key-%d", i)
+		op = tab2.newOp(key)
+		if r := tab2.keyRegions(op); r[0] != r[1] {
+			break
+		}
+	}
+	st := unpackAddr(tab.dir[0])
+	froze := false
+	hook = func(v farmemtest.Verb) {
+		for _, o := range v.Batch.Ops {
+			if o.Kind != farmem.OpCAS || o.Cmp != 0 || Slot(o.Swap)&SlotTentative == 0 {
+				continue
+			}
+			i := (uint64(o.Addr) - uint64(tab.geo.slotAddr(st, 0))) / 8
+			// Freeze a slot of the other bucket, as a split moving that region would.
+			other := op.ranges[0]
+			if i >= op.ranges[0] && i < op.ranges[0]+2*tab.geo.perB {
+				other = op.ranges[1]
+			}
+			_, err := m.MaskedCAS(ctx, tab.geo.slotAddr(st, other+2*tab.geo.perB-1), 0, 0, uint64(SlotFrozen), uint64(SlotFrozen))
+			require.NoError(t, err)
+			hook, froze = nil, true
+		}
+	}
+	require.NoError(t, tab2.Insert(ctx, key, []byte("v")))
+	require.True(t, froze, "no tentative CAS seen")
+	require.Zero(t, tab2.stats.Kills, "the insert removed its own tentative slot")
+	got, err := tab.Search(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, "v", string(got))
+	census, err := tab.Audit(ctx)
+	require.NoError(t, err)
+	require.Zero(t, census.Tentative)
+	require.Zero(t, census.Frozen)
 }
 
 // regionTable creates a table of 8 bucket groups split region by region on a fresh local
