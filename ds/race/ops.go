@@ -447,6 +447,14 @@ func (t *Table) afterInsert(ctx context.Context, v *view, free int) {
 	if t.pending == 0 {
 		return
 	}
+	if t.pendingBegin && t.partitionOf(v.hdr) != t.partitionOf(t.pendingHdr) {
+		// A begin deferred (the lock was busy) is made only by an insert into the same
+		// partition: a proxy (kvstore's FlexKV) may have taken the other partition over
+		// since, and no split may begin under it. The next insert that finds the subtable
+		// nearly full asks again.
+		t.pending, t.pendingBegin = 0, false
+		return
+	}
 	held, more, err := t.stepSplit(ctx, t.pending, stepOne, nil, t.pendingBegin, t.pendingHdr)
 	switch {
 	case err != nil || held && !more:

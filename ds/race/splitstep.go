@@ -32,6 +32,12 @@ import (
 // regionSplit reports whether the table splits region by region (layout version 4).
 func (t *Table) regionSplit() bool { return t.version >= 4 }
 
+// partitionOf is the partition (see ReadPartition) of the subtable with header word hdr: the
+// low Params.InitialDepth bits of its suffix (a subtable is never shallower than that).
+func (t *Table) partitionOf(hdr uint64) uint64 {
+	return headerSuffix(hdr) & (1<<t.p.InitialDepth - 1)
+}
+
 // stepGoal is what a holder of a subtable's split lock does in one visit (stepSplit).
 type stepGoal uint8
 

@@ -405,6 +405,36 @@ func TestInsertRetractsBesideFrozenRegion(t *testing.T) {
 	require.Zero(t, census.Frozen)
 }
 
+// TestDeferredBeginStaysInPartition: a split begin a handle deferred (the subtable's lock was
+// busy) is not made by its next insert into another partition, which a proxy may have taken
+// over meanwhile (kvstore's FlexKV: no split may begin under a proxy); an insert into the same
+// partition makes it.
+func TestDeferredBeginStaysInPartition(t *testing.T) {
+	ctx := context.Background()
+	tab, _ := localTable(t, Params{Groups: 8, InitialDepth: 1})
+	keyIn := func(p uint64, from int) ([]byte, int) {
+		for i := from; ; i++ {
+			k := fmt.Appendf(nil, "key-%d", i)
+			if tab.newOp(k).k.h1&1 == p {
+				return k, i + 1
+			}
+		}
+	}
+	st0 := unpackAddr(tab.dir[0])
+	s, err := tab.readSubtable(ctx, st0, false)
+	require.NoError(t, err)
+	defer0 := func() { tab.pending, tab.pendingBegin, tab.pendingHdr = st0, true, s.hdr }
+	defer0()
+	k, next := keyIn(1, 0)
+	require.NoError(t, tab.Insert(ctx, k, []byte("v")))
+	require.Zero(t, tab.stats.Begins, "a split of partition 0 began in an insert into partition 1")
+	require.Zero(t, tab.pending)
+	defer0()
+	k, _ = keyIn(0, next)
+	require.NoError(t, tab.Insert(ctx, k, []byte("v")))
+	require.Equal(t, uint64(1), tab.stats.Begins, "the insert into partition 0 begins it")
+}
+
 // regionTable creates a table of 8 bucket groups split region by region on a fresh local
 // fabric of lo (closed at cleanup), formatted, and opens it on the first compute node's memory
 // with an allocator of dstest.AllocOptions; it returns them all, the table's root too.
