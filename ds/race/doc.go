@@ -113,7 +113,9 @@
 // and about 110 verbs with the default geometry (some 9µs on cxl: BenchmarkLoadTail, 1
 // client, Intel Xeon at load 5: step p50 9.1-9.4µs, p99 27-40µs); about 7% of a growing
 // table's inserts carry one, so its p99 insert is a step and its p999 about 65µs where the
-// whole split's is 260-280µs (with 4 clients 130-147µs against 277-313µs). In all, a split's
+// whole split's is 260-280µs (with 4 clients 130-147µs against 277-313µs); on the same CPU at
+// load 1.5, 22-28µs (19-23 times the p50) against 224-259µs, and with 4 clients 47-121µs
+// against 234-288µs (SPLIT-DESIGN.md, second session). In all, a split's
 // 56 steps issue some 6,200 verbs (the whole split 5,150) and take about 1.8 times its time
 // (some 500µs against 280µs), since each step has its own round trips and batches. Until
 // a split ends, a key whose region moved costs a lookup more (one more once per handle and
