@@ -143,9 +143,12 @@ func (b *btreeSession) Scan(ctx context.Context, start []byte, n int, visit func
 		return 0, errBTreeClosed
 	}
 	b.s.t.AscendGreaterOrEqual(probe(start), func(it btreeItem) bool {
+		// Each value is handed over in the session's buffer, as Read's (the other stores'
+		// scans deliver every record's bytes too).
+		b.buf = append(b.buf[:0], it.val...)
 		if visit != nil {
 			kb = append(kb[:0], it.key...)
-			visit(kb, it.val)
+			visit(kb, b.buf)
 		}
 		got++
 		return got < n

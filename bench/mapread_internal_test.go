@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The Go map peers hand a Read's value over in the session's buffer, as the far-memory stores
-// do, never their own stored slice: a Read that aliased it would not read the value's bytes.
+// The Go map peers hand a Read's (and a Scan's) values over in the session's buffer, as the
+// far-memory stores do, never their own stored slices: a Read that aliased one would not read
+// the value's bytes.
 func TestLocalPeersReadCopies(t *testing.T) {
 	ctx := context.Background()
 	for _, st := range []interface {
@@ -35,6 +36,15 @@ func TestLocalPeersReadCopies(t *testing.T) {
 				}
 			})
 			require.Zero(t, allocs)
+			if sc, ok := s.(Scanner); ok {
+				var seen []*byte
+				n, err := sc.Scan(ctx, []byte("k1"), 2, func(_, value []byte) { seen = append(seen, unsafe.SliceData(value)) })
+				require.NoError(t, err)
+				require.Equal(t, 2, n)
+				for i, k := range []string{"k1", "k2"} {
+					require.True(t, seen[i] != unsafe.SliceData(st.stored(k)), "Scan handed over the stored slice of %s", k)
+				}
+			}
 		})
 	}
 }
