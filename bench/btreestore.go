@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/google/btree"
 
@@ -72,6 +73,7 @@ func (s *BTreeStore) Len() int {
 type btreeSession struct {
 	s      *BTreeStore
 	closed bool
+	buf    []byte // the last Read's value
 }
 
 var errBTreeClosed = fmt.Errorf("bench: gomap/btree: %w", farmem.ErrClosed)
@@ -85,12 +87,14 @@ func (b *btreeSession) Read(ctx context.Context, key []byte) ([]byte, error) {
 		b.s.mu.RUnlock()
 		return nil, errBTreeClosed
 	}
-	it, ok := b.s.t.Get(btreeItem{key: string(key)})
+	it, ok := b.s.t.Get(probe(key))
 	b.s.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("gomap/btree read %q: %w", key, ErrNotFound)
 	}
-	return it.val, nil
+	// In the session's buffer, as MapStore's Read (see there).
+	b.buf = append(b.buf[:0], it.val...)
+	return b.buf, nil
 }
 
 func (b *btreeSession) Insert(ctx context.Context, key, value []byte) error {
@@ -138,10 +142,13 @@ func (b *btreeSession) Scan(ctx context.Context, start []byte, n int, visit func
 	if b.s.t == nil {
 		return 0, errBTreeClosed
 	}
-	b.s.t.AscendGreaterOrEqual(btreeItem{key: string(start)}, func(it btreeItem) bool {
+	b.s.t.AscendGreaterOrEqual(probe(start), func(it btreeItem) bool {
+		// Each value is handed over in the session's buffer, as Read's (the other stores'
+		// scans deliver every record's bytes too).
+		b.buf = append(b.buf[:0], it.val...)
 		if visit != nil {
 			kb = append(kb[:0], it.key...)
-			visit(kb, it.val)
+			visit(kb, b.buf)
 		}
 		got++
 		return got < n
@@ -150,3 +157,9 @@ func (b *btreeSession) Scan(ctx context.Context, start []byte, n int, visit func
 }
 
 func (b *btreeSession) Close() error { b.closed = true; return nil }
+
+// probe is an item to look key up with: its key aliases key's bytes (no copy), which holds
+// because the tree only compares it and never keeps it.
+func probe(key []byte) btreeItem {
+	return btreeItem{key: unsafe.String(unsafe.SliceData(key), len(key))}
+}

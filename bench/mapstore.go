@@ -10,8 +10,9 @@ import (
 )
 
 // MapStore is the local limit: a Go map behind a sync.RWMutex in this process, run through the
-// same harness as the far-memory stores. It has no ordered index (BTreeStore is its ordered
-// twin) and counts no costs.
+// same harness as the far-memory stores. A Read copies the value into the session's buffer, as
+// the other stores' sessions deliver theirs, so that it reads the record's bytes and not only
+// finds them. It has no ordered index (BTreeStore is its ordered twin) and counts no costs.
 type MapStore struct {
 	mu     sync.RWMutex
 	m      map[string][]byte
@@ -52,6 +53,7 @@ func (s *MapStore) Len() int {
 type mapSession struct {
 	s      *MapStore
 	closed bool
+	buf    []byte // the last Read's value
 }
 
 func (m *mapSession) Read(ctx context.Context, key []byte) ([]byte, error) {
@@ -64,7 +66,12 @@ func (m *mapSession) Read(ctx context.Context, key []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("gomap read %q: %w", key, ErrNotFound)
 	}
-	return v, nil
+	// The value is handed over in the session's buffer, as kvstore's and redis's sessions hand
+	// theirs: a Read that returned the map's own slice would never touch the value's bytes,
+	// and its cost would be the index lookup's alone. (The stored slice is never changed in
+	// place, so reading it outside the lock is safe.)
+	m.buf = append(m.buf[:0], v...)
+	return m.buf, nil
 }
 
 func (m *mapSession) Insert(ctx context.Context, key, value []byte) error {

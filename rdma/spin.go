@@ -52,9 +52,15 @@ import (
 // 1.00x, 5.5 µs on average) where parking it used 0.77x (4.7 µs), the node about the same either
 // way, and with the CPUs contended the reads per second came out level with redis's (0.91-1.03x,
 // median 1.00x, against 0.58-1.21x, median 1.17x, parking). That is why spinning is off unless
-// asked for: it pays where latency counts, and costs throughput where CPUs are contended. (Where
-// they are idle and halted virtual CPUs must be woken by the host, it should pay more; that was not
-// measured, as the VM's CPUs were never idle during these runs.) A spin that misses wastes up to
+// asked for: it pays where latency counts, and costs throughput where CPUs are contended. Where
+// they are idle and halted virtual CPUs must be woken by the host it pays most: on the same VM with
+// nothing else running, one read outstanding did 2.8-3.5 times redis's GETs/s spinning against
+// 0.96-1.07 times parking (the README has the runs). Spinning with several requests in flight was
+// tried too (2026-11-27, both processes, 50µs): with 8 outstanding it did 1.47x redis's rate where
+// lone-only spinning did 0.96x on the idle VM, but 1.10-1.16x against 1.37-1.40x when a
+// background job kept both CPUs busy (the benchmark at nice -15), and 0.83-1.16x against
+// 1.06-1.29x without the priority; so waits with several requests in flight still park. A spin
+// that misses wastes up to
 // the limit, and misses make the process stop spinning for a while.
 
 const (

@@ -28,12 +28,13 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(encodeBatch(sampleOps(), 7))
 	f.Add(encodeBatch(sampleOps()[2:3], 0))
 	f.Add([]byte{1, 0, 9})
+	f.Add(AppendOp(AppendBatchHeader(nil, 1, 1_700_000_000_000_000_000), &sampleOps()[0], 3))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		ops, err := DecodeBatch(p, nil)
+		ops, expiry, err := DecodeBatchExpiry(p, nil)
 		if err != nil {
 			return
 		}
-		b := AppendBatchCount(nil, len(ops))
+		b := AppendBatchHeader(nil, len(ops), expiry)
 		for _, o := range ops {
 			fo := farmem.Op{Kind: o.Kind, Addr: farmem.MakeAddr(1, o.Off), Unsignaled: o.Unsignaled,
 				Cmp: o.Cmp, Swap: o.Swap, CmpMask: o.CmpMask, SwapMask: o.SwapMask}
