@@ -485,12 +485,12 @@ func (t *Table) learnHashes(ctx context.Context, words []Slot, hashes *slotHashe
 	}
 	heads := grow(sb.all, len(idx)*Unit)
 	sb.all = heads
-	b := farmem.Batch{Ops: sb.ops[:0]}
+	b := &sb.b
+	b.Ops = b.Ops[:0]
 	for n, i := range idx {
 		b.Read(words[i].Addr(), heads[n*Unit:(n+1)*Unit:(n+1)*Unit])
 	}
-	sb.ops = b.Ops
-	if err := doChunked(ctx, t.m, &b); err != nil {
+	if err := doChunked(ctx, t.m, b); err != nil {
 		// The transport may still own the buffers: they are not reused.
 		return fmt.Errorf("race: read blocks to split: %w", err)
 	}
@@ -589,6 +589,7 @@ func (t *Table) fingerprint(k keyHash) uint8 {
 // kept; the mutex guards the stack only, never a verb.
 type splitBuf struct {
 	ops []farmem.Op
+	b   farmem.Batch // learnHashes's, kept so that it allocates no batch
 	idx []int
 	all []byte
 }

@@ -34,10 +34,11 @@ type splitMem struct {
 	lost   bool
 	// unlocked: a region split's step released its lock in its last batch (releaseRegion).
 	unlocked bool
-	// ops are a region split's batches (freeze, copies, release: CASes only, no buffers),
-	// and at the slots it copies.
-	ops [3][]farmem.Op
-	at  []uint64
+	// bs are a region split's batches (freeze, copies, release: CASes only, no buffers; and
+	// the step's lock, or the begin's record of the child), kept here so that a step builds
+	// them on kept ops and allocates none; at are the slots it copies.
+	bs [4]farmem.Batch
+	at []uint64
 }
 
 // maxSplitMems is how many splitMems the process keeps between splits.
@@ -154,4 +155,13 @@ func (g *geometry) splitSentinels(slots []byte) {
 			le.PutUint64(slots[8*first:], uint64(SlotFrozen))
 		}
 	}
+}
+
+// batch returns the region split's batch i emptied, its ops kept as they are (not cleared, as
+// giveSplitBuf explains for a split's buffers: a batch built on them overwrites every op it
+// uses whole).
+func (sm *splitMem) batch(i int) *farmem.Batch {
+	b := &sm.bs[i]
+	b.Ops = b.Ops[:0]
+	return b
 }

@@ -84,10 +84,10 @@ func (t *Table) lockStep(ctx context.Context, st farmem.Addr, sm *splitMem) (wor
 	now := t.rt.Now()
 	word = lockWord(t.id, now.Add(t.opts.Lease))
 	hb := sm.hb[0]
-	var b farmem.Batch
+	b := sm.batch(3)
 	b.CAS(la, 0, word)
 	b.Read(st, hb)
-	if err := t.m.Do(ctx, &b); err != nil {
+	if err := t.m.Do(ctx, b); err != nil {
 		sm.lost = true
 		return 0, false, nil, 0, fmt.Errorf("race: take split lock of %v: %w", st, err)
 	}
@@ -273,14 +273,14 @@ func (t *Table) beginSplit(ctx context.Context, s *subtableState, word *uint64, 
 	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
 		return err
 	}
-	var b farmem.Batch
+	b := sm.batch(3)
 	b.CAS(st.Add(childOff(d)), s.child[d], p1)
 	tagged := moveWord(d, 0)
 	if moveTag(s.move) == d {
 		tagged = s.move // depth 0: the fresh word 0 is tag 0 already
 	}
 	b.CAS(st.Add(stMoveOff), s.move, tagged)
-	if err := t.m.Do(ctx, &b); err != nil {
+	if err := t.m.Do(ctx, b); err != nil {
 		recorded = true // it may have landed
 		return fmt.Errorf("race: record child of %v: %w", st, err)
 	}
@@ -318,15 +318,14 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 	if err := t.renew(ctx, la, word); err != nil {
 		return err
 	}
-	b := farmem.Batch{Ops: sm.ops[0][:0]}
+	b := sm.batch(0)
 	for i := lo; i < hi; i++ {
 		b.MaskedCAS(t.geo.slotAddr(st, i), 0, 0, uint64(SlotFrozen), uint64(SlotFrozen))
 	}
-	if err := doChunked(ctx, t.m, &b); err != nil {
+	if err := doChunked(ctx, t.m, b); err != nil {
 		sm.lost = true // the transport may still own the ops
 		return fmt.Errorf("race: freeze region %d of %v: %w", r, st, err)
 	}
-	sm.ops[0] = b.Ops
 	for i := lo; i < hi; i++ {
 		prev, _ := b.Result(int(i - lo))
 		frozen[i] = Slot(prev) | SlotFrozen
@@ -340,7 +339,7 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 	// The copies, from unborn: a slot a dead holder copied already holds the same word.
 	copies := sm.words[1]
 	clear(copies[lo:hi])
-	cb := farmem.Batch{Ops: sm.ops[1][:0]}
+	cb := sm.batch(1)
 	at := sm.at[:0]
 	for i := lo; i < hi; i++ {
 		w := frozen[i]
@@ -359,12 +358,11 @@ func (t *Table) moveRegion(ctx context.Context, s *subtableState, s1 farmem.Addr
 	}
 	sm.at = at
 	if len(cb.Ops) > 0 {
-		if err := doChunked(ctx, t.m, &cb); err != nil {
+		if err := doChunked(ctx, t.m, cb); err != nil {
 			sm.lost = true
 			return fmt.Errorf("race: copy region %d of %v: %w", r, st, err)
 		}
 	}
-	sm.ops[1] = cb.Ops
 	if bitOp >= 0 {
 		if prev, _ := cb.Result(bitOp); prev == s.move {
 			s.move |= 1 << r
@@ -443,7 +441,7 @@ func (t *Table) releaseRegion(ctx context.Context, s *subtableState, s1 farmem.A
 	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
 		return err
 	}
-	b := farmem.Batch{Ops: sm.ops[2][:0]}
+	b := sm.batch(2)
 	for i := lo; i < hi; i++ {
 		w := words[i]
 		if !w.Frozen() {
@@ -471,11 +469,10 @@ func (t *Table) releaseRegion(ctx context.Context, s *subtableState, s1 farmem.A
 	if len(b.Ops) == 0 {
 		return nil
 	}
-	if err := doChunked(ctx, t.m, &b); err != nil {
+	if err := doChunked(ctx, t.m, b); err != nil {
 		sm.lost = true
 		return fmt.Errorf("race: release region %d of %v: %w", r, st, err)
 	}
-	sm.ops[2] = b.Ops
 	sm.unlocked = unlock
 	return nil
 }
