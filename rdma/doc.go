@@ -105,17 +105,18 @@
 // arms no timer, and a queue the socket does not take at once is written within the write timeout.
 //
 // A process may let its readers spin ([SetSpin], or the FARMEM_SPIN environment variable, such as
-// 50us; off by default): then in a lone exchange (a client's connection with one request
-// outstanding, a node's connection whose last read brought one request), a reader that finds its
-// socket empty first keeps reading it, yielding its CPU (sched_yield) between reads, for up to the
+// 50us; off by default): then a reader that finds its socket empty (a client's connection with
+// requests outstanding, a node's connection waiting for the next; with several requests in
+// flight only while the process's recent yields show free CPUs) first keeps reading it, yielding its CPU (sched_yield) between reads, for up to the
 // spin limit before it parks in the poller, so that an answer that comes within the limit needs no
 // wake-up of a sleeping thread. Only one reader of a process spins at a time, only with GOMAXPROCS
 // above 1 and on Linux, and not for a while after a spin that went unanswered (a back-off that
 // doubles with each miss in a row) or whose yield found its CPU taken by other work for more than
 // 20µs (spin.go). A lone round trip then costs its write and read plus the reads that found nothing
 // and the yields between them (one to four more reads on each side on a loaded 2-CPU VM), and each
-// side keeps a CPU busy while the exchange goes on; with several requests in flight the calls are
-// those above. It trades CPU time for latency: on a loaded 2-CPU VM a lone read's p50 fell by a
+// side keeps a CPU busy while the exchange goes on; with several requests in flight, the
+// waits that spin add their empty reads to the calls above (about one read per batch with 8
+// outstanding on an idle 2-CPU VM). It trades CPU time for latency: on a loaded 2-CPU VM a lone read's p50 fell by a
 // fifth and the client's CPU time per read rose by about a third (spin.go has the figures), which
 // is why it is off unless asked for. [SpinCounts] reports the waits that spun and the time spent
 // spinning.

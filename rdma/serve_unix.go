@@ -60,10 +60,9 @@ func (c *sconn) serveRaw() bool {
 		big     wire.Header // a frame too large for the buffer is next
 		isBig   bool
 		drained bool // the last read took all the socket held
-		// frames counts the frames served since the last read: a wait spins (spin.go) only
-		// when that read brought at most one, a lone exchange; with several requests in flight
-		// a wait saves one wake-up per several requests, and spinning would cost the reads
-		// that find nothing while the client works.
+		// frames counts the frames served since the last read: a wait after a read that
+		// brought several is a pipelined one, which spins (spin.go) only while the CPUs look
+		// free (spinGov.busy).
 		frames int
 	)
 	nop := func() {}
@@ -103,10 +102,7 @@ func (c *sconn) serveRaw() bool {
 		return true
 	}
 	read := func(fd int, b []byte) (int, error) {
-		if frames > 1 {
-			return 0, syscall.EAGAIN
-		}
-		return spin.read(fd, b)
+		return spin.read(fd, b, frames > 1)
 	}
 	for !stop && failed == nil {
 		mustRead := true // after entering the raw read (its start forgets readiness) or a wait

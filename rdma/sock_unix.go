@@ -145,15 +145,10 @@ func (r *rawReader) read(fd uintptr) bool {
 	return r.err != syscall.EAGAIN
 }
 
-// spinRead reads the empty socket again, spinning (spin.go) if one request is outstanding and
-// the governor lets this wait spin; with several in flight a wait saves one wake-up per several
-// answers, and spinning would cost the reads that find nothing while the node works.
+// spinRead reads the empty socket again, spinning (spin.go) if the governor lets this wait
+// spin: a wait with several requests in flight only while the CPUs look free (spinGov.busy).
 func (r *rawReader) spinRead(fd int) {
-	if r.q.outstanding.Load() > 1 {
-		r.n, r.err = 0, syscall.EAGAIN
-		return
-	}
-	r.n, r.err = spin.read(fd, r.b)
+	r.n, r.err = spin.read(fd, r.b, r.q.outstanding.Load() > 1)
 }
 
 // flushRaw writes the frames waiting for the reader to fd, in one system call that does not

@@ -27,10 +27,15 @@ import (
 // and the next might lose it for a whole time slice while the answer waits unread: the reader
 // reads once more, then parks, which counts as a miss if that read found nothing.
 //
-// Only a lone exchange spins: a client's reader whose connection has one request outstanding,
-// a node's connection whose last read brought one request (sock_unix.go, serve_unix.go). With
-// several requests in flight a wait saves one wake-up per several of them, and the reads that
-// find nothing while the other side works on them would cost more than that.
+// A lone exchange spins (a client's reader whose connection has one request outstanding, a
+// node's connection whose last read brought one request: sock_unix.go, serve_unix.go) whenever
+// the governor lets it. A wait with several requests in flight spins only while the CPUs look
+// free (busy): it saves one wake-up per several answers, which pays where a wake-up is dear (an
+// idle VM, whose halted virtual CPUs the host must wake), but where other work wants the CPUs
+// each yield of its spin hands one over for a time slice, and the reads that find nothing
+// cost more than the wake-up saved. The governor keeps a moving share of the yields that took
+// long (over spinYieldMax) across every spin of the process; above an eighth, pipelined waits
+// park at once until that record is spinBusyFor old.
 //
 // A reader spins only when the process's spin limit is not 0 (SetSpin, or the FARMEM_SPIN
 // environment variable: a Go duration such as 50us, or "off"; default 0, off: see Cost), the
@@ -55,18 +60,24 @@ import (
 // asked for: it pays where latency counts, and costs throughput where CPUs are contended. Where
 // they are idle and halted virtual CPUs must be woken by the host it pays most: on the same VM with
 // nothing else running, one read outstanding did 2.8-3.5 times redis's GETs/s spinning against
-// 0.96-1.07 times parking (the README has the runs). Spinning with several requests in flight was
-// tried too (2026-11-27, both processes, 50µs): with 8 outstanding it did 1.47x redis's rate where
-// lone-only spinning did 0.96x on the idle VM, but 1.10-1.16x against 1.37-1.40x when a
-// background job kept both CPUs busy (the benchmark at nice -15), and 0.83-1.16x against
-// 1.06-1.29x without the priority; so waits with several requests in flight still park. A spin
-// that misses wastes up to
-// the limit, and misses make the process stop spinning for a while.
+// 0.96-1.07 times parking (the README has the runs). Waits with several requests in flight
+// spinning too (2026-11-27, both processes, 50µs, cmd/farmemd/bench.sh): with 8 outstanding on
+// the idle VM 4.58x and 4.96x redis's rate (750-760k reads/s; redis did 168-180k in those runs
+// and 284-292k in runs where no pipelined wait spun, so about 2.6x of that), against 0.92-0.96x
+// when only lone exchanges spun. Spinning them whatever the load was worse where a background job
+// kept both CPUs busy (1.10-1.16x against 1.37-1.40x, the benchmark at nice -15; 0.83-1.16x
+// against 1.06-1.29x without the priority), which is what busy is for: with two CPU-bound jobs
+// beside the benchmark (no priority) the pipelined waits parked (0.13 reads per batch) and the
+// ratios at 8 outstanding were 1.17x and 0.58x against 1.16x and 1.36x before, within that
+// load's noise. A spin that misses wastes up to the limit, and misses make the process stop
+// spinning for a while.
 
 const (
-	suggestedSpin = 50 * time.Microsecond // the limit measured above (and in the tests)
-	spinYieldMax  = 20 * time.Microsecond // a yield that takes longer ends the spin after one more read
-	spinSkipMax   = 1024                  // waits parked without spinning after a run of misses, at most
+	suggestedSpin = 50 * time.Microsecond  // the limit measured above (and in the tests)
+	spinYieldMax  = 20 * time.Microsecond  // a yield that takes longer ends the spin after one more read
+	spinSkipMax   = 1024                   // waits parked without spinning after a run of misses, at most
+	spinBusyFor   = 100 * time.Millisecond // how long the yields' record keeps pipelined waits from spinning
+	spinBusyShare = 1 << 13                // a share of long yields (1/8) above which the CPUs are taken
 	spinEnv       = "FARMEM_SPIN"
 	procsEvery    = int64(100 * time.Millisecond) // how often GOMAXPROCS is looked at again
 )
@@ -77,9 +88,14 @@ type spinGov struct {
 	spinning atomic.Bool  // a reader spins now
 	skip     atomic.Int32 // waits left to park without spinning
 	backoff  atomic.Int32 // the skip the next miss sets (doubling from 1)
-	procs    atomic.Int32 // GOMAXPROCS at procsAt (0: not looked at yet)
-	procsAt  atomic.Int64
-	yieldMax int64 // spinYieldMax, ns
+	// longShare is the share of the recent yields that took long (another thread wanted the
+	// CPU), in 1/65536ths, a moving average over about 32 yields; lastYield is when the last
+	// ended (nanotime). See busy.
+	longShare atomic.Int32
+	lastYield atomic.Int64
+	procs     atomic.Int32 // GOMAXPROCS at procsAt (0: not looked at yet)
+	procsAt   atomic.Int64
+	yieldMax  int64 // spinYieldMax, ns
 
 	spins, answered, spent atomic.Int64 // SpinCounts
 }
@@ -111,9 +127,9 @@ func parseSpin(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// SetSpin sets how long a tcp reader of this process in a lone exchange (a client waiting for
-// the answer to its one outstanding request, or a memory node waiting for a client's next
-// request) may keep reading its empty socket, yielding its CPU between reads, before it parks; 0
+// SetSpin sets how long a tcp reader of this process (a client waiting for answers, or a memory
+// node waiting for a client's next request; with several requests in flight only while the
+// CPUs look free) may keep reading its empty socket, yielding its CPU between reads, before it parks; 0
 // turns spinning off. The default is 0, or the FARMEM_SPIN environment variable's duration
 // ("off": 0); 50µs lets most loopback answers in. Spinning trades CPU time for latency: see the
 // package's section on system calls. Only one reader of a process spins at a time, never with
@@ -133,4 +149,24 @@ func SetSpin(d time.Duration) time.Duration {
 // but for the yields to other threads).
 func SpinCounts() (spins, answered int64, spent time.Duration) {
 	return spin.spins.Load(), spin.answered.Load(), time.Duration(spin.spent.Load())
+}
+
+// noteYield records a yield that ended at y and took long or not in the governor's moving
+// share of long yields.
+func (g *spinGov) noteYield(y int64, long bool) {
+	var x int32
+	if long {
+		x = 1 << 16
+	}
+	s := g.longShare.Load()
+	g.longShare.Store(s + (x-s)>>5)
+	g.lastYield.Store(y)
+}
+
+// busy reports whether the CPUs look taken by other work: more than an eighth of the recent
+// yields took long, and the last was under spinBusyFor ago (a record older than that lets a
+// wait spin again, which renews it). On a VM with nothing else running about 1 yield in 3,000
+// took over 20µs (Intel Xeon, 2 cores); under another job's load nearly all do.
+func (g *spinGov) busy() bool {
+	return g.longShare.Load() > spinBusyShare && nanotime()-g.lastYield.Load() < int64(spinBusyFor)
 }

@@ -49,7 +49,7 @@ func TestSpinReadDelivers(t *testing.T) {
 		_, _ = syscall.Write(b, []byte("answer"))
 	}()
 	buf := make([]byte, 16)
-	n, err := g.read(a, buf)
+	n, err := g.read(a, buf, false)
 	require.NoError(t, err)
 	require.Equal(t, "answer", string(buf[:n]))
 	require.False(t, g.spinning.Load())
@@ -67,7 +67,7 @@ func TestSpinReadBounded(t *testing.T) {
 
 	g := allowed(20 * time.Millisecond)
 	start := time.Now()
-	_, err := g.read(a, buf)
+	_, err := g.read(a, buf, false)
 	require.ErrorIs(t, err, syscall.EAGAIN)
 	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "it spun for its limit")
 	require.False(t, g.spinning.Load())
@@ -78,7 +78,7 @@ func TestSpinReadBounded(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		spins := g.spins.Load()
-		_, err := g.read(a, buf)
+		_, err := g.read(a, buf, false)
 		require.ErrorIs(t, err, syscall.EAGAIN)
 		require.Less(t, time.Since(start), 5*time.Second)
 		require.Equal(t, spins, g.spins.Load(), "no spin")
@@ -96,7 +96,7 @@ func TestSpinReadBounded(t *testing.T) {
 	one.procs.Store(0)
 	_, err = syncWrite(b, "x")
 	require.NoError(t, err)
-	n, err := one.read(a, buf)
+	n, err := one.read(a, buf, false)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "with GOMAXPROCS 2 it reads (spinning if need be)")
 
@@ -106,7 +106,7 @@ func TestSpinReadBounded(t *testing.T) {
 	miss := func() {
 		t.Helper()
 		spins := g.spins.Load()
-		_, err := g.read(a, buf)
+		_, err := g.read(a, buf, false)
 		require.ErrorIs(t, err, syscall.EAGAIN)
 		require.Equal(t, spins+1, g.spins.Load(), "a spin")
 	}
@@ -124,7 +124,7 @@ func TestSpinReadBounded(t *testing.T) {
 		_, _ = syncWrite(b, "y")
 	}()
 	g.limit.Store(int64(time.Minute))
-	n, err = g.read(a, buf)
+	n, err = g.read(a, buf, false)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, g.backoff.Load(), "an answered spin ends the back-off")
@@ -138,7 +138,7 @@ func TestSpinReadBounded(t *testing.T) {
 	c := allowed(10 * time.Second)
 	c.yieldMax = 0
 	start = time.Now()
-	_, err = c.read(a, buf)
+	_, err = c.read(a, buf, false)
 	require.ErrorIs(t, err, syscall.EAGAIN)
 	require.Less(t, time.Since(start), 5*time.Second, "it did not spin to its limit")
 	require.Equal(t, [2]int64{1, 0}, [2]int64{c.spins.Load(), c.answered.Load()})
@@ -146,3 +146,60 @@ func TestSpinReadBounded(t *testing.T) {
 }
 
 func syncWrite(fd int, s string) (int, error) { return syscall.Write(fd, []byte(s)) }
+
+// TestSpinPipelinedWhileIdle: a wait with several requests in flight spins like a lone one
+// unless the process's recent yields mostly took long (another thread wanted the CPU), when it
+// parks without spinning; lone waits still spin then.
+func TestSpinPipelinedWhileIdle(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))))
+	a, b := socketPair(t)
+	buf := make([]byte, 16)
+	g := allowed(time.Minute)
+	_, err := syncWrite(b, "x")
+	require.NoError(t, err)
+	n, err := g.read(a, buf, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, int64(1), g.spins.Load(), "a pipelined wait spins on an idle process")
+
+	// The recent yields took long: pipelined waits refuse at once; lone ones spin.
+	for range 64 {
+		g.noteYield(nanotime(), true)
+	}
+	start := time.Now()
+	_, err = g.read(a, buf, true)
+	require.ErrorIs(t, err, syscall.EAGAIN)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Equal(t, int64(1), g.spins.Load(), "no spin while busy")
+	_, err = syncWrite(b, "y")
+	require.NoError(t, err)
+	n, err = g.read(a, buf, false)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, int64(2), g.spins.Load(), "a lone wait still spins")
+
+	// A record older than spinBusyFor lets a pipelined wait spin again.
+	g.lastYield.Store(nanotime() - int64(spinBusyFor) - 1)
+	require.False(t, g.busy(), "a stale record")
+	// One long yield in many is not busy; a run of them is, and short ones wear it off.
+	g = allowed(time.Minute)
+	for i := range 3000 {
+		g.noteYield(nanotime(), i%1000 == 0)
+	}
+	require.False(t, g.busy(), "1 long yield in 1,000")
+	for range 16 {
+		g.noteYield(nanotime(), true)
+	}
+	require.True(t, g.busy(), "16 long yields in a row")
+	for range 128 {
+		g.noteYield(nanotime(), false)
+	}
+	require.False(t, g.busy(), "short yields again")
+
+	// Yields longer than yieldMax are recorded as long: with yieldMax 0 every yield is.
+	g = allowed(20 * time.Millisecond)
+	g.yieldMax = 0
+	_, err = g.read(a, buf, false)
+	require.ErrorIs(t, err, syscall.EAGAIN)
+	require.Positive(t, g.longShare.Load(), "the long yield was recorded")
+}

@@ -11,9 +11,12 @@ import (
 // trying for up to the spin limit while the socket is empty, yielding the CPU between tries. It
 // returns what the last read returned: syscall.EAGAIN if the socket stayed empty (or the wait
 // did not spin), with nothing read.
-func (g *spinGov) read(fd int, b []byte) (int, error) {
+func (g *spinGov) read(fd int, b []byte, pipelined bool) (int, error) {
 	limit := g.limit.Load()
 	if limit == 0 {
+		return 0, syscall.EAGAIN
+	}
+	if pipelined && g.busy() {
 		return 0, syscall.EAGAIN
 	}
 	if g.skip.Load() > 0 {
@@ -43,8 +46,11 @@ func (g *spinGov) read(fd int, b []byte) (int, error) {
 		schedYield()
 		// A yield that took long gave the CPU to a thread that wanted it: a CPU shared with
 		// other work, where the next yield may cost a whole time slice while the answer waits
-		// unread. One more read, then park.
-		last = nanotime()-t > g.yieldMax
+		// unread. One more read, then park; and waits with several requests in flight park
+		// without spinning for a while (busy).
+		y := nanotime()
+		last = y-t > g.yieldMax
+		g.noteYield(y, last)
 	}
 	g.spinning.Store(false)
 	if err == syscall.EINTR {
