@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -50,9 +51,10 @@ func TestLocalPeersReadCopies(t *testing.T) {
 }
 
 func (s *MapStore) stored(key string) []byte {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.m[key]
+	sh := s.shard([]byte(key))
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.m[key]
 }
 
 func (s *BTreeStore) stored(key string) []byte {
@@ -60,4 +62,29 @@ func (s *BTreeStore) stored(key string) []byte {
 	defer s.mu.RUnlock()
 	it, _ := s.t.Get(btreeItem{key: key})
 	return it.val
+}
+
+// The Go map's keys spread over its shards, each shard's lock on a cache line of its own, and
+// Len counts them all.
+func TestMapStoreShards(t *testing.T) {
+	require.Equal(t, uintptr(64), unsafe.Sizeof(mapShard{}))
+	ctx := context.Background()
+	st := NewMapStore()
+	s, err := st.Open(ctx)
+	require.NoError(t, err)
+	const n = 4096
+	for i := range n {
+		require.NoError(t, s.Insert(ctx, fmt.Appendf(nil, "user%d", i), []byte("v")))
+	}
+	require.ErrorIs(t, s.Insert(ctx, []byte("user7"), []byte("w")), ErrExists)
+	require.Equal(t, n, st.Len())
+	used := 0
+	for i := range st.shards {
+		if len(st.shards[i].m) > 0 {
+			used++
+		}
+	}
+	require.Equal(t, MapShards, used, "every shard holds keys")
+	require.NoError(t, st.Close())
+	require.Zero(t, st.Len())
 }

@@ -3,29 +3,54 @@ package bench
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
 	"github.com/farmem/farmem/farmem"
 )
 
-// MapStore is the local limit: a Go map behind a sync.RWMutex in this process, run through the
-// same harness as the far-memory stores. A Read copies the value into the session's buffer, as
-// the other stores' sessions deliver theirs, so that it reads the record's bytes and not only
-// finds them. It has no ordered index (BTreeStore is its ordered twin) and counts no costs.
+// MapShards is how many shards MapStore splits its keys over.
+const MapShards = 64
+
+// MapStore is the local limit: Go maps in this process, MapShards of them, each behind its own
+// sync.RWMutex (a key's shard by its hash), run through the same harness as the far-memory
+// stores. Sharding keeps writers of different keys from queueing on one lock and readers from
+// sharing one lock word's cache line, as a tuned in-process store would. A Read copies the value
+// into the session's buffer, as the other stores' sessions deliver theirs, so that it reads the
+// record's bytes and not only finds them. It has no ordered index (BTreeStore is its ordered
+// twin) and counts no costs.
 type MapStore struct {
-	mu     sync.RWMutex
-	m      map[string][]byte
+	seed   maphash.Seed
+	shards [MapShards]mapShard
 	closed atomic.Bool
 }
 
+// mapShard is one lock and its map, padded to a cache line of its own.
+type mapShard struct {
+	mu sync.RWMutex
+	m  map[string][]byte
+	_  [64 - 24 - 8]byte
+}
+
 // NewMapStore returns an empty MapStore.
-func NewMapStore() *MapStore { return &MapStore{m: make(map[string][]byte)} }
+func NewMapStore() *MapStore {
+	s := &MapStore{seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string][]byte)
+	}
+	return s
+}
+
+// shard returns key's shard.
+func (s *MapStore) shard(key []byte) *mapShard {
+	return &s.shards[maphash.Bytes(s.seed, key)%MapShards]
+}
 
 // Name returns "gomap".
 func (s *MapStore) Name() string { return "gomap" }
 
-// Open returns a session; sessions share the map.
+// Open returns a session; sessions share the maps.
 func (s *MapStore) Open(ctx context.Context) (Session, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("bench: gomap: %w", farmem.ErrClosed)
@@ -33,21 +58,29 @@ func (s *MapStore) Open(ctx context.Context) (Session, error) {
 	return &mapSession{s: s}, nil
 }
 
-// Close drops the map. It is idempotent.
+// Close drops the maps. It is idempotent.
 func (s *MapStore) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
-		s.mu.Lock()
-		s.m = nil
-		s.mu.Unlock()
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			sh.m = nil
+			sh.mu.Unlock()
+		}
 	}
 	return nil
 }
 
 // Len returns the number of keys.
 func (s *MapStore) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.m)
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
 }
 
 type mapSession struct {
@@ -60,9 +93,10 @@ func (m *mapSession) Read(ctx context.Context, key []byte) ([]byte, error) {
 	if m.closed {
 		return nil, fmt.Errorf("bench: gomap session: %w", farmem.ErrClosed)
 	}
-	m.s.mu.RLock()
-	v, ok := m.s.m[string(key)]
-	m.s.mu.RUnlock()
+	sh := m.s.shard(key)
+	sh.mu.RLock()
+	v, ok := sh.m[string(key)]
+	sh.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("gomap read %q: %w", key, ErrNotFound)
 	}
@@ -79,17 +113,16 @@ func (m *mapSession) Insert(ctx context.Context, key, value []byte) error {
 		return fmt.Errorf("bench: gomap session: %w", farmem.ErrClosed)
 	}
 	v := append([]byte(nil), value...)
-	m.s.mu.Lock()
-	if m.s.m == nil {
-		m.s.mu.Unlock()
+	sh := m.s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m == nil {
 		return fmt.Errorf("bench: gomap: %w", farmem.ErrClosed)
 	}
-	if _, ok := m.s.m[string(key)]; ok {
-		m.s.mu.Unlock()
+	if _, ok := sh.m[string(key)]; ok {
 		return fmt.Errorf("gomap insert %q: %w", key, ErrExists)
 	}
-	m.s.m[string(key)] = v
-	m.s.mu.Unlock()
+	sh.m[string(key)] = v
 	return nil
 }
 
@@ -98,12 +131,13 @@ func (m *mapSession) Update(ctx context.Context, key, value []byte) error {
 		return fmt.Errorf("bench: gomap session: %w", farmem.ErrClosed)
 	}
 	v := append([]byte(nil), value...)
-	m.s.mu.Lock()
-	_, ok := m.s.m[string(key)]
+	sh := m.s.shard(key)
+	sh.mu.Lock()
+	_, ok := sh.m[string(key)]
 	if ok {
-		m.s.m[string(key)] = v // a fresh slice: readers keep the old one intact
+		sh.m[string(key)] = v // a fresh slice: readers keep the old one intact
 	}
-	m.s.mu.Unlock()
+	sh.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("gomap update %q: %w", key, ErrNotFound)
 	}
