@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/bench/repro"
+	"github.com/farmem/farmem/bench/repro/reprotest"
 )
 
 // tinyFlex is a configuration of Fig. 11 and 16 small enough for the race detector.
@@ -35,11 +36,7 @@ func TestFlexDeterministic(t *testing.T) {
 	c.Workers = 2
 	r2, err := repro.RunFlex(context.Background(), c, nil)
 	require.NoError(t, err)
-	var a, b bytes.Buffer
-	require.NoError(t, r1.WriteText(&a))
-	require.NoError(t, r2.WriteText(&b))
-	require.Equal(t, a.String(), b.String())
-	require.Contains(t, a.String(), "Beside the paper")
+	require.Contains(t, reprotest.SameText(t, r1, r2), "Beside the paper")
 	for _, p := range r1.Points {
 		require.Positive(t, p.Ops, "%s %s", p.Workload, p.System)
 		require.Zero(t, p.Errors, "%s %s", p.Workload, p.System)

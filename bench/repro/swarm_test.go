@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/bench/repro"
+	"github.com/farmem/farmem/bench/repro/reprotest"
 )
 
 // tinySwarm is every figure of the SWARM reproduction small enough for the race detector.
@@ -61,11 +62,7 @@ func TestSwarmDeterministic(t *testing.T) {
 	c.Workers = 2
 	r2, err := repro.RunSwarm(context.Background(), c, nil)
 	require.NoError(t, err)
-	var a, b bytes.Buffer
-	require.NoError(t, r1.WriteText(&a))
-	require.NoError(t, r2.WriteText(&b))
-	require.Equal(t, a.String(), b.String())
-	require.Contains(t, a.String(), "Beside the paper")
+	require.Contains(t, reprotest.SameText(t, r1, r2), "Beside the paper")
 }
 
 // A configuration that cannot run is ErrConfig, before anything runs.

@@ -269,20 +269,12 @@ func (t *Table) splitPause(ctx context.Context, d *time.Duration) error {
 // decided from far memory alone, so a client that takes over an expired lock resumes where the
 // previous holder stopped.
 func (t *Table) runSplit(ctx context.Context, st farmem.Addr, word *uint64, expect uint64, recoverOnly bool) error {
-	la := st.Add(stLockOff)
 	sm := takeSplitMem(&t.geo) // the split's reads, and the first hash of the key of each block read
 	defer giveSplitMem(sm)
 	for range 4 {
-		if err := t.renew(ctx, la, word); err != nil {
-			return err
-		}
-		s, err := t.readSplitSubtable(ctx, st, sm, 0)
+		s, hd, err := t.readHeld(ctx, st, word, sm)
 		if err != nil {
 			return err
-		}
-		hd := headerDepth(s.hdr)
-		if hd > MaxDepthLimit {
-			return fmt.Errorf("race: subtable %v: header %#x: %w", st, s.hdr, ErrCorrupt)
 		}
 		if hd > 0 && s.child[hd-1] != 0 && s.child[hd-1]&childDone == 0 {
 			// The split at hd-1 updated the header; its slots and new half are not all released.

@@ -98,6 +98,25 @@ func growSlots(s []Slot, n int) []Slot {
 	return s[:n]
 }
 
+// readHeld renews st's split lock (*word, held) and reads st whole into sm's buffers of index
+// 0 (readSplitSubtable), returning its state and depth: ErrCorrupt for a depth beyond
+// MaxDepthLimit. It is how every pass of a split's holder over st begins: 1 round trip, 1 more
+// when half the lease has run (renew).
+func (t *Table) readHeld(ctx context.Context, st farmem.Addr, word *uint64, sm *splitMem) (*subtableState, uint, error) {
+	if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
+		return nil, 0, err
+	}
+	s, err := t.readSplitSubtable(ctx, st, sm, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	d := headerDepth(s.hdr)
+	if d > MaxDepthLimit {
+		return nil, 0, fmt.Errorf("race: subtable %v: header %#x: %w", st, s.hdr, ErrCorrupt)
+	}
+	return s, d, nil
+}
+
 // readSplitSubtable is readSubtable (with its slots) into sm's buffers of index which (0 for
 // the subtable being split, 1 for its new half); the state returned lives in sm and is
 // overwritten by the next read of the same index.

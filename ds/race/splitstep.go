@@ -487,16 +487,9 @@ func (t *Table) recoverSplit(ctx context.Context, st farmem.Addr, word *uint64) 
 	sm := takeSplitMem(&t.geo)
 	defer giveSplitMem(sm)
 	for range 4 {
-		if err := t.renew(ctx, st.Add(stLockOff), word); err != nil {
-			return err
-		}
-		s, err := t.readSplitSubtable(ctx, st, sm, 0)
+		s, d, err := t.readHeld(ctx, st, word, sm)
 		if err != nil {
 			return err
-		}
-		d := headerDepth(s.hdr)
-		if d > MaxDepthLimit {
-			return fmt.Errorf("race: subtable %v: header %#x: %w", st, s.hdr, ErrCorrupt)
 		}
 		if d > 0 && s.child[d-1] != 0 && s.child[d-1]&childDone == 0 {
 			if err := t.endTail(ctx, st, d-1, s.child[d-1]); err != nil {
@@ -593,18 +586,14 @@ func (t *Table) thaw(ctx context.Context, s *subtableState, word *uint64, sm *sp
 // publishes the new half in the directory, moves st's header to depth d+1 (the client whose
 // CAS succeeds counts the split), and finishes with endTail.
 func (t *Table) endSplit(ctx context.Context, st farmem.Addr, word *uint64, sm *splitMem) error {
-	la := st.Add(stLockOff)
-	if err := t.renew(ctx, la, word); err != nil {
-		return err
-	}
-	s, err := t.readSplitSubtable(ctx, st, sm, 0)
+	s, d, err := t.readHeld(ctx, st, word, sm)
 	if err != nil {
 		return err
 	}
 	if !s.splitting() {
 		return nil
 	}
-	d, suffix := headerDepth(s.hdr), headerSuffix(s.hdr)
+	suffix := headerSuffix(s.hdr)
 	if moveTag(s.move) != d || moveBits(s.move) != t.geo.allRegions() {
 		return fmt.Errorf("race: subtable %v: ending a split at depth %d with move word %#x: %w", st, d, s.move, ErrCorrupt)
 	}

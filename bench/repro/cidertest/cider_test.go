@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/bench/repro"
+	"github.com/farmem/farmem/bench/repro/reprotest"
 )
 
 // TestCiderDeterministic runs a small sweep on RACE with CIDER and the factor analysis twice,
@@ -25,16 +26,12 @@ func TestCiderDeterministic(t *testing.T) {
 	c.ArrayKeys, c.RaceKeys = 1<<12, 1<<9
 	c.Measure = repro.Measure{Step: 250 * time.Microsecond, MinWarmup: 500 * time.Microsecond, MaxWarmup: 2 * time.Millisecond,
 		StepOps: 50, Tolerance: 0.2, MinWindow: 500 * time.Microsecond, MaxWindow: time.Millisecond, MinOps: 200}
-	var a, b bytes.Buffer
 	r1, err := repro.RunCider(context.Background(), c, nil)
 	require.NoError(t, err)
-	require.NoError(t, r1.WriteText(&a))
 	c.Workers = 2 // the seeds at once: the same bytes
 	r2, err := repro.RunCider(context.Background(), c, nil)
 	require.NoError(t, err)
-	require.NoError(t, r2.WriteText(&b))
-	require.Equal(t, a.String(), b.String())
-	t.Log("\n" + a.String())
+	t.Log("\n" + reprotest.SameText(t, r1, r2))
 }
 
 // TestCiderBandRerunsHeadlinePoints runs a two-count sweep (4 and 8 clients) with a band of two
