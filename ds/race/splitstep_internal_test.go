@@ -31,13 +31,7 @@ func TestRegionSplitRoundTrips(t *testing.T) {
 	// The allocator's lease refreshed every second: a pin never renews it inside a measured
 	// operation (as TestRoundTrips' allocators).
 	_, m, a, _, tab := regionTable(t, local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
-	var keys [][]byte
-	for i := 0; tab.stats.Moves < 3; i++ {
-		require.Less(t, i, 1000, "no split began")
-		k := fmt.Appendf(nil, "key-%d", i)
-		require.NoError(t, tab.Insert(ctx, k, []byte("v")))
-		keys = append(keys, k)
-	}
+	keys := insertUntil(t, tab, "key-%d", []byte("v"), 1000, func() bool { return tab.stats.Moves >= 3 })
 	require.Zero(t, tab.stats.Splits, "the split ended")
 	st := tab.pending
 	require.NotZero(t, st)
@@ -93,10 +87,7 @@ func TestRegionSplitRoundTrips(t *testing.T) {
 func TestRegionSplitForeignHalf(t *testing.T) {
 	ctx := context.Background()
 	tab, m := localTable(t, Params{Groups: 4, SlotsPerBucket: 4})
-	for i := 0; tab.stats.Moves < 1; i++ {
-		require.Less(t, i, 1000, "no split began")
-		require.NoError(t, tab.Insert(ctx, fmt.Appendf(nil, "key-%d", i), []byte("v")))
-	}
+	insertUntil(t, tab, "key-%d", []byte("v"), 1000, func() bool { return tab.stats.Moves >= 1 })
 	st := tab.pending
 	s, err := tab.readSubtable(ctx, st, false)
 	require.NoError(t, err)
@@ -229,13 +220,7 @@ func purgeLostOldHalf(t *testing.T, published bool) {
 		return tx
 	}
 	onLost, onThird := open(mns[1]), open(mns[2])
-	var keys [][]byte
-	for i := 0; onLost.stats.Splits < 3; i++ {
-		require.Less(t, i, 5000, "no split")
-		k := fmt.Appendf(nil, "a-%d", i)
-		require.NoError(t, onLost.Insert(ctx, k, []byte("on the lost node")))
-		keys = append(keys, k)
-	}
+	keys := insertUntil(t, onLost, "a-%d", []byte("on the lost node"), 5000, func() bool { return onLost.stats.Splits >= 3 })
 	_, err := onLost.FinishSplits(ctx)
 	require.NoError(t, err)
 	var st, s1 farmem.Addr
@@ -454,4 +439,18 @@ func regionTable(t *testing.T, lo local.Options) (*local.Fabric, farmem.Memory, 
 	tab, err := Open(ctx, m, a, root, Options{})
 	require.NoError(t, err)
 	return f, m, a, root, tab
+}
+
+// insertUntil inserts keys named by format (with their index) holding value into tab until
+// done reports true, failing the test after limit of them, and returns the keys inserted.
+func insertUntil(t *testing.T, tab *Table, format string, value []byte, limit int, done func() bool) [][]byte {
+	t.Helper()
+	var keys [][]byte
+	for i := 0; !done(); i++ {
+		require.Less(t, i, limit, "the condition never held")
+		k := fmt.Appendf(nil, format, i)
+		require.NoError(t, tab.Insert(context.Background(), k, value))
+		keys = append(keys, k)
+	}
+	return keys
 }
