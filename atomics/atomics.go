@@ -144,6 +144,14 @@ func CAS(p *uint64, old, new uint64) uint64 { return cas(p, old, new) }
 // returns the previous word. Precondition: as [Load].
 func FAA(p *uint64, delta uint64) uint64 { return faa(p, delta) }
 
+// AddOwned adds delta (modulo 2^64) to the word at p, which only the calling goroutine writes
+// (a counter of its own), with a plain load and store: no locked instruction, so no full fence
+// and no exclusive hold of the line. Other goroutines may read the word with [Load] or
+// sync/atomic at any time and see whole words, each addition at most once and in order; a
+// concurrent writer of the same word loses additions, which is why it has one writer. Without
+// assembly it is an atomic addition. Precondition: as [Load].
+func AddOwned(p *uint64, delta uint64) { addOwned(p, delta) }
+
 // StoreNT stores v at p with a non-temporal hint (MOVNTI) and NO fence: call [SFence] before
 // anything that must observe it in order. Without assembly it is an ordinary atomic store.
 // Precondition: as [Load].

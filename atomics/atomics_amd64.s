@@ -27,6 +27,16 @@ TEXT ·asmStore(SB), NOSPLIT, $0-16
 	XCHGQ AX, (BX)
 	RET
 
+// func asmAddOwned(p *uint64, delta uint64)
+// A plain load, add and store: the word has one writer (see AddOwned), and an aligned MOVQ
+// is single-copy atomic, so readers see whole words.
+TEXT ·asmAddOwned(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), BX
+	MOVQ delta+8(FP), AX
+	ADDQ (BX), AX
+	MOVQ AX, (BX)
+	RET
+
 // func asmStoreNT(p *uint64, v uint64)
 TEXT ·asmStoreNT(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), BX

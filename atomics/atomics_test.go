@@ -1,7 +1,6 @@
 package atomics
 
 import (
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/farmem/transport"
 )
 
 func TestWordOps(t *testing.T) {
@@ -280,7 +278,43 @@ func TestConcurrentAtomics(t *testing.T) {
 	require.Equal(t, uint64(each*goroutines*(goroutines+1)/2), Load(&words[1]))
 }
 
-func TestErrorsWrapSentinels(t *testing.T) {
-	require.True(t, errors.Is(ErrUnsupported, farmem.ErrNotSupported))
-	require.Equal(t, transport.CodeNotSupported, transport.CodeOf(ErrUnsupported))
+// TestAddOwned checks that a goroutine's own additions are exact (wrapping modulo 2^64) and
+// that a reader on another goroutine sees whole words that never go backwards.
+func TestAddOwned(t *testing.T) {
+	w := make([]uint64, 3)
+	p := &w[1]
+	AddOwned(p, 5)
+	AddOwned(p, ^uint64(0))
+	require.Equal(t, uint64(4), Load(p), "a negative delta is two's complement")
+	require.Zero(t, w[0]+w[2], "the neighbours are untouched")
+
+	const n = 200_000
+	var stop sync.WaitGroup
+	stop.Add(1)
+	finished := make(chan struct{})
+	bad := make(chan uint64, 1)
+	go func() {
+		defer stop.Done()
+		var last uint64
+		for {
+			select {
+			case <-finished:
+				return
+			default:
+			}
+			v := Load(p) - 4
+			if v < last || v > n {
+				bad <- v
+				return
+			}
+			last = v
+		}
+	}()
+	for range n {
+		AddOwned(p, 1)
+	}
+	close(finished)
+	stop.Wait()
+	require.Empty(t, bad, "the reader saw a word out of order or torn")
+	require.Equal(t, uint64(n+4), Load(p))
 }

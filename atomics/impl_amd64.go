@@ -19,6 +19,9 @@ func asmStore(p *uint64, v uint64)
 func asmStoreNT(p *uint64, v uint64)
 
 //go:noescape
+func asmAddOwned(p *uint64, delta uint64)
+
+//go:noescape
 func asmCAS(p *uint64, old, new uint64) uint64
 
 //go:noescape
@@ -69,6 +72,7 @@ func store(p *uint64, v uint64)             { asmStore(p, v) }
 func storeNT(p *uint64, v uint64)           { asmStoreNT(p, v) }
 func cas(p *uint64, old, new uint64) uint64 { return asmCAS(p, old, new) }
 func faa(p *uint64, delta uint64) uint64    { return asmFAA(p, delta) }
+func addOwned(p *uint64, delta uint64)      { asmAddOwned(p, delta) }
 func sfence()                               { asmSFence() }
 func mfence()                               { asmMFence() }
 func lfence()                               { asmLFence() }

@@ -11,6 +11,7 @@ func store(p *uint64, v uint64)             { goStore(p, v) }
 func storeNT(p *uint64, v uint64)           { goStoreNT(p, v) }
 func cas(p *uint64, old, new uint64) uint64 { return goCAS(p, old, new) }
 func faa(p *uint64, delta uint64) uint64    { return goFAA(p, delta) }
+func addOwned(p *uint64, delta uint64)      { goFAA(p, delta) }
 func sfence()                               { goFence() }
 func mfence()                               { goFence() }
 func lfence()                               { goFence() }

@@ -164,6 +164,13 @@ func (c *client) single(ctx context.Context, op farmem.Op) (uint64, error) {
 		if err := transport.CheckOp(&op, s.size); err != nil {
 			return 0, err
 		}
+		if s.cid == 0 && !op.Unsignaled && c.f.inject == 0 && !c.f.uncached {
+			// A signaled verb of a memory node, applied here with nothing of the policies
+			// to apply, and counted by this goroutine alone (Counters.CountLone).
+			val, err := applyOne(s, &op)
+			c.Counters.CountLone(&op, val, err)
+			return val, err
+		}
 		c.Counters.CountOp(&op, c.ClientInfo.Node)
 		val, err := c.exec(s, &op)
 		c.Counters.CountResult(&op, val, err)
@@ -180,7 +187,13 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 // do is Do, asking for the lines of the batch's reads and atomics as it checks the batch when
 // hint is set.
 func (c *client) do(ctx context.Context, b *farmem.Batch, hint bool) error {
-	if c.inline() && ctx.Err() == nil && c.Usable() == nil && c.admitInline(b, hint) {
+	if !c.inline() || ctx.Err() != nil || c.Usable() != nil {
+		return transport.Finish(ctx, c.Post(ctx, b))
+	}
+	if ran, err := c.doPlain(b, hint); ran {
+		return err
+	}
+	if c.admitInline(b, hint) {
 		// What Post does inline, without a Pending. The lines were asked for while the batch
 		// was checked; a batch without atomics is counted while they come (its counts do not
 		// depend on outcomes unless an op fails), others once run.

@@ -44,9 +44,15 @@
 // a client also offers Prefetch(addr, n), the same hint for a structure that learns an address
 // some way ahead of the batch that reads it (ds/race uses it), which costs no verb, and
 // DoHinted(ctx, batch), Do for a batch whose lines were hinted so (it does not ask again).
-// Verbs to a compute node check its lease first. Every access runs under
-// atomics.Guard: if another process truncates a /dev/shm file, the faulting verb returns an
-// error wrapping farmem.ErrNodeDown and atomics.ErrFault, and the process lives.
+// Verbs to a compute node check its lease first. Every access runs under a fault guard
+// (debug.SetPanicOnFault, one per batch, the caller's setting restored after it): if another
+// process truncates a /dev/shm file, the faulting verb returns an error wrapping
+// farmem.ErrNodeDown and atomics.ErrFault, and the process lives. A plain batch (signaled
+// reads and writes of memory nodes only, a lookup's or an update's) and a single signaled verb
+// of a memory node take a shorter path when no policy applies (Coherent, no injected latency,
+// no fault set): the batch is checked, hinted and tallied in one walk, counted by the client's
+// goroutine alone (transport.Counters' own words: no locked instruction) and applied in a
+// second walk, with no call per op.
 //
 // # Policies and latency
 //

@@ -3,6 +3,7 @@ package transport
 import (
 	"sync/atomic"
 
+	"github.com/farmem/farmem/atomics"
 	"github.com/farmem/farmem/farmem"
 )
 
@@ -18,7 +19,10 @@ func TargetOf(n, self farmem.NodeID) farmem.Target {
 }
 
 // Counters accumulate farmem.Stats from several goroutines (a client's own, and the completions a
-// transport reports from elsewhere). The zero value is ready to use.
+// transport reports from elsewhere). The zero value is ready to use. The methods that count a
+// batch the client's own goroutine runs inline (CountAhead, CountReads, CountDone,
+// UncountFailed) must be called only from that goroutine: they count without locked
+// instructions (see own).
 type Counters struct {
 	roundTrips atomic.Uint64
 	verbs      [farmem.NumTargets][farmem.NumOpKinds]atomic.Uint64
@@ -38,7 +42,24 @@ type Counters struct {
 	messages     atomic.Uint64
 	messageBytes atomic.Uint64
 	messageFails atomic.Uint64
+
+	// own holds what the client's own goroutine counts of the batches it runs inline, the
+	// ones CountAhead, CountReads, CountDone and UncountFailed count (a transport calls them
+	// only there, and a farmem.Memory is one goroutine's), added with atomics.AddOwned: a
+	// plain load and store where the shared counters above take a locked addition, a full
+	// fence, each. Snapshot adds them in.
+	own ownCounts
 }
+
+// ownCounts are the counters of Counters.own, words of one writer that any goroutine may load.
+type ownCounts struct {
+	roundTrips                               uint64
+	verbs, lone                              [farmem.NumTargets][farmem.NumOpKinds]uint64
+	unsignaled, bytesOut, bytesIn, failedCAS uint64
+}
+
+// add adds n to w, one of o's words.
+func (o *ownCounts) add(w *uint64, n uint64) { atomics.AddOwned(w, n) }
 
 // CountBatch counts a batch posted by a client on compute node self: its verbs, bytes sent, and
 // one round trip if any signaled op leaves self. Outcomes are counted by [Counters.CountResult].
@@ -190,18 +211,19 @@ func (c *Counters) CountWait() { c.waits.Add(1) }
 // Snapshot returns the current totals.
 func (c *Counters) Snapshot() farmem.Stats {
 	var s farmem.Stats
-	s.RoundTrips = c.roundTrips.Load()
+	o := &c.own
+	s.RoundTrips = c.roundTrips.Load() + atomic.LoadUint64(&o.roundTrips)
 	for t := range farmem.NumTargets {
 		for k := range farmem.NumOpKinds {
-			lone := c.lone[t][k].Load()
-			s.Verbs[t][k] = c.verbs[t][k].Load() + lone
+			lone := c.lone[t][k].Load() + atomic.LoadUint64(&o.lone[t][k])
+			s.Verbs[t][k] = c.verbs[t][k].Load() + atomic.LoadUint64(&o.verbs[t][k]) + lone
 			s.RoundTrips += lone
 		}
 	}
-	s.Unsignaled = c.unsignaled.Load()
-	s.BytesOut = c.bytesOut.Load()
-	s.BytesIn = c.bytesIn.Load()
-	s.FailedCAS = c.failedCAS.Load()
+	s.Unsignaled = c.unsignaled.Load() + atomic.LoadUint64(&o.unsignaled)
+	s.BytesOut = c.bytesOut.Load() + atomic.LoadUint64(&o.bytesOut)
+	s.BytesIn = c.bytesIn.Load() + atomic.LoadUint64(&o.bytesIn)
+	s.FailedCAS = c.failedCAS.Load() + atomic.LoadUint64(&o.failedCAS)
 	s.Calls = c.calls.Load()
 	s.CallBytesOut = c.callBytesOut.Load()
 	s.CallBytesIn = c.callBytesIn.Load()

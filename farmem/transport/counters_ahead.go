@@ -9,9 +9,9 @@ import "github.com/farmem/farmem/farmem"
 // After a batch counted ahead has run, the caller calls UncountFailed if any op failed.
 //
 // Counting first lets a transport do it while the batch's cache misses, asked for with
-// prefetches, are on their way: the atomic additions (locked instructions, full fences) then
-// do not wait behind the copies' loads and stores. A reader of the counters sees the batch
-// counted from the moment it starts rather than once it is done.
+// prefetches, are on their way. A reader of the counters sees the batch counted from the
+// moment it starts rather than once it is done. Only the client's own goroutine may call it
+// (see Counters).
 func (c *Counters) CountAhead(b *farmem.Batch, self farmem.NodeID) bool {
 	if len(b.Ops) == 1 {
 		// A lone read or write that leaves self: one verb and one round trip in one addition
@@ -19,12 +19,13 @@ func (c *Counters) CountAhead(b *farmem.Batch, self farmem.NodeID) bool {
 		op := &b.Ops[0]
 		if k := op.Kind; (k == farmem.OpRead || k == farmem.OpWrite) && !op.Unsignaled {
 			if t := TargetOf(op.Addr.Node(), self); t != farmem.TargetLocal {
-				c.lone[t][k].Add(1)
+				o := &c.own
+				o.add(&o.lone[t][k], 1)
 				if n := uint64(len(op.Buf)); n != 0 {
 					if k == farmem.OpRead {
-						c.bytesIn.Add(n)
+						o.add(&o.bytesIn, n)
 					} else {
-						c.bytesOut.Add(n)
+						o.add(&o.bytesOut, n)
 					}
 				}
 				return true
@@ -43,7 +44,7 @@ func (c *Counters) CountAhead(b *farmem.Batch, self farmem.NodeID) bool {
 		op := &b.Ops[i]
 		t := TargetOf(op.Addr.Node(), self)
 		if run > 0 && (t != runT || op.Kind != runK) {
-			c.verbs[runT][runK].Add(run)
+			c.own.add(&c.own.verbs[runT][runK], run)
 			run = 0
 		}
 		runT, runK = t, op.Kind
@@ -79,6 +80,66 @@ func (c *Counters) UncountFailed(b *farmem.Batch) {
 		}
 	}
 	if in != 0 {
-		c.bytesIn.Add(-in)
+		c.own.add(&c.own.bytesIn, -in)
+	}
+}
+
+// CountReadsWrites counts, as CountAhead would, a batch of reads (in bytes received in all)
+// and writes (out bytes sent), all signaled and all to memory nodes, that a client of a
+// compute node is about to run inline, for a transport that has tallied them while checking
+// the batch. It counts nothing for an empty batch. Only the client's own goroutine may call it.
+func (c *Counters) CountReadsWrites(reads, writes int, in, out uint64) {
+	o := &c.own
+	switch {
+	case reads+writes == 1 && reads == 1:
+		o.add(&o.lone[farmem.TargetMemory][farmem.OpRead], 1)
+	case reads+writes == 1:
+		o.add(&o.lone[farmem.TargetMemory][farmem.OpWrite], 1)
+	case reads+writes > 1:
+		if reads > 0 {
+			o.add(&o.verbs[farmem.TargetMemory][farmem.OpRead], uint64(reads))
+		}
+		if writes > 0 {
+			o.add(&o.verbs[farmem.TargetMemory][farmem.OpWrite], uint64(writes))
+		}
+		o.add(&o.roundTrips, 1)
+	}
+	if in != 0 {
+		o.add(&o.bytesIn, in)
+	}
+	if out != 0 {
+		o.add(&o.bytesOut, out)
+	}
+}
+
+// CountLone counts a signaled one-op batch to a memory node that a client of a compute node
+// has run inline, with its outcome: what CountOp and then CountResult count for it. Only the
+// client's own goroutine may call it.
+func (c *Counters) CountLone(op *farmem.Op, val uint64, err error) {
+	o := &c.own
+	k := op.Kind
+	if k >= farmem.NumOpKinds {
+		return
+	}
+	o.add(&o.lone[farmem.TargetMemory][k], 1)
+	var out, in uint64
+	switch k {
+	case farmem.OpRead:
+		in = uint64(len(op.Buf))
+	case farmem.OpWrite:
+		out = uint64(len(op.Buf))
+	case farmem.OpCAS, farmem.OpMaskedCAS:
+		out, in = 16, 8
+		if _, ok := Apply(op, val); !ok && err == nil {
+			o.add(&o.failedCAS, 1)
+		}
+	case farmem.OpFAA:
+		out, in = 8, 8
+	}
+	if out != 0 {
+		o.add(&o.bytesOut, out)
+	}
+	if in != 0 && err == nil {
+		o.add(&o.bytesIn, in)
 	}
 }

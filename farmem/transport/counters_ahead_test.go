@@ -89,3 +89,63 @@ func TestCountAheadOneOp(t *testing.T) {
 		}
 	}
 }
+
+// CountReadsWrites, given a plain batch's tallies (signaled reads and writes of memory nodes),
+// counts what CountAhead counts for it: one op of each kind, several of one, a mix, none.
+func TestCountReadsWrites(t *testing.T) {
+	self := farmem.ComputeID(1).Node()
+	mem, other := farmem.MakeAddr(1, 64), farmem.MakeAddr(2, 128)
+	for _, shape := range [][]farmem.OpKind{
+		{farmem.OpRead}, {farmem.OpWrite}, {farmem.OpRead, farmem.OpRead},
+		{farmem.OpWrite, farmem.OpRead, farmem.OpRead}, {farmem.OpRead, farmem.OpWrite}, {},
+	} {
+		var b farmem.Batch
+		reads, writes := 0, 0
+		var in, out uint64
+		for i, k := range shape {
+			n := 8 * (i + 1)
+			a := mem
+			if i%2 == 1 {
+				a = other
+			}
+			if k == farmem.OpRead {
+				b.Read(a, make([]byte, n))
+				reads, in = reads+1, in+uint64(n)
+			} else {
+				b.Write(a, make([]byte, n))
+				writes, out = writes+1, out+uint64(n)
+			}
+		}
+		var ahead, tallied transport.Counters
+		if len(shape) > 0 {
+			require.True(t, ahead.CountAhead(&b, self))
+		}
+		tallied.CountReadsWrites(reads, writes, in, out)
+		require.Equal(t, ahead.Snapshot(), tallied.Snapshot(), "batch %v", shape)
+	}
+}
+
+// CountLone counts a signaled verb of a memory node as CountOp then CountResult do: every kind,
+// succeeded, failed with an error, and a CAS that did not swap.
+func TestCountLone(t *testing.T) {
+	self := farmem.ComputeID(1).Node()
+	a := farmem.MakeAddr(2, 64)
+	ops := []farmem.Op{
+		{Kind: farmem.OpRead, Addr: a, Buf: make([]byte, 24)},
+		{Kind: farmem.OpWrite, Addr: a, Buf: make([]byte, 40)},
+		{Kind: farmem.OpCAS, Addr: a, Cmp: 3, Swap: 4},
+		{Kind: farmem.OpMaskedCAS, Addr: a, Cmp: 3, CmpMask: 0xff, Swap: 4, SwapMask: 0xff},
+		{Kind: farmem.OpFAA, Addr: a, Swap: 1},
+	}
+	for _, op := range ops {
+		for _, val := range []uint64{3, 9} {
+			for _, err := range []error{nil, errors.New("down")} {
+				var lone, general transport.Counters
+				lone.CountLone(&op, val, err)
+				general.CountOp(&op, self)
+				general.CountResult(&op, val, err)
+				require.Equal(t, general.Snapshot(), lone.Snapshot(), "%v found %d, err %v", op.Kind, val, err)
+			}
+		}
+	}
+}

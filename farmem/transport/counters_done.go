@@ -4,9 +4,9 @@ import "github.com/farmem/farmem/farmem"
 
 // CountDone counts a batch that a client on compute node self has already run to completion in
 // its own goroutine (a transport that applies a batch inline, each op's outcome left in the
-// op): what CountBatch and then CountResult of every op would count, with one atomic addition
-// per counter that changes instead of one or two per op. On a batch of a few reads that is
-// three additions (verbs, round trip, bytes received) in place of two per op and one more.
+// op): what CountBatch and then CountResult of every op would count, with one addition per
+// counter that changes instead of one or two per op, and those without locked instructions.
+// Only the client's own goroutine may call it (see Counters).
 func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
 	var out, in, unsignaled, failed uint64
 	rt := false
@@ -17,7 +17,7 @@ func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
 		t := TargetOf(op.Addr.Node(), self)
 		if op.Kind < farmem.NumOpKinds {
 			if run > 0 && (t != runT || op.Kind != runK) {
-				c.verbs[runT][runK].Add(run)
+				c.own.add(&c.own.verbs[runT][runK], run)
 				run = 0
 			}
 			runT, runK = t, op.Kind
@@ -55,27 +55,28 @@ func (c *Counters) CountDone(b *farmem.Batch, self farmem.NodeID) {
 	c.addBatch(runT, runK, run, out, in, unsignaled, failed, rt)
 }
 
-// addBatch adds one batch's tallies, each counter touched only when its tally is nonzero (one
-// atomic add per counter a batch moves): the last run of verbs of one target and kind, the
+// addBatch adds one batch's tallies to the own counters, each touched only when its tally is
+// nonzero: the last run of verbs of one target and kind, the
 // bytes out and in, the unsignaled ops, the failed CASes, and a round trip when the batch
 // left the compute node.
 func (c *Counters) addBatch(runT farmem.Target, runK farmem.OpKind, run, out, in, unsignaled, failed uint64, rt bool) {
+	o := &c.own
 	if run > 0 {
-		c.verbs[runT][runK].Add(run)
+		o.add(&o.verbs[runT][runK], run)
 	}
 	if out != 0 {
-		c.bytesOut.Add(out)
+		o.add(&o.bytesOut, out)
 	}
 	if in != 0 {
-		c.bytesIn.Add(in)
+		o.add(&o.bytesIn, in)
 	}
 	if unsignaled != 0 {
-		c.unsignaled.Add(unsignaled)
+		o.add(&o.unsignaled, unsignaled)
 	}
 	if failed != 0 {
-		c.failedCAS.Add(failed)
+		o.add(&o.failedCAS, failed)
 	}
 	if rt {
-		c.roundTrips.Add(1)
+		o.add(&o.roundTrips, 1)
 	}
 }

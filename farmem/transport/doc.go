@@ -41,7 +41,11 @@
 //     answer, CountCall, CountWait); a fabric's Stats sum them, closed clients included, which
 //     [Registry] does. A one-op batch costs one atomic addition to count; a transport that
 //     completes a run of answers together counts their bytes once ([Counters.ReceiveAhead],
-//     then [Counters.CountResultAhead] per answer, before its op completes).
+//     then [Counters.CountResultAhead] per answer, before its op completes). A batch the
+//     client's own goroutine runs inline is counted by that goroutine alone
+//     ([Counters.CountAhead], [Counters.CountReadsWrites], [Counters.CountLone],
+//     [Counters.CountDone]), into words only it writes, with plain loads and stores
+//     (atomics.AddOwned) instead of locked additions.
 //   - Clients: [Registry] hands out client slots and ids ([ClientIDOf], [ClientInfo]), finds a
 //     client by id, lists them for Close and crashes, and keeps closed clients' counts.
 //     [ClientState], embedded in the client, holds its info, runtime, counters and closed and

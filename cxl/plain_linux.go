@@ -1,0 +1,139 @@
+package cxl
+
+import (
+	"runtime/debug"
+	"unsafe"
+
+	"github.com/farmem/farmem/atomics"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/transport"
+)
+
+// doPlain runs b inline if it is a plain batch, signaled reads and writes of memory nodes only
+// (a lookup's bucket and block reads, an update's block write with its bucket reads), and
+// reports whether it did; otherwise it changes nothing and the caller takes the general path,
+// which handles everything else (atomics, unsignaled ops, compute nodes' regions, whose
+// writes wake waiters, injected latency, the Uncached policy). It does that path's work in two
+// walks over the batch and no call per op: the first checks each op as admitInline does,
+// asks for the lines of its reads when hint is set and tallies the batch's counts, which are
+// added before the ops run as CountAhead would add them; the second applies the ops in batch
+// order under one fault guard (see applyPlain).
+func (c *client) doPlain(b *farmem.Batch, hint bool) (ran bool, err error) {
+	if b == nil || len(b.Ops) == 0 || len(b.Ops) > farmem.MaxBatchOps || c.f.inject > 0 || c.f.uncached {
+		return false, nil
+	}
+	reads, writes := 0, 0
+	var in, out uint64
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		node := op.Addr.Node()
+		if op.Unsignaled || node.IsCompute() {
+			return false, nil
+		}
+		s := c.m.seg(node)
+		off, l := op.Addr.Offset(), uint64(len(op.Buf))
+		if s == nil || l > farmem.MaxOpBytes || off >= s.size || l > s.size-off {
+			return false, nil
+		}
+		switch op.Kind {
+		case farmem.OpRead:
+			if hint {
+				atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(l, prefetchMax)))
+			}
+			reads++
+			in += l
+		case farmem.OpWrite:
+			writes++
+			out += l
+		default:
+			return false, nil
+		}
+	}
+	c.Counters.CountReadsWrites(reads, writes, in, out)
+	return true, c.applyPlain(b)
+}
+
+// applyPlain applies the ops of a batch doPlain admitted, in batch order, under one fault
+// guard: the goroutine's panic-on-fault is set for the run and the caller's setting restored
+// after it. An op that meets a memory fault (a truncated file) fails with an error wrapping
+// farmem.ErrNodeDown and atomics.ErrFault, the ops after it are applied as runGuarded applies
+// them, and the bytes the failed reads did not receive are taken back from the counts.
+// Other panics propagate, with the setting restored.
+func (c *client) applyPlain(b *farmem.Batch) (err error) {
+	i := 0
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		gerr := recovered(recover())
+		if gerr == nil {
+			return
+		}
+		op := &b.Ops[i]
+		err = faultErr(op, gerr)
+		transport.SetResult(op, 0, err)
+		for j := i + 1; j < len(b.Ops); {
+			j = c.runGuarded(b, j, &err)
+		}
+		c.Counters.UncountFailed(b)
+	}()
+	for ; i < len(b.Ops); i++ {
+		op := &b.Ops[i]
+		s := c.m.seg(op.Addr.Node())
+		if op.Kind == farmem.OpRead {
+			s.read(op.Addr.Offset(), op.Buf)
+		} else {
+			s.write(op.Addr.Offset(), op.Buf)
+		}
+		transport.SetResult(op, 0, nil)
+	}
+	return nil
+}
+
+// read copies len(dst) bytes at the checked offset off into dst: whole aligned words with
+// atomics' word copies, anything else word by word through wordmem. It is apply's read
+// without the policies doPlain leaves to apply.
+func (s *seg) read(off uint64, dst []byte) {
+	if bulk(off, len(dst)) {
+		_ = s.reg.ReadBytes(off, dst) // checked: in range, whole words
+		return
+	}
+	s.mem.ReadAt(dst, off, nil)
+}
+
+// write copies src to the checked offset off of a memory node's segment, as read does.
+func (s *seg) write(off uint64, src []byte) {
+	if bulk(off, len(src)) {
+		_ = s.reg.WriteBytes(off, src) // checked: in range, whole words
+		return
+	}
+	s.mem.WriteAt(src, off, nil)
+}
+
+// applyOne applies one checked op of a memory node's segment s under a fault guard, as
+// applyPlain applies a batch: a memory fault fails it with an error wrapping
+// farmem.ErrNodeDown and atomics.ErrFault, and the goroutine's panic-on-fault is as the caller
+// had it afterwards.
+func applyOne(s *seg, op *farmem.Op) (val uint64, err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if gerr := recovered(recover()); gerr != nil {
+			val, err = 0, faultErr(op, gerr)
+		}
+	}()
+	return s.apply(op, false), nil
+}
+
+// recovered is what a fault guard's deferred function makes of recover's value: nil if
+// nothing panicked, the fault's error (atomics.FaultOf) for a memory fault; any other panic
+// goes on.
+func recovered(r any) error {
+	if r == nil {
+		return nil
+	}
+	gerr := atomics.FaultOf(r)
+	if gerr == nil {
+		panic(r)
+	}
+	return gerr
+}
