@@ -184,6 +184,24 @@ func StoreWords(dst *uint64, src []uint64) {
 	}
 }
 
+// LoadBytes copies the len(dst)/8 words starting at src into dst as little-endian bytes, as
+// [LoadWords] copies them (whole words, never torn), for a caller that has checked the range
+// already ([Region.ReadBytes] checks it). Precondition: src is 8-byte aligned, len(dst) a
+// multiple of 8 and the words mapped.
+func LoadBytes(dst []byte, src *uint64) {
+	if len(dst) >= 8 {
+		copyOutBytes(&dst[0], src, uintptr(len(dst)/8))
+	}
+}
+
+// StoreBytes copies src, little-endian bytes, to the len(src)/8 words starting at dst, as
+// [StoreWords] copies them. Precondition: as [LoadBytes].
+func StoreBytes(dst *uint64, src []byte) {
+	if len(src) >= 8 {
+		copyInBytes(dst, &src[0], uintptr(len(src)/8))
+	}
+}
+
 // StoreWordsNT is [StoreWords] with non-temporal stores, followed by SFENCE.
 func StoreWordsNT(dst *uint64, src []uint64) {
 	if len(src) > 0 {

@@ -1,6 +1,7 @@
 package atomics
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -317,4 +318,32 @@ func TestAddOwned(t *testing.T) {
 	stop.Wait()
 	require.Empty(t, bad, "the reader saw a word out of order or torn")
 	require.Equal(t, uint64(n+4), Load(p))
+}
+
+// LoadBytes and StoreBytes move whole words as little-endian bytes, to and from private buffers
+// of any alignment, and touch nothing beyond the words they were given.
+func TestLoadStoreBytes(t *testing.T) {
+	w := make([]uint64, 40)
+	for n := 8; n <= 256; n += 8 {
+		for _, skew := range []int{0, 1, 3} {
+			clear(w)
+			src := make([]byte, n+skew)[skew:]
+			for i := range src {
+				src[i] = byte(i*7 + n)
+			}
+			StoreBytes(&w[1], src)
+			require.Zero(t, w[0], "n %d", n)
+			require.Zero(t, w[1+n/8], "n %d", n)
+			for i := range n / 8 {
+				require.Equal(t, binary.LittleEndian.Uint64(src[8*i:]), w[1+i], "n %d word %d", n, i)
+			}
+			dst := make([]byte, n+skew+8)[skew:]
+			dst[n] = 0xaa
+			LoadBytes(dst[:n], &w[1])
+			require.Equal(t, src, dst[:n], "n %d skew %d", n, skew)
+			require.Equal(t, byte(0xaa), dst[n], "no byte written past the words")
+		}
+	}
+	LoadBytes(nil, &w[0])
+	StoreBytes(&w[0], nil)
 }

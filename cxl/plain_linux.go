@@ -90,11 +90,11 @@ func (c *client) applyPlain(b *farmem.Batch) (err error) {
 }
 
 // read copies len(dst) bytes at the checked offset off into dst: whole aligned words with
-// atomics' word copies, anything else word by word through wordmem. It is apply's read
-// without the policies doPlain leaves to apply.
+// atomics' word copies (the range is checked: no second check), anything else word by word
+// through wordmem. It is apply's read without the policies doPlain leaves to apply.
 func (s *seg) read(off uint64, dst []byte) {
-	if bulk(off, len(dst)) {
-		_ = s.reg.ReadBytes(off, dst) // checked: in range, whole words
+	if (off|uint64(len(dst)))&7 == 0 {
+		atomics.LoadBytes(dst, (*uint64)(unsafe.Add(s.base, off)))
 		return
 	}
 	s.mem.ReadAt(dst, off, nil)
@@ -102,8 +102,8 @@ func (s *seg) read(off uint64, dst []byte) {
 
 // write copies src to the checked offset off of a memory node's segment, as read does.
 func (s *seg) write(off uint64, src []byte) {
-	if bulk(off, len(src)) {
-		_ = s.reg.WriteBytes(off, src) // checked: in range, whole words
+	if (off|uint64(len(src)))&7 == 0 {
+		atomics.StoreBytes((*uint64)(unsafe.Add(s.base, off)), src)
 		return
 	}
 	s.mem.WriteAt(src, off, nil)

@@ -101,10 +101,14 @@ func (op *opState) metaOf(i uint64) []byte {
 
 // forget drops what op learnt about blocks (their words may be reused once unpinned).
 func (op *opState) forget() {
-	clear(op.known)
-	op.known = op.known[:0]
-	clear(op.meta)
-	op.meta = op.meta[:0]
+	if len(op.known) > 0 { // clear calls the runtime even for none
+		clear(op.known)
+		op.known = op.known[:0]
+	}
+	if len(op.meta) > 0 {
+		clear(op.meta)
+		op.meta = op.meta[:0]
+	}
 }
 
 // view is one read of a key's candidate slots and of its subtable's header, the header read
