@@ -48,7 +48,8 @@
 // re-reads, resolves competing inserts of the key (lowest slot index wins; an expired
 // competitor is removed) and commits with a second CAS, so at most one committed slot ever
 // holds a key. Update and Delete let the synchronizer change the key's slot word, the pointer
-// (ptrsync.KeyHash is the key's identity); a frozen word is never replaced, and the replaced
+// (the key's identity is its second hash under the table's seed, the same in every client of
+// the table: no second pass over the key); a frozen word is never replaced, and the replaced
 // block is retired. Slot CASes that find another word count in Stats.Conflicts.
 //
 // # ABA and lock entries

@@ -64,6 +64,12 @@ type keyHash struct {
 	h1, h2 uint64
 }
 
+// identity is the key's identity for the synchronizer (ptrsync.Synchronizer.Plan's key): its
+// second hash, the same in every client of the table, computed already (ptrsync.KeyHash would
+// be a second pass over the key, on an update's critical path). Two keys share it with
+// probability 2^-64, as they would share KeyHash's.
+func (k keyHash) identity() uint64 { return k.h2 }
+
 // hashKey hashes key with the table's seed: h1 is hash64(seed, key) and h2 is
 // hash64(seed^mulC, key), computed in one pass that loads each 8-byte word of the key once and
 // folds it into both, and that loads a short tail without a copy (the last 8 bytes of a key of

@@ -714,7 +714,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	if cond != nil {
 		target = condDelete{change: c, want: *cond}
 	}
-	plan := t.sync.Plan(kind, ptrsync.KeyHash(key))
+	plan := t.sync.Plan(kind, op.k.identity())
 	plan.Prefetch = plan.Prefetch && t.lockSize > 0
 	var pre *newBlock
 	if kind == ptrsync.Update && !plan.DeferWrite {
