@@ -72,8 +72,12 @@ func slowCause(o *loadOp) string {
 // cause the count, median and largest wall time and median CPU time, the splits' own
 // durations, and the percentiles with the inserts that split or waited for a split counted as
 // taking no time (the floor a cheaper split could reach). The table splits region by region
-// (the default) unless LOADTAIL_WHOLE=1 asks for the whole split. With LOADTAIL_GCOFF=1 in the environment the collector is off during the load,
-// which tells GC's share from the rest. b.N is ignored: one load per run.
+// (the default) unless LOADTAIL_WHOLE=1 asks for the whole split. It also logs the machine's own
+// floor: how often a busy loop on a locked thread loses its CPU for over 5µs
+// (machineInterruptions) and how many such interruptions the inserts' total wall time
+// therefore meets; about one insert in a thousand meeting one puts the p999 at their size.
+// With LOADTAIL_GCOFF=1 in the environment the collector is off during the load, which tells
+// GC's share from the rest. b.N is ignored: one load per run.
 func BenchmarkLoadTail(b *testing.B) {
 	for _, clients := range []int{1, 4} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
@@ -115,6 +119,7 @@ func loadTail(b *testing.B, clients, records, vlen int, threshold time.Duration)
 			_ = c.m.Close()
 		}
 	}()
+	quiet := machineInterruptions(200 * time.Millisecond)
 	gcoff := os.Getenv("LOADTAIL_GCOFF") == "1"
 	if gcoff {
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
@@ -179,7 +184,7 @@ func loadTail(b *testing.B, clients, records, vlen int, threshold time.Duration)
 	for _, c := range cs {
 		all = append(all, c.ops...)
 	}
-	b.Logf("%s", loadTailReport(all, clients, elapsed, threshold, gcoff))
+	b.Logf("%s", loadTailReport(all, clients, elapsed, threshold, gcoff, quiet))
 	walls := make([]float64, len(all))
 	for i, o := range all {
 		walls[i] = float64(o.wall.Nanoseconds())
@@ -202,8 +207,38 @@ func subAlloc(a, b alloc.Stats) alloc.Stats {
 		Refreshes: a.Refreshes - b.Refreshes}
 }
 
+// interruptions is what machineInterruptions measured.
+type interruptions struct {
+	perSecond float64
+	p50, p90  time.Duration
+}
+
+// machineInterruptions spins for d on a locked thread reading the clock, and reports how often
+// the loop lost its CPU for over 5µs (interrupts, the kernel's tick, a hypervisor's exits, other
+// threads): the floor under any operation's tail on this machine, whatever the operation.
+func machineInterruptions(d time.Duration) interruptions {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var gaps []time.Duration
+	start := time.Now()
+	last := start
+	for last.Sub(start) < d {
+		now := time.Now()
+		if g := now.Sub(last); g > 5*time.Microsecond {
+			gaps = append(gaps, g)
+		}
+		last = now
+	}
+	q := interruptions{perSecond: float64(len(gaps)) / last.Sub(start).Seconds()}
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		q.p50, q.p90 = gaps[len(gaps)/2], gaps[len(gaps)*9/10]
+	}
+	return q
+}
+
 // loadTailReport formats the attribution of the slow inserts among all.
-func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration, gcoff bool) string {
+func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration, gcoff bool, quiet interruptions) string {
 	var sb strings.Builder
 	pct := func(ds []time.Duration, q float64) time.Duration {
 		if len(ds) == 0 {
@@ -235,6 +270,12 @@ func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration,
 	}
 	fmt.Fprintf(&sb, "\nload: %d inserts, %d clients, %v (%.0f/s), GC off %v\n", len(all), clients, elapsed.Round(time.Millisecond), float64(len(all))/elapsed.Seconds(), gcoff)
 	fmt.Fprintf(&sb, "  wall p50 %v p99 %v p999 %v p9999 %v max %v\n", pct(walls, .5), pct(walls, .99), pct(walls, .999), pct(walls, .9999), pct(walls, 1))
+	var inserting time.Duration
+	for _, w := range walls {
+		inserting += w
+	}
+	fmt.Fprintf(&sb, "  the machine: a busy loop on one locked thread, before the load, lost its CPU %.0f times a second for over 5µs (median %v, p90 %v): the inserts' %v of wall time in all expect about %.0f such interruptions\n",
+		quiet.perSecond, quiet.p50, quiet.p90, inserting.Round(time.Millisecond), quiet.perSecond*inserting.Seconds())
 	// The floor a cheaper split could reach: the same percentiles with every insert that split
 	// or waited for a split counted as taking no time, so only the other causes remain.
 	floor := make([]time.Duration, len(all))
