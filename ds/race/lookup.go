@@ -46,6 +46,9 @@ type opState struct {
 	search bool
 	// backoff is the pause before looking again at a split step another client holds.
 	backoff time.Duration
+	// keyOnly marks an Update or Delete that needs of its candidate blocks only their heads,
+	// the header and the key (findOne): decodeView hints those lines alone.
+	keyOnly bool
 }
 
 // blockInfo is what a block holds, as far as an operation cares.
@@ -216,13 +219,13 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 		for j := 0; j+8 <= len(first); j += 8 {
 			if w := Slot(le.Uint64(first[j : j+8])); w>>slotFPShift == fp && w.Committed() {
 				idx, words = append(idx, op.ranges[0]+uint64(j/8)), append(words, w)
-				t.hintBlock(w)
+				t.hintBlock(op, w)
 			}
 		}
 		for j := 8 * int(from); j+8 <= len(second); j += 8 {
 			if w := Slot(le.Uint64(second[j : j+8])); w>>slotFPShift == fp && w.Committed() {
 				idx, words = append(idx, op.ranges[1]+uint64(j/8)), append(words, w)
-				t.hintBlock(w)
+				t.hintBlock(op, w)
 			}
 		}
 		vb.idx, vb.words = idx, words

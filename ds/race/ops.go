@@ -693,6 +693,9 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	// this operation's views (a replicated index keeps the whole view, as before: its
 	// failure handling was validated that way).
 	op.matchOnly = indexReplicas(t.root) <= 1
+	// findOne, which reads only a block's head, is what such an operation uses when its view
+	// holds one candidate (oneCandidate also needs no lock words read with it).
+	op.keyOnly = op.matchOnly && !op.invalidate && !op.keepValue && !t.replicated()
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
 	// the deadline below is, if anything, early), Commit's deadline check before each CAS is
 	// the one reading before it, and a committed change ends with the reading of its retire:

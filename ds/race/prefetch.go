@@ -40,10 +40,15 @@ func (t *Table) prefetchLookup(op *opState) {
 }
 
 // hintBlock hints the lines of the block slot word w names (decodeView, for a fingerprint match
-// of a matchOnly view).
-func (t *Table) hintBlock(w Slot) {
+// of a matchOnly view): all of them, or for an operation that reads only the block's head
+// (op.keyOnly) the head's.
+func (t *Table) hintBlock(op *opState, w Slot) {
 	if t.pf != nil {
-		t.pf.Prefetch(w.Addr(), int(w.Size()))
+		n := int(w.Size())
+		if op.keyOnly {
+			n = headLen(w, len(op.key))
+		}
+		t.pf.Prefetch(w.Addr(), n)
 	}
 }
 

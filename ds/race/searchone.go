@@ -35,7 +35,22 @@ func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, err
 // errStale (counted as a bad block) if the block fails validation. The block's value aliases
 // the table's scratch, valid until its next operation.
 func (t *Table) readOne(ctx context.Context, w Slot) (Block, error) {
-	n := int(w.Size())
+	buf, err := t.readBlock(ctx, w, int(w.Size()))
+	if err != nil {
+		return Block{}, err
+	}
+	blk, err := DecodeBlock(w.Addr(), buf)
+	if err != nil {
+		t.stats.BadBlocks++
+		return Block{}, errStale
+	}
+	return blk, nil
+}
+
+// readBlock reads the first n bytes of the block of slot w (a blockKey) into the table's
+// scratch with one batch of one read, the block's lines hinted already (decodeView), and
+// answers as learn would for a failed read.
+func (t *Table) readBlock(ctx context.Context, w Slot, n int) ([]byte, error) {
 	sc := t.scr
 	sc.blocks = grow(sc.blocks, n)
 	buf := sc.blocks[:n:n]
@@ -47,16 +62,11 @@ func (t *Table) readOne(ctx context.Context, w Slot) (Block, error) {
 		// batch that failed while its read did not (a replicated Memory's, say) read the block.
 		if !onlyBlocksDown(b, 1) {
 			t.lost()
-			return Block{}, fmt.Errorf("race: read KV blocks: %w", err)
+			return nil, fmt.Errorf("race: read KV blocks: %w", err)
 		}
 		if _, rerr := b.Result(0); rerr != nil {
-			return Block{}, fmt.Errorf("race: read KV blocks: %w", rerr)
+			return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
 		}
 	}
-	blk, err := DecodeBlock(w.Addr(), buf)
-	if err != nil {
-		t.stats.BadBlocks++
-		return Block{}, errStale
-	}
-	return blk, nil
+	return buf, nil
 }
