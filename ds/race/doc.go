@@ -36,7 +36,10 @@
 // uses them only if the subtable owns the key (its header covers the key, and its move word
 // does not say that a split in progress moved the key's regions: see Resizing), then reads the
 // blocks of fingerprint matches; a
-// block failing its checksum restarts it. Over a Memory that offers a prefetch hint (cxl's
+// block failing its checksum restarts it. An Update or Delete whose buckets hold one
+// fingerprint match reads only that block's head, its header and the key (a committed block
+// never changes while the operation is pinned): a head that does not match its slot word
+// restarts it the same way. Over a Memory that offers a prefetch hint (cxl's
 // clients), a handle asks for lines as soon as it knows their addresses (the buckets once the
 // key is hashed, a fingerprint match's block as the buckets are decoded, a new block once
 // allocated), so that the cache misses overlap the work before the batch that touches them; a

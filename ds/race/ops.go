@@ -656,7 +656,8 @@ func (t *Table) reread(ctx context.Context, op *opState, st farmem.Addr, pre *fa
 // key. The pointer change is the synchronizer's (Options.Sync).
 //
 // Cost with Optimistic, uncontended: 3 round trips (new KV block written ∥ buckets read, the
-// key's block read, CAS); each lost CAS costs 1 more (the winner's block read) and a CAS.
+// head of the key's block read: its header and the key, not the value; CAS); each lost CAS
+// costs 1 more (the winner's block read) and a CAS.
 func (t *Table) Update(ctx context.Context, key, value []byte) error {
 	if err := t.usable(); err != nil {
 		return err
@@ -671,8 +672,8 @@ func (t *Table) Update(ctx context.Context, key, value []byte) error {
 // Delete removes key, or returns ErrNotFound if the table does not hold it. The pointer change
 // is the synchronizer's (Options.Sync).
 //
-// Cost with Optimistic, uncontended: 3 round trips (buckets read, the key's block read, CAS);
-// the old block is retired with no verb.
+// Cost with Optimistic, uncontended: 3 round trips (buckets read, the head of the key's block
+// read, CAS); the old block is retired with no verb.
 func (t *Table) Delete(ctx context.Context, key []byte) error {
 	if err := t.usable(); err != nil {
 		return err
