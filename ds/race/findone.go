@@ -61,8 +61,8 @@ func (t *Table) findOne(ctx context.Context, op *opState, w Slot) (int, error) {
 // failed checksum was): the key's own bytes are not taken as the answer unless they are op's.
 func (t *Table) decodeHead(op *opState, w Slot, head []byte) (blockInfo, bool, error) {
 	le := binary.LittleEndian
-	kl, vl := int(le.Uint16(head[0:])), int(le.Uint16(head[2:])&^sum3Flag)
-	if kl+vl > MaxKV || (blockSize(kl, vl)+Unit-1)/Unit != w.Units() {
+	kl, _, fits := headLengths(w, head)
+	if !fits {
 		t.stats.BadBlocks++
 		return blockInfo{}, false, errStale
 	}
@@ -100,4 +100,12 @@ func oneIndex(isKey bool) int {
 // block (decodeHead).
 func headLen(w Slot, kl int) int {
 	return int(min(w.Size(), uint64(blockHeader+kl+7)&^7))
+}
+
+// headLengths returns the key and value lengths a block's head gives, and whether they fit the
+// slot word w that names the block: within MaxKV, and a block of w's size in Units.
+func headLengths(w Slot, head []byte) (kl, vl int, fits bool) {
+	le := binary.LittleEndian
+	kl, vl = int(le.Uint16(head[0:])), int(le.Uint16(head[2:])&^sum3Flag)
+	return kl, vl, kl+vl <= MaxKV && (blockSize(kl, vl)+Unit-1)/Unit == w.Units()
 }

@@ -553,9 +553,8 @@ func (h *slotHashes) forget() { clear(h.block) }
 // returns its key's first hash; whole is false (and nothing checked but the lengths) when the
 // key does not fit the head.
 func (t *Table) headHash(w Slot, head []byte) (h1 uint64, whole bool, err error) {
-	le := binary.LittleEndian
-	kl, vl := int(le.Uint16(head[0:])), int(le.Uint16(head[2:])&^sum3Flag)
-	if kl+vl > MaxKV || (blockSize(kl, vl)+Unit-1)/Unit != w.Units() {
+	kl, vl, ok := headLengths(w, head)
+	if !ok {
 		return 0, false, fmt.Errorf("race: split: block of slot %v: header says %d key and %d value bytes: %w", w, kl, vl, ErrCorrupt)
 	}
 	if blockHeader+kl > len(head) {
