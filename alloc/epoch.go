@@ -295,6 +295,23 @@ func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) e
 	return a.retire(ctx, ar, addr.Offset(), size)
 }
 
+// RetireAt is Retire with the clock reading at instead of a fresh one, for a caller that read
+// the clock before the unlink and knows its lease held from that reading through the unlink: a
+// structure that checks, at that reading, that its pinned section is within a budget well
+// inside the lease (ds/race's PinBudget, ptrsync.Result's CheckedAt), and relies on the same
+// bound for the unlink's own CAS. The reading also serves UnpinSeen, as Retire's does. A
+// reading at which the lease had already ended makes it read the global epoch, as Retire does.
+func (a *Allocator) RetireAt(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	ar, err := a.arenaOf(addr, size)
+	if err != nil {
+		return err
+	}
+	return a.retireAt(ctx, ar, addr.Offset(), size, at)
+}
+
 // RetireSymmetric is Retire for a symmetric block.
 func (a *Allocator) RetireSymmetric(ctx context.Context, o SymOffset, size uint64) error {
 	if err := a.usable(); err != nil {
@@ -311,9 +328,13 @@ func (a *Allocator) RetireSymmetric(ctx context.Context, o SymOffset, size uint6
 // stood (or was written later than the unlink) throughout. Otherwise the global epoch is read,
 // after the unlink.
 func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) error {
+	return a.retireAt(ctx, ar, off, size, a.rt.Now())
+}
+
+// retireAt is retire with the clock reading now (RetireAt's contract when it is not fresh).
+func (a *Allocator) retireAt(ctx context.Context, ar *arena, off, size uint64, now farmem.Time) error {
 	ep := &a.ep
 	var tag uint64
-	now := a.rt.Now()
 	ep.seen = max(ep.seen, now)
 	if a.valid(now) {
 		tag = ep.annE + 1

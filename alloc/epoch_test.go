@@ -357,3 +357,34 @@ func TestEpochCosts(t *testing.T) {
 	require.Equal(t, uint64(1), d.Unsignaled, "plus the unsignaled advance")
 	require.Equal(t, uint64(8*a.slots), d.BytesIn-8)
 }
+
+// RetireAt takes the caller's reading for the retire: one inside the lease tags the block with
+// the announced epoch plus one and reads nothing; one past the lease reads the global epoch, as
+// Retire does after a lapse. Either reading then serves UnpinSeen.
+func TestRetireAt(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	long := Options{Lease: time.Hour, Refresh: time.Minute}
+	w, mw := c.allocator(t, 0, long)
+	x, err := w.Alloc(ctx, 64, 0)
+	require.NoError(t, err)
+	y, err := w.Alloc(ctx, 64, 0)
+	require.NoError(t, err)
+
+	require.NoError(t, w.Pin(ctx))
+	at := w.ep.seen
+	before := mw.Stats()
+	require.NoError(t, w.RetireAt(ctx, x, 64, at))
+	require.Zero(t, mw.Stats().Sub(before).RoundTrips, "a reading inside the lease reads nothing")
+	last := w.ep.retired[len(w.ep.retired)-1]
+	require.Equal(t, w.ep.annE+1, last.tag)
+
+	late := w.ep.deadline.Add(time.Second)
+	before = mw.Stats()
+	require.NoError(t, w.RetireAt(ctx, y, 64, late))
+	require.EqualValues(t, 1, mw.Stats().Sub(before).RoundTrips, "a reading past the lease reads the global epoch")
+	last = w.ep.retired[len(w.ep.retired)-1]
+	require.Equal(t, globalEpoch(t, mw, w), last.tag)
+	require.Equal(t, late, w.ep.seen)
+	require.ErrorIs(t, w.UnpinSeen(), ErrPinExpired, "the late reading is the section's end")
+}

@@ -89,7 +89,8 @@ func Execute(ctx context.Context, t Target, exp uint64, st *Stats, onFail func(f
 	}
 	rt := t.Memory().Runtime()
 	for {
-		if rt.Now() > t.Deadline() {
+		now := rt.Now()
+		if now > t.Deadline() {
 			return retry(seen, nil)
 		}
 		st.CASes++
@@ -98,7 +99,7 @@ func Execute(ctx context.Context, t Target, exp uint64, st *Stats, onFail func(f
 			return retry(0, err)
 		}
 		if found == exp {
-			return Result{Outcome: Committed, Replaced: exp}, nw, fails, nil
+			return Result{Outcome: Committed, Replaced: exp, CheckedAt: now}, nw, fails, nil
 		}
 		seen = found
 		st.FailedCAS++

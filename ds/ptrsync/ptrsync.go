@@ -62,6 +62,12 @@ func (o Outcome) String() string {
 type Result struct {
 	Outcome  Outcome
 	Replaced uint64
+	// CheckedAt, for a Committed result of Execute, is the clock reading of the deadline check
+	// that preceded the committing Install (0 when the synchronizer does not know it): a
+	// structure whose own rules need a reading taken during the section, at most its budget
+	// past its start, may use it instead of reading the clock again after the CAS (ds/race's
+	// retire of the replaced block).
+	CheckedAt farmem.Time
 }
 
 // Plan is what a synchronizer wants from the structure for one operation.

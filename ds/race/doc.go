@@ -71,12 +71,17 @@
 // Unpin, which confirms the lease held throughout. An Update or Delete pins the same way, so
 // its section's start (the budget's origin) is the allocator's latest reading, a lower bound;
 // the synchronizer reads the clock before each CAS to check the budget (ptrsync.Target's
-// Deadline), and a committed change ends with the allocator's Retire, whose reading, taken
-// after the CAS, also serves the Unpin (alloc.Allocator.UnpinSeen): two readings per
-// uncontended change instead of five. The lower bound only makes the budget end early: a
-// change that starts after the client sat idle longer than PinBudget finds its deadline passed
-// at its first CAS and re-pins and looks again once (3 more round trips), which bounds the cost
-// of the coarse start to operations that follow an idle time far longer than themselves.
+// Deadline), and a committed change's retire of the replaced block takes that reading
+// (ptrsync.Result's CheckedAt, alloc.Allocator.RetireAt), which then serves the Unpin
+// (alloc.Allocator.UnpinSeen): one reading per uncontended change instead of five. Using the
+// reading from before the CAS for the retire rests on the bound the CAS itself rests on: the
+// CAS comes within the lease's margin over PinBudget of that check (alloc's lease of 1 s
+// against a budget of 250 ms by default), so the lease held at the unlink. A synchronizer that
+// does not report the reading (CheckedAt 0) leaves the retire to read the clock after the CAS,
+// as before. The lower bound only makes the budget end early: a change that
+// starts after the client sat idle longer than PinBudget finds its deadline passed at its
+// first CAS and re-pins and looks again once (3 more round trips), which bounds the cost of the
+// coarse start to operations that follow an idle time far longer than themselves.
 //
 // # Resizing
 //

@@ -699,8 +699,8 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	op.keyOnly = op.matchOnly && !op.invalidate && !op.keepValue && !t.replicated()
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
 	// the deadline below is, if anything, early), Commit's deadline check before each CAS is
-	// the one reading before it, and a committed change ends with the reading of its retire:
-	// two readings in all (see the package doc, "Clock readings").
+	// the one reading before it, and a committed change's retire and unpin use that reading:
+	// one reading in all (see the package doc, "Clock readings").
 	if err := t.pinRead(ctx); err != nil {
 		return err
 	}
@@ -781,8 +781,10 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			if c.blk != nil {
 				c.blk.visible = true
 			}
-			// The allocator's Retire reads the clock after the CAS: the section's end.
-			retired = t.retire(ctx, Slot(res.Replaced))
+			// The retire takes the reading of the deadline check before the CAS when the
+			// synchronizer reports it (the budget that bounds the CAS bounds the unlink), and
+			// reads the clock after the CAS otherwise; that reading is the section's end.
+			retired = t.retireAt(ctx, Slot(res.Replaced), res.CheckedAt)
 			return nil
 		case ptrsync.Combined:
 			t.dropBlock(ctx, c.blk)

@@ -28,6 +28,7 @@ type allocator interface {
 	Free(addr farmem.Addr, size uint64) error
 	FreeSymmetric(o alloc.SymOffset, size uint64) error
 	Retire(ctx context.Context, addr farmem.Addr, size uint64) error
+	RetireAt(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error
 	RetireSymmetric(ctx context.Context, o alloc.SymOffset, size uint64) error
 	PinAt(ctx context.Context, now farmem.Time) error
 	PinCoarse(ctx context.Context) (farmem.Time, error)
@@ -76,6 +77,12 @@ func (s symAlloc) Free(a farmem.Addr, size uint64) error {
 
 func (s symAlloc) Retire(ctx context.Context, a farmem.Addr, size uint64) error {
 	return s.RetireSymmetric(ctx, alloc.SymOffset(replmem.Stride*a.Offset()), physSize(size))
+}
+
+// RetireAt is Retire: a replicated index's blocks retire with a fresh reading (the embedded
+// allocator's RetireAt would take a logical address for a physical one).
+func (s symAlloc) RetireAt(ctx context.Context, a farmem.Addr, size uint64, _ farmem.Time) error {
+	return s.Retire(ctx, a, size)
 }
 
 // IndexReplicasOf returns how many replicas the table at root has (1: not replicated), from

@@ -492,16 +492,25 @@ func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
 
 // retire hands back the block a replaced slot word pointed at. It reports whether the
 // allocator read the clock for it (then after every access before it: see unpinSeen).
-func (t *Table) retire(ctx context.Context, s Slot) bool {
+func (t *Table) retire(ctx context.Context, s Slot) bool { return t.retireAt(ctx, s, 0) }
+
+// retireAt is retire with the clock reading at, taken before the unlink while the section was
+// within its budget (ptrsync.Result's CheckedAt), in place of the allocator's fresh reading
+// after it (alloc.Allocator.RetireAt): the same bound makes the unlink's CAS safe. 0 reads
+// afresh; a replicated table's symmetric blocks always do.
+func (t *Table) retireAt(ctx context.Context, s Slot, at farmem.Time) bool {
 	if s.Empty() {
 		return false
 	}
 	// Retire fails only when the allocator is closed or the home node is down; the block is
 	// then leaked, which is safe.
 	var err error
-	if t.replicated() {
+	switch {
+	case t.replicated():
 		err = t.a.RetireSymmetric(ctx, alloc.SymOffset(s.Addr().Offset()), s.Size())
-	} else {
+	case at != 0:
+		err = t.a.RetireAt(ctx, s.Addr(), s.Size(), at)
+	default:
 		err = t.a.Retire(ctx, s.Addr(), s.Size())
 	}
 	return err == nil
