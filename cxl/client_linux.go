@@ -74,22 +74,10 @@ func (s *seg) apply(op *farmem.Op, uncached bool) uint64 {
 		if uncached && len(op.Buf) > 0 {
 			atomics.FlushForRead(unsafe.Add(s.base, off), uintptr(len(op.Buf)))
 		}
-		if bulk(off, len(op.Buf)) {
-			_ = s.reg.ReadBytes(off, op.Buf) // checked: in range, whole words
-		} else {
-			s.mem.ReadAt(op.Buf, off, nil)
-		}
+		s.read(off, op.Buf)
 		return 0
 	case farmem.OpWrite:
-		if bulk(off, len(op.Buf)) {
-			_ = s.reg.WriteBytes(off, op.Buf)
-			if s.cid != 0 {
-				// Its stores are plain MOVs: fence them before wake reads the waiter counts.
-				atomics.MFence()
-			}
-		} else {
-			s.mem.WriteAt(op.Buf, off, nil)
-		}
+		s.write(off, op.Buf)
 		if uncached && len(op.Buf) > 0 {
 			atomics.WriteBack(unsafe.Add(s.base, off), uintptr(len(op.Buf)))
 		}
@@ -112,11 +100,6 @@ func (s *seg) apply(op *farmem.Op, uncached bool) uint64 {
 		return prev
 	}
 }
-
-// bulk reports whether an access of n bytes at off goes through atomics' word copies (whole
-// aligned words, long enough to be worth it) rather than wordmem's byte-granular ones. Both
-// move one aligned 8-byte word per instruction.
-func bulk(off uint64, n int) bool { return n >= 64 && off&7 == 0 && n&7 == 0 }
 
 // exec runs one checked op on s: the liveness check of a peer compute node, the injected
 // latency, and the op itself, with a memory fault (a truncated file) turned into an error.

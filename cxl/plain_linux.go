@@ -91,7 +91,8 @@ func (c *client) applyPlain(b *farmem.Batch) (err error) {
 
 // read copies len(dst) bytes at the checked offset off into dst: whole aligned words with
 // atomics' word copies (the range is checked: no second check), anything else word by word
-// through wordmem. It is apply's read without the policies doPlain leaves to apply.
+// through wordmem. Each word is copied whole. It is apply's read without the Uncached policy's
+// flush, and doPlain's.
 func (s *seg) read(off uint64, dst []byte) {
 	if (off|uint64(len(dst)))&7 == 0 {
 		atomics.LoadBytes(dst, (*uint64)(unsafe.Add(s.base, off)))
@@ -100,10 +101,15 @@ func (s *seg) read(off uint64, dst []byte) {
 	s.mem.ReadAt(dst, off, nil)
 }
 
-// write copies src to the checked offset off of a memory node's segment, as read does.
+// write copies src to the checked offset off, as read does (wordmem merges partial words with
+// a CAS). On a compute node's region the word copies' plain MOVs are fenced, before apply's
+// wake reads the waiter counts.
 func (s *seg) write(off uint64, src []byte) {
 	if (off|uint64(len(src)))&7 == 0 {
 		atomics.StoreBytes((*uint64)(unsafe.Add(s.base, off)), src)
+		if s.cid != 0 {
+			atomics.MFence()
+		}
 		return
 	}
 	s.mem.WriteAt(src, off, nil)
