@@ -218,3 +218,61 @@ func TestNoLostIncrementsWithLatePeers(t *testing.T) {
 		})
 	}
 }
+
+// farWord reads g's latch word in far memory.
+func (r *rig) farWord(t *testing.T, g selcc.GCL) uint64 {
+	m, err := r.f.Open(context.Background(), r.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	var w [8]byte
+	require.NoError(t, m.Read(context.Background(), g.Latch(), w[:]))
+	return binary.LittleEndian.Uint64(w[:])
+}
+
+// TestLateDowngradeLeavesOneShare: node 2's reader gives up on node 1 (its PeerRd is 2 ms on
+// the way, twice the reply timeout), and the link between them then becomes fast, so node 1's
+// downgrade (its FAA adds node 2's share beside its own) and the forward land about 1 ms after
+// node 2 gave up; node 2's link to the line's memory node is slow meanwhile (20 µs), so one of
+// its reads of the word can be overtaken by the whole late answer. Node 2 retries at offsets
+// 1 µs apart across the moment the answer lands, so some retry reads the word just before the
+// downgrade's FAA and the answer just after it.
+// However the reads fall, the orphan must be settled exactly: once node 2 reads the line, the
+// word holds each node's share once (0b11). Settling read the word before the answers, and
+// a downgrade landing between the two reads left node 2's share in the word with the orphan
+// forgotten: its retry added a second share (the word 0b101, a carry into node 3's bit) and
+// node 2's next writer failed its CAS on its own share forever.
+func TestLateDowngradeLeavesOneShare(t *testing.T) {
+	r := simRig(t, simModel(2, 2), 1, selcc.Options{LineSize: 64, Frames: 8, Durability: selcc.WriteBackOnRelease,
+		ReplyTimeout: time.Millisecond})
+	g := r.lines(t, 1)[0]
+	_, c1 := r.client(t, 0) // node 1
+	_, c2 := r.client(t, 1) // node 2
+	cd := r.c.Options().Codec
+	both := cd.Shared(1) | cd.Shared(2)
+	r.do(func() {
+		ctx := context.Background()
+		rt := c2.Memory().Runtime()
+		for off := 900 * time.Microsecond; off <= 1100*time.Microsecond; off += time.Microsecond {
+			gd, err := c1.Lock(ctx, g) // node 1 takes the line M (node 2's share, if any, invalidated)
+			require.NoError(t, err, "offset %v", off)
+			require.NoError(t, gd.Unlock(ctx))
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 2*time.Millisecond))
+			_, err = c2.RLock(ctx, g)
+			require.ErrorIs(t, err, farmem.ErrNodeDown, "offset %v", off)
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 0))
+			require.NoError(t, r.s.DelayLink(r.comp[1], g.Latch().Node(), 20*time.Microsecond))
+			require.NoError(t, rt.Sleep(ctx, off))
+			for try := 0; ; try++ {
+				require.Less(t, try, 50, "offset %v: node 2 never got the line", off)
+				if gd, err = c2.RLock(ctx, g); err == nil {
+					break
+				}
+				require.ErrorIs(t, err, farmem.ErrNodeDown, "offset %v", off)
+				require.NoError(t, rt.Sleep(ctx, 10*time.Microsecond))
+			}
+			require.Equal(t, both, r.farWord(t, g), "offset %v: the latch word with both nodes sharing", off)
+			require.NoError(t, gd.Unlock(ctx))
+			require.NoError(t, r.s.DelayLink(r.comp[1], g.Latch().Node(), 0))
+		}
+	})
+}

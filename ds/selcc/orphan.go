@@ -101,10 +101,10 @@ func (n *node) setOrphans(g GCL, os []orphan) {
 }
 
 // settleOrphans settles this node's orphans on g before an attempt (the caller holds the
-// frame mapping g latched X, with memo I): one READ of the word, a READ of each recorded answer
-// word, and one FAA per landed hold (with the forwarded line's write-back in its batch). With
-// wait, a landed hold whose line has not come yet is waited for (ReplyTimeout at most);
-// without (the handler), it is left for later. A shared attempt that must wait for a shared
+// frame mapping g latched X, with memo I): a READ of each recorded answer word, then one READ
+// of the word, and one FAA per landed hold (with the forwarded line's write-back in its
+// batch). With wait, a landed hold whose line has not come yet is waited for (ReplyTimeout at
+// most); without (the handler), it is left for later. A shared attempt that must wait for a shared
 // orphan (its source holds the line and has not answered) waits for the answer, ReplyTimeout
 // at most, if the orphan knows where it lands. It fails with farmem.ErrNodeDown if that answer
 // does not come, or if a hand-over landed whose line did not come.
@@ -114,6 +114,19 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 		return nil
 	}
 	cd, me := cl.o.Codec, cl.me
+	// The answers are read before the word: a peer changes the word (its hand-over or
+	// downgrade FAA) before it answers, so an answer read here has its FAA in the word read
+	// after it. Read the other way round, a downgrade landing between the two reads left
+	// this node's share in the word with its orphan forgotten as answered: the node's next
+	// writer failed its CAS on its own share forever, and its next reader carried into the
+	// next node's bit.
+	ans := make([]answer, len(os))
+	for i, o := range os {
+		var err error
+		if ans[i], err = cl.answerOf(ctx, o); err != nil {
+			return err
+		}
+	}
 	w, err := cl.word(ctx, g.Latch())
 	if err != nil {
 		return err
@@ -128,12 +141,6 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 		}
 		if gw>>8 == gs.first && gw&0xff != grantOpen {
 			return nil
-		}
-	}
-	ans := make([]answer, len(os))
-	for i, o := range os {
-		if ans[i], err = cl.answerOf(ctx, o); err != nil {
-			return err
 		}
 	}
 	released := -1 // the exclusive orphan released as the one that landed
