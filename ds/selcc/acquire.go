@@ -280,7 +280,7 @@ func (cl *Client) acquireLoop(octx context.Context, g GCL, f *frame, excl bool, 
 			if excl {
 				kind = peerWr
 				if !gs.opened {
-					if err := cl.setGrant(ctx, gs.first<<8|grantOpen); err != nil {
+					if err := cl.setGrant(ctx, grantWord(gs.first, 0, grantOpen)); err != nil {
 						return err
 					}
 					gs.opened = true

@@ -144,8 +144,9 @@ func (c *Cluster) Client(ctx context.Context, m farmem.Memory) (*Client, error) 
 	if err := cl.setGrant(ctx, grantClosed); err != nil {
 		return nil, err
 	}
-	// A random start keeps a previous client of this slot's late replies from matching.
-	cl.seq = m.Runtime().Rand().Uint64() >> 16
+	// A random start keeps a previous client of this slot's late replies from matching; below
+	// 2^40, so the numbers stay within the 48 bits a grant word holds.
+	cl.seq = m.Runtime().Rand().Uint64() >> 24
 	return cl, nil
 }
 

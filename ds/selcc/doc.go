@@ -227,8 +227,9 @@
 //     landed exclusive orphan whose answer carries the line is released in one ordered batch
 //     that first writes the line back (if it came dirty); one whose line has not come yet
 //     (the holder forwards after its FAA) is waited for, ReplyTimeout at most per attempt, and
-//     released without it only if its source is reported down, or 8 ReplyTimeouts after the
-//     hold was found landed (the fabric lost the forward: a cut link). A quarantined frame is
+//     released without it only if its source is reported down (a grant names its claimer in
+//     the grant word; one that could not be read counts as down 8 ReplyTimeouts after the
+//     hold was found landed): a live source's line comes however late. A quarantined frame is
 //     used again once every answer that could write into it has come and its line was
 //     settled; Cluster.Close settles the orphans left. Costs fall on the timeout path only: a
 //     READ of each recorded answer word and of the line's word per attempt on an orphaned
@@ -288,11 +289,13 @@
 // block (8 bytes per compute node the codec encodes, plus 8, of its shared area, never freed);
 // a hold it handed over late is settled as an orphan (see Recovery) with its forwarded line
 // written back. A late line is still dropped (under WriteBack, a write only that peer had is
-// lost as if it had died) when it has not come 8 ReplyTimeouts after its hold landed (the
-// fabric lost the forward, or the holder stalled that long between its hand-over FAA and its
-// forward), when the requester's node has no room left in its shared area for a fresh reply
-// block, and when the requester was a client that lost its access (its frames are settled
-// without knowing where a late answer lands). Consistency is sequential for data-race-free
+// lost as if it had died) when its sender is reported down before it comes, when the
+// requester's node has no room left in its shared area for a fresh reply block, and when the
+// requester was a client that lost its access (its frames are settled without knowing where a
+// late answer lands). A requester waits for a live sender's line however long it takes: its
+// acquisitions of that line fail with farmem.ErrNodeDown meanwhile, and each that sent an
+// invalidation and gave up costs a quarantined frame (a long stall can exhaust the cache:
+// farmem.ErrNoSpace until the late answers come). Consistency is sequential for data-race-free
 // use: every access inside a guard.
 //
 // # Runtime

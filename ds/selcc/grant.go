@@ -8,7 +8,8 @@ import (
 	"github.com/farmem/farmem/farmem"
 )
 
-// Grant word states (low byte); the bits above hold the first sequence number of the
+// Grant word states (low byte). The next byte names the holder that claimed the word (0
+// until one did), and the bits above hold the low 48 bits of the first sequence number of the
 // acquisition the word is open for.
 const (
 	grantClosed    = 0
@@ -22,9 +23,31 @@ const (
 // out hand the line to the highest-priority writer whose invalidation it dropped, although that
 // writer already had its answer (dropped) and went on retrying. The word is open only while the
 // writer's acquisition runs, so a late hand-over can never reach a writer that stopped waiting:
-// the holder claims the word with a CAS (failing if the writer closed it), hands the line over
-// with one FAA and forwards it with the word's final state in one batch; the writer closes the
-// word with a CAS when its acquisition ends, and one that finds it claimed waits for the line.
+// the holder claims the word with a CAS (failing if the writer closed it) that writes its own
+// id into it (so a writer that stops waiting knows whom to ask whether it is down), hands the
+// line over with one FAA and forwards it with the word's final state in one batch; the writer
+// closes the word with a CAS when its acquisition ends, and one that finds it claimed waits
+// for the line.
+
+// grantSeqMask keeps the part of a sequence number a grant word holds. A client's numbers
+// start below 2^40 and grow by one per message, so they never reach it in practice; masked
+// comparisons keep the words right if one did.
+const grantSeqMask = 1<<48 - 1
+
+// grantWord packs a grant word for the acquisition whose first sequence number is first.
+func grantWord(first uint64, claimer farmem.ComputeID, state uint64) uint64 {
+	return (first&grantSeqMask)<<16 | uint64(claimer&0xff)<<8 | state
+}
+
+// grantFor reports whether grant word w belongs to the acquisition first.
+func grantFor(w, first uint64) bool { return w>>16 == first&grantSeqMask }
+
+// grantStateOf is w's state (grantClosed, ...).
+func grantStateOf(w uint64) uint64 { return w & 0xff }
+
+// grantClaimer is the holder that claimed grant word w (0: none, or a codec past 255 nodes,
+// which the word cannot name: the group codec stops at GroupMaxNodes = 255).
+func grantClaimer(w uint64) farmem.ComputeID { return farmem.ComputeID(w >> 8 & 0xff) }
 
 func (cl *Client) readWord(ctx context.Context, a farmem.Addr) (uint64, error) {
 	return cl.word(ctx, a)
@@ -49,13 +72,18 @@ func (cl *Client) awaitGrant(ctx context.Context, g GCL, f *frame, first uint64)
 	wctx, cancel := cl.rt.WithTimeout(detached(ctx), cl.o.ReplyTimeout)
 	defer cancel()
 	w, err := cl.m.Wait(wctx, cl.grant, func(w uint64) bool {
-		return w>>8 != first || w&0xff == grantData || w&0xff == grantDataDirty
+		return !grantFor(w, first) || grantStateOf(w) == grantData || grantStateOf(w) == grantDataDirty
 	})
 	if err != nil {
 		// The claimer's hand-over FAA may still land (or has): an orphan until settled; and
 		// its forward may still land in f: never reuse it, nor this grant word (the line's
-		// status lands in it).
-		cl.n.addOrphan(g, orphan{excl: true, at: cl.grant, seq: first, grant: true, body: f.body})
+		// status lands in it). The word names the claimer, so settling can ask whether it is
+		// down (a local READ; if even that fails, the claimer stays unknown).
+		var from farmem.ComputeID
+		if gw, rerr := cl.readWord(ctx, cl.grant); rerr == nil && grantFor(gw, first) {
+			from = grantClaimer(gw)
+		}
+		cl.n.addOrphan(g, orphan{from: from, excl: true, at: cl.grant, seq: first, grant: true, body: f.body})
 		cl.stale = true
 		cl.n.quarantine(f, []orphan{{at: cl.grant, seq: first, grant: true}})
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -63,24 +91,24 @@ func (cl *Client) awaitGrant(ctx context.Context, g GCL, f *frame, first uint64)
 		}
 		return 0, err
 	}
-	if w>>8 != first {
+	if !grantFor(w, first) {
 		return 0, nil
 	}
-	return w & 0xff, nil
+	return grantStateOf(w), nil
 }
 
 // pollGrant reports a hand-over to the acquisition first: grantData or grantDataDirty once the
 // line is in the frame (waiting if a holder has claimed the word), 0 otherwise.
 func (cl *Client) pollGrant(ctx context.Context, g GCL, f *frame, first uint64) (uint64, error) {
 	w, err := cl.readWord(ctx, cl.grant)
-	if err != nil || w>>8 != first {
+	if err != nil || !grantFor(w, first) {
 		return 0, err
 	}
-	switch w & 0xff {
+	switch st := grantStateOf(w); st {
 	case grantClaimed:
 		return cl.awaitGrant(ctx, g, f, first)
 	case grantData, grantDataDirty:
-		return w & 0xff, nil
+		return st, nil
 	}
 	return 0, nil
 }
@@ -89,20 +117,20 @@ func (cl *Client) pollGrant(ctx context.Context, g GCL, f *frame, first uint64) 
 // was claimed or done before the close, 0 otherwise; the word is closed either way.
 func (cl *Client) closeGrant(ctx context.Context, g GCL, f *frame, first uint64) (uint64, error) {
 	ctx = detached(ctx)
-	open := first<<8 | grantOpen
+	open := grantWord(first, 0, grantOpen)
 	prev, err := cl.m.CAS(ctx, cl.grant, open, grantClosed)
 	if err != nil || prev == open {
 		return 0, err
 	}
 	st := uint64(0)
-	if prev>>8 == first {
-		switch prev & 0xff {
+	if grantFor(prev, first) {
+		switch grantStateOf(prev) {
 		case grantClaimed:
 			if st, err = cl.awaitGrant(ctx, g, f, first); err != nil {
 				return 0, err
 			}
 		case grantData, grantDataDirty:
-			st = prev & 0xff
+			st = grantStateOf(prev)
 		}
 	}
 	return st, cl.setGrant(ctx, grantClosed)
@@ -114,10 +142,10 @@ func (cl *Client) closeGrant(ctx context.Context, g GCL, f *frame, first uint64)
 // whether it did; on false nothing changed.
 func (cl *Client) handOver(ctx context.Context, f *frame, p invalidation) (bool, error) {
 	w, err := cl.readWord(ctx, p.grant)
-	if err != nil || w&0xff != grantOpen || w>>8 > p.seq {
+	if err != nil || grantStateOf(w) != grantOpen || w>>16 > p.seq&grantSeqMask {
 		return false, nil // not acquiring any more, or another acquisition: release plainly
 	}
-	prev, err := cl.m.CAS(ctx, p.grant, w, w&^0xff|grantClaimed)
+	prev, err := cl.m.CAS(ctx, p.grant, w, w&^0xffff|uint64(cl.me&0xff)<<8|grantClaimed)
 	if err != nil || prev != w {
 		return false, nil
 	}

@@ -40,7 +40,7 @@ type answer struct {
 // answered reports whether w, read from o's answer word, is an answer (for Memory.Wait).
 func (o orphan) answered(w uint64) bool {
 	if o.grant {
-		return w>>8 != o.seq || w&0xff != grantClaimed
+		return !grantFor(w, o.seq) || grantStateOf(w) != grantClaimed
 	}
 	return w>>8 == o.seq
 }
@@ -51,10 +51,10 @@ func (o orphan) decode(w uint64) answer {
 		return answer{}
 	}
 	if o.grant {
-		if w>>8 != o.seq {
+		if !grantFor(w, o.seq) {
 			return answer{} // not this acquisition's grant: the word says nothing of it
 		}
-		switch w & 0xff {
+		switch grantStateOf(w) {
 		case grantClaimed:
 			return answer{known: true}
 		case grantData:
@@ -101,8 +101,8 @@ const (
 // orphan released (-1 if none can be named). If no answer carries the line yet, the forward
 // is still on its way (the holder forwards after its FAA): with wait it waits for the answers
 // (ReplyTimeout at most), releasing without the line only if every peer it waits for is
-// reported down or the line has not come for lostForward ReplyTimeouts; otherwise it keeps
-// every orphan (landedKept), with an error wrapping farmem.ErrNodeDown if it waited.
+// reported down (a claimer it could not read: after lostForward ReplyTimeouts); otherwise it
+// keeps every orphan (landedKept), with an error wrapping farmem.ErrNodeDown if it waited.
 func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []answer, wait bool) (int, int, error) {
 	var wctx context.Context
 	for {
@@ -152,16 +152,19 @@ func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []an
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return -1, landedKept, err
 		}
-		// The line did not come within ReplyTimeout: release without it if every peer that
-		// may still send it is reported down (then it never will: a crash), or if it has not
-		// come for lostForward ReplyTimeouts (the fabric lost it, as a cut link does). A
-		// grant's claimer is not known: it counts as alive.
+		// The line did not come within ReplyTimeout. A peer that handed the line over sends
+		// it right after its FAA, over a connection that delivers or reports the peer down
+		// (a cut link included), so the line comes however slow the peer is, unless the peer
+		// is down: then it never will, and a crash loses what only the dead node had. So the
+		// hold is released without the line only once every peer that may still send it is
+		// reported down. A grant's claimer that could not be read (from 0) cannot be asked:
+		// it is deemed down lostForward ReplyTimeouts after the hold was found landed.
 		since := cl.n.landedSince(g, cl.rt.Now())
-		if cl.rt.Now()-since < farmem.Time(lostForward*cl.o.ReplyTimeout) {
-			for _, i := range pending {
-				if o := os[i]; o.from == 0 || cl.holderGone(ctx, o.from, g, nil) == nil {
-					return -1, landedKept, fmt.Errorf("selcc: %v was handed over to %v, and the line has not come within ReplyTimeout: %w", g, cl.me.Node(), farmem.ErrNodeDown)
-				}
+		for _, i := range pending {
+			o := os[i]
+			if o.from == 0 && cl.rt.Now()-since < farmem.Time(lostForward*cl.o.ReplyTimeout) ||
+				o.from != 0 && cl.holderGone(ctx, o.from, g, nil) == nil {
+				return -1, landedKept, fmt.Errorf("selcc: %v was handed over to %v, and the line has not come within ReplyTimeout: %w", g, cl.me.Node(), farmem.ErrNodeDown)
 			}
 		}
 		return -1, landedReleased, cl.releaseLanded(ctx, g, orphan{}, answer{})
@@ -169,8 +172,8 @@ func (cl *Client) settleLanded(ctx context.Context, g GCL, os []orphan, ans []an
 }
 
 // lostForward is how many ReplyTimeouts a node waits, in failed acquisitions, for the line of
-// a hand-over that landed before it deems the forward lost by the fabric and releases the hold
-// without it.
+// a grant hand-over that landed from a claimer it could not read before it deems the claimer
+// down and releases the hold without the line.
 const lostForward = 8
 
 // landedSince returns when this node first found a landed hold of g whose line had not come
@@ -210,10 +213,10 @@ func (cl *Client) releaseLanded(ctx context.Context, g GCL, o orphan, a answer) 
 }
 
 // mayAnswer reports whether o's source may still answer it: o knows where its answer lands,
-// no answer has come, and its source is not reported down (one message to ask, see
-// holderGone). A grant's claimer is not known; it hands over right after its claim while it
-// holds the line, so a grant orphan is kept only while some node holds the line (the caller's
-// rule).
+// no answer has come, and its source (a grant's claimer, named in the grant word) is known and
+// not reported down (one message to ask, see holderGone). A grant orphan whose claimer could
+// not be read is kept only while some node holds the line (the caller's rule): the claimer
+// hands over right after its claim, while it holds the line.
 func (cl *Client) mayAnswer(ctx context.Context, g GCL, o orphan, a answer) bool {
 	if !a.known || a.answered || o.from == 0 {
 		return false

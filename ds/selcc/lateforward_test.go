@@ -276,3 +276,92 @@ func TestLateDowngradeLeavesOneShare(t *testing.T) {
 		}
 	})
 }
+
+// TestSlowGrantKeepsDirtyLine: a hand-over by grant whose claimer is slow. Node 1's client a
+// holds the line M (γ = 1 with one thread, so two local waiters spend its budget) while node 2's
+// writer asks for it: node 1 drops the invalidation and keeps the writer's grant word. Clients
+// b and c of node 1 then queue for the line, and a's release hands it to node 2 by grant: a
+// claims the grant word at once, but its hand-over FAA crawls (node 1's link to the memory
+// node takes 20 ms each way from then on), so node 2 gives up waiting for the line, finds the
+// hold landed some 20 ms later, and the line comes 20 ms after that. Node 1 is alive all
+// along, so node 2 must wait for the line however long it takes: every client increments the
+// line once, and far memory holds 4 at the end (releasing the landed hold without the line
+// drops a's increment, and whatever the clients after it built on it).
+func TestSlowGrantKeepsDirtyLine(t *testing.T) {
+	r := simRig(t, simModel(2, 4), 1, selcc.Options{LineSize: 64, Frames: 64, Gamma: 1, Threads: 1,
+		Durability: selcc.WriteBack, ReplyTimeout: time.Millisecond})
+	g := r.lines(t, 1)[0]
+	_, a := r.client(t, 0) // node 1
+	_, w := r.client(t, 1) // node 2
+	_, b := r.client(t, 2) // node 1
+	_, c := r.client(t, 4) // node 1
+	var granted bool
+	r.do(func() {
+		ctx := context.Background()
+		rt := r.f.Runtime()
+		inc := func(cl *selcc.Client, hold time.Duration, gaveUp *int) error {
+			for try := 0; ; try++ {
+				if try == 500 {
+					return errors.New("never got the line")
+				}
+				gd, err := cl.Lock(ctx, g)
+				if errors.Is(err, farmem.ErrNodeDown) || errors.Is(err, farmem.ErrNoSpace) {
+					if gaveUp != nil {
+						*gaveUp++
+					}
+					if err := rt.Sleep(ctx, 200*time.Microsecond); err != nil {
+						return err
+					}
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				v, err := gd.ReadUint64(ctx, 0)
+				if err != nil {
+					return err
+				}
+				if err := gd.WriteUint64(ctx, 0, v+1); err != nil {
+					return err
+				}
+				if err := rt.Sleep(ctx, hold); err != nil {
+					return err
+				}
+				return gd.Unlock(ctx)
+			}
+		}
+		gaveUp := 0
+		err := farmemtest.Parallel(rt, 4, func(i int) error {
+			switch i {
+			case 0: // a: takes the line, holds it while node 2 asks and b and c queue
+				return inc(a, 300*time.Microsecond, nil)
+			case 1: // node 2's writer, asking while a holds the line
+				if err := rt.Sleep(ctx, 50*time.Microsecond); err != nil {
+					return err
+				}
+				return inc(w, 0, &gaveUp)
+			case 2, 3: // b and c queue behind a; then node 1's link to memory turns slow
+				if err := rt.Sleep(ctx, 150*time.Microsecond); err != nil {
+					return err
+				}
+				if i == 2 {
+					if err := rt.Sleep(ctx, 100*time.Microsecond); err != nil {
+						return err
+					}
+					if err := r.s.DelayLink(r.comp[0], g.Latch().Node(), 20*time.Millisecond); err != nil {
+						return err
+					}
+				}
+				return inc(map[int]*selcc.Client{2: b, 3: c}[i], 0, nil)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.NoError(t, r.s.DelayLink(r.comp[0], g.Latch().Node(), 0))
+		require.NoError(t, r.c.Close())
+		granted = r.c.NodeStats(r.comp[0]).Granted > 0
+		t.Logf("node 2 gave up %d times; node 1 granted: %v", gaveUp, granted)
+	})
+	require.True(t, granted, "node 1 never handed the line over by grant: the test did not exercise a slow grant")
+	require.EqualValues(t, 4, r.farBody(t, g), "increments lost")
+}

@@ -30,9 +30,11 @@ import (
 //     release FAA; one whose answer has not come yet (the forward follows the hand-over FAA)
 //     is waited for, at most ReplyTimeout, and kept if it still has not come (the acquisition
 //     fails with farmem.ErrNodeDown, or the handler leaves it for later), unless its source
-//     is reported down (a crash loses what only the dead node had, as Durability says) or
-//     the line has not come for 8 ReplyTimeouts (the fabric lost it): then it is released
-//     without the line. An orphan that does not know where its answer lands
+//     is reported down (a crash loses what only the dead node had, as Durability says): then
+//     it is released without the line. However slow a live source is, its line comes (a
+//     connection delivers or reports its peer down), so it is waited for; a grant's claimer
+//     is named in the grant word for this (one that could not be read is deemed down after
+//     8 ReplyTimeouts). An orphan that does not know where its answer lands
 //     (a client taken over, or no room for a fresh reply block) is released at once, dropping
 //     whatever a late forward brings;
 //   - it can still land while the holder field names its source (the source still holds M): it
@@ -139,7 +141,7 @@ func (cl *Client) settleOrphans(ctx context.Context, g GCL, excl bool, gs *grant
 		if err != nil {
 			return err
 		}
-		if gw>>8 == gs.first && gw&0xff != grantOpen {
+		if grantFor(gw, gs.first) && grantStateOf(gw) != grantOpen {
 			return nil
 		}
 	}
