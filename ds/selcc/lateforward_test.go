@@ -36,12 +36,18 @@ func lateForwardRig(t *testing.T, seed uint64) (*rig, selcc.GCL, *selcc.Client, 
 }
 
 // farBody reads the first word of g's body in far memory.
-func (r *rig) farBody(t *testing.T, g selcc.GCL) uint64 {
+func (r *rig) farBody(t *testing.T, g selcc.GCL) uint64 { return r.farUint64(t, g.Body()) }
+
+// farWord reads g's latch word in far memory.
+func (r *rig) farWord(t *testing.T, g selcc.GCL) uint64 { return r.farUint64(t, g.Latch()) }
+
+// farUint64 reads the word at a in far memory through a client of the first compute node.
+func (r *rig) farUint64(t *testing.T, a farmem.Addr) uint64 {
 	m, err := r.f.Open(context.Background(), r.comp[0])
 	require.NoError(t, err)
 	defer m.Close()
 	var w [8]byte
-	require.NoError(t, m.Read(context.Background(), g.Body(), w[:]))
+	require.NoError(t, m.Read(context.Background(), a, w[:]))
 	return binary.LittleEndian.Uint64(w[:])
 }
 
@@ -217,16 +223,6 @@ func TestNoLostIncrementsWithLatePeers(t *testing.T) {
 			require.EqualValues(t, done.Load(), r.farBody(t, g), "increments lost")
 		})
 	}
-}
-
-// farWord reads g's latch word in far memory.
-func (r *rig) farWord(t *testing.T, g selcc.GCL) uint64 {
-	m, err := r.f.Open(context.Background(), r.comp[0])
-	require.NoError(t, err)
-	defer m.Close()
-	var w [8]byte
-	require.NoError(t, m.Read(context.Background(), g.Latch(), w[:]))
-	return binary.LittleEndian.Uint64(w[:])
 }
 
 // TestLateDowngradeLeavesOneShare: node 2's reader gives up on node 1 (its PeerRd is 2 ms on
