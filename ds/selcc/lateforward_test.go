@@ -41,6 +41,15 @@ func (r *rig) farBody(t *testing.T, g selcc.GCL) uint64 { return r.farUint64(t, 
 // farWord reads g's latch word in far memory.
 func (r *rig) farWord(t *testing.T, g selcc.GCL) uint64 { return r.farUint64(t, g.Latch()) }
 
+// bump increments the first word of gd's line.
+func bump(ctx context.Context, gd *selcc.Guard) error {
+	v, err := gd.ReadUint64(ctx, 0)
+	if err != nil {
+		return err
+	}
+	return gd.WriteUint64(ctx, 0, v+1)
+}
+
 // farUint64 reads the word at a in far memory through a client of the first compute node.
 func (r *rig) farUint64(t *testing.T, a farmem.Addr) uint64 {
 	m, err := r.f.Open(context.Background(), r.comp[0])
@@ -194,11 +203,7 @@ func TestNoLostIncrementsWithLatePeers(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						v, err := gd.ReadUint64(ctx, 0)
-						if err != nil {
-							return err
-						}
-						if err := gd.WriteUint64(ctx, 0, v+1); err != nil {
+						if err := bump(ctx, gd); err != nil {
 							return err
 						}
 						rt.Compute(200 * time.Nanosecond)
@@ -313,11 +318,7 @@ func TestSlowGrantKeepsDirtyLine(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				v, err := gd.ReadUint64(ctx, 0)
-				if err != nil {
-					return err
-				}
-				if err := gd.WriteUint64(ctx, 0, v+1); err != nil {
+				if err := bump(ctx, gd); err != nil {
 					return err
 				}
 				if err := rt.Sleep(ctx, hold); err != nil {
