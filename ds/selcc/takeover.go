@@ -179,7 +179,7 @@ func (cl *Client) takeOver(ctx context.Context, g GCL) error {
 	// hand-over under way: the frame it lands in is quarantined and its hold an orphan).
 	var gw [8]byte
 	if err := m.Read(ctx, cl.grant, gw[:]); err == nil {
-		if w := binary.LittleEndian.Uint64(gw[:]); w&0xff == grantOpen {
+		if w := binary.LittleEndian.Uint64(gw[:]); grantStateOf(w) == grantOpen {
 			_, err = m.CAS(ctx, cl.grant, w, grantClosed)
 		}
 		if err != nil {
