@@ -145,7 +145,7 @@ func (cl *Client) handOver(ctx context.Context, f *frame, p invalidation) (bool,
 	if err != nil || grantStateOf(w) != grantOpen || w>>16 > p.seq&grantSeqMask {
 		return false, nil // not acquiring any more, or another acquisition: release plainly
 	}
-	prev, err := cl.m.CAS(ctx, p.grant, w, w&^0xffff|uint64(cl.me&0xff)<<8|grantClaimed)
+	prev, err := cl.m.CAS(ctx, p.grant, w, grantWord(w>>16, cl.me, grantClaimed))
 	if err != nil || prev != w {
 		return false, nil
 	}
