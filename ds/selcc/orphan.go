@@ -60,7 +60,7 @@ import (
 // (the reader adds its own count with its next attempt), since a group count cannot tell whether
 // a given member's count landed.
 type orphan struct {
-	from farmem.ComputeID // the peer that may hand over; 0: any holder (a claimed grant)
+	from farmem.ComputeID // the peer that may hand over (a grant's claimer); 0: not known, any holder
 	excl bool
 	// Where the late answer lands, if known (at 0: not known): the reply word of the message
 	// (seq its sequence number) or, grant set, the client's grant word (seq the acquisition's
