@@ -37,7 +37,11 @@ func TestLazyBatchNobodyWaitsForIsWritten(t *testing.T) {
 }
 
 // Batches posted to two nodes travel together whichever the client waits on first: waiting on
-// the first writes the second's lazy frame too, before the waiter blocks.
+// the first writes the second's lazy frame too, before the waiter blocks. A round checks this
+// only if the second frame was left lazy and the first batch is not answered yet: a reader of a
+// connection at post time (a background reader kicked in an earlier round, or the reader role
+// of the last wait, not yet left) sends the frame at once, and a wait that does not block
+// writes nothing, as the package doc says. Most rounds must check it.
 func TestLazyFramesLeaveWhenTheClientBlocks(t *testing.T) {
 	t.Parallel()
 	_, cl := startServers(t, 2, 1<<20)
@@ -53,26 +57,36 @@ func TestLazyFramesLeaveWhenTheClientBlocks(t *testing.T) {
 	c.qmu.Lock()
 	q2 := c.qps[2].(*tcpQP)
 	c.qmu.Unlock()
-	queued := func() int {
+	// lazy reports whether a frame waits in q2's output buffer for the client to block (a frame
+	// queued there for a reader about to wait on the socket, or for the writer goroutine, does
+	// not).
+	lazy := func() bool {
 		q2.wmu.Lock()
 		defer q2.wmu.Unlock()
-		return len(q2.out)
+		return q2.lazyListed && len(q2.out) > 0 && !q2.flushing
 	}
-	for range 20 {
+	const rounds = 20
+	checked := 0
+	for range rounds {
 		var b1, b2 farmem.Batch
 		b1.FAA(a1, 1)
 		b2.FAA(a2, 1)
 		p1 := m.Post(ctx, &b1)
 		p2 := m.Post(ctx, &b2)
-		require.NotZero(t, queued(), "the second batch should wait, lazy, for the client to block")
+		if lazy() && !p1.OpDone(0) {
+			require.NoError(t, p1.Wait(ctx, 0))
+			require.False(t, lazy(), "waiting on the first batch left the second unwritten")
+			checked++
+		}
 		require.NoError(t, p1.Wait(ctx, 0))
-		require.Zero(t, queued(), "waiting on the first batch left the second unwritten")
 		require.NoError(t, p2.Wait(ctx, 0))
 		for _, b := range []*farmem.Batch{&b1, &b2} {
 			_, err := b.Result(0)
 			require.NoError(t, err)
 		}
 	}
+	t.Logf("%d of %d rounds left a lazy frame to check", checked, rounds)
+	require.Greater(t, checked, rounds/2, "most rounds left no lazy frame to check")
 }
 
 // Lazy and eager frames mixed on connections whose background readers are busy, waited on in
