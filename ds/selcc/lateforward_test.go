@@ -16,15 +16,22 @@ import (
 	"github.com/farmem/farmem/farmem"
 )
 
-// lateForwardRig is two compute nodes under WriteBack with a reply timeout of 1 ms: node 1
-// writes 7 into the line and keeps it M (dirty, never written back), so far memory still holds
-// 0 and the newest copy is node 1's.
-func lateForwardRig(t *testing.T, seed uint64) (*rig, selcc.GCL, *selcc.Client, *selcc.Client) {
-	r := simRig(t, simModel(2, 2), seed, selcc.Options{LineSize: 64, Frames: 8, Durability: selcc.WriteBack,
-		ReplyTimeout: time.Millisecond})
+// twoNodes is two compute nodes on sim with a reply timeout of 1 ms and 64-byte lines (o's
+// other fields as given), one line, and a client on each node.
+func twoNodes(t *testing.T, seed uint64, o selcc.Options) (*rig, selcc.GCL, *selcc.Client, *selcc.Client) {
+	o.LineSize, o.ReplyTimeout = 64, time.Millisecond
+	r := simRig(t, simModel(2, 2), seed, o)
 	g := r.lines(t, 1)[0]
 	_, c1 := r.client(t, 0) // node 1
 	_, c2 := r.client(t, 1) // node 2
+	return r, g, c1, c2
+}
+
+// lateForwardRig is two compute nodes under WriteBack (frames per node): node 1 writes 7 into
+// the line and keeps it M (dirty, never written back), so far memory still holds 0 and the
+// newest copy is node 1's.
+func lateForwardRig(t *testing.T, seed uint64, frames int) (*rig, selcc.GCL, *selcc.Client, *selcc.Client) {
+	r, g, c1, c2 := twoNodes(t, seed, selcc.Options{Frames: frames, Durability: selcc.WriteBack})
 	r.do(func() {
 		ctx := context.Background()
 		gd, err := c1.Lock(ctx, g)
@@ -72,7 +79,7 @@ func (r *rig) farUint64(t *testing.T, a farmem.Addr) uint64 {
 func TestLateHandOverKeepsDirtyLine(t *testing.T) {
 	for _, wait := range []time.Duration{0, 500 * time.Microsecond, time.Millisecond, 1500 * time.Microsecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond} {
 		for seed := uint64(1); seed <= 3; seed++ {
-			r, g, c1, c2 := lateForwardRig(t, seed)
+			r, g, c1, c2 := lateForwardRig(t, seed, 8)
 			r.do(func() {
 				ctx := context.Background()
 				rt := c2.Memory().Runtime()
@@ -113,11 +120,7 @@ func TestLateHandOverKeepsDirtyLine(t *testing.T) {
 // never reused, its acquisitions failed with farmem.ErrNoSpace in the second round), and every
 // round's write of node 1 reaches node 2 and far memory.
 func TestLateHandOversReuseFrames(t *testing.T) {
-	r := simRig(t, simModel(2, 2), 4, selcc.Options{LineSize: 64, Frames: 3, Durability: selcc.WriteBack,
-		ReplyTimeout: time.Millisecond})
-	g := r.lines(t, 1)[0]
-	_, c1 := r.client(t, 0) // node 1
-	_, c2 := r.client(t, 1) // node 2
+	r, g, c1, c2 := twoNodes(t, 4, selcc.Options{Frames: 3, Durability: selcc.WriteBack})
 	r.do(func() {
 		ctx := context.Background()
 		rt := c2.Memory().Runtime()
@@ -243,11 +246,7 @@ func TestNoLostIncrementsWithLatePeers(t *testing.T) {
 // forgotten: its retry added a second share (the word 0b101, a carry into node 3's bit) and
 // node 2's next writer failed its CAS on its own share forever.
 func TestLateDowngradeLeavesOneShare(t *testing.T) {
-	r := simRig(t, simModel(2, 2), 1, selcc.Options{LineSize: 64, Frames: 8, Durability: selcc.WriteBackOnRelease,
-		ReplyTimeout: time.Millisecond})
-	g := r.lines(t, 1)[0]
-	_, c1 := r.client(t, 0) // node 1
-	_, c2 := r.client(t, 1) // node 2
+	r, g, c1, c2 := twoNodes(t, 1, selcc.Options{Frames: 8, Durability: selcc.WriteBackOnRelease})
 	cd := r.c.Options().Codec
 	both := cd.Shared(1) | cd.Shared(2)
 	r.do(func() {
@@ -361,4 +360,40 @@ func TestSlowGrantKeepsDirtyLine(t *testing.T) {
 	})
 	require.True(t, granted, "node 1 never handed the line over by grant: the test did not exercise a slow grant")
 	require.EqualValues(t, 4, r.farBody(t, g), "increments lost")
+}
+
+// TestSlowHandOverKeepsDirtyLine: as TestLateHandOverKeepsDirtyLine, but node 1 is slower still:
+// every trip between the two compute nodes takes 20 ms, twenty reply timeouts, so node 2 finds
+// the hand-over landed about 20 ms before the forwarded line comes. Node 1 is alive all along
+// (it answers every probe), so node 2 must wait for the line, however long: releasing the hold
+// without it after 8 reply timeouts dropped node 1's acknowledged write (node 2 read far
+// memory's 0). 64 frames, since every invalidation node 2 gives up on quarantines one until its
+// late answer comes. Seeds 1-2, in virtual time.
+func TestSlowHandOverKeepsDirtyLine(t *testing.T) {
+	for seed := uint64(1); seed <= 2; seed++ {
+		r, g, _, c2 := lateForwardRig(t, seed, 64)
+		r.do(func() {
+			ctx := context.Background()
+			rt := c2.Memory().Runtime()
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 20*time.Millisecond))
+			var gd *selcc.Guard
+			var err error
+			for try := 0; ; try++ {
+				require.Less(t, try, 200, "seed %d: node 2 never got the line", seed)
+				if gd, err = c2.Lock(ctx, g); err == nil {
+					break
+				}
+				if !errors.Is(err, farmem.ErrNoSpace) { // every frame quarantined until answers come
+					require.ErrorIs(t, err, farmem.ErrNodeDown, "seed %d", seed)
+				}
+				require.NoError(t, rt.Sleep(ctx, 500*time.Microsecond))
+			}
+			v, err := gd.ReadUint64(ctx, 0)
+			require.NoError(t, err)
+			require.EqualValues(t, 7, v, "seed %d: node 1's write, handed over late, was dropped", seed)
+			require.NoError(t, gd.Unlock(ctx))
+			require.NoError(t, r.s.DelayLink(r.comp[0], r.comp[1], 0))
+			require.EqualValues(t, 7, r.farBody(t, g), "seed %d: far memory after the line was released", seed)
+		})
+	}
 }
