@@ -62,3 +62,15 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 // section whose last access came after the latest reading its verdict could miss an expiry:
 // call Unpin there.
 func (a *Allocator) UnpinSeen() error { return a.unpin(true) }
+
+// NoteClock tells the allocator of a reading of its runtime's clock that the caller took
+// (Runtime.Now, on this allocator's Memory), so that the next PinCoarse and UnpinSeen may use it
+// when it is later than their own last one. A section that reads the clock for a budget of its
+// own (say before a CAS that depends on what it read) can then end with UnpinSeen and cost no
+// reading more; the next PinCoarse's lower bound of its start is then that reading. It costs no
+// verb and no reading; a reading not later than the allocator's last one changes nothing, and
+// one from another clock (a time in the future) makes UnpinSeen's verdict and the announcement's
+// refresh wrong: pass only the runtime's own readings.
+func (a *Allocator) NoteClock(now farmem.Time) {
+	a.ep.seen = max(a.ep.seen, now)
+}

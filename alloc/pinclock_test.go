@@ -80,3 +80,26 @@ func TestPinAt(t *testing.T) {
 	require.NoError(t, a.Unpin())
 	require.ErrorIs(t, a.Unpin(), farmem.ErrInvalid, "unpin without pin")
 }
+
+// NoteClock's reading is what UnpinSeen judges the section by and what the next PinCoarse
+// starts from; an earlier reading changes nothing.
+func TestNoteClock(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	a, m := c.allocator(t, 0, Options{Lease: time.Hour, Refresh: time.Minute})
+	rt := m.Runtime()
+
+	_, err := a.PinCoarse(ctx)
+	require.NoError(t, err)
+	now := rt.Now()
+	a.NoteClock(now)
+	a.NoteClock(now.Add(-time.Second)) // an earlier reading: ignored
+	require.NoError(t, a.UnpinSeen())
+	at, err := a.PinCoarse(ctx)
+	require.NoError(t, err)
+	require.Equal(t, now, at, "the next section starts from the noted reading")
+
+	// A noted reading past the lease is the section's end: UnpinSeen reports the lapse.
+	a.NoteClock(a.ep.deadline.Add(time.Second))
+	require.ErrorIs(t, a.UnpinSeen(), ErrPinExpired)
+}

@@ -2,6 +2,7 @@ package race_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,6 +101,99 @@ func TestChangeReadsTheClockOnce(t *testing.T) {
 	got, err := tab.Search(ctx, []byte("key"))
 	require.ErrorIs(t, err, race.ErrNotFound, "got %q", got)
 	require.Zero(t, tab.Stats().Repins)
+}
+
+// An Insert reads the clock once: the budget's check before the tentative CAS, whose reading
+// the allocator is told of and the Unpin then takes (the pin takes the allocator's last
+// reading, and the commit follows the check without another when the first re-read found no
+// competitor). One that finds the key reads it once too, at its Unpin.
+func TestInsertReadsTheClockOnce(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{})
+	ctx := context.Background()
+	m, err := e.f.Open(ctx, e.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	var n atomic.Int64
+	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: &n}}
+	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
+	require.NoError(t, err)
+	defer a.Close()
+	tab, err := race.Open(ctx, cm, a, e.root, race.Options{})
+	require.NoError(t, err)
+	defer tab.Close()
+
+	require.NoError(t, tab.Insert(ctx, []byte("key0"), []byte("value"))) // the first pin may announce
+	for i := 1; i <= 20; i++ {
+		before := n.Load()
+		require.NoError(t, tab.Insert(ctx, fmt.Appendf(nil, "key%d", i), []byte("value")))
+		require.EqualValues(t, 1, n.Load()-before, "clock readings of Insert %d", i)
+	}
+	before := n.Load()
+	require.ErrorIs(t, tab.Insert(ctx, []byte("key7"), []byte("other")), race.ErrExists)
+	require.EqualValues(t, 1, n.Load()-before, "clock readings of an Insert of a key present")
+	require.Zero(t, tab.Stats().Repins)
+	for i := 0; i <= 20; i++ {
+		got, err := tab.Search(ctx, fmt.Appendf(nil, "key%d", i))
+		require.NoError(t, err)
+		require.Equal(t, "value", string(got))
+	}
+}
+
+// stallMemory is a Memory whose next Do, once armed, first sleeps for stall.
+type stallMemory struct {
+	farmem.Memory
+	stall time.Duration
+	armed *atomic.Bool
+}
+
+func (m stallMemory) Do(ctx context.Context, b *farmem.Batch) error {
+	if m.armed.CompareAndSwap(true, false) {
+		if err := m.Memory.Runtime().Sleep(ctx, m.stall); err != nil {
+			return err
+		}
+	}
+	return m.Memory.Do(ctx, b)
+}
+
+// An Insert that finds its key only after its lease ran out (it stalled while looking) does
+// not trust the block it read: its Unpin reports the lapse, and it pins again, looks again and
+// then reports ErrExists. An Insert after an idle time longer than PinBudget re-pins at its
+// budget check (its pin took the reading before the idle time) and commits.
+func TestInsertAfterLapse(t *testing.T) {
+	e := newEnv(t, local.Options{}, race.Params{})
+	ctx := context.Background()
+	m, err := e.f.Open(ctx, e.comp[0])
+	require.NoError(t, err)
+	defer m.Close()
+	var armed atomic.Bool
+	sm := stallMemory{Memory: m, stall: 300 * time.Millisecond, armed: &armed}
+	ao := e.ao
+	ao.Lease, ao.Refresh = 100*time.Millisecond, 50*time.Millisecond
+	a, err := alloc.New(ctx, sm, ao)
+	require.NoError(t, err)
+	defer a.Close()
+	const budget = 20 * time.Millisecond
+	tab, err := race.Open(ctx, sm, a, e.root, race.Options{PinBudget: budget})
+	require.NoError(t, err)
+	defer tab.Close()
+
+	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
+	armed.Store(true)
+	before := tab.Stats()
+	require.ErrorIs(t, tab.Insert(ctx, []byte("key"), []byte("other")), race.ErrExists)
+	require.False(t, armed.Load(), "the stall happened")
+	require.EqualValues(t, 1, tab.Stats().PinExpired-before.PinExpired, "the lapse was seen")
+	require.EqualValues(t, 2, tab.Stats().Lookups-before.Lookups, "looked again after the lapse")
+
+	require.NoError(t, m.Runtime().Sleep(ctx, 3*budget))
+	repins := tab.Stats().Repins
+	require.NoError(t, tab.Insert(ctx, []byte("later"), []byte("v")))
+	require.Greater(t, tab.Stats().Repins, repins, "the idle time made the insert re-pin")
+	for k, want := range map[string]string{"key": "value", "later": "v"} {
+		got, err := tab.Search(ctx, []byte(k))
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
+	}
 }
 
 // A change whose pin takes a reading older than PinBudget (the client sat idle) finds its

@@ -202,7 +202,9 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 //
 // Cost: 3 round trips when no slot has the key's fingerprint (write ∥ read, CAS ∥ re-read,
 // commit), 4 when one has (its block is read before the tentative CAS); more under
-// contention, and a split when both buckets are full.
+// contention, and a split when both buckets are full. One clock reading when it commits
+// uncontended (see the package doc's Clock readings); one more round trip after an idle time
+// longer than Options.PinBudget.
 func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 	if err := t.usable(); err != nil {
 		return err
@@ -213,10 +215,27 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 	t.stats.Inserts++
 	op := t.newOp(key)
 	t.prefetchLookup(op)
-	if err := t.pin(ctx); err != nil {
+	// The section starts with no clock reading (pinRead: pinAt is the allocator's last reading,
+	// a lower bound of the start, which makes the block's lease and the budget fresh checks
+	// shorter, never longer, than measured from the start). The one reading of an insert that
+	// commits is fresh's before the tentative CAS, which the allocator is told of (NoteClock),
+	// so the section ends with unpinSeen; one that finds the key reads the clock at its unpin
+	// instead, to know that the key's block was read while the lease held.
+	if err := t.pinRead(ctx); err != nil {
 		return err
 	}
-	defer t.unpin()
+	defer t.unpinSeen()
+	// exists reports whether an insert that found the key may return ErrExists: the blocks it
+	// read were read under a lease that held (Unpin, with a reading of its own). If the lease
+	// ran out, a block may have been reused since its slot was read: the insert pins again
+	// and looks again.
+	exists := func() (bool, error) {
+		if t.unpin() {
+			return true, nil
+		}
+		op.forget()
+		return false, t.pinRead(ctx)
+	}
 	var nb *newBlock
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxAttempts {
@@ -258,7 +277,14 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		}
 		if j >= 0 {
 			t.dropBlock(ctx, nb)
-			return ErrExists
+			nb = nil
+			if ok, err := exists(); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return ErrExists
+			}
+			continue
 		}
 		if v.frozen() {
 			if err := t.waitSplit(ctx, op, v.st); err != nil {
@@ -300,9 +326,15 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 				t.afterInsert(ctx, &v, free)
 			}
 			return nil
-		case exists:
+		case found:
 			t.dropBlock(ctx, nb)
-			return ErrExists
+			nb = nil
+			if ok, err := exists(); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return ErrExists
+			}
 		}
 	}
 }
@@ -312,7 +344,7 @@ type insertResult uint8
 const (
 	restart insertResult = iota
 	inserted
-	exists
+	found // the key exists
 )
 
 // pickEmpty returns the position in v of an empty slot of the combined bucket with more empty
@@ -506,7 +538,7 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 		}
 		return nil
 	}
-	for range maxAttempts {
+	for try := range maxAttempts {
 		if t.owner(op, &v) != ownsAll {
 			// The subtable split since the lookup, and the key now belongs to the other half
 			// (or the re-read was torn across the start of a split: look again).
@@ -553,7 +585,7 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 				continue
 			}
 			if w.Committed() {
-				return exists, retract()
+				return found, retract()
 			}
 			if v.idx[j] < i {
 				lower = append(lower, j)
@@ -615,7 +647,15 @@ func (t *Table) resolve(ctx context.Context, op *opState, nb *newBlock, i uint64
 				continue
 			}
 		}
-		if ok, err := t.fresh(ctx, op); err != nil || !ok {
+		// The budget is checked again before the commit unless nothing was read since the
+		// check that preceded the tentative CAS but the re-read in its batch, which this
+		// decision rests on only for slot words, not blocks (the first pass found no other
+		// slot with the key's fingerprint): the commit then follows that check by one round
+		// trip, as every CAS follows its check by a flight, within the lease's margin over
+		// PinBudget. A replicated table checks anyway: Repopulate's bound counts from the
+		// block's write to its commit.
+		recheck := try > 0 || len(js) > 0 || t.replicated() || indexReplicas(t.root) > 1
+		if ok, err := t.freshIf(ctx, op, recheck); err != nil || !ok {
 			if err == nil {
 				err = retract()
 			}

@@ -34,6 +34,7 @@ type allocator interface {
 	PinCoarse(ctx context.Context) (farmem.Time, error)
 	Unpin() error
 	UnpinSeen() error
+	NoteClock(now farmem.Time)
 }
 
 // symAlloc allocates a replicated table's memory: a block of n bytes at logical offset o on

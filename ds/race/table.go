@@ -480,14 +480,27 @@ func (t *Table) unpinSeen() bool {
 // answered during that section: Repopulate relies on it (a replica reachable before it began
 // receives every block published a pin budget plus the clock skew later, and its second walk,
 // that far behind the first, copies those published before).
+//
+// Its clock reading is the allocator's too (alloc.Allocator.NoteClock), so that a section
+// whose last check is this one can end with unpinSeen.
 func (t *Table) fresh(ctx context.Context, op *opState) (bool, error) {
-	if t.rt.Now().Sub(t.pinAt) <= t.opts.PinBudget {
+	now := t.rt.Now()
+	t.a.NoteClock(now)
+	if now.Sub(t.pinAt) <= t.opts.PinBudget {
 		return true, nil
 	}
 	t.stats.Repins++
 	t.unpin()
 	op.forget()
 	return false, t.pin(ctx)
+}
+
+// freshIf is fresh when check is set, and reports true otherwise.
+func (t *Table) freshIf(ctx context.Context, op *opState, check bool) (bool, error) {
+	if !check {
+		return true, nil
+	}
+	return t.fresh(ctx, op)
 }
 
 // retire hands back the block a replaced slot word pointed at. It reports whether the
