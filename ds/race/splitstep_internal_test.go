@@ -123,7 +123,7 @@ func TestPurgeLostHalf(t *testing.T) {
 	ctx := context.Background()
 	// Small nodes and large values: the first node fills, and later subtables and blocks go
 	// to the second.
-	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 8 << 20}})
+	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 4 << 20}})
 	// Insert until a split in progress has its new half alone on a node other than the
 	// allocator's home and the root's (and with a region moved).
 	var keys [][]byte
