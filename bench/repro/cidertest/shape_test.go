@@ -45,6 +45,9 @@ func TestCiderShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds of simulation")
 	}
+	if raceDetector {
+		t.Skip("simulated sweeps: run without the race detector (go test ./bench/repro/cidertest/, the README's test command's second part; see norace_test.go)")
+	}
 	t.Parallel()
 	ctx := context.Background()
 	// The three sweeps are independent: run them at once (each is deterministic on its own).
