@@ -34,25 +34,33 @@ type countingMemory struct {
 
 func (m countingMemory) Runtime() farmem.Runtime { return m.rt }
 
-// A Search reads the clock once (the allocator's Unpin): its pin takes the allocator's last
-// reading; an Insert's and an Update's pin read it once for the allocator and the section.
-func TestSearchReadsTheClockOnce(t *testing.T) {
+// countingTable opens a table handle whose Memory's runtime counts clock readings in n, with
+// an allocator lease no test outlives (steadyPins).
+func countingTable(t *testing.T) (tab *race.Table, n *atomic.Int64) {
 	e := newEnv(t, local.Options{}, race.Params{})
 	ctx := context.Background()
 	m, err := e.f.Open(ctx, e.comp[0])
 	require.NoError(t, err)
-	defer m.Close()
-	var n atomic.Int64
-	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: &n}}
+	t.Cleanup(func() { _ = m.Close() })
+	n = new(atomic.Int64)
+	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: n}}
 	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
 	require.NoError(t, err)
-	defer a.Close()
-	tab, err := race.Open(ctx, cm, a, e.root, race.Options{})
+	t.Cleanup(func() { _ = a.Close() })
+	tab, err = race.Open(ctx, cm, a, e.root, race.Options{})
 	require.NoError(t, err)
-	defer tab.Close()
+	t.Cleanup(func() { _ = tab.Close() })
+	return tab, n
+}
+
+// A Search reads the clock once (the allocator's Unpin): its pin takes the allocator's last
+// reading.
+func TestSearchReadsTheClockOnce(t *testing.T) {
+	ctx := context.Background()
+	tab, n := countingTable(t)
 
 	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
-	_, err = tab.Search(ctx, []byte("key")) // the first pin may announce
+	_, err := tab.Search(ctx, []byte("key")) // the first pin may announce
 	require.NoError(t, err)
 	for _, k := range []string{"key", "absent"} {
 		before := n.Load()
@@ -76,19 +84,8 @@ func TestSearchReadsTheClockOnce(t *testing.T) {
 // whose reading the allocator's retire takes (ptrsync.Result's CheckedAt) and the Unpin then;
 // the pin takes the allocator's last reading.
 func TestChangeReadsTheClockOnce(t *testing.T) {
-	e := newEnv(t, local.Options{}, race.Params{})
 	ctx := context.Background()
-	m, err := e.f.Open(ctx, e.comp[0])
-	require.NoError(t, err)
-	defer m.Close()
-	var n atomic.Int64
-	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: &n}}
-	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
-	require.NoError(t, err)
-	defer a.Close()
-	tab, err := race.Open(ctx, cm, a, e.root, race.Options{})
-	require.NoError(t, err)
-	defer tab.Close()
+	tab, n := countingTable(t)
 
 	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
 	require.NoError(t, tab.Update(ctx, []byte("key"), []byte("v1"))) // the first pin may announce
@@ -108,19 +105,8 @@ func TestChangeReadsTheClockOnce(t *testing.T) {
 // reading, and the commit follows the check without another when the first re-read found no
 // competitor). One that finds the key reads it once too, at its Unpin.
 func TestInsertReadsTheClockOnce(t *testing.T) {
-	e := newEnv(t, local.Options{}, race.Params{})
 	ctx := context.Background()
-	m, err := e.f.Open(ctx, e.comp[0])
-	require.NoError(t, err)
-	defer m.Close()
-	var n atomic.Int64
-	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: &n}}
-	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
-	require.NoError(t, err)
-	defer a.Close()
-	tab, err := race.Open(ctx, cm, a, e.root, race.Options{})
-	require.NoError(t, err)
-	defer tab.Close()
+	tab, n := countingTable(t)
 
 	require.NoError(t, tab.Insert(ctx, []byte("key0"), []byte("value"))) // the first pin may announce
 	for i := 1; i <= 20; i++ {
