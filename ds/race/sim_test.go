@@ -125,6 +125,7 @@ func simSeeds() int { return 3 * stressScale() }
 // dies in the middle of its first split (at a step that depends on the seed), then the others
 // run with one paused past the lease, one paused briefly and one crashed.
 func TestLinearizableSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	// The whole split's (a layout version 3 table); TestLinearizableSimRegions is the region
 	// split's.
 	pr := wholeSplit
@@ -143,6 +144,7 @@ func TestLinearizableSim(t *testing.T) {
 // split (each seed another step: see steps), then the others run with one paused past the lease (its
 // late verbs land after others took its step over), one paused briefly and one crashed.
 func TestLinearizableSimRegions(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	var all race.Stats
 	// The victim's steps: a freeze, a bit set, the header moved (TestLinearizableRegions kills
 	// a client at every step); RACE_STRESS runs all of them, over more seeds.
@@ -171,6 +173,7 @@ func TestLinearizableSimRegions(t *testing.T) {
 // TestLinearizableSimHotKeys is the hot-key workload on the simulator, with paused and crashed
 // clients and a pin budget short enough that waiting operations re-pin.
 func TestLinearizableSimHotKeys(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	for seed := range uint64(simSeeds()) {
 		// A pin budget of a few round trips: operations that wait re-pin and look again.
 		o := runSim(t, seed+100, hot, 8, race.Params{FingerprintBits: 1}, pauseAndCrash, 0, race.Options{PinBudget: 20 * time.Microsecond}, regionSplit)
@@ -183,6 +186,7 @@ func TestLinearizableSimHotKeys(t *testing.T) {
 // TestSimDeterministic runs one seed twice: the table takes time, randomness and scheduling only
 // from the client's runtime, so both runs are identical.
 func TestSimDeterministic(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	w := splitLoad
 	w.Ops = 200
 	a := runSim(t, 7, w, 6, collide, pauseAndCrash, 3, race.Options{}, regionSplit)

@@ -16,6 +16,7 @@ import (
 // (EvictBatch 1), each alone and all at once: the paper's ablation configurations stay
 // correct.
 func TestCoherenceSimAblation(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	for _, c := range []struct {
 		name string
 		o    selcc.Options

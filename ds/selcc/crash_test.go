@@ -37,6 +37,7 @@ type crashCase struct {
 // (WriteBackOnRelease), ends between the acknowledged increments and those plus the victim's
 // unacknowledged ones; after Close every latch word is zero (no hold left behind).
 func TestCrashHolderSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	cases := []crashCase{
 		{name: "exclusive", hold: true, excl: true, wr: 0.5},
 		{name: "shared", hold: true, wr: 0.7},
@@ -66,6 +67,7 @@ func TestCrashHolderSim(t *testing.T) {
 // group's live members (Repair): the latch words ending at zero after Close show it removed
 // exactly the dead node's count (one too many would wrap the counter, one too few would stay).
 func TestCrashHolderSimGroups(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	cases := []crashCase{
 		{name: "shared", hold: true, wr: 0.3},
 		{name: "exclusive", hold: true, excl: true, wr: 0.3},

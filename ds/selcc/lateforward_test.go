@@ -161,6 +161,7 @@ func TestLateHandOversReuseFrames(t *testing.T) {
 // hand-over whose line is late is released after one ReplyTimeout instead of waited for (seeds
 // 1 and 3 pass on that bug).
 func TestNoLostIncrementsWithLatePeers(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	seeds := []uint64{2}
 	if *long {
 		seeds = []uint64{1, 2, 3}

@@ -46,6 +46,7 @@ func coherenceSim(t *testing.T, nodes, perNode, lines, ops int, seed uint64, so 
 }
 
 func TestCoherenceSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	seeds, ops := uint64(3), 100
 	if *long {
 		seeds, ops = 30, 400
@@ -79,6 +80,7 @@ func TestCoherenceSimLeases(t *testing.T) {
 
 // TestCoherenceSimGroups: 64 and 200 compute nodes, past the bitmap, under the group codec.
 func TestCoherenceSimGroups(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	seeds := []uint64{7}
 	if *long {
 		seeds = []uint64{1, 2, 3, 4, 5}
