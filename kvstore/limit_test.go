@@ -186,6 +186,72 @@ func benchLimit(b *testing.B, n int) {
 	})
 }
 
+// cachedKeys is how many keys BenchmarkCached reads and writes: few enough that their buckets
+// and blocks stay in the core's caches.
+const cachedKeys = 16
+
+// BenchmarkCached is BenchmarkLimit's get and put with the memory work made nearly free: the
+// store's AppendGet and Put of one of 16 keys (of 1,000 loaded, 1,000-byte values), whose
+// buckets and blocks stay in the core's caches, each beside its limit loop over a region of 32
+// KiB (cached too). What is left of an operation is its software: hashing, pinning, building
+// and checking batches, decoding, checksums, the allocator and the synchronizer around its
+// round trips; x-limit and x-putlimit set it against the limits' copies and checksums of
+// cached lines. At 10^4 records (BenchmarkLimit), where the heap is beyond the core's own
+// caches but its misses are short, an operation takes about this time plus its misses, so this
+// bounds what any change on the memory side can win there.
+//
+//	go test -run '^$' -bench Cached -count 5 ./kvstore/
+func BenchmarkCached(b *testing.B) {
+	ctx := context.Background()
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 64 << 20}})
+	require.NoError(b, err)
+	defer r.Close()
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(b, err)
+	defer f.Close()
+	s, err := kvstore.Open(ctx, f, kvstore.Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	ss, err := s.Session(ctx)
+	require.NoError(b, err)
+	defer ss.Close()
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = key(uint64(i))
+	}
+	value := val(7, limitValue)
+	for _, k := range keys {
+		require.NoError(b, ss.Insert(ctx, k, value))
+	}
+	lr := newLimitRegion(b, ctx, f, s.Root().Node(), 2*cachedKeys<<10)
+	b.Run("get", func(b *testing.B) {
+		buf := make([]byte, 0, limitValue)
+		k := key(0)
+		rng := uint64(0x9e3779b97f4a7c15)
+		ns, cpu, allocs, _ := paired(b, nil, func() {
+			rng = xorshift(rng)
+			setKey(k, rng%cachedKeys)
+			if buf, err = ss.AppendGet(ctx, buf[:0], k); err != nil {
+				b.Fatal(err)
+			}
+		}, lr.getXXH3)
+		reportPaired(b, ns, cpu, allocs, "limit")
+	})
+	b.Run("put", func(b *testing.B) {
+		k := key(0)
+		rng := uint64(0x2545f4914f6cdd1d)
+		ns, cpu, allocs, _ := paired(b, nil, func() {
+			rng = xorshift(rng)
+			setKey(k, rng%cachedKeys)
+			if err := ss.Put(ctx, k, value); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { lr.put(keys[0], value, false) })
+		lr.fill()
+		reportPaired(b, ns, cpu, allocs, "putlimit")
+	})
+}
+
 // reportPaired reports paired's results: the store's ns/op, cpu-ns/op and mallocs/op and, for
 // each reference loop (paired's i+1st) named names[i], its ns and CPU per op and the store's
 // ratios to them (x-name, x-name-cpu).
