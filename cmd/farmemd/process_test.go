@@ -374,7 +374,11 @@ func TestComputeProcessFaults(t *testing.T) {
 	parallel(t, 1200*time.Millisecond, false) // its own farmemd and peer processes; mostly waiting out down timeouts
 	dir := t.TempDir()
 	n1 := startDaemon(t, dir, 1, "4MiB", "127.0.0.1:0")
-	cf := writeCluster(t, dir, []*daemon{n1}, "down-timeout 500ms\nlease 1s\n")
+	// The lease outlasts the SIGSTOP below (two ops that each wait out the down timeout, about
+	// a second, more on a busy machine): with a lease of 1 s the registry could free the stopped
+	// process's id, and the second client, dialled right after SIGCONT and before the process's
+	// next renewal, took it and Called itself ("no handler for method" on c2).
+	cf := writeCluster(t, dir, []*daemon{n1}, "down-timeout 500ms\nlease 10s\n")
 	f := dial(t, cf, rdma.Options{})
 	m, err := f.Open(context.Background(), f.Hosted()[0])
 	require.NoError(t, err)
@@ -436,6 +440,7 @@ func TestComputeProcessFaults(t *testing.T) {
 	f2 := dial(t, cf, rdma.Options{DownTimeout: longDown})
 	m2, err := f2.Open(context.Background(), f2.Hosted()[0])
 	require.NoError(t, err)
+	require.NotEqual(t, id, f2.ComputeID().Node(), "the stopped process kept its compute id")
 	r, err = m2.Call(ctx, id, 1, []byte("echo"))
 	require.NoError(t, err)
 	require.Equal(t, "echo", string(r))
