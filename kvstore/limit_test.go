@@ -87,19 +87,8 @@ func BenchmarkLimit(b *testing.B) {
 
 func benchLimit(b *testing.B, n int) {
 	ctx := context.Background()
-	size := uint64(n)*2600 + 256<<20
-	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: size}})
-	require.NoError(b, err)
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(b, err)
-	defer f.Close()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{})
-	require.NoError(b, err)
-	defer s.Close()
-	ss, err := s.Session(ctx)
-	require.NoError(b, err)
-	defer ss.Close()
+	f, s, ss := benchStore(b, uint64(n)*2600+256<<20)
+	var err error
 
 	keys := make([][]byte, n)
 	for i := range keys {
@@ -203,18 +192,8 @@ const cachedKeys = 16
 //	go test -run '^$' -bench Cached -count 5 ./kvstore/
 func BenchmarkCached(b *testing.B) {
 	ctx := context.Background()
-	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 64 << 20}})
-	require.NoError(b, err)
-	defer r.Close()
-	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(b, err)
-	defer f.Close()
-	s, err := kvstore.Open(ctx, f, kvstore.Options{})
-	require.NoError(b, err)
-	defer s.Close()
-	ss, err := s.Session(ctx)
-	require.NoError(b, err)
-	defer ss.Close()
+	f, s, ss := benchStore(b, 64<<20)
+	var err error
 	keys := make([][]byte, 1000)
 	for i := range keys {
 		keys[i] = key(uint64(i))
@@ -250,6 +229,25 @@ func BenchmarkCached(b *testing.B) {
 		lr.fill()
 		reportPaired(b, ns, cpu, allocs, "putlimit")
 	})
+}
+
+// benchStore opens a store with default options on a new cxl region of one memory node of size
+// bytes (a memfd), attached once, and a session on it; all are closed when b ends.
+func benchStore(b *testing.B, size uint64) (*cxl.Fabric, *kvstore.Store, *kvstore.Session) {
+	ctx := context.Background()
+	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: size}})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = r.Close() })
+	f, err := r.Attach(cxl.OpenOptions{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = f.Close() })
+	s, err := kvstore.Open(ctx, f, kvstore.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	ss, err := s.Session(ctx)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = ss.Close() })
+	return f, s, ss
 }
 
 // reportPaired reports paired's results: the store's ns/op, cpu-ns/op and mallocs/op and, for
