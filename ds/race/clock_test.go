@@ -38,19 +38,10 @@ func (m countingMemory) Runtime() farmem.Runtime { return m.rt }
 // an allocator lease no test outlives (steadyPins).
 func countingTable(t *testing.T) (tab *race.Table, n *atomic.Int64) {
 	e := newEnv(t, local.Options{}, race.Params{})
-	ctx := context.Background()
-	m, err := e.f.Open(ctx, e.comp[0])
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
+	m := e.memory(t, 0)
 	n = new(atomic.Int64)
 	cm := countingMemory{Memory: m, rt: countingRuntime{Runtime: m.Runtime(), n: n}}
-	a, err := alloc.New(ctx, cm, steadyPins(e.ao))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Close() })
-	tab, err = race.Open(ctx, cm, a, e.root, race.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tab.Close() })
-	return tab, n
+	return e.tableOn(t, cm, steadyPins(e.ao), race.Options{}), n
 }
 
 // A Search reads the clock once (the allocator's Unpin): its pin takes the allocator's last
@@ -148,20 +139,13 @@ func (m stallMemory) Do(ctx context.Context, b *farmem.Batch) error {
 func TestInsertAfterLapse(t *testing.T) {
 	e := newEnv(t, local.Options{}, race.Params{})
 	ctx := context.Background()
-	m, err := e.f.Open(ctx, e.comp[0])
-	require.NoError(t, err)
-	defer m.Close()
+	m := e.memory(t, 0)
 	var armed atomic.Bool
 	sm := stallMemory{Memory: m, stall: 300 * time.Millisecond, armed: &armed}
 	ao := e.ao
 	ao.Lease, ao.Refresh = 100*time.Millisecond, 50*time.Millisecond
-	a, err := alloc.New(ctx, sm, ao)
-	require.NoError(t, err)
-	defer a.Close()
 	const budget = 20 * time.Millisecond
-	tab, err := race.Open(ctx, sm, a, e.root, race.Options{PinBudget: budget})
-	require.NoError(t, err)
-	defer tab.Close()
+	tab := e.tableOn(t, sm, ao, race.Options{PinBudget: budget})
 
 	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
 	armed.Store(true)
@@ -187,16 +171,9 @@ func TestInsertAfterLapse(t *testing.T) {
 func TestChangeAfterIdleRepins(t *testing.T) {
 	e := newEnv(t, local.Options{}, race.Params{})
 	ctx := context.Background()
-	m, err := e.f.Open(ctx, e.comp[0])
-	require.NoError(t, err)
-	defer m.Close()
-	a, err := alloc.New(ctx, m, e.ao)
-	require.NoError(t, err)
-	defer a.Close()
+	m := e.memory(t, 0)
 	const budget = 20 * time.Millisecond
-	tab, err := race.Open(ctx, m, a, e.root, race.Options{PinBudget: budget})
-	require.NoError(t, err)
-	defer tab.Close()
+	tab := e.tableOn(t, m, e.ao, race.Options{PinBudget: budget})
 
 	require.NoError(t, tab.Insert(ctx, []byte("key"), []byte("value")))
 	require.NoError(t, m.Runtime().Sleep(ctx, 3*budget))

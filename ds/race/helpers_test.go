@@ -106,6 +106,31 @@ func (e *env) openWith(t testing.TB, i int, opts race.Options, wrap func(farmem.
 	return &client{m: m, a: a, tab: tab}
 }
 
+// memory opens a Memory on compute node i (modulo their number), closed when t ends (after
+// whatever tableOn opened on it later).
+func (e *env) memory(t testing.TB, i int) farmem.Memory {
+	t.Helper()
+	m, err := e.f.Open(context.Background(), e.comp[i%len(e.comp)])
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// tableOn opens an allocator with options ao and a table handle with opts, both on m (a
+// compute node's Memory, possibly wrapped: what the allocator reads through it counts too),
+// closed when t ends; m itself stays the caller's.
+func (e *env) tableOn(t testing.TB, m farmem.Memory, ao alloc.Options, opts race.Options) *race.Table {
+	t.Helper()
+	ctx := context.Background()
+	a, err := alloc.New(ctx, m, ao)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	tab, err := race.Open(ctx, m, a, e.root, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tab.Close() })
+	return tab
+}
+
 // atSplitStep returns m seen through an Interposer that runs act once, right after the verb
 // that ends step n (or a later one with it: a region split's bit may ride its copies' batch) (1..7, numbered by race.SplitSteps) of the client's first split that gets
 // that far, and a flag set just before act runs. act may block (the client stalls there) or
