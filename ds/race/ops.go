@@ -225,16 +225,16 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		return err
 	}
 	defer t.unpinSeen()
-	// exists reports whether an insert that found the key may return ErrExists: the blocks it
-	// read were read under a lease that held (Unpin, with a reading of its own). If the lease
-	// ran out, a block may have been reused since its slot was read: the insert pins again
-	// and looks again.
-	exists := func() (bool, error) {
+	// exists is the answer of an insert that found the key: ErrExists if the blocks it read
+	// were read under a lease that held (Unpin, with a reading of its own). If the lease ran
+	// out, a block may have been reused since its slot was read: it pins again and returns
+	// nil (or the pin's error), and the insert looks again.
+	exists := func() error {
 		if t.unpin() {
-			return true, nil
+			return ErrExists
 		}
 		op.forget()
-		return false, t.pinRead(ctx)
+		return t.pinRead(ctx)
 	}
 	var nb *newBlock
 	for attempt := 0; ; attempt++ {
@@ -278,11 +278,8 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		if j >= 0 {
 			t.dropBlock(ctx, nb)
 			nb = nil
-			if ok, err := exists(); ok || err != nil {
-				if err != nil {
-					return err
-				}
-				return ErrExists
+			if err := exists(); err != nil {
+				return err
 			}
 			continue
 		}
@@ -329,11 +326,8 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		case found:
 			t.dropBlock(ctx, nb)
 			nb = nil
-			if ok, err := exists(); ok || err != nil {
-				if err != nil {
-					return err
-				}
-				return ErrExists
+			if err := exists(); err != nil {
+				return err
 			}
 		}
 	}
