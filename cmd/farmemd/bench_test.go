@@ -27,8 +27,9 @@ import (
 // comparison repeated, so the ratios come with their spread. Beside the times it counts the
 // read and write system calls per operation of each process (from /proc/<pid>/io, where the
 // kernel counts them) and, for the throughput rows, the CPU time per operation of each
-// (/proc/<pid>/stat). Run it with bench.sh (which installs redis-server when missing); it is
-// skipped unless FARMEM_BENCH=1.
+// (/proc/<pid>/stat). Both servers are started under serverWrap (bench.sh's placements pin
+// them, and this process, to CPUs; the output names the CPUs each may use). Run it with bench.sh
+// (which installs redis-server when missing); it is skipped unless FARMEM_BENCH=1.
 func TestLoopbackBench(t *testing.T) {
 	if os.Getenv("FARMEM_BENCH") != "1" {
 		t.Skip("set FARMEM_BENCH=1 (or run cmd/farmemd/bench.sh)")
@@ -47,14 +48,15 @@ func TestLoopbackBench(t *testing.T) {
 	window := time.Second
 
 	dir := t.TempDir()
-	d := startDaemon(t, dir, 1, "64MiB", "127.0.0.1:0")
+	wrap := serverWrap()
+	d := startDaemonUnder(t, wrap, dir, 1, "64MiB", "127.0.0.1:0")
 	f := dial(t, writeCluster(t, dir, []*daemon{d}, ""), rdma.Options{})
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Hosted()[0])
 	require.NoError(t, err)
 	base := farmem.MakeAddr(1, 64<<10)
 
-	rc, redisPid := startRedis(t, redisBin)
+	rc, redisPid := startRedis(t, wrap, redisBin)
 	require.NoError(t, rc.set("k8", strings.Repeat("x", 8)))
 	require.NoError(t, rc.set("k4k", strings.Repeat("x", 4096)))
 	farmemd, redisd := d.cmd.Process.Pid, redisPid
@@ -164,7 +166,8 @@ func TestLoopbackBench(t *testing.T) {
 		}
 	}
 
-	t.Logf("cpu: %s, %d cores", cpuModel(), runtime.NumCPU())
+	t.Logf("cpu: %s, %d cores", cpuModel(), machineCPUs())
+	t.Logf("placement: client (this process) on CPUs %s, farmemd on %s, redis-server on %s", cpusOf(self), cpusOf(farmemd), cpusOf(redisd))
 	t.Logf("loopback, %d repetitions of %d ops per latency row interleaved with as many redis GETs, and of 1 s per throughput row in 20 alternating windows (rates: means over all windows); farmemd and redis-server are separate processes", reps, n)
 	t.Logf("%-12s %9s %9s %9s | %-10s %9s %9s | %s", "verb", "p50", "p99", "mean", "vs", "p50", "mean", "p50 ratio: median [min-max]")
 	for i, v := range verbs {
@@ -195,6 +198,45 @@ func TestLoopbackBench(t *testing.T) {
 	t.Logf("farmem client stats: %v", st)
 	spins, answered, spent := rdma.SpinCounts()
 	t.Logf("farmem client spins before parking: %d, %d of them answered, %v spinning", spins, answered, spent.Round(time.Millisecond))
+}
+
+// serverWrap is the command farmemd and redis-server are started under: taskset on the CPUs
+// FARMEM_BENCH_SERVER_CPUS lists (bench.sh's placements), or none.
+func serverWrap() []string {
+	if cpus := os.Getenv("FARMEM_BENCH_SERVER_CPUS"); cpus != "" {
+		return []string{"taskset", "-c", cpus}
+	}
+	return nil
+}
+
+// machineCPUs counts the machine's online CPUs (runtime.NumCPU counts those this process may
+// run on, which bench.sh's placements restrict).
+func machineCPUs() int {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "processor" {
+			n++
+		}
+	}
+	return n
+}
+
+// cpusOf returns the CPUs process pid may run on (its Cpus_allowed_list), or "?".
+func cpusOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
 
 // cpuModel names the machine's processor (/proc/cpuinfo), or "unknown".
@@ -417,12 +459,14 @@ type redisConn struct {
 	bw *bufio.Writer
 }
 
-func startRedis(t *testing.T, bin string) (*redisConn, int) {
+func startRedis(t *testing.T, wrap []string, bin string) (*redisConn, int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--protected-mode", "yes")
+	args := []string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--protected-mode", "yes"}
+	args = append(wrap[:len(wrap):len(wrap)], args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = t.TempDir()
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	require.NoError(t, cmd.Start())
