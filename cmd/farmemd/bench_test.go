@@ -212,45 +212,42 @@ func serverWrap() []string {
 // machineCPUs counts the machine's online CPUs (runtime.NumCPU counts those this process may
 // run on, which bench.sh's placements restrict).
 func machineCPUs() int {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.NumCPU()
+	if n := len(procFields("/proc/cpuinfo", "processor")); n > 0 {
+		return n
 	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if name, _, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "processor" {
-			n++
-		}
-	}
-	return n
+	return runtime.NumCPU()
 }
 
 // cpusOf returns the CPUs process pid may run on (its Cpus_allowed_list), or "?".
 func cpusOf(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "?"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
+	if v := procFields(fmt.Sprintf("/proc/%d/status", pid), "Cpus_allowed_list"); len(v) > 0 {
+		return v[0]
 	}
 	return "?"
 }
 
 // cpuModel names the machine's processor (/proc/cpuinfo), or "unknown".
 func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
-			return strings.TrimSpace(val)
-		}
+	if v := procFields("/proc/cpuinfo", "model name"); len(v) > 0 {
+		return v[0]
 	}
 	return "unknown"
+}
+
+// procFields returns the values of the "name: value" lines of the file at path (a /proc file)
+// whose name is name, in order; none if it cannot be read.
+func procFields(path, name string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var vs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if n, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(n) == name {
+			vs = append(vs, strings.TrimSpace(v))
+		}
+	}
+	return vs
 }
 
 // ioCount accumulates a process's read and write system calls between marks.
