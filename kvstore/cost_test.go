@@ -59,8 +59,11 @@ func roundTrips(t *testing.T, syncName string) {
 		{"insert", kvstore.InsertRoundTrips, 2, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, nil},
 		{"insert existing", kvstore.InsertExistingRoundTrips, 0, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, kvstore.ErrExists},
 		{"get", kvstore.GetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
+		{"get again", kvstore.CachedGetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
 		{"get absent", kvstore.GetAbsentRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("beta")); return err }, kvstore.ErrNotFound},
 		{"update", kvstore.UpdateRoundTrips, 1, func(s kv) error { return s.Update(ctx, []byte("alpha"), v) }, nil},
+		{"get after update", kvstore.GetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
+		{"get after that", kvstore.CachedGetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
 		{"update absent", kvstore.AbsentRoundTrips, 0, func(s kv) error { return s.Update(ctx, []byte("beta"), v) }, kvstore.ErrNotFound},
 		{"put present", kvstore.UpdateRoundTrips, 1, func(s kv) error { return s.Put(ctx, []byte("alpha"), v) }, nil},
 		{"put absent", kvstore.PutAbsentRoundTrips, 2, func(s kv) error { return s.Put(ctx, []byte("beta"), v) }, nil},
@@ -98,4 +101,40 @@ func roundTrips(t *testing.T, syncName string) {
 		}
 	}
 	require.Equal(t, 1, s.Clients())
+}
+
+// TestCachedGetSeesOtherWriters: a session's Get answered from its address cache never returns
+// a value another session replaced or deleted: the stale entry costs one round trip, then the
+// Get reads the slot.
+func TestCachedGetSeesOtherWriters(t *testing.T) {
+	f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}})
+	s := openStore(t, f, kvstore.Options{Alloc: quietAlloc})
+	ctx := context.Background()
+	r, err := s.Session(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	w, err := s.Session(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	k := []byte("k")
+	require.NoError(t, w.Put(ctx, k, []byte("one")))
+	get := func(want string, rtt uint64) {
+		t.Helper()
+		before := r.Stats()
+		got, err := r.Get(ctx, k)
+		if want == "" {
+			require.ErrorIs(t, err, kvstore.ErrNotFound)
+		} else {
+			require.NoError(t, err)
+			require.Equal(t, want, string(got))
+		}
+		require.Equal(t, rtt, r.Stats().Sub(before).RoundTrips)
+	}
+	get("one", kvstore.GetRoundTrips)
+	get("one", kvstore.CachedGetRoundTrips)
+	require.NoError(t, w.Put(ctx, k, []byte("two")))
+	get("two", kvstore.CachedGetRoundTrips+kvstore.GetRoundTrips)
+	get("two", kvstore.CachedGetRoundTrips)
+	require.NoError(t, w.Delete(ctx, k))
+	get("", kvstore.CachedGetRoundTrips+kvstore.GetAbsentRoundTrips)
 }

@@ -12,6 +12,11 @@ package kvstore
 const (
 	// GetRoundTrips: both buckets and the header in one round trip, then the key's KV block.
 	GetRoundTrips = 2
+	// CachedGetRoundTrips: a Get its handle's address cache answers (DefaultAddressCache): a
+	// key the handle read before, its block not replaced since and its entry not evicted; the
+	// key's KV block alone. A stale entry (another client replaced or deleted the block) costs
+	// this before GetRoundTrips; the handle's own write of the key drops its entry.
+	CachedGetRoundTrips = 1
 	// GetAbsentRoundTrips: both buckets, holding no slot for the key.
 	GetAbsentRoundTrips = 1
 	// InsertRoundTrips: the KV block's write with the lookup; the tentative CAS with a re-read

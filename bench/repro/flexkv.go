@@ -524,8 +524,9 @@ func (c FlexConfig) flexKind(system string, budget int64) (kvstore.IndexKind, *k
 	mo := &kvstore.ManagerOptions{Period: c.Period, Step: c.Step, NodeMemory: budget, EntryBytes: flexEntry, Window: flexWindow, Ratio: 0.5}
 	switch system {
 	case RaceSys:
-		// Three copies of every pair, as every system of the paper's evaluation keeps.
-		return kvstore.Race{Params: k.Params}, nil
+		// Three copies of every pair, as every system of the paper's evaluation keeps; the
+		// paper's RACE: no address cache (Aceso is the baseline with one).
+		return kvstore.Race{Params: k.Params, Plain: true}, nil
 	case AcesoSys:
 		// Addresses only, so the node's memory holds budget/flexAddrEntry of them (the
 		// paper's Aceso caches addresses in the same 64 MB).

@@ -6,6 +6,9 @@ package race
 const (
 	// SearchRoundTrips: both combined buckets and the header in one batch; the KV block.
 	SearchRoundTrips = 2
+	// CachedSearchRoundTrips: a Search its address cache answers (Options.AddressCache): the
+	// KV block alone. A stale entry costs this before the Search reads the slot.
+	CachedSearchRoundTrips = 1
 	// SearchAbsentRoundTrips: both combined buckets and the header, no slot with the key's
 	// fingerprint.
 	SearchAbsentRoundTrips = 1

@@ -201,6 +201,18 @@
 // while it was read, since writers invalidate before they commit and a block is reused only
 // after it was replaced (and then carries another stamp). Plain Search ignores the valid word.
 //
+// A handle's own address cache (Options.AddressCache, which needs Invalidate) keeps such an
+// entry per key, direct-mapped by the key's second hash (16 bytes an entry): each Search that
+// reads a key through its slot keeps its entry, and the next Search of the key reads the block
+// alone (CachedSearchRoundTrips: one round trip, no pin, no clock reading), accepting it as
+// SearchCached does; a stale entry is dropped and the Search reads the slot as usual, one round
+// trip later. The handle's own Update and Delete drop the key's entry. Update and Delete set
+// the valid word in the batch that reads the replaced block (its head, for findOne), so
+// invalidating adds one 8-byte write and no round trip; a writer whose invalidation of the
+// key's block failed does not CAS. A stamp is 32 bits: a block reused at the same address for
+// the same key with the same stamp, not yet committed or never to be, would be taken for the
+// cached one, one chance in 2^32 per such reuse. Replicated tables keep no cache.
+//
 // For an index proxy: partitions are the subtables at the fixed directory depth
 // Params.InitialDepth (Layout.PartitionOf: the low bits of the key's first hash) and all their
 // descendants; ReadPartition reads one whole, refusing (ErrBusy) while a split holds it;

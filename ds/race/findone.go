@@ -11,11 +11,10 @@ import (
 // oneCandidate reports whether an Update or Delete may look for its key with findOne instead
 // of findKey: its view (decoded with matchOnly, so holding only the committed slots with the
 // key's fingerprint) holds exactly one, on a table without block copies, and the operation
-// neither invalidates the block it reads (Options.Invalidate), nor keeps its value (DeleteIf),
-// nor reads the slot's metadata with it (a synchronizer's Plan.Prefetch on a table with lock
-// words).
+// neither keeps its value (DeleteIf) nor reads the slot's metadata with it (a synchronizer's
+// Plan.Prefetch on a table with lock words).
 func (t *Table) oneCandidate(op *opState, v *view, meta bool) bool {
-	return len(v.words) == 1 && op.matchOnly && !op.invalidate && !op.keepValue &&
+	return len(v.words) == 1 && op.matchOnly && !op.keepValue &&
 		!(meta && t.lockSize > 0) && !t.replicated()
 }
 
@@ -23,7 +22,8 @@ func (t *Table) oneCandidate(op *opState, v *view, meta bool) bool {
 // list of candidates and pending reads), which one candidate and no copy to fall back on never
 // use: the common Update and Delete, as searchOne is the common Search. It reads only the
 // block's head (headLen: the header and the key), and the whole block only when the head holds
-// a longer key than op's, cut short. It answers as findKey would: 0 if the slot's block holds
+// a longer key than op's, cut short; under Options.Invalidate the batch that reads the head
+// sets the block's valid word after it, as learn does. It answers as findKey would: 0 if the slot's block holds
 // op's key, -1 if it holds another; errStale (the caller looks again) if the head does not match
 // the slot word (decodeHead); learn's error if the read fails. What it read is
 // recorded in op as learn records it (a retry after a lost CAS knows the block and reads
@@ -33,7 +33,7 @@ func (t *Table) findOne(ctx context.Context, op *opState, w Slot) (int, error) {
 	if info, ok := op.info(w); ok {
 		return oneIndex(info.isKey), nil
 	}
-	head, err := t.readBlock(ctx, w, headLen(w, len(op.key)))
+	head, err := t.readBlockInv(ctx, w, headLen(w, len(op.key)), op.invalidate)
 	if err != nil {
 		return -1, err
 	}

@@ -66,9 +66,16 @@ func runSplitsWith(t *testing.T, w workload, n int, crashStep int, trusting bool
 // runSplitsGeo is runSplitsWith over a table laid out with p.
 func runSplitsGeo(t *testing.T, w workload, n int, crashStep int, trusting bool, pr splitProto, p race.Params) splitRun {
 	t.Helper()
+	return runSplitsOpts(t, w, n, crashStep, trusting, pr, p, race.Options{})
+}
+
+// runSplitsOpts is runSplitsGeo with every client's handle opened with opts (its Lease set to
+// 20ms).
+func runSplitsOpts(t *testing.T, w workload, n int, crashStep int, trusting bool, pr splitProto, p race.Params, opts race.Options) splitRun {
+	t.Helper()
 	e := newEnvProto(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond}, p, pr)
 	cs := make([]*client, n)
-	opts := race.Options{Lease: 20 * time.Millisecond}
+	opts.Lease = 20 * time.Millisecond
 	for i := range cs {
 		switch {
 		case i == 0 && crashStep > 0:
@@ -140,6 +147,8 @@ func addStats(a, b race.Stats) race.Stats {
 	a.Begins += b.Begins
 	a.Hops += b.Hops
 	a.MixedReads += b.MixedReads
+	a.CacheHits += b.CacheHits
+	a.CacheStale += b.CacheStale
 	return a
 }
 

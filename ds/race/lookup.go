@@ -482,12 +482,13 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		buf := blocks[off : off+n : off+n]
 		off += n
 		ri := b.Read(w.Addr(), buf)
+		inv := -1
 		if op.invalidate && w.Committed() {
 			// After the read (same node, in order); a block of another key with the same
 			// fingerprint is invalidated too, which costs its address-cache readers a miss.
-			b.Write(w.Addr().Add(ValidOffset), invalidBytes[:])
+			inv = b.Write(w.Addr().Add(ValidOffset), invalidBytes[:])
 		}
-		ps = append(ps, pendingBlock{w: w, buf: buf, op: ri})
+		ps = append(ps, pendingBlock{w: w, buf: buf, op: ri, inv: inv})
 	}
 	sc.ps = ps
 	blockOps := len(b.Ops)
@@ -570,6 +571,20 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		op.meta = op.meta[:0]
 		for k, j := range js {
 			op.meta = append(op.meta, slotMeta{v.idx[j], mbuf[k*metaSize : (k+1)*metaSize : (k+1)*metaSize]})
+		}
+	}
+	if lostErr != nil {
+		// A writer must not CAS over a block of its key whose invalidation failed (its read
+		// did not): an address cache could go on reading it.
+		for _, p := range ps {
+			if p.inv < 0 {
+				continue
+			}
+			if _, err := b.Result(p.inv); err != nil {
+				if info, ok := op.info(p.w); ok && info.isKey {
+					return fmt.Errorf("race: invalidate block: %w", err)
+				}
+			}
 		}
 	}
 	if stale {

@@ -123,7 +123,9 @@ func (t *Table) dropBlock(ctx context.Context, nb *newBlock) {
 // Cost: 2 round trips when the key is present (both combined buckets and the subtable header in
 // one batch, then the KV block), 1 when no slot has the key's fingerprint, 2 when one has
 // without holding the key; plus 1 per stale directory entry (2 after a doubling) and a retry of
-// the whole when a block fails validation.
+// the whole when a block fails validation. With an address cache (Options.AddressCache), 1
+// (CachedSearchRoundTrips) when the handle found the key before and its block is still the
+// key's value, with no pin or clock reading; a stale entry adds 1 to the costs above.
 func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
 	return t.AppendSearch(ctx, nil, key)
 }
@@ -137,9 +139,12 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	}
 	t.stats.Searches++
 	op := t.newOp(key)
+	op.dst = dst
+	if v, ok := t.searchCached(ctx, op); ok {
+		return v, nil
+	}
 	t.prefetchLookup(op)
 	op.keepValue = true
-	op.dst = dst
 	op.matchOnly = true
 	op.search = true
 	for {
@@ -186,7 +191,9 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 		if j < 0 {
 			return nil, ErrNotFound
 		}
-		info, _ := op.info(blockKey(v.words[j]))
+		w := blockKey(v.words[j])
+		info, _ := op.info(w)
+		t.ac.keep(op, w, info.stamp)
 		return info.value, nil
 	}
 	return nil, fmt.Errorf("race: search: blocks keep failing validation: %w", ErrCorrupt)
@@ -721,6 +728,7 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 // retries only over a word whose block holds it too: condDelete).
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte) error {
 	op := t.newOp(key)
+	t.ac.drop(op)
 	t.prefetchLookup(op)
 	op.invalidate = t.opts.Invalidate
 	op.keepValue = cond != nil
@@ -730,7 +738,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	op.matchOnly = indexReplicas(t.root) <= 1
 	// findOne, which reads only a block's head, is what such an operation uses when its view
 	// holds one candidate (oneCandidate also needs no lock words read with it).
-	op.keyOnly = op.matchOnly && !op.invalidate && !op.keepValue && !t.replicated()
+	op.keyOnly = op.matchOnly && !op.keepValue && !t.replicated()
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
 	// the deadline below is, if anything, early), Commit's deadline check before each CAS is
 	// the one reading before it, and a committed change's retire and unpin use that reading:

@@ -434,6 +434,7 @@ func (t *Table) checkAdoptions(ctx context.Context) error {
 	}
 	t.adoptions = n
 	t.kids, t.pending = [len(t.kids)]kid{}, 0
+	t.ac.clear()
 	return nil
 }
 

@@ -50,6 +50,7 @@ type pendingBlock struct {
 	w      Slot
 	buf    []byte
 	op     int         // the index of its read in the batch
+	inv    int         // the index of the write of its valid word (Options.Invalidate), or -1
 	backup farmem.Addr // the backup copy read instead, its primary's node being down (or 0)
 }
 

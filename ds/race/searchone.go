@@ -23,6 +23,7 @@ func (t *Table) searchOne(ctx context.Context, op *opState, w Slot) ([]byte, err
 	if !bytes.Equal(blk.Key, op.key) {
 		return nil, ErrNotFound
 	}
+	t.ac.keep(op, w, blk.Stamp)
 	if op.dst == nil {
 		return bytes.Clone(blk.Value), nil
 	}
@@ -51,21 +52,34 @@ func (t *Table) readOne(ctx context.Context, w Slot) (Block, error) {
 // scratch with one batch of one read, the block's lines hinted already (decodeView), and
 // answers as learn would for a failed read.
 func (t *Table) readBlock(ctx context.Context, w Slot, n int) ([]byte, error) {
+	return t.readBlockInv(ctx, w, n, false)
+}
+
+// readBlockInv is readBlock that, with inv set, also sets the block's valid word (a writer's
+// invalidation, Options.Invalidate) in the same batch, after the read: same node, in order,
+// so the read sees the word as it was, as learn's does.
+func (t *Table) readBlockInv(ctx context.Context, w Slot, n int, inv bool) ([]byte, error) {
 	sc := t.scr
 	sc.blocks = grow(sc.blocks, n)
 	buf := sc.blocks[:n:n]
 	b := t.batch()
 	b.Read(w.Addr(), buf)
+	if inv {
+		b.Write(w.Addr().Add(ValidOffset), invalidBytes[:])
+	}
 	if err := t.doHinted(ctx, b); err != nil { // decodeView hinted the block
 		// As learn: a batch whose failure is not its read's failing because the block's node
 		// is down or lost its memory drops the scratch; a failed read answers its error; a
 		// batch that failed while its read did not (a replicated Memory's, say) read the block.
-		if !onlyBlocksDown(b, 1) {
+		if !onlyBlocksDown(b, len(b.Ops)) {
 			t.lost()
 			return nil, fmt.Errorf("race: read KV blocks: %w", err)
 		}
-		if _, rerr := b.Result(0); rerr != nil {
-			return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
+		// An invalidation that failed fails the operation too: its CAS must not follow.
+		for i := range b.Ops {
+			if _, rerr := b.Result(i); rerr != nil {
+				return nil, fmt.Errorf("race: read KV blocks: %w", rerr)
+			}
 		}
 	}
 	return buf, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/farmem/farmem/alloc"
@@ -66,9 +67,20 @@ type Options struct {
 	// client respects a tombstone whatever its own options (the reuse time is in the word).
 	DeleteLease time.Duration
 	// Invalidate makes Update and Delete set the valid word of the block they replace before
-	// their CAS (see the package doc, "Address caches"): needed by any client of a table that
+	// their CAS (see the package doc, "Proxying and address caches"): needed by any client of a table that
 	// address caches read. It adds no round trip uncontended.
 	Invalidate bool
+	// AddressCache, when positive, gives the handle an address cache of that many entries
+	// (rounded up to a power of 2, at least 2, at most MaxAddressCache; 16 bytes each, in sets
+	// of two, allocated at the first Search that finds a key): per key, the committed slot word
+	// and stamp its last
+	// Search found, so that the next Search of the key reads the block alone, one round trip
+	// instead of two, with no pin (see the package doc, "Proxying and address caches"). It needs Invalidate,
+	// on this handle (Open refuses it without, farmem.ErrInvalid) and on every other client
+	// that writes the table: a writer that does not invalidate lets cached reads return the
+	// value it replaced. A replicated table (Params.Replicas or IndexReplicas above 1) keeps
+	// no cache. The handle's own writes of a key drop its entry.
+	AddressCache int
 	// Health, for a replicated table, is the replicas' suspicion shared by the handles of one
 	// compute node (replmem.Options.Health): made once by whoever opens them (a store makes one
 	// per compute node) and given to each, so that a hung or cut-off replica costs the node one
@@ -95,6 +107,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Backoff == 0 {
 		o.Backoff = 2 * time.Microsecond
+	}
+	if o.AddressCache < 0 || o.AddressCache > MaxAddressCache || (o.AddressCache > 0 && !o.Invalidate) {
+		return fmt.Errorf("race: address cache of %d entries (Invalidate %v): it needs Invalidate and at most %d: %w", o.AddressCache, o.Invalidate, MaxAddressCache, farmem.ErrInvalid)
 	}
 	if o.Lease < 0 || o.ClockSkew < 0 || o.PinBudget < 0 || o.Backoff < 0 || o.DeleteLease < 0 || o.Lease <= 2*o.ClockSkew {
 		return fmt.Errorf("race: options %+v: %w", *o, farmem.ErrInvalid)
@@ -142,6 +157,10 @@ type Stats struct {
 	// Repins counts operations that re-pinned because they ran past PinBudget, and PinExpired
 	// unpins that found the allocator lease expired anyway.
 	Repins, PinExpired uint64
+	// CacheHits counts Searches answered through the address cache (Options.AddressCache) in
+	// one round trip, and CacheStale the entries a Search found stale (the block replaced,
+	// reused, or unreadable) and read the slot instead.
+	CacheHits, CacheStale uint64
 }
 
 // Table is one client's handle on a table in far memory. Like the client's farmem.Memory and
@@ -191,6 +210,9 @@ type Table struct {
 	pending      farmem.Addr
 	pendingBegin bool
 	pendingHdr   uint64
+
+	// ac is the address cache (Options.AddressCache; acache.go).
+	ac addrCache
 }
 
 // Create builds an empty table in far memory with a's allocator and returns its root address,
@@ -323,6 +345,9 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		t.memNodes = []farmem.NodeID{rm.Virtual()}
 	}
 	t.geo = newGeometry(uint64(t.p.Groups), uint64(t.p.SlotsPerBucket), uint64(t.p.MetaSize))
+	if opts.AddressCache > 0 && indexReplicas(root) <= 1 && !t.replicated() {
+		t.ac.size = max(2, 1<<bits.Len(uint(opts.AddressCache-1)))
+	}
 	if t.lockSize < 0 || t.lockSize > t.p.MetaSize || t.lockSize%8 != 0 {
 		return nil, fmt.Errorf("race: synchronizer needs %d bytes of metadata per slot, the table keeps %d: %w",
 			t.lockSize, t.p.MetaSize, farmem.ErrInvalid)
