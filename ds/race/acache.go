@@ -3,6 +3,8 @@ package race
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 )
 
 // MaxAddressCache is the largest Options.AddressCache: 2^24 entries, 256 MiB per handle.
@@ -91,14 +93,7 @@ func (c *addrCache) clear() { clear(c.entries) }
 // appended, when the cache has no entry for the key or the entry is stale (the entry is then
 // dropped, and the caller reads the slot): the read failed, or the block fails validation,
 // holds another key or another stamp (it was reused), or its valid word is set (a writer
-// replaced or is replacing it). A value it returns was the key's committed value while its
-// valid word was read: the block was committed when its entry was kept (read through its slot),
-// every writer sets the valid word of the block it replaces before its CAS (Options.Invalidate,
-// which Open requires of a handle with a cache, and which every client of the table must set),
-// and a block is reused only after it was replaced, when it is rewritten whole with another
-// stamp and its valid word clear (a reused block of the same key with the same stamp, one
-// chance in 2^32 per reuse, is the one case this cannot tell). Reading without a pin, the read
-// may meet a block being reused: its checksum then fails.
+// replaced or is replacing it). See readCached for why a value it returns is linearizable.
 func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	e := t.ac.at(op)
 	if e == nil || adoptionsOf(t.m) != t.adoptions {
@@ -108,8 +103,12 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	if t.pf != nil {
 		t.pf.Prefetch(w.Addr(), int(w.Size()))
 	}
-	blk, err := t.readOne(ctx, w)
-	if err != nil || blk.Invalid || blk.Stamp != stamp || !bytes.Equal(blk.Key, op.key) {
+	sc := t.scr
+	n := int(w.Size())
+	sc.blocks = grow(sc.blocks, n+8)
+	valid, buf := sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
+	blk, ok, err := t.readCached(ctx, op.key, w, stamp, valid, buf, t.pf != nil)
+	if err != nil || !ok {
 		*e = acEntry{}
 		t.stats.CacheStale++
 		return nil, false
@@ -119,4 +118,47 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 		return bytes.Clone(blk.Value), true
 	}
 	return append(op.dst, blk.Value...), true
+}
+
+// readCached reads the block of slot word w (a blockKey) through an address-cache entry of
+// stamp, for key: the block's valid word into valid (8 bytes), then, in the same batch, the
+// block into buf (its size), and accepts the block (ok) if the valid word was clear and the
+// block validates and holds key and stamp. hinted tells that the block's lines were hinted
+// (Prefetch) already. A failed read is its error (the scratch is dropped).
+//
+// Why such a value was key's committed value when its valid word was read (its linearization
+// point): the block named by w with that stamp was committed when the entry was kept (read
+// through its slot); every writer sets the valid word of the block it replaces before its CAS
+// (Options.Invalidate); a block is reused only after it was replaced; and a reused block is
+// written whole, in ascending order (a farmem write lands in address order, as a block read
+// reads), with another stamp (one chance in 2^32 of the same) and a clear valid word. So a clear
+// valid word read first means either that the cached block had not been replaced yet, and the
+// block read after it holds it (its checksum and stamp tell its bytes from a reuse begun since),
+// or that a reuse had already written the stamp and valid word, which the block read then
+// shows as another stamp. The valid word is outside the checksum: read within the block read,
+// a reuse that wrote the first three words between the reader's second and third would pass
+// the old block's checksum and stamp with the new block's clear valid word.
+func (t *Table) readCached(ctx context.Context, key []byte, w Slot, stamp uint32, valid, buf []byte, hinted bool) (Block, bool, error) {
+	b := t.batch()
+	b.Read(w.Addr().Add(ValidOffset), valid)
+	b.Read(w.Addr(), buf)
+	var err error
+	if hinted {
+		err = t.pf.DoHinted(ctx, b)
+	} else {
+		err = t.m.Do(ctx, b)
+	}
+	if err != nil {
+		t.lost()
+		return Block{}, false, fmt.Errorf("race: read cached block: %w", err)
+	}
+	blk, err := DecodeBlock(w.Addr(), buf)
+	if err != nil {
+		t.stats.BadBlocks++
+		return Block{}, false, nil
+	}
+	if binary.LittleEndian.Uint64(valid) != 0 || blk.Stamp != stamp || !bytes.Equal(blk.Key, key) {
+		return Block{}, false, nil
+	}
+	return blk, true, nil
 }

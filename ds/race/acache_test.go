@@ -2,12 +2,14 @@ package race_test
 
 import (
 	"context"
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -120,4 +122,69 @@ func TestLinearizableAddressCache(t *testing.T) {
 	}
 	require.NotZero(t, all.CacheHits, "no search was answered from a cache")
 	require.NotZero(t, all.CacheStale, "no search met a stale entry")
+}
+
+// TestCachedReadOfReusedBlock: a cached read (SearchCached, whose check the handles' caches
+// share) that meets its block being reused never returns the replaced value, wherever the
+// reuse's writes land among its reads. The cached block A is replaced (and so invalidated),
+// then its address is rewritten for the same key with another stamp, word by word in ascending
+// order, as a reusing writer does: every interleaving in which that writer writes its first p
+// words just before the reader's j-th word read and then pauses is replayed on the reader's
+// batch (the valid word, then the block), and each must be refused. Reading the valid word
+// within the block read instead, p = 3 landing between the reader's second and third word reads
+// passes A's checksum and stamp with the new block's clear valid word.
+func TestCachedReadOfReusedBlock(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	w := e.open(t, 1, race.Options{Invalidate: true})
+	require.NoError(t, w.tab.Insert(ctx, key(1), val(1, 40)))
+
+	var armed bool
+	var replay func(valid, blk []byte)
+	r := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
+		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+			if armed && err == nil && len(v.Batch.Ops) == 2 {
+				replay(v.Batch.Ops[0].Buf, v.Batch.Ops[1].Buf)
+			}
+		}}
+	})
+	_, entA, err := r.tab.SearchEntry(ctx, key(1))
+	require.NoError(t, err)
+	require.NoError(t, w.tab.Update(ctx, key(1), val(2, 40)))
+
+	a := entA.Word.Addr()
+	img := race.BlockImage(a, key(1), val(3, 40), entA.Stamp+1)
+	words := len(img) / 8 // the writer's; the reader reads the slot word's whole Units
+	le := binary.LittleEndian
+	// The reader's word reads in order: the valid word, then the block's words.
+	order := []int{race.ValidOffset / 8}
+	for k := range int(entA.Word.Size()) / 8 {
+		order = append(order, k)
+	}
+	cases := 0
+	for j0 := range order {
+		for p := 1; p <= words; p++ {
+			replay = func(valid, blk []byte) {
+				mem := append([]byte(nil), blk...) // A, replaced: its valid word set
+				read := func(j, k int) []byte {
+					if j >= j0 && k < p {
+						return img[8*k : 8*k+8]
+					}
+					return mem[8*k : 8*k+8]
+				}
+				copy(valid, read(0, race.ValidOffset/8))
+				for j, k := range order[1:] {
+					copy(blk[8*k:], read(j+1, k))
+				}
+			}
+			armed = true
+			v, ok, err := r.tab.SearchCached(ctx, key(1), entA)
+			armed = false
+			require.NoError(t, err)
+			require.False(t, ok, "writer's first %d words before read %d: accepted %x", p, j0, v)
+			cases++
+		}
+	}
+	require.Equal(t, len(order)*words, cases)
+	require.Zero(t, le.Uint64(img[race.ValidOffset:]), "the new block's valid word is clear")
 }

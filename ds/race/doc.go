@@ -198,8 +198,14 @@
 // address cache keeps an Entry (the committed word, the block's stamp, the slot's address)
 // from SearchEntry, and SearchCached reads the block alone, one round trip, accepting it only
 // if it validates, holds the key and the stamp, and is valid: it was then the committed value
-// while it was read, since writers invalidate before they commit and a block is reused only
-// after it was replaced (and then carries another stamp). Plain Search ignores the valid word.
+// when its valid word was read, since writers invalidate before they commit and a block is
+// reused only after it was replaced (and then carries another stamp). The valid word is read
+// first, in the batch that then reads the block: it is outside the checksum, and a reuse writes
+// a block in ascending order, so a clear valid word read before the block means either that
+// the block had not been replaced, or that the reuse's new stamp is what the block read shows;
+// read within the block, it could come from a reuse whose first words landed between the
+// reader's (the old block's checksum and stamp with the new block's clear valid word). Plain
+// Search ignores the valid word.
 //
 // A handle's own address cache (Options.AddressCache, which needs Invalidate) keeps such an
 // entry per key, direct-mapped by the key's second hash (16 bytes an entry): each Search that

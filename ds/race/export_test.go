@@ -187,3 +187,9 @@ func allOps(ops []farmem.Op, f func(op farmem.Op) bool) bool {
 	}
 	return true
 }
+
+// BlockImage returns the bytes of a block of the current layout at addr holding key and val
+// with stamp, as a writer would write it there (tests replay such a write word by word).
+func BlockImage(addr farmem.Addr, key, val []byte, stamp uint32) []byte {
+	return encodeBlock(addr, key, val, 0, stamp)
+}

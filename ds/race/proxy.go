@@ -366,12 +366,13 @@ func (t *Table) SearchEntry(ctx context.Context, key []byte) ([]byte, Entry, err
 	}
 }
 
-// SearchCached reads key's value through an address-cache entry: one round trip (the block).
-// ok is false, with no error, when the entry is stale: the block fails validation, holds
-// another key or another stamp (it was reused), or its valid word is set (a writer replaced
-// or is replacing it). A value it returns was the key's committed value while the block was
-// read: writers set the valid word before their commit (Options.Invalidate, and a proxy),
-// and a block is reused only after it was replaced.
+// SearchCached reads key's value through an address-cache entry: one round trip (the block's
+// valid word, then the block, in one batch). ok is false, with no error, when the entry is
+// stale: the block fails validation, holds another key or another stamp (it was reused), or
+// its valid word is set (a writer replaced or is replacing it). A value it returns was the
+// key's committed value when its valid word was read: writers set the valid word before their
+// commit (Options.Invalidate, and a proxy), and a block is reused only after it was replaced
+// (see the package doc, "Proxying and address caches").
 func (t *Table) SearchCached(ctx context.Context, key []byte, e Entry) (val []byte, ok bool, err error) {
 	if err := t.usable(); err != nil {
 		return nil, false, err
@@ -379,13 +380,10 @@ func (t *Table) SearchCached(ctx context.Context, key []byte, e Entry) (val []by
 	if !e.Word.Committed() {
 		return nil, false, nil
 	}
-	buf := make([]byte, e.Word.Size())
-	if err := t.m.Read(ctx, e.Word.Addr(), buf); err != nil {
-		return nil, false, fmt.Errorf("race: read cached block: %w", err)
-	}
-	blk, err := DecodeBlock(e.Word.Addr(), buf)
-	if err != nil || blk.Invalid || blk.Stamp != e.Stamp || !bytes.Equal(blk.Key, key) {
-		return nil, false, nil
+	buf := make([]byte, 8+e.Word.Size())
+	blk, ok, err := t.readCached(ctx, key, e.Word, e.Stamp, buf[:8:8], buf[8:], false)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	return bytes.Clone(blk.Value), true, nil
 }
