@@ -15,7 +15,8 @@ const (
 	// CachedGetRoundTrips: a Get its handle's address cache answers (DefaultAddressCache): a
 	// key the handle read before, its block not replaced since and its entry not evicted; the
 	// key's KV block alone. A stale entry (another client replaced or deleted the block) costs
-	// this before GetRoundTrips; the handle's own write of the key drops its entry.
+	// this before GetRoundTrips. The handle's own Update (or Put of a present key) keeps its
+	// entry current, its Delete drops it.
 	CachedGetRoundTrips = 1
 	// GetAbsentRoundTrips: both buckets, holding no slot for the key.
 	GetAbsentRoundTrips = 1

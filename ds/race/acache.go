@@ -77,8 +77,8 @@ func (c *addrCache) keep(op *opState, w Slot, stamp uint32) {
 	set[1], set[0] = set[0], ne
 }
 
-// drop forgets op's key's entry (a write of the key by this handle: its next Search reads
-// the slot).
+// drop forgets op's key's entry: an Update or Delete by this handle drops it when it begins
+// (a committed Update keeps its new block's entry when it ends).
 func (c *addrCache) drop(op *opState) {
 	if e := c.at(op); e != nil {
 		*e = acEntry{}

@@ -59,6 +59,9 @@ func blockSize(kl, vl int) uint64 {
 	return blockHeader + (uint64(kl+vl)+7)&^7 + blockTrailer
 }
 
+// blockStamp returns the stamp of an encoded block (b at least its header).
+func blockStamp(b []byte) uint32 { return binary.LittleEndian.Uint32(b[4:]) }
+
 // checkKV reports whether key and value fit a block.
 func checkKV(key, val []byte) error {
 	if len(key) > MaxKey || len(key)+len(val) > MaxKV {

@@ -212,7 +212,9 @@
 // reads a key through its slot keeps its entry, and the next Search of the key reads the block
 // alone (CachedSearchRoundTrips: one round trip, no pin, no clock reading), accepting it as
 // SearchCached does; a stale entry is dropped and the Search reads the slot as usual, one round
-// trip later. The handle's own Update and Delete drop the key's entry. Update and Delete set
+// trip later. The handle's own Update keeps the entry of the block its CAS published (a
+// combined update, ptrsync.Combined, whose block is never published, leaves none); its Delete
+// drops the key's entry. Update and Delete set
 // the valid word in the batch that reads the replaced block (its head, for findOne), so
 // invalidating adds one 8-byte write and no round trip; a writer whose invalidation of the
 // key's block failed does not CAS. A stamp is 32 bits: a block reused at the same address for

@@ -822,6 +822,9 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		case ptrsync.Committed:
 			if c.blk != nil {
 				c.blk.visible = true
+				// Install's CAS published this block: the key's committed value, which the
+				// address cache may name (a Combined change's block never was).
+				t.ac.keep(op, blockKey(c.blk.slot), blockStamp(c.blk.bytes))
 			}
 			// The retire takes the reading of the deadline check before the CAS when the
 			// synchronizer reports it (the budget that bounds the CAS bounds the unlink), and

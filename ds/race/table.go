@@ -79,7 +79,9 @@ type Options struct {
 	// on this handle (Open refuses it without, farmem.ErrInvalid) and on every other client
 	// that writes the table: a writer that does not invalidate lets cached reads return the
 	// value it replaced. A replicated table (Params.Replicas or IndexReplicas above 1) keeps
-	// no cache. The handle's own writes of a key drop its entry.
+	// no cache. The handle's own Update of a key keeps the entry of the block its CAS
+	// published (an update combined into another client's, whose block is never published,
+	// leaves none); its Delete drops the key's entry.
 	AddressCache int
 	// Health, for a replicated table, is the replicas' suspicion shared by the handles of one
 	// compute node (replmem.Options.Health): made once by whoever opens them (a store makes one
