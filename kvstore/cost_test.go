@@ -58,8 +58,9 @@ func roundTrips(t *testing.T, syncName string) {
 	steps := []step{
 		{"insert", kvstore.InsertRoundTrips, 2, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, nil},
 		{"insert existing", kvstore.InsertExistingRoundTrips, 0, func(s kv) error { return s.Insert(ctx, []byte("alpha"), v) }, kvstore.ErrExists},
-		{"get", kvstore.GetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
-		{"get again", kvstore.CachedGetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
+		// The session inserted alpha: its address cache names the block (GetRoundTrips, the
+		// first Get of a key the session has not touched: TestCachedGetSeesOtherWriters).
+		{"get", kvstore.CachedGetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},
 		{"get absent", kvstore.GetAbsentRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("beta")); return err }, kvstore.ErrNotFound},
 		{"update", kvstore.UpdateRoundTrips, 1, func(s kv) error { return s.Update(ctx, []byte("alpha"), v) }, nil},
 		{"get after update", kvstore.CachedGetRoundTrips, 0, func(s kv) error { _, err := s.Get(ctx, []byte("alpha")); return err }, nil},

@@ -46,9 +46,10 @@ const limitValue = 1000
 //     limit); and the same with the store's own block validation, race.DecodeBlock, in place of
 //     xxh3 (storesum-ns/op, x-storesum); and the work of a Get its session's address cache
 //     answers (kvstore.DefaultAddressCache entries: a key read before, its block not replaced
-//     since), which reads no bucket: read a 16-byte entry at a random position of a local
-//     table of that many entries, then, at a position that depends on it, copy the block into
-//     the caller's buffer and checksum it with xxh3 (hitlimit-ns/op, x-hitlimit). Which of the
+//     since), which reads no bucket: read a 24-byte entry at a random position of a local
+//     table of that many entries, then, at positions that depend on it, the key's slot word
+//     (compared) and the block, copied into the caller's buffer and checksummed with xxh3
+//     (hitlimit-ns/op, x-hitlimit). Which of the
 //     two limits a Get meets depends on whether its cache answered: rtt/op is 1 plus the share
 //     it did not.
 //   - put: Put of a random loaded key (an update), beside Put's unavoidable work: build the new
@@ -344,7 +345,7 @@ type limitRegion struct {
 	groups uint64    // 128-byte bucket groups in mem
 	blocks uint64    // block positions in mem
 	dst    []byte    // the caller's buffer
-	ents   []uint64  // an address cache's table (getHit), two words an entry
+	ents   []uint64  // an address cache's table (getHit), three words an entry
 	nb     []byte    // Put's new block
 	bkt    [256]byte // the bucket groups
 	rng    uint64
@@ -381,7 +382,7 @@ func newLimitRegion(b *testing.B, ctx context.Context, f *cxl.Fabric, node farme
 	size := max(heap, uint64(4*stride)) &^ 127
 	lr := &limitRegion{mem: mapLike(b, size), img: img, addr: at, blen: len(img), stride: stride,
 		groups: size / 128, blocks: (size - uint64(stride)) / uint64(stride), dst: make([]byte, 0, stride),
-		nb: make([]byte, len(img)), rng: 0x6a09e667f3bcc909, ents: make([]uint64, 2*kvstore.DefaultAddressCache)}
+		nb: make([]byte, len(img)), rng: 0x6a09e667f3bcc909, ents: make([]uint64, 3*kvstore.DefaultAddressCache)}
 	for i, x := 0, uint64(0xbb67ae8584caa73b); i < len(lr.ents); i++ {
 		x = xorshift(x)
 		lr.ents[i] = x
@@ -428,13 +429,18 @@ func (lr *limitRegion) getStoreSum() {
 	lr.sink += uint64(len(d.Value))
 }
 
-// getHit is one round of the memory work of a Get its address cache answers: a 16-byte entry
-// at a random position of the table, then the block a word of it leads to, copied into the
-// caller's buffer and checked with xxh3.
+// getHit is one round of the memory work of a Get its address cache answers: an entry at a
+// random position of the table, then, at positions words of it lead to, the key's slot word
+// (compared with the entry's) and the block, copied into the caller's buffer and checked with
+// xxh3.
 func (lr *limitRegion) getHit() {
 	lr.rng = xorshift(lr.rng)
 	rng := lr.rng
-	e := (rng >> 1) % uint64(len(lr.ents)/2) * 2
+	e := (rng >> 1) % uint64(len(lr.ents)/3) * 3
+	s := (lr.ents[e+1] ^ rng) % (uint64(len(lr.mem)) / 8) * 8
+	if binary.LittleEndian.Uint64(lr.mem[s:]) == lr.ents[e] {
+		lr.sink++
+	}
 	p := (lr.ents[e] ^ rng) % lr.blocks * uint64(lr.stride)
 	lr.dst = append(lr.dst[:0], lr.mem[p:p+uint64(lr.blen)]...)
 	lr.sink += xxh3.Hash(lr.dst[:lr.blen-8])

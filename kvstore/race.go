@@ -15,7 +15,7 @@ import (
 const DefaultMetaSize = 16
 
 // DefaultAddressCache is the address cache of each handle of a Race index whose Options leave
-// AddressCache 0: 2^16 entries in sets of two, 1 MiB, allocated at the handle's first Get that
+// AddressCache 0: 2^16 entries in sets of two, 1.5 MiB, allocated at the handle's first Get that
 // finds a key. Over 10^4 keys read at random it answers about 98 Gets in 100 in one round trip
 // once each key was read (BenchmarkLimit: 1.02 round trips per Get), and about 65,536/n of
 // them over n keys beyond its size.
@@ -29,8 +29,8 @@ const DefaultAddressCache = 1 << 16
 // Every handle invalidates the blocks it replaces (race.Options.Invalidate, one 8-byte write
 // in the round trip that reads the block's head, no round trip more), whatever Options says, so
 // that every session may keep an address cache (race.Options.AddressCache, DefaultAddressCache
-// entries unless Options sets it; negative: none): a Get of a key the session read before
-// reads the block alone, with no pin. A program that writes a store's table through race
+// entries unless Options sets it; negative: none): a Get of a key the session read, inserted or updated before
+// reads the key's slot word and block in one round trip (no bucket, no pin). A program that writes a store's table through race
 // directly, rather than through a store, must set Invalidate too.
 type Race struct {
 	// Params lay out a table when the store is created (race's defaults, with MetaSize

@@ -5,23 +5,25 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/farmem/farmem/farmem"
 )
 
-// MaxAddressCache is the largest Options.AddressCache: 2^24 entries, 256 MiB per handle.
+// MaxAddressCache is the largest Options.AddressCache: 2^24 entries, 384 MiB per handle.
 const MaxAddressCache = 1 << 24
 
 // acEntry is one entry of a handle's address cache (Options.AddressCache): the committed slot
 // word a Search found for a key (a blockKey: the block's address and size; 0 for none), the
-// block's stamp, and a tag of the key's hash that spares most reads of another key's block.
-// 16 bytes.
+// address of the slot that held it, the block's stamp, and a tag of the key's hash that spares
+// most reads of another key's block. 24 bytes.
 type acEntry struct {
 	word  Slot
-	tag   uint32
+	slot  farmem.Addr
 	stamp uint32
+	tag   uint32
 }
 
-// addrCache is a handle's address cache: sets of two entries (32 bytes, half a cache line)
-// chosen by the key's second hash, allocated at the first entry it keeps (a handle that never
+// addrCache is a handle's address cache: sets of two entries chosen by the key's second hash, allocated at the first entry it keeps (a handle that never
 // searches pays nothing). Two ways rather than one keep the keys that share a set: with n keys
 // and 2^16 entries, a direct-mapped cache misses about 1-(65536/n)(1-e^(-n/65536)) of a uniform
 // workload's Gets for conflicts alone (7% at n = 10^4), two ways about 1% there.
@@ -58,17 +60,17 @@ func (c *addrCache) at(op *opState) *acEntry {
 	return nil
 }
 
-// keep records that the block of w (a blockKey) with stamp was op's key's committed value when
-// it was read through its slot: in the key's entry if it has one, else in the set's first way,
-// the entry there moving to the second (whose entry is dropped).
-func (c *addrCache) keep(op *opState, w Slot, stamp uint32) {
-	if c.size == 0 {
+// keep records that the block of w (a blockKey) with stamp was op's key's committed value, in
+// the slot at slot: in the key's entry if it has one, else in the set's first way, the entry
+// there moving to the second (whose entry is dropped).
+func (c *addrCache) keep(op *opState, w Slot, slot farmem.Addr, stamp uint32) {
+	if c.size == 0 || slot == 0 {
 		return
 	}
 	if c.entries == nil {
 		c.entries = make([]acEntry, c.size)
 	}
-	ne := acEntry{word: w, tag: acTag(op), stamp: stamp}
+	ne := acEntry{word: w, slot: slot, tag: acTag(op), stamp: stamp}
 	if e := c.at(op); e != nil {
 		*e = ne
 		return
@@ -85,29 +87,40 @@ func (c *addrCache) drop(op *opState) {
 	}
 }
 
+// viewSlot returns the address of the slot of view v's j-th word, for the address cache: 0 for
+// a view of a split's new half reached through its parent (v.from set), whose slots may lie in
+// either half.
+func (t *Table) viewSlot(v *view, j int) farmem.Addr {
+	if v.from != 0 {
+		return 0
+	}
+	return t.geo.slotAddr(v.st, v.idx[j])
+}
+
 // clear forgets every entry (a node adoption: blocks may be gone).
 func (c *addrCache) clear() { clear(c.entries) }
 
-// searchCached answers op's Search (op.dst set) from the address cache, reading the block its
-// entry names alone: one round trip, no pin, no clock reading. ok is false, with nothing
-// appended, when the cache has no entry for the key or the entry is stale (the entry is then
-// dropped, and the caller reads the slot): the read failed, or the block fails validation,
-// holds another key or another stamp (it was reused), or its valid word is set (a writer
-// replaced or is replacing it). See readCached for why a value it returns is linearizable.
+// searchCached answers op's Search (op.dst set) from the address cache, reading the slot and
+// the block its entry names (readCached): one round trip, no pin, no clock reading. ok is
+// false, with nothing appended, when the cache has no entry for the key or the entry is stale
+// (the entry is then dropped, and the caller reads the buckets): the read failed, the slot no
+// longer holds the entry's word, or the block fails validation, holds another key or another
+// stamp (it was reused), or its valid word is set (a writer replaced or is replacing it). See readCached for why a value it returns is linearizable.
 func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	e := t.ac.at(op)
 	if e == nil || adoptionsOf(t.m) != t.adoptions {
 		return nil, false
 	}
-	w, stamp := e.word, e.stamp
+	w, stamp, slot := e.word, e.stamp, e.slot
 	if t.pf != nil {
+		t.pf.Prefetch(slot, 8)
 		t.pf.Prefetch(w.Addr(), int(w.Size()))
 	}
 	sc := t.scr
 	n := int(w.Size())
-	sc.blocks = grow(sc.blocks, n+8)
-	valid, buf := sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
-	blk, ok, err := t.readCached(ctx, op.key, w, stamp, valid, buf, t.pf != nil)
+	sc.blocks = grow(sc.blocks, n+16)
+	words, buf := sc.blocks[:16:16], sc.blocks[16:16+n:16+n]
+	blk, ok, err := t.readCached(ctx, op.key, w, slot, stamp, words, buf, t.pf != nil)
 	if err != nil || !ok {
 		*e = acEntry{}
 		t.stats.CacheStale++
@@ -121,26 +134,33 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 }
 
 // readCached reads the block of slot word w (a blockKey) through an address-cache entry of
-// stamp, for key: the block's valid word into valid (8 bytes), then, in the same batch, the
-// block into buf (its size), and accepts the block (ok) if the valid word was clear and the
-// block validates and holds key and stamp. hinted tells that the block's lines were hinted
-// (Prefetch) already. A failed read is its error (the scratch is dropped).
+// stamp for key, kept for the slot at slot: in one batch, the slot's word and the block's valid
+// word into words (16 bytes), then the block into buf (its size). It accepts the block (ok) if
+// the slot still held w (committed), the valid word was clear, and the block validates and
+// holds key and stamp. hinted tells that the block's lines were hinted (Prefetch) already. A
+// failed read is its error (the scratch is dropped).
 //
 // Why such a value was key's committed value when its valid word was read (its linearization
-// point): the block named by w with that stamp was committed when the entry was kept (read
-// through its slot); every writer sets the valid word of the block it replaces before its CAS
-// (Options.Invalidate); a block is reused only after it was replaced; and a reused block is
-// written whole, in ascending order (a farmem write lands in address order, as a block read
-// reads), with another stamp (one chance in 2^32 of the same) and a clear valid word. So a clear
-// valid word read first means either that the cached block had not been replaced yet, and the
-// block read after it holds it (its checksum and stamp tell its bytes from a reuse begun since),
-// or that a reuse had already written the stamp and valid word, which the block read then
-// shows as another stamp. The valid word is outside the checksum: read within the block read,
-// a reuse that wrote the first three words between the reader's second and third would pass
-// the old block's checksum and stamp with the new block's clear valid word.
-func (t *Table) readCached(ctx context.Context, key []byte, w Slot, stamp uint32, valid, buf []byte, hinted bool) (Block, bool, error) {
+// point): the block named by w with that stamp was committed when the entry was kept; every
+// writer sets the valid word of the block it replaces before its CAS (Options.Invalidate); a
+// block is reused only after it was replaced; and a reused block is written whole, in
+// ascending order (a farmem write lands in address order, as a block read reads), with another
+// stamp (one chance in 2^32 of the same) and a clear valid word. So a clear valid word read
+// first means either that the cached block had not been replaced yet, and the block read after
+// it (same node, in order) holds it (its checksum and stamp tell its bytes from a reuse begun
+// since), or that a reuse had already written the stamp and valid word, which the block read
+// then shows as another stamp. The valid word is outside the checksum: read within the block
+// read, a reuse that wrote the first three words between the reader's second and third would
+// pass the old block's checksum and stamp with the new block's clear valid word.
+//
+// The slot's word is read for what the valid word cannot tell: that the key's slot is still
+// there. A slot on a memory node that lost its memory fails the read (farmem.ErrNodeLost, as
+// the lookup would), and a slot that Purge emptied, or a split moved, no longer holds w; the
+// valid word of a block whose slot was lost is never set.
+func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.Addr, stamp uint32, words, buf []byte, hinted bool) (Block, bool, error) {
 	b := t.batch()
-	b.Read(w.Addr().Add(ValidOffset), valid)
+	b.Read(slot, words[:8])
+	b.Read(w.Addr().Add(ValidOffset), words[8:16])
 	b.Read(w.Addr(), buf)
 	var err error
 	if hinted {
@@ -152,12 +172,16 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, stamp uint32
 		t.lost()
 		return Block{}, false, fmt.Errorf("race: read cached block: %w", err)
 	}
+	le := binary.LittleEndian
+	if sw := Slot(le.Uint64(words)); !sw.Committed() || blockKey(sw) != w || le.Uint64(words[8:]) != 0 {
+		return Block{}, false, nil
+	}
 	blk, err := DecodeBlock(w.Addr(), buf)
 	if err != nil {
 		t.stats.BadBlocks++
 		return Block{}, false, nil
 	}
-	if binary.LittleEndian.Uint64(valid) != 0 || blk.Stamp != stamp || !bytes.Equal(blk.Key, key) {
+	if blk.Stamp != stamp || !bytes.Equal(blk.Key, key) {
 		return Block{}, false, nil
 	}
 	return blk, true, nil

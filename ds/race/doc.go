@@ -196,8 +196,9 @@
 // another key sharing the fingerprint is invalidated too, costing its cached readers a miss,
 // and a write that then fails leaves a committed block invalid, with the same cost). An
 // address cache keeps an Entry (the committed word, the block's stamp, the slot's address)
-// from SearchEntry, and SearchCached reads the block alone, one round trip, accepting it only
-// if it validates, holds the key and the stamp, and is valid: it was then the committed value
+// from SearchEntry, and SearchCached reads the slot's word and the block, one round trip,
+// accepting the block only if the slot still holds its word and it validates, holds the key and
+// the stamp, and is valid: it was then the committed value
 // when its valid word was read, since writers invalidate before they commit and a block is
 // reused only after it was replaced (and then carries another stamp). The valid word is read
 // first, in the batch that then reads the block: it is outside the checksum, and a reuse writes
@@ -208,9 +209,10 @@
 // Search ignores the valid word.
 //
 // A handle's own address cache (Options.AddressCache, which needs Invalidate) keeps such an
-// entry per key, direct-mapped by the key's second hash (16 bytes an entry): each Search that
-// reads a key through its slot keeps its entry, and the next Search of the key reads the block
-// alone (CachedSearchRoundTrips: one round trip, no pin, no clock reading), accepting it as
+// entry per key, in sets of two chosen by the key's second hash (24 bytes an entry): each
+// Search that reads a key through its slot, and each Insert or Update that commits it, keeps
+// its entry, and the next Search of the key reads the slot's word and the block
+// (CachedSearchRoundTrips: one round trip, no pin, no clock reading), accepting it as
 // SearchCached does; a stale entry is dropped and the Search reads the slot as usual, one round
 // trip later. The handle's own Update keeps the entry of the block its CAS published (a
 // combined update, ptrsync.Combined, whose block is never published, leaves none); its Delete

@@ -175,7 +175,7 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 			return nil, err
 		}
 		if len(v.words) == 1 && !t.replicated() && indexReplicas(t.root) <= 1 {
-			val, err := t.searchOne(ctx, op, v.words[0])
+			val, err := t.searchOne(ctx, op, v.words[0], t.viewSlot(&v, 0))
 			if errors.Is(err, errStale) {
 				continue
 			}
@@ -193,7 +193,7 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 		}
 		w := blockKey(v.words[j])
 		info, _ := op.info(w)
-		t.ac.keep(op, w, info.stamp)
+		t.ac.keep(op, w, t.viewSlot(&v, j), info.stamp)
 		return info.value, nil
 	}
 	return nil, fmt.Errorf("race: search: blocks keep failing validation: %w", ErrCorrupt)
@@ -318,6 +318,7 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 			nb.written = false
 			continue
 		}
+		slotAt := t.geo.slotAddr(v.st, v.idx[x]) // before tryInsert decodes its re-read over v
 		res, err := t.tryInsert(ctx, op, nb, &v, x)
 		if err != nil {
 			// The outcome is unknown: a tentative slot of ours may stay in place (its lease
@@ -326,6 +327,8 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		}
 		switch res {
 		case inserted:
+			// The commit published the block: the key's committed value, for the address cache.
+			t.ac.keep(op, blockKey(nb.slot), slotAt, blockStamp(nb.bytes))
 			if t.regionSplit() {
 				t.afterInsert(ctx, &v, free)
 			}
@@ -824,7 +827,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 				c.blk.visible = true
 				// Install's CAS published this block: the key's committed value, which the
 				// address cache may name (a Combined change's block never was).
-				t.ac.keep(op, blockKey(c.blk.slot), blockStamp(c.blk.bytes))
+				t.ac.keep(op, blockKey(c.blk.slot), c.slot, blockStamp(c.blk.bytes))
 			}
 			// The retire takes the reading of the deadline check before the CAS when the
 			// synchronizer reports it (the budget that bounds the CAS bounds the unlink), and

@@ -366,10 +366,11 @@ func (t *Table) SearchEntry(ctx context.Context, key []byte) ([]byte, Entry, err
 	}
 }
 
-// SearchCached reads key's value through an address-cache entry: one round trip (the block's
-// valid word, then the block, in one batch). ok is false, with no error, when the entry is
-// stale: the block fails validation, holds another key or another stamp (it was reused), or
-// its valid word is set (a writer replaced or is replacing it). A value it returns was the
+// SearchCached reads key's value through an address-cache entry: one round trip (the slot's
+// word, the block's valid word, then the block, in one batch). ok is false, with no error, when
+// the entry is stale: the slot no longer holds the entry's word, or the block fails
+// validation, holds another key or another stamp (it was reused), or its valid word is set (a
+// writer replaced or is replacing it). A value it returns was the
 // key's committed value when its valid word was read: writers set the valid word before their
 // commit (Options.Invalidate, and a proxy), and a block is reused only after it was replaced
 // (see the package doc, "Proxying and address caches").
@@ -380,8 +381,8 @@ func (t *Table) SearchCached(ctx context.Context, key []byte, e Entry) (val []by
 	if !e.Word.Committed() {
 		return nil, false, nil
 	}
-	buf := make([]byte, 8+e.Word.Size())
-	blk, ok, err := t.readCached(ctx, key, e.Word, e.Stamp, buf[:8:8], buf[8:], false)
+	buf := make([]byte, 16+e.Word.Size())
+	blk, ok, err := t.readCached(ctx, key, e.Word, e.Slot, e.Stamp, buf[:16:16], buf[16:], false)
 	if err != nil || !ok {
 		return nil, false, err
 	}

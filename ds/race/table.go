@@ -71,10 +71,10 @@ type Options struct {
 	// address caches read. It adds no round trip uncontended.
 	Invalidate bool
 	// AddressCache, when positive, gives the handle an address cache of that many entries
-	// (rounded up to a power of 2, at least 2, at most MaxAddressCache; 16 bytes each, in sets
+	// (rounded up to a power of 2, at least 2, at most MaxAddressCache; 24 bytes each, in sets
 	// of two, allocated at the first Search that finds a key): per key, the committed slot word
 	// and stamp its last
-	// Search found, so that the next Search of the key reads the block alone, one round trip
+	// Search found, so that the next Search of the key reads the slot's word and the block, one round trip
 	// instead of two, with no pin (see the package doc, "Proxying and address caches"). It needs Invalidate,
 	// on this handle (Open refuses it without, farmem.ErrInvalid) and on every other client
 	// that writes the table: a writer that does not invalidate lets cached reads return the
