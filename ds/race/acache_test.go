@@ -118,9 +118,10 @@ func TestLinearizableAddressCache(t *testing.T) {
 // reuse's writes land among its reads. The cached block A is replaced (and so invalidated),
 // then its address is rewritten for the same key with another stamp, word by word in ascending
 // order, as a reusing writer does, and that block is published in the same slot with the same
-// word as A's (same address, size and fingerprint). The slot is on another node than the
-// block, so the reader's read of it may come after the publication while its reads of the
-// block's valid word and then the block (same node, in order) meet the rewrite anywhere: every
+// word as A's (same address, size and fingerprint). The replay takes the slot to be on another
+// node than the block (here both are on the one memory node; the read does not rely on that),
+// so the reader's read of it may come after the publication while its reads of the block's
+// valid word and then the block (same node, in order) meet the rewrite anywhere: every
 // interleaving in which the writer writes its first p words just before the reader's j-th word
 // read and then pauses is replayed on the reader's batch, with the slot read showing A's word,
 // and each must be refused. Two ways to fail it: read the valid word within the block read
