@@ -35,6 +35,14 @@ const (
 	UpdateRoundTrips = 3
 	// LockedUpdateRoundTrips is an Update (or Put of a present key) that takes the lock.
 	LockedUpdateRoundTrips = UpdateRoundTrips + LockRoundTrips
+	// CachedUpdateRoundTrips is a lock-free Update (or Put of a present key) of a key whose
+	// entry the handle's address cache holds (a key it read, inserted or updated before), its
+	// slot and block on one memory node: the new block's write with the slot's word and the
+	// key's block's head; the CAS, with the old block's invalidation. A stale entry costs one
+	// round trip before UpdateRoundTrips.
+	CachedUpdateRoundTrips = 2
+	// LockedCachedUpdateRoundTrips is a CachedUpdateRoundTrips update that takes the lock.
+	LockedCachedUpdateRoundTrips = CachedUpdateRoundTrips + LockRoundTrips
 	// PutAbsentRoundTrips is a Put of an absent key: an Update that finds nothing, then an
 	// Insert, with every synchronizer.
 	PutAbsentRoundTrips = AbsentRoundTrips + InsertRoundTrips
@@ -42,6 +50,11 @@ const (
 	DeleteRoundTrips = 3
 	// LockedDeleteRoundTrips is a Delete that takes the lock.
 	LockedDeleteRoundTrips = DeleteRoundTrips + LockRoundTrips
+	// CachedDeleteRoundTrips is CachedUpdateRoundTrips for a lock-free Delete: the slot's word
+	// and the key's block's head; the CAS.
+	CachedDeleteRoundTrips = 2
+	// LockedCachedDeleteRoundTrips is a CachedDeleteRoundTrips delete that takes the lock.
+	LockedCachedDeleteRoundTrips = CachedDeleteRoundTrips + LockRoundTrips
 	// ScanRoundTrips: the Race index is unordered, and Scan fails with ErrNoOrderedIndex
 	// before any verb.
 	ScanRoundTrips = 0

@@ -15,8 +15,8 @@ import (
 const DefaultMetaSize = 16
 
 // DefaultAddressCache is the address cache of each handle of a Race index whose Options leave
-// AddressCache 0: 2^16 entries in sets of two, 1.5 MiB, allocated at the handle's first Get that
-// finds a key. Over 10^4 keys read at random it answers about 98 Gets in 100 in one round trip
+// AddressCache 0: 2^16 entries in sets of two, 2 MiB (a set is a cache line), allocated at the
+// handle's first operation that finds or commits a key. Over 10^4 keys read at random it answers about 98 Gets in 100 in one round trip
 // once each key was read (BenchmarkLimit: 1.02 round trips per Get), and about 65,536/n of
 // them over n keys beyond its size.
 const DefaultAddressCache = 1 << 16
@@ -24,13 +24,16 @@ const DefaultAddressCache = 1 << 16
 // Race is the RACE extendible hash index (package ds/race), the store's default kind. It is not
 // ordered: Store.Scan returns ErrNoOrderedIndex. Round trips, uncontended, with Optimistic:
 // Get 1 when the session's address cache names the key's block and the block is still its
-// value, 2 otherwise (1 if absent), Insert 3, Update 3, Delete 3 (see the package doc).
+// value, 2 otherwise (1 if absent), Insert 3, Update 3, Delete 3; an Update or Delete of a key
+// the cache names, its slot and block on one memory node, 2 (see the package doc).
 //
 // Every handle invalidates the blocks it replaces (race.Options.Invalidate, one 8-byte write
 // in the round trip that reads the block's head, no round trip more), whatever Options says, so
 // that every session may keep an address cache (race.Options.AddressCache, DefaultAddressCache
 // entries unless Options sets it; negative: none): a Get of a key the session read, inserted or updated before
-// reads the key's slot word and block in one round trip (no bucket, no pin). A program that writes a store's table through race
+// reads the key's slot word and block in one round trip (no bucket, no pin), and an Update or
+// Delete of it reads the slot word and the block's head in its first round trip instead of
+// the buckets, then the block's (CachedUpdateRoundTrips). A program that writes a store's table through race
 // directly, rather than through a store, must set Invalidate too.
 type Race struct {
 	// Params lay out a table when the store is created (race's defaults, with MetaSize

@@ -9,27 +9,37 @@ import (
 	"github.com/farmem/farmem/farmem"
 )
 
-// MaxAddressCache is the largest Options.AddressCache: 2^24 entries, 384 MiB per handle.
+// MaxAddressCache is the largest Options.AddressCache: 2^24 entries, 512 MiB per handle.
 const MaxAddressCache = 1 << 24
 
 // acEntry is one entry of a handle's address cache (Options.AddressCache): the committed slot
 // word a Search found for a key (a blockKey: the block's address and size; 0 for none), the
-// address of the slot that held it, the block's stamp, and a tag of the key's hash that spares
-// most reads of another key's block. 24 bytes.
+// subtable and index of the slot that held it (what an Update through the entry needs to find
+// the slot's lock entry, and the slot's address), the block's stamp, and a tag of the key's
+// hash that spares most reads of another key's block. 32 bytes.
 type acEntry struct {
 	word  Slot
-	slot  farmem.Addr
+	st    farmem.Addr
 	stamp uint32
 	tag   uint32
+	idx   uint32
+	_     uint32
 }
+
+// slot returns the address of the entry's slot.
+func (e *acEntry) slot(g *geometry) farmem.Addr { return g.slotAddr(e.st, uint64(e.idx)) }
+
+// acSet is a set of two entries: one 64-byte cache line (the cache's backing array, a large
+// allocation, is line-aligned), so that a lookup touches one line.
+type acSet [2]acEntry
 
 // addrCache is a handle's address cache: sets of two entries chosen by the key's second hash, allocated at the first entry it keeps (a handle that never
 // searches pays nothing). Two ways rather than one keep the keys that share a set: with n keys
 // and 2^16 entries, a direct-mapped cache misses about 1-(65536/n)(1-e^(-n/65536)) of a uniform
 // workload's Gets for conflicts alone (7% at n = 10^4), two ways about 1% there.
 type addrCache struct {
-	entries []acEntry
-	size    int // entries to allocate, a power of 2 of at least 2; 0: no cache
+	sets []acSet
+	size int // entries to allocate, a power of 2 of at least 2; 0: no cache
 }
 
 // acTag is op's key's tag in an entry: the high half of its first hash (sets are chosen by the
@@ -37,12 +47,11 @@ type addrCache struct {
 func acTag(op *opState) uint32 { return uint32(op.k.h1 >> 32) }
 
 // set returns op's key's set (two entries), nil if the cache holds nothing yet.
-func (c *addrCache) set(op *opState) *[2]acEntry {
-	if c.entries == nil {
+func (c *addrCache) set(op *opState) *acSet {
+	if c.sets == nil {
 		return nil
 	}
-	i := (op.k.h2 >> 32) & uint64(len(c.entries)/2-1)
-	return (*[2]acEntry)(c.entries[2*i : 2*i+2])
+	return &c.sets[(op.k.h2>>32)&uint64(len(c.sets)-1)]
 }
 
 // at returns op's key's entry, nil if the cache has none.
@@ -61,16 +70,16 @@ func (c *addrCache) at(op *opState) *acEntry {
 }
 
 // keep records that the block of w (a blockKey) with stamp was op's key's committed value, in
-// the slot at slot: in the key's entry if it has one, else in the set's first way, the entry
-// there moving to the second (whose entry is dropped).
-func (c *addrCache) keep(op *opState, w Slot, slot farmem.Addr, stamp uint32) {
-	if c.size == 0 || slot == 0 {
+// slot idx of subtable st (none if st is 0): in the key's entry if it has one, else in the
+// set's first way, the entry there moving to the second (whose entry is dropped).
+func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp uint32) {
+	if c.size == 0 || st == 0 {
 		return
 	}
-	if c.entries == nil {
-		c.entries = make([]acEntry, c.size)
+	if c.sets == nil {
+		c.sets = make([]acSet, c.size/2)
 	}
-	ne := acEntry{word: w, slot: slot, tag: acTag(op), stamp: stamp}
+	ne := acEntry{word: w, st: st, idx: uint32(idx), tag: acTag(op), stamp: stamp}
 	if e := c.at(op); e != nil {
 		*e = ne
 		return
@@ -79,26 +88,38 @@ func (c *addrCache) keep(op *opState, w Slot, slot farmem.Addr, stamp uint32) {
 	set[1], set[0] = set[0], ne
 }
 
-// drop forgets op's key's entry: an Update or Delete by this handle drops it when it begins
-// (a committed Update keeps its new block's entry when it ends).
+// take returns op's key's entry (a zero entry if there is none) and forgets it: an Update or
+// Delete by this handle takes it when it begins (changeCached may use it; a committed Update
+// keeps its new block's entry when it ends).
+func (c *addrCache) take(op *opState) acEntry {
+	e := c.at(op)
+	if e == nil {
+		return acEntry{}
+	}
+	r := *e
+	*e = acEntry{}
+	return r
+}
+
+// drop forgets op's key's entry.
 func (c *addrCache) drop(op *opState) {
 	if e := c.at(op); e != nil {
 		*e = acEntry{}
 	}
 }
 
-// viewSlot returns the address of the slot of view v's j-th word, for the address cache: 0 for
-// a view of a split's new half reached through its parent (v.from set), whose slots may lie in
-// either half.
-func (t *Table) viewSlot(v *view, j int) farmem.Addr {
+// viewSlot returns the subtable and index of the slot of view v's j-th word, for the address
+// cache: no subtable (0) for a view of a split's new half reached through its parent (v.from
+// set), whose slots may lie in either half.
+func (t *Table) viewSlot(v *view, j int) (farmem.Addr, uint64) {
 	if v.from != 0 {
-		return 0
+		return 0, 0
 	}
-	return t.geo.slotAddr(v.st, v.idx[j])
+	return v.st, v.idx[j]
 }
 
 // clear forgets every entry (a node adoption: blocks may be gone).
-func (c *addrCache) clear() { clear(c.entries) }
+func (c *addrCache) clear() { clear(c.sets) }
 
 // searchCached answers op's Search (op.dst set) from the address cache, reading the slot and
 // the block its entry names (readCached): one round trip, no pin, no clock reading. ok is
@@ -111,7 +132,7 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	if e == nil || adoptionsOf(t.m) != t.adoptions {
 		return nil, false
 	}
-	w, stamp, slot := e.word, e.stamp, e.slot
+	w, stamp, slot := e.word, e.stamp, e.slot(&t.geo)
 	if t.pf != nil {
 		t.pf.Prefetch(slot, 8)
 		t.pf.Prefetch(w.Addr(), int(w.Size()))
@@ -185,4 +206,63 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.
 		return Block{}, false, nil
 	}
 	return blk, true, nil
+}
+
+// changeCached is the first look of an Update or Delete of a key whose address-cache entry e
+// the handle took (addrCache.take), when the entry's slot and block are on one memory node: in
+// one batch, nb's block writes (if nb is not nil), then the slot's word, then the head of the
+// block e names (headLen), in that order on that node. It returns the view of that one slot
+// (hit) if the slot still held e's word, committed and not frozen, and the head holds op's key
+// with e's stamp; the caller then commits through it as through findOne's answer, one round
+// trip sooner, with the block's valid word still clear (Install sets it in the CAS's batch).
+// Otherwise (hit false, counted in ChangeStale; nb written all the same) the caller looks the
+// key up as usual. A failed batch is its error, as locate's is.
+//
+// Why the head read tells what the lookup and findOne would: the operation is pinned before
+// the batch, and the head is read after the slot on the slot's node, so the block the slot
+// named when it was read cannot have been reused by the time its head is read (a block is
+// reused only a grace period after the CAS that replaced it, and this pin holds that back),
+// and a published block's head never changes. A word still in its slot, not frozen, names
+// the key's one committed slot: a split freezes a slot before it moves it (the word read
+// would carry the frozen bit), a Delete empties it, and a slot emptied and filled again holds
+// another block, or the same block for another key, which the head's key tells apart. The
+// lookup's check that the subtable owns the key serves the buckets it reads; the slot here
+// is reached through a word that only the key's committed slot holds. Two nodes give no
+// order between the two reads (the head could be read before the slot, of a block reused
+// since), hence the one-node condition, checked by the caller.
+func (t *Table) changeCached(ctx context.Context, op *opState, e acEntry, nb *newBlock) (view, bool, error) {
+	slot, w := e.slot(&t.geo), e.word
+	n := headLen(w, len(op.key))
+	sc := t.scr
+	sc.blocks = grow(sc.blocks, 8+n)
+	word, head := sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
+	if t.pf != nil {
+		t.pf.Prefetch(slot, 8)
+		t.pf.Prefetch(w.Addr(), n)
+	}
+	b := t.batch()
+	if nb != nil {
+		addBlockWrites(b, nb)
+	}
+	b.Read(slot, word)
+	b.Read(w.Addr(), head)
+	if err := t.doHinted(ctx, b); err != nil {
+		t.lost()
+		return view{}, false, fmt.Errorf("race: read cached slot %v: %w", slot, err)
+	}
+	sw := Slot(binary.LittleEndian.Uint64(word))
+	if !sw.Committed() || sw.Frozen() || blockKey(sw) != w {
+		t.stats.ChangeStale++
+		return view{}, false, nil
+	}
+	info, ok, err := t.decodeHead(op, w, head)
+	if err != nil || !ok || !info.isKey || info.stamp != e.stamp {
+		t.stats.ChangeStale++
+		return view{}, false, nil
+	}
+	op.learnt(w, info)
+	t.stats.ChangeHits++
+	cv := &sc.cv
+	cv.idx, cv.words = append(cv.idx[:0], uint64(e.idx)), append(cv.words[:0], sw)
+	return view{st: e.st, idx: cv.idx, words: cv.words}, true, nil
 }

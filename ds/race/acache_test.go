@@ -53,8 +53,8 @@ func TestAddressCacheSearch(t *testing.T) {
 	require.Equal(t, uint64(2), st.CacheHits)
 	require.Zero(t, st.CacheStale)
 
-	require.Equal(t, uint64(race.UpdateRoundTrips), rtts(w, func() { require.NoError(t, w.tab.Update(ctx, key(1), val(2, 40))) }),
-		"invalidation rides in the update's round trips")
+	require.Equal(t, uint64(race.CachedUpdateRoundTrips), rtts(w, func() { require.NoError(t, w.tab.Update(ctx, key(1), val(2, 40))) }),
+		"invalidation rides in the update's round trips (the writer's entry is its insert's)")
 	search(2, race.CachedSearchRoundTrips+race.SearchRoundTrips, "a replaced block: the stale entry, then the slot")
 	require.Equal(t, uint64(1), r.tab.Stats().CacheStale)
 	search(2, race.CachedSearchRoundTrips, "the new entry")
@@ -63,7 +63,8 @@ func TestAddressCacheSearch(t *testing.T) {
 	require.NoError(t, r.tab.Update(ctx, key(1), val(3, 40)))
 	search(3, race.CachedSearchRoundTrips, "after its own update")
 
-	require.Equal(t, uint64(race.DeleteRoundTrips), rtts(w, func() { require.NoError(t, w.tab.Delete(ctx, key(1))) }))
+	require.Equal(t, uint64(race.CachedDeleteRoundTrips-1+race.DeleteRoundTrips), rtts(w, func() { require.NoError(t, w.tab.Delete(ctx, key(1))) }),
+		"the writer's entry went stale with the reader's update")
 	require.Equal(t, uint64(race.CachedSearchRoundTrips+race.SearchAbsentRoundTrips), rtts(r, func() {
 		_, err := r.tab.Search(ctx, key(1))
 		require.ErrorIs(t, err, race.ErrNotFound)
@@ -74,6 +75,68 @@ func TestAddressCacheSearch(t *testing.T) {
 	require.NoError(t, w.tab.Insert(ctx, key(2), val(5, 40)))
 	_, err := r.tab.Search(ctx, key(3))
 	require.ErrorIs(t, err, race.ErrNotFound)
+}
+
+// TestAddressCacheChange: an Update or Delete of a key the handle's address cache holds reads
+// the slot's word and the block's head in its first round trip (the Update's new block written
+// in it too) and invalidates the old block in the CAS's batch: CachedUpdateRoundTrips and
+// CachedDeleteRoundTrips, the replaced block's valid word set. A stale entry costs that round
+// trip before the usual lookup; a deleted key's ends in ErrNotFound.
+func TestAddressCacheChange(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	opts := race.Options{Invalidate: true, AddressCache: 100}
+	c := e.open(t, 0, opts)
+	o := e.open(t, 1, opts)
+	p := e.open(t, 2, race.Options{})
+	require.NoError(t, c.tab.Insert(ctx, key(1), val(1, 40)))
+	// o's first insert loads the directory and takes the allocator's first chunk.
+	require.NoError(t, o.tab.Insert(ctx, key(2), val(2, 40)))
+
+	// entry returns the key's current slot word (as SearchEntry finds it) and asserts its value.
+	entry := func(want uint64) race.Slot {
+		t.Helper()
+		v, ent, err := p.tab.SearchEntry(ctx, key(1))
+		require.NoError(t, err)
+		require.Equal(t, want, unval(v))
+		return ent.Word
+	}
+	validWord := func(w race.Slot) uint64 {
+		t.Helper()
+		var b [8]byte
+		require.NoError(t, p.m.Read(ctx, w.Addr().Add(race.ValidOffset), b[:]))
+		return binary.LittleEndian.Uint64(b[:])
+	}
+	update := func(h *client, v, rt uint64, msg string) {
+		t.Helper()
+		old := entry(v - 1)
+		require.Equal(t, rt, rtts(h, func() { require.NoError(t, h.tab.Update(ctx, key(1), val(v, 40))) }), msg)
+		require.NotEqual(t, old, entry(v), msg)
+		require.NotZero(t, validWord(old), "%s: the replaced block is invalid", msg)
+	}
+	update(c, 2, race.CachedUpdateRoundTrips, "the insert's entry")
+	update(c, 3, race.CachedUpdateRoundTrips, "the entry of its own update")
+	require.Equal(t, uint64(2), c.tab.Stats().ChangeHits)
+	update(o, 4, race.UpdateRoundTrips, "another handle, with no entry")
+	update(c, 5, race.CachedUpdateRoundTrips-1+race.UpdateRoundTrips, "a stale entry's round trip, then the lookup")
+	require.Equal(t, uint64(1), c.tab.Stats().ChangeStale)
+	update(c, 6, race.CachedUpdateRoundTrips, "the lookup's entry")
+
+	old := entry(6)
+	require.Equal(t, uint64(race.CachedDeleteRoundTrips), rtts(c, func() { require.NoError(t, c.tab.Delete(ctx, key(1))) }))
+	require.NotZero(t, validWord(old), "the deleted block is invalid")
+	_, err := p.tab.Search(ctx, key(1))
+	require.ErrorIs(t, err, race.ErrNotFound)
+
+	// Another handle's delete leaves c's entry stale.
+	require.NoError(t, o.tab.Insert(ctx, key(1), val(7, 40)))
+	_, err = c.tab.Search(ctx, key(1))
+	require.NoError(t, err)
+	require.NoError(t, o.tab.Delete(ctx, key(1)))
+	require.Equal(t, uint64(race.CachedDeleteRoundTrips-1+race.AbsentRoundTrips), rtts(c, func() {
+		require.ErrorIs(t, c.tab.Delete(ctx, key(1)), race.ErrNotFound)
+	}), "a stale entry's round trip, then the lookup finds nothing")
+	require.Equal(t, uint64(2), c.tab.Stats().ChangeStale)
 }
 
 // TestAddressCacheNeedsInvalidate: Open refuses a cache without Invalidate, and one of an
@@ -89,8 +152,8 @@ func TestAddressCacheNeedsInvalidate(t *testing.T) {
 }
 
 // TestLinearizableAddressCache is TestLinearizableRegions with every client keeping a small
-// address cache (so that entries are evicted too) and invalidating: searches answered from the
-// cache, stale entries and splits mix under tearing and jitter, with a client dying in the middle
+// address cache (so that entries are evicted too) and invalidating: searches and updates
+// answered through the cache, stale entries and splits mix under tearing and jitter, with a client dying in the middle
 // of a split in one run; the histories must be linearizable.
 func TestLinearizableAddressCache(t *testing.T) {
 	w := regionLoad
@@ -111,6 +174,8 @@ func TestLinearizableAddressCache(t *testing.T) {
 	}
 	require.NotZero(t, all.CacheHits, "no search was answered from a cache")
 	require.NotZero(t, all.CacheStale, "no search met a stale entry")
+	require.NotZero(t, all.ChangeHits, "no update was spared its lookup")
+	require.NotZero(t, all.ChangeStale, "no update met a stale entry")
 }
 
 // TestCachedReadOfReusedBlock: a cached read (SearchCached, whose check the handles' caches

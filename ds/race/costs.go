@@ -25,8 +25,16 @@ const (
 	// DeferredWriteRoundTrips is what an Update adds when the synchronizer's plan defers the
 	// block's write (Plan.DeferWrite): Install writes it in a round trip of its own.
 	DeferredWriteRoundTrips = 1
+	// CachedUpdateRoundTrips: an Update of a key the handle's address cache holds, its slot and
+	// block on one memory node: the block's write with the slot's word and the old block's
+	// head; the old block's invalidation with the CAS. A stale entry costs the first before
+	// the Update looks the key up as usual (UpdateRoundTrips, the block written already).
+	CachedUpdateRoundTrips = 2
 	// DeleteRoundTrips: the lookup; the key's block; the CAS.
 	DeleteRoundTrips = 3
+	// CachedDeleteRoundTrips is CachedUpdateRoundTrips for a Delete: the slot's word and the
+	// block's head; the invalidation with the CAS.
+	CachedDeleteRoundTrips = 2
 	// AbsentRoundTrips is an Update or Delete of an absent key: the lookup.
 	AbsentRoundTrips = 1
 	// OpenRoundTrips: the root, then the directory.

@@ -209,7 +209,8 @@
 // Search ignores the valid word.
 //
 // A handle's own address cache (Options.AddressCache, which needs Invalidate) keeps such an
-// entry per key, in sets of two chosen by the key's second hash (24 bytes an entry): each
+// entry per key, in sets of two chosen by the key's second hash (32 bytes an entry, a set
+// one cache line): each
 // Search that reads a key through its slot, and each Insert or Update that commits it, keeps
 // its entry, and the next Search of the key reads the slot's word and the block
 // (CachedSearchRoundTrips: one round trip, no pin, no clock reading), accepting it as
@@ -219,7 +220,13 @@
 // drops the key's entry. Update and Delete set
 // the valid word in the batch that reads the replaced block (its head, for findOne), so
 // invalidating adds one 8-byte write and no round trip; a writer whose invalidation of the
-// key's block failed does not CAS. A stamp is 32 bits: a block reused at the same address for
+// key's block failed does not CAS. An Update or Delete of a key whose entry the handle holds,
+// its slot and block on one memory node, skips the lookup: its first batch writes the new
+// block, then reads the slot's word and the old block's head, in that order on that node, and
+// its CAS's batch sets the old block's valid word first (CachedUpdateRoundTrips and
+// CachedDeleteRoundTrips: two round trips instead of three; a stale entry costs one more
+// before the lookup). Why the head read after the slot's, pinned, tells what the lookup would:
+// changeCached. A stamp is 32 bits: a block reused at the same address for
 // the same key with the same stamp, not yet committed or never to be, would be taken for the
 // cached one, one chance in 2^32 per such reuse. Replicated tables keep no cache.
 //

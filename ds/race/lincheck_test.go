@@ -149,6 +149,8 @@ func addStats(a, b race.Stats) race.Stats {
 	a.MixedReads += b.MixedReads
 	a.CacheHits += b.CacheHits
 	a.CacheStale += b.CacheStale
+	a.ChangeHits += b.ChangeHits
+	a.ChangeStale += b.ChangeStale
 	return a
 }
 

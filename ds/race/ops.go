@@ -175,7 +175,8 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 			return nil, err
 		}
 		if len(v.words) == 1 && !t.replicated() && indexReplicas(t.root) <= 1 {
-			val, err := t.searchOne(ctx, op, v.words[0], t.viewSlot(&v, 0))
+			st, idx := t.viewSlot(&v, 0)
+			val, err := t.searchOne(ctx, op, v.words[0], st, idx)
 			if errors.Is(err, errStale) {
 				continue
 			}
@@ -193,7 +194,8 @@ func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
 		}
 		w := blockKey(v.words[j])
 		info, _ := op.info(w)
-		t.ac.keep(op, w, t.viewSlot(&v, j), info.stamp)
+		st, idx := t.viewSlot(&v, j)
+		t.ac.keep(op, w, st, idx, info.stamp)
 		return info.value, nil
 	}
 	return nil, fmt.Errorf("race: search: blocks keep failing validation: %w", ErrCorrupt)
@@ -318,7 +320,7 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 			nb.written = false
 			continue
 		}
-		slotAt := t.geo.slotAddr(v.st, v.idx[x]) // before tryInsert decodes its re-read over v
+		st, idx := v.st, v.idx[x] // before tryInsert decodes its re-read over v
 		res, err := t.tryInsert(ctx, op, nb, &v, x)
 		if err != nil {
 			// The outcome is unknown: a tentative slot of ours may stay in place (its lease
@@ -328,7 +330,7 @@ func (t *Table) Insert(ctx context.Context, key, value []byte) error {
 		switch res {
 		case inserted:
 			// The commit published the block: the key's committed value, for the address cache.
-			t.ac.keep(op, blockKey(nb.slot), slotAt, blockStamp(nb.bytes))
+			t.ac.keep(op, blockKey(nb.slot), st, idx, blockStamp(nb.bytes))
 			if t.regionSplit() {
 				t.afterInsert(ctx, &v, free)
 			}
@@ -731,8 +733,9 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 // retries only over a word whose block holds it too: condDelete).
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte) error {
 	op := t.newOp(key)
-	t.ac.drop(op)
-	t.prefetchLookup(op)
+	// The key's address-cache entry is taken out of the cache (a committed Update keeps its new
+	// block's entry when it ends): it may spare the lookup (changeCached).
+	ce := t.ac.take(op)
 	op.invalidate = t.opts.Invalidate
 	op.keepValue = cond != nil
 	// Only committed slots with the key's fingerprint matter to findKey, the one reader of
@@ -742,6 +745,11 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	// findOne, which reads only a block's head, is what such an operation uses when its view
 	// holds one candidate (oneCandidate also needs no lock words read with it).
 	op.keyOnly = op.matchOnly && !op.keepValue && !t.replicated()
+	cached := ce.word != 0 && op.keyOnly && ce.slot(&t.geo).Node() == ce.word.Addr().Node() &&
+		adoptionsOf(t.m) == t.adoptions
+	if !cached {
+		t.prefetchLookup(op)
+	}
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
 	// the deadline below is, if anything, early), Commit's deadline check before each CAS is
 	// the one reading before it, and a committed change's retire and unpin use that reading:
@@ -765,6 +773,8 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	}
 	plan := t.sync.Plan(kind, op.k.identity())
 	plan.Prefetch = plan.Prefetch && t.lockSize > 0
+	// A plan that wants the lock entry read with the lookup takes the lookup.
+	cached = cached && !plan.Prefetch
 	var pre *newBlock
 	if kind == ptrsync.Update && !plan.DeferWrite {
 		nb, err := t.makeBlock(ctx, op, value, 0)
@@ -774,31 +784,49 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		c.blk = nb
 		pre = nb
 	}
-	for range maxAttempts {
-		v, err := t.locate(ctx, op, pre)
-		if err != nil {
-			t.dropBlock(ctx, c.blk)
-			return err
+	for attempt := range maxAttempts {
+		var v view
+		j, hit := 0, false
+		if attempt == 0 && cached {
+			var err error
+			v, hit, err = t.changeCached(ctx, op, ce, pre)
+			if err != nil {
+				t.dropBlock(ctx, c.blk)
+				return err
+			}
+			if pre != nil {
+				c.blk.written, pre = true, nil
+			}
+			if !hit {
+				t.prefetchLookup(op)
+			}
 		}
-		if pre != nil {
-			c.blk.written, pre = true, nil
-		}
-		var j int
-		if t.oneCandidate(op, &v, plan.Prefetch) {
-			j, err = t.findOne(ctx, op, v.words[0])
-		} else {
-			j, err = t.findKey(ctx, op, &v, plan.Prefetch)
-		}
-		if errors.Is(err, errStale) {
-			continue
-		}
-		if err != nil {
-			t.dropBlock(ctx, c.blk)
-			return err
-		}
-		if j < 0 {
-			t.dropBlock(ctx, c.blk)
-			return ErrNotFound
+		if !hit {
+			var err error
+			v, err = t.locate(ctx, op, pre)
+			if err != nil {
+				t.dropBlock(ctx, c.blk)
+				return err
+			}
+			if pre != nil {
+				c.blk.written, pre = true, nil
+			}
+			if t.oneCandidate(op, &v, plan.Prefetch) {
+				j, err = t.findOne(ctx, op, v.words[0])
+			} else {
+				j, err = t.findKey(ctx, op, &v, plan.Prefetch)
+			}
+			if errors.Is(err, errStale) {
+				continue
+			}
+			if err != nil {
+				t.dropBlock(ctx, c.blk)
+				return err
+			}
+			if j < 0 {
+				t.dropBlock(ctx, c.blk)
+				return ErrNotFound
+			}
 		}
 		w := v.words[j]
 		if cond != nil {
@@ -816,6 +844,9 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		i := v.idx[j]
 		c.subtable, c.index, c.slot, c.meta, c.metaBytes = v.st, i, t.geo.slotAddr(v.st, i), t.geo.metaAddr(v.st, i), op.metaOf(i)
 		c.old = w
+		// The cached look read the old block's head without setting its valid word: Install
+		// sets it, in the CAS's batch.
+		c.oldValid = hit && op.invalidate
 		res, err := t.sync.Commit(ctx, target)
 		if err != nil {
 			// Unknown outcome: the new block may be in place; it is leaked rather than freed.
@@ -827,7 +858,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 				c.blk.visible = true
 				// Install's CAS published this block: the key's committed value, which the
 				// address cache may name (a Combined change's block never was).
-				t.ac.keep(op, blockKey(c.blk.slot), c.slot, blockStamp(c.blk.bytes))
+				t.ac.keep(op, blockKey(c.blk.slot), c.subtable, c.index, blockStamp(c.blk.bytes))
 			}
 			// The retire takes the reading of the deadline check before the CAS when the
 			// synchronizer reports it (the budget that bounds the CAS bounds the unlink), and

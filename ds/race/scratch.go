@@ -26,6 +26,8 @@ type scratch struct {
 	// hv holds the views of a split's new half locate's hop decodes, and mv a mixed key's
 	// merged view (hop).
 	hv, mv viewBuf
+	// cv holds the one-slot view of changeCached.
+	cv viewBuf
 	// js is matching's result (read before matching runs again).
 	js []int
 	// blocks and meta receive learn's reads of KV blocks and metadata entries; ps lists the

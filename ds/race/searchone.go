@@ -15,9 +15,10 @@ import (
 // and no copy to fall back on never uses. It issues what learn would for that slot (one batch of one read of the
 // block) and answers as learn and search would: the value appended to op.dst (a copy when op.dst
 // is nil) if the block holds the key, ErrNotFound if it holds another key, errStale (the
-// caller looks again) if the block fails validation, and learn's error if the read fails. slot
-// is the address of the slot that held w, for the address cache (0: none, keep nothing).
-func (t *Table) searchOne(ctx context.Context, op *opState, w Slot, slot farmem.Addr) ([]byte, error) {
+// caller looks again) if the block fails validation, and learn's error if the read fails. st
+// and idx are the subtable and index of the slot that held w, for the address cache (st 0:
+// none, keep nothing).
+func (t *Table) searchOne(ctx context.Context, op *opState, w Slot, st farmem.Addr, idx uint64) ([]byte, error) {
 	w = blockKey(w)
 	blk, err := t.readOne(ctx, w)
 	if err != nil {
@@ -26,7 +27,7 @@ func (t *Table) searchOne(ctx context.Context, op *opState, w Slot, slot farmem.
 	if !bytes.Equal(blk.Key, op.key) {
 		return nil, ErrNotFound
 	}
-	t.ac.keep(op, w, slot, blk.Stamp)
+	t.ac.keep(op, w, st, idx, blk.Stamp)
 	if op.dst == nil {
 		return bytes.Clone(blk.Value), nil
 	}

@@ -2,7 +2,6 @@ package race
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -27,6 +26,9 @@ type change struct {
 	metaBytes []byte
 	// old is the slot word the table read and confirmed to hold key (not frozen, committed).
 	old Slot
+	// oldValid says that old's block was read without setting its valid word (changeCached):
+	// Install sets it before a CAS that expects old.
+	oldValid bool
 
 	t   *Table
 	op  *opState
@@ -74,18 +76,45 @@ func (c *change) Install(ctx context.Context, expected uint64) (uint64, uint64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	if c.t.opts.Invalidate && Slot(expected) != c.old && Slot(expected).Committed() {
-		// A word the lookup did not invalidate (a lost CAS's winner, a hint): invalidate its
-		// block before replacing it (Same confirmed it while pinned, so it is not reused).
-		var vb [8]byte
-		binary.LittleEndian.PutUint64(vb[:], InvalidWord)
-		if err := c.t.m.Write(ctx, Slot(expected).Addr().Add(ValidOffset), vb[:]); err != nil {
+	exp := Slot(expected)
+	if !c.t.opts.Invalidate || !exp.Committed() || exp == c.old && !c.oldValid {
+		prev, err := c.t.m.CAS(ctx, c.slot, expected, uint64(nw))
+		if err != nil {
+			return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
+		}
+		if prev != expected {
+			c.t.stats.Conflicts++
+		}
+		return prev, uint64(nw), nil
+	}
+	// A word whose block is not invalidated yet (changeCached's, a lost CAS's winner, a hint):
+	// invalidate its block before replacing it (it was confirmed while pinned, so it is not
+	// reused). On the slot's node the write and the CAS go in one batch, in that order;
+	// elsewhere the write's round trip comes first.
+	va := exp.Addr().Add(ValidOffset)
+	var prev uint64
+	if va.Node() == c.slot.Node() {
+		b := c.t.batch()
+		b.Write(va, invalidBytes[:])
+		k := b.CAS(c.slot, expected, uint64(nw))
+		err = c.t.m.Do(ctx, b)
+		if _, werr := b.Result(0); werr != nil {
+			return 0, 0, fmt.Errorf("race: invalidate block: %w", werr)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
+		}
+		prev, _ = b.Result(k)
+	} else {
+		if err := c.t.m.Write(ctx, va, invalidBytes[:]); err != nil {
 			return 0, 0, fmt.Errorf("race: invalidate block: %w", err)
 		}
+		if prev, err = c.t.m.CAS(ctx, c.slot, expected, uint64(nw)); err != nil {
+			return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
+		}
 	}
-	prev, err := c.t.m.CAS(ctx, c.slot, expected, uint64(nw))
-	if err != nil {
-		return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
+	if exp == c.old {
+		c.oldValid = false
 	}
 	if prev != expected {
 		c.t.stats.Conflicts++

@@ -71,11 +71,13 @@ type Options struct {
 	// address caches read. It adds no round trip uncontended.
 	Invalidate bool
 	// AddressCache, when positive, gives the handle an address cache of that many entries
-	// (rounded up to a power of 2, at least 2, at most MaxAddressCache; 24 bytes each, in sets
-	// of two, allocated at the first Search that finds a key): per key, the committed slot word
-	// and stamp its last
-	// Search found, so that the next Search of the key reads the slot's word and the block, one round trip
-	// instead of two, with no pin (see the package doc, "Proxying and address caches"). It needs Invalidate,
+	// (rounded up to a power of 2, at least 2, at most MaxAddressCache; 32 bytes each, in sets
+	// of two, allocated at the first operation that finds or commits a key): per key, the
+	// committed slot word, the slot and the block's stamp its last Search found or its last
+	// Insert or Update committed, so that the next Search of the key reads the slot's word and
+	// the block, one round trip instead of two, with no pin, and the next Update or Delete
+	// (its slot and block on one memory node) skips the lookup, two round trips instead of
+	// three (see the package doc, "Proxying and address caches"). It needs Invalidate,
 	// on this handle (Open refuses it without, farmem.ErrInvalid) and on every other client
 	// that writes the table: a writer that does not invalidate lets cached reads return the
 	// value it replaced. A replicated table (Params.Replicas or IndexReplicas above 1) keeps
@@ -163,6 +165,10 @@ type Stats struct {
 	// one round trip, and CacheStale the entries a Search found stale (the block replaced,
 	// reused, or unreadable) and read the slot instead.
 	CacheHits, CacheStale uint64
+	// ChangeHits counts Updates and Deletes whose address-cache entry spared the lookup
+	// (CachedUpdateRoundTrips), and ChangeStale those whose entry was stale and that looked
+	// the key up after its round trip.
+	ChangeHits, ChangeStale uint64
 }
 
 // Table is one client's handle on a table in far memory. Like the client's farmem.Memory and
