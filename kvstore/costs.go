@@ -14,7 +14,8 @@ const (
 	GetRoundTrips = 2
 	// CachedGetRoundTrips: a Get its handle's address cache answers (DefaultAddressCache): a
 	// key the handle read, inserted or updated before, its block not replaced since and its entry not evicted; the
-	// key's slot word, the block's valid word and the block, in one batch. A stale entry (another client replaced or deleted the block) costs
+	// key's slot word, the block's valid word (slot and block on two memory nodes) and the
+	// block, in one batch. A stale entry (another client replaced or deleted the block) costs
 	// this before GetRoundTrips. The handle's own Update (or Put of a present key) keeps its
 	// entry current, its Delete drops it.
 	CachedGetRoundTrips = 1

@@ -155,33 +155,43 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 }
 
 // readCached reads the block of slot word w (a blockKey) through an address-cache entry of
-// stamp for key, kept for the slot at slot: in one batch, the slot's word and the block's valid
-// word into words (16 bytes), then the block into buf (its size). It accepts the block (ok) if
-// the slot still held w (committed), the valid word was clear, and the block validates and
-// holds key and stamp. hinted tells that the block's lines were hinted (Prefetch) already. A
-// failed read is its error (the scratch is dropped).
+// stamp for key, kept for the slot at slot: in one batch, the slot's word into words[:8], then,
+// when the slot and the block are on different memory nodes, the block's valid word into
+// words[8:16], then the block into buf (its size). It accepts the block (ok) if the slot still
+// held w (committed), the valid word (if read) was clear, and the block validates and holds key
+// and stamp. hinted tells that the block's lines were hinted (Prefetch) already. A failed read
+// is its error (the scratch is dropped).
 //
-// Why such a value was key's committed value when its valid word was read (its linearization
-// point): the block named by w with that stamp was committed when the entry was kept; every
-// writer sets the valid word of the block it replaces before its CAS (Options.Invalidate); a
-// block is reused only after it was replaced; and a reused block is written whole, in
-// ascending order (a farmem write lands in address order, as a block read reads), with another
-// stamp (one chance in 2^32 of the same) and a clear valid word. So a clear valid word read
-// first means either that the cached block had not been replaced yet, and the block read after
-// it (same node, in order) holds it (its checksum and stamp tell its bytes from a reuse begun
-// since), or that a reuse had already written the stamp and valid word, which the block read
-// then shows as another stamp. The valid word is outside the checksum: read within the block
-// read, a reuse that wrote the first three words between the reader's second and third would
-// pass the old block's checksum and stamp with the new block's clear valid word.
+// Why such a value was key's committed value at the read's linearization point. On one node
+// the batch's reads run in order, so the block is read after the slot showed w: the block w
+// named then was committed then; a block is reused only after it was replaced, and a reused
+// block is written whole, in ascending order (a farmem write lands in address order, as a
+// block read reads), with another stamp (one chance in 2^32 of the same), so a block read that
+// validates with the entry's stamp read that block, unchanged since (a read that met the
+// reuse's writes fails the checksum or shows the new stamp): it was committed when the slot was
+// read. On two nodes nothing orders the slot's read before the block's, and the block could be
+// read before its slot was read, replaced, and filled again with the same word; there the
+// valid word, read first on the block's node, tells: every writer sets the valid word of the
+// block it replaces before its CAS (Options.Invalidate), so a clear valid word read first means
+// either that the cached block had not been replaced yet, and the block read after it (same
+// node, in order) holds it (its checksum and stamp tell its bytes from a reuse begun since),
+// or that a reuse had already written the stamp and valid word, which the block read then
+// shows as another stamp; the valid word's read is then the linearization point. The valid
+// word is outside the checksum: read within the block read, a reuse that wrote the first three
+// words between the reader's second and third would pass the old block's checksum and stamp
+// with the new block's clear valid word.
 //
-// The slot's word is read for what the valid word cannot tell: that the key's slot is still
-// there. A slot on a memory node that lost its memory fails the read (farmem.ErrNodeLost, as
-// the lookup would), and a slot that Purge emptied, or a split moved, no longer holds w; the
-// valid word of a block whose slot was lost is never set.
+// The slot's word is read for what the block cannot tell: that the key's slot is still there.
+// A slot on a memory node that lost its memory fails the read (farmem.ErrNodeLost, as the
+// lookup would), and a slot that Purge emptied, or a split moved, no longer holds w; the valid
+// word of a block whose slot was lost is never set.
 func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.Addr, stamp uint32, words, buf []byte, hinted bool) (Block, bool, error) {
 	b := t.batch()
 	b.Read(slot, words[:8])
-	b.Read(w.Addr().Add(ValidOffset), words[8:16])
+	apart := slot.Node() != w.Addr().Node()
+	if apart {
+		b.Read(w.Addr().Add(ValidOffset), words[8:16])
+	}
 	b.Read(w.Addr(), buf)
 	var err error
 	if hinted {
@@ -194,7 +204,7 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.
 		return Block{}, false, fmt.Errorf("race: read cached block: %w", err)
 	}
 	le := binary.LittleEndian
-	if sw := Slot(le.Uint64(words)); !sw.Committed() || blockKey(sw) != w || le.Uint64(words[8:]) != 0 {
+	if sw := Slot(le.Uint64(words)); !sw.Committed() || blockKey(sw) != w || apart && le.Uint64(words[8:]) != 0 {
 		return Block{}, false, nil
 	}
 	blk, err := DecodeBlock(w.Addr(), buf)

@@ -183,64 +183,94 @@ func TestLinearizableAddressCache(t *testing.T) {
 // reuse's writes land among its reads. The cached block A is replaced (and so invalidated),
 // then its address is rewritten for the same key with another stamp, word by word in ascending
 // order, as a reusing writer does, and that block is published in the same slot with the same
-// word as A's (same address, size and fingerprint). The replay takes the slot to be on another
-// node than the block (here both are on the one memory node; the read does not rely on that),
-// so the reader's read of it may come after the publication while its reads of the block's
-// valid word and then the block (same node, in order) meet the rewrite anywhere: every
-// interleaving in which the writer writes its first p words just before the reader's j-th word
-// read and then pauses is replayed on the reader's batch, with the slot read showing A's word,
-// and each must be refused. Two ways to fail it: read the valid word within the block read
-// (p = 3 landing between the reader's second and third word reads passes A's checksum and
-// stamp with the new block's clear valid word), or leave A's valid word clear, as a writer
-// without Options.Invalidate does (then a rewrite that has not reached the reader yet passes).
+// word as A's (same address, size and fingerprint). With the slot and the block on different
+// memory nodes, the reader's read of the slot may come after the publication while its reads of
+// the block's valid word and then the block (same node, in order) meet the rewrite anywhere:
+// every interleaving in which the writer writes its first p words just before the reader's
+// j-th word read and then pauses is replayed on the reader's batch, with the slot read showing
+// A's word, and each must be refused. Two ways to fail it: read the valid word within the
+// block read (p = 3 landing between the reader's second and third word reads passes A's
+// checksum and stamp with the new block's clear valid word), or leave A's valid word clear, as
+// a writer without Options.Invalidate does (then a rewrite that has not reached the reader yet
+// passes). With both on one node the read reads no valid word: the slot, read first, showed A's
+// word, so A was committed then, and the same interleavings (the rewrite begun after the slot's
+// read) may pass A itself, never anything else.
 func TestCachedReadOfReusedBlock(t *testing.T) {
 	for _, careless := range []bool{false, true} {
-		accepted := cachedReadsOfReuse(t, careless)
+		accepted, _ := cachedReadsOfReuse(t, careless, true)
 		if careless {
 			require.NotZero(t, accepted, "a replaced block left valid was never taken")
 		} else {
 			require.Zero(t, accepted, "a replaced block was taken")
 		}
 	}
+	accepted, replays := cachedReadsOfReuse(t, false, false)
+	require.NotZero(t, accepted, "one node: A, read before the rewrite reached it, was never taken")
+	require.Less(t, accepted, replays, "one node: a rewrite that reached the reader was never refused")
 }
 
-// cachedReadsOfReuse replays TestCachedReadOfReusedBlock's interleavings, with A's valid word
-// left clear if careless, and returns how many of them the cached read accepted.
-func cachedReadsOfReuse(t *testing.T, careless bool) int {
+// cachedReadsOfReuse replays TestCachedReadOfReusedBlock's interleavings on a key whose slot
+// and block are on different memory nodes (apart) or on one, with A's valid word left clear if
+// careless, and returns how many of them the cached read accepted, and how many it replayed.
+func cachedReadsOfReuse(t *testing.T, careless, apart bool) (accepted, replays int) {
 	ctx := context.Background()
-	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
-	w := e.open(t, 1, race.Options{Invalidate: true})
-	require.NoError(t, w.tab.Insert(ctx, key(1), val(1, 40)))
+	e := newEnv(t, local.Options{Shape: local.Shape{MemoryNodes: 2}}, race.Params{Groups: 8})
+	// The writer's blocks go to one memory node, the table's slots being where they are: one of
+	// the two nodes gives what apart asks.
+	var w *client
+	var kk []byte
+	for i, n := range e.f.Topology().MemoryNodes() {
+		e.ao.Nodes = []farmem.NodeID{n}
+		c := e.open(t, 1, race.Options{Invalidate: true})
+		k := key(uint64(i))
+		require.NoError(t, c.tab.Insert(ctx, k, val(1, 40)))
+		loc, err := c.tab.Locate(ctx, k)
+		require.NoError(t, err)
+		if (loc.Slot.Node() != loc.Block.Node()) == apart {
+			w, kk = c, k
+			break
+		}
+	}
+	e.ao.Nodes = nil
+	require.NotNil(t, w, "no placement with the slot and block apart=%v", apart)
 
+	// The batch's reads: the slot, (apart) the valid word, the block.
+	nops, blk := 2, 1
+	if apart {
+		nops, blk = 3, 2
+	}
 	var armed bool
 	var replay func(ops []farmem.Op)
 	r := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
 		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
-			if armed && err == nil && len(v.Batch.Ops) == 3 {
+			if armed && err == nil && len(v.Batch.Ops) == nops {
 				replay(v.Batch.Ops)
 			}
 		}}
 	})
-	_, entA, err := r.tab.SearchEntry(ctx, key(1))
+	_, entA, err := r.tab.SearchEntry(ctx, kk)
 	require.NoError(t, err)
-	require.NoError(t, w.tab.Update(ctx, key(1), val(2, 40)))
+	require.NoError(t, w.tab.Update(ctx, kk, val(2, 40)))
 
 	a := entA.Word.Addr()
-	img := race.BlockImage(a, key(1), val(3, 40), entA.Stamp+1)
+	img := race.BlockImage(a, kk, val(3, 40), entA.Stamp+1)
 	words := len(img) / 8 // the writer's; the reader reads the slot word's whole Units
 	le := binary.LittleEndian
 	require.Zero(t, le.Uint64(img[race.ValidOffset:]), "the new block's valid word is clear")
-	// The reader's word reads of the block's node, in order: the valid word, then the block's.
-	order := []int{race.ValidOffset / 8}
+	// The reader's word reads of the block's node, in order: (apart) the valid word, then the
+	// block's.
+	var order []int
+	if apart {
+		order = append(order, race.ValidOffset/8)
+	}
 	for k := range int(entA.Word.Size()) / 8 {
 		order = append(order, k)
 	}
-	accepted := 0
 	for j0 := range order {
 		for p := 1; p <= words; p++ {
 			replay = func(ops []farmem.Op) {
-				le.PutUint64(ops[0].Buf, uint64(entA.Word)) // the slot, read once the new block is in it
-				mem := append([]byte(nil), ops[2].Buf...)   // A, replaced
+				le.PutUint64(ops[0].Buf, uint64(entA.Word)) // the slot, read before the block's node
+				mem := append([]byte(nil), ops[blk].Buf...) // A, replaced
 				if careless {
 					clear(mem[race.ValidOffset : race.ValidOffset+8])
 				}
@@ -250,20 +280,25 @@ func cachedReadsOfReuse(t *testing.T, careless bool) int {
 					}
 					return mem[8*k : 8*k+8]
 				}
-				copy(ops[1].Buf, read(0, race.ValidOffset/8))
-				for j, k := range order[1:] {
-					copy(ops[2].Buf[8*k:], read(j+1, k))
+				for j, k := range order {
+					if apart && j == 0 {
+						copy(ops[1].Buf, read(0, k))
+						continue
+					}
+					copy(ops[blk].Buf[8*k:], read(j, k))
 				}
 			}
 			armed = true
-			v, ok, err := r.tab.SearchCached(ctx, key(1), entA)
+			v, ok, err := r.tab.SearchCached(ctx, kk, entA)
 			armed = false
 			require.NoError(t, err)
+			replays++
 			if ok {
 				require.Equal(t, uint64(1), unval(v), "only A can pass for A")
 				accepted++
 			}
 		}
 	}
-	return accepted
+	require.Positive(t, replays)
+	return accepted, replays
 }

@@ -7,7 +7,9 @@ const (
 	// SearchRoundTrips: both combined buckets and the header in one batch; the KV block.
 	SearchRoundTrips = 2
 	// CachedSearchRoundTrips: a Search its address cache answers (Options.AddressCache): the
-	// slot's word, the block's valid word and the KV block, in one batch. A stale entry costs this before the Search reads the slot.
+	// slot's word, the block's valid word (when the slot and the block are on different memory
+	// nodes) and the KV block, in one batch. A stale entry costs this before the Search reads
+	// the slot.
 	CachedSearchRoundTrips = 1
 	// SearchAbsentRoundTrips: both combined buckets and the header, no slot with the key's
 	// fingerprint.

@@ -197,13 +197,16 @@
 // and a write that then fails leaves a committed block invalid, with the same cost). An
 // address cache keeps an Entry (the committed word, the block's stamp, the slot's address)
 // from SearchEntry, and SearchCached reads the slot's word and the block, one round trip,
-// accepting the block only if the slot still holds its word and it validates, holds the key and
-// the stamp, and is valid: it was then the committed value
-// when its valid word was read, since writers invalidate before they commit and a block is
-// reused only after it was replaced (and then carries another stamp). The valid word is read
-// first, in the batch that then reads the block: it is outside the checksum, and a reuse writes
-// a block in ascending order, so a clear valid word read before the block means either that
-// the block had not been replaced, or that the reuse's new stamp is what the block read shows;
+// accepting the block only if the slot still holds its word and it validates and holds the key
+// and the stamp. On one memory node the slot's word is read first, in order: the block it
+// named was committed then, and a block that validates with its stamp is that block, unchanged
+// (a block is reused only after it was replaced, and then carries another stamp; a read that
+// meets the reuse's writes fails the checksum or shows it). On two nodes nothing orders the
+// two reads, and the block's valid word is read too, first on the block's node, and must be
+// clear: the block was then the committed value when its valid word was read, since writers
+// invalidate before they commit. The valid word is outside the checksum, and a reuse writes a
+// block in ascending order, so a clear valid word read before the block means either that the
+// block had not been replaced, or that the reuse's new stamp is what the block read shows;
 // read within the block, it could come from a reuse whose first words landed between the
 // reader's (the old block's checksum and stamp with the new block's clear valid word). Plain
 // Search ignores the valid word.

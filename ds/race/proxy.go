@@ -367,13 +367,15 @@ func (t *Table) SearchEntry(ctx context.Context, key []byte) ([]byte, Entry, err
 }
 
 // SearchCached reads key's value through an address-cache entry: one round trip (the slot's
-// word, the block's valid word, then the block, in one batch). ok is false, with no error, when
-// the entry is stale: the slot no longer holds the entry's word, or the block fails
-// validation, holds another key or another stamp (it was reused), or its valid word is set (a
-// writer replaced or is replacing it). A value it returns was the
-// key's committed value when its valid word was read: writers set the valid word before their
-// commit (Options.Invalidate, and a proxy), and a block is reused only after it was replaced
-// (see the package doc, "Proxying and address caches").
+// word, the block's valid word when the slot and the block are on different memory nodes, then
+// the block, in one batch). ok is false, with no error, when the entry is stale: the slot no
+// longer holds the entry's word, or the block fails validation, holds another key or another
+// stamp (it was reused), or its valid word, if read, is set (a writer replaced or is replacing
+// it). A value it returns was the key's committed value when the slot's word was read (one
+// node: the block is read after it, in order) or when the block's valid word was read (two
+// nodes): writers set the valid word before their commit (Options.Invalidate, and a proxy),
+// and a block is reused only after it was replaced (see the package doc, "Proxying and address
+// caches").
 func (t *Table) SearchCached(ctx context.Context, key []byte, e Entry) (val []byte, ok bool, err error) {
 	if err := t.usable(); err != nil {
 		return nil, false, err
