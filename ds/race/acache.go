@@ -71,7 +71,9 @@ func (c *addrCache) at(op *opState) *acEntry {
 
 // keep records that the block of w (a blockKey) with stamp was op's key's committed value, in
 // slot idx of subtable st (none if st is 0): in the key's entry if it has one, else in the
-// set's first way, the entry there moving to the second (whose entry is dropped).
+// set's first way, the entry there (if any) moving to the second (whose entry is dropped). So
+// an Update, which takes its key's entry when it begins and keeps the new one when it commits,
+// leaves the set's other key in place.
 func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp uint32) {
 	if c.size == 0 || st == 0 {
 		return
@@ -85,7 +87,12 @@ func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp 
 		return
 	}
 	set := c.set(op)
-	set[1], set[0] = set[0], ne
+	if set[0].word != 0 {
+		// The first way's entry moves to the second, over whatever is there; an empty first
+		// way (a taken or dropped entry's) takes the new entry alone.
+		set[1] = set[0]
+	}
+	set[0] = ne
 }
 
 // take returns op's key's entry (a zero entry if there is none) and forgets it: an Update or

@@ -9,7 +9,8 @@ import (
 
 // TestAddrCacheSets: keys sharing a set keep two entries; a new key goes to the first way and
 // moves the first way's entry to the second, evicting the second's; a key kept again updates
-// its own entry in place; drop removes only the key's own entry. A set is one cache line. A cache of size 0 keeps
+// its own entry in place; drop removes only the key's own entry; a key taken and kept again
+// leaves the other key of its set in place. A set is one cache line. A cache of size 0 keeps
 // nothing.
 func TestAddrCacheSets(t *testing.T) {
 	op := func(h1, h2 uint64) *opState { return &opState{k: keyHash{h1: h1, h2: h2}} }
@@ -41,6 +42,15 @@ func TestAddrCacheSets(t *testing.T) {
 	ac.drop(c)
 	require.Nil(t, ac.at(c))
 	require.NotNil(t, ac.at(d))
+	// An update takes its key's entry, then keeps the new one: the set's other key stays,
+	// whichever way the taken entry was in.
+	ac.keep(c, 0x300, 8, 3, 3) // [c b]
+	for _, k := range []*opState{c, b, c, b} {
+		require.NotZero(t, ac.take(k).word)
+		ac.keep(k, 0x500, 8, 3, 5)
+		require.NotNil(t, ac.at(b), "b kept")
+		require.NotNil(t, ac.at(c), "c kept")
+	}
 	ac.clear()
 	require.Nil(t, ac.at(d))
 }
