@@ -12,6 +12,7 @@ import (
 // TestReplicatedBasic: a table replicated on three of four nodes holds its keys through splits
 // and doublings, and keeps serving every operation with its lowest node crashed.
 func TestReplicatedBasic(t *testing.T) {
+	t.Parallel() // its own fabric; a reachable node of the local transport never times out
 	e := replEnv(t, 4, 3, race.Params{Groups: 2})
 	c := e.open(t, 0, race.Options{})
 	ctx := context.Background()

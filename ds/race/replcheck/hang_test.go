@@ -22,6 +22,7 @@ import (
 // the clients paid are at most two per client (the rounds in flight when the hang began) plus
 // one per probe of the shared Healths; and a probe finds the replica back.
 func TestReplicatedHangSharedHealthSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 4, 2, 64<<20
 	model.Tearing, model.Jitter, model.DownTimeout = true, 300*time.Nanosecond, 2*time.Millisecond

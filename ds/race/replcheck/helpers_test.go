@@ -42,8 +42,14 @@ func replEnv(t testing.TB, nodes, r int, p race.Params) *env {
 
 // replEnvWith is replEnv, with tearing and jitter on if noisy is set.
 func replEnvWith(t testing.TB, nodes, r int, p race.Params, noisy bool) *env {
+	return replEnvDown(t, nodes, r, p, noisy, 0)
+}
+
+// replEnvDown is replEnvWith whose fabric fails a verb to an unreachable node after down
+// (local.Options.DownTimeout; zero: the transport's default).
+func replEnvDown(t testing.TB, nodes, r int, p race.Params, noisy bool, down time.Duration) *env {
 	t.Helper()
-	lo := local.Options{Shape: transport.Shape{MemoryNodes: nodes, ComputeNodes: 2, MemorySize: 16 << 20}}
+	lo := local.Options{Shape: transport.Shape{MemoryNodes: nodes, ComputeNodes: 2, MemorySize: 16 << 20}, DownTimeout: down}
 	if noisy {
 		lo.Tearing, lo.Jitter = true, 5*time.Microsecond
 	}

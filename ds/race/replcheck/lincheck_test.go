@@ -118,6 +118,7 @@ func runReplSimWith(t *testing.T, seed uint64, r int, crash []int, w workload, n
 // mid-run, and on five nodes with two crashed (the first included), on the simulator: the
 // histories are linearizable and no operation fails.
 func TestReplicatedLinearizableSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	for _, tc := range []struct {
 		r     int
 		crash []int
@@ -135,6 +136,7 @@ func TestReplicatedLinearizableSim(t *testing.T) {
 
 // TestReplicatedSimDeterministic: a replicated run with a crash is a function of its seed.
 func TestReplicatedSimDeterministic(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	w := replLoad
 	w.Ops = 60
 	a := runReplSim(t, 5, 3, []int{0}, w, 4)
@@ -146,6 +148,7 @@ func TestReplicatedSimDeterministic(t *testing.T) {
 // TestReplicatedLinearizableLocal: the same on the local transport with tearing and jitter,
 // the first replica crashed once the clients have made a third of their operations.
 func TestReplicatedLinearizableLocal(t *testing.T) {
+	t.Parallel() // its own fabric; a reachable node of the local transport never times out
 	for _, tc := range []struct {
 		r     int
 		crash []int
@@ -205,6 +208,7 @@ func TestReplicatedLinearizableLocal(t *testing.T) {
 // its locks over once their lease expires, the history is linearizable, and only the dead
 // client's last operation has an unknown outcome.
 func TestReplicatedClientDiesSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	wrap := func(s *sim.Sim, m farmem.Memory) farmem.Memory {
 		var fired atomic.Bool
 		return &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {

@@ -18,6 +18,7 @@ import (
 // crashes, so reads need the repopulated one. The history is linearizable and no operation
 // fails.
 func TestRepopulateSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	model := sim.ConnectX6()
 	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 4, 2, 64<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
@@ -90,6 +91,7 @@ func TestRepopulateSim(t *testing.T) {
 // another replica crashes: the history is linearizable, no operation fails, and every key the
 // clients left is readable.
 func TestRepopulateLocal(t *testing.T) {
+	t.Parallel() // its own fabric; a reachable node of the local transport never times out
 	e := replEnvWith(t, 4, 3, replLayout, true)
 	const n = 4
 	cs := make([]*client, n)

@@ -57,6 +57,7 @@ func measureOps(t *testing.T, c *client, want map[string]uint64) []opCost {
 // and of one replicated on three nodes, measured in the same run, and prints their costs side
 // by side: round trips, verbs and bytes per operation.
 func TestReplicatedRoundTrips(t *testing.T) {
+	t.Parallel() // counts round trips, which other tests do not change
 	const groups = 4
 	plain := plainEnv(t, race.Params{Groups: groups})
 	c1 := plain.open(t, 0, race.Options{})
