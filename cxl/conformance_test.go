@@ -3,6 +3,10 @@
 package cxl_test
 
 import (
+	"flag"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,7 +43,20 @@ func open(policy cxl.Policy) farmemtest.Open {
 }
 
 // The two policies' suites run side by side: each has regions of its own, and most of their
-// time is spent waiting out the fault tests' down timeouts.
+// time is spent waiting out the fault tests' down timeouts. TestHangComputeNode, which also
+// waits, runs beside them: Go's default limit of parallel tests (GOMAXPROCS, two in CI) would
+// make it wait for one of them to end, so TestMain raises the limit to three unless -parallel
+// is given.
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(3, runtime.GOMAXPROCS(0))))
+	}
+	os.Exit(m.Run())
+}
 
 func TestConformanceCoherent(t *testing.T) {
 	t.Parallel()

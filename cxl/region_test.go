@@ -603,6 +603,7 @@ func TestHostedOnlyFaults(t *testing.T) {
 // Hang makes a compute node of this process fail-silent: calls and verbs to it fail with
 // ErrNodeDown after the down timeout; Resume brings it back.
 func TestHangComputeNode(t *testing.T) {
+	t.Parallel() // its own region; mostly waiting out two down timeouts, which its bounds tolerate
 	r, err := cxl.Create("", small)
 	require.NoError(t, err)
 	defer r.Close()
