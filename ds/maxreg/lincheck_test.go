@@ -75,6 +75,7 @@ func pauses(s *sim.Sim, hs []*handle, refs []farmem.ClientID, start farmem.Time)
 // TestLinearizableSim is the same on the simulator (tearing and jitter on), a seed per run,
 // with a client and a Refresher paused mid-run; torn in-place copies must have been seen.
 func TestLinearizableSim(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	var torn uint64
 	for i, run := range []struct {
 		words      int

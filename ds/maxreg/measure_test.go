@@ -110,6 +110,7 @@ func median(d []time.Duration) time.Duration {
 // more words never make writes cost more round trips, one word per writer makes every write
 // one round trip, and reads grow by 8 bytes a word.
 func TestWordsSweep(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	for _, c := range []struct{ clients, nodes int }{{16, 2}, {64, 2}} {
 		for _, mix := range []struct {
 			name   string

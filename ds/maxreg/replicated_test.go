@@ -111,6 +111,7 @@ func repOp(ctx context.Context, h *repHandle, rec *recorder, n int, write bool) 
 // operation fails with ErrNoQuorum (wrapping farmem.ErrNodeDown) and none returns a wrong
 // value.
 func TestReplicatedCrashes(t *testing.T) {
+	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	for _, f := range []int{1, 2} {
 		for _, mode := range []string{"crash-random", "hang-random", "crash-first-acked", "crash-f+1"} {
 			t.Run(fmt.Sprintf("f=%d/%s", f, mode), func(t *testing.T) {
