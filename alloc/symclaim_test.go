@@ -104,8 +104,10 @@ func symContention(t *testing.T, clients, each, blockChunks, areaChunks int, cra
 // within a third of the bytes handed out (space skipped by claims that lost is bounded; taking
 // the largest word, as before, skipped more than twice the bytes handed out and ran out).
 func TestReplicatedSymmetricContention(t *testing.T) {
+	t.Parallel() // simulations: virtual time, unmoved by other tests
 	for _, crash := range []bool{false, true} {
 		t.Run(map[bool]string{false: "all-up", true: "node-crashed"}[crash], func(t *testing.T) {
+			t.Parallel() // each on a simulator of its own
 			const clients, each, blockChunks = 128, 2, 3
 			need := clients * each * blockChunks
 			blocks, rounds, errs, top, virt := symContention(t, clients, each, blockChunks, need*3/2, crash)
