@@ -105,6 +105,7 @@ func TestBenchFlexKVTwoProcessesCXL(t *testing.T) {
 		require.NotNil(t, m, "process %d:\n%s", i, out)
 		n, _ := strconv.Atoi(m[2])
 		require.Positive(t, n, "process %d sent no index operation to the other process's proxy:\n%s", i, out)
+		t.Logf("process %d sent %d index operations to the other process's proxy", i, n)
 	}
 	_, aceso := runTwoProcesses(t, "aceso")
 	t.Logf("two processes on cxl, workload A: flexkv %.0f ops/s, aceso (unproxied) %.0f ops/s, ratio %.2fx", flex, aceso, flex/aceso)

@@ -10,6 +10,7 @@ import (
 // Workload E over --index blink on default (string) keys: the store loads every record and
 // runs scans with no errors.
 func TestBenchWorkloadEBlink(t *testing.T) {
+	t.Parallel() // its runs last set times, which overlap with other tests' instead of adding to them
 	out, errOut, code := cli(t, "bench", "--transport", "local", "--mem-size", "64MiB", "--records", "500",
 		"--workload", "e", "--index", "blink", "--clients", "2", "--duration", "150ms", "--warmup", "0s")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)

@@ -24,6 +24,7 @@ func workloadRow(out, store, wl, phase string) []string {
 // loads every record and runs each workload with no errors, beside the ordered Go map and
 // (when installed) redis, their ordered twins for E.
 func TestBenchHybridOnCXL(t *testing.T) {
+	t.Parallel() // its runs last set times, which overlap with other tests' instead of adding to them
 	_, redisErr := exec.LookPath("redis-server")
 	out, errOut, code := cli(t, "bench", "--transport", "cxl", "--mem-size", "64MiB", "--records", "600",
 		"--workload", "a,c,e", "--index", "hybrid", "--set", "keyformat=binary64",

@@ -30,6 +30,7 @@ func TestIndexSwarmOption(t *testing.T) {
 // TestBenchSwarm: `farmem bench --index swarm --set replicas=3` runs on the default fabric
 // (a cxl region) with three memory nodes, and on local.
 func TestBenchSwarm(t *testing.T) {
+	t.Parallel() // its runs last set times, which overlap with other tests' instead of adding to them
 	if testing.Short() {
 		t.Skip("runs the benchmark")
 	}

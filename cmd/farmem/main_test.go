@@ -20,6 +20,7 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestBenchLocalWithPeer(t *testing.T) {
+	t.Parallel() // its runs last set times, which overlap with other tests' instead of adding to them
 	out, errOut, code := cli(t, "bench", "--transport", "local", "--mem-size", "64MiB", "--records", "500",
 		"--clients", "2", "--duration", "200ms", "--warmup", "0s", "--peers", "gomap")
 	require.Equal(t, 0, code, errOut)

@@ -25,6 +25,7 @@ func benchRow(out, store, phase string) []string {
 // the hash store a row and notes saying it needs an ordered index; the exit code is 0, since
 // the peers ran.
 func TestBenchWorkloadE(t *testing.T) {
+	t.Parallel() // its runs last set times, which overlap with other tests' instead of adding to them
 	_, redisErr := exec.LookPath("redis-server")
 	for _, format := range []string{"string", "binary64"} {
 		t.Run(format, func(t *testing.T) {
