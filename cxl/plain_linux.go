@@ -9,20 +9,23 @@ import (
 	"github.com/farmem/farmem/farmem/transport"
 )
 
-// doPlain runs b inline if it is a plain batch, signaled reads and writes of memory nodes only
-// (a lookup's bucket and block reads, an update's block write with its bucket reads), and
-// reports whether it did; otherwise it changes nothing and the caller takes the general path,
-// which handles everything else (atomics, unsignaled ops, compute nodes' regions, whose
-// writes wake waiters, injected latency, the Uncached policy). It does that path's work in two
-// walks over the batch and no call per op: the first checks each op as admitInline does,
-// asks for the lines of its reads when hint is set and tallies the batch's counts, which are
-// added before the ops run as CountAhead would add them; the second applies the ops in batch
-// order under one fault guard (see applyPlain).
+// doPlain runs b inline if it is a plain batch, signaled verbs of memory nodes only (a
+// lookup's bucket and block reads, an update's block write with its bucket reads, an update's
+// invalidation with its CAS), and reports whether it did; otherwise it changes nothing and the
+// caller takes the general path, which handles everything else (unsignaled ops, compute
+// nodes' regions, whose writes and atomics wake waiters, injected latency, the Uncached
+// policy). It does that path's work in two walks over the batch and no call per op: the first
+// checks each op as admitInline does and asks for the lines of its reads and atomics when hint
+// is set; the second applies the ops in batch order under one fault guard (see applyPlain). A
+// batch of reads and writes only is tallied in the first walk, its counts added before the ops
+// run as CountAhead would add them; one with atomics, whose counts depend on their outcomes,
+// is counted once run, as the general path's inline run counts it (Counters.CountDone).
 func (c *client) doPlain(b *farmem.Batch, hint bool) (ran bool, err error) {
 	if b == nil || len(b.Ops) == 0 || len(b.Ops) > farmem.MaxBatchOps || c.f.inject > 0 || c.f.uncached {
 		return false, nil
 	}
 	reads, writes := 0, 0
+	atomic := false
 	var in, out uint64
 	for i := range b.Ops {
 		op := &b.Ops[i]
@@ -45,21 +48,35 @@ func (c *client) doPlain(b *farmem.Batch, hint bool) (ran bool, err error) {
 		case farmem.OpWrite:
 			writes++
 			out += l
+		case farmem.OpCAS, farmem.OpMaskedCAS, farmem.OpFAA:
+			// A misaligned or out-of-range word is the general path's to refuse.
+			if off&7 != 0 || off > s.size-8 {
+				return false, nil
+			}
+			if hint {
+				atomics.Prefetch(unsafe.Add(s.base, off), 8)
+			}
+			atomic = true
 		default:
 			return false, nil
 		}
 	}
+	if atomic {
+		err = c.applyPlain(b, false)
+		c.Counters.CountDone(b, c.ClientInfo.Node)
+		return true, err
+	}
 	c.Counters.CountReadsWrites(reads, writes, in, out)
-	return true, c.applyPlain(b)
+	return true, c.applyPlain(b, true)
 }
 
 // applyPlain applies the ops of a batch doPlain admitted, in batch order, under one fault
 // guard: the goroutine's panic-on-fault is set for the run and the caller's setting restored
 // after it. An op that meets a memory fault (a truncated file) fails with an error wrapping
 // farmem.ErrNodeDown and atomics.ErrFault, the ops after it are applied as runGuarded applies
-// them, and the bytes the failed reads did not receive are taken back from the counts.
-// Other panics propagate, with the setting restored.
-func (c *client) applyPlain(b *farmem.Batch) (err error) {
+// them, and, if the batch was counted ahead (counted), the bytes the failed reads did not
+// receive are taken back from the counts. Other panics propagate, with the setting restored.
+func (c *client) applyPlain(b *farmem.Batch, counted bool) (err error) {
 	i := 0
 	old := debug.SetPanicOnFault(true)
 	defer func() {
@@ -74,17 +91,23 @@ func (c *client) applyPlain(b *farmem.Batch) (err error) {
 		for j := i + 1; j < len(b.Ops); {
 			j = c.runGuarded(b, j, &err)
 		}
-		c.Counters.UncountFailed(b)
+		if counted {
+			c.Counters.UncountFailed(b)
+		}
 	}()
 	for ; i < len(b.Ops); i++ {
 		op := &b.Ops[i]
 		s := c.m.seg(op.Addr.Node())
-		if op.Kind == farmem.OpRead {
+		var val uint64
+		switch op.Kind {
+		case farmem.OpRead:
 			s.read(op.Addr.Offset(), op.Buf)
-		} else {
+		case farmem.OpWrite:
 			s.write(op.Addr.Offset(), op.Buf)
+		default:
+			val = s.mem.Atomic(op, op.Addr.Offset())
 		}
-		transport.SetResult(op, 0, nil)
+		transport.SetResult(op, val, nil)
 	}
 	return nil
 }
