@@ -48,11 +48,12 @@
 // (debug.SetPanicOnFault, one per batch, the caller's setting restored after it): if another
 // process truncates a /dev/shm file, the faulting verb returns an error wrapping
 // farmem.ErrNodeDown and atomics.ErrFault, and the process lives. A plain batch (signaled
-// reads and writes of memory nodes only, a lookup's or an update's) and a single signaled verb
-// of a memory node take a shorter path when no policy applies (Coherent, no injected latency,
-// no fault set): the batch is checked, hinted and tallied in one walk, counted by the client's
-// goroutine alone (transport.Counters' own words: no locked instruction) and applied in a
-// second walk, with no call per op.
+// verbs of memory nodes only: a lookup's, an update's, an update's invalidation with its CAS)
+// and a single signaled verb of a memory node take a shorter path when no policy applies
+// (Coherent, no injected latency, no fault set): the batch is checked and hinted in one walk,
+// counted by the client's goroutine alone (transport.Counters' own words: no locked
+// instruction; a batch of reads and writes in that walk, one with atomics once run, since its
+// counts depend on their outcomes) and applied in a second walk, with no call per op.
 //
 // # Policies and latency
 //
