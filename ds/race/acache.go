@@ -13,17 +13,47 @@ import (
 const MaxAddressCache = 1 << 24
 
 // acEntry is one entry of a handle's address cache (Options.AddressCache): the committed slot
-// word a Search found for a key (a blockKey: the block's address and size; 0 for none), the
-// subtable and index of the slot that held it (what an Update through the entry needs to find
-// the slot's lock entry, and the slot's address), the block's stamp, and a tag of the key's
-// hash that spares most reads of another key's block. 32 bytes.
+// word a Search found for a key (a blockKey: the block's address and size), the subtable and
+// index of the slot that held it (what an Update through the entry needs to find the slot's
+// lock entry, and the slot's address), the block's stamp, a tag of the key's hash that spares
+// most reads of another key's block, and the key's miss count (acMisses). An entry whose word
+// is 0 but that is in use (acLive) is the key's history alone: its entry went stale or was
+// taken, and its miss count waits for the key's next entry. 32 bytes.
 type acEntry struct {
 	word  Slot
 	st    farmem.Addr
 	stamp uint32
 	tag   uint32
 	idx   uint32
-	_     uint32
+	state uint32 // acLive | misses
+}
+
+const (
+	// acLive marks an entry in use (word set, or the key's history alone).
+	acLive = 1 << 31
+	// acMaxMisses caps an entry's miss count.
+	acMaxMisses = 3
+	// acVolatile is the miss count from which the key's entry is no longer used to spare a
+	// lookup (volatile).
+	acVolatile = 2
+)
+
+// misses returns the entry's miss count: a saturating count (0 to acMaxMisses) of the looks
+// through the entry that found the key's block replaced by another client, less those that
+// found it unchanged. A key other clients keep updating (a hot key of a write-heavy workload)
+// reaches acVolatile within two such looks; its entry is then volatile and no longer used
+// (each use would cost a round trip and a block read for nothing, then the lookup anyway),
+// but the lookups that replace its uses still count: one that finds the entry's block still
+// the key's value takes one miss back, so a key that went quiet is cached again after two.
+func (e *acEntry) misses() uint32 { return e.state &^ acLive }
+
+// volatile reports whether the entry's miss count keeps it from being used.
+func (e *acEntry) volatile() bool { return e.misses() >= acVolatile }
+
+// count adds d (+1 or -1) to the entry's miss count, within [0, acMaxMisses].
+func (e *acEntry) count(d int) {
+	m := int(e.misses()) + d
+	e.state = acLive | uint32(min(max(m, 0), acMaxMisses))
 }
 
 // slot returns the address of the entry's slot.
@@ -33,10 +63,11 @@ func (e *acEntry) slot(g *geometry) farmem.Addr { return g.slotAddr(e.st, uint64
 // allocation, is line-aligned), so that a lookup touches one line.
 type acSet [2]acEntry
 
-// addrCache is a handle's address cache: sets of two entries chosen by the key's second hash, allocated at the first entry it keeps (a handle that never
-// searches pays nothing). Two ways rather than one keep the keys that share a set: with n keys
-// and 2^16 entries, a direct-mapped cache misses about 1-(65536/n)(1-e^(-n/65536)) of a uniform
-// workload's Gets for conflicts alone (7% at n = 10^4), two ways about 1% there.
+// addrCache is a handle's address cache: sets of two entries chosen by the key's second hash,
+// allocated at the first entry it keeps (a handle that never searches pays nothing). Two ways
+// rather than one keep the keys that share a set: with n keys and 2^16 entries, a
+// direct-mapped cache misses about 1-(65536/n)(1-e^(-n/65536)) of a uniform workload's Gets for
+// conflicts alone (7% at n = 10^4), two ways about 1% there.
 type addrCache struct {
 	sets []acSet
 	size int // entries to allocate, a power of 2 of at least 2; 0: no cache
@@ -54,26 +85,37 @@ func (c *addrCache) set(op *opState) *acSet {
 	return &c.sets[(op.k.h2>>32)&uint64(len(c.sets)-1)]
 }
 
-// at returns op's key's entry, nil if the cache has none.
-func (c *addrCache) at(op *opState) *acEntry {
+// find returns op's key's entry in use (its word may be 0: history alone), nil if none.
+func (c *addrCache) find(op *opState) *acEntry {
 	set := c.set(op)
 	if set == nil {
 		return nil
 	}
 	tag := acTag(op)
 	for i := range set {
-		if set[i].word != 0 && set[i].tag == tag {
+		if set[i].state&acLive != 0 && set[i].tag == tag {
 			return &set[i]
 		}
 	}
 	return nil
 }
 
+// at returns op's key's entry, nil if the cache names no block for the key.
+func (c *addrCache) at(op *opState) *acEntry {
+	if e := c.find(op); e != nil && e.word != 0 {
+		return e
+	}
+	return nil
+}
+
 // keep records that the block of w (a blockKey) with stamp was op's key's committed value, in
 // slot idx of subtable st (none if st is 0): in the key's entry if it has one, else in the
-// set's first way, the entry there (if any) moving to the second (whose entry is dropped). So
-// an Update, which takes its key's entry when it begins and keeps the new one when it commits,
-// leaves the set's other key in place.
+// set's first way, the entry there (if it names a block) moving to the second (whose entry is
+// dropped). So an Update, which takes its key's entry when it begins and keeps the new one
+// when it commits, leaves the set's other key in place. The key's miss count carries over: if
+// the entry named a block, a lookup found the key (its use was skipped, or there was none to
+// use), and the block is the same (w and stamp), one miss is taken back; another block counts
+// one more (the entry would have been stale). History alone (word 0) was counted already.
 func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp uint32) {
 	if c.size == 0 || st == 0 {
 		return
@@ -81,36 +123,54 @@ func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp 
 	if c.sets == nil {
 		c.sets = make([]acSet, c.size/2)
 	}
-	ne := acEntry{word: w, st: st, idx: uint32(idx), tag: acTag(op), stamp: stamp}
-	if e := c.at(op); e != nil {
+	ne := acEntry{word: w, st: st, idx: uint32(idx), tag: acTag(op), stamp: stamp, state: acLive}
+	if e := c.find(op); e != nil {
+		ne.state = e.state
+		switch {
+		case e.word == 0:
+		case e.word == w && e.stamp == stamp:
+			ne.count(-1)
+		default:
+			ne.count(+1)
+		}
 		*e = ne
 		return
 	}
 	set := c.set(op)
 	if set[0].word != 0 {
-		// The first way's entry moves to the second, over whatever is there; an empty first
-		// way (a taken or dropped entry's) takes the new entry alone.
+		// The first way's entry moves to the second, over whatever is there; a first way
+		// that names no block (empty, or a key's history alone) takes the new entry alone.
 		set[1] = set[0]
 	}
 	set[0] = ne
 }
 
-// take returns op's key's entry (a zero entry if there is none) and forgets it: an Update or
-// Delete by this handle takes it when it begins (changeCached may use it; a committed Update
-// keeps its new block's entry when it ends).
+// take returns op's key's entry (a zero entry if the cache names no block for it) and forgets
+// its block, keeping its history (miss count): an Update or Delete by this handle takes it
+// when it begins (changeCached may use it, unless volatile; a committed Update keeps its new
+// block's entry when it ends), and counts what its first look found (miss).
 func (c *addrCache) take(op *opState) acEntry {
 	e := c.at(op)
 	if e == nil {
 		return acEntry{}
 	}
 	r := *e
-	*e = acEntry{}
+	e.word = 0
 	return r
 }
 
-// drop forgets op's key's entry.
+// miss counts, in op's key's history (the entry take left), what the first look of an Update
+// or Delete found against the block of the entry it took: d +1 for another block (the entry
+// was stale), -1 for the same one.
+func (c *addrCache) miss(op *opState, d int) {
+	if e := c.find(op); e != nil {
+		e.count(d)
+	}
+}
+
+// drop forgets op's key's entry, history and all.
 func (c *addrCache) drop(op *opState) {
-	if e := c.at(op); e != nil {
+	if e := c.find(op); e != nil {
 		*e = acEntry{}
 	}
 }
@@ -130,13 +190,21 @@ func (c *addrCache) clear() { clear(c.sets) }
 
 // searchCached answers op's Search (op.dst set) from the address cache, reading the slot and
 // the block its entry names (readCached): one round trip, no pin, no clock reading. ok is
-// false, with nothing appended, when the cache has no entry for the key or the entry is stale
-// (the entry is then dropped, and the caller reads the buckets): the read failed, the slot no
-// longer holds the entry's word, or the block fails validation, holds another key or another
-// stamp (it was reused), or its valid word is set (a writer replaced or is replacing it). See readCached for why a value it returns is linearizable.
+// false, with nothing appended, when the cache has no entry for the key, the entry is volatile
+// (counted in CacheSkips: no read; the caller's lookup counts what it finds against the entry,
+// as keep says), or the entry is stale (its block is then forgotten and the miss counted, and
+// the caller reads the buckets): the read failed, the slot no longer holds the entry's word,
+// or the block fails validation, holds another key or another stamp (it was reused), or its
+// valid word is set (a writer replaced or is replacing it). A hit takes a miss back. See
+// readCached for why a value it returns is linearizable.
 func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	e := t.ac.at(op)
 	if e == nil || adoptionsOf(t.m) != t.adoptions {
+		return nil, false
+	}
+	if e.volatile() {
+		// The lookup's keep counts what it finds against the entry.
+		t.stats.CacheSkips++
 		return nil, false
 	}
 	w, stamp, slot := e.word, e.stamp, e.slot(&t.geo)
@@ -150,10 +218,13 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	words, buf := sc.blocks[:16:16], sc.blocks[16:16+n:16+n]
 	blk, ok, err := t.readCached(ctx, op.key, w, slot, stamp, words, buf, t.pf != nil)
 	if err != nil || !ok {
-		*e = acEntry{}
+		// The block is forgotten, the miss counted (the lookup's keep then counts nothing).
+		e.word = 0
+		e.count(+1)
 		t.stats.CacheStale++
 		return nil, false
 	}
+	e.count(-1)
 	t.stats.CacheHits++
 	if op.dst == nil {
 		return bytes.Clone(blk.Value), true

@@ -29,8 +29,8 @@ func TestAddrCacheSets(t *testing.T) {
 	require.Len(t, ac.sets, 4)
 	require.Equal(t, uintptr(64), unsafe.Sizeof(acSet{}), "a set is one cache line")
 	require.Zero(t, uintptr(unsafe.Pointer(&ac.sets[0]))%64, "sets are line-aligned")
-	require.Equal(t, acEntry{word: 0x100, st: 8, idx: 3, tag: 1, stamp: 1}, *ac.at(a))
-	require.Equal(t, acEntry{word: 0x200, st: 8, idx: 3, tag: 2, stamp: 2}, *ac.at(b))
+	require.Equal(t, acEntry{word: 0x100, st: 8, idx: 3, tag: 1, stamp: 1, state: acLive}, *ac.at(a))
+	require.Equal(t, acEntry{word: 0x200, st: 8, idx: 3, tag: 2, stamp: 2, state: acLive}, *ac.at(b))
 	ac.keep(a, 0x180, 8, 3, 7) // in place: b stays
 	require.Equal(t, Slot(0x180), ac.at(a).word)
 	require.NotNil(t, ac.at(b))
@@ -53,4 +53,41 @@ func TestAddrCacheSets(t *testing.T) {
 	}
 	ac.clear()
 	require.Nil(t, ac.at(d))
+}
+
+// TestAddrCacheMisses: an entry's miss count survives take (history alone, which at does not
+// return) and the keep after it; a keep over an entry naming another block counts a miss, over
+// the same block takes one back; the count saturates at acMaxMisses and makes the entry
+// volatile from acVolatile; drop forgets the history too.
+func TestAddrCacheMisses(t *testing.T) {
+	a := &opState{k: keyHash{h1: 1 << 32, h2: 5 << 32}}
+	ac := addrCache{size: 8}
+	ac.keep(a, 0x100, 8, 3, 1)
+	misses := func() uint32 { return ac.find(a).misses() }
+	require.Zero(t, misses())
+	ac.keep(a, 0x200, 8, 3, 2) // another block
+	require.Equal(t, uint32(1), misses())
+	ac.keep(a, 0x200, 8, 3, 3) // the same address, another stamp: a reuse
+	require.Equal(t, uint32(2), misses())
+	require.True(t, ac.at(a).volatile())
+	ac.keep(a, 0x300, 8, 3, 3)
+	ac.keep(a, 0x400, 8, 3, 3)
+	require.Equal(t, uint32(acMaxMisses), misses(), "saturates")
+	ac.keep(a, 0x400, 8, 3, 3) // the same block
+	require.Equal(t, uint32(acMaxMisses-1), misses())
+
+	e := ac.take(a)
+	require.Equal(t, Slot(0x400), e.word)
+	require.Nil(t, ac.at(a), "taken: no block named")
+	require.Equal(t, uint32(acMaxMisses-1), misses(), "the history stays")
+	ac.miss(a, -1)
+	ac.keep(a, 0x500, 8, 3, 5) // after history alone: carried, not counted again
+	require.Equal(t, uint32(acMaxMisses-2), misses())
+	require.False(t, ac.at(a).volatile())
+	for range 5 {
+		ac.at(a).count(-1)
+	}
+	require.Zero(t, misses(), "never below zero")
+	ac.drop(a)
+	require.Nil(t, ac.find(a))
 }

@@ -20,6 +20,28 @@ func rtts(c *client, f func()) uint64 {
 	return c.m.Stats().Sub(before).RoundTrips
 }
 
+// cachingPair returns two handles with address caches on one table, the second having
+// inserted key(1) with val(1, 40).
+func cachingPair(t *testing.T) (r, w *client) {
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	opts := race.Options{Invalidate: true, AddressCache: 100}
+	r, w = e.open(t, 0, opts), e.open(t, 1, opts)
+	require.NoError(t, w.tab.Insert(context.Background(), key(1), val(1, 40)))
+	return r, w
+}
+
+// searcher returns a check that r's Search of k finds the value want in rt round trips.
+func searcher(t *testing.T, r *client, k []byte) func(want, rt uint64, msg string) {
+	return func(want, rt uint64, msg string) {
+		t.Helper()
+		var v []byte
+		var err error
+		require.Equal(t, rt, rtts(r, func() { v, err = r.tab.Search(context.Background(), k) }), msg)
+		require.NoError(t, err, msg)
+		require.Equal(t, want, unval(v), msg)
+	}
+}
+
 // TestAddressCacheSearch: with Options.AddressCache, a Search of a key the handle found before
 // reads its block alone (one round trip, counted as a hit); another client's Update or Delete
 // makes the entry stale, which the next Search finds (one round trip) before it reads the slot
@@ -27,20 +49,8 @@ func rtts(c *client, f func()) uint64 {
 // invalidation costs no round trip.
 func TestAddressCacheSearch(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
-	opts := race.Options{Invalidate: true, AddressCache: 100}
-	r := e.open(t, 0, opts)
-	w := e.open(t, 1, opts)
-	require.NoError(t, w.tab.Insert(ctx, key(1), val(1, 40)))
-
-	search := func(want uint64, rt uint64, msg string) {
-		t.Helper()
-		var v []byte
-		var err error
-		require.Equal(t, rt, rtts(r, func() { v, err = r.tab.Search(ctx, key(1)) }), msg)
-		require.NoError(t, err, msg)
-		require.Equal(t, want, unval(v), msg)
-	}
+	r, w := cachingPair(t)
+	search := searcher(t, r, key(1))
 	search(1, race.SearchRoundTrips, "the first search reads the slot")
 	search(1, race.CachedSearchRoundTrips, "the second reads the block alone")
 	buf := make([]byte, 0, 64)
@@ -137,6 +147,46 @@ func TestAddressCacheChange(t *testing.T) {
 		require.ErrorIs(t, c.tab.Delete(ctx, key(1)), race.ErrNotFound)
 	}), "a stale entry's round trip, then the lookup finds nothing")
 	require.Equal(t, uint64(2), c.tab.Stats().ChangeStale)
+}
+
+// TestAddressCacheVolatile: a key another handle keeps updating makes the reader's entry stale
+// twice, after which the entry is volatile: Searches and the reader's own Update take the
+// lookup (CacheSkips) with no wasted round trip; once the writer stops, two lookups that find
+// the entry's block unchanged make it usable again, and the Search reads the block alone.
+func TestAddressCacheVolatile(t *testing.T) {
+	ctx := context.Background()
+	r, w := cachingPair(t)
+	search := searcher(t, r, key(1))
+	write := func(h *client, v uint64) {
+		t.Helper()
+		require.NoError(t, h.tab.Update(ctx, key(1), val(v, 40)))
+	}
+	stale := race.CachedSearchRoundTrips + race.SearchRoundTrips
+	search(1, race.SearchRoundTrips, "no entry yet")
+	search(1, race.CachedSearchRoundTrips, "a fresh entry")
+	write(w, 2)
+	search(2, uint64(stale), "the first miss")
+	write(w, 3)
+	search(3, uint64(stale), "the second miss")
+	require.Equal(t, uint64(2), r.tab.Stats().CacheStale)
+	require.Zero(t, r.tab.Stats().CacheSkips)
+	for v := uint64(4); v < 7; v++ {
+		write(w, v)
+		search(v, race.SearchRoundTrips, "a volatile entry: the lookup alone")
+	}
+	require.Equal(t, uint64(3), r.tab.Stats().CacheSkips)
+	require.Equal(t, uint64(2), r.tab.Stats().CacheStale, "no read wasted on a volatile entry")
+	require.Equal(t, uint64(race.UpdateRoundTrips), rtts(r, func() { write(r, 7) }),
+		"the reader's own update skips its volatile entry too")
+	require.Equal(t, uint64(4), r.tab.Stats().CacheSkips)
+	require.Zero(t, r.tab.Stats().ChangeStale+r.tab.Stats().ChangeHits)
+	// The writer stopped: each lookup that finds the entry's block takes a miss back. The
+	// count was at its cap (3); the update's lookup found the block the last search kept (2),
+	// the next search finds the update's (1), and the entry is used again.
+	search(7, race.SearchRoundTrips, "still volatile")
+	search(7, race.CachedSearchRoundTrips, "quiet again: the block alone")
+	require.Equal(t, uint64(5), r.tab.Stats().CacheSkips)
+	require.Equal(t, uint64(race.CachedUpdateRoundTrips), rtts(r, func() { write(r, 8) }), "and the update through it")
 }
 
 // TestAddressCacheNeedsInvalidate: Open refuses a cache without Invalidate, and one of an

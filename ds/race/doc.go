@@ -217,8 +217,8 @@
 // Search that reads a key through its slot, and each Insert or Update that commits it, keeps
 // its entry, and the next Search of the key reads the slot's word and the block
 // (CachedSearchRoundTrips: one round trip, no pin, no clock reading), accepting it as
-// SearchCached does; a stale entry is dropped and the Search reads the slot as usual, one round
-// trip later. The handle's own Update keeps the entry of the block its CAS published (a
+// SearchCached does; a stale entry's block is forgotten and the Search reads the slot as
+// usual, one round trip later. The handle's own Update keeps the entry of the block its CAS published (a
 // combined update, ptrsync.Combined, whose block is never published, leaves none); its Delete
 // drops the key's entry. Update and Delete set
 // the valid word in the batch that reads the replaced block (its head, for findOne), so
@@ -229,7 +229,13 @@
 // its CAS's batch sets the old block's valid word first (CachedUpdateRoundTrips and
 // CachedDeleteRoundTrips: two round trips instead of three; a stale entry costs one more
 // before the lookup). Why the head read after the slot's, pinned, tells what the lookup would:
-// changeCached. A stamp is 32 bits: a block reused at the same address for
+// changeCached. Each entry counts its misses (a saturating count, 0 to 3): a look through it
+// that found the key's block replaced adds one, one that found it unchanged takes one back.
+// From two misses the entry is volatile and not used (CacheSkips): the Search, Update or
+// Delete takes the lookup, which costs what the stale entry's look would have led to anyway,
+// less its round trip and block read, and counts against the entry what it found, so a key
+// other clients keep updating stops costing a wasted read per operation, and one that went
+// quiet is cached again after two lookups that found its block unchanged. A stamp is 32 bits: a block reused at the same address for
 // the same key with the same stamp, not yet committed or never to be, would be taken for the
 // cached one, one chance in 2^32 per such reuse. Replicated tables keep no cache.
 //

@@ -747,6 +747,10 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	op.keyOnly = op.matchOnly && !op.keepValue && !t.replicated()
 	cached := ce.word != 0 && op.keyOnly && ce.slot(&t.geo).Node() == ce.word.Addr().Node() &&
 		adoptionsOf(t.m) == t.adoptions
+	if cached && ce.volatile() {
+		cached = false
+		t.stats.CacheSkips++
+	}
 	if !cached {
 		t.prefetchLookup(op)
 	}
@@ -794,6 +798,11 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 				t.dropBlock(ctx, c.blk)
 				return err
 			}
+			if hit {
+				t.ac.miss(op, -1)
+			} else {
+				t.ac.miss(op, +1)
+			}
 			if pre != nil {
 				c.blk.written, pre = true, nil
 			}
@@ -826,6 +835,14 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			if j < 0 {
 				t.dropBlock(ctx, c.blk)
 				return ErrNotFound
+			}
+			if attempt == 0 && !cached && ce.word != 0 {
+				// The entry taken was not used: count what it would have found.
+				if blockKey(v.words[j]) == ce.word {
+					t.ac.miss(op, -1)
+				} else {
+					t.ac.miss(op, +1)
+				}
 			}
 		}
 		w := v.words[j]

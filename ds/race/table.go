@@ -165,6 +165,11 @@ type Stats struct {
 	// one round trip, and CacheStale the entries a Search found stale (the block replaced,
 	// reused, or unreadable) and read the slot instead.
 	CacheHits, CacheStale uint64
+	// CacheSkips counts Searches, Updates and Deletes that had an address-cache entry for
+	// their key but looked it up instead because the entry is volatile: its looks kept
+	// finding the key's block replaced by other clients (see the package doc, "Address
+	// cache").
+	CacheSkips uint64
 	// ChangeHits counts Updates and Deletes whose address-cache entry spared the lookup
 	// (CachedUpdateRoundTrips), and ChangeStale those whose entry was stale and that looked
 	// the key up after its round trip.
