@@ -91,3 +91,28 @@ func TestAddrCacheMisses(t *testing.T) {
 	ac.drop(a)
 	require.Nil(t, ac.find(a))
 }
+
+// TestAddrCacheRate: the handle's stale rate crosses one half after about 44 stale
+// observations in a row (1-(63/64)^n), so that useful turns false, and back after as many
+// fresh ones; it stays within [0, acRateOne).
+func TestAddrCacheRate(t *testing.T) {
+	var ac addrCache
+	require.True(t, ac.useful())
+	n := 0
+	for ac.useful() {
+		ac.observe(true)
+		n++
+		require.Less(t, n, 100)
+	}
+	require.InDelta(t, 44, n, 1)
+	for range 1000 {
+		ac.observe(true)
+	}
+	require.Less(t, ac.stale, uint32(acRateOne))
+	n = 0
+	for !ac.useful() {
+		ac.observe(false)
+		n++
+	}
+	require.InDelta(t, 44, n, 2)
+}

@@ -20,11 +20,11 @@ func rtts(c *client, f func()) uint64 {
 	return c.m.Stats().Sub(before).RoundTrips
 }
 
-// cachingPair returns two handles with address caches on one table, the second having
+// cachingPair returns two handles with address caches of entries on one table, the second having
 // inserted key(1) with val(1, 40).
-func cachingPair(t *testing.T) (r, w *client) {
+func cachingPair(t *testing.T, entries int) (r, w *client) {
 	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
-	opts := race.Options{Invalidate: true, AddressCache: 100}
+	opts := race.Options{Invalidate: true, AddressCache: entries}
 	r, w = e.open(t, 0, opts), e.open(t, 1, opts)
 	require.NoError(t, w.tab.Insert(context.Background(), key(1), val(1, 40)))
 	return r, w
@@ -49,7 +49,7 @@ func searcher(t *testing.T, r *client, k []byte) func(want, rt uint64, msg strin
 // invalidation costs no round trip.
 func TestAddressCacheSearch(t *testing.T) {
 	ctx := context.Background()
-	r, w := cachingPair(t)
+	r, w := cachingPair(t, 100)
 	search := searcher(t, r, key(1))
 	search(1, race.SearchRoundTrips, "the first search reads the slot")
 	search(1, race.CachedSearchRoundTrips, "the second reads the block alone")
@@ -155,7 +155,7 @@ func TestAddressCacheChange(t *testing.T) {
 // the entry's block unchanged make it usable again, and the Search reads the block alone.
 func TestAddressCacheVolatile(t *testing.T) {
 	ctx := context.Background()
-	r, w := cachingPair(t)
+	r, w := cachingPair(t, 100)
 	search := searcher(t, r, key(1))
 	write := func(h *client, v uint64) {
 		t.Helper()
@@ -187,6 +187,49 @@ func TestAddressCacheVolatile(t *testing.T) {
 	search(7, race.CachedSearchRoundTrips, "quiet again: the block alone")
 	require.Equal(t, uint64(5), r.tab.Stats().CacheSkips)
 	require.Equal(t, uint64(race.CachedUpdateRoundTrips), rtts(r, func() { write(r, 8) }), "and the update through it")
+}
+
+// TestAddressCacheStaleRate: a handle whose looks through its entries find the blocks
+// replaced more often than not stops using every entry, even fresh ones (CacheSkips), and
+// takes them up again once its lookups find the blocks unchanged: over 64 keys another
+// handle updated, the first ~44 Searches pay a stale entry's round trip, the rest the lookup
+// alone; with the writer gone, about 15 lookups bring the rate back, and the rest of the pass,
+// and the next, read every block alone.
+func TestAddressCacheStaleRate(t *testing.T) {
+	ctx := context.Background()
+	r, w := cachingPair(t, 1<<12) // no key of the 65 evicts another
+	const n = 64
+	for i := range uint64(n) {
+		require.NoError(t, w.tab.Insert(ctx, key(100+i), val(i, 40)))
+	}
+	pass := func(v uint64) (rt uint64) {
+		t.Helper()
+		for i := range uint64(n) {
+			rt += rtts(r, func() {
+				got, err := r.tab.Search(ctx, key(100+i))
+				require.NoError(t, err)
+				require.Equal(t, v+i, unval(got))
+			})
+		}
+		return rt
+	}
+	require.Equal(t, uint64(n*race.SearchRoundTrips), pass(0), "no entries yet")
+	for i := range uint64(n) {
+		require.NoError(t, w.tab.Update(ctx, key(100+i), val(1000+i, 40)))
+	}
+	rt := pass(1000)
+	st := r.tab.Stats()
+	require.Equal(t, uint64(n), st.CacheStale+st.CacheSkips)
+	require.InDelta(t, 44, st.CacheStale, 1, "stale looks until the rate passes one half")
+	require.Equal(t, st.CacheStale*(race.CachedSearchRoundTrips+race.SearchRoundTrips)+st.CacheSkips*race.SearchRoundTrips, rt)
+	// The lookups that replaced the unused entries saw them stale too: 64 stale observations
+	// leave the rate at about 1-(63/64)^64 = 0.63, and the quiet pass's lookups, finding
+	// every block unchanged, bring it under one half in about 15.
+	rt = pass(1000)
+	skips := r.tab.Stats().CacheSkips - st.CacheSkips
+	require.InDelta(t, 15, skips, 2, "entries left unused while the rate is high")
+	require.Equal(t, skips*race.SearchRoundTrips+(n-skips)*race.CachedSearchRoundTrips, rt)
+	require.Equal(t, uint64(n*race.CachedSearchRoundTrips), pass(1000), "quiet: every block read alone")
 }
 
 // TestAddressCacheNeedsInvalidate: Open refuses a cache without Invalidate, and one of an

@@ -235,7 +235,13 @@
 // Delete takes the lookup, which costs what the stale entry's look would have led to anyway,
 // less its round trip and block read, and counts against the entry what it found, so a key
 // other clients keep updating stops costing a wasted read per operation, and one that went
-// quiet is cached again after two lookups that found its block unchanged. A stamp is 32 bits: a block reused at the same address for
+// quiet is cached again after two lookups that found its block unchanged. The handle also
+// keeps a stale rate over all its looks and those lookups (a moving average, 1/64 per
+// observation): while more than half find the block replaced, no entry is used at all. Under
+// a steady workload every entry goes stale with about the same probability, 1-e^(-(n-1)w)
+// for n equally busy clients updating a share w of their operations (78% on YCSB A with 4
+// clients, 14% on B, 96% on B with 64), so the rate learns in some 44 looks what the miss
+// counts would learn only key by key (addrCache.observe). A stamp is 32 bits: a block reused at the same address for
 // the same key with the same stamp, not yet committed or never to be, would be taken for the
 // cached one, one chance in 2^32 per such reuse. Replicated tables keep no cache.
 //

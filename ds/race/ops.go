@@ -747,7 +747,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	op.keyOnly = op.matchOnly && !op.keepValue && !t.replicated()
 	cached := ce.word != 0 && op.keyOnly && ce.slot(&t.geo).Node() == ce.word.Addr().Node() &&
 		adoptionsOf(t.m) == t.adoptions
-	if cached && ce.volatile() {
+	if cached && (ce.volatile() || !t.ac.useful()) {
 		cached = false
 		t.stats.CacheSkips++
 	}

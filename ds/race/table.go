@@ -166,9 +166,10 @@ type Stats struct {
 	// reused, or unreadable) and read the slot instead.
 	CacheHits, CacheStale uint64
 	// CacheSkips counts Searches, Updates and Deletes that had an address-cache entry for
-	// their key but looked it up instead because the entry is volatile: its looks kept
-	// finding the key's block replaced by other clients (see the package doc, "Address
-	// cache").
+	// their key but looked it up instead because the entry is volatile (its looks kept
+	// finding the key's block replaced by other clients) or the handle's looks through its
+	// entries found more stale blocks than not (see the package doc, "Proxying and address
+	// caches").
 	CacheSkips uint64
 	// ChangeHits counts Updates and Deletes whose address-cache entry spared the lookup
 	// (CachedUpdateRoundTrips), and ChangeStale those whose entry was stale and that looked
