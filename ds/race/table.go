@@ -83,7 +83,10 @@ type Options struct {
 	// value it replaced. A replicated table (Params.Replicas or IndexReplicas above 1) keeps
 	// no cache. The handle's own Update of a key keeps the entry of the block its CAS
 	// published (an update combined into another client's, whose block is never published,
-	// leaves none); its Delete drops the key's entry.
+	// leaves none); its Delete drops the key's entry. Entries that keep going stale are left
+	// unused, and so is the whole cache while most of the handle's looks find their blocks
+	// replaced (a write-heavy workload with many clients): the operations then cost what
+	// they would without a cache (Stats.CacheSkips).
 	AddressCache int
 	// Health, for a replicated table, is the replicas' suspicion shared by the handles of one
 	// compute node (replmem.Options.Health): made once by whoever opens them (a store makes one
