@@ -52,7 +52,8 @@ type cnode struct {
 
 func (s *Sim) newNode(id farmem.NodeID, size uint64, model *NIC) *node {
 	size &^= 7
-	n := &node{s: s, id: id, size: size, words: newWords(size / 8), model: model, nic: &nicState{}, crashAfter: -1, tearing: s.m.Tearing}
+	n := &node{s: s, id: id, size: size, model: model, nic: &nicState{}, crashAfter: -1, tearing: s.m.Tearing}
+	n.words = newWords(n, size/8)
 	n.nic.init(model)
 	return n
 }

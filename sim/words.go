@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"runtime"
 	"unsafe"
 )
 
@@ -9,24 +10,41 @@ import (
 // amd64 and arm64 with 4 KiB base pages).
 const hugePage = 2 << 20
 
-// newWords returns n zeroed words for a node's memory. A memory of at least one huge page
-// starts on a huge-page boundary (its allocation is one huge page longer, never touched beyond
-// the words), and adviseHuge asks the kernel to back it with huge pages: a verb reaches a word
-// of megabytes of simulated memory at random, and with 4 KiB pages nearly every one of them
-// (and the prefetch of it, see send) walks the page tables, a walk that a virtual machine's
-// nested paging makes longer. Huge pages change no word's value or address as the simulation
-// sees it (addresses are offsets into words); where the kernel declines, the memory is as
-// make returns it.
-func newWords(n uint64) []uint64 {
+// newWords returns n zeroed words for a node's memory, and the mapping that holds them if they
+// are not on the Go heap (nil if they are); owner, the node, must keep the words reachable for
+// as long as they are used, and the mapping is released once owner is unreachable (its
+// cleanup). A memory of at least one huge page is mapped on its own (mapWords, on Linux): the
+// kernel gives fresh pages zeroed on their first touch, so a node of tens of megabytes of
+// which a run touches a few costs those few (make's zeroing of a reused heap span touches, and
+// faults in, all of it: most of a short simulation's CPU under the race detector), and the
+// garbage collector neither counts nor scans it. Such a memory starts on a huge-page boundary,
+// and adviseHuge asks the kernel to back it with huge pages: a verb reaches a word of
+// megabytes of simulated memory at random, and with 4 KiB pages nearly every one of them (and
+// the prefetch of it, see send) walks the page tables, a walk that a virtual machine's nested
+// paging makes longer. Huge pages change no word's value or address as the simulation sees it
+// (addresses are offsets into words); where the kernel declines them, or the mapping, the
+// memory is as make returns it (aligned the same way).
+func newWords(owner *node, n uint64) []uint64 {
 	if n*8 < hugePage {
 		return make([]uint64, n)
 	}
+	if w, m := mapWords(n); w != nil {
+		runtime.AddCleanup(owner, unmapWords, m)
+		adviseHuge(w)
+		return w
+	}
 	w := make([]uint64, n+hugePage/8)
-	base := uintptr(unsafe.Pointer(&w[0]))
-	skip := uint64((-base)&(hugePage-1)) / 8
-	w = w[skip : skip+n : skip+n]
+	w = hugeAligned(w, n)
 	adviseHuge(w)
 	return w
+}
+
+// hugeAligned returns the n words of w (at least n plus a huge page of words) that start on
+// the first huge-page boundary in it, with no capacity beyond them.
+func hugeAligned(w []uint64, n uint64) []uint64 {
+	base := uintptr(unsafe.Pointer(&w[0]))
+	skip := uint64((-base)&(hugePage-1)) / 8
+	return w[skip : skip+n : skip+n]
 }
 
 // littleEndian says that the machine stores a word's low byte first, as the simulated memory

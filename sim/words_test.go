@@ -15,7 +15,7 @@ import (
 // reach), and is zero; a smaller one is what make returns.
 func TestNewWordsHugeAligned(t *testing.T) {
 	for _, n := range []uint64{hugePage / 8, 4 << 20 / 8, (hugePage + 4096) / 8} {
-		w := newWords(n)
+		w := newWords(&node{}, n)
 		require.Len(t, w, int(n))
 		require.Equal(t, int(n), cap(w), "the words past n must be out of reach")
 		require.Zero(t, uintptr(unsafe.Pointer(&w[0]))%hugePage, "a memory of %d words must start on a huge page", n)
@@ -26,7 +26,7 @@ func TestNewWordsHugeAligned(t *testing.T) {
 		}
 		w[n-1] = 1 // the last word is writable
 	}
-	w := newWords(512)
+	w := newWords(&node{}, 512)
 	require.Len(t, w, 512)
 	require.Equal(t, 512, cap(w))
 }
