@@ -2,18 +2,18 @@ package sim
 
 import (
 	"encoding/binary"
-	"runtime"
 	"unsafe"
+
+	"github.com/farmem/farmem/internal/wordmem"
 )
 
 // hugePage is the size of a transparent huge page on the platforms that have them (2 MiB on
 // amd64 and arm64 with 4 KiB base pages).
 const hugePage = 2 << 20
 
-// newWords returns n zeroed words for a node's memory, and the mapping that holds them if they
-// are not on the Go heap (nil if they are); owner, the node, must keep the words reachable for
-// as long as they are used, and the mapping is released once owner is unreachable (its
-// cleanup). A memory of at least one huge page is mapped on its own (mapWords, on Linux): the
+// newWords returns n zeroed words for a node's memory; owner, the node, must keep the words
+// reachable for as long as they are used. A memory of at least one huge page is mapped on its
+// own (wordmem.MapWords, on Linux; released once owner is unreachable): the
 // kernel gives fresh pages zeroed on their first touch, so a node of tens of megabytes of
 // which a run touches a few costs those few (make's zeroing of a reused heap span touches, and
 // faults in, all of it: most of a short simulation's CPU under the race detector), and the
@@ -28,8 +28,7 @@ func newWords(owner *node, n uint64) []uint64 {
 	if n*8 < hugePage {
 		return make([]uint64, n)
 	}
-	if w, m := mapWords(n); w != nil {
-		runtime.AddCleanup(owner, unmapWords, m)
+	if w := wordmem.MapWords(owner, n, hugePage); w != nil {
 		adviseHuge(w)
 		return w
 	}

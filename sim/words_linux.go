@@ -5,25 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
-
-// mapWords maps n words of fresh anonymous memory (private, with no swap reserved: the pages
-// exist once touched), starting on a huge-page boundary, and returns them with the whole
-// mapping (one huge page longer, for the alignment); nil if the kernel refuses.
-func mapWords(n uint64) ([]uint64, []byte) {
-	m, err := unix.Mmap(-1, 0, int(n*8+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-	if err != nil {
-		return nil, nil
-	}
-	all := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(m))), len(m)/8)
-	return hugeAligned(all, n), m
-}
-
-// unmapWords releases a mapping of mapWords (a node's cleanup, once nothing can reach its
-// words).
-func unmapWords(m []byte) { _ = unix.Munmap(m) }
 
 // adviseHuge advises the kernel to back the whole huge pages of w, which starts on a huge-page
 // boundary, with transparent huge pages (madvise MADV_HUGEPAGE: needed where the system's

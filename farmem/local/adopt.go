@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/internal/wordmem"
 )
 
 // Restarts: a memory node of a local fabric has an incarnation, a random 64-bit id drawn when
@@ -66,8 +67,10 @@ func (f *Fabric) Restart(id farmem.NodeID) error {
 	inc := f.newIncarnation()
 	n.life.Lock()
 	n.inc.Store(inc)
-	for off := uint64(0); off < n.size; off += 8 {
-		n.mem.Store(off, 0)
+	if !wordmem.ZeroWords(n.words) {
+		for off := uint64(0); off < n.size; off += 8 {
+			n.mem.Store(off, 0)
+		}
 	}
 	for i := range n.atomicBits {
 		n.atomicBits[i].Store(0)
