@@ -26,11 +26,11 @@ func replOptions(r int) kvstore.Options {
 	return kvstore.Options{Replicas: r, Alloc: quietAlloc, Index: kvstore.Race{Params: race.Params{Groups: 2}}}
 }
 
-// newReplLocal is a local fabric of r memory nodes of 8 MiB, not strict (a replicated index
+// newReplLocal is a local fabric of r memory nodes of 2 MiB, not strict (a replicated index
 // lays out fresh words with plain writes where atomics later act).
 func newReplLocal(t *testing.T, r int, lo local.Options) *local.Fabric {
 	t.Helper()
-	lo.Shape = local.Shape{MemoryNodes: r, ComputeNodes: 2, MemorySize: 8 << 20}
+	lo.Shape = local.Shape{MemoryNodes: r, ComputeNodes: 2, MemorySize: 2 << 20}
 	f, err := local.New(lo)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
@@ -115,7 +115,7 @@ func TestReplicatedStoreLincheckLocal(t *testing.T) {
 			rt := f.Runtime()
 			h := kvModel.NewHistory(rt)
 			w := mix
-			w.Ops = 300 / tc.r // r = 5's rounds cost more: fewer operations keep it a few seconds
+			w.Ops = 150 / tc.r // r = 5's rounds cost more: fewer operations keep it short
 			w.Unknown = 1      // no unknown outcome is expected: the first fails the test below
 			// The fault runs on its own goroutine and returns its error rather than failing
 			// the test there (a require off the test goroutine ends that goroutine only, and
