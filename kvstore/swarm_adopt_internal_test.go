@@ -42,7 +42,9 @@ func TestSwarmAdoptVerbAcrossAdoption(t *testing.T) {
 
 func testSwarmAdoptVerbAcrossAdoption(t *testing.T, other bool) {
 	ctx := context.Background()
-	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 8 << 20, ClientsPerNode: 16},
+	// 2 MiB nodes hold the store and its one key; larger ones cost seconds of the race
+	// detector's shadow memory and of Restart zeroing node 3.
+	f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 2 << 20, ClientsPerNode: 16},
 		DownTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
