@@ -25,7 +25,10 @@ import (
 func TestFlexKVManagerShift(t *testing.T) {
 	t.Parallel()
 	const period = 400 * time.Microsecond
-	for seed := uint64(1); seed <= 2; seed++ {
+	// One seed: the shift falls at a set point of a period (an eighth into it, after 12), so the
+	// periods' trace differs between seeds only in jitter; a manager that took the restarted
+	// round's reference sample for a second shift fails on seed 1 as on seed 2.
+	for seed := uint64(1); seed <= 1; seed++ {
 		sm := crashSim(t, seed)
 		sm.Run(func() {
 			ctx := context.Background()

@@ -12,7 +12,7 @@ import (
 
 // A FlexKV store (and its Aceso-like baseline) keeps its KV blocks, copied on every memory
 // node (FlexKV's Replicas), in the allocator's symmetric area: a store that formats the fabric
-// gives that area most of each node, so the pairs can fill half of every 8 MiB node, not only
+// gives that area most of each node, so the pairs can fill half of every 2 MiB node, not only
 // the eighth the allocator sets aside by default (there an Insert would fail for want of room
 // while the heap stood nearly empty, and updates would wait for reclamation once the area was
 // full).
@@ -22,7 +22,7 @@ func TestFlexKVBlocksFillMostOfANode(t *testing.T) {
 		t.Run(k.Name(), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			const nodeSize = 8 << 20
+			const nodeSize = 2 << 20
 			f := newLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 1, MemorySize: nodeSize}})
 			s := openStore(t, f, kvstore.Options{Index: k, Alloc: quietAlloc})
 			const valueSize = 1000
