@@ -123,7 +123,7 @@ func TestPurgeLostHalf(t *testing.T) {
 	ctx := context.Background()
 	// Small nodes and large values: the first node fills, and later subtables and blocks go
 	// to the second.
-	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 4 << 20}})
+	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 2, MemorySize: 2 << 20}})
 	// Insert until a split in progress has its new half alone on a node other than the
 	// allocator's home and the root's (and with a region moved).
 	var keys [][]byte
@@ -198,7 +198,7 @@ func TestPurgeLostOldHalf(t *testing.T) {
 
 func purgeLostOldHalf(t *testing.T, published bool) {
 	ctx := context.Background()
-	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 3}})
+	f, m, a, root, tab := regionTable(t, local.Options{Shape: local.Shape{MemoryNodes: 3, MemorySize: 4 << 20}})
 	mns := f.Topology().MemoryNodes()
 	require.Equal(t, mns[0], a.Home())
 	// Two more handles, placing everything they allocate on the second memory node (the one
