@@ -52,6 +52,13 @@ var (
 	protos = []splitProto{wholeSplit, regionSplit}
 )
 
+// envMemory is the size of a memory node of newEnv's fabric (unless its options say) and of
+// the simulated ones (runSim, splitSim): every test of the package passes on 2 MiB nodes. A
+// fabric's nodes are allocated whole, and the runtime zero-fills one that reuses memory freed
+// by an earlier fabric, faulting in every page of it: with 64 MiB nodes (dstest.Local's
+// default) that took a tenth of the package's CPU time.
+const envMemory = 8 << 20
+
 // newEnv starts a local fabric with strict mode on, formats it and creates a table with p, of
 // the current layout version (split region by region).
 func newEnv(t testing.TB, lo local.Options, p race.Params) *env {
@@ -61,6 +68,9 @@ func newEnv(t testing.TB, lo local.Options, p race.Params) *env {
 // newEnvProto is newEnv for a table of pr's layout version.
 func newEnvProto(t testing.TB, lo local.Options, p race.Params, pr splitProto) *env {
 	t.Helper()
+	if lo.MemorySize == 0 {
+		lo.MemorySize = envMemory
+	}
 	f, root := dstest.Local(t, lo, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
 		return race.CreateVersion(ctx, m, a, p, pr.version)
 	})

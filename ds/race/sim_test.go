@@ -37,7 +37,7 @@ type simFaults func(s *sim.Sim, cs []*client, start farmem.Time)
 func runSim(t *testing.T, seed uint64, w workload, n int, p race.Params, faults simFaults, victimStep int, opts race.Options, pr splitProto) simOutcome {
 	t.Helper()
 	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, 64<<20
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, envMemory
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
 	s, err := sim.New(model, seed)
 	require.NoError(t, err)

@@ -28,7 +28,7 @@ import (
 func splitSim(t *testing.T, p race.Params, opts race.Options, wrap func(s *sim.Sim, m farmem.Memory) farmem.Memory, body func(s *sim.Sim, cs []*client)) {
 	t.Helper()
 	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, 64<<20
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 2, 2, envMemory
 	s, err := sim.New(model, 1)
 	require.NoError(t, err)
 	defer s.Close()
