@@ -55,8 +55,8 @@ var (
 // envMemory is the size of a memory node of newEnv's fabric (unless its options say) and of
 // the simulated ones (runSim, splitSim): every test of the package passes on 2 MiB nodes. A
 // fabric's nodes are allocated whole, and the runtime zero-fills one that reuses memory freed
-// by an earlier fabric, faulting in every page of it: with 64 MiB nodes (dstest.Local's
-// default) that took a tenth of the package's CPU time.
+// by an earlier fabric, faulting in every page of it: with the 64 MiB nodes the package had
+// that took a tenth of its CPU time.
 const envMemory = 8 << 20
 
 // newEnv starts a local fabric with strict mode on, formats it and creates a table with p, of

@@ -49,13 +49,15 @@ func StrictLocal(t testing.TB, lo local.Options, size uint64) *local.Fabric {
 	return f
 }
 
-// Local starts a local fabric with lo and strict mode on (64 MiB memory nodes unless lo says
-// otherwise), formats its allocators, and calls create with a client and allocator on the first
-// compute node to build the structure under test, returning the fabric and create's root. The
-// test's cleanup requires no strict-mode violation and closes the fabric.
+// Local starts a local fabric with lo and strict mode on (8 MiB memory nodes unless lo says
+// otherwise: a fabric's nodes are allocated whole, and the runtime zero-fills, page by page,
+// nodes that reuse memory an earlier fabric freed), formats its allocators, and calls create
+// with a client and allocator on the first compute node to build the structure under test,
+// returning the fabric and create's root. The test's cleanup requires no strict-mode
+// violation and closes the fabric.
 func Local(t testing.TB, lo local.Options, create func(context.Context, farmem.Memory, *alloc.Allocator) (farmem.Addr, error)) (*local.Fabric, farmem.Addr) {
 	t.Helper()
-	f := StrictLocal(t, lo, 64<<20)
+	f := StrictLocal(t, lo, 8<<20)
 	ctx := context.Background()
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)
