@@ -41,7 +41,7 @@ func TestPerNodeBusyReplicaPausedPeer(t *testing.T) {
 func busyReplicaFaultyPeer(t *testing.T, crash bool) {
 	const down = time.Millisecond
 	s := dstest.Sim(t, 1, func(m *sim.Model) {
-		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 3, 2, 8<<20
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 3, 2, 1<<20
 		m.Jitter = 300 * time.Nanosecond
 		m.DownTimeout = down
 	})

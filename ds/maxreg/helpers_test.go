@@ -29,7 +29,7 @@ type crasher interface {
 // and tearing and jitter as asked; its strict-mode violations are asserted zero at cleanup.
 func newLocal(t testing.TB, tearing bool) *local.Fabric {
 	t.Helper()
-	lo := local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 2, MemorySize: 16 << 20}, Strict: true}
+	lo := local.Options{Shape: local.Shape{MemoryNodes: 1, ComputeNodes: 2, MemorySize: 2 << 20}, Strict: true}
 	if tearing {
 		lo.Tearing, lo.Jitter = true, 3*time.Microsecond
 	}
@@ -46,7 +46,7 @@ func newLocal(t testing.TB, tearing bool) *local.Fabric {
 func newSim(t testing.TB, seed uint64) *sim.Sim {
 	t.Helper()
 	return dstest.Sim(t, seed, func(m *sim.Model) {
-		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 1, 2, 16<<20
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 1, 2, 2<<20
 		m.Jitter = 300 * time.Nanosecond
 	})
 }

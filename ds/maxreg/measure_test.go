@@ -29,7 +29,7 @@ type sweepPoint struct {
 func sweep(t *testing.T, k, clients, computeNodes, writes, ops int, seed uint64) sweepPoint {
 	t.Helper()
 	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 1, computeNodes, 16<<20
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 1, computeNodes, 2<<20
 	s, err := sim.New(model, seed)
 	require.NoError(t, err)
 	defer s.Close()

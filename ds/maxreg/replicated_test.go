@@ -26,7 +26,7 @@ var repParams = maxreg.Params{Words: 16, Slots: 4, ValueSize: 48, Writers: 128, 
 func newSimN(t testing.TB, seed uint64, n int) *sim.Sim {
 	t.Helper()
 	return dstest.Sim(t, seed, func(m *sim.Model) {
-		m.MemoryNodes, m.ComputeNodes, m.MemorySize = n, 2, 8<<20
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = n, 2, 1<<20
 		m.Jitter = 300 * time.Nanosecond
 		m.DownTimeout = 200 * time.Microsecond
 	})
