@@ -78,7 +78,7 @@ func TestCombinedBatchCost(t *testing.T) {
 		t.Run(string(st), func(t *testing.T) {
 			const n = 6
 			m := sim.ConnectX6()
-			m.MemoryNodes, m.ComputeNodes, m.MemorySize = 2, 3, 32<<20
+			m.MemoryNodes, m.ComputeNodes, m.MemorySize = 2, 3, 4<<20
 			e := newSimEnv(t, m, 1, 16, race.Params{MetaSize: 16})
 			ctx := context.Background()
 			var cs []*client

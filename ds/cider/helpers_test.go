@@ -84,7 +84,7 @@ func newLocalEnv(t testing.TB, lo local.Options, keys uint64, rp race.Params) *e
 	t.Helper()
 	lo.Strict = true
 	if lo.MemorySize == 0 {
-		lo.MemorySize = 32 << 20
+		lo.MemorySize = 4 << 20
 	}
 	if lo.ComputeNodes == 0 {
 		lo.ComputeNodes = 3

@@ -80,7 +80,7 @@ func simFaults(e *env, cs []*client) {
 // jitter on) under simFaults, and checks the history.
 func runSim(t *testing.T, seed uint64, st structure, k syncKind, w workload, n int) cider.Stats {
 	m := sim.ConnectX6()
-	m.MemoryNodes, m.ComputeNodes, m.MemorySize = 2, 3, 32<<20
+	m.MemoryNodes, m.ComputeNodes, m.MemorySize = 2, 3, 4<<20
 	m.Tearing, m.Jitter = true, 300*time.Nanosecond
 	e := newSimEnv(t, m, seed, w.keys, collide)
 	h := kvModel.NewHistory(e.f.Runtime())

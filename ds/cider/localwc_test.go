@@ -20,7 +20,7 @@ func TestLocalWCCombines(t *testing.T) {
 	const clients, rounds = 8, 20
 	run := func(k syncKind) (memCAS uint64, combined uint64) {
 		m := sim.ConnectX6()
-		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 1, 1, 16<<20
+		m.MemoryNodes, m.ComputeNodes, m.MemorySize = 1, 1, 4<<20
 		e := newSimEnv(t, m, 1, 4, collide)
 		e.do(func() {
 			cs := make([]*client, clients)
