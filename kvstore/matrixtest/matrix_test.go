@@ -141,7 +141,7 @@ func TestMatrixRefusals(t *testing.T) {
 	require.NotEmpty(t, refused)
 	ctx := context.Background()
 	open := func(t *testing.T, o kvstore.Options) error {
-		f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 8 << 20}})
+		f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 1, MemorySize: 4 << 20}})
 		require.NoError(t, err)
 		defer f.Close()
 		s, err := kvstore.Open(ctx, f, o)
@@ -204,7 +204,7 @@ func TestMatrixLocal(t *testing.T) {
 		i := seedIndex(t, c)
 		t.Run(c.String(), func(t *testing.T) {
 			t.Parallel()
-			f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 16 << 20},
+			f, err := local.New(local.Options{Shape: local.Shape{MemoryNodes: 3, ComputeNodes: 2, MemorySize: 4 << 20},
 				Tearing: true, Jitter: 5 * time.Microsecond, Seed: uint64(i + 1), Strict: true})
 			require.NoError(t, err)
 			defer f.Close()
@@ -265,7 +265,7 @@ func TestMatrixSim(t *testing.T) {
 // the second's crashed mid-run; the history must be linearizable.
 func simScenario(t *testing.T, c combo, seed uint64) {
 	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 2, 32<<20
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 3, 2, 4<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
 	s, err := sim.New(model, seed)
 	require.NoError(t, err)
