@@ -24,7 +24,7 @@ import (
 func TestReplicatedHangSharedHealthSim(t *testing.T) {
 	t.Parallel() // a simulation: virtual time, unmoved by other tests
 	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 4, 2, 64<<20
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = 4, 2, 16<<20
 	model.Tearing, model.Jitter, model.DownTimeout = true, 300*time.Nanosecond, 2*time.Millisecond
 	s, err := sim.New(model, 3)
 	require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestReplicatedHangSharedHealthSim(t *testing.T) {
 		comp := s.Topology().ComputeNodes()
 		m0, err := s.Open(ctx, comp[0])
 		require.NoError(t, err)
-		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{SymmetricSize: 32 << 20}))
+		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{SymmetricSize: 8 << 20}))
 		a0, err := alloc.New(ctx, m0, replAlloc)
 		require.NoError(t, err)
 		p := replLayout

@@ -49,7 +49,7 @@ func replEnvWith(t testing.TB, nodes, r int, p race.Params, noisy bool) *env {
 // (local.Options.DownTimeout; zero: the transport's default).
 func replEnvDown(t testing.TB, nodes, r int, p race.Params, noisy bool, down time.Duration) *env {
 	t.Helper()
-	lo := local.Options{Shape: transport.Shape{MemoryNodes: nodes, ComputeNodes: 2, MemorySize: 16 << 20}, DownTimeout: down}
+	lo := local.Options{Shape: transport.Shape{MemoryNodes: nodes, ComputeNodes: 2, MemorySize: 8 << 20}, DownTimeout: down}
 	if noisy {
 		lo.Tearing, lo.Jitter = true, 5*time.Microsecond
 	}
@@ -60,7 +60,7 @@ func replEnvDown(t testing.TB, nodes, r int, p race.Params, noisy bool, down tim
 	m, err := f.Open(ctx, f.Topology().ComputeNodes()[0])
 	require.NoError(t, err)
 	defer m.Close()
-	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 8 << 20}))
+	require.NoError(t, alloc.FormatAll(ctx, m, alloc.FormatOptions{SymmetricSize: 4 << 20}))
 	a, err := alloc.New(ctx, m, replAlloc)
 	require.NoError(t, err)
 	defer a.Close()

@@ -50,7 +50,7 @@ func runReplSim(t *testing.T, seed uint64, r int, crash []int, w workload, n int
 func runReplSimWith(t *testing.T, seed uint64, r int, crash []int, w workload, n int, wrap0 func(*sim.Sim, farmem.Memory) farmem.Memory) replRun {
 	t.Helper()
 	model := sim.ConnectX6()
-	model.MemoryNodes, model.ComputeNodes, model.MemorySize = r+1, 2, 64<<20
+	model.MemoryNodes, model.ComputeNodes, model.MemorySize = r+1, 2, 16<<20
 	model.Tearing, model.Jitter = true, 300*time.Nanosecond
 	s, err := sim.New(model, seed)
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func runReplSimWith(t *testing.T, seed uint64, r int, crash []int, w workload, n
 		comp := s.Topology().ComputeNodes()
 		m0, err := s.Open(ctx, comp[0])
 		require.NoError(t, err)
-		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{SymmetricSize: 32 << 20}))
+		require.NoError(t, alloc.FormatAll(ctx, m0, alloc.FormatOptions{SymmetricSize: 8 << 20}))
 		a0, err := alloc.New(ctx, m0, replAlloc)
 		require.NoError(t, err)
 		p := replLayout
