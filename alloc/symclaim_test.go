@@ -97,7 +97,7 @@ func symContention(t *testing.T, clients, each, blockChunks, areaChunks int, cra
 	return blocks, rounds, errs, top, virt
 }
 
-// 128 clients (r = 3; SWARM-KV's load runs 512) claim multi-chunk symmetric blocks at once,
+// 64 clients (r = 3; SWARM-KV's load runs 512) claim multi-chunk symmetric blocks at once,
 // all metadata nodes up and then with one crashed midway: every claim succeeds, no two blocks
 // overlap, a claim loses at most one round per other client on average (each lost round lost
 // to a claim that won or split the votes), and the word a majority of the nodes reached ends
@@ -108,7 +108,7 @@ func TestReplicatedSymmetricContention(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(map[bool]string{false: "all-up", true: "node-crashed"}[crash], func(t *testing.T) {
 			t.Parallel() // each on a simulator of its own
-			const clients, each, blockChunks = 128, 2, 3
+			const clients, each, blockChunks = 64, 2, 3
 			need := clients * each * blockChunks
 			blocks, rounds, errs, top, virt := symContention(t, clients, each, blockChunks, need*3/2, crash)
 			claims, failed := 0, 0
