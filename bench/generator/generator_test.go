@@ -106,7 +106,9 @@ func TestZipfianTopKeyShare(t *testing.T) {
 	counts := make([]int, n)
 	for range draws {
 		v := z.Next(r)
-		require.True(t, v >= 0 && v < n, "draw %d outside [0, %d)", v, n)
+		if v < 0 || v >= n {
+			t.Fatalf("draw %d outside [0, %d)", v, n)
+		}
 		counts[v]++
 	}
 	zeta := Zeta(n, ZipfianTheta)
@@ -158,7 +160,9 @@ func TestZipfianGrows(t *testing.T) {
 	top := 0
 	for range draws {
 		v := z.NextN(r, n2)
-		require.True(t, v >= 0 && v < n2)
+		if v < 0 || v >= n2 {
+			t.Fatalf("draw %d outside [0, %d)", v, n2)
+		}
 		if v == 0 {
 			top++
 		}
@@ -221,7 +225,9 @@ func TestScrambledZipfianTopKey(t *testing.T) {
 	counts := make([]int, n)
 	for range draws {
 		v := s.Next(r)
-		require.True(t, v >= 0 && v < n)
+		if v < 0 || v >= n {
+			t.Fatalf("draw %d outside [0, %d)", v, n)
+		}
 		counts[v]++
 	}
 	hot := s.Fold(0)
@@ -269,7 +275,9 @@ func TestLatest(t *testing.T) {
 		counts := make([]int, n)
 		for range draws {
 			v := l.Next(r)
-			require.True(t, v >= 0 && v < n, "draw %d outside [0, %d)", v, n)
+			if v < 0 || v >= n {
+				t.Fatalf("draw %d outside [0, %d)", v, n)
+			}
 			counts[v]++
 		}
 		return counts
@@ -303,7 +311,9 @@ func TestHotspot(t *testing.T) {
 	counts := make([]int, n)
 	for range draws {
 		v := h.Next(r)
-		require.True(t, v >= 100 && v < 100+n)
+		if v < 100 || v >= 100+n {
+			t.Fatalf("draw %d outside [100, %d)", v, 100+n)
+		}
 		counts[v-100]++
 	}
 	hot := 0
@@ -339,7 +349,9 @@ func TestUniform(t *testing.T) {
 	counts := make([]int, 100)
 	for range draws {
 		v := u.Next(r)
-		require.True(t, v >= -5 && v <= 94)
+		if v < -5 || v > 94 {
+			t.Fatalf("draw %d outside [-5, 94]", v)
+		}
 		counts[v+5]++
 	}
 	probs := make([]float64, 100)
