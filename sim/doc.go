@@ -135,8 +135,10 @@
 // The misses left are made to overlap instead of coming one after the other (hints, with no
 // effect on the run):
 //   - A verb, when it leaves its client, prefetches the word it will reach, so that its arrival,
-//     hundreds of verbs later, finds the word cached; a node's memory of 2 MiB or more is
-//     aligned to, and advised for, transparent huge pages (newWords), so that that prefetch
+//     hundreds of verbs later, finds the word cached; a node's memory of 2 MiB or more is a
+//     mapping of its own (zeroed by the kernel page by page as first touched, so a node of
+//     tens of MiB of which a run touches a few costs those few), aligned to, and advised
+//     for, transparent huge pages (newWords), so that that prefetch
 //     and the access seldom walk the page tables (the benchmark's 32 MiB of node memory is
 //     8,192 pages of 4 KiB, far more than a TLB holds, and 16 of 2 MiB).
 //   - When a proc is woken (wakeProc), it prefetches what the proc reads first when it resumes
