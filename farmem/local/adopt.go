@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/farmem/farmem/farmem"
-	"github.com/farmem/farmem/internal/wordmem"
 )
 
 // Restarts: a memory node of a local fabric has an incarnation, a random 64-bit id drawn when
@@ -67,10 +66,8 @@ func (f *Fabric) Restart(id farmem.NodeID) error {
 	inc := f.newIncarnation()
 	n.life.Lock()
 	n.inc.Store(inc)
-	if !wordmem.ZeroWords(n.words) {
-		for off := uint64(0); off < n.size; off += 8 {
-			n.mem.Store(off, 0)
-		}
+	for off := uint64(0); off < n.size; off += 8 {
+		n.mem.Store(off, 0)
 	}
 	for i := range n.atomicBits {
 		n.atomicBits[i].Store(0)

@@ -1,7 +1,5 @@
 // Package local is the in-process transport: memory nodes and compute nodes live in this
-// process (a node's words in an anonymous mapping of its own, wordmem.MapWords, or on the Go
-// heap where the system gives none; every access to them is atomic), and the structures'
-// buffers are Go memory, so the race detector sees every access a structure makes around them.
+// process on the Go heap, so the race detector sees every access a structure makes around them.
 // It is the transport of unit tests: it can add latency and jitter, tear long reads for real,
 // report plain writes over atomic words (strict mode), inject every fault of
 // [transport.FaultInjector] and partitions of a node from whole compute nodes

@@ -49,12 +49,7 @@ type node struct {
 
 func newNode(f *Fabric, id farmem.NodeID, size uint64) *node {
 	size &^= 7
-	n := &node{f: f, id: id, size: size}
-	// A mapping of its own where the system gives one (see wordmem.MapWords: pages cost only
-	// once touched; released when the node is unreachable), the heap otherwise.
-	if n.words = wordmem.MapWords(n, size/8, 8); n.words == nil {
-		n.words = make([]uint64, size/8)
-	}
+	n := &node{f: f, id: id, size: size, words: make([]uint64, size/8)}
 	n.mem = wordmem.FromWords(n.words)
 	n.crashAfter.Store(-1)
 	n.inc.Store(f.newIncarnation())

@@ -16,9 +16,10 @@ import (
 //
 // Why not make: make zero-fills a reused heap span, touching (and faulting in) all of it, where
 // a fresh mapping's pages are zeroed by the kernel when first touched; a memory node of tens of
-// megabytes of which a test or a simulation touches a few costs those few. The garbage
-// collector neither counts nor scans the words, and the race detector does not shadow them
-// (every access to a node's words is atomic or exclusive anyway).
+// megabytes of which a simulation touches a few costs those few. The garbage collector neither
+// counts nor scans the words, and the race detector neither shadows them nor takes atomics on
+// them for synchronization: words that goroutines synchronize through (a latch, a lock word)
+// belong on the heap (the local transport keeps its nodes there for that reason).
 func MapWords[T any](owner *T, n, align uint64) []uint64 {
 	if n == 0 || align == 0 || align&(align-1) != 0 {
 		return nil
@@ -35,29 +36,4 @@ func MapWords[T any](owner *T, n, align uint64) []uint64 {
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
 	skip := (-base) & uintptr(align-1)
 	return unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m)), skip)), n)
-}
-
-// ZeroWords zeroes words that MapWords returned, with no access running on them: the whole
-// pages among them are given back to the kernel (madvise MADV_DONTNEED: fresh zero pages on
-// the next touch, nothing written now), the rest cleared. It reports false, having changed
-// nothing, if the kernel refuses (the caller then clears them itself).
-func ZeroWords(w []uint64) bool {
-	if len(w) == 0 {
-		return true
-	}
-	page := uintptr(os.Getpagesize())
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(w)))
-	end := start + uintptr(len(w))*8
-	lo, hi := (start+page-1)&^(page-1), end&^(page-1)
-	if lo < hi {
-		b := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(w)), lo-start)), hi-lo)
-		if unix.Madvise(b, unix.MADV_DONTNEED) != nil {
-			return false
-		}
-		clear(w[:(lo-start)/8])
-		clear(w[(hi-start)/8:])
-		return true
-	}
-	clear(w)
-	return true
 }

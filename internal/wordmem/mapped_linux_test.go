@@ -60,29 +60,3 @@ func TestMapWords(t *testing.T) {
 	require.Nil(t, MapWords(o, 0, 8))
 	require.Nil(t, MapWords(o, 8, 12))
 }
-
-// TestZeroWords: whole pages given back and the edges cleared, for words that start and end
-// inside pages, and for fewer words than a page.
-func TestZeroWords(t *testing.T) {
-	type owner struct{ w []uint64 }
-	o := &owner{}
-	o.w = MapWords(o, 3*4096/8, 8)
-	for i := range o.w {
-		o.w[i] = uint64(i) + 1
-	}
-	inner := o.w[5 : len(o.w)-7] // starts and ends inside a page
-	require.True(t, ZeroWords(inner))
-	for i, v := range o.w {
-		if i >= 5 && i < len(o.w)-7 {
-			require.Zero(t, v, "word %d", i)
-		} else {
-			require.Equal(t, uint64(i)+1, v, "word %d outside the zeroed range", i)
-		}
-	}
-	small := o.w[1:4]
-	small[0], small[2] = 9, 9
-	require.True(t, ZeroWords(small))
-	require.Equal(t, []uint64{0, 0, 0}, small)
-	require.True(t, ZeroWords(nil))
-	runtime.KeepAlive(o)
-}

@@ -4,9 +4,3 @@ package wordmem
 
 // MapWords is the portable twin of the Linux version: no mapping (nil; callers use make).
 func MapWords[T any](owner *T, n, align uint64) []uint64 { return nil }
-
-// ZeroWords is the portable twin of the Linux version: it clears w.
-func ZeroWords(w []uint64) bool {
-	clear(w)
-	return true
-}

@@ -3,9 +3,10 @@
 // that proceed one word at a time (so a long access can interleave with a concurrent one only at
 // word boundaries). Bytes map to words in little-endian order on every host.
 //
-// The region may be a Go []uint64, words of an anonymous mapping (MapWords: the local transport's
-// nodes and the simulator's) or a mapped file; all word access goes through sync/atomic, which
-// is coherent within one coherence domain.
+// The region may be a Go []uint64 (the local transport: the race detector sees its atomics, and
+// so the synchronization structures build on them) or mapped memory; all word access goes
+// through sync/atomic, which is coherent within one coherence domain. MapWords gives words of a
+// mapping of their own (the simulator's nodes, whose procs run one at a time).
 package wordmem
 
 import (
