@@ -747,10 +747,8 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	op.keyOnly = op.matchOnly && !op.keepValue && !t.replicated()
 	cached := ce.word != 0 && op.keyOnly && ce.slot(&t.geo).Node() == ce.word.Addr().Node() &&
 		adoptionsOf(t.m) == t.adoptions
-	if cached && (ce.volatile() || !t.ac.useful()) {
-		cached = false
-		t.stats.CacheSkips++
-	}
+	skipped := cached && (ce.volatile() || !t.ac.useful())
+	cached = cached && !skipped
 	if !cached {
 		t.prefetchLookup(op)
 	}
@@ -777,8 +775,12 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	}
 	plan := t.sync.Plan(kind, op.k.identity())
 	plan.Prefetch = plan.Prefetch && t.lockSize > 0
-	// A plan that wants the lock entry read with the lookup takes the lookup.
+	// A plan that wants the lock entry read with the lookup takes the lookup (a volatile
+	// entry's skip is counted only where the entry would have been used).
 	cached = cached && !plan.Prefetch
+	if skipped && !plan.Prefetch {
+		t.stats.CacheSkips++
+	}
 	var pre *newBlock
 	if kind == ptrsync.Update && !plan.DeferWrite {
 		nb, err := t.makeBlock(ctx, op, value, 0)
