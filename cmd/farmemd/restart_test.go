@@ -48,7 +48,7 @@ func retryDown(op func() error) error {
 // ErrNotFound), Store.Adopt reports exactly the lost keys, only those are absent afterwards, and
 // new keys are placed on node 2 again.
 func TestRestartUnderStore(t *testing.T) {
-	parallel(t, 2600*time.Millisecond, true) // its own farmemd processes; 900 keys inserted, readers busy
+	parallel(t, 2600*time.Millisecond, true) // its own farmemd processes; 900 keys inserted, then readers
 	dir := t.TempDir()
 	ds := startDaemons(t, dir, 3, "16MiB")
 	const down = time.Second
@@ -99,7 +99,9 @@ func TestRestartUnderStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, farmem.NodeUp, st0.State)
 
-	// Readers of keys held elsewhere run through the restart.
+	// Readers of keys held elsewhere run through the restart, paced as the kill tests' writers
+	// are (loadPace): a couple of thousand reads spread over the second and a half, where flat
+	// out they made some 22000 and kept a processor busy.
 	var stop atomic.Bool
 	var reads, readErrs atomic.Int64
 	var firstErr atomic.Value
@@ -107,6 +109,9 @@ func TestRestartUnderStore(t *testing.T) {
 	for r := range 2 {
 		wg.Go(func() {
 			for j := r; !stop.Load(); j++ {
+				if j > r {
+					time.Sleep(loadPace)
+				}
 				i := elsewhere[j%len(elsewhere)]
 				v, err := s.Get(ctx, restartKey(i))
 				reads.Add(1)
