@@ -107,3 +107,37 @@ func SwarmInsertDeleteSteps(ctx context.Context, s *Store, key, value []byte) (i
 	}()
 	return ins, del, err
 }
+
+// SwarmLapses returns how many times the Swarm index behind v (a *Store, whose one pooled
+// client it borrows, or a *Session) started a step over because its lease ran out: the index's
+// replicated memory's Expired locks plus the cached objects' registers' LeaseRestarts. On a
+// loaded machine a client descheduled past a lease pays those round trips; a test of exact
+// round trips retries an operation during which this moved.
+func SwarmLapses(ctx context.Context, v any) (uint64, error) {
+	var idx Index
+	switch v := v.(type) {
+	case *Store:
+		c, err := v.acquire(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer v.release(c, nil)
+		idx = c.idx
+	case *Session:
+		idx = v.c.idx
+	}
+	x, ok := idx.(*swarmIndex)
+	if !ok {
+		return 0, fmt.Errorf("not a swarm index")
+	}
+	n := x.rm.ProtocolStats().Expired
+	if rm := x.t.Replicated(); rm != nil && rm != x.rm {
+		n += rm.ProtocolStats().Expired
+	}
+	for _, o := range x.cache {
+		if rep := o.reg.Replicated(); rep != nil {
+			n += rep.Stats().LeaseRestarts
+		}
+	}
+	return n, nil
+}

@@ -200,6 +200,7 @@ func (r *Memory) copyChunk(ctx context.Context, x int, a farmem.Addr, n int) (Co
 	}
 	if r.rt.Now() > lockAt.Add(r.o.Lease-r.o.ClockSkew) {
 		// Past the lease: give the locks back unchanged and let the caller run again.
+		r.stats.Expired++
 		var ub farmem.Batch
 		for k, t := range todo {
 			if prev, _ := lb.Result(2 * k); prev == t.from {

@@ -510,6 +510,7 @@ func (r *Memory) rmwCore(ctx context.Context, a farmem.Addr, apply func(uint64) 
 		if r.rt.Now() > now.Add(r.o.Lease-r.o.ClockSkew) {
 			// Past the lease: nothing may be written under these locks any more. Give them
 			// back (a CAS of our own lock word is harmless if someone took it over).
+			r.stats.Expired++
 			_ = restore()
 			continue
 		}

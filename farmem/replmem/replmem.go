@@ -108,6 +108,11 @@ type Stats struct {
 	// LockRetries counts lock rounds that got no majority; Takeovers the expired locks taken
 	// over.
 	LockRetries, Takeovers uint64
+	// Expired counts the times this client held locks past its lease before it could write
+	// under them (descheduled, or verbs slower than the lease allows): it gave them back and
+	// started over, a lock round and a release more. A count that keeps growing says the
+	// Lease is short for the machine or the fabric.
+	Expired uint64
 	// Settled counts atomics whose write reached at most f replicas' releases (a locked replica
 	// failed in the write round) that an identity round then committed (see the package doc).
 	Settled uint64
