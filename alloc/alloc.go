@@ -33,6 +33,12 @@ type Options struct {
 	// chunk once the client retired 256 blocks since the last scan scans first, so a scan per
 	// chunk at most (see the package doc, "Deferred free").
 	ScanInterval time.Duration
+	// ReclaimWait, when positive, caps how long an allocation that found no room waits for
+	// the blocks this client retired to become reusable (see MaxReclaimWait, which is the
+	// wait by default: about one Lease plus two Refresh periods) before it fails wrapping
+	// farmem.ErrNoSpace. A client that would rather fail than wait sets it short; so do
+	// tests that run with long leases, whose full wait would be hours.
+	ReclaimWait time.Duration
 	// Admit, if set, is asked before every Alloc, AllocOn and AllocSymmetric with the
 	// request's size; a non-nil error refuses the request, which then fails with an error
 	// wrapping both ErrRefused (so farmem.ErrNoSpace) and Admit's error, having done nothing.
@@ -75,7 +81,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("alloc: lease %v is below 5ms: %w", o.Lease, farmem.ErrInvalid)
 	case o.Refresh < 0 || o.Refresh > o.Lease/2:
 		return o, fmt.Errorf("alloc: refresh %v is not within (0, lease/2]: %w", o.Refresh, farmem.ErrInvalid)
-	case o.ClockSkew < 0 || o.ScanInterval < 0:
+	case o.ClockSkew < 0 || o.ScanInterval < 0 || o.ReclaimWait < 0:
 		return o, fmt.Errorf("alloc: negative duration: %w", farmem.ErrInvalid)
 	}
 	return o, nil

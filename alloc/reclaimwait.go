@@ -14,9 +14,13 @@ import (
 // crashed, holds its epoch back that long), two Refresh periods (the global epoch advances
 // once every live client has announced it again, and a block's tag is one past its retirer's
 // announcement), ClockSkew, and four units of the epoch table's clock (its deadlines are
-// rounded to about 1.05ms).
+// rounded to about 1.05ms); or Options.ReclaimWait if that is shorter.
 func (a *Allocator) MaxReclaimWait() time.Duration {
-	return a.opts.Lease + 2*a.opts.Refresh + a.opts.ClockSkew + 4*(1<<unitShift)
+	d := a.opts.Lease + 2*a.opts.Refresh + a.opts.ClockSkew + 4*(1<<unitShift)
+	if w := a.opts.ReclaimWait; w > 0 && w < d {
+		return w
+	}
+	return d
 }
 
 // reclaimBackoffMin is the first pause of a reclamation wait; pauses double up to Refresh.

@@ -113,14 +113,31 @@ func TestAllocWaitsForReclamation(t *testing.T) {
 }
 
 // When the live set does not fit, allocation still fails with ErrNoSpace: at once when nothing
-// retired is pending, and within MaxReclaimWait (virtual time) when something is.
+// retired is pending, and within MaxReclaimWait (virtual time) when something is: by default
+// about a lease and two refreshes, or Options.ReclaimWait when that is shorter.
 func TestAllocNoSpaceBoundedWait(t *testing.T) {
+	capped := waitOpts
+	capped.ReclaimWait = 5 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		opts Options
+		wait time.Duration
+	}{
+		{"default", waitOpts, waitOpts.Lease + 2*waitOpts.Refresh + time.Millisecond + 4*(1<<unitShift)},
+		{"ReclaimWait", capped, capped.ReclaimWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) { noSpaceBoundedWait(t, tc.opts, tc.wait) })
+	}
+}
+
+func noSpaceBoundedWait(t *testing.T, opts Options, wait time.Duration) {
 	s, open := waitSim(t, 5)
 	s.Run(func() {
 		ctx := context.Background()
 		require.NoError(t, FormatAll(ctx, open(ctx, 0), FormatOptions{ChunkSize: 16 << 10}))
-		a, err := New(ctx, open(ctx, 0), waitOpts)
+		a, err := New(ctx, open(ctx, 0), opts)
 		require.NoError(t, err)
+		require.Equal(t, wait, a.MaxReclaimWait())
 		r, err := New(ctx, open(ctx, 1), waitOpts)
 		require.NoError(t, err)
 		var held []farmem.Addr
@@ -169,4 +186,22 @@ func TestAllocNoSpaceBoundedWait(t *testing.T) {
 		require.Equal(t, held[0], x)
 		require.Less(t, s.Now().Sub(start), 4*waitOpts.Refresh)
 	})
+}
+
+// Options out of range are refused with ErrInvalid, a negative ReclaimWait among them.
+func TestOptionsOutOfRange(t *testing.T) {
+	for _, o := range []Options{
+		{Lease: 4 * time.Millisecond},
+		{Lease: time.Second, Refresh: 600 * time.Millisecond},
+		{Refresh: -time.Millisecond},
+		{ClockSkew: -time.Millisecond},
+		{ScanInterval: -time.Millisecond},
+		{ReclaimWait: -time.Millisecond},
+	} {
+		_, err := o.withDefaults()
+		require.ErrorIs(t, err, farmem.ErrInvalid, "%+v", o)
+	}
+	o, err := Options{ReclaimWait: time.Millisecond}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, time.Millisecond, o.ReclaimWait)
 }

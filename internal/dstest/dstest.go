@@ -21,9 +21,11 @@ import (
 // operation's exact round trips paid one more, a pin's announcement, when a loaded machine took
 // over a second between the store's first pin and the operation), and a retired-block scan at
 // most every millisecond. A lone writer still reuses what it retires (its own announcement is
-// all that holds its blocks back); other retired blocks wait for the hour. A test that waits
-// out a lease or a pin budget derived from it uses ShortLeaseAllocOptions.
-var AllocOptions = alloc.Options{Lease: 2 * time.Hour, Refresh: time.Hour, ScanInterval: time.Millisecond}
+// all that holds its blocks back); other retired blocks wait for the hour, so an allocation
+// that runs out of room waits at most 10 s for them (ReclaimWait: the full wait would be four
+// hours) and then fails with farmem.ErrNoSpace, as a test that fills its nodes expects. A test
+// that waits out a lease or a pin budget derived from it uses ShortLeaseAllocOptions.
+var AllocOptions = alloc.Options{Lease: 2 * time.Hour, Refresh: time.Hour, ScanInterval: time.Millisecond, ReclaimWait: 10 * time.Second}
 
 // ShortLeaseAllocOptions are AllocOptions with a 10 s lease refreshed every second, for a test
 // that waits out a lease or what derives from it (kvstore's pin budget, a quarter of the lease
