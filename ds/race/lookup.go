@@ -102,16 +102,12 @@ func (op *opState) metaOf(i uint64) []byte {
 	return nil
 }
 
-// forget drops what op learnt about blocks (their words may be reused once unpinned).
+// forget drops what op learnt about blocks (their words may be reused once unpinned). The
+// entries are cut off, not cleared: an entry's value (a copy, with keepValue) and a meta
+// entry's buffer stay referenced until entries are appended over them, a handful at most.
 func (op *opState) forget() {
-	if len(op.known) > 0 { // clear calls the runtime even for none
-		clear(op.known)
-		op.known = op.known[:0]
-	}
-	if len(op.meta) > 0 {
-		clear(op.meta)
-		op.meta = op.meta[:0]
-	}
+	op.known = op.known[:0]
+	op.meta = op.meta[:0]
 }
 
 // view is one read of a key's candidate slots and of its subtable's header, the header read
