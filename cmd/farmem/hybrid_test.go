@@ -26,7 +26,7 @@ func workloadRow(out, store, wl, phase string) []string {
 func TestBenchHybridOnCXL(t *testing.T) {
 	t.Parallel() // its runs last set times, which overlap with other tests' instead of adding to them
 	_, redisErr := exec.LookPath("redis-server")
-	out, errOut, code := cli(t, "bench", "--transport", "cxl", "--mem-size", "64MiB", "--records", "600",
+	out, errOut, code := cli(t, "bench", "--transport", "cxl", "--mem-size", "16MiB", "--records", "600",
 		"--workload", "a,c,e", "--index", "hybrid", "--set", "keyformat=binary64",
 		"--clients", "2", "--duration", "150ms", "--warmup", "0s")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
