@@ -116,3 +116,33 @@ func TestAddrCacheRate(t *testing.T) {
 	}
 	require.InDelta(t, 44, n, 2)
 }
+
+// TestAddrCacheEarly: the buckets are asked for first once more than a quarter of recent
+// operations needed the lookup (some 18 lookups in a row from none), never while the cache
+// holds nothing, and no longer once entries answer again.
+func TestAddrCacheEarly(t *testing.T) {
+	var ac addrCache
+	for range 100 {
+		ac.lookedUp(true)
+	}
+	require.False(t, ac.early(), "an empty cache: nothing to overlap")
+	ac = addrCache{sets: make([]acSet, 4)}
+	require.False(t, ac.early())
+	n := 0
+	for !ac.early() {
+		ac.lookedUp(true)
+		n++
+		require.Less(t, n, 100)
+	}
+	require.InDelta(t, 19, n, 1)
+	for range 1000 {
+		ac.lookedUp(true)
+	}
+	n = 0
+	for ac.early() {
+		ac.lookedUp(false)
+		n++
+		require.Less(t, n, 200)
+	}
+	require.InDelta(t, 89, n, 2)
+}

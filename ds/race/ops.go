@@ -140,10 +140,18 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	t.stats.Searches++
 	op := t.newOp(key)
 	op.dst = dst
+	early := t.ac.early()
+	if early {
+		t.prefetchLookup(op)
+	}
 	if v, ok := t.searchCached(ctx, op); ok {
+		t.ac.lookedUp(false)
 		return v, nil
 	}
-	t.prefetchLookup(op)
+	t.ac.lookedUp(true)
+	if !early {
+		t.prefetchLookup(op)
+	}
 	op.keepValue = true
 	op.matchOnly = true
 	op.search = true
@@ -733,6 +741,12 @@ func (t *Table) Delete(ctx context.Context, key []byte) error {
 // retries only over a word whose block holds it too: condDelete).
 func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte) error {
 	op := t.newOp(key)
+	// The buckets are asked for before the entry is read when entries have mostly failed of
+	// late (addrCache.early).
+	early := t.ac.early()
+	if early {
+		t.prefetchLookup(op)
+	}
 	// The key's address-cache entry is taken out of the cache (a committed Update keeps its new
 	// block's entry when it ends): it may spare the lookup (changeCached).
 	ce := t.ac.take(op)
@@ -749,7 +763,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		adoptionsOf(t.m) == t.adoptions
 	skipped := cached && (ce.volatile() || !t.ac.useful())
 	cached = cached && !skipped
-	if !cached {
+	if !cached && !early {
 		t.prefetchLookup(op)
 	}
 	// The section starts with no clock reading (pinAt is then a lower bound of its start, so
@@ -813,6 +827,9 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			if !hit {
 				t.prefetchLookup(op)
 			}
+		}
+		if attempt == 0 && t.ac.size > 0 {
+			t.ac.lookedUp(!hit)
 		}
 		if !hit {
 			var err error
