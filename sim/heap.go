@@ -187,7 +187,10 @@ func (h *evHeap) remove(i int) {
 // events: a bucket is a 4-byte head (its events, latest first, in a list of nodes), and the
 // nodes, each an event without its time (which is its bucket's), come from one slice recycled
 // through a free list, so the nodes in use stay few and warm. Buckets hold a handful of events
-// at most (the simultaneous ones), so walking one is short.
+// at most (the simultaneous ones), so walking one is short. The wheel keeps the time of its
+// earliest event (first): pop finds the next one as it takes an event, rather than as it next
+// pops, and prefetches that next event's object (its group or proc, cold with hundreds of
+// clients) while the effect of the event it returns runs.
 const wheelSize = 1 << 14
 
 // wevent is an event in the wheel: an event without its time, which is its bucket's, and
@@ -212,6 +215,7 @@ type evQueue struct {
 	free   uint32 // first free node, plus one; 0: none
 	n      int    // events in the wheel
 	cursor uint64 // the current instant, in ns since Epoch
+	first  uint64 // when the wheel's earliest event is due, if it holds any (n > 0)
 	rng    uint64 // tie-break state, seeded
 }
 
@@ -231,6 +235,9 @@ func (q *evQueue) pushWheel(rel uint64, kind evKind, obj unsafe.Pointer, arg uin
 	q.nodes[x-1] = wnode{ev: wevent{obj: obj, arg: arg, kind: kind}, next: q.head[b]}
 	q.head[b] = x
 	q.bits[b/64] |= 1 << (b % 64)
+	if q.n == 0 || rel < q.first {
+		q.first = rel
+	}
 	q.n++
 }
 
@@ -310,12 +317,18 @@ func (q *evQueue) bucketTime(b uint64) uint64 {
 func (q *evQueue) pop() (rel uint64, kind evKind, obj unsafe.Pointer, arg uint64) {
 	h := &q.heap
 	if q.n > 0 {
-		b := q.firstBucket()
-		t := q.bucketTime(b)
+		t := q.first
 		if h.len() == 0 || h.h[0].prio>>tieBits >= t {
+			b := t & (wheelSize - 1)
 			w := q.takeWheel(b)
 			q.n--
 			q.cursor = t
+			if q.n > 0 && q.head[b] == 0 {
+				// Find the next event now, and ask for its object: its line comes while this
+				// event's effect runs (a hint, with no effect on the run).
+				q.first = q.bucketTime(q.firstBucket())
+				prefetch(q.nodes[q.head[q.first&(wheelSize-1)]-1].ev.obj)
+			}
 			return t, w.kind, w.obj, w.arg
 		}
 	}
