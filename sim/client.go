@@ -189,7 +189,21 @@ func (c *client) single(ctx context.Context, op *farmem.Op) (uint64, error) {
 	p.client, p.kind = c, parkVerb
 	g.wseq = s.prepark(p)
 	s.send(g, at)
-	reason := s.await(p, ctx)
+	// await, inline: a coroutine switches from this frame (see await).
+	if ctx != nil {
+		s.watchCtx(p, ctx)
+	}
+	if p.parked {
+		if p.yield != nil {
+			p.blocking = true
+			p.markStack()
+			p.yield(blocked)
+			p.blocking = false
+		} else {
+			s.block(p)
+		}
+	}
+	reason := p.reason
 	g.held = false
 	if g.delivered {
 		val, err := g.val1[0], g.err1[0]

@@ -73,7 +73,7 @@ type proc struct {
 	resume func() (*proc, bool)
 	yield  func(*proc) bool
 	// sp and top bound the stack of a coroutine at its last block, as plain addresses for
-	// prefetchRange (see prefetchResume): sp is in block's frame, top is the stack's end.
+	// prefetchRange (see prefetchResume): sp is in markStack's frame, top is the stack's end.
 	sp, top uintptr
 	// hint is a line that p reads soon after it resumes, besides its stack and its client's
 	// runtime: a load client's state (closedClient). prefetchResume asks for it too.
@@ -310,21 +310,25 @@ func (s *Sim) next() *proc {
 	}
 }
 
-// block gives the token away until p is resumed. p must be parked.
+// markStack records, right before coroutine p yields to its driver, the bounds of its stack
+// for prefetchResume. Its frame is where the frames of the switch start: p's caller calls
+// yield next.
+//
+//go:noinline
+func (p *proc) markStack() {
+	if stackHints {
+		var mark byte
+		p.sp = uintptr(unsafe.Pointer(&mark))
+		_, p.top = stackBounds()
+	}
+}
+
+// block gives the token away until p, a goroutine from outside the simulator, is resumed; p
+// must be parked. A coroutine blocks in await (or single) instead: its driver picks the next
+// proc, running the due events on its own stack, and resumes it when its turn comes (at once
+// if it is picked).
 func (s *Sim) block(p *proc) {
 	p.blocking = true
-	if p.yield != nil {
-		// A coroutine: its driver picks the next proc, running the due events on its own
-		// stack, and resumes p when its turn comes (at once if p is picked).
-		if stackHints {
-			var mark byte
-			p.sp = uintptr(unsafe.Pointer(&mark))
-			_, p.top = stackBounds()
-		}
-		p.yield(blocked)
-		p.blocking = false
-		return
-	}
 	q := s.next()
 	p.blocking = false
 	if q == p {
@@ -445,7 +449,18 @@ func (s *Sim) await(p *proc, ctx context.Context) wakeReason {
 		s.watchCtx(p, ctx)
 	}
 	if p.parked {
-		s.block(p)
+		if p.yield != nil {
+			// A coroutine switches from this frame, not from a callee's: once it is resumed,
+			// each frame it returns through costs a return that the CPU mispredicts (its
+			// return predictor holds the driver's calls, not this stack's). single does the
+			// same from its own frame.
+			p.blocking = true
+			p.markStack()
+			p.yield(blocked)
+			p.blocking = false
+		} else {
+			s.block(p)
+		}
 	}
 	return p.reason
 }
