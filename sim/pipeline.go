@@ -222,12 +222,16 @@ func (s *Sim) send(g *group, at int64) {
 		return
 	}
 	for k := range g.size() {
-		// The word the op will reach, and for an atomic its slot of the target NIC's atomic
+		// The word the op will reach, a read's destination (which nothing touches between
+		// two of its client's reads), and for an atomic its slot of the target NIC's atomic
 		// unit, into the cache ahead of its arrival (hints: no effect on the simulation). An
 		// atomic's slot is one of thousands of a node touched at random, as the word is.
 		op := g.opAt(k)
 		if off := op.Addr.Offset() >> 3; off < uint64(len(g.n.words)) {
 			prefetch(unsafe.Pointer(&g.n.words[off]))
+		}
+		if op.Kind == farmem.OpRead && len(op.Buf) > 0 {
+			prefetch(unsafe.Pointer(&op.Buf[0]))
 		}
 		if nic := g.n.nic; len(nic.atoms) > 0 && transport.IsAtomic(op.Kind) {
 			prefetch(unsafe.Pointer(&nic.atoms[nic.atomSlot(op.Addr)]))
