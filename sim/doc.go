@@ -152,14 +152,23 @@
 //     these hints BenchmarkVerbs512 took 85 ns more a verb.
 //   - More hints did not pay, on the Xeon they were tuned on (interleaved runs): every
 //     prefetch in flight holds one of the core's few miss buffers, and a window of 2 KiB, or
-//     1 KiB, or 768 bytes above and 256 under, was slower than 640 and 128; prefetching the next
-//     event's group (a lookahead in the wheel) took 15 ns more a verb, and its queue pair or
-//     client too 20 ns more; prefetching iter.Pull's state for the switch, a second window of
+//     1 KiB, or 768 bytes above and 256 under, was slower than 640 and 128; a lookahead in the
+//     wheel that prefetched the next event's group took 15 ns more a verb, and its queue pair or
+//     client too 20 ns more (what pays is one line, the next event's object, asked for by pop
+//     as it finds that event: below); prefetching iter.Pull's state for the switch, a second window of
 //     the stack once the proc runs, or the upper stack into L2 only (PREFETCHT1) changed nothing
 //     measurable or made it slower.
 //   - The driver stands in for the coroutines it resumes (Sim.stand) from its first resume to
 //     the end of its drive, rather than setting and clearing it around each switch: two atomic
 //     exchanges (full barriers, which wait for the stores before them) fewer per verb.
+//   - The event wheel keeps the time of its earliest event, found as pop takes the one before
+//     it (the same bitmap scan, once), and pop asks for the next event's object (its group or
+//     proc) while the event it returns runs; send prefetches a read's destination buffer as it
+//     does the word the read reaches.
+//   - Returns after a coroutine switch are mispredicted (the CPU's return predictor holds the
+//     other stack's calls), so a verb's proc switches from single's frame, and any other from
+//     await's, not from a callee two frames below; and the core a verb's CPU work runs on is
+//     picked with conditional moves, not a branch per core.
 //
 // On the Xeon, side by side with the code before the last changes (commit e35af8b; the layout
 // of the client, group, runtime, queue pairs, cores and closed loop, the hints at wake time and
@@ -183,7 +192,18 @@
 // times a second (it never enters the scheduler), and a profiling signal taken in the same tick is
 // charged there.
 //
-// What is left, against issue 28's 500 ns a verb at 512 clients: on the Xeon the benchmark now
+// Those four changes (2026-11-28), alternated with the code before them on the Xeon: 485-509
+// to 445-468 ns a verb with 512 clients (-8%, three runs each, quiet), 478-502 to 439-455 and,
+// with 8 clients, 345-357 to 318-335 (five runs each, the other core busy); the batched
+// benchmark 883-1,038 to 877-925. The profile after them (512 clients): the coroutine switch
+// about 22% (runtime.coroswitch's compare-and-swap alone 7.6%), the event queue 12%, the
+// client's counters 9% (locked additions on cold lines: plain additions on the client's own
+// words were no faster), the prefetches 8% (each waits for a free miss buffer; without the
+// resume prefetch a verb takes 100 ns more), arrival and apply 12%, and some seven mispredicted
+// returns a verb after the switches.
+//
+// What is left, against issue 28's 500 ns a verb at 512 clients (the figures below are from
+// before those four changes): on the Xeon the benchmark now
 // takes 470-495 ns of CPU a verb when the machine is quiet or lightly loaded (load 0.3-3.8), and
 // 500-580 when other jobs load it more (the code before: 518-535 at a load of 1, 550-690 under
 // load), so it meets the 500 ns only on a quiet machine. Of a verb's time 330-370 ns is
