@@ -241,7 +241,11 @@
 // a steady workload every entry goes stale with about the same probability, 1-e^(-(n-1)w)
 // for n equally busy clients updating a share w of their operations (78% on YCSB A with 4
 // clients, 14% on B, 96% on B with 64), so the rate learns in some 44 looks what the miss
-// counts would learn only key by key (addrCache.observe). A stamp is 32 bits: a block reused at the same address for
+// counts would learn only key by key (addrCache.observe). A handle whose entries have mostly
+// failed of late (more than a quarter of its recent operations took the lookup: a cache far
+// smaller than the key set) asks for the key's buckets before it reads the key's entry, so
+// that the entry's line and the buckets' come together (addrCache.early; a hint, no verb).
+// A stamp is 32 bits: a block reused at the same address for
 // the same key with the same stamp, not yet committed or never to be, would be taken for the
 // cached one, one chance in 2^32 per such reuse. Replicated tables keep no cache.
 //
