@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/farmem/farmem/farmem"
 )
@@ -128,7 +129,14 @@ func (ss *Session) Put(ctx context.Context, key, value []byte) error {
 	if err := ss.s.check(key, value); err != nil {
 		return err
 	}
-	return ss.note(ss.s.run(ctx, ss.c, func(idx Index) error { return put(ctx, idx, key, value) }))
+	// Store.run's retry after gathering memory, spelled out: no closure on the path of
+	// every Put.
+	err := put(ctx, ss.c.idx, key, value)
+	if err != nil && errors.Is(err, farmem.ErrNoSpace) {
+		ss.s.gather(ctx, ss.c)
+		err = put(ctx, ss.c.idx, key, value)
+	}
+	return ss.note(err)
 }
 
 // Delete is Store.Delete on the session's client.

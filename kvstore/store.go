@@ -630,7 +630,7 @@ func (s *Store) with(ctx context.Context, op func(idx Index) error) error {
 // memory ran out.
 func (s *Store) run(ctx context.Context, c *conn, op func(idx Index) error) error {
 	err := op(c.idx)
-	if !errors.Is(err, farmem.ErrNoSpace) {
+	if err == nil || !errors.Is(err, farmem.ErrNoSpace) {
 		return err
 	}
 	s.gather(ctx, c)
@@ -753,7 +753,7 @@ func (s *Store) Scan(ctx context.Context, from, to []byte, limit int) ([]Pair, e
 func put(ctx context.Context, idx Index, key, value []byte) error {
 	for {
 		err := idx.Update(ctx, key, value)
-		if !errors.Is(err, ErrNotFound) {
+		if err == nil || !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		err = idx.Insert(ctx, key, value)

@@ -59,8 +59,13 @@ func NewCredits(capacity int) *Credits {
 // pessimistic), otherwise false (go optimistic).
 func (c *Credits) Take(key uint64) bool {
 	if c.tracked.Load() == 0 {
-		return false
+		return false // no entry, none with credit: the check inlines into every update's Plan
 	}
+	return c.take(key)
+}
+
+// take is Take's lookup under the lock.
+func (c *Credits) take(key uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.count()
@@ -101,8 +106,13 @@ func (c *Credits) AfterPessimistic(key uint64, combined bool) {
 // the key turns hot and gains InitialCredit.
 func (c *Credits) AfterOptimistic(key uint64, retries int) {
 	if retries < HotnessThreshold && c.tracked.Load() == 0 {
-		return // no entry to update, and none to add
+		return // no entry to update, and none to add: the check inlines into Commit
 	}
+	c.afterOptimistic(key, retries)
+}
+
+// afterOptimistic is AfterOptimistic's update under the lock.
+func (c *Credits) afterOptimistic(key uint64, retries int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.count()
