@@ -163,6 +163,19 @@ func (c *addrCache) find(op *opState) *acEntry {
 	return nil
 }
 
+// refind returns e, an entry find returned for op earlier in the same operation, if it still
+// is op's key's entry, and otherwise what find returns now: between the two only a clear (a
+// node adoption, which empties every entry) or keep may have changed the cache, and neither
+// moves a key's live entry to another way of its set, so e, still live with op's tag, is the
+// entry find would return. It spares an operation that consults the cache several times all
+// but its first search of the set.
+func (c *addrCache) refind(op *opState, e *acEntry) *acEntry {
+	if e != nil && e.state&acLive != 0 && e.tag == acTag(op) {
+		return e
+	}
+	return c.find(op)
+}
+
 // at returns op's key's entry, nil if the cache names no block for the key.
 func (c *addrCache) at(op *opState) *acEntry {
 	if e := c.find(op); e != nil && e.word != 0 {
@@ -180,6 +193,11 @@ func (c *addrCache) at(op *opState) *acEntry {
 // use), and the block is the same (w and stamp), one miss is taken back; another block counts
 // one more (the entry would have been stale). History alone (word 0) was counted already.
 func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp uint32) {
+	c.keepAt(op, nil, w, st, idx, stamp)
+}
+
+// keepAt is keep for an operation that found its key's entry e earlier (refind; nil if none).
+func (c *addrCache) keepAt(op *opState, e *acEntry, w Slot, st farmem.Addr, idx uint64, stamp uint32) {
 	if c.size == 0 || st == 0 {
 		return
 	}
@@ -187,7 +205,7 @@ func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp 
 		c.sets = make([]acSet, c.size/2)
 	}
 	ne := acEntry{word: w, st: st, idx: uint32(idx), tag: acTag(op), stamp: stamp, state: acLive}
-	if e := c.find(op); e != nil {
+	if e := c.refind(op, e); e != nil {
 		ne.state = e.state
 		switch {
 		case e.word == 0:
@@ -214,22 +232,25 @@ func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp 
 // its block, keeping its history (miss count): an Update or Delete by this handle takes it
 // when it begins (changeCached may use it, unless volatile; a committed Update keeps its new
 // block's entry when it ends), and counts what its first look found (miss).
-func (c *addrCache) take(op *opState) acEntry {
-	e := c.at(op)
-	if e == nil {
-		return acEntry{}
+//
+// It also returns op's key's entry in use as find found it (nil if none), for the
+// operation's later miss and keepAt (refind).
+func (c *addrCache) take(op *opState) (acEntry, *acEntry) {
+	e := c.find(op)
+	if e == nil || e.word == 0 {
+		return acEntry{}, e
 	}
 	r := *e
 	e.word = 0
-	return r
+	return r, e
 }
 
 // miss counts, in op's key's history (the entry take left), what the first look of an Update
 // or Delete found against the block of the entry it took: d +1 for another block (the entry
-// was stale), -1 for the same one.
-func (c *addrCache) miss(op *opState, d int) {
+// was stale), -1 for the same one. e is the entry take returned with it (see refind).
+func (c *addrCache) miss(op *opState, e *acEntry, d int) {
 	c.observe(d > 0)
-	if e := c.find(op); e != nil {
+	if e := c.refind(op, e); e != nil {
 		e.count(d)
 	}
 }
@@ -265,7 +286,7 @@ func (c *addrCache) clear() { clear(c.sets) }
 // readCached for why a value it returns is linearizable.
 func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	e := t.ac.at(op)
-	if e == nil || adoptionsOf(t.m) != t.adoptions {
+	if e == nil || t.adoptionCount() != t.adoptions {
 		return nil, false
 	}
 	if e.volatile() || !t.ac.useful() {
@@ -367,8 +388,8 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.
 // changeCached is the first look of an Update or Delete of a key whose address-cache entry e
 // the handle took (addrCache.take), when the entry's slot and block are on one memory node: in
 // one batch, nb's block writes (if nb is not nil), then the slot's word, then the head of the
-// block e names (headLen), in that order on that node. It returns the view of that one slot
-// (hit) if the slot still held e's word, committed and not frozen, and the head holds op's key
+// block e names (headLen), in that order on that node. It sets *v to the view of that one slot
+// and reports a hit if the slot still held e's word, committed and not frozen, and the head holds op's key
 // with e's stamp; the caller then commits through it as through findOne's answer, one round
 // trip sooner, with the block's valid word still clear (Install sets it in the CAS's batch).
 // Otherwise (hit false, counted in ChangeStale; nb written all the same) the caller looks the
@@ -386,7 +407,7 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.
 // is reached through a word that only the key's committed slot holds. Two nodes give no
 // order between the two reads (the head could be read before the slot, of a block reused
 // since), hence the one-node condition, checked by the caller.
-func (t *Table) changeCached(ctx context.Context, op *opState, e acEntry, nb *newBlock) (view, bool, error) {
+func (t *Table) changeCached(ctx context.Context, op *opState, e *acEntry, nb *newBlock, v *view) (bool, error) {
 	slot, w := e.slot(&t.geo), e.word
 	n := headLen(w, len(op.key))
 	sc := t.scr
@@ -404,21 +425,24 @@ func (t *Table) changeCached(ctx context.Context, op *opState, e acEntry, nb *ne
 	b.Read(w.Addr(), head)
 	if err := t.doHinted(ctx, b); err != nil {
 		t.lost()
-		return view{}, false, fmt.Errorf("race: read cached slot %v: %w", slot, err)
+		return false, fmt.Errorf("race: read cached slot %v: %w", slot, err)
 	}
 	sw := Slot(binary.LittleEndian.Uint64(word))
 	if !sw.Committed() || sw.Frozen() || blockKey(sw) != w {
 		t.stats.ChangeStale++
-		return view{}, false, nil
+		return false, nil
 	}
 	info, ok, err := t.decodeHead(op, w, head)
 	if err != nil || !ok || !info.isKey || info.stamp != e.stamp {
 		t.stats.ChangeStale++
-		return view{}, false, nil
+		return false, nil
 	}
 	op.learnt(w, info)
 	t.stats.ChangeHits++
+	// The view of the one slot, in the scratch's cv storage: every field set, as a view{}
+	// literal would, without one copied out through the return.
 	cv := &sc.cv
 	cv.idx, cv.words = append(cv.idx[:0], uint64(e.idx)), append(cv.words[:0], sw)
-	return view{st: e.st, idx: cv.idx, words: cv.words}, true, nil
+	v.st, v.hdr, v.move, v.from, v.idx, v.words = e.st, 0, 0, 0, cv.idx, cv.words
+	return true, nil
 }

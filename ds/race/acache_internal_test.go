@@ -46,7 +46,8 @@ func TestAddrCacheSets(t *testing.T) {
 	// whichever way the taken entry was in.
 	ac.keep(c, 0x300, 8, 3, 3) // [c b]
 	for _, k := range []*opState{c, b, c, b} {
-		require.NotZero(t, ac.take(k).word)
+		e, _ := ac.take(k)
+		require.NotZero(t, e.word)
 		ac.keep(k, 0x500, 8, 3, 5)
 		require.NotNil(t, ac.at(b), "b kept")
 		require.NotNil(t, ac.at(c), "c kept")
@@ -76,11 +77,12 @@ func TestAddrCacheMisses(t *testing.T) {
 	ac.keep(a, 0x400, 8, 3, 3) // the same block
 	require.Equal(t, uint32(acMaxMisses-1), misses())
 
-	e := ac.take(a)
+	e, found := ac.take(a)
 	require.Equal(t, Slot(0x400), e.word)
+	require.Same(t, ac.find(a), found)
 	require.Nil(t, ac.at(a), "taken: no block named")
 	require.Equal(t, uint32(acMaxMisses-1), misses(), "the history stays")
-	ac.miss(a, -1)
+	ac.miss(a, found, -1)
 	ac.keep(a, 0x500, 8, 3, 5) // after history alone: carried, not counted again
 	require.Equal(t, uint32(acMaxMisses-2), misses())
 	require.False(t, ac.at(a).volatile())
@@ -145,4 +147,33 @@ func TestAddrCacheEarly(t *testing.T) {
 		require.Less(t, n, 200)
 	}
 	require.InDelta(t, 89, n, 2)
+}
+
+// TestAddrCacheRefind: an entry found earlier in an operation serves miss and keepAt while it
+// is still the key's; after a clear (a node adoption) they search the set again, as keep does.
+func TestAddrCacheRefind(t *testing.T) {
+	a := &opState{k: keyHash{h1: 1 << 32, h2: 5 << 32}}
+	b := &opState{k: keyHash{h1: 2 << 32, h2: 5 << 32}} // a's set, another tag
+	ac := addrCache{size: 8}
+	ac.keep(a, 0x100, 8, 3, 1)
+	ac.keep(b, 0x200, 8, 4, 2) // [b a]
+	_, found := ac.take(a)
+	require.Same(t, ac.find(a), found)
+	require.Same(t, found, ac.refind(a, found))
+	require.NotSame(t, found, ac.refind(b, found), "another key's tag: searched again")
+	ac.miss(a, found, +1)
+	require.Equal(t, uint32(1), ac.find(a).misses())
+	ac.keepAt(a, found, 0x300, 8, 3, 3)
+	require.Equal(t, Slot(0x300), ac.at(a).word)
+	require.Equal(t, Slot(0x200), ac.at(b).word, "b kept")
+
+	// A clear empties the entry found: keepAt then places the key's entry as keep would.
+	_, found = ac.take(a)
+	ac.clear()
+	require.Nil(t, ac.refind(a, found))
+	ac.miss(a, found, +1) // no entry: nothing counted
+	require.Nil(t, ac.find(a))
+	ac.keepAt(a, found, 0x400, 8, 3, 4)
+	require.Equal(t, Slot(0x400), ac.at(a).word)
+	require.Zero(t, ac.find(a).misses())
 }

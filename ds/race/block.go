@@ -98,9 +98,12 @@ func encodeBlockVersion(buf []byte, addr farmem.Addr, key, val []byte, deadline 
 	le.PutUint32(b[4:], stamp)
 	le.PutUint64(b[8:], uint64(deadline))
 	le.PutUint64(b[ValidOffset:], 0)
+	// The padding (fewer than 8 bytes, before the checksum) lies within the word before the
+	// checksum: zero that word, then copy the key and value over its start. (With neither,
+	// that word is the valid word, zero already.)
+	le.PutUint64(b[n-16:], 0)
 	copy(b[blockHeader:], key)
 	copy(b[blockHeader+len(key):], val)
-	clear(b[blockHeader+len(key)+len(val) : n-8])
 	if version >= 3 {
 		le.PutUint64(b[n-8:], sum3(addr, b[:n-8]))
 	} else {

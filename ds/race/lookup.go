@@ -138,8 +138,13 @@ func (v *view) word(i uint64) (Slot, bool) {
 func (t *Table) newOp(key []byte) *opState {
 	op := &t.scr.op
 	op.forget()
-	known, meta := op.known, op.meta
-	*op = opState{known: known, meta: meta}
+	// Field by field (initOp sets the key's): a literal assignment zeroes and copies the whole
+	// struct, its pointers through write barriers. TestNewOpResets checks that none is missed.
+	op.keepValue, op.invalidate, op.matchOnly, op.search, op.keyOnly = false, false, false, false, false
+	if op.dst != nil {
+		op.dst = nil
+	}
+	op.waited, op.backoff = 0, 0
 	t.initOp(op, key)
 	return op
 }

@@ -84,7 +84,14 @@ func (t *Table) makeBlock(ctx context.Context, op *opState, val []byte, deadline
 	sc := t.scr
 	sc.enc = grow(sc.enc, int(size))
 	stamp := t.stamp()
-	sc.nb = newBlock{addr: a, bytes: encodeBlockVersion(sc.enc, a, op.key, val, deadline, stamp, t.version), size: size, slot: s, deadline: deadline}
+	// Field by field rather than a literal (every field is set): no zeroed temporary copied
+	// over the scratch, no pointer store for a block without copies.
+	nb := &sc.nb
+	nb.addr, nb.bytes, nb.size, nb.slot, nb.deadline = a, encodeBlockVersion(sc.enc, a, op.key, val, deadline, stamp, t.version), size, s, deadline
+	nb.written, nb.visible = false, false
+	if nb.reps != nil {
+		nb.reps = nil
+	}
 	if indexReplicas(t.root) > 1 {
 		// A replicated table writes the block's whole extent, the Unit-rounded size readers
 		// read: a tail left from the block's previous life would be what it was on the
@@ -749,7 +756,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	}
 	// The key's address-cache entry is taken out of the cache (a committed Update keeps its new
 	// block's entry when it ends): it may spare the lookup (changeCached).
-	ce := t.ac.take(op)
+	ce, ae := t.ac.take(op)
 	op.invalidate = t.opts.Invalidate
 	op.keepValue = cond != nil
 	// Only committed slots with the key's fingerprint matter to findKey, the one reader of
@@ -760,7 +767,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	// holds one candidate (oneCandidate also needs no lock words read with it).
 	op.keyOnly = op.matchOnly && !op.keepValue && !t.replicated()
 	cached := ce.word != 0 && op.keyOnly && ce.slot(&t.geo).Node() == ce.word.Addr().Node() &&
-		adoptionsOf(t.m) == t.adoptions
+		t.adoptionCount() == t.adoptions
 	skipped := cached && (ce.volatile() || !t.ac.useful())
 	cached = cached && !skipped
 	if !cached && !early {
@@ -773,14 +780,24 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	if err := t.pinRead(ctx); err != nil {
 		return err
 	}
-	retired := false
-	defer func() {
-		if retired {
-			t.unpinSeen()
-		} else {
-			t.unpin()
-		}
-	}()
+	// The section ends here whatever changePinned returns (no deferred closure on the path of
+	// every change): with unpinSeen after a committed change's retire, which read or was
+	// handed the clock after the last access.
+	retired, err := t.changePinned(ctx, kind, key, value, cond, op, &ce, ae, cached, skipped)
+	if retired {
+		t.unpinSeen()
+	} else {
+		t.unpin()
+	}
+	return err
+}
+
+// changePinned is change's pinned section: ce is the entry taken (ae the key's entry in use,
+// for refind), cached whether the first look goes through it, skipped whether it was passed
+// over (volatile or not useful). retired reports a committed change's retire of the replaced
+// block (its clock reading then serves the unpin).
+func (t *Table) changePinned(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte, op *opState,
+	ce *acEntry, ae *acEntry, cached, skipped bool) (retired bool, _ error) {
 	c := &t.scr.change
 	// The slot's fields (subtable to oldValid) are all set before each Commit below; a
 	// literal assignment of the whole struct cost the Put some 3% of its CPU time.
@@ -801,25 +818,26 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	if kind == ptrsync.Update && !plan.DeferWrite {
 		nb, err := t.makeBlock(ctx, op, value, 0)
 		if err != nil {
-			return err
+			return false, err
 		}
 		c.blk = nb
 		pre = nb
 	}
+	// v is set by changeCached (a hit) or locate before every use.
+	var v view
 	for attempt := range maxAttempts {
-		var v view
 		j, hit := 0, false
 		if attempt == 0 && cached {
 			var err error
-			v, hit, err = t.changeCached(ctx, op, ce, pre)
+			hit, err = t.changeCached(ctx, op, ce, pre, &v)
 			if err != nil {
 				t.dropBlock(ctx, c.blk)
-				return err
+				return false, err
 			}
 			if hit {
-				t.ac.miss(op, -1)
+				t.ac.miss(op, ae, -1)
 			} else {
-				t.ac.miss(op, +1)
+				t.ac.miss(op, ae, +1)
 			}
 			if pre != nil {
 				c.blk.written, pre = true, nil
@@ -836,7 +854,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			v, err = t.locate(ctx, op, pre)
 			if err != nil {
 				t.dropBlock(ctx, c.blk)
-				return err
+				return false, err
 			}
 			if pre != nil {
 				c.blk.written, pre = true, nil
@@ -851,31 +869,31 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 			}
 			if err != nil {
 				t.dropBlock(ctx, c.blk)
-				return err
+				return false, err
 			}
 			if j < 0 {
 				t.dropBlock(ctx, c.blk)
-				return ErrNotFound
+				return false, ErrNotFound
 			}
 			if attempt == 0 && !cached && ce.word != 0 {
 				// The entry taken was not used: count what it would have found.
 				if blockKey(v.words[j]) == ce.word {
-					t.ac.miss(op, -1)
+					t.ac.miss(op, ae, -1)
 				} else {
-					t.ac.miss(op, +1)
+					t.ac.miss(op, ae, +1)
 				}
 			}
 		}
 		w := v.words[j]
 		if cond != nil {
 			if info, _ := op.info(blockKey(w)); !bytes.Equal(info.value, *cond) {
-				return ErrChanged
+				return false, ErrChanged
 			}
 		}
 		if w.Frozen() {
 			if err := t.waitSplit(ctx, op, v.st); err != nil {
 				t.dropBlock(ctx, c.blk)
-				return err
+				return false, err
 			}
 			continue
 		}
@@ -888,7 +906,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		res, err := t.sync.Commit(ctx, target)
 		if err != nil {
 			// Unknown outcome: the new block may be in place; it is leaked rather than freed.
-			return err
+			return false, err
 		}
 		switch res.Outcome {
 		case ptrsync.Committed:
@@ -896,23 +914,22 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 				c.blk.visible = true
 				// Install's CAS published this block: the key's committed value, which the
 				// address cache may name (a Combined change's block never was).
-				t.ac.keep(op, blockKey(c.blk.slot), c.subtable, c.index, blockStamp(c.blk.bytes))
+				t.ac.keepAt(op, ae, blockKey(c.blk.slot), c.subtable, c.index, blockStamp(c.blk.bytes))
 			}
 			// The retire takes the reading of the deadline check before the CAS when the
 			// synchronizer reports it (the budget that bounds the CAS bounds the unlink), and
 			// reads the clock after the CAS otherwise; that reading is the section's end.
-			retired = t.retireAt(ctx, Slot(res.Replaced), res.CheckedAt)
-			return nil
+			return t.retireAt(ctx, Slot(res.Replaced), res.CheckedAt), nil
 		case ptrsync.Combined:
 			t.dropBlock(ctx, c.blk)
-			return nil
+			return false, nil
 		}
 		// Commit checks the deadline (the pinned section's budget) before every CAS and
 		// returns Retry past it: then re-pin, as fresh does, before looking again.
 		if ok, err := t.fresh(ctx, op); err != nil || !ok {
 			if err != nil {
 				t.dropBlock(ctx, c.blk)
-				return err
+				return false, err
 			}
 			// Re-pinned: the block is written again with the next look (see Table.fresh).
 			if c.blk != nil && c.blk.written {
@@ -923,7 +940,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 		t.stats.Conflicts++
 	}
 	t.dropBlock(ctx, c.blk)
-	return fmt.Errorf("race: %v: no progress after %d attempts: %w", kind, maxAttempts, ErrCorrupt)
+	return false, fmt.Errorf("race: %v: no progress after %d attempts: %w", kind, maxAttempts, ErrCorrupt)
 }
 
 // stamp returns a new block's stamp: a hash of the client's id, a count of the blocks this

@@ -425,7 +425,7 @@ func (t *Table) allocDirectory(ctx context.Context, size uint64) (farmem.Addr, e
 // was cached: the directory may name subtables that were lost and replaced, at addresses that
 // now hold other data (farmem.Restarts.Adoptions). One atomic load when nothing changed.
 func (t *Table) checkAdoptions(ctx context.Context) error {
-	n := adoptionsOf(t.m)
+	n := t.adoptionCount()
 	if n == t.adoptions {
 		return nil
 	}
@@ -436,6 +436,14 @@ func (t *Table) checkAdoptions(ctx context.Context) error {
 	t.kids, t.pending = [len(t.kids)]kid{}, 0
 	t.ac.clear()
 	return nil
+}
+
+// adoptionCount is adoptionsOf(t.m), without the type assertion.
+func (t *Table) adoptionCount() uint64 {
+	if t.restarts == nil {
+		return 0
+	}
+	return t.restarts.Adoptions()
 }
 
 // adoptionsOf is m's count of node adoptions (farmem.Restarts), 0 on transports without

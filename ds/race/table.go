@@ -199,8 +199,10 @@ type Table struct {
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
 	dir     []uint64
-	// adoptions is the fabric's adoption count when the directory was cached (purge.go).
+	// adoptions is the fabric's adoption count when the directory was cached (purge.go);
+	// restarts is m's count (nil on transports without restarts), asserted once at Open.
 	adoptions uint64
+	restarts  farmem.Restarts
 
 	pinAt  farmem.Time
 	pinned bool
@@ -342,6 +344,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 	t := &Table{m: m, a: ta, rt: m.Runtime(), id: m.Info().ID, root: root, opts: opts, sync: opts.Sync, lockSize: opts.Sync.LockSize(),
 		scr: new(scratch), adoptions: adoptionsOf(m)}
 	t.pf, _ = m.(prefetcher)
+	t.restarts, _ = m.(farmem.Restarts)
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {
