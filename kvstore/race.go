@@ -138,6 +138,9 @@ func (x *raceIndex) Get(ctx context.Context, key []byte) ([]byte, error) {
 
 func (x *raceIndex) AppendGet(ctx context.Context, dst, key []byte) ([]byte, error) {
 	v, err := x.t.AppendSearch(ctx, dst, key)
+	if err == nil {
+		return v, nil
+	}
 	return v, mapRace(err)
 }
 
@@ -146,7 +149,10 @@ func (x *raceIndex) Insert(ctx context.Context, key, value []byte) error {
 }
 
 func (x *raceIndex) Update(ctx context.Context, key, value []byte) error {
-	return mapRace(x.t.Update(ctx, key, value))
+	if err := x.t.Update(ctx, key, value); err != nil {
+		return mapRace(err)
+	}
+	return nil
 }
 
 func (x *raceIndex) Delete(ctx context.Context, key []byte) error {

@@ -95,7 +95,7 @@ func (ss *Session) AppendGet(ctx context.Context, dst, key []byte) ([]byte, erro
 	if err := ss.s.check(key, nil); err != nil {
 		return dst, err
 	}
-	v, err := appendGet(ctx, ss.c.idx, dst, key)
+	v, err := appendGetConn(ctx, ss.c, dst, key)
 	return v, ss.note(err)
 }
 

@@ -179,6 +179,7 @@ type conn struct {
 	m     farmem.Memory
 	a     *alloc.Allocator
 	idx   Index
+	ag    AppendGetter // idx's AppendGet, if it has one (asserted once, not per Get)
 	owned bool         // m was opened by the store, which closes it
 	base  farmem.Stats // m's counters when the store took it
 	id    farmem.ClientID
@@ -489,7 +490,9 @@ func (s *Store) attach(ctx context.Context, m farmem.Memory, a *alloc.Allocator,
 	if err != nil {
 		return fail(hs, fmt.Errorf("kvstore: replication %s: %w", s.opts.Replication.Name(), err))
 	}
-	return &conn{m: m, a: a, idx: idx, owned: owned, base: base, id: m.Info().ID}, nil
+	c := &conn{m: m, a: a, idx: idx, owned: owned, base: base, id: m.Info().ID}
+	c.ag, _ = idx.(AppendGetter)
+	return c, nil
 }
 
 // openMemory opens a client on the first node, from Nodes[start] on, that has a free slot, and
@@ -693,6 +696,19 @@ func appendGet(ctx context.Context, idx Index, dst, key []byte) ([]byte, error) 
 	if ag, ok := idx.(AppendGetter); ok {
 		return ag.AppendGet(ctx, dst, key)
 	}
+	return appendViaGet(ctx, idx, dst, key)
+}
+
+// appendGetConn is appendGet on client c's index, with the AppendGetter asserted at attach.
+func appendGetConn(ctx context.Context, c *conn, dst, key []byte) ([]byte, error) {
+	if c.ag != nil {
+		return c.ag.AppendGet(ctx, dst, key)
+	}
+	return appendViaGet(ctx, c.idx, dst, key)
+}
+
+// appendViaGet is appendGet for an index without AppendGet.
+func appendViaGet(ctx context.Context, idx Index, dst, key []byte) ([]byte, error) {
 	v, err := idx.Get(ctx, key)
 	if err != nil {
 		return dst, err

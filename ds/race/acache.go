@@ -303,7 +303,8 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	n := int(w.Size())
 	sc.blocks = grow(sc.blocks, n+16)
 	words, buf := sc.blocks[:16:16], sc.blocks[16:16+n:16+n]
-	blk, ok, err := t.readCached(ctx, op.key, w, slot, stamp, words, buf, t.pf != nil)
+	var blk Block
+	ok, err := t.readCached(ctx, op.key, w, slot, stamp, words, buf, t.pf != nil, &blk)
 	if err != nil || !ok {
 		// The block is forgotten, the miss counted (the lookup's keep then counts nothing).
 		e.word = 0
@@ -324,9 +325,9 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 // readCached reads the block of slot word w (a blockKey) through an address-cache entry of
 // stamp for key, kept for the slot at slot: in one batch, the slot's word into words[:8], then,
 // when the slot and the block are on different memory nodes, the block's valid word into
-// words[8:16], then the block into buf (its size). It accepts the block (ok) if the slot still
-// held w (committed), the valid word (if read) was clear, and the block validates and holds key
-// and stamp. hinted tells that the block's lines were hinted (Prefetch) already. A failed read
+// words[8:16], then the block into buf (its size). It accepts the block (ok, the block decoded
+// into *blk) if the slot still held w (committed), the valid word (if read) was clear, and the
+// block validates and holds key and stamp. hinted tells that the block's lines were hinted (Prefetch) already. A failed read
 // is its error (the scratch is dropped).
 //
 // Why such a value was key's committed value at the read's linearization point. On one node
@@ -352,7 +353,7 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 // A slot on a memory node that lost its memory fails the read (farmem.ErrNodeLost, as the
 // lookup would), and a slot that Purge emptied, or a split moved, no longer holds w; the valid
 // word of a block whose slot was lost is never set.
-func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.Addr, stamp uint32, words, buf []byte, hinted bool) (Block, bool, error) {
+func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.Addr, stamp uint32, words, buf []byte, hinted bool, blk *Block) (bool, error) {
 	b := t.batch()
 	b.Read(slot, words[:8])
 	apart := slot.Node() != w.Addr().Node()
@@ -368,21 +369,20 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.
 	}
 	if err != nil {
 		t.lost()
-		return Block{}, false, fmt.Errorf("race: read cached block: %w", err)
+		return false, fmt.Errorf("race: read cached block: %w", err)
 	}
 	le := binary.LittleEndian
 	if sw := Slot(le.Uint64(words)); !sw.Committed() || blockKey(sw) != w || apart && le.Uint64(words[8:]) != 0 {
-		return Block{}, false, nil
+		return false, nil
 	}
-	blk, err := DecodeBlock(w.Addr(), buf)
-	if err != nil {
+	if err := decodeBlockInto(w.Addr(), buf, blk); err != nil {
 		t.stats.BadBlocks++
-		return Block{}, false, nil
+		return false, nil
 	}
 	if blk.Stamp != stamp || !bytes.Equal(blk.Key, key) {
-		return Block{}, false, nil
+		return false, nil
 	}
-	return blk, true, nil
+	return true, nil
 }
 
 // changeCached is the first look of an Update or Delete of a key whose address-cache entry e

@@ -384,7 +384,8 @@ func (t *Table) SearchCached(ctx context.Context, key []byte, e Entry) (val []by
 		return nil, false, nil
 	}
 	buf := make([]byte, 16+e.Word.Size())
-	blk, ok, err := t.readCached(ctx, key, e.Word, e.Slot, e.Stamp, buf[:16:16], buf[16:], false)
+	var blk Block
+	ok, err = t.readCached(ctx, key, e.Word, e.Slot, e.Stamp, buf[:16:16], buf[16:], false, &blk)
 	if err != nil || !ok {
 		return nil, false, err
 	}

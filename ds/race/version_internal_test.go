@@ -1,6 +1,7 @@
 package race
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -78,4 +79,32 @@ func TestLayoutVersions(t *testing.T) {
 	_, err = tab.Search(ctx, []byte("new2"))
 	require.ErrorIs(t, err, ErrNotFound)
 	require.NoError(t, old.Close())
+}
+
+// TestDecodeBlockPadding: for every key and value length up to 24 bytes, a block encoded into
+// a buffer full of garbage decodes (the padding and the word before the checksum are zeroed,
+// whatever the buffer held), and setting any padding byte, checksum recomputed, is refused as
+// corrupt, while the bytes of the key and value in the same word are not taken for padding.
+func TestDecodeBlockPadding(t *testing.T) {
+	addr := farmem.MakeAddr(1, 4096)
+	for kl := 0; kl <= 24; kl++ {
+		for vl := 0; vl <= 24-kl; vl++ {
+			key, val := bytes.Repeat([]byte{0xab}, kl), bytes.Repeat([]byte{0xcd}, vl)
+			buf := bytes.Repeat([]byte{0xff}, 128)
+			b := encodeBlockInto(buf, addr, key, val, 5, 9)
+			blk, err := DecodeBlock(addr, b)
+			require.NoError(t, err, "kl %d vl %d", kl, vl)
+			require.Equal(t, key, blk.Key)
+			require.Equal(t, val, blk.Value)
+			n := len(b)
+			for i := blockHeader + kl + vl; i < n-8; i++ {
+				c := bytes.Clone(b)
+				c[i] = 1
+				binary.LittleEndian.PutUint64(c[n-8:], sum3(addr, c[:n-8]))
+				_, err := DecodeBlock(addr, c)
+				require.ErrorIs(t, err, ErrCorrupt, "padding byte %d of kl %d vl %d", i, kl, vl)
+				require.ErrorContains(t, err, "padding")
+			}
+		}
+	}
 }
