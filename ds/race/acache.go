@@ -163,17 +163,14 @@ func (c *addrCache) find(op *opState) *acEntry {
 	return nil
 }
 
-// refind returns e, an entry find returned for op earlier in the same operation, if it still
-// is op's key's entry, and otherwise what find returns now: between the two only a clear (a
-// node adoption, which empties every entry) or keep may have changed the cache, and neither
-// moves a key's live entry to another way of its set, so e, still live with op's tag, is the
-// entry find would return. It spares an operation that consults the cache several times all
-// but its first search of the set.
-func (c *addrCache) refind(op *opState, e *acEntry) *acEntry {
-	if e != nil && e.state&acLive != 0 && e.tag == acTag(op) {
-		return e
-	}
-	return c.find(op)
+// holds reports whether e (nil: false), an entry find returned for op earlier in the same
+// operation, still is op's key's entry: between the two only a clear (a node adoption, which
+// empties every entry) or keep may have changed the cache, and neither moves a key's live entry
+// to another way of its set, so e, still live with op's tag, is the entry find would return.
+// An operation that consults the cache several times (take, miss, keepAt) so searches the set
+// once; when it does not hold, find searches again.
+func (e *acEntry) holds(op *opState) bool {
+	return e != nil && e.state&acLive != 0 && e.tag == acTag(op)
 }
 
 // at returns op's key's entry, nil if the cache names no block for the key.
@@ -196,7 +193,7 @@ func (c *addrCache) keep(op *opState, w Slot, st farmem.Addr, idx uint64, stamp 
 	c.keepAt(op, nil, w, st, idx, stamp)
 }
 
-// keepAt is keep for an operation that found its key's entry e earlier (refind; nil if none).
+// keepAt is keep for an operation that found its key's entry e earlier (see holds; nil if none).
 func (c *addrCache) keepAt(op *opState, e *acEntry, w Slot, st farmem.Addr, idx uint64, stamp uint32) {
 	if c.size == 0 || st == 0 {
 		return
@@ -205,7 +202,10 @@ func (c *addrCache) keepAt(op *opState, e *acEntry, w Slot, st farmem.Addr, idx 
 		c.sets = make([]acSet, c.size/2)
 	}
 	ne := acEntry{word: w, st: st, idx: uint32(idx), tag: acTag(op), stamp: stamp, state: acLive}
-	if e := c.refind(op, e); e != nil {
+	if !e.holds(op) {
+		e = c.find(op)
+	}
+	if e != nil {
 		ne.state = e.state
 		switch {
 		case e.word == 0:
@@ -234,7 +234,7 @@ func (c *addrCache) keepAt(op *opState, e *acEntry, w Slot, st farmem.Addr, idx 
 // block's entry when it ends), and counts what its first look found (miss).
 //
 // It also returns op's key's entry in use as find found it (nil if none), for the
-// operation's later miss and keepAt (refind).
+// operation's later miss and keepAt (see holds).
 func (c *addrCache) take(op *opState) (acEntry, *acEntry) {
 	e := c.find(op)
 	if e == nil || e.word == 0 {
@@ -247,10 +247,13 @@ func (c *addrCache) take(op *opState) (acEntry, *acEntry) {
 
 // miss counts, in op's key's history (the entry take left), what the first look of an Update
 // or Delete found against the block of the entry it took: d +1 for another block (the entry
-// was stale), -1 for the same one. e is the entry take returned with it (see refind).
+// was stale), -1 for the same one. e is the entry take returned with it (see holds).
 func (c *addrCache) miss(op *opState, e *acEntry, d int) {
 	c.observe(d > 0)
-	if e := c.refind(op, e); e != nil {
+	if !e.holds(op) {
+		e = c.find(op)
+	}
+	if e != nil {
 		e.count(d)
 	}
 }

@@ -149,9 +149,9 @@ func TestAddrCacheEarly(t *testing.T) {
 	require.InDelta(t, 89, n, 2)
 }
 
-// TestAddrCacheRefind: an entry found earlier in an operation serves miss and keepAt while it
+// TestAddrCacheHolds: an entry found earlier in an operation serves miss and keepAt while it
 // is still the key's; after a clear (a node adoption) they search the set again, as keep does.
-func TestAddrCacheRefind(t *testing.T) {
+func TestAddrCacheHolds(t *testing.T) {
 	a := &opState{k: keyHash{h1: 1 << 32, h2: 5 << 32}}
 	b := &opState{k: keyHash{h1: 2 << 32, h2: 5 << 32}} // a's set, another tag
 	ac := addrCache{size: 8}
@@ -159,8 +159,9 @@ func TestAddrCacheRefind(t *testing.T) {
 	ac.keep(b, 0x200, 8, 4, 2) // [b a]
 	_, found := ac.take(a)
 	require.Same(t, ac.find(a), found)
-	require.Same(t, found, ac.refind(a, found))
-	require.NotSame(t, found, ac.refind(b, found), "another key's tag: searched again")
+	require.True(t, found.holds(a))
+	require.False(t, found.holds(b), "another key's tag")
+	require.False(t, (*acEntry)(nil).holds(a))
 	ac.miss(a, found, +1)
 	require.Equal(t, uint32(1), ac.find(a).misses())
 	ac.keepAt(a, found, 0x300, 8, 3, 3)
@@ -170,7 +171,7 @@ func TestAddrCacheRefind(t *testing.T) {
 	// A clear empties the entry found: keepAt then places the key's entry as keep would.
 	_, found = ac.take(a)
 	ac.clear()
-	require.Nil(t, ac.refind(a, found))
+	require.False(t, found.holds(a))
 	ac.miss(a, found, +1) // no entry: nothing counted
 	require.Nil(t, ac.find(a))
 	ac.keepAt(a, found, 0x400, 8, 3, 4)

@@ -793,7 +793,7 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 }
 
 // changePinned is change's pinned section: ce is the entry taken (ae the key's entry in use,
-// for refind), cached whether the first look goes through it, skipped whether it was passed
+// see acEntry.holds), cached whether the first look goes through it, skipped whether it was passed
 // over (volatile or not useful). retired reports a committed change's retire of the replaced
 // block (its clock reading then serves the unpin).
 func (t *Table) changePinned(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte, op *opState,
