@@ -37,6 +37,37 @@ TEXT ·asmAddOwned(SB), NOSPLIT, $0-16
 	MOVQ AX, (BX)
 	RET
 
+// func asmAddOwned8(dst, delta *[8]uint64)
+// asmAddOwned's load, add and store for each of eight words.
+TEXT ·asmAddOwned8(SB), NOSPLIT, $0-16
+	MOVQ dst+0(FP), BX
+	MOVQ delta+8(FP), SI
+	MOVQ 0(SI), AX
+	ADDQ 0(BX), AX
+	MOVQ AX, 0(BX)
+	MOVQ 8(SI), AX
+	ADDQ 8(BX), AX
+	MOVQ AX, 8(BX)
+	MOVQ 16(SI), AX
+	ADDQ 16(BX), AX
+	MOVQ AX, 16(BX)
+	MOVQ 24(SI), AX
+	ADDQ 24(BX), AX
+	MOVQ AX, 24(BX)
+	MOVQ 32(SI), AX
+	ADDQ 32(BX), AX
+	MOVQ AX, 32(BX)
+	MOVQ 40(SI), AX
+	ADDQ 40(BX), AX
+	MOVQ AX, 40(BX)
+	MOVQ 48(SI), AX
+	ADDQ 48(BX), AX
+	MOVQ AX, 48(BX)
+	MOVQ 56(SI), AX
+	ADDQ 56(BX), AX
+	MOVQ AX, 56(BX)
+	RET
+
 // func asmStoreNT(p *uint64, v uint64)
 TEXT ·asmStoreNT(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), BX
