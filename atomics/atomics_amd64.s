@@ -236,8 +236,9 @@ TEXT ·asmLFence(SB), NOSPLIT, $0-0
 	RET
 
 // func asmPrefetch(p unsafe.Pointer, n, line uintptr)
-// Issues PREFETCHT0 for every line of size line (a power of two) that overlaps [p, p+n). A
-// prefetch never faults and changes no memory.
+// Issues PREFETCHT0 for every line of size line (a power of two) that overlaps [p, p+n), four
+// lines an iteration while four remain, then one at a time. A prefetch never faults and
+// changes no memory.
 TEXT ·asmPrefetch(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), AX
 	MOVQ n+8(FP), CX
@@ -246,6 +247,17 @@ TEXT ·asmPrefetch(SB), NOSPLIT, $0-24
 	MOVQ DX, BX
 	NEGQ BX
 	ANDQ BX, AX
+	LEAQ (DX)(DX*2), BX
+pf4:
+	LEAQ (AX)(BX*1), R8
+	CMPQ R8, CX
+	JAE  pfloop
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(DX*1)
+	PREFETCHT0 (AX)(DX*2)
+	PREFETCHT0 (R8)
+	LEAQ (R8)(DX*1), AX
+	JMP  pf4
 pfloop:
 	CMPQ AX, CX
 	JAE  pfdone
