@@ -320,6 +320,23 @@ func TestAddOwned(t *testing.T) {
 	require.Equal(t, uint64(n+4), Load(p))
 }
 
+// TestAddOwned8 checks that AddOwned8 adds each of its eight deltas to its own word (wrapping
+// modulo 2^64, zero leaving the word as it is) and touches nothing beyond the eight words.
+func TestAddOwned8(t *testing.T) {
+	w := make([]uint64, 10)
+	dst := (*[8]uint64)(w[1:9])
+	for i := range dst {
+		dst[i] = uint64(100 * i)
+	}
+	delta := [8]uint64{1, 0, 3, ^uint64(0), 5, 6, 0, 1 << 63}
+	AddOwned8(dst, &delta)
+	AddOwned8(dst, &delta)
+	for i := range dst {
+		require.Equal(t, uint64(100*i)+2*delta[i], Load(&dst[i]), "word %d", i)
+	}
+	require.Zero(t, w[0]+w[9], "the neighbours are untouched")
+}
+
 // LoadBytes and StoreBytes move whole words as little-endian bytes, to and from private buffers
 // of any alignment, and touch nothing beyond the words they were given.
 func TestLoadStoreBytes(t *testing.T) {

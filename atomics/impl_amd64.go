@@ -22,6 +22,9 @@ func asmStoreNT(p *uint64, v uint64)
 func asmAddOwned(p *uint64, delta uint64)
 
 //go:noescape
+func asmAddOwned8(dst, delta *[8]uint64)
+
+//go:noescape
 func asmCAS(p *uint64, old, new uint64) uint64
 
 //go:noescape
@@ -73,6 +76,7 @@ func storeNT(p *uint64, v uint64)           { asmStoreNT(p, v) }
 func cas(p *uint64, old, new uint64) uint64 { return asmCAS(p, old, new) }
 func faa(p *uint64, delta uint64) uint64    { return asmFAA(p, delta) }
 func addOwned(p *uint64, delta uint64)      { asmAddOwned(p, delta) }
+func addOwned8(dst, delta *[8]uint64)       { asmAddOwned8(dst, delta) }
 func sfence()                               { asmSFence() }
 func mfence()                               { asmMFence() }
 func lfence()                               { asmLFence() }

@@ -12,9 +12,14 @@ func storeNT(p *uint64, v uint64)           { goStoreNT(p, v) }
 func cas(p *uint64, old, new uint64) uint64 { return goCAS(p, old, new) }
 func faa(p *uint64, delta uint64) uint64    { return goFAA(p, delta) }
 func addOwned(p *uint64, delta uint64)      { goFAA(p, delta) }
-func sfence()                               { goFence() }
-func mfence()                               { goFence() }
-func lfence()                               { goFence() }
+func addOwned8(dst, delta *[8]uint64) {
+	for i := range dst {
+		goFAA(&dst[i], delta[i])
+	}
+}
+func sfence() { goFence() }
+func mfence() { goFence() }
+func lfence() { goFence() }
 
 func copyOutWords(dst, src *uint64, n uintptr)        { goCopyOutWords(dst, src, n) }
 func copyInWords(dst, src *uint64, n uintptr)         { goCopyInWords(dst, src, n) }

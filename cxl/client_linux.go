@@ -170,11 +170,18 @@ func (c *client) Do(ctx context.Context, b *farmem.Batch) error {
 // do is Do, asking for the lines of the batch's reads and atomics as it checks the batch when
 // hint is set.
 func (c *client) do(ctx context.Context, b *farmem.Batch, hint bool) error {
+	if c.inline() && c.Usable() == nil && ctx.Err() == nil {
+		if ran, err := c.doPlain(b, hint); ran {
+			return err
+		}
+	}
+	return c.doGeneral(ctx, b, hint)
+}
+
+// doGeneral is do for a batch that is not plain or may not run inline.
+func (c *client) doGeneral(ctx context.Context, b *farmem.Batch, hint bool) error {
 	if !c.inline() || ctx.Err() != nil || c.Usable() != nil {
 		return transport.Finish(ctx, c.Post(ctx, b))
-	}
-	if ran, err := c.doPlain(b, hint); ran {
-		return err
 	}
 	if c.admitInline(b, hint) {
 		// What Post does inline, without a Pending. The lines were asked for while the batch

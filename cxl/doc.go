@@ -50,10 +50,11 @@
 // farmem.ErrNodeDown and atomics.ErrFault, and the process lives. A plain batch (signaled
 // verbs of memory nodes only: a lookup's, an update's, an update's invalidation with its CAS)
 // and a single signaled verb of a memory node take a shorter path when no policy applies
-// (Coherent, no injected latency, no fault set): the batch is checked and hinted in one walk,
-// counted by the client's goroutine alone (transport.Counters' own words: no locked
-// instruction; a batch of reads and writes in that walk, one with atomics once run, since its
-// counts depend on their outcomes) and applied in a second walk, with no call per op.
+// (Coherent, no injected latency, no fault set): the batch is checked, tallied and hinted in one
+// walk, counted from the tally by the client's goroutine alone (transport.Counters' own words:
+// no locked instruction) before it runs, and applied in a second walk, with no call per op but
+// the copies; only what depends on outcomes (failed comparisons, a fault's lost bytes) is
+// counted after.
 //
 // # Policies and latency
 //

@@ -2,6 +2,7 @@ package cxl
 
 import (
 	"runtime/debug"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/farmem/farmem/atomics"
@@ -14,28 +15,33 @@ import (
 // invalidation with its CAS), and reports whether it did; otherwise it changes nothing and the
 // caller takes the general path, which handles everything else (unsignaled ops, compute
 // nodes' regions, whose writes and atomics wake waiters, injected latency, the Uncached
-// policy). It does that path's work in two walks over the batch and no call per op: the first
-// checks each op as admitInline does and asks for the lines of its reads and atomics when hint
-// is set; the second applies the ops in batch order under one fault guard (see applyPlain). A
-// batch of reads and writes only is tallied in the first walk, its counts added before the ops
-// run as CountAhead would add them; one with atomics, whose counts depend on their outcomes,
-// is counted once run, as the general path's inline run counts it (Counters.CountDone).
+// policy). It does that path's work in two walks over the batch and no call per op but the
+// copies: the first checks each op as admitInline does, tallies it (transport.Tally) and asks
+// for the lines of its reads and atomics when hint is set; the batch is then counted from the
+// tally, as if every op will succeed and every comparison swap, so that a batch refused whole
+// has run nothing and counted nothing; the second applies the ops in batch order under one
+// fault guard and counts what depends on the outcomes (see applyPlain).
 func (c *client) doPlain(b *farmem.Batch, hint bool) (ran bool, err error) {
-	if b == nil || len(b.Ops) == 0 || len(b.Ops) > farmem.MaxBatchOps || c.f.inject > 0 || c.f.uncached {
+	if b == nil {
 		return false, nil
 	}
-	reads, writes := 0, 0
-	atomic := false
-	var in, out uint64
-	for i := range b.Ops {
-		op := &b.Ops[i]
+	ops := b.Ops
+	if f := c.f; len(ops) == 0 || len(ops) > farmem.MaxBatchOps || f.inject > 0 || f.uncached {
+		return false, nil
+	}
+	mem := c.m.mem
+	var t transport.Tally
+	for i := range ops {
+		op := &ops[i]
 		node := op.Addr.Node()
-		if op.Unsignaled || node.IsCompute() {
+		// A compute node's NodeID (ComputeNodeBit set) is above every memory node's index;
+		// mem[0], no node, has size 0 and so refuses every offset.
+		if op.Unsignaled || int(node) >= len(mem) {
 			return false, nil
 		}
-		s := c.m.seg(node)
+		s := &mem[node]
 		off, l := op.Addr.Offset(), uint64(len(op.Buf))
-		if s == nil || l > farmem.MaxOpBytes || off >= s.size || l > s.size-off {
+		if l > farmem.MaxOpBytes || off >= s.size || l > s.size-off {
 			return false, nil
 		}
 		switch op.Kind {
@@ -43,11 +49,9 @@ func (c *client) doPlain(b *farmem.Batch, hint bool) (ran bool, err error) {
 			if hint {
 				atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(l, prefetchMax)))
 			}
-			reads++
-			in += l
+			t.Read(l)
 		case farmem.OpWrite:
-			writes++
-			out += l
+			t.Write(l)
 		case farmem.OpCAS, farmem.OpMaskedCAS, farmem.OpFAA:
 			// A misaligned or out-of-range word is the general path's to refuse.
 			if off&7 != 0 || off > s.size-8 {
@@ -56,60 +60,135 @@ func (c *client) doPlain(b *farmem.Batch, hint bool) (ran bool, err error) {
 			if hint {
 				atomics.Prefetch(unsafe.Add(s.base, off), 8)
 			}
-			atomic = true
+			t.Atomic(op.Kind)
 		default:
 			return false, nil
 		}
 	}
-	if atomic {
-		err = c.applyPlain(b, false)
-		c.Counters.CountDone(b, c.ClientInfo.Node)
-		return true, err
-	}
-	c.Counters.CountReadsWrites(reads, writes, in, out)
-	return true, c.applyPlain(b, true)
+	c.Counters.CountTally(&t)
+	return true, c.applyPlain(b)
 }
 
-// applyPlain applies the ops of a batch doPlain admitted, in batch order, under one fault
-// guard: the goroutine's panic-on-fault is set for the run and the caller's setting restored
-// after it. An op that meets a memory fault (a truncated file) fails with an error wrapping
-// farmem.ErrNodeDown and atomics.ErrFault, the ops after it are applied as runGuarded applies
-// them, and, if the batch was counted ahead (counted), the bytes the failed reads did not
-// receive are taken back from the counts. Other panics propagate, with the setting restored.
-func (c *client) applyPlain(b *farmem.Batch, counted bool) (err error) {
-	i := 0
-	old := debug.SetPanicOnFault(true)
+// plainRun is the state of a plain batch's run that its fault guard reads.
+type plainRun struct {
+	c      *client
+	b      *farmem.Batch
+	i      int    // the op being applied
+	failed uint64 // the comparisons that failed so far
+	err    error  // the batch's first error
+	old    bool   // the caller's panic-on-fault setting
+	done   bool   // the run ended without a panic, the setting restored
+}
+
+// applyPlain applies the ops of a batch doPlain admitted and counted, in batch order, under one
+// fault guard: the goroutine's panic-on-fault is set for the run and the caller's setting
+// restored after it. It counts the comparisons that failed. Aligned reads and writes are word
+// copies, others go word by word through wordmem, as seg.read and seg.write make them (no
+// fence: a memory node's region has no waiters). An op that meets a memory fault (a truncated
+// file) fails with an error wrapping farmem.ErrNodeDown and atomics.ErrFault, and the ops after
+// it are applied as runGuarded applies them (see plainFault). Other panics propagate, with the
+// setting restored.
+func (c *client) applyPlain(b *farmem.Batch) error {
+	r := plainRun{c: c, b: b}
+	r.run()
+	return r.err
+}
+
+// run is applyPlain's run. A run that ends normally restores the setting itself and marks
+// itself done, so that its deferred guard, which must be there for a fault's panic, returns at
+// once instead of calling recover.
+func (r *plainRun) run() {
+	r.old = debug.SetPanicOnFault(true)
 	defer func() {
-		debug.SetPanicOnFault(old)
-		gerr := recovered(recover())
-		if gerr == nil {
-			return
-		}
-		op := &b.Ops[i]
-		err = faultErr(op, gerr)
-		transport.SetResult(op, 0, err)
-		for j := i + 1; j < len(b.Ops); {
-			j = c.runGuarded(b, j, &err)
-		}
-		if counted {
-			c.Counters.UncountFailed(b)
+		if !r.done {
+			debug.SetPanicOnFault(r.old)
+			r.fault(recover())
 		}
 	}()
-	for ; i < len(b.Ops); i++ {
-		op := &b.Ops[i]
-		s := c.m.seg(op.Addr.Node())
+	c := r.c
+	ops, mem := r.b.Ops, c.m.mem
+	for i := range ops {
+		r.i = i
+		op := &ops[i]
+		s := &mem[op.Addr.Node()]
+		off, buf := op.Addr.Offset(), op.Buf
+		p := unsafe.Add(s.base, off)
 		var val uint64
 		switch op.Kind {
 		case farmem.OpRead:
-			s.read(op.Addr.Offset(), op.Buf)
+			if (off|uint64(len(buf)))&7 == 0 {
+				atomics.LoadBytes(buf, (*uint64)(p))
+			} else {
+				s.mem.ReadAt(buf, off, nil)
+			}
 		case farmem.OpWrite:
-			s.write(op.Addr.Offset(), op.Buf)
+			if (off|uint64(len(buf)))&7 == 0 {
+				atomics.StoreBytes((*uint64)(p), buf)
+			} else {
+				s.mem.WriteAt(buf, off, nil)
+			}
+		case farmem.OpCAS:
+			val = casWord((*uint64)(p), op.Cmp, op.Swap)
+			if val != op.Cmp {
+				r.failed++
+			}
 		default:
-			val = s.mem.Atomic(op, op.Addr.Offset())
+			val = s.mem.Atomic(op, off)
+			if _, ok := transport.Apply(op, val); !ok {
+				r.failed++
+			}
 		}
 		transport.SetResult(op, val, nil)
 	}
-	return nil
+	debug.SetPanicOnFault(r.old)
+	r.done = true
+	c.Counters.CountFailedCAS(r.failed)
+}
+
+// fault finishes a plain run that panicked, the caller's panic-on-fault setting restored, with
+// the value recover returned: if the run met a memory fault, it finishes the batch
+// (plainFault); any other panic goes on.
+func (r *plainRun) fault(v any) {
+	if gerr := recovered(v); gerr != nil {
+		r.err = r.c.plainFault(r.b, r.i, gerr, r.failed)
+	}
+}
+
+// casWord is a CAS of the word at w from cmp to swap that returns the word it found, as
+// wordmem applies it (transport.Apply's semantics): a load, and the locked compare-and-swap
+// only if the word was cmp, again if another writer changed it in between.
+func casWord(w *uint64, cmp, swap uint64) uint64 {
+	for {
+		found := atomic.LoadUint64(w)
+		if found != cmp || atomic.CompareAndSwapUint64(w, found, swap) {
+			return found
+		}
+	}
+}
+
+// plainFault finishes a plain batch whose op i met a memory fault (gerr) after the ops before
+// it ran, failed comparisons among them: op i fails, the ops after it run under their own
+// guards (runGuarded), and the counts are made exact, the bytes the failed ops did not receive
+// taken back and the failed comparisons after op i added. It returns op i's error, the batch's
+// first.
+func (c *client) plainFault(b *farmem.Batch, i int, gerr error, failed uint64) error {
+	op := &b.Ops[i]
+	err := faultErr(op, gerr)
+	transport.SetResult(op, 0, err)
+	for j := i + 1; j < len(b.Ops); {
+		j = c.runGuarded(b, j, &err)
+	}
+	for j := i + 1; j < len(b.Ops); j++ {
+		k := b.Ops[j].Kind
+		if val, e := b.Result(j); e == nil && (k == farmem.OpCAS || k == farmem.OpMaskedCAS) {
+			if _, ok := transport.Apply(&b.Ops[j], val); !ok {
+				failed++
+			}
+		}
+	}
+	c.Counters.UncountFailed(b)
+	c.Counters.CountFailedCAS(failed)
+	return err
 }
 
 // read copies len(dst) bytes at the checked offset off into dst: whole aligned words with

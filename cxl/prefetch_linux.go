@@ -15,12 +15,17 @@ import (
 // word is) calls it at once, so that the cache misses overlap the work in between. Under the
 // Uncached policy it does nothing (the batch's reads flush the lines first).
 func (c *client) Prefetch(a farmem.Addr, n int) {
-	if c.f.uncached || n <= 0 {
+	if n <= 0 || c.f.uncached {
 		return
 	}
-	s := c.m.seg(a.Node())
-	off := a.Offset()
-	if s == nil || off >= s.size {
+	node, off := a.Node(), a.Offset()
+	var s *seg
+	if mem := c.m.mem; int(node) < len(mem) {
+		s = &mem[node] // a memory node; mem[0], no node, has size 0
+	} else if s = c.m.seg(node); s == nil {
+		return
+	}
+	if off >= s.size {
 		return
 	}
 	atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(uint64(n), prefetchMax, s.size-off)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/farmem/farmem/farmem/internal/kitlink"
 )
@@ -42,7 +43,8 @@ type Pending struct {
 
 func init() {
 	kitlink.Set(kitlink.Funcs[Op, Batch, Pending]{
-		SetResult: func(o *Op, val uint64, err error) { o.val, o.err = val, err },
+		ValOffset: unsafe.Offsetof(Op{}.val),
+		ErrOffset: unsafe.Offsetof(Op{}.err),
 		NewPending: func(b *Batch, park kitlink.Parker, rt any) *Pending {
 			p := newPending(b, park)
 			p.rt, _ = rt.(Runtime)

@@ -22,8 +22,7 @@ type ClientState struct {
 	Counters Counters
 
 	rt       farmem.Runtime
-	closed   atomic.Bool
-	crashed  atomic.Bool
+	state    atomic.Uint32 // stateClosed, stateCrashed: one load tells Usable both
 	done     chan struct{}
 	doneOnce sync.Once
 }
@@ -47,7 +46,7 @@ func (s *ClientState) Stats() farmem.Stats { return s.Counters.Snapshot() }
 // SetClosed marks the client closed and closes Done. It reports whether this call closed it:
 // Close goes on to release the client only then, which makes it idempotent.
 func (s *ClientState) SetClosed() bool {
-	if s.closed.Swap(true) {
+	if s.state.Or(stateClosed)&stateClosed != 0 {
 		return false
 	}
 	s.doneOnce.Do(func() { close(s.done) })
@@ -56,7 +55,7 @@ func (s *ClientState) SetClosed() bool {
 
 // SetCrashed marks the client crashed (fail-stop) and closes Done.
 func (s *ClientState) SetCrashed() {
-	s.crashed.Store(true)
+	s.state.Or(stateCrashed)
 	s.doneOnce.Do(func() { close(s.done) })
 }
 
@@ -66,14 +65,28 @@ func (s *ClientState) Done() <-chan struct{} { return s.done }
 // Usable reports why the client cannot be used (closed: ErrClosed; crashed: ErrNodeDown), or
 // nil. Every verb, Post, Wait and Call asks it first.
 func (s *ClientState) Usable() error {
+	if s.state.Load() == 0 {
+		return nil
+	}
+	return s.unusable()
+}
+
+// unusable is Usable's error for a closed or crashed client.
+func (s *ClientState) unusable() error {
 	switch {
-	case s.closed.Load():
+	case s.state.Load()&stateClosed != 0:
 		return fmt.Errorf("farmem: client %d: %w", s.ClientInfo.ID, farmem.ErrClosed)
-	case s.crashed.Load():
+	case s.state.Load()&stateCrashed != 0:
 		return fmt.Errorf("farmem: client %d crashed: %w", s.ClientInfo.ID, farmem.ErrNodeDown)
 	}
 	return nil
 }
 
 // Crashed reports whether the client was crashed.
-func (s *ClientState) Crashed() bool { return s.crashed.Load() }
+func (s *ClientState) Crashed() bool { return s.state.Load()&stateCrashed != 0 }
+
+// The bits of ClientState.state.
+const (
+	stateClosed uint32 = 1 << iota
+	stateCrashed
+)

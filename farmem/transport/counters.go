@@ -56,7 +56,22 @@ type ownCounts struct {
 	roundTrips                               uint64
 	verbs, lone                              [farmem.NumTargets][farmem.NumOpKinds]uint64
 	unsignaled, bytesOut, bytesIn, failedCAS uint64
+	// plain counts the plain batches CountTally counts (verbs of memory nodes): words 0 to
+	// NumOpKinds-1 are verbs by kind, then the round trips and the bytes in and out.
+	plain [plainWords]uint64
 }
+
+// The words of ownCounts.plain and of a Tally after the verbs by kind.
+const (
+	plainRoundTrips = int(farmem.NumOpKinds) + iota
+	plainBytesIn
+	plainBytesOut
+	plainWords
+)
+
+// A Tally is added with atomics.AddOwned8.
+var _ [8 - plainWords]struct{}
+var _ [plainWords - 8]struct{}
 
 // add adds n to w, one of o's words.
 func (o *ownCounts) add(w *uint64, n uint64) { atomics.AddOwned(w, n) }
@@ -220,9 +235,15 @@ func (c *Counters) Snapshot() farmem.Stats {
 			s.RoundTrips += lone
 		}
 	}
+	for k := range farmem.NumOpKinds {
+		s.Verbs[farmem.TargetMemory][k] += atomic.LoadUint64(&o.plain[k])
+	}
+	s.RoundTrips += atomic.LoadUint64(&o.plain[plainRoundTrips])
 	s.Unsignaled = c.unsignaled.Load() + atomic.LoadUint64(&o.unsignaled)
-	s.BytesOut = c.bytesOut.Load() + atomic.LoadUint64(&o.bytesOut)
-	s.BytesIn = c.bytesIn.Load() + atomic.LoadUint64(&o.bytesIn)
+	s.BytesOut = c.bytesOut.Load() + atomic.LoadUint64(&o.bytesOut) + atomic.LoadUint64(&o.plain[plainBytesOut])
+	// The plain bytes in are loaded after own.bytesIn, from which UncountFailed takes back a
+	// plain batch's lost bytes once they were added to plain: the sum never runs ahead of them.
+	s.BytesIn = c.bytesIn.Load() + atomic.LoadUint64(&o.bytesIn) + atomic.LoadUint64(&o.plain[plainBytesIn])
 	s.FailedCAS = c.failedCAS.Load() + atomic.LoadUint64(&o.failedCAS)
 	s.Calls = c.calls.Load()
 	s.CallBytesOut = c.callBytesOut.Load()

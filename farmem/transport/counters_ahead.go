@@ -1,6 +1,9 @@
 package transport
 
-import "github.com/farmem/farmem/farmem"
+import (
+	"github.com/farmem/farmem/atomics"
+	"github.com/farmem/farmem/farmem"
+)
 
 // CountAhead counts, before it runs, a batch of reads and writes only that a client on compute
 // node self is about to run inline, as CountDone would count it once run if every op
@@ -65,18 +68,15 @@ func (c *Counters) CountAhead(b *farmem.Batch, self farmem.NodeID) bool {
 	return true
 }
 
-// UncountFailed takes back, for a batch CountAhead counted and that has now run, the bytes
-// received that its signaled reads which failed did not receive, so that the counts equal
-// CountDone's.
+// UncountFailed takes back, for a batch counted before it ran (CountAhead, or CountTally
+// with each op's success assumed) and that has now run, the bytes received ([ResultBytes])
+// that its signaled ops which failed did not receive, so that the counts equal CountDone's.
 func (c *Counters) UncountFailed(b *farmem.Batch) {
 	var in uint64
 	for i := range b.Ops {
 		op := &b.Ops[i]
-		if op.Kind != farmem.OpRead || op.Unsignaled {
-			continue
-		}
 		if _, err := b.Result(i); err != nil {
-			in += uint64(len(op.Buf))
+			in += ResultBytes(op)
 		}
 	}
 	if in != 0 {
@@ -84,31 +84,58 @@ func (c *Counters) UncountFailed(b *farmem.Batch) {
 	}
 }
 
-// CountReadsWrites counts, as CountAhead would, a batch of reads (in bytes received in all)
-// and writes (out bytes sent), all signaled and all to memory nodes, that a client of a
-// compute node is about to run inline, for a transport that has tallied them while checking
-// the batch. It counts nothing for an empty batch. Only the client's own goroutine may call it.
-func (c *Counters) CountReadsWrites(reads, writes int, in, out uint64) {
-	o := &c.own
-	switch {
-	case reads+writes == 1 && reads == 1:
-		o.add(&o.lone[farmem.TargetMemory][farmem.OpRead], 1)
-	case reads+writes == 1:
-		o.add(&o.lone[farmem.TargetMemory][farmem.OpWrite], 1)
-	case reads+writes > 1:
-		if reads > 0 {
-			o.add(&o.verbs[farmem.TargetMemory][farmem.OpRead], uint64(reads))
-		}
-		if writes > 0 {
-			o.add(&o.verbs[farmem.TargetMemory][farmem.OpWrite], uint64(writes))
-		}
-		o.add(&o.roundTrips, 1)
+// Tally is what a transport tallies of a plain batch, signaled verbs of memory nodes only
+// that a client of a compute node runs inline, as it checks the batch, for
+// [Counters.CountTally]: its verbs by kind, its round trip, and the bytes its verbs receive if
+// they succeed and send, laid out as Counters' own plain words (see plainWords), so that
+// counting it is one addition of eight words. The zero value is an empty tally.
+type Tally struct {
+	w [plainWords]uint64
+}
+
+// Read tallies a read of n bytes.
+func (t *Tally) Read(n uint64) {
+	t.w[farmem.OpRead]++
+	t.w[plainRoundTrips] = 1
+	t.w[plainBytesIn] += n
+}
+
+// Write tallies a write of n bytes.
+func (t *Tally) Write(n uint64) {
+	t.w[farmem.OpWrite]++
+	t.w[plainRoundTrips] = 1
+	t.w[plainBytesOut] += n
+}
+
+// Atomic tallies an atomic of kind k (OpCAS, OpMaskedCAS or OpFAA; anything else is not
+// tallied): its operands out (16 bytes for a comparison, 8 for an addition) and the word it
+// finds back.
+func (t *Tally) Atomic(k farmem.OpKind) {
+	if k < farmem.OpCAS || k >= farmem.NumOpKinds {
+		return
 	}
-	if in != 0 {
-		o.add(&o.bytesIn, in)
+	t.w[k]++
+	t.w[plainRoundTrips] = 1
+	t.w[plainBytesOut] += 16
+	if k == farmem.OpFAA {
+		t.w[plainBytesOut] -= 8
 	}
-	if out != 0 {
-		o.add(&o.bytesOut, out)
+	t.w[plainBytesIn] += 8
+}
+
+// CountTally counts, before it runs, a plain batch that a client of a compute node is about to
+// run inline, from the tally the transport made of it as it checked it: what CountDone counts
+// for it once run if every op succeeds and every comparison swaps. After the batch has run, the
+// transport adds its failed comparisons ([Counters.CountFailedCAS]) and, if any op failed,
+// calls UncountFailed. It counts nothing for an empty tally. Only the client's own goroutine
+// may call it.
+func (c *Counters) CountTally(t *Tally) { atomics.AddOwned8(&c.own.plain, &t.w) }
+
+// CountFailedCAS counts n comparisons (CAS, MaskedCAS) of a batch counted with CountTally that
+// found a word other than the one they expected. Only the client's own goroutine may call it.
+func (c *Counters) CountFailedCAS(n uint64) {
+	if n != 0 {
+		c.own.add(&c.own.failedCAS, n)
 	}
 }
 

@@ -90,38 +90,75 @@ func TestCountAheadOneOp(t *testing.T) {
 	}
 }
 
-// CountReadsWrites, given a plain batch's tallies (signaled reads and writes of memory nodes),
-// counts what CountAhead counts for it: one op of each kind, several of one, a mix, none.
-func TestCountReadsWrites(t *testing.T) {
+// CountTally, given the tally of a plain batch (signaled verbs of memory nodes), then the
+// failed comparisons and, if an op failed, UncountFailed, counts what CountDone counts for it
+// once run: one op of each kind, several of one, a mix, none; every op succeeding, comparisons
+// that do not swap, ops failing with an error.
+func TestCountTally(t *testing.T) {
 	self := farmem.ComputeID(1).Node()
 	mem, other := farmem.MakeAddr(1, 64), farmem.MakeAddr(2, 128)
-	for _, shape := range [][]farmem.OpKind{
-		{farmem.OpRead}, {farmem.OpWrite}, {farmem.OpRead, farmem.OpRead},
-		{farmem.OpWrite, farmem.OpRead, farmem.OpRead}, {farmem.OpRead, farmem.OpWrite}, {},
-	} {
-		var b farmem.Batch
-		reads, writes := 0, 0
-		var in, out uint64
-		for i, k := range shape {
-			n := 8 * (i + 1)
-			a := mem
-			if i%2 == 1 {
-				a = other
+	fail := errors.New("down")
+	all := []farmem.OpKind{farmem.OpRead, farmem.OpWrite, farmem.OpCAS, farmem.OpFAA, farmem.OpMaskedCAS}
+	shapes := [][]farmem.OpKind{{}, {farmem.OpRead, farmem.OpRead}, {farmem.OpWrite, farmem.OpRead, farmem.OpRead},
+		{farmem.OpWrite, farmem.OpCAS}, all, {farmem.OpCAS, farmem.OpMaskedCAS, farmem.OpCAS, farmem.OpFAA, farmem.OpRead}}
+	for _, k := range all {
+		shapes = append(shapes, []farmem.OpKind{k})
+	}
+	for _, shape := range shapes {
+		// outcome 0: all succeed and swap; 1: comparisons fail; 2 and up: op outcome-2 fails.
+		for outcome := 0; outcome < 2+len(shape); outcome++ {
+			var b farmem.Batch
+			var tally transport.Tally
+			for i, k := range shape {
+				n := 8 * (i + 1)
+				a := mem
+				if i%2 == 1 {
+					a = other
+				}
+				switch k {
+				case farmem.OpRead:
+					b.Read(a, make([]byte, n))
+					tally.Read(uint64(n))
+				case farmem.OpWrite:
+					b.Write(a, make([]byte, n))
+					tally.Write(uint64(n))
+				case farmem.OpCAS:
+					b.CAS(a, 5, 6)
+					tally.Atomic(k)
+				case farmem.OpFAA:
+					b.FAA(a, 1)
+					tally.Atomic(k)
+				case farmem.OpMaskedCAS:
+					b.MaskedCAS(a, 5, 0xf, 6, 0xf)
+					tally.Atomic(k)
+				}
 			}
-			if k == farmem.OpRead {
-				b.Read(a, make([]byte, n))
-				reads, in = reads+1, in+uint64(n)
-			} else {
-				b.Write(a, make([]byte, n))
-				writes, out = writes+1, out+uint64(n)
+			var tallied, done transport.Counters
+			tallied.CountTally(&tally)
+			var failed uint64
+			anyFailed := false
+			for i := range b.Ops {
+				op := &b.Ops[i]
+				val, err := uint64(5), error(nil)
+				if outcome == 1 {
+					val = 9
+				}
+				if outcome == 2+i {
+					val, err = 0, fail
+					anyFailed = true
+				}
+				if _, ok := transport.Apply(op, val); !ok && err == nil && op.Kind >= farmem.OpCAS {
+					failed++
+				}
+				transport.SetResult(op, val, err)
 			}
+			tallied.CountFailedCAS(failed)
+			if anyFailed {
+				tallied.UncountFailed(&b)
+			}
+			done.CountDone(&b, self)
+			require.Equal(t, done.Snapshot(), tallied.Snapshot(), "batch %v, outcome %d", shape, outcome)
 		}
-		var ahead, tallied transport.Counters
-		if len(shape) > 0 {
-			require.True(t, ahead.CountAhead(&b, self))
-		}
-		tallied.CountReadsWrites(reads, writes, in, out)
-		require.Equal(t, ahead.Snapshot(), tallied.Snapshot(), "batch %v", shape)
 	}
 }
 

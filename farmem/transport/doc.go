@@ -43,7 +43,7 @@
 //     completes a run of answers together counts their bytes once ([Counters.ReceiveAhead],
 //     then [Counters.CountResultAhead] per answer, before its op completes). A batch the
 //     client's own goroutine runs inline is counted by that goroutine alone
-//     ([Counters.CountAhead], [Counters.CountReadsWrites], [Counters.CountLone],
+//     ([Counters.CountAhead], [Counters.CountTally], [Counters.CountLone],
 //     [Counters.CountDone]), into words only it writes, with plain loads and stores
 //     (atomics.AddOwned) instead of locked additions.
 //   - Clients: [Registry] hands out client slots and ids ([ClientIDOf], [ClientInfo]), finds a

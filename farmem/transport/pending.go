@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"unsafe"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/internal/kitlink"
@@ -114,9 +115,18 @@ func (c Completer) Pending() *farmem.Pending { return c.p }
 // Batch returns the posted batch; its ops receive the results.
 func (c Completer) Batch() *farmem.Batch { return link.Batch(c.p) }
 
+// valOff and errOff are the offsets of an op's outcome within farmem.Op, as package farmem gave
+// them.
+var valOff, errOff = link.ValOffset, link.ErrOffset
+
 // SetResult records op's outcome without a Pending, for a transport that runs a whole batch in
-// the caller of Do, where a Pending would only be allocated and dropped.
-func SetResult(op *farmem.Op, val uint64, err error) { link.SetResult(op, val, err) }
+// the caller of Do, where a Pending would only be allocated and dropped. It is two stores, no
+// call: the words are reached at the offsets package farmem gave (see kitlink.Funcs).
+func SetResult(op *farmem.Op, val uint64, err error) {
+	p := unsafe.Pointer(op)
+	*(*uint64)(unsafe.Add(p, valOff)) = val
+	*(*error)(unsafe.Add(p, errOff)) = err
+}
 
 // Signaled is the number of p's signaled ops, the ones Wait counts.
 func Signaled(p *farmem.Pending) int { return link.Signaled(p) }

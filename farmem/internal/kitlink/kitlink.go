@@ -15,7 +15,10 @@ type Parker interface {
 
 // Funcs is the table package farmem fills: Op, Batch and Pending are farmem's types.
 type Funcs[Op, Batch, Pending any] struct {
-	SetResult func(op *Op, val uint64, err error)
+	// ValOffset and ErrOffset are the offsets within an Op of its outcome, a uint64 and an
+	// error, which the kit records with stores through unsafe pointers: a call through a
+	// function value per op cost a batch run inline more than the rest of recording it.
+	ValOffset, ErrOffset uintptr
 	// NewPending's rt is the farmem.Runtime that runs the Pending's completion hook, or nil.
 	NewPending func(b *Batch, park Parker, rt any) *Pending
 	// InitPending is NewPending for a zero Pending the caller allocated (inside a larger
