@@ -53,6 +53,7 @@ func (a *Allocator) Absorb(other *Allocator) error {
 
 // absorb moves what from holds into ar (the same node's arena of another allocator).
 func (ar *arena) absorb(from *arena) {
+	from.settle()
 	for c := range from.free {
 		for k := range from.free[c] {
 			for _, off := range from.free[c][k] {

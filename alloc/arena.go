@@ -19,8 +19,16 @@ type arena struct {
 	maxSmall    uint64 // larger blocks are whole chunks
 	nClasses    int
 
-	cur, end  uint64              // the chunk being carved: [cur, end)
-	free      [][3][]uint64       // by class, then alignment bucket: offsets of free blocks
+	cur, end uint64        // the chunk being carved: [cur, end)
+	free     [][3][]uint64 // by class, then alignment bucket: offsets of free blocks
+	// mag is the magazine: by class, the small blocks this allocator retired that a scan made
+	// reusable (reuseBelow), taken before the free lists. Its blocks are free but not counted
+	// in freeIn, listed or sincePass, so the round trip of a retired block back to its retirer
+	// (the steady state of a writer that replaces its blocks) costs an append and a pop, not
+	// the accounting twice; settle moves them to the free lists, with their accounting, before
+	// anything reads the lists or the accounting (coalesce, a handover's snapshot, absorb).
+	mag       [][]uint64
+	magged    bool                // mag may hold blocks (settle has work)
 	large     map[uint64][]uint64 // free runs of whole chunks, by length in chunks
 	spare     []uint64            // whole chunks claimed but not yet carved
 	exhausted bool                // the bump word passed limit: claims fail without a verb
@@ -45,7 +53,7 @@ func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64
 	n := classBelow(maxSmall) + 1
 	ar := &arena{
 		name: name, sym: sym, bump: bump, base: base, limit: limit, chunk: chunk, maxSmall: maxSmall,
-		nClasses: n, free: make([][3][]uint64, n), large: make(map[uint64][]uint64), chunks: &st.Chunks,
+		nClasses: n, free: make([][3][]uint64, n), mag: make([][]uint64, n), large: make(map[uint64][]uint64), chunks: &st.Chunks,
 		freeIn: newChunkFree(base, chunk), st: st, forget: func(off, n uint64) {},
 	}
 	if !sym {
@@ -89,6 +97,32 @@ func (ar *arena) put(off, size uint64) {
 		return
 	}
 	ar.push(off, classOf(size))
+}
+
+// reuse returns a block of size bytes this allocator retired to it, once a scan made it
+// reusable: a small block goes to its class's magazine (see arena.mag).
+func (ar *arena) reuse(off, size uint64) {
+	if size > ar.maxSmall {
+		ar.put(off, size)
+		return
+	}
+	c := classOf(size)
+	ar.mag[c] = append(ar.mag[c], off)
+	ar.magged = true
+}
+
+// settle moves the magazine's blocks to the free lists, accounted for like every free block.
+func (ar *arena) settle() {
+	if !ar.magged {
+		return
+	}
+	for c, m := range ar.mag {
+		for _, off := range m {
+			ar.push(off, c)
+		}
+		ar.mag[c] = m[:0]
+	}
+	ar.magged = false
 }
 
 func (ar *arena) push(off uint64, c int) {
@@ -220,8 +254,8 @@ func (ar *arena) takeSpare() (uint64, bool) {
 	return 0, false
 }
 
-// take returns a block for size bytes aligned to align from the free lists or the current
-// chunk, without a verb; recycled says it came from a free list (it may hold atomic words).
+// take returns a block for size bytes aligned to align from the magazine (its last block, if
+// aligned), the free lists or the current chunk, without a verb; recycled says it came from a free list (it may hold atomic words).
 func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
 	if size > ar.maxSmall {
 		n := ar.chunksFor(size)
@@ -232,6 +266,12 @@ func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
 		return 0, false, false
 	}
 	c := classOf(size)
+	if m := ar.mag[c]; len(m) > 0 {
+		if off := m[len(m)-1]; off&(max(align, minBlock)-1) == 0 {
+			ar.mag[c] = m[:len(m)-1]
+			return off, true, true
+		}
+	}
 	if off, ok := ar.pop(c, align); ok {
 		return off, true, true
 	}

@@ -480,12 +480,13 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
 	kept := ep.retired[:0]
-	for _, r := range ep.retired {
+	for i := range ep.retired {
+		r := &ep.retired[i]
 		if r.tag < horizon || (r.tag < others && (ep.depth == 0 || r.sec != ep.section)) {
-			r.ar.put(r.off, r.size)
+			r.ar.reuse(r.off, r.size)
 			freed++
 		} else {
-			kept = append(kept, r)
+			kept = append(kept, *r)
 		}
 	}
 	clear(ep.retired[len(kept):])

@@ -38,6 +38,7 @@ func (a *Allocator) Adopted() Adoption { return a.adoption }
 func (a *Allocator) snapshot() *handover {
 	h := &handover{}
 	add := func(node farmem.NodeID, ar *arena) {
+		ar.settle() // the magazine's blocks are free blocks of the record
 		s := arenaState{node: node, cur: ar.cur, end: ar.end, spare: slices.Clone(ar.spare), small: map[int][]blockRun{}}
 		if s.cur == s.end {
 			s.cur, s.end = 0, 0

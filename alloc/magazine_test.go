@@ -1,0 +1,235 @@
+package alloc
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/farmem"
+)
+
+// magBlocks returns the blocks in the magazines of a's arenas.
+func magBlocks(a *Allocator) map[farmem.Addr]bool {
+	out := map[farmem.Addr]bool{}
+	for _, n := range a.nodes {
+		for _, m := range a.arenas[n].mag {
+			for _, off := range m {
+				out[farmem.MakeAddr(n, off)] = true
+			}
+		}
+	}
+	return out
+}
+
+// A lone writer that replaces its blocks (allocate, retire the old one, one pinned section
+// per update) reuses them through the magazine: no block is handed out while it is live,
+// the heap stops growing once the backlog scans run, and the magazine is what they feed.
+func TestMagazineLoneWriter(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	w, _ := c.allocator(t, 0, Options{Lease: time.Hour, Refresh: time.Minute})
+
+	const keys = 64
+	live := map[farmem.Addr]int{} // block -> key
+	cur := make([]farmem.Addr, keys)
+	for k := range keys {
+		p, err := w.Alloc(ctx, 200, 64)
+		require.NoError(t, err)
+		require.NotContains(t, live, p)
+		live[p], cur[k] = k, p
+	}
+	fromMag := 0
+	var chunksAfterWarmup uint64
+	for i := range 40 * scanBacklog {
+		k := i % keys
+		require.NoError(t, w.Pin(ctx))
+		mag := magBlocks(w)
+		p, err := w.Alloc(ctx, 200, 64)
+		require.NoError(t, err)
+		require.Zero(t, p.Offset()%64, "aligned as asked")
+		require.NotContains(t, live, p, "handed out while live (update %d)", i)
+		if mag[p] {
+			fromMag++
+		}
+		require.NoError(t, w.Retire(ctx, cur[k], 200))
+		delete(live, cur[k])
+		live[p], cur[k] = k, p
+		require.NoError(t, w.Unpin())
+		if i == 10*scanBacklog {
+			chunksAfterWarmup = w.Stats().Chunks
+		}
+	}
+	require.Greater(t, fromMag, 20*scanBacklog, "most updates reuse a block through the magazine")
+	require.Equal(t, chunksAfterWarmup, w.Stats().Chunks, "the steady state claims no chunk")
+	require.Less(t, w.Stats().Pending, 4*scanBacklog)
+}
+
+// A block in the magazine is only ever one the epochs allow: blocks retired while another
+// client is pinned stay out of it (and are never handed out) until that client leaves, and
+// blocks retired in the writer's own current section stay out until the section ends.
+func TestMagazineRespectsEpochs(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	long := Options{Lease: time.Hour, Refresh: time.Minute}
+	w, _ := c.allocator(t, 0, long)
+	r, _ := c.allocator(t, 1, long)
+
+	// Blocks retired while r is pinned.
+	require.NoError(t, r.Pin(ctx))
+	held := map[farmem.Addr]bool{}
+	for range 3 * scanBacklog {
+		require.NoError(t, w.Pin(ctx))
+		p, err := w.Alloc(ctx, 64, 0)
+		require.NoError(t, err)
+		require.NotContains(t, held, p, "a block r may still read was handed out")
+		require.NoError(t, w.Retire(ctx, p, 64))
+		held[p] = true
+		require.NoError(t, w.Unpin())
+	}
+	_, err := w.scan(ctx)
+	require.NoError(t, err)
+	for p := range magBlocks(w) {
+		require.NotContains(t, held, p, "in the magazine while r is pinned")
+	}
+	// The writer's own section: what it retires in it stays out of the magazine.
+	require.NoError(t, r.Unpin())
+	require.NoError(t, r.Quiesce(ctx))
+	require.NoError(t, w.Pin(ctx))
+	mine, err := w.Alloc(ctx, 64, 0)
+	require.NoError(t, err)
+	require.NoError(t, w.Retire(ctx, mine, 64))
+	n, err := w.scan(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(held), n, "r gone: the blocks of ended sections")
+	mag := magBlocks(w)
+	require.NotContains(t, mag, mine, "retired in the current section")
+	for p := range held {
+		require.Contains(t, mag, p)
+	}
+	// Each comes back once.
+	seen := map[farmem.Addr]bool{}
+	for range len(held) {
+		p, err := w.Alloc(ctx, 64, 0)
+		require.NoError(t, err)
+		require.NotEqual(t, mine, p)
+		require.False(t, seen[p], "handed out twice")
+		require.True(t, held[p], "the magazine first")
+		seen[p] = true
+	}
+	require.Empty(t, magBlocks(w))
+	require.NoError(t, w.Unpin())
+}
+
+// Blocks in the magazine count as free for coalescing: a chunk whose blocks all came back
+// through it is rebuilt for another size class and given back to the node's pool, and a
+// misaligned block at the top of the magazine is not handed out to an aligned request.
+func TestMagazineCoalesces(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	w, _ := c.allocator(t, 0, Options{Lease: time.Hour, Refresh: time.Minute})
+	const size = 48 // 48-byte blocks: every other one is 32-aligned, one in four 64-aligned
+	ar := w.arenas[w.order[0]]
+	var ps []farmem.Addr
+	for range 4 * ar.chunk / size {
+		p, err := w.Alloc(ctx, size, 0)
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		require.NoError(t, w.Retire(ctx, p, size))
+	}
+	n, err := w.Reclaim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(ps), n)
+	// Reclaim coalesced what it made reusable: whole chunks left the magazine and the lists.
+	st := w.Stats()
+	require.GreaterOrEqual(t, st.Coalesced, uint64(3))
+	require.Empty(t, magBlocks(w), "settled before the pass")
+	require.GreaterOrEqual(t, st.Pooled, uint64(2), "whole chunks beyond one went to the pool")
+
+	// Aligned requests skip a misaligned magazine top.
+	var more []farmem.Addr
+	for range 8 {
+		p, err := w.Alloc(ctx, size, 0)
+		require.NoError(t, err)
+		more = append(more, p)
+	}
+	for _, p := range more {
+		require.NoError(t, w.Retire(ctx, p, size))
+	}
+	_, err = w.scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, magBlocks(w), len(more))
+	for range 4 {
+		p, err := w.Alloc(ctx, size, 64)
+		require.NoError(t, err)
+		require.Zero(t, p.Offset()%64)
+	}
+}
+
+// Close hands the magazine's blocks over with the free blocks, and Absorb moves them: none is
+// lost and none is held twice.
+func TestMagazineHandedOver(t *testing.T) {
+	ctx := context.Background()
+	c := handoverCluster(t)
+	a, m := c.allocator(t, 0, Options{Lease: time.Hour, Refresh: time.Minute})
+	var ps []farmem.Addr
+	for range 100 {
+		p, err := a.Alloc(ctx, 128, 0)
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	for _, p := range ps[:50] {
+		require.NoError(t, a.Retire(ctx, p, 128))
+	}
+	_, err := a.scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, magBlocks(a), 50)
+
+	// Absorb: the magazine's blocks become b's free blocks.
+	b, _ := c.allocator(t, 1, Options{})
+	require.NoError(t, b.Absorb(a))
+	require.Empty(t, magBlocks(a))
+	got := map[farmem.Addr]bool{}
+	for range 50 {
+		p, err := b.Alloc(ctx, 128, 0)
+		require.NoError(t, err)
+		require.False(t, got[p], "handed out twice")
+		got[p] = true
+	}
+	for _, p := range ps[:50] {
+		require.True(t, got[p], "absorbed")
+	}
+
+	// Close: the magazine's blocks are in the record, and the successor reuses them.
+	for _, p := range ps[50:] {
+		require.NoError(t, a.Retire(ctx, p, 128))
+	}
+	_, err = a.scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, magBlocks(a), 50)
+	m2 := c.successor(t, a, m)
+	chunks := c.bumps(t, m2) // Close may claim a chunk to store its record in
+	a2, err := New(ctx, m2, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a2.Close() })
+	require.NoError(t, a2.Adopted().Err)
+	got = map[farmem.Addr]bool{}
+	for range 50 {
+		p, err := a2.Alloc(ctx, 128, 0)
+		require.NoError(t, err)
+		require.False(t, got[p], "handed out twice")
+		got[p] = true
+	}
+	back := 0
+	for _, p := range ps[50:] {
+		if got[p] {
+			back++
+		}
+	}
+	// The record itself is stored in some of the blocks it describes; the rest come back.
+	require.GreaterOrEqual(t, back, 40, "the magazine's blocks were handed over")
+	require.Equal(t, chunks, c.bumps(t, m2), "no chunk claimed by the successor: the handed-over blocks sufficed")
+}
