@@ -419,7 +419,15 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
 	advance := true
 	var post *farmem.Batch // made only when there is something to post
-	for i := range a.slots {
+	for i := 0; i < a.slots; i++ {
+		// Most slots are empty (ids not in use, idle clients): four at a time, one test.
+		if i&3 == 0 && i+4 <= a.slots {
+			q := tbuf[8*i : 8*i+32 : 8*i+32]
+			if le64(q)|le64(q[8:])|le64(q[16:])|le64(q[24:]) == 0 {
+				i += 3
+				continue
+			}
+		}
 		w := le64(tbuf[8*i:])
 		if w == 0 {
 			continue

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
 )
 
 // magBlocks returns the blocks in the magazines of a's arenas.
@@ -232,4 +233,40 @@ func TestMagazineHandedOver(t *testing.T) {
 	// The record itself is stored in some of the blocks it describes; the rest come back.
 	require.GreaterOrEqual(t, back, 40, "the magazine's blocks were handed over")
 	require.Equal(t, chunks, c.bumps(t, m2), "no chunk claimed by the successor: the handed-over blocks sufficed")
+}
+
+// A scan honours a live announcement in every slot of the table, wherever it is among empty
+// ones (the scan tests four empty slots at once), the last slots of a table whose size is no
+// multiple of four included.
+func TestScanSeesEverySlot(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 4 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
+		FormatOptions{ChunkSize: 16 << 10, MaxClients: 11})
+	w, m := c.allocator(t, 0, Options{Lease: time.Hour, Refresh: time.Minute})
+	require.Equal(t, 11, w.slots)
+	for slot := range w.slots {
+		if slot+1 == int(w.id) {
+			continue
+		}
+		p, err := w.Alloc(ctx, 64, 0)
+		require.NoError(t, err)
+		g := globalEpoch(t, m, w)
+		// Another client, pinned before the unlink and behind the global epoch: it could
+		// reach p, and the epoch may not advance past it.
+		require.Positive(t, g)
+		word := encodeSlot(g-1, c.f.Runtime().Now().Add(time.Hour))
+		at := w.tableAddr.Add(8 * uint64(slot))
+		_, err = m.CAS(ctx, at, 0, word)
+		require.NoError(t, err)
+		require.NoError(t, w.Retire(ctx, p, 64))
+		n, err := w.scan(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "slot %d holds the block back", slot+1)
+		require.Equal(t, g, globalEpoch(t, m, w), "slot %d holds the epoch back", slot+1)
+		_, err = m.CAS(ctx, at, word, 0)
+		require.NoError(t, err)
+		n, err = w.scan(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "slot %d withdrawn", slot+1)
+	}
 }
