@@ -170,7 +170,25 @@ func (a *Allocator) valid(now farmem.Time) bool {
 // operation must be retried. If the announcement is older than Refresh it is withdrawn with one
 // unsignaled atomic (no round trip), so an idle client does not hold reuse back; otherwise
 // Unpin costs no verb.
-func (a *Allocator) Unpin() error { return a.unpin(false) }
+func (a *Allocator) Unpin() error {
+	if a.closed || a.ep.depth != 1 {
+		return a.unpin(false)
+	}
+	return a.endSection(a.rt.Now())
+}
+
+// endSection is the outermost Unpin at now, on an open allocator: unpinAt, but with no call
+// when the announcement is valid and younger than Refresh (nothing to report, nothing to
+// withdraw), the state of every section between two refreshes.
+func (a *Allocator) endSection(now farmem.Time) error {
+	ep := &a.ep
+	ep.depth = 0
+	if a.valid(now) && now.Sub(ep.annAt) < a.opts.Refresh {
+		ep.seen = max(ep.seen, now)
+		return nil
+	}
+	return a.unpinAt(now)
+}
 
 // unpin ends a section: at the outermost one, with a fresh clock reading, or (seen) with the
 // allocator's last reading (UnpinSeen).
@@ -285,6 +303,9 @@ func (a *Allocator) Quiesce(ctx context.Context) error {
 // Cost: no verb while the client's announcement is live (pinned, or within Refresh of a pin);
 // otherwise one Read of the global epoch.
 func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) error {
+	if ar := a.arena(addr.Node()); ar != nil && !a.closed && ar.fits(addr.Offset(), size) {
+		return a.retire(ctx, ar, addr.Offset(), size)
+	}
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -302,6 +323,16 @@ func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) e
 // bound for the unlink's own CAS. The reading also serves UnpinSeen, as Retire's does. A
 // reading at which the lease had already ended makes it read the global epoch, as Retire does.
 func (a *Allocator) RetireAt(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error {
+	if ar := a.arena(addr.Node()); ar != nil && !a.closed && ar.fits(addr.Offset(), size) {
+		if ep := &a.ep; a.valid(at) {
+			// retireAt's common case, with no call: a live announcement tags the block.
+			ep.seen = max(ep.seen, at)
+			ep.retired = append(ep.retired, retired{ar: ar, off: addr.Offset(), size: size, tag: ep.annE + 1, sec: ep.section})
+			a.stats.Retires++
+			return nil
+		}
+		return a.retireAt(ctx, ar, addr.Offset(), size, at)
+	}
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -334,30 +365,38 @@ func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) err
 // retireAt is retire with the clock reading now (RetireAt's contract when it is not fresh).
 func (a *Allocator) retireAt(ctx context.Context, ar *arena, off, size uint64, now farmem.Time) error {
 	ep := &a.ep
-	var tag uint64
 	ep.seen = max(ep.seen, now)
-	if a.valid(now) {
-		tag = ep.annE + 1
-	} else if a.rep != nil {
-		g, err := a.readEpochRep(ctx)
-		if err != nil {
+	tag := ep.annE + 1
+	if !a.valid(now) {
+		var err error
+		if tag, err = a.readEpoch(ctx); err != nil {
 			return fmt.Errorf("alloc: retire: read epoch: %w", err)
 		}
-		tag = g
-		ep.cached = max(ep.cached, tag)
-		a.stats.Epoch = ep.cached
-	} else {
-		buf := make([]byte, 8)
-		if err := a.m.Read(ctx, a.epochAddr, buf); err != nil {
-			return fmt.Errorf("alloc: retire: read epoch: %w", err)
-		}
-		tag = le64(buf)
-		ep.cached = max(ep.cached, tag)
-		a.stats.Epoch = ep.cached
 	}
 	ep.retired = append(ep.retired, retired{ar: ar, off: off, size: size, tag: tag, sec: ep.section})
 	a.stats.Retires++
 	return nil
+}
+
+// readEpoch reads the global epoch (with replicated metadata, the largest of a majority's
+// copies), for a retire outside a live announcement, and caches it.
+func (a *Allocator) readEpoch(ctx context.Context) (uint64, error) {
+	var g uint64
+	if a.rep != nil {
+		var err error
+		if g, err = a.readEpochRep(ctx); err != nil {
+			return 0, err
+		}
+	} else {
+		buf := make([]byte, 8)
+		if err := a.m.Read(ctx, a.epochAddr, buf); err != nil {
+			return 0, err
+		}
+		g = le64(buf)
+	}
+	a.ep.cached = max(a.ep.cached, g)
+	a.stats.Epoch = a.ep.cached
+	return g, nil
 }
 
 // Reclaim scans the epoch table now and makes reusable every retired block that no live client

@@ -270,3 +270,22 @@ func TestScanSeesEverySlot(t *testing.T) {
 		require.Equal(t, 1, n, "slot %d withdrawn", slot+1)
 	}
 }
+
+// fits, Retire's inlined test, accepts exactly the blocks check accepts.
+func TestFitsIsCheck(t *testing.T) {
+	st := &Stats{}
+	for _, ar := range []*arena{
+		newArena("n", false, farmem.MakeAddr(1, offBump), 0x10000, 0x50000, 0x4000, st),
+		newArena("sym", true, farmem.MakeAddr(1, offSymBump), 0x8000, 0x8000, 0x4000, st), // empty
+	} {
+		edges := []uint64{0, 1, 15, 16, 17, 0x2000, 0x2001, 0x4000, 0x8000, 0x10000, 0x3fff0, 0x40000, 0x4fff0, 0x50000, 0x50010, 1 << 63, ^uint64(0)}
+		for _, off := range edges {
+			for _, size := range edges {
+				for _, d := range []uint64{0, 16, 0x4000} {
+					o := off + d
+					require.Equal(t, ar.check(o, size) == nil, ar.fits(o, size), "%s: off %#x size %#x", ar.name, o, size)
+				}
+			}
+		}
+	}
+}

@@ -36,8 +36,8 @@ func (a *Allocator) PinAt(ctx context.Context, now farmem.Time) error {
 // refreshes). It also refreshes whenever the lease has run out by that reading, so retries end.
 func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 	ep := &a.ep
-	if outer, err := a.nestPin(); !outer {
-		if err != nil {
+	if a.closed || ep.depth != 0 {
+		if _, err := a.nestPin(); err != nil {
 			return 0, err
 		}
 		return ep.seen, nil
@@ -61,7 +61,12 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 // section; the announcement's refresh and withdrawal are decided by the same reading. On a
 // section whose last access came after the latest reading its verdict could miss an expiry:
 // call Unpin there.
-func (a *Allocator) UnpinSeen() error { return a.unpin(true) }
+func (a *Allocator) UnpinSeen() error {
+	if a.closed || a.ep.depth != 1 {
+		return a.unpin(true)
+	}
+	return a.endSection(a.ep.seen)
+}
 
 // NoteClock tells the allocator of a reading of its runtime's clock that the caller took
 // (Runtime.Now, on this allocator's Memory), so that the next PinCoarse and UnpinSeen may use it
