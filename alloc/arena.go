@@ -106,16 +106,15 @@ func (ar *arena) put(off, size uint64) {
 	ar.push(off, classOf(size))
 }
 
-// reuse returns a block of size bytes this allocator retired to it, once a scan made it
-// reusable: a small block goes to its class's magazine (see arena.mag).
-func (ar *arena) reuse(off, size uint64) {
-	if size > ar.maxSmall {
-		ar.put(off, size)
-		return
+// fromMag takes the magazine's last block of class c if it is aligned to align.
+func (ar *arena) fromMag(c int, align uint64) (uint64, bool) {
+	if m := ar.mag[c]; len(m) > 0 {
+		if off := m[len(m)-1]; off&(max(align, minBlock)-1) == 0 {
+			ar.mag[c] = m[:len(m)-1]
+			return off, true
+		}
 	}
-	c := classOf(size)
-	ar.mag[c] = append(ar.mag[c], off)
-	ar.magged = true
+	return 0, false
 }
 
 // settle moves the magazine's blocks to the free lists, accounted for like every free block.
@@ -265,20 +264,28 @@ func (ar *arena) takeSpare() (uint64, bool) {
 // aligned), the free lists or the current chunk, without a verb; recycled says it came from a free list (it may hold atomic words).
 func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
 	if size > ar.maxSmall {
-		n := ar.chunksFor(size)
-		if l := ar.large[n]; len(l) > 0 {
-			ar.large[n] = l[:len(l)-1]
-			return l[len(l)-1], true, true
-		}
-		return 0, false, false
+		return ar.takeLarge(size)
 	}
 	c := classOf(size)
-	if m := ar.mag[c]; len(m) > 0 {
-		if off := m[len(m)-1]; off&(max(align, minBlock)-1) == 0 {
-			ar.mag[c] = m[:len(m)-1]
-			return off, true, true
-		}
+	if off, ok := ar.fromMag(c, align); ok {
+		return off, true, true
 	}
+	return ar.takeListed(c, align)
+}
+
+// takeLarge takes a free run of whole chunks for a large block of size bytes.
+func (ar *arena) takeLarge(size uint64) (off uint64, recycled, ok bool) {
+	n := ar.chunksFor(size)
+	if l := ar.large[n]; len(l) > 0 {
+		ar.large[n] = l[:len(l)-1]
+		return l[len(l)-1], true, true
+	}
+	return 0, false, false
+}
+
+// takeListed is take of a block of class c once the magazine had none: the free lists, else
+// the current chunk.
+func (ar *arena) takeListed(c int, align uint64) (off uint64, recycled, ok bool) {
 	if off, ok := ar.pop(c, align); ok {
 		return off, true, true
 	}

@@ -458,33 +458,35 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
 	advance := true
 	var post *farmem.Batch // made only when there is something to post
-	for i := 0; i < a.slots; i++ {
-		// Most slots are empty (ids not in use, idle clients): four at a time, one test.
-		if i&3 == 0 && i+4 <= a.slots {
-			q := tbuf[8*i : 8*i+32 : 8*i+32]
-			if le64(q)|le64(q[8:])|le64(q[16:])|le64(q[24:]) == 0 {
-				i += 3
+	for lo := 0; lo < a.slots; lo += 8 {
+		hi := min(lo+8, a.slots)
+		// Most slots are empty (ids not in use, idle clients): eight at a time, one test.
+		if hi-lo == 8 {
+			q := tbuf[8*lo : 8*lo+64 : 8*lo+64]
+			if le64(q)|le64(q[8:])|le64(q[16:])|le64(q[24:])|le64(q[32:])|le64(q[40:])|le64(q[48:])|le64(q[56:]) == 0 {
 				continue
 			}
 		}
-		w := le64(tbuf[8*i:])
-		if w == 0 {
-			continue
-		}
-		if expiredAt(w, now, a.opts.ClockSkew) {
-			if post == nil {
-				post = &farmem.Batch{}
+		for i := lo; i < hi; i++ {
+			w := le64(tbuf[8*i:])
+			if w == 0 {
+				continue
 			}
-			post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
-			continue
-		}
-		e := decodeEpoch(g, uint32(w>>32))
-		horizon = min(horizon, e)
-		if uint64(i)+1 != uint64(a.id) {
-			others = min(others, e)
-		}
-		if e < g {
-			advance = false
+			if expiredAt(w, now, a.opts.ClockSkew) {
+				if post == nil {
+					post = &farmem.Batch{}
+				}
+				post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
+				continue
+			}
+			e := decodeEpoch(g, uint32(w>>32))
+			horizon = min(horizon, e)
+			if uint64(i)+1 != uint64(a.id) {
+				others = min(others, e)
+			}
+			if e < g {
+				advance = false
+			}
 		}
 	}
 	if advance {
@@ -527,10 +529,26 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
 	kept := ep.retired[:0]
+	// Outside a section, every block was retired outside the current one.
+	section := ep.section
+	if ep.depth == 0 {
+		section = 0
+	}
+	size, c := uint64(0), 0 // the last small size seen and its class: sizes repeat
 	for i := range ep.retired {
 		r := &ep.retired[i]
-		if r.tag < horizon || (r.tag < others && (ep.depth == 0 || r.sec != ep.section)) {
-			r.ar.reuse(r.off, r.size)
+		if r.tag < horizon || (r.tag < others && (section == 0 || r.sec != section)) {
+			// A small block goes to its class's magazine (see arena.mag), a large one to the
+			// free runs.
+			if ar := r.ar; r.size <= ar.maxSmall {
+				if r.size != size {
+					size, c = r.size, classOf(r.size)
+				}
+				ar.mag[c] = append(ar.mag[c], r.off)
+				ar.magged = true
+			} else {
+				ar.put(r.off, r.size)
+			}
 			freed++
 		} else {
 			kept = append(kept, *r)

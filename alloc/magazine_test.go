@@ -236,8 +236,8 @@ func TestMagazineHandedOver(t *testing.T) {
 }
 
 // A scan honours a live announcement in every slot of the table, wherever it is among empty
-// ones (the scan tests four empty slots at once), the last slots of a table whose size is no
-// multiple of four included.
+// ones (the scan tests eight empty slots at once), the last slots of a table whose size is no
+// multiple of eight included.
 func TestScanSeesEverySlot(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, local.Options{Shape: local.Shape{MemoryNodes: 1, MemorySize: 4 << 20, ComputeNodes: 1, ClientsPerNode: 16}},
