@@ -40,10 +40,8 @@ func (a *Allocator) Absorb(other *Allocator) error {
 	for from, to := range moved {
 		to.absorb(from)
 	}
-	for _, r := range other.ep.retired {
-		r.ar = moved[r.ar]
-		a.ep.retired = append(a.ep.retired, r)
-	}
+	// Retired blocks name their arenas by node, the same in both allocators.
+	a.ep.retired = append(a.ep.retired, other.ep.retired...)
 	other.ep.retired = nil
 	a.foreign = append(a.foreign, other.foreign...)
 	a.foreignRetired = append(a.foreignRetired, other.foreignRetired...)

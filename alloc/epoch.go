@@ -31,8 +31,13 @@ type epochState struct {
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
+//
+// It names its arena by node (or sym) rather than by pointer: the list, appended to by every
+// Retire and rewritten by every scan, then holds no pointer, so neither costs a write barrier
+// and the garbage collector never scans it.
 type retired struct {
-	ar   *arena
+	node farmem.NodeID // the arena's node, unless sym
+	sym  bool          // a block of the symmetric area
 	off  uint64
 	size uint64
 	// tag is an epoch at least the global epoch when the block was unlinked: the block is
@@ -327,7 +332,7 @@ func (a *Allocator) RetireAt(ctx context.Context, addr farmem.Addr, size uint64,
 		if ep := &a.ep; a.valid(at) {
 			// retireAt's common case, with no call: a live announcement tags the block.
 			ep.seen = max(ep.seen, at)
-			ep.retired = append(ep.retired, retired{ar: ar, off: addr.Offset(), size: size, tag: ep.annE + 1, sec: ep.section})
+			ep.retired = append(ep.retired, retired{node: addr.Node(), off: addr.Offset(), size: size, tag: ep.annE + 1, sec: ep.section})
 			a.stats.Retires++
 			return nil
 		}
@@ -373,7 +378,7 @@ func (a *Allocator) retireAt(ctx context.Context, ar *arena, off, size uint64, n
 			return fmt.Errorf("alloc: retire: read epoch: %w", err)
 		}
 	}
-	ep.retired = append(ep.retired, retired{ar: ar, off: off, size: size, tag: tag, sec: ep.section})
+	ep.retired = append(ep.retired, retired{node: ar.bump.Node(), sym: ar.sym, off: off, size: size, tag: tag, sec: ep.section})
 	a.stats.Retires++
 	return nil
 }
@@ -534,19 +539,35 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	if ep.depth == 0 {
 		section = 0
 	}
-	size, c := uint64(0), 0 // the last small size seen and its class: sizes repeat
+	// The magazine being filled: mag is arena mar's for size's class c, stored back when the
+	// arena or size changes and at the end (a run of blocks of one size on one node appends
+	// to a slice held here).
+	var (
+		mar  *arena
+		size uint64
+		c    int
+		mag  []uint64
+	)
 	for i := range ep.retired {
 		r := &ep.retired[i]
 		if r.tag < horizon || (r.tag < others && (section == 0 || r.sec != section)) {
 			// A small block goes to its class's magazine (see arena.mag), a large one to the
 			// free runs.
-			if ar := r.ar; r.size <= ar.maxSmall {
-				if r.size != size {
-					size, c = r.size, classOf(r.size)
+			ar := a.sym
+			if !r.sym {
+				ar = a.arenas[r.node]
+			}
+			switch {
+			case ar == mar && r.size == size:
+				mag = append(mag, r.off)
+			case r.size <= ar.maxSmall:
+				if mar != nil {
+					mar.mag[c] = mag
 				}
-				ar.mag[c] = append(ar.mag[c], r.off)
+				mar, size, c = ar, r.size, classOf(r.size)
+				mag = append(ar.mag[c], r.off)
 				ar.magged = true
-			} else {
+			default:
 				ar.put(r.off, r.size)
 			}
 			freed++
@@ -554,7 +575,9 @@ func (a *Allocator) reuseBelow(horizon, others uint64) int {
 			kept = append(kept, *r)
 		}
 	}
-	clear(ep.retired[len(kept):])
+	if mar != nil {
+		mar.mag[c] = mag
+	}
 	ep.retired = kept
 	ep.lastFreed, ep.keptAtScan = freed, len(kept)
 	a.stats.Reclaimed += uint64(freed)

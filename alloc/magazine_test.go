@@ -289,3 +289,60 @@ func TestFitsIsCheck(t *testing.T) {
 		}
 	}
 }
+
+// A scan files every reusable block in the magazine of its node and class, whatever the order
+// of sizes and nodes in the retired list (runs, interleavings, sizes that share a class), and
+// large blocks among them with the free runs.
+func TestMagazineFilesByNodeAndClass(t *testing.T) {
+	ctx := context.Background()
+	c := handoverCluster(t)
+	a, _ := c.allocator(t, 0, Options{Lease: time.Hour, Refresh: time.Minute})
+	sizes := []uint64{64, 64, 64, 1000, 1010, 64, 1000, 3000, 48, 20 << 10, 64}
+	type blk struct {
+		p    farmem.Addr
+		size uint64
+	}
+	var bs []blk
+	for round := range 3 {
+		for i, s := range sizes {
+			n := c.mem[(i+round)%len(c.mem)]
+			p, err := a.AllocOn(ctx, n, s, 0)
+			require.NoError(t, err)
+			bs = append(bs, blk{p, s})
+		}
+	}
+	for _, b := range bs {
+		require.NoError(t, a.Retire(ctx, b.p, b.size))
+	}
+	n, err := a.scan(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(bs), n)
+	want := map[farmem.Addr]int{} // small block -> class
+	large := 0
+	for _, b := range bs {
+		if b.size > a.arenas[b.p.Node()].maxSmall {
+			large++
+			continue
+		}
+		want[b.p] = classOf(b.size)
+	}
+	got := map[farmem.Addr]int{}
+	for _, node := range a.nodes {
+		for cl, m := range a.arenas[node].mag {
+			for _, off := range m {
+				p := farmem.MakeAddr(node, off)
+				require.NotContains(t, got, p, "filed twice")
+				got[p] = cl
+			}
+		}
+	}
+	require.Equal(t, want, got)
+	require.Positive(t, large)
+	runs := 0
+	for _, node := range a.nodes {
+		for _, offs := range a.arenas[node].large {
+			runs += len(offs)
+		}
+	}
+	require.Equal(t, large, runs)
+}

@@ -108,7 +108,7 @@ func (a *Allocator) forgetNode(n farmem.NodeID) {
 	}
 	a.arenas[n] = newArena(old.name, false, old.bump, old.base, old.limit, old.chunk, old.st)
 	a.arenas[n].forget = a.forgetter(a.arenas[n])
-	a.ep.retired = slices.DeleteFunc(a.ep.retired, func(r retired) bool { return r.ar == old })
+	a.ep.retired = slices.DeleteFunc(a.ep.retired, func(r retired) bool { return !r.sym && r.node == n })
 	a.foreign = slices.DeleteFunc(a.foreign, func(s arenaState) bool { return s.node == n })
 	a.foreignRetired = slices.DeleteFunc(a.foreignRetired, func(r retiredState) bool { return r.node == n })
 	a.stats.Forgotten++
