@@ -261,7 +261,8 @@ func (ar *arena) takeSpare() (uint64, bool) {
 }
 
 // take returns a block for size bytes aligned to align from the magazine (its last block, if
-// aligned), the free lists or the current chunk, without a verb; recycled says it came from a free list (it may hold atomic words).
+// aligned), the free lists or the current chunk, without a verb; recycled says it came from
+// the magazine or a free list (it may hold atomic words).
 func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
 	if size > ar.maxSmall {
 		return ar.takeLarge(size)

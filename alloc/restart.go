@@ -27,6 +27,10 @@ import (
 //     it is; Reformat formats it). A retired block of the old incarnation is never freed into
 //     the new one.
 //
+// On a transport whose Memory does not implement farmem.Restarts (cxl, sim), farmem.StatusOf
+// reports every node up at incarnation 0 for ever, so none of this can happen: placement then
+// asks for no status at all (Allocator.restartable).
+//
 // What this does not cover: a handover record written before the restart and adopted by a New
 // after it may still name blocks of the old incarnation (the record does not carry
 // incarnations); and without replicated metadata the home node is a single point of failure:
