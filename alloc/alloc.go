@@ -148,8 +148,11 @@ type Allocator struct {
 	// be lost or come back with another incarnation (restart.go). Without it farmem.StatusOf
 	// reports every node up at incarnation 0 forever, so placement skips nodeUsable.
 	restartable bool
-	stats       Stats
-	closed      bool
+	// memoSize's class is memoClass (classFor): allocations mostly repeat a size.
+	memoSize  uint64
+	memoClass int
+	stats     Stats
+	closed    bool
 	// orphanScan is when adoptOrphans last read the handover words (orphanScanned: ever).
 	orphanScan    farmem.Time
 	orphanScanned bool
@@ -392,23 +395,27 @@ func checkRequest(size, align uint64) error {
 // retired could not be reused within MaxReclaimWait (so do Alloc, AllocOn and AllocSymmetric:
 // see MaxReclaimWait and the package doc).
 func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
-	if a.closed || !validRequest(size, align) || a.opts.Admit != nil {
-		if err := a.precheck(size, align); err != nil {
-			return 0, err
-		}
-	}
-	// The common case first: a block from the preferred node's magazine (takeAny's first
-	// step, which it then repeats: cheap), the steady state of a writer that replaces its
-	// blocks; then any free block of this allocator's, with no verb.
-	if n := a.order[0]; !a.restartable {
+	// The common case first, with no call (so nothing to keep across one): a valid request to
+	// an open allocator that nothing else must admit, served from the preferred node's
+	// magazine (takeAny's first step, which it then repeats: cheap), the steady state of a
+	// writer that replaces its blocks, on a transport with neither restarts nor ForgetAtomic.
+	if n := a.order[0]; !a.closed && validRequest(size, align) && a.opts.Admit == nil && !a.restartable && a.forgetFn == nil {
 		if ar := a.arenas[n]; size <= ar.maxSmall {
-			if off, ok := ar.fromMag(classOf(size), align); ok {
-				if a.forgetFn != nil {
-					a.handOut(ar, off, size)
-				}
+			if off, ok := ar.fromMag(a.classFor(size), align); ok {
 				a.stats.Allocs++
 				return farmem.MakeAddr(n, off), nil
 			}
+		}
+	}
+	return a.alloc(ctx, size, align)
+}
+
+// alloc is Alloc but for its common case: then any free block of this allocator's, with no
+// verb, then more room.
+func (a *Allocator) alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
+	if a.closed || !validRequest(size, align) || a.opts.Admit != nil {
+		if err := a.precheck(size, align); err != nil {
+			return 0, err
 		}
 	}
 	if addr, ok := a.takeAny(size, align); ok {
@@ -419,6 +426,14 @@ func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr,
 		return waitReclaim(ctx, a, addr, err, func() (farmem.Addr, error) { return a.allocAny(ctx, size, align) })
 	}
 	return addr, nil
+}
+
+// classFor is classOf(size), remembered for the last size asked (classOf(0) is class 0 too).
+func (a *Allocator) classFor(size uint64) int {
+	if size != a.memoSize {
+		a.memoSize, a.memoClass = size, classOf(size)
+	}
+	return a.memoClass
 }
 
 // validRequest reports whether checkRequest accepts size and align, cheaply enough to be

@@ -170,6 +170,12 @@ func (a *Allocator) valid(now farmem.Time) bool {
 	return ep.announced && !ep.lapsed && now <= ep.deadline.Add(-a.opts.ClockSkew)
 }
 
+// quiet reports whether the announcement is valid at now and younger than Refresh: a pin then
+// writes no announcement, and an unpin has nothing to report or withdraw.
+func (a *Allocator) quiet(now farmem.Time) bool {
+	return a.valid(now) && now.Sub(a.ep.annAt) < a.opts.Refresh
+}
+
 // Unpin ends the section Pin started. At the outermost Unpin, if the lease ran out during the
 // section, it returns ErrPinExpired: blocks read in the section may have been reused, and the
 // operation must be retried. If the announcement is older than Refresh it is withdrawn with one
@@ -188,7 +194,7 @@ func (a *Allocator) Unpin() error {
 func (a *Allocator) endSection(now farmem.Time) error {
 	ep := &a.ep
 	ep.depth = 0
-	if a.valid(now) && now.Sub(ep.annAt) < a.opts.Refresh {
+	if a.quiet(now) {
 		ep.seen = max(ep.seen, now)
 		return nil
 	}
@@ -328,16 +334,20 @@ func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) e
 // bound for the unlink's own CAS. The reading also serves UnpinSeen, as Retire's does. A
 // reading at which the lease had already ended makes it read the global epoch, as Retire does.
 func (a *Allocator) RetireAt(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error {
-	if ar := a.arena(addr.Node()); ar != nil && !a.closed && ar.fits(addr.Offset(), size) {
-		if ep := &a.ep; a.valid(at) {
-			// retireAt's common case, with no call: a live announcement tags the block.
-			ep.seen = max(ep.seen, at)
-			ep.retired = append(ep.retired, retired{node: addr.Node(), off: addr.Offset(), size: size, tag: ep.annE + 1, sec: ep.section})
-			a.stats.Retires++
-			return nil
-		}
-		return a.retireAt(ctx, ar, addr.Offset(), size, at)
+	// retireAt's common case, with no call (so nothing to keep across one): a valid block of
+	// an open allocator, tagged by a live announcement.
+	if ar := a.arena(addr.Node()); ar != nil && !a.closed && ar.fits(addr.Offset(), size) && a.valid(at) {
+		ep := &a.ep
+		ep.seen = max(ep.seen, at)
+		ep.retired = append(ep.retired, retired{node: addr.Node(), off: addr.Offset(), size: size, tag: ep.annE + 1, sec: ep.section})
+		a.stats.Retires++
+		return nil
 	}
+	return a.retireAtSlow(ctx, addr, size, at)
+}
+
+// retireAtSlow is RetireAt but for its common case.
+func (a *Allocator) retireAtSlow(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error {
 	if err := a.usable(); err != nil {
 		return err
 	}

@@ -35,6 +35,18 @@ func (a *Allocator) PinAt(ctx context.Context, now farmem.Time) error {
 // one costs the section after it a retry (the retry's PinCoarse, at Unpin's fresh reading,
 // refreshes). It also refreshes whenever the lease has run out by that reading, so retries end.
 func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
+	// The common case, with no call: the outermost pin of an open allocator whose
+	// announcement needs no refresh (quiet implies not lapsed).
+	if ep := &a.ep; !a.closed && ep.depth == 0 && a.quiet(ep.seen) {
+		ep.depth = 1
+		ep.section++
+		return ep.seen, nil
+	}
+	return a.pinCoarse(ctx)
+}
+
+// pinCoarse is PinCoarse but for its common case.
+func (a *Allocator) pinCoarse(ctx context.Context) (farmem.Time, error) {
 	ep := &a.ep
 	if a.closed || ep.depth != 0 {
 		if _, err := a.nestPin(); err != nil {
@@ -62,6 +74,11 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 // section whose last access came after the latest reading its verdict could miss an expiry:
 // call Unpin there.
 func (a *Allocator) UnpinSeen() error {
+	// endSection's common case, with no call (its seen = max(seen, seen) changes nothing).
+	if ep := &a.ep; !a.closed && ep.depth == 1 && a.quiet(ep.seen) {
+		ep.depth = 0
+		return nil
+	}
 	if a.closed || a.ep.depth != 1 {
 		return a.unpin(true)
 	}
