@@ -543,53 +543,54 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
-	kept := ep.retired[:0]
+	rs := ep.retired
+	kept := rs[:0] // written at or behind the entry read: the list is compacted in place
 	// Outside a section, every block was retired outside the current one.
 	section := ep.section
 	if ep.depth == 0 {
 		section = 0
 	}
-	// The magazine being filled: mag is arena mar's for size's class c, stored back when the
-	// arena or size changes and at the end (a run of blocks of one size on one node appends
-	// to a slice held here).
-	var (
-		mar  *arena
-		size uint64
-		c    int
-		mag  []uint64
-	)
-	for i := range ep.retired {
-		r := &ep.retired[i]
-		if r.tag < horizon || (r.tag < others && (section == 0 || r.sec != section)) {
-			// A small block goes to its class's magazine (see arena.mag), a large one to the
-			// free runs.
-			ar := a.sym
-			if !r.sym {
-				ar = a.arenas[r.node]
-			}
-			switch {
-			case ar == mar && r.size == size:
-				mag = append(mag, r.off)
-			case r.size <= ar.maxSmall:
-				if mar != nil {
-					mar.mag[c] = mag
-				}
-				mar, size, c = ar, r.size, classOf(r.size)
-				mag = append(ar.mag[c], r.off)
-				ar.magged = true
-			default:
-				ar.put(r.off, r.size)
-			}
-			freed++
-		} else {
+	for i := 0; i < len(rs); {
+		r := &rs[i]
+		if !reusable(r, horizon, others, section) {
 			kept = append(kept, *r)
+			i++
+			continue
 		}
-	}
-	if mar != nil {
-		mar.mag[c] = mag
+		ar := a.sym
+		if !r.sym {
+			ar = a.arenas[r.node]
+		}
+		if r.size > ar.maxSmall {
+			ar.put(r.off, r.size) // a large block goes to the free runs
+			freed++
+			i++
+			continue
+		}
+		// A small block goes to its class's magazine (see arena.mag), with the run of
+		// reusable blocks of its arena and size that follows it (a writer's retired list is
+		// mostly one such run): the slice is held here while the run lasts.
+		node, sym, size, c := r.node, r.sym, r.size, classOf(r.size)
+		mag := ar.mag[c]
+		for ; i < len(rs); i++ {
+			r := &rs[i]
+			if r.node != node || r.sym != sym || r.size != size || !reusable(r, horizon, others, section) {
+				break
+			}
+			mag = append(mag, r.off)
+			freed++
+		}
+		ar.mag[c] = mag
+		ar.magged = true
 	}
 	ep.retired = kept
 	ep.lastFreed, ep.keptAtScan = freed, len(kept)
 	a.stats.Reclaimed += uint64(freed)
 	return freed
+}
+
+// reusable is reuseBelow's rule for one retired block: tagged below horizon, or below others
+// and retired outside section (0: outside any).
+func reusable(r *retired, horizon, others, section uint64) bool {
+	return r.tag < horizon || (r.tag < others && (section == 0 || r.sec != section))
 }
