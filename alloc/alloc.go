@@ -170,6 +170,8 @@ type Allocator struct {
 
 	scanBuf   []byte        // scan's buffer: the global epoch, then the epoch table
 	scanBatch *farmem.Batch // scan's batch
+	annBuf    []byte        // announce's buffer: the global epoch
+	annBatch  *farmem.Batch // announce's batch
 
 	// forgetFn is the transport's ForgetAtomic (see forgetAtomic), nil if it has none: looked
 	// up once, since handOut runs on every allocation of a recycled block.

@@ -137,14 +137,20 @@ func (a *Allocator) announce(ctx context.Context, now farmem.Time) error {
 		return a.announceRep(ctx, now)
 	}
 	ep := &a.ep
-	buf := make([]byte, 8)
+	// The buffer and batch are kept from announcement to announcement, as scan's are (a
+	// failed batch drops them: a transport may still complete it into them later).
+	if a.annBatch == nil {
+		a.annBuf, a.annBatch = make([]byte, 8), &farmem.Batch{}
+	}
+	buf, b := a.annBuf, a.annBatch
 	for range maxAnnounce {
 		e, deadline := ep.cached, now.Add(a.opts.Lease)
 		w := encodeSlot(e, deadline)
-		var b farmem.Batch
+		b.Reset()
 		b.MaskedCAS(a.slotAddr, 0, 0, w, math.MaxUint64)
 		b.Read(a.epochAddr, buf)
-		if err := a.m.Do(ctx, &b); err != nil {
+		if err := a.m.Do(ctx, b); err != nil {
+			a.annBuf, a.annBatch = nil, nil
 			ep.announced = false
 			return fmt.Errorf("alloc: announce epoch %d: %w", e, err)
 		}
