@@ -352,3 +352,81 @@ func TestMagazineFilesByNodeAndClass(t *testing.T) {
 	}
 	require.Equal(t, large, runs)
 }
+
+// plainMemory hides its Memory's optional interfaces (farmem.Restarts, ForgetAtomic), as a
+// transport without them (cxl) has none.
+type plainMemory struct{ farmem.Memory }
+
+// Alloc's inline path (a transport with neither restarts nor ForgetAtomic) hands out the
+// magazine's blocks like takeAny would, and keeps every check: a closed allocator, a bad
+// request and Options.Admit are still refused, and Admit is still asked every time.
+func TestMagazineInlinePath(t *testing.T) {
+	ctx := context.Background()
+	c := epochCluster(t)
+	m := plainMemory{c.client(t, 0)}
+	admitted := 0
+	refuse := false
+	admit := func(uint64) error {
+		admitted++
+		if refuse {
+			return farmem.ErrNoSpace
+		}
+		return nil
+	}
+	w, err := New(ctx, m, Options{Lease: time.Hour, Refresh: time.Minute, Admit: admit})
+	require.NoError(t, err)
+	require.False(t, w.restartable)
+	require.Nil(t, w.forgetFn)
+	plain, err := New(ctx, plainMemory{c.client(t, 1)}, Options{Lease: time.Hour, Refresh: time.Minute})
+	require.NoError(t, err)
+
+	for _, a := range []*Allocator{w, plain} {
+		const keys = 32
+		live := map[farmem.Addr]bool{}
+		cur := make([]farmem.Addr, keys)
+		for k := range cur {
+			p, err := a.Alloc(ctx, 300, 64)
+			require.NoError(t, err)
+			live[p], cur[k] = true, p
+		}
+		fromMag := 0
+		for i := range 8 * scanBacklog {
+			k := i % keys
+			at, err := a.PinCoarse(ctx)
+			require.NoError(t, err)
+			var top farmem.Addr
+			if mg := a.arenas[a.order[0]].mag[classOf(300)]; len(mg) > 0 {
+				top = farmem.MakeAddr(a.order[0], mg[len(mg)-1])
+			}
+			p, err := a.Alloc(ctx, 300, 64)
+			require.NoError(t, err)
+			if live[p] || p.Offset()%64 != 0 {
+				t.Fatalf("update %d: %v handed out while live, or not aligned as asked", i, p)
+			}
+			if p == top {
+				fromMag++
+			}
+			require.NoError(t, a.RetireAt(ctx, cur[k], 300, at))
+			delete(live, cur[k])
+			live[p], cur[k] = true, p
+			require.NoError(t, a.UnpinSeen())
+		}
+		require.Greater(t, fromMag, 4*scanBacklog)
+		// Its standing announcement would hold back what the next client retires.
+		require.NoError(t, a.Quiesce(ctx))
+	}
+	require.Equal(t, int(w.Stats().Allocs), admitted, "Admit asked at every allocation")
+
+	// The checks still hold with a full magazine.
+	_, err = plain.Alloc(ctx, 300, 48)
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+	_, err = plain.Alloc(ctx, 0, 0)
+	require.ErrorIs(t, err, farmem.ErrInvalid)
+	refuse = true
+	_, err = w.Alloc(ctx, 300, 64)
+	require.ErrorIs(t, err, ErrRefused)
+	require.NoError(t, plain.Close())
+	_, err = plain.Alloc(ctx, 300, 64)
+	require.ErrorIs(t, err, farmem.ErrClosed)
+	require.NoError(t, w.Close())
+}
