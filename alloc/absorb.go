@@ -40,10 +40,8 @@ func (a *Allocator) Absorb(other *Allocator) error {
 	for from, to := range moved {
 		to.absorb(from)
 	}
-	for _, r := range other.ep.retired {
-		r.ar = moved[r.ar]
-		a.ep.retired = append(a.ep.retired, r)
-	}
+	// Retired blocks name their arenas by node, the same in both allocators.
+	a.ep.retired = append(a.ep.retired, other.ep.retired...)
 	other.ep.retired = nil
 	a.foreign = append(a.foreign, other.foreign...)
 	a.foreignRetired = append(a.foreignRetired, other.foreignRetired...)
@@ -53,6 +51,7 @@ func (a *Allocator) Absorb(other *Allocator) error {
 
 // absorb moves what from holds into ar (the same node's arena of another allocator).
 func (ar *arena) absorb(from *arena) {
+	from.settle()
 	for c := range from.free {
 		for k := range from.free[c] {
 			for _, off := range from.free[c][k] {

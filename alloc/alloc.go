@@ -138,13 +138,21 @@ type Allocator struct {
 	opts   Options
 	id     farmem.ClientID
 	home   farmem.NodeID
-	nodes  []farmem.NodeID // placement order
+	nodes  []farmem.NodeID // Options.Nodes (default: every memory node)
+	order  []farmem.NodeID // placement order: nodes from nodes[pref] on, wrapping around
 	all    []farmem.NodeID // every memory node: where symmetric blocks exist
 	arenas []*arena        // by node id; nil for nodes not in the set
 	sym    *arena
 	pref   int // index in nodes of this client's preferred node
-	stats  Stats
-	closed bool
+	// restartable says the client's Memory implements farmem.Restarts: only then can a node
+	// be lost or come back with another incarnation (restart.go). Without it farmem.StatusOf
+	// reports every node up at incarnation 0 forever, so placement skips nodeUsable.
+	restartable bool
+	// memoSize's class is memoClass (classFor): allocations mostly repeat a size.
+	memoSize  uint64
+	memoClass int
+	stats     Stats
+	closed    bool
 	// orphanScan is when adoptOrphans last read the handover words (orphanScanned: ever).
 	orphanScan    farmem.Time
 	orphanScanned bool
@@ -162,6 +170,8 @@ type Allocator struct {
 
 	scanBuf   []byte        // scan's buffer: the global epoch, then the epoch table
 	scanBatch *farmem.Batch // scan's batch
+	annBuf    []byte        // announce's buffer: the global epoch
+	annBatch  *farmem.Batch // announce's batch
 
 	// forgetFn is the transport's ForgetAtomic (see forgetAtomic), nil if it has none: looked
 	// up once, since handOut runs on every allocation of a recycled block.
@@ -293,6 +303,8 @@ func New(ctx context.Context, m farmem.Memory, opts Options) (*Allocator, error)
 		slots:     hh.MaxClients,
 		pref:      (int(info.ID) - 1) % len(nodes),
 	}
+	a.order = append(slices.Clone(nodes[a.pref:]), nodes[:a.pref]...)
+	_, a.restartable = m.(farmem.Restarts)
 	if s, ok := m.(interface{ ForgetAtomic(a farmem.Addr, n uint64) }); ok {
 		a.forgetFn = s.ForgetAtomic
 	}
@@ -385,17 +397,63 @@ func checkRequest(size, align uint64) error {
 // retired could not be reused within MaxReclaimWait (so do Alloc, AllocOn and AllocSymmetric:
 // see MaxReclaimWait and the package doc).
 func (a *Allocator) Alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
+	// The common case first, with no call (so nothing to keep across one): a valid request to
+	// an open allocator that nothing else must admit, served from the preferred node's
+	// magazine (takeAny's first step, which it then repeats: cheap), the steady state of a
+	// writer that replaces its blocks, on a transport with neither restarts nor ForgetAtomic.
+	if n := a.order[0]; !a.closed && validRequest(size, align) && a.opts.Admit == nil && !a.restartable && a.forgetFn == nil {
+		if ar := a.arenas[n]; size <= ar.maxSmall {
+			if off, ok := ar.fromMag(a.classFor(size), align); ok {
+				a.stats.Allocs++
+				return farmem.MakeAddr(n, off), nil
+			}
+		}
+	}
+	return a.alloc(ctx, size, align)
+}
+
+// alloc is Alloc but for its common case: then any free block of this allocator's, with no
+// verb, then more room.
+func (a *Allocator) alloc(ctx context.Context, size, align uint64) (farmem.Addr, error) {
+	if a.closed || !validRequest(size, align) || a.opts.Admit != nil {
+		if err := a.precheck(size, align); err != nil {
+			return 0, err
+		}
+	}
+	if addr, ok := a.takeAny(size, align); ok {
+		return addr, nil
+	}
+	addr, err := a.allocMore(ctx, size, align)
+	if err != nil {
+		return waitReclaim(ctx, a, addr, err, func() (farmem.Addr, error) { return a.allocAny(ctx, size, align) })
+	}
+	return addr, nil
+}
+
+// classFor is classOf(size), remembered for the last size asked (classOf(0) is class 0 too).
+func (a *Allocator) classFor(size uint64) int {
+	if size != a.memoSize {
+		a.memoSize, a.memoClass = size, classOf(size)
+	}
+	return a.memoClass
+}
+
+// validRequest reports whether checkRequest accepts size and align, cheaply enough to be
+// inlined on every allocation's path (checkRequest then says what is wrong).
+func validRequest(size, align uint64) bool {
+	return size-1 < farmem.MaxOffset && align <= 64 && align&(align-1) == 0
+}
+
+// precheck is what every allocation checks before it looks for room: the allocator is open,
+// the request valid, and Options.Admit admits it.
+func (a *Allocator) precheck(size, align uint64) error {
 	if err := a.usable(); err != nil {
-		return 0, err
+		return err
 	}
 	if err := checkRequest(size, align); err != nil {
-		return 0, err
+		return err
 	}
-	if err := a.admit(size); err != nil {
-		return 0, err
-	}
-	addr, err := a.allocAny(ctx, size, align)
-	return waitReclaim(ctx, a, addr, err, func() (farmem.Addr, error) { return a.allocAny(ctx, size, align) })
+	return a.admit(size)
 }
 
 // allocAny is one try of Alloc.
@@ -406,6 +464,12 @@ func (a *Allocator) allocAny(ctx context.Context, size, align uint64) (farmem.Ad
 	if addr, ok := a.takeAny(size, align); ok {
 		return addr, nil
 	}
+	return a.allocMore(ctx, size, align)
+}
+
+// allocMore is allocAny once takeAny found nothing: a scan when one is due, then a new chunk
+// on the first node with room.
+func (a *Allocator) allocMore(ctx context.Context, size, align uint64) (farmem.Addr, error) {
 	if a.scanDue() {
 		if _, err := a.scan(ctx); err == nil {
 			if addr, ok := a.takeAny(size, align); ok {
@@ -414,8 +478,7 @@ func (a *Allocator) allocAny(ctx context.Context, size, align uint64) (farmem.Ad
 		}
 	}
 	var errs []error
-	for i := range a.nodes {
-		n := a.nodes[(a.pref+i)%len(a.nodes)]
+	for _, n := range a.order {
 		if !a.nodeUsable(n) || !a.headerReady(ctx, n) {
 			errs = append(errs, lostErr(n, farmem.StatusOf(a.m, n)))
 			continue
@@ -437,14 +500,28 @@ func (a *Allocator) allocAny(ctx context.Context, size, align uint64) (farmem.Ad
 // takeAny hands out a free block of this allocator's on any node, the preferred one first,
 // with no verb.
 func (a *Allocator) takeAny(size, align uint64) (farmem.Addr, bool) {
-	for i := range a.nodes {
-		n := a.nodes[(a.pref+i)%len(a.nodes)]
-		if !a.nodeUsable(n) {
+	// arena.take, unrolled: the class is computed once, and the magazine's block, which a
+	// writer replacing its blocks takes at nearly every allocation, costs no call.
+	c := 0
+	if size <= MaxChunkSize/2 {
+		c = classOf(size)
+	}
+	for _, n := range a.order {
+		if a.restartable && !a.nodeUsable(n) {
 			continue
 		}
 		ar := a.arenas[n]
-		if off, recycled, ok := ar.take(size, align); ok {
-			a.handOut(ar, off, size, recycled)
+		var off uint64
+		recycled, ok := true, false
+		if size > ar.maxSmall {
+			off, recycled, ok = ar.takeLarge(size)
+		} else if off, ok = ar.fromMag(c, align); !ok {
+			off, recycled, ok = ar.takeListed(c, align)
+		}
+		if ok {
+			if recycled && a.forgetFn != nil {
+				a.handOut(ar, off, size)
+			}
 			a.stats.Allocs++
 			return farmem.MakeAddr(n, off), true
 		}
@@ -455,13 +532,7 @@ func (a *Allocator) takeAny(size, align uint64) (farmem.Addr, bool) {
 // AllocOn is Alloc on node n only: the error wraps farmem.ErrNoSpace when n is exhausted,
 // however much room other nodes have.
 func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align uint64) (farmem.Addr, error) {
-	if err := a.usable(); err != nil {
-		return 0, err
-	}
-	if err := checkRequest(size, align); err != nil {
-		return 0, err
-	}
-	if err := a.admit(size); err != nil {
+	if err := a.precheck(size, align); err != nil {
 		return 0, err
 	}
 	ar := a.arena(n)
@@ -485,13 +556,7 @@ func (a *Allocator) AllocOn(ctx context.Context, n farmem.NodeID, size, align ui
 // of the metadata nodes' words: see the package doc) and carved like any others; the symmetric area is disjoint
 // from every node's heap, so no regular allocation ever returns an offset a symmetric one has.
 func (a *Allocator) AllocSymmetric(ctx context.Context, size, align uint64) (SymOffset, error) {
-	if err := a.usable(); err != nil {
-		return 0, err
-	}
-	if err := checkRequest(size, align); err != nil {
-		return 0, err
-	}
-	if err := a.admit(size); err != nil {
+	if err := a.precheck(size, align); err != nil {
 		return 0, err
 	}
 	off, err := a.allocIn(ctx, a.sym, size, align)
@@ -533,7 +598,7 @@ func (a *Allocator) allocIn(ctx context.Context, ar *arena, size, align uint64) 
 
 func (a *Allocator) allocArena(ctx context.Context, ar *arena, size, align uint64) (uint64, error) {
 	if off, recycled, ok := ar.take(size, align); ok {
-		a.handOut(ar, off, size, recycled)
+		a.handOutIf(ar, off, size, recycled)
 		return off, nil
 	}
 	scanned := false
@@ -541,7 +606,7 @@ func (a *Allocator) allocArena(ctx context.Context, ar *arena, size, align uint6
 		scanned = true
 		if _, err := a.scan(ctx); err == nil {
 			if off, recycled, ok := ar.take(size, align); ok {
-				a.handOut(ar, off, size, recycled)
+				a.handOutIf(ar, off, size, recycled)
 				return off, nil
 			}
 		}
@@ -551,7 +616,7 @@ func (a *Allocator) allocArena(ctx context.Context, ar *arena, size, align uint6
 		// Out of chunks: retired blocks are the last resort, whatever the scan interval.
 		if _, serr := a.scan(ctx); serr == nil {
 			if off, recycled, ok := ar.take(size, align); ok {
-				a.handOut(ar, off, size, recycled)
+				a.handOutIf(ar, off, size, recycled)
 				return off, nil
 			}
 		}
@@ -566,16 +631,21 @@ func (a *Allocator) allocArena(ctx context.Context, ar *arena, size, align uint6
 	if !ok {
 		return 0, fmt.Errorf("alloc: %s: a new chunk cannot hold %d bytes (a bug): %w", ar.name, size, farmem.ErrNoSpace)
 	}
-	a.handOut(ar, off, size, recycled)
+	a.handOutIf(ar, off, size, recycled)
 	return off, nil
+}
+
+// handOutIf is handOut for a block that may not be recycled.
+func (a *Allocator) handOutIf(ar *arena, off, size uint64, recycled bool) {
+	if recycled && a.forgetFn != nil {
+		a.handOut(ar, off, size)
+	}
 }
 
 // handOut prepares a recycled block for its new owner: the words earlier owners used with
 // atomics become plain data again (local's strict mode), on every node a symmetric block has.
-func (a *Allocator) handOut(ar *arena, off, size uint64, recycled bool) {
-	if !recycled || a.forgetFn == nil {
-		return
-	}
+// Callers call it only for a recycled block and a transport with ForgetAtomic (forgetFn).
+func (a *Allocator) handOut(ar *arena, off, size uint64) {
 	n := ar.blockSize(size)
 	if ar.sym {
 		for _, node := range a.all {

@@ -19,8 +19,16 @@ type arena struct {
 	maxSmall    uint64 // larger blocks are whole chunks
 	nClasses    int
 
-	cur, end  uint64              // the chunk being carved: [cur, end)
-	free      [][3][]uint64       // by class, then alignment bucket: offsets of free blocks
+	cur, end uint64        // the chunk being carved: [cur, end)
+	free     [][3][]uint64 // by class, then alignment bucket: offsets of free blocks
+	// mag is the magazine: by class, the small blocks this allocator retired that a scan made
+	// reusable (reuseBelow), taken before the free lists. Its blocks are free but not counted
+	// in freeIn, listed or sincePass, so the round trip of a retired block back to its retirer
+	// (the steady state of a writer that replaces its blocks) costs an append and a pop, not
+	// the accounting twice; settle moves them to the free lists, with their accounting, before
+	// anything reads the lists or the accounting (coalesce, a handover's snapshot, absorb).
+	mag       [][]uint64
+	magged    bool                // mag may hold blocks (settle has work)
 	large     map[uint64][]uint64 // free runs of whole chunks, by length in chunks
 	spare     []uint64            // whole chunks claimed but not yet carved
 	exhausted bool                // the bump word passed limit: claims fail without a verb
@@ -45,7 +53,7 @@ func newArena(name string, sym bool, bump farmem.Addr, base, limit, chunk uint64
 	n := classBelow(maxSmall) + 1
 	ar := &arena{
 		name: name, sym: sym, bump: bump, base: base, limit: limit, chunk: chunk, maxSmall: maxSmall,
-		nClasses: n, free: make([][3][]uint64, n), large: make(map[uint64][]uint64), chunks: &st.Chunks,
+		nClasses: n, free: make([][3][]uint64, n), mag: make([][]uint64, n), large: make(map[uint64][]uint64), chunks: &st.Chunks,
 		freeIn: newChunkFree(base, chunk), st: st, forget: func(off, n uint64) {},
 	}
 	if !sym {
@@ -73,6 +81,13 @@ func (ar *arena) check(off, size uint64) error {
 	return nil
 }
 
+// fits reports whether check accepts a block, with no error to build: cheap enough to be
+// inlined on the path of every Retire.
+func (ar *arena) fits(off, size uint64) bool {
+	return off-ar.base < ar.limit-ar.base && size-1 < ar.limit-off && off%minBlock == 0 &&
+		(size <= ar.maxSmall || off%ar.chunk == 0)
+}
+
 // blockSize is the number of bytes a block of size bytes really occupies.
 func (ar *arena) blockSize(size uint64) uint64 {
 	if size > ar.maxSmall {
@@ -89,6 +104,31 @@ func (ar *arena) put(off, size uint64) {
 		return
 	}
 	ar.push(off, classOf(size))
+}
+
+// fromMag takes the magazine's last block of class c if it is aligned to align.
+func (ar *arena) fromMag(c int, align uint64) (uint64, bool) {
+	if m := ar.mag[c]; len(m) > 0 {
+		if off := m[len(m)-1]; off&(max(align, minBlock)-1) == 0 {
+			ar.mag[c] = m[:len(m)-1]
+			return off, true
+		}
+	}
+	return 0, false
+}
+
+// settle moves the magazine's blocks to the free lists, accounted for like every free block.
+func (ar *arena) settle() {
+	if !ar.magged {
+		return
+	}
+	for c, m := range ar.mag {
+		for _, off := range m {
+			ar.push(off, c)
+		}
+		ar.mag[c] = m[:0]
+	}
+	ar.magged = false
 }
 
 func (ar *arena) push(off uint64, c int) {
@@ -220,18 +260,33 @@ func (ar *arena) takeSpare() (uint64, bool) {
 	return 0, false
 }
 
-// take returns a block for size bytes aligned to align from the free lists or the current
-// chunk, without a verb; recycled says it came from a free list (it may hold atomic words).
+// take returns a block for size bytes aligned to align from the magazine (its last block, if
+// aligned), the free lists or the current chunk, without a verb; recycled says it came from
+// the magazine or a free list (it may hold atomic words).
 func (ar *arena) take(size, align uint64) (off uint64, recycled, ok bool) {
 	if size > ar.maxSmall {
-		n := ar.chunksFor(size)
-		if l := ar.large[n]; len(l) > 0 {
-			ar.large[n] = l[:len(l)-1]
-			return l[len(l)-1], true, true
-		}
-		return 0, false, false
+		return ar.takeLarge(size)
 	}
 	c := classOf(size)
+	if off, ok := ar.fromMag(c, align); ok {
+		return off, true, true
+	}
+	return ar.takeListed(c, align)
+}
+
+// takeLarge takes a free run of whole chunks for a large block of size bytes.
+func (ar *arena) takeLarge(size uint64) (off uint64, recycled, ok bool) {
+	n := ar.chunksFor(size)
+	if l := ar.large[n]; len(l) > 0 {
+		ar.large[n] = l[:len(l)-1]
+		return l[len(l)-1], true, true
+	}
+	return 0, false, false
+}
+
+// takeListed is take of a block of class c once the magazine had none: the free lists, else
+// the current chunk.
+func (ar *arena) takeListed(c int, align uint64) (off uint64, recycled, ok bool) {
 	if off, ok := ar.pop(c, align); ok {
 		return off, true, true
 	}

@@ -73,7 +73,10 @@
 // announcement (for a lone writer, all of them). Allocation scans when Options.ScanInterval
 // has passed, or when it needs a new chunk once 256 blocks were retired since the last scan
 // (a scan per chunk at most): a lone writer then reuses a block a few hundred allocations
-// after retiring it, its lines still in the CPU's caches. A stalled reader holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
+// after retiring it, its lines still in the CPU's caches. The blocks a scan makes reusable go
+// to a magazine per size class, which allocation takes from first: free blocks, but left out of
+// the per-chunk accounting of free bytes until something needs it (rebuilding chunks, a
+// handover record, Absorb), so a block's way back to its retirer costs an append and a pop. A stalled reader holds reuse back for its lease ([Allocator.Renew] extends it); a crashed reader's lease
 // expires and scans clear it. A reader paused past its lease gets [ErrPinExpired] from Unpin
 // and must retry. Leases assume clocks and verb delivery within Options.ClockSkew. If the home
 // node is down (with replicated metadata: a majority of the metadata nodes), pins and scans

@@ -31,8 +31,13 @@ type epochState struct {
 }
 
 // retired is a block waiting for every client that could reach it to leave its epoch.
+//
+// It names its arena by node (or sym) rather than by pointer: the list, appended to by every
+// Retire and rewritten by every scan, then holds no pointer, so neither costs a write barrier
+// and the garbage collector never scans it.
 type retired struct {
-	ar   *arena
+	node farmem.NodeID // the arena's node, unless sym
+	sym  bool          // a block of the symmetric area
 	off  uint64
 	size uint64
 	// tag is an epoch at least the global epoch when the block was unlinked: the block is
@@ -132,14 +137,20 @@ func (a *Allocator) announce(ctx context.Context, now farmem.Time) error {
 		return a.announceRep(ctx, now)
 	}
 	ep := &a.ep
-	buf := make([]byte, 8)
+	// The buffer and batch are kept from announcement to announcement, as scan's are (a
+	// failed batch drops them: a transport may still complete it into them later).
+	if a.annBatch == nil {
+		a.annBuf, a.annBatch = make([]byte, 8), &farmem.Batch{}
+	}
+	buf, b := a.annBuf, a.annBatch
 	for range maxAnnounce {
 		e, deadline := ep.cached, now.Add(a.opts.Lease)
 		w := encodeSlot(e, deadline)
-		var b farmem.Batch
+		b.Reset()
 		b.MaskedCAS(a.slotAddr, 0, 0, w, math.MaxUint64)
 		b.Read(a.epochAddr, buf)
-		if err := a.m.Do(ctx, &b); err != nil {
+		if err := a.m.Do(ctx, b); err != nil {
+			a.annBuf, a.annBatch = nil, nil
 			ep.announced = false
 			return fmt.Errorf("alloc: announce epoch %d: %w", e, err)
 		}
@@ -165,12 +176,36 @@ func (a *Allocator) valid(now farmem.Time) bool {
 	return ep.announced && !ep.lapsed && now <= ep.deadline.Add(-a.opts.ClockSkew)
 }
 
+// quiet reports whether the announcement is valid at now and younger than Refresh: a pin then
+// writes no announcement, and an unpin has nothing to report or withdraw.
+func (a *Allocator) quiet(now farmem.Time) bool {
+	return a.valid(now) && now.Sub(a.ep.annAt) < a.opts.Refresh
+}
+
 // Unpin ends the section Pin started. At the outermost Unpin, if the lease ran out during the
 // section, it returns ErrPinExpired: blocks read in the section may have been reused, and the
 // operation must be retried. If the announcement is older than Refresh it is withdrawn with one
 // unsignaled atomic (no round trip), so an idle client does not hold reuse back; otherwise
 // Unpin costs no verb.
-func (a *Allocator) Unpin() error { return a.unpin(false) }
+func (a *Allocator) Unpin() error {
+	if a.closed || a.ep.depth != 1 {
+		return a.unpin(false)
+	}
+	return a.endSection(a.rt.Now())
+}
+
+// endSection is the outermost Unpin at now, on an open allocator: unpinAt, but with no call
+// when the announcement is valid and younger than Refresh (nothing to report, nothing to
+// withdraw), the state of every section between two refreshes.
+func (a *Allocator) endSection(now farmem.Time) error {
+	ep := &a.ep
+	ep.depth = 0
+	if a.quiet(now) {
+		ep.seen = max(ep.seen, now)
+		return nil
+	}
+	return a.unpinAt(now)
+}
 
 // unpin ends a section: at the outermost one, with a fresh clock reading, or (seen) with the
 // allocator's last reading (UnpinSeen).
@@ -285,6 +320,9 @@ func (a *Allocator) Quiesce(ctx context.Context) error {
 // Cost: no verb while the client's announcement is live (pinned, or within Refresh of a pin);
 // otherwise one Read of the global epoch.
 func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) error {
+	if ar := a.arena(addr.Node()); ar != nil && !a.closed && ar.fits(addr.Offset(), size) {
+		return a.retire(ctx, ar, addr.Offset(), size)
+	}
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -302,6 +340,20 @@ func (a *Allocator) Retire(ctx context.Context, addr farmem.Addr, size uint64) e
 // bound for the unlink's own CAS. The reading also serves UnpinSeen, as Retire's does. A
 // reading at which the lease had already ended makes it read the global epoch, as Retire does.
 func (a *Allocator) RetireAt(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error {
+	// retireAt's common case, with no call (so nothing to keep across one): a valid block of
+	// an open allocator, tagged by a live announcement.
+	if ar := a.arena(addr.Node()); ar != nil && !a.closed && ar.fits(addr.Offset(), size) && a.valid(at) {
+		ep := &a.ep
+		ep.seen = max(ep.seen, at)
+		ep.retired = append(ep.retired, retired{node: addr.Node(), off: addr.Offset(), size: size, tag: ep.annE + 1, sec: ep.section})
+		a.stats.Retires++
+		return nil
+	}
+	return a.retireAtSlow(ctx, addr, size, at)
+}
+
+// retireAtSlow is RetireAt but for its common case.
+func (a *Allocator) retireAtSlow(ctx context.Context, addr farmem.Addr, size uint64, at farmem.Time) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -334,30 +386,38 @@ func (a *Allocator) retire(ctx context.Context, ar *arena, off, size uint64) err
 // retireAt is retire with the clock reading now (RetireAt's contract when it is not fresh).
 func (a *Allocator) retireAt(ctx context.Context, ar *arena, off, size uint64, now farmem.Time) error {
 	ep := &a.ep
-	var tag uint64
 	ep.seen = max(ep.seen, now)
-	if a.valid(now) {
-		tag = ep.annE + 1
-	} else if a.rep != nil {
-		g, err := a.readEpochRep(ctx)
-		if err != nil {
+	tag := ep.annE + 1
+	if !a.valid(now) {
+		var err error
+		if tag, err = a.readEpoch(ctx); err != nil {
 			return fmt.Errorf("alloc: retire: read epoch: %w", err)
 		}
-		tag = g
-		ep.cached = max(ep.cached, tag)
-		a.stats.Epoch = ep.cached
+	}
+	ep.retired = append(ep.retired, retired{node: ar.bump.Node(), sym: ar.sym, off: off, size: size, tag: tag, sec: ep.section})
+	a.stats.Retires++
+	return nil
+}
+
+// readEpoch reads the global epoch (with replicated metadata, the largest of a majority's
+// copies), for a retire outside a live announcement, and caches it.
+func (a *Allocator) readEpoch(ctx context.Context) (uint64, error) {
+	var g uint64
+	if a.rep != nil {
+		var err error
+		if g, err = a.readEpochRep(ctx); err != nil {
+			return 0, err
+		}
 	} else {
 		buf := make([]byte, 8)
 		if err := a.m.Read(ctx, a.epochAddr, buf); err != nil {
-			return fmt.Errorf("alloc: retire: read epoch: %w", err)
+			return 0, err
 		}
-		tag = le64(buf)
-		ep.cached = max(ep.cached, tag)
-		a.stats.Epoch = ep.cached
+		g = le64(buf)
 	}
-	ep.retired = append(ep.retired, retired{ar: ar, off: off, size: size, tag: tag, sec: ep.section})
-	a.stats.Retires++
-	return nil
+	a.ep.cached = max(a.ep.cached, g)
+	a.stats.Epoch = a.ep.cached
+	return g, nil
 }
 
 // Reclaim scans the epoch table now and makes reusable every retired block that no live client
@@ -419,25 +479,35 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
 	advance := true
 	var post *farmem.Batch // made only when there is something to post
-	for i := range a.slots {
-		w := le64(tbuf[8*i:])
-		if w == 0 {
-			continue
-		}
-		if expiredAt(w, now, a.opts.ClockSkew) {
-			if post == nil {
-				post = &farmem.Batch{}
+	for lo := 0; lo < a.slots; lo += 8 {
+		hi := min(lo+8, a.slots)
+		// Most slots are empty (ids not in use, idle clients): eight at a time, one test.
+		if hi-lo == 8 {
+			q := tbuf[8*lo : 8*lo+64 : 8*lo+64]
+			if le64(q)|le64(q[8:])|le64(q[16:])|le64(q[24:])|le64(q[32:])|le64(q[40:])|le64(q[48:])|le64(q[56:]) == 0 {
+				continue
 			}
-			post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
-			continue
 		}
-		e := decodeEpoch(g, uint32(w>>32))
-		horizon = min(horizon, e)
-		if uint64(i)+1 != uint64(a.id) {
-			others = min(others, e)
-		}
-		if e < g {
-			advance = false
+		for i := lo; i < hi; i++ {
+			w := le64(tbuf[8*i:])
+			if w == 0 {
+				continue
+			}
+			if expiredAt(w, now, a.opts.ClockSkew) {
+				if post == nil {
+					post = &farmem.Batch{}
+				}
+				post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
+				continue
+			}
+			e := decodeEpoch(g, uint32(w>>32))
+			horizon = min(horizon, e)
+			if uint64(i)+1 != uint64(a.id) {
+				others = min(others, e)
+			}
+			if e < g {
+				advance = false
+			}
 		}
 	}
 	if advance {
@@ -479,18 +549,54 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 func (a *Allocator) reuseBelow(horizon, others uint64) int {
 	ep := &a.ep
 	freed := 0
-	kept := ep.retired[:0]
-	for _, r := range ep.retired {
-		if r.tag < horizon || (r.tag < others && (ep.depth == 0 || r.sec != ep.section)) {
-			r.ar.put(r.off, r.size)
-			freed++
-		} else {
-			kept = append(kept, r)
-		}
+	rs := ep.retired
+	kept := rs[:0] // written at or behind the entry read: the list is compacted in place
+	// Outside a section, every block was retired outside the current one.
+	section := ep.section
+	if ep.depth == 0 {
+		section = 0
 	}
-	clear(ep.retired[len(kept):])
+	for i := 0; i < len(rs); {
+		r := &rs[i]
+		if !reusable(r, horizon, others, section) {
+			kept = append(kept, *r)
+			i++
+			continue
+		}
+		ar := a.sym
+		if !r.sym {
+			ar = a.arenas[r.node]
+		}
+		if r.size > ar.maxSmall {
+			ar.put(r.off, r.size) // a large block goes to the free runs
+			freed++
+			i++
+			continue
+		}
+		// A small block goes to its class's magazine (see arena.mag), with the run of
+		// reusable blocks of its arena and size that follows it (a writer's retired list is
+		// mostly one such run): the slice is held here while the run lasts.
+		node, sym, size, c := r.node, r.sym, r.size, classOf(r.size)
+		mag := ar.mag[c]
+		for ; i < len(rs); i++ {
+			r := &rs[i]
+			if r.node != node || r.sym != sym || r.size != size || !reusable(r, horizon, others, section) {
+				break
+			}
+			mag = append(mag, r.off)
+			freed++
+		}
+		ar.mag[c] = mag
+		ar.magged = true
+	}
 	ep.retired = kept
 	ep.lastFreed, ep.keptAtScan = freed, len(kept)
 	a.stats.Reclaimed += uint64(freed)
 	return freed
+}
+
+// reusable is reuseBelow's rule for one retired block: tagged below horizon, or below others
+// and retired outside section (0: outside any).
+func reusable(r *retired, horizon, others, section uint64) bool {
+	return r.tag < horizon || (r.tag < others && (section == 0 || r.sec != section))
 }

@@ -38,6 +38,7 @@ func (a *Allocator) Adopted() Adoption { return a.adoption }
 func (a *Allocator) snapshot() *handover {
 	h := &handover{}
 	add := func(node farmem.NodeID, ar *arena) {
+		ar.settle() // the magazine's blocks are free blocks of the record
 		s := arenaState{node: node, cur: ar.cur, end: ar.end, spare: slices.Clone(ar.spare), small: map[int][]blockRun{}}
 		if s.cur == s.end {
 			s.cur, s.end = 0, 0
@@ -67,9 +68,9 @@ func (a *Allocator) snapshot() *handover {
 	}
 	h.arenas = slices.DeleteFunc(h.arenas, func(s arenaState) bool { return s.empty() })
 	for _, r := range a.ep.retired {
-		node := farmem.NodeID(0)
-		if !r.ar.sym {
-			node = r.ar.bump.Node()
+		node := r.node
+		if r.sym {
+			node = 0
 		}
 		h.retired = append(h.retired, retiredState{node: node, off: r.off, size: r.size, tag: r.tag})
 	}
@@ -756,7 +757,7 @@ func (a *Allocator) apply(h *handover, ad *Adoption) {
 			ad.Relayed++
 			continue
 		}
-		a.ep.retired = append(a.ep.retired, retired{ar: ar, off: r.off, size: r.size, tag: r.tag})
+		a.ep.retired = append(a.ep.retired, retired{node: r.node, sym: r.node == 0, off: r.off, size: r.size, tag: r.tag})
 		ad.Retired++
 	}
 }

@@ -35,9 +35,21 @@ func (a *Allocator) PinAt(ctx context.Context, now farmem.Time) error {
 // one costs the section after it a retry (the retry's PinCoarse, at Unpin's fresh reading,
 // refreshes). It also refreshes whenever the lease has run out by that reading, so retries end.
 func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
+	// The common case, with no call: the outermost pin of an open allocator whose
+	// announcement needs no refresh (quiet implies not lapsed).
+	if ep := &a.ep; !a.closed && ep.depth == 0 && a.quiet(ep.seen) {
+		ep.depth = 1
+		ep.section++
+		return ep.seen, nil
+	}
+	return a.pinCoarse(ctx)
+}
+
+// pinCoarse is PinCoarse but for its common case.
+func (a *Allocator) pinCoarse(ctx context.Context) (farmem.Time, error) {
 	ep := &a.ep
-	if outer, err := a.nestPin(); !outer {
-		if err != nil {
+	if a.closed || ep.depth != 0 {
+		if _, err := a.nestPin(); err != nil {
 			return 0, err
 		}
 		return ep.seen, nil
@@ -61,7 +73,17 @@ func (a *Allocator) PinCoarse(ctx context.Context) (farmem.Time, error) {
 // section; the announcement's refresh and withdrawal are decided by the same reading. On a
 // section whose last access came after the latest reading its verdict could miss an expiry:
 // call Unpin there.
-func (a *Allocator) UnpinSeen() error { return a.unpin(true) }
+func (a *Allocator) UnpinSeen() error {
+	// endSection's common case, with no call (its seen = max(seen, seen) changes nothing).
+	if ep := &a.ep; !a.closed && ep.depth == 1 && a.quiet(ep.seen) {
+		ep.depth = 0
+		return nil
+	}
+	if a.closed || a.ep.depth != 1 {
+		return a.unpin(true)
+	}
+	return a.endSection(a.ep.seen)
+}
 
 // NoteClock tells the allocator of a reading of its runtime's clock that the caller took
 // (Runtime.Now, on this allocator's Memory), so that the next PinCoarse and UnpinSeen may use it

@@ -40,14 +40,15 @@ func (ar *arena) unlist(off, n uint64) {
 	ar.listed -= min(n, ar.listed)
 }
 
-// coalesce turns every chunk whose bytes are all free (in the free lists, or in the free lists
-// and the uncarved rest of the current chunk) back into a spare chunk, which any size class
+// coalesce turns every chunk whose bytes are all free (in the free lists or the magazine, or in
+// those and the uncarved rest of the current chunk) back into a spare chunk, which any size class
 // can carve again; with force (the arena is out of chunks) it also breaks free runs of chunks
 // into spares. A pass costs no verb and time linear in the free blocks held, so unless forced
 // it runs only when at least a chunk's worth of blocks, and half of what the lists hold, was
 // freed since the last pass. forget is called on each chunk made spare (its words lose any
 // atomic use, as a recycled block's do).
 func (ar *arena) coalesce(force bool, forget func(off, n uint64)) int {
+	ar.settle() // the magazine's blocks count too
 	due := ar.sincePass > 0 && (force || (ar.listed >= ar.chunk && ar.sincePass >= max(ar.chunk, ar.listed/2)))
 	found := 0
 	if due {

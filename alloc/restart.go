@@ -27,6 +27,10 @@ import (
 //     it is; Reformat formats it). A retired block of the old incarnation is never freed into
 //     the new one.
 //
+// On a transport whose Memory does not implement farmem.Restarts (cxl, sim), farmem.StatusOf
+// reports every node up at incarnation 0 for ever, so none of this can happen: placement then
+// asks for no status at all (Allocator.restartable).
+//
 // What this does not cover: a handover record written before the restart and adopted by a New
 // after it may still name blocks of the old incarnation (the record does not carry
 // incarnations); and without replicated metadata the home node is a single point of failure:
@@ -108,7 +112,7 @@ func (a *Allocator) forgetNode(n farmem.NodeID) {
 	}
 	a.arenas[n] = newArena(old.name, false, old.bump, old.base, old.limit, old.chunk, old.st)
 	a.arenas[n].forget = a.forgetter(a.arenas[n])
-	a.ep.retired = slices.DeleteFunc(a.ep.retired, func(r retired) bool { return r.ar == old })
+	a.ep.retired = slices.DeleteFunc(a.ep.retired, func(r retired) bool { return !r.sym && r.node == n })
 	a.foreign = slices.DeleteFunc(a.foreign, func(s arenaState) bool { return s.node == n })
 	a.foreignRetired = slices.DeleteFunc(a.foreignRetired, func(r retiredState) bool { return r.node == n })
 	a.stats.Forgotten++
