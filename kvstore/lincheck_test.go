@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/lincheck"
+	"github.com/farmem/farmem/farmem/local"
 	"github.com/farmem/farmem/kvstore"
 	"github.com/farmem/farmem/kvstore/kvstoretest"
 )
@@ -73,6 +75,33 @@ func TestLinearizableTwoStores(t *testing.T) {
 	w := mix
 	w.ops *= stressScale()
 	require.NoError(t, lincheckLocal(t, w, 2, 4, 2, nil))
+}
+
+// TestLinearizableStraightPuts: TestLinearizableTwoStores on a few keys, mostly Puts and
+// Updates, with the stores' default synchronizer (CIDER) and address caches: changes through
+// entries take the straight path, and some of them go back to the general loop (a stale entry,
+// or a commit step that did not commit), under tearing and jitter; the history must be
+// linearizable.
+func TestLinearizableStraightPuts(t *testing.T) {
+	t.Parallel()
+	w := workload{keys: 6, ops: 300 * stressScale(), get: 30, insert: 5, update: 25, put: 30, maxVal: 64, unknown: 4}
+	f := kvstoretest.NewLocal(t, local.Options{Shape: local.Shape{MemoryNodes: 2, ComputeNodes: 2}, Tearing: true, Jitter: 5 * time.Microsecond, Seed: 5})
+	stores := make([]*kvstore.Store, 2)
+	for i := range stores {
+		stores[i] = kvstoretest.OpenStore(t, f, kvstore.Options{Alloc: kvstoretest.QuietAlloc,
+			Nodes: []farmem.NodeID{farmem.ComputeID(1 + i%2).Node(), farmem.ComputeID(2 - i%2).Node()}})
+	}
+	require.NoError(t, lincheckStores(t, f.Runtime(), w, stores, 4))
+	var straight, handovers uint64
+	for _, s := range stores {
+		for _, st := range kvstore.IdleRaceStats(s) {
+			straight += st.Straight
+			handovers += st.StraightHandovers
+		}
+	}
+	t.Logf("straight %d, handed over %d", straight, handovers)
+	require.NotZero(t, straight, "no change took the straight path")
+	require.NotZero(t, handovers, "no straight change went on in the general loop")
 }
 
 // TestLinearizableSyncs: every synchronizer, on a few hot keys (contended updates and deletes),

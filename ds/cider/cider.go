@@ -119,6 +119,15 @@ func (s *CIDER) Plan(kind ptrsync.Kind, key uint64) ptrsync.Plan {
 	return ptrsync.Plan{DeferWrite: pess && kind == ptrsync.Update}
 }
 
+var _ ptrsync.Straight = (*CIDER)(nil)
+
+// PlanStraight implements ptrsync.Straight: Plan, and whether the operation is routed
+// lock-free (its Commit is then Execute from the Target's Old word).
+func (s *CIDER) PlanStraight(kind ptrsync.Kind, key uint64) (ptrsync.Plan, bool) {
+	p := s.Plan(kind, key)
+	return p, !s.op.info.Pessimistic
+}
+
 // Commit implements ptrsync.Synchronizer.
 func (s *CIDER) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, error) {
 	var res ptrsync.Result
@@ -131,6 +140,26 @@ func (s *CIDER) Commit(ctx context.Context, t ptrsync.Target) (ptrsync.Result, e
 	} else {
 		res, err = s.pessimistic(ctx, t)
 	}
+	return s.finish(res, err)
+}
+
+// CommitStraight implements ptrsync.Straight: the optimistic Commit (ptrsync.ExecuteStep from
+// the structure's first step), counted as Commit counts it. An operation Plan routed through
+// the lock is refused (Retry and an error wrapping farmem.ErrInvalid), with nothing counted.
+func (s *CIDER) CommitStraight(ctx context.Context, t ptrsync.Target, step ptrsync.Step) (ptrsync.Result, error) {
+	info := &s.op.info
+	if info.Pessimistic {
+		return ptrsync.Result{Outcome: ptrsync.Retry}, fmt.Errorf("cider: straight commit of an operation routed through the lock: %w", farmem.ErrInvalid)
+	}
+	res, _, fails, err := ptrsync.ExecuteStep(ctx, t, step, &s.stats.Stats, s.onFail)
+	info.Retries += fails
+	return s.finish(res, err)
+}
+
+// finish counts a Commit's result: its statistics and, for a finished update under Auto, the
+// credits (Algorithm 1's bookkeeping).
+func (s *CIDER) finish(res ptrsync.Result, err error) (ptrsync.Result, error) {
+	info := &s.op.info
 	s.stats.Finish(res)
 	if res.Outcome == ptrsync.Retry || err != nil {
 		return res, err

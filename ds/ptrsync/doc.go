@@ -24,6 +24,13 @@
 //   - an error: the outcome is unknown (a node went down, the context ended). The structure
 //     reports it and leaks, rather than frees, the new block.
 //
+// A synchronizer may also offer Straight: PlanStraight tells the structure that the operation's
+// Commit would be Execute from Old and nothing else, and the structure may then make Execute's
+// first step itself (the deadline check, then the CAS from Old, with concrete calls rather than
+// the Target's methods) and hand it to CommitStraight in place of that Commit, which counts it
+// as Commit would and continues a lost CAS as Execute would (ExecuteStep). Later Commits of the
+// operation go through Commit. ds/race's cached Update uses it.
+//
 // # What a synchronizer promises
 //
 //   - Every change of the pointer is a CAS (Target.Install) whose expected value is a word read

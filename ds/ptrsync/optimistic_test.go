@@ -89,16 +89,7 @@ func newWord(t *testing.T) *word {
 // Installs and Sames, the client's round trips (one per Install here) and the counters.
 func TestOptimisticOutcomes(t *testing.T) {
 	ctx := context.Background()
-	cases := []struct {
-		name             string
-		race             []uint64 // what the competitor installs before each CAS
-		pastDeadline     bool
-		out              ptrsync.Outcome
-		installs, sames  int
-		failed           uint64
-		severe           uint64
-		replacedIsLatest bool
-	}{
+	cases := []outcomeCase{
 		{name: "uncontended", out: ptrsync.Committed, installs: 1},
 		{name: "after 1 failed CAS", race: []uint64{7<<32 | 2}, out: ptrsync.Committed, installs: 2, sames: 1, failed: 1},
 		{name: "after 2 failed CASes", race: []uint64{7<<32 | 2, 7<<32 | 3}, out: ptrsync.Committed, installs: 3, sames: 2, failed: 2, severe: 1},
@@ -107,38 +98,77 @@ func TestOptimisticOutcomes(t *testing.T) {
 		{name: "past the deadline", pastDeadline: true, out: ptrsync.Retry},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			w := newWord(t)
-			w.race = c.race
-			if c.pastDeadline {
-				w.deadline = w.m.Runtime().Now() - 1
+		for _, straight := range []bool{false, true} {
+			name := c.name
+			if straight {
+				name += ", straight"
 			}
-			o := ptrsync.NewOptimistic()
-			require.Zero(t, o.LockSize())
-			require.Equal(t, ptrsync.Plan{}, o.Plan(ptrsync.Update, w.key), "the block is written early, no entry read")
-			before := w.m.Stats()
-			res, err := o.Commit(ctx, w)
-			require.NoError(t, err)
-			d := w.m.Stats().Sub(before)
-			require.Equal(t, c.out, res.Outcome)
-			require.Equal(t, c.installs, w.installs, "Installs")
-			require.Equal(t, c.sames, w.sames, "Sames")
-			require.Equal(t, uint64(c.installs), d.RoundTrips, "round trips: one per Install")
-			s := o.Stats()
-			require.Equal(t, ptrsync.Stats{Commits: 1, Retries: b2u(c.out == ptrsync.Retry), Optimistic: b2u(c.out != ptrsync.Retry),
-				CASes: uint64(c.installs), FailedCAS: c.failed, Severe: c.severe}, s)
-			require.Equal(t, int(c.failed), o.Last().Retries)
-			if c.out == ptrsync.Committed {
-				// Replaced is the last word the CAS expected: Old, or the competitor's last.
-				want := w.old
-				if len(c.race) > 0 {
-					want = c.race[len(c.race)-1]
-				}
-				require.Equal(t, want, res.Replaced)
-				require.Equal(t, w.key<<32|w.version, w.read(ctx))
-				require.Equal(t, ptrsync.Committed, o.Last().Outcome)
-			}
-		})
+			t.Run(name, func(t *testing.T) { optimisticOutcome(ctx, t, c, straight) })
+		}
+	}
+}
+
+// outcomeCase is a row of TestOptimisticOutcomes.
+type outcomeCase = struct {
+	name             string
+	race             []uint64 // what the competitor installs before each CAS
+	pastDeadline     bool
+	out              ptrsync.Outcome
+	installs, sames  int
+	failed           uint64
+	severe           uint64
+	replacedIsLatest bool
+}
+
+// optimisticOutcome runs c through Commit or, straight, through PlanStraight and
+// CommitStraight with the first step (the deadline check and the CAS from Old) made here, as a
+// structure makes it: either way the outcome, the verbs and the counters are c's.
+func optimisticOutcome(ctx context.Context, t *testing.T, c outcomeCase, straight bool) {
+	w := newWord(t)
+	w.race = c.race
+	if c.pastDeadline {
+		w.deadline = w.m.Runtime().Now() - 1
+	}
+	o := ptrsync.NewOptimistic()
+	require.Zero(t, o.LockSize())
+	before := w.m.Stats()
+	var res ptrsync.Result
+	var err error
+	if straight {
+		p, ok := o.PlanStraight(ptrsync.Update, w.key)
+		require.True(t, ok, "every optimistic commit is straight")
+		require.Equal(t, ptrsync.Plan{}, p)
+		s := ptrsync.Step{Old: w.old, Checked: w.m.Runtime().Now()}
+		if s.Late = s.Checked > w.deadline; !s.Late {
+			s.Found, s.New, s.Err = w.Install(ctx, w.old)
+		}
+		res, err = o.CommitStraight(ctx, w, s)
+		if c.out == ptrsync.Committed && len(c.race) == 0 {
+			require.Equal(t, s.Checked, res.CheckedAt, "the step's reading")
+		}
+	} else {
+		require.Equal(t, ptrsync.Plan{}, o.Plan(ptrsync.Update, w.key), "the block is written early, no entry read")
+		res, err = o.Commit(ctx, w)
+	}
+	require.NoError(t, err)
+	d := w.m.Stats().Sub(before)
+	require.Equal(t, c.out, res.Outcome)
+	require.Equal(t, c.installs, w.installs, "Installs")
+	require.Equal(t, c.sames, w.sames, "Sames")
+	require.Equal(t, uint64(c.installs), d.RoundTrips, "round trips: one per Install")
+	s := o.Stats()
+	require.Equal(t, ptrsync.Stats{Commits: 1, Retries: b2u(c.out == ptrsync.Retry), Optimistic: b2u(c.out != ptrsync.Retry),
+		CASes: uint64(c.installs), FailedCAS: c.failed, Severe: c.severe}, s)
+	require.Equal(t, int(c.failed), o.Last().Retries)
+	if c.out == ptrsync.Committed {
+		// Replaced is the last word the CAS expected: Old, or the competitor's last.
+		want := w.old
+		if len(c.race) > 0 {
+			want = c.race[len(c.race)-1]
+		}
+		require.Equal(t, want, res.Replaced)
+		require.Equal(t, w.key<<32|w.version, w.read(ctx))
+		require.Equal(t, ptrsync.Committed, o.Last().Outcome)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/ds/ptrsync"
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/farmemtest"
@@ -127,10 +128,15 @@ func TestAddressCacheChange(t *testing.T) {
 	update(c, 2, race.CachedUpdateRoundTrips, "the insert's entry")
 	update(c, 3, race.CachedUpdateRoundTrips, "the entry of its own update")
 	require.Equal(t, uint64(2), c.tab.Stats().ChangeHits)
+	require.Equal(t, uint64(2), c.tab.Stats().Straight, "updates through entries take the straight path")
 	update(o, 4, race.UpdateRoundTrips, "another handle, with no entry")
+	require.Zero(t, o.tab.Stats().Straight, "an update with no entry takes the general path")
 	update(c, 5, race.CachedUpdateRoundTrips-1+race.UpdateRoundTrips, "a stale entry's round trip, then the lookup")
 	require.Equal(t, uint64(1), c.tab.Stats().ChangeStale)
+	require.Equal(t, uint64(1), c.tab.Stats().StraightHandovers, "the stale entry's update went on in the general loop")
 	update(c, 6, race.CachedUpdateRoundTrips, "the lookup's entry")
+	require.Equal(t, uint64(4), c.tab.Stats().Straight)
+	require.Equal(t, uint64(1), c.tab.Stats().StraightHandovers)
 
 	old := entry(6)
 	require.Equal(t, uint64(race.CachedDeleteRoundTrips), rtts(c, func() { require.NoError(t, c.tab.Delete(ctx, key(1))) }))
@@ -147,6 +153,72 @@ func TestAddressCacheChange(t *testing.T) {
 		require.ErrorIs(t, c.tab.Delete(ctx, key(1)), race.ErrNotFound)
 	}), "a stale entry's round trip, then the lookup finds nothing")
 	require.Equal(t, uint64(2), c.tab.Stats().ChangeStale)
+}
+
+// TestStraightUpdateLosesCAS: an Update through its key's entry (the straight path) whose CAS
+// another handle's change beats. Over a newer block of the key, the synchronizer's continuation
+// confirms it and CASes again: the update commits, with one failed CAS and no hand-over. Over a
+// slot a delete emptied, the commit step retries and the change goes back to the general loop,
+// which looks the key up again and finds it gone. The verbs are the general path's: the failed
+// CAS costs its round trip and the winner's block read, the retry a lookup.
+func TestStraightUpdateLosesCAS(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	sync := ptrsync.NewOptimistic()
+	opts := race.Options{Invalidate: true, AddressCache: 100}
+	o := e.open(t, 1, opts)
+	p := e.open(t, 2, race.Options{})
+	// beat, when set, runs (once) before the next verb of c's that holds a CAS.
+	var beat func()
+	copts := opts
+	copts.Sync = sync
+	c := e.openWith(t, 0, copts, func(m farmem.Memory) farmem.Memory {
+		return &farmemtest.Interposer{Memory: m, Before: func(_ context.Context, v farmemtest.Verb) {
+			if beat == nil {
+				return
+			}
+			for _, op := range v.Batch.Ops {
+				if op.Kind == farmem.OpCAS {
+					f := beat
+					beat = nil
+					f()
+					return
+				}
+			}
+		}}
+	})
+	require.NoError(t, c.tab.Insert(ctx, key(1), val(1, 40)))
+	require.NoError(t, o.tab.Insert(ctx, key(2), val(2, 40)))
+	value := func() uint64 {
+		t.Helper()
+		v, err := p.tab.Search(ctx, key(1))
+		require.NoError(t, err)
+		return unval(v)
+	}
+
+	st, ss := c.tab.Stats(), sync.Stats()
+	beat = func() { require.NoError(t, o.tab.Update(ctx, key(1), val(2, 40))) }
+	rt := rtts(c, func() { require.NoError(t, c.tab.Update(ctx, key(1), val(3, 40))) })
+	require.Nil(t, beat, "the update made no CAS")
+	require.Equal(t, uint64(3), value(), "the straight update committed over the newer block")
+	require.Equal(t, uint64(race.CachedUpdateRoundTrips+2), rt, "the lost CAS's round trip, the winner's block read, the CAS")
+	d, sd := c.tab.Stats(), sync.Stats().Sub(ss)
+	require.Equal(t, st.Straight+1, d.Straight)
+	require.Equal(t, st.StraightHandovers, d.StraightHandovers, "the synchronizer's continuation committed: no hand-over")
+	require.Equal(t, st.Conflicts+1, d.Conflicts)
+	require.Equal(t, ptrsync.Stats{Commits: 1, Optimistic: 1, CASes: 2, FailedCAS: 1}, sd)
+
+	st, ss = d, sync.Stats()
+	beat = func() { require.NoError(t, o.tab.Delete(ctx, key(1))) }
+	rt = rtts(c, func() { require.ErrorIs(t, c.tab.Update(ctx, key(1), val(4, 40)), race.ErrNotFound) })
+	require.Nil(t, beat, "the update made no CAS")
+	require.Equal(t, uint64(race.CachedUpdateRoundTrips+race.AbsentRoundTrips), rt, "the lost CAS, then a lookup that finds nothing")
+	d, sd = c.tab.Stats(), sync.Stats().Sub(ss)
+	require.Equal(t, st.Straight+1, d.Straight)
+	require.Equal(t, st.StraightHandovers+1, d.StraightHandovers, "the retry went on in the general loop")
+	require.Equal(t, ptrsync.Stats{Commits: 1, Retries: 1, CASes: 1, FailedCAS: 1}, sd)
+	_, err := p.tab.Search(ctx, key(1))
+	require.ErrorIs(t, err, race.ErrNotFound)
 }
 
 // TestAddressCacheVolatile: a key another handle keeps updating makes the reader's entry stale

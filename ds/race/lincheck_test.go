@@ -151,6 +151,8 @@ func addStats(a, b race.Stats) race.Stats {
 	a.CacheStale += b.CacheStale
 	a.ChangeHits += b.ChangeHits
 	a.ChangeStale += b.ChangeStale
+	a.Straight += b.Straight
+	a.StraightHandovers += b.StraightHandovers
 	return a
 }
 

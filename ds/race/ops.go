@@ -783,7 +783,13 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 	// The section ends here whatever changePinned returns (no deferred closure on the path of
 	// every change): with unpinSeen after a committed change's retire, which read or was
 	// handed the clock after the last access.
-	retired, err := t.changePinned(ctx, kind, key, value, cond, op, &ce, ae, cached, skipped)
+	var retired bool
+	var err error
+	if cached && kind == ptrsync.Update && cond == nil && t.straight != nil {
+		retired, err = t.updateStraight(ctx, key, value, op, &ce, ae)
+	} else {
+		retired, err = t.changePinned(ctx, kind, key, value, cond, op, &ce, ae, cached, skipped)
+	}
 	if retired {
 		t.unpinSeen()
 	} else {
@@ -798,15 +804,24 @@ func (t *Table) change(ctx context.Context, kind ptrsync.Kind, key, value []byte
 // block (its clock reading then serves the unpin).
 func (t *Table) changePinned(ctx context.Context, kind ptrsync.Kind, key, value []byte, cond *[]byte, op *opState,
 	ce *acEntry, ae *acEntry, cached, skipped bool) (retired bool, _ error) {
-	c := &t.scr.change
-	// The slot's fields (subtable to oldValid) are all set before each Commit below; a
-	// literal assignment of the whole struct cost the Put some 3% of its CPU time.
-	c.kind, c.key, c.value, c.t, c.op, c.blk = kind, key, value, t, op, nil
-	var target ptrsync.Target = c
-	if cond != nil {
-		target = condDelete{change: c, want: *cond}
-	}
+	c := t.changeOf(kind, key, value, op)
 	plan := t.sync.Plan(kind, op.k.identity())
+	return t.changePlanned(ctx, c, cond, op, ce, ae, cached, skipped, plan)
+}
+
+// changeOf returns the scratch's change for an operation of kind on key (value: an Update's),
+// with no block yet. The fields of the slot (subtable to oldValid) are set before each
+// Commit; a literal assignment of the whole struct cost the Put some 3% of its CPU time.
+func (t *Table) changeOf(kind ptrsync.Kind, key, value []byte, op *opState) *change {
+	c := &t.scr.change
+	c.kind, c.key, c.value, c.t, c.op, c.blk = kind, key, value, t, op, nil
+	return c
+}
+
+// changePlanned is changePinned once the synchronizer has planned the operation: the new
+// block made (unless the plan defers its write), then the attempts (changeLoop).
+func (t *Table) changePlanned(ctx context.Context, c *change, cond *[]byte, op *opState,
+	ce *acEntry, ae *acEntry, cached, skipped bool, plan ptrsync.Plan) (retired bool, _ error) {
 	plan.Prefetch = plan.Prefetch && t.lockSize > 0
 	// A plan that wants the lock entry read with the lookup takes the lookup (a volatile
 	// entry's skip is counted only where the entry would have been used).
@@ -815,39 +830,56 @@ func (t *Table) changePinned(ctx context.Context, kind ptrsync.Kind, key, value 
 		t.stats.CacheSkips++
 	}
 	var pre *newBlock
-	if kind == ptrsync.Update && !plan.DeferWrite {
-		nb, err := t.makeBlock(ctx, op, value, 0)
+	if c.kind == ptrsync.Update && !plan.DeferWrite {
+		nb, err := t.makeBlock(ctx, op, c.value, 0)
 		if err != nil {
 			return false, err
 		}
 		c.blk = nb
 		pre = nb
 	}
+	return t.changeLoop(ctx, c, cond, op, ce, ae, cached, plan, pre, 0, false)
+}
+
+// changeLoop makes the attempts of a change c, from attempt first: each looks the key up (the
+// first through the address-cache entry ce when cached) and commits through the synchronizer,
+// until one commits or fails. pre is the new block if it is yet to be written (with the next
+// look). looked says that attempt 0's look through the entry was made already, and missed
+// (updateStraight hands over so): attempt 0 then begins with the lookup, its counts made.
+func (t *Table) changeLoop(ctx context.Context, c *change, cond *[]byte, op *opState,
+	ce *acEntry, ae *acEntry, cached bool, plan ptrsync.Plan, pre *newBlock, first int, looked bool) (retired bool, _ error) {
+	kind := c.kind
+	var target ptrsync.Target = c
+	if cond != nil {
+		target = condDelete{change: c, want: *cond}
+	}
 	// v is set by changeCached (a hit) or locate before every use.
 	var v view
-	for attempt := range maxAttempts {
+	for attempt := first; attempt < maxAttempts; attempt++ {
 		j, hit := 0, false
-		if attempt == 0 && cached {
-			var err error
-			hit, err = t.changeCached(ctx, op, ce, pre, &v)
-			if err != nil {
-				t.dropBlock(ctx, c.blk)
-				return false, err
+		if attempt == 0 && !looked {
+			if cached {
+				var err error
+				hit, err = t.changeCached(ctx, op, ce, pre, &v)
+				if err != nil {
+					t.dropBlock(ctx, c.blk)
+					return false, err
+				}
+				if hit {
+					t.ac.miss(op, ae, -1)
+				} else {
+					t.ac.miss(op, ae, +1)
+				}
+				if pre != nil {
+					c.blk.written, pre = true, nil
+				}
+				if !hit {
+					t.prefetchLookup(op)
+				}
 			}
-			if hit {
-				t.ac.miss(op, ae, -1)
-			} else {
-				t.ac.miss(op, ae, +1)
+			if t.ac.size > 0 {
+				t.ac.lookedUp(!hit)
 			}
-			if pre != nil {
-				c.blk.written, pre = true, nil
-			}
-			if !hit {
-				t.prefetchLookup(op)
-			}
-		}
-		if attempt == 0 && t.ac.size > 0 {
-			t.ac.lookedUp(!hit)
 		}
 		if !hit {
 			var err error
@@ -924,23 +956,33 @@ func (t *Table) changePinned(ctx context.Context, kind ptrsync.Kind, key, value 
 			t.dropBlock(ctx, c.blk)
 			return false, nil
 		}
-		// Commit checks the deadline (the pinned section's budget) before every CAS and
-		// returns Retry past it: then re-pin, as fresh does, before looking again.
-		if ok, err := t.fresh(ctx, op); err != nil || !ok {
-			if err != nil {
-				t.dropBlock(ctx, c.blk)
-				return false, err
-			}
-			// Re-pinned: the block is written again with the next look (see Table.fresh).
-			if c.blk != nil && c.blk.written {
-				c.blk.written, pre = false, c.blk
-			}
-			continue
+		if pre, err = t.changeRetried(ctx, op, c); err != nil {
+			return false, err
 		}
-		t.stats.Conflicts++
 	}
 	t.dropBlock(ctx, c.blk)
 	return false, fmt.Errorf("race: %v: no progress after %d attempts: %w", kind, maxAttempts, ErrCorrupt)
+}
+
+// changeRetried is what a change does after a Commit of c returned Retry: Commit checks the
+// deadline (the pinned section's budget) before every CAS and returns Retry past it, so it
+// re-pins, as fresh does, before looking again; a change still within its budget lost its CAS
+// (a conflict). It returns the new block if it is to be written again with the next look (after
+// a re-pin: see Table.fresh), or the error that ends the change (its block dropped).
+func (t *Table) changeRetried(ctx context.Context, op *opState, c *change) (*newBlock, error) {
+	if ok, err := t.fresh(ctx, op); err != nil || !ok {
+		if err != nil {
+			t.dropBlock(ctx, c.blk)
+			return nil, err
+		}
+		if c.blk != nil && c.blk.written {
+			c.blk.written = false
+			return c.blk, nil
+		}
+		return nil, nil
+	}
+	t.stats.Conflicts++
+	return nil, nil
 }
 
 // stamp returns a new block's stamp: a hash of the client's id, a count of the blocks this

@@ -77,49 +77,55 @@ func (c *change) Install(ctx context.Context, expected uint64) (uint64, uint64, 
 		return 0, 0, err
 	}
 	exp := Slot(expected)
-	if !c.t.opts.Invalidate || !exp.Committed() || exp == c.old && !c.oldValid {
-		prev, err := c.t.m.CAS(ctx, c.slot, expected, uint64(nw))
-		if err != nil {
-			return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
-		}
-		if prev != expected {
-			c.t.stats.Conflicts++
-		}
-		return prev, uint64(nw), nil
+	// A word whose block is not invalidated yet (changeCached's, a lost CAS's winner, a hint)
+	// has its block invalidated before it is replaced (casSlot).
+	inv := c.t.opts.Invalidate && exp.Committed() && (exp != c.old || c.oldValid)
+	prev, err := c.t.casSlot(ctx, c.slot, exp, nw, inv)
+	if err != nil {
+		return 0, 0, err
 	}
-	// A word whose block is not invalidated yet (changeCached's, a lost CAS's winner, a hint):
-	// invalidate its block before replacing it (it was confirmed while pinned, so it is not
-	// reused). On the slot's node the write and the CAS go in one batch, in that order;
-	// elsewhere the write's round trip comes first.
-	va := exp.Addr().Add(ValidOffset)
+	if inv && exp == c.old {
+		c.oldValid = false
+	}
+	return prev, uint64(nw), nil
+}
+
+// casSlot CASes the slot at slot from exp to nw and returns the word it found, counting a
+// conflict if that is not exp. With inv it first sets the valid word of exp's block (it was
+// confirmed while pinned, so it is not reused): on the slot's node the write and the CAS go in
+// one batch, in that order; elsewhere the write's round trip comes first.
+func (t *Table) casSlot(ctx context.Context, slot farmem.Addr, exp, nw Slot, inv bool) (uint64, error) {
 	var prev uint64
-	if va.Node() == c.slot.Node() {
-		b := c.t.batch()
+	if !inv {
+		var err error
+		if prev, err = t.m.CAS(ctx, slot, uint64(exp), uint64(nw)); err != nil {
+			return 0, fmt.Errorf("race: CAS slot %v: %w", slot, err)
+		}
+	} else if va := exp.Addr().Add(ValidOffset); va.Node() == slot.Node() {
+		b := t.batch()
 		b.Write(va, invalidBytes[:])
-		k := b.CAS(c.slot, expected, uint64(nw))
-		err = c.t.m.Do(ctx, b)
+		k := b.CAS(slot, uint64(exp), uint64(nw))
+		err := t.m.Do(ctx, b)
 		if _, werr := b.Result(0); werr != nil {
-			return 0, 0, fmt.Errorf("race: invalidate block: %w", werr)
+			return 0, fmt.Errorf("race: invalidate block: %w", werr)
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
+			return 0, fmt.Errorf("race: CAS slot %v: %w", slot, err)
 		}
 		prev, _ = b.Result(k)
 	} else {
-		if err := c.t.m.Write(ctx, va, invalidBytes[:]); err != nil {
-			return 0, 0, fmt.Errorf("race: invalidate block: %w", err)
+		if err := t.m.Write(ctx, va, invalidBytes[:]); err != nil {
+			return 0, fmt.Errorf("race: invalidate block: %w", err)
 		}
-		if prev, err = c.t.m.CAS(ctx, c.slot, expected, uint64(nw)); err != nil {
-			return 0, 0, fmt.Errorf("race: CAS slot %v: %w", c.slot, err)
+		var err error
+		if prev, err = t.m.CAS(ctx, slot, uint64(exp), uint64(nw)); err != nil {
+			return 0, fmt.Errorf("race: CAS slot %v: %w", slot, err)
 		}
 	}
-	if exp == c.old {
-		c.oldValid = false
+	if prev != uint64(exp) {
+		t.stats.Conflicts++
 	}
-	if prev != expected {
-		c.t.stats.Conflicts++
-	}
-	return prev, uint64(nw), nil
+	return prev, nil
 }
 
 // Same implements ptrsync.Target: whether slot word w holds a committed block of the key,

@@ -178,6 +178,11 @@ type Stats struct {
 	// (CachedUpdateRoundTrips), and ChangeStale those whose entry was stale and that looked
 	// the key up after its round trip.
 	ChangeHits, ChangeStale uint64
+	// Straight counts Updates through an address-cache entry that took the straight path (a
+	// synchronizer that lets the table make a lock-free commit's first step itself, see the
+	// package doc's "Update"), and StraightHandovers those of them that went on in the general
+	// loop: the entry was stale, or the first commit step did not commit.
+	Straight, StraightHandovers uint64
 }
 
 // Table is one client's handle on a table in far memory. Like the client's farmem.Memory and
@@ -195,6 +200,8 @@ type Table struct {
 	opts     Options
 	sync     ptrsync.Synchronizer
 	lockSize int // sync.LockSize()
+	// straight is sync if it lets an Update make its first commit step itself (updateStraight).
+	straight ptrsync.Straight
 
 	// The directory cache: the root's directory word when read, and the entries.
 	dirWord uint64
@@ -345,6 +352,7 @@ func Open(ctx context.Context, m farmem.Memory, a *alloc.Allocator, root farmem.
 		scr: new(scratch), adoptions: adoptionsOf(m)}
 	t.pf, _ = m.(prefetcher)
 	t.restarts, _ = m.(farmem.Restarts)
+	t.straight, _ = opts.Sync.(ptrsync.Straight)
 	// A directory replaced by a doubling is retired: read the root and then the directory
 	// pinned, so the one the root names cannot be reused before it is read.
 	if err := t.pin(ctx); err != nil {
