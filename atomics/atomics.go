@@ -297,7 +297,8 @@ func Guard(f func()) (err error) {
 // Prefetch asks the CPU to bring every cache line that overlaps [p, p+n) towards its caches
 // (PREFETCHT0), so that the loads of several independent accesses wait for memory together
 // rather than one after another. It is a hint: it never faults, even on an unmapped address,
-// changes no memory and orders nothing. Without assembly it does nothing.
+// changes no memory and orders nothing. Without assembly it does nothing. A range of at most a
+// line (a word, a header) costs two prefetches and no loop.
 func Prefetch(p unsafe.Pointer, n uintptr) {
 	if n > 0 {
 		prefetch(p, n)

@@ -236,28 +236,42 @@ TEXT ·asmLFence(SB), NOSPLIT, $0-0
 	RET
 
 // func asmPrefetch(p unsafe.Pointer, n, line uintptr)
-// Issues PREFETCHT0 for every line of size line (a power of two) that overlaps [p, p+n), four
-// lines an iteration while four remain, then one at a time. A prefetch never faults and
-// changes no memory.
+// Issues PREFETCHT0 for every line of size line (a power of two) that overlaps [p, p+n) (n > 0):
+// for n at most a line, which overlaps at most two, those of the bytes p and p+n-1, without a
+// loop; else eight lines an iteration while eight remain, then one at a time. A prefetch never
+// faults and changes no memory.
 TEXT ·asmPrefetch(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), AX
 	MOVQ n+8(FP), CX
 	MOVQ line+16(FP), DX
+	CMPQ CX, DX
+	JA   pflong
+	PREFETCHT0 (AX)
+	PREFETCHT0 -1(AX)(CX*1)
+	RET
+pflong:
 	ADDQ AX, CX
 	MOVQ DX, BX
 	NEGQ BX
 	ANDQ BX, AX
 	LEAQ (DX)(DX*2), BX
-pf4:
-	LEAQ (AX)(BX*1), R8
+	LEAQ 0(DX*8), R9
+	SUBQ DX, R9
+pf8:
+	LEAQ (AX)(R9*1), R8
 	CMPQ R8, CX
 	JAE  pfloop
+	LEAQ (AX)(DX*4), R10
 	PREFETCHT0 (AX)
 	PREFETCHT0 (AX)(DX*1)
 	PREFETCHT0 (AX)(DX*2)
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 (R10)
+	PREFETCHT0 (R10)(DX*1)
+	PREFETCHT0 (R10)(DX*2)
 	PREFETCHT0 (R8)
 	LEAQ (R8)(DX*1), AX
-	JMP  pf4
+	JMP  pf8
 pfloop:
 	CMPQ AX, CX
 	JAE  pfdone

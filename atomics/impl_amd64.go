@@ -176,7 +176,8 @@ func detect() Features {
 	return f
 }
 
-// asmPrefetch issues PREFETCHT0 for every line of size line that overlaps [p, p+n).
+// asmPrefetch issues PREFETCHT0 for every line of size line that overlaps [p, p+n), n > 0; a
+// range of at most a line costs two prefetches and no loop.
 //
 //go:noescape
 func asmPrefetch(p unsafe.Pointer, n, line uintptr)

@@ -15,20 +15,22 @@ import (
 // word is) calls it at once, so that the cache misses overlap the work in between. Under the
 // Uncached policy it does nothing (the batch's reads flush the lines first).
 func (c *client) Prefetch(a farmem.Addr, n int) {
-	if n <= 0 || c.f.uncached {
-		return
-	}
 	node, off := a.Node(), a.Offset()
-	var s *seg
 	if mem := c.m.mem; int(node) < len(mem) {
-		s = &mem[node] // a memory node; mem[0], no node, has size 0
-	} else if s = c.m.seg(node); s == nil {
+		// A memory node, the usual hint; mem[0], no node, has size 0.
+		if s := &mem[node]; off < s.size && n > 0 && !c.f.uncached {
+			atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(uint64(n), prefetchMax, s.size-off)))
+		}
 		return
 	}
-	if off >= s.size {
-		return
+	c.prefetchCompute(node, off, n)
+}
+
+// prefetchCompute is Prefetch on a compute node's region.
+func (c *client) prefetchCompute(node farmem.NodeID, off uint64, n int) {
+	if s := c.m.seg(node); s != nil && off < s.size && n > 0 && !c.f.uncached {
+		atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(uint64(n), prefetchMax, s.size-off)))
 	}
-	atomics.Prefetch(unsafe.Add(s.base, off), uintptr(min(uint64(n), prefetchMax, s.size-off)))
 }
 
 // DoHinted is Do for a batch whose caller has already asked for the lines of its reads with
