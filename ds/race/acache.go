@@ -411,15 +411,8 @@ func (t *Table) readCached(ctx context.Context, key []byte, w Slot, slot farmem.
 // order between the two reads (the head could be read before the slot, of a block reused
 // since), hence the one-node condition, checked by the caller.
 func (t *Table) changeCached(ctx context.Context, op *opState, e *acEntry, nb *newBlock, v *view) (bool, error) {
-	slot, w := e.slot(&t.geo), e.word
-	n := headLen(w, len(op.key))
+	slot, w, word, head := t.cachedLook(e, len(op.key))
 	sc := t.scr
-	sc.blocks = grow(sc.blocks, 8+n)
-	word, head := sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
-	if t.pf != nil {
-		t.pf.Prefetch(slot, 8)
-		t.pf.Prefetch(w.Addr(), n)
-	}
 	b := t.batch()
 	if nb != nil {
 		addBlockWrites(b, nb)
@@ -448,4 +441,20 @@ func (t *Table) changeCached(ctx context.Context, op *opState, e *acEntry, nb *n
 	cv.idx, cv.words = append(cv.idx[:0], uint64(e.idx)), append(cv.words[:0], sw)
 	v.st, v.hdr, v.move, v.from, v.idx, v.words = e.st, 0, 0, 0, cv.idx, cv.words
 	return true, nil
+}
+
+// cachedLook prepares the look through a cache entry that changeCached and updateStraight make:
+// the entry's slot address and block word, the scratch buffers its slot word and the block's
+// head (for a key of keyLen bytes) are read into, and the hints for both.
+func (t *Table) cachedLook(e *acEntry, keyLen int) (slot farmem.Addr, w Slot, word, head []byte) {
+	slot, w = e.slot(&t.geo), e.word
+	n := headLen(w, keyLen)
+	sc := t.scr
+	sc.blocks = grow(sc.blocks, 8+n)
+	word, head = sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
+	if t.pf != nil {
+		t.pf.Prefetch(slot, 8)
+		t.pf.Prefetch(w.Addr(), n)
+	}
+	return slot, w, word, head
 }

@@ -39,15 +39,7 @@ func (t *Table) updateStraight(ctx context.Context, key, value []byte, op *opSta
 		return false, err
 	}
 	// The look through the entry, as changeCached makes it (see there for why it is sound).
-	slot, w := ce.slot(&t.geo), ce.word
-	n := headLen(w, len(op.key))
-	sc := t.scr
-	sc.blocks = grow(sc.blocks, 8+n)
-	word, head := sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
-	if t.pf != nil {
-		t.pf.Prefetch(slot, 8)
-		t.pf.Prefetch(w.Addr(), n)
-	}
+	slot, w, word, head := t.cachedLook(ce, len(op.key))
 	b := t.batch()
 	b.Write(nb.addr, nb.bytes) // a table without copies (change's cached): one write
 	b.Read(slot, word)
