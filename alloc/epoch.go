@@ -476,8 +476,7 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	a.stats.Scans++
 	ep.lastScan = now
 	g := le64(gbuf)
-	horizon, others := uint64(math.MaxUint64), uint64(math.MaxUint64)
-	advance := true
+	f := newSlotFold()
 	var post *farmem.Batch // made only when there is something to post
 	for lo := 0; lo < a.slots; lo += 8 {
 		hi := min(lo+8, a.slots)
@@ -493,24 +492,16 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 			if w == 0 {
 				continue
 			}
-			if expiredAt(w, now, a.opts.ClockSkew) {
+			if !f.add(a, w, g, i, now) {
 				if post == nil {
 					post = &farmem.Batch{}
 				}
 				post.Unsignaled(post.CAS(a.tableAddr.Add(8*uint64(i)), w, 0))
-				continue
-			}
-			e := decodeEpoch(g, uint32(w>>32))
-			horizon = min(horizon, e)
-			if uint64(i)+1 != uint64(a.id) {
-				others = min(others, e)
-			}
-			if e < g {
-				advance = false
 			}
 		}
 	}
-	if advance {
+	horizon, others := f.horizon, f.others
+	if f.advance {
 		if post == nil {
 			post = &farmem.Batch{}
 		}
@@ -523,6 +514,36 @@ func (a *Allocator) scan(ctx context.Context) (int, error) {
 	ep.cached = max(ep.cached, g)
 	a.stats.Epoch = ep.cached
 	return a.reuseBelow(horizon, others), nil
+}
+
+// slotFold folds the words of an epoch table's announced slots into what a scan learns from
+// them: the least epoch announced (horizon), the least announced by other clients (others),
+// and whether every announcement has reached the global epoch (advance).
+type slotFold struct {
+	horizon, others uint64
+	advance         bool
+}
+
+// newSlotFold is the fold of no slot.
+func newSlotFold() slotFold {
+	return slotFold{horizon: math.MaxUint64, others: math.MaxUint64, advance: true}
+}
+
+// add folds the nonzero word w of slot i (client id i+1), read with the global epoch g, and
+// reports whether it is live; an expired announcement is left out, for the caller to clear.
+func (f *slotFold) add(a *Allocator, w, g uint64, i int, now farmem.Time) bool {
+	if expiredAt(w, now, a.opts.ClockSkew) {
+		return false
+	}
+	e := decodeEpoch(g, uint32(w>>32))
+	f.horizon = min(f.horizon, e)
+	if uint64(i)+1 != uint64(a.id) {
+		f.others = min(f.others, e)
+	}
+	if e < g {
+		f.advance = false
+	}
+	return true
 }
 
 // reuseBelow makes the retired blocks tagged below horizon reusable and returns how many; and

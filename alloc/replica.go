@@ -408,30 +408,18 @@ func (a *Allocator) scanRep(ctx context.Context) (horizon, others uint64, err er
 			post.Unsignaled(post.CAS(a.epochOn(rs.nodes[i]), rs.gSeen[i], g))
 		}
 	}
-	horizon, others = math.MaxUint64, math.MaxUint64
-	advance := unanimous
+	f := newSlotFold()
+	f.advance = unanimous
 	for _, i := range got {
 		n := rs.nodes[i]
 		for s := range a.slots {
-			w := le64(tb[i][8*s:])
-			if w == 0 {
-				continue
-			}
-			if expiredAt(w, now, a.opts.ClockSkew) {
+			if w := le64(tb[i][8*s:]); w != 0 && !f.add(a, w, g, s, now) {
 				post.Unsignaled(post.CAS(farmem.MakeAddr(n, a.tableOff+8+8*uint64(s)), w, 0))
-				continue
-			}
-			e := decodeEpoch(g, uint32(w>>32))
-			horizon = min(horizon, e)
-			if uint64(s)+1 != uint64(a.id) {
-				others = min(others, e)
-			}
-			if e < g {
-				advance = false
 			}
 		}
 	}
-	if advance {
+	horizon, others = f.horizon, f.others
+	if f.advance {
 		for _, n := range rs.nodes {
 			post.Unsignaled(post.CAS(a.epochOn(n), g, g+1))
 		}
