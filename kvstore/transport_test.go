@@ -95,7 +95,8 @@ func TestCXLChild(t *testing.T) {
 }
 
 // TestTCP: two compute processes (in this process) dial two in-process memory nodes over
-// loopback TCP, open the same store and see each other's writes; their histories together are
+// loopback TCP, one with a connection per client and one whose clients share a connection per
+// node, open the same store and see each other's writes; their histories together are
 // linearizable.
 func TestTCP(t *testing.T) {
 	t.Parallel()
@@ -115,8 +116,9 @@ func TestTCP(t *testing.T) {
 	ctx := context.Background()
 	var stores []*kvstore.Store
 	var rt farmem.Runtime
-	for range 2 {
-		f, err := rdma.Dial(ctx, cl, rdma.Options{Secret: secret, Logger: quiet})
+	for i := range 2 {
+		// The second process's clients share their connections to the memory nodes.
+		f, err := rdma.Dial(ctx, cl, rdma.Options{Secret: secret, Logger: quiet, SharedConns: i == 1})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		rt = f.Runtime()

@@ -32,6 +32,10 @@ type client struct {
 	lazy  []*tcpQP
 	lazyN atomic.Int32
 
+	// lead hands the reader role of a shared connection to the client's waiting goroutine
+	// (tlink.handOff).
+	lead chan struct{}
+
 	// hints holds, per node id below its length, the client's live queue pair to the node and
 	// the node's region size, for posts to find both without a lock or a map (qp fills it;
 	// closing the client and a lost node clear it).
@@ -134,7 +138,7 @@ func (c *client) closeQPs(err error) {
 	}
 }
 
-// listLazy puts q on the client's lazy list (q.wmu held).
+// listLazy puts q on the client's lazy list (q.l.wmu held).
 func (c *client) listLazy(q *tcpQP) {
 	c.lmu.Lock()
 	c.lazy = append(c.lazy, q)
@@ -280,7 +284,7 @@ func (c *client) Post(ctx context.Context, b *farmem.Batch) *farmem.Pending {
 		if tq, ok := q.(*tcpQP); ok && err == nil {
 			// The waiter reads the answers itself unless someone reads the connection now.
 			var rq *tcpQP
-			if remote && !tq.reading.Load() {
+			if remote && !tq.l.reading.Load() {
 				rq = tq
 			}
 			st := c.startPost(b, rq)

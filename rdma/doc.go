@@ -50,9 +50,11 @@
 // # A memory node's bounds
 //
 // A Server's memory is bounded whatever its clients send: beyond the region, [ConnBufferBound]
-// per authenticated connection (at most ServerOptions.MaxConns), a few KiB per handshake (at
-// most ServerOptions.MaxUnauth) and two node-wide budgets of ServerOptions.MaxBuffer for large requests and
-// replies (a connection that would exceed one waits, unread). A batch whose results
+// per authenticated connection (at most ServerOptions.MaxConns) and, on a shared connection,
+// the bindings of at most 1024 channels to clients (about 100 KiB allocated at most), a few
+// KiB per handshake (at most ServerOptions.MaxUnauth) and two node-wide budgets of
+// ServerOptions.MaxBuffer for large requests and replies (a connection that would exceed one
+// waits, unread). A batch whose results
 // would exceed the frame limit is refused per op with wire.ErrReplyTooLarge. A client that
 // sends without reading is closed at the write timeout; handshakes have a short deadline and
 // the oldest silent one is pushed out first, so strangers cannot lock out a client that holds
@@ -60,11 +62,12 @@
 //
 // # Order, costs and faults
 //
-// Each client has its own connection (on ibverbs, queue pair) to each node it uses, and a node
-// applies a connection's batches one at a time in arrival order, so a batch's ops apply in
-// order and one client's batches to one node in posting order. A batch is one round trip, as
-// farmem.Stats counts it. A lost unsignaled op is never silent: the client's next op to that
-// node fails with ErrNodeDown.
+// Each client has its own connection (on ibverbs, queue pair) to each node it uses, or, with
+// Options.SharedConns, its own channel of the connection its fabric shares to a memory node
+// (see Shared connections); a node applies a connection's batches one at a time in arrival
+// order, so a batch's ops apply in order and one client's batches to one node in posting
+// order. A batch is one round trip, as farmem.Stats counts it. A lost unsignaled op is never
+// silent: the client's next op to that node fails with ErrNodeDown.
 //
 // One-way messages (Send) to another compute node are Msg frames (wire version 3) on the
 // client's connection, each holding a slot of the connection's outstanding window until the
@@ -76,6 +79,58 @@
 // finds the inbox full (transport.InboxMessages or transport.InboxBytes) is dropped, as at-most-
 // once delivery allows, and acknowledged. A message to the client's own node joins the inbox
 // directly, waiting for room.
+//
+// # Shared connections
+//
+// With Options.SharedConns, the clients of a Fabric share one connection to each memory node
+// (wire protocol version 4, purpose PurposeShared; Calls, messages and verbs to compute nodes
+// keep a connection per client). Each client has a channel on it, numbered by the process,
+// which an Attach frame binds to the client before the channel's first request and a Detach
+// frame unbinds when the client closes or gives up on the node; every request carries its
+// channel in its id's top 16 bits. Each client keeps its own window of outstanding requests,
+// its own order and its own failures: the node checks every op as before and applies a
+// channel's requests as its client's (partitions and silences are per client), answers a
+// request on a channel not bound (never attached, detached, or past its limit of 1024
+// channels per connection, or a client bound on another channel) with a Detached frame and
+// applies nothing of it, and treats a second Attach of a bound channel, an Attach of client 0
+// or a Call as a protocol violation that closes the connection. The secret is proven once per
+// connection, and a process names the clients it carries, as a client names itself in its
+// hello on a connection of its own; the node keeps one channel per client on a connection.
+//
+// A client's failure stays its own: closing or crashing it detaches its channel; a client the
+// node stops answering while it answers the connection (a partition of that client) fails
+// after the down timeout alone, its requests reported failed from their expiry on, as for a
+// silent node, and its next op attaches a new channel; when a silence ends, the node detaches
+// the channels of the clients whose frames it dropped and says so, and their outstanding
+// requests fail at once (nothing after a dropped frame applies). Answers to a closed
+// channel's requests still in flight are dropped. Only a failure of the connection itself
+// (the node crashed, hung, or broke the protocol) fails every channel on it.
+//
+// Writing: a client whose request is its only one outstanding on the node writes its frame
+// itself at once, as on a connection of its own; a poster that finds another writing appends
+// its frame to the output buffer and leaves, and the writer writes what was appended before
+// it returns, in one more write per round: concurrent clients' frames share writes, with no
+// timer and no goroutine hand-off. Reading: one goroutine at a time holds the connection's
+// reader role and completes every answer it reads, whichever client's; a client whose answer
+// is due waits, and a reader leaving the role with requests outstanding hands it to one of
+// the waiting clients rather than to a goroutine of the connection's own. The node reads the
+// requests of several clients in one read and writes their answers in one write. A lone client
+// on a shared connection makes the same system calls as on its own: one write and one read on
+// each side per round trip (cmd/farmemd's TestSyscallsPerRoundTripShared).
+//
+// Sharing is off by default because it pays only with many clients busy at once. Measured
+// on a 2-CPU AMD EPYC VM, clients of one process reading 64 bytes one verb at a time each
+// against one farmemd on loopback, both modes alternated in one run (cmd/farmemd's
+// TestClientsBench): with 16 clients, sharing served 1.1 to 2.1 times the operations per
+// second, at 0.6 to 0.9 times the client's CPU time per operation and 0.3 to 0.7 times the
+// node's, with 0.16 to 0.2 reads and 0.5 to 0.9 writes per operation on the client's side and
+// 0.13 to 0.55 of each on the node's (one and one without sharing); with 4 clients it served
+// 0.45 to 0.95 times the operations, at 1.3 to 1.8 times the client's CPU time per operation
+// (the node's: 0.7 to 0.95 times): the clients' exchanges, no longer independent, go in
+// waves, which leaves the CPUs idle between them and costs wake-ups of halted virtual CPUs and
+// of the goroutines the reader hands answers to. With one client the two modes cost the same.
+// Turn it on for processes that keep many clients busy on a node, or when the node's CPU time
+// or its number of connections is what runs out.
 //
 // # System calls
 //

@@ -45,6 +45,12 @@ type Options struct {
 	Device string
 	// MaxOutstanding bounds the requests one client has unanswered on one node (default 256).
 	MaxOutstanding int
+	// SharedConns makes the fabric's clients share one connection per memory node (wire
+	// version 4): the frames of clients posting at once travel in one write and are answered
+	// in one read on each side, and the node serves one connection per process. By default
+	// each client has a connection of its own to each node. See the package doc's "Shared
+	// connections" for when sharing pays.
+	SharedConns bool
 	// Logger receives structured logs (default: none are written).
 	Logger *slog.Logger
 	// Seed seeds the runtime's random sources (default 1).
@@ -88,8 +94,13 @@ type Fabric struct {
 	crashed  atomic.Bool
 
 	qmu  sync.Mutex
-	live map[*tcpQP]struct{}
-	wg   sync.WaitGroup
+	live map[*tlink]struct{}
+	// share: clients share one connection per memory node (Options.SharedConns);
+	// shared holds those connections, under smu.
+	share  bool
+	smu    sync.Mutex
+	shared map[farmem.NodeID]*tlink
+	wg     sync.WaitGroup
 	// bgMu orders starting a background goroutine (wg.Add) with Close's wg.Wait: none starts
 	// once bgStopped is set.
 	bgMu      sync.Mutex
@@ -228,7 +239,7 @@ func Dial(ctx context.Context, cl *Cluster, opts Options) (*Fabric, error) {
 	f := &Fabric{
 		cl: c, opts: opts, log: log, rt: transport.NewWallRuntime(opts.Seed), secret: secret, prov: prov,
 		down: down, peers: make(map[farmem.NodeID]*peer), handlers: transport.NewHandlers[*client](opts.MaxHandlers),
-		clients: transport.NewRegistry[*client](c.ClientsPerNode, c.SliceSize, opts.MaxHandlers), live: make(map[*tcpQP]struct{}),
+		clients: transport.NewRegistry[*client](c.ClientsPerNode, c.SliceSize, opts.MaxHandlers), live: make(map[*tlink]struct{}), share: opts.SharedConns,
 		token: binary.LittleEndian.Uint64(tok[:]) | 1, static: len(c.Compute) > 0,
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -497,7 +508,7 @@ func (f *Fabric) monitor() {
 	tick := max(f.down/8, time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	var qs []*tcpQP
+	var qs []*tlink
 	for {
 		select {
 		case <-f.ctx.Done():
@@ -584,7 +595,7 @@ func (f *Fabric) hosts(id farmem.NodeID) error {
 // openClient opens a client in slot (the first free application slot when slot < 0).
 func (f *Fabric) openClient(slot int, handler bool) (*client, error) {
 	c, err := f.clients.Open(f.self, slot, func(info farmem.ClientInfo) (*client, *transport.Counters) {
-		c := &client{f: f, handler: handler, qps: make(map[farmem.NodeID]qp)}
+		c := &client{f: f, handler: handler, qps: make(map[farmem.NodeID]qp), lead: make(chan struct{}, 1)}
 		c.Init(info, f.rt.Fork(), c.single, c.Post)
 		return c, &c.Counters
 	})
@@ -623,6 +634,7 @@ func (f *Fabric) Close() error {
 	for _, c := range cs {
 		_ = c.Close()
 	}
+	f.closeShared(fmt.Errorf("rdma: fabric closed: %w", farmem.ErrClosed))
 	f.cancel()
 	f.inbox.Close()
 	f.srv.shutdown()
@@ -662,6 +674,7 @@ func (f *Fabric) crash(why error) {
 	for _, c := range f.clients.Clients() {
 		c.crash()
 	}
+	f.closeShared(fmt.Errorf("rdma: %v is down: %w", f.self, farmem.ErrNodeDown))
 	f.watch.WakeAll()
 }
 
@@ -693,13 +706,13 @@ func (f *Fabric) applyLocal(op *farmem.Op) uint64 {
 	return prev
 }
 
-func (f *Fabric) addLive(q *tcpQP) {
+func (f *Fabric) addLive(q *tlink) {
 	f.qmu.Lock()
 	f.live[q] = struct{}{}
 	f.qmu.Unlock()
 }
 
-func (f *Fabric) removeLive(q *tcpQP) {
+func (f *Fabric) removeLive(q *tlink) {
 	f.qmu.Lock()
 	delete(f.live, q)
 	f.qmu.Unlock()

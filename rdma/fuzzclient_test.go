@@ -25,7 +25,7 @@ func FuzzClientConn(f *testing.F) {
 	f.Add(wire.AppendHeader(nil, wire.Header{Type: wire.TypePong}))
 	e, start := wire.BeginFrame(nil, wire.TypeError, 0, 0)
 	f.Add(wire.EndFrame(wire.AppendMessage(e, 5, "bye"), start))
-	fab := &Fabric{down: time.Second, log: testLogger(), live: map[*tcpQP]struct{}{}, opts: Options{MaxOutstanding: 8}}
+	fab := &Fabric{down: time.Second, log: testLogger(), live: map[*tlink]struct{}{}, opts: Options{MaxOutstanding: 8}}
 	fab.ctx = context.Background()
 	f.Fuzz(func(t *testing.T, reply []byte) {
 		c := &client{f: fab, qps: map[farmem.NodeID]qp{}}

@@ -61,9 +61,9 @@ func TestLazyFramesLeaveWhenTheClientBlocks(t *testing.T) {
 	// queued there for a reader about to wait on the socket, or for the writer goroutine, does
 	// not).
 	lazy := func() bool {
-		q2.wmu.Lock()
-		defer q2.wmu.Unlock()
-		return q2.lazyListed && len(q2.out) > 0 && !q2.flushing
+		q2.l.wmu.Lock()
+		defer q2.l.wmu.Unlock()
+		return q2.lazyListed && len(q2.l.out) > 0 && !q2.l.flushing
 	}
 	const rounds = 20
 	checked := 0

@@ -57,6 +57,9 @@ func dialN(t testing.TB, cl *Cluster, n int, opts Options) []*Fabric {
 		if o.Logger == nil {
 			o.Logger = testLogger()
 		}
+		if os.Getenv("FARMEM_TEST_SHARED") == "1" {
+			o.SharedConns = true // the whole suite over shared connections
+		}
 		f, err := Dial(context.Background(), cl, o)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
@@ -67,10 +70,21 @@ func dialN(t testing.TB, cl *Cluster, n int, opts Options) []*Fabric {
 
 func TestConformance(t *testing.T) {
 	t.Parallel() // mostly waiting for down timeouts: overlap it with the other suites
+	conformance(t, Options{})
+}
+
+// The conformance suite with the fabrics' clients sharing their connections to memory nodes:
+// faults, round trips and order as with a connection per client.
+func TestConformanceShared(t *testing.T) {
+	t.Parallel()
+	conformance(t, Options{SharedConns: true})
+}
+
+func conformance(t *testing.T, opts Options) {
 	farmemtest.Run(t, func(t *testing.T, cfg farmemtest.Config) *farmemtest.Cluster {
 		servers, cl := startServers(t, cfg.MemoryNodes, cfg.MemorySize)
 		cl.DownTimeout = cfg.DownTimeout
-		fs := dialN(t, cl, cfg.ComputeNodes, Options{})
+		fs := dialN(t, cl, cfg.ComputeNodes, opts)
 		var fabs []farmem.Fabric
 		for _, f := range fs {
 			fabs = append(fabs, f)

@@ -49,10 +49,14 @@ func (c *client) Send(ctx context.Context, node farmem.NodeID, method uint16, re
 // sendMsg writes a Msg frame in a slot of the window; the slot is freed by the target's
 // acknowledgement, which the connection's reader takes.
 func (q *tcpQP) sendMsg(ctx context.Context, method uint16, from farmem.ClientID, req []byte) error {
+	l := q.l
+	if l.shared {
+		return fmt.Errorf("rdma: message on a shared connection to %v: %w", q.p.id, farmem.ErrNotSupported)
+	}
 	// A connection being set up has not taken the message yet: wait for its handshake (bounded
 	// by the down timeout), so that a Send to a node that refuses connections (crashed) fails.
 	select {
-	case <-q.upCh:
+	case <-l.upCh:
 	case <-q.deadCh:
 		return q.deadErr()
 	case <-ctx.Done():
@@ -63,16 +67,16 @@ func (q *tcpQP) sendMsg(ctx context.Context, method uint16, from farmem.ClientID
 	if err != nil {
 		return err
 	}
-	q.wmu.Lock()
-	buf, start := wire.BeginFrame(q.wbuf[:0], wire.TypeMsg, 0, id)
+	l.wmu.Lock()
+	buf, start := wire.BeginFrame(l.wbuf[:0], wire.TypeMsg, 0, id)
 	buf = wire.EndFrame(wire.AppendCall(buf, method, from, req), start)
-	err = q.writeLocked(buf, true, false)
-	q.wmu.Unlock()
+	err = l.writeLocked(q, buf, true, false)
+	l.wmu.Unlock()
 	if err != nil {
 		q.fail(err)
 		return err
 	}
-	q.kickReader()
+	l.kickReader()
 	return nil
 }
 

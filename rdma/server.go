@@ -116,10 +116,12 @@ type srv struct {
 	batchesBadOp  atomic.Uint64
 	batchesTooBig atomic.Uint64
 	batchesLate   atomic.Uint64 // refused for arriving after their expiry
-	acceptErrs    atomic.Uint64
-	writing       atomic.Int64
-	writeTimeouts atomic.Uint64
-	frameTimeouts atomic.Uint64
+	// batchesUnbound: refused for naming a channel not attached on its shared connection
+	batchesUnbound atomic.Uint64
+	acceptErrs     atomic.Uint64
+	writing        atomic.Int64
+	writeTimeouts  atomic.Uint64
+	frameTimeouts  atomic.Uint64
 }
 
 type limits struct {
@@ -374,6 +376,26 @@ type sconn struct {
 	// raw: the connection is served inside a raw read (serve_unix.go), which its own goroutine
 	// must leave before the connection can be closed; aborted: it was told to close.
 	raw, aborted atomic.Bool
+
+	// shared: the connection carries several clients' verbs, each on a channel (wire's
+	// PurposeShared); chans binds the attached channels to their clients and byClient the
+	// other way (at most maxSharedClients of each), both under chmu.
+	shared   bool
+	chmu     sync.Mutex
+	chans    map[uint16]*schan
+	byClient map[farmem.ClientID]uint16
+}
+
+// maxSharedClients bounds the channels attached at once on one shared connection: an Attach
+// beyond it binds nothing, and the channel's requests are answered Detached.
+const maxSharedClients = 1024
+
+// schan is a channel of a shared connection: the client its requests are for.
+type schan struct {
+	client farmem.ClientID
+	// dropped: a frame of the channel was dropped while the server was silent to its client;
+	// the channel is detached when the silence ends (endSilence).
+	dropped atomic.Bool
 }
 
 // tally is a connection's counts of served batches not yet added to the node's counters.
@@ -463,16 +485,59 @@ func (c *sconn) run() {
 // It reports whether the connection goes on.
 func (c *sconn) serveFrame(h wire.Header, p []byte, release func(), idle bool) bool {
 	s := c.s
+	client, sch, unbound := c.client, (*schan)(nil), false
+	if c.shared {
+		switch h.Type {
+		case wire.TypeBatch:
+			if sch = c.channel(wire.ChannelOf(h.ID)); sch != nil {
+				client = sch.client
+			} else {
+				unbound = true
+			}
+		case wire.TypeCall, wire.TypeMsg:
+			release()
+			c.violation(fmt.Errorf("a %v frame on a shared connection", h.Type))
+			return false
+		}
+	}
+	if sch != nil && sch.dropped.Load() && !s.silent(client) {
+		// The channel lost frames to a silence that has ended (endSilence is detaching it):
+		// nothing after a lost frame applies.
+		c.detach(wire.ChannelOf(h.ID), sch)
+		unbound = true
+	}
 	switch st := s.state.Load(); {
 	case st == stateCrashed:
 		release()
 		return false
-	case s.silent(c.client):
+	case unbound:
+	case !c.shared && c.dropped.Load() && !s.silent(client):
+		// The connection lost frames to a silence that has ended (endSilence is closing it).
 		release()
-		c.dropped.Store(true)
+		return false
+	case (h.Type == wire.TypeAttach || h.Type == wire.TypeDetach) && c.shared:
+		// Binding channels applies nothing to the region: it is served whatever the silence.
+	case s.silent(client):
+		release()
+		switch {
+		case sch != nil:
+			sch.dropped.Store(true)
+		case !c.shared:
+			c.dropped.Store(true)
+		}
+		// (a shared connection's dropped Ping applies nothing: losing it orders nothing)
 		return true
 	}
-	err := c.handle(h, p)
+	var err error
+	if unbound {
+		// A request for a channel that is not bound: refused, the connection goes on.
+		s.batches.Add(1)
+		s.batchesUnbound.Add(1)
+		s.bytesIn.Add(uint64(wire.HeaderSize + len(p)))
+		c.detached(h.ID, "the channel is not attached to a client on this connection")
+	} else {
+		err = c.handle(h, p)
+	}
 	release()
 	if err != nil {
 		if errors.Is(err, errWrite) {
@@ -729,6 +794,10 @@ func (c *sconn) handshake() bool {
 		return fail(wire.ReasonProtocol, "bad hello: "+err.Error())
 	}
 	c.client = hello.Client
+	c.shared = hello.Purpose == wire.PurposeShared
+	if c.shared && c.client != 0 {
+		return fail(wire.ReasonProtocol, "bad hello: a shared connection names no client")
+	}
 	if hello.Node != 0 && hello.Node != s.node {
 		return fail(wire.ReasonNode, fmt.Sprintf("this is node %v, not %v", s.node, hello.Node))
 	}
@@ -807,8 +876,77 @@ func (c *sconn) handle(h wire.Header, p []byte) error {
 		return c.call(h, p)
 	case wire.TypeMsg:
 		return c.msg(h, p)
+	case wire.TypeAttach:
+		if c.shared {
+			return c.attach(h, p)
+		}
+	case wire.TypeDetach:
+		if c.shared && len(p) == 0 {
+			c.detach(wire.ChannelOf(h.ID), nil)
+			return nil
+		}
 	}
 	return fmt.Errorf("unexpected %v frame from a client", h.Type)
+}
+
+// channel returns the client bound to channel ch of a shared connection, or nil.
+func (c *sconn) channel(ch uint16) *schan {
+	c.chmu.Lock()
+	sch := c.chans[ch]
+	c.chmu.Unlock()
+	return sch
+}
+
+// attach binds an Attach frame's channel to its client. A channel bound already is a protocol
+// violation; a client bound on another channel, or a connection with maxSharedClients channels,
+// binds nothing (the channel's requests are answered Detached).
+func (c *sconn) attach(h wire.Header, p []byte) error {
+	ch := wire.ChannelOf(h.ID)
+	client, err := wire.DecodeAttach(p)
+	if err != nil {
+		return err
+	}
+	if ch == 0 || uint64(h.ID)<<16 != 0 {
+		return fmt.Errorf("attach of channel %d with request bits %#x", ch, h.ID&(1<<48-1))
+	}
+	c.chmu.Lock()
+	defer c.chmu.Unlock()
+	if c.chans[ch] != nil {
+		return fmt.Errorf("channel %d attached twice", ch)
+	}
+	if _, dup := c.byClient[client]; dup || len(c.chans) >= maxSharedClients {
+		c.s.rl.warn("attach", "channel not attached", "remote", c.remote, "client", client, "channel", ch,
+			"bound_already", dup, "channels", len(c.chans), "limit", maxSharedClients)
+		return nil
+	}
+	if c.chans == nil {
+		c.chans, c.byClient = make(map[uint16]*schan), make(map[farmem.ClientID]uint16)
+	}
+	c.chans[ch] = &schan{client: client}
+	c.byClient[client] = ch
+	return nil
+}
+
+// detach unbinds channel ch if it is still sch (any channel ch when sch is nil); it reports
+// whether it did.
+func (c *sconn) detach(ch uint16, sch *schan) bool {
+	c.chmu.Lock()
+	defer c.chmu.Unlock()
+	cur := c.chans[ch]
+	if cur == nil || (sch != nil && cur != sch) {
+		return false
+	}
+	delete(c.chans, ch)
+	delete(c.byClient, cur.client)
+	return true
+}
+
+// detached queues a Detached frame for id saying why.
+func (c *sconn) detached(id uint64, why string) {
+	c.wmu.Lock()
+	b, start := wire.BeginFrame(c.out, wire.TypeDetached, 0, id)
+	c.out = wire.EndFrame(wire.AppendMessage(b, uint8(wire.StatusOf(farmem.ErrNodeDown)), why), start)
+	c.wmu.Unlock()
 }
 
 // batch applies a Batch frame. Every op is checked first; if any fails its check, nothing is
@@ -1159,14 +1297,39 @@ func (s *srv) crashThen(last func()) {
 func (s *srv) endSilence() {
 	s.mu.Lock()
 	var stale []*sconn
+	type lost struct {
+		c   *sconn
+		ch  uint16
+		sch *schan
+	}
+	var chans []lost
 	for c := range s.conns {
 		if c.dropped.Load() && !s.silentLocked(c.client) {
 			stale = append(stale, c)
+		}
+		if c.shared {
+			c.chmu.Lock()
+			for ch, sch := range c.chans {
+				if sch.dropped.Load() && !s.silentLocked(sch.client) {
+					chans = append(chans, lost{c, ch, sch})
+				}
+			}
+			c.chmu.Unlock()
 		}
 	}
 	s.mu.Unlock()
 	for _, c := range stale {
 		c.abort()
+	}
+	// A shared connection's channels that lost frames are detached, and their clients told, so
+	// nothing posted after the lost frames applies; the connection's other channels go on.
+	for _, l := range chans {
+		if l.c.detach(l.ch, l.sch) {
+			l.c.detached(wire.ChannelID(l.ch), "frames of the channel were dropped while the node was silent to its client")
+			if err := l.c.flush(); err != nil {
+				l.c.abort()
+			}
+		}
 	}
 	s.faultChanged()
 }

@@ -22,4 +22,4 @@ type rawReader struct{}
 func sockRaw(nc net.Conn) syscall.RawConn { return nil }
 
 // rawRead is not used where sockRaw returns nil.
-func (q *tcpQP) rawRead(b []byte) (int, error) { return q.conn.Read(b) }
+func (l *tlink) rawRead(b []byte) (int, error) { return l.conn.Read(b) }

@@ -76,7 +76,7 @@ func sockRaw(nc net.Conn) syscall.RawConn {
 	return rc
 }
 
-// rawRead is the reader role's read of the socket (q.rmu held): it writes the frames waiting for
+// rawRead is the reader role's read of the socket (l.rmu held): it writes the frames waiting for
 // the reader, then reads. A raw read starts by forgetting the poller's readiness note, so a read
 // normally has to try the socket before it may wait, and on a connection that waits for each
 // answer that try finds nothing: two read system calls per answer. When the frames it just
@@ -84,23 +84,23 @@ func sockRaw(nc net.Conn) syscall.RawConn {
 // they will get raises a readiness event after the write: rawRead then waits for it before
 // reading, and a lone verb costs one write and one read. A node's Pong or Error frame that
 // arrived meanwhile is read with that answer (or its connection's failure).
-func (q *tcpQP) rawRead(b []byte) (int, error) {
-	r := &q.rr
+func (l *tlink) rawRead(b []byte) (int, error) {
+	r := &l.rr
 	if r.fn == nil {
-		r.q, r.fn = q, r.read
+		r.l, r.fn = l, r.read
 	}
 	r.b, r.first, r.n, r.err, r.werr = b, true, 0, nil, nil
-	rerr := q.rc.Read(r.fn)
+	rerr := l.rc.Read(r.fn)
 	n, err, werr := r.n, r.err, r.werr
 	r.b = nil
 	switch {
 	case werr != nil:
-		q.fail(fmt.Errorf("rdma: write to %v: %w: %w", q.p.id, farmem.ErrNodeDown, werr))
+		l.fail(fmt.Errorf("rdma: write to %v: %w: %w", l.p.id, farmem.ErrNodeDown, werr))
 		return 0, werr
 	case rerr != nil:
 		return 0, rerr
 	case err != nil:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: q.conn.LocalAddr(), Addr: q.conn.RemoteAddr(), Err: err}
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: l.conn.LocalAddr(), Addr: l.conn.RemoteAddr(), Err: err}
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -108,9 +108,9 @@ func (q *tcpQP) rawRead(b []byte) (int, error) {
 }
 
 // rawReader is the reader role's read of the socket, kept in its queue pair so that a read
-// allocates no callback (q.rmu serializes its use).
+// allocates no callback (l.rmu serializes its use).
 type rawReader struct {
-	q         *tcpQP
+	l         *tlink
 	b         []byte
 	n         int
 	err, werr error
@@ -121,7 +121,7 @@ type rawReader struct {
 func (r *rawReader) read(fd uintptr) bool {
 	if r.first {
 		r.first = false
-		wait, e := r.q.flushRaw(int(fd))
+		wait, e := r.l.flushRaw(int(fd))
 		if e != nil {
 			r.werr = e
 			return true
@@ -148,25 +148,25 @@ func (r *rawReader) read(fd uintptr) bool {
 // spinRead reads the empty socket again, spinning (spin.go) if the governor lets this wait
 // spin: a wait with several requests in flight only while the CPUs look free (spinGov.busy).
 func (r *rawReader) spinRead(fd int) {
-	r.n, r.err = spin.read(fd, r.b, r.q.outstanding.Load() > 1)
+	r.n, r.err = spin.read(fd, r.b, r.l.outstanding.Load() > 1)
 }
 
 // flushRaw writes the frames waiting for the reader to fd, in one system call that does not
 // wait (what the socket does not take goes to the writer goroutine), and from then on lets
 // posters hand frames to the writer. It reports whether the frames written hold every
 // outstanding request, so the next readiness event is theirs to raise.
-func (q *tcpQP) flushRaw(fd int) (wait bool, err error) {
-	q.wmu.Lock()
-	defer q.wmu.Unlock()
-	q.rflush = false
-	if len(q.out) == 0 || q.flushing || q.nc == nil || q.dead.Load() {
+func (l *tlink) flushRaw(fd int) (wait bool, err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.rflush = false
+	if len(l.out) == 0 || l.flushing || l.writing || l.nc == nil || l.dead.Load() {
 		return false, nil
 	}
-	replies := q.outReplies
-	q.outReplies, q.outEager = 0, false
+	replies := l.outReplies
+	l.outReplies, l.outEager = 0, false
 	var n int
 	for {
-		n, err = sysWrite(fd, q.out)
+		n, err = sysWrite(fd, l.out)
 		if err != syscall.EINTR {
 			break
 		}
@@ -175,15 +175,15 @@ func (q *tcpQP) flushRaw(fd int) (wait bool, err error) {
 	case err == syscall.EAGAIN:
 		n, err = 0, nil
 	case err != nil:
-		q.out = q.out[:0]
+		l.out = l.out[:0]
 		return false, os.NewSyscallError("write", err)
 	}
-	if n < len(q.out) {
-		q.out = q.out[:copy(q.out, q.out[n:])]
-		q.flushing = true
-		q.kick <- struct{}{}
+	if n < len(l.out) {
+		l.out = l.out[:copy(l.out, l.out[n:])]
+		l.flushing = true
+		l.kick <- struct{}{}
 		return false, nil
 	}
-	q.out = q.out[:0]
-	return replies > 0 && replies == q.outstanding.Load(), nil
+	l.out = l.out[:0]
+	return replies > 0 && replies == l.outstanding.Load(), nil
 }

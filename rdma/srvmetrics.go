@@ -27,7 +27,7 @@ type ServerMetrics struct {
 	// Batches counts batch frames; BatchesRefused those refused whole, by reason: "bad_op" (an
 	// op out of range, misaligned or with a stale key), "reply_too_large" and "expired" (it
 	// arrived after the expiry its client set, which is past the time the client reports it
-	// failed).
+	// failed) and "unbound" (on a shared connection, for a channel not attached to a client).
 	Batches        uint64
 	BatchesRefused map[string]uint64
 	// Ops counts applied verbs by kind ("read", "write", "cas", "faa", "mcas") and OpBytes their
@@ -65,7 +65,8 @@ func (s *srv) metrics() ServerMetrics {
 	m.Violations, m.WriteTimeouts, m.FrameTimeouts = s.violations.Load(), s.writeTimeouts.Load(), s.frameTimeouts.Load()
 	m.AcceptErrors = s.acceptErrs.Load()
 	m.Batches = s.batches.Load()
-	m.BatchesRefused = map[string]uint64{"bad_op": s.batchesBadOp.Load(), "reply_too_large": s.batchesTooBig.Load(), "expired": s.batchesLate.Load()}
+	m.BatchesRefused = map[string]uint64{"bad_op": s.batchesBadOp.Load(), "reply_too_large": s.batchesTooBig.Load(), "expired": s.batchesLate.Load(),
+		"unbound": s.batchesUnbound.Load()}
 	m.Ops = make(map[string]uint64, farmem.NumOpKinds)
 	m.OpBytes = make(map[string]uint64, farmem.NumOpKinds)
 	for k := range farmem.NumOpKinds {

@@ -52,8 +52,8 @@ func (c *ctlConn) retired() bool {
 }
 
 // liveTo returns the fabric's live connections to p.
-func (f *Fabric) liveTo(p *peer) []*tcpQP {
-	var qs []*tcpQP
+func (f *Fabric) liveTo(p *peer) []*tlink {
+	var qs []*tlink
 	f.qmu.Lock()
 	defer f.qmu.Unlock()
 	for q := range f.live {

@@ -62,7 +62,7 @@ func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	// handshake is held back (connect is not started) while the node restarts.
 	q := newQP(c, p)
 	installQP(c, 1, q)
-	c.f.addLive(q)
+	c.f.addLive(q.l)
 	done := faaAsync(ctx, late, a, 100)
 
 	s := restartNode1(t, servers, cl)
@@ -74,7 +74,7 @@ func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	require.NoError(t, f.Adopt(ctx, 1))
 	require.NotEqual(t, old, p.adopted())
 
-	go q.connect() // the handshake meets the new process, which the fabric has adopted
+	go q.l.connect(c.ClientInfo.ID) // the handshake meets the new process, which the fabric has adopted
 	r := <-done
 	require.ErrorIs(t, r.err, farmem.ErrNodeLost, "an FAA posted to the old incarnation reached the new memory (it returned %d)", r.v)
 	buf := make([]byte, 8)

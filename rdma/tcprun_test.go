@@ -21,7 +21,7 @@ import (
 // the i-th (nil: none); it returns the batches' Pendings once the node has written.
 func pipelinedAnswers(t *testing.T, n int, answer func(i int, id uint64) []byte) ([]*farmem.Pending, []*farmem.Batch, *tcpQP) {
 	t.Helper()
-	fab := &Fabric{down: time.Second, log: testLogger(), live: map[*tcpQP]struct{}{}, opts: Options{MaxOutstanding: 2 * n}}
+	fab := &Fabric{down: time.Second, log: testLogger(), live: map[*tlink]struct{}{}, opts: Options{MaxOutstanding: 2 * n}}
 	fab.ctx = context.Background()
 	c := &client{f: fab, qps: map[farmem.NodeID]qp{}}
 	c.Init(farmem.ClientInfo{ID: 1}, nil, c.single, c.Post)

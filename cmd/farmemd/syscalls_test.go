@@ -153,3 +153,82 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 	require.LessOrEqual(t, cr, 8.0, "client reads, spinning, %d outstanding", k)
 	require.LessOrEqual(t, nr, 8.0, "farmemd reads, spinning, %d outstanding", k)
 }
+
+// TestSyscallsPerRoundTripShared is TestSyscallsPerRoundTrip's first part for a lone client on
+// a shared connection (rdma.Options.SharedConns): it pays what a client on a connection of its
+// own pays, one write and one read on each side per round trip, and a pipelining client's
+// frames and answers share calls as they do there.
+func TestSyscallsPerRoundTripShared(t *testing.T) {
+	if _, err := os.ReadFile("/proc/self/io"); err != nil {
+		t.Skip("no /proc/self/io here:", err)
+	}
+	t.Setenv("FARMEM_SPIN", "off") // (farmemd's)
+	defer rdma.SetSpin(rdma.SetSpin(0))
+	dir := t.TempDir()
+	d := startDaemon(t, dir, 1, "16MiB", "127.0.0.1:0")
+	f := dial(t, writeCluster(t, dir, []*daemon{d}, ""), rdma.Options{SharedConns: true})
+	ctx := context.Background()
+	m, err := f.Open(ctx, f.Hosted()[0])
+	require.NoError(t, err)
+	a := farmem.MakeAddr(1, 4096)
+	buf := make([]byte, 8)
+	verbs := []func() error{
+		func() error { return m.Read(ctx, a, buf) },
+		func() error { return m.Write(ctx, a.Add(64), buf) },
+		func() error { _, err := m.CAS(ctx, a.Add(128), 0, 0); return err },
+		func() error { _, err := m.FAA(ctx, a.Add(136), 1); return err },
+	}
+	var posted farmem.Batch
+	posted.Read(a.Add(256), make([]byte, 8))
+	postWait := func() error { return m.Post(ctx, &posted).Wait(ctx, 0) }
+	for range 50 {
+		for _, v := range append(verbs, postWait) {
+			require.NoError(t, v())
+		}
+	}
+	self, node := os.Getpid(), d.cmd.Process.Pid
+	measure := func(n int, do func(i int) error) (cr, cw, nr, nw float64) {
+		cr0, cw0 := procIO(t, self)
+		nr0, nw0 := procIO(t, node)
+		for i := range n {
+			if err := do(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cr1, cw1 := procIO(t, self)
+		nr1, nw1 := procIO(t, node)
+		per := func(a, b uint64) float64 { return float64(b-a) / float64(n) }
+		return per(cr0, cr1), per(cw0, cw1), per(nr0, nr1), per(nw0, nw1)
+	}
+	check := func(what string, most float64, cr, cw, nr, nw float64) {
+		t.Logf("shared, %s: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes", what, cr, cw, nr, nw)
+		require.LessOrEqual(t, cr, most, "client reads, %s", what)
+		require.LessOrEqual(t, cw, most, "client writes, %s", what)
+		require.LessOrEqual(t, nr, most, "farmemd reads, %s", what)
+		require.LessOrEqual(t, nw, most, "farmemd writes, %s", what)
+	}
+	const most = 1.2
+	cr, cw, nr, nw := measure(250*len(verbs), func(i int) error { return verbs[i%len(verbs)]() })
+	check("per verb, one at a time", most, cr, cw, nr, nw)
+	require.GreaterOrEqual(t, nr, 1.0, "farmemd must have read every request")
+	cr, cw, nr, nw = measure(1000, func(int) error { return postWait() })
+	check("per posted batch, waited on before the next", most, cr, cw, nr, nw)
+	const k = 8
+	bs := make([]farmem.Batch, k)
+	ps := make([]*farmem.Pending, k)
+	for i := range bs {
+		bs[i].Read(a.Add(uint64(512+8*i)), make([]byte, 8))
+		ps[i] = m.Post(ctx, &bs[i])
+	}
+	cr, cw, nr, nw = measure(4000, func(i int) error {
+		if err := ps[i%k].Wait(ctx, 0); err != nil {
+			return err
+		}
+		ps[i%k] = m.Post(ctx, &bs[i%k])
+		return nil
+	})
+	for _, p := range ps {
+		require.NoError(t, p.Wait(ctx, 0))
+	}
+	check(fmt.Sprintf("per batch, %d outstanding", k), 0.5, cr, cw, nr, nw)
+}

@@ -45,6 +45,9 @@ const (
 	PurposeData Purpose = 1
 	// PurposeControl carries control-plane requests (info, membership, provider setup).
 	PurposeControl Purpose = 2
+	// PurposeShared carries the verbs of several clients of one process, each on a channel
+	// (Attach); Hello's client is 0 (since Version 4).
+	PurposeShared Purpose = 3
 )
 
 // Hello opens a connection.
@@ -74,7 +77,7 @@ func DecodeHello(p []byte) (Hello, error) {
 	if err := r.end("hello"); err != nil {
 		return Hello{}, err
 	}
-	if h.Purpose != PurposeData && h.Purpose != PurposeControl {
+	if h.Purpose != PurposeData && h.Purpose != PurposeControl && h.Purpose != PurposeShared {
 		return Hello{}, malformed("hello: purpose %d", h.Purpose)
 	}
 	return h, nil

@@ -23,6 +23,17 @@
 // no Result. A Batch carries an expiry, and a server refuses one that reaches it later, applying
 // nothing (StatusExpired). Replies to Calls may come in any order.
 //
+// A shared connection (Hello's purpose PurposeShared, since Version 4) carries the verbs of
+// several clients of one process: each client has a channel, numbered 1 to 65535 by the
+// process, which an Attach frame binds to the client before the channel's first request; the
+// top 16 bits of every request id on the connection name its channel, and replies echo them. A
+// Detach frame unbinds a channel. A request on a channel that is not bound (never attached,
+// detached, or refused) is answered with a Detached frame (with the request's id) and not
+// served; the server also detaches, and says so with a Detached frame, a channel whose client
+// lost frames while the server was silent to it (a partition), so nothing posted after a lost
+// frame applies. Pings (channel 0) are the connection's. Calls and Msgs are not carried on
+// shared connections.
+//
 // A frame that does not decode (bad magic or version, unknown type, a length over the limit, a
 // payload that does not parse) is a protocol violation: the receiver closes that connection,
 // having sent an Error frame saying why where it can. A well-formed op the server refuses (out of
@@ -45,8 +56,10 @@ const Magic = 0xFA
 
 // Version is the protocol version this package speaks. A peer with another version is refused
 // during the handshake. Version 2 added the node's incarnation to Welcome; version 3 added the
-// expiry of a Batch and the Msg frame (one-way messages).
-const Version = 3
+// expiry of a Batch and the Msg frame (one-way messages); version 4 added shared connections
+// (PurposeShared, the Attach, Detach and Detached frames, and the channel in a request id's top
+// 16 bits on them).
+const Version = 4
 
 // HeaderSize is the size of a frame header.
 const HeaderSize = 16
@@ -84,8 +97,45 @@ const (
 	// dropped), which frees its place in the sender's outstanding window; the sender does not
 	// wait for it.
 
+	// On a shared connection (PurposeShared, since Version 4) the top 16 bits of a request's id
+	// name its channel (ChannelOf), which an Attach frame has bound to one client.
+	TypeAttach   Type = 0x1B // client → server: bind the id's channel to a client (no reply)
+	TypeDetach   Type = 0x1D // client → server: unbind the id's channel (no reply)
+	TypeDetached Type = 0x1E // server → client: the id's channel is not (or no longer) bound; why
+
 	TypeError Type = 0x20 // a notice that the sender is closing the connection, and why
 )
+
+// ChannelOf is the channel a request id names on a shared connection: its top 16 bits.
+func ChannelOf(id uint64) uint16 { return uint16(id >> 48) }
+
+// ChannelID is the request id bits of channel ch (ChannelOf's inverse), to be or'ed with the
+// requester's own 48 bits.
+func ChannelID(ch uint16) uint64 { return uint64(ch) << 48 }
+
+// AppendAttach appends an Attach frame binding channel ch to client to b.
+func AppendAttach(b []byte, ch uint16, client farmem.ClientID) []byte {
+	b = AppendHeader(b, Header{Type: TypeAttach, Len: 2, ID: ChannelID(ch)})
+	return appendU16(b, uint16(client))
+}
+
+// DecodeAttach decodes an Attach payload: the client the channel is bound to (nonzero).
+func DecodeAttach(p []byte) (farmem.ClientID, error) {
+	r := reader{b: p}
+	c := farmem.ClientID(r.u16("client"))
+	if err := r.end("attach"); err != nil {
+		return 0, err
+	}
+	if c == 0 {
+		return 0, malformed("attach: client 0")
+	}
+	return c, nil
+}
+
+// AppendDetach appends a Detach frame unbinding channel ch to b.
+func AppendDetach(b []byte, ch uint16) []byte {
+	return AppendHeader(b, Header{Type: TypeDetach, ID: ChannelID(ch)})
+}
 
 // String names the type.
 func (t Type) String() string {
@@ -118,6 +168,12 @@ func (t Type) String() string {
 		return "ping"
 	case TypePong:
 		return "pong"
+	case TypeAttach:
+		return "attach"
+	case TypeDetach:
+		return "detach"
+	case TypeDetached:
+		return "detached"
 	case TypeError:
 		return "error"
 	}
@@ -128,7 +184,8 @@ func (t Type) String() string {
 func (t Type) Known() bool {
 	switch t {
 	case TypeHello, TypeChallenge, TypeAuth, TypeWelcome, TypeRefused, TypeBatch, TypeResult,
-		TypeCall, TypeCallReply, TypeCtl, TypeCtlReply, TypePing, TypePong, TypeMsg, TypeError:
+		TypeCall, TypeCallReply, TypeCtl, TypeCtlReply, TypePing, TypePong, TypeMsg, TypeError,
+		TypeAttach, TypeDetach, TypeDetached:
 		return true
 	}
 	return false
