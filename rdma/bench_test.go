@@ -12,14 +12,22 @@ import (
 // Benchmarks of the tcp provider against an in-process memory node over loopback TCP.
 // cmd/farmemd/bench.sh measures a separate farmemd process beside redis-server.
 
-func benchClient(b *testing.B) farmem.Memory {
+func benchClient(b *testing.B) farmem.Memory { return benchClientOpts(b, Options{}) }
+
+func benchClientOpts(b *testing.B, opts Options) farmem.Memory {
 	_, cl := startServers(b, 1, 16<<20)
-	f := dialN(b, cl, 1, Options{})[0]
+	f := dialN(b, cl, 1, opts)[0]
 	return openOne(b, f)
 }
 
-func BenchmarkRead8(b *testing.B) {
-	m := benchClient(b)
+func BenchmarkRead8(b *testing.B) { benchRead8(b, benchClient(b)) }
+
+// BenchmarkRead8Shared is BenchmarkRead8 for a lone client on a shared connection.
+func BenchmarkRead8Shared(b *testing.B) {
+	benchRead8(b, benchClientOpts(b, Options{SharedConns: true}))
+}
+
+func benchRead8(b *testing.B, m farmem.Memory) {
 	ctx := context.Background()
 	a := farmem.MakeAddr(1, 64<<10)
 	buf := make([]byte, 8)

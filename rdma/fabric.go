@@ -49,7 +49,9 @@ type Options struct {
 	// version 4): the frames of clients posting at once travel in one write and are answered
 	// in one read on each side, and the node serves one connection per process. By default
 	// each client has a connection of its own to each node. See the package doc's "Shared
-	// connections" for when sharing pays.
+	// connections" for when sharing pays. It applies to the tcp provider's data path (on
+	// ibverbs each client keeps its queue pair); Calls and verbs to compute nodes keep a
+	// connection per client.
 	SharedConns bool
 	// Logger receives structured logs (default: none are written).
 	Logger *slog.Logger
