@@ -154,3 +154,25 @@ func FuzzCallAndCtl(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeAttach: an Attach payload decodes to a nonzero client or fails, and re-encodes to
+// itself.
+func FuzzDecodeAttach(f *testing.F) {
+	f.Add(AppendAttach(nil, 3, 42)[HeaderSize:])
+	f.Add([]byte{0, 0})
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		c, err := DecodeAttach(p)
+		if err != nil {
+			return
+		}
+		if c == 0 {
+			t.Fatal("client 0 decoded")
+		}
+		b := AppendAttach(nil, 9, c)
+		h, err := ParseHeader(b, MinMaxFrame)
+		if err != nil || h.Type != TypeAttach || ChannelOf(h.ID) != 9 || !bytes.Equal(b[HeaderSize:], p) {
+			t.Fatalf("re-encoded %x (%v, %v), want payload %x", b, h, err, p)
+		}
+	})
+}
