@@ -30,6 +30,7 @@ type fabricFlags struct {
 	policy    string
 	profile   string
 	seed      uint64
+	shared    bool // tcp: clients share one connection per memory node (rdma.Options.SharedConns)
 }
 
 // flagUse says which of the fabric flags a command honours, so that its -h lists only those.
@@ -65,7 +66,16 @@ func (ff *fabricFlags) register(fs *flag.FlagSet, u flagUse) {
 		fs.StringVar(&ff.policy, "policy", "coherent", "cxl: access policy, coherent or uncached")
 		fs.StringVar(&ff.profile, "profile", "", "cxl: latency profile to inject ("+profileNames()+")")
 		fs.Uint64Var(&ff.seed, "seed", 1, "seed of the fabric's random sources")
+		fs.BoolVar(&ff.shared, "shared-conns", false, "tcp: the command's clients share one connection per memory node (pays with about 8 or more busy clients; see package rdma's doc, \"Shared connections\")")
 	}
+}
+
+// sharedDesc is what the fabric's description says of --shared-conns.
+func (ff *fabricFlags) sharedDesc() string {
+	if ff.shared {
+		return ", shared connections"
+	}
+	return ""
 }
 
 func profileNames() string {
@@ -94,6 +104,9 @@ func (ff *fabricFlags) resolve() error {
 	}
 	if ff.cluster != "" && ff.transport != "tcp" {
 		return usageErr("--cluster is for --transport tcp")
+	}
+	if ff.shared && ff.transport != "tcp" {
+		return usageErr("--shared-conns is for --transport tcp")
 	}
 	if ff.memNodes < 1 || ff.memNodes > 64 {
 		return usageErr("--mem-nodes %d: want 1 to 64", ff.memNodes)
@@ -260,18 +273,18 @@ func (ff *fabricFlags) openTCP(ctx context.Context, size uint64, log io.Writer) 
 		if cl.SecretFile == "" {
 			return nil, usageErr("the cluster file %s names no secret: add a line `secret-file PATH` (make one with `farmemd secret > PATH`)", ff.cluster)
 		}
-		f, err := rdma.Dial(ctx, cl, rdma.Options{Seed: ff.seed, Logger: quiet})
+		f, err := rdma.Dial(ctx, cl, rdma.Options{Seed: ff.seed, Logger: quiet, SharedConns: ff.shared})
 		if err != nil {
 			return nil, err
 		}
-		return &openedFabric{Fabric: f, desc: "tcp, cluster " + ff.cluster}, nil
+		return &openedFabric{Fabric: f, desc: "tcp, cluster " + ff.cluster + ff.sharedDesc()}, nil
 	}
 	// No cluster: memory nodes in this process, on loopback, with a fresh secret.
 	secret := make([]byte, 32)
 	if _, err := readRandom(secret); err != nil {
 		return nil, err
 	}
-	o := &openedFabric{desc: fmt.Sprintf("tcp on loopback, %d in-process memory nodes of %s", ff.memNodes, ff.memSize)}
+	o := &openedFabric{desc: fmt.Sprintf("tcp on loopback, %d in-process memory nodes of %s%s", ff.memNodes, ff.memSize, ff.sharedDesc())}
 	var text strings.Builder
 	for id := 1; id <= ff.memNodes; id++ {
 		srv, err := rdma.NewServer(rdma.ServerOptions{Node: farmem.NodeID(id), Size: size, Secret: secret, Logger: quiet})
@@ -292,7 +305,7 @@ func (ff *fabricFlags) openTCP(ctx context.Context, size uint64, log io.Writer) 
 		o.closeAll()
 		return nil, err
 	}
-	f, err := rdma.Dial(ctx, cl, rdma.Options{Secret: secret, Seed: ff.seed, Logger: quiet})
+	f, err := rdma.Dial(ctx, cl, rdma.Options{Secret: secret, Seed: ff.seed, Logger: quiet, SharedConns: ff.shared})
 	if err != nil {
 		o.closeAll()
 		return nil, err

@@ -35,6 +35,25 @@ func TestBenchLocalWithPeer(t *testing.T) {
 	}
 }
 
+// TestBenchTCPSharedConns: --shared-conns runs the store's clients over one connection per
+// memory node, and the run does what it does on connections of their own.
+func TestBenchTCPSharedConns(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := cli(t, "bench", "--transport", "tcp", "--shared-conns", "--mem-size", "64MiB", "--records", "300",
+		"--clients", "4", "--duration", "200ms", "--warmup", "0s", "--peers", "none")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "memory nodes of 64MiB, shared connections")
+	runs := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "kvstore/tcp") && strings.Contains(l, " run ") {
+			f := strings.Fields(l)
+			require.Equal(t, "0", f[5], "no failed ops: %s", l)
+			runs++
+		}
+	}
+	require.Equal(t, 1, runs, "one run row:\n%s", out)
+}
+
 func TestBenchSimJSONAndSweep(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "sweep.svg")
 	out, errOut, code := cli(t, "bench", "--transport", "sim", "--mem-size", "32MiB", "--records", "500",
@@ -114,6 +133,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--region", "/x", "--transport", "sim"},
 		{"bench", "--workload", "z"},
 		{"bench", "--transport", "sim", "--peers", "gomap"},
+		{"bench", "--transport", "cxl", "--shared-conns"},
 		{"kv", "get", "k"},
 		{"kv", "--transport", "local", "get", "k"},
 		{"kv", "--region", "/nonexistent/r", "frob", "k"},
