@@ -299,8 +299,7 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 	}
 	w, stamp, slot := e.word, e.stamp, e.slot(&t.geo)
 	if t.pf != nil {
-		t.pf.Prefetch(slot, 8)
-		t.pf.Prefetch(w.Addr(), int(w.Size()))
+		t.pf.Prefetch2(slot, 8, w.Addr(), int(w.Size()))
 	}
 	sc := t.scr
 	n := int(w.Size())
@@ -453,8 +452,7 @@ func (t *Table) cachedLook(e *acEntry, keyLen int) (slot farmem.Addr, w Slot, wo
 	sc.blocks = grow(sc.blocks, 8+n)
 	word, head = sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
 	if t.pf != nil {
-		t.pf.Prefetch(slot, 8)
-		t.pf.Prefetch(w.Addr(), n)
+		t.pf.Prefetch2(slot, 8, w.Addr(), n)
 	}
 	return slot, w, word, head
 }

@@ -1,0 +1,82 @@
+package race_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/farmem/farmem/ds/race"
+	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/local"
+)
+
+// hintLog is a Memory that offers the hints a table asks a cxl client for (Prefetch,
+// Prefetch2, DoHinted) and records them in order, with each batch the table runs (Do or
+// DoHinted) as "do".
+type hintLog struct {
+	farmem.Memory
+	log []string
+}
+
+func (h *hintLog) Prefetch(a farmem.Addr, n int) {
+	h.log = append(h.log, fmt.Sprintf("hint %v+%d", a, n))
+}
+
+func (h *hintLog) Prefetch2(a farmem.Addr, n int, b farmem.Addr, m int) {
+	h.log = append(h.log, fmt.Sprintf("hint2 %v+%d %v+%d", a, n, b, m))
+}
+
+func (h *hintLog) DoHinted(ctx context.Context, b *farmem.Batch) error {
+	h.log = append(h.log, "do")
+	return h.Memory.Do(ctx, b)
+}
+
+func (h *hintLog) Do(ctx context.Context, b *farmem.Batch) error {
+	h.log = append(h.log, "do")
+	return h.Memory.Do(ctx, b)
+}
+
+// TestCachedHints: through a key's address-cache entry, an Update (the straight path) asks for
+// the slot's word and the old block's head in one Prefetch2, before it allocates and encodes
+// the new block (whose lines it asks for next), so that those misses overlap the block's making;
+// then come its two batches. A Search through the entry asks for the slot's word and the whole
+// block in one Prefetch2, then runs its one batch.
+func TestCachedHints(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	opts := race.Options{Invalidate: true, AddressCache: 100}
+	h := &hintLog{}
+	c := e.openWith(t, 0, opts, func(m farmem.Memory) farmem.Memory { h.Memory = m; return h })
+	p := e.open(t, 1, race.Options{})
+	require.NoError(t, c.tab.Insert(ctx, key(1), val(1, 40)))
+	entry := func() race.Entry {
+		t.Helper()
+		_, ent, err := p.tab.SearchEntry(ctx, key(1))
+		require.NoError(t, err)
+		return ent
+	}
+
+	old := entry()
+	h.log = nil
+	require.NoError(t, c.tab.Update(ctx, key(1), val(2, 40)))
+	require.Equal(t, uint64(1), c.tab.Stats().Straight, "the update took the straight path")
+	nw := entry()
+	head := 24 + len(key(1)) // the block's header and the key, whole words
+	head = (head + 7) &^ 7
+	require.Equal(t, []string{
+		fmt.Sprintf("hint2 %v+8 %v+%d", old.Slot, old.Word.Addr(), head),
+		fmt.Sprintf("hint %v+%d", nw.Word.Addr(), (int(nw.Word.Size())+race.Unit-1)&^(race.Unit-1)),
+		"do", "do",
+	}, h.log)
+
+	h.log = nil
+	v, err := c.tab.Search(ctx, key(1))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), unval(v))
+	require.Equal(t, []string{
+		fmt.Sprintf("hint2 %v+8 %v+%d", nw.Slot, nw.Word.Addr(), nw.Word.Size()),
+		"do",
+	}, h.log)
+}
