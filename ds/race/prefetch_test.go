@@ -13,8 +13,8 @@ import (
 )
 
 // hintLog is a Memory that offers the hints a table asks a cxl client for (Prefetch,
-// Prefetch2, DoHinted) and records them in order, with each batch the table runs (Do or
-// DoHinted) as "do".
+// Prefetch2, DoHinted) and records them in order, with each batch the table runs: "do" (Do)
+// or "do hinted" (DoHinted, whose reads' lines the table asked for already).
 type hintLog struct {
 	farmem.Memory
 	log []string
@@ -29,7 +29,7 @@ func (h *hintLog) Prefetch2(a farmem.Addr, n int, b farmem.Addr, m int) {
 }
 
 func (h *hintLog) DoHinted(ctx context.Context, b *farmem.Batch) error {
-	h.log = append(h.log, "do")
+	h.log = append(h.log, "do hinted")
 	return h.Memory.Do(ctx, b)
 }
 
@@ -41,8 +41,9 @@ func (h *hintLog) Do(ctx context.Context, b *farmem.Batch) error {
 // TestCachedHints: through a key's address-cache entry, an Update (the straight path) asks for
 // the slot's word and the old block's head in one Prefetch2, before it allocates and encodes
 // the new block (whose lines it asks for next), so that those misses overlap the block's making;
-// then come its two batches. A Search through the entry asks for the slot's word and the whole
-// block in one Prefetch2, then runs its one batch.
+// then come its two batches, neither asking for lines again (the second's, the slot's and the
+// old block's valid word's, the first read). A Search through the entry asks for the slot's
+// word and the whole block in one Prefetch2, then runs its one batch.
 func TestCachedHints(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
@@ -68,7 +69,7 @@ func TestCachedHints(t *testing.T) {
 	require.Equal(t, []string{
 		fmt.Sprintf("hint2 %v+8 %v+%d", old.Slot, old.Word.Addr(), head),
 		fmt.Sprintf("hint %v+%d", nw.Word.Addr(), (int(nw.Word.Size())+race.Unit-1)&^(race.Unit-1)),
-		"do", "do",
+		"do hinted", "do hinted",
 	}, h.log)
 
 	h.log = nil
@@ -77,6 +78,6 @@ func TestCachedHints(t *testing.T) {
 	require.Equal(t, uint64(2), unval(v))
 	require.Equal(t, []string{
 		fmt.Sprintf("hint2 %v+8 %v+%d", nw.Slot, nw.Word.Addr(), nw.Word.Size()),
-		"do",
+		"do hinted",
 	}, h.log)
 }

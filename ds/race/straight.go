@@ -91,7 +91,7 @@ func (t *Table) updateStraight(ctx context.Context, key, value []byte, op *opSta
 	if step.Checked > t.pinAt.Add(t.opts.PinBudget) {
 		step.Late = true
 	} else {
-		step.Found, step.Err = t.casSlot(ctx, slot, old, nb.slot, t.opts.Invalidate)
+		step.Found, step.Err = t.casSlot(ctx, slot, old, nb.slot, t.opts.Invalidate, true)
 	}
 	c := &t.scr.change
 	if step.Late || step.Err != nil || step.Found != step.Old {
