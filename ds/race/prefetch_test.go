@@ -9,6 +9,7 @@ import (
 
 	"github.com/farmem/farmem/ds/race"
 	"github.com/farmem/farmem/farmem"
+	"github.com/farmem/farmem/farmem/farmemtest"
 	"github.com/farmem/farmem/farmem/local"
 )
 
@@ -80,4 +81,70 @@ func TestCachedHints(t *testing.T) {
 		fmt.Sprintf("hint2 %v+8 %v+%d", nw.Slot, nw.Word.Addr(), nw.Word.Size()),
 		"do hinted",
 	}, h.log)
+}
+
+// TestCachedSearchChecksBlock: a Search through its key's entry, the slot and the block on one
+// node (the path searchCached makes itself), takes the block only if it validates and holds the
+// key with the entry's stamp, on a Memory that hints and on one that does not. Each key's block
+// is rewritten in place (its slot's word unchanged) with another stamp or another key, or the
+// cached read's copy of it is corrupted (a torn read: the checksum fails, a bad block): the
+// cached read refuses it (a stale entry) and the Search goes on to the lookup; a block left as
+// it was is a hit.
+func TestCachedSearchChecksBlock(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, local.Options{}, race.Params{Groups: 8})
+	opts := race.Options{Invalidate: true, AddressCache: 100}
+	for _, hinting := range []bool{false, true} {
+		var tear bool // corrupt the block in the next cached read's batch
+		c := e.openWith(t, 0, opts, func(m farmem.Memory) farmem.Memory {
+			var w farmem.Memory = &farmemtest.Interposer{Memory: m, After: func(_ context.Context, v farmemtest.Verb, _ uint64, err error) {
+				if ops := v.Batch.Ops; tear && err == nil && len(ops) == 2 && len(ops[0].Buf) == 8 && ops[1].Kind == farmem.OpRead {
+					ops[1].Buf[40] ^= 1 // a byte of the value
+					tear = false
+				}
+			}}
+			if hinting {
+				w = &hintLog{Memory: w}
+			}
+			return w
+		})
+		p := e.open(t, 1, race.Options{})
+		base := uint64(100)
+		if hinting {
+			base = 200
+		}
+		for i, rewrite := range []string{"none", "stamp", "key", "torn"} {
+			k := key(base + uint64(i))
+			require.NoError(t, c.tab.Insert(ctx, k, val(1, 40)))
+			_, ent, err := p.tab.SearchEntry(ctx, k)
+			require.NoError(t, err)
+			require.Equal(t, ent.Slot.Node(), ent.Word.Addr().Node(), "slot and block on one node")
+			a := ent.Word.Addr()
+			var img []byte
+			switch rewrite {
+			case "stamp":
+				img = race.BlockImage(a, k, val(1, 40), ent.Stamp+1)
+			case "key":
+				img = race.BlockImage(a, key(base+50), val(1, 40), ent.Stamp)
+			case "torn":
+				tear = true
+			}
+			if img != nil {
+				require.NoError(t, p.m.Write(ctx, a, img))
+			}
+			before := c.tab.Stats()
+			_, _ = c.tab.Search(ctx, k)
+			d := c.tab.Stats()
+			require.False(t, tear, "%v hinting=%v: the cached read's batch was seen", rewrite, hinting)
+			if rewrite == "none" {
+				require.Equal(t, before.CacheHits+1, d.CacheHits, "%v hinting=%v", rewrite, hinting)
+				continue
+			}
+			require.Equal(t, before.CacheHits, d.CacheHits, "%v hinting=%v: refused", rewrite, hinting)
+			require.Equal(t, before.CacheStale+1, d.CacheStale, "%v hinting=%v: a stale entry", rewrite, hinting)
+			if rewrite == "torn" {
+				require.Equal(t, before.BadBlocks+1, d.BadBlocks, "%v hinting=%v", rewrite, hinting)
+			}
+		}
+	}
 }
