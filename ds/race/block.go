@@ -168,8 +168,11 @@ func decodeBlockInto(addr farmem.Addr, b []byte, blk *Block) error {
 		return fmt.Errorf("race: block at %v: %d bytes: %w", addr, len(b), ErrCorrupt)
 	}
 	le := binary.LittleEndian
-	kl, vl := int(le.Uint16(b[0:])), int(le.Uint16(b[2:])&^sum3Flag)
-	v3 := le.Uint16(b[2:])&sum3Flag != 0
+	// The header and, once the block's length is known, its last two words, as arrays: one
+	// bounds check each rather than one per field.
+	hd := (*[blockHeader]byte)(b)
+	kl, vl := int(le.Uint16(hd[0:])), int(le.Uint16(hd[2:])&^sum3Flag)
+	v3 := le.Uint16(hd[2:])&sum3Flag != 0
 	if kl+vl > MaxKV {
 		return fmt.Errorf("race: block at %v: bad header: %w", addr, ErrCorrupt)
 	}
@@ -177,10 +180,11 @@ func decodeBlockInto(addr farmem.Addr, b []byte, blk *Block) error {
 	if n > uint64(len(b)) {
 		return fmt.Errorf("race: block at %v: %d bytes, header says %d: %w", addr, len(b), n, ErrCorrupt)
 	}
+	tl := (*[16]byte)(b[n-16 : n])
 	// The padding, fewer than 8 bytes, is the top of the word before the checksum (n-16 is
 	// at least 16: in the header when there is no key or value, and then no padding): one
 	// load and a shift (by 64, none, gives 0).
-	if pad := n - 8 - uint64(blockHeader+kl+vl); le.Uint64(b[n-16:])>>(64-8*pad) != 0 {
+	if pad := n - 8 - uint64(blockHeader+kl+vl); le.Uint64(tl[:8])>>(64-8*pad) != 0 {
 		return fmt.Errorf("race: block at %v: nonzero padding: %w", addr, ErrCorrupt)
 	}
 	var sum uint64
@@ -189,13 +193,13 @@ func decodeBlockInto(addr farmem.Addr, b []byte, blk *Block) error {
 	} else {
 		sum = sum2(addr, b[:n-8])
 	}
-	if le.Uint64(b[n-8:]) != sum {
+	if le.Uint64(tl[8:]) != sum {
 		return fmt.Errorf("race: block at %v: checksum mismatch: %w", addr, ErrCorrupt)
 	}
 	blk.Key = b[blockHeader : blockHeader+kl : blockHeader+kl]
 	blk.Value = b[blockHeader+kl : blockHeader+kl+vl : blockHeader+kl+vl]
-	blk.Deadline = farmem.Time(le.Uint64(b[8:]))
-	blk.Stamp = le.Uint32(b[4:])
-	blk.Invalid = le.Uint64(b[ValidOffset:]) != 0
+	blk.Deadline = farmem.Time(le.Uint64(hd[8:]))
+	blk.Stamp = le.Uint32(hd[4:])
+	blk.Invalid = le.Uint64(hd[ValidOffset:]) != 0
 	return nil
 }
