@@ -13,10 +13,9 @@ import (
 // the key is hashed, for a fingerprint match's block as soon as decodeView finds its slot word,
 // for the slot and the old block's head of an update through an address-cache entry before
 // its new block is made (updateStraight), and for a new block's lines as soon as it is
-// allocated (before it is encoded), so that the
-// misses overlap the work before the batch that reads them (pinning, the rest of the buckets'
-// decoding, building the new block of an update, the batch's own set-up and checks) instead of
-// following it. A batch reading blocks hinted so runs through DoHinted: cxl's Do asks for a
+// allocated (before it is encoded), so that the misses overlap the work before the batch that
+// reads them (pinning, the rest of the buckets' decoding, building the new block of an update,
+// the batch's own set-up and checks) instead of following it. A batch reading blocks hinted so runs through DoHinted: cxl's Do asks for a
 // batch's lines as it checks the batch, and would ask for each of them twice. Nothing depends
 // on the hint: the batches read as before.
 type prefetcher interface {
