@@ -5,7 +5,8 @@
 // func asmCopyWideSrc(dst, src unsafe.Pointer, n uintptr)
 // Moves n words from src (8-byte aligned) to dst (any alignment), in ascending order: one
 // MOVQ if src is not 16-byte aligned, then 16-byte MOVO (MOVDQA) loads from src, which the
-// caller has checked are single-copy atomic, with MOVOU stores to dst, then a last MOVQ.
+// caller has checked are single-copy atomic, with MOVOU stores to dst (eight pairs an
+// iteration while sixteen words remain, then four, then one pair at a time), then a last MOVQ.
 TEXT ·asmCopyWideSrc(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -20,6 +21,31 @@ TEXT ·asmCopyWideSrc(SB), NOSPLIT, $0-24
 	ADDQ  $8, DI
 	DECQ  CX
 saligned:
+	CMPQ CX, $16
+	JB   s8
+sloop16:
+	MOVO  0(SI), X0
+	MOVO  16(SI), X1
+	MOVO  32(SI), X2
+	MOVO  48(SI), X3
+	MOVO  64(SI), X4
+	MOVO  80(SI), X5
+	MOVO  96(SI), X6
+	MOVO  112(SI), X7
+	MOVOU X0, 0(DI)
+	MOVOU X1, 16(DI)
+	MOVOU X2, 32(DI)
+	MOVOU X3, 48(DI)
+	MOVOU X4, 64(DI)
+	MOVOU X5, 80(DI)
+	MOVOU X6, 96(DI)
+	MOVOU X7, 112(DI)
+	ADDQ  $128, SI
+	ADDQ  $128, DI
+	SUBQ  $16, CX
+	CMPQ  CX, $16
+	JAE   sloop16
+s8:
 	CMPQ CX, $8
 	JB   spairs
 sloop8:
@@ -56,7 +82,8 @@ sdone:
 // func asmCopyWideDst(dst, src unsafe.Pointer, n uintptr)
 // Moves n words from src (any alignment) to dst (8-byte aligned), in ascending order: one
 // MOVQ if dst is not 16-byte aligned, then MOVOU loads from src with 16-byte MOVO (MOVDQA)
-// stores to dst, which the caller has checked are single-copy atomic, then a last MOVQ.
+// stores to dst, which the caller has checked are single-copy atomic (eight pairs an
+// iteration while sixteen words remain, then four, then one pair at a time), then a last MOVQ.
 TEXT ·asmCopyWideDst(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -71,6 +98,31 @@ TEXT ·asmCopyWideDst(SB), NOSPLIT, $0-24
 	ADDQ  $8, DI
 	DECQ  CX
 daligned:
+	CMPQ CX, $16
+	JB   d8
+dloop16:
+	MOVOU 0(SI), X0
+	MOVOU 16(SI), X1
+	MOVOU 32(SI), X2
+	MOVOU 48(SI), X3
+	MOVOU 64(SI), X4
+	MOVOU 80(SI), X5
+	MOVOU 96(SI), X6
+	MOVOU 112(SI), X7
+	MOVO  X0, 0(DI)
+	MOVO  X1, 16(DI)
+	MOVO  X2, 32(DI)
+	MOVO  X3, 48(DI)
+	MOVO  X4, 64(DI)
+	MOVO  X5, 80(DI)
+	MOVO  X6, 96(DI)
+	MOVO  X7, 112(DI)
+	ADDQ  $128, SI
+	ADDQ  $128, DI
+	SUBQ  $16, CX
+	CMPQ  CX, $16
+	JAE   dloop16
+d8:
 	CMPQ CX, $8
 	JB   dpairs
 dloop8:

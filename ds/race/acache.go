@@ -279,7 +279,8 @@ func (t *Table) viewSlot(v *view, j int) (farmem.Addr, uint64) {
 func (c *addrCache) clear() { clear(c.sets) }
 
 // searchCached answers op's Search (op.dst set) from the address cache, reading the slot and
-// the block its entry names (readCached): one round trip, no pin, no clock reading. ok is
+// the block its entry names (readCached, whose case of the slot and the block on one node it
+// makes itself): one round trip, no pin, no clock reading. ok is
 // false, with nothing appended, when the cache has no entry for the key, the entry is volatile
 // or the handle's entries are not useful (addrCache.useful; either counted in CacheSkips: no read; the caller's lookup counts what it finds against the entry,
 // as keep says), or the entry is stale (its block is then forgotten and the miss counted, and
@@ -298,16 +299,44 @@ func (t *Table) searchCached(ctx context.Context, op *opState) ([]byte, bool) {
 		return nil, false
 	}
 	w, stamp, slot := e.word, e.stamp, e.slot(&t.geo)
-	if t.pf != nil {
-		t.pf.Prefetch(slot, 8)
-		t.pf.Prefetch(w.Addr(), int(w.Size()))
-	}
 	sc := t.scr
 	n := int(w.Size())
 	sc.blocks = grow(sc.blocks, n+16)
 	words, buf := sc.blocks[:16:16], sc.blocks[16:16+n:16+n]
 	var blk Block
-	ok, err := t.readCached(ctx, op.key, w, slot, stamp, words, buf, t.pf != nil, &blk)
+	var ok bool
+	var err error
+	if slot.Node() == w.Addr().Node() {
+		// readCached's case of the slot and the block on one node, written out (the common
+		// cached Get: no call with its ten arguments): the hints, then one batch of the slot's
+		// word and the block, in that order on that node, and readCached's checks.
+		pf := t.pf
+		if pf != nil {
+			pf.Prefetch2(slot, 8, w.Addr(), n)
+		}
+		b := t.batch()
+		b.Read(slot, words[:8])
+		b.Read(w.Addr(), buf)
+		if pf != nil {
+			err = pf.DoHinted(ctx, b)
+		} else {
+			err = t.m.Do(ctx, b)
+		}
+		if err != nil {
+			t.lost()
+		} else if sw := Slot(binary.LittleEndian.Uint64(words)); sw.Committed() && blockKey(sw) == w {
+			if decodeBlockInto(w.Addr(), buf, &blk) != nil {
+				t.stats.BadBlocks++
+			} else {
+				ok = blk.Stamp == stamp && bytes.Equal(blk.Key, op.key)
+			}
+		}
+	} else {
+		if t.pf != nil {
+			t.pf.Prefetch2(slot, 8, w.Addr(), n)
+		}
+		ok, err = t.readCached(ctx, op.key, w, slot, stamp, words, buf, t.pf != nil, &blk)
+	}
 	if err != nil || !ok {
 		// The block is forgotten, the miss counted (the lookup's keep then counts nothing).
 		e.word = 0
@@ -453,8 +482,7 @@ func (t *Table) cachedLook(e *acEntry, keyLen int) (slot farmem.Addr, w Slot, wo
 	sc.blocks = grow(sc.blocks, 8+n)
 	word, head = sc.blocks[:8:8], sc.blocks[8:8+n:8+n]
 	if t.pf != nil {
-		t.pf.Prefetch(slot, 8)
-		t.pf.Prefetch(w.Addr(), n)
+		t.pf.Prefetch2(slot, 8, w.Addr(), n)
 	}
 	return slot, w, word, head
 }

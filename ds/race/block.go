@@ -88,26 +88,30 @@ func encodeBlockInto(buf []byte, addr farmem.Addr, key, val []byte, deadline far
 func encodeBlockVersion(buf []byte, addr farmem.Addr, key, val []byte, deadline farmem.Time, stamp uint32, version int) []byte {
 	n := blockSize(len(key), len(val))
 	b := buf[:n]
+	// The header and the block's last two words (the word before the checksum, then the
+	// checksum), as arrays: n is at least blockOverhead, so each is one bounds check rather
+	// than one per field.
+	hd, tl := (*[blockHeader]byte)(b), (*[16]byte)(b[n-16:])
 	le := binary.LittleEndian
 	vl := uint16(len(val))
 	if version >= 3 {
 		vl |= sum3Flag
 	}
-	le.PutUint16(b[0:], uint16(len(key)))
-	le.PutUint16(b[2:], vl)
-	le.PutUint32(b[4:], stamp)
-	le.PutUint64(b[8:], uint64(deadline))
-	le.PutUint64(b[ValidOffset:], 0)
+	le.PutUint16(hd[0:], uint16(len(key)))
+	le.PutUint16(hd[2:], vl)
+	le.PutUint32(hd[4:], stamp)
+	le.PutUint64(hd[8:], uint64(deadline))
+	le.PutUint64(hd[ValidOffset:], 0)
 	// The padding (fewer than 8 bytes, before the checksum) lies within the word before the
 	// checksum: zero that word, then copy the key and value over its start. (With neither,
 	// that word is the valid word, zero already.)
-	le.PutUint64(b[n-16:], 0)
+	le.PutUint64(tl[:8], 0)
 	copy(b[blockHeader:], key)
 	copy(b[blockHeader+len(key):], val)
 	if version >= 3 {
-		le.PutUint64(b[n-8:], sum3(addr, b[:n-8]))
+		le.PutUint64(tl[8:], sum3(addr, b[:n-8]))
 	} else {
-		le.PutUint64(b[n-8:], sum2(addr, b[:n-8]))
+		le.PutUint64(tl[8:], sum2(addr, b[:n-8]))
 	}
 	return b
 }
@@ -116,9 +120,10 @@ func encodeBlockVersion(buf []byte, addr farmem.Addr, key, val []byte, deadline 
 // blockHeader of them); the valid word is not read.
 func sum3(addr farmem.Addr, b []byte) uint64 {
 	le := binary.LittleEndian
+	hd := (*[16]byte)(b) // the lengths, the stamp and the deadline: one bounds check
 	h := sumSeed ^ uint64(addr)*mulA
-	h = bits.RotateLeft64(h^(le.Uint64(b[0:])*mulB), 29) * mulC
-	h = bits.RotateLeft64(h^(le.Uint64(b[8:])*mulB), 29) * mulC
+	h = bits.RotateLeft64(h^(le.Uint64(hd[0:])*mulB), 29) * mulC
+	h = bits.RotateLeft64(h^(le.Uint64(hd[8:])*mulB), 29) * mulC
 	return fmix(h ^ xxh3.Hash(b[blockHeader:]))
 }
 
@@ -163,8 +168,11 @@ func decodeBlockInto(addr farmem.Addr, b []byte, blk *Block) error {
 		return fmt.Errorf("race: block at %v: %d bytes: %w", addr, len(b), ErrCorrupt)
 	}
 	le := binary.LittleEndian
-	kl, vl := int(le.Uint16(b[0:])), int(le.Uint16(b[2:])&^sum3Flag)
-	v3 := le.Uint16(b[2:])&sum3Flag != 0
+	// The header and, once the block's length is known, its last two words, as arrays: one
+	// bounds check each rather than one per field.
+	hd := (*[blockHeader]byte)(b)
+	kl, vl := int(le.Uint16(hd[0:])), int(le.Uint16(hd[2:])&^sum3Flag)
+	v3 := le.Uint16(hd[2:])&sum3Flag != 0
 	if kl+vl > MaxKV {
 		return fmt.Errorf("race: block at %v: bad header: %w", addr, ErrCorrupt)
 	}
@@ -172,10 +180,11 @@ func decodeBlockInto(addr farmem.Addr, b []byte, blk *Block) error {
 	if n > uint64(len(b)) {
 		return fmt.Errorf("race: block at %v: %d bytes, header says %d: %w", addr, len(b), n, ErrCorrupt)
 	}
+	tl := (*[16]byte)(b[n-16 : n])
 	// The padding, fewer than 8 bytes, is the top of the word before the checksum (n-16 is
 	// at least 16: in the header when there is no key or value, and then no padding): one
 	// load and a shift (by 64, none, gives 0).
-	if pad := n - 8 - uint64(blockHeader+kl+vl); le.Uint64(b[n-16:])>>(64-8*pad) != 0 {
+	if pad := n - 8 - uint64(blockHeader+kl+vl); le.Uint64(tl[:8])>>(64-8*pad) != 0 {
 		return fmt.Errorf("race: block at %v: nonzero padding: %w", addr, ErrCorrupt)
 	}
 	var sum uint64
@@ -184,13 +193,13 @@ func decodeBlockInto(addr farmem.Addr, b []byte, blk *Block) error {
 	} else {
 		sum = sum2(addr, b[:n-8])
 	}
-	if le.Uint64(b[n-8:]) != sum {
+	if le.Uint64(tl[8:]) != sum {
 		return fmt.Errorf("race: block at %v: checksum mismatch: %w", addr, ErrCorrupt)
 	}
 	blk.Key = b[blockHeader : blockHeader+kl : blockHeader+kl]
 	blk.Value = b[blockHeader+kl : blockHeader+kl+vl : blockHeader+kl+vl]
-	blk.Deadline = farmem.Time(le.Uint64(b[8:]))
-	blk.Stamp = le.Uint32(b[4:])
-	blk.Invalid = le.Uint64(b[ValidOffset:]) != 0
+	blk.Deadline = farmem.Time(le.Uint64(hd[8:]))
+	blk.Stamp = le.Uint32(hd[4:])
+	blk.Invalid = le.Uint64(hd[ValidOffset:]) != 0
 	return nil
 }

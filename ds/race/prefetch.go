@@ -11,14 +11,18 @@ import (
 // nothing and is not a verb), and a Do that does not ask for a batch's lines itself. A handle
 // whose Memory offers them asks for a key's two combined buckets and subtable header as soon as
 // the key is hashed, for a fingerprint match's block as soon as decodeView finds its slot word,
-// and for a new block's lines as soon as it is allocated (before it is encoded), so that the
-// misses overlap the work before the batch that reads them (pinning, the rest of the buckets'
-// decoding, building the new block of an update, the batch's own set-up and checks) instead of
-// following it. A batch reading blocks hinted so runs through DoHinted: cxl's Do asks for a
+// for the slot and the old block's head of an update through an address-cache entry before
+// its new block is made (updateStraight), and for a new block's lines as soon as it is
+// allocated (before it is encoded), so that the misses overlap the work before the batch that
+// reads them (pinning, the rest of the buckets' decoding, building the new block of an update,
+// the batch's own set-up and checks) instead of following it. A batch reading blocks hinted so runs through DoHinted: cxl's Do asks for a
 // batch's lines as it checks the batch, and would ask for each of them twice. Nothing depends
 // on the hint: the batches read as before.
 type prefetcher interface {
 	Prefetch(a farmem.Addr, n int)
+	// Prefetch2 is Prefetch of [a, a+n) and of [b, b+m) in one call (one call's overhead
+	// where the handle learns two addresses at once).
+	Prefetch2(a farmem.Addr, n int, b farmem.Addr, m int)
 	// DoHinted is Memory.Do for a batch whose reads' lines were hinted already: it does not
 	// ask for them again.
 	DoHinted(ctx context.Context, b *farmem.Batch) error
@@ -32,11 +36,10 @@ func (t *Table) prefetchLookup(op *opState) {
 	}
 	st := t.subtableFor(op.k.h1)
 	n := int(2 * t.geo.perB * 8)
-	t.pf.Prefetch(t.geo.slotAddr(st, op.ranges[0]), n)
+	t.pf.Prefetch2(t.geo.slotAddr(st, op.ranges[0]), n, st.Add(stHeaderOff), t.headerReadLen())
 	if !op.same {
 		t.pf.Prefetch(t.geo.slotAddr(st, op.ranges[1]), n)
 	}
-	t.pf.Prefetch(st.Add(stHeaderOff), t.headerReadLen())
 }
 
 // hintBlock hints the lines of the block slot word w names (decodeView, for a fingerprint match

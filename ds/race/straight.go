@@ -15,8 +15,9 @@ import (
 // table make the first step of a lock-free commit itself (ptrsync.Straight). It is
 // changePinned's first attempt written out in one function, with its state in locals: when
 // PlanStraight routes the operation lock-free with the block written early and no lock entry
-// read, it makes the new block, looks through the entry (changeCached's batch: the block's
-// write, the slot's word, the old block's head), checks the deadline and CASes the slot (with
+// read, it asks for the lines of the entry's slot and of the old block's head, makes the new
+// block, looks through the entry (changeCached's batch: the block's write, the slot's word,
+// the old block's head), checks the deadline and CASes the slot (with
 // the old block's valid word set in the CAS's batch, as Install does), and hands that step to
 // CommitStraight, which counts it as Commit would. Verbs, round trips and bytes are
 // changePinned's.
@@ -34,12 +35,14 @@ func (t *Table) updateStraight(ctx context.Context, key, value []byte, op *opSta
 		return t.changePlanned(ctx, t.changeOf(ptrsync.Update, key, value, op), nil, op, ce, ae, true, false, plan)
 	}
 	t.stats.Straight++
+	// The look through the entry, as changeCached makes it (see there for why it is sound),
+	// prepared first: its hints for the slot's line and the old block's head then overlap the
+	// new block's allocation and encoding instead of the batch's set-up alone.
+	slot, w, word, head := t.cachedLook(ce, len(op.key))
 	nb, err := t.makeBlock(ctx, op, value, 0)
 	if err != nil {
 		return false, err
 	}
-	// The look through the entry, as changeCached makes it (see there for why it is sound).
-	slot, w, word, head := t.cachedLook(ce, len(op.key))
 	b := t.batch()
 	b.Write(nb.addr, nb.bytes) // a table without copies (change's cached): one write
 	b.Read(slot, word)
@@ -88,7 +91,7 @@ func (t *Table) updateStraight(ctx context.Context, key, value []byte, op *opSta
 	if step.Checked > t.pinAt.Add(t.opts.PinBudget) {
 		step.Late = true
 	} else {
-		step.Found, step.Err = t.casSlot(ctx, slot, old, nb.slot, t.opts.Invalidate)
+		step.Found, step.Err = t.casSlot(ctx, slot, old, nb.slot, t.opts.Invalidate, true)
 	}
 	c := &t.scr.change
 	if step.Late || step.Err != nil || step.Found != step.Old {

@@ -80,7 +80,7 @@ func (c *change) Install(ctx context.Context, expected uint64) (uint64, uint64, 
 	// A word whose block is not invalidated yet (changeCached's, a lost CAS's winner, a hint)
 	// has its block invalidated before it is replaced (casSlot).
 	inv := c.t.opts.Invalidate && exp.Committed() && (exp != c.old || c.oldValid)
-	prev, err := c.t.casSlot(ctx, c.slot, exp, nw, inv)
+	prev, err := c.t.casSlot(ctx, c.slot, exp, nw, inv, false)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -93,8 +93,10 @@ func (c *change) Install(ctx context.Context, expected uint64) (uint64, uint64, 
 // casSlot CASes the slot at slot from exp to nw and returns the word it found, counting a
 // conflict if that is not exp. With inv it first sets the valid word of exp's block (it was
 // confirmed while pinned, so it is not reused): on the slot's node the write and the CAS go in
-// one batch, in that order; elsewhere the write's round trip comes first.
-func (t *Table) casSlot(ctx context.Context, slot farmem.Addr, exp, nw Slot, inv bool) (uint64, error) {
+// one batch, in that order; elsewhere the write's round trip comes first. read tells that the
+// operation's previous batch read the slot's word and exp's block head (the valid word's line):
+// the batch is then run without asking for those lines again (doHinted).
+func (t *Table) casSlot(ctx context.Context, slot farmem.Addr, exp, nw Slot, inv, read bool) (uint64, error) {
 	var prev uint64
 	if !inv {
 		var err error
@@ -105,7 +107,12 @@ func (t *Table) casSlot(ctx context.Context, slot farmem.Addr, exp, nw Slot, inv
 		b := t.batch()
 		b.Write(va, invalidBytes[:])
 		k := b.CAS(slot, uint64(exp), uint64(nw))
-		err := t.m.Do(ctx, b)
+		var err error
+		if read {
+			err = t.doHinted(ctx, b)
+		} else {
+			err = t.m.Do(ctx, b)
+		}
 		if _, werr := b.Result(0); werr != nil {
 			return 0, fmt.Errorf("race: invalidate block: %w", werr)
 		}
