@@ -212,19 +212,21 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	}
 	if op.matchOnly {
 		// A slot's fingerprint is its word's top byte (little-endian: its last byte), so a
-		// word is decoded only when that byte matches. A match's block is hinted at once (see
-		// prefetcher): its read's batch follows, after the rest of this decoding.
-		// Whole words, each slice sized so that its loop needs no bounds checks.
-		fp := Slot(op.fp)
+		// word is decoded only when that byte matches: nextMatch, a leaf loop with no call
+		// and its state in registers (some 5 instructions a word; a loop that called the
+		// hint and appended in its body kept its state in memory: some 16 a word), finds
+		// the next such word. A committed match's block is hinted at once (see prefetcher):
+		// its read's batch follows, after the rest of this decoding.
+		fpw := Slot(op.fp) << slotFPShift
 		first, second := buf[:8*n:8*n], buf[8*n:16*n:16*n]
-		for j := 0; j+8 <= len(first); j += 8 {
-			if w := Slot(le.Uint64(first[j : j+8])); w>>slotFPShift == fp && w.Committed() {
+		for j := nextMatch(first, 0, fpw); j >= 0; j = nextMatch(first, j+8, fpw) {
+			if w := Slot(le.Uint64(first[j:])); w.Committed() {
 				idx, words = append(idx, op.ranges[0]+uint64(j/8)), append(words, w)
 				t.hintBlock(op, w)
 			}
 		}
-		for j := 8 * int(from); j+8 <= len(second); j += 8 {
-			if w := Slot(le.Uint64(second[j : j+8])); w>>slotFPShift == fp && w.Committed() {
+		for j := nextMatch(second, 8*int(from), fpw); j >= 0; j = nextMatch(second, j+8, fpw) {
+			if w := Slot(le.Uint64(second[j:])); w.Committed() {
 				idx, words = append(idx, op.ranges[1]+uint64(j/8)), append(words, w)
 				t.hintBlock(op, w)
 			}
@@ -246,6 +248,28 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	return v
 }
 
+// nextMatch returns the byte offset in b (whole little-endian slot words) of the first word at
+// or after offset j whose fingerprint byte is fpw's (fpw: a fingerprint shifted to its place in
+// a word, slotFPShift), or -1: a word matches when its xor with fpw is below 2^slotFPShift. It
+// is a leaf with no call, four words a step (a load, an xor, a compare and a branch each).
+func nextMatch(b []byte, j int, fpw Slot) int {
+	const lim = 1 << slotFPShift
+	le := binary.LittleEndian
+	for ; j+32 <= len(b); j += 32 {
+		w := b[j : j+32 : j+32]
+		if Slot(le.Uint64(w))^fpw < lim || Slot(le.Uint64(w[8:]))^fpw < lim ||
+			Slot(le.Uint64(w[16:]))^fpw < lim || Slot(le.Uint64(w[24:]))^fpw < lim {
+			break
+		}
+	}
+	for ; j+8 <= len(b); j += 8 {
+		if Slot(le.Uint64(b[j:j+8]))^fpw < lim {
+			return j
+		}
+	}
+	return -1
+}
+
 // locate reads op's candidate buckets in the subtable the directory cache names (one round
 // trip), refreshing the cache until the subtable owns the key (owner). nb, if not nil, is
 // written in the first batch (an Insert's or Update's KV block). The view is valid until the
@@ -254,23 +278,36 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 	if err := t.checkAdoptions(ctx); err != nil {
 		return view{}, err
 	}
+	return t.locateFrom(ctx, op, nb, nil)
+}
+
+// locateFrom is locate after its adoption check. With first set, the first attempt's batch
+// was made already (searchStraight's, with no block to write: nb is nil) and first is its
+// view, in the lookup's storage: that attempt goes on from the owner check.
+func (t *Table) locateFrom(ctx context.Context, op *opState, nb *newBlock, first *view) (view, error) {
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxAttempts {
 			return view{}, fmt.Errorf("race: no subtable covers the key after %d lookups: %w", attempt, ErrCorrupt)
 		}
-		st := t.subtableFor(op.k.h1)
-		b := t.batch()
-		if nb != nil {
-			addBlockWrites(b, nb)
+		var v view
+		var st farmem.Addr
+		if first != nil {
+			v, st, first = *first, first.st, nil
+		} else {
+			st = t.subtableFor(op.k.h1)
+			b := t.batch()
+			if nb != nil {
+				addBlockWrites(b, nb)
+			}
+			t.addReads(b, op, st)
+			t.stats.Lookups++
+			if err := t.m.Do(ctx, b); err != nil {
+				t.lost()
+				return view{}, fmt.Errorf("race: read buckets of %v: %w", st, err)
+			}
+			nb = nil
+			v = t.decodeView(op, st, &t.scr.lv)
 		}
-		t.addReads(b, op, st)
-		t.stats.Lookups++
-		if err := t.m.Do(ctx, b); err != nil {
-			t.lost()
-			return view{}, fmt.Errorf("race: read buckets of %v: %w", st, err)
-		}
-		nb = nil
-		v := t.decodeView(op, st, &t.scr.lv)
 		switch o := t.owner(op, &v); o {
 		case ownsAll:
 			return v, nil

@@ -162,11 +162,18 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	op.keepValue = true
 	op.matchOnly = true
 	op.search = true
+	straight := t.straightSearch()
 	for {
 		if err := t.pinRead(ctx); err != nil {
 			return dst, err
 		}
-		val, err := t.search(ctx, op)
+		var val []byte
+		var err error
+		if straight {
+			val, err = t.searchStraight(ctx, op)
+		} else {
+			val, err = t.search(ctx, op)
+		}
 		ok := t.unpin()
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return dst, err
@@ -183,9 +190,25 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	}
 }
 
+// search is a Search's pinned section on the general path: look the key up (locate), then read
+// its one candidate block (searchOne) or all of them (findKey), looking again while a block
+// fails validation.
 func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
+	return t.searchFrom(ctx, op, nil)
+}
+
+// searchFrom is search whose first look, with first set, read the buckets already: first is
+// that look's view, not yet checked against the owner rule (searchStraight hands over so).
+func (t *Table) searchFrom(ctx context.Context, op *opState, first *view) ([]byte, error) {
 	for range maxAttempts {
-		v, err := t.locate(ctx, op, nil)
+		var v view
+		var err error
+		if first != nil {
+			v, err = t.locateFrom(ctx, op, nil, first)
+			first = nil
+		} else {
+			v, err = t.locate(ctx, op, nil)
+		}
 		if err != nil {
 			return nil, err
 		}
