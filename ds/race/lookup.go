@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -212,23 +213,29 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	}
 	if op.matchOnly {
 		// A slot's fingerprint is its word's top byte (little-endian: its last byte), so a
-		// word is decoded only when that byte matches: nextMatch, a leaf loop with no call
-		// and its state in registers (some 5 instructions a word; a loop that called the
-		// hint and appended in its body kept its state in memory: some 16 a word), finds
-		// the next such word. A committed match's block is hinted at once (see prefetcher):
-		// its read's batch follows, after the rest of this decoding.
-		fpw := Slot(op.fp) << slotFPShift
-		first, second := buf[:8*n:8*n], buf[8*n:16*n:16*n]
-		for j := nextMatch(first, 0, fpw); j >= 0; j = nextMatch(first, j+8, fpw) {
-			if w := Slot(le.Uint64(first[j:])); w.Committed() {
-				idx, words = append(idx, op.ranges[0]+uint64(j/8)), append(words, w)
-				t.hintBlock(op, w)
-			}
-		}
-		for j := nextMatch(second, 8*int(from), fpw); j >= 0; j = nextMatch(second, j+8, fpw) {
-			if w := Slot(le.Uint64(second[j:])); w.Committed() {
-				idx, words = append(idx, op.ranges[1]+uint64(j/8)), append(words, w)
-				t.hintBlock(op, w)
+		// word is decoded only when that byte matches: fpMask marks such words (up to 64 a
+		// call, in SSE2 on amd64), and only those are looked at (a loop that called the hint
+		// and appended in its body kept its state in memory: some 16 instructions a word).
+		// Both ranges are scanned as one (the second follows the first in buf), the second's
+		// first from words, read in the first already, passed over. A committed match's block
+		// is hinted at once (see prefetcher): its read's batch follows, after the rest of this
+		// decoding.
+		all := buf[: 8*(n+n) : 8*(n+n)]
+		skip, resume := 8*int(n), 8*int(n+from)
+		for base := 0; base < len(all); base += fpMaskMax {
+			for m := fpMask(all[base:min(base+fpMaskMax, len(all))], op.fp); m != 0; m &= m - 1 {
+				j := base + 8*bits.TrailingZeros64(m)
+				i := op.ranges[0] + uint64(j/8)
+				if j >= skip {
+					if j < resume {
+						continue
+					}
+					i = op.ranges[1] + uint64(j/8) - n
+				}
+				if w := Slot(le.Uint64(all[j:])); w.Committed() {
+					idx, words = append(idx, i), append(words, w)
+					t.hintBlock(op, w)
+				}
 			}
 		}
 		vb.idx, vb.words = idx, words
@@ -246,28 +253,6 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	vb.idx, vb.words = idx, words
 	v.idx, v.words = idx, words
 	return v
-}
-
-// nextMatch returns the byte offset in b (whole little-endian slot words) of the first word at
-// or after offset j whose fingerprint byte is fpw's (fpw: a fingerprint shifted to its place in
-// a word, slotFPShift), or -1: a word matches when its xor with fpw is below 2^slotFPShift. It
-// is a leaf with no call, four words a step (a load, an xor, a compare and a branch each).
-func nextMatch(b []byte, j int, fpw Slot) int {
-	const lim = 1 << slotFPShift
-	le := binary.LittleEndian
-	for ; j+32 <= len(b); j += 32 {
-		w := b[j : j+32 : j+32]
-		if Slot(le.Uint64(w))^fpw < lim || Slot(le.Uint64(w[8:]))^fpw < lim ||
-			Slot(le.Uint64(w[16:]))^fpw < lim || Slot(le.Uint64(w[24:]))^fpw < lim {
-			break
-		}
-	}
-	for ; j+8 <= len(b); j += 8 {
-		if Slot(le.Uint64(b[j:j+8]))^fpw < lim {
-			return j
-		}
-	}
-	return -1
 }
 
 // locate reads op's candidate buckets in the subtable the directory cache names (one round

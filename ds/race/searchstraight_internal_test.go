@@ -95,34 +95,32 @@ func TestSearchStraightAdoption(t *testing.T) {
 	require.Zero(t, b.stats.Refreshes-before.Refreshes)
 }
 
-// nextMatch finds, in order, exactly the words whose fingerprint byte is the one asked for,
-// from any start, in buffers of any number of words (its four-word steps and its tail).
-func TestNextMatch(t *testing.T) {
+// fpMask (in assembly on amd64) and fpMaskGeneric mark exactly the words whose top byte is the
+// fingerprint asked for, in buffers of 0 to 64 words at any 8-byte alignment, whatever the
+// other bytes hold (the fingerprint's value among them).
+func TestFPMask(t *testing.T) {
 	le := binary.LittleEndian
 	seed := uint64(0x9e3779b97f4a7c15)
-	for words := range 70 {
-		b := make([]byte, 8*words)
-		for trial := range 20 {
-			fp := uint8(trial % 4)
-			for j := 0; j < len(b); j += 8 {
+	back := make([]byte, fpMaskMax+8)
+	for words := 0; words <= 64; words++ {
+		for trial := range 40 {
+			fp := uint8(trial * 37)
+			off := 8 * (trial % 2)
+			b := back[off : off+8*words]
+			var want uint64
+			for k := range words {
 				seed = fmix(seed + mulA)
-				w := seed &^ (0xff << slotFPShift)
-				w |= uint64(uint8(seed)%6) << slotFPShift // fingerprints 0..5: many matches
-				le.PutUint64(b[j:], w)
-			}
-			fpw := Slot(fp) << slotFPShift
-			for from := 0; from <= len(b); from += 8 {
-				var want, got []int
-				for j := from; j < len(b); j += 8 {
-					if b[j+7] == fp {
-						want = append(want, j)
-					}
+				w := seed&^(0xff<<slotFPShift) | uint64(fp)*0x0101010101010101>>8&uint64(seed>>3)
+				if seed%5 == 0 {
+					w |= uint64(fp) << slotFPShift
+					want |= 1 << uint(k)
+				} else {
+					w |= uint64(fp+1+uint8(seed>>50)%255) << slotFPShift
 				}
-				for j := nextMatch(b, from, fpw); j >= 0; j = nextMatch(b, j+8, fpw) {
-					got = append(got, j)
-				}
-				require.Equal(t, want, got, "%d words from %d, fingerprint %d", words, from, fp)
+				le.PutUint64(b[8*k:], w)
 			}
+			require.Equal(t, want, fpMaskGeneric(b, fp), "generic: %d words, fingerprint %d", words, fp)
+			require.Equal(t, want, fpMask(b, fp), "%d words, fingerprint %d", words, fp)
 		}
 	}
 }
