@@ -95,7 +95,12 @@ func (ss *Session) AppendGet(ctx context.Context, dst, key []byte) ([]byte, erro
 	if err := ss.s.check(key, nil); err != nil {
 		return dst, err
 	}
-	v, err := appendGetConn(ctx, ss.c, dst, key)
+	// appendGetConn, written inline: the index's AppendGet is called from here.
+	if ag := ss.c.ag; ag != nil {
+		v, err := ag.AppendGet(ctx, dst, key)
+		return v, ss.note(err)
+	}
+	v, err := appendViaGet(ctx, ss.c.idx, dst, key)
 	return v, ss.note(err)
 }
 

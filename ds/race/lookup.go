@@ -160,18 +160,20 @@ func (t *Table) initOp(op *opState, key []byte) { initOp(&t.p, &t.geo, op, key) 
 
 // initOp sets op's key and what derives from it, for a table of parameters p and geometry geo.
 func initOp(p *Params, geo *geometry, op *opState, key []byte) {
-	op.key, op.k = key, hashKey(p.Seed, key)
-	op.fp = uint8(op.k.h2>>slotFPShift) >> (8 - p.FingerprintBits)
-	twoG := 2 * geo.groups
-	first := reduce(uint32(op.k.h1>>32), twoG)
-	second := reduce(uint32(op.k.h2), twoG)
-	perB := geo.perB
-	start := func(mb uint64) uint64 { return (mb/2)*3*perB + (mb%2)*perB }
-	op.ranges = [2]uint64{start(first), start(second)}
-	if op.ranges[1] < op.ranges[0] {
-		op.ranges[0], op.ranges[1] = op.ranges[1], op.ranges[0]
+	// In locals, stored once each: every operation's critical path runs this before its
+	// first hint.
+	k := hashKey(p.Seed, key)
+	op.key, op.k = key, k
+	// FingerprintBits is 1..8 (validated): the shift is 0..7.
+	op.fp = uint8(k.h2>>slotFPShift) >> (uint(8-p.FingerprintBits) & 7)
+	twoG, perB := 2*geo.groups, geo.perB
+	first, second := reduce(uint32(k.h1>>32), twoG), reduce(uint32(k.h2), twoG)
+	// Main bucket mb starts group mb/2's three buckets, or ends them when odd.
+	r0, r1 := (first>>1)*3*perB+(first&1)*perB, (second>>1)*3*perB+(second&1)*perB
+	if r1 < r0 {
+		r0, r1 = r1, r0
 	}
-	op.same = op.ranges[0] == op.ranges[1]
+	op.ranges, op.same = [2]uint64{r0, r1}, r0 == r1
 }
 
 // addReads appends to b the reads of op's candidate slots in st, then of st's header area
@@ -194,10 +196,18 @@ func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 // valid until the next decode into vb). With op.matchOnly it keeps only the committed slots
 // with op's fingerprint.
 func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
+	var v view
+	t.decodeInto(op, st, vb, &v)
+	return v
+}
+
+// decodeInto is decodeView into *v (every field set): a view is ten words, returned through
+// memory and copied by the caller, which searchStraight spares.
+func (t *Table) decodeInto(op *opState, st farmem.Addr, vb *viewBuf, v *view) {
 	le := binary.LittleEndian
 	n := 2 * t.geo.perB
 	buf := t.scr.bkt
-	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
+	v.st, v.hdr, v.move, v.from = st, le.Uint64(buf[16*n:]), 0, 0
 	if t.regionSplit() {
 		v.move = le.Uint64(buf[16*n+stMoveOff:])
 	}
@@ -240,7 +250,7 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 		}
 		vb.idx, vb.words = idx, words
 		v.idx, v.words = idx, words
-		return v
+		return
 	}
 	for j := range n {
 		idx = append(idx, op.ranges[0]+j)
@@ -252,7 +262,6 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	}
 	vb.idx, vb.words = idx, words
 	v.idx, v.words = idx, words
-	return v
 }
 
 // locate reads op's candidate buckets in the subtable the directory cache names (one round

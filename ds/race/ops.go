@@ -141,8 +141,8 @@ func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
 // itself, with ErrNotFound or another error): a caller that reuses dst with room for the value
 // reads it with no allocation. A nil dst gives Search's fresh copy. The costs are Search's.
 func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, error) {
-	if err := t.usable(); err != nil {
-		return dst, err
+	if t.closed {
+		return dst, t.usable()
 	}
 	t.stats.Searches++
 	op := t.newOp(key)
@@ -151,9 +151,12 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	if early {
 		t.prefetchLookup(op)
 	}
-	if v, ok := t.searchCached(ctx, op); ok {
-		t.ac.lookedUp(false)
-		return v, nil
+	// A handle without cache entries (none kept yet, or no cache) has nothing to consult.
+	if t.ac.sets != nil {
+		if v, ok := t.searchCached(ctx, op); ok {
+			t.ac.lookedUp(false)
+			return v, nil
+		}
 	}
 	t.ac.lookedUp(true)
 	if !early {

@@ -41,7 +41,8 @@ func (t *Table) searchStraight(ctx context.Context, op *opState) ([]byte, error)
 		t.lost()
 		return nil, fmt.Errorf("race: read buckets of %v: %w", st, err)
 	}
-	v := t.decodeView(op, st, &t.scr.lv)
+	var v view
+	t.decodeInto(op, st, &t.scr.lv, &v)
 	if len(v.words) > 1 || v.move != 0 || !covers(v.hdr, op.k.h1) {
 		t.stats.SearchHandovers++
 		return t.searchFrom(ctx, op, &v)
