@@ -7,26 +7,28 @@ import (
 )
 
 // searchStraight is a Search's pinned section (AppendSearch's, after the address cache) for the
-// common case, written out in one function: a table without block copies and an unreplicated
-// index (straightSearch), whose first look at the key's buckets, in the subtable the directory
-// cache names, finds that subtable owning the key with no split under way (the owner rule's
-// ownsAll for a move word of 0) and at most one committed slot with the key's fingerprint. It
-// reads the buckets and the subtable's header in one batch, as locate does, through doHinted
-// (AppendSearch hinted those lines already: prefetchLookup, from the same directory entry,
-// with no refresh in between), decodes the view (decodeView, which hints a match's block),
-// and, for one match, reads the block in a second batch of one read and answers as searchOne
-// would; for none, ErrNotFound at once (findKey's answer for a view without matches). The
-// verbs, round trips, bytes and counts (Lookups, BadBlocks) are locate's and searchOne's;
-// what it saves is their layering: search's and locate's attempt loops, the owner switch,
-// searchOne's, readOne's and readBlockInv's calls and the errors.Is checks between them.
+// common case, written out in one function: a table without block copies and an unreplicated index
+// (straightSearch), whose first look at the key's buckets, in the subtable the directory cache
+// names, finds that subtable owning the key with no split under way (the owner rule's ownsAll for
+// a move word of 0). It reads the buckets and the subtable's header in one batch, as locate does,
+// through doHinted (AppendSearch hinted those lines already: prefetchLookup, from the same
+// directory entry, with no refresh in between), decodes the view (decodeView, which hints a
+// match's block), and, for one match, reads the block in a second batch of one read and answers as
+// searchOne would; for several, reads them all in one batch and answers as findKey would
+// (searchSeveral); for none, ErrNotFound at once (findKey's answer for a view without matches).
+// The verbs, round trips, bytes and counts (Lookups, BadBlocks) are locate's and searchOne's; what
+// it saves is their layering: search's and locate's attempt loops, the owner switch, searchOne's,
+// readOne's and readBlockInv's calls and the errors.Is checks between them, and for several
+// matches findKey's and learn's bookkeeping (the candidate list, the pending reads, what the
+// operation learnt of each block).
 //
 // Anything else goes back to the general path in the state it would have reached itself
-// (Stats.SearchHandovers): a pending adoption before any read (search, whose locate checks
-// it); a view not owned outright or with several matches, after the read (searchFrom with
-// that view: locate's attempt 0 goes on from its owner check, so no batch is repeated); a
-// block that fails validation (search from the next attempt, as searchOne's errStale makes
-// it). A failed batch ends the Search with locate's or readBlock's error, as the general path
-// would. A lease that ran out is AppendSearch's (it re-pins and calls this again).
+// (Stats.SearchHandovers): a pending adoption before any read (search, whose locate checks it); a
+// view not owned outright, after the read (searchFrom with that view: locate's attempt 0 goes on
+// from its owner check, so no batch is repeated); a block that fails validation (search from the
+// next attempt, as searchOne's and learn's errStale makes it). A failed batch ends the Search with
+// locate's, readBlock's or learn's error, as the general path would. A lease that ran out is
+// AppendSearch's (it re-pins and calls this again).
 func (t *Table) searchStraight(ctx context.Context, op *opState) ([]byte, error) {
 	t.stats.SearchStraight++
 	if t.adoptionCount() != t.adoptions {
@@ -43,12 +45,15 @@ func (t *Table) searchStraight(ctx context.Context, op *opState) ([]byte, error)
 	}
 	var v view
 	t.decodeInto(op, st, &t.scr.lv, &v)
-	if len(v.words) > 1 || v.move != 0 || !covers(v.hdr, op.k.h1) {
+	if v.move != 0 || !covers(v.hdr, op.k.h1) {
 		t.stats.SearchHandovers++
 		return t.searchFrom(ctx, op, &v)
 	}
-	if len(v.words) == 0 {
-		return nil, ErrNotFound
+	if len(v.words) != 1 {
+		if len(v.words) == 0 {
+			return nil, ErrNotFound
+		}
+		return t.searchSeveral(ctx, op, &v)
 	}
 	// searchOne's read (readBlockInv without the invalidation), its block hinted by decodeView.
 	w := blockKey(v.words[0])
@@ -87,3 +92,82 @@ func (t *Table) searchStraight(ctx context.Context, op *opState) ([]byte, error)
 // copies (a failed read has no backup to fall back on) and an unreplicated index, search's
 // condition for searchOne.
 func (t *Table) straightSearch() bool { return !t.replicated() && indexReplicas(t.root) <= 1 }
+
+// searchSeveral is searchStraight's read of a view v with several fingerprint matches, each
+// hinted already (decodeView): findKey's and learn's for a Search of a fresh operation on a
+// table without copies, written out. One batch reads every match's block, in the view's
+// order, into the scratch; the answer is the first block that holds the key (one committed
+// slot at most holds a key at a time; reads spread over time that saw it in two saw two of
+// its values, either one it had during the reads), its value appended once. As learn: a
+// batch whose failure is not only block reads failing because their node is down (or lost its
+// memory) drops the scratch and fails; a block that fails validation counts a bad block and
+// makes the Search look again (here: search, a hand-over), even when another block holds the
+// key; with reads that failed so, the key found among the others is the answer, and its
+// absence from them is the failed read's error, not ErrNotFound.
+func (t *Table) searchSeveral(ctx context.Context, op *opState, v *view) ([]byte, error) {
+	sc := t.scr
+	need := 0
+	for _, w := range v.words {
+		need += int(blockKey(w).Size())
+	}
+	sc.blocks = grow(sc.blocks, need)
+	b := t.batch()
+	off := 0
+	for _, w := range v.words {
+		w = blockKey(w)
+		n := int(w.Size())
+		b.Read(w.Addr(), sc.blocks[off:off+n:off+n])
+		off += n
+	}
+	err := t.doHinted(ctx, b)
+	if err != nil && !onlyBlocksDown(b, len(b.Ops)) {
+		t.lost()
+		return nil, fmt.Errorf("race: read KV blocks: %w", err)
+	}
+	var val []byte
+	found, stale := false, false
+	var lostErr error
+	var kw Slot // the key's block (a blockKey) and its slot index and stamp, once found
+	var ki uint64
+	var kstamp uint32
+	off = 0
+	for i, w := range v.words {
+		w = blockKey(w)
+		n := int(w.Size())
+		buf := sc.blocks[off : off+n : off+n]
+		off += n
+		if err != nil {
+			if _, rerr := b.Result(i); rerr != nil {
+				if lostErr == nil {
+					lostErr = rerr
+				}
+				continue
+			}
+		}
+		blk, derr := DecodeBlock(w.Addr(), buf)
+		if derr != nil {
+			t.stats.BadBlocks++
+			stale = true
+			continue
+		}
+		if !found && bytes.Equal(blk.Key, op.key) {
+			found, kw, ki, kstamp = true, w, v.idx[i], blk.Stamp
+			if op.dst == nil {
+				val = bytes.Clone(blk.Value)
+			} else {
+				val = append(op.dst, blk.Value...)
+			}
+		}
+	}
+	switch {
+	case stale:
+		t.stats.SearchHandovers++
+		return t.search(ctx, op)
+	case found:
+		t.ac.keep(op, kw, v.st, ki, kstamp)
+		return val, nil
+	case lostErr != nil:
+		return nil, fmt.Errorf("race: read KV blocks: %w", lostErr)
+	}
+	return nil, ErrNotFound
+}

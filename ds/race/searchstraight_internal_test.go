@@ -3,11 +3,15 @@ package race
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/farmem/farmem/farmem"
 	"github.com/farmem/farmem/farmem/local"
+	"github.com/farmem/farmem/farmem/transport"
 )
 
 // A Search from a fresh handle of a key whose subtable is half way through a region split (the
@@ -123,4 +127,112 @@ func TestFPMask(t *testing.T) {
 			require.Equal(t, want, fpMask(b, fp), "%d words, fingerprint %d", words, fp)
 		}
 	}
+}
+
+// failDo is a Memory whose second Do while err is set (a Search's block batch) fails every op
+// with err, running none.
+type failDo struct {
+	farmem.Memory
+	err error
+	n   int
+}
+
+func (m *failDo) Do(ctx context.Context, b *farmem.Batch) error {
+	if m.err != nil {
+		m.n++
+	}
+	if m.err != nil && m.n == 2 {
+		for i := range b.Ops {
+			transport.SetResult(&b.Ops[i], 0, m.err)
+		}
+		return m.err
+	}
+	return m.Memory.Do(ctx, b)
+}
+
+// A batch of several candidates' blocks that fails other than by its reads' nodes being down
+// drops the handle's scratch (the transport may still own its buffers) and fails the Search,
+// as learn does; one whose reads fail because their node is down keeps it.
+func TestSearchSeveralDropsScratch(t *testing.T) {
+	ctx := context.Background()
+	_, m, a, root, _ := regionTable(t, local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
+	fm := &failDo{Memory: m}
+	tab, err := Open(ctx, fm, a, root, Options{})
+	require.NoError(t, err)
+	var k []byte
+	for i := 0; k == nil; i++ {
+		require.Less(t, i, 10000)
+		kk := fmt.Appendf(nil, "key-%d", i)
+		require.NoError(t, tab.Insert(ctx, kk, []byte("v")))
+		// A key with several candidates once inserted.
+		op := tab.newOp(kk)
+		st := tab.subtableFor(op.k.h1)
+		b := tab.batch()
+		tab.addReads(b, op, st)
+		require.NoError(t, tab.m.Do(ctx, b))
+		op.matchOnly = true
+		if v := tab.decodeView(op, st, &tab.scr.lv); len(v.words) > 1 && v.move == 0 && covers(v.hdr, op.k.h1) {
+			k = kk
+		}
+	}
+	for _, c := range []struct {
+		err  error
+		kept bool
+	}{{errors.New("injected"), false}, {fmt.Errorf("injected: %w", farmem.ErrNodeDown), true}} {
+		scr := tab.scr
+		fm.err, fm.n = c.err, 0
+		_, err := tab.Search(ctx, k)
+		fm.err = nil
+		require.ErrorIs(t, err, c.err)
+		require.Equal(t, c.kept, tab.scr == scr, "scratch kept after %v", c.err)
+	}
+}
+
+// When two committed slots of a view hold the key (reads spread over time may see it in two,
+// deleted from one and inserted into another in between), the Search takes the first in slot
+// order, as findKey does.
+func TestSearchSeveralTakesFirst(t *testing.T) {
+	ctx := context.Background()
+	_, _, _, _, tab := regionTable(t, local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
+	k := []byte("the-key")
+	require.NoError(t, tab.Insert(ctx, k, []byte("inserted")))
+	op := tab.newOp(k)
+	op.matchOnly = true
+	st := tab.subtableFor(op.k.h1)
+	b := tab.batch()
+	tab.addReads(b, op, st)
+	require.NoError(t, tab.m.Do(ctx, b))
+	v := tab.decodeView(op, st, &tab.scr.lv)
+	require.Len(t, v.words, 1)
+	at := v.idx[0]
+	// Another block of the key, its slot the first empty one of the key's ranges.
+	other := []byte("written-beside")
+	blk := encodeBlock(0, k, other, 0, 7)
+	size := uint64(len(blk)+Unit-1) &^ (Unit - 1)
+	addr, err := tab.a.Alloc(ctx, size, Unit)
+	require.NoError(t, err)
+	require.NoError(t, tab.m.Write(ctx, addr, encodeBlock(addr, k, other, 0, 7)))
+	w, err := MakeSlot(op.fp, uint64(len(blk)), addr)
+	require.NoError(t, err)
+	placed := false
+	for _, start := range op.ranges {
+		for i := start; i < start+2*tab.geo.perB && !placed; i++ {
+			var wb [8]byte
+			require.NoError(t, tab.m.Read(ctx, tab.geo.slotAddr(st, i), wb[:]))
+			if binary.LittleEndian.Uint64(wb[:]) == 0 {
+				prev, err := tab.m.CAS(ctx, tab.geo.slotAddr(st, i), 0, uint64(w))
+				require.NoError(t, err)
+				require.Zero(t, prev)
+				placed = true
+				want := "inserted"
+				if i < at {
+					want = string(other)
+				}
+				got, err := tab.Search(ctx, k)
+				require.NoError(t, err)
+				require.Equal(t, want, string(got), "slots %d (inserted) and %d", at, i)
+			}
+		}
+	}
+	require.True(t, placed, "no empty slot")
 }

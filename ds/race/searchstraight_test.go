@@ -2,6 +2,7 @@ package race_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,11 @@ import (
 func TestSearchStraight(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, local.Options{}, race.Params{Groups: 64})
-	c := e.open(t, 0, race.Options{})
+	var bb *blockBatches
+	c := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
+		bb = &blockBatches{Memory: m}
+		return bb
+	})
 	const n = 50
 	for i := range n {
 		require.NoError(t, c.tab.Insert(ctx, key(uint64(i)), val(uint64(i), 100)))
@@ -44,12 +49,21 @@ func TestSearchStraight(t *testing.T) {
 	require.True(t, reads >= 3*n && reads <= 4*n,
 		"%d reads: in the buckets' batch both buckets (one if they are the same) and the header, one in the block's", reads)
 
-	// Absent keys: with one candidate or none, each answered on the straight path.
+	// Absent keys: with one candidate or none, each answered on the straight path, with no
+	// batch of block reads when no slot matches.
 	before, mb = c.tab.Stats(), c.m.Stats()
+	none := 0
 	for i := range n {
-		_, err := c.tab.Search(ctx, key(uint64(1000+i)))
+		_, err, sizes := bb.search(c.tab, key(uint64(1000+i)))
 		require.ErrorIs(t, err, race.ErrNotFound)
+		for _, n := range sizes {
+			require.NotZero(t, n, "an empty batch")
+		}
+		if len(sizes) == 0 {
+			none++
+		}
 	}
+	require.NotZero(t, none, "every absent key had a candidate")
 	d, md = sub(c.tab.Stats(), before), c.m.Stats().Sub(mb)
 	require.EqualValues(t, n, d.SearchStraight)
 	require.Zero(t, d.SearchHandovers)
@@ -81,28 +95,196 @@ func sub(a, b race.Stats) race.Stats {
 	}
 }
 
-// With one-bit fingerprints in one bucket group, most keys have several candidates: their
-// Searches hand the view they read over to the general path, which reads every candidate block
-// without reading the buckets again (one look per Search), and finds each key.
-func TestSearchStraightSeveralCandidates(t *testing.T) {
+// blockBatches is a Memory that records the op counts of the batches of one Search after the
+// first (its buckets' batch): the block reads; and, when arm is set, passes each such batch's
+// ops to act before it runs (act may fail it: its error is the batch's) or after (post).
+type blockBatches struct {
+	farmem.Memory
+	arm   bool
+	seen  int   // batches since arm
+	sizes []int // op counts of the batches after the first
+	act   func(b *farmem.Batch) error
+	post  func(b *farmem.Batch)
+}
+
+func (m *blockBatches) Do(ctx context.Context, b *farmem.Batch) error {
+	if !m.arm {
+		return m.Memory.Do(ctx, b)
+	}
+	m.seen++
+	if m.seen == 1 {
+		return m.Memory.Do(ctx, b)
+	}
+	m.sizes = append(m.sizes, len(b.Ops))
+	if m.act != nil {
+		if err := m.act(b); err != nil {
+			return err
+		}
+	}
+	err := m.Memory.Do(ctx, b)
+	if m.post != nil && err == nil {
+		m.post(b)
+	}
+	return err
+}
+
+// search runs one Search of k through m armed, and returns its value, error and the op counts
+// of its block batches.
+func (m *blockBatches) search(tab *race.Table, k []byte) ([]byte, error, []int) {
+	m.arm, m.seen, m.sizes = true, 0, nil
+	v, err := tab.Search(context.Background(), k)
+	m.arm = false
+	return v, err, m.sizes
+}
+
+// severalEnv is a table with one-bit fingerprints in one bucket group, where most keys have
+// several candidates, n keys inserted, and a client on it seen through a blockBatches.
+func severalEnv(t *testing.T, n int) (*client, *blockBatches) {
 	ctx := context.Background()
 	e := newEnv(t, local.Options{}, race.Params{Groups: 1, SlotsPerBucket: 4, FingerprintBits: 1, MaxDepth: 1})
-	c := e.open(t, 0, race.Options{})
-	const n = 6
+	var bb *blockBatches
+	c := e.openWith(t, 0, race.Options{}, func(m farmem.Memory) farmem.Memory {
+		bb = &blockBatches{Memory: m}
+		return bb
+	})
 	for i := range n {
 		require.NoError(t, c.tab.Insert(ctx, key(uint64(i)), val(uint64(i), 40)))
 	}
+	return c, bb
+}
+
+// With one-bit fingerprints in one bucket group, most keys have several candidates: their
+// Searches read every candidate block in one batch on the straight path (searchSeveral), with no
+// hand-over and one look each, and find each key.
+func TestSearchStraightSeveralCandidates(t *testing.T) {
+	const n = 6
+	c, bb := severalEnv(t, n)
 	before := c.tab.Stats()
+	several := 0
 	for i := range n {
-		got, err := c.tab.Search(ctx, key(uint64(i)))
+		got, err, sizes := bb.search(c.tab, key(uint64(i)))
 		require.NoError(t, err)
 		require.Equal(t, val(uint64(i), 40), got)
+		require.Len(t, sizes, 1, "key %d: one batch of block reads", i)
+		if sizes[0] > 1 {
+			several++
+		}
 	}
+	require.NotZero(t, several, "no Search had several candidates")
 	d := sub(c.tab.Stats(), before)
 	require.EqualValues(t, n, d.SearchStraight)
-	require.NotZero(t, d.SearchHandovers, "no Search had several candidates")
-	require.EqualValues(t, n, d.Lookups, "a hand-over read the buckets again")
+	require.Zero(t, d.SearchHandovers)
+	require.EqualValues(t, n, d.Lookups)
 	require.Zero(t, d.Refreshes)
+	require.Zero(t, d.BadBlocks)
+	// Absent keys with several candidates: ErrNotFound, on the straight path too.
+	for i := range 20 {
+		_, err, _ := bb.search(c.tab, key(uint64(1000+i)))
+		require.ErrorIs(t, err, race.ErrNotFound)
+	}
+	require.Zero(t, c.tab.Stats().SearchHandovers)
+}
+
+// A block among several candidates that fails validation makes the Search look again (a
+// hand-over), even when another of them holds the key, as the general path's learn does: a bad
+// block counted, two looks, the key found.
+func TestSearchStraightSeveralStale(t *testing.T) {
+	const n = 6
+	c, bb := severalEnv(t, n)
+	damaged := 0
+	for i := range n {
+		bb.post = func(b *farmem.Batch) {
+			if len(b.Ops) > 1 && bb.seen == 2 {
+				damaged++
+				b.Ops[len(b.Ops)-1].Buf[24] ^= 0xff // the key's first byte: checksummed
+			}
+		}
+		before := c.tab.Stats()
+		got, err, sizes := bb.search(c.tab, key(uint64(i)))
+		bb.post = nil
+		require.NoError(t, err)
+		require.Equal(t, val(uint64(i), 40), got)
+		if sizes[0] < 2 {
+			continue
+		}
+		d := sub(c.tab.Stats(), before)
+		require.EqualValues(t, 1, d.BadBlocks, "key %d", i)
+		require.EqualValues(t, 1, d.SearchHandovers, "key %d", i)
+		require.EqualValues(t, 2, d.Lookups, "key %d", i)
+	}
+	require.NotZero(t, damaged, "no Search had several candidates")
+}
+
+// A read among several candidates' that fails because its node is down: the key found among
+// the others is the answer; absent from them, the Search fails with the read's error (the key
+// may be in the block not read), as the general path's learn answers. A batch that fails
+// otherwise fails the Search.
+func TestSearchStraightSeveralDown(t *testing.T) {
+	const n = 6
+	c, bb := severalEnv(t, n)
+	down := fmt.Errorf("injected: %w", farmem.ErrNodeDown)
+	found, failed := 0, 0
+	for i := range n {
+		for op := range 4 {
+			bb.act = func(b *farmem.Batch) error {
+				if len(b.Ops) < 2 || op >= len(b.Ops) {
+					return nil
+				}
+				// The others run; op fails, not run.
+				saved := b.Ops
+				rest := append(append([]farmem.Op(nil), saved[:op]...), saved[op+1:]...)
+				rb := &farmem.Batch{Ops: rest}
+				if err := bb.Memory.Do(context.Background(), rb); err != nil {
+					return err
+				}
+				for j := range saved {
+					k := j
+					if j == op {
+						transport.SetResult(&saved[j], 0, down)
+						continue
+					} else if j > op {
+						k = j - 1
+					}
+					_, rerr := rb.Result(k)
+					transport.SetResult(&saved[j], 0, rerr)
+				}
+				return down
+			}
+			before := c.tab.Stats()
+			got, err, sizes := bb.search(c.tab, key(uint64(i)))
+			bb.act = nil
+			if sizes[0] < 2 || op >= sizes[0] {
+				require.NoError(t, err)
+				continue
+			}
+			if err != nil {
+				require.ErrorIs(t, err, down, "key %d, op %d", i, op)
+				failed++
+			} else {
+				require.Equal(t, val(uint64(i), 40), got, "key %d, op %d", i, op)
+				found++
+			}
+			d := sub(c.tab.Stats(), before)
+			require.Zero(t, d.SearchHandovers)
+			require.EqualValues(t, 1, d.Lookups)
+		}
+	}
+	require.NotZero(t, found, "the key was never found beside a failed read")
+	require.NotZero(t, failed, "a failed read never hid the key")
+
+	// Any other failure fails the Search.
+	boom := errors.New("injected: not a node down")
+	bb.act = func(b *farmem.Batch) error {
+		for j := range b.Ops {
+			transport.SetResult(&b.Ops[j], 0, boom)
+		}
+		return boom
+	}
+	for i := range n {
+		_, err, _ := bb.search(c.tab, key(uint64(i)))
+		require.ErrorIs(t, err, boom)
+	}
+	bb.act = nil
 }
 
 // A block that fails validation (damaged on its way in, as a block reused under the reader
