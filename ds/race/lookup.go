@@ -231,18 +231,22 @@ func (t *Table) decodeInto(op *opState, st farmem.Addr, vb *viewBuf, v *view) {
 		// is hinted at once (see prefetcher): its read's batch follows, after the rest of this
 		// decoding.
 		all := buf[: 8*(n+n) : 8*(n+n)]
-		skip, resume := 8*int(n), 8*int(n+from)
+		r0, r1 := op.ranges[0], op.ranges[1]-n // slot index = r0 + word, or r1 + word past n
 		for base := 0; base < len(all); base += fpMaskMax {
-			for m := fpMask(all[base:min(base+fpMaskMax, len(all))], op.fp); m != 0; m &= m - 1 {
-				j := base + 8*bits.TrailingZeros64(m)
-				i := op.ranges[0] + uint64(j/8)
-				if j >= skip {
-					if j < resume {
+			chunk := all[base:]
+			if len(chunk) > fpMaskMax {
+				chunk = chunk[:fpMaskMax]
+			}
+			for m := fpMask(chunk, op.fp); m != 0; m &= m - 1 {
+				k := uint64(base/8) + uint64(bits.TrailingZeros64(m)) // the word
+				i := r0 + k
+				if k >= n {
+					if k < n+from {
 						continue
 					}
-					i = op.ranges[1] + uint64(j/8) - n
+					i = r1 + k
 				}
-				if w := Slot(le.Uint64(all[j:])); w.Committed() {
+				if w := Slot(le.Uint64(all[8*k:])); w.Committed() {
 					idx, words = append(idx, i), append(words, w)
 					t.hintBlock(op, w)
 				}
