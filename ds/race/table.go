@@ -184,10 +184,9 @@ type Stats struct {
 	// loop: the entry was stale, or the first commit step did not commit.
 	Straight, StraightHandovers uint64
 	// SearchStraight counts Searches that took the straight path after the address cache
-	// (searchStraight: one function for the common lookup, one match or none in a subtable
-	// that owns the key outright), and SearchHandovers those of them that went on in the
-	// general path: a pending adoption, a view with several matches or not owned outright, a
-	// block that failed validation.
+	// (searchStraight: one function for the common lookup, in a subtable that owns the key
+	// outright), and SearchHandovers those of them that went on in the general path: a
+	// pending adoption, a view not owned outright, a block that failed validation.
 	SearchStraight, SearchHandovers uint64
 }
 
