@@ -3,7 +3,11 @@ package race
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
+
+	"github.com/farmem/farmem/farmem"
 )
 
 // searchStraight is a Search's pinned section (AppendSearch's, after the address cache) for the
@@ -12,15 +16,16 @@ import (
 // names, finds that subtable owning the key with no split under way (the owner rule's ownsAll for
 // a move word of 0). It reads the buckets and the subtable's header in one batch, as locate does,
 // through doHinted (AppendSearch hinted those lines already: prefetchLookup, from the same
-// directory entry, with no refresh in between), decodes the view (decodeView, which hints a
-// match's block), and, for one match, reads the block in a second batch of one read and answers as
-// searchOne would; for several, reads them all in one batch and answers as findKey would
-// (searchSeveral); for none, ErrNotFound at once (findKey's answer for a view without matches).
-// The verbs, round trips, bytes and counts (Lookups, BadBlocks) are locate's and searchOne's; what
-// it saves is their layering: search's and locate's attempt loops, the owner switch, searchOne's,
-// readOne's and readBlockInv's calls and the errors.Is checks between them, and for several
-// matches findKey's and learn's bookkeeping (the candidate list, the pending reads, what the
-// operation learnt of each block).
+// directory entry, with no refresh in between), finds the committed fingerprint matches, hinting
+// each one's block (committedMatches: bits, no view unless there are several; decodeView for
+// buckets of more than 16 slots), and, for one match, reads the block in a second batch of one
+// read and answers as searchOne would; for several, reads them all in one batch and answers as
+// findKey would (searchSeveral); for none, ErrNotFound at once (findKey's answer for a view
+// without matches). The verbs, round trips, bytes and counts (Lookups, BadBlocks) are locate's and
+// searchOne's; what it saves is their layering: search's and locate's attempt loops, the owner
+// switch, searchOne's, readOne's and readBlockInv's calls and the errors.Is checks between them,
+// and for several matches findKey's and learn's bookkeeping (the candidate list, the pending
+// reads, what the operation learnt of each block).
 //
 // Anything else goes back to the general path in the state it would have reached itself
 // (Stats.SearchHandovers): a pending adoption before any read (search, whose locate checks it); a
@@ -43,24 +48,48 @@ func (t *Table) searchStraight(ctx context.Context, op *opState) ([]byte, error)
 		t.lost()
 		return nil, fmt.Errorf("race: read buckets of %v: %w", st, err)
 	}
-	var v view
-	t.decodeInto(op, st, &t.scr.lv, &v)
-	if v.move != 0 || !covers(v.hdr, op.k.h1) {
-		t.stats.SearchHandovers++
-		return t.searchFrom(ctx, op, &v)
-	}
-	if len(v.words) != 1 {
-		if len(v.words) == 0 {
+	// The one match (a blockKey) and its slot index.
+	var w Slot
+	var i uint64
+	le := binary.LittleEndian
+	bkt, n := t.scr.bkt, 2*t.geo.perB
+	hdr := le.Uint64(bkt[16*n:])
+	if n <= 32 && (!t.regionSplit() || le.Uint64(bkt[16*n+stMoveOff:]) == 0) && covers(hdr, op.k.h1) {
+		// Owned outright: the matches as bits, no view unless there are several.
+		m := t.committedMatches(op, bkt, n)
+		if m&(m-1) != 0 {
+			var v view
+			t.matchView(op, st, hdr, m, &v)
+			return t.searchSeveral(ctx, op, &v)
+		}
+		if m == 0 {
 			return nil, ErrNotFound
 		}
-		return t.searchSeveral(ctx, op, &v)
+		k := uint64(bits.TrailingZeros64(m))
+		w, i = blockKey(Slot(le.Uint64(bkt[8*k:]))), op.ranges[0]+k
+		if k >= n {
+			i = op.ranges[1] + k - n
+		}
+	} else {
+		var v view
+		t.decodeInto(op, st, &t.scr.lv, &v)
+		if v.move != 0 || !covers(v.hdr, op.k.h1) {
+			t.stats.SearchHandovers++
+			return t.searchFrom(ctx, op, &v)
+		}
+		if len(v.words) != 1 {
+			if len(v.words) == 0 {
+				return nil, ErrNotFound
+			}
+			return t.searchSeveral(ctx, op, &v)
+		}
+		w, i = blockKey(v.words[0]), v.idx[0]
 	}
-	// searchOne's read (readBlockInv without the invalidation), its block hinted by decodeView.
-	w := blockKey(v.words[0])
-	n := int(w.Size())
+	// searchOne's read (readBlockInv without the invalidation), its block hinted already.
+	size := int(w.Size())
 	sc := t.scr
-	sc.blocks = grow(sc.blocks, n)
-	buf := sc.blocks[:n:n]
+	sc.blocks = grow(sc.blocks, size)
+	buf := sc.blocks[:size:size]
 	b = t.batch()
 	b.Read(w.Addr(), buf)
 	if err := t.doHinted(ctx, b); err != nil {
@@ -81,11 +110,56 @@ func (t *Table) searchStraight(ctx context.Context, op *opState) ([]byte, error)
 	if !bytes.Equal(blk.Key, op.key) {
 		return nil, ErrNotFound
 	}
-	t.ac.keep(op, w, st, v.idx[0], blk.Stamp)
+	t.ac.keep(op, w, st, i, blk.Stamp)
 	if op.dst == nil {
 		return bytes.Clone(blk.Value), nil
 	}
 	return append(op.dst, blk.Value...), nil
+}
+
+// committedMatches returns the committed slots with op's fingerprint among the n words of each
+// of op's two ranges in bkt (the lookup's scratch, as addReads read it; n at most 32), bit k
+// for word k (the second range's words from n on), the second range's words that are the
+// first's (op.same, or ranges that overlap) left out: decodeView's matches, as bits, in the
+// same order, each match's block hinted as decodeView hints it.
+func (t *Table) committedMatches(op *opState, bkt []byte, n uint64) uint64 {
+	le := binary.LittleEndian
+	all := bkt[: 16*n : 16*n]
+	m := fpMask(all, op.fp)
+	if op.same {
+		m &= 1<<n - 1
+	} else if end := op.ranges[0] + n; op.ranges[1] < end {
+		m &^= (1<<(end-op.ranges[1]) - 1) << n
+	}
+	for mm := m; mm != 0; mm &= mm - 1 {
+		k := uint(bits.TrailingZeros64(mm))
+		if w := Slot(le.Uint64(all[8*k:])); w.Committed() {
+			t.hintBlock(op, w)
+		} else {
+			m &^= 1 << k
+		}
+	}
+	return m
+}
+
+// matchView sets v to the view of subtable st (header word hdr, no move word) whose slots are
+// the matches m (committedMatches' bits), in the lookup's storage (scr.lv), as decodeView
+// would have built it.
+func (t *Table) matchView(op *opState, st farmem.Addr, hdr uint64, m uint64, v *view) {
+	le := binary.LittleEndian
+	bkt, n := t.scr.bkt, 2*t.geo.perB
+	vb := &t.scr.lv
+	idx, words := vb.idx[:0], vb.words[:0]
+	for ; m != 0; m &= m - 1 {
+		k := uint64(bits.TrailingZeros64(m))
+		i := op.ranges[0] + k
+		if k >= n {
+			i = op.ranges[1] + k - n
+		}
+		idx, words = append(idx, i), append(words, Slot(le.Uint64(bkt[8*k:])))
+	}
+	vb.idx, vb.words = idx, words
+	*v = view{st: st, hdr: hdr, idx: idx, words: words}
 }
 
 // straightSearch reports whether a Search may take searchStraight: a table without block

@@ -103,6 +103,7 @@ type blockBatches struct {
 	arm   bool
 	seen  int   // batches since arm
 	sizes []int // op counts of the batches after the first
+	dups  int   // ops of those batches that read an address read already in their batch
 	act   func(b *farmem.Batch) error
 	post  func(b *farmem.Batch)
 }
@@ -116,6 +117,13 @@ func (m *blockBatches) Do(ctx context.Context, b *farmem.Batch) error {
 		return m.Memory.Do(ctx, b)
 	}
 	m.sizes = append(m.sizes, len(b.Ops))
+	for i := range b.Ops {
+		for j := range i {
+			if b.Ops[j].Addr == b.Ops[i].Addr {
+				m.dups++
+			}
+		}
+	}
 	if m.act != nil {
 		if err := m.act(b); err != nil {
 			return err
@@ -171,6 +179,7 @@ func TestSearchStraightSeveralCandidates(t *testing.T) {
 		}
 	}
 	require.NotZero(t, several, "no Search had several candidates")
+	require.Zero(t, bb.dups, "a block read twice in one batch (a slot of both ranges counted twice)")
 	d := sub(c.tab.Stats(), before)
 	require.EqualValues(t, n, d.SearchStraight)
 	require.Zero(t, d.SearchHandovers)
@@ -182,6 +191,7 @@ func TestSearchStraightSeveralCandidates(t *testing.T) {
 		_, err, _ := bb.search(c.tab, key(uint64(1000+i)))
 		require.ErrorIs(t, err, race.ErrNotFound)
 	}
+	require.Zero(t, bb.dups, "a block read twice in one batch (a slot of both ranges counted twice)")
 	require.Zero(t, c.tab.Stats().SearchHandovers)
 }
 
@@ -422,4 +432,43 @@ func TestSearchStraightLapse(t *testing.T) {
 	require.EqualValues(t, 2, d.SearchStraight, "searched straight again")
 	require.EqualValues(t, 2, d.Lookups)
 	require.Zero(t, d.SearchHandovers)
+}
+
+// Buckets of more than 16 slots (more words than one fingerprint mask covers for both ranges)
+// take the straight path through the whole view (decodeView), with the same answers as
+// narrower ones (the matches as bits); either way the slot found is the one an address cache
+// then reads.
+func TestSearchStraightWideBuckets(t *testing.T) {
+	ctx := context.Background()
+	for _, perB := range []int{4, 8, 16, 17, 64} {
+		e := newEnv(t, local.Options{}, race.Params{Groups: 64, SlotsPerBucket: perB, FingerprintBits: 2})
+		c := e.open(t, 0, race.Options{})
+		const n = 40
+		for i := range n {
+			require.NoError(t, c.tab.Insert(ctx, key(uint64(i)), val(uint64(i), 30)))
+		}
+		before := c.tab.Stats()
+		for i := range n {
+			got, err := c.tab.Search(ctx, key(uint64(i)))
+			require.NoError(t, err, "%d slots a bucket, key %d", perB, i)
+			require.Equal(t, val(uint64(i), 30), got)
+			_, err = c.tab.Search(ctx, key(uint64(1000+i)))
+			require.ErrorIs(t, err, race.ErrNotFound)
+		}
+		d := sub(c.tab.Stats(), before)
+		require.EqualValues(t, 2*n, d.SearchStraight)
+		require.Zero(t, d.SearchHandovers)
+		require.EqualValues(t, 2*n, d.Lookups)
+		// The slot found is the one an address cache keeps: the next Search is a hit.
+		ac := e.open(t, 1, race.Options{AddressCache: 4 * n, Invalidate: true})
+		for range 2 {
+			for i := range n {
+				got, err := ac.tab.Search(ctx, key(uint64(i)))
+				require.NoError(t, err)
+				require.Equal(t, val(uint64(i), 30), got)
+			}
+		}
+		require.EqualValues(t, n, ac.tab.Stats().CacheHits, "%d slots a bucket", perB)
+		require.Zero(t, ac.tab.Stats().CacheStale)
+	}
 }
