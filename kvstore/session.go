@@ -92,10 +92,16 @@ func (ss *Session) AppendGet(ctx context.Context, dst, key []byte) ([]byte, erro
 	if err := ss.usable(); err != nil {
 		return dst, err
 	}
-	if err := ss.s.check(key, nil); err != nil {
-		return dst, err
+	// check's tests written inline (check, not inlined, builds the error).
+	if l := len(key); l == 0 || l > ss.s.limits.MaxKey || l > ss.s.limits.MaxKV {
+		return dst, ss.s.check(key, nil)
 	}
-	v, err := appendGetConn(ctx, ss.c, dst, key)
+	// appendGetConn, written inline: the index's AppendGet is called from here.
+	if ag := ss.c.ag; ag != nil {
+		v, err := ag.AppendGet(ctx, dst, key)
+		return v, ss.note(err)
+	}
+	v, err := appendViaGet(ctx, ss.c.idx, dst, key)
 	return v, ss.note(err)
 }
 

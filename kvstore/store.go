@@ -699,10 +699,11 @@ func appendGet(ctx context.Context, idx Index, dst, key []byte) ([]byte, error) 
 	return appendViaGet(ctx, idx, dst, key)
 }
 
-// appendGetConn is appendGet on client c's index, with the AppendGetter asserted at attach.
+// appendGetConn is appendGet on client c's index, with the AppendGetter asserted at attach
+// (Session.AppendGet makes the same choice inline).
 func appendGetConn(ctx context.Context, c *conn, dst, key []byte) ([]byte, error) {
-	if c.ag != nil {
-		return c.ag.AppendGet(ctx, dst, key)
+	if ag := c.ag; ag != nil {
+		return ag.AppendGet(ctx, dst, key)
 	}
 	return appendViaGet(ctx, c.idx, dst, key)
 }

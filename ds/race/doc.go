@@ -47,7 +47,13 @@
 // hint.
 //
 // Search reads only: it ignores tentative slots and reads frozen ones, so a split never blocks
-// it. Insert writes its block with the lookup, CASes an empty slot to a tentative word,
+// it. On a table without block copies and an unreplicated index, a Search the address cache
+// did not answer takes a straight path (searchStraight, counted in Stats.SearchStraight): the
+// lookup and the read of its fingerprint matches' blocks written out in one function, for a
+// subtable that owns the key with no split under way; a view not owned outright, a block that
+// fails validation, or a pending adoption goes on in the general path from where it stands
+// (Stats.SearchHandovers), the view read not read again; verbs, round trips and bytes are the
+// same either way. Insert writes its block with the lookup, CASes an empty slot to a tentative word,
 // re-reads, resolves competing inserts of the key (lowest slot index wins; an expired
 // competitor is removed) and commits with a second CAS, so at most one committed slot ever
 // holds a key. Update and Delete let the synchronizer change the key's slot word, the pointer

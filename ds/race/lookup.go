@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -159,18 +160,20 @@ func (t *Table) initOp(op *opState, key []byte) { initOp(&t.p, &t.geo, op, key) 
 
 // initOp sets op's key and what derives from it, for a table of parameters p and geometry geo.
 func initOp(p *Params, geo *geometry, op *opState, key []byte) {
-	op.key, op.k = key, hashKey(p.Seed, key)
-	op.fp = uint8(op.k.h2>>slotFPShift) >> (8 - p.FingerprintBits)
-	twoG := 2 * geo.groups
-	first := reduce(uint32(op.k.h1>>32), twoG)
-	second := reduce(uint32(op.k.h2), twoG)
-	perB := geo.perB
-	start := func(mb uint64) uint64 { return (mb/2)*3*perB + (mb%2)*perB }
-	op.ranges = [2]uint64{start(first), start(second)}
-	if op.ranges[1] < op.ranges[0] {
-		op.ranges[0], op.ranges[1] = op.ranges[1], op.ranges[0]
+	// In locals, stored once each: every operation's critical path runs this before its
+	// first hint.
+	k := hashKey(p.Seed, key)
+	op.key, op.k = key, k
+	// FingerprintBits is 1..8 (validated): the shift is 0..7.
+	op.fp = uint8(k.h2>>slotFPShift) >> (uint(8-p.FingerprintBits) & 7)
+	twoG, perB := 2*geo.groups, geo.perB
+	first, second := reduce(uint32(k.h1>>32), twoG), reduce(uint32(k.h2), twoG)
+	// Main bucket mb starts group mb/2's three buckets, or ends them when odd.
+	r0, r1 := (first>>1)*3*perB+(first&1)*perB, (second>>1)*3*perB+(second&1)*perB
+	if r1 < r0 {
+		r0, r1 = r1, r0
 	}
-	op.same = op.ranges[0] == op.ranges[1]
+	op.ranges, op.same = [2]uint64{r0, r1}, r0 == r1
 }
 
 // addReads appends to b the reads of op's candidate slots in st, then of st's header area
@@ -193,10 +196,18 @@ func (t *Table) addReads(b *farmem.Batch, op *opState, st farmem.Addr) int {
 // valid until the next decode into vb). With op.matchOnly it keeps only the committed slots
 // with op's fingerprint.
 func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
+	var v view
+	t.decodeInto(op, st, vb, &v)
+	return v
+}
+
+// decodeInto is decodeView into *v (every field set): a view is ten words, returned through
+// memory and copied by the caller, which searchStraight spares.
+func (t *Table) decodeInto(op *opState, st farmem.Addr, vb *viewBuf, v *view) {
 	le := binary.LittleEndian
 	n := 2 * t.geo.perB
 	buf := t.scr.bkt
-	v := view{st: st, hdr: le.Uint64(buf[16*n:])}
+	v.st, v.hdr, v.move, v.from = st, le.Uint64(buf[16*n:]), 0, 0
 	if t.regionSplit() {
 		v.move = le.Uint64(buf[16*n+stMoveOff:])
 	}
@@ -212,26 +223,38 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	}
 	if op.matchOnly {
 		// A slot's fingerprint is its word's top byte (little-endian: its last byte), so a
-		// word is decoded only when that byte matches. A match's block is hinted at once (see
-		// prefetcher): its read's batch follows, after the rest of this decoding.
-		// Whole words, each slice sized so that its loop needs no bounds checks.
-		fp := Slot(op.fp)
-		first, second := buf[:8*n:8*n], buf[8*n:16*n:16*n]
-		for j := 0; j+8 <= len(first); j += 8 {
-			if w := Slot(le.Uint64(first[j : j+8])); w>>slotFPShift == fp && w.Committed() {
-				idx, words = append(idx, op.ranges[0]+uint64(j/8)), append(words, w)
-				t.hintBlock(op, w)
+		// word is decoded only when that byte matches: fpMask marks such words (up to 64 a
+		// call, in SSE2 on amd64), and only those are looked at (a loop that called the hint
+		// and appended in its body kept its state in memory: some 16 instructions a word).
+		// Both ranges are scanned as one (the second follows the first in buf), the second's
+		// first from words, read in the first already, passed over. A committed match's block
+		// is hinted at once (see prefetcher): its read's batch follows, after the rest of this
+		// decoding.
+		all := buf[: 8*(n+n) : 8*(n+n)]
+		r0, r1 := op.ranges[0], op.ranges[1]-n // slot index = r0 + word, or r1 + word past n
+		for base := 0; base < len(all); base += fpMaskMax {
+			chunk := all[base:]
+			if len(chunk) > fpMaskMax {
+				chunk = chunk[:fpMaskMax]
 			}
-		}
-		for j := 8 * int(from); j+8 <= len(second); j += 8 {
-			if w := Slot(le.Uint64(second[j : j+8])); w>>slotFPShift == fp && w.Committed() {
-				idx, words = append(idx, op.ranges[1]+uint64(j/8)), append(words, w)
-				t.hintBlock(op, w)
+			for m := fpMask(chunk, op.fp); m != 0; m &= m - 1 {
+				k := uint64(base/8) + uint64(bits.TrailingZeros64(m)) // the word
+				i := r0 + k
+				if k >= n {
+					if k < n+from {
+						continue
+					}
+					i = r1 + k
+				}
+				if w := Slot(le.Uint64(all[8*k:])); w.Committed() {
+					idx, words = append(idx, i), append(words, w)
+					t.hintBlock(op, w)
+				}
 			}
 		}
 		vb.idx, vb.words = idx, words
 		v.idx, v.words = idx, words
-		return v
+		return
 	}
 	for j := range n {
 		idx = append(idx, op.ranges[0]+j)
@@ -243,7 +266,6 @@ func (t *Table) decodeView(op *opState, st farmem.Addr, vb *viewBuf) view {
 	}
 	vb.idx, vb.words = idx, words
 	v.idx, v.words = idx, words
-	return v
 }
 
 // locate reads op's candidate buckets in the subtable the directory cache names (one round
@@ -254,23 +276,36 @@ func (t *Table) locate(ctx context.Context, op *opState, nb *newBlock) (view, er
 	if err := t.checkAdoptions(ctx); err != nil {
 		return view{}, err
 	}
+	return t.locateFrom(ctx, op, nb, nil)
+}
+
+// locateFrom is locate after its adoption check. With first set, the first attempt's batch
+// was made already (searchStraight's, with no block to write: nb is nil) and first is its
+// view, in the lookup's storage: that attempt goes on from the owner check.
+func (t *Table) locateFrom(ctx context.Context, op *opState, nb *newBlock, first *view) (view, error) {
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxAttempts {
 			return view{}, fmt.Errorf("race: no subtable covers the key after %d lookups: %w", attempt, ErrCorrupt)
 		}
-		st := t.subtableFor(op.k.h1)
-		b := t.batch()
-		if nb != nil {
-			addBlockWrites(b, nb)
+		var v view
+		var st farmem.Addr
+		if first != nil {
+			v, st, first = *first, first.st, nil
+		} else {
+			st = t.subtableFor(op.k.h1)
+			b := t.batch()
+			if nb != nil {
+				addBlockWrites(b, nb)
+			}
+			t.addReads(b, op, st)
+			t.stats.Lookups++
+			if err := t.m.Do(ctx, b); err != nil {
+				t.lost()
+				return view{}, fmt.Errorf("race: read buckets of %v: %w", st, err)
+			}
+			nb = nil
+			v = t.decodeView(op, st, &t.scr.lv)
 		}
-		t.addReads(b, op, st)
-		t.stats.Lookups++
-		if err := t.m.Do(ctx, b); err != nil {
-			t.lost()
-			return view{}, fmt.Errorf("race: read buckets of %v: %w", st, err)
-		}
-		nb = nil
-		v := t.decodeView(op, st, &t.scr.lv)
 		switch o := t.owner(op, &v); o {
 		case ownsAll:
 			return v, nil

@@ -141,8 +141,8 @@ func (t *Table) Search(ctx context.Context, key []byte) ([]byte, error) {
 // itself, with ErrNotFound or another error): a caller that reuses dst with room for the value
 // reads it with no allocation. A nil dst gives Search's fresh copy. The costs are Search's.
 func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, error) {
-	if err := t.usable(); err != nil {
-		return dst, err
+	if t.closed {
+		return dst, t.usable()
 	}
 	t.stats.Searches++
 	op := t.newOp(key)
@@ -151,9 +151,12 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	if early {
 		t.prefetchLookup(op)
 	}
-	if v, ok := t.searchCached(ctx, op); ok {
-		t.ac.lookedUp(false)
-		return v, nil
+	// A handle without cache entries (none kept yet, or no cache) has nothing to consult.
+	if t.ac.sets != nil {
+		if v, ok := t.searchCached(ctx, op); ok {
+			t.ac.lookedUp(false)
+			return v, nil
+		}
 	}
 	t.ac.lookedUp(true)
 	if !early {
@@ -162,11 +165,18 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	op.keepValue = true
 	op.matchOnly = true
 	op.search = true
+	straight := t.straightSearch()
 	for {
 		if err := t.pinRead(ctx); err != nil {
 			return dst, err
 		}
-		val, err := t.search(ctx, op)
+		var val []byte
+		var err error
+		if straight {
+			val, err = t.searchStraight(ctx, op)
+		} else {
+			val, err = t.search(ctx, op)
+		}
 		ok := t.unpin()
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return dst, err
@@ -183,9 +193,25 @@ func (t *Table) AppendSearch(ctx context.Context, dst, key []byte) ([]byte, erro
 	}
 }
 
+// search is a Search's pinned section on the general path: look the key up (locate), then read
+// its one candidate block (searchOne) or all of them (findKey), looking again while a block
+// fails validation.
 func (t *Table) search(ctx context.Context, op *opState) ([]byte, error) {
+	return t.searchFrom(ctx, op, nil)
+}
+
+// searchFrom is search whose first look, with first set, read the buckets already: first is
+// that look's view, not yet checked against the owner rule (searchStraight hands over so).
+func (t *Table) searchFrom(ctx context.Context, op *opState, first *view) ([]byte, error) {
 	for range maxAttempts {
-		v, err := t.locate(ctx, op, nil)
+		var v view
+		var err error
+		if first != nil {
+			v, err = t.locateFrom(ctx, op, nil, first)
+			first = nil
+		} else {
+			v, err = t.locate(ctx, op, nil)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -183,6 +183,11 @@ type Stats struct {
 	// package doc's "Update"), and StraightHandovers those of them that went on in the general
 	// loop: the entry was stale, or the first commit step did not commit.
 	Straight, StraightHandovers uint64
+	// SearchStraight counts Searches that took the straight path after the address cache
+	// (searchStraight: one function for the common lookup, in a subtable that owns the key
+	// outright), and SearchHandovers those of them that went on in the general path: a
+	// pending adoption, a view not owned outright, a block that failed validation.
+	SearchStraight, SearchHandovers uint64
 }
 
 // Table is one client's handle on a table in far memory. Like the client's farmem.Memory and
