@@ -30,6 +30,10 @@ type opState struct {
 	keepValue bool
 	// dst, with keepValue, is what the value is appended to (AppendSearch); nil makes a copy.
 	dst []byte
+	// dstTaken: a value learnt (learn) was appended to dst since the last forget; any other
+	// block of the key gets a copy of its own, so that appends do not overwrite each other in
+	// dst's spare capacity.
+	dstTaken bool
 	// known maps a slot word (unique while pinned: its block cannot be reused) to what its
 	// block holds; a handful of entries, searched in order.
 	known []knownBlock
@@ -107,6 +111,7 @@ func (op *opState) metaOf(i uint64) []byte {
 // entries are cut off, not cleared: an entry's value (a copy, with keepValue) and a meta
 // entry's buffer stay referenced until entries are appended over them, a handful at most.
 func (op *opState) forget() {
+	op.dstTaken = false
 	op.known = op.known[:0]
 	op.meta = op.meta[:0]
 }
@@ -592,12 +597,19 @@ func (t *Table) learn(ctx context.Context, op *opState, v *view, js []int, meta 
 		}
 		info := blockInfo{isKey: bytes.Equal(blk.Key, op.key), deadline: blk.Deadline, stamp: blk.Stamp}
 		if info.isKey && op.keepValue {
-			if op.dst == nil {
+			switch {
+			case op.dst == nil:
 				info.value = make([]byte, len(blk.Value))
 				copy(info.value, blk.Value)
-			} else {
+			case op.dstTaken:
+				// The caller's buffer in a new array: a second block of the key the operation
+				// learns (findKey answers the first) must not be appended over the first's
+				// value, which the buffer's spare capacity holds.
+				info.value = append(op.dst[:len(op.dst):len(op.dst)], blk.Value...)
+			default:
 				// Appended to the caller's buffer: a retry appends to its original length again.
 				info.value = append(op.dst, blk.Value...)
+				op.dstTaken = true
 			}
 		}
 		op.learnt(p.w, info)
