@@ -35,7 +35,7 @@ func helpFlags(t *testing.T, text string) map[string]string {
 func TestHelpListsHonouredFlags(t *testing.T) {
 	want := map[string][]string{
 		"bench": {"clients", "cluster", "compute-nodes", "duration", "index", "json", "kv-cache", "matrix", "mem-nodes", "mem-size", "metric", "peers", "policy",
-			"process", "profile", "proxy", "records", "region", "replicas", "seed", "set", "skip-load", "svg", "sweep", "sync", "transport",
+			"process", "profile", "proxy", "records", "region", "replicas", "seed", "set", "shared-conns", "skip-load", "svg", "sweep", "sync", "transport",
 			"warmup", "workload"},
 		"kv":      {"cluster", "compute-nodes", "mem-nodes", "mem-size", "region", "transport"},
 		"inspect": {"cluster", "region", "transport"},
