@@ -37,70 +37,14 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 	m, err := f.Open(ctx, f.Hosted()[0])
 	require.NoError(t, err)
 	a := farmem.MakeAddr(1, 4096)
-	buf := make([]byte, 8)
-	verbs := []func() error{
-		func() error { return m.Read(ctx, a, buf) },
-		func() error { return m.Write(ctx, a.Add(64), buf) },
-		func() error { _, err := m.CAS(ctx, a.Add(128), 0, 0); return err },
-		func() error { _, err := m.FAA(ctx, a.Add(136), 1); return err },
-	}
-	var posted farmem.Batch
-	posted.Read(a.Add(256), make([]byte, 8))
-	postWait := func() error { return m.Post(ctx, &posted).Wait(ctx, 0) }
-	for range 50 { // the connection is set up and warm
-		for _, v := range append(verbs, postWait) {
-			require.NoError(t, v())
-		}
-	}
+	parkedCalls(t, ctx, m, a, d, "")
 	self, node := os.Getpid(), d.cmd.Process.Pid
-	// measure runs do n times and returns the calls per time of the client (reads, writes)
-	// and of farmemd.
 	measure := func(n int, do func(i int) error) (cr, cw, nr, nw float64) {
-		cr0, cw0 := procIO(t, self)
-		nr0, nw0 := procIO(t, node)
-		for i := range n {
-			if err := do(i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cr1, cw1 := procIO(t, self)
-		nr1, nw1 := procIO(t, node)
-		per := func(a, b uint64) float64 { return float64(b-a) / float64(n) }
-		return per(cr0, cr1), per(cw0, cw1), per(nr0, nr1), per(nw0, nw1)
+		return callsPer(t, self, node, n, do)
 	}
-	check := func(what string, most float64, cr, cw, nr, nw float64) {
-		t.Logf("%s: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes", what, cr, cw, nr, nw)
-		require.LessOrEqual(t, cr, most, "client reads, %s", what)
-		require.LessOrEqual(t, cw, most, "client writes, %s", what)
-		require.LessOrEqual(t, nr, most, "farmemd reads, %s", what)
-		require.LessOrEqual(t, nw, most, "farmemd writes, %s", what)
-	}
-	const most = 1.2
-	cr, cw, nr, nw := measure(250*len(verbs), func(i int) error { return verbs[i%len(verbs)]() })
-	check("per verb, one at a time", most, cr, cw, nr, nw)
-	require.GreaterOrEqual(t, nr, 1.0, "farmemd must have read every request")
-	cr, cw, nr, nw = measure(1000, func(int) error { return postWait() })
-	check("per posted batch, waited on before the next", most, cr, cw, nr, nw)
-
-	// 8 batches outstanding: each wait is followed by a post.
 	const k = 8
 	bs := make([]farmem.Batch, k)
 	ps := make([]*farmem.Pending, k)
-	for i := range bs {
-		bs[i].Read(a.Add(uint64(512+8*i)), make([]byte, 8))
-		ps[i] = m.Post(ctx, &bs[i])
-	}
-	cr, cw, nr, nw = measure(4000, func(i int) error {
-		if err := ps[i%k].Wait(ctx, 0); err != nil {
-			return err
-		}
-		ps[i%k] = m.Post(ctx, &bs[i%k])
-		return nil
-	})
-	for _, p := range ps {
-		require.NoError(t, p.Wait(ctx, 0))
-	}
-	check(fmt.Sprintf("per batch, %d outstanding", k), 0.5, cr, cw, nr, nw)
 
 	// With readers that spin before they park, in both processes: a lone exchange spins (reads
 	// that find nothing); with several requests in flight a reader spins only while its
@@ -126,7 +70,7 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 		require.NoError(t, m2.Post(ctx, &lone).Wait(ctx, 0))
 	}
 	spins, _, _ := rdma.SpinCounts()
-	cr, cw, nr, nw = measure(1000, func(int) error { return m2.Post(ctx, &lone).Wait(ctx, 0) })
+	cr, cw, nr, nw := measure(1000, func(int) error { return m2.Post(ctx, &lone).Wait(ctx, 0) })
 	after, _, _ := rdma.SpinCounts()
 	t.Logf("spinning, per posted batch, waited on before the next: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes; the client spun %d times", cr, cw, nr, nw, after-spins)
 	if runtime.GOMAXPROCS(0) > 1 {
@@ -171,6 +115,15 @@ func TestSyscallsPerRoundTripShared(t *testing.T) {
 	m, err := f.Open(ctx, f.Hosted()[0])
 	require.NoError(t, err)
 	a := farmem.MakeAddr(1, 4096)
+	parkedCalls(t, ctx, m, a, d, "shared, ")
+}
+
+// parkedCalls is the part of TestSyscallsPerRoundTrip made with readers that park at once, over
+// m, a Memory of d's node, at a and past it (label prefixes its log lines): one write and one
+// read on each side per verb or posted-and-waited batch, well under one per batch with 8
+// outstanding.
+func parkedCalls(t *testing.T, ctx context.Context, m farmem.Memory, a farmem.Addr, d *daemon, label string) {
+	t.Helper()
 	buf := make([]byte, 8)
 	verbs := []func() error{
 		func() error { return m.Read(ctx, a, buf) },
@@ -181,27 +134,17 @@ func TestSyscallsPerRoundTripShared(t *testing.T) {
 	var posted farmem.Batch
 	posted.Read(a.Add(256), make([]byte, 8))
 	postWait := func() error { return m.Post(ctx, &posted).Wait(ctx, 0) }
-	for range 50 {
+	for range 50 { // the connection is set up and warm
 		for _, v := range append(verbs, postWait) {
 			require.NoError(t, v())
 		}
 	}
 	self, node := os.Getpid(), d.cmd.Process.Pid
 	measure := func(n int, do func(i int) error) (cr, cw, nr, nw float64) {
-		cr0, cw0 := procIO(t, self)
-		nr0, nw0 := procIO(t, node)
-		for i := range n {
-			if err := do(i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cr1, cw1 := procIO(t, self)
-		nr1, nw1 := procIO(t, node)
-		per := func(a, b uint64) float64 { return float64(b-a) / float64(n) }
-		return per(cr0, cr1), per(cw0, cw1), per(nr0, nr1), per(nw0, nw1)
+		return callsPer(t, self, node, n, do)
 	}
 	check := func(what string, most float64, cr, cw, nr, nw float64) {
-		t.Logf("shared, %s: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes", what, cr, cw, nr, nw)
+		t.Logf("%s%s: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes", label, what, cr, cw, nr, nw)
 		require.LessOrEqual(t, cr, most, "client reads, %s", what)
 		require.LessOrEqual(t, cw, most, "client writes, %s", what)
 		require.LessOrEqual(t, nr, most, "farmemd reads, %s", what)
@@ -213,6 +156,8 @@ func TestSyscallsPerRoundTripShared(t *testing.T) {
 	require.GreaterOrEqual(t, nr, 1.0, "farmemd must have read every request")
 	cr, cw, nr, nw = measure(1000, func(int) error { return postWait() })
 	check("per posted batch, waited on before the next", most, cr, cw, nr, nw)
+
+	// 8 batches outstanding: each wait is followed by a post.
 	const k = 8
 	bs := make([]farmem.Batch, k)
 	ps := make([]*farmem.Pending, k)
@@ -231,4 +176,20 @@ func TestSyscallsPerRoundTripShared(t *testing.T) {
 		require.NoError(t, p.Wait(ctx, 0))
 	}
 	check(fmt.Sprintf("per batch, %d outstanding", k), 0.5, cr, cw, nr, nw)
+}
+
+// callsPer runs do n times and returns the read and write system calls per time of the process
+// self and of the process node (syscr and syscw of /proc/<pid>/io).
+func callsPer(t *testing.T, self, node, n int, do func(i int) error) (cr, cw, nr, nw float64) {
+	cr0, cw0 := procIO(t, self)
+	nr0, nw0 := procIO(t, node)
+	for i := range n {
+		if err := do(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cr1, cw1 := procIO(t, self)
+	nr1, nw1 := procIO(t, node)
+	per := func(a, b uint64) float64 { return float64(b-a) / float64(n) }
+	return per(cr0, cr1), per(cw0, cw1), per(nr0, nr1), per(nw0, nw1)
 }

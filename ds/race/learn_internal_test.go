@@ -2,7 +2,6 @@ package race
 
 import (
 	"context"
-	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,33 +18,10 @@ func TestLearnKeepsEachValue(t *testing.T) {
 	_, _, _, _, tab := regionTable(t, local.Options{Shape: local.Shape{MemorySize: 16 << 20}, Strict: true})
 	k := []byte("the-key")
 	require.NoError(t, tab.Insert(ctx, k, []byte("inserted")))
-	op := tab.newOp(k)
-	st := tab.subtableFor(op.k.h1)
-	// Another block of the key, in the first empty slot of the key's ranges.
 	other := []byte("written-beside")
-	blk := encodeBlock(0, k, other, 0, 7)
-	size := uint64(len(blk)+Unit-1) &^ (Unit - 1)
-	addr, err := tab.a.Alloc(ctx, size, Unit)
-	require.NoError(t, err)
-	require.NoError(t, tab.m.Write(ctx, addr, encodeBlock(addr, k, other, 0, 7)))
-	w, err := MakeSlot(op.fp, uint64(len(blk)), addr)
-	require.NoError(t, err)
-	placed := false
-	for _, start := range op.ranges {
-		for i := start; i < start+2*tab.geo.perB && !placed; i++ {
-			var wb [8]byte
-			require.NoError(t, tab.m.Read(ctx, tab.geo.slotAddr(st, i), wb[:]))
-			if binary.LittleEndian.Uint64(wb[:]) == 0 {
-				prev, err := tab.m.CAS(ctx, tab.geo.slotAddr(st, i), 0, uint64(w))
-				require.NoError(t, err)
-				require.Zero(t, prev)
-				placed = true
-			}
-		}
-	}
-	require.True(t, placed, "no empty slot")
+	placeAnotherBlock(t, tab, k, other)
 
-	op = tab.newOp(k)
+	op := tab.newOp(k)
 	op.keepValue = true
 	dst := make([]byte, 2, 64) // spare capacity, and a prefix the values go after
 	dst[0], dst[1] = 'p', 'q'

@@ -205,8 +205,24 @@ func TestSearchSeveralTakesFirst(t *testing.T) {
 	v := tab.decodeView(op, st, &tab.scr.lv)
 	require.Len(t, v.words, 1)
 	at := v.idx[0]
-	// Another block of the key, its slot the first empty one of the key's ranges.
 	other := []byte("written-beside")
+	i := placeAnotherBlock(t, tab, k, other)
+	want := "inserted"
+	if i < at {
+		want = string(other)
+	}
+	got, err := tab.Search(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, want, string(got), "slots %d (inserted) and %d", at, i)
+}
+
+// placeAnotherBlock writes a block of key k with value other and puts its slot word, committed,
+// in the first empty slot of k's ranges; it returns that slot's index.
+func placeAnotherBlock(t *testing.T, tab *Table, k, other []byte) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	op := tab.newOp(k)
+	st := tab.subtableFor(op.k.h1)
 	blk := encodeBlock(0, k, other, 0, 7)
 	size := uint64(len(blk)+Unit-1) &^ (Unit - 1)
 	addr, err := tab.a.Alloc(ctx, size, Unit)
@@ -214,25 +230,18 @@ func TestSearchSeveralTakesFirst(t *testing.T) {
 	require.NoError(t, tab.m.Write(ctx, addr, encodeBlock(addr, k, other, 0, 7)))
 	w, err := MakeSlot(op.fp, uint64(len(blk)), addr)
 	require.NoError(t, err)
-	placed := false
 	for _, start := range op.ranges {
-		for i := start; i < start+2*tab.geo.perB && !placed; i++ {
+		for i := start; i < start+2*tab.geo.perB; i++ {
 			var wb [8]byte
 			require.NoError(t, tab.m.Read(ctx, tab.geo.slotAddr(st, i), wb[:]))
 			if binary.LittleEndian.Uint64(wb[:]) == 0 {
 				prev, err := tab.m.CAS(ctx, tab.geo.slotAddr(st, i), 0, uint64(w))
 				require.NoError(t, err)
 				require.Zero(t, prev)
-				placed = true
-				want := "inserted"
-				if i < at {
-					want = string(other)
-				}
-				got, err := tab.Search(ctx, k)
-				require.NoError(t, err)
-				require.Equal(t, want, string(got), "slots %d (inserted) and %d", at, i)
+				return i
 			}
 		}
 	}
-	require.True(t, placed, "no empty slot")
+	require.Fail(t, "no empty slot")
+	return 0
 }
