@@ -186,7 +186,8 @@ type Stats struct {
 	// SearchStraight counts Searches that took the straight path after the address cache
 	// (searchStraight: one function for the common lookup, in a subtable that owns the key
 	// outright), and SearchHandovers those of them that went on in the general path: a
-	// pending adoption, a view not owned outright, a block that failed validation.
+	// pending adoption, a view not owned outright, a block that failed validation. Both count
+	// pinned sections: a Search whose pin's lease ran out pins again and counts again.
 	SearchStraight, SearchHandovers uint64
 }
 
