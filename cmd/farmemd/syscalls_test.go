@@ -43,8 +43,6 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 		return callsPer(t, self, node, n, do)
 	}
 	const k = 8
-	bs := make([]farmem.Batch, k)
-	ps := make([]*farmem.Pending, k)
 
 	// With readers that spin before they park, in both processes: a lone exchange spins (reads
 	// that find nothing); with several requests in flight a reader spins only while its
@@ -62,10 +60,6 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 	b2 := farmem.MakeAddr(2, 4096)
 	var lone farmem.Batch
 	lone.Read(b2, make([]byte, 8))
-	for i := range bs {
-		bs[i] = farmem.Batch{}
-		bs[i].Read(b2.Add(uint64(512+8*i)), make([]byte, 8))
-	}
 	for range 50 {
 		require.NoError(t, m2.Post(ctx, &lone).Wait(ctx, 0))
 	}
@@ -76,19 +70,7 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 	if runtime.GOMAXPROCS(0) > 1 {
 		require.Positive(t, after-spins, "the client spun")
 	}
-	for i := range bs {
-		ps[i] = m2.Post(ctx, &bs[i])
-	}
-	cr, cw, nr, nw = measure(4000, func(i int) error {
-		if err := ps[i%k].Wait(ctx, 0); err != nil {
-			return err
-		}
-		ps[i%k] = m2.Post(ctx, &bs[i%k])
-		return nil
-	})
-	for _, p := range ps {
-		require.NoError(t, p.Wait(ctx, 0))
-	}
+	cr, cw, nr, nw = outstanding(t, ctx, m2, b2, k, measure)
 	t.Logf("spinning, per batch, %d outstanding: client %.2f reads, %.2f writes; farmemd %.2f reads, %.2f writes", k, cr, cw, nr, nw)
 	require.LessOrEqual(t, cw, 0.2, "client writes, spinning, %d outstanding", k)
 	require.LessOrEqual(t, nw, 0.2, "farmemd writes, spinning, %d outstanding", k)
@@ -159,6 +141,15 @@ func parkedCalls(t *testing.T, ctx context.Context, m farmem.Memory, a farmem.Ad
 
 	// 8 batches outstanding: each wait is followed by a post.
 	const k = 8
+	cr, cw, nr, nw = outstanding(t, ctx, m, a, k, measure)
+	check(fmt.Sprintf("per batch, %d outstanding", k), 0.5, cr, cw, nr, nw)
+}
+
+// outstanding keeps k one-read batches (at a+512 and on) posted to m, each wait followed by a
+// post, and returns measure's counts over 4,000 of those waits; it waits for the last ones.
+func outstanding(t *testing.T, ctx context.Context, m farmem.Memory, a farmem.Addr, k int,
+	measure func(n int, do func(i int) error) (cr, cw, nr, nw float64)) (cr, cw, nr, nw float64) {
+	t.Helper()
 	bs := make([]farmem.Batch, k)
 	ps := make([]*farmem.Pending, k)
 	for i := range bs {
@@ -175,7 +166,7 @@ func parkedCalls(t *testing.T, ctx context.Context, m farmem.Memory, a farmem.Ad
 	for _, p := range ps {
 		require.NoError(t, p.Wait(ctx, 0))
 	}
-	check(fmt.Sprintf("per batch, %d outstanding", k), 0.5, cr, cw, nr, nw)
+	return cr, cw, nr, nw
 }
 
 // callsPer runs do n times and returns the read and write system calls per time of the process
