@@ -64,6 +64,11 @@ func TestPostedBeforeAdoptNeverReachesNewMemory(t *testing.T) {
 	installQP(c, 1, q)
 	c.f.addLive(q.l)
 	done := faaAsync(ctx, late, a, 100)
+	// The FAA is posted (waiting in the link's buffer for the handshake) before the node
+	// restarts: a post that came later, after the fabric met the new process, would rightly
+	// go elsewhere.
+	require.Eventually(t, func() bool { return q.l.outstanding.Load() != 0 }, time.Minute, time.Millisecond,
+		"the FAA was never posted on the held-back queue pair")
 
 	s := restartNode1(t, servers, cl)
 	_, err := other.FAA(ctx, a, 1)
