@@ -273,14 +273,24 @@ func BenchmarkSplit(b *testing.B) {
 // splitRegion creates a temporary cxl region of two 512 MiB memory nodes, named after pattern,
 // attaches to it and removes it when tb ends; it skips where cxl regions are not supported.
 func splitRegion(tb testing.TB, pattern string) *cxl.Fabric {
+	f, release := tempSplitRegion(tb, pattern)
+	tb.Cleanup(release)
+	return f
+}
+
+// tempSplitRegion is splitRegion whose region the caller removes, calling release (once), so
+// that a benchmark making one region per iteration holds one at a time, not b.N of 1 GiB each.
+func tempSplitRegion(tb testing.TB, pattern string) (*cxl.Fabric, func()) {
 	r, err := cxl.CreateTemp("", pattern, cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
 	if errors.Is(err, farmem.ErrNotSupported) {
 		tb.Skip(err)
 	}
 	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = os.Remove(r.Path()); _ = r.Close() })
 	f, err := r.Attach(cxl.OpenOptions{})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = f.Close() })
-	return f
+	if err != nil {
+		_ = os.Remove(r.Path())
+		_ = r.Close()
+		require.NoError(tb, err)
+	}
+	return f, func() { _ = f.Close(); _ = os.Remove(r.Path()); _ = r.Close() }
 }
