@@ -54,6 +54,7 @@ func BenchmarkAllocFree(b *testing.B) {
 	ctx := context.Background()
 	c := newCluster(b, local.Options{}, FormatOptions{})
 	a, _ := c.allocator(b, 0, Options{})
+	b.ResetTimer()
 	for range b.N {
 		p, err := a.Alloc(ctx, 64, 0)
 		if err != nil {

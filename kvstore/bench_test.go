@@ -11,9 +11,10 @@ import (
 )
 
 // BenchmarkCXL measures operations on a store over a cxl region (memfd, one process): Get,
-// AppendGet into a reused buffer and Put of 8-byte keys and 100-byte values over 10,000 loaded keys, through a Session (one
-// goroutine) and through the Store's pool from GOMAXPROCS goroutines. It reports round trips
-// per operation from the store's counters.
+// AppendGet into a reused buffer and Put of 11-byte keys ("key" and 8 bytes) and 100-byte
+// values over 10,000 loaded keys, through a Session (one goroutine), and Get through the
+// Store's pool from GOMAXPROCS goroutines. It reports round trips per operation from the
+// store's counters.
 func BenchmarkCXL(b *testing.B) {
 	r, err := cxl.Create("", cxl.Options{Shape: cxl.Shape{MemoryNodes: 1, MemorySize: 256 << 20}})
 	require.NoError(b, err)

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"cmp"
 	"context"
 	"syscall"
 	"testing"
@@ -28,18 +29,34 @@ func speedModel() sim.Model {
 
 // runSpeed runs 512 closed-loop clients, each issuing ops single verbs (a mix of 8-byte and
 // 64-byte READs, WRITEs and FAAs on random words of random memory nodes), and returns the
-// number of verbs the fabric counted.
-func runSpeed(tb testing.TB, ops int) uint64 { return runSpeedBatch(tb, ops, 1) }
+// number of verbs the fabric counted and the run's wall and CPU time. b's timer runs for the
+// run alone, not for making and closing the simulator.
+func runSpeed(b *testing.B, ops int) speedRun { return runSpeedBatch(b, ops, 1) }
 
 // runSpeedBatch is runSpeed with batches of batch ops, each to a random node (batch 1: single
 // verbs). A batch is one round trip, as a structure reading several buckets at once posts.
-func runSpeedBatch(tb testing.TB, ops, batch int) uint64 { return runSpeedClients(tb, 512, ops, batch) }
+func runSpeedBatch(b *testing.B, ops, batch int) speedRun { return runSpeedClients(b, 512, ops, batch) }
+
+// speedRun is what runSpeed measured.
+type speedRun struct {
+	verbs     uint64
+	wall, cpu time.Duration
+}
+
+// report reports the verbs per second of wall time and the process's CPU time per verb, which
+// a loaded machine does not inflate as it does the wall time.
+func (r speedRun) report(b *testing.B) {
+	b.ReportMetric(float64(r.verbs)/r.wall.Seconds(), "verbs/s")
+	b.ReportMetric(float64(r.cpu)/float64(r.verbs), "cpu-ns/verb")
+}
 
 // runSpeedClients is runSpeedBatch with the given number of clients.
-func runSpeedClients(tb testing.TB, clients, ops, batch int) uint64 {
+func runSpeedClients(b *testing.B, clients, ops, batch int) speedRun {
 	s, err := sim.New(speedModel(), 42)
-	require.NoError(tb, err)
+	require.NoError(b, err)
 	defer s.Close()
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
 	res, err := s.RunClosedLoop(sim.ClosedLoop{
 		Clients: clients,
 		Ops:     ops,
@@ -48,23 +65,23 @@ func runSpeedClients(tb testing.TB, clients, ops, batch int) uint64 {
 			buf := make([]byte, 64)
 			nodes := m.Topology().MemoryNodes()
 			if batch > 1 {
-				var b farmem.Batch
+				var bt farmem.Batch
 				bufs := make([][]byte, batch)
 				for k := range bufs {
 					bufs[k] = make([]byte, 64)
 				}
 				return func(ctx context.Context) error {
-					b.Reset()
+					bt.Reset()
 					for k := range batch {
 						r := rnd.Uint64()
 						a := farmem.MakeAddr(nodes[r%8], 64<<10+(r>>8)%(1<<20)&^63)
 						if r>>62 == 0 {
-							b.FAA(a.Add(1<<20), 1)
+							bt.FAA(a.Add(1<<20), 1)
 						} else {
-							b.Read(a, bufs[k])
+							bt.Read(a, bufs[k])
 						}
 					}
-					return m.Do(ctx, &b)
+					return m.Do(ctx, &bt)
 				}, nil
 			}
 			return func(ctx context.Context) error {
@@ -84,9 +101,12 @@ func runSpeedClients(tb testing.TB, clients, ops, batch int) uint64 {
 			}, nil
 		},
 	})
-	require.NoError(tb, err)
-	require.Zero(tb, res.Errors)
-	return s.Stats().TotalVerbs()
+	r := speedRun{wall: time.Since(start), cpu: cpuTime() - cpu0}
+	b.StopTimer()
+	require.NoError(b, err)
+	require.Zero(b, res.Errors)
+	r.verbs = s.Stats().TotalVerbs()
+	return r
 }
 
 // BenchmarkVerbs512 measures the simulator's speed: simulated verbs per second of wall time
@@ -96,12 +116,7 @@ func runSpeedClients(tb testing.TB, clients, ops, batch int) uint64 {
 //	go test -run '^$' -bench 'Verbs512$' -cpu 1 ./sim/
 func BenchmarkVerbs512(b *testing.B) {
 	b.ReportAllocs()
-	start, cpu0 := time.Now(), cpuTime()
-	verbs := runSpeed(b, max(1, b.N/512))
-	b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
-	// The process's CPU time per verb, which a loaded machine does not inflate as it does
-	// the wall time.
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
+	runSpeed(b, max(1, b.N/512)).report(b)
 }
 
 // BenchmarkVerbs8 is BenchmarkVerbs512 with 8 clients, whose state (stacks, goroutine
@@ -112,10 +127,7 @@ func BenchmarkVerbs512(b *testing.B) {
 //	go test -run '^$' -bench 'Verbs(8|512)$' -cpu 1 ./sim/
 func BenchmarkVerbs8(b *testing.B) {
 	b.ReportAllocs()
-	start, cpu0 := time.Now(), cpuTime()
-	verbs := runSpeedClients(b, 8, max(1, b.N/8), 1)
-	b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
+	runSpeedClients(b, 8, max(1, b.N/8), 1).report(b)
 }
 
 // cpuTime returns the process's user and system CPU time.
@@ -133,25 +145,30 @@ func cpuTime() time.Duration {
 //	go test -run '^$' -bench BatchedVerbs512 -benchtime 2000000x ./sim/
 func BenchmarkBatchedVerbs512(b *testing.B) {
 	b.ReportAllocs()
-	start, cpu0 := time.Now(), cpuTime()
-	verbs := runSpeedBatch(b, max(1, b.N/512/4), 4)
-	b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(verbs), "cpu-ns/verb")
+	runSpeedBatch(b, max(1, b.N/512/4), 4).report(b)
 }
 
 // BenchmarkSleep512 measures the scheduler alone: 512 simulated goroutines each sleeping in a
 // loop, one event and one switch per sleep. One b.N is one sleep.
 func BenchmarkSleep512(b *testing.B) {
-	s, _ := sim.New(sim.Model{}, 1)
+	s, err := sim.New(sim.Model{}, 1)
+	require.NoError(b, err)
 	defer s.Close()
 	rt := s.Runtime()
 	each := max(1, b.N/512)
 	b.ResetTimer()
+	var sleepErr error // the first Sleep's error (the simulated goroutines run one at a time)
 	s.Run(func() {
-		_ = s.Parallel(512, func(i int) {
+		err = s.Parallel(512, func(i int) {
 			for range each {
-				_ = rt.Sleep(context.Background(), time.Duration(1+i%7)*time.Microsecond)
+				if err := rt.Sleep(context.Background(), time.Duration(1+i%7)*time.Microsecond); err != nil {
+					sleepErr = cmp.Or(sleepErr, err)
+					return
+				}
 			}
 		})
 	})
+	b.StopTimer()
+	require.NoError(b, err)
+	require.NoError(b, sleepErr)
 }

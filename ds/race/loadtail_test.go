@@ -335,20 +335,12 @@ func loadTailReport(all []loadOp, clients int, elapsed, threshold time.Duration,
 
 // BenchmarkSplitStages is a measurement tool: it inserts 1,000-byte values into a table of
 // kvstore's default parameters on a cxl region (one client) until b.N subtables have split,
-// and logs, for the inserts that split, the time spent inside each kind of verb (by its first
-// op's kind and its size) and between verbs (the split's own CPU work), per split.
+// and logs, for the inserts that did a split's work (began a split, moved regions of one or
+// ended one: such a table splits region by region over many inserts), the time spent inside
+// each kind of verb (by its first op's kind and its size) and between verbs (the split's own
+// CPU work, and the inserts' own), per split. The splits are made in loads of at most
+// splitsPerRegion, each on a new table on a region of its own (splitLoads).
 func BenchmarkSplitStages(b *testing.B) {
-	f := splitRegion(b, "race-stages-*.region")
-	root := dstest.Build(b, f, alloc.Options{}, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
-		return race.Create(ctx, m, a, race.Params{MetaSize: 16})
-	})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.ID())
-	require.NoError(b, err)
-	defer m.Close()
-	a, err := alloc.New(ctx, m, alloc.Options{})
-	require.NoError(b, err)
-	defer a.Close()
 	type stage struct {
 		n      int
 		in     time.Duration
@@ -379,65 +371,73 @@ func BenchmarkSplitStages(b *testing.B) {
 		return k + "×" + size
 	}
 	var started time.Time
-	tm := &farmemtest.Interposer{Memory: m,
-		Before: func(_ context.Context, v farmemtest.Verb) {
-			started = time.Now()
-			if cur != nil {
-				s := cur[label(v)]
-				if s == nil {
-					s = &stage{}
-					cur[label(v)] = s
-				}
-				s.before += started.Sub(last)
-			}
-		},
-		After: func(_ context.Context, v farmemtest.Verb, _ uint64, _ error) {
-			last = time.Now()
-			if cur != nil {
-				s := cur[label(v)]
-				s.n++
-				s.in += last.Sub(started)
-			}
-		}}
-	tab, err := race.Open(ctx, tm, a, root, race.Options{})
-	require.NoError(b, err)
-	defer tab.Close()
 	total := map[string]*stage{}
 	var tail time.Duration // from the last verb to the insert's return
 	var took time.Duration
-	splits := 0
+	working := 0 // inserts that did a split's work
 	value := make([]byte, 1000)
-	b.ResetTimer()
-	for i := int64(0); splits < b.N; i++ {
-		kb := generator.AppendKey(nil, i, 0, false)
-		cur = map[string]*stage{}
-		s0 := tab.Stats().Splits
-		t0 = time.Now()
-		last = t0
-		require.NoError(b, tab.Insert(ctx, kb, value))
-		end := time.Now()
-		if tab.Stats().Splits == s0 {
-			continue
-		}
-		splits++
-		took += end.Sub(t0)
-		tail += end.Sub(last)
-		for k, s := range cur {
-			t := total[k]
-			if t == nil {
-				t = &stage{}
-				total[k] = t
-			}
-			t.n += s.n
-			t.in += s.in
-			t.before += s.before
-		}
+	create := func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return race.Create(ctx, m, a, race.Params{MetaSize: 16})
 	}
-	b.StopTimer()
-	cur = nil
+	splits := splitLoads(b, "race-stages-*.region", alloc.Options{}, create, func(m farmem.Memory, a *alloc.Allocator, root farmem.Addr, want int) int {
+		ctx := context.Background()
+		tm := &farmemtest.Interposer{Memory: m,
+			Before: func(_ context.Context, v farmemtest.Verb) {
+				started = time.Now()
+				if cur != nil {
+					s := cur[label(v)]
+					if s == nil {
+						s = &stage{}
+						cur[label(v)] = s
+					}
+					s.before += started.Sub(last)
+				}
+			},
+			After: func(_ context.Context, v farmemtest.Verb, _ uint64, _ error) {
+				last = time.Now()
+				if cur != nil {
+					s := cur[label(v)]
+					s.n++
+					s.in += last.Sub(started)
+				}
+			}}
+		tab, err := race.Open(ctx, tm, a, root, race.Options{})
+		require.NoError(b, err)
+		defer tab.Close()
+		defer func() { cur = nil }()
+		made := 0
+		for i := int64(0); made < want; i++ {
+			kb := generator.AppendKey(nil, i, 0, false)
+			cur = map[string]*stage{}
+			s0 := tab.Stats()
+			t0 = time.Now()
+			last = t0
+			require.NoError(b, tab.Insert(ctx, kb, value))
+			end := time.Now()
+			s1 := tab.Stats()
+			if s1.Splits == s0.Splits && s1.Begins == s0.Begins && s1.Moves == s0.Moves {
+				continue
+			}
+			made += int(s1.Splits - s0.Splits)
+			working++
+			took += end.Sub(t0)
+			tail += end.Sub(last)
+			for k, s := range cur {
+				t := total[k]
+				if t == nil {
+					t = &stage{}
+					total[k] = t
+				}
+				t.n += s.n
+				t.in += s.in
+				t.before += s.before
+			}
+		}
+		return made
+	})
 	var sb strings.Builder
 	n := time.Duration(splits)
-	fmt.Fprintf(&sb, "\n%d splits: %v per splitting insert; per split, by verb (first op × size):\n", splits, took/n)
+	fmt.Fprintf(&sb, "\n%d splits, %d inserts doing their work: %v of those inserts per split; per split, by verb (first op × size):\n", splits, working, took/n)
 	keys := make([]string, 0, len(total))
 	for k := range total {
 		keys = append(keys, k)

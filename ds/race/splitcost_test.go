@@ -229,40 +229,38 @@ func TestSplitRefusesBadHead(t *testing.T) {
 
 // BenchmarkSplit inserts 1,000-byte values into a table of the default geometry on a cxl
 // region (one client) until b.N subtables have split, and reports what the inserts that
-// split cost: wall time, verbs, round trips and bytes read, per split.
+// split cost: wall time, verbs, round trips and bytes read, per split. The table is of layout
+// version 3, whose whole split is done by the one insert that splits (a table of version 4,
+// the default, moves a split region by region over many inserts: BenchmarkSplitStages,
+// BenchmarkLoadTail). The splits are made in loads of at most splitsPerRegion, each on a new
+// table on a region of its own (splitLoads); ns/op is the time of all the inserts per split.
 func BenchmarkSplit(b *testing.B) {
-	f := splitRegion(b, "race-split-*.region")
-	root := dstest.Build(b, f, dstest.AllocOptions, func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
-		return race.CreateVersion(ctx, m, a, race.Params{}, wholeSplit.version)
-	})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.ID())
-	require.NoError(b, err)
-	defer m.Close()
-	a, err := alloc.New(ctx, m, dstest.AllocOptions)
-	require.NoError(b, err)
-	defer a.Close()
-	tab, err := race.Open(ctx, m, a, root, race.Options{})
-	require.NoError(b, err)
-	defer tab.Close()
 	var took time.Duration
 	var cost farmem.Stats
-	splits := uint64(0)
-	b.ResetTimer()
-	for i := uint64(0); splits < uint64(b.N); i++ {
-		before, s0 := m.Stats(), tab.Stats().Splits
-		t0 := time.Now()
-		if err := tab.Insert(ctx, key(i), val(i, 1000)); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(t0)
-		if n := tab.Stats().Splits - s0; n > 0 {
-			splits += n
-			took += d
-			cost = cost.Add(m.Stats().Sub(before))
-		}
+	create := func(ctx context.Context, m farmem.Memory, a *alloc.Allocator) (farmem.Addr, error) {
+		return race.CreateVersion(ctx, m, a, race.Params{}, wholeSplit.version)
 	}
-	b.StopTimer()
+	splits := splitLoads(b, "race-split-*.region", dstest.AllocOptions, create, func(m farmem.Memory, a *alloc.Allocator, root farmem.Addr, want int) int {
+		ctx := context.Background()
+		tab, err := race.Open(ctx, m, a, root, race.Options{})
+		require.NoError(b, err)
+		defer tab.Close()
+		made := 0
+		for i := uint64(0); made < want; i++ {
+			before, s0 := m.Stats(), tab.Stats().Splits
+			t0 := time.Now()
+			if err := tab.Insert(ctx, key(i), val(i, 1000)); err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(t0)
+			if n := tab.Stats().Splits - s0; n > 0 {
+				made += int(n)
+				took += d
+				cost = cost.Add(m.Stats().Sub(before))
+			}
+		}
+		return made
+	})
 	n := float64(splits)
 	b.ReportMetric(float64(took.Nanoseconds())/n, "split-ns")
 	b.ReportMetric(float64(cost.TotalVerbs())/n, "verbs/split")
@@ -270,16 +268,49 @@ func BenchmarkSplit(b *testing.B) {
 	b.ReportMetric(float64(cost.BytesIn)/n, "in-B/split")
 }
 
-// splitRegion creates a temporary cxl region of two 512 MiB memory nodes, named after pattern,
-// attaches to it and removes it when tb ends; it skips where cxl regions are not supported.
-func splitRegion(tb testing.TB, pattern string) *cxl.Fabric {
-	f, release := tempSplitRegion(tb, pattern)
-	tb.Cleanup(release)
-	return f
+// splitsPerRegion is how many splits a split benchmark makes on one table before it goes on
+// with a new table on a new region: the 1,000-byte values of fewer than 1,500 splits fill a
+// region's two 512 MiB nodes (BenchmarkSplit failed with "heap exhausted" at -benchtime
+// 1500x when it made all of b.N on one region; 535 at the default -benchtime passed).
+const splitsPerRegion = 400
+
+// splitLoads makes b.N splits (or a few more) in loads of at most splitsPerRegion: each load
+// gets a region of its own (tempSplitRegion), removed when the load ends, on which create
+// makes a table (with an allocator of options ao); load then inserts into the table at root,
+// with a client and an allocator (ao) of its own, until it has made at least want splits, and
+// returns how many it made. b's timer runs during the loads alone. It returns the splits made.
+func splitLoads(b *testing.B, pattern string, ao alloc.Options, create func(context.Context, farmem.Memory, *alloc.Allocator) (farmem.Addr, error),
+	load func(m farmem.Memory, a *alloc.Allocator, root farmem.Addr, want int) int) int {
+	b.StopTimer()
+	made := 0
+	for made < b.N {
+		made += oneSplitLoad(b, pattern, ao, create, min(b.N-made, splitsPerRegion), load)
+	}
+	return made
 }
 
-// tempSplitRegion is splitRegion whose region the caller removes, calling release (once), so
-// that a benchmark making one region per iteration holds one at a time, not b.N of 1 GiB each.
+// oneSplitLoad is one load of splitLoads.
+func oneSplitLoad(b *testing.B, pattern string, ao alloc.Options, create func(context.Context, farmem.Memory, *alloc.Allocator) (farmem.Addr, error),
+	want int, load func(m farmem.Memory, a *alloc.Allocator, root farmem.Addr, want int) int) int {
+	f, release := tempSplitRegion(b, pattern)
+	defer release()
+	root := dstest.Build(b, f, ao, create)
+	ctx := context.Background()
+	m, err := f.Open(ctx, f.ID())
+	require.NoError(b, err)
+	defer m.Close()
+	a, err := alloc.New(ctx, m, ao)
+	require.NoError(b, err)
+	defer a.Close()
+	b.StartTimer()
+	defer b.StopTimer()
+	return load(m, a, root, want)
+}
+
+// tempSplitRegion creates a temporary cxl region of two 512 MiB memory nodes, named after
+// pattern, and attaches to it; it skips where cxl regions are not supported. The caller removes
+// the region, calling release (once), so that a benchmark making one region per load holds one
+// at a time, not one of 1 GiB per load.
 func tempSplitRegion(tb testing.TB, pattern string) (*cxl.Fabric, func()) {
 	r, err := cxl.CreateTemp("", pattern, cxl.Options{Shape: cxl.Shape{MemoryNodes: 2, MemorySize: 512 << 20}})
 	if errors.Is(err, farmem.ErrNotSupported) {
