@@ -17,9 +17,14 @@ import (
 )
 
 // swarmParams size the tests' objects: the mixed workload's values (up to 208 bytes) and a
-// marker byte, four record slots per writer, eight metadata words, and a short lease and
-// skew (the buffers' reuse delay, with the fabric's down timeout).
-var swarmParams = maxreg.Params{ValueSize: 224, Slots: 4, Words: 8, Lease: 200 * time.Microsecond, Skew: 200 * time.Microsecond}
+// marker byte, four record slots per writer, eight metadata words, and a short skew (the
+// buffers' reuse delay is the lease, the skew and the fabric's down timeout). The lease is one
+// a busy machine keeps: a read that takes longer than it starts over, and with 200 µs the local
+// fabric's reads under GOMAXPROCS=1 (torn accesses yield the processor mid-copy) almost never
+// finished within it, so TestSwarmLincheckLocal's readers started over without end while the
+// reads they left behind queued up at the replicas (3 runs of 3 stuck for minutes, gigabytes
+// of memory, beside other race-enabled test runs).
+var swarmParams = maxreg.Params{ValueSize: 224, Slots: 4, Words: 8, Lease: 5 * time.Millisecond, Skew: 200 * time.Microsecond}
 
 // swarmOptions are store options with the swarm kind (3 replicas by default).
 func swarmOptions() kvstore.Options {
