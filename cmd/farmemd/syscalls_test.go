@@ -25,19 +25,9 @@ import (
 // the calls of readers that park at once: a reader that spins before it parks (rdma.SetSpin)
 // makes reads that find nothing by design, so spinning is off in both processes here.
 func TestSyscallsPerRoundTrip(t *testing.T) {
-	if _, err := os.ReadFile("/proc/self/io"); err != nil {
-		t.Skip("no /proc/self/io here:", err)
-	}
-	t.Setenv("FARMEM_SPIN", "off") // (farmemd's)
-	defer rdma.SetSpin(rdma.SetSpin(0))
-	dir := t.TempDir()
-	d := startDaemon(t, dir, 1, "16MiB", "127.0.0.1:0")
-	f := dial(t, writeCluster(t, dir, []*daemon{d}, ""), rdma.Options{})
+	dir, d, m := parkedNode(t, rdma.Options{})
 	ctx := context.Background()
-	m, err := f.Open(ctx, f.Hosted()[0])
-	require.NoError(t, err)
-	a := farmem.MakeAddr(1, 4096)
-	parkedCalls(t, ctx, m, a, d, "")
+	parkedCalls(t, ctx, m, farmem.MakeAddr(1, 4096), d, "")
 	self, node := os.Getpid(), d.cmd.Process.Pid
 	measure := func(n int, do func(i int) error) (cr, cw, nr, nw float64) {
 		return callsPer(t, self, node, n, do)
@@ -85,19 +75,28 @@ func TestSyscallsPerRoundTrip(t *testing.T) {
 // own pays, one write and one read on each side per round trip, and a pipelining client's
 // frames and answers share calls as they do there.
 func TestSyscallsPerRoundTripShared(t *testing.T) {
+	_, d, m := parkedNode(t, rdma.Options{SharedConns: true})
+	parkedCalls(t, context.Background(), m, farmem.MakeAddr(1, 4096), d, "shared, ")
+}
+
+// parkedNode starts farmemd node 1 in a fresh directory with readers that park at once in
+// both processes (spinning off in farmemd's environment and in this process until the test
+// ends), dials it with o and opens a Memory of the node: what the syscall tests count calls
+// over. It skips where /proc/self/io, which they read, is missing.
+func parkedNode(t *testing.T, o rdma.Options) (dir string, d *daemon, m farmem.Memory) {
+	t.Helper()
 	if _, err := os.ReadFile("/proc/self/io"); err != nil {
 		t.Skip("no /proc/self/io here:", err)
 	}
 	t.Setenv("FARMEM_SPIN", "off") // (farmemd's)
-	defer rdma.SetSpin(rdma.SetSpin(0))
-	dir := t.TempDir()
-	d := startDaemon(t, dir, 1, "16MiB", "127.0.0.1:0")
-	f := dial(t, writeCluster(t, dir, []*daemon{d}, ""), rdma.Options{SharedConns: true})
-	ctx := context.Background()
-	m, err := f.Open(ctx, f.Hosted()[0])
+	prev := rdma.SetSpin(0)
+	t.Cleanup(func() { rdma.SetSpin(prev) })
+	dir = t.TempDir()
+	d = startDaemon(t, dir, 1, "16MiB", "127.0.0.1:0")
+	f := dial(t, writeCluster(t, dir, []*daemon{d}, ""), o)
+	m, err := f.Open(context.Background(), f.Hosted()[0])
 	require.NoError(t, err)
-	a := farmem.MakeAddr(1, 4096)
-	parkedCalls(t, ctx, m, a, d, "shared, ")
+	return dir, d, m
 }
 
 // parkedCalls is the part of TestSyscallsPerRoundTrip made with readers that park at once, over
